@@ -1,0 +1,112 @@
+# fiberd — one Makefile for the whole tree.
+#
+#   make              build the runtime, daemon, client and plugins into $(BUILD)
+#   make check        unit + integration tests, then the scheduler tests again under
+#                     ASan+UBSan and TSan (each variant in its own build directory)
+#   make bench        benchmarks with their peers (Go, pthreads, ucontext, bare switch)
+#   make demo         the main job
+#   make install      honours PREFIX and DESTDIR
+#   make format-check clang-format over every C file, fails on any difference
+#
+# Each folder adds its own targets in its build.mk; this file holds the flags and the
+# top-level targets. SANITIZE=address,undefined or SANITIZE=thread builds a variant into
+# build/<variant>. CONTEXT=ucontext picks the portable context-switch fallback.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CC      ?= cc
+SANITIZE ?=
+CONTEXT ?= $(if $(filter x86_64,$(shell uname -m)),asm,ucontext)
+
+ifeq ($(SANITIZE),)
+BUILD ?= build
+OPT   ?= -O2
+else
+BUILD ?= build/$(subst $(comma),-,$(SANITIZE))
+OPT   ?= -O1 -fno-omit-frame-pointer
+endif
+comma := ,
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wpointer-arith -Wformat=2 -Wno-unused-parameter -Wvla -Wundef
+ifneq ($(CI),)
+WARN += -Werror
+endif
+ifneq ($(WERROR),)
+WARN += -Werror
+endif
+
+CPPFLAGS += -D_GNU_SOURCE -I. -MMD -MP
+CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fvisibility=hidden -pthread
+LDFLAGS  += -pthread
+ifneq ($(SANITIZE),)
+CFLAGS  += -fsanitize=$(SANITIZE)
+LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+ifeq ($(CONTEXT),ucontext)
+CPPFLAGS += -DSCHED_CONTEXT_UCONTEXT=1
+endif
+
+# Debian packages every target needs; the deps step installs the missing ones.
+DEBS := build-essential pkg-config libcriterion-dev libmsgpack-dev libnuma-dev \
+        libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format
+BENCH_DEBS := golang-go
+
+.PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \
+        format format-check clean
+all:
+
+# Installs missing packages with apt-get when root; otherwise prints the exact command.
+define install_debs
+	@missing=""; for p in $(1); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" -ne 0 ]; then \
+	    echo "fiberd: missing packages:$$missing" >&2; \
+	    echo "fiberd: run: sudo apt-get install -y$$missing" >&2; exit 1; \
+	  fi; \
+	  echo "fiberd: installing$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+endef
+deps:
+	$(call install_debs,$(DEBS))
+deps-bench: deps
+	$(call install_debs,$(BENCH_DEBS))
+
+include scheduler/build.mk
+-include ipc/build.mk
+-include plugins/build.mk
+-include daemon/build.mk
+-include client/build.mk
+-include systemd/build.mk
+include tests/build.mk
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+$(BUILD)/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+# The sanitizer variants rebuild only the scheduler's tests, in their own directories.
+check-sanitizers: deps
+	$(MAKE) --no-print-directory SANITIZE=address,undefined check-unit
+	$(MAKE) --no-print-directory SANITIZE=thread check-unit
+
+check: deps format-check
+	$(MAKE) --no-print-directory check-unit check-integration
+	$(MAKE) --no-print-directory check-sanitizers
+
+C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build/*')
+format:
+	clang-format -i $(C_SOURCES)
+format-check: deps
+	@clang-format --dry-run --Werror $(C_SOURCES) && echo "format-check: ok"
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

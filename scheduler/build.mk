@@ -1,0 +1,14 @@
+# scheduler/ — the fiber runtime, built as a static library every other layer links.
+SCHED_SRCS := $(sort $(wildcard scheduler/*.c))
+SCHED_OBJS := $(SCHED_SRCS:%.c=$(BUILD)/%.o)
+ifeq ($(CONTEXT),asm)
+SCHED_OBJS += $(BUILD)/scheduler/context-x86_64.o
+endif
+LIBSCHED := $(BUILD)/libsched.a
+SCHED_LIBS := -lnuma
+
+$(LIBSCHED): $(SCHED_OBJS)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+all: $(LIBSCHED)

@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fiber.c — fibers: creation, the switch between them, exit and join, yield, sleep,
+ * cancellation and fiber-local storage.
+ *
+ * A switch always goes fiber -> fiber or fiber <-> the worker's idle loop, and the
+ * code that runs first on the new stack calls worker_finish_switch() to finish what
+ * the old fiber asked for: push it back (yield), take part in the wake-up handshake
+ * (park, see runtime.h), or drop its reference (exit). Doing that after the switch is
+ * what makes it safe: nobody can resume a fiber whose registers are still being saved.
+ *
+ * A fiber may resume on another worker than the one it left, so nothing here keeps a
+ * Worker pointer or reads errno across a switch (worker_self() is re-read).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/runtime.h"
+#include "scheduler/spinlock.h"
+
+#ifdef SCHED_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef SCHED_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+static uint64_t next_fiber_id = 1;
+static int fls_keys_used;
+
+static __thread Worker *tls_worker;
+
+__attribute__((noinline)) Worker *worker_self(void)
+{
+        Worker *w;
+        __asm__ __volatile__("" ::: "memory");
+        w = tls_worker;
+        return w;
+}
+
+void worker_set_self(Worker *w)
+{
+        tls_worker = w;
+}
+
+Fiber *fiber_self(void)
+{
+        Worker *w = worker_self();
+        return w ? w->current : NULL;
+}
+
+uint64_t fiber_id(const Fiber *f)
+{
+        return f->id;
+}
+
+const char *fiber_tag(const Fiber *f)
+{
+        return f->tag;
+}
+
+bool fiber_cancelled(void)
+{
+        Fiber *f = fiber_self();
+        return f && __atomic_load_n(&f->cancelled, __ATOMIC_ACQUIRE);
+}
+
+/* ------------------------------------------------------------------ switching ----- */
+
+/* Switch from @from to @to with the sanitizers told. @to_bottom/@to_size describe the
+ * destination stack for ASan; @exiting says @from will never run again. */
+static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker *w, bool exiting)
+{
+#ifdef SCHED_ASAN
+        void *fake = NULL;
+        const void *bottom;
+        size_t size;
+        if (to_fiber) {
+                bottom = to_fiber->map_lo + page_size();
+                size = (size_t)((char *)to_fiber - (char *)bottom);
+        } else {
+                bottom = w->asan_stack_bottom;
+                size = w->asan_stack_size;
+        }
+        __sanitizer_start_switch_fiber(exiting ? NULL : &fake, bottom, size);
+#endif
+#ifdef SCHED_TSAN
+        __tsan_switch_to_fiber(to_fiber ? to_fiber->tsan_fiber : w->tsan_fiber, 0);
+#endif
+        (void)to_fiber;
+        (void)w;
+        (void)exiting;
+        context_switch(from, to);
+#ifdef SCHED_ASAN
+        __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+}
+
+static inline void note_running(Worker *w, Fiber *f)
+{
+        uint64_t now = tsc_now();
+        histogram_add(&w->latency, now - f->ready_tsc);
+        w->current = f;
+        __atomic_store_n(&w->switches, w->switches + 1, __ATOMIC_RELAXED);
+}
+
+void fiber_switch_out(Fiber *self, int action)
+{
+        Worker *w = worker_self();
+        Fiber *next = runq_pop(&w->group->runq);
+
+        w->prev = self;
+        w->prev_action = action;
+        if (next) {
+                note_running(w, next);
+                switch_to(&self->ctx, &next->ctx, next, w, action == FIBER_ACT_EXIT);
+        } else {
+                w->current = NULL;
+                switch_to(&self->ctx, &w->sched_ctx, NULL, w, action == FIBER_ACT_EXIT);
+        }
+        worker_finish_switch(worker_self());
+}
+
+void fiber_run(Worker *w, Fiber *f)
+{
+        w->prev = NULL;
+        w->prev_action = FIBER_ACT_NONE;
+        note_running(w, f);
+        switch_to(&w->sched_ctx, &f->ctx, f, w, false);
+        worker_finish_switch(w);
+}
+
+static void fiber_finish_exit(Worker *w, Fiber *f)
+{
+        Waiter *joiner;
+
+        __atomic_store_n(&w->finished, w->finished + 1, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&f->group->alive, 1, __ATOMIC_RELEASE);
+#ifdef SCHED_TSAN
+        __tsan_destroy_fiber(f->tsan_fiber);
+        f->tsan_fiber = NULL;
+#endif
+        spin_lock(&f->join_lock);
+        __atomic_store_n(&f->done, true, __ATOMIC_RELEASE);
+        joiner = f->joiner;
+        f->joiner = NULL;
+        if (joiner && !waiter_claim(joiner, 0))
+                joiner = NULL; /* it is leaving (cancelled) and will see done */
+        spin_unlock(&f->join_lock);
+        if (joiner)
+                waiter_wake(joiner);
+        fiber_release(f);
+}
+
+void worker_finish_switch(Worker *w)
+{
+        Fiber *prev = w->prev;
+
+        if (!prev)
+                return;
+        w->prev = NULL;
+        switch (w->prev_action) {
+        case FIBER_ACT_YIELD:
+                sched_make_ready(prev);
+                break;
+        case FIBER_ACT_PARK:
+                if (__atomic_fetch_add(&prev->handoff, 1, __ATOMIC_ACQ_REL) == 1)
+                        sched_make_ready(prev);
+                break;
+        case FIBER_ACT_EXIT:
+                fiber_finish_exit(w, prev);
+                break;
+        default:
+                break;
+        }
+}
+
+/* ------------------------------------------------------------------ lifecycle ----- */
+
+static void fiber_entry(void *arg)
+{
+        Fiber *f = arg;
+
+#ifdef SCHED_ASAN
+        __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
+#endif
+        worker_finish_switch(worker_self());
+        f->fn(f->arg);
+        fiber_switch_out(f, FIBER_ACT_EXIT);
+        abort(); /* not reached: an exited fiber is never resumed */
+}
+
+void fiber_release(Fiber *f)
+{
+        if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0)
+                stack_free(f->group, f->map_lo, f->map_size);
+}
+
+int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
+{
+        static const FiberAttr defaults;
+        SchedulingGroup *g;
+        Fiber *self = fiber_self();
+        size_t size, ps = page_size();
+        char *map_lo;
+        Fiber *f;
+        int r;
+
+        if (!attr)
+                attr = &defaults;
+        if (!fn || (!ret) != attr->detached)
+                return -EINVAL;
+        g = attr->group ? attr->group : self ? self->group : NULL;
+        if (!g)
+                return -EINVAL;
+        size = attr->stack_size ? attr->stack_size : g->stack_size;
+        if (size % ps || size < 4 * ps)
+                return -EINVAL;
+
+        if (__atomic_add_fetch(&g->alive, 1, __ATOMIC_ACQ_REL) > g->max_fibers) {
+                __atomic_fetch_sub(&g->alive, 1, __ATOMIC_RELEASE);
+                __atomic_fetch_add(&g->runq_full, 1, __ATOMIC_RELAXED);
+                return -EAGAIN;
+        }
+        r = stack_alloc(g, size, &map_lo);
+        if (r < 0) {
+                __atomic_fetch_sub(&g->alive, 1, __ATOMIC_RELEASE);
+                return r;
+        }
+
+        /* The control block sits at the top of the stack, cache-line aligned. */
+        f = (Fiber *)(((uintptr_t)(map_lo + ps + size) - sizeof(Fiber)) & ~(uintptr_t)63);
+        memset(f, 0, sizeof(*f));
+        f->group = g;
+        f->id = __atomic_fetch_add(&next_fiber_id, 1, __ATOMIC_RELAXED);
+        f->tag = attr->tag;
+        f->fn = fn;
+        f->arg = arg;
+        f->map_lo = map_lo;
+        f->map_size = size + ps;
+        f->refs = attr->detached ? 1 : 2;
+        context_init(&f->ctx, map_lo + ps, (size_t)((char *)f - (map_lo + ps)), fiber_entry, f);
+#ifdef SCHED_TSAN
+        f->tsan_fiber = __tsan_create_fiber(0);
+#endif
+        {
+                Worker *w = worker_self();
+                if (w && w->group == g)
+                        __atomic_store_n(&w->created, w->created + 1, __ATOMIC_RELAXED);
+                else
+                        __atomic_fetch_add(&g->created_outside, 1, __ATOMIC_RELAXED);
+        }
+        if (ret)
+                *ret = f;
+        sched_make_ready(f);
+        return 0;
+}
+
+int fiber_join(Fiber *f)
+{
+        Waiter w;
+        int r;
+
+        if (f == fiber_self())
+                return -EINVAL;
+        waiter_prepare(&w);
+        spin_lock(&f->join_lock);
+        if (__atomic_load_n(&f->done, __ATOMIC_ACQUIRE)) {
+                spin_unlock(&f->join_lock);
+                fiber_release(f);
+                return 0;
+        }
+        f->joiner = &w;
+        spin_unlock(&f->join_lock);
+
+        r = waiter_block(&w, SCHED_FOREVER);
+        if (r < 0) {
+                spin_lock(&f->join_lock);
+                if (f->joiner == &w)
+                        f->joiner = NULL;
+                spin_unlock(&f->join_lock);
+                return r;
+        }
+        fiber_release(f);
+        return 0;
+}
+
+void fiber_detach(Fiber *f)
+{
+        fiber_release(f);
+}
+
+void fiber_cancel(Fiber *f)
+{
+        Waiter *w;
+
+        __atomic_store_n(&f->cancelled, true, __ATOMIC_RELEASE);
+        spin_lock(&f->waiter_lock);
+        w = f->cur_waiter;
+        if (w && !waiter_claim(w, -ECANCELED))
+                w = NULL;
+        spin_unlock(&f->waiter_lock);
+        if (w)
+                waiter_wake(w);
+}
+
+/* ------------------------------------------------------------------ yield, sleep -- */
+
+int fiber_yield(void)
+{
+        Fiber *self = fiber_self();
+        Worker *w;
+        Fiber *next;
+
+        if (!self) {
+                sched_yield();
+                return 0;
+        }
+        if (__atomic_load_n(&self->cancelled, __ATOMIC_ACQUIRE))
+                return -ECANCELED;
+        w = worker_self();
+        next = runq_pop(&w->group->runq);
+        if (!next)
+                return 0; /* nothing else is ready: keep running */
+        w->prev = self;
+        w->prev_action = FIBER_ACT_YIELD;
+        note_running(w, next);
+        switch_to(&self->ctx, &next->ctx, next, w, false);
+        worker_finish_switch(worker_self());
+        return 0;
+}
+
+int fiber_sleep_until(uint64_t deadline_ns)
+{
+        Waiter w;
+        int r;
+
+        waiter_prepare(&w);
+        r = waiter_block(&w, deadline_ns);
+        return r == -ETIMEDOUT ? 0 : r == 0 ? 0 : r;
+}
+
+int fiber_sleep_for(uint64_t ns)
+{
+        return fiber_sleep_until(sched_deadline_after(ns));
+}
+
+/* ------------------------------------------------------------------ locals -------- */
+
+int fiber_key_create(void)
+{
+        int k = __atomic_fetch_add(&fls_keys_used, 1, __ATOMIC_RELAXED);
+        if (k >= SCHED_FLS_KEYS) {
+                __atomic_fetch_sub(&fls_keys_used, 1, __ATOMIC_RELAXED);
+                return -ENOSPC;
+        }
+        return k;
+}
+
+int fiber_local_set(int key, void *value)
+{
+        Fiber *f = fiber_self();
+        if (key < 0 || key >= SCHED_FLS_KEYS)
+                return -EINVAL;
+        if (!f)
+                return -EPERM;
+        f->fls[key] = value;
+        return 0;
+}
+
+void *fiber_local_get(int key)
+{
+        Fiber *f = fiber_self();
+        if (key < 0 || key >= SCHED_FLS_KEYS || !f)
+                return NULL;
+        return f->fls[key];
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.c — fiber-aware read / write / accept / connect on non-blocking fds: try the
+ * syscall; on EAGAIN park on fiber_wait_fd() (the group's reactor) and try again.
+ * errno is read right after each syscall, before anything can switch fibers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "scheduler/runtime.h"
+
+ssize_t fiber_read(int fd, void *buf, size_t len, uint64_t deadline_ns)
+{
+        for (;;) {
+                ssize_t n = read(fd, buf, len);
+                if (n >= 0)
+                        return n;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                        return -errno;
+                int r = fiber_wait_fd(fd, EPOLLIN, deadline_ns);
+                if (r < 0)
+                        return r;
+        }
+}
+
+ssize_t fiber_write(int fd, const void *buf, size_t len, uint64_t deadline_ns)
+{
+        for (;;) {
+                ssize_t n = write(fd, buf, len);
+                if (n >= 0)
+                        return n;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                        return -errno;
+                int r = fiber_wait_fd(fd, EPOLLOUT, deadline_ns);
+                if (r < 0)
+                        return r;
+        }
+}
+
+ssize_t fiber_write_all(int fd, const void *buf, size_t len, uint64_t deadline_ns)
+{
+        size_t done = 0;
+        while (done < len) {
+                ssize_t n = fiber_write(fd, (const char *)buf + done, len - done, deadline_ns);
+                if (n < 0)
+                        return n;
+                done += (size_t)n;
+        }
+        return (ssize_t)len;
+}
+
+int fiber_accept(int fd, uint64_t deadline_ns)
+{
+        for (;;) {
+                int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (c >= 0)
+                        return c;
+                if (errno == EINTR || errno == ECONNABORTED)
+                        continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                        return -errno;
+                int r = fiber_wait_fd(fd, EPOLLIN, deadline_ns);
+                if (r < 0)
+                        return r;
+        }
+}
+
+int fiber_connect(int fd, const void *addr, unsigned addrlen, uint64_t deadline_ns)
+{
+        int err = 0;
+        socklen_t len = sizeof(err);
+
+        if (connect(fd, addr, addrlen) == 0)
+                return 0;
+        if (errno != EINPROGRESS && errno != EAGAIN && errno != EINTR)
+                return -errno;
+        int r = fiber_wait_fd(fd, EPOLLOUT, deadline_ns);
+        if (r < 0)
+                return r;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                return -errno;
+        return err ? -err : 0;
+}

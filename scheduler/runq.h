@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runq.h — the run queue: a bounded lock-free multi-producer multi-consumer ring of
+ * pointers (Dmitry Vyukov's bounded MPMC queue: one sequence number per cell, one CAS
+ * per push or pop).
+ *
+ * Bounded on purpose (flare, shared/seeds/000): no allocation after init, no memory
+ * reclamation problem, steady latency. A group keeps the number of live fibers at or
+ * below the capacity, so making a fiber ready can never find it full.
+ *
+ * A Runq is an object a scheduling group holds, not a part of the group: a later
+ * design holds one per job class (seastar's shares, shared/seeds/002) or per worker.
+ */
+#ifndef FIBERD_RUNQ_H
+#define FIBERD_RUNQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct RunqCell {
+        size_t seq;
+        void *item;
+} RunqCell;
+
+typedef struct Runq {
+        RunqCell *cells;
+        size_t mask;                               /* capacity - 1 */
+        size_t head __attribute__((aligned(128))); /* next pop position */
+        size_t tail __attribute__((aligned(128))); /* next push position */
+        char pad[128 - sizeof(size_t)];
+} Runq;
+
+/*
+ * runq_init - allocate @capacity cells (a power of two, >= 2).
+ * Return: 0; -EINVAL when @capacity is not a power of two; -ENOMEM.
+ * Context: any; before the queue is shared.
+ */
+int runq_init(Runq *q, size_t capacity);
+void runq_term(Runq *q);
+
+/* runq_push - append @item (non-NULL). Return: true, or false when the queue is full.
+ * Context: any thread; lock-free. */
+bool runq_push(Runq *q, void *item);
+
+/* runq_pop - take the oldest item. Return: it, or NULL when empty. Context: any. */
+void *runq_pop(Runq *q);
+
+/* runq_size - an estimate of the items queued now (exact when nobody pushes or pops). */
+size_t runq_size(const Runq *q);
+
+#endif

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime.h — the runtime's private types, shared by the scheduler/ sources and never installed.
+ *
+ * Who owns what:
+ *  - A Fiber lives at the top of its own stack mapping (flare's layout); the mapping is
+ *    owned by the fiber's references (one for the running fiber, one for a joinable
+ *    handle) and goes back to a stack cache when the last one is dropped.
+ *  - A Worker is one pthread of a group; its scheduler context (the thread's own stack)
+ *    runs the idle loop. Fibers switch to each other directly when one is ready, and to
+ *    the worker's context only when none is.
+ *  - A Waiter lives on the waiting fiber's (or thread's) stack for the length of one
+ *    blocking call. It is found by wakers through a wait list, the group's timer heap or
+ *    the reactor's fd table, each guarded by its own spinlock.
+ *
+ * The wake-up handshake (why no lock is held across a switch): a parking fiber sets
+ * handoff = 0 and registers its Waiter; whoever wins the Waiter's token (signal,
+ * timeout, cancel, fd readiness: exactly one) and the worker that finished switching
+ * away from the fiber each add 1 to handoff; the second arrival makes the fiber ready.
+ * So a fiber is never resumed while its registers are still being saved, and never
+ * made ready twice.
+ */
+#ifndef FIBERD_RUNTIME_H
+#define FIBERD_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <syslog.h>
+
+#include "scheduler/context.h"
+#include "scheduler/runq.h"
+#include "scheduler/sched.h"
+#include "scheduler/waitslot.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SCHED_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define SCHED_TSAN 1
+#endif
+
+#define SCHED_MAX_WORKERS 64
+#define SCHED_LIKELY(x) __builtin_expect(!!(x), 1)
+#define SCHED_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ------------------------------------------------------------------ timers -------- */
+
+/* A pairing-heap node (Fredman et al. 1986): insert O(1), pop-min and remove
+ * O(log n) amortized, and intrusive, so arming a timer never allocates. */
+typedef struct TimerNode {
+        uint64_t deadline_ns;
+        struct TimerNode *child;   /* first child */
+        struct TimerNode *sibling; /* next sibling */
+        struct TimerNode *prev;    /* previous sibling, or the parent for a first child */
+        bool armed;                /* in the heap (guarded by the heap's lock) */
+} TimerNode;
+
+/* ------------------------------------------------------------------ waiters ------- */
+
+typedef struct Waiter {
+        struct Waiter *next, *prev; /* wait-list links (the list's lock) */
+        Fiber *fiber;               /* NULL: a plain thread, woken by futex */
+        int token;                  /* 0 waiting, 1 claimed by the one waker */
+        int reason;                 /* 0, -ETIMEDOUT or -ECANCELED; set by the claimer */
+        int futex;                  /* thread waiters: 1 once woken */
+        bool linked;                /* on a wait list (the list's lock) */
+        bool uncancellable;         /* fiber_cancel() does not interrupt this wait */
+        uint32_t data;              /* primitive-specific: rwlock kind, fd events */
+        TimerNode timer;
+} Waiter;
+
+/* ------------------------------------------------------------------ fibers -------- */
+
+enum { FIBER_ACT_NONE, FIBER_ACT_YIELD, FIBER_ACT_PARK, FIBER_ACT_EXIT };
+
+struct Fiber {
+        Context ctx;
+        SchedulingGroup *group;
+        uint64_t id;
+        const char *tag;
+        FiberFn fn;
+        void *arg;
+        char *map_lo;       /* start of the mapping: guard page, then the stack */
+        size_t map_size;    /* bytes, guard page included */
+        int handoff;        /* wake-up handshake, see the top of this file */
+        int refs;           /* 1 running + 1 joinable handle */
+        bool cancelled;     /* atomic; set once */
+        int waiter_lock;    /* spinlock over cur_waiter */
+        Waiter *cur_waiter; /* the Waiter of the blocking call in progress */
+        int join_lock;      /* spinlock over done / joiner */
+        bool done;
+        Waiter *joiner;
+        uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
+        void *fls[SCHED_FLS_KEYS];
+#ifdef SCHED_ASAN
+        void *asan_fake_stack;
+#endif
+#ifdef SCHED_TSAN
+        void *tsan_fiber;
+#endif
+};
+
+/* ------------------------------------------------------------------ stats --------- */
+
+/* Log-linear latency histogram: 8 sub-buckets per power of two, ~12% resolution.
+ * One writer (its worker), readers anywhere (relaxed loads). */
+#define HIST_SUB 8
+#define HIST_BUCKETS (64 * HIST_SUB)
+typedef struct Histogram {
+        uint64_t count[HIST_BUCKETS];
+        uint64_t max;
+} Histogram;
+
+void histogram_add(Histogram *h, uint64_t v);
+/* histogram_merge_latency - fold @n histograms of TSC ticks into @ret, in ns. */
+void histogram_summarize(Histogram *const *hs, unsigned n, SchedLatency *ret);
+
+/* tsc_now - a cheap monotonic tick (rdtsc on x86-64, else ns). */
+static inline uint64_t tsc_now(void)
+{
+#if defined(__x86_64__)
+        uint32_t lo, hi;
+        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+        return ((uint64_t)hi << 32) | lo;
+#else
+        return sched_now_ns();
+#endif
+}
+/* tsc_to_ns - convert a tick count to nanoseconds (calibrated lazily). */
+uint64_t tsc_to_ns(uint64_t ticks);
+
+/* ------------------------------------------------------------------ workers ------- */
+
+typedef struct StackCache {
+        char **slot; /* LIFO of cached stack mappings (default size only) */
+        unsigned n, cap;
+} StackCache;
+
+typedef struct Worker {
+        SchedulingGroup *group;
+        unsigned index;
+        pthread_t thread;
+        Context sched_ctx; /* the worker thread's own stack: the idle loop */
+        Fiber *current;    /* running fiber; NULL in the idle loop */
+        Fiber *prev;       /* the fiber just switched away from */
+        int prev_action;   /* what to do with it (FIBER_ACT_*) */
+        StackCache stacks;
+        void *altstack;    /* sigaltstack for the overflow handler */
+        uint64_t switches; /* stats: single writer, relaxed */
+        uint64_t created;
+        uint64_t finished;
+        Histogram latency;
+#ifdef SCHED_ASAN
+        void *asan_stack_bottom;
+        size_t asan_stack_size;
+#endif
+#ifdef SCHED_TSAN
+        void *tsan_fiber;
+#endif
+} __attribute__((aligned(128))) Worker;
+
+/* ------------------------------------------------------------------ reactor ------- */
+
+typedef struct FdEntry {
+        int lock;         /* spinlock */
+        bool added;       /* registered with epoll (may be stale after close) */
+        Waiter *in, *out; /* the fibers waiting for input / output */
+} FdEntry;
+
+#define FD_CHUNK 1024
+#define FD_CHUNKS 4096 /* fds below 4 Mi */
+
+typedef struct Reactor {
+        int epfd;
+        int timerfd;
+        int stopfd; /* eventfd: stop the reactor thread */
+        pthread_t thread;
+        int timer_lock;    /* spinlock over the heap and the timerfd setting */
+        TimerNode *timers; /* pairing-heap root */
+        uint64_t armed_ns; /* deadline the timerfd is set to; 0 = disarmed */
+        FdEntry *chunks[FD_CHUNKS];
+} Reactor;
+
+int reactor_init(Reactor *r, SchedulingGroup *g);
+void reactor_term(Reactor *r);
+/* timer_add - arm @n at @deadline_ns. Context: any. */
+void timer_add(Reactor *r, TimerNode *n, Waiter *w, uint64_t deadline_ns);
+/* timer_remove - disarm @n if still armed; after it returns the reactor no longer
+ * touches @n. Context: any. */
+void timer_remove(Reactor *r, TimerNode *n);
+
+/* ------------------------------------------------------------------ groups -------- */
+
+struct SchedulingGroup {
+        Runq runq;
+        uint64_t spinning_mask __attribute__((aligned(128))); /* workers spinning */
+        uint64_t sleeping_mask __attribute__((aligned(128))); /* workers in wait slots */
+        bool pending_spinner_wakeup __attribute__((aligned(128)));
+        bool stopped;
+        WaitSlot *slots;
+        Worker *workers;
+        unsigned nworkers;
+        size_t stack_size;
+        size_t max_fibers;
+        size_t alive __attribute__((aligned(128)));
+        uint64_t runq_full;
+        uint64_t spinner_handoffs __attribute__((aligned(128)));
+        uint64_t futex_wakeups;
+        uint64_t created_outside; /* fibers created from non-worker threads */
+        int pool_lock;            /* spinlock over the group's stack pool */
+        char *pool;               /* stacks beyond the workers' caches, linked */
+        unsigned pool_n, pool_cap;
+        char name[16];
+        Reactor reactor;
+};
+
+/* ------------------------------------------------------------------ internals ----- */
+
+/* worker_self - the calling thread's Worker, or NULL. Not inlined, so that code after
+ * a context switch (possibly on another thread) reads the thread pointer again. */
+Worker *worker_self(void);
+void worker_set_self(Worker *w);
+
+/* sched_make_ready - push @f into its group's run queue and wake a worker (flare's
+ * spinner-first, lowest-sleeper-next order). Context: any. */
+void sched_make_ready(Fiber *f);
+
+/* fiber_switch_out - leave the running fiber with @action (YIELD, PARK, EXIT); run the
+ * next ready fiber of the group or the worker's idle loop. Context: fiber. */
+void fiber_switch_out(Fiber *self, int action);
+/* worker_finish_switch - complete what the previous fiber asked for (push it back,
+ * the handoff, release it). Called right after every switch, on the new stack. */
+void worker_finish_switch(Worker *w);
+/* fiber_run - from a worker's idle loop, run @f until it switches back. */
+void fiber_run(Worker *w, Fiber *f);
+/* fiber_release - drop a reference; the last one frees the stack. */
+void fiber_release(Fiber *f);
+
+/* Stacks (stack.c). stack_alloc returns the start of the mapping (guard first). */
+int stack_alloc(SchedulingGroup *g, size_t size, char **ret_map_lo);
+void stack_free(SchedulingGroup *g, char *map_lo, size_t map_size);
+void stack_cache_term(SchedulingGroup *g, StackCache *c);
+void stack_pool_term(SchedulingGroup *g);
+int stack_overflow_handler_install(Worker *w);
+void stack_overflow_handler_remove(Worker *w);
+size_t page_size(void);
+
+/* Waiters (waiter.c). */
+void waiter_prepare(Waiter *w);
+/* waiter_claim - win @w's token for @reason; only the winner may wake it. */
+bool waiter_claim(Waiter *w, int reason);
+/* waiter_wake - make a claimed waiter run again. @w may be gone once it returns. */
+void waiter_wake(Waiter *w);
+/* waiter_block - park until claimed (signal), @deadline_ns (-ETIMEDOUT) or cancel
+ * (-ECANCELED); returns the reason. The caller has registered @w where its wakers
+ * look and released their lock. */
+int waiter_block(Waiter *w, uint64_t deadline_ns);
+
+void wait_list_push(SchedWaitList *l, Waiter *w);
+Waiter *wait_list_pop(SchedWaitList *l);
+void wait_list_remove(SchedWaitList *l, Waiter *w);
+static inline Waiter *wait_list_first(SchedWaitList *l)
+{
+        return (Waiter *)l->head;
+}
+
+void sched_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif /* FIBERD_RUNTIME_H */

@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sched.h — the public API of fiberd's fiber runtime (scheduler/).
+ *
+ * The runtime runs fibers (user-space threads with their own mmap'ed stacks) M:N on
+ * the worker pthreads of one or more scheduling groups. It knows nothing of jobs,
+ * plugins or sockets; the daemon builds those on top.
+ *
+ * Conventions (shared/STYLE.md):
+ *  - Errors are negative errno values; 0 (or a positive count) is success. No function
+ *    here reads or writes errno across a context switch: a fiber can resume on another
+ *    worker thread, and errno is per thread.
+ *  - Time is uint64_t nanoseconds of CLOCK_MONOTONIC. Deadlines are absolute: 0 means
+ *    "do not wait", SCHED_FOREVER means "no deadline".
+ *  - "Context: any" means a fiber or a plain pthread may call it. "Context: fiber"
+ *    means only code running inside a fiber. Blocking calls made from a plain pthread
+ *    block that thread (on a futex); made from a fiber they park only the fiber.
+ *  - Once a fiber is cancelled (fiber_cancel()), every blocking call it makes returns
+ *    -ECANCELED, including the one it is blocked in at that moment.
+ *
+ * Mechanisms and where they come from:
+ *  - scheduling group, shared bounded MPMC run queue, spinning / sleeping masks, wait
+ *    slots, pending wake-up: flare's fiber scheduling (shared/seeds/000, 003);
+ *  - one timer+fd reactor thread per group: tRPC-Cpp Fiber's TimerWorker role
+ *    (shared/seeds/001), with epoll and a CLOCK_MONOTONIC timerfd;
+ *  - stacks with a guard page and a LIFO cache, control block at the top of the stack:
+ *    flare / libdill;
+ *  - an event a plain pthread can set to wake fibers: tRPC's FiberEvent.
+ */
+#ifndef FIBERD_SCHED_H
+#define FIBERD_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SCHED_FOREVER UINT64_MAX
+
+typedef struct Fiber Fiber;
+typedef struct SchedulingGroup SchedulingGroup;
+
+/* ---------------------------------------------------------------- time ---------- */
+
+/* now_ns - CLOCK_MONOTONIC now, in nanoseconds. Context: any. */
+uint64_t sched_now_ns(void);
+
+/* sched_deadline_after - now + @timeout_ns, saturating at SCHED_FOREVER. Context: any. */
+uint64_t sched_deadline_after(uint64_t timeout_ns);
+
+/* ---------------------------------------------------------------- groups -------- */
+
+typedef struct SchedGroupConfig {
+        unsigned workers;     /* worker pthreads, 1..64; 0 = 1 */
+        size_t runq_capacity; /* run-queue slots, a power of two; 0 = 65536 */
+        size_t stack_size;    /* default fiber stack, bytes, page multiple; 0 = 128 KiB */
+        size_t max_fibers;    /* live fibers at most (0 = 16384); <= runq_capacity */
+        unsigned stack_cache; /* stacks cached per worker (LIFO); 0 = 64 */
+        const char *name;     /* thread-name prefix, copied; NULL = "fiberd" */
+} SchedGroupConfig;
+
+/*
+ * sched_group_new - start a scheduling group: @cfg->workers worker pthreads sharing one
+ * run queue, plus one reactor thread for timers and fd waits.
+ * @ret: out, the group, written only on success; free with sched_group_free().
+ * @cfg: NULL for all defaults.
+ *
+ * Checks that vm.max_map_count holds two maps per fiber for @cfg->max_fibers (guard page
+ * + stack) and fails with a message naming the sysctl to raise when it does not.
+ *
+ * Return: 0; -EINVAL for a bad config (workers > 64, capacity not a power of two,
+ * max_fibers > runq_capacity, stack size not a page multiple); -ENOMEM when
+ * vm.max_map_count is too small or memory runs out; -errno from pthread_create, epoll,
+ * timerfd.
+ * Context: any thread that is not one of this group's workers.
+ */
+int sched_group_new(SchedulingGroup **ret, const SchedGroupConfig *cfg);
+
+/*
+ * sched_group_free - stop the group's workers and reactor, join them, release every
+ * cached stack and the group. Fibers still alive are not run again: join them first.
+ * Accepts NULL. Returns NULL. Context: a thread outside the group.
+ */
+SchedulingGroup *sched_group_free(SchedulingGroup *g);
+
+/* sched_group_workers - the number of worker pthreads. Context: any. */
+unsigned sched_group_workers(const SchedulingGroup *g);
+
+typedef struct SchedLatency {
+        uint64_t count; /* samples */
+        uint64_t p50_ns, p99_ns, max_ns;
+} SchedLatency;
+
+typedef struct SchedGroupStats {
+        unsigned workers;
+        unsigned spinning; /* workers spinning now */
+        unsigned sleeping; /* workers asleep on their wait slot now */
+        uint64_t fibers_created;
+        uint64_t fibers_finished;
+        uint64_t fibers_alive;
+        uint64_t context_switches;
+        uint64_t spinner_handoffs; /* ready fibers handed to a spinning worker */
+        uint64_t futex_wakeups;    /* sleeping workers woken through their wait slot */
+        uint64_t runq_depth;       /* fibers ready in the run queue now */
+        uint64_t runq_full;        /* fiber_create calls refused with -EAGAIN */
+        SchedLatency ready_to_run; /* from made ready to running, nanoseconds */
+} SchedGroupStats;
+
+/*
+ * sched_group_stats - snapshot the group's counters while its workers run.
+ * @ret: out, written always. The counters are read without stopping anyone, so a
+ * snapshot is consistent per field, not across fields. Context: any.
+ */
+void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret);
+
+/* ---------------------------------------------------------------- fibers -------- */
+
+typedef void (*FiberFn)(void *arg);
+
+typedef struct FiberAttr {
+        size_t stack_size;      /* bytes, page multiple; 0 = the group's default */
+        const char *tag;        /* shown in stack-overflow reports; caller-owned, must
+                                    * outlive the fiber; NULL = none */
+        SchedulingGroup *group; /* NULL = the caller's group (required from a pthread) */
+        bool detached;          /* true: no handle is returned, nobody joins */
+} FiberAttr;
+
+/*
+ * fiber_create - create a fiber running @fn(@arg) and make it ready.
+ * @ret: out, the handle of a joinable fiber (written only on success); must be NULL
+ * for a detached fiber. A joinable fiber's handle stays valid until fiber_join()
+ * returns 0 or fiber_detach().
+ *
+ * Return: 0; -EAGAIN when the group already has max_fibers live fibers (backpressure:
+ * the call never waits, the caller retries or sheds load); -EINVAL (no group from a
+ * pthread, bad stack size, @ret inconsistent with @attr->detached); -ENOMEM when no
+ * stack could be mapped.
+ * Context: any. Does not yield.
+ */
+int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg);
+
+/*
+ * fiber_join - wait until @f has returned, then release the handle.
+ * Return: 0 (the handle is gone); -ECANCELED when the caller is cancelled first (the
+ * handle stays valid); -EINVAL when @f is the caller itself.
+ * Context: any; parks the calling fiber (or blocks the calling pthread).
+ */
+int fiber_join(Fiber *f);
+
+/* fiber_detach - give up the handle; the fiber's resources go when it returns. */
+void fiber_detach(Fiber *f);
+
+/*
+ * fiber_cancel - set @f's cancellation flag and interrupt the blocking call it is in.
+ * From then on every blocking call @f makes returns -ECANCELED. Cooperative: a fiber
+ * that never blocks or checks fiber_cancelled() is not stopped. Context: any; @f must
+ * be a valid handle (joinable, not yet joined) or the caller itself.
+ */
+void fiber_cancel(Fiber *f);
+
+/* fiber_self - the calling fiber, or NULL on a plain pthread. Context: any. */
+Fiber *fiber_self(void);
+
+/* fiber_id - a process-unique id (from 1), never reused. Context: any. */
+uint64_t fiber_id(const Fiber *f);
+
+/* fiber_tag - the tag given at creation (may be NULL). Context: any. */
+const char *fiber_tag(const Fiber *f);
+
+/* fiber_cancelled - true once the calling fiber is cancelled; false on a pthread. */
+bool fiber_cancelled(void);
+
+/*
+ * fiber_yield - let other ready fibers of the group run; returns at once when none is.
+ * Return: 0; -ECANCELED when the caller is cancelled. Context: fiber (on a pthread it
+ * calls sched_yield(2) and returns 0).
+ */
+int fiber_yield(void);
+
+/*
+ * fiber_sleep_until / fiber_sleep_for - park until @deadline_ns (absolute) or for
+ * @ns. Return: 0 when the time has come; -ECANCELED when cancelled first.
+ * Context: any.
+ */
+int fiber_sleep_until(uint64_t deadline_ns);
+int fiber_sleep_for(uint64_t ns);
+
+/*
+ * fiber-local storage: a process-wide key (at most SCHED_FLS_KEYS), then a void *
+ * per fiber per key, NULL at creation. No destructors: the owner frees its value
+ * before the fiber returns.
+ * fiber_key_create: 0..SCHED_FLS_KEYS-1, or -ENOSPC when all keys are taken.
+ * fiber_local_set: 0, -EINVAL for a bad key, -EPERM outside a fiber.
+ * fiber_local_get: the value, NULL outside a fiber or for a bad key.
+ */
+#define SCHED_FLS_KEYS 8
+int fiber_key_create(void);
+int fiber_local_set(int key, void *value);
+void *fiber_local_get(int key);
+
+/* ---------------------------------------------------------------- fd waits ------ */
+
+/*
+ * fiber_wait_fd - park until @fd is ready for @events (EPOLLIN / EPOLLOUT, may be OR'ed)
+ * or @deadline_ns passes, without blocking the worker thread: the group's reactor
+ * thread watches @fd with epoll (EPOLLONESHOT) and makes the fiber ready.
+ * At most one fiber may wait for input and one for output on one fd at a time.
+ * Return: the ready events (> 0, may include EPOLLERR / EPOLLHUP); -ETIMEDOUT;
+ * -ECANCELED; -EBUSY when another fiber already waits on @fd in that direction;
+ * -errno from epoll_ctl (e.g. -EPERM for a regular file, -EBADF).
+ * Context: fiber (from a pthread it uses poll(2)).
+ */
+int fiber_wait_fd(int fd, uint32_t events, uint64_t deadline_ns);
+
+/*
+ * Fiber-aware I/O on a non-blocking @fd (O_NONBLOCK is the caller's job): each retries
+ * on EAGAIN by fiber_wait_fd() until @deadline_ns.
+ * fiber_read / fiber_write: bytes moved (> 0; 0 from read means end of file); one
+ *   successful read(2)/write(2), like the syscalls;
+ * fiber_write_all: @len, or a negative errno with nothing said about partial writes;
+ * fiber_accept: a new fd (made non-blocking and close-on-exec);
+ * fiber_connect: 0 once connected (SO_ERROR checked).
+ * Errors: -ETIMEDOUT, -ECANCELED, or the syscall's -errno. Context: fiber or pthread.
+ */
+ssize_t fiber_read(int fd, void *buf, size_t len, uint64_t deadline_ns);
+ssize_t fiber_write(int fd, const void *buf, size_t len, uint64_t deadline_ns);
+ssize_t fiber_write_all(int fd, const void *buf, size_t len, uint64_t deadline_ns);
+int fiber_accept(int fd, uint64_t deadline_ns);
+int fiber_connect(int fd, const void *addr, unsigned addrlen, uint64_t deadline_ns);
+
+/* ---------------------------------------------------------------- sync ---------- */
+/*
+ * Every primitive below parks fibers (never their worker thread) and blocks plain
+ * pthreads on a futex, so fibers and threads can share one. Each is a plain struct:
+ * initialise with its _init() (or zero it), no destroy needed once nobody waits.
+ * Waiters are woken in FIFO order. None of them allocates.
+ */
+
+/* Intrusive wait list shared by every primitive; fields are private. */
+typedef struct SchedWaitList {
+        int lock;          /* spinlock word */
+        void *head, *tail; /* Waiter list */
+} SchedWaitList;
+
+typedef struct FiberMutex {
+        int state; /* 0 unlocked, 1 locked, 2 locked with waiters */
+        SchedWaitList waiters;
+} FiberMutex;
+void fiber_mutex_init(FiberMutex *m);
+/* fiber_mutex_lock: 0, or -ECANCELED (not locked). fiber_mutex_trylock: true if taken. */
+int fiber_mutex_lock(FiberMutex *m);
+bool fiber_mutex_trylock(FiberMutex *m);
+void fiber_mutex_unlock(FiberMutex *m);
+
+typedef struct FiberCond {
+        SchedWaitList waiters;
+} FiberCond;
+void fiber_cond_init(FiberCond *c);
+/*
+ * fiber_cond_wait - unlock @m, park until signalled or @deadline_ns, relock @m.
+ * Return: 0 signalled (spurious wake-ups do not happen, but re-check your predicate);
+ * -ETIMEDOUT; -ECANCELED. @m is held again on every return.
+ */
+int fiber_cond_wait(FiberCond *c, FiberMutex *m, uint64_t deadline_ns);
+void fiber_cond_signal(FiberCond *c);
+void fiber_cond_broadcast(FiberCond *c);
+
+typedef struct FiberSemaphore {
+        int64_t count;
+        SchedWaitList waiters;
+} FiberSemaphore;
+void fiber_sem_init(FiberSemaphore *s, int64_t count);
+/* fiber_sem_wait: 0 when a unit was taken; -ETIMEDOUT; -ECANCELED. */
+int fiber_sem_wait(FiberSemaphore *s, uint64_t deadline_ns);
+bool fiber_sem_trywait(FiberSemaphore *s);
+void fiber_sem_post(FiberSemaphore *s, int64_t n);
+
+/* Latch / wait group: a counter; waiters wake when it reaches zero. */
+typedef struct FiberLatch {
+        int64_t count;
+        SchedWaitList waiters;
+} FiberLatch;
+void fiber_latch_init(FiberLatch *l, int64_t count);
+/* fiber_latch_add: count += @n (n may be negative, Go's WaitGroup.Add); wakes at 0. */
+void fiber_latch_add(FiberLatch *l, int64_t n);
+void fiber_latch_count_down(FiberLatch *l);
+/* fiber_latch_wait: 0 once the count is zero; -ETIMEDOUT; -ECANCELED. */
+int fiber_latch_wait(FiberLatch *l, uint64_t deadline_ns);
+
+/* Read-write lock, writer-preferring (a waiting writer blocks new readers). */
+typedef struct FiberRwLock {
+        int readers; /* active readers */
+        bool writer; /* a writer holds it */
+        int writers_waiting;
+        SchedWaitList waiters;
+} FiberRwLock;
+void fiber_rwlock_init(FiberRwLock *l);
+int fiber_rwlock_rdlock(FiberRwLock *l); /* 0 or -ECANCELED */
+int fiber_rwlock_wrlock(FiberRwLock *l); /* 0 or -ECANCELED */
+void fiber_rwlock_unlock(FiberRwLock *l);
+
+/*
+ * FiberEvent - a one-shot (until reset) flag: fiber_event_set() wakes every waiter and
+ * lets later waits return at once. set() is safe from any pthread, including threads
+ * the runtime does not know (tRPC-Cpp's FiberEvent role).
+ */
+typedef struct FiberEvent {
+        int set;
+        SchedWaitList waiters;
+} FiberEvent;
+void fiber_event_init(FiberEvent *e);
+void fiber_event_set(FiberEvent *e);
+void fiber_event_reset(FiberEvent *e);
+/* fiber_event_wait: 0 once set; -ETIMEDOUT; -ECANCELED. */
+int fiber_event_wait(FiberEvent *e, uint64_t deadline_ns);
+
+/* ---------------------------------------------------------------- diagnostics --- */
+
+/*
+ * sched_set_log - route the runtime's few log lines (start-up checks, stack overflow
+ * is written directly to fd 2) to @fn; NULL restores the default (stderr with an
+ * sd-daemon "<N>" priority prefix). @level is a syslog priority. Context: any, before
+ * groups start.
+ */
+typedef void (*SchedLogFn)(int level, const char *msg);
+void sched_set_log(SchedLogFn fn);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FIBERD_SCHED_H */
