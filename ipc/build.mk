@@ -1,0 +1,23 @@
+# ipc/ — the wire contract: a pure msgpack codec (no sockets), built as a static library
+# that daemon/ and client/ link: $(LIBIPC) $(IPC_LIBS).
+IPC_CFLAGS := $(shell pkg-config --cflags msgpack 2>/dev/null)
+IPC_LIBS := $(shell pkg-config --libs msgpack 2>/dev/null || echo -lmsgpackc)
+CFLAGS += $(IPC_CFLAGS)
+
+IPC_SRCS := $(sort $(wildcard ipc/*.c))
+IPC_OBJS := $(IPC_SRCS:%.c=$(BUILD)/%.o)
+LIBIPC := $(BUILD)/libipc.a
+
+$(LIBIPC): $(IPC_OBJS)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+all: $(LIBIPC)
+
+# Criterion tests of the codec: tests/integration/ipc_*.c, one binary each, linked with
+# libipc only (no runtime, no daemon).
+IPC_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,\
+	$(sort $(wildcard tests/integration/ipc_*.c)))
+$(IPC_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(LIBIPC)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBIPC) $(IPC_LIBS) -lcriterion
+INTEGRATION_TESTS += $(IPC_TESTS)

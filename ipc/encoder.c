@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * encoder.c — MessagePack-RPC envelopes with msgpack-c's packer (see encoder.h).
+ *
+ * msgpack_pack_*() return 0 or -1 (the write callback failed); the only write callback
+ * fiberd uses is msgpack_sbuffer_write, which fails only when realloc does, so -1 becomes
+ * -ENOMEM here. The PACK() macro keeps each function a straight list of fields.
+ */
+#include "ipc/encoder.h"
+#include "ipc/decoder.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PACK(call)                                                                                 \
+        do {                                                                                       \
+                if ((call) < 0)                                                                    \
+                        return -ENOMEM;                                                            \
+        } while (0)
+
+int ipc_pack_strn(msgpack_packer *pk, const char *s, size_t len)
+{
+        PACK(msgpack_pack_str(pk, len));
+        PACK(msgpack_pack_str_body(pk, s, len));
+        return 0;
+}
+
+int ipc_pack_cstr(msgpack_packer *pk, const char *s)
+{
+        if (!s) {
+                PACK(msgpack_pack_nil(pk));
+                return 0;
+        }
+        return ipc_pack_strn(pk, s, strlen(s));
+}
+
+int ipc_pack_request_begin(msgpack_packer *pk, uint32_t msgid, const char *method, uint32_t nparams)
+{
+        PACK(msgpack_pack_array(pk, 4));
+        PACK(msgpack_pack_uint8(pk, IPC_REQUEST));
+        PACK(msgpack_pack_uint32(pk, msgid));
+        PACK(ipc_pack_cstr(pk, method));
+        PACK(msgpack_pack_array(pk, nparams));
+        return 0;
+}
+
+int ipc_pack_response_begin(msgpack_packer *pk, uint32_t msgid)
+{
+        PACK(msgpack_pack_array(pk, 4));
+        PACK(msgpack_pack_uint8(pk, IPC_RESPONSE));
+        PACK(msgpack_pack_uint32(pk, msgid));
+        PACK(msgpack_pack_nil(pk));
+        return 0;
+}
+
+int ipc_pack_error_map(msgpack_packer *pk, const char *code, const char *message)
+{
+        PACK(msgpack_pack_map(pk, 2));
+        PACK(ipc_pack_kv_cstr(pk, "code", code ? code : IPC_INTERNAL));
+        PACK(ipc_pack_kv_cstr(pk, "message", message ? message : ""));
+        return 0;
+}
+
+static int pack_error_response(msgpack_packer *pk, uint32_t msgid, const char *code,
+                               const char *message)
+{
+        PACK(msgpack_pack_array(pk, 4));
+        PACK(msgpack_pack_uint8(pk, IPC_RESPONSE));
+        PACK(msgpack_pack_uint32(pk, msgid));
+        PACK(ipc_pack_error_map(pk, code, message));
+        PACK(msgpack_pack_nil(pk));
+        return 0;
+}
+
+int ipc_pack_error_response(msgpack_packer *pk, uint32_t msgid, const char *code, const char *fmt,
+                            ...)
+{
+        char message[IPC_STATUS_MESSAGE_MAX];
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vsnprintf(message, sizeof(message), fmt, ap) < 0)
+                message[0] = '\0';
+        va_end(ap);
+        return pack_error_response(pk, msgid, code, message);
+}
+
+int ipc_pack_status_response(msgpack_packer *pk, uint32_t msgid, const IpcStatus *st)
+{
+        if (!st || !st->code)
+                return pack_error_response(pk, msgid, IPC_INTERNAL,
+                                           "the server failed without saying why");
+        return pack_error_response(pk, msgid, st->code, st->message);
+}
+
+int ipc_pack_notification_begin(msgpack_packer *pk, const char *method, uint32_t nparams)
+{
+        PACK(msgpack_pack_array(pk, 3));
+        PACK(msgpack_pack_uint8(pk, IPC_NOTIFICATION));
+        PACK(ipc_pack_cstr(pk, method));
+        PACK(msgpack_pack_array(pk, nparams));
+        return 0;
+}
+
+int ipc_pack_kv_cstr(msgpack_packer *pk, const char *key, const char *value)
+{
+        PACK(ipc_pack_cstr(pk, key));
+        PACK(ipc_pack_cstr(pk, value));
+        return 0;
+}
+
+int ipc_pack_kv_uint(msgpack_packer *pk, const char *key, uint64_t value)
+{
+        PACK(ipc_pack_cstr(pk, key));
+        PACK(msgpack_pack_uint64(pk, value));
+        return 0;
+}
+
+int ipc_pack_kv_int(msgpack_packer *pk, const char *key, int64_t value)
+{
+        PACK(ipc_pack_cstr(pk, key));
+        PACK(msgpack_pack_int64(pk, value));
+        return 0;
+}
+
+int ipc_pack_kv_bool(msgpack_packer *pk, const char *key, bool value)
+{
+        PACK(ipc_pack_cstr(pk, key));
+        PACK(value ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+        return 0;
+}
+
+int ipc_pack_kv_double(msgpack_packer *pk, const char *key, double value)
+{
+        PACK(ipc_pack_cstr(pk, key));
+        PACK(msgpack_pack_double(pk, value));
+        return 0;
+}
+
+int ipc_pack_kv_nil(msgpack_packer *pk, const char *key)
+{
+        PACK(ipc_pack_cstr(pk, key));
+        PACK(msgpack_pack_nil(pk));
+        return 0;
+}
+
+int ipc_pack_object(msgpack_packer *pk, const msgpack_object *o)
+{
+        PACK(msgpack_pack_object(pk, *o));
+        return 0;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc.h — fiberd's wire layer in one include (ipc/).
+ *
+ * The wire contract is PROTOCOL.md; this library is its C side, shared by the daemon
+ * (daemon/) and the client (client/), and deliberately pure — no sockets, no threads, no
+ * clock — so every piece can be tested and fuzzed on byte buffers:
+ *
+ *   status.h   error codes on the wire, errno <-> code, IpcStatus
+ *   decoder.h  bytes in, whole MessagePack-RPC messages out, with a size cap
+ *   encoder.h  requests, responses, error responses and notifications out
+ *   value.h    typed reads out of decoded maps and arrays, with clear errors
+ *
+ * Built as $(BUILD)/libipc.a; link with $(IPC_LIBS) (ipc/build.mk).
+ */
+#ifndef FIBERD_IPC_H
+#define FIBERD_IPC_H
+
+#include "ipc/decoder.h"
+#include "ipc/encoder.h"
+#include "ipc/status.h"
+#include "ipc/value.h"
+
+#endif /* FIBERD_IPC_H */
