@@ -1,0 +1,515 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc_codec.c — criterion tests of ipc/: the decoder (round trips, split and batched
+ * deliveries, size cap, garbage, truncation, wrong envelopes), the encoders, the typed
+ * readers and the errno <-> code mapping. Pure byte buffers: no sockets, no daemon.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "ipc/ipc.h"
+
+typedef struct Buf {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+} Buf;
+
+static void buf_init(Buf *b)
+{
+        msgpack_sbuffer_init(&b->sb);
+        msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
+}
+
+static void buf_done(Buf *b)
+{
+        msgpack_sbuffer_destroy(&b->sb);
+}
+
+static IpcDecoder *decoder(size_t max)
+{
+        IpcDecoder *d = NULL;
+        cr_assert_eq(ipc_decoder_new(&d, max), 0);
+        cr_assert_not_null(d);
+        return d;
+}
+
+/* A request [0, msgid, "job.status", [msgid]] appended to @b. */
+static void pack_status_request(Buf *b, uint32_t msgid)
+{
+        cr_assert_eq(ipc_pack_request_begin(&b->pk, msgid, "job.status", 1), 0);
+        cr_assert_eq(msgpack_pack_uint32(&b->pk, msgid), 0);
+}
+
+static void assert_status_request(const IpcMessage *m, uint32_t msgid)
+{
+        uint64_t id;
+        cr_assert_eq(m->type, IPC_REQUEST);
+        cr_assert_eq(m->msgid, msgid);
+        cr_assert_str_eq(m->method, "job.status");
+        cr_assert_eq(m->method_len, strlen("job.status"));
+        cr_assert_eq(m->params.type, MSGPACK_OBJECT_ARRAY);
+        cr_assert_eq(m->params.via.array.size, 1);
+        cr_assert_eq(ipc_read_uint(ipc_array_at(&m->params, 0), "id", &id, NULL), 0);
+        cr_assert_eq(id, msgid);
+}
+
+Test(ipc_decoder, request_round_trip)
+{
+        Buf b;
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+
+        buf_init(&b);
+        pack_status_request(&b, 77);
+        cr_assert_eq(ipc_decoder_feed(d, b.sb.data, b.sb.size), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), 1);
+        assert_status_request(&m, 77);
+        cr_assert_eq(m.size, b.sb.size);
+        cr_assert_eq(ipc_decoder_buffered(d), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), 0, "no second message");
+        ipc_message_clear(&m);
+        cr_assert_null(m.zone);
+        buf_done(&b);
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, response_error_and_notification_round_trip)
+{
+        Buf b;
+        IpcMessage m = {0};
+        IpcStatus st;
+        IpcDecoder *d = decoder(0);
+
+        buf_init(&b);
+        cr_assert_eq(ipc_pack_response_begin(&b.pk, 5), 0);
+        cr_assert_eq(msgpack_pack_map(&b.pk, 1), 0);
+        cr_assert_eq(ipc_pack_kv_uint(&b.pk, "id", 17), 0);
+        cr_assert_eq(ipc_pack_error_response(&b.pk, 6, IPC_NOT_FOUND, "no job %d", 999), 0);
+        cr_assert_eq(ipc_pack_notification_begin(&b.pk, "connection.error", 1), 0);
+        cr_assert_eq(ipc_pack_error_map(&b.pk, IPC_MESSAGE_TOO_LARGE, "too big"), 0);
+        cr_assert_eq(ipc_decoder_feed(d, b.sb.data, b.sb.size), 0);
+
+        cr_assert_eq(ipc_decoder_next(d, &m), 1);
+        cr_assert_eq(m.type, IPC_RESPONSE);
+        cr_assert_eq(m.msgid, 5);
+        cr_assert_eq(ipc_read_error(&m.error, &st), 0);
+        uint64_t id = 0;
+        cr_assert_eq(ipc_read_uint(ipc_map_find(&m.result, "id"), "id", &id, NULL), 0);
+        cr_assert_eq(id, 17);
+        ipc_message_clear(&m);
+
+        cr_assert_eq(ipc_decoder_next(d, &m), 1);
+        cr_assert_eq(m.type, IPC_RESPONSE);
+        cr_assert_eq(m.msgid, 6);
+        cr_assert_eq(ipc_read_error(&m.error, &st), 1);
+        cr_assert_str_eq(st.code, IPC_NOT_FOUND);
+        cr_assert_eq(st.error, -ENOENT);
+        cr_assert_str_eq(st.message, "no job 999");
+        cr_assert(ipc_object_is_nil(&m.result));
+        ipc_message_clear(&m);
+
+        cr_assert_eq(ipc_decoder_next(d, &m), 1);
+        cr_assert_eq(m.type, IPC_NOTIFICATION);
+        cr_assert_str_eq(m.method, "connection.error");
+        cr_assert_eq(ipc_read_error(ipc_array_at(&m.params, 0), &st), 1);
+        cr_assert_str_eq(st.code, IPC_MESSAGE_TOO_LARGE);
+        ipc_message_clear(&m);
+        cr_assert_eq(ipc_decoder_next(d, &m), 0);
+        buf_done(&b);
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, byte_by_byte)
+{
+        Buf b;
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+        int got = 0;
+
+        buf_init(&b);
+        for (uint32_t i = 0; i < 3; i++)
+                pack_status_request(&b, 1000 + i * 100000);
+        /* a string with a payload, so the scanner skips bytes that have not arrived */
+        cr_assert_eq(ipc_pack_request_begin(&b.pk, 9, "job.submit", 2), 0);
+        cr_assert_eq(ipc_pack_cstr(&b.pk, "sha256"), 0);
+        cr_assert_eq(msgpack_pack_map(&b.pk, 1), 0);
+        cr_assert_eq(ipc_pack_kv_cstr(&b.pk, "path", "/usr/include/stdio.h"), 0);
+
+        for (size_t i = 0; i < b.sb.size; i++) {
+                cr_assert_eq(ipc_decoder_feed(d, b.sb.data + i, 1), 0);
+                int r;
+                while ((r = ipc_decoder_next(d, &m)) == 1) {
+                        if (got < 3)
+                                assert_status_request(&m, 1000 + got * 100000);
+                        else
+                                cr_assert_str_eq(m.method, "job.submit");
+                        got++;
+                        ipc_message_clear(&m);
+                }
+                cr_assert_eq(r, 0, "byte %zu: %d (%s)", i, r, ipc_decoder_error_text(d));
+        }
+        cr_assert_eq(got, 4);
+        buf_done(&b);
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, several_messages_in_one_buffer_and_reserve)
+{
+        Buf b;
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+        void *space;
+        size_t len;
+
+        buf_init(&b);
+        for (uint32_t i = 1; i <= 50; i++)
+                pack_status_request(&b, i);
+        cr_assert_eq(ipc_decoder_reserve(d, b.sb.size, &space, &len), 0);
+        cr_assert_geq(len, b.sb.size);
+        memcpy(space, b.sb.data, b.sb.size);
+        ipc_decoder_commit(d, b.sb.size);
+        for (uint32_t i = 1; i <= 50; i++) {
+                cr_assert_eq(ipc_decoder_next(d, &m), 1);
+                assert_status_request(&m, i);
+                ipc_message_clear(&m);
+        }
+        cr_assert_eq(ipc_decoder_next(d, &m), 0);
+        buf_done(&b);
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, message_outlives_decoder)
+{
+        Buf b;
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+
+        buf_init(&b);
+        pack_status_request(&b, 3);
+        cr_assert_eq(ipc_decoder_feed(d, b.sb.data, b.sb.size), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), 1);
+        ipc_decoder_free(d);
+        memset(b.sb.data, 0xff, b.sb.size);
+        assert_status_request(&m, 3);
+        ipc_message_clear(&m);
+        buf_done(&b);
+}
+
+Test(ipc_decoder, truncated_waits_for_more)
+{
+        Buf b;
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+
+        buf_init(&b);
+        pack_status_request(&b, 4);
+        cr_assert_eq(ipc_decoder_feed(d, b.sb.data, b.sb.size - 1), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), 0);
+        cr_assert_eq(ipc_decoder_buffered(d), b.sb.size - 1);
+        cr_assert_eq(ipc_decoder_feed(d, b.sb.data + b.sb.size - 1, 1), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), 1);
+        assert_status_request(&m, 4);
+        ipc_message_clear(&m);
+        buf_done(&b);
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, oversize_by_bytes)
+{
+        Buf b;
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(1024);
+        uint32_t msgid = 0;
+        char blob[2000];
+
+        memset(blob, 'x', sizeof(blob));
+        buf_init(&b);
+        cr_assert_eq(ipc_pack_request_begin(&b.pk, 300, "job.submit", 1), 0);
+        /* an array of small strings: no single header declares too much */
+        cr_assert_eq(msgpack_pack_array(&b.pk, 100), 0);
+        for (int i = 0; i < 100; i++)
+                cr_assert_eq(ipc_pack_strn(&b.pk, blob, 20), 0);
+        for (size_t i = 0; i < b.sb.size; i += 100) {
+                size_t n = b.sb.size - i < 100 ? b.sb.size - i : 100;
+                int r = ipc_decoder_feed(d, b.sb.data + i, n);
+                if (r == 0)
+                        r = ipc_decoder_next(d, &m);
+                if (r < 0) {
+                        cr_assert_eq(r, -EMSGSIZE);
+                        break;
+                }
+                cr_assert_eq(r, 0);
+        }
+        cr_assert_eq(ipc_decoder_next(d, &m), -EMSGSIZE, "sticky");
+        cr_assert_eq(ipc_decoder_feed(d, "x", 1), -EMSGSIZE, "sticky");
+        cr_assert(ipc_decoder_error_msgid(d, &msgid));
+        cr_assert_eq(msgid, 300);
+        cr_assert_not_null(strstr(ipc_decoder_error_text(d), "limit of 1024 bytes"), "%s",
+                           ipc_decoder_error_text(d));
+        cr_assert_eq(ipc_decoder_buffered(d), 0, "the bytes are dropped");
+        buf_done(&b);
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, oversize_declared_before_the_bytes_arrive)
+{
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+        uint32_t msgid = 0;
+        /* [0, 70000, "x", [str32 of 4 GiB - 1 ... */
+        const uint8_t head[] = {0x94, 0x00, 0xce, 0x00, 0x01, 0x11, 0x70, 0xa1,
+                                'x',  0x91, 0xdb, 0xff, 0xff, 0xff, 0xff};
+
+        cr_assert_eq(ipc_decoder_feed(d, head, sizeof(head)), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), -EMSGSIZE);
+        cr_assert(ipc_decoder_error_msgid(d, &msgid));
+        cr_assert_eq(msgid, 70000);
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, huge_array_count_allocates_nothing)
+{
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+        uint32_t msgid = 1;
+        /* an array header declaring 2^32-1 elements, the msgpack_unpacker trap */
+        const uint8_t bytes[] = {0xdd, 0xff, 0xff, 0xff, 0xff};
+
+        cr_assert_eq(ipc_decoder_feed(d, bytes, sizeof(bytes)), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), -EMSGSIZE);
+        cr_assert_not(ipc_decoder_error_msgid(d, &msgid));
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, garbage_text)
+{
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+        uint32_t msgid;
+        const char *text = "GET / HTTP/1.1\r\n\r\n";
+
+        cr_assert_eq(ipc_decoder_feed(d, text, strlen(text)), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), -EBADMSG);
+        cr_assert_not(ipc_decoder_error_msgid(d, &msgid));
+        cr_assert_not_null(strstr(ipc_decoder_error_text(d), "0x47"));
+        cr_assert_eq(ipc_decoder_next(d, &m), -EBADMSG, "sticky");
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, invalid_byte_after_msgid_keeps_msgid)
+{
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+        uint32_t msgid = 0;
+        const uint8_t bytes[] = {0x94, 0x00, 0x2a, 0xc1, 0x90};
+
+        cr_assert_eq(ipc_decoder_feed(d, bytes, sizeof(bytes)), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), -EBADMSG);
+        cr_assert(ipc_decoder_error_msgid(d, &msgid));
+        cr_assert_eq(msgid, 42);
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, nesting_too_deep)
+{
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+        uint8_t bytes[64];
+        size_t n = 0;
+
+        bytes[n++] = 0x94;
+        bytes[n++] = 0x00;
+        bytes[n++] = 0x01;
+        bytes[n++] = 0xa1;
+        bytes[n++] = 'x';
+        for (int i = 0; i < 40; i++)
+                bytes[n++] = 0x91;
+        bytes[n++] = 0xc0;
+        cr_assert_eq(ipc_decoder_feed(d, bytes, n), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), -EBADMSG);
+        cr_assert_not_null(strstr(ipc_decoder_error_text(d), "nested"));
+        ipc_decoder_free(d);
+}
+
+/* Valid msgpack, invalid envelope: -EPROTO, the stream goes on. */
+static void expect_eproto(const uint8_t *bytes, size_t n, bool has_msgid, uint32_t msgid)
+{
+        Buf b;
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+        uint32_t got = 0;
+
+        buf_init(&b);
+        pack_status_request(&b, 12);
+        cr_assert_eq(ipc_decoder_feed(d, bytes, n), 0);
+        cr_assert_eq(ipc_decoder_feed(d, b.sb.data, b.sb.size), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), -EPROTO);
+        cr_assert_eq(ipc_decoder_error_msgid(d, &got), has_msgid);
+        if (has_msgid)
+                cr_assert_eq(got, msgid);
+        cr_assert_not_null(strstr(ipc_decoder_error_text(d), "not a MessagePack-RPC message"));
+        cr_assert_eq(ipc_decoder_next(d, &m), 1, "the next message still decodes");
+        assert_status_request(&m, 12);
+        ipc_message_clear(&m);
+        buf_done(&b);
+        ipc_decoder_free(d);
+}
+
+Test(ipc_decoder, wrong_types)
+{
+        /* [0, "x", "ping", []]: msgid not an integer */
+        const uint8_t a[] = {0x94, 0x00, 0xa1, 'x', 0xa4, 'p', 'i', 'n', 'g', 0x90};
+        expect_eproto(a, sizeof(a), false, 0);
+        /* [0, 5, 7, []]: method not a string */
+        const uint8_t b[] = {0x94, 0x00, 0x05, 0x07, 0x90};
+        expect_eproto(b, sizeof(b), true, 5);
+        /* [0, 6, "ping", {}]: params not an array */
+        const uint8_t c[] = {0x94, 0x00, 0x06, 0xa4, 'p', 'i', 'n', 'g', 0x80};
+        expect_eproto(c, sizeof(c), true, 6);
+        /* [0, 7, "ping"]: three elements */
+        const uint8_t e[] = {0x93, 0x00, 0x07, 0xa4, 'p', 'i', 'n', 'g'};
+        expect_eproto(e, sizeof(e), true, 7);
+        /* [3, 1, "ping", []]: unknown type */
+        const uint8_t f[] = {0x94, 0x03, 0x01, 0xa4, 'p', 'i', 'n', 'g', 0x90};
+        expect_eproto(f, sizeof(f), false, 0);
+        /* [0, 2^32, "ping", []]: msgid too large */
+        const uint8_t g[] = {0x94, 0x00, 0xcf, 0,   0,   0,   1,   0,   0,
+                             0,    0,    0xa4, 'p', 'i', 'n', 'g', 0x90};
+        expect_eproto(g, sizeof(g), false, 0);
+        /* [0, 8, "pi\0g", []]: NUL in the method */
+        const uint8_t h[] = {0x94, 0x00, 0x08, 0xa4, 'p', 'i', 0, 'g', 0x90};
+        expect_eproto(h, sizeof(h), true, 8);
+        /* [] */
+        const uint8_t i[] = {0x90};
+        expect_eproto(i, sizeof(i), false, 0);
+}
+
+Test(ipc_decoder, every_prefix_of_a_rich_message)
+{
+        Buf b;
+        IpcMessage m = {0};
+
+        buf_init(&b);
+        cr_assert_eq(ipc_pack_request_begin(&b.pk, 65536, "job.submit", 3), 0);
+        cr_assert_eq(ipc_pack_cstr(&b.pk, "mixed"), 0);
+        cr_assert_eq(msgpack_pack_map(&b.pk, 7), 0);
+        cr_assert_eq(ipc_pack_kv_int(&b.pk, "neg", -123456789012LL), 0);
+        cr_assert_eq(ipc_pack_kv_double(&b.pk, "pi", 3.25), 0);
+        cr_assert_eq(ipc_pack_kv_bool(&b.pk, "yes", true), 0);
+        cr_assert_eq(ipc_pack_kv_nil(&b.pk, "none"), 0);
+        cr_assert_eq(ipc_pack_cstr(&b.pk, "bin"), 0);
+        cr_assert_eq(msgpack_pack_bin(&b.pk, 300), 0);
+        char zeros[300] = {0};
+        cr_assert_eq(msgpack_pack_bin_body(&b.pk, zeros, sizeof(zeros)), 0);
+        cr_assert_eq(ipc_pack_cstr(&b.pk, "ext"), 0);
+        cr_assert_eq(msgpack_pack_ext(&b.pk, 3, 1), 0);
+        cr_assert_eq(msgpack_pack_ext_body(&b.pk, "abc", 3), 0);
+        cr_assert_eq(ipc_pack_kv_uint(&b.pk, "big", UINT64_MAX), 0);
+        cr_assert_eq(msgpack_pack_map(&b.pk, 0), 0);
+
+        for (size_t cut = 0; cut < b.sb.size; cut++) {
+                IpcDecoder *d = decoder(0);
+                cr_assert_eq(ipc_decoder_feed(d, b.sb.data, cut), 0);
+                cr_assert_eq(ipc_decoder_next(d, &m), 0, "prefix of %zu bytes", cut);
+                cr_assert_eq(ipc_decoder_feed(d, b.sb.data + cut, b.sb.size - cut), 0);
+                cr_assert_eq(ipc_decoder_next(d, &m), 1, "split at %zu", cut);
+                const msgpack_object *args = ipc_array_at(&m.params, 1);
+                int64_t neg;
+                double pi;
+                bool yes;
+                uint64_t big;
+                cr_assert_eq(ipc_read_int(ipc_map_find(args, "neg"), "neg", &neg, NULL), 0);
+                cr_assert_eq(neg, -123456789012LL);
+                cr_assert_eq(ipc_read_double(ipc_map_find(args, "pi"), "pi", &pi, NULL), 0);
+                cr_assert_float_eq(pi, 3.25, 1e-9);
+                cr_assert_eq(ipc_read_bool(ipc_map_find(args, "yes"), "yes", &yes, NULL), 0);
+                cr_assert(yes);
+                cr_assert(ipc_object_is_nil(ipc_map_find(args, "none")));
+                cr_assert_eq(ipc_map_find(args, "bin")->via.bin.size, 300);
+                cr_assert_eq(ipc_read_uint(ipc_map_find(args, "big"), "big", &big, NULL), 0);
+                cr_assert_eq(big, UINT64_MAX);
+                ipc_message_clear(&m);
+                ipc_decoder_free(d);
+        }
+        buf_done(&b);
+}
+
+Test(ipc_value, readers_explain_errors)
+{
+        Buf b;
+        IpcMessage m = {0};
+        IpcStatus st = {0};
+        IpcDecoder *d = decoder(0);
+        char small[4];
+        uint64_t u;
+        int64_t i;
+        const msgpack_object *o;
+
+        buf_init(&b);
+        cr_assert_eq(ipc_pack_request_begin(&b.pk, 1, "x", 1), 0);
+        cr_assert_eq(msgpack_pack_map(&b.pk, 4), 0);
+        cr_assert_eq(ipc_pack_kv_cstr(&b.pk, "timeout_ms", "soon"), 0);
+        cr_assert_eq(ipc_pack_kv_int(&b.pk, "neg", -5), 0);
+        cr_assert_eq(ipc_pack_kv_cstr(&b.pk, "long", "abcdef"), 0);
+        cr_assert_eq(ipc_pack_kv_double(&b.pk, "f", 1.5), 0);
+        cr_assert_eq(ipc_decoder_feed(d, b.sb.data, b.sb.size), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), 1);
+        const msgpack_object *map = ipc_array_at(&m.params, 0);
+
+        cr_assert_eq(ipc_read_uint(ipc_map_find(map, "timeout_ms"), "timeout_ms", &u, &st),
+                     -EINVAL);
+        cr_assert_str_eq(st.code, IPC_INVALID_ARGUMENT);
+        cr_assert_str_eq(st.message, "timeout_ms: expected an unsigned integer, got a string");
+        cr_assert_eq(ipc_read_uint(ipc_map_find(map, "neg"), "neg", &u, &st), -ERANGE);
+        cr_assert_eq(ipc_read_int(ipc_map_find(map, "f"), "f", &i, &st), -EINVAL,
+                     "a float never becomes an integer");
+        cr_assert_eq(ipc_read_int_range(ipc_map_find(map, "neg"), "neg", 0, 10, &i, &st), -ERANGE);
+        cr_assert_eq(ipc_read_str(ipc_map_find(map, "long"), "long", small, sizeof(small), &st),
+                     -ERANGE);
+        cr_assert_eq(ipc_read_str(ipc_map_find(map, "path"), "path", small, sizeof(small), &st),
+                     -ENOENT);
+        cr_assert_str_eq(st.message, "missing path");
+        cr_assert_eq(ipc_read_map(ipc_map_find(map, "neg"), "neg", &o, &st), -EINVAL);
+        cr_assert_eq(ipc_read_array(&m.params, "params", &o, &st), 0);
+        cr_assert_eq(o, &m.params);
+        cr_assert_null(ipc_array_at(&m.params, 1));
+        cr_assert_null(ipc_map_find(&m.params, "x"), "not a map");
+        cr_assert(ipc_object_streq(ipc_map_find(map, "long"), "abcdef"));
+        ipc_message_clear(&m);
+        buf_done(&b);
+        ipc_decoder_free(d);
+}
+
+Test(ipc_status, errno_codes_round_trip)
+{
+        IpcStatus st = {0};
+
+        cr_assert_str_eq(ipc_status_code_from_errno(-EINVAL), IPC_INVALID_ARGUMENT);
+        cr_assert_str_eq(ipc_status_code_from_errno(ENOENT), IPC_NOT_FOUND);
+        cr_assert_str_eq(ipc_status_code_from_errno(-EACCES), IPC_PERMISSION_DENIED);
+        cr_assert_str_eq(ipc_status_code_from_errno(-EAGAIN), IPC_OVERLOADED);
+        cr_assert_str_eq(ipc_status_code_from_errno(-ESHUTDOWN), IPC_UNAVAILABLE);
+        cr_assert_str_eq(ipc_status_code_from_errno(-ETIMEDOUT), IPC_DEADLINE_EXCEEDED);
+        cr_assert_str_eq(ipc_status_code_from_errno(-EMSGSIZE), IPC_MESSAGE_TOO_LARGE);
+        cr_assert_str_eq(ipc_status_code_from_errno(-EBADMSG), IPC_MALFORMED_MESSAGE);
+        cr_assert_str_eq(ipc_status_code_from_errno(-EXDEV), IPC_INTERNAL);
+        const char *codes[] = {IPC_INVALID_ARGUMENT,  IPC_NOT_FOUND,       IPC_PERMISSION_DENIED,
+                               IPC_OVERLOADED,        IPC_UNAVAILABLE,     IPC_CANCELLED,
+                               IPC_DEADLINE_EXCEEDED, IPC_METHOD_NOT_FOUND};
+        for (size_t k = 0; k < sizeof(codes) / sizeof(codes[0]); k++) {
+                int e = ipc_status_errno_from_code(codes[k], strlen(codes[k]));
+                cr_assert_str_eq(ipc_status_code_from_errno(e), codes[k]);
+        }
+        cr_assert_eq(ipc_status_errno_from_code("NOPE", 4), -EPROTO);
+        cr_assert_eq(ipc_status_set(&st, IPC_NOT_FOUND, 0, "no job %d", 3), -ENOENT);
+        cr_assert(ipc_status_failed(&st));
+        cr_assert_str_eq(st.message, "no job 3");
+        cr_assert_eq(ipc_status_errno(&st, -EPERM, NULL), -EPERM);
+        cr_assert_str_eq(st.code, IPC_PERMISSION_DENIED);
+        cr_assert_str_eq(st.message, strerror(EPERM));
+        ipc_status_clear(&st);
+        cr_assert_not(ipc_status_failed(&st));
+}
