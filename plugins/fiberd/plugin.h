@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fiberd/plugin.h — the plugin ABI of fiberd: the one public header (installed as
+ * <fiberd/plugin.h>, `pkg-config --cflags fiberd-plugin`).
+ *
+ * A plugin is a shared object that fiberd loads from its plugin directory. It exports one
+ * symbol, the descriptor `fiberd_plugin` (a FiberdPlugin), and links against nothing of
+ * fiberd: the daemon is built with -fvisibility=hidden and hands every plugin a table of
+ * host functions (FiberdHost) instead. Everything a job does — read its arguments, write
+ * its result, report progress, yield, sleep, wait on an fd, spawn and join child fibers,
+ * notice cancellation, log — goes through that table.
+ *
+ * The handshake (the shape of redis's moduleLoad(): dlopen RTLD_NOW|RTLD_LOCAL, then a
+ * versioned check before anything else is touched):
+ *   1. the loader dlopen()s the file and looks up `fiberd_plugin`; no symbol → refused;
+ *   2. it reads abi_version first: anything but FIBERD_PLUGIN_ABI_VERSION → refused;
+ *   3. it checks size, name (1..FIBERD_PLUGIN_NAME_MAX of [a-z0-9_-]) and run; a name
+ *      already loaded → refused;
+ *   4. it calls init(host, why, why_size) if set; < 0 → refused with the reason;
+ *   5. the plugin is loaded until fiberd exits; fini(host) runs then (if set).
+ * Refused files are reported by `fiberctl plugins` with their reason.
+ *
+ * Versioning. FIBERD_PLUGIN_ABI_VERSION changes only when something here changes
+ * incompatibly. Compatible growth appends members at the end of FiberdPlugin or
+ * FiberdHost; each struct carries its size, so a plugin built against a newer header
+ * checks FIBERD_HOST_HAS(host, member) before calling a member the running daemon may not
+ * have, and the daemon reads descriptor members past what the plugin's size says as unset.
+ *
+ * Where the code runs. run() is called in a fiber (a user-space thread with a small stack,
+ * 128 KiB by default, guarded: an overflow is reported and kills the daemon) on one of the
+ * daemon's worker threads; other jobs share those threads. So:
+ *  - keep big buffers off the stack (malloc them);
+ *  - never block the thread: no sleep(3), no blocking reads of pipes/sockets, no
+ *    pthread_cond_wait; use host->sleep_until / host->wait_fd / host->yield instead.
+ *    Reading regular files is fine in chunks, with host->yield between them;
+ *  - a long computation calls host->yield now and then (every millisecond or so), which
+ *    is also where cancellation is noticed;
+ *  - fiber-aware calls return -ECANCELED once the job is cancelled (the user cancelled
+ *    it, or its timeout passed): return promptly then (returning any value is fine; the
+ *    job ends "cancelled" either way).
+ * Host functions may be called from run() and from the job's child fibers (concurrently),
+ * always with the FiberdJob they were given; never from threads the plugin makes itself,
+ * and never after run() has returned (except through children still being joined).
+ *
+ * Errors are negative errno values, as everywhere in fiberd.
+ *
+ * A complete plugin (build: cc -shared -fPIC $(pkg-config --cflags fiberd-plugin)
+ * -o hello.so hello.c; install: drop hello.so into the plugin directory):
+ *
+ *     #include <fiberd/plugin.h>
+ *
+ *     static int hello_run(FiberdJob *job, const FiberdHost *host)
+ *     {
+ *             char who[64] = "world";
+ *             int r = host->arg_str(job, "who", who, sizeof(who));
+ *             if (r < 0 && r != -ENOENT)      // missing is fine: "who" is optional
+ *                     return r;               // wrong type: the host set the error
+ *             char msg[96];
+ *             snprintf(msg, sizeof(msg), "hello, %s", who);
+ *             host->log(job, LOG_INFO, "greeting %s", who);
+ *             return host->result_str(job, "greeting", msg);
+ *     }
+ *
+ *     FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
+ *             FIBERD_PLUGIN_HEADER,
+ *             .name = "hello",
+ *             .version = "1.0",
+ *             .description = "greets {\"who\"}",
+ *             .run = hello_run,
+ *     };
+ */
+#ifndef FIBERD_PLUGIN_H
+#define FIBERD_PLUGIN_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <syslog.h> /* LOG_ERR ... LOG_DEBUG for host->log */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI this header describes. A plugin whose descriptor says otherwise is refused. */
+#define FIBERD_PLUGIN_ABI_VERSION 1
+
+/* The name of the descriptor symbol, as the loader passes it to dlsym(). */
+#define FIBERD_PLUGIN_SYMBOL "fiberd_plugin"
+
+/* Longest plugin name, in bytes, without the NUL. Names are [a-z0-9_-]. */
+#define FIBERD_PLUGIN_NAME_MAX 32
+
+/* Marks the descriptor exported even when the plugin is built with -fvisibility=hidden. */
+#define FIBERD_PLUGIN_EXPORT __attribute__((visibility("default")))
+
+/* An opaque job: valid from run()'s call until the job's last child has been joined. */
+typedef struct FiberdJob FiberdJob;
+
+/* An opaque child fiber of a job, from spawn() until join(). */
+typedef struct FiberdChild FiberdChild;
+
+typedef struct FiberdHost FiberdHost;
+
+/* msgpack-c's decoded object (<msgpack.h>); only needed by plugins using args_object(). */
+struct msgpack_object;
+
+/*
+ * A child fiber's body. @arg points to the host's copy of the block given to spawn()
+ * (aligned for any type, @arg_size bytes); the child may write results into it, and
+ * join() copies the block back out. Return 0 or a negative errno; join() returns it.
+ */
+typedef int (*FiberdChildFn)(FiberdJob *job, void *arg);
+
+/*
+ * FiberdPlugin - the descriptor a plugin exports as `fiberd_plugin`. Must stay valid
+ * (static storage) while the plugin is loaded. Begin it with FIBERD_PLUGIN_HEADER.
+ */
+typedef struct FiberdPlugin {
+        uint32_t abi_version;    /* FIBERD_PLUGIN_ABI_VERSION; checked before anything else */
+        uint32_t size;           /* sizeof(FiberdPlugin) as the plugin was built */
+        const char *name;        /* the job type clients submit, unique: [a-z0-9_-]{1,32} */
+        const char *version;     /* free text, e.g. "1.2.0"; NULL = "" */
+        const char *description; /* one line for `fiberctl plugins`: what it does, args */
+
+        /*
+         * run - the job. Called once per job, in the job's fiber (see the top of this
+         * file). Read arguments with host->arg_*(), set the result with
+         * host->result_*(), return:
+         *   0            the job is "done", with the result set so far (none = empty map);
+         *   -ECANCELED   (or anything, after cancellation) the job is "cancelled";
+         *   other < 0    the job is "failed": with the message from host->fail() or from
+         *                the arg_*() call that refused an argument, else strerror(-ret).
+         *                The error code clients see comes from that errno, as in
+         *                fiberd's protocol (ipc/PROTOCOL.md): -EINVAL, -ERANGE, -E2BIG →
+         *                INVALID_ARGUMENT; -ENOENT → NOT_FOUND; -EACCES, -EPERM →
+         *                PERMISSION_DENIED; -EAGAIN, -EBUSY → OVERLOADED; -ETIMEDOUT →
+         *                DEADLINE_EXCEEDED; -ENOMEM → OUT_OF_MEMORY; others → INTERNAL.
+         *                An arg_*() refusal is always INVALID_ARGUMENT.
+         * Required.
+         */
+        int (*run)(FiberdJob *job, const FiberdHost *host);
+
+        /*
+         * init - optional; called once after the handshake, before any job, from the
+         * daemon's main thread or its loader fiber (may not call the job functions of
+         * @host: there is no job; log() with a NULL job is fine). Return 0, or a negative
+         * errno to refuse loading; then write a one-line reason (NUL-terminated, at most
+         * @why_size bytes) into @why, and undo whatever init did: the file is unloaded.
+         */
+        int (*init)(const FiberdHost *host, char *why, size_t why_size);
+
+        /*
+         * fini - optional; called once when fiberd exits, after every job of this plugin
+         * has ended, from the daemon's main thread. No job functions.
+         */
+        void (*fini)(const FiberdHost *host);
+} FiberdPlugin;
+
+/* The first two members of every descriptor. */
+#define FIBERD_PLUGIN_HEADER .abi_version = FIBERD_PLUGIN_ABI_VERSION, .size = sizeof(FiberdPlugin)
+
+/* The descriptor every plugin defines (declared here so its type is checked). */
+extern FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin;
+
+/*
+ * FiberdHost - the daemon's functions, handed to every plugin function. One table for the
+ * life of the process; the daemon fills every member its abi_version/size covers (no NULL
+ * members). Append-only across compatible versions: check FIBERD_HOST_HAS() for members
+ * added after the version you need.
+ *
+ * Unless said otherwise each function takes the FiberdJob it is about, may be called from
+ * the job's fiber or its children, and does not yield. Those marked "yields" park the
+ * calling fiber (never the worker thread) and return -ECANCELED once the job is cancelled,
+ * also when cancellation arrives while they wait.
+ */
+struct FiberdHost {
+        uint32_t abi_version; /* FIBERD_PLUGIN_ABI_VERSION of the running daemon */
+        uint32_t size;        /* sizeof(FiberdHost) in the running daemon */
+
+        /* ---- the job ---- */
+
+        /* job_id - the job's id, as clients see it (from 1). */
+        uint64_t (*job_id)(FiberdJob *job);
+
+        /* ---- arguments: the msgpack map the client submitted ---- */
+
+        /*
+         * arg_str / arg_int / arg_uint / arg_double / arg_bool - the value under @key,
+         * converted: arg_str copies a string (NUL added) into @buf of @size bytes;
+         * arg_int/arg_uint take any integer encoding that holds the value; arg_double
+         * also takes integers; a float is never truncated into an integer.
+         * @ret / @buf are written only on success.
+         * Return: 0; -ENOENT when @key is absent (or nil); -EINVAL for a wrong type (or a
+         * string holding a NUL byte); -ERANGE when the value does not fit (or the string
+         * needs more than @size bytes). On every error the host also records an
+         * INVALID_ARGUMENT message naming the key ("path: expected a string, got an
+         * unsigned integer"), so run() can just return the error; the message is
+         * dropped if run() goes on and returns 0 (an optional argument left out).
+         */
+        int (*arg_str)(FiberdJob *job, const char *key, char *buf, size_t size);
+        int (*arg_int)(FiberdJob *job, const char *key, int64_t *ret);
+        int (*arg_uint)(FiberdJob *job, const char *key, uint64_t *ret);
+        int (*arg_double)(FiberdJob *job, const char *key, double *ret);
+        int (*arg_bool)(FiberdJob *job, const char *key, bool *ret);
+
+        /*
+         * args_object - the whole argument map as msgpack-c's msgpack_object (include
+         * <msgpack.h>; a type MSGPACK_OBJECT_MAP, possibly empty). Owned by the job,
+         * read-only, valid until run() returns.
+         */
+        const struct msgpack_object *(*args_object)(FiberdJob *job);
+
+        /* ---- the result: a msgpack map built key by key ---- */
+
+        /*
+         * result_str / result_int / result_uint / result_double / result_bool - append
+         * @key → value to the result map (both copied). Set each key once.
+         * Return: 0; -ENOMEM; -E2BIG when the result would exceed the daemon's message
+         * size cap.
+         */
+        int (*result_str)(FiberdJob *job, const char *key, const char *value);
+        int (*result_int)(FiberdJob *job, const char *key, int64_t value);
+        int (*result_uint)(FiberdJob *job, const char *key, uint64_t value);
+        int (*result_double)(FiberdJob *job, const char *key, double value);
+        int (*result_bool)(FiberdJob *job, const char *key, bool value);
+
+        /*
+         * result_msgpack - make the result exactly the one msgpack value encoded in @buf
+         * (@len bytes; any type; copied), replacing any keys set with result_*().
+         * Return: 0; -EINVAL when @buf is not exactly one complete msgpack value;
+         * -ENOMEM; -E2BIG.
+         */
+        int (*result_msgpack)(FiberdJob *job, const void *buf, size_t len);
+
+        /*
+         * fail - record why the job fails: a message (printf format, one line) for
+         * clients; the code is derived from @err as described at run(). Returns @err,
+         * so `return host->fail(job, -ENOENT, "cannot open %s", path);` reads well.
+         */
+        int (*fail)(FiberdJob *job, int err, const char *fmt, ...)
+                __attribute__((format(printf, 3, 4)));
+
+        /*
+         * progress - report @done of @total units (any unit: bytes, items; @total 0 =
+         * unknown), shown by job.status. Cheap; call it as often as you like.
+         */
+        void (*progress)(FiberdJob *job, uint64_t done, uint64_t total);
+
+        /* ---- scheduling ---- */
+
+        /* now_ns - CLOCK_MONOTONIC now, nanoseconds; the clock of every deadline here. */
+        uint64_t (*now_ns)(void);
+
+        /* yield - let other fibers run. Yields. Return: 0; -ECANCELED. */
+        int (*yield)(FiberdJob *job);
+
+        /*
+         * sleep_until - park until the absolute @deadline_ns (now_ns() clock). Yields.
+         * Return: 0 once the time has come; -ECANCELED.
+         */
+        int (*sleep_until)(FiberdJob *job, uint64_t deadline_ns);
+
+        /*
+         * wait_fd - park until @fd (a pipe, socket, eventfd, ... not a regular file) is
+         * ready for @events (EPOLLIN and/or EPOLLOUT from <sys/epoll.h>) or the absolute
+         * @deadline_ns passes (UINT64_MAX = no deadline). Make @fd O_NONBLOCK and retry
+         * the read/write on EAGAIN. Yields.
+         * Return: the ready events (> 0, may include EPOLLERR/EPOLLHUP); -ETIMEDOUT;
+         * -ECANCELED; -EBUSY when another fiber waits on @fd in that direction; -EPERM
+         * for a regular file; -EBADF.
+         */
+        int (*wait_fd)(FiberdJob *job, int fd, uint32_t events, uint64_t deadline_ns);
+
+        /*
+         * cancelled - true once the job is cancelled. For loops that never block or
+         * yield; yield() notices it too.
+         */
+        bool (*cancelled)(FiberdJob *job);
+
+        /*
+         * spawn - start a child fiber of the job running @fn(job, copy of @arg). The host
+         * copies @arg_size bytes from @arg (@arg may be NULL when @arg_size is 0) into
+         * memory it owns, so a child never points into its parent's stack; pointers
+         * inside the block are the plugin's business. Children are cancelled with the
+         * job. Every child must be joined.
+         * @ret: out, the child's handle, written only on success.
+         * Return: 0; -EAGAIN when the daemon has no room for another fiber now (join
+         * some, or do the work inline); -ECANCELED when the job is cancelled (no child);
+         * -ENOMEM. Does not yield.
+         */
+        int (*spawn)(FiberdJob *job, FiberdChild **ret, FiberdChildFn fn, const void *arg,
+                     size_t arg_size);
+
+        /*
+         * join - wait for @child to return and release it. On success the child's
+         * (possibly updated) arg block is copied into @ret_arg (arg_size bytes; NULL to
+         * skip) and its return value is returned (0 or its negative errno).
+         * When the job is cancelled before the child ends, join returns -ECANCELED at
+         * once; the child (cancelled too) is released by the host when it ends, so
+         * nothing it uses may be freed by the parent in the meantime except through the
+         * copied block, which the host owns. Yields.
+         */
+        int (*join)(FiberdJob *job, FiberdChild *child, void *ret_arg);
+
+        /* ---- logging ---- */
+
+        /*
+         * log - one line to fiberd's log (stderr with a "<N>" priority prefix, so the
+         * journal keeps levels), prefixed with the job's id and plugin name. @level is a
+         * syslog priority (LOG_ERR ... LOG_DEBUG). @job may be NULL (from init/fini):
+         * the line then names no job. May be called from init()/fini() too.
+         */
+        void (*log)(FiberdJob *job, int level, const char *fmt, ...)
+                __attribute__((format(printf, 3, 4)));
+};
+
+/* True when the running daemon's @host has @member (appended in a later version). */
+#define FIBERD_HOST_HAS(host, member)                                                              \
+        ((host)->size >= offsetof(FiberdHost, member) + sizeof((host)->member))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FIBERD_PLUGIN_H */

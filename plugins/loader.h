@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * loader.h — fiberd's plugin loader (plugins/loader.c): finds, checks and loads the
+ * plugin .so files of one directory, keeps watching it, and answers "which plugin is
+ * called X" and "what is loaded, what was refused and why".
+ *
+ * Daemon-internal (hidden symbols); plugins see only fiberd/plugin.h.
+ *
+ * How the daemon uses it:
+ *
+ *     PluginLoader *l;
+ *     r = loader_new(&l, &host_table, log_fn);          // host_table: a filled FiberdHost
+ *     r = loader_set_dir(l, "/usr/lib/fiberd/plugins"); // watch, then scan: N loaded
+ *     // a fiber: for (;;) { fiber_wait_fd(loader_fd(l), EPOLLIN, SCHED_FOREVER);
+ *     //                     loader_process_events(l); }
+ *     const LoadedPlugin *p = loader_find(l, "sha256");  // per job.submit
+ *     r = p->desc->run(job, &host_table);               // in the job's fiber
+ *     // SIGHUP: loader_set_dir(l, new_dir) (or loader_scan(l) if the dir is unchanged)
+ *     l = loader_free(l);                                // at exit, after every job ended
+ *
+ * Loading a file (redis's moduleLoad() shape): dlopen(RTLD_NOW|RTLD_LOCAL), dlsym
+ * FIBERD_PLUGIN_SYMBOL, check abi_version before anything else, then size, name, run,
+ * duplicate name, then init(). Each refusal is one log line naming the file and the
+ * reason, and is remembered (per path, latest reason) for plugins.list; the daemon goes
+ * on. Only regular files named "*.so" not starting with "." are considered, so an editor
+ * or installer writing ".x.so.tmp" then renaming is fine.
+ *
+ * Lifetime: a loaded plugin stays loaded (and its LoadedPlugin pointer valid) until
+ * loader_free(): jobs may hold the pointer without references. Deleting the file does not
+ * unload it. A file written again at a path already loaded is not reloaded (glibc would
+ * hand back the old mapping anyway) — a warning says to restart fiberd; install new
+ * versions under a new file name or restart. Never overwrite a loaded .so in place (cp
+ * onto it): that changes code under running jobs; install(1) or mv replace the inode.
+ *
+ * Watching: one inotify fd (non-blocking, close-on-exec) on the directory with
+ * IN_CLOSE_WRITE | IN_MOVED_TO, added before the scan so a file dropped in during the
+ * scan is not missed (it may be seen twice; the second time is a no-op). The daemon
+ * waits on loader_fd() (fiber_wait_fd, EPOLLIN) and calls loader_process_events().
+ *
+ * Threads: every function may be called from any thread or fiber; a mutex (held only for
+ * list updates and lookups, never across dlopen/init/log) serializes them. Scans and
+ * event processing should come from one fiber or thread at a time (the daemon's loader
+ * fiber); lookups and listings from anywhere, concurrently. None yields; loading calls
+ * dlopen() and the plugin's init(), which block the calling worker for a moment.
+ */
+#ifndef FIBERD_PLUGINS_LOADER_H
+#define FIBERD_PLUGINS_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plugins/fiberd/plugin.h"
+
+typedef struct PluginLoader PluginLoader;
+
+/* A loaded plugin. Read-only for users; valid until loader_free(). */
+typedef struct LoadedPlugin {
+        const FiberdPlugin *desc; /* the plugin's descriptor, inside the mapped .so */
+        const char *name;         /* desc->name, checked: [a-z0-9_-]{1,32} */
+        const char *version;      /* desc->version, "" when NULL */
+        const char *description;  /* desc->description, "" when NULL */
+        char *path;               /* the file it was loaded from (absolute or as given) */
+        uint64_t loaded_ns;       /* CLOCK_MONOTONIC nanoseconds when it was loaded */
+        void *handle;             /* dlopen() handle; loader-private */
+} LoadedPlugin;
+
+/* A refused file: the path and the reason, as logged. */
+typedef struct PluginRefusal {
+        char *path;   /* owned by the PluginList */
+        char *reason; /* e.g. "ABI version 42, fiberd speaks 1"; owned by the PluginList */
+} PluginRefusal;
+
+/* A snapshot for plugins.list (loader_list()); free with loader_list_free(). */
+typedef struct PluginList {
+        size_t n_loaded;
+        const LoadedPlugin **loaded; /* sorted by name; the pointers stay the loader's */
+        size_t n_refused;
+        PluginRefusal *refused; /* sorted by path; copies owned by the list */
+} PluginList;
+
+/*
+ * Where the loader's log lines go: @level is a syslog priority, @msg one line without a
+ * newline or prefix. NULL = stderr with an sd-daemon "<N>" prefix. Called without the
+ * loader's lock, from whichever thread or fiber is loading.
+ */
+typedef void (*LoaderLogFn)(int level, const char *msg);
+
+/*
+ * loader_new - a loader with no directory yet, and its inotify fd.
+ * @ret: out, written only on success; free with loader_free().
+ * @host: the host table every plugin's init()/run()/fini() receives. Borrowed: it must
+ *        outlive the loader and be fully filled (abi_version = FIBERD_PLUGIN_ABI_VERSION,
+ *        size = sizeof(FiberdHost)) before loader_set_dir().
+ * @log: see LoaderLogFn.
+ * Return: 0; -EINVAL (NULL @ret or @host); -ENOMEM; -EMFILE/-ENFILE/-ENOMEM from
+ * inotify_init1(). Context: any; does not yield.
+ */
+int loader_new(PluginLoader **ret, const FiberdHost *host, LoaderLogFn log);
+
+/*
+ * loader_set_dir - watch @dir (replacing the directory watched before, if any) and scan
+ * it: load every candidate file not loaded yet, retrying files refused before.
+ * Plugins loaded from a previous directory stay loaded. Refusals of files no longer
+ * present are forgotten.
+ * Return: the number of plugins newly loaded (>= 0; refusals are not errors);
+ * -ENOENT / -ENOTDIR / -EACCES when @dir cannot be watched or read (logged; nothing
+ * is watched then, what is loaded stays); -ENOMEM.
+ * Context: any thread or fiber (one scanner at a time); does not yield, blocks on
+ * dlopen()/init().
+ */
+int loader_set_dir(PluginLoader *l, const char *dir);
+
+/*
+ * loader_scan - scan the current directory again (SIGHUP), as loader_set_dir() does.
+ * Return: as loader_set_dir(); -ENOENT when no directory was set.
+ */
+int loader_scan(PluginLoader *l);
+
+/*
+ * loader_fd - the inotify fd to wait on for EPOLLIN (fiber_wait_fd). Owned by the
+ * loader, non-blocking, close-on-exec; the same fd for the loader's life, also across
+ * loader_set_dir(). Context: any.
+ */
+int loader_fd(const PluginLoader *l);
+
+/*
+ * loader_process_events - read every pending inotify event (never waits) and load the
+ * files they name. Call when loader_fd() is readable; calling it when nothing is
+ * pending is harmless.
+ * Return: the number of plugins newly loaded (>= 0); -errno from read(2) other than
+ * EAGAIN. An overflowed event queue (IN_Q_OVERFLOW) triggers a full rescan; the
+ * directory itself going away (IN_IGNORED) is logged and nothing is watched until
+ * loader_set_dir().
+ * Context: as loader_set_dir().
+ */
+int loader_process_events(PluginLoader *l);
+
+/*
+ * loader_load_file - load one file by path (inside the watched directory or not), with
+ * the same checks, log line and refusal record as a scan. For tests and tools.
+ * Return: 0 when loaded; -EEXIST when a plugin from this path is already loaded;
+ * otherwise the refusal as a negative errno: -ENOEXEC (dlopen failed or no descriptor),
+ * -EPROTO (wrong ABI version or descriptor too small), -EINVAL (bad name, no run),
+ * -EEXIST (duplicate name), or init()'s error (e.g. -ENODEV); -ENOMEM.
+ * Context: as loader_set_dir().
+ */
+int loader_load_file(PluginLoader *l, const char *path);
+
+/*
+ * loader_find - the loaded plugin named @name (NUL-terminated), or NULL.
+ * loader_findn - the same for @len bytes (a msgpack string).
+ * Context: any, concurrently with loading; does not yield.
+ */
+const LoadedPlugin *loader_find(PluginLoader *l, const char *name);
+const LoadedPlugin *loader_findn(PluginLoader *l, const char *name, size_t len);
+
+/*
+ * loader_list - a consistent snapshot of loaded plugins and refused files.
+ * @ret: out, written only on success; free with loader_list_free().
+ * Return: 0; -ENOMEM. Context: any; does not yield.
+ */
+int loader_list(PluginLoader *l, PluginList **ret);
+
+/* loader_list_free - free a snapshot. Accepts NULL, returns NULL. */
+PluginList *loader_list_free(PluginList *list);
+
+/*
+ * loader_count - the number of loaded plugins now. Context: any.
+ */
+size_t loader_count(PluginLoader *l);
+
+/*
+ * loader_free - call every loaded plugin's fini() (in reverse load order), dlclose them,
+ * close the inotify fd, free the loader. Only when no job (and no child fiber) of any
+ * plugin runs any more: after this every LoadedPlugin pointer is dangling.
+ * Accepts NULL, returns NULL. Context: the daemon's main thread at exit.
+ */
+PluginLoader *loader_free(PluginLoader *l);
+
+#endif /* FIBERD_PLUGINS_LOADER_H */
