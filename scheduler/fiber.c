@@ -21,6 +21,7 @@
 #include "scheduler/spinlock.h"
 
 #ifdef SCHED_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #ifdef SCHED_TSAN
@@ -195,7 +196,7 @@ static void fiber_entry(void *arg)
 void fiber_release(Fiber *f)
 {
         if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0)
-                stack_free(f->group, f->map_lo, f->map_size);
+                stack_free(f->group, f->map_lo, f->map_size, f->outside);
 }
 
 int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
@@ -230,6 +231,11 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 return r;
         }
 
+#ifdef SCHED_ASAN
+        /* A cached stack still carries the poisoned redzones of the fiber that used it
+         * last: this one starts clean. */
+        __asan_unpoison_memory_region(map_lo + ps, size);
+#endif
         /* The control block sits at the top of the stack, cache-line aligned. */
         f = (Fiber *)(((uintptr_t)(map_lo + ps + size) - sizeof(Fiber)) & ~(uintptr_t)63);
         memset(f, 0, sizeof(*f));
@@ -247,10 +253,12 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
 #endif
         {
                 Worker *w = worker_self();
-                if (w && w->group == g)
+                if (w && w->group == g) {
                         __atomic_store_n(&w->created, w->created + 1, __ATOMIC_RELAXED);
-                else
+                } else {
+                        f->outside = true;
                         __atomic_fetch_add(&g->created_outside, 1, __ATOMIC_RELAXED);
+                }
         }
         if (ret)
                 *ret = f;

@@ -2,7 +2,8 @@
 /*
  * io.c — fiber-aware read / write / accept / connect on non-blocking fds: try the
  * syscall; on EAGAIN park on fiber_wait_fd() (the group's reactor) and try again.
- * errno is read right after each syscall, before anything can switch fibers.
+ * errno is read once, right after each syscall, through sched_errno() (see runtime.h:
+ * a fiber may come back from fiber_wait_fd() on another thread).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,10 +19,11 @@ ssize_t fiber_read(int fd, void *buf, size_t len, uint64_t deadline_ns)
                 ssize_t n = read(fd, buf, len);
                 if (n >= 0)
                         return n;
-                if (errno == EINTR)
+                int e = sched_errno();
+                if (e == EINTR)
                         continue;
-                if (errno != EAGAIN && errno != EWOULDBLOCK)
-                        return -errno;
+                if (e != EAGAIN && e != EWOULDBLOCK)
+                        return -e;
                 int r = fiber_wait_fd(fd, EPOLLIN, deadline_ns);
                 if (r < 0)
                         return r;
@@ -34,10 +36,11 @@ ssize_t fiber_write(int fd, const void *buf, size_t len, uint64_t deadline_ns)
                 ssize_t n = write(fd, buf, len);
                 if (n >= 0)
                         return n;
-                if (errno == EINTR)
+                int e = sched_errno();
+                if (e == EINTR)
                         continue;
-                if (errno != EAGAIN && errno != EWOULDBLOCK)
-                        return -errno;
+                if (e != EAGAIN && e != EWOULDBLOCK)
+                        return -e;
                 int r = fiber_wait_fd(fd, EPOLLOUT, deadline_ns);
                 if (r < 0)
                         return r;
@@ -62,10 +65,11 @@ int fiber_accept(int fd, uint64_t deadline_ns)
                 int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (c >= 0)
                         return c;
-                if (errno == EINTR || errno == ECONNABORTED)
+                int e = sched_errno();
+                if (e == EINTR || e == ECONNABORTED)
                         continue;
-                if (errno != EAGAIN && errno != EWOULDBLOCK)
-                        return -errno;
+                if (e != EAGAIN && e != EWOULDBLOCK)
+                        return -e;
                 int r = fiber_wait_fd(fd, EPOLLIN, deadline_ns);
                 if (r < 0)
                         return r;
@@ -79,12 +83,13 @@ int fiber_connect(int fd, const void *addr, unsigned addrlen, uint64_t deadline_
 
         if (connect(fd, addr, addrlen) == 0)
                 return 0;
-        if (errno != EINPROGRESS && errno != EAGAIN && errno != EINTR)
-                return -errno;
+        int e = sched_errno();
+        if (e != EINPROGRESS && e != EAGAIN && e != EINTR)
+                return -e;
         int r = fiber_wait_fd(fd, EPOLLOUT, deadline_ns);
         if (r < 0)
                 return r;
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                return -errno;
+                return -sched_errno();
         return err ? -err : 0;
 }

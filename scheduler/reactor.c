@@ -202,15 +202,16 @@ static int fd_arm(Reactor *r, int fd, FdEntry *e)
                 rc = epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev);
                 if (rc == 0)
                         return 0;
-                if (errno != ENOENT)
-                        return -errno;
+                rc = sched_errno();
+                if (rc != ENOENT)
+                        return -rc;
                 /* The fd was closed and reused since: add it again. */
         }
         rc = epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
-        if (rc < 0 && errno == EEXIST)
+        if (rc < 0 && sched_errno() == EEXIST) /* read before any switch */
                 rc = epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev);
         if (rc < 0)
-                return -errno;
+                return -sched_errno();
         e->added = true;
         return 0;
 }
@@ -269,7 +270,7 @@ int fiber_wait_fd(int fd, uint32_t events, uint64_t deadline_ns)
                 }
                 rc = poll(&p, 1, ms);
                 if (rc < 0)
-                        return -errno;
+                        return -sched_errno();
                 if (rc == 0)
                         return -ETIMEDOUT;
                 return (p.revents & POLLIN ? EPOLLIN : 0) | (p.revents & POLLOUT ? EPOLLOUT : 0) |
@@ -330,9 +331,10 @@ static void *reactor_main(void *arg)
         for (;;) {
                 int n = epoll_wait(r->epfd, evs, 64, -1);
                 if (n < 0) {
-                        if (errno == EINTR)
+                        int e = errno; /* the reactor is a plain thread */
+                        if (e == EINTR)
                                 continue;
-                        sched_log(LOG_CRIT, "reactor: epoll_wait: %s", strerror(errno));
+                        sched_log(LOG_CRIT, "reactor: epoll_wait: %s", strerror(e));
                         abort();
                 }
                 for (int i = 0; i < n; i++) {

@@ -93,6 +93,7 @@ struct Fiber {
         bool done;
         Waiter *joiner;
         uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
+        bool outside;       /* created outside the group: the stack returns to the group pool */
         void *fls[SCHED_FLS_KEYS];
 #ifdef SCHED_ASAN
         void *asan_fake_stack;
@@ -240,7 +241,7 @@ void fiber_release(Fiber *f);
 
 /* Stacks (stack.c). stack_alloc returns the start of the mapping (guard first). */
 int stack_alloc(SchedulingGroup *g, size_t size, char **ret_map_lo);
-void stack_free(SchedulingGroup *g, char *map_lo, size_t map_size);
+void stack_free(SchedulingGroup *g, char *map_lo, size_t map_size, bool to_pool);
 void stack_cache_term(SchedulingGroup *g, StackCache *c);
 void stack_pool_term(SchedulingGroup *g);
 int stack_overflow_handler_install(Worker *w);
@@ -265,6 +266,11 @@ static inline Waiter *wait_list_first(SchedWaitList *l)
 {
         return (Waiter *)l->head;
 }
+
+/* sched_errno - errno of the calling thread, read through a call the compiler cannot
+ * merge with an earlier one: glibc declares __errno_location() const, so after a
+ * context switch to another thread a cached errno address would be the old thread's. */
+int sched_errno(void);
 
 void sched_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -61,7 +61,8 @@ int stack_alloc(SchedulingGroup *g, size_t size, char **ret_map_lo)
                         spin_lock(&g->pool_lock);
                         p = g->pool;
                         if (p) {
-                                g->pool = *(char **)(p + page_size());
+                                __atomic_store_n(&g->pool, *(char **)(p + page_size()),
+                                                 __ATOMIC_RELAXED);
                                 g->pool_n--;
                         }
                         spin_unlock(&g->pool_lock);
@@ -74,12 +75,12 @@ int stack_alloc(SchedulingGroup *g, size_t size, char **ret_map_lo)
         return stack_map(size, ret_map_lo);
 }
 
-void stack_free(SchedulingGroup *g, char *map_lo, size_t map_size)
+void stack_free(SchedulingGroup *g, char *map_lo, size_t map_size, bool to_pool)
 {
         Worker *w = worker_self();
 
         if (map_size == g->stack_size + page_size()) {
-                if (w && w->group == g && w->stacks.n < w->stacks.cap) {
+                if (!to_pool && w && w->group == g && w->stacks.n < w->stacks.cap) {
                         w->stacks.slot[w->stacks.n++] = map_lo;
                         return;
                 }

@@ -5,9 +5,15 @@
  * (HdrHistogram's idea at 8 sub-buckets per power of two: ~12% resolution, fixed
  * size, no allocation, one relaxed store per sample).
  */
+#include <errno.h>
 #include <time.h>
 
 #include "scheduler/runtime.h"
+
+__attribute__((noinline)) int sched_errno(void)
+{
+        return errno;
+}
 
 uint64_t sched_now_ns(void)
 {

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * helpers.h — what the scheduler's unit tests share: a group per test, and running a
+ * function inside a fiber while the test's main thread waits (on a FiberEvent, so the
+ * wait is a condition, never a sleep).
+ */
+#ifndef FIBERD_TEST_HELPERS_H
+#define FIBERD_TEST_HELPERS_H
+
+#include <criterion/criterion.h>
+
+#include "scheduler/sched.h"
+
+#define SEC_NS 1000000000ull
+#define MS_NS 1000000ull
+
+static inline SchedulingGroup *test_group(unsigned workers)
+{
+        SchedGroupConfig cfg = {.workers = workers};
+        SchedulingGroup *g = NULL;
+        cr_assert_eq(sched_group_new(&g, &cfg), 0);
+        return g;
+}
+
+typedef struct TestRun {
+        FiberFn fn;
+        void *arg;
+        FiberEvent done;
+} TestRun;
+
+static inline void test_run_trampoline(void *p)
+{
+        TestRun *t = p;
+        t->fn(t->arg);
+        fiber_event_set(&t->done);
+}
+
+/* Run @fn(@arg) in a fiber of @g and wait (at most 60 s) until it returns. */
+static inline void run_in_fiber(SchedulingGroup *g, FiberFn fn, void *arg)
+{
+        TestRun t = {.fn = fn, .arg = arg};
+        FiberAttr a = {.group = g, .detached = true};
+        fiber_event_init(&t.done);
+        cr_assert_eq(fiber_create(NULL, &a, test_run_trampoline, &t), 0);
+        cr_assert_eq(fiber_event_wait(&t.done, sched_deadline_after(60 * SEC_NS)), 0,
+                     "the test fiber did not finish within 60 s");
+}
+
+#endif

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/* fd waits: the reactor resumes a fiber on readiness or timeout without blocking its
+ * worker, and the fiber-aware read/write/accept/connect work on non-blocking fds. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+typedef struct Pipe {
+        int fd[2];
+        int rc;
+        int read_rc;
+        char buf[16];
+        int worker_free; /* another fiber ran while this one waited */
+} Pipe;
+
+static void reader(void *arg)
+{
+        Pipe *p = arg;
+        p->rc = fiber_wait_fd(p->fd[0], EPOLLIN, sched_deadline_after(30 * SEC_NS));
+        p->read_rc = (int)fiber_read(p->fd[0], p->buf, sizeof(p->buf), SCHED_FOREVER);
+}
+
+static void other(void *arg)
+{
+        Pipe *p = arg;
+        p->worker_free = 1;
+        if (write(p->fd[1], "hello", 5) != 5)
+                p->worker_free = -1;
+}
+
+Test(fd, readiness_wakes_and_worker_stays_free)
+{
+        SchedulingGroup *g = test_group(1); /* one worker: the writer must run meanwhile */
+        FiberAttr a = {.group = g};
+        Pipe p = {0};
+        Fiber *r, *w;
+
+        cr_assert_eq(pipe2(p.fd, O_NONBLOCK | O_CLOEXEC), 0);
+        cr_assert_eq(fiber_create(&r, &a, reader, &p), 0);
+        cr_assert_eq(fiber_create(&w, &a, other, &p), 0);
+        cr_assert_eq(fiber_join(r), 0);
+        cr_assert_eq(fiber_join(w), 0);
+        cr_assert_eq(p.worker_free, 1);
+        cr_assert(p.rc & EPOLLIN);
+        cr_assert_eq(p.read_rc, 5);
+        cr_assert_eq(memcmp(p.buf, "hello", 5), 0);
+        close(p.fd[0]);
+        close(p.fd[1]);
+        sched_group_free(g);
+}
+
+static void timeout_and_busy(void *arg)
+{
+        int *rc = arg;
+        int fd[2];
+        cr_assert_eq(pipe2(fd, O_NONBLOCK), 0);
+        rc[0] = fiber_wait_fd(fd[0], EPOLLIN, sched_deadline_after(2 * MS_NS));
+        rc[1] = (int)fiber_read(fd[0], rc, 1, sched_deadline_after(MS_NS));
+        rc[2] = fiber_wait_fd(fd[0], 0, SCHED_FOREVER);
+        rc[3] = fiber_wait_fd(-1, EPOLLIN, SCHED_FOREVER);
+        /* the write end of an empty pipe is writable at once */
+        rc[4] = fiber_wait_fd(fd[1], EPOLLOUT, sched_deadline_after(SEC_NS));
+        close(fd[0]);
+        close(fd[1]);
+}
+
+Test(fd, timeouts_and_errors)
+{
+        SchedulingGroup *g = test_group(1);
+        int rc[5];
+        run_in_fiber(g, timeout_and_busy, rc);
+        cr_assert_eq(rc[0], -ETIMEDOUT);
+        cr_assert_eq(rc[1], -ETIMEDOUT);
+        cr_assert_eq(rc[2], -EINVAL);
+        cr_assert_eq(rc[3], -EBADF);
+        cr_assert(rc[4] & EPOLLOUT);
+        sched_group_free(g);
+}
+
+typedef struct Busy {
+        int fd;
+        FiberEvent started;
+        int rc;
+} Busy;
+
+static void wait_long(void *arg)
+{
+        Busy *b = arg;
+        fiber_event_set(&b->started);
+        b->rc = fiber_wait_fd(b->fd, EPOLLIN, SCHED_FOREVER);
+}
+
+static void second_waiter(void *arg)
+{
+        Busy *b = arg;
+        fiber_event_wait(&b->started, SCHED_FOREVER);
+        /* the first may not be registered yet: retry until the slot is taken */
+        int rc;
+        do {
+                rc = fiber_wait_fd(b->fd, EPOLLIN, sched_deadline_after(MS_NS));
+        } while (rc == -ETIMEDOUT);
+        *(int *)&b[1].rc = rc;
+}
+
+Test(fd, one_input_waiter_per_fd_and_cancel)
+{
+        SchedulingGroup *g = test_group(2);
+        FiberAttr a = {.group = g};
+        int fd[2];
+        Busy b[2] = {0};
+        Fiber *f1, *f2;
+
+        cr_assert_eq(pipe2(fd, O_NONBLOCK), 0);
+        b[0].fd = fd[0];
+        fiber_event_init(&b[0].started);
+        cr_assert_eq(fiber_create(&f1, &a, wait_long, &b[0]), 0);
+        cr_assert_eq(fiber_create(&f2, &a, second_waiter, &b[0]), 0);
+        cr_assert_eq(fiber_join(f2), 0);
+        cr_assert_eq(b[1].rc, -EBUSY);
+        fiber_cancel(f1);
+        cr_assert_eq(fiber_join(f1), 0);
+        cr_assert_eq(b[0].rc, -ECANCELED);
+        close(fd[0]);
+        close(fd[1]);
+        sched_group_free(g);
+}
+
+typedef struct Net {
+        int listen_fd;
+        struct sockaddr_un addr;
+        char got[64];
+        ssize_t got_len;
+        int connect_rc;
+        size_t big;
+} Net;
+
+static void server(void *arg)
+{
+        Net *n = arg;
+        int c = fiber_accept(n->listen_fd, sched_deadline_after(30 * SEC_NS));
+        cr_assert_geq(c, 0);
+        size_t total = 0;
+        char buf[4096];
+        for (;;) {
+                ssize_t r = fiber_read(c, buf, sizeof(buf), sched_deadline_after(30 * SEC_NS));
+                cr_assert_geq(r, 0);
+                if (r == 0)
+                        break;
+                if (total == 0)
+                        memcpy(n->got, buf, r < 64 ? (size_t)r : 64);
+                total += (size_t)r;
+        }
+        n->got_len = (ssize_t)total;
+        close(c);
+}
+
+static void client(void *arg)
+{
+        Net *n = arg;
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        n->connect_rc = fiber_connect(s, &n->addr, sizeof(n->addr), sched_deadline_after(SEC_NS));
+        char *big = malloc(n->big);
+        memset(big, 'x', n->big);
+        memcpy(big, "ping", 4);
+        /* far more than the socket buffer: write_all must wait for the reader */
+        cr_assert_eq(fiber_write_all(s, big, n->big, sched_deadline_after(30 * SEC_NS)),
+                     (ssize_t)n->big);
+        free(big);
+        close(s);
+}
+
+Test(fd, accept_connect_read_write)
+{
+        SchedulingGroup *g = test_group(2);
+        FiberAttr a = {.group = g};
+        Net n = {.big = 4 << 20};
+        Fiber *sf, *cf;
+        char dir[] = "/tmp/fiberd-test-XXXXXX";
+
+        cr_assert_not_null(mkdtemp(dir));
+        n.addr.sun_family = AF_UNIX;
+        snprintf(n.addr.sun_path, sizeof(n.addr.sun_path), "%s/s", dir);
+        n.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        cr_assert_eq(bind(n.listen_fd, (struct sockaddr *)&n.addr, sizeof(n.addr)), 0);
+        cr_assert_eq(listen(n.listen_fd, 16), 0);
+        cr_assert_eq(fiber_create(&sf, &a, server, &n), 0);
+        cr_assert_eq(fiber_create(&cf, &a, client, &n), 0);
+        cr_assert_eq(fiber_join(cf), 0);
+        cr_assert_eq(fiber_join(sf), 0);
+        cr_assert_eq(n.connect_rc, 0);
+        cr_assert_eq(n.got_len, (ssize_t)n.big);
+        cr_assert_eq(memcmp(n.got, "ping", 4), 0);
+        close(n.listen_fd);
+        unlink(n.addr.sun_path);
+        rmdir(dir);
+        sched_group_free(g);
+}

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/* Fibers: create / join / detach, yield, ids and tags, fiber-local storage,
+ * cancellation, backpressure, migration between workers, and the group's stats. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+static void add_one(void *arg)
+{
+        __atomic_fetch_add((int *)arg, 1, __ATOMIC_RELAXED);
+}
+
+Test(fiber, create_join_from_a_pthread)
+{
+        SchedulingGroup *g = test_group(2);
+        FiberAttr a = {.group = g};
+        Fiber *f[100];
+        int n = 0;
+
+        for (int i = 0; i < 100; i++)
+                cr_assert_eq(fiber_create(&f[i], &a, add_one, &n), 0);
+        for (int i = 0; i < 100; i++)
+                cr_assert_eq(fiber_join(f[i]), 0);
+        cr_assert_eq(n, 100);
+        sched_group_free(g);
+}
+
+Test(fiber, rejects_bad_arguments)
+{
+        SchedulingGroup *g = test_group(1);
+        FiberAttr a = {.group = g};
+        FiberAttr d = {.group = g, .detached = true};
+        FiberAttr s = {.group = g, .stack_size = 12345};
+        Fiber *f;
+        int n = 0;
+
+        cr_assert_eq(fiber_create(NULL, &a, add_one, &n), -EINVAL, "joinable needs a handle");
+        cr_assert_eq(fiber_create(&f, &d, add_one, &n), -EINVAL, "detached takes none");
+        cr_assert_eq(fiber_create(&f, &s, add_one, &n), -EINVAL, "stack not a page multiple");
+        cr_assert_eq(fiber_create(&f, NULL, add_one, &n), -EINVAL, "no group from a pthread");
+        cr_assert_null(fiber_self());
+        sched_group_free(g);
+}
+
+Test(fiber, group_config_is_checked)
+{
+        SchedulingGroup *g;
+        SchedGroupConfig too_many = {.workers = 65};
+        SchedGroupConfig not_pow2 = {.runq_capacity = 1000};
+        SchedGroupConfig over_cap = {.runq_capacity = 1024, .max_fibers = 2048};
+        cr_assert_eq(sched_group_new(&g, &too_many), -EINVAL);
+        cr_assert_eq(sched_group_new(&g, &not_pow2), -EINVAL);
+        cr_assert_eq(sched_group_new(&g, &over_cap), -EINVAL);
+}
+
+typedef struct Tree {
+        int depth;
+        long sum;
+} Tree;
+
+static void tree(void *arg)
+{
+        Tree *t = arg;
+        if (t->depth == 0) {
+                t->sum = 1;
+                return;
+        }
+        Tree kids[4];
+        Fiber *f[4];
+        for (int i = 0; i < 4; i++) {
+                kids[i] = (Tree){.depth = t->depth - 1};
+                cr_assert_eq(fiber_create(&f[i], NULL, tree, &kids[i]), 0);
+        }
+        t->sum = 0;
+        for (int i = 0; i < 4; i++) {
+                cr_assert_eq(fiber_join(f[i]), 0);
+                t->sum += kids[i].sum;
+        }
+}
+
+Test(fiber, nested_spawn_and_join)
+{
+        SchedulingGroup *g = test_group(2);
+        Tree t = {.depth = 6};
+        run_in_fiber(g, tree, &t);
+        cr_assert_eq(t.sum, 4096);
+        SchedGroupStats s;
+        sched_group_stats(g, &s);
+        cr_assert_geq(s.fibers_created, 1 + 5460);
+        sched_group_free(g);
+}
+
+static int yields_seen[2];
+static int turn;
+
+static void yielder(void *arg)
+{
+        int me = (int)(intptr_t)arg;
+        for (int i = 0; i < 1000; i++) {
+                yields_seen[me]++;
+                __atomic_store_n(&turn, me, __ATOMIC_RELAXED);
+                cr_assert_eq(fiber_yield(), 0);
+        }
+}
+
+static void two_yielders(void *arg)
+{
+        Fiber *f0, *f1;
+        /* Both are queued before either runs: this fiber holds the only worker. */
+        cr_assert_eq(fiber_create(&f0, NULL, yielder, (void *)0), 0);
+        cr_assert_eq(fiber_create(&f1, NULL, yielder, (void *)1), 0);
+        cr_assert_eq(fiber_join(f0), 0);
+        cr_assert_eq(fiber_join(f1), 0);
+}
+
+Test(fiber, yield_alternates_on_one_worker)
+{
+        SchedulingGroup *g = test_group(1);
+        run_in_fiber(g, two_yielders, NULL);
+        cr_assert_eq(yields_seen[0], 1000);
+        cr_assert_eq(yields_seen[1], 1000);
+        SchedGroupStats s;
+        sched_group_stats(g, &s);
+        cr_assert_geq(s.context_switches, 2000, "each yield switched to the other fiber");
+        sched_group_free(g);
+}
+
+static void check_identity(void *arg)
+{
+        Fiber *self = fiber_self();
+        cr_assert_not_null(self);
+        cr_assert_str_eq(fiber_tag(self), "job 7 plugin test");
+        cr_assert_gt(fiber_id(self), 0);
+        *(uint64_t *)arg = fiber_id(self);
+}
+
+Test(fiber, id_and_tag)
+{
+        SchedulingGroup *g = test_group(1);
+        FiberAttr a = {.group = g, .tag = "job 7 plugin test"};
+        uint64_t id1 = 0, id2 = 0;
+        Fiber *f1, *f2;
+        cr_assert_eq(fiber_create(&f1, &a, check_identity, &id1), 0);
+        cr_assert_eq(fiber_create(&f2, &a, check_identity, &id2), 0);
+        cr_assert_eq(fiber_id(f1) != fiber_id(f2), true);
+        cr_assert_eq(fiber_join(f1), 0);
+        cr_assert_eq(fiber_join(f2), 0);
+        cr_assert_neq(id1, id2);
+        sched_group_free(g);
+}
+
+static int fls_key;
+
+static void fls_user(void *arg)
+{
+        int *bad = arg;
+        intptr_t mine = (intptr_t)fiber_id(fiber_self());
+        cr_assert_null(fiber_local_get(fls_key), "a new fiber starts with NULL");
+        cr_assert_eq(fiber_local_set(fls_key, (void *)mine), 0);
+        for (int i = 0; i < 50; i++) {
+                fiber_yield();
+                if ((intptr_t)fiber_local_get(fls_key) != mine)
+                        __atomic_fetch_add(bad, 1, __ATOMIC_RELAXED);
+        }
+}
+
+Test(fiber, local_storage_is_per_fiber)
+{
+        SchedulingGroup *g = test_group(2);
+        FiberAttr a = {.group = g};
+        Fiber *f[20];
+        int bad = 0;
+
+        fls_key = fiber_key_create();
+        cr_assert_geq(fls_key, 0);
+        cr_assert_eq(fiber_local_set(fls_key, &bad), -EPERM, "not in a fiber");
+        cr_assert_eq(fiber_local_set(SCHED_FLS_KEYS, &bad), -EINVAL);
+        for (int i = 0; i < 20; i++)
+                cr_assert_eq(fiber_create(&f[i], &a, fls_user, &bad), 0);
+        for (int i = 0; i < 20; i++)
+                cr_assert_eq(fiber_join(f[i]), 0);
+        cr_assert_eq(bad, 0);
+        sched_group_free(g);
+}
+
+static void sleep_until_cancelled(void *arg)
+{
+        int *r = arg;
+        r[0] = fiber_sleep_for(3600 * SEC_NS);
+        r[1] = fiber_sleep_for(1); /* every later blocking call too */
+        r[2] = fiber_yield();
+        r[3] = fiber_cancelled();
+}
+
+Test(fiber, cancel_interrupts_a_sleep)
+{
+        SchedulingGroup *g = test_group(1);
+        FiberAttr a = {.group = g};
+        Fiber *f;
+        int r[4] = {1, 1, 1, 0};
+        SchedGroupStats s;
+
+        cr_assert_eq(fiber_create(&f, &a, sleep_until_cancelled, r), 0);
+        do { /* wait until it is parked: a switch happened and nothing is ready */
+                sched_group_stats(g, &s);
+        } while (s.context_switches < 1 || s.runq_depth);
+        fiber_cancel(f);
+        cr_assert_eq(fiber_join(f), 0);
+        cr_assert_eq(r[0], -ECANCELED);
+        cr_assert_eq(r[1], -ECANCELED);
+        cr_assert_eq(r[2], -ECANCELED);
+        cr_assert_eq(r[3], 1);
+        sched_group_free(g);
+}
+
+static void block_on_event(void *arg)
+{
+        FiberEvent *e = arg;
+        fiber_event_wait(e, SCHED_FOREVER);
+}
+
+Test(fiber, backpressure_returns_eagain)
+{
+        SchedGroupConfig cfg = {.workers = 1, .runq_capacity = 64, .max_fibers = 16};
+        SchedulingGroup *g;
+        FiberAttr a = {.detached = true};
+        FiberEvent e;
+        int n = 0;
+
+        cr_assert_eq(sched_group_new(&g, &cfg), 0);
+        a.group = g;
+        fiber_event_init(&e);
+        for (int i = 0; i < 16; i++)
+                cr_assert_eq(fiber_create(NULL, &a, block_on_event, &e), 0);
+        cr_assert_eq(fiber_create(NULL, &a, add_one, &n), -EAGAIN);
+        SchedGroupStats s;
+        sched_group_stats(g, &s);
+        cr_assert_eq(s.runq_full, 1);
+        fiber_event_set(&e);
+        do { /* the slots come back as the fibers finish */
+                sched_group_stats(g, &s);
+        } while (s.fibers_alive);
+        cr_assert_eq(fiber_create(NULL, &a, add_one, &n), 0);
+        sched_group_free(g);
+}
+
+/* errno safety and migration: a fiber's locals survive resuming on another worker. */
+/* The kernel thread id, through a real syscall each time: glibc declares
+ * pthread_self() const, so the compiler may reuse a value from before a switch. */
+static long tid(void)
+{
+        return syscall(SYS_gettid);
+}
+
+static long workers_seen[64];
+static int nseen;
+static int seen_lock;
+
+static void note_thread(void)
+{
+        long me = tid();
+        while (__atomic_exchange_n(&seen_lock, 1, __ATOMIC_ACQUIRE))
+                ;
+        int i;
+        for (i = 0; i < nseen; i++)
+                if (workers_seen[i] == me)
+                        break;
+        if (i == nseen && nseen < 64)
+                workers_seen[nseen++] = me;
+        __atomic_store_n(&seen_lock, 0, __ATOMIC_RELEASE);
+}
+
+static void migrator(void *arg)
+{
+        int *moved = arg;
+        char pattern[256];
+        volatile long acc = 0;
+        memset(pattern, 0x5a, sizeof(pattern));
+        long first = tid();
+        for (int i = 0; i < 2000 && !*moved; i++) {
+                acc += i;
+                note_thread();
+                fiber_sleep_for(10000); /* the timer makes it ready on any worker */
+                if (tid() != first)
+                        __atomic_store_n(moved, 1, __ATOMIC_RELAXED);
+        }
+        note_thread();
+        for (size_t i = 0; i < sizeof(pattern); i++)
+                cr_assert_eq(pattern[i], 0x5a);
+        cr_assert_geq(acc, 0);
+}
+
+static void busy(void *arg)
+{
+        int *stop = arg;
+        while (!__atomic_load_n(stop, __ATOMIC_RELAXED))
+                fiber_yield();
+}
+
+Test(fiber, migrates_between_workers_with_state_intact)
+{
+        SchedulingGroup *g = test_group(2);
+        FiberAttr a = {.group = g};
+        Fiber *m[4], *b;
+        int moved[4] = {0}, stop = 0, any = 0;
+
+        cr_assert_eq(fiber_create(&b, &a, busy, &stop), 0); /* keeps workers trading */
+        for (int i = 0; i < 4; i++)
+                cr_assert_eq(fiber_create(&m[i], &a, migrator, &moved[i]), 0);
+        for (int i = 0; i < 4; i++) {
+                cr_assert_eq(fiber_join(m[i]), 0);
+                any |= moved[i];
+        }
+        __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+        cr_assert_eq(fiber_join(b), 0);
+        cr_assert(any, "no fiber ever resumed on another worker");
+        cr_assert_eq(nseen, 2, "a moved fiber was seen on both workers");
+        sched_group_free(g);
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/* Timers: sleeps wake no earlier than their deadline, in deadline order, deadlines of
+ * 0 do not wait, and timed waits time out while untimed ones do not. */
+#include <criterion/criterion.h>
+#include <errno.h>
+
+#include "helpers.h"
+
+typedef struct Sleeper {
+        uint64_t delay_ns;
+        uint64_t woke_ns;
+        uint64_t deadline_ns;
+        int rc;
+        FiberLatch *latch;
+        int *order;
+        int *next;
+        int index;
+} Sleeper;
+
+static void sleeper(void *arg)
+{
+        Sleeper *s = arg;
+        s->deadline_ns = sched_deadline_after(s->delay_ns);
+        s->rc = fiber_sleep_until(s->deadline_ns);
+        s->woke_ns = sched_now_ns();
+        s->order[__atomic_fetch_add(s->next, 1, __ATOMIC_RELAXED)] = s->index;
+        fiber_latch_count_down(s->latch);
+}
+
+Test(timer, sleeps_end_after_their_deadline_in_order)
+{
+        SchedulingGroup *g = test_group(1);
+        FiberAttr a = {.group = g, .detached = true};
+        enum { N = 20 };
+        Sleeper s[N];
+        int order[N], next = 0;
+        FiberLatch latch;
+
+        fiber_latch_init(&latch, N);
+        /* Created in reverse so that heap order, not creation order, decides. */
+        for (int i = N - 1; i >= 0; i--) {
+                s[i] = (Sleeper){.delay_ns = (uint64_t)(i + 1) * 5 * MS_NS,
+                                 .latch = &latch,
+                                 .order = order,
+                                 .next = &next,
+                                 .index = i};
+                cr_assert_eq(fiber_create(NULL, &a, sleeper, &s[i]), 0);
+        }
+        cr_assert_eq(fiber_latch_wait(&latch, sched_deadline_after(30 * SEC_NS)), 0);
+        for (int i = 0; i < N; i++) {
+                cr_assert_eq(s[i].rc, 0);
+                cr_assert_geq(s[i].woke_ns, s[i].deadline_ns, "woke before its deadline");
+                cr_assert_eq(order[i], i, "wake-up %d was sleeper %d", i, order[i]);
+        }
+        sched_group_free(g);
+}
+
+static void zero_and_past_deadlines(void *arg)
+{
+        int *rc = arg;
+        FiberSemaphore sem;
+        fiber_sem_init(&sem, 0);
+        rc[0] = fiber_sleep_until(0);
+        rc[1] = fiber_sleep_until(1); /* long past */
+        rc[2] = fiber_sem_wait(&sem, 0);
+        rc[3] = fiber_sem_wait(&sem, sched_deadline_after(2 * MS_NS));
+        fiber_sem_post(&sem, 1);
+        rc[4] = fiber_sem_wait(&sem, 0);
+}
+
+Test(timer, zero_and_past_deadlines)
+{
+        SchedulingGroup *g = test_group(1);
+        int rc[5] = {9, 9, 9, 9, 9};
+        run_in_fiber(g, zero_and_past_deadlines, rc);
+        cr_assert_eq(rc[0], 0);
+        cr_assert_eq(rc[1], 0);
+        cr_assert_eq(rc[2], -ETIMEDOUT, "deadline 0 means do not wait");
+        cr_assert_eq(rc[3], -ETIMEDOUT);
+        cr_assert_eq(rc[4], 0, "a unit that is there is taken even with deadline 0");
+        sched_group_free(g);
+}
+
+static void many_sleepers(void *arg)
+{
+        FiberLatch *l = arg;
+        for (int i = 0; i < 5; i++)
+                fiber_sleep_for((uint64_t)(i % 3) * 100000);
+        fiber_latch_count_down(l);
+}
+
+Test(timer, thousands_of_concurrent_timers)
+{
+        SchedulingGroup *g = test_group(2);
+        FiberAttr a = {.group = g, .detached = true};
+        FiberLatch l;
+        fiber_latch_init(&l, 5000);
+        for (int i = 0; i < 5000; i++)
+                cr_assert_eq(fiber_create(NULL, &a, many_sleepers, &l), 0);
+        cr_assert_eq(fiber_latch_wait(&l, sched_deadline_after(60 * SEC_NS)), 0);
+        sched_group_free(g);
+}
+
+Test(timer, pthread_timed_wait)
+{
+        FiberEvent e;
+        uint64_t before = sched_now_ns();
+        fiber_event_init(&e);
+        cr_assert_eq(fiber_event_wait(&e, sched_deadline_after(3 * MS_NS)), -ETIMEDOUT);
+        cr_assert_geq(sched_now_ns() - before, 3 * MS_NS);
+        cr_assert_eq(fiber_sleep_for(MS_NS), 0);
+}
