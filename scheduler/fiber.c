@@ -101,8 +101,12 @@ static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker
 
 static inline void note_running(Worker *w, Fiber *f)
 {
-        uint64_t now = tsc_now();
-        histogram_add(&w->latency, now - f->ready_tsc);
+        /* Ready-to-run latency is measured from a wake-up or a creation; a fiber that
+         * only yielded (ready_tsc == 0) was never waiting for anything. */
+        if (f->ready_tsc) {
+                histogram_add(&w->latency, tsc_now() - f->ready_tsc);
+                f->ready_tsc = 0;
+        }
         w->current = f;
         __atomic_store_n(&w->switches, w->switches + 1, __ATOMIC_RELAXED);
 }
@@ -164,7 +168,9 @@ void worker_finish_switch(Worker *w)
         w->prev = NULL;
         switch (w->prev_action) {
         case FIBER_ACT_YIELD:
-                sched_make_ready(prev);
+                /* One fiber was taken and one given back: the run queue holds as many
+                 * as before, so nobody needs waking (and no fence is paid). */
+                sched_requeue(prev);
                 break;
         case FIBER_ACT_PARK:
                 if (__atomic_fetch_add(&prev->handoff, 1, __ATOMIC_ACQ_REL) == 1)

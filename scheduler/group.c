@@ -97,6 +97,12 @@ void sched_make_ready(Fiber *f)
         wake_one_worker(g);
 }
 
+void sched_requeue(Fiber *f)
+{
+        while (SCHED_UNLIKELY(!runq_push(&f->group->runq, f)))
+                cpu_relax(); /* cannot happen: live fibers <= capacity */
+}
+
 /* ------------------------------------------------------------------ workers ------- */
 
 static Fiber *spinning_acquire(Worker *w)

@@ -228,6 +228,10 @@ void worker_set_self(Worker *w);
  * spinner-first, lowest-sleeper-next order). Context: any. */
 void sched_make_ready(Fiber *f);
 
+/* sched_requeue - push a fiber that yielded back into the run queue, waking nobody.
+ * Context: the worker that just switched away from @f. */
+void sched_requeue(Fiber *f);
+
 /* fiber_switch_out - leave the running fiber with @action (YIELD, PARK, EXIT); run the
  * next ready fiber of the group or the worker's idle loop. Context: fiber. */
 void fiber_switch_out(Fiber *self, int action);
