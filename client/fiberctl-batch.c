@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fiberctl-batch.c — `fiberctl batch [--wait] [--window N]`: submit JSON Lines job specs
+ * from stdin over one connection, many in flight, one output line per job as it ends.
+ *
+ * Each input line is {"plugin": NAME, "args": {...}, "options": {...}} (args and options
+ * optional; blank lines skipped). A bounded window of slots (default 64) holds the jobs
+ * in flight: a slot is taken by a line's job.submit and, with --wait, kept for that job's
+ * job.wait; it is freed when the job's line is printed. While slots are free and stdin has
+ * lines, lines are read and their requests queued; then the requests are flushed in one
+ * write and one answer is read. So at most `window` requests are outstanding, the
+ * daemon's queue is never flooded by one client, and output comes in completion order.
+ *
+ * Output, one line per input job: without --wait, when it is accepted ("line 3: job 17
+ * sha256", or with --json {"line": 3, "id": 17, "plugin": "sha256"}); with --wait, when it
+ * ends (the job line of `wait`, or the job record plus "line" with --json). A refused
+ * line prints "line 3: CODE: message" ({"line": 3, "error": {...}}).
+ * Exit: 0; 65 when some input line was not a valid spec; else 1 when some job failed,
+ * was cancelled or was refused by the daemon; connection and protocol errors stop the
+ * batch at once with their own code.
+ */
+#include "client/fiberctl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+
+#define BATCH_DEFAULT_WINDOW 64
+#define BATCH_MAX_WINDOW 4096
+
+typedef struct BatchSlot {
+        bool busy;
+        bool waiting;       /* the outstanding request is job.wait, not job.submit */
+        uint32_t msgid;     /* of the outstanding request */
+        unsigned long line; /* input line number, from 1 */
+        json_int_t id;      /* job id once submitted */
+        char *plugin;       /* for the output line */
+} BatchSlot;
+
+typedef struct Batch {
+        Ctl *ctl;
+        bool wait;
+        BatchSlot *slots;
+        size_t window, busy;
+        unsigned long line; /* lines read so far */
+        bool eof;
+        unsigned long bad_input, failed, ok;
+} Batch;
+
+static void batch_print_error(Batch *b, unsigned long line, const char *code, const char *msg)
+{
+        if (b->ctl->json) {
+                json_t *o = json_pack("{s:I, s:{s:s, s:s}}", "line", (json_int_t)line, "error",
+                                      "code", code, "message", msg);
+                ctl_print_json(o);
+                json_decref(o);
+        } else {
+                printf("line %lu: %s: %s\n", line, code, msg);
+        }
+}
+
+static void slot_release(Batch *b, BatchSlot *s)
+{
+        free(s->plugin);
+        memset(s, 0, sizeof(*s));
+        b->busy--;
+}
+
+/* Reads one line and queues its job.submit in a free slot. 0, or an exit code. */
+static int batch_read_line(Batch *b)
+{
+        char *text = NULL;
+        size_t cap = 0;
+        ssize_t n = getline(&text, &cap, stdin);
+        if (n < 0) {
+                free(text);
+                b->eof = true;
+                return 0;
+        }
+        b->line++;
+        if (strspn(text, " \t\r\n") == (size_t)n) {
+                free(text);
+                return 0;
+        }
+        json_error_t jerr;
+        json_t *spec = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+        free(text);
+        json_t *plugin = json_object_get(spec, "plugin");
+        json_t *args = json_object_get(spec, "args");
+        json_t *opts = json_object_get(spec, "options");
+        const char *why = NULL;
+        char buf[200];
+        if (!spec) {
+                snprintf(buf, sizeof(buf), "not JSON: %s (column %d)", jerr.text, jerr.column);
+                why = buf;
+        } else if (!json_is_object(spec)) {
+                why = "expected a JSON object {\"plugin\": ..., \"args\": {...}, \"options\": "
+                      "{...}}";
+        } else if (!json_is_string(plugin)) {
+                why = "\"plugin\" must be a string naming a plugin (see fiberctl plugins)";
+        } else if (args && !json_is_object(args) && !json_is_null(args)) {
+                why = "\"args\" must be an object";
+        } else if (opts && !json_is_object(opts) && !json_is_null(opts)) {
+                why = "\"options\" must be an object";
+        }
+        if (why) {
+                batch_print_error(b, b->line, "INVALID_ARGUMENT", why);
+                b->bad_input++;
+                json_decref(spec);
+                return 0;
+        }
+
+        BatchSlot *s = NULL;
+        for (size_t i = 0; i < b->window && !s; i++)
+                if (!b->slots[i].busy)
+                        s = &b->slots[i];
+        s->busy = true;
+        s->line = b->line;
+        s->plugin = strdup(json_string_value(plugin));
+        b->busy++;
+        json_t *params =
+                json_pack("[OOO]", plugin, args ? args : json_null(), opts ? opts : json_null());
+        json_decref(spec);
+        return ctl_send(b->ctl, "job.submit", params, &s->msgid);
+}
+
+static void batch_print_submitted(Batch *b, const BatchSlot *s)
+{
+        if (b->ctl->json) {
+                json_t *o = json_pack("{s:I, s:I, s:s}", "line", (json_int_t)s->line, "id", s->id,
+                                      "plugin", s->plugin ? s->plugin : "?");
+                ctl_print_json(o);
+                json_decref(o);
+        } else {
+                printf("line %lu: job %" JSON_INTEGER_FORMAT " %s\n", s->line, s->id,
+                       s->plugin ? s->plugin : "?");
+        }
+}
+
+/* Handles one answer. 0, or an exit code that stops the batch. */
+static int batch_handle(Batch *b, IpcMessage *m)
+{
+        BatchSlot *s = NULL;
+        IpcStatus st;
+        json_t *res;
+
+        for (size_t i = 0; i < b->window && !s; i++)
+                if (b->slots[i].busy && m->type == IPC_RESPONSE && b->slots[i].msgid == m->msgid)
+                        s = &b->slots[i];
+        if (!s)
+                return 0; /* a notification, or a stray answer: not ours */
+        if (ctl_response(m, &res, &st) < 0) {
+                if (st.error == -EPROTO) {
+                        fprintf(stderr, "fiberctl: batch: %s\n", st.message);
+                        return EX_PROTOCOL;
+                }
+                batch_print_error(b, s->line, st.code, st.message);
+                b->failed++;
+                slot_release(b, s);
+                return 0;
+        }
+        if (!s->waiting) {
+                s->id = json_integer_value(json_object_get(res, "id"));
+                json_decref(res);
+                if (!b->wait) {
+                        batch_print_submitted(b, s);
+                        b->ok++;
+                        slot_release(b, s);
+                        return 0;
+                }
+                s->waiting = true;
+                return ctl_send(b->ctl, "job.wait", json_pack("[I]", s->id), &s->msgid);
+        }
+        if (!ctl_job_is_final(res)) { /* the daemon gave up waiting: ask again */
+                json_decref(res);
+                return ctl_send(b->ctl, "job.wait", json_pack("[I]", s->id), &s->msgid);
+        }
+        if (b->ctl->json && json_is_object(res)) {
+                json_object_set_new(res, "line", json_integer((json_int_t)s->line));
+        }
+        ctl_print_job_line(b->ctl, res);
+        if (ctl_job_exit(res) == 0)
+                b->ok++;
+        else
+                b->failed++;
+        json_decref(res);
+        slot_release(b, s);
+        return 0;
+}
+
+int verb_batch(Ctl *ctl, int argc, char **argv)
+{
+        static const struct option options[] = {
+                {"wait", no_argument, NULL, 'w'},
+                {"window", required_argument, NULL, 'n'},
+                {0},
+        };
+        Batch b = {.ctl = ctl, .window = BATCH_DEFAULT_WINDOW};
+        uint64_t window;
+        int c, r = 0;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":wn:", options, NULL)) != -1) {
+                if (c == 'w') {
+                        b.wait = true;
+                } else if (c == 'n' && ctl_parse_id(optarg, &window) &&
+                           window <= BATCH_MAX_WINDOW) {
+                        b.window = (size_t)window;
+                } else if (c == 'n') {
+                        return ctl_usage("--window needs an integer from 1 to %d, got '%s'",
+                                         BATCH_MAX_WINDOW, optarg);
+                } else {
+                        return ctl_usage("batch: unknown option or missing argument '%s'",
+                                         argv[optind - 1]);
+                }
+        }
+        if (optind < argc)
+                return ctl_usage("batch reads job specs from stdin and takes no arguments, "
+                                 "got '%s'",
+                                 argv[optind]);
+        r = ctl_connect(ctl);
+        if (r)
+                return r;
+        b.slots = calloc(b.window, sizeof(*b.slots));
+        if (!b.slots)
+                return EX_OSERR;
+
+        while (r == 0 && (!b.eof || b.busy > 0)) {
+                while (r == 0 && !b.eof && b.busy < b.window)
+                        r = batch_read_line(&b);
+                if (r || b.busy == 0)
+                        continue;
+                IpcMessage m;
+                IpcStatus st;
+                if (client_receive(ctl->client, &m, -1, &st) < 0) {
+                        r = ctl_fail(&st);
+                        break;
+                }
+                r = batch_handle(&b, &m);
+                ipc_message_clear(&m);
+                fflush(stdout);
+        }
+        for (size_t i = 0; i < b.window; i++)
+                free(b.slots[i].plugin);
+        free(b.slots);
+        if (r)
+                return r;
+        if (b.bad_input)
+                return EX_DATAERR;
+        return b.failed ? EXIT_JOB_FAILED : 0;
+}

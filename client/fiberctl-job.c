@@ -1,0 +1,568 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fiberctl-job.c — the verbs about single jobs: submit, status, wait, result, cancel,
+ * list; and the printers of job records (ipc/PROTOCOL.md, "Job record").
+ *
+ * `wait ID...` sends one job.wait per id on the same connection before reading any
+ * answer, and prints each job as its answer arrives: the daemon answers out of order, so
+ * a short job is reported while a long one still runs.
+ */
+#include "client/fiberctl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <time.h>
+
+#include "client/convert.h"
+
+static const char *str_of(const json_t *o, const char *key, const char *dflt)
+{
+        const char *s = json_string_value(json_object_get(o, key));
+        return s ? s : dflt;
+}
+
+bool ctl_job_is_final(const json_t *record)
+{
+        const char *s = str_of(record, "state", "");
+        return strcmp(s, "done") == 0 || strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0;
+}
+
+int ctl_job_exit(const json_t *record)
+{
+        const char *s = str_of(record, "state", "");
+        if (strcmp(s, "done") == 0)
+                return 0;
+        if (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0)
+                return EXIT_JOB_FAILED;
+        return EX_TEMPFAIL;
+}
+
+/* "65ms", "1.25s", "3m05s" for a duration in milliseconds. */
+static void format_duration(char *buf, size_t size, json_int_t ms)
+{
+        if (ms < 0)
+                ms = 0;
+        if (ms < 1000)
+                snprintf(buf, size, "%" JSON_INTEGER_FORMAT "ms", ms);
+        else if (ms < 60000)
+                snprintf(buf, size, "%.2fs", ms / 1e3);
+        else
+                snprintf(buf, size, "%" JSON_INTEGER_FORMAT "m%02" JSON_INTEGER_FORMAT "s",
+                         ms / 60000, (ms / 1000) % 60);
+}
+
+static void format_time(char *buf, size_t size, const json_t *ms)
+{
+        if (!json_is_integer(ms)) {
+                snprintf(buf, size, "-");
+                return;
+        }
+        json_int_t v = json_integer_value(ms);
+        time_t t = (time_t)(v / 1000);
+        struct tm tm;
+        char date[32];
+        localtime_r(&t, &tm);
+        strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", &tm);
+        snprintf(buf, size, "%s.%03d", date, (int)(v % 1000));
+}
+
+/* The job's run time so far (or in total), from its timestamps. */
+static json_int_t job_duration_ms(const json_t *r)
+{
+        json_t *start = json_object_get(r, "started_ms");
+        json_t *end = json_object_get(r, "finished_ms");
+        if (!json_is_integer(start))
+                return -1;
+        json_int_t e;
+        if (json_is_integer(end)) {
+                e = json_integer_value(end);
+        } else {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                e = (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        }
+        return e - json_integer_value(start);
+}
+
+static void format_progress(char *buf, size_t size, const json_t *p)
+{
+        json_t *done = json_object_get(p, "done"), *total = json_object_get(p, "total");
+        if (!json_is_integer(done)) {
+                snprintf(buf, size, "-");
+                return;
+        }
+        json_int_t d = json_integer_value(done), t = json_integer_value(total);
+        if (t > 0)
+                snprintf(buf, size, "%" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT " (%d%%)", d,
+                         t, (int)(100.0 * d / t));
+        else
+                snprintf(buf, size, "%" JSON_INTEGER_FORMAT, d);
+}
+
+void ctl_print_job_line(const Ctl *ctl, const json_t *r)
+{
+        if (ctl->json) {
+                ctl_print_json(r);
+                return;
+        }
+        char dur[32] = "-";
+        json_int_t ms = job_duration_ms(r);
+        if (ms >= 0)
+                format_duration(dur, sizeof(dur), ms);
+        printf("%" JSON_INTEGER_FORMAT " %s %s %s", json_integer_value(json_object_get(r, "id")),
+               str_of(r, "plugin", "?"), str_of(r, "state", "?"), dur);
+        json_t *err = json_object_get(r, "error");
+        json_t *res = json_object_get(r, "result");
+        if (json_is_object(err)) {
+                printf(" %s: %s", str_of(err, "code", "?"), str_of(err, "message", ""));
+        } else if (res && !json_is_null(res)) {
+                char *s = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);
+                if (s)
+                        printf(" %s", s);
+                free(s);
+        }
+        putchar('\n');
+}
+
+void ctl_print_job_record(const Ctl *ctl, const json_t *r)
+{
+        char buf[64];
+
+        if (ctl->json) {
+                ctl_print_json(r);
+                return;
+        }
+        printf("job %" JSON_INTEGER_FORMAT " (%s): %s\n",
+               json_integer_value(json_object_get(r, "id")), str_of(r, "plugin", "?"),
+               str_of(r, "state", "?"));
+        printf("  owner     uid %" JSON_INTEGER_FORMAT "\n",
+               json_integer_value(json_object_get(r, "owner")));
+        printf("  priority  %" JSON_INTEGER_FORMAT "\n",
+               json_integer_value(json_object_get(r, "priority")));
+        json_int_t timeout = json_integer_value(json_object_get(r, "timeout_ms"));
+        if (timeout > 0) {
+                format_duration(buf, sizeof(buf), timeout);
+                printf("  timeout   %s\n", buf);
+        }
+        format_time(buf, sizeof(buf), json_object_get(r, "created_ms"));
+        printf("  created   %s\n", buf);
+        format_time(buf, sizeof(buf), json_object_get(r, "started_ms"));
+        printf("  started   %s\n", buf);
+        format_time(buf, sizeof(buf), json_object_get(r, "finished_ms"));
+        printf("  finished  %s\n", buf);
+        json_int_t ms = job_duration_ms(r);
+        if (ms >= 0) {
+                format_duration(buf, sizeof(buf), ms);
+                printf("  ran       %s%s\n", buf, ctl_job_is_final(r) ? "" : " so far");
+        }
+        json_t *progress = json_object_get(r, "progress");
+        if (json_is_object(progress)) {
+                format_progress(buf, sizeof(buf), progress);
+                printf("  progress  %s\n", buf);
+        }
+        json_t *res = json_object_get(r, "result");
+        if (res && !json_is_null(res)) {
+                char *s = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);
+                printf("  result    %s\n", s ? s : "?");
+                free(s);
+        }
+        json_t *err = json_object_get(r, "error");
+        if (json_is_object(err))
+                printf("  error     %s: %s\n", str_of(err, "code", "?"),
+                       str_of(err, "message", ""));
+}
+
+/* Reports a failed call about job @id; returns the exit code. */
+static int job_fail(int code, uint64_t id, const IpcStatus *st)
+{
+        if (strcmp(st->message, "(reported above)") != 0)
+                fprintf(stderr, "fiberctl: job %" PRIu64 ": %s\n", id, st->message);
+        return code;
+}
+
+/* The one ID a verb takes; returns 0 or the usage exit code. */
+static int one_id(int argc, char **argv, uint64_t *ret)
+{
+        if (optind >= argc)
+                return ctl_usage("%s needs a job id", argv[0]);
+        if (optind + 1 < argc)
+                return ctl_usage("%s takes one job id, got '%s' too", argv[0], argv[optind + 1]);
+        if (!ctl_parse_id(argv[optind], ret))
+                return ctl_usage("'%s' is not a job id (a positive integer)", argv[optind]);
+        return 0;
+}
+
+static int no_options(int argc, char **argv)
+{
+        static const struct option none[] = {{0}};
+        int c;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "", none, NULL)) != -1)
+                return ctl_usage("%s: unknown option '%s'", argv[0], argv[optind - 1]);
+        return 0;
+}
+
+/* job.wait [id] with no limit; *ret the final record. Returns 0 or an exit code. */
+static int wait_one(Ctl *ctl, uint64_t id, json_t **ret)
+{
+        IpcStatus st;
+        int r = ctl_call(ctl, "job.wait", json_pack("[I]", (json_int_t)id), ret, &st);
+        return r ? job_fail(r, id, &st) : 0;
+}
+
+int verb_submit(Ctl *ctl, int argc, char **argv)
+{
+        static const struct option options[] = {
+                {"priority", required_argument, NULL, 'p'},
+                {"timeout", required_argument, NULL, 't'},
+                {"wait", no_argument, NULL, 'w'},
+                {0},
+        };
+        json_t *args = json_object(), *opts = json_object(), *res = NULL;
+        bool wait = false;
+        int c, r = 0;
+
+        opterr = 0;
+        while (r == 0 && (c = getopt_long(argc, argv, ":p:t:w", options, NULL)) != -1) {
+                switch (c) {
+                case 'p': {
+                        char *end;
+                        errno = 0;
+                        long long v = strtoll(optarg, &end, 10);
+                        if (errno || *end || end == optarg)
+                                r = ctl_usage("--priority needs an integer, got '%s'", optarg);
+                        else
+                                json_object_set_new(opts, "priority", json_integer(v));
+                        break;
+                }
+                case 't': {
+                        uint64_t ms;
+                        if (convert_duration_ms(optarg, &ms) < 0)
+                                r = ctl_usage("--timeout needs a duration like 500ms, 10s or "
+                                              "2m, got '%s'",
+                                              optarg);
+                        else
+                                json_object_set_new(opts, "timeout_ms",
+                                                    json_integer((json_int_t)ms));
+                        break;
+                }
+                case 'w':
+                        wait = true;
+                        break;
+                case ':':
+                        r = ctl_usage("submit: option '%s' needs an argument", argv[optind - 1]);
+                        break;
+                default:
+                        r = ctl_usage("submit: unknown option '%s'", argv[optind - 1]);
+                }
+        }
+        if (r == 0 && optind >= argc)
+                r = ctl_usage("submit needs a plugin name (see fiberctl plugins)");
+        const char *plugin = r == 0 ? argv[optind] : NULL;
+        for (int i = optind + 1; r == 0 && i < argc; i++) {
+                const char *eq = strchr(argv[i], '=');
+                if (!eq || eq == argv[i]) {
+                        r = ctl_usage("submit: '%s' is not KEY=VALUE", argv[i]);
+                        break;
+                }
+                char *key = strndup(argv[i], (size_t)(eq - argv[i]));
+                json_object_set_new(args, key, convert_kv_value(eq + 1));
+                free(key);
+        }
+        if (r) {
+                json_decref(args);
+                json_decref(opts);
+                return r;
+        }
+
+        IpcStatus st;
+        r = ctl_call(ctl, "job.submit", json_pack("[soo]", plugin, args, opts), &res, &st);
+        if (r) {
+                if (strcmp(st.message, "(reported above)") != 0)
+                        fprintf(stderr, "fiberctl: submit %s: %s\n", plugin, st.message);
+                return r;
+        }
+        json_int_t id = json_integer_value(json_object_get(res, "id"));
+        if (id <= 0) {
+                fprintf(stderr, "fiberctl: submit: fiberd's answer has no job id\n");
+                json_decref(res);
+                return EX_PROTOCOL;
+        }
+        if (!wait) {
+                if (ctl->json)
+                        ctl_print_json(res);
+                else
+                        printf("%" JSON_INTEGER_FORMAT "\n", id);
+                json_decref(res);
+                return 0;
+        }
+        json_decref(res);
+        r = wait_one(ctl, (uint64_t)id, &res);
+        if (r)
+                return r;
+        ctl_print_job_record(ctl, res);
+        r = ctl_job_exit(res);
+        json_decref(res);
+        return r;
+}
+
+int verb_status(Ctl *ctl, int argc, char **argv)
+{
+        uint64_t id;
+        json_t *res;
+        IpcStatus st;
+        int r = no_options(argc, argv);
+        if (r == 0)
+                r = one_id(argc, argv, &id);
+        if (r)
+                return r;
+        r = ctl_call(ctl, "job.status", json_pack("[I]", (json_int_t)id), &res, &st);
+        if (r)
+                return job_fail(r, id, &st);
+        ctl_print_job_record(ctl, res);
+        json_decref(res);
+        return 0;
+}
+
+typedef struct Waiting {
+        uint64_t id;
+        uint32_t msgid;
+        bool answered;
+} Waiting;
+
+int verb_wait(Ctl *ctl, int argc, char **argv)
+{
+        static const struct option options[] = {
+                {"timeout", required_argument, NULL, 't'},
+                {0},
+        };
+        json_t *timeout = json_null();
+        int c, worst = 0;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":t:", options, NULL)) != -1) {
+                uint64_t ms;
+                if (c == 't' && convert_duration_ms(optarg, &ms) == 0) {
+                        timeout = json_integer((json_int_t)ms);
+                        continue;
+                }
+                if (c == 't')
+                        return ctl_usage("--timeout needs a duration like 500ms, 10s or 2m, "
+                                         "got '%s'",
+                                         optarg);
+                return ctl_usage("wait: unknown option or missing argument '%s'", argv[optind - 1]);
+        }
+        size_t n = (size_t)(argc - optind);
+        if (n == 0)
+                return ctl_usage("wait needs at least one job id");
+        Waiting *w = calloc(n, sizeof(*w));
+        if (!w)
+                return EX_OSERR;
+        for (size_t i = 0; i < n; i++) {
+                if (!ctl_parse_id(argv[optind + (int)i], &w[i].id)) {
+                        free(w);
+                        return ctl_usage("'%s' is not a job id (a positive integer)",
+                                         argv[optind + (int)i]);
+                }
+        }
+        for (size_t i = 0; i < n; i++) {
+                int r = ctl_send(ctl, "job.wait", json_pack("[IO]", (json_int_t)w[i].id, timeout),
+                                 &w[i].msgid);
+                if (r) {
+                        free(w);
+                        json_decref(timeout);
+                        return r;
+                }
+        }
+        json_decref(timeout);
+        for (size_t left = n; left > 0; left--) {
+                IpcMessage m;
+                IpcStatus st;
+                json_t *rec;
+                int r = client_receive(ctl->client, &m, -1, &st);
+                if (r < 0) {
+                        free(w);
+                        return ctl_fail(&st);
+                }
+                size_t i;
+                for (i = 0; i < n; i++)
+                        if (!w[i].answered && m.type == IPC_RESPONSE && w[i].msgid == m.msgid)
+                                break;
+                if (i == n) { /* a notification, or an answer to nothing we asked */
+                        ipc_message_clear(&m);
+                        left++;
+                        continue;
+                }
+                w[i].answered = true;
+                r = ctl_response(&m, &rec, &st);
+                ipc_message_clear(&m);
+                if (r < 0) {
+                        int code = job_fail(ctl_exit_code(&st), w[i].id, &st);
+                        if (worst == 0 || worst == EXIT_JOB_FAILED || worst == EX_TEMPFAIL)
+                                worst = code;
+                        continue;
+                }
+                ctl_print_job_line(ctl, rec);
+                fflush(stdout);
+                int code = ctl_job_exit(rec);
+                if (code == EX_TEMPFAIL && worst == 0)
+                        worst = code;
+                else if (code == EXIT_JOB_FAILED && (worst == 0 || worst == EX_TEMPFAIL))
+                        worst = code;
+                json_decref(rec);
+        }
+        free(w);
+        return worst;
+}
+
+int verb_result(Ctl *ctl, int argc, char **argv)
+{
+        uint64_t id;
+        json_t *res;
+        IpcStatus st;
+        int r = no_options(argc, argv);
+        if (r == 0)
+                r = one_id(argc, argv, &id);
+        if (r)
+                return r;
+        r = ctl_call(ctl, "job.result", json_pack("[I]", (json_int_t)id), &res, &st);
+        if (r) {
+                /* A failed or cancelled job answers with its own error: say so, exit 1. */
+                json_t *rec = NULL;
+                IpcStatus st2;
+                if (ctl->client &&
+                    ctl_call(ctl, "job.status", json_pack("[I]", (json_int_t)id), &rec, &st2) ==
+                            0 &&
+                    ctl_job_exit(rec) == EXIT_JOB_FAILED) {
+                        fprintf(stderr, "fiberctl: job %" PRIu64 " %s: %s\n", id,
+                                str_of(rec, "state", "?"), st.message);
+                        json_decref(rec);
+                        return EXIT_JOB_FAILED;
+                }
+                json_decref(rec);
+                return job_fail(r, id, &st);
+        }
+        char *s = json_dumps(res, JSON_ENCODE_ANY | (ctl->json ? JSON_COMPACT : JSON_INDENT(2)));
+        if (s)
+                puts(s);
+        free(s);
+        json_decref(res);
+        return 0;
+}
+
+int verb_cancel(Ctl *ctl, int argc, char **argv)
+{
+        uint64_t id;
+        json_t *res;
+        IpcStatus st;
+        int r = no_options(argc, argv);
+        if (r == 0)
+                r = one_id(argc, argv, &id);
+        if (r)
+                return r;
+        r = ctl_call(ctl, "job.cancel", json_pack("[I]", (json_int_t)id), &res, &st);
+        if (r)
+                return job_fail(r, id, &st);
+        if (ctl->json)
+                ctl_print_json(res);
+        else if (ctl_job_is_final(res))
+                printf("job %" PRIu64 " had already finished: %s\n", id, str_of(res, "state", "?"));
+        else
+                printf("job %" PRIu64 ": cancellation requested (it is %s; fiberctl wait %" PRIu64
+                       " shows when it stops)\n",
+                       id, str_of(res, "state", "?"), id);
+        json_decref(res);
+        return 0;
+}
+
+static bool valid_state(const char *s)
+{
+        static const char *const states[] = {"queued", "running", "done", "failed", "cancelled"};
+        for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+                if (strcmp(s, states[i]) == 0)
+                        return true;
+        return false;
+}
+
+int verb_list(Ctl *ctl, int argc, char **argv)
+{
+        static const struct option options[] = {
+                {"state", required_argument, NULL, 'S'},
+                {"plugin", required_argument, NULL, 'p'},
+                {"limit", required_argument, NULL, 'n'},
+                {0},
+        };
+        json_t *filter = json_object(), *res, *rec;
+        int c;
+        uint64_t limit;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":S:p:n:", options, NULL)) != -1) {
+                switch (c) {
+                case 'S':
+                        if (!valid_state(optarg)) {
+                                json_decref(filter);
+                                return ctl_usage("--state must be queued, running, done, "
+                                                 "failed or cancelled, got '%s'",
+                                                 optarg);
+                        }
+                        json_object_set_new(filter, "state", json_string(optarg));
+                        break;
+                case 'p':
+                        json_object_set_new(filter, "plugin", json_string(optarg));
+                        break;
+                case 'n':
+                        if (!ctl_parse_id(optarg, &limit)) {
+                                json_decref(filter);
+                                return ctl_usage("--limit needs a positive integer, got '%s'",
+                                                 optarg);
+                        }
+                        json_object_set_new(filter, "limit", json_integer((json_int_t)limit));
+                        break;
+                default:
+                        json_decref(filter);
+                        return ctl_usage("list: unknown option or missing argument '%s'",
+                                         argv[optind - 1]);
+                }
+        }
+        if (optind < argc) {
+                json_decref(filter);
+                return ctl_usage("list takes no arguments, got '%s'", argv[optind]);
+        }
+        IpcStatus st;
+        int r = ctl_call(ctl, "job.list", json_pack("[o]", filter), &res, &st);
+        if (r) {
+                if (strcmp(st.message, "(reported above)") != 0)
+                        fprintf(stderr, "fiberctl: list: %s\n", st.message);
+                return r;
+        }
+        if (ctl->json) {
+                ctl_print_json(res);
+                json_decref(res);
+                return 0;
+        }
+        size_t i;
+        printf("%8s %-12s %-9s %6s %-23s %9s %s\n", "ID", "PLUGIN", "STATE", "OWNER", "CREATED",
+               "RAN", "PROGRESS");
+        json_array_foreach(res, i, rec)
+        {
+                char created[64], ran[32] = "-", progress[64];
+                format_time(created, sizeof(created), json_object_get(rec, "created_ms"));
+                json_int_t ms = job_duration_ms(rec);
+                if (ms >= 0)
+                        format_duration(ran, sizeof(ran), ms);
+                format_progress(progress, sizeof(progress), json_object_get(rec, "progress"));
+                printf("%8" JSON_INTEGER_FORMAT " %-12s %-9s %6" JSON_INTEGER_FORMAT
+                       " %-23s %9s %s\n",
+                       json_integer_value(json_object_get(rec, "id")), str_of(rec, "plugin", "?"),
+                       str_of(rec, "state", "?"), json_integer_value(json_object_get(rec, "owner")),
+                       created, ran, progress);
+        }
+        json_decref(res);
+        return 0;
+}

@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fiberctl.c — fiberctl's main: global options, verb dispatch, the call helpers every
+ * verb uses, and the daemon-wide verbs (ping, plugins, stats). Job verbs are in
+ * fiberctl-job.c, batch in fiberctl-batch.c.
+ *
+ * Arguments are parsed with getopt_long twice: once for the global options up to the
+ * verb ("+" stops at the first non-option), then by the verb over its own argv.
+ * Failures are reported once, on stderr, as "fiberctl: <cause> — <fix>", and become a
+ * sysexits.h exit code (fiberctl.h).
+ */
+#include "client/fiberctl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <time.h>
+
+#include "client/convert.h"
+
+static const char help_text[] =
+        "Usage: fiberctl [-s SOCKET] [--json] VERB [ARGS...]\n"
+        "\n"
+        "Talk to fiberd, the fiber job daemon.\n"
+        "\n"
+        "Verbs:\n"
+        "  ping                          check that fiberd answers\n"
+        "  plugins                       loaded plugins and refused files\n"
+        "  submit PLUGIN [KEY=VALUE...] [--priority N] [--timeout DUR] [--wait]\n"
+        "                                queue a job; prints its id (or, with --wait,\n"
+        "                                waits and prints its final state)\n"
+        "  status ID                     a job's state, progress, result or error\n"
+        "  wait [--timeout DUR] ID...    wait until the jobs finish; one line each\n"
+        "  result ID                     a finished job's result (JSON)\n"
+        "  cancel ID                     ask a job to stop\n"
+        "  list [--state S] [--plugin P] [--limit N]\n"
+        "                                jobs you can see (root: all)\n"
+        "  stats                         daemon, job and scheduler counters\n"
+        "  batch [--wait] [--window N]   submit JSON Lines job specs from stdin,\n"
+        "                                {\"plugin\": ..., \"args\": {...}, \"options\": {...}}\n"
+        "\n"
+        "Options:\n"
+        "  -s, --socket PATH   fiberd's socket (default: $FIBERD_SOCKET, else\n"
+        "                      /run/fiberd.sock as root, else $XDG_RUNTIME_DIR/fiberd.sock)\n"
+        "  -j, --json          machine-readable output (JSON; JSON Lines for wait/batch)\n"
+        "  -h, --help          this text\n"
+        "\n"
+        "KEY=VALUE: numbers become numbers, true/false booleans, null nil, the rest\n"
+        "strings; quote to force a string: n='\"42\"'. DUR: 500ms, 10s, 2m, 1h.\n"
+        "\n"
+        "Exit status: 0 ok, 1 a job failed or was cancelled, 64 usage, 65 invalid\n"
+        "argument, 66 no such job/plugin, 69 fiberd unreachable, 70 internal error,\n"
+        "75 try again (overloaded, timed out, not finished), 76 protocol error,\n"
+        "77 permission denied.\n";
+
+int ctl_exit_code(const IpcStatus *st)
+{
+        const char *c = st ? st->code : NULL;
+
+        if (!c)
+                return 0;
+        if (strcmp(c, IPC_INVALID_ARGUMENT) == 0)
+                return EX_DATAERR;
+        if (strcmp(c, IPC_NOT_FOUND) == 0)
+                return EX_NOINPUT;
+        if (strcmp(c, IPC_PERMISSION_DENIED) == 0)
+                return EX_NOPERM;
+        if (strcmp(c, IPC_UNAVAILABLE) == 0)
+                return EX_UNAVAILABLE;
+        if (strcmp(c, IPC_OVERLOADED) == 0 || strcmp(c, IPC_DEADLINE_EXCEEDED) == 0 ||
+            strcmp(c, IPC_FAILED_PRECONDITION) == 0)
+                return EX_TEMPFAIL;
+        if (strcmp(c, IPC_MALFORMED_MESSAGE) == 0 || strcmp(c, IPC_MESSAGE_TOO_LARGE) == 0 ||
+            strcmp(c, IPC_METHOD_NOT_FOUND) == 0)
+                return EX_PROTOCOL;
+        if (strcmp(c, IPC_CANCELLED) == 0)
+                return EXIT_JOB_FAILED;
+        return EX_SOFTWARE;
+}
+
+int ctl_fail(const IpcStatus *st)
+{
+        fprintf(stderr, "fiberctl: %s\n", st->message[0] ? st->message : st->code);
+        return ctl_exit_code(st) ? ctl_exit_code(st) : EX_SOFTWARE;
+}
+
+int ctl_usage(const char *fmt, ...)
+{
+        va_list ap;
+
+        fputs("fiberctl: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputs("\nTry 'fiberctl --help'.\n", stderr);
+        return EX_USAGE;
+}
+
+int ctl_connect(Ctl *ctl)
+{
+        IpcStatus st;
+
+        if (ctl->client)
+                return 0;
+        int r = client_connect(&ctl->client, ctl->socket, &st);
+        if (r < 0) {
+                fprintf(stderr, "fiberctl: %s\n", st.message);
+                return r == -EACCES || r == -EPERM ? EX_NOPERM : EX_UNAVAILABLE;
+        }
+        return 0;
+}
+
+int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid)
+{
+        int r = ctl_connect(ctl);
+        if (r) {
+                json_decref(params);
+                return r;
+        }
+        msgpack_packer *pk =
+                client_request(ctl->client, method, (uint32_t)json_array_size(params), ret_msgid);
+        size_t i;
+        json_t *p;
+        int e = pk ? 0 : -ENOMEM;
+        json_array_foreach(params, i, p)
+        {
+                if (e == 0)
+                        e = convert_json_to_msgpack(pk, p);
+        }
+        json_decref(params);
+        if (e < 0) {
+                fprintf(stderr, "fiberctl: cannot encode the %s request: %s\n", method,
+                        strerror(-e));
+                return EX_SOFTWARE;
+        }
+        return 0;
+}
+
+int ctl_response(const IpcMessage *resp, json_t **ret_result, IpcStatus *st)
+{
+        const msgpack_object *result;
+        int r = client_result(resp, &result, st);
+        if (r < 0)
+                return r;
+        json_t *j = convert_msgpack_to_json(result);
+        if (!j)
+                return ipc_status_errno(st, -ENOMEM, NULL);
+        *ret_result = j;
+        return 0;
+}
+
+int ctl_call(Ctl *ctl, const char *method, json_t *params, json_t **ret_result, IpcStatus *st)
+{
+        uint32_t msgid;
+        IpcMessage resp;
+        int r = ctl_send(ctl, method, params, &msgid);
+        if (r) {
+                ipc_status_set(st, IPC_INTERNAL, 0, "(reported above)");
+                return r;
+        }
+        r = client_call_wait(ctl->client, msgid, &resp, -1, st);
+        if (r < 0) {
+                int code = ctl_exit_code(st);
+                return code ? code : EX_SOFTWARE;
+        }
+        r = ctl_response(&resp, ret_result, st);
+        ipc_message_clear(&resp);
+        if (r < 0) {
+                int code = ctl_exit_code(st);
+                return code ? code : EX_SOFTWARE;
+        }
+        return 0;
+}
+
+void ctl_print_json(const json_t *j)
+{
+        char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (s) {
+                fputs(s, stdout);
+                fputc('\n', stdout);
+                free(s);
+        }
+}
+
+bool ctl_parse_id(const char *s, uint64_t *ret)
+{
+        char *end;
+        if (!s || !*s || strspn(s, "0123456789") != strlen(s))
+                return false;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno || *end || v == 0)
+                return false;
+        *ret = v;
+        return true;
+}
+
+/* A call whose failure is printed as is; for the verbs without a job id. */
+static int simple_call(Ctl *ctl, const char *method, json_t **ret_result)
+{
+        IpcStatus st;
+        int r = ctl_call(ctl, method, json_array(), ret_result, &st);
+        if (r && strcmp(st.message, "(reported above)") != 0)
+                fprintf(stderr, "fiberctl: %s: %s\n", method, st.message);
+        return r;
+}
+
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int no_args(int argc, char **argv)
+{
+        if (argc > 1)
+                return ctl_usage("%s takes no arguments, got '%s'", argv[0], argv[1]);
+        return 0;
+}
+
+static int verb_ping(Ctl *ctl, int argc, char **argv)
+{
+        json_t *res;
+        int r = no_args(argc, argv);
+        if (r)
+                return r;
+        r = ctl_connect(ctl);
+        if (r)
+                return r;
+        double t0 = now_s();
+        r = simple_call(ctl, "ping", &res);
+        if (r)
+                return r;
+        double rtt_ms = (now_s() - t0) * 1e3;
+        if (ctl->json) {
+                if (json_is_object(res))
+                        json_object_set_new(res, "rtt_ms", json_real(rtt_ms));
+                ctl_print_json(res);
+        } else {
+                const char *version = json_string_value(json_object_get(res, "version"));
+                json_int_t pid = json_integer_value(json_object_get(res, "pid"));
+                json_int_t up = json_integer_value(json_object_get(res, "uptime_ms"));
+                printf("fiberd %s (pid %" JSON_INTEGER_FORMAT ") on %s: up %.1fs, round trip "
+                       "%.2f ms\n",
+                       version ? version : "?", pid, client_path(ctl->client), up / 1e3, rtt_ms);
+        }
+        json_decref(res);
+        return 0;
+}
+
+static const char *str_or(const json_t *o, const char *key, const char *dflt)
+{
+        const char *s = json_string_value(json_object_get(o, key));
+        return s ? s : dflt;
+}
+
+static int verb_plugins(Ctl *ctl, int argc, char **argv)
+{
+        json_t *res, *p;
+        size_t i;
+        int r = no_args(argc, argv);
+        if (r)
+                return r;
+        r = simple_call(ctl, "plugins.list", &res);
+        if (r)
+                return r;
+        if (ctl->json) {
+                ctl_print_json(res);
+                json_decref(res);
+                return 0;
+        }
+        json_t *plugins = json_object_get(res, "plugins");
+        json_t *refused = json_object_get(res, "refused");
+        printf("%-16s %-10s %s\n", "NAME", "VERSION", "DESCRIPTION");
+        json_array_foreach(plugins, i, p)
+        {
+                printf("%-16s %-10s %s\n", str_or(p, "name", "?"), str_or(p, "version", "?"),
+                       str_or(p, "description", ""));
+        }
+        if (json_array_size(refused) > 0) {
+                printf("\nrefused:\n");
+                json_array_foreach(refused, i, p)
+                {
+                        printf("  %s: %s\n", str_or(p, "path", "?"), str_or(p, "reason", "?"));
+                }
+        }
+        json_decref(res);
+        return 0;
+}
+
+static json_int_t int_of(const json_t *o, const char *key)
+{
+        return json_integer_value(json_object_get(o, key));
+}
+
+static void print_counts(const char *name, const json_t *c)
+{
+        printf("%-16s %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT
+               " %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT "\n",
+               name, int_of(c, "submitted"), int_of(c, "queued"), int_of(c, "running"),
+               int_of(c, "done"), int_of(c, "failed"), int_of(c, "cancelled"));
+}
+
+static int verb_stats(Ctl *ctl, int argc, char **argv)
+{
+        json_t *res, *v;
+        const char *key;
+        size_t i;
+        int r = no_args(argc, argv);
+        if (r)
+                return r;
+        r = simple_call(ctl, "stats", &res);
+        if (r)
+                return r;
+        if (ctl->json) {
+                ctl_print_json(res);
+                json_decref(res);
+                return 0;
+        }
+        printf("uptime %.1fs\n\n", int_of(res, "uptime_ms") / 1e3);
+        printf("%-16s %9s %7s %7s %9s %7s %9s\n", "JOBS", "SUBMITTED", "QUEUED", "RUNNING", "DONE",
+               "FAILED", "CANCELLED");
+        print_counts("all", json_object_get(res, "jobs"));
+        json_object_foreach(json_object_get(res, "plugins"), key, v)
+        {
+                print_counts(key, v);
+        }
+        printf("\n%-12s %7s %8s %8s %9s %12s %12s %14s %10s %10s\n", "GROUP", "WORKERS", "SPINNING",
+               "SLEEPING", "RUNQ", "FIBERS", "ALIVE", "SWITCHES", "P50(us)", "P99(us)");
+        json_array_foreach(json_object_get(res, "groups"), i, v)
+        {
+                printf("%-12s %7" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
+                       " %8" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
+                       " %12" JSON_INTEGER_FORMAT " %12" JSON_INTEGER_FORMAT
+                       " %14" JSON_INTEGER_FORMAT " %10.1f %10.1f\n",
+                       str_or(v, "name", "?"), int_of(v, "workers"), int_of(v, "spinning"),
+                       int_of(v, "sleeping"), int_of(v, "runq_depth"), int_of(v, "fibers_created"),
+                       int_of(v, "fibers_alive"), int_of(v, "context_switches"),
+                       int_of(v, "ready_to_run_p50_ns") / 1e3,
+                       int_of(v, "ready_to_run_p99_ns") / 1e3);
+        }
+        json_decref(res);
+        return 0;
+}
+
+typedef struct Verb {
+        const char *name;
+        int (*fn)(Ctl *ctl, int argc, char **argv);
+} Verb;
+
+static const Verb verbs[] = {
+        {"ping", verb_ping},     {"plugins", verb_plugins}, {"submit", verb_submit},
+        {"status", verb_status}, {"wait", verb_wait},       {"result", verb_result},
+        {"cancel", verb_cancel}, {"list", verb_list},       {"stats", verb_stats},
+        {"batch", verb_batch},
+};
+
+int main(int argc, char **argv)
+{
+        static const struct option options[] = {
+                {"socket", required_argument, NULL, 's'},
+                {"json", no_argument, NULL, 'j'},
+                {"help", no_argument, NULL, 'h'},
+                {0},
+        };
+        Ctl ctl = {0};
+        int c;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "+:s:jh", options, NULL)) != -1) {
+                switch (c) {
+                case 's':
+                        ctl.socket = optarg;
+                        break;
+                case 'j':
+                        ctl.json = true;
+                        break;
+                case 'h':
+                        fputs(help_text, stdout);
+                        return 0;
+                case ':':
+                        return ctl_usage("option '%s' needs an argument", argv[optind - 1]);
+                default:
+                        return ctl_usage("unknown option '%s'", argv[optind - 1]);
+                }
+        }
+        if (optind >= argc)
+                return ctl_usage("no verb given");
+
+        const char *name = argv[optind];
+        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+                if (strcmp(verbs[i].name, name) != 0)
+                        continue;
+                int vargc = argc - optind;
+                char **vargv = argv + optind;
+                optind = 0; /* 0: getopt re-initialises for the verb's argv */
+                int r = verbs[i].fn(&ctl, vargc, vargv);
+                fflush(stdout);
+                client_free(ctl.client);
+                return r;
+        }
+        return ctl_usage("unknown verb '%s'", name);
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fiberctl.h — what fiberctl's source files share (client/): the command context, the
+ * call helpers that turn every failure into a message and a sysexits.h exit code, and
+ * the printers of job records. Internal to the fiberctl binary.
+ *
+ * Shape of a verb: it parses its own options (getopt_long over its argv), builds params
+ * as a JSON array (jansson), calls ctl_call(), and prints the JSON result — as a table or
+ * sentence by default, as JSON with --json. Every verb returns the process exit code.
+ *
+ * Exit codes (sysexits.h), also in the README:
+ *   0   success                       1   a job ended failed or cancelled
+ *   64  usage error (EX_USAGE)        65  the daemon refused an argument (INVALID_ARGUMENT)
+ *   66  no such job or plugin (NOT_FOUND)
+ *   69  daemon unreachable or stopping (EX_UNAVAILABLE)
+ *   70  internal error (EX_SOFTWARE)  75  try again: overloaded, timed out, job not finished
+ *   76  protocol error (EX_PROTOCOL)  77  permission denied (EX_NOPERM)
+ */
+#ifndef FIBERD_CLIENT_FIBERCTL_H
+#define FIBERD_CLIENT_FIBERCTL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "client/client.h"
+
+#define EXIT_JOB_FAILED 1
+
+typedef struct Ctl {
+        const char *socket; /* -s; NULL = client_default_socket() */
+        bool json;          /* --json */
+        Client *client;     /* connected by ctl_connect() */
+} Ctl;
+
+/* ctl_exit_code - the exit code for an error status (0 for a clear one). */
+int ctl_exit_code(const IpcStatus *st);
+
+/* ctl_fail - print "fiberctl: <message>" to stderr, return ctl_exit_code(). */
+int ctl_fail(const IpcStatus *st);
+
+/* ctl_usage - print "fiberctl: <printf>" and the help hint to stderr; returns 64. */
+__attribute__((format(printf, 1, 2))) int ctl_usage(const char *fmt, ...);
+
+/* ctl_connect - connect once (idempotent). Return 0 or an exit code (message printed). */
+int ctl_connect(Ctl *ctl);
+
+/*
+ * ctl_send - queue @method with @params (a JSON array; reference stolen) and return its
+ * msgid in @ret_msgid. Return 0 or an exit code (message printed).
+ */
+int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid);
+
+/*
+ * ctl_response - turn a response into its JSON result (@ret_result, new reference) or an
+ * error status (@st). Return 0, or the negative errno of the error (@st filled).
+ */
+int ctl_response(const IpcMessage *resp, json_t **ret_result, IpcStatus *st);
+
+/*
+ * ctl_call - connect if needed, send @method(@params), wait for its response.
+ * Return: 0 and *@ret_result (new reference); or an exit code with the reason in @st
+ * (not printed: the caller decides, e.g. to add the job id).
+ */
+int ctl_call(Ctl *ctl, const char *method, json_t *params, json_t **ret_result, IpcStatus *st);
+
+/* ctl_print_json - print @j on one line to stdout (compact), then a newline. */
+void ctl_print_json(const json_t *j);
+
+/* ctl_parse_id - a job id from a command-line word; false if not a positive integer. */
+bool ctl_parse_id(const char *s, uint64_t *ret);
+
+/* ctl_job_is_final / ctl_job_exit - on a job record: final state?; 0 for done, 1 for
+ * failed or cancelled, 75 for not final. */
+bool ctl_job_is_final(const json_t *record);
+int ctl_job_exit(const json_t *record);
+
+/* ctl_print_job_line - one line about a finished (or waited-for) job record: human
+ * "17 sha256 done 65ms {result}" or, with --json, the record itself. */
+void ctl_print_job_line(const Ctl *ctl, const json_t *record);
+
+/* ctl_print_job_record - the long form of `status`. */
+void ctl_print_job_record(const Ctl *ctl, const json_t *record);
+
+/* Verbs: each gets the argv that starts with the verb's name; returns the exit code. */
+int verb_submit(Ctl *ctl, int argc, char **argv);
+int verb_status(Ctl *ctl, int argc, char **argv);
+int verb_wait(Ctl *ctl, int argc, char **argv);
+int verb_result(Ctl *ctl, int argc, char **argv);
+int verb_cancel(Ctl *ctl, int argc, char **argv);
+int verb_list(Ctl *ctl, int argc, char **argv);
+int verb_batch(Ctl *ctl, int argc, char **argv);
+
+#endif /* FIBERD_CLIENT_FIBERCTL_H */
