@@ -91,10 +91,12 @@ $(BUILD)/%.o: %.S
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-# The sanitizer variants rebuild only the scheduler's tests, in their own directories.
+# The sanitizer variants (and the ucontext fallback) rebuild only the scheduler's tests,
+# each in its own build directory.
 check-sanitizers: deps
 	$(MAKE) --no-print-directory SANITIZE=address,undefined check-unit
 	$(MAKE) --no-print-directory SANITIZE=thread check-unit
+	$(MAKE) --no-print-directory CONTEXT=ucontext BUILD=build/ucontext check-unit
 
 check: deps format-check
 	$(MAKE) --no-print-directory check-unit check-integration
