@@ -107,11 +107,11 @@ typedef struct FiberdHost FiberdHost;
 struct msgpack_object;
 
 /*
- * A child fiber's body. @arg points to the host's copy of the block given to spawn()
+ * A child fiber's body, given the job and host of its parent. @arg points to the host's copy of the block given to spawn()
  * (aligned for any type, @arg_size bytes); the child may write results into it, and
  * join() copies the block back out. Return 0 or a negative errno; join() returns it.
  */
-typedef int (*FiberdChildFn)(FiberdJob *job, void *arg);
+typedef int (*FiberdChildFn)(FiberdJob *job, const FiberdHost *host, void *arg);
 
 /*
  * FiberdPlugin - the descriptor a plugin exports as `fiberd_plugin`. Must stay valid
@@ -280,7 +280,7 @@ struct FiberdHost {
         bool (*cancelled)(FiberdJob *job);
 
         /*
-         * spawn - start a child fiber of the job running @fn(job, copy of @arg). The host
+         * spawn - start a child fiber of the job running @fn(job, host, copy of @arg). The host
          * copies @arg_size bytes from @arg (@arg may be NULL when @arg_size is 0) into
          * memory it owns, so a child never points into its parent's stack; pointers
          * inside the block are the plugin's business. Children are cancelled with the
