@@ -107,9 +107,10 @@ typedef struct FiberdHost FiberdHost;
 struct msgpack_object;
 
 /*
- * A child fiber's body, given the job and host of its parent. @arg points to the host's copy of the block given to spawn()
- * (aligned for any type, @arg_size bytes); the child may write results into it, and
- * join() copies the block back out. Return 0 or a negative errno; join() returns it.
+ * A child fiber's body, given the job and host of its parent. @arg points to the host's
+ * copy of the block given to spawn() (aligned for any type, @arg_size bytes); the child
+ * may write results into it, and join() copies the block back out. Return 0 or a
+ * negative errno; join() returns it.
  */
 typedef int (*FiberdChildFn)(FiberdJob *job, const FiberdHost *host, void *arg);
 

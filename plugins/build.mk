@@ -1,0 +1,70 @@
+# plugins/ — the plugin ABI (fiberd/plugin.h + fiberd-plugin.pc), the loader (linked into
+# fiberd), the bundled plugins, the bad test plugins, and the loader's tests.
+#
+# For daemon/build.mk:
+#   $(LOADER_OBJS) $(LOADER_LIBS)  link the loader into fiberd
+#   $(BUNDLED_PLUGINS)             the bundled .so files, in $(PLUGIN_BUILD_DIR)
+#                                  (--plugin-dir $(PLUGIN_BUILD_DIR) runs them in-tree)
+#   $(TEST_PLUGINS)                the bad test plugins, in $(BUILD)/tests/plugins
+#   $(PLUGIN_INSTALL_DIR)          the default plugin directory, for -DFIBERD_PLUGIN_DIR
+#   install-plugins                bundled plugins, header and .pc under $(DESTDIR)$(PREFIX)
+#
+# Plugins are linked with -z defs: a plugin that used a symbol of the daemon (rather than
+# the host table) would fail to link here instead of failing to load. Sanitizer builds
+# leave that out (the sanitizer runtime lives in the executable).
+
+PLUGIN_BUILD_DIR := $(BUILD)/plugins
+PLUGIN_INSTALL_DIR := $(PREFIX)/lib/fiberd/plugins
+LOADER_OBJS := $(BUILD)/plugins/loader.o
+LOADER_LIBS := -ldl
+
+PLUGIN_LDFLAGS := -shared $(if $(SANITIZE),,-Wl,-z,defs)
+CRYPTO_CFLAGS := $(shell pkg-config --cflags libcrypto 2>/dev/null)
+CRYPTO_LIBS := $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
+
+BUNDLED_PLUGIN_NAMES := sha256 sleep spin skynet
+BUNDLED_PLUGINS := $(BUNDLED_PLUGIN_NAMES:%=$(PLUGIN_BUILD_DIR)/%.so)
+BUNDLED_PLUGIN_OBJS := $(BUNDLED_PLUGIN_NAMES:%=$(BUILD)/plugins/%.o)
+
+$(BUNDLED_PLUGIN_OBJS): CFLAGS += -fPIC
+$(BUILD)/plugins/sha256.o: CFLAGS += $(CRYPTO_CFLAGS)
+$(PLUGIN_BUILD_DIR)/sha256.so: PLUGIN_EXTRA_LIBS := $(CRYPTO_LIBS)
+
+$(PLUGIN_BUILD_DIR)/%.so: $(BUILD)/plugins/%.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $< $(PLUGIN_EXTRA_LIBS)
+
+$(BUILD)/fiberd-plugin.pc: plugins/fiberd-plugin.pc.in plugins/fiberd/plugin.h
+	@mkdir -p $(dir $@)
+	abi=$$(sed -n 's/^#define FIBERD_PLUGIN_ABI_VERSION \([0-9]*\).*/\1/p' plugins/fiberd/plugin.h); \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@ABI@|$$abi|" $< > $@
+
+all: $(LOADER_OBJS) $(BUNDLED_PLUGINS) $(BUILD)/fiberd-plugin.pc
+
+# The misbehaving plugins of tests/plugins/, one .so each, built as real shared objects.
+TEST_PLUGINS := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.so,\
+	$(sort $(wildcard tests/plugins/*.c)))
+$(BUILD)/tests/plugins/%.so: tests/plugins/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $<
+
+# The loader's tests: tests/integration/plugins_*.c, one binary each, linked with the
+# loader (and the runtime, for the tests that run bundled plugins through a test host).
+PLUGIN_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,\
+	$(sort $(wildcard tests/integration/plugins_*.c)))
+PLUGIN_TEST_DEFS := -DTEST_PLUGIN_BUILD_DIR='"$(abspath $(PLUGIN_BUILD_DIR))"' \
+	-DTEST_BAD_PLUGIN_DIR='"$(abspath $(BUILD)/tests/plugins)"'
+$(PLUGIN_TESTS:%=%.o): CPPFLAGS += $(PLUGIN_TEST_DEFS)
+$(PLUGIN_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(LOADER_OBJS) \
+		$(LIBSCHED) $(LIBIPC) | $(BUNDLED_PLUGINS) $(TEST_PLUGINS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LOADER_OBJS) $(LIBIPC) $(LIBSCHED) $(LOADER_LIBS) \
+		$(IPC_LIBS) $(SCHED_LIBS) -lcriterion
+INTEGRATION_TESTS += $(PLUGIN_TESTS)
+
+.PHONY: install-plugins
+install-plugins: $(BUNDLED_PLUGINS) $(BUILD)/fiberd-plugin.pc
+	install -d $(DESTDIR)$(PLUGIN_INSTALL_DIR) $(DESTDIR)$(PREFIX)/include/fiberd \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 0644 $(BUNDLED_PLUGINS) $(DESTDIR)$(PLUGIN_INSTALL_DIR)/
+	install -m 0644 plugins/fiberd/plugin.h $(DESTDIR)$(PREFIX)/include/fiberd/plugin.h
+	install -m 0644 $(BUILD)/fiberd-plugin.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/fiberd-plugin.pc

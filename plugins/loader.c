@@ -1,0 +1,703 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * loader.c — fiberd's plugin loader: scan a directory, load each "*.so" through a
+ * versioned handshake, watch the directory with inotify, remember refusals.
+ *
+ * The handshake follows redis's moduleLoad(): dlopen(RTLD_NOW | RTLD_LOCAL) so that a
+ * missing symbol fails now rather than in the middle of a job and two plugins' symbols
+ * never collide; dlsym() of the one descriptor symbol; the ABI version read before any
+ * other member; then the plugin's own init(). Every way of failing is one log line
+ * "plugin file PATH refused: REASON" and one PluginRefusal (per path, latest wins,
+ * capped), and the file is dlclose()d again; the daemon keeps running.
+ *
+ * State: loaded plugins in load order (an array of pointers, so LoadedPlugin addresses
+ * stay put while the array grows) and the refusals, both under one pthread mutex. The
+ * mutex is only held to look up or change those arrays — never across dlopen(), init()
+ * or logging — so lookups from request fibers stay short, and a plain mutex (rather than
+ * a FiberMutex) keeps the loader independent of the runtime: it blocks a worker for
+ * microseconds at most and never while a fiber could switch.
+ *
+ * Watching: inotify with IN_CLOSE_WRITE (a file written in place: cp, install, a linker)
+ * and IN_MOVED_TO (renamed into the directory: mv, editors, package managers). The watch
+ * is added before a scan so nothing dropped in during the scan is missed; a file seen
+ * twice loads once (the second time its path is already loaded). IN_Q_OVERFLOW means
+ * events were lost: rescan.
+ *
+ * Plugins are never unloaded before loader_free(): jobs and their children hold
+ * LoadedPlugin pointers and run the plugin's code without taking references.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugins/loader.h"
+
+#define LOADER_REFUSALS_MAX 256 /* refusals remembered; the oldest go first */
+#define LOADER_REASON_MAX 512
+
+struct PluginLoader {
+        pthread_mutex_t lock;   /* guards loaded[] and refused[] */
+        const FiberdHost *host; /* borrowed */
+        LoaderLogFn log;
+        int inotify_fd;
+        int wd;    /* watch descriptor of dir, -1 when nothing is watched */
+        char *dir; /* the watched directory; NULL before loader_set_dir() */
+
+        LoadedPlugin **loaded; /* load order */
+        size_t n_loaded, cap_loaded;
+
+        PluginRefusal *refused; /* insertion order */
+        size_t n_refused, cap_refused;
+};
+
+/* ------------------------------------------------------------------ logging ------- */
+
+static void loader_logf(PluginLoader *l, int level, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void loader_logf(PluginLoader *l, int level, const char *fmt, ...)
+{
+        char msg[LOADER_REASON_MAX + PATH_MAX];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        if (l->log)
+                l->log(level, msg);
+        else
+                fprintf(stderr, "<%d>plugins: %s\n", level & 7, msg);
+}
+
+static uint64_t loader_now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ lists (locked) - */
+
+static LoadedPlugin *find_name_locked(PluginLoader *l, const char *name, size_t len)
+{
+        for (size_t i = 0; i < l->n_loaded; i++) {
+                const char *n = l->loaded[i]->name;
+                if (strlen(n) == len && memcmp(n, name, len) == 0)
+                        return l->loaded[i];
+        }
+        return NULL;
+}
+
+static LoadedPlugin *find_path_locked(PluginLoader *l, const char *path)
+{
+        for (size_t i = 0; i < l->n_loaded; i++)
+                if (strcmp(l->loaded[i]->path, path) == 0)
+                        return l->loaded[i];
+        return NULL;
+}
+
+static void forget_refusal_locked(PluginLoader *l, const char *path)
+{
+        for (size_t i = 0; i < l->n_refused; i++) {
+                if (strcmp(l->refused[i].path, path) != 0)
+                        continue;
+                free(l->refused[i].path);
+                free(l->refused[i].reason);
+                memmove(&l->refused[i], &l->refused[i + 1],
+                        (l->n_refused - i - 1) * sizeof(l->refused[0]));
+                l->n_refused--;
+                return;
+        }
+}
+
+/* Records @path → @reason, replacing an older reason for the same path. */
+static int remember_refusal(PluginLoader *l, const char *path, const char *reason)
+{
+        char *p = strdup(path), *r = strdup(reason);
+        int ret = 0;
+
+        if (!p || !r) {
+                free(p);
+                free(r);
+                return -ENOMEM;
+        }
+        pthread_mutex_lock(&l->lock);
+        forget_refusal_locked(l, path);
+        if (l->n_refused == LOADER_REFUSALS_MAX) {
+                free(l->refused[0].path);
+                free(l->refused[0].reason);
+                memmove(&l->refused[0], &l->refused[1], (l->n_refused - 1) * sizeof(l->refused[0]));
+                l->n_refused--;
+        }
+        if (l->n_refused == l->cap_refused) {
+                size_t cap = l->cap_refused ? 2 * l->cap_refused : 8;
+                PluginRefusal *n = realloc(l->refused, cap * sizeof(*n));
+                if (!n) {
+                        ret = -ENOMEM;
+                        goto out_unlock;
+                }
+                l->refused = n;
+                l->cap_refused = cap;
+        }
+        l->refused[l->n_refused].path = p;
+        l->refused[l->n_refused].reason = r;
+        l->n_refused++;
+        p = r = NULL;
+out_unlock:
+        pthread_mutex_unlock(&l->lock);
+        free(p);
+        free(r);
+        return ret;
+}
+
+/* ------------------------------------------------------------------ one file ------- */
+
+/* The descriptor member @m is inside what the plugin's size says it has. */
+#define DESC_HAS(d, m) ((d)->size >= offsetof(FiberdPlugin, m) + sizeof((d)->m))
+
+static bool name_valid(const char *name)
+{
+        size_t n = 0;
+
+        if (!name)
+                return false;
+        for (; name[n]; n++) {
+                char c = name[n];
+                if (n >= FIBERD_PLUGIN_NAME_MAX)
+                        return false;
+                if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+                        return false;
+        }
+        return n > 0;
+}
+
+/* "*.so", not hidden: the files a scan or an event considers. */
+static bool candidate_name(const char *name)
+{
+        size_t n = strlen(name);
+
+        return name[0] != '.' && n > 3 && strcmp(name + n - 3, ".so") == 0;
+}
+
+/* Logs and records a refusal of @path; returns @err. */
+static int refuse(PluginLoader *l, const char *path, int err, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+static int refuse(PluginLoader *l, const char *path, int err, const char *fmt, ...)
+{
+        char reason[LOADER_REASON_MAX];
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        vsnprintf(reason, sizeof(reason), fmt, ap);
+        va_end(ap);
+        loader_logf(l, LOG_WARNING, "plugin file %s refused: %s", path, reason);
+        r = remember_refusal(l, path, reason);
+        return r < 0 ? r : err;
+}
+
+/* Appends @p to loaded[] unless its name is taken; then @dup_path gets the holder's path. */
+static int insert_loaded(PluginLoader *l, LoadedPlugin *p, char *dup_path, size_t dup_size)
+{
+        LoadedPlugin *other;
+        int r = 0;
+
+        pthread_mutex_lock(&l->lock);
+        other = find_name_locked(l, p->name, strlen(p->name));
+        if (other) {
+                snprintf(dup_path, dup_size, "%s", other->path);
+                r = -EEXIST;
+                goto out_unlock;
+        }
+        if (l->n_loaded == l->cap_loaded) {
+                size_t cap = l->cap_loaded ? 2 * l->cap_loaded : 8;
+                LoadedPlugin **n = realloc(l->loaded, cap * sizeof(*n));
+                if (!n) {
+                        r = -ENOMEM;
+                        goto out_unlock;
+                }
+                l->loaded = n;
+                l->cap_loaded = cap;
+        }
+        l->loaded[l->n_loaded++] = p;
+        forget_refusal_locked(l, p->path);
+out_unlock:
+        pthread_mutex_unlock(&l->lock);
+        return r;
+}
+
+/*
+ * Loads @path. @quiet_if_loaded: a path already loaded is skipped silently (scans see
+ * every file again) instead of with a warning (an event: the file was written again).
+ */
+static int load_file(PluginLoader *l, const char *path, bool quiet_if_loaded)
+{
+        char dup_path[PATH_MAX];
+        char why[LOADER_REASON_MAX];
+        const FiberdPlugin *d;
+        LoadedPlugin *p = NULL;
+        struct stat st;
+        void *handle;
+        bool loaded;
+        int r;
+
+        pthread_mutex_lock(&l->lock);
+        loaded = find_path_locked(l, path) != NULL;
+        pthread_mutex_unlock(&l->lock);
+        if (loaded) {
+                if (!quiet_if_loaded)
+                        loader_logf(l, LOG_WARNING,
+                                    "plugin file %s changed but a plugin is already loaded "
+                                    "from it; restart fiberd to load the new version",
+                                    path);
+                return -EEXIST;
+        }
+
+        if (stat(path, &st) < 0) {
+                int e = errno;
+                return refuse(l, path, -e, "cannot stat: %s", strerror(e));
+        }
+        if (!S_ISREG(st.st_mode))
+                return refuse(l, path, -ENOEXEC, "not a regular file");
+
+        /* Without a '/', dlopen() would search the library path instead. */
+        if (!strchr(path, '/')) {
+                char rel[PATH_MAX];
+                snprintf(rel, sizeof(rel), "./%s", path);
+                return load_file(l, rel, quiet_if_loaded);
+        }
+
+        dlerror();
+        handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!handle) {
+                const char *e = dlerror();
+                return refuse(l, path, -ENOEXEC, "dlopen failed: %s", e ? e : "unknown error");
+        }
+
+        d = dlsym(handle, FIBERD_PLUGIN_SYMBOL);
+        if (!d) {
+                r = refuse(l, path, -ENOEXEC,
+                           "no descriptor: the symbol " FIBERD_PLUGIN_SYMBOL
+                           " is not exported (define it with FIBERD_PLUGIN_EXPORT)");
+                goto out_close;
+        }
+        if (d->abi_version != FIBERD_PLUGIN_ABI_VERSION) {
+                r = refuse(l, path, -EPROTO,
+                           "ABI version %u, fiberd speaks %u (rebuild it against this "
+                           "fiberd's fiberd/plugin.h)",
+                           d->abi_version, FIBERD_PLUGIN_ABI_VERSION);
+                goto out_close;
+        }
+        if (!DESC_HAS(d, run)) {
+                r = refuse(l, path, -EPROTO, "descriptor too small (%u bytes)", d->size);
+                goto out_close;
+        }
+        if (!name_valid(d->name)) {
+                r = refuse(l, path, -EINVAL,
+                           "invalid plugin name \"%.40s\" (want 1 to %d of [a-z0-9_-])",
+                           d->name ? d->name : "(null)", FIBERD_PLUGIN_NAME_MAX);
+                goto out_close;
+        }
+        if (!d->run) {
+                r = refuse(l, path, -EINVAL, "plugin %s has no run function", d->name);
+                goto out_close;
+        }
+
+        pthread_mutex_lock(&l->lock);
+        {
+                LoadedPlugin *other = find_name_locked(l, d->name, strlen(d->name));
+                if (other)
+                        snprintf(dup_path, sizeof(dup_path), "%s", other->path);
+                loaded = other != NULL;
+        }
+        pthread_mutex_unlock(&l->lock);
+        if (loaded) {
+                r = refuse(l, path, -EEXIST, "duplicate name \"%s\": already loaded from %s",
+                           d->name, dup_path);
+                goto out_close;
+        }
+
+        p = calloc(1, sizeof(*p));
+        if (!p) {
+                r = -ENOMEM;
+                goto out_close;
+        }
+        p->path = strdup(path);
+        if (!p->path) {
+                r = -ENOMEM;
+                goto out_free;
+        }
+        p->desc = d;
+        p->name = d->name;
+        p->version = d->version ? d->version : "";
+        p->description = d->description ? d->description : "";
+        p->handle = handle;
+
+        if (DESC_HAS(d, init) && d->init) {
+                why[0] = '\0';
+                r = d->init(l->host, why, sizeof(why));
+                if (r < 0) {
+                        why[sizeof(why) - 1] = '\0';
+                        r = refuse(l, path, r, "init of plugin %s failed: %s", d->name,
+                                   why[0] ? why : strerror(-r));
+                        goto out_free;
+                }
+        }
+
+        p->loaded_ns = loader_now_ns();
+        r = insert_loaded(l, p, dup_path, sizeof(dup_path));
+        if (r < 0) {
+                /* Lost a race with another loader of the same name, or out of memory. */
+                if (DESC_HAS(d, fini) && d->fini)
+                        d->fini(l->host);
+                if (r == -EEXIST)
+                        r = refuse(l, path, -EEXIST,
+                                   "duplicate name \"%s\": already loaded from %s", d->name,
+                                   dup_path);
+                goto out_free;
+        }
+        loader_logf(l, LOG_INFO, "plugin %s %s loaded from %s", p->name, p->version, path);
+        return 0;
+
+out_free:
+        free(p->path);
+        free(p);
+out_close:
+        dlclose(handle);
+        return r;
+}
+
+/* ------------------------------------------------------------------ scanning ------- */
+
+static int filter_candidate(const struct dirent *e)
+{
+        return candidate_name(e->d_name);
+}
+
+/* Drops refusals whose file is gone (a scan's view of the directory is authoritative). */
+static void forget_vanished(PluginLoader *l)
+{
+        struct stat st;
+
+        pthread_mutex_lock(&l->lock);
+        for (size_t i = 0; i < l->n_refused;) {
+                if (stat(l->refused[i].path, &st) < 0 && errno == ENOENT) {
+                        free(l->refused[i].path);
+                        free(l->refused[i].reason);
+                        memmove(&l->refused[i], &l->refused[i + 1],
+                                (l->n_refused - i - 1) * sizeof(l->refused[0]));
+                        l->n_refused--;
+                } else {
+                        i++;
+                }
+        }
+        pthread_mutex_unlock(&l->lock);
+}
+
+/* Loads every candidate in l->dir, in name order (so which duplicate wins is stable). */
+static int scan_dir(PluginLoader *l)
+{
+        struct dirent **entries;
+        int n, loaded = 0;
+
+        forget_vanished(l);
+        n = scandir(l->dir, &entries, filter_candidate, alphasort);
+        if (n < 0) {
+                int e = errno;
+                loader_logf(l, LOG_WARNING, "cannot read plugin directory %s: %s", l->dir,
+                            strerror(e));
+                return -e;
+        }
+        for (int i = 0; i < n; i++) {
+                char path[PATH_MAX];
+                int len = snprintf(path, sizeof(path), "%s/%s", l->dir, entries[i]->d_name);
+                struct stat st;
+
+                if (len < (int)sizeof(path) && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+                    load_file(l, path, true) == 0)
+                        loaded++;
+                free(entries[i]);
+        }
+        free(entries);
+        return loaded;
+}
+
+/* ------------------------------------------------------------------ public --------- */
+
+int loader_new(PluginLoader **ret, const FiberdHost *host, LoaderLogFn log)
+{
+        PluginLoader *l;
+        int r;
+
+        if (!ret || !host)
+                return -EINVAL;
+        l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        l->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (l->inotify_fd < 0) {
+                r = -errno;
+                goto out_free;
+        }
+        r = pthread_mutex_init(&l->lock, NULL);
+        if (r) {
+                r = -r;
+                goto out_close;
+        }
+        l->host = host;
+        l->log = log;
+        l->wd = -1;
+        *ret = l;
+        return 0;
+
+out_close:
+        close(l->inotify_fd);
+out_free:
+        free(l);
+        return r;
+}
+
+int loader_set_dir(PluginLoader *l, const char *dir)
+{
+        char *copy;
+        int wd;
+
+        copy = strdup(dir);
+        if (!copy)
+                return -ENOMEM;
+        /* Strip trailing slashes so paths read "dir/name.so". */
+        for (size_t n = strlen(copy); n > 1 && copy[n - 1] == '/'; n--)
+                copy[n - 1] = '\0';
+
+        if (l->wd >= 0) {
+                inotify_rm_watch(l->inotify_fd, l->wd);
+                l->wd = -1;
+        }
+        free(l->dir);
+        l->dir = copy;
+
+        wd = inotify_add_watch(l->inotify_fd, copy, IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR);
+        if (wd < 0) {
+                int e = errno;
+                loader_logf(l, LOG_WARNING, "cannot watch plugin directory %s: %s", copy,
+                            strerror(e));
+                return -e;
+        }
+        l->wd = wd;
+        return scan_dir(l);
+}
+
+int loader_scan(PluginLoader *l)
+{
+        if (!l->dir)
+                return -ENOENT;
+        if (l->wd < 0) {
+                /* The directory went away earlier (IN_IGNORED): try to watch it again. */
+                char *dir = strdup(l->dir);
+                int r;
+                if (!dir)
+                        return -ENOMEM;
+                r = loader_set_dir(l, dir);
+                free(dir);
+                return r;
+        }
+        return scan_dir(l);
+}
+
+int loader_fd(const PluginLoader *l)
+{
+        return l->inotify_fd;
+}
+
+int loader_process_events(PluginLoader *l)
+{
+        /* Aligned as inotify(7) asks; holds many events, reads until EAGAIN. */
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        bool rescan = false;
+        int loaded = 0;
+
+        for (;;) {
+                ssize_t n = read(l->inotify_fd, buf, sizeof(buf));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                for (char *p = buf; p < buf + n;) {
+                        const struct inotify_event *ev = (const struct inotify_event *)p;
+                        p += sizeof(*ev) + ev->len;
+
+                        if (ev->mask & IN_Q_OVERFLOW) {
+                                rescan = true;
+                                continue;
+                        }
+                        if (ev->wd != l->wd || l->wd < 0)
+                                continue; /* a directory watched before */
+                        if (ev->mask & IN_IGNORED) {
+                                loader_logf(l, LOG_WARNING,
+                                            "plugin directory %s went away; not watching it "
+                                            "any more (SIGHUP rescans)",
+                                            l->dir);
+                                l->wd = -1;
+                                continue;
+                        }
+                        if (!(ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) || ev->len == 0 ||
+                            (ev->mask & IN_ISDIR) || !candidate_name(ev->name))
+                                continue;
+
+                        char path[PATH_MAX];
+                        if (snprintf(path, sizeof(path), "%s/%s", l->dir, ev->name) >=
+                            (int)sizeof(path))
+                                continue;
+                        if (load_file(l, path, false) == 0)
+                                loaded++;
+                }
+        }
+        if (rescan && l->wd >= 0) {
+                int r;
+                loader_logf(l, LOG_NOTICE, "inotify queue overflowed; rescanning %s", l->dir);
+                r = scan_dir(l);
+                if (r > 0)
+                        loaded += r;
+        }
+        return loaded;
+}
+
+int loader_load_file(PluginLoader *l, const char *path)
+{
+        return load_file(l, path, false);
+}
+
+const LoadedPlugin *loader_findn(PluginLoader *l, const char *name, size_t len)
+{
+        const LoadedPlugin *p;
+
+        pthread_mutex_lock(&l->lock);
+        p = find_name_locked(l, name, len);
+        pthread_mutex_unlock(&l->lock);
+        return p;
+}
+
+const LoadedPlugin *loader_find(PluginLoader *l, const char *name)
+{
+        return loader_findn(l, name, strlen(name));
+}
+
+size_t loader_count(PluginLoader *l)
+{
+        size_t n;
+
+        pthread_mutex_lock(&l->lock);
+        n = l->n_loaded;
+        pthread_mutex_unlock(&l->lock);
+        return n;
+}
+
+static int cmp_loaded(const void *a, const void *b)
+{
+        const LoadedPlugin *const *x = a, *const *y = b;
+        return strcmp((*x)->name, (*y)->name);
+}
+
+static int cmp_refusal(const void *a, const void *b)
+{
+        const PluginRefusal *x = a, *y = b;
+        return strcmp(x->path, y->path);
+}
+
+PluginList *loader_list_free(PluginList *list)
+{
+        if (!list)
+                return NULL;
+        for (size_t i = 0; i < list->n_refused; i++) {
+                free(list->refused[i].path);
+                free(list->refused[i].reason);
+        }
+        free(list->refused);
+        free(list->loaded);
+        free(list);
+        return NULL;
+}
+
+int loader_list(PluginLoader *l, PluginList **ret)
+{
+        PluginList *list = calloc(1, sizeof(*list));
+        int r = 0;
+
+        if (!list)
+                return -ENOMEM;
+        pthread_mutex_lock(&l->lock);
+        /* +1: calloc(0) may return NULL, which would read as a failure. */
+        list->loaded = calloc(l->n_loaded + 1, sizeof(*list->loaded));
+        list->refused = calloc(l->n_refused + 1, sizeof(*list->refused));
+        if (!list->loaded || !list->refused) {
+                r = -ENOMEM;
+                goto out_unlock;
+        }
+        for (size_t i = 0; i < l->n_loaded; i++)
+                list->loaded[list->n_loaded++] = l->loaded[i];
+        for (size_t i = 0; i < l->n_refused; i++) {
+                PluginRefusal *d = &list->refused[list->n_refused];
+                d->path = strdup(l->refused[i].path);
+                d->reason = strdup(l->refused[i].reason);
+                list->n_refused++;
+                if (!d->path || !d->reason) {
+                        r = -ENOMEM;
+                        goto out_unlock;
+                }
+        }
+out_unlock:
+        pthread_mutex_unlock(&l->lock);
+        if (r < 0) {
+                loader_list_free(list);
+                return r;
+        }
+        qsort(list->loaded, list->n_loaded, sizeof(*list->loaded), cmp_loaded);
+        qsort(list->refused, list->n_refused, sizeof(*list->refused), cmp_refusal);
+        *ret = list;
+        return 0;
+}
+
+PluginLoader *loader_free(PluginLoader *l)
+{
+        if (!l)
+                return NULL;
+        for (size_t i = l->n_loaded; i-- > 0;) {
+                LoadedPlugin *p = l->loaded[i];
+                if (DESC_HAS(p->desc, fini) && p->desc->fini)
+                        p->desc->fini(l->host);
+                dlclose(p->handle);
+                free(p->path);
+                free(p);
+        }
+        free(l->loaded);
+        for (size_t i = 0; i < l->n_refused; i++) {
+                free(l->refused[i].path);
+                free(l->refused[i].reason);
+        }
+        free(l->refused);
+        free(l->dir);
+        close(l->inotify_fd);
+        pthread_mutex_destroy(&l->lock);
+        free(l);
+        return NULL;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sleep.c — the bundled "sleep" plugin: park the job for {"ms"} milliseconds.
+ *
+ * For timers, cancellation and load tests: the job's fiber parks on the runtime's timer
+ * (host->sleep_until, no worker is held), and returns -ECANCELED the moment the job is
+ * cancelled or its timeout passes. Result {"slept_ms": ms}.
+ */
+#include "plugins/fiberd/plugin.h"
+
+#define SLEEP_MS_MAX (7ull * 24 * 3600 * 1000) /* a week */
+
+static int sleep_run(FiberdJob *job, const FiberdHost *host)
+{
+        uint64_t ms;
+        int r;
+
+        r = host->arg_uint(job, "ms", &ms);
+        if (r < 0)
+                return r;
+        if (ms > SLEEP_MS_MAX)
+                return host->fail(job, -ERANGE, "ms: %llu is more than a week",
+                                  (unsigned long long)ms);
+        host->progress(job, 0, ms);
+        r = host->sleep_until(job, host->now_ns() + ms * 1000000u);
+        if (r < 0)
+                return r;
+        host->progress(job, ms, ms);
+        return host->result_uint(job, "slept_ms", ms);
+}
+
+FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
+        FIBERD_PLUGIN_HEADER, .name = "sleep",
+        .version = "1.0",     .description = "sleeps: {\"ms\"} -> {\"slept_ms\"}",
+        .run = sleep_run,
+};
