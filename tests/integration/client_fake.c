@@ -1,0 +1,754 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client_fake.c — criterion tests of the client library and of fiberctl against a fake
+ * fiberd: a thread in the test process that listens on a Unix socket in a temporary
+ * directory and answers MessagePack-RPC requests from a tiny in-memory job table.
+ * The real end-to-end tests (the daemon's) live elsewhere; these check the client side:
+ * pipelining, out-of-order answers, output formats and exit codes.
+ *
+ * Fake jobs, by plugin name at submit: "echo" is done at once with its args as result;
+ * "fail" ends failed (NOT_FOUND "no such file"); "slow" is running, and a job.wait on it
+ * is answered only after the next request has been answered (so answers come out of
+ * order), as done; "nope" is refused with NOT_FOUND; "deny" with PERMISSION_DENIED.
+ * Server modes: MODE_GARBAGE answers every request with bytes that are not msgpack;
+ * MODE_CLOSE closes the connection on the first request.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "ipc/ipc.h"
+
+#ifndef FIBERCTL_PATH
+#define FIBERCTL_PATH "build/fiberctl"
+#endif
+
+extern char **environ;
+
+enum { MODE_NORMAL, MODE_GARBAGE, MODE_CLOSE };
+
+typedef struct FakeJob {
+        char plugin[32];
+        const char *state;
+        msgpack_sbuffer args; /* packed args map */
+        bool fail;
+} FakeJob;
+
+#define FAKE_MAX_JOBS 64
+
+typedef struct Fake {
+        char dir[64];
+        char path[128];
+        int listen_fd;
+        int stop_pipe[2];
+        int mode;
+        pthread_t thread;
+        FakeJob jobs[FAKE_MAX_JOBS + 1]; /* ids 1..njobs */
+        unsigned njobs;
+} Fake;
+
+static Fake fake;
+
+/* ---------------------------------------------------------------- the fake server */
+
+static void pack_record(msgpack_packer *pk, unsigned id)
+{
+        FakeJob *j = &fake.jobs[id];
+        bool final = strcmp(j->state, "running") != 0;
+        msgpack_pack_map(pk, 12);
+        ipc_pack_kv_uint(pk, "id", id);
+        ipc_pack_kv_cstr(pk, "plugin", j->plugin);
+        ipc_pack_kv_uint(pk, "owner", 1000);
+        ipc_pack_kv_cstr(pk, "state", j->state);
+        ipc_pack_kv_int(pk, "priority", 0);
+        ipc_pack_kv_uint(pk, "timeout_ms", 0);
+        ipc_pack_kv_uint(pk, "created_ms", 1763790000000ULL);
+        ipc_pack_kv_uint(pk, "started_ms", 1763790000002ULL);
+        if (final)
+                ipc_pack_kv_uint(pk, "finished_ms", 1763790000067ULL);
+        else
+                ipc_pack_kv_nil(pk, "finished_ms");
+        ipc_pack_cstr(pk, "progress");
+        msgpack_pack_map(pk, 2);
+        ipc_pack_kv_uint(pk, "done", 4);
+        ipc_pack_kv_uint(pk, "total", 8);
+        ipc_pack_cstr(pk, "result");
+        if (strcmp(j->state, "done") == 0) {
+                msgpack_object o;
+                msgpack_zone z;
+                size_t off = 0;
+                msgpack_zone_init(&z, 1024);
+                msgpack_unpack(j->args.data, j->args.size, &off, &z, &o);
+                msgpack_pack_object(pk, o);
+                msgpack_zone_destroy(&z);
+        } else {
+                msgpack_pack_nil(pk);
+        }
+        ipc_pack_cstr(pk, "error");
+        if (strcmp(j->state, "failed") == 0)
+                ipc_pack_error_map(pk, IPC_NOT_FOUND, "no such file: /nonexistent");
+        else if (strcmp(j->state, "cancelled") == 0)
+                ipc_pack_error_map(pk, IPC_CANCELLED, "cancelled by uid 1000");
+        else
+                msgpack_pack_nil(pk);
+}
+
+/* The job id in params[0]; packs NOT_FOUND and returns 0 when there is none. */
+static unsigned job_param(msgpack_packer *pk, const IpcMessage *m)
+{
+        uint64_t id;
+        IpcStatus st;
+        if (ipc_read_uint(ipc_array_at(&m->params, 0), "job id", &id, &st) < 0) {
+                ipc_pack_status_response(pk, m->msgid, &st);
+                return 0;
+        }
+        if (id == 0 || id > fake.njobs) {
+                ipc_pack_error_response(pk, m->msgid, IPC_NOT_FOUND,
+                                        "no job %lu (finished jobs are kept for 10 minutes)",
+                                        (unsigned long)id);
+                return 0;
+        }
+        return (unsigned)id;
+}
+
+static void fake_submit(msgpack_packer *pk, const IpcMessage *m)
+{
+        char plugin[32];
+        IpcStatus st;
+        if (ipc_read_str(ipc_array_at(&m->params, 0), "plugin", plugin, sizeof(plugin), &st) < 0) {
+                ipc_pack_status_response(pk, m->msgid, &st);
+                return;
+        }
+        if (strcmp(plugin, "nope") == 0) {
+                ipc_pack_error_response(pk, m->msgid, IPC_NOT_FOUND,
+                                        "no plugin named \"nope\" (loaded: echo, fail, slow)");
+                return;
+        }
+        if (strcmp(plugin, "deny") == 0) {
+                ipc_pack_error_response(pk, m->msgid, IPC_PERMISSION_DENIED, "not for you");
+                return;
+        }
+        cr_assert_lt(fake.njobs, FAKE_MAX_JOBS);
+        unsigned id = ++fake.njobs;
+        FakeJob *j = &fake.jobs[id];
+        snprintf(j->plugin, sizeof(j->plugin), "%s", plugin);
+        j->state = strcmp(plugin, "fail") == 0   ? "failed"
+                   : strcmp(plugin, "slow") == 0 ? "running"
+                                                 : "done";
+        msgpack_sbuffer_init(&j->args);
+        msgpack_packer apk;
+        msgpack_packer_init(&apk, &j->args, msgpack_sbuffer_write);
+        const msgpack_object *args = ipc_array_at(&m->params, 1);
+        if (args && args->type == MSGPACK_OBJECT_MAP)
+                msgpack_pack_object(&apk, *args);
+        else
+                msgpack_pack_map(&apk, 0);
+        ipc_pack_response_begin(pk, m->msgid);
+        msgpack_pack_map(pk, 1);
+        ipc_pack_kv_uint(pk, "id", id);
+}
+
+typedef struct Deferred {
+        uint32_t msgid;
+        unsigned id;
+        bool used;
+} Deferred;
+
+/* Answers one request into @pk; a job.wait on a running job goes to @later instead. */
+static void fake_answer(msgpack_packer *pk, const IpcMessage *m, Deferred *later)
+{
+        unsigned id;
+        const char *meth = m->method;
+
+        if (strcmp(meth, "ping") == 0) {
+                ipc_pack_response_begin(pk, m->msgid);
+                msgpack_pack_map(pk, 4);
+                ipc_pack_kv_cstr(pk, "version", "fake");
+                ipc_pack_kv_uint(pk, "pid", (uint64_t)getpid());
+                ipc_pack_kv_uint(pk, "uptime_ms", 1500);
+                ipc_pack_cstr(pk, "echo");
+                msgpack_pack_object(pk, m->params);
+        } else if (strcmp(meth, "plugins.list") == 0) {
+                ipc_pack_response_begin(pk, m->msgid);
+                msgpack_pack_map(pk, 2);
+                ipc_pack_cstr(pk, "plugins");
+                msgpack_pack_array(pk, 1);
+                msgpack_pack_map(pk, 4);
+                ipc_pack_kv_cstr(pk, "name", "echo");
+                ipc_pack_kv_cstr(pk, "version", "1.0.0");
+                ipc_pack_kv_cstr(pk, "description", "returns its args");
+                ipc_pack_kv_cstr(pk, "path", "/x/echo.so");
+                ipc_pack_cstr(pk, "refused");
+                msgpack_pack_array(pk, 1);
+                msgpack_pack_map(pk, 2);
+                ipc_pack_kv_cstr(pk, "path", "/x/old.so");
+                ipc_pack_kv_cstr(pk, "reason", "ABI version 1, this fiberd needs 2");
+        } else if (strcmp(meth, "job.submit") == 0) {
+                fake_submit(pk, m);
+        } else if (strcmp(meth, "job.status") == 0) {
+                if ((id = job_param(pk, m))) {
+                        ipc_pack_response_begin(pk, m->msgid);
+                        pack_record(pk, id);
+                }
+        } else if (strcmp(meth, "job.wait") == 0) {
+                if ((id = job_param(pk, m))) {
+                        if (strcmp(fake.jobs[id].state, "running") == 0 && !later->used) {
+                                *later = (Deferred){.msgid = m->msgid, .id = id, .used = true};
+                                return;
+                        }
+                        ipc_pack_response_begin(pk, m->msgid);
+                        pack_record(pk, id);
+                }
+        } else if (strcmp(meth, "job.result") == 0) {
+                if ((id = job_param(pk, m))) {
+                        FakeJob *j = &fake.jobs[id];
+                        if (strcmp(j->state, "failed") == 0) {
+                                ipc_pack_error_response(pk, m->msgid, IPC_NOT_FOUND,
+                                                        "no such file: /nonexistent");
+                        } else if (strcmp(j->state, "running") == 0) {
+                                ipc_pack_error_response(pk, m->msgid, IPC_FAILED_PRECONDITION,
+                                                        "job %u is running; use job.wait", id);
+                        } else {
+                                msgpack_object o;
+                                msgpack_zone z;
+                                size_t off = 0;
+                                msgpack_zone_init(&z, 1024);
+                                msgpack_unpack(j->args.data, j->args.size, &off, &z, &o);
+                                ipc_pack_response_begin(pk, m->msgid);
+                                msgpack_pack_object(pk, o);
+                                msgpack_zone_destroy(&z);
+                        }
+                }
+        } else if (strcmp(meth, "job.cancel") == 0) {
+                if ((id = job_param(pk, m))) {
+                        if (strcmp(fake.jobs[id].state, "running") == 0)
+                                fake.jobs[id].state = "cancelled";
+                        ipc_pack_response_begin(pk, m->msgid);
+                        pack_record(pk, id);
+                }
+        } else if (strcmp(meth, "job.list") == 0) {
+                char state[16] = "";
+                const msgpack_object *f = ipc_array_at(&m->params, 0);
+                ipc_read_str(ipc_map_find(f, "state"), "state", state, sizeof(state), NULL);
+                unsigned n = 0;
+                for (unsigned i = 1; i <= fake.njobs; i++)
+                        n += !state[0] || strcmp(state, fake.jobs[i].state) == 0;
+                ipc_pack_response_begin(pk, m->msgid);
+                msgpack_pack_array(pk, n);
+                for (unsigned i = 1; i <= fake.njobs; i++)
+                        if (!state[0] || strcmp(state, fake.jobs[i].state) == 0)
+                                pack_record(pk, i);
+        } else if (strcmp(meth, "stats") == 0) {
+                ipc_pack_response_begin(pk, m->msgid);
+                msgpack_pack_map(pk, 4);
+                ipc_pack_kv_uint(pk, "uptime_ms", 1500);
+                ipc_pack_cstr(pk, "jobs");
+                msgpack_pack_map(pk, 2);
+                ipc_pack_kv_uint(pk, "submitted", 3);
+                ipc_pack_kv_uint(pk, "done", 2);
+                ipc_pack_cstr(pk, "plugins");
+                msgpack_pack_map(pk, 0);
+                ipc_pack_cstr(pk, "groups");
+                msgpack_pack_array(pk, 1);
+                msgpack_pack_map(pk, 2);
+                ipc_pack_kv_cstr(pk, "name", "fiberd");
+                ipc_pack_kv_uint(pk, "workers", 2);
+        } else {
+                ipc_pack_error_response(pk, m->msgid, IPC_METHOD_NOT_FOUND, "no method \"%s\"",
+                                        meth);
+        }
+}
+
+static bool write_all(int fd, const char *p, size_t n)
+{
+        while (n > 0) {
+                ssize_t w = write(fd, p, n);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0)
+                        return false;
+                p += w;
+                n -= (size_t)w;
+        }
+        return true;
+}
+
+static void fake_serve(int fd)
+{
+        IpcDecoder *d;
+        msgpack_sbuffer out;
+        msgpack_packer pk;
+        Deferred later = {0};
+        char buf[4096];
+
+        cr_assert_eq(ipc_decoder_new(&d, 0), 0);
+        msgpack_sbuffer_init(&out);
+        msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
+        for (;;) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n <= 0)
+                        break;
+                ipc_decoder_feed(d, buf, (size_t)n);
+                IpcMessage m;
+                int r;
+                while ((r = ipc_decoder_next(d, &m)) == 1) {
+                        if (fake.mode == MODE_CLOSE) {
+                                ipc_message_clear(&m);
+                                goto out;
+                        }
+                        if (fake.mode == MODE_GARBAGE) {
+                                write_all(fd, "\xc1\xc1\xc1", 3);
+                                ipc_message_clear(&m);
+                                continue;
+                        }
+                        bool had_later = later.used;
+                        if (m.type == IPC_REQUEST)
+                                fake_answer(&pk, &m, &later);
+                        ipc_message_clear(&m);
+                        if (had_later && later.used) { /* answered one more: now the wait */
+                                fake.jobs[later.id].state = "done";
+                                ipc_pack_response_begin(&pk, later.msgid);
+                                pack_record(&pk, later.id);
+                                later.used = false;
+                        }
+                        if (!write_all(fd, out.data, out.size))
+                                goto out;
+                        msgpack_sbuffer_clear(&out);
+                }
+                if (r < 0)
+                        break;
+        }
+out:
+        msgpack_sbuffer_destroy(&out);
+        ipc_decoder_free(d);
+}
+
+static void *fake_main(void *arg)
+{
+        for (;;) {
+                struct pollfd p[2] = {{.fd = fake.listen_fd, .events = POLLIN},
+                                      {.fd = fake.stop_pipe[0], .events = POLLIN}};
+                if (poll(p, 2, -1) < 0)
+                        continue;
+                if (p[1].revents)
+                        return NULL;
+                int fd = accept(fake.listen_fd, NULL, NULL);
+                if (fd < 0)
+                        continue;
+                fake_serve(fd);
+                close(fd);
+        }
+}
+
+static void fake_start(int mode)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+        signal(SIGPIPE, SIG_IGN);
+        memset(&fake, 0, sizeof(fake));
+        fake.mode = mode;
+        strcpy(fake.dir, "/tmp/fiberctl-test-XXXXXX");
+        cr_assert_not_null(mkdtemp(fake.dir));
+        snprintf(fake.path, sizeof(fake.path), "%s/fiberd.sock", fake.dir);
+        strcpy(sa.sun_path, fake.path);
+        fake.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert_geq(fake.listen_fd, 0);
+        cr_assert_eq(bind(fake.listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        cr_assert_eq(listen(fake.listen_fd, 16), 0);
+        cr_assert_eq(pipe2(fake.stop_pipe, O_CLOEXEC), 0);
+        cr_assert_eq(pthread_create(&fake.thread, NULL, fake_main, NULL), 0);
+        setenv("FIBERD_SOCKET", fake.path, 1);
+}
+
+static void fake_stop(void)
+{
+        cr_assert_eq(write(fake.stop_pipe[1], "x", 1), 1);
+        pthread_join(fake.thread, NULL);
+        close(fake.listen_fd);
+        close(fake.stop_pipe[0]);
+        close(fake.stop_pipe[1]);
+        unlink(fake.path);
+        rmdir(fake.dir);
+}
+
+static void setup_normal(void)
+{
+        fake_start(MODE_NORMAL);
+}
+
+/* ---------------------------------------------------------------- running fiberctl */
+
+typedef struct Run {
+        int status; /* exit code */
+        char out[16384];
+        char err[4096];
+} Run;
+
+static void read_file(const char *path, char *buf, size_t size)
+{
+        FILE *f = fopen(path, "r");
+        cr_assert_not_null(f);
+        size_t n = fread(buf, 1, size - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+}
+
+/* Runs fiberctl with @argv (NULL-terminated, without argv[0]) and @input on stdin. */
+static void run(Run *r, const char *input, const char *const *args)
+{
+        char out_path[128], err_path[128], in_path[128];
+        const char *argv[32] = {FIBERCTL_PATH};
+        posix_spawn_file_actions_t fa;
+        pid_t pid;
+        int st, i;
+
+        for (i = 0; args[i]; i++)
+                argv[i + 1] = args[i];
+        argv[i + 1] = NULL;
+        snprintf(out_path, sizeof(out_path), "%s/out", fake.dir);
+        snprintf(err_path, sizeof(err_path), "%s/err", fake.dir);
+        snprintf(in_path, sizeof(in_path), "%s/in", fake.dir);
+        FILE *f = fopen(in_path, "w");
+        cr_assert_not_null(f);
+        fputs(input ? input : "", f);
+        fclose(f);
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 0, in_path, O_RDONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        cr_assert_eq(posix_spawn(&pid, FIBERCTL_PATH, &fa, NULL, (char *const *)argv, environ), 0,
+                     "cannot run %s; build it first", FIBERCTL_PATH);
+        posix_spawn_file_actions_destroy(&fa);
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFEXITED(st), "fiberctl died with signal %d", WTERMSIG(st));
+        r->status = WEXITSTATUS(st);
+        read_file(out_path, r->out, sizeof(r->out));
+        read_file(err_path, r->err, sizeof(r->err));
+        unlink(out_path);
+        unlink(err_path);
+        unlink(in_path);
+}
+
+#define RUN(r, input, ...) run((r), (input), (const char *const[]){__VA_ARGS__, NULL})
+
+static void assert_contains(const char *hay, const char *needle)
+{
+        cr_assert_not_null(strstr(hay, needle), "expected \"%s\" in:\n%s", needle, hay);
+}
+
+/* ---------------------------------------------------------------- client library */
+
+Test(client, pipelined_requests_answered_out_of_order, .init = setup_normal, .fini = fake_stop)
+{
+        Client *c;
+        IpcStatus st;
+        IpcMessage m;
+        uint32_t submit_id, wait_id, ping_id;
+        const msgpack_object *res;
+        uint64_t id;
+
+        cr_assert_eq(client_connect(&c, NULL, &st), 0, "%s", st.message);
+        cr_assert_str_eq(client_path(c), fake.path);
+        msgpack_packer *pk = client_request(c, "job.submit", 3, &submit_id);
+        ipc_pack_cstr(pk, "slow");
+        msgpack_pack_map(pk, 0);
+        msgpack_pack_map(pk, 0);
+        cr_assert_eq(client_call_wait(c, submit_id, &m, 5000, &st), 1, "%s", st.message);
+        cr_assert_eq(client_result(&m, &res, &st), 0);
+        cr_assert_eq(ipc_read_uint(ipc_map_find(res, "id"), "id", &id, NULL), 0);
+        ipc_message_clear(&m);
+
+        pk = client_request(c, "job.wait", 1, &wait_id);
+        msgpack_pack_uint64(pk, id);
+        pk = client_request(c, "ping", 0, &ping_id);
+        cr_assert_neq(wait_id, ping_id);
+        cr_assert_gt(client_pending_output(c), 0);
+        cr_assert_eq(client_flush(c, 5000, &st), 0);
+        cr_assert_eq(client_pending_output(c), 0);
+
+        /* the wait is answered after the ping: waiting for it keeps the ping answer */
+        cr_assert_eq(client_call_wait(c, wait_id, &m, 5000, &st), 1, "%s", st.message);
+        cr_assert_eq(m.msgid, wait_id);
+        cr_assert_eq(client_result(&m, &res, &st), 0);
+        cr_assert(ipc_object_streq(ipc_map_find(res, "state"), "done"));
+        ipc_message_clear(&m);
+        cr_assert_eq(client_receive(c, &m, 5000, &st), 1);
+        cr_assert_eq(m.msgid, ping_id, "the kept answer comes next");
+        ipc_message_clear(&m);
+        cr_assert_eq(client_receive(c, &m, 0, &st), -ETIMEDOUT, "nothing else");
+        client_free(c);
+}
+
+Test(client, server_error_becomes_status, .init = setup_normal, .fini = fake_stop)
+{
+        Client *c;
+        IpcStatus st;
+        IpcMessage m;
+        uint32_t msgid;
+        const msgpack_object *res;
+
+        cr_assert_eq(client_connect(&c, fake.path, &st), 0);
+        msgpack_pack_uint64(client_request(c, "job.status", 1, &msgid), 99);
+        cr_assert_eq(client_call_wait(c, msgid, &m, 5000, &st), 1);
+        cr_assert_eq(client_result(&m, &res, &st), -ENOENT);
+        cr_assert_str_eq(st.code, IPC_NOT_FOUND);
+        assert_contains(st.message, "no job 99");
+        ipc_message_clear(&m);
+        client_free(c);
+}
+
+/* More requests than the socket buffers hold, answered as they are read: client_flush
+ * must read answers while it writes, or both sides block on write. */
+Test(client, deep_pipeline_does_not_deadlock, .init = setup_normal, .fini = fake_stop)
+{
+        Client *c;
+        IpcStatus st;
+        char pad[256];
+        enum { N = 6000 };
+
+        memset(pad, 'p', sizeof(pad));
+        cr_assert_eq(client_connect(&c, NULL, &st), 0);
+        for (int i = 0; i < N; i++) {
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(c, "ping", 1, &msgid);
+                cr_assert_eq(ipc_pack_strn(pk, pad, sizeof(pad)), 0);
+        }
+        cr_assert_gt(client_pending_output(c), (size_t)N * sizeof(pad));
+        cr_assert_eq(client_flush(c, 20000, &st), 0, "%s", st.message);
+        for (int i = 0; i < N; i++) {
+                IpcMessage m;
+                cr_assert_eq(client_receive(c, &m, 20000, &st), 1, "answer %d: %s", i, st.message);
+                cr_assert_eq(m.msgid, (uint32_t)i + 1);
+                ipc_message_clear(&m);
+        }
+        client_free(c);
+}
+
+Test(client, connect_failure_names_the_fix)
+{
+        Client *c = NULL;
+        IpcStatus st;
+
+        cr_assert_eq(client_connect(&c, "/nonexistent/dir/fiberd.sock", &st), -ENOENT);
+        cr_assert_null(c);
+        assert_contains(st.message, "cannot connect to /nonexistent/dir/fiberd.sock");
+        assert_contains(st.message, "is fiberd running?");
+}
+
+Test(client, default_socket_follows_the_environment)
+{
+        char buf[128];
+
+        setenv("FIBERD_SOCKET", "/tmp/x.sock", 1);
+        cr_assert_eq(client_default_socket(buf, sizeof(buf)), 0);
+        cr_assert_str_eq(buf, "/tmp/x.sock");
+        unsetenv("FIBERD_SOCKET");
+        setenv("XDG_RUNTIME_DIR", "/run/user/4242", 1);
+        cr_assert_eq(client_default_socket(buf, sizeof(buf)), 0);
+        cr_assert_str_eq(buf, geteuid() == 0 ? "/run/fiberd.sock" : "/run/user/4242/fiberd.sock");
+        cr_assert_eq(client_default_socket(buf, 4), -ENAMETOOLONG);
+}
+
+/* ---------------------------------------------------------------- fiberctl */
+
+Test(fiberctl, ping_and_plugins, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        RUN(&r, NULL, "ping");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "fiberd fake (pid");
+        RUN(&r, NULL, "--json", "ping");
+        cr_assert_eq(r.status, 0);
+        assert_contains(r.out, "\"version\":\"fake\"");
+        RUN(&r, NULL, "plugins");
+        cr_assert_eq(r.status, 0);
+        assert_contains(r.out, "echo");
+        assert_contains(r.out, "/x/old.so: ABI version 1");
+}
+
+Test(fiberctl, submit_types_values_and_waits, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        RUN(&r, NULL, "submit", "echo", "n=42", "f=1.5", "b=true", "s=hello", "q='7'", "neg=-3");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_assert_str_eq(r.out, "1\n");
+        RUN(&r, NULL, "--json", "result", "1");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "\"n\":42");
+        assert_contains(r.out, "\"f\":1.5");
+        assert_contains(r.out, "\"b\":true");
+        assert_contains(r.out, "\"s\":\"hello\"");
+        assert_contains(r.out, "\"q\":\"7\"");
+        assert_contains(r.out, "\"neg\":-3");
+
+        RUN(&r, NULL, "--json", "submit", "--wait", "echo", "x=1", "--priority", "-2", "--timeout",
+            "10s");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "\"state\":\"done\"");
+        RUN(&r, NULL, "submit", "fail", "--wait");
+        cr_assert_eq(r.status, 1, "a failed job makes submit --wait exit 1");
+        assert_contains(r.out, "NOT_FOUND: no such file");
+}
+
+Test(fiberctl, exit_codes_for_server_errors, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        RUN(&r, NULL, "submit", "nope");
+        cr_assert_eq(r.status, 66, "%s", r.err);
+        assert_contains(r.err, "no plugin named \"nope\"");
+        RUN(&r, NULL, "submit", "deny");
+        cr_assert_eq(r.status, 77);
+        RUN(&r, NULL, "status", "12345");
+        cr_assert_eq(r.status, 66);
+        assert_contains(r.err, "job 12345: no job 12345");
+        RUN(&r, NULL, "submit", "slow");
+        cr_assert_eq(r.status, 0);
+        RUN(&r, NULL, "result", "1");
+        cr_assert_eq(r.status, 75, "still running: try again later");
+        RUN(&r, NULL, "submit", "fail");
+        RUN(&r, NULL, "result", "2");
+        cr_assert_eq(r.status, 1, "%s", r.err);
+        assert_contains(r.err, "job 2 failed: no such file");
+}
+
+Test(fiberctl, usage_errors_exit_64, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        RUN(&r, NULL, "frobnicate");
+        cr_assert_eq(r.status, 64);
+        assert_contains(r.err, "unknown verb 'frobnicate'");
+        RUN(&r, NULL, "status");
+        cr_assert_eq(r.status, 64);
+        RUN(&r, NULL, "status", "x1");
+        cr_assert_eq(r.status, 64);
+        RUN(&r, NULL, "submit", "echo", "novalue");
+        cr_assert_eq(r.status, 64);
+        RUN(&r, NULL, "submit", "echo", "--timeout", "soon");
+        cr_assert_eq(r.status, 64);
+        RUN(&r, NULL, "list", "--state", "sleeping");
+        cr_assert_eq(r.status, 64);
+        RUN(&r, NULL, "--bogus", "ping");
+        cr_assert_eq(r.status, 64);
+}
+
+Test(fiberctl, wait_prints_jobs_as_they_finish, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        RUN(&r, NULL, "submit", "slow");
+        RUN(&r, NULL, "submit", "echo", "k=v");
+        RUN(&r, NULL, "wait", "1", "2");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        char *first = strstr(r.out, "2 echo done");
+        char *second = strstr(r.out, "1 slow done");
+        cr_assert(first && second && first < second, "job 2 is reported first:\n%s", r.out);
+        RUN(&r, NULL, "submit", "fail");
+        RUN(&r, NULL, "--json", "wait", "2", "3");
+        cr_assert_eq(r.status, 1, "job 3 failed");
+        assert_contains(r.out, "\"state\":\"failed\"");
+}
+
+Test(fiberctl, status_cancel_list_stats, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        RUN(&r, NULL, "submit", "slow");
+        RUN(&r, NULL, "status", "1");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "job 1 (slow): running");
+        assert_contains(r.out, "progress  4/8 (50%)");
+        RUN(&r, NULL, "cancel", "1");
+        cr_assert_eq(r.status, 0);
+        RUN(&r, NULL, "submit", "echo");
+        RUN(&r, NULL, "list", "--state", "cancelled");
+        cr_assert_eq(r.status, 0);
+        assert_contains(r.out, "slow");
+        cr_assert_null(strstr(r.out, "echo"), "%s", r.out);
+        RUN(&r, NULL, "--json", "list");
+        assert_contains(r.out, "\"plugin\":\"echo\"");
+        RUN(&r, NULL, "stats");
+        cr_assert_eq(r.status, 0);
+        assert_contains(r.out, "uptime 1.5s");
+        assert_contains(r.out, "fiberd");
+}
+
+Test(fiberctl, batch_submits_and_waits, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+        const char *input = "{\"plugin\": \"echo\", \"args\": {\"path\": \"/a\"}}\n"
+                            "\n"
+                            "{\"plugin\": \"slow\", \"options\": {\"priority\": 1}}\n"
+                            "{\"plugin\": \"echo\", \"args\": {\"path\": \"/b\"}}\n";
+
+        RUN(&r, input, "--json", "batch", "--wait", "--window", "2");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "\"path\":\"/a\"");
+        assert_contains(r.out, "\"path\":\"/b\"");
+        assert_contains(r.out, "\"line\":3");
+        int lines = 0;
+        for (char *p = r.out; (p = strchr(p, '\n')); p++)
+                lines++;
+        cr_assert_eq(lines, 3, "%s", r.out);
+
+        RUN(&r, "{\"plugin\": \"fail\"}\n{\"plugin\": \"nope\"}\n", "batch", "--wait");
+        cr_assert_eq(r.status, 1, "%s", r.err);
+        assert_contains(r.out, "failed");
+        assert_contains(r.out, "line 2: NOT_FOUND");
+
+        RUN(&r, "not json\n{\"plugin\": \"echo\"}\n", "batch");
+        cr_assert_eq(r.status, 65, "bad input line");
+        assert_contains(r.out, "line 1: INVALID_ARGUMENT: not JSON");
+        assert_contains(r.out, "line 2: job");
+}
+
+Test(fiberctl, unreachable_daemon_exits_69)
+{
+        Run r;
+
+        strcpy(fake.dir, "/tmp/fiberctl-test-XXXXXX");
+        cr_assert_not_null(mkdtemp(fake.dir));
+        setenv("FIBERD_SOCKET", "/tmp/fiberctl-test-nonexistent.sock", 1);
+        RUN(&r, NULL, "ping");
+        rmdir(fake.dir);
+        cr_assert_eq(r.status, 69);
+        assert_contains(r.err, "cannot connect to /tmp/fiberctl-test-nonexistent.sock");
+        assert_contains(r.err, "is fiberd running?");
+}
+
+Test(fiberctl, garbage_from_daemon_exits_76, .fini = fake_stop)
+{
+        Run r;
+
+        fake_start(MODE_GARBAGE);
+        RUN(&r, NULL, "ping");
+        cr_assert_eq(r.status, 76, "%s", r.err);
+        assert_contains(r.err, "cannot read");
+}
+
+Test(fiberctl, daemon_closing_exits_69, .fini = fake_stop)
+{
+        Run r;
+
+        fake_start(MODE_CLOSE);
+        RUN(&r, NULL, "stats");
+        cr_assert_eq(r.status, 69, "%s", r.err);
+        assert_contains(r.err, "fiberd closed the connection");
+}
