@@ -1,0 +1,39 @@
+# daemon/ — fiberd itself: main, config, job table, dispatcher, server, methods, stats, the
+# plugin host. Links the runtime (libsched), the wire codec (libipc) and the plugin loader
+# (plugins/build.mk's $(LOADER_OBJS)).
+DAEMON_PKGS := msgpack inih libsystemd
+DAEMON_CFLAGS := $(shell pkg-config --cflags $(DAEMON_PKGS) 2>/dev/null)
+DAEMON_LIBS := $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null || echo -lmsgpackc -linih -lsystemd) -ldl
+
+FIBERD_PLUGIN_DIR ?= $(or $(PLUGIN_INSTALL_DIR),$(PREFIX)/lib/fiberd/plugins)
+DAEMON_SRCS := $(sort $(wildcard daemon/*.c))
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
+FIBERD := $(BUILD)/fiberd
+
+$(DAEMON_OBJS): CPPFLAGS += -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"'
+$(DAEMON_OBJS): CFLAGS += $(DAEMON_CFLAGS)
+
+# -rdynamic is deliberately absent: plugins see nothing of the daemon but the host table.
+$(FIBERD): $(DAEMON_OBJS) $(LOADER_OBJS) $(LIBIPC) $(LIBSCHED)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJS) $(LOADER_OBJS) $(LIBIPC) $(LIBSCHED) \
+		$(SCHED_LIBS) $(DAEMON_LIBS) $(LOADER_LIBS)
+
+all: $(FIBERD)
+
+# ---- integration tests: tests/integration/daemon_*.c, one criterion binary each, with the
+# harness (fiberd_harness.c) and the client library; they start the fiberd built above with
+# the bundled plugins ($(BUNDLED_PLUGINS)) and the bad test plugins ($(TEST_PLUGINS)).
+DAEMON_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,\
+	$(sort $(wildcard tests/integration/daemon_*.c)))
+DAEMON_TEST_HARNESS := $(BUILD)/tests/integration/fiberd_harness.o
+DAEMON_TEST_DEFS := -DFIBERD_BIN='"$(abspath $(FIBERD))"' \
+	-DFIBERD_PLUGIN_BUILD_DIR='"$(abspath $(BUILD))/plugins"' \
+	-DFIBERD_TEST_PLUGIN_DIR='"$(abspath $(BUILD))/tests/plugins"'
+$(DAEMON_TESTS:%=%.o) $(DAEMON_TEST_HARNESS): CPPFLAGS += $(DAEMON_TEST_DEFS)
+$(DAEMON_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o \
+		$(DAEMON_TEST_HARNESS) $(LIBCLIENT) $(LIBIPC) $(FIBERD) $(BUNDLED_PLUGINS) \
+		$(TEST_PLUGINS)
+	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_TEST_HARNESS) $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
+		-lcrypto -lcriterion
+INTEGRATION_TESTS += $(DAEMON_TESTS)

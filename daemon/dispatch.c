@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dispatch.c — the dispatcher: which queued job runs next, and the fibers that run it.
+ *
+ * Queued jobs wait in a binary min-heap ordered by (priority, id): a lower priority
+ * value runs first, equal priorities in submission order. At most t->max_running jobs
+ * run at once. That bound is what makes priority real (without it every job would be
+ * made ready at once and the run queue would run them in FIFO order), and it keeps the
+ * group's live fibers well below max_fibers, so fiber_create() does not refuse with
+ * -EAGAIN under load; if it still does (plugins spawning many children), the job goes
+ * back to the queue and the next finishing job or the ticker (jobtable_sweep()) retries.
+ *
+ * A running job has two fibers on the job scheduling group:
+ *  - the supervisor (detached): creates the job fiber joinable, publishes its handle in
+ *    job->fiber so job.cancel can fiber_cancel() it, waits on job->ran until the job's
+ *    deadline, cancels the job fiber when the deadline passes, then clears job->fiber
+ *    under the table lock and joins it — in that order, so a handle that the lock lets
+ *    anyone see is never a joined one;
+ *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow reports): calls
+ *    the plugin's entry point through the host table (plugin_host.c) and sets job->ran.
+ * The supervisor then gives the job its final state: cancelled if cancellation was
+ * requested (cooperative: a job that ignored it still ends cancelled), failed if the
+ * entry point returned a negative errno, done otherwise; it wakes the job's waiters and
+ * pumps the queue.
+ */
+#include "daemon/jobtable.h"
+#include "daemon/log.h"
+#include "daemon/plugin_host.h"
+#include "ipc/status.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ heap -------- */
+
+static bool job_before(const Job *a, const Job *b)
+{
+        if (a->priority != b->priority)
+                return a->priority < b->priority;
+        return a->id < b->id;
+}
+
+static void heap_set(JobTable *t, size_t i, Job *j)
+{
+        t->heap[i] = j;
+        j->heap_index = i;
+}
+
+static void heap_up(JobTable *t, size_t i)
+{
+        Job *j = t->heap[i];
+
+        while (i > 0) {
+                size_t parent = (i - 1) / 2;
+                if (!job_before(j, t->heap[parent]))
+                        break;
+                heap_set(t, i, t->heap[parent]);
+                i = parent;
+        }
+        heap_set(t, i, j);
+}
+
+static void heap_down(JobTable *t, size_t i)
+{
+        Job *j = t->heap[i];
+
+        for (;;) {
+                size_t l = 2 * i + 1, m = i;
+                Job *best = j;
+                if (l < t->heap_len && job_before(t->heap[l], best))
+                        m = l, best = t->heap[l];
+                if (l + 1 < t->heap_len && job_before(t->heap[l + 1], best))
+                        m = l + 1, best = t->heap[l + 1];
+                if (m == i)
+                        break;
+                heap_set(t, i, best);
+                i = m;
+        }
+        heap_set(t, i, j);
+}
+
+int dispatch_push_locked(JobTable *t, Job *j)
+{
+        if (t->heap_len == t->heap_cap) {
+                size_t cap = t->heap_cap ? t->heap_cap * 2 : 256;
+                Job **h = realloc(t->heap, cap * sizeof(*h));
+                if (!h)
+                        return -ENOMEM;
+                t->heap = h;
+                t->heap_cap = cap;
+        }
+        heap_set(t, t->heap_len++, j);
+        heap_up(t, j->heap_index);
+        return 0;
+}
+
+void dispatch_remove_locked(JobTable *t, Job *j)
+{
+        size_t i = j->heap_index;
+
+        if (i == SIZE_MAX || i >= t->heap_len || t->heap[i] != j)
+                return;
+        j->heap_index = SIZE_MAX;
+        t->heap_len--;
+        if (i == t->heap_len)
+                return;
+        heap_set(t, i, t->heap[t->heap_len]);
+        heap_up(t, i);
+        heap_down(t, t->heap[i]->heap_index);
+}
+
+/* ------------------------------------------------------------------ fibers ------ */
+
+static void job_fiber_main(void *arg)
+{
+        Job *j = arg;
+
+        j->run_result = plugin_host_run(j);
+        fiber_event_set(&j->ran);
+}
+
+/* Final state and error for a job whose entry point returned. Under the lock. */
+static void job_conclude_locked(JobTable *t, Job *j)
+{
+        char msg[512];
+
+        if (j->cancel_requested) {
+                if (j->timed_out)
+                        snprintf(msg, sizeof(msg), "the job's timeout of %llu ms passed",
+                                 (unsigned long long)(j->timeout_ns / 1000000));
+                else
+                        snprintf(msg, sizeof(msg), "%s",
+                                 t->stopping ? "cancelled: fiberd is shutting down"
+                                             : "cancelled on request");
+                jobtable_finish_locked(t, j, JOB_CANCELLED,
+                                       j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED, msg);
+        } else if (j->run_result < 0) {
+                snprintf(msg, sizeof(msg), "%s",
+                         j->error_message ? j->error_message : strerror(-j->run_result));
+                jobtable_finish_locked(t, j, JOB_FAILED,
+                                       j->fail_code ? j->fail_code
+                                                    : ipc_status_code_from_errno(j->run_result),
+                                       msg);
+        } else {
+                jobtable_finish_locked(t, j, JOB_DONE, NULL, NULL);
+        }
+}
+
+static void job_supervise(void *arg)
+{
+        Job *j = arg;
+        JobTable *t = plugin_host_table();
+        FiberAttr attr = {.tag = j->tag, .group = t->group};
+        Fiber *f;
+        int r;
+
+        r = fiber_create(&f, &attr, job_fiber_main, j);
+        if (r < 0) {
+                jobtable_lock(t);
+                t->running--;
+                if (r == -EAGAIN && !j->cancel_requested && !t->stopping) {
+                        /* the group is full: back to the queue, the ticker retries */
+                        jobtable_set_state_locked(t, j, JOB_QUEUED);
+                        j->started_ms = 0;
+                        if (dispatch_push_locked(t, j) == 0) {
+                                t->pump_blocked = true;
+                                jobtable_unlock(t);
+                                job_unref(j);
+                                return;
+                        }
+                }
+                j->run_result = r;
+                free(j->error_message);
+                j->error_message = strdup("no fiber could be created for the job");
+                job_conclude_locked(t, j);
+                jobtable_unlock(t);
+                log_job(LOG_ERR, j->id, j->plugin_name, "cannot create the job fiber: %s",
+                        strerror(-r));
+                job_unref(j);
+                return;
+        }
+
+        jobtable_lock(t);
+        j->fiber = f;
+        if (j->cancel_requested)
+                fiber_cancel(f);
+        jobtable_unlock(t);
+
+        r = fiber_event_wait(&j->ran, j->deadline_ns);
+        if (r == -ETIMEDOUT) {
+                jobtable_cancel(t, j, true);
+                r = fiber_event_wait(&j->ran, SCHED_FOREVER);
+        }
+        if (r < 0)
+                log_job(LOG_WARNING, j->id, j->plugin_name,
+                        "supervisor wait failed (%s); joining the job fiber", strerror(-r));
+
+        jobtable_lock(t);
+        j->fiber = NULL;
+        jobtable_unlock(t);
+        while (fiber_join(f) == -ECANCELED)
+                ;
+
+        jobtable_lock(t);
+        job_conclude_locked(t, j);
+        t->running--;
+        dispatch_pump_locked(t);
+        jobtable_unlock(t);
+        if (j->state == JOB_FAILED)
+                log_job(LOG_WARNING, j->id, j->plugin_name, "failed: %s", j->error_message);
+        else
+                log_job(LOG_DEBUG, j->id, j->plugin_name, "%s", job_state_name(j->state));
+        job_unref(j);
+}
+
+void dispatch_pump_locked(JobTable *t)
+{
+        uint64_t now = 0;
+
+        while (!t->pump_blocked && t->heap_len && t->running < t->max_running) {
+                Job *j = t->heap[0];
+                FiberAttr attr = {.group = t->group, .detached = true};
+                int r;
+
+                if (j->deadline_ns != SCHED_FOREVER) {
+                        if (!now)
+                                now = sched_now_ns();
+                        if (j->deadline_ns <= now) {
+                                dispatch_remove_locked(t, j);
+                                j->cancel_requested = j->timed_out = true;
+                                jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_DEADLINE_EXCEEDED,
+                                                       "the job's timeout passed while it "
+                                                       "was queued");
+                                continue;
+                        }
+                }
+                r = fiber_create(NULL, &attr, job_supervise, job_ref(j));
+                if (r < 0) {
+                        job_unref(j);
+                        t->pump_blocked = true;
+                        log_msg(LOG_WARNING,
+                                "dispatcher: cannot create a supervisor fiber (%s); %zu jobs "
+                                "wait",
+                                strerror(-r), t->heap_len);
+                        break;
+                }
+                dispatch_remove_locked(t, j);
+                t->running++;
+                jobtable_set_state_locked(t, j, JOB_RUNNING);
+                j->started_ms = job_now_ms();
+        }
+}

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * job.c — the Job object: creation with a private copy of the arguments, reference
+ * counting, state names and the wire record (see job.h).
+ *
+ * The arguments arrive inside a request's msgpack zone, which dies with the request,
+ * so job_new() re-packs them and unpacks the bytes again into a zone of the job's own
+ * (msgpack-c's zone unpacker points strings into its input, so the input bytes are
+ * placed in that same zone first), the way ipc/decoder.c gives each message its zone.
+ */
+#include "daemon/job.h"
+#include "ipc/encoder.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const job_state_names[JOB_STATE_COUNT] = {
+        [JOB_QUEUED] = "queued", [JOB_RUNNING] = "running",     [JOB_DONE] = "done",
+        [JOB_FAILED] = "failed", [JOB_CANCELLED] = "cancelled",
+};
+
+const char *job_state_name(JobState s)
+{
+        return s < JOB_STATE_COUNT ? job_state_names[s] : "unknown";
+}
+
+int job_state_parse(const char *name, size_t len, JobState *ret)
+{
+        for (int s = 0; s < JOB_STATE_COUNT; s++) {
+                if (strlen(job_state_names[s]) == len &&
+                    memcmp(job_state_names[s], name, len) == 0) {
+                        *ret = (JobState)s;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+bool job_state_final(JobState s)
+{
+        return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED;
+}
+
+uint64_t job_now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Deep-copies @o into a fresh zone. Return: 0 and *@ret_zone / *@ret; -ENOMEM. */
+static int job_copy_object(const msgpack_object *o, msgpack_zone **ret_zone, msgpack_object *ret)
+{
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_zone *zone = NULL;
+        msgpack_object obj;
+        size_t off = 0;
+        char *bytes;
+        int r = -ENOMEM;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        if (msgpack_pack_object(&pk, *o) != 0)
+                goto out_sbuffer;
+        zone = msgpack_zone_new(sb.size + 256 > MSGPACK_ZONE_CHUNK_SIZE ? sb.size + 256
+                                                                        : MSGPACK_ZONE_CHUNK_SIZE);
+        if (!zone)
+                goto out_sbuffer;
+        bytes = msgpack_zone_malloc(zone, sb.size ? sb.size : 1);
+        if (!bytes)
+                goto out_zone;
+        memcpy(bytes, sb.data, sb.size);
+        if (msgpack_unpack(bytes, sb.size, &off, zone, &obj) != MSGPACK_UNPACK_SUCCESS)
+                goto out_zone;
+        msgpack_sbuffer_destroy(&sb);
+        *ret_zone = zone;
+        *ret = obj;
+        return 0;
+
+out_zone:
+        msgpack_zone_free(zone);
+out_sbuffer:
+        msgpack_sbuffer_destroy(&sb);
+        return r;
+}
+
+int job_new(Job **ret, uint64_t id, uid_t owner, const Plugin *plugin, const char *plugin_name,
+            const msgpack_object *args, int priority, uint64_t timeout_ns)
+{
+        Job *j = calloc(1, sizeof(*j));
+        int r = -ENOMEM;
+
+        if (!j)
+                return -ENOMEM;
+        j->plugin_name = strdup(plugin_name);
+        if (!j->plugin_name)
+                goto out_free_job;
+        r = job_copy_object(args, &j->args_zone, &j->args);
+        if (r < 0)
+                goto out_free_name;
+        j->id = id;
+        j->owner = owner;
+        j->plugin = plugin;
+        j->priority = priority;
+        j->timeout_ns = timeout_ns;
+        j->deadline_ns = timeout_ns ? sched_deadline_after(timeout_ns) : SCHED_FOREVER;
+        snprintf(j->tag, sizeof(j->tag), "job %llu plugin %s", (unsigned long long)id, plugin_name);
+        j->refs = 1;
+        j->state = JOB_QUEUED;
+        j->submitted_ms = job_now_ms();
+        j->heap_index = SIZE_MAX;
+        fiber_event_init(&j->ran);
+        fiber_event_init(&j->finished);
+        *ret = j;
+        return 0;
+
+out_free_name:
+        free(j->plugin_name);
+out_free_job:
+        free(j);
+        return r;
+}
+
+Job *job_ref(Job *j)
+{
+        __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+        return j;
+}
+
+Job *job_unref(Job *j)
+{
+        if (!j)
+                return NULL;
+        if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) != 0)
+                return NULL;
+        msgpack_zone_free(j->args_zone);
+        free(j->plugin_name);
+        free(j->result);
+        free(j->error_message);
+        free(j);
+        return NULL;
+}
+
+static int pack_ms_or_nil(msgpack_packer *pk, const char *key, uint64_t ms)
+{
+        return ms ? ipc_pack_kv_uint(pk, key, ms) : ipc_pack_kv_nil(pk, key);
+}
+
+int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
+{
+        int r = 0;
+
+        r |= msgpack_pack_map(pk, with_result ? 12 : 11);
+        r |= ipc_pack_kv_uint(pk, "id", j->id);
+        r |= ipc_pack_kv_cstr(pk, "plugin", j->plugin_name);
+        r |= ipc_pack_kv_uint(pk, "owner", j->owner);
+        r |= ipc_pack_kv_cstr(pk, "state", job_state_name(j->state));
+        r |= ipc_pack_kv_int(pk, "priority", j->priority);
+        r |= ipc_pack_kv_uint(pk, "timeout_ms", j->timeout_ns / 1000000);
+        r |= pack_ms_or_nil(pk, "created_ms", j->submitted_ms);
+        r |= pack_ms_or_nil(pk, "started_ms", j->started_ms);
+        r |= pack_ms_or_nil(pk, "finished_ms", j->finished_ms);
+        r |= ipc_pack_cstr(pk, "progress");
+        if (j->progress_total || j->progress_done) {
+                r |= msgpack_pack_map(pk, 2);
+                r |= ipc_pack_kv_uint(pk, "done", j->progress_done);
+                r |= ipc_pack_kv_uint(pk, "total", j->progress_total);
+        } else {
+                r |= msgpack_pack_nil(pk);
+        }
+        if (with_result) {
+                r |= ipc_pack_cstr(pk, "result");
+                if (j->result && j->state == JOB_DONE)
+                        r |= pk->callback(pk->data, j->result, j->result_len);
+                else
+                        r |= msgpack_pack_nil(pk);
+        }
+        r |= ipc_pack_cstr(pk, "error");
+        if (j->error_code)
+                r |= ipc_pack_error_map(pk, j->error_code,
+                                        j->error_message ? j->error_message : "");
+        else
+                r |= msgpack_pack_nil(pk);
+        return r ? -ENOMEM : 0;
+}

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * job.h — fiberd's job: one plugin invocation with msgpack arguments, run as a fiber.
+ *
+ * A Job is reference counted (job_ref() / job_unref(); atomic, any thread). The job
+ * table (jobtable.h) holds one reference from submission until retention drops it;
+ * a running job's supervisor fiber holds one; a request handler that looks a job up
+ * gets its own. Every field that changes after submission (state, timestamps, progress,
+ * result, error, cancel flag, fiber handle, links) is read and written only under the
+ * job table's lock; the immutable fields (id, owner, plugin, args, options) may be read
+ * without it by whoever holds a reference.
+ *
+ * The lifecycle (PROTOCOL.md, "Jobs"):
+ *
+ *     queued ──dispatch──▶ running ──plugin returns 0────────▶ done
+ *       │                     ├──────plugin returns < 0──────▶ failed
+ *       │                     └──cancel / timeout, then returns▶ cancelled
+ *       └──cancel / timeout while queued──────────────────────▶ cancelled
+ *
+ * "cancelled" wins over the plugin's return value once cancellation was requested:
+ * cancellation is cooperative (the job's blocking calls return -ECANCELED), and a job
+ * that ignores it still ends cancelled when it returns.
+ */
+#ifndef FIBERD_DAEMON_JOB_H
+#define FIBERD_DAEMON_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <msgpack.h>
+
+#include "scheduler/sched.h"
+
+typedef enum JobState {
+        JOB_QUEUED,
+        JOB_RUNNING,
+        JOB_DONE,
+        JOB_FAILED,
+        JOB_CANCELLED,
+        JOB_STATE_COUNT,
+} JobState;
+
+/* job_state_name - "queued", "running", ... Context: any. */
+const char *job_state_name(JobState s);
+
+/* job_state_parse - the reverse. Return: 0 and *@ret; -EINVAL for an unknown name. */
+int job_state_parse(const char *name, size_t len, JobState *ret);
+
+/* job_state_final - true for done, failed and cancelled. */
+bool job_state_final(JobState s);
+
+/* A loaded plugin (plugins/loader.h): stays loaded until fiberd exits, so jobs hold the
+ * pointer without a reference. */
+typedef struct LoadedPlugin Plugin;
+
+typedef struct Job {
+        /* immutable after job_new() */
+        uint64_t id;             /* from 1, never reused */
+        uid_t owner;             /* the submitting client's uid (SO_PEERCRED) */
+        const Plugin *plugin;    /* the loaded plugin (valid until exit) */
+        char *plugin_name;       /* owned copy, for logs and records */
+        msgpack_object args;     /* a map; lives in args_zone */
+        msgpack_zone *args_zone; /* owned */
+        int priority;            /* lower runs first */
+        uint64_t timeout_ns;     /* 0 = none */
+        uint64_t deadline_ns;    /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
+        char tag[96];            /* the fiber tag: "job 42 plugin sha256" */
+
+        int refs; /* atomic */
+
+        /* under the table lock */
+        JobState state;
+        uint64_t submitted_ms;            /* CLOCK_REALTIME, milliseconds since the epoch */
+        uint64_t started_ms, finished_ms; /* 0 = not yet */
+        uint64_t finished_mono_ns;        /* for retention */
+        uint64_t progress_done, progress_total;
+        char *result; /* packed msgpack object, owned; NULL = none (nil) */
+        size_t result_len;
+        const char *error_code; /* IPC_* constant; NULL = none */
+        char *error_message;    /* owned */
+        bool cancel_requested;
+        bool timed_out;        /* the cancellation came from the deadline */
+        Fiber *fiber;          /* joinable job fiber while it may be cancelled */
+        int run_result;        /* what the plugin's entry point returned */
+        const char *fail_code; /* IPC_* code the plugin's failure maps to; NULL = errno's */
+        void *host_job;        /* the FiberdJob while the entry point runs (plugin_job.c) */
+
+        FiberEvent ran;      /* set by the job fiber when the entry point returned */
+        FiberEvent finished; /* set once the state is final */
+
+        /* table links (jobtable.c), under the table lock */
+        struct Job *hash_next;
+        struct Job *all_prev, *all_next; /* every job, by id */
+        struct Job *fin_prev, *fin_next; /* finished jobs, by finish time */
+        size_t heap_index;               /* in the dispatcher's queue; SIZE_MAX = not */
+} Job;
+
+/*
+ * job_new - a queued job holding a copy of @args (a msgpack map; deep-copied into the
+ * job's own zone) for @plugin.
+ * @ret: out, one reference, written only on success.
+ * Return: 0; -ENOMEM. Context: any; does not yield.
+ */
+int job_new(Job **ret, uint64_t id, uid_t owner, const Plugin *plugin, const char *plugin_name,
+            const msgpack_object *args, int priority, uint64_t timeout_ns);
+
+/* job_ref - one more reference; returns @j. Context: any. */
+Job *job_ref(Job *j);
+
+/* job_unref - drop a reference, freeing the job at zero. Accepts NULL; returns NULL. */
+Job *job_unref(Job *j);
+
+/*
+ * job_pack_record - the job record (PROTOCOL.md, "Job record") as one msgpack map:
+ * id, plugin, owner, state, priority, timeout_ms, created_ms / started_ms / finished_ms
+ * (ms since the epoch, nil when not yet), progress {done, total} (nil when never
+ * reported), result (the plugin's object, nil unless done), error ({code, message}, nil
+ * unless failed/cancelled). @with_result false leaves result out.
+ * Context: caller holds the table lock (reads mutable fields). Return: 0; -ENOMEM.
+ */
+int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result);
+
+/* job_now_ms - CLOCK_REALTIME in milliseconds. Context: any. */
+uint64_t job_now_ms(void);
+
+#endif

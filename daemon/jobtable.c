@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jobtable.c — the job hash, the id-ordered and finish-ordered lists, retention and
+ * counters (see jobtable.h). The dispatcher's queue lives in dispatch.c.
+ *
+ * All lists are intrusive (links inside Job), so nothing but job_new() and the
+ * occasional hash doubling allocates. The table holds one reference to every job it
+ * lists; dropping a job from the hash and lists drops that reference.
+ */
+#include "daemon/jobtable.h"
+#include "daemon/log.h"
+#include "daemon/plugin_host.h"
+#include "ipc/status.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void jobtable_lock(JobTable *t)
+{
+        pthread_mutex_lock(&t->lock);
+}
+
+void jobtable_unlock(JobTable *t)
+{
+        pthread_mutex_unlock(&t->lock);
+}
+
+int jobtable_init(JobTable *t, SchedulingGroup *group, unsigned max_running, size_t max_queued,
+                  uint64_t retention_ns, size_t retention_max)
+{
+        memset(t, 0, sizeof(*t));
+        t->nbuckets = 1024;
+        t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+        if (!t->buckets)
+                return -ENOMEM;
+        pthread_mutex_init(&t->lock, NULL);
+        t->group = group;
+        t->next_id = 1;
+        t->max_running = max_running ? max_running : 1;
+        t->max_queued = max_queued;
+        t->retention_ns = retention_ns;
+        t->retention_max = retention_max;
+        fiber_event_init(&t->idle);
+        return 0;
+}
+
+void jobtable_done(JobTable *t)
+{
+        Job *j = t->all_head;
+
+        while (j) {
+                Job *next = j->all_next;
+                job_unref(j);
+                j = next;
+        }
+        for (size_t i = 0; i < t->nplugins; i++)
+                free(t->plugins[i].name);
+        free(t->plugins);
+        free(t->buckets);
+        free(t->heap);
+        pthread_mutex_destroy(&t->lock);
+        memset(t, 0, sizeof(*t));
+}
+
+void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, uint64_t retention_ns,
+                        size_t retention_max)
+{
+        jobtable_lock(t);
+        t->max_running = max_running ? max_running : 1;
+        t->max_queued = max_queued;
+        t->retention_ns = retention_ns;
+        t->retention_max = retention_max;
+        dispatch_pump_locked(t);
+        jobtable_unlock(t);
+}
+
+/* ------------------------------------------------------------------ hash -------- */
+
+static size_t bucket_of(const JobTable *t, uint64_t id)
+{
+        /* ids are dense: a multiplicative hash spreads consecutive ids anyway */
+        return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 20) & (t->nbuckets - 1);
+}
+
+static void hash_grow_locked(JobTable *t)
+{
+        size_t n = t->nbuckets * 2;
+        Job **b = calloc(n, sizeof(*b));
+        Job **old = t->buckets;
+        size_t oldn = t->nbuckets;
+
+        if (!b)
+                return; /* longer chains, still correct */
+        t->buckets = b;
+        t->nbuckets = n;
+        for (size_t i = 0; i < oldn; i++) {
+                Job *j = old[i];
+                while (j) {
+                        Job *next = j->hash_next;
+                        size_t k = bucket_of(t, j->id);
+                        j->hash_next = b[k];
+                        b[k] = j;
+                        j = next;
+                }
+        }
+        free(old);
+}
+
+static void hash_remove_locked(JobTable *t, Job *j)
+{
+        Job **p = &t->buckets[bucket_of(t, j->id)];
+
+        while (*p && *p != j)
+                p = &(*p)->hash_next;
+        if (*p)
+                *p = j->hash_next;
+        j->hash_next = NULL;
+        t->count--;
+}
+
+Job *jobtable_get(JobTable *t, uint64_t id)
+{
+        Job *j;
+
+        jobtable_lock(t);
+        for (j = t->buckets[bucket_of(t, id)]; j; j = j->hash_next)
+                if (j->id == id)
+                        break;
+        if (j)
+                job_ref(j);
+        jobtable_unlock(t);
+        return j;
+}
+
+/* ------------------------------------------------------------------ counters ---- */
+
+static JobCounts *plugin_counts_locked(JobTable *t, const char *name)
+{
+        PluginCounts *p;
+
+        for (size_t i = 0; i < t->nplugins; i++)
+                if (strcmp(t->plugins[i].name, name) == 0)
+                        return &t->plugins[i].counts;
+        p = realloc(t->plugins, (t->nplugins + 1) * sizeof(*p));
+        if (!p)
+                return NULL;
+        t->plugins = p;
+        p = &t->plugins[t->nplugins];
+        memset(p, 0, sizeof(*p));
+        p->name = strdup(name);
+        if (!p->name)
+                return NULL;
+        t->nplugins++;
+        return &p->counts;
+}
+
+static uint64_t *count_field(JobCounts *c, JobState s)
+{
+        switch (s) {
+        case JOB_QUEUED:
+                return &c->queued;
+        case JOB_RUNNING:
+                return &c->running;
+        case JOB_DONE:
+                return &c->done;
+        case JOB_FAILED:
+                return &c->failed;
+        default:
+                return &c->cancelled;
+        }
+}
+
+void jobtable_set_state_locked(JobTable *t, Job *j, JobState s)
+{
+        JobCounts *pc = plugin_counts_locked(t, j->plugin_name);
+        JobState old = j->state;
+
+        /* queued and running are gauges: leave the old one */
+        if (old == JOB_QUEUED || old == JOB_RUNNING) {
+                (*count_field(&t->counts, old))--;
+                if (pc)
+                        (*count_field(pc, old))--;
+        }
+        (*count_field(&t->counts, s))++;
+        if (pc)
+                (*count_field(pc, s))++;
+        j->state = s;
+}
+
+void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts *pc, void *arg),
+                     void *arg)
+{
+        jobtable_lock(t);
+        *ret = t->counts;
+        for (size_t i = 0; fn && i < t->nplugins; i++)
+                fn(&t->plugins[i], arg);
+        jobtable_unlock(t);
+}
+
+/* ------------------------------------------------------------------ lifecycle --- */
+
+static void check_idle_locked(JobTable *t)
+{
+        if (t->stopping && t->heap_len == 0 && t->running == 0)
+                fiber_event_set(&t->idle);
+}
+
+int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *plugin_name,
+                    const msgpack_object *args, int priority, uint64_t timeout_ns, Job **ret)
+{
+        JobCounts *pc;
+        Job *j;
+        int r;
+
+        jobtable_lock(t);
+        if (t->stopping) {
+                r = -ESHUTDOWN;
+                goto out_unlock;
+        }
+        if (t->heap_len >= t->max_queued) {
+                r = -EAGAIN;
+                goto out_unlock;
+        }
+        r = job_new(&j, t->next_id, owner, plugin, plugin_name, args, priority, timeout_ns);
+        if (r < 0)
+                goto out_unlock;
+        r = dispatch_push_locked(t, j);
+        if (r < 0) {
+                job_unref(j);
+                goto out_unlock;
+        }
+        t->next_id++;
+        if (t->count >= t->nbuckets)
+                hash_grow_locked(t);
+        j->hash_next = t->buckets[bucket_of(t, j->id)];
+        t->buckets[bucket_of(t, j->id)] = j;
+        t->count++;
+        j->all_prev = t->all_tail;
+        if (t->all_tail)
+                t->all_tail->all_next = j;
+        else
+                t->all_head = j;
+        t->all_tail = j;
+        t->counts.submitted++;
+        t->counts.queued++;
+        pc = plugin_counts_locked(t, plugin_name);
+        if (pc) {
+                pc->submitted++;
+                pc->queued++;
+        }
+        *ret = job_ref(j);
+        log_job(LOG_DEBUG, j->id, plugin_name, "queued (owner %u, priority %d, timeout %llu ms)",
+                (unsigned)owner, priority, (unsigned long long)(timeout_ns / 1000000));
+        dispatch_pump_locked(t);
+        jobtable_unlock(t);
+        return 0;
+
+out_unlock:
+        jobtable_unlock(t);
+        return r;
+}
+
+void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, const char *message)
+{
+        if (job_state_final(j->state))
+                return;
+        jobtable_set_state_locked(t, j, s);
+        j->finished_ms = job_now_ms();
+        j->finished_mono_ns = sched_now_ns();
+        if (code) {
+                char *m = strdup(message ? message : "");
+                j->error_code = code;
+                free(j->error_message);
+                j->error_message = m;
+        }
+        j->fin_prev = t->fin_tail;
+        j->fin_next = NULL;
+        if (t->fin_tail)
+                t->fin_tail->fin_next = j;
+        else
+                t->fin_head = j;
+        t->fin_tail = j;
+        t->fin_count++;
+        fiber_event_set(&j->finished);
+        check_idle_locked(t);
+}
+
+int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
+{
+        int r = 0;
+
+        jobtable_lock(t);
+        if (job_state_final(j->state)) {
+                r = -EALREADY;
+        } else if (j->state == JOB_QUEUED) {
+                dispatch_remove_locked(t, j);
+                j->cancel_requested = true;
+                j->timed_out = timed_out;
+                if (timed_out)
+                        jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_DEADLINE_EXCEEDED,
+                                               "the job's timeout passed while it was queued");
+                else
+                        jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_CANCELLED,
+                                               "cancelled while queued");
+        } else if (!j->cancel_requested) {
+                j->cancel_requested = true;
+                j->timed_out = timed_out;
+                if (j->fiber)
+                        fiber_cancel(j->fiber);
+                if (j->host_job)
+                        plugin_job_cancel_children(j->host_job);
+        }
+        jobtable_unlock(t);
+        if (r == 0)
+                log_job(LOG_INFO, j->id, j->plugin_name, "%s",
+                        timed_out ? "timeout passed, cancelling" : "cancel requested");
+        return r;
+}
+
+/* Unlinks @j from the hash and both lists and drops the table's reference. */
+static void retire_locked(JobTable *t, Job *j)
+{
+        hash_remove_locked(t, j);
+        if (j->all_prev)
+                j->all_prev->all_next = j->all_next;
+        else
+                t->all_head = j->all_next;
+        if (j->all_next)
+                j->all_next->all_prev = j->all_prev;
+        else
+                t->all_tail = j->all_prev;
+        if (j->fin_prev)
+                j->fin_prev->fin_next = j->fin_next;
+        else
+                t->fin_head = j->fin_next;
+        if (j->fin_next)
+                j->fin_next->fin_prev = j->fin_prev;
+        else
+                t->fin_tail = j->fin_prev;
+        t->fin_count--;
+        job_unref(j);
+}
+
+void jobtable_sweep(JobTable *t)
+{
+        uint64_t now = sched_now_ns();
+        Job *expired[64];
+        size_t nexpired = 0;
+
+        jobtable_lock(t);
+        while (t->fin_head && (t->fin_count > t->retention_max ||
+                               t->fin_head->finished_mono_ns + t->retention_ns <= now))
+                retire_locked(t, t->fin_head);
+        for (size_t i = 0; i < t->heap_len && nexpired < 64; i++)
+                if (t->heap[i]->deadline_ns <= now)
+                        expired[nexpired++] = job_ref(t->heap[i]);
+        t->pump_blocked = false;
+        dispatch_pump_locked(t);
+        jobtable_unlock(t);
+        for (size_t i = 0; i < nexpired; i++) {
+                jobtable_cancel(t, expired[i], true);
+                job_unref(expired[i]);
+        }
+}
+
+void jobtable_stop(JobTable *t)
+{
+        Job *j;
+
+        jobtable_lock(t);
+        t->stopping = true;
+        while (t->heap_len) {
+                j = t->heap[0];
+                dispatch_remove_locked(t, j);
+                j->cancel_requested = true;
+                jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_UNAVAILABLE,
+                                       "fiberd is shutting down");
+        }
+        for (j = t->all_head; j; j = j->all_next) {
+                if (j->state != JOB_RUNNING || j->cancel_requested)
+                        continue;
+                j->cancel_requested = true;
+                if (j->fiber)
+                        fiber_cancel(j->fiber);
+                if (j->host_job)
+                        plugin_job_cancel_children(j->host_job);
+        }
+        check_idle_locked(t);
+        jobtable_unlock(t);
+}
+
+int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg)
+{
+        int r = 0;
+
+        jobtable_lock(t);
+        for (Job *j = t->all_head; j && r == 0; j = j->all_next)
+                r = fn(j, arg);
+        jobtable_unlock(t);
+        return r;
+}

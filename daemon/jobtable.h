@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jobtable.h — every job the daemon knows, the dispatcher's queue, and the counters the
+ * stats endpoint reports.
+ *
+ * One JobTable per daemon. Its lock is a plain pthread mutex, held only for short,
+ * non-yielding sections (hash look-ups, list and heap updates, fiber_create(),
+ * fiber_cancel()), so it may be taken by any fiber of any scheduling group or by a
+ * plain thread, and a cancelled job fiber can still take it (a FiberMutex would
+ * return -ECANCELED there). Nothing that can park a fiber happens under it.
+ *
+ * What the table keeps:
+ *  - a hash from id to Job (chained, power-of-two buckets, doubled when full);
+ *  - every job in id order (job.list walks it);
+ *  - finished jobs in the order they finished: retention (jobtable_sweep()) drops from
+ *    the front while a job is older than retention_ns or there are more than
+ *    retention_max of them;
+ *  - the dispatcher's priority queue and running count (dispatch.c);
+ *  - counters: submitted, the current number queued and running, and how many ended
+ *    done / failed / cancelled since start, in total and per plugin name.
+ */
+#ifndef FIBERD_DAEMON_JOBTABLE_H
+#define FIBERD_DAEMON_JOBTABLE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/job.h"
+#include "scheduler/sched.h"
+
+typedef struct JobCounts {
+        uint64_t submitted;               /* since start */
+        uint64_t queued, running;         /* now */
+        uint64_t done, failed, cancelled; /* since start */
+} JobCounts;
+
+typedef struct PluginCounts {
+        char *name; /* owned */
+        JobCounts counts;
+} PluginCounts;
+
+typedef struct JobTable {
+        pthread_mutex_t lock;
+        SchedulingGroup *group; /* where job fibers run */
+        uint64_t next_id;
+
+        Job **buckets;            /* hash by id */
+        size_t nbuckets;          /* power of two */
+        size_t count;             /* jobs in the hash */
+        Job *all_head, *all_tail; /* by id */
+        Job *fin_head, *fin_tail; /* finished, by finish time */
+        size_t fin_count;
+
+        Job **heap; /* dispatcher: queued jobs, min (priority, id) first */
+        size_t heap_len, heap_cap;
+        unsigned running;     /* jobs with a supervisor fiber */
+        unsigned max_running; /* bound: keeps the run queue from refusing fibers */
+        size_t max_queued;    /* job.submit says OVERLOADED beyond this */
+        bool pump_blocked;    /* fiber_create said -EAGAIN: retry on the next tick */
+
+        uint64_t retention_ns;
+        size_t retention_max;
+        bool stopping;   /* no more submissions; everything is being cancelled */
+        FiberEvent idle; /* set when stopping and nothing queued or running */
+
+        JobCounts counts;
+        PluginCounts *plugins;
+        size_t nplugins;
+} JobTable;
+
+/*
+ * jobtable_init - an empty table whose jobs run on @group.
+ * Return: 0; -ENOMEM. Context: main thread at start-up.
+ */
+int jobtable_init(JobTable *t, SchedulingGroup *group, unsigned max_running, size_t max_queued,
+                  uint64_t retention_ns, size_t retention_max);
+
+/* jobtable_done - drop every job. Context: main thread once no fiber uses @t. */
+void jobtable_done(JobTable *t);
+
+/* jobtable_configure - new limits (SIGHUP); may start queued jobs. Context: any. */
+void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, uint64_t retention_ns,
+                        size_t retention_max);
+
+/*
+ * jobtable_submit - create a queued job and hand it to the dispatcher.
+ * @ret: out, a reference to the job (caller unrefs), written only on success.
+ * Return: 0; -ENOMEM; -EAGAIN when max_queued jobs wait already; -ESHUTDOWN once
+ * jobtable_stop() ran.
+ * Context: any fiber or thread; does not yield.
+ */
+int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *plugin_name,
+                    const msgpack_object *args, int priority, uint64_t timeout_ns, Job **ret);
+
+/* jobtable_get - the job with @id, referenced, or NULL (never existed or retired). */
+Job *jobtable_get(JobTable *t, uint64_t id);
+
+/*
+ * jobtable_cancel - request cancellation: a queued job ends cancelled at once; a running
+ * job gets fiber_cancel() and ends cancelled when its entry point returns.
+ * @timed_out: the request comes from the job's deadline (error DEADLINE_EXCEEDED instead
+ * of CANCELLED). Return: 0; -EALREADY when the job had already ended.
+ * Context: any; does not yield.
+ */
+int jobtable_cancel(JobTable *t, Job *j, bool timed_out);
+
+/*
+ * jobtable_sweep - once a second (the daemon's ticker fiber): drop finished jobs past
+ * retention, cancel queued jobs past their deadline, retry a blocked dispatch.
+ * Context: any; does not yield.
+ */
+void jobtable_sweep(JobTable *t);
+
+/*
+ * jobtable_stop - refuse new jobs and cancel every queued and running one; @t->idle is
+ * set once nothing is queued or running. Context: any; does not yield.
+ */
+void jobtable_stop(JobTable *t);
+
+/*
+ * jobtable_counts - copy the totals into @ret and call @fn for each plugin's counts,
+ * under the lock (@fn must not yield or take the lock). Context: any.
+ */
+void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts *pc, void *arg),
+                     void *arg);
+
+/*
+ * jobtable_foreach - call @fn for every job in id order, under the lock (@fn must not
+ * yield or take the lock); stops early when @fn returns non-zero and returns that.
+ */
+int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg);
+
+/* Lock helpers for code that reads a job's mutable fields (job.h). */
+void jobtable_lock(JobTable *t);
+void jobtable_unlock(JobTable *t);
+
+/* ---- used by dispatch.c, under the lock ------------------------------------------ */
+
+/* jobtable_set_state_locked - move @j to @s, keeping the counters right. */
+void jobtable_set_state_locked(JobTable *t, Job *j, JobState s);
+
+/*
+ * jobtable_finish_locked - give @j its final state @s (with error @code / @message when
+ * not done), stamp it, move it to the finished list and wake its waiters.
+ */
+void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, const char *message);
+
+/* ---- dispatch.c ------------------------------------------------------------------- */
+
+/* dispatch_push_locked - queue @j (state queued) by (priority, id). Return 0; -ENOMEM. */
+int dispatch_push_locked(JobTable *t, Job *j);
+
+/* dispatch_remove_locked - take a queued @j out of the queue. */
+void dispatch_remove_locked(JobTable *t, Job *j);
+
+/*
+ * dispatch_pump_locked - start queued jobs, lowest (priority, id) first, while fewer
+ * than max_running run: each gets a supervisor fiber on t->group that runs the job
+ * fiber, enforces its deadline and joins it. Does not yield.
+ */
+void dispatch_pump_locked(JobTable *t);
+
+#endif

@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * methods.c — the RPC methods of ipc/PROTOCOL.md: ping, plugins.list, job.submit,
+ * job.status, job.wait, job.result, job.cancel, job.list, stats.
+ *
+ * Each runs in its own request fiber (server.c), reads its params with ipc/value.h
+ * (which words the INVALID_ARGUMENT messages), and packs one result object. Access
+ * rule: a job is visible to its owner and to root only (PERMISSION_DENIED otherwise,
+ * and absent from job.list).
+ *
+ * job.wait parks on the job's `finished` event in slices of at most a second, so a
+ * waiter whose connection broke stops waiting instead of holding its fiber until the
+ * job ends.
+ */
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+#include "daemon/plugin_host.h"
+#include "ipc/encoder.h"
+#include "ipc/value.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WAIT_SLICE_NS (1000ULL * 1000000)
+
+static uint64_t retention_minutes(const Daemon *d)
+{
+        return d->jobs.retention_ns / (60ULL * 1000000000);
+}
+
+/* Reads params[@i] as a job id and returns the job (referenced) if @req may see it. */
+static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStatus *st)
+{
+        uint64_t id;
+        Job *j;
+        int r = ipc_read_uint(ipc_array_at(&req->msg.params, i), "job id", &id, st);
+
+        if (r < 0)
+                return r;
+        j = jobtable_get(&d->jobs, id);
+        if (!j) {
+                if (id == 0 || id >= d->jobs.next_id)
+                        return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT, "no job %llu",
+                                              (unsigned long long)id);
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                      "no job %llu (finished jobs are kept for %llu minutes)",
+                                      (unsigned long long)id,
+                                      (unsigned long long)retention_minutes(d));
+        }
+        if (req->uid != 0 && req->uid != j->owner) {
+                job_unref(j);
+                return ipc_status_set(st, IPC_PERMISSION_DENIED, -EACCES,
+                                      "job %llu belongs to uid %u; only its owner and root may "
+                                      "see or cancel it",
+                                      (unsigned long long)id, (unsigned)j->owner);
+        }
+        *ret = j;
+        return 0;
+}
+
+static int pack_record(Daemon *d, Job *j, msgpack_packer *pk)
+{
+        int r;
+
+        jobtable_lock(&d->jobs);
+        r = job_pack_record(pk, j, true);
+        jobtable_unlock(&d->jobs);
+        return r;
+}
+
+/* ------------------------------------------------------------------ methods ----- */
+
+static int method_ping(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        int r = 0;
+
+        r |= msgpack_pack_map(pk, 3);
+        r |= ipc_pack_kv_cstr(pk, "version", FIBERD_VERSION);
+        r |= ipc_pack_kv_uint(pk, "pid", (uint64_t)getpid());
+        r |= ipc_pack_kv_uint(pk, "uptime_ms", (sched_now_ns() - d->start_ns) / 1000000);
+        return r ? -ENOMEM : 0;
+}
+
+static int method_plugins_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        return plugin_host_pack_list(pk);
+}
+
+static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        static const msgpack_object empty_map = {.type = MSGPACK_OBJECT_MAP};
+        const msgpack_object *params = &req->msg.params;
+        const msgpack_object *args = &empty_map, *opts = NULL, *o;
+        Daemon *d = ctx;
+        const char *name;
+        size_t name_len;
+        int64_t priority = 0;
+        uint64_t timeout_ms = 0;
+        char cname[128];
+        const Plugin *p;
+        Job *j;
+        int r;
+
+        r = ipc_read_strv(ipc_array_at(params, 0), "plugin", &name, &name_len, st);
+        if (r < 0)
+                return r;
+        o = ipc_array_at(params, 1);
+        if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "args", &args, st)) < 0)
+                return r;
+        o = ipc_array_at(params, 2);
+        if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "options", &opts, st)) < 0)
+                return r;
+        for (uint32_t i = 0; opts && i < opts->via.map.size; i++) {
+                const msgpack_object_kv *kv = &opts->via.map.ptr[i];
+                if (ipc_object_streq(&kv->key, "priority"))
+                        r = ipc_read_int_range(&kv->val, "priority", INT_MIN, INT_MAX, &priority,
+                                               st);
+                else if (ipc_object_streq(&kv->key, "timeout_ms"))
+                        r = ipc_read_uint(&kv->val, "timeout_ms", &timeout_ms, st);
+                else
+                        r = ipc_status_set(
+                                st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                "unknown option %s%.*s; the options are priority and "
+                                "timeout_ms",
+                                kv->key.type == MSGPACK_OBJECT_STR ? "" : "(not a string)",
+                                kv->key.type == MSGPACK_OBJECT_STR ? (int)kv->key.via.str.size : 0,
+                                kv->key.type == MSGPACK_OBJECT_STR ? kv->key.via.str.ptr : "");
+                if (r < 0)
+                        return r;
+        }
+        if (timeout_ms > UINT64_MAX / 1000000)
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -ERANGE,
+                                      "timeout_ms: %llu is too large",
+                                      (unsigned long long)timeout_ms);
+        p = plugin_host_find(name, name_len);
+        if (!p) {
+                char loaded[512];
+                plugin_host_names(loaded, sizeof(loaded));
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                      "no plugin named \"%.*s\" (loaded: %s); see fiberctl plugins",
+                                      (int)(name_len > 64 ? 64 : name_len), name,
+                                      *loaded ? loaded : "none");
+        }
+        snprintf(cname, sizeof(cname), "%s", plugin_host_name(p));
+        r = plugin_host_check_args(p, args, st);
+        if (r < 0)
+                return r;
+        r = jobtable_submit(&d->jobs, req->uid, p, cname, args, (int)priority, timeout_ms * 1000000,
+                            &j);
+        if (r == -EAGAIN)
+                return ipc_status_set(st, IPC_OVERLOADED, r,
+                                      "%zu jobs are queued already (max_queued); retry later",
+                                      d->jobs.max_queued);
+        if (r == -ESHUTDOWN)
+                return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
+        if (r < 0)
+                return ipc_status_errno(st, r, "cannot queue the job: %s", strerror(-r));
+        r = msgpack_pack_map(pk, 1) | ipc_pack_kv_uint(pk, "id", j->id);
+        job_unref(j);
+        return r ? -ENOMEM : 0;
+}
+
+static int method_status(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        Job *j;
+        int r = job_from_params(d, req, 0, &j, st);
+
+        if (r < 0)
+                return r;
+        r = pack_record(d, j, pk);
+        job_unref(j);
+        return r;
+}
+
+static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        const msgpack_object *o = ipc_array_at(&req->msg.params, 1);
+        uint64_t timeout_ms = UINT64_MAX, deadline;
+        Job *j;
+        int r;
+
+        if (!ipc_object_is_nil(o) && (r = ipc_read_uint(o, "timeout_ms", &timeout_ms, st)) < 0)
+                return r;
+        r = job_from_params(d, req, 0, &j, st);
+        if (r < 0)
+                return r;
+        deadline = timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / 2000000
+                           ? SCHED_FOREVER
+                           : sched_deadline_after(timeout_ms * 1000000);
+        while (timeout_ms > 0) {
+                uint64_t now = sched_now_ns(), slice;
+
+                if (now >= deadline)
+                        break;
+                slice = deadline - now > WAIT_SLICE_NS ? now + WAIT_SLICE_NS : deadline;
+                r = fiber_event_wait(&j->finished, slice);
+                if (r != -ETIMEDOUT || request_conn_closed(req))
+                        break;
+        }
+        r = pack_record(d, j, pk);
+        job_unref(j);
+        return r;
+}
+
+static int method_result(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        Job *j;
+        int r = job_from_params(d, req, 0, &j, st);
+
+        if (r < 0)
+                return r;
+        jobtable_lock(&d->jobs);
+        switch (j->state) {
+        case JOB_DONE:
+                if (j->result)
+                        r = pk->callback(pk->data, j->result, j->result_len) ? -ENOMEM : 0;
+                else
+                        r = msgpack_pack_nil(pk) ? -ENOMEM : 0;
+                break;
+        case JOB_FAILED:
+        case JOB_CANCELLED:
+                r = ipc_status_set(st, j->error_code ? j->error_code : IPC_INTERNAL, 0,
+                                   "job %llu %s: %s", (unsigned long long)j->id,
+                                   job_state_name(j->state),
+                                   j->error_message ? j->error_message : "no reason given");
+                break;
+        default:
+                r = ipc_status_set(st, IPC_FAILED_PRECONDITION, -EINPROGRESS,
+                                   "job %llu is %s; use job.wait", (unsigned long long)j->id,
+                                   job_state_name(j->state));
+                break;
+        }
+        jobtable_unlock(&d->jobs);
+        job_unref(j);
+        return r;
+}
+
+static int method_cancel(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        Job *j;
+        int r = job_from_params(d, req, 0, &j, st);
+
+        if (r < 0)
+                return r;
+        jobtable_cancel(&d->jobs, j, false); /* -EALREADY: finished, not an error */
+        r = pack_record(d, j, pk);
+        job_unref(j);
+        return r;
+}
+
+typedef struct ListFilter {
+        bool by_state;
+        JobState state;
+        const char *plugin; /* view, NULL = any */
+        size_t plugin_len;
+        uid_t uid;
+} ListFilter;
+
+static bool list_match(const ListFilter *f, const Job *j)
+{
+        if (f->uid != 0 && f->uid != j->owner)
+                return false;
+        if (f->by_state && j->state != f->state)
+                return false;
+        if (f->plugin && (strlen(j->plugin_name) != f->plugin_len ||
+                          memcmp(j->plugin_name, f->plugin, f->plugin_len) != 0))
+                return false;
+        return true;
+}
+
+static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        const msgpack_object *filter = NULL, *o;
+        ListFilter f = {.uid = req->uid};
+        uint64_t limit = UINT64_MAX, matches = 0, skip;
+        const char *sv;
+        size_t sl;
+        int r = 0;
+
+        o = ipc_array_at(&req->msg.params, 0);
+        if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "filter", &filter, st)) < 0)
+                return r;
+        for (uint32_t i = 0; filter && i < filter->via.map.size; i++) {
+                const msgpack_object_kv *kv = &filter->via.map.ptr[i];
+                if (ipc_object_streq(&kv->key, "state")) {
+                        if ((r = ipc_read_strv(&kv->val, "state", &sv, &sl, st)) < 0)
+                                return r;
+                        if (job_state_parse(sv, sl, &f.state) < 0)
+                                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                                      "state: \"%.*s\" is not one of queued, "
+                                                      "running, done, failed, cancelled",
+                                                      (int)(sl > 32 ? 32 : sl), sv);
+                        f.by_state = true;
+                } else if (ipc_object_streq(&kv->key, "plugin")) {
+                        if ((r = ipc_read_strv(&kv->val, "plugin", &f.plugin, &f.plugin_len, st)) <
+                            0)
+                                return r;
+                } else if (ipc_object_streq(&kv->key, "limit")) {
+                        if ((r = ipc_read_uint(&kv->val, "limit", &limit, st)) < 0)
+                                return r;
+                } else {
+                        return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                              "unknown filter key; the keys are state, plugin "
+                                              "and limit");
+                }
+        }
+        jobtable_lock(&d->jobs);
+        for (Job *j = d->jobs.all_head; j; j = j->all_next)
+                matches += list_match(&f, j);
+        skip = matches > limit ? matches - limit : 0;
+        r |= msgpack_pack_array(pk, (uint32_t)(matches - skip));
+        for (Job *j = d->jobs.all_head; j && r == 0; j = j->all_next) {
+                if (!list_match(&f, j))
+                        continue;
+                if (skip) {
+                        skip--;
+                        continue;
+                }
+                r |= job_pack_record(pk, j, true);
+        }
+        jobtable_unlock(&d->jobs);
+        return r ? -ENOMEM : 0;
+}
+
+static int method_stats(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        return stats_pack(ctx, pk);
+}
+
+static const struct {
+        const char *name;
+        MethodFn fn;
+} methods[] = {
+        {"ping", method_ping},         {"plugins.list", method_plugins_list},
+        {"job.submit", method_submit}, {"job.status", method_status},
+        {"job.wait", method_wait},     {"job.result", method_result},
+        {"job.cancel", method_cancel}, {"job.list", method_list},
+        {"stats", method_stats},
+};
+
+MethodFn methods_lookup(const char *name, size_t len)
+{
+        for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+                if (strlen(methods[i].name) == len && memcmp(methods[i].name, name, len) == 0)
+                        return methods[i].fn;
+        return NULL;
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plugin_host.h — the daemon's side of the plugin ABI: which plugins exist (an adapter
+ * over plugins/loader.h) and the host function table a job's plugin calls
+ * (plugins/fiberd/plugin.h's FiberdHost), implemented on the fiber runtime and the
+ * job table (plugin_job.c).
+ *
+ * Plugins stay loaded until fiberd exits (the loader never unloads), so a job keeps a
+ * plain `const Plugin *`.
+ *
+ * Context: unless said otherwise, any fiber or thread; nothing here yields except
+ * plugin_host_run() (which runs the plugin).
+ */
+#ifndef FIBERD_DAEMON_PLUGIN_HOST_H
+#define FIBERD_DAEMON_PLUGIN_HOST_H
+
+#include <stddef.h>
+
+#include <msgpack.h>
+
+#include "daemon/job.h"
+#include "ipc/status.h"
+#include "plugins/fiberd/plugin.h"
+
+struct JobTable;
+
+/*
+ * plugin_host_init - remember @t (job fibers report through it), fill the host table,
+ * create the loader, watch and scan @dir. A missing directory is logged and fiberd
+ * runs with no plugins until SIGHUP. @max_result: the biggest result a plugin may
+ * build, bytes. Return: 0; -errno (inotify, memory). Context: main thread at start-up.
+ */
+int plugin_host_init(struct JobTable *t, const char *dir, size_t max_result);
+
+/* plugin_host_table - the table given to plugin_host_init(). */
+struct JobTable *plugin_host_table(void);
+
+/* plugin_host_set_max_result - a new result cap (SIGHUP). */
+void plugin_host_set_max_result(size_t max_result);
+
+/*
+ * plugin_host_rescan - SIGHUP: watch and scan @dir (it may have changed): new files load,
+ * refused files are retried. Context: the signal fiber. Return: 0; -errno.
+ */
+int plugin_host_rescan(const char *dir);
+
+/* plugin_host_watch_fd - the inotify fd to wait on for EPOLLIN, or -1 when none. */
+int plugin_host_watch_fd(void);
+
+/* plugin_host_process_events - load what the directory watch reported. Context: fiber. */
+void plugin_host_process_events(void);
+
+/* plugin_host_find - the loaded plugin called @name (@len bytes), or NULL. */
+const Plugin *plugin_host_find(const char *name, size_t len);
+
+/* plugin_host_name - the plugin's name. */
+const char *plugin_host_name(const Plugin *p);
+
+/*
+ * plugin_host_check_args - a place for refusing bad args before the job is queued. The
+ * ABI (version 1) has no such hook, so this only checks that @args is a map.
+ * Return: 0; -EINVAL with @st filled.
+ */
+int plugin_host_check_args(const Plugin *p, const msgpack_object *args, IpcStatus *st);
+
+/*
+ * plugin_host_run - call the plugin's run() for @j with the host table, then store the
+ * result (or the failure's code and message) in @j under the table lock.
+ * Return: what run() returned (0 or a negative errno).
+ * Context: @j's job fiber; yields as the plugin does.
+ */
+int plugin_host_run(Job *j);
+
+/*
+ * plugin_job_cancel_children - cancel every live child fiber of a running job's
+ * FiberdJob (@host_job = Job.host_job). Context: caller holds the table lock.
+ */
+void plugin_job_cancel_children(void *host_job);
+
+/* plugin_host_pack_list - the plugins.list result. Return: 0; -ENOMEM. */
+int plugin_host_pack_list(msgpack_packer *pk);
+
+/* plugin_host_names - "sha256, skynet, sleep, spin" (cut to @size), for messages. */
+void plugin_host_names(char *buf, size_t size);
+
+/* plugin_host_count - loaded plugins. */
+size_t plugin_host_count(void);
+
+/* plugin_host_free - fini() every plugin and free the loader; only once no job runs. */
+void plugin_host_free(void);
+
+/* The FiberdHost table (plugin_job.c), filled once at start. */
+extern const FiberdHost plugin_host_functions;
+
+#endif

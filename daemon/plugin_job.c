@@ -1,0 +1,592 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plugin_job.c — the FiberdHost table (plugins/fiberd/plugin.h) and the per-job state
+ * behind a plugin's FiberdJob pointer.
+ *
+ * A FiberdJob lives from run()'s call until run() has returned *and* its last child
+ * fiber has ended (reference counted: the job fiber holds one reference, every live
+ * child one), because a child the parent gave up joining (the job was cancelled) may
+ * still be winding down and calling host functions.
+ *
+ * Results are built key by key into a private msgpack buffer (result_*()), or replaced
+ * whole (result_msgpack()); when run() returns 0 the bytes become the job's result,
+ * when it fails the message recorded by fail() or by a refusing arg_*() becomes the
+ * job's error — provided run() returned that same errno, otherwise strerror() of what
+ * it returned. A per-FiberdJob pthread mutex guards the builder, the recorded error and
+ * the child list (children may call host functions concurrently); it is never held
+ * across a yield.
+ *
+ * Children: spawn() creates a joinable fiber on the job scheduling group and lists it
+ * in the FiberdJob; cancelling the job (jobtable_cancel(), under the table lock) cancels
+ * every listed child through plugin_job_cancel_children(). join() waits on the child's
+ * `done` event; a cancelled parent stops waiting, cancels and detaches the child (the
+ * child's memory goes with the last reference). Lock order: table lock, then FiberdJob
+ * lock; never the other way round.
+ */
+#include "daemon/jobtable.h"
+#include "daemon/log.h"
+#include "daemon/plugin_host.h"
+#include "ipc/value.h"
+#include "plugins/loader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAIL_MESSAGE_MAX 512
+
+struct FiberdJob {
+        int refs;             /* atomic: the job fiber + each live child */
+        Job *job;             /* referenced */
+        pthread_mutex_t lock; /* everything below */
+        msgpack_sbuffer kv;   /* result map entries, packed back to back */
+        uint32_t nkeys;
+        char *raw; /* result_msgpack()'s value, owned; NULL = none */
+        size_t raw_len;
+        int fail_err;          /* the errno the recorded message is about; 0 = none */
+        const char *fail_code; /* IPC_* */
+        char fail_msg[FAIL_MESSAGE_MAX];
+        bool cancelled;        /* children were cancelled; spawn() refuses */
+        FiberdChild *children; /* live, not yet joined */
+};
+
+struct FiberdChild {
+        int refs; /* atomic: the parent's handle + the child fiber */
+        FiberdJob *hj;
+        Fiber *fiber; /* joinable until join() or detach */
+        FiberdChildFn fn;
+        void *arg; /* the host's copy, malloc'ed (max alignment) */
+        size_t arg_size;
+        int ret;
+        FiberEvent done;
+        FiberdChild *prev, *next; /* in hj->children while listed */
+        bool listed;
+};
+
+static size_t host_max_result = 1 << 20;
+
+void plugin_host_set_max_result(size_t max_result)
+{
+        __atomic_store_n(&host_max_result, max_result > 8192 ? max_result - 4096 : max_result,
+                         __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------ lifetime ---- */
+
+static FiberdJob *hj_unref(FiberdJob *hj)
+{
+        if (!hj || __atomic_sub_fetch(&hj->refs, 1, __ATOMIC_ACQ_REL) != 0)
+                return NULL;
+        msgpack_sbuffer_destroy(&hj->kv);
+        free(hj->raw);
+        pthread_mutex_destroy(&hj->lock);
+        job_unref(hj->job);
+        free(hj);
+        return NULL;
+}
+
+static FiberdChild *child_unref(FiberdChild *c)
+{
+        if (!c || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
+                return NULL;
+        free(c->arg);
+        free(c);
+        return NULL;
+}
+
+/* Unlinks @c from its job's list. Under hj->lock. */
+static void child_unlist_locked(FiberdJob *hj, FiberdChild *c)
+{
+        if (!c->listed)
+                return;
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                hj->children = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        c->prev = c->next = NULL;
+        c->listed = false;
+}
+
+void plugin_job_cancel_children(void *host_job)
+{
+        FiberdJob *hj = host_job;
+
+        pthread_mutex_lock(&hj->lock);
+        hj->cancelled = true;
+        for (FiberdChild *c = hj->children; c; c = c->next)
+                fiber_cancel(c->fiber);
+        pthread_mutex_unlock(&hj->lock);
+}
+
+/* ------------------------------------------------------------------ errors ------ */
+
+static void hj_record(FiberdJob *hj, int err, const char *code, const char *fmt, va_list ap)
+{
+        pthread_mutex_lock(&hj->lock);
+        hj->fail_err = err;
+        hj->fail_code = code;
+        vsnprintf(hj->fail_msg, sizeof(hj->fail_msg), fmt, ap);
+        pthread_mutex_unlock(&hj->lock);
+}
+
+static void hj_recordf(FiberdJob *hj, int err, const char *code, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        hj_record(hj, err, code, fmt, ap);
+        va_end(ap);
+}
+
+static int host_fail(FiberdJob *hj, int err, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err > 0)
+                err = -err;
+        va_start(ap, fmt);
+        hj_record(hj, err, ipc_status_code_from_errno(err), fmt, ap);
+        va_end(ap);
+        return err;
+}
+
+/* ------------------------------------------------------------------ args -------- */
+
+/* The value under @key, or NULL (absent or nil: recorded as "missing"). */
+static const msgpack_object *arg_find(FiberdJob *hj, const char *key)
+{
+        const msgpack_object *o = ipc_map_find(&hj->job->args, key);
+
+        if (ipc_object_is_nil(o)) {
+                hj_recordf(hj, -ENOENT, IPC_INVALID_ARGUMENT, "missing argument %s", key);
+                return NULL;
+        }
+        return o;
+}
+
+/* Turns an ipc_read_*() failure into the recorded INVALID_ARGUMENT message. */
+static int arg_refused(FiberdJob *hj, int r, const IpcStatus *st)
+{
+        hj_recordf(hj, r, IPC_INVALID_ARGUMENT, "%s", st->message);
+        return r;
+}
+
+static int host_arg_str(FiberdJob *hj, const char *key, char *buf, size_t size)
+{
+        const msgpack_object *o = arg_find(hj, key);
+        IpcStatus st = {0};
+        int r;
+
+        if (!o)
+                return -ENOENT;
+        r = ipc_read_str(o, key, buf, size, &st);
+        return r < 0 ? arg_refused(hj, r, &st) : 0;
+}
+
+static int host_arg_int(FiberdJob *hj, const char *key, int64_t *ret)
+{
+        const msgpack_object *o = arg_find(hj, key);
+        IpcStatus st = {0};
+        int r;
+
+        if (!o)
+                return -ENOENT;
+        r = ipc_read_int(o, key, ret, &st);
+        return r < 0 ? arg_refused(hj, r, &st) : 0;
+}
+
+static int host_arg_uint(FiberdJob *hj, const char *key, uint64_t *ret)
+{
+        const msgpack_object *o = arg_find(hj, key);
+        IpcStatus st = {0};
+        int r;
+
+        if (!o)
+                return -ENOENT;
+        r = ipc_read_uint(o, key, ret, &st);
+        return r < 0 ? arg_refused(hj, r, &st) : 0;
+}
+
+static int host_arg_double(FiberdJob *hj, const char *key, double *ret)
+{
+        const msgpack_object *o = arg_find(hj, key);
+        IpcStatus st = {0};
+        int r;
+
+        if (!o)
+                return -ENOENT;
+        r = ipc_read_double(o, key, ret, &st);
+        return r < 0 ? arg_refused(hj, r, &st) : 0;
+}
+
+static int host_arg_bool(FiberdJob *hj, const char *key, bool *ret)
+{
+        const msgpack_object *o = arg_find(hj, key);
+        IpcStatus st = {0};
+        int r;
+
+        if (!o)
+                return -ENOENT;
+        r = ipc_read_bool(o, key, ret, &st);
+        return r < 0 ? arg_refused(hj, r, &st) : 0;
+}
+
+static const struct msgpack_object *host_args_object(FiberdJob *hj)
+{
+        return &hj->job->args;
+}
+
+/* ------------------------------------------------------------------ result ------ */
+
+typedef enum { RV_STR, RV_INT, RV_UINT, RV_DOUBLE, RV_BOOL } ResultKind;
+
+static int result_put(FiberdJob *hj, const char *key, ResultKind kind, const char *s, int64_t i,
+                      uint64_t u, double d, bool b)
+{
+        size_t max = __atomic_load_n(&host_max_result, __ATOMIC_RELAXED);
+        size_t need = strlen(key) + (kind == RV_STR ? strlen(s) : 0) + 16;
+        msgpack_packer pk;
+        size_t before;
+        int r = 0;
+
+        pthread_mutex_lock(&hj->lock);
+        if (hj->kv.size + need > max) {
+                pthread_mutex_unlock(&hj->lock);
+                return -E2BIG;
+        }
+        before = hj->kv.size;
+        msgpack_packer_init(&pk, &hj->kv, msgpack_sbuffer_write);
+        r |= msgpack_pack_str_with_body(&pk, key, strlen(key));
+        switch (kind) {
+        case RV_STR:
+                r |= msgpack_pack_str_with_body(&pk, s, strlen(s));
+                break;
+        case RV_INT:
+                r |= msgpack_pack_int64(&pk, i);
+                break;
+        case RV_UINT:
+                r |= msgpack_pack_uint64(&pk, u);
+                break;
+        case RV_DOUBLE:
+                r |= msgpack_pack_double(&pk, d);
+                break;
+        case RV_BOOL:
+                r |= b ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+                break;
+        }
+        if (r)
+                hj->kv.size = before; /* drop the half-written pair */
+        else
+                hj->nkeys++;
+        pthread_mutex_unlock(&hj->lock);
+        return r ? -ENOMEM : 0;
+}
+
+static int host_result_str(FiberdJob *hj, const char *key, const char *value)
+{
+        return result_put(hj, key, RV_STR, value ? value : "", 0, 0, 0, false);
+}
+
+static int host_result_int(FiberdJob *hj, const char *key, int64_t value)
+{
+        return result_put(hj, key, RV_INT, NULL, value, 0, 0, false);
+}
+
+static int host_result_uint(FiberdJob *hj, const char *key, uint64_t value)
+{
+        return result_put(hj, key, RV_UINT, NULL, 0, value, 0, false);
+}
+
+static int host_result_double(FiberdJob *hj, const char *key, double value)
+{
+        return result_put(hj, key, RV_DOUBLE, NULL, 0, 0, value, false);
+}
+
+static int host_result_bool(FiberdJob *hj, const char *key, bool value)
+{
+        return result_put(hj, key, RV_BOOL, NULL, 0, 0, 0, value);
+}
+
+static int host_result_msgpack(FiberdJob *hj, const void *buf, size_t len)
+{
+        msgpack_unpacked u;
+        size_t off = 0;
+        bool whole;
+        char *copy;
+
+        if (!buf || len == 0)
+                return -EINVAL;
+        if (len > __atomic_load_n(&host_max_result, __ATOMIC_RELAXED))
+                return -E2BIG;
+        msgpack_unpacked_init(&u);
+        whole = msgpack_unpack_next(&u, buf, len, &off) == MSGPACK_UNPACK_SUCCESS && off == len;
+        msgpack_unpacked_destroy(&u);
+        if (!whole)
+                return -EINVAL;
+        copy = malloc(len);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, buf, len);
+        pthread_mutex_lock(&hj->lock);
+        free(hj->raw);
+        hj->raw = copy;
+        hj->raw_len = len;
+        pthread_mutex_unlock(&hj->lock);
+        return 0;
+}
+
+static void host_progress(FiberdJob *hj, uint64_t done, uint64_t total)
+{
+        /* read by job records under the table lock; a torn pair is harmless */
+        __atomic_store_n(&hj->job->progress_total, total, __ATOMIC_RELAXED);
+        __atomic_store_n(&hj->job->progress_done, done, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------ scheduling -- */
+
+static uint64_t host_job_id(FiberdJob *hj)
+{
+        return hj->job->id;
+}
+
+static bool host_cancelled(FiberdJob *hj)
+{
+        return fiber_cancelled() || __atomic_load_n(&hj->job->cancel_requested, __ATOMIC_ACQUIRE);
+}
+
+static int host_yield(FiberdJob *hj)
+{
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        return fiber_yield();
+}
+
+static int host_sleep_until(FiberdJob *hj, uint64_t deadline_ns)
+{
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        return fiber_sleep_until(deadline_ns);
+}
+
+static int host_wait_fd(FiberdJob *hj, int fd, uint32_t events, uint64_t deadline_ns)
+{
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        return fiber_wait_fd(fd, events, deadline_ns);
+}
+
+static void child_main(void *arg)
+{
+        FiberdChild *c = arg;
+        FiberdJob *hj = c->hj;
+
+        c->ret = c->fn(hj, &plugin_host_functions, c->arg);
+        fiber_event_set(&c->done);
+        child_unref(c);
+        hj_unref(hj);
+}
+
+static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const void *arg,
+                      size_t arg_size)
+{
+        FiberAttr attr = {.group = plugin_host_table()->group, .tag = hj->job->tag};
+        FiberdChild *c;
+        int r;
+
+        if (!ret || !fn || (arg_size && !arg))
+                return -EINVAL;
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->arg = malloc(arg_size ? arg_size : 1);
+        if (!c->arg) {
+                free(c);
+                return -ENOMEM;
+        }
+        if (arg_size)
+                memcpy(c->arg, arg, arg_size);
+        c->arg_size = arg_size;
+        c->fn = fn;
+        c->hj = hj;
+        c->refs = 2;
+        fiber_event_init(&c->done);
+
+        pthread_mutex_lock(&hj->lock);
+        if (hj->cancelled) {
+                r = -ECANCELED;
+                goto out_unlock;
+        }
+        __atomic_add_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
+        r = fiber_create(&c->fiber, &attr, child_main, c);
+        if (r < 0) {
+                __atomic_sub_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
+                goto out_unlock;
+        }
+        c->next = hj->children;
+        if (c->next)
+                c->next->prev = c;
+        hj->children = c;
+        c->listed = true;
+        pthread_mutex_unlock(&hj->lock);
+        *ret = c;
+        return 0;
+
+out_unlock:
+        pthread_mutex_unlock(&hj->lock);
+        free(c->arg);
+        free(c);
+        return r;
+}
+
+static int host_join(FiberdJob *hj, FiberdChild *c, void *ret_arg)
+{
+        int r = fiber_event_wait(&c->done, SCHED_FOREVER);
+
+        pthread_mutex_lock(&hj->lock);
+        child_unlist_locked(hj, c);
+        pthread_mutex_unlock(&hj->lock);
+        if (r < 0) {
+                /* the parent was cancelled first: let the child end on its own */
+                fiber_cancel(c->fiber);
+                fiber_detach(c->fiber);
+                child_unref(c);
+                return r;
+        }
+        if (fiber_join(c->fiber) < 0)
+                fiber_detach(c->fiber); /* cancelled just now; the child has returned */
+        if (ret_arg && c->arg_size)
+                memcpy(ret_arg, c->arg, c->arg_size);
+        r = c->ret;
+        child_unref(c);
+        return r;
+}
+
+/* ------------------------------------------------------------------ logging ----- */
+
+static void host_log(FiberdJob *hj, int level, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (hj)
+                log_jobv(level, hj->job->id, hj->job->plugin_name, fmt, ap);
+        else
+                log_msgv(level, fmt, ap);
+        va_end(ap);
+}
+
+const FiberdHost plugin_host_functions = {
+        .abi_version = FIBERD_PLUGIN_ABI_VERSION,
+        .size = sizeof(FiberdHost),
+        .job_id = host_job_id,
+        .arg_str = host_arg_str,
+        .arg_int = host_arg_int,
+        .arg_uint = host_arg_uint,
+        .arg_double = host_arg_double,
+        .arg_bool = host_arg_bool,
+        .args_object = host_args_object,
+        .result_str = host_result_str,
+        .result_int = host_result_int,
+        .result_uint = host_result_uint,
+        .result_double = host_result_double,
+        .result_bool = host_result_bool,
+        .result_msgpack = host_result_msgpack,
+        .fail = host_fail,
+        .progress = host_progress,
+        .now_ns = sched_now_ns,
+        .yield = host_yield,
+        .sleep_until = host_sleep_until,
+        .wait_fd = host_wait_fd,
+        .cancelled = host_cancelled,
+        .spawn = host_spawn,
+        .join = host_join,
+        .log = host_log,
+};
+
+/* ------------------------------------------------------------------ running ----- */
+
+/* The finished result bytes: raw, or the map of the keys set (empty map when none). */
+static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
+{
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        if (hj->raw) {
+                *ret = hj->raw;
+                *ret_len = hj->raw_len;
+                hj->raw = NULL;
+                return 0;
+        }
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        if (msgpack_pack_map(&pk, hj->nkeys) != 0 ||
+            (hj->kv.size && msgpack_sbuffer_write(&sb, hj->kv.data, hj->kv.size) != 0)) {
+                msgpack_sbuffer_destroy(&sb);
+                return -ENOMEM;
+        }
+        *ret_len = sb.size;
+        *ret = msgpack_sbuffer_release(&sb);
+        return 0;
+}
+
+int plugin_host_run(Job *j)
+{
+        JobTable *t = plugin_host_table();
+        FiberdJob *hj = calloc(1, sizeof(*hj));
+        char *result = NULL;
+        size_t result_len = 0;
+        int r;
+
+        if (!hj) {
+                j->fail_code = NULL;
+                return -ENOMEM;
+        }
+        hj->refs = 1;
+        hj->job = job_ref(j);
+        pthread_mutex_init(&hj->lock, NULL);
+        msgpack_sbuffer_init(&hj->kv);
+
+        jobtable_lock(t);
+        hj->cancelled = j->cancel_requested;
+        j->host_job = hj;
+        jobtable_unlock(t);
+        log_job(LOG_DEBUG, j->id, j->plugin_name, "running");
+
+        r = j->plugin->desc->run(hj, &plugin_host_functions);
+
+        /* children never joined: cancel and let them go */
+        pthread_mutex_lock(&hj->lock);
+        while (hj->children) {
+                FiberdChild *c = hj->children;
+                child_unlist_locked(hj, c);
+                fiber_cancel(c->fiber);
+                fiber_detach(c->fiber);
+                child_unref(c);
+                log_job(LOG_WARNING, j->id, j->plugin_name,
+                        "run() returned with a child fiber not joined; cancelled it");
+        }
+        pthread_mutex_unlock(&hj->lock);
+
+        if (r == 0 && hj_take_result(hj, &result, &result_len) < 0)
+                r = -ENOMEM;
+        jobtable_lock(t);
+        j->host_job = NULL;
+        if (r == 0) {
+                free(j->result);
+                j->result = result;
+                j->result_len = result_len;
+        } else if (hj->fail_err && hj->fail_err == r) {
+                free(j->error_message);
+                j->error_message = strdup(hj->fail_msg);
+                j->fail_code = hj->fail_code;
+        }
+        jobtable_unlock(t);
+        hj_unref(hj);
+        return r;
+}

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stats.c — the `stats` method's result and the sd_notify STATUS= line.
+ *
+ * Job counts come from the job table (one short lock), runtime numbers from
+ * sched_group_stats() for each scheduling group (read without stopping the workers:
+ * each field is consistent on its own, not across fields), server counters from
+ * server_stats(). See PROTOCOL.md, "stats", for the shape.
+ */
+#include "daemon/daemon.h"
+#include "ipc/encoder.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+static int pack_counts(msgpack_packer *pk, const JobCounts *c)
+{
+        int r = 0;
+
+        r |= msgpack_pack_map(pk, 6);
+        r |= ipc_pack_kv_uint(pk, "submitted", c->submitted);
+        r |= ipc_pack_kv_uint(pk, "queued", c->queued);
+        r |= ipc_pack_kv_uint(pk, "running", c->running);
+        r |= ipc_pack_kv_uint(pk, "done", c->done);
+        r |= ipc_pack_kv_uint(pk, "failed", c->failed);
+        r |= ipc_pack_kv_uint(pk, "cancelled", c->cancelled);
+        return r;
+}
+
+static int pack_group(msgpack_packer *pk, const char *name, const SchedulingGroup *g)
+{
+        SchedGroupStats s;
+        int r = 0;
+
+        sched_group_stats(g, &s);
+        r |= msgpack_pack_map(pk, 16);
+        r |= ipc_pack_kv_cstr(pk, "name", name);
+        r |= ipc_pack_kv_uint(pk, "workers", s.workers);
+        r |= ipc_pack_kv_uint(pk, "spinning", s.spinning);
+        r |= ipc_pack_kv_uint(pk, "sleeping", s.sleeping);
+        r |= ipc_pack_kv_uint(pk, "runq_depth", s.runq_depth);
+        r |= ipc_pack_kv_uint(pk, "runq_full", s.runq_full);
+        r |= ipc_pack_kv_uint(pk, "fibers_created", s.fibers_created);
+        r |= ipc_pack_kv_uint(pk, "fibers_finished", s.fibers_finished);
+        r |= ipc_pack_kv_uint(pk, "fibers_alive", s.fibers_alive);
+        r |= ipc_pack_kv_uint(pk, "context_switches", s.context_switches);
+        r |= ipc_pack_kv_uint(pk, "spinner_handoffs", s.spinner_handoffs);
+        r |= ipc_pack_kv_uint(pk, "futex_wakeups", s.futex_wakeups);
+        r |= ipc_pack_kv_uint(pk, "ready_to_run_samples", s.ready_to_run.count);
+        r |= ipc_pack_kv_uint(pk, "ready_to_run_p50_ns", s.ready_to_run.p50_ns);
+        r |= ipc_pack_kv_uint(pk, "ready_to_run_p99_ns", s.ready_to_run.p99_ns);
+        r |= ipc_pack_kv_uint(pk, "ready_to_run_max_ns", s.ready_to_run.max_ns);
+        return r;
+}
+
+typedef struct PluginPack {
+        msgpack_packer *pk;
+        int r;
+} PluginPack;
+
+static void pack_plugin(const PluginCounts *pc, void *arg)
+{
+        PluginPack *pp = arg;
+
+        pp->r |= ipc_pack_cstr(pp->pk, pc->name);
+        pp->r |= pack_counts(pp->pk, &pc->counts);
+}
+
+int stats_pack(Daemon *d, msgpack_packer *pk)
+{
+        PluginPack pp = {.pk = pk};
+        ServerStats ss;
+        JobCounts total;
+        size_t nplugins;
+        int r = 0;
+
+        r |= msgpack_pack_map(pk, 5);
+        r |= ipc_pack_kv_uint(pk, "uptime_ms", (sched_now_ns() - d->start_ns) / 1000000);
+        /* the plugin map's size must be known before its entries: both under one lock */
+        jobtable_lock(&d->jobs);
+        nplugins = d->jobs.nplugins;
+        total = d->jobs.counts;
+        r |= ipc_pack_cstr(pk, "jobs");
+        r |= pack_counts(pk, &total);
+        r |= ipc_pack_cstr(pk, "plugins");
+        r |= msgpack_pack_map(pk, (uint32_t)nplugins);
+        for (size_t i = 0; i < nplugins; i++)
+                pack_plugin(&d->jobs.plugins[i], &pp);
+        jobtable_unlock(&d->jobs);
+        r |= pp.r;
+        r |= ipc_pack_cstr(pk, "groups");
+        r |= msgpack_pack_array(pk, 2);
+        r |= pack_group(pk, "server", d->server_group);
+        r |= pack_group(pk, "jobs", d->job_group);
+        server_stats(d->server, &ss);
+        r |= ipc_pack_cstr(pk, "server");
+        r |= msgpack_pack_map(pk, 5);
+        r |= ipc_pack_kv_uint(pk, "connections", ss.connections);
+        r |= ipc_pack_kv_uint(pk, "accepted", ss.accepted);
+        r |= ipc_pack_kv_uint(pk, "requests", ss.requests);
+        r |= ipc_pack_kv_uint(pk, "in_flight", ss.in_flight);
+        r |= ipc_pack_kv_uint(pk, "protocol_errors", ss.protocol_errors);
+        return r ? -ENOMEM : 0;
+}
+
+void stats_status_line(Daemon *d, char *buf, size_t size)
+{
+        JobCounts c;
+
+        jobtable_counts(&d->jobs, &c, NULL, NULL);
+        snprintf(buf, size,
+                 "%llu running, %llu queued, %llu done, %llu failed, %llu cancelled; "
+                 "%u job workers",
+                 (unsigned long long)c.running, (unsigned long long)c.queued,
+                 (unsigned long long)c.done, (unsigned long long)c.failed,
+                 (unsigned long long)c.cancelled, sched_group_workers(d->job_group));
+}

@@ -1,0 +1,41 @@
+# systemd/ — fiberd.service (Type=notify), fiberd.socket, the sysctl.d drop-in raising
+# vm.max_map_count, their verification and `make install`.
+#
+# The committed units name /usr/local (the default PREFIX); the installed copies and the
+# copies verified by check-systemd are rewritten to the real paths with sed.
+SYSTEMD_UNITS := systemd/fiberd.service systemd/fiberd.socket
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+SYSCTL_DIR ?= $(PREFIX)/lib/sysctl.d
+
+# check-systemd: `systemd-analyze verify` on the units, with ExecStart pointing at the
+# freshly built fiberd (verify checks that the binary exists); any warning fails.
+.PHONY: check-systemd
+check-systemd: $(FIBERD)
+	@mkdir -p $(BUILD)/systemd-verify
+	@for u in $(SYSTEMD_UNITS); do \
+	  sed -e 's#/usr/local/bin/fiberd#$(abspath $(FIBERD))#' \
+	      -e 's#/usr/local/lib/fiberd/plugins#$(abspath $(BUILD))/plugins#' \
+	      $$u > $(BUILD)/systemd-verify/$$(basename $$u); \
+	done
+	@out=$$(cd $(BUILD)/systemd-verify && systemd-analyze verify $(notdir $(SYSTEMD_UNITS)) 2>&1); \
+	rc=$$?; \
+	if [ $$rc -ne 0 ] || [ -n "$$out" ]; then \
+	  echo "$$out" >&2; echo "check-systemd: systemd-analyze verify failed (rc=$$rc)" >&2; exit 1; \
+	fi; echo "check-systemd: ok"
+
+# install: honours PREFIX and DESTDIR. bin/fiberd, the units (paths rewritten), the sysctl
+# drop-in; install-plugins (plugins/build.mk: bundled plugins, fiberd/plugin.h,
+# fiberd-plugin.pc) and install-client (client/build.mk: fiberctl) run as prerequisites.
+# Afterwards: `systemctl daemon-reload && sysctl --system`.
+.PHONY: install-daemon
+install: install-daemon
+install-daemon: $(FIBERD) install-plugins
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(SYSCTL_DIR)
+	install -m 755 $(FIBERD) $(DESTDIR)$(PREFIX)/bin/fiberd
+	for u in $(SYSTEMD_UNITS); do \
+	  sed -e 's#/usr/local/bin/fiberd#$(PREFIX)/bin/fiberd#' \
+	      -e 's#/usr/local/lib/fiberd/plugins#$(FIBERD_PLUGIN_DIR)#' \
+	      $$u > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$(basename $$u); \
+	  chmod 644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$(basename $$u); \
+	done
+	install -m 644 systemd/90-fiberd.conf $(DESTDIR)$(SYSCTL_DIR)/90-fiberd.conf

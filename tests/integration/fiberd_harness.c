@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fiberd_harness.c — see fiberd_harness.h. The daemon runs as a child process with
+ * PR_SET_PDEATHSIG, so a test that dies (or times out) never leaves a fiberd behind.
+ */
+#include "tests/integration/fiberd_harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void copy_file(const char *src, const char *dst)
+{
+        char buf[65536];
+        int in = open(src, O_RDONLY | O_CLOEXEC);
+        int out;
+        ssize_t n;
+
+        cr_assert(in >= 0, "cannot open %s: %s (is it built?)", src, strerror(errno));
+        out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+        cr_assert(out >= 0, "cannot create %s: %s", dst, strerror(errno));
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                cr_assert(write(out, buf, (size_t)n) == n);
+        close(in);
+        close(out);
+}
+
+void fiberd_copy_plugin(const Fiberd *d, const char *src, const char *name)
+{
+        char tmp[512], dst[512];
+
+        snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", d->plugin_dir, name);
+        snprintf(dst, sizeof(dst), "%s/%s", d->plugin_dir, name);
+        copy_file(src, tmp);
+        cr_assert(rename(tmp, dst) == 0, "rename %s: %s", dst, strerror(errno));
+}
+
+static bool try_connect(const char *path)
+{
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool ok;
+
+        snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+        ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+        close(fd);
+        return ok;
+}
+
+static void dump_log(const Fiberd *d)
+{
+        char buf[4096];
+        FILE *f = fopen(d->log, "r");
+
+        if (!f)
+                return;
+        fprintf(stderr, "---- %s ----\n", d->log);
+        while (fgets(buf, sizeof(buf), f))
+                fputs(buf, stderr);
+        fclose(f);
+}
+
+void fiberd_start(Fiberd *d, const FiberdOpts *o)
+{
+        static const FiberdOpts defaults = {0};
+        char conf[256] = "", workers[16] = "", names[256], *save, *name;
+        uint64_t deadline;
+
+        if (!o)
+                o = &defaults;
+        memset(d, 0, sizeof(*d));
+        d->notify_fd = -1;
+        snprintf(d->dir, sizeof(d->dir), "/tmp/fiberd-test-XXXXXX");
+        cr_assert(mkdtemp(d->dir), "mkdtemp: %s", strerror(errno));
+        snprintf(d->sock, sizeof(d->sock), "%s/fiberd.sock", d->dir);
+        snprintf(d->plugin_dir, sizeof(d->plugin_dir), "%s/plugins", d->dir);
+        snprintf(d->log, sizeof(d->log), "%s/fiberd.log", d->dir);
+        cr_assert(mkdir(d->plugin_dir, 0755) == 0);
+
+        snprintf(names, sizeof(names), "%s", o->plugins ? o->plugins : "sha256 sleep spin skynet");
+        for (name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+                char src[512], dst[512];
+                snprintf(src, sizeof(src), "%s/%s.so", FIBERD_PLUGIN_BUILD_DIR, name);
+                snprintf(dst, sizeof(dst), "%s/%s.so", d->plugin_dir, name);
+                copy_file(src, dst);
+        }
+        if (o->config) {
+                FILE *f;
+                snprintf(conf, sizeof(conf), "%s/fiberd.conf", d->dir);
+                f = fopen(conf, "w");
+                cr_assert(f);
+                fputs(o->config, f);
+                fclose(f);
+        }
+        if (o->workers)
+                snprintf(workers, sizeof(workers), "%u", o->workers);
+        if (o->notify) {
+                struct sockaddr_un a = {.sun_family = AF_UNIX};
+                snprintf(d->notify, sizeof(d->notify), "%s/notify.sock", d->dir);
+                snprintf(a.sun_path, sizeof(a.sun_path), "%s", d->notify);
+                d->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                cr_assert(d->notify_fd >= 0);
+                cr_assert(bind(d->notify_fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+        }
+
+        d->pid = fork();
+        cr_assert(d->pid >= 0);
+        if (d->pid == 0) {
+                const char *argv[12];
+                int argc = 0, fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (fd >= 0) {
+                        dup2(fd, STDERR_FILENO);
+                        dup2(fd, STDOUT_FILENO);
+                }
+                setenv("FIBERD_SOCKET", d->sock, 1);
+                if (o->notify)
+                        setenv("NOTIFY_SOCKET", d->notify, 1);
+                else
+                        unsetenv("NOTIFY_SOCKET");
+                unsetenv("LISTEN_FDS");
+                unsetenv("LISTEN_PID");
+                argv[argc++] = FIBERD_BIN;
+                argv[argc++] = "--plugin-dir";
+                argv[argc++] = d->plugin_dir;
+                argv[argc++] = "--log-level";
+                argv[argc++] = "debug";
+                if (*conf) {
+                        argv[argc++] = "--config";
+                        argv[argc++] = conf;
+                }
+                if (*workers) {
+                        argv[argc++] = "--workers";
+                        argv[argc++] = workers;
+                }
+                argv[argc] = NULL;
+                execv(FIBERD_BIN, (char *const *)argv);
+                _exit(127);
+        }
+        deadline = now_ms() + 15000;
+        while (!try_connect(d->sock)) {
+                int status;
+                if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+                        d->pid = 0;
+                        dump_log(d);
+                        cr_assert_fail("fiberd exited during start-up (status 0x%x)", status);
+                }
+                if (now_ms() > deadline) {
+                        dump_log(d);
+                        cr_assert_fail("fiberd did not accept on %s within 15 s", d->sock);
+                }
+                usleep(5000);
+        }
+}
+
+int fiberd_signal_and_wait(Fiberd *d, int sig, int timeout_ms)
+{
+        uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+        int status = -1;
+
+        if (d->pid <= 0)
+                return -1;
+        kill(d->pid, sig);
+        for (;;) {
+                pid_t p = waitpid(d->pid, &status, WNOHANG);
+                if (p == d->pid) {
+                        d->pid = 0;
+                        return status;
+                }
+                if (now_ms() > deadline)
+                        return -1;
+                usleep(2000);
+        }
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+        remove(path);
+        return 0;
+}
+
+void fiberd_stop(Fiberd *d)
+{
+        if (d->pid > 0 && fiberd_signal_and_wait(d, SIGTERM, 15000) == -1) {
+                kill(d->pid, SIGKILL);
+                waitpid(d->pid, NULL, 0);
+                d->pid = 0;
+        }
+        if (d->notify_fd >= 0) {
+                close(d->notify_fd);
+                d->notify_fd = -1;
+        }
+        if (d->dir[0] && !getenv("FIBERD_TEST_KEEP"))
+                nftw(d->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        d->dir[0] = '\0';
+}
+
+bool fiberd_log_contains(const Fiberd *d, const char *needle)
+{
+        char line[4096];
+        bool found = false;
+        FILE *f = fopen(d->log, "r");
+
+        if (!f)
+                return false;
+        while (!found && fgets(line, sizeof(line), f))
+                found = strstr(line, needle) != NULL;
+        fclose(f);
+        return found;
+}
+
+bool fiberd_notify_wait(Fiberd *d, const char *needle, int timeout_ms)
+{
+        uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+
+        cr_assert(d->notify_fd >= 0);
+        for (;;) {
+                char buf[4096];
+                struct pollfd p = {.fd = d->notify_fd, .events = POLLIN};
+                uint64_t now = now_ms();
+                ssize_t n;
+
+                if (now >= deadline)
+                        return false;
+                if (poll(&p, 1, (int)(deadline - now)) <= 0)
+                        continue;
+                n = recv(d->notify_fd, buf, sizeof(buf) - 1, 0);
+                if (n <= 0)
+                        continue;
+                buf[n] = '\0';
+                if (strstr(buf, needle))
+                        return true;
+        }
+}
+
+Client *fiberd_connect(const Fiberd *d)
+{
+        Client *c;
+        IpcStatus st = {0};
+        int r = client_connect(&c, d->sock, &st);
+
+        cr_assert(r == 0, "connect: %s", st.message);
+        return c;
+}
+
+/* ---------------------------------------------------------------- RPC ------------ */
+
+void reply_clear(Reply *rp)
+{
+        ipc_message_clear(&rp->msg);
+        memset(rp, 0, sizeof(*rp));
+}
+
+void rpc_wait_reply(Client *c, uint32_t msgid, Reply *rp)
+{
+        IpcStatus st = {0};
+        int r;
+
+        memset(rp, 0, sizeof(*rp));
+        r = client_call_wait(c, msgid, &rp->msg, 30000, &st);
+        cr_assert(r == 1, "no response to msgid %u: %s", msgid, st.message);
+        rp->r = client_result(&rp->msg, &rp->result, &rp->st);
+        if (rp->r < 0)
+                rp->result = NULL;
+}
+
+void rpc_simple(Client *c, const char *method, size_t n, const uint64_t *params, Reply *rp)
+{
+        uint32_t id;
+        msgpack_packer *pk = client_request(c, method, (uint32_t)n, &id);
+
+        cr_assert(pk);
+        for (size_t i = 0; i < n; i++)
+                msgpack_pack_uint64(pk, params[i]);
+        rpc_wait_reply(c, id, rp);
+}
+
+uint32_t rpc_submit_send(Client *c, const char *plugin, const Arg *args, size_t nargs, int priority,
+                         uint64_t timeout_ms)
+{
+        uint32_t id;
+        msgpack_packer *pk = client_request(c, "job.submit", 3, &id);
+
+        cr_assert(pk);
+        ipc_pack_cstr(pk, plugin);
+        msgpack_pack_map(pk, (uint32_t)nargs);
+        for (size_t i = 0; i < nargs; i++) {
+                ipc_pack_cstr(pk, args[i].key);
+                if (args[i].s)
+                        ipc_pack_cstr(pk, args[i].s);
+                else
+                        msgpack_pack_int64(pk, args[i].i);
+        }
+        msgpack_pack_map(pk, (priority ? 1 : 0) + (timeout_ms ? 1 : 0));
+        if (priority)
+                ipc_pack_kv_int(pk, "priority", priority);
+        if (timeout_ms)
+                ipc_pack_kv_uint(pk, "timeout_ms", timeout_ms);
+        return id;
+}
+
+uint64_t rpc_submit(Client *c, const char *plugin, const Arg *args, size_t nargs, int priority,
+                    uint64_t timeout_ms, IpcStatus *st)
+{
+        Reply rp;
+        uint64_t id = 0;
+
+        rpc_wait_reply(c, rpc_submit_send(c, plugin, args, nargs, priority, timeout_ms), &rp);
+        if (rp.r == 0)
+                id = map_uint(rp.result, "id");
+        if (st)
+                *st = rp.st;
+        reply_clear(&rp);
+        return id;
+}
+
+void rpc_job_wait(Client *c, uint64_t id, int64_t timeout_ms, Reply *rp)
+{
+        uint32_t msgid;
+        msgpack_packer *pk = client_request(c, "job.wait", 2, &msgid);
+
+        cr_assert(pk);
+        msgpack_pack_uint64(pk, id);
+        if (timeout_ms < 0)
+                msgpack_pack_nil(pk);
+        else
+                msgpack_pack_uint64(pk, (uint64_t)timeout_ms);
+        rpc_wait_reply(c, msgid, rp);
+}
+
+/* ---------------------------------------------------------------- objects -------- */
+
+const msgpack_object *map_get(const msgpack_object *map, const char *key)
+{
+        return ipc_map_find(map, key);
+}
+
+const char *map_str(const msgpack_object *map, const char *key)
+{
+        static __thread char buf[1024];
+        const msgpack_object *o = ipc_map_find(map, key);
+
+        buf[0] = '\0';
+        if (o && o->type == MSGPACK_OBJECT_STR)
+                snprintf(buf, sizeof(buf), "%.*s", (int)o->via.str.size, o->via.str.ptr);
+        return buf;
+}
+
+uint64_t map_uint(const msgpack_object *map, const char *key)
+{
+        const msgpack_object *o = ipc_map_find(map, key);
+
+        return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : UINT64_MAX;
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fiberd_harness.h — start a real fiberd for an integration test and talk to it.
+ *
+ * Every test gets its own temporary directory holding the socket, a private plugin
+ * directory (the bundled plugins copied in, so a test may drop more files into it),
+ * the daemon's log (stderr) and, when asked, a NOTIFY_SOCKET the test reads. fiberd is
+ * the binary just built (FIBERD_BIN, an absolute path given by daemon/build.mk); it is
+ * started with FIBERD_SOCKET set, and the harness waits until the socket accepts
+ * (bounded by a deadline, never a fixed sleep).
+ *
+ * RPC goes through the client library (client/client.h). Helpers fail the test with
+ * criterion's cr_assert on transport errors; protocol errors are returned to the test
+ * as an IpcStatus so it can check the code.
+ *
+ * Used by tests/integration/daemon_*.c only; each criterion test runs in its own
+ * process, so one Fiberd per test.
+ */
+#ifndef FIBERD_TESTS_HARNESS_H
+#define FIBERD_TESTS_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "client/client.h"
+#include "ipc/ipc.h"
+
+typedef struct Fiberd {
+        char dir[64];         /* the test's temporary directory */
+        char sock[96];        /* dir/fiberd.sock */
+        char plugin_dir[192]; /* dir/plugins */
+        char log[192];        /* dir/fiberd.log: the daemon's stderr */
+        char notify[96];      /* dir/notify.sock when FiberdOpts.notify */
+        int notify_fd;        /* the test's end of NOTIFY_SOCKET, or -1 */
+        pid_t pid;
+} Fiberd;
+
+typedef struct FiberdOpts {
+        const char *config;  /* INI text written to dir/fiberd.conf, or NULL */
+        const char *plugins; /* space-separated bundled plugin names; NULL = all */
+        unsigned workers;    /* 0 = fiberd's default */
+        bool notify;         /* set up NOTIFY_SOCKET */
+} FiberdOpts;
+
+/* fiberd_start - start fiberd and wait until its socket accepts (asserts). */
+void fiberd_start(Fiberd *d, const FiberdOpts *o);
+
+/* fiberd_signal_and_wait - send @sig, wait (bounded) for exit; returns the wait status. */
+int fiberd_signal_and_wait(Fiberd *d, int sig, int timeout_ms);
+
+/* fiberd_stop - SIGTERM, wait, remove the directory. Safe to call twice. */
+void fiberd_stop(Fiberd *d);
+
+/* fiberd_log_contains - true when the daemon's log has a line containing @needle. */
+bool fiberd_log_contains(const Fiberd *d, const char *needle);
+
+/*
+ * fiberd_notify_wait - read NOTIFY_SOCKET datagrams until one contains @needle or
+ * @timeout_ms passes. Returns true when seen.
+ */
+bool fiberd_notify_wait(Fiberd *d, const char *needle, int timeout_ms);
+
+/* fiberd_connect - a client on the daemon's socket (asserts). */
+Client *fiberd_connect(const Fiberd *d);
+
+/* fiberd_copy_plugin - copy @src to plugin_dir/@name the way an installer does (a
+ * temporary file, then rename(2)), so the daemon sees one IN_MOVED_TO. */
+void fiberd_copy_plugin(const Fiberd *d, const char *src, const char *name);
+
+/* ---------------------------------------------------------------- RPC ------------ */
+
+/* One job argument for rpc_submit(). */
+typedef struct Arg {
+        const char *key;
+        const char *s; /* string value, or NULL: then i */
+        int64_t i;
+} Arg;
+#define ARG_S(k, v) ((Arg){(k), (v), 0})
+#define ARG_I(k, v) ((Arg){(k), NULL, (v)})
+
+/* A response kept with the object it holds (result or NULL). */
+typedef struct Reply {
+        IpcMessage msg;
+        const msgpack_object *result; /* NULL on error */
+        IpcStatus st;                 /* the error, if any */
+        int r;                        /* 0 or the error as -errno */
+} Reply;
+
+/* reply_clear - free a Reply's message. */
+void reply_clear(Reply *rp);
+
+/* rpc_wait_reply - wait (asserting, 30 s max) for the response to @msgid. */
+void rpc_wait_reply(Client *c, uint32_t msgid, Reply *rp);
+
+/* rpc_simple - a call whose params are all unsigned integers (ping, job.status, ...). */
+void rpc_simple(Client *c, const char *method, size_t n, const uint64_t *params, Reply *rp);
+
+/*
+ * rpc_submit_send - queue job.submit [plugin, {args}, {priority?, timeout_ms?}] and
+ * return its msgid (not flushed). rpc_submit - send and wait: the id, or 0 with @st set.
+ */
+uint32_t rpc_submit_send(Client *c, const char *plugin, const Arg *args, size_t nargs, int priority,
+                         uint64_t timeout_ms);
+uint64_t rpc_submit(Client *c, const char *plugin, const Arg *args, size_t nargs, int priority,
+                    uint64_t timeout_ms, IpcStatus *st);
+
+/* rpc_job_wait - job.wait [id, timeout_ms] (timeout_ms < 0: nil = forever). */
+void rpc_job_wait(Client *c, uint64_t id, int64_t timeout_ms, Reply *rp);
+
+/* ---------------------------------------------------------------- objects -------- */
+
+/* map_str - a string value under @key copied to a static buffer ("" when absent). */
+const char *map_str(const msgpack_object *map, const char *key);
+/* map_uint - an unsigned value under @key (UINT64_MAX when absent or not unsigned). */
+uint64_t map_uint(const msgpack_object *map, const char *key);
+/* map_get - the object under @key, or NULL. */
+const msgpack_object *map_get(const msgpack_object *map, const char *key);
+
+/* Paths set by daemon/build.mk. */
+#ifndef FIBERD_BIN
+#define FIBERD_BIN "build/fiberd"
+#endif
+#ifndef FIBERD_PLUGIN_BUILD_DIR
+#define FIBERD_PLUGIN_BUILD_DIR "build/plugins"
+#endif
+#ifndef FIBERD_TEST_PLUGIN_DIR
+#define FIBERD_TEST_PLUGIN_DIR "build/tests/plugins"
+#endif
+
+#endif
