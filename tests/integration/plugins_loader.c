@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plugins_loader.c — the plugin loader on its own, without the daemon or the runtime.
+ *
+ * Each test makes a temporary plugin directory, copies real .so files into it (the
+ * bundled plugins from $(BUILD)/plugins, the bad ones from $(BUILD)/tests/plugins) and
+ * drives the loader API: scans, refusals with their reasons and their one log line each,
+ * pick-up of files dropped in later through the inotify fd (waited on with poll(2) and a
+ * bounded deadline: a condition, not a sleep), lookups and listings.
+ *
+ * The host table handed to plugins only needs log() here (init() may log); the job
+ * functions are never called because no job runs.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plugins/loader.h"
+
+#ifndef TEST_PLUGIN_BUILD_DIR
+#error "TEST_PLUGIN_BUILD_DIR must name the directory of the bundled plugins"
+#endif
+#ifndef TEST_BAD_PLUGIN_DIR
+#error "TEST_BAD_PLUGIN_DIR must name the directory of the test plugins"
+#endif
+
+/* ------------------------------------------------------------------ fixtures ------- */
+
+#define MAX_LINES 64
+
+static char tmpdir[64];
+static char plugdir[128];
+static char *log_lines[MAX_LINES];
+static int log_levels[MAX_LINES];
+static int n_log_lines;
+
+static void capture_log(int level, const char *msg)
+{
+        if (n_log_lines < MAX_LINES) {
+                log_levels[n_log_lines] = level;
+                log_lines[n_log_lines++] = strdup(msg);
+        }
+}
+
+static void host_log(FiberdJob *job, int level, const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        capture_log(level, msg);
+}
+
+static const FiberdHost test_host = {
+        .abi_version = FIBERD_PLUGIN_ABI_VERSION,
+        .size = sizeof(FiberdHost),
+        .log = host_log,
+};
+
+static void setup(void)
+{
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/fiberd-loader-XXXXXX");
+        cr_assert_not_null(mkdtemp(tmpdir));
+        snprintf(plugdir, sizeof(plugdir), "%s/plugins", tmpdir);
+        cr_assert_eq(mkdir(plugdir, 0755), 0);
+        n_log_lines = 0;
+}
+
+static void rm_rf(const char *dir)
+{
+        DIR *d = opendir(dir);
+        struct dirent *e;
+
+        if (!d)
+                return;
+        while ((e = readdir(d))) {
+                char p[512];
+                struct stat st;
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+                if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+                        rm_rf(p);
+                else
+                        unlink(p);
+        }
+        closedir(d);
+        rmdir(dir);
+}
+
+static void teardown(void)
+{
+        rm_rf(tmpdir);
+        for (int i = 0; i < n_log_lines; i++)
+                free(log_lines[i]);
+        n_log_lines = 0;
+}
+
+TestSuite(plugins_loader, .init = setup, .fini = teardown, .timeout = 30);
+
+/* Copies @src to @dst (written in place: one IN_CLOSE_WRITE). */
+static void copy_file(const char *src, const char *dst)
+{
+        char buf[65536];
+        int in = open(src, O_RDONLY | O_CLOEXEC);
+        int out;
+        ssize_t n;
+
+        cr_assert_geq(in, 0, "open %s: %s", src, strerror(errno));
+        out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        cr_assert_geq(out, 0, "create %s: %s", dst, strerror(errno));
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                cr_assert_eq(write(out, buf, (size_t)n), n);
+        cr_assert_eq(n, 0);
+        close(in);
+        cr_assert_eq(close(out), 0);
+}
+
+/* Copies a plugin into the plugin directory under @as. */
+static void put_bundled(const char *name, const char *as)
+{
+        char src[512], dst[512];
+
+        snprintf(src, sizeof(src), "%s/%s.so", TEST_PLUGIN_BUILD_DIR, name);
+        snprintf(dst, sizeof(dst), "%s/%s", plugdir, as);
+        copy_file(src, dst);
+}
+
+static void put_bad(const char *name, const char *as)
+{
+        char src[512], dst[512];
+
+        snprintf(src, sizeof(src), "%s/%s.so", TEST_BAD_PLUGIN_DIR, name);
+        snprintf(dst, sizeof(dst), "%s/%s", plugdir, as);
+        copy_file(src, dst);
+}
+
+/* Writes @text to @dir/@as (a file that is no shared object). */
+static void put_text(const char *dir, const char *as, const char *text)
+{
+        char dst[512];
+        FILE *f;
+
+        snprintf(dst, sizeof(dst), "%s/%s", dir, as);
+        f = fopen(dst, "w");
+        cr_assert_not_null(f);
+        fputs(text, f);
+        cr_assert_eq(fclose(f), 0);
+}
+
+static PluginLoader *new_loader(void)
+{
+        PluginLoader *l = NULL;
+
+        cr_assert_eq(loader_new(&l, &test_host, capture_log), 0);
+        cr_assert_not_null(l);
+        cr_assert_geq(loader_fd(l), 0);
+        return l;
+}
+
+/* The reason recorded for the file @as in the plugin directory, or NULL. */
+static char *refusal_of(PluginLoader *l, const char *as)
+{
+        char path[512];
+        PluginList *list;
+        char *reason = NULL;
+
+        snprintf(path, sizeof(path), "%s/%s", plugdir, as);
+        cr_assert_eq(loader_list(l, &list), 0);
+        for (size_t i = 0; i < list->n_refused; i++)
+                if (strcmp(list->refused[i].path, path) == 0)
+                        reason = strdup(list->refused[i].reason);
+        loader_list_free(list);
+        return reason;
+}
+
+/* How many captured log lines contain both @a and @b. */
+static int log_lines_with(const char *a, const char *b)
+{
+        int n = 0;
+
+        for (int i = 0; i < n_log_lines; i++)
+                if (strstr(log_lines[i], a) && (!b || strstr(log_lines[i], b)))
+                        n++;
+        return n;
+}
+
+/*
+ * Waits (poll, bounded) until the inotify fd is readable, then processes events until
+ * @want plugins have loaded or the deadline passes. Returns how many loaded.
+ */
+static int wait_and_process(PluginLoader *l, int want)
+{
+        int loaded = 0;
+
+        for (int rounds = 0; rounds < 100 && loaded < want; rounds++) {
+                struct pollfd p = {.fd = loader_fd(l), .events = POLLIN};
+                int r = poll(&p, 1, 100);
+                cr_assert_geq(r, 0);
+                if (r == 0)
+                        continue;
+                r = loader_process_events(l);
+                cr_assert_geq(r, 0, "loader_process_events: %s", strerror(-r));
+                loaded += r;
+        }
+        return loaded;
+}
+
+/* ------------------------------------------------------------------ tests ---------- */
+
+Test(plugins_loader, scan_loads_every_bundled_plugin)
+{
+        static const char *names[] = {"sha256", "sleep", "spin", "skynet"};
+        PluginLoader *l = new_loader();
+        PluginList *list;
+
+        for (int i = 0; i < 4; i++) {
+                char as[64];
+                snprintf(as, sizeof(as), "%s.so", names[i]);
+                put_bundled(names[i], as);
+        }
+        put_text(plugdir, "README", "not a plugin, not even named like one\n");
+        char subdir[256];
+        snprintf(subdir, sizeof(subdir), "%s/sub.so", plugdir);
+        cr_assert_eq(mkdir(subdir, 0755), 0, "a directory named like a plugin: skipped");
+
+        cr_assert_eq(loader_set_dir(l, plugdir), 4);
+        cr_assert_eq(loader_count(l), 4);
+        for (int i = 0; i < 4; i++) {
+                const LoadedPlugin *p = loader_find(l, names[i]);
+                cr_assert_not_null(p, "%s not loaded", names[i]);
+                cr_assert_str_eq(p->name, names[i]);
+                cr_assert_str_eq(p->desc->name, names[i]);
+                cr_assert_eq(p->desc->abi_version, FIBERD_PLUGIN_ABI_VERSION);
+                cr_assert_not_null(p->desc->run);
+                cr_assert_str_eq(p->version, "1.0");
+                cr_assert_gt(strlen(p->description), 0);
+                cr_assert_not_null(strstr(p->path, plugdir));
+                cr_assert_gt(p->loaded_ns, 0);
+                cr_assert_eq(log_lines_with("loaded from", p->path), 1);
+        }
+        cr_assert_null(loader_find(l, "nope"));
+        cr_assert_eq(loader_findn(l, "sleepy", 5), loader_find(l, "sleep"));
+
+        cr_assert_eq(loader_list(l, &list), 0);
+        cr_assert_eq(list->n_loaded, 4);
+        cr_assert_eq(list->n_refused, 0, "refused: %s",
+                     list->n_refused ? list->refused[0].reason : "");
+        cr_assert_str_eq(list->loaded[0]->name, "sha256"); /* sorted by name */
+        cr_assert_str_eq(list->loaded[1]->name, "skynet");
+        cr_assert_str_eq(list->loaded[2]->name, "sleep");
+        cr_assert_str_eq(list->loaded[3]->name, "spin");
+        cr_assert_null(loader_list_free(list));
+
+        /* A second scan loads nothing new and logs nothing new. */
+        int lines = n_log_lines;
+        cr_assert_eq(loader_scan(l), 0);
+        cr_assert_eq(n_log_lines, lines);
+        cr_assert_null(loader_free(l));
+}
+
+Test(plugins_loader, refuses_each_bad_plugin_with_its_reason)
+{
+        static const struct {
+                const char *file;   /* as copied into the plugin directory */
+                const char *reason; /* a part of the recorded reason */
+        } bad[] = {
+                {"bad_abi.so", "ABI version 42, fiberd speaks 1"},
+                {"no_descriptor.so", "no descriptor"},
+                {"sleep_dup.so", "duplicate name \"sleep\": already loaded from "},
+                {"init_fails.so", "the device it needs is missing"},
+                {"garbage.so", "dlopen failed"},
+        };
+        PluginLoader *l = new_loader();
+        PluginList *list;
+
+        put_bundled("sleep", "sleep.so");
+        put_bad("bad_abi", "bad_abi.so");
+        put_bad("no_descriptor", "no_descriptor.so");
+        put_bad("dup_name", "sleep_dup.so"); /* sorts after sleep.so: the bundled one wins */
+        put_bad("init_fails", "init_fails.so");
+        put_text(plugdir, "garbage.so", "this is not an ELF file\n");
+        put_text(plugdir, ".hidden.so", "ignored: hidden files are never considered\n");
+
+        cr_assert_eq(loader_set_dir(l, plugdir), 1, "only sleep.so is good");
+        cr_assert_eq(loader_count(l), 1);
+        cr_assert_not_null(loader_find(l, "sleep"));
+        cr_assert_str_eq(loader_find(l, "sleep")->version, "1.0", "the bundled sleep won");
+        cr_assert_null(loader_find(l, "bad_abi"));
+        cr_assert_null(loader_find(l, "init_fails"));
+        cr_assert_null(loader_find(l, "no_descriptor"));
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char *reason = refusal_of(l, bad[i].file);
+                char path[512];
+
+                cr_assert_not_null(reason, "%s: not refused", bad[i].file);
+                cr_assert_not_null(strstr(reason, bad[i].reason), "%s: reason \"%s\"", bad[i].file,
+                                   reason);
+                /* Exactly one log line naming the file, and it carries the reason. */
+                snprintf(path, sizeof(path), "%s/%s", plugdir, bad[i].file);
+                cr_assert_eq(log_lines_with(path, NULL), 1, "%s: log lines", bad[i].file);
+                cr_assert_eq(log_lines_with(path, reason), 1);
+                free(reason);
+        }
+        cr_assert_null(refusal_of(l, ".hidden.so"));
+        cr_assert_eq(log_lines_with(".hidden.so", NULL), 0);
+        /* The duplicate's reason names the file holding the name. */
+        char *dup = refusal_of(l, "sleep_dup.so");
+        cr_assert_not_null(strstr(dup, "/sleep.so"), "%s", dup);
+        free(dup);
+        /* dup_name's init() must not have run: it would have logged nothing, but its
+         * failure would have turned the reason into "init ... failed". */
+        cr_assert_eq(log_lines_with("init of plugin sleep", NULL), 0);
+
+        cr_assert_eq(loader_list(l, &list), 0);
+        cr_assert_eq(list->n_loaded, 1);
+        cr_assert_eq(list->n_refused, 5);
+        for (size_t i = 1; i < list->n_refused; i++) /* sorted by path */
+                cr_assert_lt(strcmp(list->refused[i - 1].path, list->refused[i].path), 0);
+        loader_list_free(list);
+        loader_free(l);
+}
+
+Test(plugins_loader, load_file_returns_the_refusal_as_an_errno)
+{
+        PluginLoader *l = new_loader();
+        char path[512];
+
+        snprintf(path, sizeof(path), "%s/sleep.so", TEST_PLUGIN_BUILD_DIR);
+        cr_assert_eq(loader_load_file(l, path), 0);
+        cr_assert_eq(loader_load_file(l, path), -EEXIST, "same path twice");
+
+        snprintf(path, sizeof(path), "%s/bad_abi.so", TEST_BAD_PLUGIN_DIR);
+        cr_assert_eq(loader_load_file(l, path), -EPROTO);
+        snprintf(path, sizeof(path), "%s/no_descriptor.so", TEST_BAD_PLUGIN_DIR);
+        cr_assert_eq(loader_load_file(l, path), -ENOEXEC);
+        snprintf(path, sizeof(path), "%s/dup_name.so", TEST_BAD_PLUGIN_DIR);
+        cr_assert_eq(loader_load_file(l, path), -EEXIST);
+        snprintf(path, sizeof(path), "%s/init_fails.so", TEST_BAD_PLUGIN_DIR);
+        cr_assert_eq(loader_load_file(l, path), -ENODEV);
+        snprintf(path, sizeof(path), "%s/missing.so", plugdir);
+        cr_assert_eq(loader_load_file(l, path), -ENOENT);
+        cr_assert_eq(loader_load_file(l, plugdir), -ENOEXEC, "a directory");
+
+        cr_assert_eq(loader_count(l), 1);
+        loader_free(l);
+}
+
+Test(plugins_loader, a_so_dropped_in_later_is_loaded_through_the_inotify_fd)
+{
+        PluginLoader *l = new_loader();
+        char staged[512], dst[512];
+
+        cr_assert_eq(loader_set_dir(l, plugdir), 0);
+        cr_assert_eq(loader_process_events(l), 0, "nothing pending is harmless");
+        cr_assert_null(loader_find(l, "sleep"));
+
+        /* Written in place (cp, install): IN_CLOSE_WRITE. */
+        put_bundled("sleep", "sleep.so");
+        cr_assert_eq(wait_and_process(l, 1), 1);
+        cr_assert_not_null(loader_find(l, "sleep"));
+
+        /* Written elsewhere, renamed in (mv, package managers): IN_MOVED_TO. */
+        snprintf(staged, sizeof(staged), "%s/skynet.so", tmpdir);
+        snprintf(dst, sizeof(dst), "%s/skynet.so", plugdir);
+        copy_file(TEST_PLUGIN_BUILD_DIR "/skynet.so", staged);
+        cr_assert_eq(rename(staged, dst), 0);
+        cr_assert_eq(wait_and_process(l, 1), 1);
+        cr_assert_not_null(loader_find(l, "skynet"));
+
+        /* A hidden temporary written, then renamed to its final name: loaded once. */
+        put_bundled("spin", ".spin.so.tmp");
+        snprintf(staged, sizeof(staged), "%s/.spin.so.tmp", plugdir);
+        snprintf(dst, sizeof(dst), "%s/spin.so", plugdir);
+        cr_assert_eq(rename(staged, dst), 0);
+        cr_assert_eq(wait_and_process(l, 1), 1);
+        cr_assert_not_null(loader_find(l, "spin"));
+        cr_assert_eq(log_lines_with(".spin.so.tmp", NULL), 0);
+
+        /* A bad plugin dropped in is refused with its reason; the loader goes on. */
+        put_bad("init_fails", "init_fails.so");
+        for (int i = 0; i < 100 && !refusal_of(l, "init_fails.so"); i++) {
+                struct pollfd p = {.fd = loader_fd(l), .events = POLLIN};
+                if (poll(&p, 1, 100) > 0)
+                        cr_assert_eq(loader_process_events(l), 0);
+        }
+        char *reason = refusal_of(l, "init_fails.so");
+        cr_assert_not_null(reason);
+        cr_assert_not_null(strstr(reason, "the device it needs is missing"));
+        free(reason);
+
+        /* And a good one after it still loads. */
+        put_bundled("sha256", "sha256.so");
+        cr_assert_eq(wait_and_process(l, 1), 1);
+        cr_assert_not_null(loader_find(l, "sha256"));
+        cr_assert_eq(loader_count(l), 4);
+        loader_free(l);
+}
+
+Test(plugins_loader, a_new_file_at_a_loaded_path_is_not_reloaded)
+{
+        PluginLoader *l = new_loader();
+        char staged[512], dst[512];
+
+        put_bundled("sleep", "sleep.so");
+        cr_assert_eq(loader_set_dir(l, plugdir), 1);
+        const LoadedPlugin *before = loader_find(l, "sleep");
+
+        /* Replace it the safe way (a new inode renamed over the old path). */
+        snprintf(staged, sizeof(staged), "%s/sleep.so", tmpdir);
+        snprintf(dst, sizeof(dst), "%s/sleep.so", plugdir);
+        copy_file(TEST_PLUGIN_BUILD_DIR "/sleep.so", staged);
+        cr_assert_eq(rename(staged, dst), 0);
+        for (int i = 0; i < 100 && !log_lines_with(dst, "restart fiberd"); i++) {
+                struct pollfd p = {.fd = loader_fd(l), .events = POLLIN};
+                if (poll(&p, 1, 100) > 0)
+                        cr_assert_eq(loader_process_events(l), 0);
+        }
+        cr_assert_eq(log_lines_with(dst, "restart fiberd"), 1);
+        cr_assert_eq(loader_find(l, "sleep"), before, "the loaded plugin stays");
+        cr_assert_null(refusal_of(l, "sleep.so"), "a warning, not a refusal");
+        loader_free(l);
+}
+
+Test(plugins_loader, a_refused_file_fixed_later_loads_and_its_refusal_goes)
+{
+        PluginLoader *l = new_loader();
+        char staged[512], dst[512];
+
+        put_text(plugdir, "thing.so", "half-written\n");
+        cr_assert_eq(loader_set_dir(l, plugdir), 0);
+        char *reason = refusal_of(l, "thing.so");
+        cr_assert_not_null(reason);
+        free(reason);
+
+        snprintf(staged, sizeof(staged), "%s/thing.so", tmpdir);
+        snprintf(dst, sizeof(dst), "%s/thing.so", plugdir);
+        copy_file(TEST_PLUGIN_BUILD_DIR "/skynet.so", staged);
+        cr_assert_eq(rename(staged, dst), 0);
+        cr_assert_eq(wait_and_process(l, 1), 1);
+        cr_assert_not_null(loader_find(l, "skynet"));
+        cr_assert_null(refusal_of(l, "thing.so"));
+
+        /* A refused file that is deleted is forgotten at the next scan. */
+        put_text(plugdir, "gone.so", "junk\n");
+        cr_assert_eq(loader_scan(l), 0);
+        reason = refusal_of(l, "gone.so");
+        cr_assert_not_null(reason);
+        free(reason);
+        snprintf(dst, sizeof(dst), "%s/gone.so", plugdir);
+        cr_assert_eq(unlink(dst), 0);
+        cr_assert_eq(loader_scan(l), 0);
+        cr_assert_null(refusal_of(l, "gone.so"));
+        loader_free(l);
+}
+
+Test(plugins_loader, a_missing_directory_is_an_error_and_the_loader_goes_on)
+{
+        PluginLoader *l = new_loader();
+        char missing[256], other[256];
+
+        cr_assert_eq(loader_scan(l), -ENOENT, "no directory set yet");
+        snprintf(missing, sizeof(missing), "%s/nope", tmpdir);
+        cr_assert_eq(loader_set_dir(l, missing), -ENOENT);
+        cr_assert_eq(log_lines_with(missing, NULL), 1);
+        cr_assert_eq(loader_process_events(l), 0);
+
+        /* Switch to a real directory (SIGHUP with a new plugin_dir): that works. */
+        put_bundled("sleep", "sleep.so");
+        cr_assert_eq(loader_set_dir(l, plugdir), 1);
+
+        /* Switching away keeps what was loaded and watches only the new directory. */
+        snprintf(other, sizeof(other), "%s/other", tmpdir);
+        cr_assert_eq(mkdir(other, 0755), 0);
+        cr_assert_eq(loader_set_dir(l, other), 0);
+        cr_assert_not_null(loader_find(l, "sleep"));
+        put_bundled("spin", "spin.so"); /* into the old directory: not watched */
+        char src[512], dst[512];
+        snprintf(src, sizeof(src), "%s/skynet.so", TEST_PLUGIN_BUILD_DIR);
+        snprintf(dst, sizeof(dst), "%s/skynet.so", other);
+        copy_file(src, dst);
+        cr_assert_eq(wait_and_process(l, 1), 1);
+        cr_assert_not_null(loader_find(l, "skynet"));
+        cr_assert_null(loader_find(l, "spin"));
+        loader_free(l);
+}
+
+Test(plugins_loader, a_removed_directory_stops_the_watch_and_a_rescan_restores_it)
+{
+        PluginLoader *l = new_loader();
+
+        cr_assert_eq(loader_set_dir(l, plugdir), 0);
+        cr_assert_eq(rmdir(plugdir), 0);
+        for (int i = 0; i < 100 && !log_lines_with(plugdir, "went away"); i++) {
+                struct pollfd p = {.fd = loader_fd(l), .events = POLLIN};
+                if (poll(&p, 1, 100) > 0)
+                        cr_assert_eq(loader_process_events(l), 0);
+        }
+        cr_assert_eq(log_lines_with(plugdir, "went away"), 1);
+
+        cr_assert_eq(mkdir(plugdir, 0755), 0);
+        put_bundled("sleep", "sleep.so");
+        cr_assert_eq(loader_scan(l), 1, "the rescan watches it again and loads");
+        put_bundled("spin", "spin.so");
+        cr_assert_eq(wait_and_process(l, 1), 1);
+        cr_assert_not_null(loader_find(l, "spin"));
+        loader_free(l);
+}
+
+Test(plugins_loader, bad_arguments)
+{
+        PluginLoader *l = NULL;
+
+        cr_assert_eq(loader_new(NULL, &test_host, NULL), -EINVAL);
+        cr_assert_eq(loader_new(&l, NULL, NULL), -EINVAL);
+        cr_assert_null(l, "ret_ untouched on failure");
+        cr_assert_null(loader_free(NULL));
+        cr_assert_null(loader_list_free(NULL));
+}
