@@ -21,3 +21,12 @@ IPC_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,\
 $(IPC_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(LIBIPC)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBIPC) $(IPC_LIBS) -lcriterion
 INTEGRATION_TESTS += $(IPC_TESTS)
+
+# libFuzzer target for the decoder (clang only; not part of `all` or `check`):
+#   make fuzz-ipc && build/fuzz/ipc_decoder -max_total_time=60
+.PHONY: fuzz-ipc
+fuzz-ipc: $(BUILD)/fuzz/ipc_decoder
+$(BUILD)/fuzz/ipc_decoder: tests/fuzz/ipc_decoder.c $(IPC_SRCS)
+	@mkdir -p $(dir $@)
+	clang $(filter-out -MMD -MP,$(CPPFLAGS)) -std=gnu11 -g -O1 $(IPC_CFLAGS) \
+		-fsanitize=fuzzer,address,undefined -o $@ $^ $(IPC_LIBS)

@@ -513,3 +513,75 @@ Test(ipc_status, errno_codes_round_trip)
         ipc_status_clear(&st);
         cr_assert_not(ipc_status_failed(&st));
 }
+
+/* xorshift64: a fixed sequence, so a failure reproduces. */
+static uint64_t rng_next(uint64_t *s)
+{
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        return *s;
+}
+
+/* Mutated valid streams in random chunks: every return obeys decoder.h's contract.
+ * (tests/fuzz/ipc_decoder.c is the open-ended version of this.) */
+Test(ipc_decoder, random_mutations_keep_the_contract)
+{
+        Buf b;
+        uint64_t seed = 0x9e3779b97f4a7c15ULL;
+        char mutated[512];
+
+        buf_init(&b);
+        pack_status_request(&b, 70000);
+        cr_assert_eq(ipc_pack_request_begin(&b.pk, 2, "job.submit", 3), 0);
+        cr_assert_eq(ipc_pack_cstr(&b.pk, "sha256"), 0);
+        cr_assert_eq(msgpack_pack_map(&b.pk, 2), 0);
+        cr_assert_eq(ipc_pack_kv_cstr(&b.pk, "path", "/usr/include/stdio.h"), 0);
+        cr_assert_eq(ipc_pack_kv_double(&b.pk, "x", -0.5), 0);
+        cr_assert_eq(msgpack_pack_map(&b.pk, 1), 0);
+        cr_assert_eq(ipc_pack_kv_int(&b.pk, "priority", -3), 0);
+        cr_assert_eq(ipc_pack_error_response(&b.pk, 9, IPC_INTERNAL, "boom"), 0);
+        cr_assert_leq(b.sb.size, sizeof(mutated));
+
+        for (int iter = 0; iter < 4000; iter++) {
+                size_t max = 32 + rng_next(&seed) % 256;
+                IpcDecoder *d = decoder(max);
+                int sticky = 0;
+
+                memcpy(mutated, b.sb.data, b.sb.size);
+                for (int k = 1 + (int)(rng_next(&seed) % 4); k > 0; k--)
+                        mutated[rng_next(&seed) % b.sb.size] = (char)rng_next(&seed);
+                for (size_t off = 0; off < b.sb.size && !sticky;) {
+                        size_t n = 1 + rng_next(&seed) % 16;
+                        if (n > b.sb.size - off)
+                                n = b.sb.size - off;
+                        cr_assert_eq(ipc_decoder_feed(d, mutated + off, n), 0);
+                        off += n;
+                        for (;;) {
+                                IpcMessage m;
+                                int r = ipc_decoder_next(d, &m);
+                                if (r == 0)
+                                        break;
+                                if (r == 1) {
+                                        cr_assert_leq(m.size, max);
+                                        if (m.type != IPC_RESPONSE) {
+                                                cr_assert_not_null(m.method);
+                                                cr_assert_eq(m.params.type, MSGPACK_OBJECT_ARRAY);
+                                        }
+                                        ipc_message_clear(&m);
+                                        continue;
+                                }
+                                if (r == -EPROTO)
+                                        continue;
+                                cr_assert(r == -EMSGSIZE || r == -EBADMSG,
+                                          "iteration %d: unexpected %d", iter, r);
+                                sticky = r;
+                                break;
+                        }
+                }
+                if (sticky)
+                        cr_assert_eq(ipc_decoder_next(d, &(IpcMessage){0}), sticky);
+                ipc_decoder_free(d);
+        }
+        buf_done(&b);
+}
