@@ -142,8 +142,8 @@ bool ipc_decoder_error_msgid(const IpcDecoder *d, uint32_t *ret_msgid);
 /*
  * ipc_decoder_error_text - a sentence about the last error, for the MALFORMED_MESSAGE /
  * MESSAGE_TOO_LARGE response and the log, e.g. "message of at least 2097152 bytes exceeds
- * the limit of 1048576 bytes". Static-lifetime text owned by @d, valid until the next
- * call on @d; "" when there was no error.
+ * the limit of 1048576 bytes". The text is owned by @d and valid until the next call on
+ * @d; "" when there was no error.
  */
 const char *ipc_decoder_error_text(const IpcDecoder *d);
 
