@@ -84,7 +84,7 @@ static void dump_log(const Fiberd *d)
 void fiberd_start(Fiberd *d, const FiberdOpts *o)
 {
         static const FiberdOpts defaults = {0};
-        char conf[256] = "", workers[16] = "", names[256], *save, *name;
+        char conf[256] = "", workers[16] = "", names[1024], *save, *name;
         uint64_t deadline;
 
         if (!o)
@@ -104,6 +104,12 @@ void fiberd_start(Fiberd *d, const FiberdOpts *o)
                 snprintf(src, sizeof(src), "%s/%s.so", FIBERD_PLUGIN_BUILD_DIR, name);
                 snprintf(dst, sizeof(dst), "%s/%s.so", d->plugin_dir, name);
                 copy_file(src, dst);
+        }
+        snprintf(names, sizeof(names), "%s", o->extra ? o->extra : "");
+        for (name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+                char dst[512];
+                snprintf(dst, sizeof(dst), "%s/%s", d->plugin_dir, strrchr(name, '/') + 1);
+                copy_file(name, dst);
         }
         if (o->config) {
                 FILE *f;

@@ -40,6 +40,7 @@ typedef struct Fiberd {
 typedef struct FiberdOpts {
         const char *config;  /* INI text written to dir/fiberd.conf, or NULL */
         const char *plugins; /* space-separated bundled plugin names; NULL = all */
+        const char *extra;   /* space-separated paths of more .so files to copy in */
         unsigned workers;    /* 0 = fiberd's default */
         bool notify;         /* set up NOTIFY_SOCKET */
 } FiberdOpts;

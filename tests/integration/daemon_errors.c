@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_errors.c — every kind of bad input gets its error, and the daemon keeps serving
+ * another client meanwhile: unknown plugin (NOT_FOUND), unknown method
+ * (METHOD_NOT_FOUND), bad options (INVALID_ARGUMENT at submit), bad args (the job fails
+ * with INVALID_ARGUMENT), a file that does not exist (the job fails with NOT_FOUND), an
+ * oversized message (MESSAGE_TOO_LARGE, then that connection closes), non-msgpack bytes
+ * (MALFORMED_MESSAGE to a readable msgid, or a connection.error notification, then close),
+ * a well-formed value that is not a request (MALFORMED_MESSAGE, connection stays open).
+ * Raw-socket tests write bytes by hand and read with the ipc decoder.
+ */
+#include "tests/integration/fiberd_harness.h"
+
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static Fiberd fd_;
+static Client *other_;
+
+static void teardown(void)
+{
+        other_ = client_free(other_);
+        fiberd_stop(&fd_);
+}
+
+TestSuite(daemon_errors, .fini = teardown, .timeout = 60);
+
+/* The bystander: a second client that must be served throughout. */
+static void start_with_bystander(void)
+{
+        fiberd_start(&fd_, NULL);
+        other_ = fiberd_connect(&fd_);
+}
+
+static void bystander_ping(void)
+{
+        Reply rp;
+
+        rpc_simple(other_, "ping", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "the other client was not served: %s", rp.st.message);
+        reply_clear(&rp);
+}
+
+Test(daemon_errors, unknown_plugin)
+{
+        IpcStatus st;
+        Client *c;
+
+        start_with_bystander();
+        c = fiberd_connect(&fd_);
+        cr_assert_eq(rpc_submit(c, "sha512", NULL, 0, 0, 0, &st), 0);
+        cr_assert_str_eq(st.code, IPC_NOT_FOUND);
+        cr_assert(strstr(st.message, "sha512") && strstr(st.message, "sha256"),
+                  "the message names the plugin and what is loaded: %s", st.message);
+        bystander_ping();
+        client_free(c);
+}
+
+Test(daemon_errors, unknown_method)
+{
+        Client *c;
+        Reply rp;
+
+        start_with_bystander();
+        c = fiberd_connect(&fd_);
+        rpc_simple(c, "job.explode", 0, NULL, &rp);
+        cr_assert_str_eq(rp.st.code, IPC_METHOD_NOT_FOUND);
+        reply_clear(&rp);
+        bystander_ping();
+        client_free(c);
+}
+
+Test(daemon_errors, bad_options_and_params)
+{
+        msgpack_packer *pk;
+        uint32_t id;
+        Client *c;
+        Reply rp;
+
+        start_with_bystander();
+        c = fiberd_connect(&fd_);
+        pk = client_request(c, "job.submit", 3, &id);
+        ipc_pack_cstr(pk, "sleep");
+        msgpack_pack_map(pk, 0);
+        msgpack_pack_map(pk, 1);
+        ipc_pack_kv_cstr(pk, "timeout_ms", "soon");
+        rpc_wait_reply(c, id, &rp);
+        cr_assert_str_eq(rp.st.code, IPC_INVALID_ARGUMENT);
+        cr_assert(strstr(rp.st.message, "timeout_ms"), "%s", rp.st.message);
+        reply_clear(&rp);
+
+        pk = client_request(c, "job.submit", 3, &id);
+        ipc_pack_cstr(pk, "sleep");
+        msgpack_pack_map(pk, 0);
+        msgpack_pack_map(pk, 1);
+        ipc_pack_kv_int(pk, "colour", 3);
+        rpc_wait_reply(c, id, &rp);
+        cr_assert_str_eq(rp.st.code, IPC_INVALID_ARGUMENT);
+        reply_clear(&rp);
+
+        pk = client_request(c, "job.status", 1, &id);
+        ipc_pack_cstr(pk, "seventeen");
+        rpc_wait_reply(c, id, &rp);
+        cr_assert_str_eq(rp.st.code, IPC_INVALID_ARGUMENT);
+        reply_clear(&rp);
+        bystander_ping();
+        client_free(c);
+}
+
+static void check_job_failed(Client *c, uint64_t id, const char *code, const char *needle)
+{
+        const msgpack_object *err;
+        Reply rp;
+
+        rpc_job_wait(c, id, 10000, &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "failed");
+        err = map_get(rp.result, "error");
+        cr_assert_str_eq(map_str(err, "code"), code, "%s", map_str(err, "message"));
+        cr_assert(strstr(map_str(err, "message"), needle), "message: %s", map_str(err, "message"));
+        reply_clear(&rp);
+}
+
+Test(daemon_errors, bad_args_fail_the_job)
+{
+        IpcStatus st;
+        Client *c;
+        uint64_t id;
+
+        start_with_bystander();
+        c = fiberd_connect(&fd_);
+        id = rpc_submit(c, "sha256", (Arg[]){ARG_I("path", 42)}, 1, 0, 0, &st);
+        cr_assert_neq(id, 0, "%s", st.message);
+        check_job_failed(c, id, IPC_INVALID_ARGUMENT, "path");
+
+        id = rpc_submit(c, "sha256", NULL, 0, 0, 0, &st);
+        check_job_failed(c, id, IPC_INVALID_ARGUMENT, "path");
+
+        id = rpc_submit(c, "sleep", (Arg[]){ARG_S("ms", "ten")}, 1, 0, 0, &st);
+        check_job_failed(c, id, IPC_INVALID_ARGUMENT, "ms");
+
+        id = rpc_submit(c, "sha256", (Arg[]){ARG_S("path", "/nonexistent/fiberd-test")}, 1, 0, 0,
+                        &st);
+        check_job_failed(c, id, IPC_NOT_FOUND, "/nonexistent/fiberd-test");
+        bystander_ping();
+        client_free(c);
+}
+
+/* ------------------------------------------------------------- raw sockets ------ */
+
+static int raw_connect(void)
+{
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        snprintf(a.sun_path, sizeof(a.sun_path), "%s", fd_.sock);
+        cr_assert(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+        return fd;
+}
+
+/* Writes @len bytes; the daemon may close early (a refused message): EPIPE is fine. */
+static void raw_write(int fd, const void *buf, size_t len)
+{
+        const char *p = buf;
+
+        while (len) {
+                ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+                if (n < 0)
+                        return;
+                p += n;
+                len -= (size_t)n;
+        }
+}
+
+/*
+ * Reads what the daemon sends until it closes the connection (bounded: 10 s), decoding
+ * the first message into @ret. Returns true when the connection was closed.
+ */
+static bool raw_read_until_close(int fd, IpcMessage *ret, bool *got)
+{
+        IpcDecoder *d;
+        char buf[4096];
+        bool closed = false;
+
+        *got = false;
+        cr_assert(ipc_decoder_new(&d, 0) == 0);
+        for (int i = 0; i < 1000 && !closed; i++) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                ssize_t n;
+
+                if (poll(&p, 1, 10) <= 0)
+                        continue;
+                n = recv(fd, buf, sizeof(buf), 0);
+                if (n <= 0) {
+                        closed = true;
+                        break;
+                }
+                ipc_decoder_feed(d, buf, (size_t)n);
+                if (!*got && ipc_decoder_next(d, ret) == 1)
+                        *got = true;
+        }
+        ipc_decoder_free(d);
+        return closed;
+}
+
+static const char *error_code_of(const IpcMessage *m, char *buf, size_t size)
+{
+        const msgpack_object *err =
+                m->type == IPC_RESPONSE ? &m->error : ipc_array_at(&m->params, 0);
+        snprintf(buf, size, "%s", map_str(err, "code"));
+        return buf;
+}
+
+Test(daemon_errors, oversized_message)
+{
+        /* [0, 7, "ping", [bin of 2 MiB]]: the bin header alone says it is too big */
+        size_t big = 2 << 20;
+        unsigned char *msg = calloc(1, big + 16);
+        unsigned char head[] = {0x94,
+                                0x00,
+                                0x07,
+                                0xa4,
+                                'p',
+                                'i',
+                                'n',
+                                'g',
+                                0x91,
+                                0xc6,
+                                (unsigned char)(big >> 24),
+                                (unsigned char)(big >> 16),
+                                (unsigned char)(big >> 8),
+                                (unsigned char)big};
+        IpcMessage m = {0};
+        char code[64];
+        bool got;
+        int fd;
+
+        start_with_bystander();
+        fd = raw_connect();
+        memcpy(msg, head, sizeof(head));
+        raw_write(fd, msg, sizeof(head) + big);
+        cr_assert(raw_read_until_close(fd, &m, &got), "the connection was not closed");
+        cr_assert(got, "no error response before the close");
+        cr_assert_eq(m.type, IPC_RESPONSE);
+        cr_assert_eq(m.msgid, 7);
+        cr_assert_str_eq(error_code_of(&m, code, sizeof(code)), IPC_MESSAGE_TOO_LARGE);
+        ipc_message_clear(&m);
+        close(fd);
+        free(msg);
+        bystander_ping();
+}
+
+Test(daemon_errors, not_msgpack_with_msgid)
+{
+        /* [0, 9, then 0xc1 (never used in msgpack) */
+        static const unsigned char bytes[] = {0x94, 0x00, 0x09, 0xc1, 0x00};
+        IpcMessage m = {0};
+        char code[64];
+        bool got;
+        int fd;
+
+        start_with_bystander();
+        fd = raw_connect();
+        raw_write(fd, bytes, sizeof(bytes));
+        cr_assert(raw_read_until_close(fd, &m, &got));
+        cr_assert(got);
+        cr_assert_eq(m.type, IPC_RESPONSE);
+        cr_assert_eq(m.msgid, 9);
+        cr_assert_str_eq(error_code_of(&m, code, sizeof(code)), IPC_MALFORMED_MESSAGE);
+        ipc_message_clear(&m);
+        close(fd);
+        bystander_ping();
+}
+
+Test(daemon_errors, text_gets_notification_and_close)
+{
+        static const char text[] = "GET / HTTP/1.0\r\n\r\n";
+        IpcMessage m = {0};
+        char code[64];
+        bool got;
+        int fd;
+
+        start_with_bystander();
+        fd = raw_connect();
+        raw_write(fd, text, strlen(text));
+        cr_assert(raw_read_until_close(fd, &m, &got));
+        cr_assert(got, "no connection.error notification");
+        cr_assert_eq(m.type, IPC_NOTIFICATION);
+        cr_assert_str_eq(m.method, "connection.error");
+        cr_assert_str_eq(error_code_of(&m, code, sizeof(code)), IPC_MALFORMED_MESSAGE);
+        ipc_message_clear(&m);
+        close(fd);
+        bystander_ping();
+}
+
+Test(daemon_errors, not_a_request_keeps_connection)
+{
+        /* [0, 5, 42, []]: msgpack, but the method is not a string; then a valid ping */
+        static const unsigned char bad[] = {0x94, 0x00, 0x05, 0x2a, 0x90};
+        static const unsigned char ping[] = {0x94, 0x00, 0x06, 0xa4, 'p', 'i', 'n', 'g', 0x90};
+        IpcDecoder *d;
+        IpcMessage m;
+        char buf[4096], code[64];
+        int fd, seen = 0;
+
+        start_with_bystander();
+        fd = raw_connect();
+        raw_write(fd, bad, sizeof(bad));
+        raw_write(fd, ping, sizeof(ping));
+        cr_assert(ipc_decoder_new(&d, 0) == 0);
+        while (seen < 2) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                ssize_t n;
+
+                cr_assert(poll(&p, 1, 10000) == 1, "no answer");
+                n = recv(fd, buf, sizeof(buf), 0);
+                cr_assert(n > 0, "the connection was closed");
+                ipc_decoder_feed(d, buf, (size_t)n);
+                while (ipc_decoder_next(d, &m) == 1) {
+                        if (m.msgid == 5)
+                                cr_assert_str_eq(error_code_of(&m, code, sizeof(code)),
+                                                 IPC_MALFORMED_MESSAGE);
+                        else
+                                cr_assert(m.msgid == 6 && m.error.type == MSGPACK_OBJECT_NIL);
+                        seen++;
+                        ipc_message_clear(&m);
+                }
+        }
+        ipc_decoder_free(d);
+        close(fd);
+        bystander_ping();
+}
