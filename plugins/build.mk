@@ -58,7 +58,7 @@ $(PLUGIN_TESTS:%=%.o): CPPFLAGS += $(PLUGIN_TEST_DEFS)
 $(PLUGIN_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(LOADER_OBJS) \
 		$(LIBSCHED) $(LIBIPC) | $(BUNDLED_PLUGINS) $(TEST_PLUGINS)
 	$(CC) $(LDFLAGS) -o $@ $< $(LOADER_OBJS) $(LIBIPC) $(LIBSCHED) $(LOADER_LIBS) \
-		$(IPC_LIBS) $(SCHED_LIBS) -lcriterion
+		$(IPC_LIBS) $(SCHED_LIBS) $(CRYPTO_LIBS) -lcriterion
 INTEGRATION_TESTS += $(PLUGIN_TESTS)
 
 .PHONY: install-plugins
