@@ -216,6 +216,8 @@ static int closed_error(Client *c, IpcStatus *st, int r)
                               c->path);
 }
 
+static int client_write_failed(Client *c, int error, IpcStatus *st);
+
 /* Writes as much queued output as the socket takes now. */
 static int client_write_some(Client *c, IpcStatus *st)
 {
@@ -228,7 +230,7 @@ static int client_write_some(Client *c, IpcStatus *st)
                         if (errno == EINTR)
                                 continue;
                         if (errno == EPIPE || errno == ECONNRESET)
-                                return closed_error(c, st, -errno);
+                                return client_write_failed(c, -errno, st);
                         return ipc_status_errno(st, -errno, "cannot write to %s: %s", c->path,
                                                 strerror(errno));
                 }
@@ -326,7 +328,7 @@ int client_flush(Client *c, int timeout_ms, IpcStatus *st)
 
         while (r == 0 && client_pending_output(c) > 0) {
                 if (c->eof)
-                        return closed_error(c, st, -EPIPE);
+                        return client_write_failed(c, -EPIPE, st);
                 r = client_pump(c, deadline, st);
         }
         return r;
@@ -361,6 +363,57 @@ static int kept_add(Client *c, IpcMessage *m)
         return 0;
 }
 
+/*
+ * Takes a decoded message; the notification "connection.error" (the daemon's last word
+ * before it closes the connection, PROTOCOL.md "Broken streams") becomes the error.
+ */
+static int client_decode_checked(Client *c, IpcMessage *ret, IpcStatus *st)
+{
+        IpcMessage m;
+        IpcStatus why;
+        int r = client_decode(c, &m, st);
+
+        if (r <= 0)
+                return r;
+        if (m.type != IPC_NOTIFICATION || strcmp(m.method, "connection.error") != 0) {
+                *ret = m;
+                return 1;
+        }
+        r = ipc_read_error(ipc_array_at(&m.params, 0), &why);
+        ipc_message_clear(&m);
+        if (r > 0)
+                return ipc_status_set(st, why.code, why.error, "fiberd closed the connection: %s",
+                                      why.message);
+        return closed_error(c, st, -ECONNRESET);
+}
+
+/*
+ * The daemon closed the connection while requests were being written. What it sent
+ * before closing is still readable: keep its answers for client_receive(), and report
+ * its "connection.error" notice if it sent one, else the close itself.
+ */
+static int client_write_failed(Client *c, int error, IpcStatus *st)
+{
+        IpcMessage m;
+        int r;
+
+        msgpack_sbuffer_clear(&c->out);
+        c->out_sent = 0;
+        r = client_read_some(c, st);
+        if (r < 0)
+                return r;
+        while ((r = client_decode_checked(c, &m, st)) == 1) {
+                if (kept_add(c, &m) < 0) {
+                        ipc_message_clear(&m);
+                        return ipc_status_errno(st, -ENOMEM, NULL);
+                }
+        }
+        if (r < 0)
+                return r;
+        c->eof = true;
+        return closed_error(c, st, error);
+}
+
 /* Waits for the next message off the wire (the kept list is not consulted). */
 static int client_next_wire(Client *c, IpcMessage *ret, int64_t deadline, IpcStatus *st)
 {
@@ -368,7 +421,7 @@ static int client_next_wire(Client *c, IpcMessage *ret, int64_t deadline, IpcSta
         if (r < 0)
                 return r;
         for (;;) {
-                r = client_decode(c, ret, st);
+                r = client_decode_checked(c, ret, st);
                 if (r != 0)
                         return r;
                 if (deadline >= 0 && remaining_ms(deadline) == 0) {
@@ -376,7 +429,7 @@ static int client_next_wire(Client *c, IpcMessage *ret, int64_t deadline, IpcSta
                         r = client_read_some(c, st);
                         if (r < 0)
                                 return r;
-                        r = client_decode(c, ret, st);
+                        r = client_decode_checked(c, ret, st);
                         if (r != 0)
                                 return r;
                         if (c->eof)
@@ -420,17 +473,6 @@ int client_call_wait(Client *c, uint32_t msgid, IpcMessage *ret, int timeout_ms,
                 if (m.type == IPC_RESPONSE && m.msgid == msgid) {
                         *ret = m;
                         return 1;
-                }
-                if (m.type == IPC_NOTIFICATION && strcmp(m.method, "connection.error") == 0) {
-                        /* the daemon's last word before it closes the connection */
-                        IpcStatus why;
-                        r = ipc_read_error(ipc_array_at(&m.params, 0), &why);
-                        ipc_message_clear(&m);
-                        if (r > 0)
-                                return ipc_status_set(st, why.code, why.error,
-                                                      "fiberd closed the connection: %s",
-                                                      why.message);
-                        return closed_error(c, st, -ECONNRESET);
                 }
                 r = kept_add(c, &m);
                 if (r < 0) {

@@ -107,7 +107,9 @@ int client_flush(Client *c, int timeout_ms, IpcStatus *st);
  * @ret: out, written only when 1 is returned; the caller owns it (ipc_message_clear()).
  * Return: 1; -ETIMEDOUT after @timeout_ms (-1 = no limit; 0 = only what is buffered);
  * -ECONNRESET when the daemon closed the connection; -EBADMSG / -EMSGSIZE / -EPROTO
- * when it sent something that is not a valid message. @st filled on error.
+ * when it sent something that is not a valid message; the daemon's own error when it
+ * sent the notification "connection.error" before closing (e.g. MESSAGE_TOO_LARGE:
+ * -EMSGSIZE). @st filled on error.
  */
 int client_receive(Client *c, IpcMessage *ret, int timeout_ms, IpcStatus *st);
 

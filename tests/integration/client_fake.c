@@ -11,7 +11,8 @@
  * is answered only after the next request has been answered (so answers come out of
  * order), as done; "nope" is refused with NOT_FOUND; "deny" with PERMISSION_DENIED.
  * Server modes: MODE_GARBAGE answers every request with bytes that are not msgpack;
- * MODE_CLOSE closes the connection on the first request.
+ * MODE_CLOSE closes the connection on the first request; MODE_NOTICE sends the
+ * "connection.error" notification (MESSAGE_TOO_LARGE) and closes.
  */
 #include <criterion/criterion.h>
 
@@ -39,7 +40,7 @@
 
 extern char **environ;
 
-enum { MODE_NORMAL, MODE_GARBAGE, MODE_CLOSE };
+enum { MODE_NORMAL, MODE_GARBAGE, MODE_CLOSE, MODE_NOTICE };
 
 typedef struct FakeJob {
         char plugin[32];
@@ -306,6 +307,15 @@ static void fake_serve(int fd)
                 IpcMessage m;
                 int r;
                 while ((r = ipc_decoder_next(d, &m)) == 1) {
+                        if (fake.mode == MODE_NOTICE) {
+                                ipc_pack_notification_begin(&pk, "connection.error", 1);
+                                ipc_pack_error_map(&pk, IPC_MESSAGE_TOO_LARGE,
+                                                   "message of at least 2000000 bytes exceeds "
+                                                   "the limit of 1048576 bytes");
+                                write_all(fd, out.data, out.size);
+                                ipc_message_clear(&m);
+                                goto out;
+                        }
                         if (fake.mode == MODE_CLOSE) {
                                 ipc_message_clear(&m);
                                 goto out;
@@ -751,4 +761,44 @@ Test(fiberctl, daemon_closing_exits_69, .fini = fake_stop)
         RUN(&r, NULL, "stats");
         cr_assert_eq(r.status, 69, "%s", r.err);
         assert_contains(r.err, "fiberd closed the connection");
+}
+
+Test(fiberctl, daemon_notice_before_closing_is_reported, .fini = fake_stop)
+{
+        Run r;
+
+        fake_start(MODE_NOTICE);
+        RUN(&r, NULL, "ping");
+        cr_assert_eq(r.status, 76, "%s", r.err);
+        assert_contains(r.err, "fiberd closed the connection: message of at least 2000000");
+        RUN(&r, "{\"plugin\": \"echo\"}\n", "batch");
+        cr_assert_eq(r.status, 76, "%s", r.err);
+        assert_contains(r.err, "exceeds the limit");
+}
+
+/* The daemon gives up on the connection while the client is still writing: the client
+ * reports the daemon's reason, not just a broken pipe. */
+Test(client, notice_read_after_broken_pipe, .fini = fake_stop)
+{
+        Client *c;
+        IpcStatus st;
+        char pad[256];
+
+        fake_start(MODE_NOTICE);
+        memset(pad, 'p', sizeof(pad));
+        cr_assert_eq(client_connect(&c, NULL, &st), 0);
+        for (int i = 0; i < 8000; i++) {
+                uint32_t msgid;
+                cr_assert_eq(ipc_pack_strn(client_request(c, "ping", 1, &msgid), pad, sizeof(pad)),
+                             0);
+        }
+        int r = client_flush(c, 20000, &st);
+        if (r == 0) { /* everything fit in the socket buffers before the close */
+                IpcMessage m;
+                r = client_receive(c, &m, 20000, &st);
+        }
+        cr_assert_eq(r, -EMSGSIZE, "%d: %s", r, st.message);
+        cr_assert_str_eq(st.code, IPC_MESSAGE_TOO_LARGE);
+        assert_contains(st.message, "fiberd closed the connection: message of at least");
+        client_free(c);
 }
