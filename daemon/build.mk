@@ -37,3 +37,9 @@ $(DAEMON_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o \
 	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_TEST_HARNESS) $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
 		-lcrypto -lcriterion
 INTEGRATION_TESTS += $(DAEMON_TESTS)
+
+# ---- make demo: sha256 of every file under /usr/include through fiberctl batch, checked
+# against sha256sum (daemon/demo.sh). DEMO_DIR=... picks another tree.
+demo: $(FIBERD) $(FIBERCTL) $(BUNDLED_PLUGINS)
+	FIBERD=$(abspath $(FIBERD)) FIBERCTL=$(abspath $(FIBERCTL)) \
+		PLUGIN_DIR=$(abspath $(PLUGIN_BUILD_DIR)) sh daemon/demo.sh
