@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench-peers.c — the C peers of fiberd's benchmarks: what a switch or a thread costs
+ * without the runtime.
+ *
+ *  floor     two contexts made with context_init() that context_switch() to each other
+ *            N times each: the bare switch (scheduler/context.h, the assembly one on
+ *            x86-64) with no run queue, no bookkeeping. The yield figure is judged
+ *            against it (<= 2.5x).
+ *  ucontext  the same loop with getcontext/makecontext/swapcontext, for scale: glibc's
+ *            swapcontext also saves the signal mask, a sigprocmask syscall per switch.
+ *  pthread   pthread_create + pthread_join of N threads (default 20,000: the kernel
+ *            cost makes 1,000,000 pointless), in batches of 256, per thread; the scale
+ *            for the fiber-creation figure.
+ *
+ * The two switch loops run on one thread with stacks from malloc, so nothing here
+ * depends on the runtime's groups: they ran (and can run) before libsched was built,
+ * from scheduler/context.c and context-x86_64.S alone.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include "scheduler/context.h"
+#include "tests/bench/bench.h"
+
+#define PEER_STACK_SIZE (64 * 1024)
+
+/* ------------------------------------------------------------------ floor --------- */
+
+static Context floor_main;
+static Context floor_ctx[2];
+static uint64_t floor_rounds;
+
+/* Each side switches to the other floor_rounds times; side 0, which starts and so
+ * finishes first, then returns to the main context. */
+static void floor_entry(void *arg)
+{
+        int me = (int)(intptr_t)arg;
+
+        for (uint64_t i = 0; i < floor_rounds; i++)
+                context_switch(&floor_ctx[me], &floor_ctx[!me]);
+        context_switch(&floor_ctx[me], &floor_main);
+        abort(); /* never resumed */
+}
+
+int bench_peer_floor(int argc, char **argv)
+{
+        void *stacks[2];
+        uint64_t t0, t1;
+
+        floor_rounds = bench_parse_count(argc > 1 ? argv[1] : NULL, 5000000);
+        for (int i = 0; i < 2; i++) {
+                stacks[i] = malloc(PEER_STACK_SIZE);
+                if (!stacks[i])
+                        bench_die("floor: out of memory");
+                context_init(&floor_ctx[i], stacks[i], PEER_STACK_SIZE, floor_entry,
+                             (void *)(intptr_t)i);
+        }
+        t0 = bench_now_ns();
+        context_switch(&floor_main, &floor_ctx[0]);
+        t1 = bench_now_ns();
+        printf("%.2f\n", (double)(t1 - t0) / (double)(2 * floor_rounds));
+        free(stacks[0]);
+        free(stacks[1]);
+        return 0;
+}
+
+/* ------------------------------------------------------------------ ucontext ------ */
+
+static ucontext_t uc_main;
+static ucontext_t uc_ctx[2];
+static uint64_t uc_rounds;
+
+/* makecontext passes ints only: the side number. */
+static void uc_entry(int me)
+{
+        for (uint64_t i = 0; i < uc_rounds; i++)
+                swapcontext(&uc_ctx[me], &uc_ctx[!me]);
+        swapcontext(&uc_ctx[me], &uc_main);
+        abort(); /* never resumed */
+}
+
+int bench_peer_ucontext(int argc, char **argv)
+{
+        void *stacks[2];
+        uint64_t t0, t1;
+
+        uc_rounds = bench_parse_count(argc > 1 ? argv[1] : NULL, 1000000);
+        for (int i = 0; i < 2; i++) {
+                stacks[i] = malloc(PEER_STACK_SIZE);
+                if (!stacks[i])
+                        bench_die("ucontext: out of memory");
+                if (getcontext(&uc_ctx[i]) < 0)
+                        bench_die("ucontext: getcontext failed");
+                uc_ctx[i].uc_stack.ss_sp = stacks[i];
+                uc_ctx[i].uc_stack.ss_size = PEER_STACK_SIZE;
+                uc_ctx[i].uc_link = NULL;
+                makecontext(&uc_ctx[i], (void (*)(void))uc_entry, 1, i);
+        }
+        t0 = bench_now_ns();
+        if (swapcontext(&uc_main, &uc_ctx[0]) < 0)
+                bench_die("ucontext: swapcontext failed");
+        t1 = bench_now_ns();
+        printf("%.2f\n", (double)(t1 - t0) / (double)(2 * uc_rounds));
+        free(stacks[0]);
+        free(stacks[1]);
+        return 0;
+}
+
+/* ------------------------------------------------------------------ pthread ------- */
+
+#define PTHREAD_BATCH 256
+
+static void *pthread_body(void *arg)
+{
+        __atomic_fetch_add((uint64_t *)arg, 1, __ATOMIC_RELAXED);
+        return NULL;
+}
+
+int bench_peer_pthread(int argc, char **argv)
+{
+        uint64_t n = bench_parse_count(argc > 1 ? argv[1] : NULL, 20000);
+        pthread_t threads[PTHREAD_BATCH];
+        uint64_t ran = 0, t0, t1;
+
+        t0 = bench_now_ns();
+        for (uint64_t done = 0; done < n;) {
+                unsigned batch = n - done < PTHREAD_BATCH ? (unsigned)(n - done) : PTHREAD_BATCH;
+                for (unsigned i = 0; i < batch; i++) {
+                        int r = pthread_create(&threads[i], NULL, pthread_body, &ran);
+                        if (r)
+                                bench_die("pthread: pthread_create: %s", strerror(r));
+                }
+                for (unsigned i = 0; i < batch; i++)
+                        pthread_join(threads[i], NULL);
+                done += batch;
+        }
+        t1 = bench_now_ns();
+        if (ran != n)
+                bench_die("pthread: %llu threads ran, want %llu", (unsigned long long)ran,
+                          (unsigned long long)n);
+        printf("%.2f\n", (double)(t1 - t0) / (double)n);
+        return 0;
+}

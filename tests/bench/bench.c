@@ -1,0 +1,728 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench.c — fiberd-bench's main: one subcommand per figure, and `table`, which runs
+ * every figure and its peers and prints one markdown table of medians.
+ *
+ *   fiberd-bench <figure> [counts]     measure once, print the result line
+ *   fiberd-bench table [--runs N] [--go PATH | --no-go] [--only a,b] [--smoke]
+ *
+ * Why the table is built this way:
+ *  - Every measurement is a child process (fork + exec of this binary or of the Go
+ *    peer), so memory figures start from a clean heap, a crash or a hang costs one row,
+ *    not the table, and a hung child is killed at its time limit.
+ *  - Runs are interleaved: round 1 of every figure and its peers, then round 2, ... so
+ *    a burst of noise on a shared 2-core machine hits ours and the peer alike, and the
+ *    ratio of the two medians holds even when absolute numbers wander.
+ *  - Medians, not means: one descheduled run does not move them.
+ *  - The 1,000,000-fiber figures need vm.max_map_count raised (two maps per fiber, see
+ *    scheduler/group.c). As root the table raises it (like `sysctl -w`); otherwise it
+ *    skips those rows and prints the command to run.
+ *
+ * `--smoke` uses tiny counts, one round, no Go and no sysctl: it proves that every
+ * figure still runs (make bench-smoke), in a second or two.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/bench/bench.h"
+
+/* ------------------------------------------------------------------ helpers ------- */
+
+uint64_t bench_now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * BENCH_SEC_NS + (uint64_t)ts.tv_nsec;
+}
+
+void bench_die(const char *fmt, ...)
+{
+        char buf[512];
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                n = 0;
+        if ((size_t)n > sizeof(buf) - 2)
+                n = (int)sizeof(buf) - 2;
+        buf[n++] = '\n';
+        fflush(stdout);
+        if (write(STDERR_FILENO, "fiberd-bench: ", 14) < 0 || write(STDERR_FILENO, buf, n) < 0) {
+                /* nothing left to report with */
+        }
+        _exit(1);
+}
+
+uint64_t bench_rss_bytes(void)
+{
+        unsigned long size = 0, resident = 0;
+        FILE *fp = fopen("/proc/self/statm", "re");
+
+        if (!fp)
+                bench_die("cannot open /proc/self/statm: %s", strerror(errno));
+        if (fscanf(fp, "%lu %lu", &size, &resident) != 2)
+                bench_die("cannot parse /proc/self/statm");
+        fclose(fp);
+        return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+size_t bench_fibers_cap(size_t live)
+{
+        size_t cap = 16384;
+
+        while (cap < live)
+                cap <<= 1;
+        return cap;
+}
+
+unsigned long bench_maps_needed(size_t max_fibers)
+{
+        return 2 * (unsigned long)max_fibers + 4096;
+}
+
+uint64_t bench_parse_count(const char *s, uint64_t def)
+{
+        unsigned long long v;
+        char *end;
+
+        if (!s)
+                return def;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || end == s || *end || v == 0)
+                bench_die("bad count '%s'", s);
+        return v;
+}
+
+/* ------------------------------------------------------------------ jobs ---------- */
+
+#define MAX_RUNS 15
+
+/* One measurement repeated over the rounds: a figure of ours or a peer. */
+typedef struct Job {
+        const char *figure; /* group name for --only: yield, create, ... */
+        const char *label;  /* for progress lines */
+        bool go;            /* run the Go peer binary instead of ourselves */
+        const char *cmd;    /* subcommand */
+        char args[2][24];   /* counts, "" when absent */
+        unsigned runs;      /* rounds it takes part in */
+        unsigned values;    /* numbers per result line: 1, or 2 (lateness) */
+        size_t max_fibers;  /* the cap it asks sched_group_new for; 0: no fibers */
+        unsigned timeout_s; /* kill after this long */
+        double v[2][MAX_RUNS];
+        unsigned ok;     /* runs that produced numbers */
+        unsigned failed; /* runs that crashed, hung or failed */
+        char skip[200];  /* non-empty: not run, and why */
+        char why[300];   /* first failure, for the table */
+} Job;
+
+enum {
+        J_YIELD,
+        J_FLOOR,
+        J_UCONTEXT,
+        J_GO_YIELD,
+        J_CREATE,
+        J_CREATE_LATCH,
+        J_GO_CREATE,
+        J_PTHREAD,
+        J_SKYNET,
+        J_GO_SKYNET,
+        J_PINGPONG,
+        J_GO_PINGPONG,
+        J_SLEEPERS,
+        J_GO_SLEEPERS,
+        J_IDLE,
+        J_LATENESS,
+        J_GO_LATENESS,
+        J_COUNT
+};
+
+/* How a row judges ours against its peer. */
+typedef enum Cmp {
+        CMP_FLOOR,  /* ours / peer <= target ("x the floor") */
+        CMP_FASTER, /* peer / ours >= target ("x faster") */
+        CMP_SCALE,  /* peer / ours shown, no target */
+        CMP_MEMORY, /* ours / peer <= target ("x Go") */
+        CMP_LIMIT,  /* ours <= target, no peer */
+        CMP_INFO,   /* numbers only */
+} Cmp;
+
+typedef struct Row {
+        const char *figure;
+        int ours, peer; /* job indexes; peer -1 for none */
+        int value;      /* which number of the result line */
+        const char *unit;
+        const char *peer_name;
+        Cmp cmp;
+        double target;
+        const char *target_text;
+} Row;
+
+static const Row rows[] = {
+        {"1. yield, 2 fibers on 1 worker (ns/switch)", J_YIELD, J_FLOOR, 0, "ns",
+         "bare context_switch", CMP_FLOOR, 2.5, "<= 2.5x floor"},
+        {"1. yield, 2 fibers on 1 worker (ns/switch)", J_YIELD, J_UCONTEXT, 0, "ns",
+         "ucontext swapcontext", CMP_SCALE, 0, "(scale)"},
+        {"1. yield, 2 fibers on 1 worker (ns/switch)", J_YIELD, J_GO_YIELD, 0, "ns",
+         "Go Gosched, GOMAXPROCS=1", CMP_FASTER, 3, ">= 3x faster"},
+        {"2. create+start 1M fibers from a fiber, then join each handle, 2 workers (ns/fiber)",
+         J_CREATE, J_GO_CREATE, 0, "ns", "Go goroutine + WaitGroup", CMP_FASTER, 4, ">= 4x faster"},
+        {"2. create+start 1M fibers from a fiber, then join each handle, 2 workers (ns/fiber)",
+         J_CREATE, J_PTHREAD, 0, "ns", "pthread_create+join (20k)", CMP_SCALE, 0, "(scale)"},
+        {"2b. same, detached + FiberLatch (Go's WaitGroup shape) (ns/fiber)", J_CREATE_LATCH,
+         J_GO_CREATE, 0, "ns", "Go goroutine + WaitGroup", CMP_FASTER, 4, ">= 4x faster"},
+        {"3. skynet, 1M leaves, 2 workers (ms)", J_SKYNET, J_GO_SKYNET, 0, "ms",
+         "Go skynet (channels)", CMP_FASTER, 2, ">= 2x faster"},
+        {"4. ping-pong via FiberSemaphore, 2 workers (ns/round trip)", J_PINGPONG, J_GO_PINGPONG, 0,
+         "ns", "Go unbuffered chan, GOMAXPROCS=2", CMP_FASTER, 1, "<= Go"},
+        {"5. 1M sleeping fibers, resident bytes per fiber", J_SLEEPERS, J_GO_SLEEPERS, 0, "B",
+         "Go 1M goroutines in time.Sleep", CMP_MEMORY, 2, "<= 2x Go"},
+        {"6. idle group, 2 workers, CPU over 10 s (% of a core)", J_IDLE, -1, 0, "%", NULL,
+         CMP_LIMIT, 0.1, "<= 0.1%"},
+        {"7. sleep_for(1 ms) lateness p50, 100 fibers (µs)", J_LATENESS, J_GO_LATENESS, 0, "µs",
+         "Go time.Sleep", CMP_INFO, 0, "(measured)"},
+        {"7. sleep_for(1 ms) lateness p99, 100 fibers (µs)", J_LATENESS, J_GO_LATENESS, 1, "µs",
+         "Go time.Sleep", CMP_INFO, 0, "(measured)"},
+};
+
+typedef struct Options {
+        unsigned runs;
+        const char *go;   /* Go peer binary, NULL when --no-go */
+        const char *only; /* comma-separated figure names, NULL for all */
+        bool smoke;
+} Options;
+
+static void job_set(Job *j, const char *figure, const char *label, bool go, const char *cmd,
+                    unsigned runs, const char *a0, const char *a1)
+{
+        memset(j, 0, sizeof(*j));
+        j->figure = figure;
+        j->label = label;
+        j->go = go;
+        j->cmd = cmd;
+        snprintf(j->args[0], sizeof(j->args[0]), "%s", a0 ? a0 : "");
+        snprintf(j->args[1], sizeof(j->args[1]), "%s", a1 ? a1 : "");
+        j->runs = runs < MAX_RUNS ? runs : MAX_RUNS;
+        j->values = 1;
+        j->timeout_s = 180;
+}
+
+/* Fill @jobs with the counts of a full run or of a smoke run. */
+static void jobs_setup(Job *jobs, const Options *o)
+{
+        unsigned r = o->runs, few = r < 3 ? r : 3;
+        bool s = o->smoke;
+
+        job_set(&jobs[J_YIELD], "yield", "fiberd yield", false, "yield", r, s ? "10000" : "2000000",
+                NULL);
+        job_set(&jobs[J_FLOOR], "yield", "bare switch", false, "floor", r, s ? "10000" : "5000000",
+                NULL);
+        job_set(&jobs[J_UCONTEXT], "yield", "ucontext", false, "ucontext", r,
+                s ? "10000" : "1000000", NULL);
+        job_set(&jobs[J_GO_YIELD], "yield", "Go Gosched", true, "yield", r, "1000000", NULL);
+        job_set(&jobs[J_CREATE], "create", "fiberd create", false, "create", few,
+                s ? "2000" : "1000000", "join");
+        jobs[J_CREATE].max_fibers = bench_fibers_cap(s ? 2000 : 1000000);
+        job_set(&jobs[J_CREATE_LATCH], "create", "fiberd create/latch", false, "create", r,
+                s ? "2000" : "1000000", "latch");
+        jobs[J_CREATE_LATCH].max_fibers = bench_fibers_cap(s ? 2000 : 1000000);
+        job_set(&jobs[J_GO_CREATE], "create", "Go create", true, "create", r, "1000000", NULL);
+        job_set(&jobs[J_PTHREAD], "create", "pthread create", false, "pthread", r,
+                s ? "200" : "20000", NULL);
+        job_set(&jobs[J_SKYNET], "skynet", "fiberd skynet", false, "skynet", few,
+                s ? "1000" : "1000000", NULL);
+        jobs[J_SKYNET].max_fibers = bench_fibers_cap(s ? 1125 : 1125000);
+        jobs[J_SKYNET].timeout_s = 120;
+        job_set(&jobs[J_GO_SKYNET], "skynet", "Go skynet", true, "skynet", few, NULL, NULL);
+        job_set(&jobs[J_PINGPONG], "pingpong", "fiberd ping-pong", false, "pingpong", r,
+                s ? "2000" : "200000", NULL);
+        job_set(&jobs[J_GO_PINGPONG], "pingpong", "Go ping-pong", true, "pingpong", r, "200000",
+                NULL);
+        job_set(&jobs[J_SLEEPERS], "sleepers", "fiberd sleepers", false, "sleepers", few,
+                s ? "1000" : "1000000", s ? "100" : "3000");
+        jobs[J_SLEEPERS].max_fibers = bench_fibers_cap(s ? 1016 : 1000016);
+        job_set(&jobs[J_GO_SLEEPERS], "sleepers", "Go sleepers", true, "sleepers", few, "1000000",
+                NULL);
+        job_set(&jobs[J_IDLE], "idle", "fiberd idle", false, "idle", 1, s ? "200" : "10000", NULL);
+        job_set(&jobs[J_LATENESS], "lateness", "fiberd lateness", false, "lateness", r,
+                s ? "10" : "100", s ? "5" : "200");
+        jobs[J_LATENESS].values = 2;
+        job_set(&jobs[J_GO_LATENESS], "lateness", "Go lateness", true, "lateness", r, "100", "200");
+        jobs[J_GO_LATENESS].values = 2;
+}
+
+static bool figure_selected(const char *only, const char *figure)
+{
+        size_t len = strlen(figure);
+
+        if (!only)
+                return true;
+        for (const char *p = only; *p;) {
+                const char *comma = strchr(p, ',');
+                size_t n = comma ? (size_t)(comma - p) : strlen(p);
+                if (n == len && !strncmp(p, figure, n))
+                        return true;
+                if (!comma)
+                        break;
+                p = comma + 1;
+        }
+        return false;
+}
+
+/* Decide which jobs run: --only, Go present, vm.max_map_count (raised when root). */
+static void jobs_filter(Job *jobs, const Options *o)
+{
+        unsigned long have = 0, need = 0;
+        FILE *fp;
+
+        for (int i = 0; i < J_COUNT; i++) {
+                Job *j = &jobs[i];
+                if (!figure_selected(o->only, j->figure))
+                        snprintf(j->skip, sizeof(j->skip), "not selected");
+                else if (j->go && !o->go)
+                        snprintf(j->skip, sizeof(j->skip), "go not installed");
+                else if (j->max_fibers && bench_maps_needed(j->max_fibers) > need)
+                        need = bench_maps_needed(j->max_fibers);
+        }
+        fp = fopen("/proc/sys/vm/max_map_count", "re");
+        if (fp) {
+                if (fscanf(fp, "%lu", &have) != 1)
+                        have = 0;
+                fclose(fp);
+        }
+        if (!need || !have || have >= need)
+                return;
+        if (geteuid() == 0) {
+                fp = fopen("/proc/sys/vm/max_map_count", "we");
+                if (fp && fprintf(fp, "%lu\n", need) > 0 && fclose(fp) == 0) {
+                        fprintf(stderr,
+                                "bench: raised vm.max_map_count from %lu to %lu "
+                                "(sysctl -w vm.max_map_count=%lu) for the 1M-fiber rows\n",
+                                have, need, need);
+                        return;
+                }
+                if (fp)
+                        fclose(fp);
+        }
+        for (int i = 0; i < J_COUNT; i++) {
+                Job *j = &jobs[i];
+                if (!j->skip[0] && j->max_fibers && bench_maps_needed(j->max_fibers) > have)
+                        snprintf(j->skip, sizeof(j->skip),
+                                 "needs vm.max_map_count >= %lu (is %lu): run "
+                                 "'sudo sysctl -w vm.max_map_count=%lu' or make bench as root",
+                                 bench_maps_needed(j->max_fibers), have,
+                                 bench_maps_needed(j->max_fibers));
+        }
+        fprintf(stderr,
+                "bench: not root and vm.max_map_count is %lu: skipping the 1M-fiber rows; "
+                "run 'sudo sysctl -w vm.max_map_count=%lu' first to include them\n",
+                have, need);
+}
+
+/* ------------------------------------------------------------------ children ------ */
+
+/* The last line of @text (a child's stderr), trimmed, into @out. */
+static void last_line(const char *text, char *out, size_t size)
+{
+        size_t n = strlen(text);
+        const char *end, *start;
+
+        while (n && (text[n - 1] == '\n' || text[n - 1] == ' '))
+                n--;
+        end = text + n;
+        start = end;
+        while (start > text && start[-1] != '\n')
+                start--;
+        snprintf(out, size, "%.*s", (int)(end - start), start);
+}
+
+static void read_all(FILE *fp, char *buf, size_t size)
+{
+        size_t n;
+
+        rewind(fp);
+        n = fread(buf, 1, size - 1, fp);
+        buf[n] = '\0';
+}
+
+/*
+ * Run @argv as a child with stdout and stderr captured, kill it after @timeout_s.
+ * Return: 0 with its stdout in @out; -1 with what went wrong (exit status, signal,
+ * time limit, last stderr line) in @why.
+ */
+static int run_child(char *const argv[], unsigned timeout_s, char *out, size_t out_size, char *why,
+                     size_t why_size)
+{
+        FILE *fo = tmpfile(), *fe = tmpfile();
+        uint64_t deadline = bench_now_ns() + timeout_s * BENCH_SEC_NS;
+        char err[4096], tail[200];
+        bool killed = false;
+        int status = 0;
+        pid_t pid;
+
+        out[0] = '\0';
+        if (!fo || !fe) {
+                snprintf(why, why_size, "tmpfile: %s", strerror(errno));
+                goto out_close;
+        }
+        fflush(stdout);
+        fflush(stderr);
+        pid = fork();
+        if (pid < 0) {
+                snprintf(why, why_size, "fork: %s", strerror(errno));
+                goto out_close;
+        }
+        if (pid == 0) {
+                dup2(fileno(fo), STDOUT_FILENO);
+                dup2(fileno(fe), STDERR_FILENO);
+                execv(argv[0], argv);
+                fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+                _exit(127);
+        }
+        for (;;) {
+                pid_t r = waitpid(pid, &status, WNOHANG);
+                if (r == pid)
+                        break;
+                if (r < 0 && errno != EINTR) {
+                        snprintf(why, why_size, "waitpid: %s", strerror(errno));
+                        goto out_close;
+                }
+                if (!killed && bench_now_ns() > deadline) {
+                        kill(pid, SIGKILL);
+                        killed = true;
+                }
+                usleep(10000);
+        }
+        read_all(fo, out, out_size);
+        read_all(fe, err, sizeof(err));
+        last_line(err, tail, sizeof(tail));
+        fclose(fo);
+        fclose(fe);
+        if (killed) {
+                snprintf(why, why_size, "hung: killed after %u s%s%s", timeout_s,
+                         tail[0] ? "; stderr: " : "", tail);
+                return -1;
+        }
+        if (WIFSIGNALED(status)) {
+                snprintf(why, why_size, "crashed: signal %d (%s)%s%s", WTERMSIG(status),
+                         strsignal(WTERMSIG(status)), tail[0] ? "; stderr: " : "", tail);
+                return -1;
+        }
+        if (WEXITSTATUS(status)) {
+                snprintf(why, why_size, "failed: exit %d%s%s", WEXITSTATUS(status),
+                         tail[0] ? ": " : "", tail);
+                return -1;
+        }
+        return 0;
+
+out_close:
+        if (fo)
+                fclose(fo);
+        if (fe)
+                fclose(fe);
+        return -1;
+}
+
+static void job_run(Job *j, const char *self, const char *go, unsigned round, unsigned rounds)
+{
+        char *argv[5];
+        char out[256], why[300];
+        int n = 0;
+
+        argv[n++] = (char *)(j->go ? go : self);
+        argv[n++] = (char *)j->cmd;
+        for (int i = 0; i < 2; i++)
+                if (j->args[i][0])
+                        argv[n++] = j->args[i];
+        argv[n] = NULL;
+
+        if (run_child(argv, j->timeout_s, out, sizeof(out), why, sizeof(why)) == 0) {
+                char *p = out, *end;
+                double v[2];
+                int got = 0;
+                for (; got < (int)j->values; got++) {
+                        v[got] = strtod(p, &end);
+                        if (end == p)
+                                break;
+                        p = end;
+                }
+                if (got == (int)j->values) {
+                        for (int i = 0; i < got; i++)
+                                j->v[i][j->ok] = v[i];
+                        j->ok++;
+                        fprintf(stderr, "bench: round %u/%u  %-18s %s", round + 1, rounds, j->label,
+                                out);
+                        return;
+                }
+                snprintf(why, sizeof(why), "printed '%.60s', not %u number(s)", out, j->values);
+        }
+        j->failed++;
+        if (!j->why[0])
+                snprintf(j->why, sizeof(j->why), "%s", why);
+        fprintf(stderr, "bench: round %u/%u  %-18s %s\n", round + 1, rounds, j->label, why);
+}
+
+/* ------------------------------------------------------------------ table --------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+static double job_median(const Job *j, int value)
+{
+        double v[MAX_RUNS];
+
+        memcpy(v, j->v[value], j->ok * sizeof(double));
+        qsort(v, j->ok, sizeof(double), cmp_double);
+        return j->ok % 2 ? v[j->ok / 2] : (v[j->ok / 2 - 1] + v[j->ok / 2]) / 2;
+}
+
+static void format_value(char *buf, size_t size, double v, const char *unit)
+{
+        if (v >= 100)
+                snprintf(buf, size, "%.0f %s", v, unit);
+        else if (v >= 1)
+                snprintf(buf, size, "%.1f %s", v, unit);
+        else
+                snprintf(buf, size, "%.3f %s", v, unit);
+}
+
+/* A cell for job @j: its median, or why there is none. Return: true if a median. */
+static bool format_cell(char *buf, size_t size, const Job *j, int value, const char *unit)
+{
+        char num[64];
+
+        if (j->skip[0]) {
+                snprintf(buf, size, "skipped: %s", j->skip);
+                return false;
+        }
+        if (!j->ok) {
+                snprintf(buf, size, "**%s**", j->why);
+                return false;
+        }
+        format_value(num, sizeof(num), job_median(j, value), unit);
+        if (j->failed)
+                snprintf(buf, size, "%s (%u of %u runs failed: %s)", num, j->failed,
+                         j->failed + j->ok, j->why);
+        else
+                snprintf(buf, size, "%s", num);
+        return true;
+}
+
+static void print_row(const Row *row, const Job *jobs)
+{
+        char ours[400], peer[460], cell[400], ratio[64] = "—", met[16] = "—";
+        const Job *o = &jobs[row->ours];
+        bool have_ours = format_cell(ours, sizeof(ours), o, row->value, row->unit);
+        bool have_peer = false;
+        double a = have_ours ? job_median(o, row->value) : 0, b = 0, q;
+
+        if (row->peer >= 0) {
+                const Job *p = &jobs[row->peer];
+                have_peer = format_cell(cell, sizeof(cell), p, row->value, row->unit);
+                snprintf(peer, sizeof(peer), "%s: %s", row->peer_name, cell);
+                if (have_peer)
+                        b = job_median(p, row->value);
+        } else {
+                snprintf(peer, sizeof(peer), "—");
+        }
+
+        if (row->cmp == CMP_LIMIT && have_ours) {
+                snprintf(met, sizeof(met), "%s", a <= row->target ? "yes" : "**no**");
+        } else if (have_ours && have_peer && a > 0 && b > 0) {
+                switch (row->cmp) {
+                case CMP_FLOOR:
+                        q = a / b;
+                        snprintf(ratio, sizeof(ratio), "%.2fx the floor", q);
+                        snprintf(met, sizeof(met), "%s", q <= row->target ? "yes" : "**no**");
+                        break;
+                case CMP_FASTER:
+                case CMP_SCALE:
+                        q = b / a;
+                        if (q >= 1)
+                                snprintf(ratio, sizeof(ratio), "%.2fx faster", q);
+                        else
+                                snprintf(ratio, sizeof(ratio), "%.2fx slower", 1 / q);
+                        if (row->cmp == CMP_FASTER)
+                                snprintf(met, sizeof(met), "%s",
+                                         q >= row->target ? "yes" : "**no**");
+                        break;
+                case CMP_MEMORY:
+                        q = a / b;
+                        snprintf(ratio, sizeof(ratio), "%.2fx Go", q);
+                        snprintf(met, sizeof(met), "%s", q <= row->target ? "yes" : "**no**");
+                        break;
+                default:
+                        break;
+                }
+        }
+        printf("| %s | %s | %s | %s | %s | %s |\n", row->figure, ours, peer, ratio,
+               row->target_text, met);
+}
+
+static void print_header(const char *go)
+{
+        char model[256] = "unknown CPU", line[512], gov[200] = "", out[128], why[300];
+        struct utsname u;
+        time_t now = time(NULL);
+        struct tm tm;
+        FILE *fp = fopen("/proc/cpuinfo", "re");
+
+        while (fp && fgets(line, sizeof(line), fp)) {
+                char *colon = strchr(line, ':');
+                if (!strncmp(line, "model name", 10) && colon) {
+                        snprintf(model, sizeof(model), "%s", colon + 2);
+                        model[strcspn(model, "\n")] = '\0';
+                        break;
+                }
+        }
+        if (fp)
+                fclose(fp);
+        if (go) {
+                char *argv[] = {(char *)go, "version", NULL};
+                if (run_child(argv, 30, out, sizeof(out), why, sizeof(why)) == 0) {
+                        out[strcspn(out, "\n")] = '\0';
+                        snprintf(gov, sizeof(gov), "; peers built with %s", out);
+                }
+        }
+        uname(&u);
+        gmtime_r(&now, &tm);
+        strftime(line, sizeof(line), "%Y-%m-%d %H:%M UTC", &tm);
+        printf("\nfiberd benchmarks, %s: %s, %ld CPUs, Linux %s%s\n\n", line, model,
+               sysconf(_SC_NPROCESSORS_ONLN), u.release, gov);
+}
+
+static int table_main(int argc, char **argv)
+{
+        Options o = {.runs = 5};
+        Job jobs[J_COUNT];
+        char self[4096];
+        unsigned rounds = 0;
+        ssize_t n;
+
+        for (int i = 1; i < argc; i++) {
+                if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+                        o.runs = (unsigned)bench_parse_count(argv[++i], 5);
+                else if (!strcmp(argv[i], "--go") && i + 1 < argc)
+                        o.go = argv[++i];
+                else if (!strcmp(argv[i], "--no-go"))
+                        o.go = NULL;
+                else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+                        o.only = argv[++i];
+                else if (!strcmp(argv[i], "--smoke"))
+                        o.smoke = true;
+                else
+                        bench_die("table: unknown option '%s' (see the top of tests/bench/bench.c)",
+                                  argv[i]);
+        }
+        if (o.smoke) {
+                o.runs = 1;
+                o.go = NULL;
+        }
+        if (o.runs > MAX_RUNS)
+                o.runs = MAX_RUNS;
+        if (o.go && access(o.go, X_OK) < 0) {
+                fprintf(stderr, "bench: Go peer %s not found: Go rows skipped\n", o.go);
+                o.go = NULL;
+        }
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n < 0)
+                bench_die("readlink /proc/self/exe: %s", strerror(errno));
+        self[n] = '\0';
+
+        jobs_setup(jobs, &o);
+        if (!o.smoke)
+                jobs_filter(jobs, &o);
+        else if (o.only)
+                for (int i = 0; i < J_COUNT; i++)
+                        if (!figure_selected(o.only, jobs[i].figure))
+                                snprintf(jobs[i].skip, sizeof(jobs[i].skip), "not selected");
+        for (int i = 0; i < J_COUNT; i++) {
+                if (jobs[i].go && !o.go && !jobs[i].skip[0])
+                        snprintf(jobs[i].skip, sizeof(jobs[i].skip), "%s",
+                                 o.smoke ? "no Go in a smoke run" : "go not installed");
+                if (!jobs[i].skip[0] && jobs[i].runs > rounds)
+                        rounds = jobs[i].runs;
+        }
+
+        for (unsigned r = 0; r < rounds; r++)
+                for (int i = 0; i < J_COUNT; i++)
+                        if (!jobs[i].skip[0] && r < jobs[i].runs)
+                                job_run(&jobs[i], self, o.go, r, jobs[i].runs);
+
+        print_header(o.go);
+        printf("| figure | fiberd median | peer median | ratio | target | met? |\n");
+        printf("|---|---|---|---|---|---|\n");
+        for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+                if (figure_selected(o.only, jobs[rows[i].ours].figure))
+                        print_row(&rows[i], jobs);
+        printf("\nMedians of %u runs (create with join, skynet, sleepers: %u; idle: 1), each "
+               "run a fresh process, fiberd and its peers interleaved round by round.%s\n",
+               o.runs, o.runs < 3 ? o.runs : 3, o.smoke ? " SMOKE SIZES: not a measurement." : "");
+        printf("Fibers use the default 128 KiB stacks. 2: one fiber creates all 1M joinable "
+               "fibers, then joins each handle (a joinable fiber keeps its stack until "
+               "joined, so all 1M stacks exist at once); 2b: detached fibers counted down on "
+               "a FiberLatch, as Go's WaitGroup. 5: RSS delta / 1M, each side in its own "
+               "process. Ratios compare the two medians of the same invocation.\n");
+        if (o.smoke)
+                printf("Reproduce: make bench-smoke (= %s table --smoke)\n", self);
+        else
+                printf("Reproduce: make bench (as root for the 1M-fiber rows; = %s table "
+                       "--runs %u %s%s%s%s)\n",
+                       self, o.runs, o.go ? "--go " : "--no-go", o.go ? o.go : "",
+                       o.only ? " --only " : "", o.only ? o.only : "");
+
+        for (int i = 0; i < J_COUNT; i++)
+                if (!jobs[i].skip[0] && jobs[i].failed)
+                        return 1;
+        return 0;
+}
+
+/* ------------------------------------------------------------------ main ---------- */
+
+static const struct {
+        const char *name;
+        int (*fn)(int argc, char **argv);
+        const char *help;
+} commands[] = {
+        {"yield", bench_fiber_yield, "[N]        ns per switch, 2 fibers x N yields, 1 worker"},
+        {"create", bench_fiber_create, "[N [join|latch]] ns per fiber, create N from a fiber"},
+        {"skynet", bench_fiber_skynet, "[LEAVES]  ms for the skynet tree (power of 10)"},
+        {"pingpong", bench_fiber_pingpong, "[N]     ns per round trip, 2 workers"},
+        {"sleepers", bench_fiber_sleepers, "[N [MS]] resident bytes per sleeping fiber"},
+        {"idle", bench_fiber_idle, "[MS]        CPU % of a core of an idle 2-worker group"},
+        {"lateness", bench_fiber_lateness, "[G [K]] p50 p99 µs of fiber_sleep_for(1 ms)"},
+        {"floor", bench_peer_floor, "[N]        ns per bare context_switch"},
+        {"ucontext", bench_peer_ucontext, "[N]     ns per swapcontext"},
+        {"pthread", bench_peer_pthread, "[N]      ns per pthread_create+join"},
+};
+
+int main(int argc, char **argv)
+{
+        if (argc >= 2 && !strcmp(argv[1], "table"))
+                return table_main(argc - 1, argv + 1);
+        for (size_t i = 0; argc >= 2 && i < sizeof(commands) / sizeof(commands[0]); i++)
+                if (!strcmp(argv[1], commands[i].name))
+                        return commands[i].fn(argc - 1, argv + 1);
+        fprintf(stderr, "usage: fiberd-bench table [--runs N] [--go PATH | --no-go] [--only a,b] "
+                        "[--smoke]\n       fiberd-bench FIGURE [counts], one measurement:\n");
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                fprintf(stderr, "  %s %s\n", commands[i].name, commands[i].help);
+        return 2;
+}

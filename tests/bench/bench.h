@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench.h — what the benchmark driver's files share (tests/bench/).
+ *
+ * The driver is one binary, build/bench/fiberd-bench, with one subcommand per figure.
+ * A figure subcommand measures once, in its own process, and prints one line on stdout
+ * (a number, or two for lateness); `fiberd-bench table` runs every figure and its peers
+ * several times, interleaved, as child processes of itself and of the Go peer binary,
+ * and prints the medians as one markdown table (bench.c).
+ *
+ *  bench-fiber.c  the fiberd figures, on the runtime's public API (scheduler/sched.h)
+ *  bench-peers.c  the C peers: the bare two-context switch (the floor), ucontext
+ *                 swapcontext, pthread_create/join
+ *  peers/go/      the Go peers, a stand-alone module with no dependencies
+ *
+ * Every time is CLOCK_MONOTONIC. A figure that cannot measure (an API error, a wrong
+ * skynet sum) prints why on stderr and exits with status 1: the table shows the row as
+ * failed instead of a number.
+ */
+#ifndef FIBERD_BENCH_H
+#define FIBERD_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BENCH_SEC_NS 1000000000ull
+#define BENCH_MS_NS 1000000ull
+
+/* bench_now_ns - CLOCK_MONOTONIC now, in ns. Context: any thread or fiber. */
+uint64_t bench_now_ns(void);
+
+/* bench_die - print "fiberd-bench: <message>" on stderr and _exit(1). Never returns.
+ * Context: any thread or fiber (it does not unwind anything). */
+__attribute__((noreturn, format(printf, 1, 2))) void bench_die(const char *fmt, ...);
+
+/* bench_rss_bytes - the process's resident set size, bytes, from /proc/self/statm
+ * (second field, in pages). Dies when /proc cannot be read. Context: any. */
+uint64_t bench_rss_bytes(void);
+
+/* bench_fibers_cap - the max_fibers (and run-queue capacity) a figure with @live fibers
+ * alive at once asks for: the power of two >= @live, at least 16384. Pure. */
+size_t bench_fibers_cap(size_t live);
+
+/* bench_maps_needed - vm.max_map_count that sched_group_new() demands for @max_fibers:
+ * two maps per fiber plus slack (mirrors scheduler/group.c). Pure. */
+unsigned long bench_maps_needed(size_t max_fibers);
+
+/* bench_parse_count - @s as a positive count, or @def when @s is NULL; dies on junk. */
+uint64_t bench_parse_count(const char *s, uint64_t def);
+
+/*
+ * Figure entry points: each reads its counts from @argv (after the subcommand name),
+ * measures once and prints its result line. Return: the exit status (0). They die on
+ * any error. Context: the main thread of a fresh process.
+ */
+int bench_fiber_yield(int argc, char **argv);    /* ns per switch */
+int bench_fiber_create(int argc, char **argv);   /* ns per fiber */
+int bench_fiber_skynet(int argc, char **argv);   /* ms for the tree */
+int bench_fiber_pingpong(int argc, char **argv); /* ns per round trip */
+int bench_fiber_sleepers(int argc, char **argv); /* resident bytes per fiber */
+int bench_fiber_idle(int argc, char **argv);     /* CPU, % of one core */
+int bench_fiber_lateness(int argc, char **argv); /* p50 and p99, µs */
+int bench_peer_floor(int argc, char **argv);     /* ns per bare context switch */
+int bench_peer_ucontext(int argc, char **argv);  /* ns per swapcontext */
+int bench_peer_pthread(int argc, char **argv);   /* ns per pthread_create + join */
+
+#endif /* FIBERD_BENCH_H */

@@ -1,0 +1,3 @@
+module fiberd/tests/bench/peers/go
+
+go 1.19
