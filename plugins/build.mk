@@ -34,12 +34,25 @@ $(PLUGIN_BUILD_DIR)/%.so: $(BUILD)/plugins/%.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $< $(PLUGIN_EXTRA_LIBS)
 
+# The .pc carries PREFIX: generated at build time for the tree, and again at install time
+# with the PREFIX of that `make install` (it may differ from the build's).
+FIBERD_PLUGIN_ABI = $(shell sed -n 's/^\#define FIBERD_PLUGIN_ABI_VERSION \([0-9]*\).*/\1/p' \
+	plugins/fiberd/plugin.h)
+gen_plugin_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@ABI@|$(FIBERD_PLUGIN_ABI)|' \
+	plugins/fiberd-plugin.pc.in > $(1)
 $(BUILD)/fiberd-plugin.pc: plugins/fiberd-plugin.pc.in plugins/fiberd/plugin.h
 	@mkdir -p $(dir $@)
-	abi=$$(sed -n 's/^#define FIBERD_PLUGIN_ABI_VERSION \([0-9]*\).*/\1/p' plugins/fiberd/plugin.h); \
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@ABI@|$$abi|" $< > $@
+	$(call gen_plugin_pc,$@)
 
-all: $(LOADER_OBJS) $(BUNDLED_PLUGINS) $(BUILD)/fiberd-plugin.pc
+# The README's example plugin, compiled as an author would (<fiberd/plugin.h> found through
+# -Iplugins, like the installed header through pkg-config); the tests run it.
+EXAMPLE_PLUGIN := $(BUILD)/plugins/example/hello.so
+$(BUILD)/plugins/example/hello.o: CFLAGS += -fPIC -Iplugins
+$(EXAMPLE_PLUGIN): $(BUILD)/plugins/example/hello.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $<
+
+all: $(LOADER_OBJS) $(BUNDLED_PLUGINS) $(EXAMPLE_PLUGIN) $(BUILD)/fiberd-plugin.pc
 
 # The misbehaving plugins of tests/plugins/, one .so each, built as real shared objects.
 TEST_PLUGINS := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.so,\
@@ -53,18 +66,20 @@ $(BUILD)/tests/plugins/%.so: tests/plugins/%.c
 PLUGIN_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,\
 	$(sort $(wildcard tests/integration/plugins_*.c)))
 PLUGIN_TEST_DEFS := -DTEST_PLUGIN_BUILD_DIR='"$(abspath $(PLUGIN_BUILD_DIR))"' \
-	-DTEST_BAD_PLUGIN_DIR='"$(abspath $(BUILD)/tests/plugins)"'
+	-DTEST_BAD_PLUGIN_DIR='"$(abspath $(BUILD)/tests/plugins)"' \
+	-DTEST_EXAMPLE_PLUGIN='"$(abspath $(EXAMPLE_PLUGIN))"'
 $(PLUGIN_TESTS:%=%.o): CPPFLAGS += $(PLUGIN_TEST_DEFS)
 $(PLUGIN_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(LOADER_OBJS) \
-		$(LIBSCHED) $(LIBIPC) | $(BUNDLED_PLUGINS) $(TEST_PLUGINS)
+		$(LIBSCHED) $(LIBIPC) | $(BUNDLED_PLUGINS) $(TEST_PLUGINS) $(EXAMPLE_PLUGIN)
 	$(CC) $(LDFLAGS) -o $@ $< $(LOADER_OBJS) $(LIBIPC) $(LIBSCHED) $(LOADER_LIBS) \
 		$(IPC_LIBS) $(SCHED_LIBS) $(CRYPTO_LIBS) -lcriterion
 INTEGRATION_TESTS += $(PLUGIN_TESTS)
 
 .PHONY: install-plugins
-install-plugins: $(BUNDLED_PLUGINS) $(BUILD)/fiberd-plugin.pc
+install-plugins: $(BUNDLED_PLUGINS)
 	install -d $(DESTDIR)$(PLUGIN_INSTALL_DIR) $(DESTDIR)$(PREFIX)/include/fiberd \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 0644 $(BUNDLED_PLUGINS) $(DESTDIR)$(PLUGIN_INSTALL_DIR)/
 	install -m 0644 plugins/fiberd/plugin.h $(DESTDIR)$(PREFIX)/include/fiberd/plugin.h
-	install -m 0644 $(BUILD)/fiberd-plugin.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/fiberd-plugin.pc
+	$(call gen_plugin_pc,$(DESTDIR)$(PREFIX)/lib/pkgconfig/fiberd-plugin.pc)
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/fiberd-plugin.pc

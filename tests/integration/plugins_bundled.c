@@ -832,3 +832,31 @@ Test(plugins_bundled, skynet_refuses_bad_args)
         cr_assert_not_null(strstr(job->error, "size"), "%s", job->error);
         job_free(job);
 }
+
+/* ------------------------------------------------------------------ the example ---- */
+
+Test(plugins_bundled, the_readme_example_plugin_works)
+{
+        FiberdJob *job;
+
+        cr_assert_eq(loader_load_file(loader, TEST_EXAMPLE_PLUGIN), 0);
+
+        job = job_new("hello");
+        args_str(job, "who", "fiberd");
+        cr_assert_eq(job_run(job), 0, "%s", job->error);
+        cr_assert_str_eq(result(job, "greeting", 's')->str, "hello, fiberd");
+        job_free(job);
+
+        job = job_new("hello");
+        args_uint(job, 0, NULL, 0, NULL, 0);
+        cr_assert_eq(job_run(job), 0, "an optional argument left out");
+        cr_assert_str_eq(result(job, "greeting", 's')->str, "hello, world");
+        job_free(job);
+
+        job = job_new("hello");
+        args_uint(job, 1, "who", 42, NULL, 0);
+        cr_assert_eq(job_run(job), -EINVAL);
+        cr_assert_str_eq(job->error_code, IPC_INVALID_ARGUMENT);
+        cr_assert_not_null(strstr(job->error, "who"), "%s", job->error);
+        job_free(job);
+}
