@@ -211,8 +211,9 @@ static int remaining_ms(int64_t deadline)
 static int closed_error(Client *c, IpcStatus *st, int r)
 {
         return ipc_status_set(st, IPC_UNAVAILABLE, r,
-                              "fiberd closed the connection on %s (did it stop or restart? "
-                              "check its log: journalctl -u fiberd)",
+                              "fiberd closed the connection on %s (it does after a protocol "
+                              "error, or when it stops; its log says which: journalctl -u "
+                              "fiberd)",
                               c->path);
 }
 
@@ -389,29 +390,25 @@ static int client_decode_checked(Client *c, IpcMessage *ret, IpcStatus *st)
 
 /*
  * The daemon closed the connection while requests were being written. What it sent
- * before closing is still readable: keep its answers for client_receive(), and report
- * its "connection.error" notice if it sent one, else the close itself.
+ * before closing is still readable and explains why (an error response to the request
+ * that was too big, or a "connection.error" notice): drop the unsent output, read all of
+ * it into the decoder and return 0, so that the next client_receive() /
+ * client_call_wait() hands out those messages in order and only then reports the close.
  */
 static int client_write_failed(Client *c, int error, IpcStatus *st)
 {
-        IpcMessage m;
-        int r;
-
         msgpack_sbuffer_clear(&c->out);
         c->out_sent = 0;
-        r = client_read_some(c, st);
-        if (r < 0)
-                return r;
-        while ((r = client_decode_checked(c, &m, st)) == 1) {
-                if (kept_add(c, &m) < 0) {
-                        ipc_message_clear(&m);
-                        return ipc_status_errno(st, -ENOMEM, NULL);
-                }
+        while (!c->eof) {
+                struct pollfd p = {.fd = c->fd, .events = POLLIN};
+                int r = client_read_some(c, st);
+                if (r < 0)
+                        return r;
+                if (c->eof || poll(&p, 1, 1000) <= 0)
+                        break;
         }
-        if (r < 0)
-                return r;
         c->eof = true;
-        return closed_error(c, st, error);
+        return 0;
 }
 
 /* Waits for the next message off the wire (the kept list is not consulted). */

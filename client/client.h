@@ -96,8 +96,11 @@ size_t client_pending_output(const Client *c);
 /*
  * client_flush - write all queued requests, waiting at most @timeout_ms in total
  * (-1 = no limit). Responses arriving meanwhile are buffered for client_receive().
- * Return: 0; -ETIMEDOUT; -EPIPE / -ECONNRESET when the daemon closed the connection; other
- * -errno from send(2)/poll(2). @st (may be NULL) is filled on error.
+ * Return: 0; -ETIMEDOUT; other -errno from send(2)/poll(2). @st (may be NULL) is filled
+ * on error. When the daemon has closed the connection the unsent output is dropped and 0
+ * is returned: what the daemon said before closing (an error response, a
+ * "connection.error" notice) comes out of the next client_receive() /
+ * client_call_wait(), which then report the close.
  */
 int client_flush(Client *c, int timeout_ms, IpcStatus *st);
 
