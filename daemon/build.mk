@@ -11,6 +11,16 @@ DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 FIBERD := $(BUILD)/fiberd
 
 $(DAEMON_OBJS): CPPFLAGS += -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"'
+
+# The default plugin directory is compiled in: rebuild config.o when PREFIX changes
+# (`make install PREFIX=/usr` after a plain `make`).
+DAEMON_PREFIX_STAMP := $(BUILD)/daemon/plugin-dir.stamp
+.PHONY: daemon-prefix-check
+daemon-prefix-check:
+$(DAEMON_PREFIX_STAMP): daemon-prefix-check
+	@mkdir -p $(dir $@)
+	@echo '$(FIBERD_PLUGIN_DIR)' | cmp -s - $@ 2>/dev/null || echo '$(FIBERD_PLUGIN_DIR)' > $@
+$(BUILD)/daemon/config.o $(BUILD)/daemon/main.o: $(DAEMON_PREFIX_STAMP)
 $(DAEMON_OBJS): CFLAGS += $(DAEMON_CFLAGS)
 
 # -rdynamic is deliberately absent: plugins see nothing of the daemon but the host table.

@@ -209,6 +209,8 @@ static void job_supervise(void *arg)
         jobtable_unlock(t);
         if (j->state == JOB_FAILED)
                 log_job(LOG_WARNING, j->id, j->plugin_name, "failed: %s", j->error_message);
+        else if (j->state == JOB_CANCELLED)
+                log_job(LOG_INFO, j->id, j->plugin_name, "cancelled: %s", j->error_message);
         else
                 log_job(LOG_DEBUG, j->id, j->plugin_name, "%s", job_state_name(j->state));
         job_unref(j);

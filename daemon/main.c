@@ -189,7 +189,9 @@ static int report_unfinished(Job *j, void *arg)
 static int daemon_shutdown(Daemon *d)
 {
         uint64_t deadline = sched_deadline_after(d->cfg.stop_timeout_ns);
+        SchedGroupStats gs;
         JobCounts c;
+        bool idle;
 
         sd_notify(0, "STOPPING=1\nSTATUS=stopping: cancelling jobs");
         server_stop_accepting(d->server);
@@ -199,7 +201,8 @@ static int daemon_shutdown(Daemon *d)
         log_msg(LOG_INFO, "stopped accepting; cancelling %llu running and %llu queued jobs",
                 (unsigned long long)c.running, (unsigned long long)c.queued);
         jobtable_stop(&d->jobs);
-        if (fiber_event_wait(&d->jobs.idle, deadline) < 0)
+        idle = fiber_event_wait(&d->jobs.idle, deadline) == 0;
+        if (!idle)
                 jobtable_foreach(&d->jobs, report_unfinished, NULL);
         /* waiting job.wait calls answer as their jobs end; give them a moment to leave */
         if (server_drain(d->server, sched_deadline_after(1000ULL * 1000000)) < 0)
@@ -209,6 +212,26 @@ static int daemon_shutdown(Daemon *d)
                 "fiberd stopped: %llu jobs submitted, %llu done, %llu failed, %llu cancelled",
                 (unsigned long long)c.submitted, (unsigned long long)c.done,
                 (unsigned long long)c.failed, (unsigned long long)c.cancelled);
+        /*
+         * Plugins' fini() and the libraries' exit handlers may only run once no plugin
+         * code runs: no job fiber and no child fiber left on the job group. Otherwise
+         * leave without them (_exit), the way a job that ignores cancellation is left.
+         */
+        for (int i = 0;; i++) {
+                /* supervisors finish a moment after their job's final state is set */
+                sched_group_stats(d->job_group, &gs);
+                if (!idle || gs.fibers_alive == 0 || i == 200)
+                        break;
+                fiber_sleep_for(5 * 1000000ULL);
+        }
+        if (!idle || gs.fibers_alive > 0) {
+                log_msg(LOG_WARNING,
+                        "%llu fibers still run plugin code; exiting without "
+                        "calling the plugins' fini()",
+                        (unsigned long long)gs.fibers_alive);
+                _exit(0);
+        }
+        plugin_host_free();
         return 0;
 }
 
@@ -245,6 +268,7 @@ int main(int argc, char **argv)
         }
 
         gcfg.workers = 1;
+        gcfg.max_fibers = 0; /* 16384: connections and requests in flight */
         gcfg.name = "fiberd-srv";
         r = sched_group_new(&d->server_group, &gcfg);
         if (r < 0) {
@@ -252,6 +276,7 @@ int main(int argc, char **argv)
                 return EXIT_OSERR;
         }
         gcfg.workers = d->cfg.workers;
+        gcfg.max_fibers = 0; /* the runtime's default, 16384: jobs, supervisors, children */
         gcfg.name = "fiberd-job";
         r = sched_group_new(&d->job_group, &gcfg);
         if (r < 0) {

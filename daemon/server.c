@@ -30,6 +30,8 @@
 #define SERVER_WRITE_TIMEOUT_NS (30ULL * 1000000000)
 /* Requests in flight on one connection before new ones get OVERLOADED. */
 #define CONN_MAX_IN_FLIGHT 4096
+/* How long a reader waits for a free fiber before answering OVERLOADED. */
+#define CONN_FIBER_RETRY_NS (5000ULL * 1000000)
 /* Bytes asked of the decoder per read. */
 #define CONN_READ_CHUNK 65536
 
@@ -318,7 +320,19 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
         memset(msg, 0, sizeof(*msg));
         __atomic_add_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
         STAT_ADD(s, in_flight, 1);
-        r = fiber_create(NULL, &attr, request_main, req);
+        /*
+         * No fiber left in the group: stop reading this connection (the client's writes
+         * back up, which is the backpressure) and retry for a while before refusing.
+         */
+        for (uint64_t deadline = 0;;) {
+                r = fiber_create(NULL, &attr, request_main, req);
+                if (r != -EAGAIN)
+                        break;
+                if (!deadline)
+                        deadline = sched_deadline_after(CONN_FIBER_RETRY_NS);
+                if (sched_now_ns() >= deadline || fiber_sleep_for(1000000) < 0)
+                        break;
+        }
         if (r < 0) {
                 conn_send_error(c, req->msg.msgid, IPC_OVERLOADED,
                                 "fiberd has no fiber left for this request; retry later");
