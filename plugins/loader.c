@@ -10,6 +10,11 @@
  * "plugin file PATH refused: REASON" and one PluginRefusal (per path, latest wins,
  * capped), and the file is dlclose()d again; the daemon keeps running.
  *
+ * Two locks. scan_lock serializes the operations that load (set_dir, scan, event
+ * processing, load_file), so the daemon's SIGHUP fiber and its watcher fiber may call
+ * them at the same time; it is held across dlopen() and init(), which never yield, and
+ * nothing else ever waits for it. The state lock below is the one lookups take.
+ *
  * State: loaded plugins in load order (an array of pointers, so LoadedPlugin addresses
  * stay put while the array grows) and the refusals, both under one pthread mutex. The
  * mutex is only held to look up or change those arrays — never across dlopen(), init()
@@ -49,8 +54,9 @@
 #define LOADER_REASON_MAX 512
 
 struct PluginLoader {
-        pthread_mutex_t lock;   /* guards loaded[] and refused[] */
-        const FiberdHost *host; /* borrowed */
+        pthread_mutex_t scan_lock; /* one loading operation at a time; dir, wd */
+        pthread_mutex_t lock;      /* guards loaded[] and refused[] */
+        const FiberdHost *host;    /* borrowed */
         LoaderLogFn log;
         int inotify_fd;
         int wd;    /* watch descriptor of dir, -1 when nothing is watched */
@@ -459,12 +465,19 @@ int loader_new(PluginLoader **ret, const FiberdHost *host, LoaderLogFn log)
                 r = -r;
                 goto out_close;
         }
+        r = pthread_mutex_init(&l->scan_lock, NULL);
+        if (r) {
+                r = -r;
+                goto out_destroy_lock;
+        }
         l->host = host;
         l->log = log;
         l->wd = -1;
         *ret = l;
         return 0;
 
+out_destroy_lock:
+        pthread_mutex_destroy(&l->lock);
 out_close:
         close(l->inotify_fd);
 out_free:
@@ -472,7 +485,7 @@ out_free:
         return r;
 }
 
-int loader_set_dir(PluginLoader *l, const char *dir)
+static int set_dir_locked(PluginLoader *l, const char *dir)
 {
         char *copy;
         int wd;
@@ -502,21 +515,33 @@ int loader_set_dir(PluginLoader *l, const char *dir)
         return scan_dir(l);
 }
 
+int loader_set_dir(PluginLoader *l, const char *dir)
+{
+        int r;
+
+        pthread_mutex_lock(&l->scan_lock);
+        r = set_dir_locked(l, dir);
+        pthread_mutex_unlock(&l->scan_lock);
+        return r;
+}
+
 int loader_scan(PluginLoader *l)
 {
-        if (!l->dir)
-                return -ENOENT;
-        if (l->wd < 0) {
+        int r;
+
+        pthread_mutex_lock(&l->scan_lock);
+        if (!l->dir) {
+                r = -ENOENT;
+        } else if (l->wd < 0) {
                 /* The directory went away earlier (IN_IGNORED): try to watch it again. */
                 char *dir = strdup(l->dir);
-                int r;
-                if (!dir)
-                        return -ENOMEM;
-                r = loader_set_dir(l, dir);
+                r = dir ? set_dir_locked(l, dir) : -ENOMEM;
                 free(dir);
-                return r;
+        } else {
+                r = scan_dir(l);
         }
-        return scan_dir(l);
+        pthread_mutex_unlock(&l->scan_lock);
+        return r;
 }
 
 int loader_fd(const PluginLoader *l)
@@ -524,7 +549,7 @@ int loader_fd(const PluginLoader *l)
         return l->inotify_fd;
 }
 
-int loader_process_events(PluginLoader *l)
+static int process_events_locked(PluginLoader *l)
 {
         /* Aligned as inotify(7) asks; holds many events, reads until EAGAIN. */
         char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -582,9 +607,24 @@ int loader_process_events(PluginLoader *l)
         return loaded;
 }
 
+int loader_process_events(PluginLoader *l)
+{
+        int r;
+
+        pthread_mutex_lock(&l->scan_lock);
+        r = process_events_locked(l);
+        pthread_mutex_unlock(&l->scan_lock);
+        return r;
+}
+
 int loader_load_file(PluginLoader *l, const char *path)
 {
-        return load_file(l, path, false);
+        int r;
+
+        pthread_mutex_lock(&l->scan_lock);
+        r = load_file(l, path, false);
+        pthread_mutex_unlock(&l->scan_lock);
+        return r;
 }
 
 const LoadedPlugin *loader_findn(PluginLoader *l, const char *name, size_t len)
@@ -697,6 +737,7 @@ PluginLoader *loader_free(PluginLoader *l)
         free(l->refused);
         free(l->dir);
         close(l->inotify_fd);
+        pthread_mutex_destroy(&l->scan_lock);
         pthread_mutex_destroy(&l->lock);
         free(l);
         return NULL;

@@ -37,11 +37,12 @@
  * scan is not missed (it may be seen twice; the second time is a no-op). The daemon
  * waits on loader_fd() (fiber_wait_fd, EPOLLIN) and calls loader_process_events().
  *
- * Threads: every function may be called from any thread or fiber; a mutex (held only for
- * list updates and lookups, never across dlopen/init/log) serializes them. Scans and
- * event processing should come from one fiber or thread at a time (the daemon's loader
- * fiber); lookups and listings from anywhere, concurrently. None yields; loading calls
- * dlopen() and the plugin's init(), which block the calling worker for a moment.
+ * Threads: every function may be called from any thread or fiber, concurrently. The
+ * loading operations (loader_set_dir, loader_scan, loader_process_events,
+ * loader_load_file) are serialized by an internal mutex, so a SIGHUP fiber and the
+ * watcher fiber may overlap; lookups and listings take only a short state lock, never
+ * held across dlopen/init/log. None yields; loading calls dlopen() and the plugin's
+ * init(), which block the calling worker for a moment.
  */
 #ifndef FIBERD_PLUGINS_LOADER_H
 #define FIBERD_PLUGINS_LOADER_H
@@ -105,8 +106,8 @@ int loader_new(PluginLoader **ret, const FiberdHost *host, LoaderLogFn log);
  * Return: the number of plugins newly loaded (>= 0; refusals are not errors);
  * -ENOENT / -ENOTDIR / -EACCES when @dir cannot be watched or read (logged; nothing
  * is watched then, what is loaded stays); -ENOMEM.
- * Context: any thread or fiber (one scanner at a time); does not yield, blocks on
- * dlopen()/init().
+ * Context: any thread or fiber; does not yield, blocks on dlopen()/init() (and on
+ * another loading operation in progress).
  */
 int loader_set_dir(PluginLoader *l, const char *dir);
 

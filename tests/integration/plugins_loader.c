@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -534,4 +535,40 @@ Test(plugins_loader, bad_arguments)
         cr_assert_null(l, "ret_ untouched on failure");
         cr_assert_null(loader_free(NULL));
         cr_assert_null(loader_list_free(NULL));
+}
+
+static void *rescanner(void *arg)
+{
+        PluginLoader *l = arg;
+        intptr_t failures = 0;
+
+        for (int i = 0; i < 200; i++)
+                if (loader_set_dir(l, plugdir) < 0)
+                        failures++; /* criterion's asserts belong to the test's thread */
+        return (void *)failures;
+}
+
+Test(plugins_loader, rescans_and_event_processing_may_overlap)
+{
+        /* The daemon's SIGHUP fiber rescans while its watcher fiber processes events. */
+        static const char *names[] = {"sha256", "sleep", "spin", "skynet"};
+        PluginLoader *l = new_loader();
+        pthread_t t;
+
+        cr_assert_eq(loader_set_dir(l, plugdir), 0);
+        cr_assert_eq(pthread_create(&t, NULL, rescanner, l), 0);
+        for (int i = 0; i < 4; i++) {
+                char as[64];
+                snprintf(as, sizeof(as), "%s.so", names[i]);
+                put_bundled(names[i], as);
+                cr_assert_geq(loader_process_events(l), 0);
+        }
+        void *failures;
+        cr_assert_eq(pthread_join(t, &failures), 0);
+        cr_assert_null(failures, "loader_set_dir failed while events were processed");
+        cr_assert_eq(loader_scan(l), 0, "everything is loaded by now");
+        cr_assert_eq(loader_count(l), 4);
+        for (int i = 0; i < 4; i++)
+                cr_assert_not_null(loader_find(l, names[i]));
+        loader_free(l);
 }
