@@ -374,8 +374,8 @@ void jobtable_stop(JobTable *t)
                 j = t->heap[0];
                 dispatch_remove_locked(t, j);
                 j->cancel_requested = true;
-                jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_UNAVAILABLE,
-                                       "fiberd is shutting down");
+                jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_CANCELLED,
+                                       "cancelled while queued: fiberd is shutting down");
         }
         for (j = t->all_head; j; j = j->all_next) {
                 if (j->state != JOB_RUNNING || j->cancel_requested)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -274,5 +275,105 @@ Test(daemon_basic, sighup_reloads)
         rpc_simple(c, "ping", 0, NULL, &rp);
         cr_assert_eq(rp.r, 0);
         reply_clear(&rp);
+        client_free(c);
+}
+
+/* Finished jobs beyond retention_max are dropped by the once-a-second sweep. */
+Test(daemon_basic, retention_cap)
+{
+        FiberdOpts o = {.config = "[jobs]\nretention_max = 2\n"};
+        IpcStatus st;
+        uint64_t ids[4];
+        Client *c;
+        Reply rp;
+        bool gone = false;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        for (int i = 0; i < 4; i++) {
+                ids[i] = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 1)}, 1, 0, 0, &st);
+                rpc_job_wait(c, ids[i], -1, &rp);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                reply_clear(&rp);
+        }
+        for (int tries = 0; tries < 1000 && !gone; tries++) {
+                rpc_simple(c, "job.status", 1, &ids[1], &rp);
+                gone = rp.st.code && strcmp(rp.st.code, IPC_NOT_FOUND) == 0;
+                reply_clear(&rp);
+                if (!gone)
+                        usleep(10000);
+        }
+        cr_assert(gone, "job %lu outlived retention_max = 2", (unsigned long)ids[1]);
+        rpc_simple(c, "job.status", 1, &ids[0], &rp);
+        cr_assert_str_eq(rp.st.code, IPC_NOT_FOUND);
+        cr_assert(strstr(rp.st.message, "kept"), "%s", rp.st.message);
+        reply_clear(&rp);
+        for (int i = 2; i < 4; i++) {
+                rpc_simple(c, "job.status", 1, &ids[i], &rp);
+                cr_assert_eq(rp.r, 0, "the newest two stay: %s", rp.st.message);
+                reply_clear(&rp);
+        }
+        client_free(c);
+}
+
+/* Another uid neither sees nor cancels a job (needs root to switch uid). */
+Test(daemon_basic, other_users_jobs_are_private)
+{
+        IpcStatus st;
+        Client *c;
+        uint64_t id;
+        pid_t pid;
+        int status;
+
+        if (geteuid() != 0)
+                cr_skip_test("needs root to act as another uid");
+        fiberd_start(&fd_, NULL);
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+        c = fiberd_connect(&fd_);
+        id = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0, 0, &st);
+        cr_assert_neq(id, 0);
+        pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+                /* the child reports through its exit status: 0 = all as expected */
+                IpcStatus cst = {0};
+                Client *o;
+                Reply rp;
+                msgpack_packer *pk;
+                uint32_t msgid;
+                int bad = 0;
+
+                if (setgid(65534) < 0 || setuid(65534) < 0)
+                        _exit(10);
+                if (client_connect(&o, fd_.sock, &cst) < 0)
+                        _exit(11);
+                pk = client_request(o, "job.status", 1, &msgid);
+                msgpack_pack_uint64(pk, id);
+                if (client_call_wait(o, msgid, &rp.msg, 10000, &cst) != 1)
+                        _exit(12);
+                bad |= client_result(&rp.msg, &rp.result, &rp.st) == 0 ||
+                       strcmp(rp.st.code, IPC_PERMISSION_DENIED) != 0;
+                ipc_message_clear(&rp.msg);
+                pk = client_request(o, "job.cancel", 1, &msgid);
+                msgpack_pack_uint64(pk, id);
+                if (client_call_wait(o, msgid, &rp.msg, 10000, &cst) != 1)
+                        _exit(13);
+                bad |= (client_result(&rp.msg, &rp.result, &rp.st) == 0 ||
+                        strcmp(rp.st.code, IPC_PERMISSION_DENIED) != 0)
+                       << 1;
+                ipc_message_clear(&rp.msg);
+                pk = client_request(o, "job.list", 0, &msgid);
+                if (client_call_wait(o, msgid, &rp.msg, 10000, &cst) != 1)
+                        _exit(14);
+                bad |= (client_result(&rp.msg, &rp.result, &rp.st) != 0 ||
+                        rp.result->type != MSGPACK_OBJECT_ARRAY || rp.result->via.array.size != 0)
+                       << 2;
+                ipc_message_clear(&rp.msg);
+                client_free(o);
+                _exit(bad);
+        }
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "as uid 65534: status 0x%x (bits: 1 status, 2 cancel, 4 list)", status);
         client_free(c);
 }

@@ -8,7 +8,11 @@
 #include "tests/integration/fiberd_harness.h"
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -108,4 +112,92 @@ Test(daemon_lifecycle, second_instance_refused)
         status = system(cmd);
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0,
                   "a second fiberd on a live socket must refuse to start");
+}
+
+/* A config error names the file and line and exits with EX_CONFIG (78). */
+Test(daemon_lifecycle, bad_config_exits_78)
+{
+        char dir[] = "/tmp/fiberd-conf-XXXXXX", conf[64], cmd[512], out[1024] = "";
+        FILE *f;
+        int status;
+
+        cr_assert(mkdtemp(dir));
+        snprintf(conf, sizeof(conf), "%s/bad.conf", dir);
+        f = fopen(conf, "w");
+        fputs("[jobs]\nmax_running = 4\nmax_runing = 5\n", f);
+        fclose(f);
+        snprintf(cmd, sizeof(cmd), "%s --config %s --socket %s/s 2>&1", FIBERD_BIN, conf, dir);
+        f = popen(cmd, "r");
+        cr_assert(f);
+        fread(out, 1, sizeof(out) - 1, f);
+        status = pclose(f);
+        unlink(conf);
+        rmdir(dir);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 78, "status 0x%x: %s", status, out);
+        cr_assert(strstr(out, "bad.conf:3") && strstr(out, "max_runing"), "%s", out);
+        cr_assert_eq(out[0], '<', "log lines carry a <N> priority prefix: %s", out);
+}
+
+/* The command line wins over the config file; the log shows it. */
+Test(daemon_lifecycle, flags_win_over_config)
+{
+        FiberdOpts o = {.config = "[fiberd]\nworkers = 3\n", .workers = 1};
+        Client *c;
+        Reply rp;
+        const msgpack_object *groups;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        groups = map_get(rp.result, "groups");
+        cr_assert_str_eq(map_str(&groups->via.array.ptr[1], "name"), "jobs");
+        cr_assert_eq(map_uint(&groups->via.array.ptr[1], "workers"), 1);
+        reply_clear(&rp);
+        client_free(c);
+        cr_assert(fiberd_log_contains(&fd_, "<6>fiberd "), "no <6> info line at start");
+}
+
+/* Socket activation: systemd-socket-activate passes a listening socket (LISTEN_FDS). */
+Test(daemon_lifecycle, socket_activation)
+{
+        char dir[] = "/tmp/fiberd-act-XXXXXX", sock[64], plugins[] = FIBERD_PLUGIN_BUILD_DIR;
+        IpcStatus st = {0};
+        Client *c = NULL;
+        Reply rp;
+        pid_t pid;
+        int status;
+
+        if (access("/usr/bin/systemd-socket-activate", X_OK) != 0)
+                cr_skip_test("systemd-socket-activate is not installed");
+        cr_assert(mkdtemp(dir));
+        snprintf(sock, sizeof(sock), "%s/act.sock", dir);
+        pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+                int fd = open("/dev/null", O_WRONLY);
+                dup2(fd, 2);
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                unsetenv("NOTIFY_SOCKET");
+                /* fiberd must not bind: a bogus --socket proves it used the passed fd */
+                execl("/usr/bin/systemd-socket-activate", "systemd-socket-activate", "-l", sock,
+                      FIBERD_BIN, "--socket", "/nonexistent/dir/x.sock", "--plugin-dir", plugins,
+                      (char *)NULL);
+                _exit(127);
+        }
+        for (int i = 0; i < 1000 && !c; i++) {
+                if (client_connect(&c, sock, &st) < 0) {
+                        c = NULL;
+                        usleep(10000);
+                }
+        }
+        cr_assert(c, "cannot connect to %s: %s", sock, st.message);
+        rpc_simple(c, "ping", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "ping through the activated socket: %s", rp.st.message);
+        reply_clear(&rp);
+        client_free(c);
+        kill(pid, SIGTERM);
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+        unlink(sock);
+        rmdir(dir);
 }
