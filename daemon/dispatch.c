@@ -205,7 +205,9 @@ static void job_supervise(void *arg)
         jobtable_lock(t);
         job_conclude_locked(t, j);
         t->running--;
+        t->pump_blocked = false; /* a fiber was freed: worth another try */
         dispatch_pump_locked(t);
+        jobtable_check_idle_locked(t);
         jobtable_unlock(t);
         if (j->state == JOB_FAILED)
                 log_job(LOG_WARNING, j->id, j->plugin_name, "failed: %s", j->error_message);
@@ -230,7 +232,8 @@ void dispatch_pump_locked(JobTable *t)
                                 now = sched_now_ns();
                         if (j->deadline_ns <= now) {
                                 dispatch_remove_locked(t, j);
-                                j->cancel_requested = j->timed_out = true;
+                                j->timed_out = true;
+                                job_set_cancel_requested(j);
                                 jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_DEADLINE_EXCEEDED,
                                                        "the job's timeout passed while it "
                                                        "was queued");

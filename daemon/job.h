@@ -80,12 +80,13 @@ typedef struct Job {
         size_t result_len;
         const char *error_code; /* IPC_* constant; NULL = none */
         char *error_message;    /* owned */
-        bool cancel_requested;
-        bool timed_out;        /* the cancellation came from the deadline */
-        Fiber *fiber;          /* joinable job fiber while it may be cancelled */
-        int run_result;        /* what the plugin's entry point returned */
-        const char *fail_code; /* IPC_* code the plugin's failure maps to; NULL = errno's */
-        void *host_job;        /* the FiberdJob while the entry point runs (plugin_job.c) */
+        bool cancel_requested;  /* written with job_set_cancel_requested(); host
+                                     * functions read it atomically without the lock */
+        bool timed_out;         /* the cancellation came from the deadline */
+        Fiber *fiber;           /* joinable job fiber while it may be cancelled */
+        int run_result;         /* what the plugin's entry point returned */
+        const char *fail_code;  /* IPC_* code the plugin's failure maps to; NULL = errno's */
+        void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */
 
         FiberEvent ran;      /* set by the job fiber when the entry point returned */
         FiberEvent finished; /* set once the state is final */
@@ -121,6 +122,12 @@ Job *job_unref(Job *j);
  * Context: caller holds the table lock (reads mutable fields). Return: 0; -ENOMEM.
  */
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result);
+
+/* job_set_cancel_requested - set the flag (atomic store). Context: table lock held. */
+static inline void job_set_cancel_requested(Job *j)
+{
+        __atomic_store_n(&j->cancel_requested, true, __ATOMIC_RELEASE);
+}
 
 /* job_now_ms - CLOCK_REALTIME in milliseconds. Context: any. */
 uint64_t job_now_ms(void);

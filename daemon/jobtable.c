@@ -200,7 +200,7 @@ void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts 
 
 /* ------------------------------------------------------------------ lifecycle --- */
 
-static void check_idle_locked(JobTable *t)
+void jobtable_check_idle_locked(JobTable *t)
 {
         if (t->stopping && t->heap_len == 0 && t->running == 0)
                 fiber_event_set(&t->idle);
@@ -283,7 +283,7 @@ void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, c
         t->fin_tail = j;
         t->fin_count++;
         fiber_event_set(&j->finished);
-        check_idle_locked(t);
+        jobtable_check_idle_locked(t);
 }
 
 int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
@@ -295,7 +295,7 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                 r = -EALREADY;
         } else if (j->state == JOB_QUEUED) {
                 dispatch_remove_locked(t, j);
-                j->cancel_requested = true;
+                job_set_cancel_requested(j);
                 j->timed_out = timed_out;
                 if (timed_out)
                         jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_DEADLINE_EXCEEDED,
@@ -304,7 +304,7 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                         jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_CANCELLED,
                                                "cancelled while queued");
         } else if (!j->cancel_requested) {
-                j->cancel_requested = true;
+                job_set_cancel_requested(j);
                 j->timed_out = timed_out;
                 if (j->fiber)
                         fiber_cancel(j->fiber);
@@ -373,20 +373,20 @@ void jobtable_stop(JobTable *t)
         while (t->heap_len) {
                 j = t->heap[0];
                 dispatch_remove_locked(t, j);
-                j->cancel_requested = true;
+                job_set_cancel_requested(j);
                 jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_CANCELLED,
                                        "cancelled while queued: fiberd is shutting down");
         }
         for (j = t->all_head; j; j = j->all_next) {
                 if (j->state != JOB_RUNNING || j->cancel_requested)
                         continue;
-                j->cancel_requested = true;
+                job_set_cancel_requested(j);
                 if (j->fiber)
                         fiber_cancel(j->fiber);
                 if (j->host_job)
                         plugin_job_cancel_children(j->host_job);
         }
-        check_idle_locked(t);
+        jobtable_check_idle_locked(t);
         jobtable_unlock(t);
 }
 

@@ -147,6 +147,9 @@ void jobtable_set_state_locked(JobTable *t, Job *j, JobState s);
  */
 void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, const char *message);
 
+/* jobtable_check_idle_locked - set t->idle when stopping and nothing queued or running. */
+void jobtable_check_idle_locked(JobTable *t);
+
 /* ---- dispatch.c ------------------------------------------------------------------- */
 
 /* dispatch_push_locked - queue @j (state queued) by (priority, id). Return 0; -ENOMEM. */

@@ -306,15 +306,16 @@ int main(int argc, char **argv)
                 log_msg(LOG_ERR, "cannot start the server: %s", strerror(-r));
                 return EXIT_SOFTWARE;
         }
-        if (start_fiber(d, signal_fiber, (void *)(intptr_t)sfd, "signals") < 0 ||
-            start_fiber(d, ticker_fiber, d, "ticker") < 0 ||
-            start_fiber(d, plugin_watch_fiber, NULL, "plugin-watch") < 0)
-                return EXIT_SOFTWARE;
-
         log_msg(LOG_INFO, "fiberd %s ready on %s%s: %u job workers, plugins from %s",
                 FIBERD_VERSION, d->socket_activated ? "systemd's socket " : "", d->cfg.socket_path,
                 d->cfg.workers, d->cfg.plugin_dir);
         sd_notifyf(0, "READY=1\nSTATUS=ready: 0 running, 0 queued; %u job workers", d->cfg.workers);
+
+        /* after the ready line: a SIGHUP's reload then cannot race with it */
+        if (start_fiber(d, signal_fiber, (void *)(intptr_t)sfd, "signals") < 0 ||
+            start_fiber(d, ticker_fiber, d, "ticker") < 0 ||
+            start_fiber(d, plugin_watch_fiber, NULL, "plugin-watch") < 0)
+                return EXIT_SOFTWARE;
 
         while (fiber_event_wait(&d->stop, SCHED_FOREVER) < 0)
                 ;

@@ -20,7 +20,9 @@
  * in the FiberdJob; cancelling the job (jobtable_cancel(), under the table lock) cancels
  * every listed child through plugin_job_cancel_children(). join() waits on the child's
  * `done` event; a cancelled parent stops waiting, cancels and detaches the child (the
- * child's memory goes with the last reference). Lock order: table lock, then FiberdJob
+ * child's memory goes with the last reference). A fiber of the job (run() or a child)
+ * that returns without joining its own children has them cancelled and detached; it
+ * never touches children other fibers spawned. Lock order: table lock, then FiberdJob
  * lock; never the other way round.
  */
 #include "daemon/jobtable.h"
@@ -61,6 +63,7 @@ struct FiberdChild {
         size_t arg_size;
         int ret;
         FiberEvent done;
+        Fiber *spawner;           /* the fiber that spawned it: only it joins it */
         FiberdChild *prev, *next; /* in hj->children while listed */
         bool listed;
 };
@@ -109,6 +112,31 @@ static void child_unlist_locked(FiberdJob *hj, FiberdChild *c)
                 c->next->prev = c->prev;
         c->prev = c->next = NULL;
         c->listed = false;
+}
+
+/*
+ * Cancels and lets go every listed child that @spawner spawned and never joined (the
+ * plugin returned without joining). Children spawned by other fibers of the job are
+ * left to those fibers, which may still be joining them. Takes hj->lock.
+ */
+static void children_release(FiberdJob *hj, Fiber *spawner)
+{
+        FiberdChild *c, *next;
+
+        pthread_mutex_lock(&hj->lock);
+        for (c = hj->children; c; c = next) {
+                next = c->next;
+                if (c->spawner != spawner)
+                        continue;
+                child_unlist_locked(hj, c);
+                fiber_cancel(c->fiber);
+                fiber_detach(c->fiber);
+                child_unref(c);
+                log_job(LOG_WARNING, hj->job->id, hj->job->plugin_name,
+                        "a fiber of the job returned with a child fiber not joined; "
+                        "cancelled it");
+        }
+        pthread_mutex_unlock(&hj->lock);
 }
 
 void plugin_job_cancel_children(void *host_job)
@@ -385,6 +413,7 @@ static void child_main(void *arg)
         FiberdJob *hj = c->hj;
 
         c->ret = c->fn(hj, &plugin_host_functions, c->arg);
+        children_release(hj, fiber_self());
         fiber_event_set(&c->done);
         child_unref(c);
         hj_unref(hj);
@@ -414,6 +443,7 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         c->arg_size = arg_size;
         c->fn = fn;
         c->hj = hj;
+        c->spawner = fiber_self();
         c->refs = 2;
         fiber_event_init(&c->done);
 
@@ -560,18 +590,8 @@ int plugin_host_run(Job *j)
 
         r = j->plugin->desc->run(hj, &plugin_host_functions);
 
-        /* children never joined: cancel and let them go */
-        pthread_mutex_lock(&hj->lock);
-        while (hj->children) {
-                FiberdChild *c = hj->children;
-                child_unlist_locked(hj, c);
-                fiber_cancel(c->fiber);
-                fiber_detach(c->fiber);
-                child_unref(c);
-                log_job(LOG_WARNING, j->id, j->plugin_name,
-                        "run() returned with a child fiber not joined; cancelled it");
-        }
-        pthread_mutex_unlock(&hj->lock);
+        /* children run() never joined: cancel and let them go */
+        children_release(hj, fiber_self());
 
         if (r == 0 && hj_take_result(hj, &result, &result_len) < 0)
                 r = -ENOMEM;

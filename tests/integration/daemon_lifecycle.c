@@ -98,6 +98,8 @@ Test(daemon_lifecycle, sigterm_with_jobs_running)
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
         cr_assert(stat(fd_.sock, &sb) < 0, "the socket file is left behind");
         cr_assert(fiberd_log_contains(&fd_, "fiberd stopped"));
+        /* every job ended within the grace period, so the plugins' fini() ran */
+        cr_assert(!fiberd_log_contains(&fd_, "without calling the plugins' fini()"));
         client_free(c);
 }
 

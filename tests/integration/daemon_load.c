@@ -113,7 +113,7 @@ Test(daemon_load, hundred_clients_hundred_jobs)
 
         fiberd_start(&fd_, NULL);
         for (int f = 0; f < FILES; f++) {
-                unsigned char data[3000], md[32];
+                unsigned char data[4096], md[32];
                 unsigned int len;
                 size_t n = 1000 * (size_t)f + 7;
                 FILE *fp;
