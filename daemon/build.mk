@@ -34,6 +34,10 @@ all: $(FIBERD)
 # ---- integration tests: tests/integration/daemon_*.c, one criterion binary each, with the
 # harness (fiberd_harness.c) and the client library; they start the fiberd built above with
 # the bundled plugins ($(BUNDLED_PLUGINS)) and the bad test plugins ($(TEST_PLUGINS)).
+# client/build.mk is included after this file, so its variables are still empty while
+# these prerequisite lists are read: name its outputs here (same paths as there).
+DAEMON_LIBCLIENT := $(BUILD)/libfiberclient.a
+DAEMON_FIBERCTL := $(BUILD)/fiberctl
 DAEMON_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,\
 	$(sort $(wildcard tests/integration/daemon_*.c)))
 DAEMON_TEST_HARNESS := $(BUILD)/tests/integration/fiberd_harness.o
@@ -42,14 +46,14 @@ DAEMON_TEST_DEFS := -DFIBERD_BIN='"$(abspath $(FIBERD))"' \
 	-DFIBERD_TEST_PLUGIN_DIR='"$(abspath $(BUILD))/tests/plugins"'
 $(DAEMON_TESTS:%=%.o) $(DAEMON_TEST_HARNESS): CPPFLAGS += $(DAEMON_TEST_DEFS)
 $(DAEMON_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o \
-		$(DAEMON_TEST_HARNESS) $(LIBCLIENT) $(LIBIPC) $(FIBERD) $(BUNDLED_PLUGINS) \
+		$(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(FIBERD) $(BUNDLED_PLUGINS) \
 		$(TEST_PLUGINS)
-	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_TEST_HARNESS) $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
+	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
 		-lcrypto -lcriterion
 INTEGRATION_TESTS += $(DAEMON_TESTS)
 
 # ---- make demo: sha256 of every file under /usr/include through fiberctl batch, checked
 # against sha256sum (daemon/demo.sh). DEMO_DIR=... picks another tree.
-demo: $(FIBERD) $(FIBERCTL) $(BUNDLED_PLUGINS)
-	FIBERD=$(abspath $(FIBERD)) FIBERCTL=$(abspath $(FIBERCTL)) \
+demo: $(FIBERD) $(DAEMON_FIBERCTL) $(BUNDLED_PLUGINS)
+	FIBERD=$(abspath $(FIBERD)) FIBERCTL=$(abspath $(DAEMON_FIBERCTL)) \
 		PLUGIN_DIR=$(abspath $(PLUGIN_BUILD_DIR)) sh daemon/demo.sh

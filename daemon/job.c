@@ -152,6 +152,7 @@ static int pack_ms_or_nil(msgpack_packer *pk, const char *key, uint64_t ms)
 
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
 {
+        uint64_t done, total;
         int r = 0;
 
         r |= msgpack_pack_map(pk, with_result ? 12 : 11);
@@ -164,11 +165,14 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
         r |= pack_ms_or_nil(pk, "created_ms", j->submitted_ms);
         r |= pack_ms_or_nil(pk, "started_ms", j->started_ms);
         r |= pack_ms_or_nil(pk, "finished_ms", j->finished_ms);
+        /* progress is written by the plugin without the lock (host_progress) */
+        done = __atomic_load_n(&j->progress_done, __ATOMIC_RELAXED);
+        total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED);
         r |= ipc_pack_cstr(pk, "progress");
-        if (j->progress_total || j->progress_done) {
+        if (total || done) {
                 r |= msgpack_pack_map(pk, 2);
-                r |= ipc_pack_kv_uint(pk, "done", j->progress_done);
-                r |= ipc_pack_kv_uint(pk, "total", j->progress_total);
+                r |= ipc_pack_kv_uint(pk, "done", done);
+                r |= ipc_pack_kv_uint(pk, "total", total);
         } else {
                 r |= msgpack_pack_nil(pk);
         }

@@ -72,10 +72,10 @@ typedef struct Job {
 
         /* under the table lock */
         JobState state;
-        uint64_t submitted_ms;            /* CLOCK_REALTIME, milliseconds since the epoch */
-        uint64_t started_ms, finished_ms; /* 0 = not yet */
-        uint64_t finished_mono_ns;        /* for retention */
-        uint64_t progress_done, progress_total;
+        uint64_t submitted_ms;                  /* CLOCK_REALTIME, milliseconds since the epoch */
+        uint64_t started_ms, finished_ms;       /* 0 = not yet */
+        uint64_t finished_mono_ns;              /* for retention */
+        uint64_t progress_done, progress_total; /* atomic: the plugin writes them unlocked */
         char *result; /* packed msgpack object, owned; NULL = none (nil) */
         size_t result_len;
         const char *error_code; /* IPC_* constant; NULL = none */
