@@ -260,6 +260,51 @@ Test(daemon_basic, stats)
         client_free(c);
 }
 
+/* Polls stats (bounded) until @want jobs run. */
+static bool running_becomes(Client *c, uint64_t want)
+{
+        for (int i = 0; i < 1000; i++) {
+                Reply rp;
+                uint64_t running;
+
+                rpc_simple(c, "stats", 0, NULL, &rp);
+                running = map_uint(map_get(rp.result, "jobs"), "running");
+                reply_clear(&rp);
+                if (running == want)
+                        return true;
+                usleep(10000);
+        }
+        return false;
+}
+
+/* SIGHUP applies a changed config: max_running 1 -> 3 lets two queued jobs start. */
+Test(daemon_basic, sighup_applies_new_limits)
+{
+        FiberdOpts o = {.config = "[jobs]\nmax_running = 1\n", .notify = true};
+        char conf[256];
+        IpcStatus st;
+        Client *c;
+        FILE *f;
+
+        fiberd_start(&fd_, &o);
+        cr_assert(fiberd_notify_wait(&fd_, "READY=1", 10000));
+        c = fiberd_connect(&fd_);
+        for (int i = 0; i < 3; i++)
+                cr_assert_neq(rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0, 0, &st),
+                              0);
+        cr_assert(running_becomes(c, 1));
+        snprintf(conf, sizeof(conf), "%s/fiberd.conf", fd_.dir);
+        f = fopen(conf, "w");
+        cr_assert(f);
+        fputs("[jobs]\nmax_running = 3\n", f);
+        fclose(f);
+        kill(fd_.pid, SIGHUP);
+        cr_assert(fiberd_notify_wait(&fd_, "RELOADING=1", 10000));
+        cr_assert(fiberd_notify_wait(&fd_, "READY=1", 10000));
+        cr_assert(running_becomes(c, 3), "the new max_running was not applied");
+        client_free(c);
+}
+
 Test(daemon_basic, sighup_reloads)
 {
         FiberdOpts o = {.notify = true};
