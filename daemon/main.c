@@ -35,6 +35,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -299,6 +301,17 @@ int main(int argc, char **argv)
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot listen on %s: %s", d->cfg.socket_path, strerror(-r));
                 return EXIT_OSERR;
+        }
+        if (d->socket_activated) {
+                /* name the socket systemd gave us, not the configured path, in the logs */
+                struct sockaddr_un a = {0};
+                socklen_t len = sizeof(a);
+                char *path;
+                if (getsockname(listen_fd, (struct sockaddr *)&a, &len) == 0 && a.sun_path[0] &&
+                    (path = strndup(a.sun_path, sizeof(a.sun_path)))) {
+                        free(d->cfg.socket_path);
+                        d->cfg.socket_path = path;
+                }
         }
         r = server_new(&d->server, listen_fd, d->server_group, d->cfg.max_message, methods_lookup,
                        d);
