@@ -422,3 +422,34 @@ Test(daemon_basic, other_users_jobs_are_private)
                   "as uid 65534: status 0x%x (bits: 1 status, 2 cancel, 4 list)", status);
         client_free(c);
 }
+
+/* A job.wait that blocks does not hold up later requests on the same connection:
+ * the ping sent after it is answered first (responses come out of order). */
+Test(daemon_basic, long_wait_does_not_block_connection)
+{
+        uint32_t wait_id, ping_id;
+        msgpack_packer *pk;
+        IpcStatus st = {0};
+        IpcMessage m;
+        Client *c;
+        Reply rp;
+        uint64_t id;
+
+        fiberd_start(&fd_, NULL);
+        c = fiberd_connect(&fd_);
+        id = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0, 0, &st);
+        cr_assert_neq(id, 0);
+        pk = client_request(c, "job.wait", 2, &wait_id);
+        msgpack_pack_uint64(pk, id);
+        msgpack_pack_nil(pk);
+        pk = client_request(c, "ping", 0, &ping_id);
+        cr_assert_eq(client_receive(c, &m, 10000, &st), 1, "%s", st.message);
+        cr_assert_eq(m.msgid, ping_id, "the ping waited behind job.wait");
+        ipc_message_clear(&m);
+        rpc_simple(c, "job.cancel", 1, &id, &rp);
+        reply_clear(&rp);
+        rpc_wait_reply(c, wait_id, &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
+        reply_clear(&rp);
+        client_free(c);
+}
