@@ -114,7 +114,7 @@ static inline void note_running(Worker *w, Fiber *f)
 void fiber_switch_out(Fiber *self, int action)
 {
         Worker *w = worker_self();
-        Fiber *next = runq_pop(&w->group->runq);
+        Fiber *next = group_pop(w);
 
         w->prev = self;
         w->prev_action = action;
@@ -170,7 +170,7 @@ void worker_finish_switch(Worker *w)
         case FIBER_ACT_YIELD:
                 /* One fiber was taken and one given back: the run queue holds as many
                  * as before, so nobody needs waking (and no fence is paid). */
-                sched_requeue(prev);
+                group_push_local(w, prev, false);
                 break;
         case FIBER_ACT_PARK:
                 if (__atomic_fetch_add(&prev->handoff, 1, __ATOMIC_ACQ_REL) == 1)
@@ -210,6 +210,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         static const FiberAttr defaults;
         SchedulingGroup *g;
         Fiber *self = fiber_self();
+        Worker *w;
         size_t size, ps = page_size();
         char *map_lo;
         Fiber *f;
@@ -219,7 +220,10 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 attr = &defaults;
         if (!fn || (!ret) != attr->detached)
                 return -EINVAL;
-        g = attr->group ? attr->group : self ? self->group : NULL;
+        g = attr->group       ? attr->group
+            : self            ? self->group
+            : attr->scheduler ? sched_pick_group(attr->scheduler)
+                              : NULL;
         if (!g)
                 return -EINVAL;
         size = attr->stack_size ? attr->stack_size : g->stack_size;
@@ -253,22 +257,25 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         f->map_lo = map_lo;
         f->map_size = size + ps;
         f->refs = attr->detached ? 1 : 2;
+        f->no_steal = attr->no_steal;
         context_init(&f->ctx, map_lo + ps, (size_t)((char *)f - (map_lo + ps)), fiber_entry, f);
 #ifdef SCHED_TSAN
         f->tsan_fiber = __tsan_create_fiber(0);
 #endif
-        {
-                Worker *w = worker_self();
-                if (w && w->group == g) {
-                        __atomic_store_n(&w->created, w->created + 1, __ATOMIC_RELAXED);
-                } else {
-                        f->outside = true;
-                        __atomic_fetch_add(&g->created_outside, 1, __ATOMIC_RELAXED);
-                }
+        w = worker_self();
+        if (w && w->group == g) {
+                __atomic_store_n(&w->created, w->created + 1, __ATOMIC_RELAXED);
+        } else {
+                f->outside = true;
+                __atomic_fetch_add(&g->created_outside, 1, __ATOMIC_RELAXED);
         }
         if (ret)
                 *ret = f;
-        sched_make_ready(f);
+        f->ready_tsc = tsc_now();
+        if (w && w->group == g)
+                group_push_local(w, f, true); /* the shared queue unless local policy */
+        else
+                sched_make_ready(f);
         return 0;
 }
 
@@ -335,7 +342,7 @@ int fiber_yield(void)
         if (__atomic_load_n(&self->cancelled, __ATOMIC_ACQUIRE))
                 return -ECANCELED;
         w = worker_self();
-        next = runq_pop(&w->group->runq);
+        next = group_pop(w);
         if (!next)
                 return 0; /* nothing else is ready: keep running */
         w->prev = self;
