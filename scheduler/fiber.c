@@ -103,9 +103,11 @@ static inline void note_running(Worker *w, Fiber *f)
 {
         /* Ready-to-run latency is measured from a wake-up or a creation; a fiber that
          * only yielded (ready_tsc == 0) was never waiting for anything. */
-        if (f->ready_tsc) {
-                histogram_add(&w->latency, tsc_now() - f->ready_tsc);
-                f->ready_tsc = 0;
+        /* Atomic: an idle sibling may be looking at it to decide on stealing. */
+        uint64_t ready = __atomic_load_n(&f->ready_tsc, __ATOMIC_RELAXED);
+        if (ready) {
+                histogram_add(&w->latency, tsc_now() - ready);
+                __atomic_store_n(&f->ready_tsc, 0, __ATOMIC_RELAXED);
         }
         w->current = f;
         __atomic_store_n(&w->switches, w->switches + 1, __ATOMIC_RELAXED);
@@ -170,7 +172,7 @@ void worker_finish_switch(Worker *w)
         case FIBER_ACT_YIELD:
                 /* One fiber was taken and one given back: the run queue holds as many
                  * as before, so nobody needs waking (and no fence is paid). */
-                group_push_local(w, prev, false);
+                sched_requeue(prev);
                 break;
         case FIBER_ACT_PARK:
                 if (__atomic_fetch_add(&prev->handoff, 1, __ATOMIC_ACQ_REL) == 1)
@@ -271,11 +273,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         }
         if (ret)
                 *ret = f;
-        f->ready_tsc = tsc_now();
-        if (w && w->group == g)
-                group_push_local(w, f, true); /* the shared queue unless local policy */
-        else
-                sched_make_ready(f);
+        sched_make_ready(f);
         return 0;
 }
 

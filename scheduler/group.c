@@ -78,7 +78,7 @@ static bool wake_one_sleeping_worker(SchedulingGroup *g)
         return false;
 }
 
-static void wake_one_worker(SchedulingGroup *g)
+void group_wake(SchedulingGroup *g)
 {
         /* A full barrier between the push and reading the masks, paired with the one
          * between setting a mask bit and re-polling the queue in the worker. */
@@ -98,22 +98,6 @@ void group_wake_idle(SchedulingGroup *g)
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         if (!__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED))
                 wake_one_sleeping_worker(g);
-}
-
-void sched_make_ready(Fiber *f)
-{
-        SchedulingGroup *g = f->group;
-
-        f->ready_tsc = tsc_now(); /* when it was made ready, for ready-to-run latency */
-        while (SCHED_UNLIKELY(!runq_push(&g->runq, f)))
-                cpu_relax(); /* cannot happen: live fibers <= capacity (see the top) */
-        wake_one_worker(g);
-}
-
-void sched_requeue(Fiber *f)
-{
-        while (SCHED_UNLIKELY(!runq_push(&f->group->runq, f)))
-                cpu_relax(); /* cannot happen: live fibers <= capacity */
 }
 
 /* ------------------------------------------------------------------ workers ------- */
@@ -175,7 +159,7 @@ static Fiber *wait_for_fiber(Worker *w)
         /* A producer may have read the mask before our bit was set. */
         if ((f = group_pop(w)) || (f = steal_siblings(w))) {
                 if (!(__atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL) & me))
-                        wake_one_worker(g); /* its wake-up was meant for work */
+                        group_wake(g); /* its wake-up was meant for work */
                 return f;
         }
         if (__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE)) {
@@ -322,7 +306,12 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         g->nworkers = nworkers;
         g->stack_size = stack;
         g->max_fibers = max_fibers;
-        g->pool_cap = cache * nworkers;
+        /* A stack that goes back to the pool is reused, never unmapped while the
+         * group runs: mmap and munmap take the process's mmap lock for writing, and
+         * two workers churning stacks through it serialise on it (~5-10 us a fiber
+         * against ~0.1 us from the pool). The pool can hold as many stacks as the
+         * group may have fibers; their resident pages stay (about one page each). */
+        g->pool_cap = max_fibers;
         g->node = p->node;
         if (p->cpus)
                 g->cpus = *p->cpus;

@@ -161,7 +161,9 @@ typedef struct Worker {
                                    * first, so wake-ups there are not starved */
         unsigned idle_rounds;     /* rounds without work: paces stealing */
         Histogram latency;
-        LocalRunq local; /* SCHED_QUEUE_LOCAL only */
+        Fiber *next;         /* local policy: runs next (Go's runnext); atomic */
+        uint64_t next_since; /* TSC when next was set; atomic */
+        LocalRunq local;     /* SCHED_QUEUE_LOCAL only */
 #ifdef SCHED_ASAN
         void *asan_stack_bottom;
         size_t asan_stack_size;
@@ -260,10 +262,10 @@ void group_release(SchedulingGroup *g);
 /* group_pop - the next fiber for worker @w: its local queue and the group's shared one
  * (local policy), or the shared one. Context: @w's thread. */
 Fiber *group_pop(Worker *w);
-/* group_push_local - a fiber spawned or yielding on @w: its local queue (waking an idle
- * worker only when nobody spins), else the shared queue. */
-void group_push_local(Worker *w, Fiber *f, bool wake);
-/* group_wake_idle - after a local push: wake a sleeping worker when nobody spins. */
+/* group_wake - after a push to the shared queue: claim a spinner, else wake the lowest
+ * sleeper, else a sleeper of a same-node group that steals from this one.
+ * group_wake_idle - after a local push: wake a sleeper only when nobody spins. */
+void group_wake(SchedulingGroup *g);
 void group_wake_idle(SchedulingGroup *g);
 Fiber *steal_siblings(Worker *w);
 Fiber *steal_remote(Worker *w);
@@ -281,8 +283,9 @@ void worker_set_self(Worker *w);
  * spinner-first, lowest-sleeper-next order). Context: any. */
 void sched_make_ready(Fiber *f);
 
-/* sched_requeue - push a fiber that yielded back into the run queue, waking nobody.
- * Context: the worker that just switched away from @f. */
+/* sched_requeue - put a fiber that yielded back (the worker's local queue with the
+ * local policy, else the shared queue), waking nobody. Context: the worker that just
+ * switched away from @f. */
 void sched_requeue(Fiber *f);
 
 /* fiber_switch_out - leave the running fiber with @action (YIELD, PARK, EXIT); run the

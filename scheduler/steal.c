@@ -4,11 +4,15 @@
  * shared one, its siblings' local queues, and, at a limited rate, other groups.
  *
  * Local queues (SCHED_QUEUE_LOCAL; tRPC-Cpp Fiber's v2 policy, shared/seeds/001; Go's
- * per-P queue): a fiber spawned or yielding on a worker goes to that worker's ring,
- * without a wake-up fence, and an idle worker is woken only when nobody spins (the
- * spawning worker itself is busy and will get to it). Wake-ups from timers, events
- * and other threads still go to the shared queue, which a worker reads first on every
- * 8th pop so that they are not starved by a worker that keeps spawning (flare's
+ * per-P queue and runnext): a fiber made ready by code running on a worker of its
+ * group (spawned, or woken by a post, an unlock, a join) goes to that worker's
+ * runnext slot and runs as soon as the current fiber parks; the previous occupant
+ * moves to the worker's ring. A fiber that yields goes to the ring's tail. An idle
+ * worker is woken only when nobody spins; idle siblings take from the ring, and from
+ * runnext once it has waited a few microseconds. Spawning this way runs a tree of
+ * fibers depth-first, so a skynet of a million leaves keeps few fibers (and stacks)
+ * alive at once. Wake-ups from timers, fds and other threads go to the shared queue,
+ * which a worker reads first on every 8th pop so they are not starved (flare's
  * acquire rounds).
  *
  * Stealing between groups (flare / tRPC-Cpp, seeds 000, 001, 003): an idle worker tries
@@ -19,6 +23,10 @@
  * its home group: its wake-ups, timers and children go there.
  */
 #include "scheduler/runtime.h"
+#include "scheduler/spinlock.h"
+
+/* ~4 us at 2.5 GHz: how long a runnext fiber belongs to its worker alone. */
+#define RUNNEXT_STEAL_TICKS 10000
 
 static inline void count(uint64_t *c)
 {
@@ -40,6 +48,11 @@ Fiber *group_pop(Worker *w)
                 count(&w->shared_dequeues);
                 return f;
         }
+        if (__atomic_load_n(&w->next, __ATOMIC_RELAXED) &&
+            (f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
+                count(&w->local_dequeues);
+                return f;
+        }
         if ((f = localq_pop(&w->local))) {
                 count(&w->local_dequeues);
                 return f;
@@ -51,19 +64,41 @@ Fiber *group_pop(Worker *w)
         return NULL;
 }
 
-void group_push_local(Worker *w, Fiber *f, bool wake)
+static void push_shared(SchedulingGroup *g, Fiber *f)
 {
-        SchedulingGroup *g = w->group;
+        while (SCHED_UNLIKELY(!runq_push(&g->runq, f)))
+                cpu_relax(); /* cannot happen: live fibers <= capacity */
+}
 
-        if (g->local_queues && f->group == g && localq_push(&w->local, f)) {
-                if (wake)
-                        group_wake_idle(g);
+void sched_make_ready(Fiber *f)
+{
+        SchedulingGroup *g = f->group;
+        Worker *w;
+
+        /* when it was made ready: ready-to-run latency, and runnext's age */
+        __atomic_store_n(&f->ready_tsc, tsc_now(), __ATOMIC_RELAXED);
+        if (g->local_queues && (w = worker_self()) && w->group == g) {
+                /* Go's runnext: it runs next on this worker (its waker or creator is
+                 * about to park, or busy); the previous occupant moves to the ring. */
+                __atomic_store_n(&w->next_since, tsc_now(), __ATOMIC_RELAXED);
+                Fiber *old = __atomic_exchange_n(&w->next, f, __ATOMIC_ACQ_REL);
+                if (old && !localq_push(&w->local, old))
+                        push_shared(g, old);
+                group_wake_idle(g);
                 return;
         }
-        if (wake)
-                sched_make_ready(f);
-        else
-                sched_requeue(f);
+        push_shared(g, f);
+        group_wake(g);
+}
+
+void sched_requeue(Fiber *f)
+{
+        SchedulingGroup *g = f->group;
+        Worker *w;
+
+        if (g->local_queues && (w = worker_self()) && w->group == g && localq_push(&w->local, f))
+                return;
+        push_shared(g, f);
 }
 
 /* Take from the siblings' local queues, starting after our own index. */
@@ -76,10 +111,21 @@ Fiber *steal_siblings(Worker *w)
         for (unsigned i = 1; i < g->nworkers; i++) {
                 Worker *sib = &g->workers[(w->index + i) % g->nworkers];
                 Fiber *f = localq_pop(&sib->local);
-                if (f) {
-                        count(&w->local_dequeues);
-                        return f;
+                if (!f) {
+                        /* Its runnext only once it has waited a while: the owner is
+                         * probably about to run it (Go waits ~3 us the same way). The
+                         * fiber is not touched before the CAS makes it ours: it may
+                         * have run and gone meanwhile. */
+                        f = __atomic_load_n(&sib->next, __ATOMIC_ACQUIRE);
+                        if (!f || tsc_now() - __atomic_load_n(&sib->next_since, __ATOMIC_RELAXED) <
+                                          RUNNEXT_STEAL_TICKS)
+                                continue;
+                        if (!__atomic_compare_exchange_n(&sib->next, &f, NULL, false,
+                                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                                continue;
                 }
+                count(&w->local_dequeues);
+                return f;
         }
         return NULL;
 }
