@@ -103,9 +103,11 @@ static inline void note_running(Worker *w, Fiber *f)
 {
         /* Ready-to-run latency is measured from a wake-up or a creation; a fiber that
          * only yielded (ready_tsc == 0) was never waiting for anything. */
-        if (f->ready_tsc) {
-                histogram_add(&w->latency, tsc_now() - f->ready_tsc);
-                f->ready_tsc = 0;
+        /* Atomic: an idle sibling may be looking at it to decide on stealing. */
+        uint64_t ready = __atomic_load_n(&f->ready_tsc, __ATOMIC_RELAXED);
+        if (ready) {
+                histogram_add(&w->latency, tsc_now() - ready);
+                __atomic_store_n(&f->ready_tsc, 0, __ATOMIC_RELAXED);
         }
         w->current = f;
         __atomic_store_n(&w->switches, w->switches + 1, __ATOMIC_RELAXED);
@@ -114,7 +116,7 @@ static inline void note_running(Worker *w, Fiber *f)
 void fiber_switch_out(Fiber *self, int action)
 {
         Worker *w = worker_self();
-        Fiber *next = runq_pop(&w->group->runq);
+        Fiber *next = group_pop(w);
 
         w->prev = self;
         w->prev_action = action;
@@ -210,6 +212,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         static const FiberAttr defaults;
         SchedulingGroup *g;
         Fiber *self = fiber_self();
+        Worker *w;
         size_t size, ps = page_size();
         char *map_lo;
         Fiber *f;
@@ -219,7 +222,10 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 attr = &defaults;
         if (!fn || (!ret) != attr->detached)
                 return -EINVAL;
-        g = attr->group ? attr->group : self ? self->group : NULL;
+        g = attr->group       ? attr->group
+            : self            ? self->group
+            : attr->scheduler ? sched_pick_group(attr->scheduler)
+                              : NULL;
         if (!g)
                 return -EINVAL;
         size = attr->stack_size ? attr->stack_size : g->stack_size;
@@ -253,18 +259,17 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         f->map_lo = map_lo;
         f->map_size = size + ps;
         f->refs = attr->detached ? 1 : 2;
+        f->no_steal = attr->no_steal;
         context_init(&f->ctx, map_lo + ps, (size_t)((char *)f - (map_lo + ps)), fiber_entry, f);
 #ifdef SCHED_TSAN
         f->tsan_fiber = __tsan_create_fiber(0);
 #endif
-        {
-                Worker *w = worker_self();
-                if (w && w->group == g) {
-                        __atomic_store_n(&w->created, w->created + 1, __ATOMIC_RELAXED);
-                } else {
-                        f->outside = true;
-                        __atomic_fetch_add(&g->created_outside, 1, __ATOMIC_RELAXED);
-                }
+        w = worker_self();
+        if (w && w->group == g) {
+                __atomic_store_n(&w->created, w->created + 1, __ATOMIC_RELAXED);
+        } else {
+                f->outside = true;
+                __atomic_fetch_add(&g->created_outside, 1, __ATOMIC_RELAXED);
         }
         if (ret)
                 *ret = f;
@@ -335,7 +340,7 @@ int fiber_yield(void)
         if (__atomic_load_n(&self->cancelled, __ATOMIC_ACQUIRE))
                 return -ECANCELED;
         w = worker_self();
-        next = runq_pop(&w->group->runq);
+        next = group_pop(w);
         if (!next)
                 return 0; /* nothing else is ready: keep running */
         w->prev = self;

@@ -78,29 +78,26 @@ static bool wake_one_sleeping_worker(SchedulingGroup *g)
         return false;
 }
 
-static void wake_one_worker(SchedulingGroup *g)
+void group_wake(SchedulingGroup *g)
 {
         /* A full barrier between the push and reading the masks, paired with the one
          * between setting a mask bit and re-polling the queue in the worker. */
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        if (!wake_one_spinning_worker(g))
+        if (wake_one_spinning_worker(g) || wake_one_sleeping_worker(g))
+                return;
+        /* Every worker of the group is busy: wake an idle worker of a same-node group
+         * that steals from this one, so that an imbalance is noticed even when the
+         * other group has gone to sleep. */
+        for (unsigned i = 0; i < g->nthieves; i++)
+                if (wake_one_sleeping_worker(g->thieves[i]))
+                        return;
+}
+
+void group_wake_idle(SchedulingGroup *g)
+{
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED))
                 wake_one_sleeping_worker(g);
-}
-
-void sched_make_ready(Fiber *f)
-{
-        SchedulingGroup *g = f->group;
-
-        f->ready_tsc = tsc_now();
-        while (SCHED_UNLIKELY(!runq_push(&g->runq, f)))
-                cpu_relax(); /* cannot happen: live fibers <= capacity (see the top) */
-        wake_one_worker(g);
-}
-
-void sched_requeue(Fiber *f)
-{
-        while (SCHED_UNLIKELY(!runq_push(&f->group->runq, f)))
-                cpu_relax(); /* cannot happen: live fibers <= capacity */
 }
 
 /* ------------------------------------------------------------------ workers ------- */
@@ -125,7 +122,7 @@ static Fiber *spinning_acquire(Worker *w)
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
 
         for (int round = 0; round < SPIN_ROUNDS; round++) {
-                if ((f = runq_pop(&g->runq)))
+                if ((f = idle_acquire(w)))
                         break;
                 if (!(__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED) & me))
                         break; /* a producer claimed us: the fiber is on its way */
@@ -140,7 +137,7 @@ static Fiber *spinning_acquire(Worker *w)
                 }
         }
         __atomic_fetch_and(&g->spinning_mask, ~me, __ATOMIC_ACQ_REL);
-        if (f || (f = runq_pop(&g->runq))) {
+        if (f || (f = group_pop(w))) {
                 /* Busy: ask another spinner to wake a replacement for us. */
                 if (__builtin_popcountll(__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED)) <
                     MAX_SPINNERS)
@@ -149,33 +146,58 @@ static Fiber *spinning_acquire(Worker *w)
         return f;
 }
 
-/* Sleep until a fiber is ready or the group stops (NULL). */
+/* Sleep once on the wait slot. Return: a fiber, or NULL after a wake-up that brought
+ * no work of this group's (a stop, or a hint to steal: the caller goes round again). */
 static Fiber *wait_for_fiber(Worker *w)
 {
         SchedulingGroup *g = w->group;
         uint64_t me = 1ull << w->index;
         Fiber *f;
 
-        for (;;) {
-                __atomic_fetch_or(&g->sleeping_mask, me, __ATOMIC_ACQ_REL);
-                __atomic_thread_fence(__ATOMIC_SEQ_CST);
-                /* A producer may have read the mask before our bit was set. */
-                if ((f = runq_pop(&g->runq))) {
-                        if (!(__atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL) & me))
-                                wake_one_worker(g); /* its wake-up was meant for work */
-                        return f;
-                }
-                if (__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE)) {
-                        __atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL);
-                        return NULL;
-                }
-                wait_slot_wait(&g->slots[w->index]);
-                __atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL);
-                if ((f = runq_pop(&g->runq)))
-                        return f;
-                if (__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE))
-                        return NULL;
+        __atomic_fetch_or(&g->sleeping_mask, me, __ATOMIC_ACQ_REL);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        /* A producer may have read the mask before our bit was set. */
+        if ((f = group_pop(w)) || (f = steal_siblings(w))) {
+                if (!(__atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL) & me))
+                        group_wake(g); /* its wake-up was meant for work */
+                return f;
         }
+        if (__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE)) {
+                __atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL);
+                return NULL;
+        }
+        wait_slot_wait(&g->slots[w->index]);
+        __atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL);
+        return group_pop(w);
+}
+
+/* Apply the group's CPU set (or one CPU of it) and NUMA node to the calling worker. */
+static void worker_bind(Worker *w)
+{
+        SchedulingGroup *g = w->group;
+        cpu_set_t one;
+        int r;
+
+        if (!g->bind)
+                return;
+        if (CPU_COUNT(&g->cpus)) {
+                const cpu_set_t *set = &g->cpus;
+                if (g->pin_workers) {
+                        int n = CPU_COUNT(&g->cpus), k = (int)(w->index % (unsigned)n), cpu;
+                        for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+                                if (CPU_ISSET(cpu, &g->cpus) && k-- == 0)
+                                        break;
+                        CPU_ZERO(&one);
+                        CPU_SET(cpu, &one);
+                        set = &one;
+                }
+                r = pthread_setaffinity_np(pthread_self(), sizeof(*set), set);
+                if (r)
+                        sched_log(LOG_WARNING, "worker %s/%u: cannot set CPU affinity: %s", g->name,
+                                  w->index, strerror(r));
+        }
+        if (g->node >= 0)
+                numa_prefer_node(g->node);
 }
 
 static void *worker_main(void *arg)
@@ -199,16 +221,20 @@ static void *worker_main(void *arg)
         w->tsan_fiber = __tsan_get_current_fiber();
 #endif
         stack_overflow_handler_install(w);
+        worker_bind(w);
 
         for (;;) {
-                Fiber *f = runq_pop(&g->runq);
+                Fiber *f = idle_acquire(w);
                 if (!f)
                         f = spinning_acquire(w);
                 if (!f)
                         f = wait_for_fiber(w);
-                if (!f)
+                if (f) {
+                        w->idle_rounds = 0;
+                        fiber_run(w, f);
+                } else if (__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE)) {
                         break;
-                fiber_run(w, f);
+                }
         }
         stack_overflow_handler_remove(w);
         worker_set_self(NULL);
@@ -252,15 +278,13 @@ static void group_destroy(SchedulingGroup *g)
         free(g);
 }
 
-int sched_group_new(SchedulingGroup **ret, const SchedGroupConfig *cfg)
+int group_alloc(SchedulingGroup **ret, const GroupParams *p)
 {
         static const SchedGroupConfig defaults;
+        const SchedGroupConfig *cfg = p->cfg ? p->cfg : &defaults;
         SchedulingGroup *g;
-        unsigned started = 0;
         int r;
 
-        if (!cfg)
-                cfg = &defaults;
         unsigned nworkers = cfg->workers ? cfg->workers : 1;
         size_t cap = cfg->runq_capacity ? cfg->runq_capacity : 65536;
         size_t stack = cfg->stack_size ? cfg->stack_size : 128 * 1024;
@@ -282,7 +306,20 @@ int sched_group_new(SchedulingGroup **ret, const SchedGroupConfig *cfg)
         g->nworkers = nworkers;
         g->stack_size = stack;
         g->max_fibers = max_fibers;
-        g->pool_cap = cache * nworkers;
+        /* A stack that goes back to the pool is reused, never unmapped while the
+         * group runs: mmap and munmap take the process's mmap lock for writing, and
+         * two workers churning stacks through it serialise on it (~5-10 us a fiber
+         * against ~0.1 us from the pool). The pool can hold as many stacks as the
+         * group may have fibers; their resident pages stay (about one page each). */
+        g->pool_cap = max_fibers;
+        g->node = p->node;
+        if (p->cpus)
+                g->cpus = *p->cpus;
+        else
+                CPU_ZERO(&g->cpus);
+        g->pin_workers = p->pin_workers;
+        g->bind = p->bind;
+        g->local_queues = p->local_queues;
         r = runq_init(&g->runq, cap);
         if (r < 0)
                 goto out_free;
@@ -305,41 +342,72 @@ int sched_group_new(SchedulingGroup **ret, const SchedGroupConfig *cfg)
                         goto out_free;
                 }
         }
+        if (g->bind && g->node >= 0) {
+                /* Group-owned memory on the group's node (pages already touched move). */
+                numa_prefer_range(g->runq.cells, (g->runq.mask + 1) * sizeof(RunqCell), g->node);
+                numa_prefer_range(g->workers, sizeof(Worker) * nworkers, g->node);
+        }
         r = reactor_init(&g->reactor, g);
         if (r < 0)
                 goto out_free;
-        for (; started < nworkers; started++) {
-                r = -pthread_create(&g->workers[started].thread, NULL, worker_main,
-                                    &g->workers[started]);
-                if (r < 0)
-                        goto out_stop_workers;
-        }
         *ret = g;
         return 0;
 
-out_stop_workers:
-        __atomic_store_n(&g->stopped, true, __ATOMIC_RELEASE);
-        for (unsigned i = 0; i < nworkers; i++)
-                wait_slot_wake_forever(&g->slots[i]);
-        for (unsigned i = 0; i < started; i++)
-                pthread_join(g->workers[i].thread, NULL);
-        reactor_term(&g->reactor);
 out_free:
         group_destroy(g);
         return r;
+}
+
+int group_start(SchedulingGroup *g)
+{
+        for (; g->started < g->nworkers; g->started++) {
+                int r = -pthread_create(&g->workers[g->started].thread, NULL, worker_main,
+                                        &g->workers[g->started]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int sched_group_new(SchedulingGroup **ret, const SchedGroupConfig *cfg)
+{
+        GroupParams p = {.cfg = cfg, .node = -1};
+        SchedulingGroup *g;
+        int r;
+
+        r = group_alloc(&g, &p);
+        if (r < 0)
+                return r;
+        r = group_start(g);
+        if (r < 0) {
+                sched_group_free(g);
+                return r;
+        }
+        *ret = g;
+        return 0;
+}
+
+void group_stop(SchedulingGroup *g)
+{
+        __atomic_store_n(&g->stopped, true, __ATOMIC_RELEASE);
+        for (unsigned i = 0; i < g->nworkers; i++)
+                wait_slot_wake_forever(&g->slots[i]);
+        for (; g->started; g->started--)
+                pthread_join(g->workers[g->started - 1].thread, NULL);
+}
+
+void group_release(SchedulingGroup *g)
+{
+        reactor_term(&g->reactor);
+        group_destroy(g);
 }
 
 SchedulingGroup *sched_group_free(SchedulingGroup *g)
 {
         if (!g)
                 return NULL;
-        __atomic_store_n(&g->stopped, true, __ATOMIC_RELEASE);
-        for (unsigned i = 0; i < g->nworkers; i++)
-                wait_slot_wake_forever(&g->slots[i]);
-        for (unsigned i = 0; i < g->nworkers; i++)
-                pthread_join(g->workers[i].thread, NULL);
-        reactor_term(&g->reactor);
-        group_destroy(g);
+        group_stop(g);
+        group_release(g);
         return NULL;
 }
 
@@ -364,6 +432,8 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
                 s.fibers_created += __atomic_load_n(&w->created, __ATOMIC_RELAXED);
                 s.fibers_finished += __atomic_load_n(&w->finished, __ATOMIC_RELAXED);
                 s.context_switches += __atomic_load_n(&w->switches, __ATOMIC_RELAXED);
+                s.local_dequeues += __atomic_load_n(&w->local_dequeues, __ATOMIC_RELAXED);
+                s.shared_dequeues += __atomic_load_n(&w->shared_dequeues, __ATOMIC_RELAXED);
                 hs[i] = &w->latency;
         }
         s.fibers_alive = __atomic_load_n(&g->alive, __ATOMIC_RELAXED);
@@ -371,6 +441,10 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
         s.futex_wakeups = __atomic_load_n(&g->futex_wakeups, __ATOMIC_RELAXED);
         s.runq_depth = runq_size(&g->runq);
         s.runq_full = __atomic_load_n(&g->runq_full, __ATOMIC_RELAXED);
+        s.node = g->node;
+        cpuset_format(&g->cpus, s.cpus, sizeof(s.cpus));
+        s.steals_in = __atomic_load_n(&g->steals_in, __ATOMIC_RELAXED);
+        s.steals_out = __atomic_load_n(&g->steals_out, __ATOMIC_RELAXED);
         histogram_summarize(hs, g->nworkers, &s.ready_to_run);
         *ret = s;
 }

@@ -24,12 +24,14 @@
 #define FIBERD_RUNTIME_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <syslog.h>
 
 #include "scheduler/context.h"
+#include "scheduler/localq.h"
 #include "scheduler/runq.h"
 #include "scheduler/sched.h"
 #include "scheduler/waitslot.h"
@@ -94,6 +96,7 @@ struct Fiber {
         Waiter *joiner;
         uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
         bool outside;       /* created outside the group: the stack returns to the group pool */
+        bool no_steal;      /* only its own group's workers may run it */
         void *fls[SCHED_FLS_KEYS];
 #ifdef SCHED_ASAN
         void *asan_fake_stack;
@@ -152,7 +155,15 @@ typedef struct Worker {
         uint64_t switches; /* stats: single writer, relaxed */
         uint64_t created;
         uint64_t finished;
+        uint64_t local_dequeues;  /* from a local run queue (own or a sibling's) */
+        uint64_t shared_dequeues; /* from the group's shared run queue */
+        unsigned pops;            /* local policy: every 8th pop looks at the shared queue
+                                   * first, so wake-ups there are not starved */
+        unsigned idle_rounds;     /* rounds without work: paces stealing */
         Histogram latency;
+        Fiber *next;         /* local policy: runs next (Go's runnext); atomic */
+        uint64_t next_since; /* TSC when next was set; atomic */
+        LocalRunq local;     /* SCHED_QUEUE_LOCAL only */
 #ifdef SCHED_ASAN
         void *asan_stack_bottom;
         size_t asan_stack_size;
@@ -203,6 +214,7 @@ struct SchedulingGroup {
         WaitSlot *slots;
         Worker *workers;
         unsigned nworkers;
+        unsigned started; /* worker threads running */
         size_t stack_size;
         size_t max_fibers;
         size_t alive __attribute__((aligned(128)));
@@ -214,8 +226,51 @@ struct SchedulingGroup {
         char *pool;               /* stacks beyond the workers' caches, linked */
         unsigned pool_n, pool_cap;
         char name[16];
+        /* Placement, binding and stealing (scheduler.c). */
+        int node;          /* NUMA node, -1 = not bound */
+        cpu_set_t cpus;    /* allowed CPUs for the workers; empty = no affinity */
+        bool pin_workers;  /* worker i on the i-th CPU of cpus */
+        bool bind;         /* apply cpus / node to threads and memory */
+        bool local_queues; /* SCHED_QUEUE_LOCAL */
+        unsigned nvictims;
+        struct Victim {
+                SchedulingGroup *group;
+                unsigned every_n; /* idle rounds between tries */
+        } victims[16];            /* groups this one steals from (same node first) */
+        unsigned nthieves;
+        SchedulingGroup *thieves[16]; /* same-node groups that steal from this one */
+        uint64_t steals_in __attribute__((aligned(128)));
+        uint64_t steals_out;
         Reactor reactor;
 };
+
+/* Internal group construction, for the Scheduler: allocate without threads, then start. */
+typedef struct GroupParams {
+        const SchedGroupConfig *cfg;
+        int node;              /* -1 = none */
+        const cpu_set_t *cpus; /* NULL = no affinity */
+        bool pin_workers;
+        bool bind;
+        bool local_queues;
+} GroupParams;
+int group_alloc(SchedulingGroup **ret, const GroupParams *p);
+int group_start(SchedulingGroup *g);
+/* group_stop - stop and join the workers; group_release - the reactor and memory. A
+ * Scheduler stops every group before releasing any: workers touch other groups. */
+void group_stop(SchedulingGroup *g);
+void group_release(SchedulingGroup *g);
+/* group_pop - the next fiber for worker @w: its local queue and the group's shared one
+ * (local policy), or the shared one. Context: @w's thread. */
+Fiber *group_pop(Worker *w);
+/* group_wake - after a push to the shared queue: claim a spinner, else wake the lowest
+ * sleeper, else a sleeper of a same-node group that steals from this one.
+ * group_wake_idle - after a local push: wake a sleeper only when nobody spins. */
+void group_wake(SchedulingGroup *g);
+void group_wake_idle(SchedulingGroup *g);
+Fiber *steal_siblings(Worker *w);
+Fiber *steal_remote(Worker *w);
+/* idle_acquire - one idle round: own queues, siblings' local queues, other groups. */
+Fiber *idle_acquire(Worker *w);
 
 /* ------------------------------------------------------------------ internals ----- */
 
@@ -228,8 +283,9 @@ void worker_set_self(Worker *w);
  * spinner-first, lowest-sleeper-next order). Context: any. */
 void sched_make_ready(Fiber *f);
 
-/* sched_requeue - push a fiber that yielded back into the run queue, waking nobody.
- * Context: the worker that just switched away from @f. */
+/* sched_requeue - put a fiber that yielded back (the worker's local queue with the
+ * local policy, else the shared queue), waking nobody. Context: the worker that just
+ * switched away from @f. */
 void sched_requeue(Fiber *f);
 
 /* fiber_switch_out - leave the running fiber with @action (YIELD, PARK, EXIT); run the
@@ -275,6 +331,13 @@ static inline Waiter *wait_list_first(SchedWaitList *l)
  * merge with an earlier one: glibc declares __errno_location() const, so after a
  * context switch to another thread a cached errno address would be the old thread's. */
 int sched_errno(void);
+
+/* NUMA and CPU-set helpers (topology.c). numa_prefer_*: MPOL_PREFERRED for a range
+ * (moving pages already there) or for the calling thread; no-ops without NUMA. */
+void numa_prefer_range(void *p, size_t len, int node);
+void numa_prefer_node(int node);
+/* cpuset_format - "0-3,8" (or "any" for an empty set) into @buf. */
+void cpuset_format(const cpu_set_t *set, char *buf, size_t len);
 
 void sched_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

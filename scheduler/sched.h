@@ -108,6 +108,12 @@ typedef struct SchedGroupStats {
         uint64_t runq_depth;       /* fibers ready in the run queue now */
         uint64_t runq_full;        /* fiber_create calls refused with -EAGAIN */
         SchedLatency ready_to_run; /* from made ready to running, nanoseconds */
+        int node;                  /* NUMA node the group is bound to; -1 = not bound */
+        char cpus[64];             /* the CPUs its workers may run on, "0-3,8" or "any" */
+        uint64_t steals_in;        /* fibers this group's workers took from other groups */
+        uint64_t steals_out;       /* fibers other groups' workers took from this one */
+        uint64_t local_dequeues;   /* fibers taken from a worker's local run queue */
+        uint64_t shared_dequeues;  /* fibers taken from the group's shared run queue */
 } SchedGroupStats;
 
 /*
@@ -117,6 +123,112 @@ typedef struct SchedGroupStats {
  */
 void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret);
 
+/* ---------------------------------------------------------------- scheduler ----- */
+/*
+ * A Scheduler owns several scheduling groups sized from a concurrency hint and a
+ * workload profile, binds each to a NUMA node (libnuma), and lets idle workers steal
+ * from other groups at a limited rate (flare, tRPC-Cpp Fiber: shared/seeds/000, 001,
+ * 003). Each group may also give every worker a local run queue (tRPC-Cpp's v2 policy,
+ * Go's per-P queue).
+ */
+typedef struct Scheduler Scheduler;
+
+typedef enum SchedOptimizeFor {
+        SCHED_OPTIMIZE_NEUTRAL = 0,   /* group sizes searched in [16, 32) */
+        SCHED_OPTIMIZE_COMPUTE_HEAVY, /* groups of up to 64, NUMA off */
+        SCHED_OPTIMIZE_COMPUTE,       /* up to 64 per node when concurrency >= half the CPUs */
+        SCHED_OPTIMIZE_IO,            /* [12, 24) */
+        SCHED_OPTIMIZE_IO_HEAVY,      /* [8, 16) */
+} SchedOptimizeFor;
+
+typedef enum SchedNuma { SCHED_NUMA_AUTO = 0, SCHED_NUMA_ON, SCHED_NUMA_OFF } SchedNuma;
+
+typedef enum SchedQueuePolicy {
+        SCHED_QUEUE_DEFAULT = 0, /* the measured default (see README) */
+        SCHED_QUEUE_SHARED,      /* one run queue per group (flare) */
+        SCHED_QUEUE_LOCAL,       /* plus a local queue per worker (tRPC v2, Go) */
+} SchedQueuePolicy;
+
+#define SCHED_MAX_CPUS 1024
+
+/* The machine as the scheduler sees it: the CPUs this process may run on (its affinity
+ * mask, which the kernel already narrows to the cgroup's cpuset) and their nodes.
+ * Tests pass their own to lay out machines they do not have. */
+typedef struct SchedTopology {
+        unsigned ncpus;
+        int cpu[SCHED_MAX_CPUS];  /* CPU ids, ascending */
+        int node[SCHED_MAX_CPUS]; /* node of cpu[i] */
+        unsigned nodes;           /* distinct nodes among them */
+        bool fixed_affinity;      /* the process was started with a narrowed mask */
+} SchedTopology;
+
+/*
+ * sched_topology_detect - read the process's CPUs and their NUMA nodes.
+ * Return: 0; -errno from sched_getaffinity. Without NUMA support every CPU is node 0.
+ * Context: any.
+ */
+int sched_topology_detect(SchedTopology *ret);
+
+typedef struct SchedConfig {
+        unsigned concurrency;              /* workers in all; 0 = the process's CPUs */
+        SchedOptimizeFor optimize_for;     /* decides group count and size */
+        unsigned groups, group_size;       /* both set: override the profile */
+        SchedNuma numa;                    /* AUTO: on when no fixed affinity and at least
+                                          * as many groups as nodes (flare's rule) */
+        bool pin_workers;                  /* one CPU per worker instead of the node's set */
+        unsigned steal_every_n;            /* idle rounds between same-node steal tries;
+                                          * 0 = 16; UINT_MAX = never */
+        unsigned cross_node_steal_every_n; /* 0 = never (default) */
+        SchedQueuePolicy queue_policy;
+        size_t runq_capacity, stack_size, max_fibers; /* per group, as SchedGroupConfig */
+        unsigned stack_cache;
+        const SchedTopology *topology; /* NULL = sched_topology_detect() */
+        bool no_binding;               /* plan and report, but set no affinity or
+                                          * memory policy (tests with an injected
+                                          * topology) */
+        const char *name;              /* thread-name prefix; NULL = "fiberd" */
+} SchedConfig;
+
+/* The layout sched_new() chose, also printed at start-up and in stats. */
+typedef struct SchedPlan {
+        unsigned groups;
+        unsigned group_size;
+        bool numa; /* groups bound to nodes */
+        SchedQueuePolicy queue_policy;
+} SchedPlan;
+
+/*
+ * sched_plan - the group layout @cfg gives on @topo (flare's sizing rules), without
+ * starting anything. Return: 0; -EINVAL for a config no layout satisfies (group_size
+ * > 64, concurrency 0 on an empty topology). Context: any. Pure.
+ */
+int sched_plan(const SchedConfig *cfg, const SchedTopology *topo, SchedPlan *ret);
+
+/*
+ * sched_new - plan, create and start every group, bind them, wire up stealing.
+ * Return: 0; the errors of sched_plan() and sched_group_new(). Context: any thread
+ * outside the runtime. Free with sched_free() (accepts NULL, returns NULL).
+ */
+int sched_new(Scheduler **ret, const SchedConfig *cfg);
+Scheduler *sched_free(Scheduler *s);
+
+unsigned sched_groups(const Scheduler *s);
+SchedulingGroup *sched_group_at(const Scheduler *s, unsigned i);
+void sched_get_plan(const Scheduler *s, SchedPlan *ret);
+
+/*
+ * sched_pick_group - where a fiber started from a plain pthread goes: a group on the
+ * caller's NUMA node, round robin among them (any group when NUMA is off or the node
+ * has none). Context: any; lock-free.
+ */
+SchedulingGroup *sched_pick_group(Scheduler *s);
+
+/*
+ * sched_describe - one line per group: "group 0: node 0, cpus 0-15, 16 workers, local
+ * queues". Writes at most @len bytes (NUL-terminated). Return: the length it needed.
+ */
+size_t sched_describe(const Scheduler *s, char *buf, size_t len);
+
 /* ---------------------------------------------------------------- fibers -------- */
 
 typedef void (*FiberFn)(void *arg);
@@ -125,8 +237,11 @@ typedef struct FiberAttr {
         size_t stack_size;      /* bytes, page multiple; 0 = the group's default */
         const char *tag;        /* shown in stack-overflow reports; caller-owned, must
                                     * outlive the fiber; NULL = none */
-        SchedulingGroup *group; /* NULL = the caller's group (required from a pthread) */
+        SchedulingGroup *group; /* NULL = the caller's group; from a pthread, a group of
+                                 * @scheduler on the caller's node (one is required) */
+        Scheduler *scheduler;   /* placement for pthread callers: sched_pick_group() */
         bool detached;          /* true: no handle is returned, nobody joins */
+        bool no_steal;          /* true: only its own group's workers run it */
 } FiberAttr;
 
 /*

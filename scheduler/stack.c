@@ -72,7 +72,10 @@ int stack_alloc(SchedulingGroup *g, size_t size, char **ret_map_lo)
                 *ret_map_lo = p;
                 return 0;
         }
-        return stack_map(size, ret_map_lo);
+        int r = stack_map(size, ret_map_lo);
+        if (r == 0 && g->bind && g->node >= 0)
+                numa_prefer_range(*ret_map_lo + page_size(), size, g->node);
+        return r;
 }
 
 void stack_free(SchedulingGroup *g, char *map_lo, size_t map_size, bool to_pool)

@@ -35,4 +35,18 @@ check-unit: $(UNIT_TESTS)
 check-integration: $(INTEGRATION_TESTS)
 	@set -e; for t in $(INTEGRATION_TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS); done
 
+# make check-numa: the NUMA checks on real nodes, in a two-node qemu virtual machine
+# (tests/numa/vm.sh; shared/recipes/numa-vm.md). Needs root; not part of `make check`
+# (it fetches a Debian root file system once and boots under emulation).
+NUMA_DEBS := debootstrap qemu-system-x86 qemu-utils e2fsprogs
+NUMA_CHECK := $(BUILD)/tests/numa/numa_check
+$(NUMA_CHECK): $(BUILD)/tests/numa/numa_check.o $(LIBSCHED)
+	$(CC) $(LDFLAGS) -static -o $@ $< $(LIBSCHED) $(SCHED_LIBS)
+
+.PHONY: deps-numa check-numa
+deps-numa: deps
+	$(call install_debs,$(NUMA_DEBS))
+check-numa: deps-numa $(NUMA_CHECK)
+	tests/numa/vm.sh $(NUMA_CHECK)
+
 -include tests/bench/bench.mk

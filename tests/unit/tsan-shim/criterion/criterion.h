@@ -29,6 +29,7 @@ struct minicrit_test {
 
 void minicrit_fail(const char *file, int line, const char *expr, const char *fmt, ...)
         __attribute__((noreturn));
+void minicrit_skip(const char *why) __attribute__((noreturn));
 
 #define Test(s_, n_, ...)                                                                          \
         static void s_##_##n_##_impl(void);                                                        \
@@ -53,6 +54,8 @@ void minicrit_fail(const char *file, int line, const char *expr, const char *fmt
 #define cr_assert_null(p, ...) cr_assert((p) == NULL, __VA_ARGS__)
 #define cr_assert_not_null(p, ...) cr_assert((p) != NULL, __VA_ARGS__)
 #define cr_assert_str_eq(a, b, ...) cr_assert(strcmp((a), (b)) == 0, __VA_ARGS__)
+#define cr_assert_str_neq(a, b, ...) cr_assert(strcmp((a), (b)) != 0, __VA_ARGS__)
+#define cr_skip_test(...) minicrit_skip("" __VA_ARGS__)
 #define cr_assert_fail(...) minicrit_fail(__FILE__, __LINE__, "cr_assert_fail", "" __VA_ARGS__)
 
 #endif

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/* Work stealing between groups: idle groups on the same node take work from a busy
+ * one (flare's set-up skips that by mistake), non-stealable fibers stay home, and
+ * cross-node stealing stays off unless enabled. Local run queues: each item exactly
+ * once under contention, and fibers spread through them. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "scheduler/localq.h"
+
+static long tid(void)
+{
+        return syscall(SYS_gettid);
+}
+
+typedef struct Hog {
+        int release;
+        long tid;
+        FiberEvent running;
+} Hog;
+
+/* Holds its worker without ever yielding, until released. */
+static void hog(void *arg)
+{
+        Hog *h = arg;
+        h->tid = tid();
+        fiber_event_set(&h->running);
+        while (!__atomic_load_n(&h->release, __ATOMIC_ACQUIRE))
+                ;
+}
+
+typedef struct Job {
+        long tid;
+        FiberLatch *done;
+} Job;
+
+static void job(void *arg)
+{
+        Job *j = arg;
+        j->tid = tid();
+        fiber_latch_count_down(j->done);
+}
+
+static SchedTopology one_node(unsigned ncpus)
+{
+        SchedTopology t;
+        memset(&t, 0, sizeof(t));
+        for (unsigned i = 0; i < ncpus; i++)
+                t.cpu[i] = (int)i;
+        t.ncpus = ncpus;
+        t.nodes = 1;
+        return t;
+}
+
+/* Two groups of one worker; group 0's worker is held by a hog. */
+static void start_with_hog(Scheduler **s, Hog *h, const SchedTopology *t, unsigned cross)
+{
+        SchedConfig c = {.groups = 2,
+                         .group_size = 1,
+                         .topology = t,
+                         .no_binding = true,
+                         .cross_node_steal_every_n = cross};
+        FiberAttr a = {.detached = true, .no_steal = true};
+        cr_assert_eq(sched_new(s, &c), 0);
+        fiber_event_init(&h->running);
+        a.group = sched_group_at(*s, 0);
+        cr_assert_eq(fiber_create(NULL, &a, hog, h), 0);
+        cr_assert_eq(fiber_event_wait(&h->running, sched_deadline_after(30 * SEC_NS)), 0);
+}
+
+Test(steal, same_node_group_steals_from_a_busy_one)
+{
+        SchedTopology t = one_node(2);
+        Scheduler *s;
+        Hog h = {0};
+        enum { N = 50 };
+        Job jobs[N];
+        FiberLatch done;
+        SchedGroupStats s0, s1;
+
+        start_with_hog(&s, &h, &t, 0);
+        fiber_latch_init(&done, N);
+        FiberAttr a = {.detached = true, .group = sched_group_at(s, 0)};
+        for (int i = 0; i < N; i++) {
+                jobs[i] = (Job){.done = &done};
+                cr_assert_eq(fiber_create(NULL, &a, job, &jobs[i]), 0);
+        }
+        /* group 0's only worker never yields: only stealing can run them */
+        cr_assert_eq(fiber_latch_wait(&done, sched_deadline_after(60 * SEC_NS)), 0);
+        for (int i = 0; i < N; i++)
+                cr_assert_neq(jobs[i].tid, h.tid);
+        sched_group_stats(sched_group_at(s, 0), &s0);
+        sched_group_stats(sched_group_at(s, 1), &s1);
+        cr_assert_eq(s1.steals_in, N);
+        cr_assert_eq(s0.steals_out, N);
+        __atomic_store_n(&h.release, 1, __ATOMIC_RELEASE);
+        sched_free(s);
+}
+
+Test(steal, non_stealable_fibers_stay_in_their_group)
+{
+        SchedTopology t = one_node(2);
+        Scheduler *s;
+        Hog h = {0};
+        enum { N = 20 };
+        Job movable[N], pinned[N];
+        FiberLatch moved, stayed;
+
+        start_with_hog(&s, &h, &t, 0);
+        fiber_latch_init(&moved, N);
+        fiber_latch_init(&stayed, N);
+        FiberAttr a = {.detached = true, .group = sched_group_at(s, 0)};
+        FiberAttr p = a;
+        p.no_steal = true;
+        for (int i = 0; i < N; i++) {
+                pinned[i] = (Job){.done = &stayed};
+                movable[i] = (Job){.done = &moved};
+                cr_assert_eq(fiber_create(NULL, &p, job, &pinned[i]), 0);
+                cr_assert_eq(fiber_create(NULL, &a, job, &movable[i]), 0);
+        }
+        /* Every movable one was stolen past the pinned ones in the same queue... */
+        cr_assert_eq(fiber_latch_wait(&moved, sched_deadline_after(60 * SEC_NS)), 0);
+        /* ...while none of the pinned ones ran anywhere. */
+        cr_assert_eq(fiber_latch_wait(&stayed, 0), -ETIMEDOUT);
+        __atomic_store_n(&h.release, 1, __ATOMIC_RELEASE);
+        cr_assert_eq(fiber_latch_wait(&stayed, sched_deadline_after(60 * SEC_NS)), 0);
+        for (int i = 0; i < N; i++)
+                cr_assert_eq(pinned[i].tid, h.tid, "a pinned fiber ran on its own worker");
+        sched_free(s);
+}
+
+static SchedTopology two_nodes(void)
+{
+        SchedTopology t = one_node(2);
+        t.node[1] = 1;
+        t.nodes = 2;
+        return t;
+}
+
+Test(steal, cross_node_stealing_is_off_by_default)
+{
+        SchedTopology t = two_nodes();
+        Scheduler *s;
+        Hog h = {0};
+        char text[512];
+
+        start_with_hog(&s, &h, &t, 0);
+        sched_describe(s, text, sizeof(text));
+        /* one group per node, and neither lists the other as a victim */
+        cr_assert(strstr(text, "group 0: node 0") && strstr(text, "group 1: node 1"), "%s", text);
+        cr_assert(strstr(text, "steals from 0") != NULL, "%s", text);
+        cr_assert(strstr(text, "steals from 1") == NULL, "%s", text);
+        __atomic_store_n(&h.release, 1, __ATOMIC_RELEASE);
+        sched_free(s);
+}
+
+Test(steal, cross_node_stealing_when_enabled)
+{
+        SchedTopology t = two_nodes();
+        Scheduler *s;
+        Hog h = {0};
+        enum { N = 10 };
+        Job jobs[N];
+        FiberLatch done;
+        SchedGroupStats s1;
+
+        start_with_hog(&s, &h, &t, 64);
+        fiber_latch_init(&done, N);
+        FiberAttr a = {.detached = true, .group = sched_group_at(s, 0)};
+        for (int i = 0; i < N; i++) {
+                jobs[i] = (Job){.done = &done};
+                cr_assert_eq(fiber_create(NULL, &a, job, &jobs[i]), 0);
+        }
+        /* nobody on node 1 is woken for node 0's work: give group 1 a reason to spin */
+        FiberAttr b = {.detached = true, .group = sched_group_at(s, 1)};
+        while (fiber_latch_wait(&done, sched_deadline_after(MS_NS)) == -ETIMEDOUT) {
+                FiberLatch tick;
+                fiber_latch_init(&tick, 1);
+                Job nudge = {.done = &tick};
+                cr_assert_eq(fiber_create(NULL, &b, job, &nudge), 0);
+                fiber_latch_wait(&tick, SCHED_FOREVER);
+        }
+        sched_group_stats(sched_group_at(s, 1), &s1);
+        cr_assert_eq(s1.steals_in, N);
+        __atomic_store_n(&h.release, 1, __ATOMIC_RELEASE);
+        sched_free(s);
+}
+
+/* ------------------------------------------------------------------ local queues -- */
+
+#define ITEMS 200000
+static LocalRunq lq;
+static unsigned char seen[ITEMS];
+static int producer_done;
+
+static void *thief(void *arg)
+{
+        long *got = arg;
+        for (;;) {
+                uintptr_t v = (uintptr_t)localq_pop(&lq);
+                if (v) {
+                        __atomic_fetch_add(&seen[v - 1], 1, __ATOMIC_RELAXED);
+                        (*got)++;
+                } else if (__atomic_load_n(&producer_done, __ATOMIC_ACQUIRE) && !localq_size(&lq)) {
+                        return NULL;
+                }
+        }
+}
+
+Test(steal, local_queue_every_item_exactly_once)
+{
+        pthread_t t[3];
+        long got[3] = {0}, owner_got = 0;
+        for (int i = 0; i < 3; i++)
+                pthread_create(&t[i], NULL, thief, &got[i]);
+        for (uintptr_t i = 1; i <= ITEMS; i++) {
+                while (!localq_push(&lq, (void *)i)) {
+                        uintptr_t v = (uintptr_t)localq_pop(&lq); /* the owner pops too */
+                        if (v) {
+                                __atomic_fetch_add(&seen[v - 1], 1, __ATOMIC_RELAXED);
+                                owner_got++;
+                        }
+                }
+        }
+        __atomic_store_n(&producer_done, 1, __ATOMIC_RELEASE);
+        for (int i = 0; i < 3; i++)
+                pthread_join(t[i], NULL);
+        cr_assert_eq(owner_got + got[0] + got[1] + got[2], ITEMS);
+        for (int i = 0; i < ITEMS; i++)
+                cr_assert_eq(seen[i], 1, "item %d seen %d times", i, seen[i]);
+}
+
+typedef struct Tree {
+        int depth;
+        long sum;
+} Tree;
+
+static void tree(void *arg)
+{
+        Tree *t = arg;
+        if (!t->depth) {
+                t->sum = 1;
+                return;
+        }
+        Tree kids[4];
+        Fiber *f[4];
+        for (int i = 0; i < 4; i++) {
+                kids[i] = (Tree){.depth = t->depth - 1};
+                cr_assert_eq(fiber_create(&f[i], NULL, tree, &kids[i]), 0);
+        }
+        t->sum = 0;
+        for (int i = 0; i < 4; i++) {
+                cr_assert_eq(fiber_join(f[i]), 0);
+                t->sum += kids[i].sum;
+        }
+}
+
+Test(steal, local_policy_runs_a_spawning_tree)
+{
+        SchedTopology t = one_node(2);
+        SchedConfig c = {.groups = 1,
+                         .group_size = 2,
+                         .topology = &t,
+                         .no_binding = true,
+                         .queue_policy = SCHED_QUEUE_LOCAL};
+        Scheduler *s;
+        Tree root = {.depth = 6};
+        SchedGroupStats st;
+
+        cr_assert_eq(sched_new(&s, &c), 0);
+        run_in_fiber(sched_group_at(s, 0), tree, &root);
+        cr_assert_eq(root.sum, 4096);
+        sched_group_stats(sched_group_at(s, 0), &st);
+        cr_assert_gt(st.local_dequeues, 0, "spawned fibers went through local queues");
+        cr_assert_gt(st.shared_dequeues, 0, "the root came through the shared queue");
+        sched_free(s);
+}
