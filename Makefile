@@ -49,7 +49,7 @@ endif
 
 # Debian packages every target needs; the deps step installs the missing ones.
 DEBS := build-essential pkg-config libcriterion-dev libmsgpack-dev libnuma-dev \
-        libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format
+        libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd
 BENCH_DEBS := golang-go
 
 .PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \
@@ -79,8 +79,8 @@ deps-bench: deps
 include scheduler/build.mk
 -include ipc/build.mk
 -include plugins/build.mk
--include daemon/build.mk
 -include client/build.mk
+-include daemon/build.mk
 -include systemd/build.mk
 include tests/build.mk
 
@@ -99,7 +99,7 @@ check-sanitizers: deps
 	$(MAKE) --no-print-directory CONTEXT=ucontext BUILD=build/ucontext check-unit
 
 check: deps format-check
-	$(MAKE) --no-print-directory check-unit check-integration
+	$(MAKE) --no-print-directory check-unit check-integration check-systemd
 	$(MAKE) --no-print-directory check-sanitizers
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build/*')

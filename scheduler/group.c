@@ -82,7 +82,7 @@ void group_wake(SchedulingGroup *g)
 {
         /* A full barrier between the push and reading the masks, paired with the one
          * between setting a mask bit and re-polling the queue in the worker. */
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        full_fence();
         if (wake_one_spinning_worker(g) || wake_one_sleeping_worker(g))
                 return;
         /* Every worker of the group is busy: wake an idle worker of a same-node group
@@ -95,7 +95,7 @@ void group_wake(SchedulingGroup *g)
 
 void group_wake_idle(SchedulingGroup *g)
 {
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        full_fence();
         if (!__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED))
                 wake_one_sleeping_worker(g);
 }
@@ -119,7 +119,7 @@ static Fiber *spinning_acquire(Worker *w)
         }
         if (!spin)
                 return NULL;
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        full_fence();
 
         for (int round = 0; round < SPIN_ROUNDS; round++) {
                 if ((f = idle_acquire(w)))
@@ -155,7 +155,7 @@ static Fiber *wait_for_fiber(Worker *w)
         Fiber *f;
 
         __atomic_fetch_or(&g->sleeping_mask, me, __ATOMIC_ACQ_REL);
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        full_fence();
         /* A producer may have read the mask before our bit was set. */
         if ((f = group_pop(w)) || (f = steal_siblings(w))) {
                 if (!(__atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL) & me))
