@@ -57,6 +57,11 @@ uint64_t fiber_id(const Fiber *f)
         return f->id;
 }
 
+SchedulingGroup *fiber_group(const Fiber *f)
+{
+        return f->group;
+}
+
 const char *fiber_tag(const Fiber *f)
 {
         return f->tag;
@@ -222,10 +227,17 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 attr = &defaults;
         if (!fn || (!ret) != attr->detached)
                 return -EINVAL;
-        g = attr->group       ? attr->group
-            : self            ? self->group
-            : attr->scheduler ? sched_pick_group(attr->scheduler)
-                              : NULL;
+        /* Placement: an explicit group; else, for a scheduler, the caller's own group if
+         * it is one of that scheduler's, or a group on the caller's node; else the
+         * caller's group. */
+        if (attr->group)
+                g = attr->group;
+        else if (attr->scheduler)
+                g = self && self->group->owner == attr->scheduler
+                            ? self->group
+                            : sched_pick_group(attr->scheduler);
+        else
+                g = self ? self->group : NULL;
         if (!g)
                 return -EINVAL;
         size = attr->stack_size ? attr->stack_size : g->stack_size;

@@ -227,6 +227,7 @@ struct SchedulingGroup {
         unsigned pool_n, pool_cap;
         char name[16];
         /* Placement, binding and stealing (scheduler.c). */
+        Scheduler *owner;  /* the Scheduler it belongs to; NULL for a lone group */
         int node;          /* NUMA node, -1 = not bound */
         cpu_set_t cpus;    /* allowed CPUs for the workers; empty = no affinity */
         bool pin_workers;  /* worker i on the i-th CPU of cpus */

@@ -237,9 +237,10 @@ typedef struct FiberAttr {
         size_t stack_size;      /* bytes, page multiple; 0 = the group's default */
         const char *tag;        /* shown in stack-overflow reports; caller-owned, must
                                     * outlive the fiber; NULL = none */
-        SchedulingGroup *group; /* NULL = the caller's group; from a pthread, a group of
-                                 * @scheduler on the caller's node (one is required) */
-        Scheduler *scheduler;   /* placement for pthread callers: sched_pick_group() */
+        SchedulingGroup *group; /* where it runs; NULL: see @scheduler, else the
+                                 * caller's group (required from a pthread) */
+        Scheduler *scheduler;   /* with group NULL: the caller's group if it is one of
+                                 * this scheduler's, else sched_pick_group() */
         bool detached;          /* true: no handle is returned, nobody joins */
         bool no_steal;          /* true: only its own group's workers run it */
 } FiberAttr;
@@ -282,6 +283,10 @@ Fiber *fiber_self(void);
 
 /* fiber_id - a process-unique id (from 1), never reused. Context: any. */
 uint64_t fiber_id(const Fiber *f);
+
+/* fiber_group - the group @f belongs to (its home: where it is made ready again, even
+ * after another group's worker stole it). Context: any. */
+SchedulingGroup *fiber_group(const Fiber *f);
 
 /* fiber_tag - the tag given at creation (may be NULL). Context: any. */
 const char *fiber_tag(const Fiber *f);

@@ -151,6 +151,7 @@ int sched_new(Scheduler **ret, const SchedConfig *cfg)
                 r = group_alloc(&s->groups[i], &p);
                 if (r < 0)
                         goto out_groups;
+                s->groups[i]->owner = s;
                 s->ngroups++;
         }
         wire_stealing(s, cfg);

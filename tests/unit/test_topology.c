@@ -191,3 +191,45 @@ Test(topology, pthread_fibers_go_to_the_callers_node_round_robin)
         cr_assert(seen1[2] && seen1[3], "round robin over both node-1 groups");
         sched_free(p0.s);
 }
+
+typedef struct Placed {
+        Scheduler *s;
+        SchedulingGroup *parent, *child;
+} Placed;
+
+static void note_group(void *arg)
+{
+        *(SchedulingGroup **)arg = fiber_group(fiber_self());
+}
+
+static void spawn_with_scheduler(void *arg)
+{
+        Placed *p = arg;
+        FiberAttr a = {.scheduler = p->s};
+        Fiber *f;
+        p->parent = fiber_group(fiber_self());
+        cr_assert_eq(fiber_create(&f, &a, note_group, &p->child), 0);
+        cr_assert_eq(fiber_join(f), 0);
+}
+
+Test(topology, scheduler_placement_from_fibers)
+{
+        SchedTopology t = split_real_cpus();
+        SchedConfig c = {.groups = 2, .group_size = 1, .topology = &t, .no_binding = true};
+        SchedulingGroup *lone = test_group(1);
+        Placed from_lone = {0}, from_inside = {0};
+
+        cr_assert_eq(sched_new(&from_lone.s, &c), 0);
+        from_inside.s = from_lone.s;
+        /* from a group outside the scheduler: placed in one of the scheduler's */
+        run_in_fiber(lone, spawn_with_scheduler, &from_lone);
+        cr_assert_eq(from_lone.parent, lone);
+        cr_assert(from_lone.child == sched_group_at(from_lone.s, 0) ||
+                  from_lone.child == sched_group_at(from_lone.s, 1));
+        /* from inside: stays in the caller's group */
+        run_in_fiber(sched_group_at(from_inside.s, 1), spawn_with_scheduler, &from_inside);
+        cr_assert_eq(from_inside.parent, sched_group_at(from_inside.s, 1));
+        cr_assert_eq(from_inside.child, from_inside.parent);
+        sched_free(from_lone.s);
+        sched_group_free(lone);
+}
