@@ -13,18 +13,28 @@
 
 #include "scheduler/runtime.h"
 
+/*
+ * After a syscall returned -1: 1 to retry it now (EINTR), 0 to retry once @fd is ready
+ * for @events (parked meanwhile), or the negative errno to return.
+ */
+static int retry_after(int fd, uint32_t events, uint64_t deadline_ns)
+{
+        int e = sched_errno();
+        if (e == EINTR)
+                return 1;
+        if (e != EAGAIN && e != EWOULDBLOCK)
+                return -e;
+        int r = fiber_wait_fd(fd, events, deadline_ns);
+        return r < 0 ? r : 0;
+}
+
 ssize_t fiber_read(int fd, void *buf, size_t len, uint64_t deadline_ns)
 {
         for (;;) {
                 ssize_t n = read(fd, buf, len);
                 if (n >= 0)
                         return n;
-                int e = sched_errno();
-                if (e == EINTR)
-                        continue;
-                if (e != EAGAIN && e != EWOULDBLOCK)
-                        return -e;
-                int r = fiber_wait_fd(fd, EPOLLIN, deadline_ns);
+                int r = retry_after(fd, EPOLLIN, deadline_ns);
                 if (r < 0)
                         return r;
         }
@@ -36,12 +46,7 @@ ssize_t fiber_write(int fd, const void *buf, size_t len, uint64_t deadline_ns)
                 ssize_t n = write(fd, buf, len);
                 if (n >= 0)
                         return n;
-                int e = sched_errno();
-                if (e == EINTR)
-                        continue;
-                if (e != EAGAIN && e != EWOULDBLOCK)
-                        return -e;
-                int r = fiber_wait_fd(fd, EPOLLOUT, deadline_ns);
+                int r = retry_after(fd, EPOLLOUT, deadline_ns);
                 if (r < 0)
                         return r;
         }
@@ -65,12 +70,9 @@ int fiber_accept(int fd, uint64_t deadline_ns)
                 int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (c >= 0)
                         return c;
-                int e = sched_errno();
-                if (e == EINTR || e == ECONNABORTED)
-                        continue;
-                if (e != EAGAIN && e != EWOULDBLOCK)
-                        return -e;
-                int r = fiber_wait_fd(fd, EPOLLIN, deadline_ns);
+                if (sched_errno() == ECONNABORTED)
+                        continue; /* the peer gave up before we took it: take the next */
+                int r = retry_after(fd, EPOLLIN, deadline_ns);
                 if (r < 0)
                         return r;
         }

@@ -28,6 +28,17 @@ static Waiter *claim_first(SchedWaitList *l)
         return NULL;
 }
 
+/* Wake a batch of claimed waiters linked through ->next (each may be gone once woken). */
+static void wake_batch(Waiter *batch)
+{
+        Waiter *w;
+        while (batch) {
+                w = batch;
+                batch = w->next;
+                waiter_wake(w);
+        }
+}
+
 /* Block on @l after the caller pushed @w and unlocked; unlink on failure. */
 static int block_on(SchedWaitList *l, Waiter *w, uint64_t deadline_ns)
 {
@@ -153,11 +164,7 @@ static void wake_all_locked(SchedWaitList *l)
                 batch = w;
         }
         spin_unlock(&l->lock);
-        while (batch) {
-                w = batch;
-                batch = w->next;
-                waiter_wake(w); /* w may be gone after this */
-        }
+        wake_batch(batch);
 }
 
 void fiber_cond_broadcast(FiberCond *c)
@@ -215,11 +222,7 @@ void fiber_sem_post(FiberSemaphore *s, int64_t n)
                 batch = w;
         }
         spin_unlock(&s->waiters.lock);
-        while (batch) {
-                w = batch;
-                batch = w->next;
-                waiter_wake(w);
-        }
+        wake_batch(batch);
 }
 
 /* ------------------------------------------------------------------ latch --------- */
@@ -334,16 +337,6 @@ static Waiter *rwlock_grant_locked(FiberRwLock *l)
                 batch = w;
         }
         return batch;
-}
-
-static void wake_batch(Waiter *batch)
-{
-        Waiter *w;
-        while (batch) {
-                w = batch;
-                batch = w->next;
-                waiter_wake(w);
-        }
 }
 
 static int rwlock_lock(FiberRwLock *l, uint32_t kind)

@@ -46,4 +46,30 @@ static inline void run_in_fiber(SchedulingGroup *g, FiberFn fn, void *arg)
                      "the test fiber did not finish within 60 s");
 }
 
+/* A tree of fibers: each node spawns 4 children and joins them; a leaf counts 1. */
+typedef struct Tree {
+        int depth;
+        long sum;
+} Tree;
+
+static inline void tree(void *arg)
+{
+        Tree *t = arg;
+        if (t->depth == 0) {
+                t->sum = 1;
+                return;
+        }
+        Tree kids[4];
+        Fiber *f[4];
+        for (int i = 0; i < 4; i++) {
+                kids[i] = (Tree){.depth = t->depth - 1};
+                cr_assert_eq(fiber_create(&f[i], NULL, tree, &kids[i]), 0);
+        }
+        t->sum = 0;
+        for (int i = 0; i < 4; i++) {
+                cr_assert_eq(fiber_join(f[i]), 0);
+                t->sum += kids[i].sum;
+        }
+}
+
 #endif

@@ -58,31 +58,6 @@ Test(fiber, group_config_is_checked)
         cr_assert_eq(sched_group_new(&g, &over_cap), -EINVAL);
 }
 
-typedef struct Tree {
-        int depth;
-        long sum;
-} Tree;
-
-static void tree(void *arg)
-{
-        Tree *t = arg;
-        if (t->depth == 0) {
-                t->sum = 1;
-                return;
-        }
-        Tree kids[4];
-        Fiber *f[4];
-        for (int i = 0; i < 4; i++) {
-                kids[i] = (Tree){.depth = t->depth - 1};
-                cr_assert_eq(fiber_create(&f[i], NULL, tree, &kids[i]), 0);
-        }
-        t->sum = 0;
-        for (int i = 0; i < 4; i++) {
-                cr_assert_eq(fiber_join(f[i]), 0);
-                t->sum += kids[i].sum;
-        }
-}
-
 Test(fiber, nested_spawn_and_join)
 {
         SchedulingGroup *g = test_group(2);

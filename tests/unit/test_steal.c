@@ -235,31 +235,6 @@ Test(steal, local_queue_every_item_exactly_once)
                 cr_assert_eq(seen[i], 1, "item %d seen %d times", i, seen[i]);
 }
 
-typedef struct Tree {
-        int depth;
-        long sum;
-} Tree;
-
-static void tree(void *arg)
-{
-        Tree *t = arg;
-        if (!t->depth) {
-                t->sum = 1;
-                return;
-        }
-        Tree kids[4];
-        Fiber *f[4];
-        for (int i = 0; i < 4; i++) {
-                kids[i] = (Tree){.depth = t->depth - 1};
-                cr_assert_eq(fiber_create(&f[i], NULL, tree, &kids[i]), 0);
-        }
-        t->sum = 0;
-        for (int i = 0; i < 4; i++) {
-                cr_assert_eq(fiber_join(f[i]), 0);
-                t->sum += kids[i].sum;
-        }
-}
-
 Test(steal, local_policy_runs_a_spawning_tree)
 {
         SchedTopology t = one_node(2);
