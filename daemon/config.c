@@ -5,7 +5,9 @@
  *
  * The file is parsed with inih's ini_parse() into a Config that starts from the
  * defaults; every key has one row in a table (section, name, parser, field), so the
- * file format, the error messages and config.h's comment stay in step.
+ * file format, the error messages and config.h's comment stay in step. Keys with a
+ * fixed set of words ([scheduler] optimize_for, numa, queue_policy) carry their word
+ * list in the row, so a bad value's message names the words accepted.
  */
 #include "daemon/config.h"
 #include "daemon/log.h"
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #ifndef FIBERD_VERSION
@@ -50,7 +53,8 @@ static void usage(FILE *f, const char *argv0)
                 "                         overrides the default)\n"
                 "  -p, --plugin-dir DIR   plugin directory (default: %s)\n"
                 "  -c, --config FILE      INI configuration file (flags win over it)\n"
-                "  -w, --workers N        job worker threads (default: one per CPU)\n"
+                "  -w, --workers N        job worker threads in all scheduling groups\n"
+                "                         (default 0: one per CPU this process may use)\n"
                 "  -l, --log-level LEVEL  err, warning, notice, info (default), debug\n"
                 "  -h, --help             this text\n"
                 "      --version          print the version\n",
@@ -102,9 +106,9 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
                         a.config_file = optarg;
                         break;
                 case 'w':
-                        if (parse_ulong(optarg, 0, 64, &w) < 0) {
-                                fprintf(stderr, "%s: --workers wants 0..64, got '%s'\n", argv[0],
-                                        optarg);
+                        if (parse_ulong(optarg, 0, SCHED_MAX_CPUS, &w) < 0) {
+                                fprintf(stderr, "%s: --workers wants 0..%d, got '%s'\n", argv[0],
+                                        SCHED_MAX_CPUS, optarg);
                                 return -EINVAL;
                         }
                         a.workers = (long)w;
@@ -141,36 +145,130 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
 
 /* ------------------------------------------------------------------ the file ---- */
 
-typedef enum { KEY_STRING, KEY_UINT, KEY_LEVEL } KeyKind;
+typedef enum { KEY_STRING, KEY_UINT, KEY_LEVEL, KEY_BOOL, KEY_WORD } KeyKind;
+
+/* One accepted word of a KEY_WORD key and the enum value it stands for. */
+typedef struct ConfigWord {
+        const char *word;
+        int value;
+} ConfigWord;
 
 typedef struct ConfigKey {
         const char *section;
         const char *name;
         KeyKind kind;
-        size_t offset;          /* of the field in Config */
-        unsigned long min, max; /* KEY_UINT bounds, in the file's unit */
-        uint64_t scale;         /* KEY_UINT: file unit -> field unit */
-        unsigned width;         /* KEY_UINT: sizeof the field */
+        size_t offset;           /* of the field in Config */
+        unsigned long min, max;  /* KEY_UINT bounds, in the file's unit */
+        uint64_t scale;          /* KEY_UINT: file unit -> field unit */
+        unsigned width;          /* KEY_UINT: sizeof the field */
+        const ConfigWord *words; /* KEY_WORD: the accepted words, NULL-terminated; the
+                                  * field is an enum (int-sized) */
 } ConfigKey;
+
+_Static_assert(sizeof(SchedOptimizeFor) == sizeof(int) && sizeof(SchedNuma) == sizeof(int) &&
+                       sizeof(SchedQueuePolicy) == sizeof(int),
+               "KEY_WORD fields are stored as int");
 
 #define UKEY(sec, key, field, lo, hi, mul)                                                         \
         {                                                                                          \
                 sec, key, KEY_UINT, offsetof(Config, field), lo, hi, mul,                          \
-                        sizeof(((Config *)0)->field)                                               \
+                        sizeof(((Config *)0)->field), NULL                                         \
+        }
+#define WKEY(sec, key, field, list)                                                                \
+        {                                                                                          \
+                sec, key, KEY_WORD, offsetof(Config, field), 0, 0, 0, 0, list                      \
         }
 
+static const ConfigWord optimize_words[] = {
+        {"compute-heavy", SCHED_OPTIMIZE_COMPUTE_HEAVY},
+        {"compute", SCHED_OPTIMIZE_COMPUTE},
+        {"neutral", SCHED_OPTIMIZE_NEUTRAL},
+        {"io", SCHED_OPTIMIZE_IO},
+        {"io-heavy", SCHED_OPTIMIZE_IO_HEAVY},
+        {NULL, 0},
+};
+
+static const ConfigWord numa_words[] = {
+        {"auto", SCHED_NUMA_AUTO},
+        {"on", SCHED_NUMA_ON},
+        {"off", SCHED_NUMA_OFF},
+        {NULL, 0},
+};
+
+static const ConfigWord queue_words[] = {
+        {"shared", SCHED_QUEUE_SHARED},
+        {"local", SCHED_QUEUE_LOCAL},
+        {"default", SCHED_QUEUE_DEFAULT},
+        {NULL, 0},
+};
+
 static const ConfigKey config_keys[] = {
-        {"fiberd", "socket", KEY_STRING, offsetof(Config, socket_path), 0, 0, 0, 0},
-        {"fiberd", "plugin_dir", KEY_STRING, offsetof(Config, plugin_dir), 0, 0, 0, 0},
-        {"fiberd", "log_level", KEY_LEVEL, offsetof(Config, log_level), 0, 0, 0, 0},
-        UKEY("fiberd", "workers", workers, 0, 64, 1),
+        {"fiberd", "socket", KEY_STRING, offsetof(Config, socket_path), 0, 0, 0, 0, NULL},
+        {"fiberd", "plugin_dir", KEY_STRING, offsetof(Config, plugin_dir), 0, 0, 0, 0, NULL},
+        {"fiberd", "log_level", KEY_LEVEL, offsetof(Config, log_level), 0, 0, 0, 0, NULL},
+        UKEY("fiberd", "workers", workers, 0, SCHED_MAX_CPUS, 1),
         UKEY("fiberd", "stop_timeout_ms", stop_timeout_ns, 0, 3600000, 1000000),
         UKEY("jobs", "max_running", max_running, 1, 65536, 1),
         UKEY("jobs", "max_queued", max_queued, 1, 100000000, 1),
         UKEY("jobs", "retention_s", retention_ns, 0, 30 * 86400, 1000000000),
         UKEY("jobs", "retention_max", retention_max, 0, 10000000, 1),
         UKEY("ipc", "max_message", max_message, 1024, 1UL << 30, 1),
+        WKEY("scheduler", "optimize_for", sched.optimize_for, optimize_words),
+        UKEY("scheduler", "groups", sched.groups, 0, SCHED_MAX_CPUS, 1),
+        UKEY("scheduler", "group_size", sched.group_size, 0, 64, 1),
+        WKEY("scheduler", "numa", sched.numa, numa_words),
+        {"scheduler", "pin_workers", KEY_BOOL, offsetof(Config, sched.pin_workers), 0, 0, 0, 0,
+         NULL},
+        UKEY("scheduler", "steal_every_n", sched.steal_every_n, 0, 1000000, 1),
+        UKEY("scheduler", "cross_node_steal_every_n", sched.cross_node_steal_every_n, 0, 1000000,
+             1),
+        WKEY("scheduler", "queue_policy", sched.queue_policy, queue_words),
 };
+
+/* true/false, yes/no, on/off, 1/0. Return: 0 and *@ret, or -EINVAL. */
+static int parse_bool(const char *s, bool *ret)
+{
+        static const char *const yes[] = {"true", "yes", "on", "1"};
+        static const char *const no[] = {"false", "no", "off", "0"};
+
+        for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+                if (strcasecmp(s, yes[i]) == 0) {
+                        *ret = true;
+                        return 0;
+                }
+                if (strcasecmp(s, no[i]) == 0) {
+                        *ret = false;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+/* One of @words, exactly. Return: 0 and *@ret, or -EINVAL. */
+static int parse_word(const char *s, const ConfigWord *words, int *ret)
+{
+        for (; words->word; words++)
+                if (strcmp(s, words->word) == 0) {
+                        *ret = words->value;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+/* "a, b or c" from @words into @buf (truncated to @size). */
+static void format_words(const ConfigWord *words, char *buf, size_t size)
+{
+        size_t n = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; words[i].word && n < size; i++) {
+                const char *sep = i == 0 ? "" : words[i + 1].word ? ", " : " or ";
+                int w = snprintf(buf + n, size - n, "%s%s", sep, words[i].word);
+                if (w < 0)
+                        break;
+                n += (size_t)w;
+        }
+}
 
 typedef struct ConfigParse {
         Config *cfg;
@@ -187,7 +285,8 @@ static int config_ini_handler(void *user, const char *section, const char *name,
                 const ConfigKey *k = &config_keys[i];
                 char *field = (char *)p->cfg + k->offset;
                 unsigned long v;
-                int level;
+                int level, word;
+                bool b;
 
                 if (strcmp(k->section, section) != 0 || strcmp(k->name, name) != 0)
                         continue;
@@ -216,10 +315,29 @@ static int config_ini_handler(void *user, const char *section, const char *name,
                         else
                                 *(unsigned *)field = (unsigned)(v * k->scale);
                         return 1;
+                case KEY_BOOL:
+                        if (parse_bool(value, &b) < 0)
+                                break;
+                        *(bool *)field = b;
+                        return 1;
+                case KEY_WORD:
+                        if (parse_word(value, k->words, &word) < 0)
+                                break;
+                        *(int *)field = word;
+                        return 1;
                 }
                 if (!p->error) {
-                        snprintf(p->message, sizeof(p->message), "[%s] %s: bad value '%s'", section,
-                                 name, value);
+                        char want[128];
+                        if (k->kind == KEY_WORD)
+                                format_words(k->words, want, sizeof(want));
+                        else if (k->kind == KEY_BOOL)
+                                snprintf(want, sizeof(want), "true or false");
+                        else if (k->kind == KEY_UINT)
+                                snprintf(want, sizeof(want), "%lu..%lu", k->min, k->max);
+                        else
+                                snprintf(want, sizeof(want), "err, warning, notice, info or debug");
+                        snprintf(p->message, sizeof(p->message),
+                                 "[%s] %s: bad value '%s' (want %s)", section, name, value, want);
                         p->error = -EINVAL;
                 }
                 return 0;
@@ -254,9 +372,12 @@ int config_load(Config *ret, const ConfigArgs *args)
                 .retention_ns = 600ULL * 1000000000,
                 .retention_max = 10000,
                 .max_message = 1 << 20,
+                .sched = {.optimize_for = SCHED_OPTIMIZE_NEUTRAL,
+                          .numa = SCHED_NUMA_AUTO,
+                          .steal_every_n = 16,
+                          .queue_policy = SCHED_QUEUE_DEFAULT},
         };
         const char *env;
-        long cpus;
         int r;
 
         c.socket_path = config_default_socket();
@@ -291,16 +412,28 @@ int config_load(Config *ret, const ConfigArgs *args)
                 c.workers = (unsigned)args->workers;
         if (args->log_level)
                 c.log_level = log_level_parse(args->log_level);
-        if (c.workers == 0) {
-                cpus = sysconf(_SC_NPROCESSORS_ONLN);
-                c.workers = cpus < 1 ? 1 : cpus > 64 ? 64 : (unsigned)cpus;
-        }
+        /* 0 stays 0: sched_new() then takes the CPUs in this process's affinity mask */
+        c.sched.concurrency = c.workers;
+        /* the file's 0 is "never"; the runtime's 0 would be its default of 16 */
+        if (c.sched.steal_every_n == 0)
+                c.sched.steal_every_n = UINT_MAX;
         *ret = c;
         return 0;
 
 out_free:
         config_done(&c);
         return r;
+}
+
+bool config_sched_equal(const Config *a, const Config *b)
+{
+        const SchedConfig *x = &a->sched, *y = &b->sched;
+
+        return a->workers == b->workers && x->optimize_for == y->optimize_for &&
+               x->groups == y->groups && x->group_size == y->group_size && x->numa == y->numa &&
+               x->pin_workers == y->pin_workers && x->steal_every_n == y->steal_every_n &&
+               x->cross_node_steal_every_n == y->cross_node_steal_every_n &&
+               x->queue_policy == y->queue_policy;
 }
 
 void config_done(Config *c)

@@ -9,7 +9,8 @@
  *   [fiberd]
  *   socket = /run/fiberd.sock      ; listening socket path
  *   plugin_dir = /usr/local/lib/fiberd/plugins
- *   workers = 4                    ; job workers; 0 = one per online CPU
+ *   workers = 4                    ; job workers in all groups; 0 = the CPUs this
+ *                                  ; process may run on (its affinity mask / cpuset)
  *   log_level = info               ; err, warning, notice, info, debug
  *   stop_timeout_ms = 5000         ; on SIGTERM, how long running jobs get to end
  *   [jobs]
@@ -19,10 +20,30 @@
  *   retention_max = 10000          ; and at most this many of them
  *   [ipc]
  *   max_message = 1048576          ; bytes; a bigger request closes its connection
+ *   [scheduler]                    ; how the job workers are split into scheduling
+ *                                  ; groups (SchedConfig, scheduler/sched.h)
+ *   optimize_for = neutral         ; compute-heavy, compute, neutral, io, io-heavy:
+ *                                  ; the workload profile that sizes the groups
+ *   groups = 0                     ; number of job groups; 0 = from the profile
+ *   group_size = 0                 ; workers per group, 0..64; 0 = from the profile
+ *                                  ; (groups and group_size both set: exactly that)
+ *   numa = auto                    ; auto, on, off: bind each group to a NUMA node
+ *                                  ; (auto: when the affinity is not narrowed and
+ *                                  ; every node gets a group)
+ *   pin_workers = false            ; true: each worker on one CPU of its group's set
+ *   steal_every_n = 16             ; an idle worker tries to steal from another group
+ *                                  ; of its node every n idle rounds; 0 = never
+ *   cross_node_steal_every_n = 0   ; ... and from a group on another node; 0 = never
+ *   queue_policy = default         ; shared (one run queue per group), local (plus a
+ *                                  ; queue per worker), default (the runtime's choice)
+ *
+ * Booleans are true/false, yes/no, on/off or 1/0. The groups' max_fibers is the
+ * runtime's default (16384 per group); the dispatcher's max_running keeps the live job
+ * fibers well below it.
  *
  * SIGHUP re-reads the file (config_load() again with the same ConfigArgs) and applies
  * what can change while running (log level, plugin dir, job limits, retention, message
- * cap); socket and workers need a restart and say so in the log.
+ * cap); socket, workers and the [scheduler] keys need a restart and say so in the log.
  */
 #ifndef FIBERD_DAEMON_CONFIG_H
 #define FIBERD_DAEMON_CONFIG_H
@@ -31,6 +52,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "scheduler/sched.h"
+
 #ifndef FIBERD_PLUGIN_DIR
 #define FIBERD_PLUGIN_DIR "/usr/local/lib/fiberd/plugins"
 #endif
@@ -38,7 +61,7 @@
 typedef struct Config {
         char *socket_path;        /* owned */
         char *plugin_dir;         /* owned */
-        unsigned workers;         /* job group's worker pthreads, >= 1 once loaded */
+        unsigned workers;         /* job workers in all groups; 0 = the process's CPUs */
         int log_level;            /* syslog priority threshold */
         uint64_t stop_timeout_ns; /* SIGTERM: grace period for running jobs */
         unsigned max_running;     /* dispatcher's bound on running jobs */
@@ -46,6 +69,9 @@ typedef struct Config {
         uint64_t retention_ns;    /* finished jobs are dropped this long after they end */
         size_t retention_max;     /* ... or when more than this many are finished */
         size_t max_message;       /* bytes, the biggest request accepted */
+        SchedConfig sched;        /* [scheduler]; .concurrency = workers once loaded,
+                                   * .steal_every_n already in the runtime's terms
+                                   * (UINT_MAX = never); pointers left NULL */
 } Config;
 
 /* What the command line said; NULL / 0 / -1 = not given. Strings point into argv. */
@@ -59,8 +85,8 @@ typedef struct ConfigArgs {
 
 /*
  * config_parse_args - getopt_long over @argv:
- *   --socket PATH, --plugin-dir DIR, --config FILE, --workers N, --log-level L,
- *   --help, --version.
+ *   --socket PATH, --plugin-dir DIR, --config FILE, --workers N (0..SCHED_MAX_CPUS),
+ *   --log-level L, --help, --version.
  * @ret: out, written only on success.
  * Return: 0; 1 when --help or --version was handled (text already printed, exit 0);
  * -EINVAL on a usage error (message already printed to stderr, exit 64).
@@ -81,6 +107,13 @@ int config_load(Config *ret, const ConfigArgs *args);
  * "/run/fiberd.sock" for root, else "$XDG_RUNTIME_DIR/fiberd.sock" (falls back to
  * "/tmp/fiberd-<uid>.sock" without XDG_RUNTIME_DIR). Returns a malloc'ed string or NULL. */
 char *config_default_socket(void);
+
+/*
+ * config_sched_equal - whether @a and @b give the same job scheduler (workers and every
+ * [scheduler] key): SIGHUP says "takes effect at restart" when they do not.
+ * Context: any. Pure.
+ */
+bool config_sched_equal(const Config *a, const Config *b);
 
 /* config_done - free the strings. Accepts a zeroed Config. */
 void config_done(Config *c);

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon.h — the one Daemon a fiberd process runs: its configuration, its two
- * scheduling groups, the job table and the server, shared by main.c (start-up, signals,
- * shutdown), methods.c (the RPC methods) and stats.c.
+ * daemon.h — the one Daemon a fiberd process runs: its configuration, its server
+ * scheduling group and job scheduler, the job table and the server, shared by main.c
+ * (start-up, signals, shutdown), methods.c (the RPC methods) and stats.c.
  *
- * Two scheduling groups:
- *  - "server": the accept, reader, request, signal, ticker and plugin-watch fibers; a
- *    small group (1-2 workers) so the daemon answers even when every job worker is busy;
- *  - "jobs": job fibers, their supervisors and the child fibers plugins spawn;
- *    --workers sets its worker count.
+ * Where fibers run:
+ *  - the "server" scheduling group (one worker, sched_group_new()): the accept, reader,
+ *    request, signal, ticker and plugin-watch fibers, so the daemon answers even when
+ *    every job worker is busy;
+ *  - the job Scheduler (sched_new()): job fibers, their supervisors and the child
+ *    fibers plugins spawn, on one or more scheduling groups ("jobs-0", "jobs-1", ... in
+ *    stats) laid out from workers and the [scheduler] keys (config.h): group count and
+ *    size, NUMA binding, stealing between groups, run-queue policy.
  */
 #ifndef FIBERD_DAEMON_DAEMON_H
 #define FIBERD_DAEMON_DAEMON_H
@@ -29,7 +32,7 @@ typedef struct Daemon {
         ConfigArgs args; /* the command line, kept for SIGHUP */
         Config cfg;      /* current settings */
         SchedulingGroup *server_group;
-        SchedulingGroup *job_group;
+        Scheduler *job_sched; /* the job groups */
         JobTable jobs;
         Server *server;
         bool socket_activated; /* the socket came from systemd: do not unlink it */
@@ -43,15 +46,20 @@ MethodFn methods_lookup(const char *name, size_t len);
 
 /*
  * stats_pack - the `stats` result (PROTOCOL.md): uptime, job counts in total and per
- * plugin, per scheduling group runtime stats, server counters. Return 0; -ENOMEM.
+ * plugin, per scheduling group runtime stats (the server group, then every job group),
+ * the job scheduler's layout, server counters. Return 0; -ENOMEM.
  * Context: any fiber; does not yield.
  */
 int stats_pack(Daemon *d, msgpack_packer *pk);
 
 /*
  * stats_status_line - the one-line summary sent as sd_notify STATUS= about once a second,
- * e.g. "2 running, 3 queued, 110 done, 4 failed, 1 cancelled; 4+1 workers".
+ * e.g. "2 running, 3 queued, 110 done, 4 failed, 1 cancelled; 4 job workers in 2 groups"
+ * (the job workers summed over the job scheduler's groups).
  */
 void stats_status_line(Daemon *d, char *buf, size_t size);
+
+/* stats_job_workers - the worker pthreads of every job group, summed. Context: any. */
+unsigned stats_job_workers(const Daemon *d);
 
 #endif

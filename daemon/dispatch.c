@@ -5,12 +5,20 @@
  * Queued jobs wait in a binary min-heap ordered by (priority, id): a lower priority
  * value runs first, equal priorities in submission order. At most t->max_running jobs
  * run at once. That bound is what makes priority real (without it every job would be
- * made ready at once and the run queue would run them in FIFO order), and it keeps the
- * group's live fibers well below max_fibers, so fiber_create() does not refuse with
- * -EAGAIN under load; if it still does (plugins spawning many children), the job goes
- * back to the queue and the next finishing job or the ticker (jobtable_sweep()) retries.
+ * made ready at once and the run queues would run them in FIFO order), and it keeps
+ * each group's live fibers well below max_fibers, so fiber_create() does not refuse
+ * with -EAGAIN under load; if it still does (plugins spawning many children), the job
+ * goes back to the queue and the next finishing job or the ticker (jobtable_sweep())
+ * retries.
  *
- * A running job has two fibers on the job scheduling group:
+ * Placement: every job fiber is created with FiberAttr.scheduler = t->sched and no
+ * group, so the runtime places it. A supervisor started by the dispatcher from the
+ * server group (job.submit, the ticker, SIGHUP) goes to a group on the caller's NUMA
+ * node, round robin (sched_pick_group()); one started by a finishing supervisor stays
+ * in that supervisor's group; the job fiber and the plugin's children stay in the
+ * supervisor's group. Idle workers of other groups may still steal them.
+ *
+ * A running job has two fibers on one of the job scheduler's groups:
  *  - the supervisor (detached): creates the job fiber joinable, publishes its handle in
  *    job->fiber so job.cancel can fiber_cancel() it, waits on job->ran until the job's
  *    deadline, cancels the job fiber when the deadline passes, then clears job->fiber
@@ -151,7 +159,7 @@ static void job_supervise(void *arg)
 {
         Job *j = arg;
         JobTable *t = plugin_host_table();
-        FiberAttr attr = {.tag = j->tag, .group = t->group};
+        FiberAttr attr = {.tag = j->tag, .scheduler = t->sched}; /* our group */
         Fiber *f;
         int r;
 
@@ -224,7 +232,7 @@ void dispatch_pump_locked(JobTable *t)
 
         while (!t->pump_blocked && t->heap_len && t->running < t->max_running) {
                 Job *j = t->heap[0];
-                FiberAttr attr = {.group = t->group, .detached = true};
+                FiberAttr attr = {.scheduler = t->sched, .detached = true};
                 int r;
 
                 if (j->deadline_ns != SCHED_FOREVER) {

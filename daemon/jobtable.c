@@ -26,7 +26,7 @@ void jobtable_unlock(JobTable *t)
         pthread_mutex_unlock(&t->lock);
 }
 
-int jobtable_init(JobTable *t, SchedulingGroup *group, unsigned max_running, size_t max_queued,
+int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t max_queued,
                   uint64_t retention_ns, size_t retention_max)
 {
         memset(t, 0, sizeof(*t));
@@ -35,7 +35,7 @@ int jobtable_init(JobTable *t, SchedulingGroup *group, unsigned max_running, siz
         if (!t->buckets)
                 return -ENOMEM;
         pthread_mutex_init(&t->lock, NULL);
-        t->group = group;
+        t->sched = sched;
         t->next_id = 1;
         t->max_running = max_running ? max_running : 1;
         t->max_queued = max_queued;

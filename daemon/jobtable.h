@@ -43,7 +43,7 @@ typedef struct PluginCounts {
 
 typedef struct JobTable {
         pthread_mutex_t lock;
-        SchedulingGroup *group; /* where job fibers run */
+        Scheduler *sched; /* where job fibers run: its groups, placed by the runtime */
         uint64_t next_id;
 
         Job **buckets;            /* hash by id */
@@ -71,10 +71,11 @@ typedef struct JobTable {
 } JobTable;
 
 /*
- * jobtable_init - an empty table whose jobs run on @group.
+ * jobtable_init - an empty table whose jobs run on the groups of @sched (not owned;
+ * it must outlive the table's fibers).
  * Return: 0; -ENOMEM. Context: main thread at start-up.
  */
-int jobtable_init(JobTable *t, SchedulingGroup *group, unsigned max_running, size_t max_queued,
+int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t max_queued,
                   uint64_t retention_ns, size_t retention_max);
 
 /* jobtable_done - drop every job. Context: main thread once no fiber uses @t. */
@@ -160,8 +161,8 @@ void dispatch_remove_locked(JobTable *t, Job *j);
 
 /*
  * dispatch_pump_locked - start queued jobs, lowest (priority, id) first, while fewer
- * than max_running run: each gets a supervisor fiber on t->group that runs the job
- * fiber, enforces its deadline and joins it. Does not yield.
+ * than max_running run: each gets a supervisor fiber on a group of t->sched that runs
+ * the job fiber, enforces its deadline and joins it. Does not yield.
  */
 void dispatch_pump_locked(JobTable *t);
 

@@ -123,5 +123,15 @@ void log_job(int level, uint64_t id, const char *plugin, const char *fmt, ...)
 
 void log_sched_hook(int level, const char *msg)
 {
-        log_msg(level, "scheduler: %s", msg);
+        /* one log line per line of @msg (sched_new() reports its layout in several),
+         * so each carries its own <N> prefix */
+        for (;;) {
+                const char *nl = strchr(msg, '\n');
+                int len = nl ? (int)(nl - msg) : (int)strlen(msg);
+
+                log_msg(level, "scheduler: %.*s", len, msg);
+                if (!nl)
+                        break;
+                msg = nl + 1;
+        }
 }

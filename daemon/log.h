@@ -53,7 +53,8 @@ void log_job(int level, uint64_t id, const char *plugin, const char *fmt, ...)
 void log_jobv(int level, uint64_t id, const char *plugin, const char *fmt, va_list ap)
         __attribute__((format(printf, 4, 0)));
 
-/* The sched_set_log() hook: routes the runtime's lines through log_msg(). */
+/* The sched_set_log() hook: routes the runtime's lines through log_msg(), one log
+ * line per line of the message. Context: any. */
 void log_sched_hook(int level, const char *msg);
 
 #endif

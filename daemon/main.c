@@ -7,7 +7,8 @@
  *   2. SIGTERM, SIGINT, SIGHUP blocked in the main thread *before* any worker thread
  *      exists, so every thread inherits the mask and the signals are only ever read
  *      from a signalfd; SIGPIPE ignored (a vanished client is an -EPIPE, not a death)
- *   3. the two scheduling groups (daemon.h), the job table, the plugins (plugin_host.c)
+ *   3. the server scheduling group and the job scheduler (daemon.h; its layout logged,
+ *      one line per group), the job table, the plugins (plugin_host.c)
  *   4. the listening socket (systemd's via sd_listen_fds(), or bound here), the accept
  *      fiber — then sd_notify("READY=1")
  *   5. housekeeping fibers on the server group: the signal fiber (signalfd waited on
@@ -24,6 +25,9 @@
  *
  * SIGHUP: RELOADING=1, re-read the config with the same flags, apply what can change
  * while running, rescan the plugin directory, READY=1.
+ *
+ * Nothing is freed at exit: the groups' workers may still run abandoned plugin code,
+ * and the process's end releases everything at once.
  */
 #include "daemon/daemon.h"
 #include "daemon/log.h"
@@ -75,9 +79,9 @@ static void daemon_reload(Daemon *d)
                 if (strcmp(nc.socket_path, d->cfg.socket_path) != 0)
                         log_msg(LOG_NOTICE, "socket changed to %s: takes effect at restart",
                                 nc.socket_path);
-                if (nc.workers != d->cfg.workers)
-                        log_msg(LOG_NOTICE, "workers changed to %u: takes effect at restart",
-                                nc.workers);
+                if (!config_sched_equal(&nc, &d->cfg))
+                        log_msg(LOG_NOTICE, "workers or [scheduler] changed: takes effect at "
+                                            "restart");
                 /* keep the path we listen on, so shutdown unlinks the right file */
                 free(nc.socket_path);
                 nc.socket_path = d->cfg.socket_path;
@@ -188,10 +192,23 @@ static int report_unfinished(Job *j, void *arg)
         return 0;
 }
 
+/* Fibers alive on every group of the job scheduler (each count read on its own). */
+static uint64_t job_fibers_alive(const Daemon *d)
+{
+        uint64_t n = 0;
+
+        for (unsigned i = 0; i < sched_groups(d->job_sched); i++) {
+                SchedGroupStats gs;
+                sched_group_stats(sched_group_at(d->job_sched, i), &gs);
+                n += gs.fibers_alive;
+        }
+        return n;
+}
+
 static int daemon_shutdown(Daemon *d)
 {
         uint64_t deadline = sched_deadline_after(d->cfg.stop_timeout_ns);
-        SchedGroupStats gs;
+        uint64_t alive = 0;
         JobCounts c;
         bool idle;
 
@@ -216,21 +233,21 @@ static int daemon_shutdown(Daemon *d)
                 (unsigned long long)c.failed, (unsigned long long)c.cancelled);
         /*
          * Plugins' fini() and the libraries' exit handlers may only run once no plugin
-         * code runs: no job fiber and no child fiber left on the job group. Otherwise
+         * code runs: no job fiber and no child fiber left on any job group. Otherwise
          * leave without them (_exit), the way a job that ignores cancellation is left.
          */
         for (int i = 0;; i++) {
                 /* supervisors finish a moment after their job's final state is set */
-                sched_group_stats(d->job_group, &gs);
-                if (!idle || gs.fibers_alive == 0 || i == 200)
+                alive = job_fibers_alive(d);
+                if (!idle || alive == 0 || i == 200)
                         break;
                 fiber_sleep_for(5 * 1000000ULL);
         }
-        if (!idle || gs.fibers_alive > 0) {
+        if (!idle || alive > 0) {
                 log_msg(LOG_WARNING,
                         "%llu fibers still run plugin code; exiting without "
                         "calling the plugins' fini()",
-                        (unsigned long long)gs.fibers_alive);
+                        (unsigned long long)alive);
                 _exit(0);
         }
         plugin_host_free();
@@ -238,6 +255,52 @@ static int daemon_shutdown(Daemon *d)
 }
 
 /* ------------------------------------------------------------------ main -------- */
+
+/*
+ * Starts the job scheduler from the config and logs its layout, one line per group.
+ * Return: 0, or the exit status: EX_CONFIG when no layout fits the [scheduler] keys.
+ */
+static int start_job_scheduler(Daemon *d)
+{
+        SchedConfig scfg = d->cfg.sched;
+        SchedPlan plan;
+        char *layout, *line, *save = NULL;
+        size_t len;
+        int r;
+
+        scfg.concurrency = d->cfg.workers;
+        scfg.max_fibers = 0; /* the runtime's default, 16384 per group: jobs, supervisors,
+                              * children; max_running keeps them well below it */
+        scfg.name = "fiberd-job";
+        r = sched_new(&d->job_sched, &scfg);
+        if (r == -EINVAL) {
+                log_msg(LOG_ERR,
+                        "no scheduling group layout fits workers = %u, groups = %u, "
+                        "group_size = %u (at most 64 workers per group)",
+                        d->cfg.workers, scfg.groups, scfg.group_size);
+                return EXIT_CONFIG;
+        }
+        if (r < 0) {
+                log_msg(LOG_ERR, "cannot start the job scheduler (%u workers): %s", d->cfg.workers,
+                        strerror(-r));
+                return EXIT_OSERR;
+        }
+        sched_get_plan(d->job_sched, &plan);
+        log_msg(LOG_INFO,
+                "job scheduler: %u scheduling group(s) of %u worker(s), NUMA %s, %s "
+                "run queues",
+                plan.groups, plan.group_size, plan.numa ? "on" : "off",
+                plan.queue_policy == SCHED_QUEUE_LOCAL ? "local" : "shared");
+        len = sched_describe(d->job_sched, NULL, 0) + 1;
+        layout = malloc(len);
+        if (!layout)
+                return 0; /* only the log line is lost */
+        sched_describe(d->job_sched, layout, len);
+        for (line = strtok_r(layout, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+                log_msg(LOG_INFO, "job %s", line);
+        free(layout);
+        return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -277,16 +340,10 @@ int main(int argc, char **argv)
                 log_msg(LOG_ERR, "cannot start the server scheduling group: %s", strerror(-r));
                 return EXIT_OSERR;
         }
-        gcfg.workers = d->cfg.workers;
-        gcfg.max_fibers = 0; /* the runtime's default, 16384: jobs, supervisors, children */
-        gcfg.name = "fiberd-job";
-        r = sched_group_new(&d->job_group, &gcfg);
-        if (r < 0) {
-                log_msg(LOG_ERR, "cannot start the job scheduling group (%u workers): %s",
-                        d->cfg.workers, strerror(-r));
-                return EXIT_OSERR;
-        }
-        r = jobtable_init(&d->jobs, d->job_group, d->cfg.max_running, d->cfg.max_queued,
+        r = start_job_scheduler(d);
+        if (r != 0)
+                return r;
+        r = jobtable_init(&d->jobs, d->job_sched, d->cfg.max_running, d->cfg.max_queued,
                           d->cfg.retention_ns, d->cfg.retention_max);
         if (r < 0)
                 return EXIT_OSERR;
@@ -319,10 +376,11 @@ int main(int argc, char **argv)
                 log_msg(LOG_ERR, "cannot start the server: %s", strerror(-r));
                 return EXIT_SOFTWARE;
         }
-        log_msg(LOG_INFO, "fiberd %s ready on %s%s: %u job workers, plugins from %s",
+        log_msg(LOG_INFO, "fiberd %s ready on %s%s: %u job workers in %u groups, plugins from %s",
                 FIBERD_VERSION, d->socket_activated ? "systemd's socket " : "", d->cfg.socket_path,
-                d->cfg.workers, d->cfg.plugin_dir);
-        sd_notifyf(0, "READY=1\nSTATUS=ready: 0 running, 0 queued; %u job workers", d->cfg.workers);
+                stats_job_workers(d), sched_groups(d->job_sched), d->cfg.plugin_dir);
+        sd_notifyf(0, "READY=1\nSTATUS=ready: 0 running, 0 queued; %u job workers in %u groups",
+                   stats_job_workers(d), sched_groups(d->job_sched));
 
         /* after the ready line: a SIGHUP's reload then cannot race with it */
         if (start_fiber(d, signal_fiber, (void *)(intptr_t)sfd, "signals") < 0 ||

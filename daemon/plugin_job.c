@@ -16,7 +16,7 @@
  * the child list (children may call host functions concurrently); it is never held
  * across a yield.
  *
- * Children: spawn() creates a joinable fiber on the job scheduling group and lists it
+ * Children: spawn() creates a joinable fiber on the spawner's job group and lists it
  * in the FiberdJob; cancelling the job (jobtable_cancel(), under the table lock) cancels
  * every listed child through plugin_job_cancel_children(). join() waits on the child's
  * `done` event; a cancelled parent stops waiting, cancels and detaches the child (the
@@ -422,7 +422,8 @@ static void child_main(void *arg)
 static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const void *arg,
                       size_t arg_size)
 {
-        FiberAttr attr = {.group = plugin_host_table()->group, .tag = hj->job->tag};
+        /* from a job fiber: its own group (the runtime keeps it in the scheduler's) */
+        FiberAttr attr = {.scheduler = plugin_host_table()->sched, .tag = hj->job->tag};
         FiberdChild *c;
         int r;
 

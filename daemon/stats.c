@@ -3,9 +3,11 @@
  * stats.c — the `stats` method's result and the sd_notify STATUS= line.
  *
  * Job counts come from the job table (one short lock), runtime numbers from
- * sched_group_stats() for each scheduling group (read without stopping the workers:
- * each field is consistent on its own, not across fields), server counters from
- * server_stats(). See PROTOCOL.md, "stats", for the shape.
+ * sched_group_stats() for each scheduling group — the server group, then the job
+ * scheduler's groups in sched_group_at() order, named "jobs-<i>" — (read without
+ * stopping the workers: each field is consistent on its own, not across fields), the
+ * job scheduler's layout from sched_get_plan(), server counters from server_stats().
+ * See PROTOCOL.md, "stats", for the shape.
  */
 #include "daemon/daemon.h"
 #include "ipc/encoder.h"
@@ -33,7 +35,7 @@ static int pack_group(msgpack_packer *pk, const char *name, const SchedulingGrou
         int r = 0;
 
         sched_group_stats(g, &s);
-        r |= msgpack_pack_map(pk, 16);
+        r |= msgpack_pack_map(pk, 22);
         r |= ipc_pack_kv_cstr(pk, "name", name);
         r |= ipc_pack_kv_uint(pk, "workers", s.workers);
         r |= ipc_pack_kv_uint(pk, "spinning", s.spinning);
@@ -50,7 +52,48 @@ static int pack_group(msgpack_packer *pk, const char *name, const SchedulingGrou
         r |= ipc_pack_kv_uint(pk, "ready_to_run_p50_ns", s.ready_to_run.p50_ns);
         r |= ipc_pack_kv_uint(pk, "ready_to_run_p99_ns", s.ready_to_run.p99_ns);
         r |= ipc_pack_kv_uint(pk, "ready_to_run_max_ns", s.ready_to_run.max_ns);
+        r |= ipc_pack_kv_int(pk, "node", s.node);
+        r |= ipc_pack_kv_cstr(pk, "cpus", s.cpus);
+        r |= ipc_pack_kv_uint(pk, "steals_in", s.steals_in);
+        r |= ipc_pack_kv_uint(pk, "steals_out", s.steals_out);
+        r |= ipc_pack_kv_uint(pk, "local_dequeues", s.local_dequeues);
+        r |= ipc_pack_kv_uint(pk, "shared_dequeues", s.shared_dequeues);
         return r;
+}
+
+static const char *queue_policy_name(SchedQueuePolicy p)
+{
+        switch (p) {
+        case SCHED_QUEUE_SHARED:
+                return "shared";
+        case SCHED_QUEUE_LOCAL:
+                return "local";
+        default:
+                return "default";
+        }
+}
+
+static int pack_layout(msgpack_packer *pk, const Scheduler *s)
+{
+        SchedPlan plan;
+        int r = 0;
+
+        sched_get_plan(s, &plan);
+        r |= msgpack_pack_map(pk, 4);
+        r |= ipc_pack_kv_uint(pk, "groups", plan.groups);
+        r |= ipc_pack_kv_uint(pk, "group_size", plan.group_size);
+        r |= ipc_pack_kv_bool(pk, "numa", plan.numa);
+        r |= ipc_pack_kv_cstr(pk, "queue_policy", queue_policy_name(plan.queue_policy));
+        return r;
+}
+
+unsigned stats_job_workers(const Daemon *d)
+{
+        unsigned n = 0;
+
+        for (unsigned i = 0; i < sched_groups(d->job_sched); i++)
+                n += sched_group_workers(sched_group_at(d->job_sched, i));
+        return n;
 }
 
 typedef struct PluginPack {
@@ -69,12 +112,13 @@ static void pack_plugin(const PluginCounts *pc, void *arg)
 int stats_pack(Daemon *d, msgpack_packer *pk)
 {
         PluginPack pp = {.pk = pk};
+        unsigned ngroups = sched_groups(d->job_sched);
         ServerStats ss;
         JobCounts total;
         size_t nplugins;
         int r = 0;
 
-        r |= msgpack_pack_map(pk, 5);
+        r |= msgpack_pack_map(pk, 6);
         r |= ipc_pack_kv_uint(pk, "uptime_ms", (sched_now_ns() - d->start_ns) / 1000000);
         /* the plugin map's size must be known before its entries: both under one lock */
         jobtable_lock(&d->jobs);
@@ -89,9 +133,15 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
         jobtable_unlock(&d->jobs);
         r |= pp.r;
         r |= ipc_pack_cstr(pk, "groups");
-        r |= msgpack_pack_array(pk, 2);
+        r |= msgpack_pack_array(pk, 1 + ngroups);
         r |= pack_group(pk, "server", d->server_group);
-        r |= pack_group(pk, "jobs", d->job_group);
+        for (unsigned i = 0; i < ngroups; i++) {
+                char name[24];
+                snprintf(name, sizeof(name), "jobs-%u", i);
+                r |= pack_group(pk, name, sched_group_at(d->job_sched, i));
+        }
+        r |= ipc_pack_cstr(pk, "layout");
+        r |= pack_layout(pk, d->job_sched);
         server_stats(d->server, &ss);
         r |= ipc_pack_cstr(pk, "server");
         r |= msgpack_pack_map(pk, 5);
@@ -110,8 +160,8 @@ void stats_status_line(Daemon *d, char *buf, size_t size)
         jobtable_counts(&d->jobs, &c, NULL, NULL);
         snprintf(buf, size,
                  "%llu running, %llu queued, %llu done, %llu failed, %llu cancelled; "
-                 "%u job workers",
+                 "%u job workers in %u groups",
                  (unsigned long long)c.running, (unsigned long long)c.queued,
                  (unsigned long long)c.done, (unsigned long long)c.failed,
-                 (unsigned long long)c.cancelled, sched_group_workers(d->job_group));
+                 (unsigned long long)c.cancelled, stats_job_workers(d), sched_groups(d->job_sched));
 }

@@ -232,7 +232,7 @@ Test(daemon_basic, stats)
         IpcStatus st;
         Client *c;
         Reply rp;
-        uint64_t id;
+        uint64_t id, ngroups, created = 0;
 
         fiberd_start(&fd_, NULL);
         c = fiberd_connect(&fd_);
@@ -249,14 +249,26 @@ Test(daemon_basic, stats)
         cr_assert_eq(map_uint(jobs, "queued"), 0);
         plugins = map_get(rp.result, "plugins");
         cr_assert_eq(map_uint(map_get(plugins, "sleep"), "done"), 1);
+        /* the server group, then one per job group of the layout */
         groups = map_get(rp.result, "groups");
-        cr_assert(groups && groups->type == MSGPACK_OBJECT_ARRAY && groups->via.array.size == 2);
-        for (uint32_t i = 0; i < 2; i++) {
+        ngroups = map_uint(map_get(rp.result, "layout"), "groups");
+        cr_assert(ngroups >= 1 && ngroups != UINT64_MAX);
+        cr_assert(groups && groups->type == MSGPACK_OBJECT_ARRAY &&
+                  groups->via.array.size == 1 + ngroups);
+        cr_assert_str_eq(map_str(&groups->via.array.ptr[0], "name"), "server");
+        cr_assert_str_eq(map_str(&groups->via.array.ptr[1], "name"), "jobs-0");
+        for (uint32_t i = 0; i < 1 + ngroups; i++) {
                 const msgpack_object *g = &groups->via.array.ptr[i];
                 cr_assert(map_uint(g, "workers") >= 1);
-                cr_assert(map_uint(g, "fibers_created") >= 1);
+                cr_assert_neq(map_uint(g, "fibers_created"), UINT64_MAX);
                 cr_assert_neq(map_uint(g, "ready_to_run_p99_ns"), UINT64_MAX);
+                cr_assert_neq(map_uint(g, "steals_in"), UINT64_MAX);
+                if (i > 0)
+                        created += map_uint(g, "fibers_created");
         }
+        cr_assert(map_uint(&groups->via.array.ptr[0], "fibers_created") >= 1);
+        /* the job's supervisor and job fiber, somewhere among the job groups */
+        cr_assert(created >= 2, "job groups created %lu fibers", (unsigned long)created);
         reply_clear(&rp);
         client_free(c);
 }

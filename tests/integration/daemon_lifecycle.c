@@ -152,7 +152,8 @@ Test(daemon_lifecycle, flags_win_over_config)
         c = fiberd_connect(&fd_);
         rpc_simple(c, "stats", 0, NULL, &rp);
         groups = map_get(rp.result, "groups");
-        cr_assert_str_eq(map_str(&groups->via.array.ptr[1], "name"), "jobs");
+        cr_assert_eq(groups->via.array.size, 2, "one job group for one worker");
+        cr_assert_str_eq(map_str(&groups->via.array.ptr[1], "name"), "jobs-0");
         cr_assert_eq(map_uint(&groups->via.array.ptr[1], "workers"), 1);
         reply_clear(&rp);
         client_free(c);
