@@ -376,11 +376,13 @@ int main(int argc, char **argv)
                 log_msg(LOG_ERR, "cannot start the server: %s", strerror(-r));
                 return EXIT_SOFTWARE;
         }
-        log_msg(LOG_INFO, "fiberd %s ready on %s%s: %u job workers in %u groups, plugins from %s",
+        log_msg(LOG_INFO, "fiberd %s ready on %s%s: %u job workers in %u group%s, plugins from %s",
                 FIBERD_VERSION, d->socket_activated ? "systemd's socket " : "", d->cfg.socket_path,
-                stats_job_workers(d), sched_groups(d->job_sched), d->cfg.plugin_dir);
-        sd_notifyf(0, "READY=1\nSTATUS=ready: 0 running, 0 queued; %u job workers in %u groups",
-                   stats_job_workers(d), sched_groups(d->job_sched));
+                stats_job_workers(d), sched_groups(d->job_sched),
+                sched_groups(d->job_sched) == 1 ? "" : "s", d->cfg.plugin_dir);
+        sd_notifyf(0, "READY=1\nSTATUS=ready: 0 running, 0 queued; %u job workers in %u group%s",
+                   stats_job_workers(d), sched_groups(d->job_sched),
+                   sched_groups(d->job_sched) == 1 ? "" : "s");
 
         /* after the ready line: a SIGHUP's reload then cannot race with it */
         if (start_fiber(d, signal_fiber, (void *)(intptr_t)sfd, "signals") < 0 ||

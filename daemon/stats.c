@@ -155,13 +155,15 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
 
 void stats_status_line(Daemon *d, char *buf, size_t size)
 {
+        unsigned ngroups = sched_groups(d->job_sched);
         JobCounts c;
 
         jobtable_counts(&d->jobs, &c, NULL, NULL);
         snprintf(buf, size,
                  "%llu running, %llu queued, %llu done, %llu failed, %llu cancelled; "
-                 "%u job workers in %u groups",
+                 "%u job workers in %u group%s",
                  (unsigned long long)c.running, (unsigned long long)c.queued,
                  (unsigned long long)c.done, (unsigned long long)c.failed,
-                 (unsigned long long)c.cancelled, stats_job_workers(d), sched_groups(d->job_sched));
+                 (unsigned long long)c.cancelled, stats_job_workers(d), ngroups,
+                 ngroups == 1 ? "" : "s");
 }
