@@ -163,7 +163,7 @@ int sched_new(Scheduler **ret, const SchedConfig *cfg)
         {
                 char line[1024];
                 sched_describe(s, line, sizeof(line));
-                sched_log(LOG_INFO,
+                sched_log(LOG_DEBUG,
                           "%u scheduling group(s) of %u worker(s), NUMA binding %s, %s queues:\n%s",
                           s->plan.groups, s->plan.group_size, s->plan.numa ? "on" : "off",
                           s->plan.queue_policy == SCHED_QUEUE_LOCAL ? "local" : "shared", line);
