@@ -464,6 +464,8 @@ void sched_log(int level, const char *fmt, ...)
         char buf[512];
         va_list ap;
 
+        if (!fn && level >= LOG_DEBUG)
+                return; /* the default sink is for what an operator must see */
         va_start(ap, fmt);
         vsnprintf(buf, sizeof(buf), fmt, ap);
         va_end(ap);
