@@ -99,7 +99,7 @@ check-sanitizers: deps
 	$(MAKE) --no-print-directory CONTEXT=ucontext BUILD=build/ucontext check-unit
 
 check: deps format-check
-	$(MAKE) --no-print-directory check-unit check-integration check-systemd
+	$(MAKE) --no-print-directory check-unit check-integration check-systemd bench-smoke
 	$(MAKE) --no-print-directory check-sanitizers
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build/*')

@@ -150,21 +150,30 @@ void timer_remove(Reactor *r, TimerNode *n)
 static void timers_fire(Reactor *r)
 {
         uint64_t now = sched_now_ns();
+        Waiter *batch[64];
+        unsigned n_batch;
         TimerNode *n;
 
-        spin_lock(&r->timer_lock);
-        while ((n = r->timers) && n->deadline_ns <= now) {
-                Waiter *w = waiter_of_timer(n);
-                r->timers = heap_merge_pairs(n->child);
-                n->armed = false;
-                /* Claim and wake under the lock: timer_remove() by the waiter waits for
-                 * us, so the Waiter cannot go away in between. */
-                if (waiter_claim(w, -ETIMEDOUT))
-                        waiter_wake(w);
-        }
-        r->armed_ns = UINT64_MAX; /* force re-programming: the timerfd has expired */
-        timerfd_program(r);
-        spin_unlock(&r->timer_lock);
+        do {
+                n_batch = 0;
+                spin_lock(&r->timer_lock);
+                while (n_batch < 64 && (n = r->timers) && n->deadline_ns <= now) {
+                        Waiter *w = waiter_of_timer(n);
+                        r->timers = heap_merge_pairs(n->child);
+                        n->armed = false;
+                        /* A claimed Waiter stays put until we wake it (its fiber cannot
+                         * resume, its thread waits on the futex), so the wake-ups, which
+                         * make syscalls, happen after the lock is released: workers in
+                         * timer_remove() must not spin behind them. */
+                        if (waiter_claim(w, -ETIMEDOUT))
+                                batch[n_batch++] = w;
+                }
+                r->armed_ns = UINT64_MAX; /* force re-programming: the timerfd has expired */
+                timerfd_program(r);
+                spin_unlock(&r->timer_lock);
+                for (unsigned i = 0; i < n_batch; i++)
+                        waiter_wake(batch[i]);
+        } while (n_batch == 64);
 }
 
 /* ------------------------------------------------------------------ fds ----------- */

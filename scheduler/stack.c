@@ -49,6 +49,14 @@ static int stack_map(size_t size, char **ret)
         return 0;
 }
 
+/* Pooled stacks are linked through the last word of the mapping: the top page, which
+ * holds the control block and is resident anyway (the lowest page would be faulted in,
+ * and kept resident, only for the link). */
+static char **pool_link(const SchedulingGroup *g, char *map_lo)
+{
+        return (char **)(map_lo + page_size() + g->stack_size - sizeof(char *));
+}
+
 int stack_alloc(SchedulingGroup *g, size_t size, char **ret_map_lo)
 {
         Worker *w = worker_self();
@@ -61,8 +69,7 @@ int stack_alloc(SchedulingGroup *g, size_t size, char **ret_map_lo)
                         spin_lock(&g->pool_lock);
                         p = g->pool;
                         if (p) {
-                                __atomic_store_n(&g->pool, *(char **)(p + page_size()),
-                                                 __ATOMIC_RELAXED);
+                                __atomic_store_n(&g->pool, *pool_link(g, p), __ATOMIC_RELAXED);
                                 g->pool_n--;
                         }
                         spin_unlock(&g->pool_lock);
@@ -89,8 +96,7 @@ void stack_free(SchedulingGroup *g, char *map_lo, size_t map_size, bool to_pool)
                 }
                 spin_lock(&g->pool_lock);
                 if (g->pool_n < g->pool_cap) {
-                        /* Link through the lowest usable word of the stack itself. */
-                        *(char **)(map_lo + page_size()) = g->pool;
+                        *pool_link(g, map_lo) = g->pool;
                         __atomic_store_n(&g->pool, map_lo, __ATOMIC_RELAXED);
                         g->pool_n++;
                         spin_unlock(&g->pool_lock);
@@ -115,7 +121,7 @@ void stack_pool_term(SchedulingGroup *g)
         size_t map_size = g->stack_size + page_size();
         while (g->pool) {
                 char *p = g->pool;
-                g->pool = *(char **)(p + page_size());
+                g->pool = *pool_link(g, p);
                 munmap(p, map_size);
         }
         g->pool_n = 0;
