@@ -174,7 +174,7 @@ int sched_plan(const SchedConfig *cfg, const SchedTopology *topo, SchedPlan *ret
                 break;
         }
         ret->queue_policy =
-                cfg->queue_policy == SCHED_QUEUE_DEFAULT ? SCHED_QUEUE_SHARED : cfg->queue_policy;
+                cfg->queue_policy == SCHED_QUEUE_DEFAULT ? SCHED_QUEUE_LOCAL : cfg->queue_policy;
         return 0;
 }
 

@@ -75,7 +75,7 @@ Test(daemon_scheduler, two_groups_run_jobs)
         cr_assert_eq(map_uint(layout, "group_size"), 1);
         numa = map_get(layout, "numa");
         cr_assert(numa && numa->type == MSGPACK_OBJECT_BOOLEAN, "layout.numa is not a bool");
-        cr_assert_str_eq(map_str(layout, "queue_policy"), "shared");
+        cr_assert_str_eq(map_str(layout, "queue_policy"), "local");
         groups = map_get(rp.result, "groups");
         cr_assert(groups && groups->type == MSGPACK_OBJECT_ARRAY);
         cr_assert_eq(groups->via.array.size, 3, "server + 2 job groups");
