@@ -207,6 +207,23 @@ static int no_options(int argc, char **argv)
         return 0;
 }
 
+/*
+ * For the verbs that take exactly one job id and no options: parse them, then call
+ * @method with [id]. Return: a usage exit code (nothing was called), or 0 with the
+ * call's own code (0, or ctl_call's exit code) in *ret_call.
+ */
+static int call_on_one_id(Ctl *ctl, int argc, char **argv, const char *method, uint64_t *id,
+                          json_t **res, IpcStatus *st, int *ret_call)
+{
+        int r = no_options(argc, argv);
+        if (r == 0)
+                r = one_id(argc, argv, id);
+        if (r)
+                return r;
+        *ret_call = ctl_call(ctl, method, json_pack("[I]", (json_int_t)*id), res, st);
+        return 0;
+}
+
 /* job.wait [id] with no limit; *ret the final record. Returns 0 or an exit code. */
 static int wait_one(Ctl *ctl, uint64_t id, json_t **ret)
 {
@@ -316,12 +333,10 @@ int verb_status(Ctl *ctl, int argc, char **argv)
         uint64_t id;
         json_t *res;
         IpcStatus st;
-        int r = no_options(argc, argv);
-        if (r == 0)
-                r = one_id(argc, argv, &id);
+        int rc, r = call_on_one_id(ctl, argc, argv, "job.status", &id, &res, &st, &rc);
         if (r)
                 return r;
-        r = ctl_call(ctl, "job.status", json_pack("[I]", (json_int_t)id), &res, &st);
+        r = rc;
         if (r)
                 return job_fail(r, id, &st);
         ctl_print_job_record(ctl, res);
@@ -425,12 +440,10 @@ int verb_result(Ctl *ctl, int argc, char **argv)
         uint64_t id;
         json_t *res;
         IpcStatus st;
-        int r = no_options(argc, argv);
-        if (r == 0)
-                r = one_id(argc, argv, &id);
+        int rc, r = call_on_one_id(ctl, argc, argv, "job.result", &id, &res, &st, &rc);
         if (r)
                 return r;
-        r = ctl_call(ctl, "job.result", json_pack("[I]", (json_int_t)id), &res, &st);
+        r = rc;
         if (r) {
                 /* A failed or cancelled job answers with its own error: say so, exit 1. */
                 json_t *rec = NULL;
@@ -460,12 +473,10 @@ int verb_cancel(Ctl *ctl, int argc, char **argv)
         uint64_t id;
         json_t *res;
         IpcStatus st;
-        int r = no_options(argc, argv);
-        if (r == 0)
-                r = one_id(argc, argv, &id);
+        int rc, r = call_on_one_id(ctl, argc, argv, "job.cancel", &id, &res, &st, &rc);
         if (r)
                 return r;
-        r = ctl_call(ctl, "job.cancel", json_pack("[I]", (json_int_t)id), &res, &st);
+        r = rc;
         if (r)
                 return job_fail(r, id, &st);
         if (ctl->json)
