@@ -4,8 +4,8 @@
  * same workloads under the shared and the local queue policy, on one group of two
  * workers and on two groups of one, plus imbalance and fan-out.
  *
- *   sched-skynet POLICY GROUPS [LEAVES]   ms for the 10-ary skynet tree (checked sum)
- *   sched-create POLICY GROUPS [N]        ns per fiber: one fiber creates N children
+ *   sched-skynet SPEC [LEAVES]    ms for the 10-ary skynet tree (checked sum)
+ *   sched-create SPEC [N]         ns per fiber: one fiber creates N children
  *                                          (each counts down a latch) and waits for them
  *   sched-fanout POLICY [ROUNDS]          µs per round: a fiber spawns 1,000 children and
  *                                          joins them
@@ -15,8 +15,9 @@
  *                                          steal (all into group 0, stealing on),
  *                                          nosteal (all into group 0, stealing off)
  *
- * POLICY is shared or local; GROUPS is 1 (one group of two workers) or 2 (two groups of
- * one, same node, stealing on). Every run is its own process (bench.c), the first use of
+ * SPEC is a policy and a group count: shared1, local1 (one group of two workers),
+ * shared2, local2 (two groups of one, same node, stealing on); sched-fanout takes the
+ * policy alone. Every run is its own process (bench.c), the first use of
  * each stack is in the time as it is for Go's peers.
  */
 #include <errno.h>
@@ -29,13 +30,25 @@
 #include "scheduler/sched.h"
 #include "tests/bench/bench.h"
 
-static SchedQueuePolicy parse_policy(const char *s)
+/* "shared", "local", optionally followed by the group count (1 or 2; default 1). */
+static SchedQueuePolicy parse_spec(const char *s, unsigned *groups)
 {
-        if (s && !strcmp(s, "shared"))
-                return SCHED_QUEUE_SHARED;
-        if (s && !strcmp(s, "local"))
-                return SCHED_QUEUE_LOCAL;
-        bench_die("policy '%s' is neither shared nor local", s ? s : "(none)");
+        size_t n;
+        SchedQueuePolicy p;
+
+        if (s && !strncmp(s, "shared", 6)) {
+                p = SCHED_QUEUE_SHARED;
+                n = 6;
+        } else if (s && !strncmp(s, "local", 5)) {
+                p = SCHED_QUEUE_LOCAL;
+                n = 5;
+        } else {
+                bench_die("'%s' is neither shared[1|2] nor local[1|2]", s ? s : "(none)");
+        }
+        *groups = s[n] ? (unsigned)(s[n] - '0') : 1;
+        if ((*groups != 1 && *groups != 2) || (s[n] && s[n + 1]))
+                bench_die("'%s': the group count is 1 or 2", s);
+        return p;
 }
 
 static Scheduler *start(SchedQueuePolicy policy, unsigned groups, size_t live, unsigned steal)
@@ -110,9 +123,9 @@ static void skynet(void *arg)
 
 int bench_sched_skynet(int argc, char **argv)
 {
-        SchedQueuePolicy p = parse_policy(argc > 1 ? argv[1] : NULL);
-        unsigned groups = (unsigned)bench_parse_count(argc > 2 ? argv[2] : NULL, 1);
-        uint64_t leaves = bench_parse_count(argc > 3 ? argv[3] : NULL, 1000000);
+        unsigned groups;
+        SchedQueuePolicy p = parse_spec(argc > 1 ? argv[1] : NULL, &groups);
+        uint64_t leaves = bench_parse_count(argc > 2 ? argv[2] : NULL, 1000000);
         Scheduler *s = start(p, groups, (size_t)(leaves + leaves / 9 + 16), 0);
         Node root = {.size = leaves};
         uint64_t t0 = bench_now_ns();
@@ -155,9 +168,9 @@ static void creator(void *arg)
 
 int bench_sched_create(int argc, char **argv)
 {
-        SchedQueuePolicy p = parse_policy(argc > 1 ? argv[1] : NULL);
-        unsigned groups = (unsigned)bench_parse_count(argc > 2 ? argv[2] : NULL, 1);
-        uint64_t n = bench_parse_count(argc > 3 ? argv[3] : NULL, 1000000);
+        unsigned groups;
+        SchedQueuePolicy p = parse_spec(argc > 1 ? argv[1] : NULL, &groups);
+        uint64_t n = bench_parse_count(argc > 2 ? argv[2] : NULL, 1000000);
         Scheduler *s = start(p, groups, 65536, 0);
         Creator c = {.n = n};
         uint64_t t0;
@@ -192,9 +205,10 @@ static void fanout(void *arg)
 
 int bench_sched_fanout(int argc, char **argv)
 {
-        SchedQueuePolicy p = parse_policy(argc > 1 ? argv[1] : NULL);
+        unsigned groups;
+        SchedQueuePolicy p = parse_spec(argc > 1 ? argv[1] : NULL, &groups);
         uint64_t rounds = bench_parse_count(argc > 2 ? argv[2] : NULL, 200);
-        Scheduler *s = start(p, 1, 4096, 0);
+        Scheduler *s = start(p, groups, 4096, 0);
         uint64_t t0 = bench_now_ns();
 
         run_root(s, fanout, &rounds);

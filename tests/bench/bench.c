@@ -148,6 +148,19 @@ enum {
         J_IDLE,
         J_LATENESS,
         J_GO_LATENESS,
+        J_SKY_S1, /* multi-group figures (bench-sched.c) */
+        J_SKY_L1,
+        J_SKY_S2,
+        J_SKY_L2,
+        J_CR_S1,
+        J_CR_L1,
+        J_CR_S2,
+        J_CR_L2,
+        J_FAN_S,
+        J_FAN_L,
+        J_IMB_BAL,
+        J_IMB_STEAL,
+        J_IMB_NOSTEAL,
         J_COUNT
 };
 
@@ -159,6 +172,7 @@ typedef enum Cmp {
         CMP_MEMORY, /* ours / peer <= target ("x Go") */
         CMP_LIMIT,  /* ours <= target, no peer */
         CMP_INFO,   /* numbers only */
+        CMP_TIMES,  /* ours / peer shown; <= target when target > 0 */
 } Cmp;
 
 typedef struct Row {
@@ -197,6 +211,22 @@ static const Row rows[] = {
          "Go time.Sleep", CMP_INFO, 0, "(measured)"},
         {"7. sleep_for(1 ms) lateness p99, 100 fibers (µs)", J_LATENESS, J_GO_LATENESS, 1, "µs",
          "Go time.Sleep", CMP_INFO, 0, "(measured)"},
+        {"8. skynet 100k, local vs shared queues, 1 group of 2 (ms)", J_SKY_L1, J_SKY_S1, 0, "ms",
+         "shared queue", CMP_SCALE, 0, "(trade-off)"},
+        {"8. skynet 100k, local vs shared queues, 2 groups of 1 (ms)", J_SKY_L2, J_SKY_S2, 0, "ms",
+         "shared queue", CMP_SCALE, 0, "(trade-off)"},
+        {"8. skynet 100k, local queues: 2 groups of 1 vs 1 group of 2 (ms)", J_SKY_L2, J_SKY_L1, 0,
+         "ms", "1 group of 2", CMP_SCALE, 0, "(trade-off)"},
+        {"9. create 1M + latch, local vs shared, 1 group of 2 (ns/fiber)", J_CR_L1, J_CR_S1, 0,
+         "ns", "shared queue", CMP_SCALE, 0, "(trade-off)"},
+        {"9. create 1M + latch, local vs shared, 2 groups of 1 (ns/fiber)", J_CR_L2, J_CR_S2, 0,
+         "ns", "shared queue", CMP_SCALE, 0, "(trade-off)"},
+        {"10. fan-out: spawn 1,000 and join, local vs shared (µs)", J_FAN_L, J_FAN_S, 0, "µs",
+         "shared queue", CMP_SCALE, 0, "(trade-off)"},
+        {"11. imbalance, all work into 1 of 2 groups, stealing on (ms)", J_IMB_STEAL, J_IMB_BAL, 0,
+         "ms", "balanced run", CMP_TIMES, 1.3, "<= 1.3x balanced"},
+        {"11. imbalance, all work into 1 of 2 groups, stealing off (ms)", J_IMB_NOSTEAL, J_IMB_BAL,
+         0, "ms", "balanced run", CMP_TIMES, 0, "(the cost)"},
 };
 
 typedef struct Options {
@@ -263,6 +293,40 @@ static void jobs_setup(Job *jobs, const Options *o)
         jobs[J_LATENESS].values = 2;
         job_set(&jobs[J_GO_LATENESS], "lateness", "Go lateness", true, "lateness", r, "100", "200");
         jobs[J_GO_LATENESS].values = 2;
+
+        static const struct {
+                int job;
+                const char *figure, *cmd, *spec;
+        } sched_jobs[] = {
+                {J_SKY_S1, "sched-skynet", "sched-skynet", "shared1"},
+                {J_SKY_L1, "sched-skynet", "sched-skynet", "local1"},
+                {J_SKY_S2, "sched-skynet", "sched-skynet", "shared2"},
+                {J_SKY_L2, "sched-skynet", "sched-skynet", "local2"},
+                {J_CR_S1, "sched-create", "sched-create", "shared1"},
+                {J_CR_L1, "sched-create", "sched-create", "local1"},
+                {J_CR_S2, "sched-create", "sched-create", "shared2"},
+                {J_CR_L2, "sched-create", "sched-create", "local2"},
+                {J_FAN_S, "sched-fanout", "sched-fanout", "shared"},
+                {J_FAN_L, "sched-fanout", "sched-fanout", "local"},
+                {J_IMB_BAL, "sched-imbalance", "sched-imbalance", "balanced"},
+                {J_IMB_STEAL, "sched-imbalance", "sched-imbalance", "steal"},
+                {J_IMB_NOSTEAL, "sched-imbalance", "sched-imbalance", "nosteal"},
+        };
+        for (size_t i = 0; i < sizeof(sched_jobs) / sizeof(sched_jobs[0]); i++) {
+                const char *count = NULL;
+                bool skynet = sched_jobs[i].job <= J_SKY_L2;
+                if (skynet)
+                        count = s ? "1000" : "100000";
+                else if (sched_jobs[i].job <= J_CR_L2)
+                        count = s ? "2000" : "1000000";
+                else if (sched_jobs[i].job <= J_FAN_L)
+                        count = s ? "2" : "200";
+                else
+                        count = s ? "50" : "5000";
+                job_set(&jobs[sched_jobs[i].job], sched_jobs[i].figure, sched_jobs[i].spec, false,
+                        sched_jobs[i].cmd, skynet ? few : r, sched_jobs[i].spec, count);
+                jobs[sched_jobs[i].job].max_fibers = bench_fibers_cap(skynet ? 112500 : 65536);
+        }
 }
 
 static bool figure_selected(const char *only, const char *figure)
@@ -563,6 +627,14 @@ static void print_row(const Row *row, const Job *jobs)
                                 snprintf(met, sizeof(met), "%s",
                                          q >= row->target ? "yes" : "**no**");
                         break;
+                case CMP_TIMES:
+                        q = a / b;
+                        snprintf(ratio, sizeof(ratio), "%.2fx %s", q, row->peer_name);
+                        snprintf(met, sizeof(met), "%s",
+                                 row->target <= 0   ? "—"
+                                 : q <= row->target ? "yes"
+                                                    : "**no**");
+                        break;
                 case CMP_MEMORY:
                         q = a / b;
                         snprintf(ratio, sizeof(ratio), "%.2fx Go", q);
@@ -708,8 +780,9 @@ static const struct {
         {"sleepers", bench_fiber_sleepers, "[N [MS]] resident bytes per sleeping fiber"},
         {"idle", bench_fiber_idle, "[MS]        CPU % of a core of an idle 2-worker group"},
         {"lateness", bench_fiber_lateness, "[G [K]] p50 p99 µs of fiber_sleep_for(1 ms)"},
-        {"sched-skynet", bench_sched_skynet, "POLICY GROUPS [LEAVES] ms, shared|local, 1|2 groups"},
-        {"sched-create", bench_sched_create, "POLICY GROUPS [N] ns per fiber, create + latch"},
+        {"sched-skynet", bench_sched_skynet,
+         "SPEC [LEAVES] ms; SPEC shared1|local1|shared2|local2"},
+        {"sched-create", bench_sched_create, "SPEC [N]  ns per fiber, create + latch"},
         {"sched-fanout", bench_sched_fanout, "POLICY [ROUNDS] µs per spawn+join of 1,000"},
         {"sched-imbalance", bench_sched_imbalance, "MODE [N] ms, balanced|steal|nosteal"},
         {"floor", bench_peer_floor, "[N]        ns per bare context_switch"},
