@@ -160,6 +160,7 @@ typedef struct Worker {
         unsigned pops;            /* local policy: every 8th pop looks at the shared queue
                                    * first, so wake-ups there are not starved */
         unsigned idle_rounds;     /* rounds without work: paces stealing */
+        bool steal_hit;           /* the last steal try found a fiber: try again at once */
         Histogram latency;
         Fiber *next;         /* local policy: runs next (Go's runnext); atomic */
         uint64_t next_since; /* TSC when next was set; atomic */

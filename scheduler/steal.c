@@ -138,7 +138,9 @@ Fiber *steal_remote(Worker *w)
 
         for (unsigned i = 0; i < g->nvictims; i++) {
                 struct Victim *v = &g->victims[i];
-                if (!v->every_n || round % v->every_n)
+                /* Paced, except right after a hit: a victim that had one may well
+                 * have more, and a thief that just ran a stolen fiber is idle now. */
+                if (!v->every_n || (round % v->every_n && !w->steal_hit))
                         continue;
                 /* Look past a few non-stealable fibers (they go back to the tail of
                  * their own queue) before giving up on this victim. */
@@ -150,11 +152,13 @@ Fiber *steal_remote(Worker *w)
                                 sched_requeue(f);
                                 continue;
                         }
+                        w->steal_hit = true;
                         __atomic_fetch_add(&g->steals_in, 1, __ATOMIC_RELAXED);
                         __atomic_fetch_add(&v->group->steals_out, 1, __ATOMIC_RELAXED);
                         return f;
                 }
         }
+        w->steal_hit = false;
         return NULL;
 }
 
