@@ -108,6 +108,9 @@ format:
 format-check: deps
 	@clang-format --dry-run --Werror $(C_SOURCES) && echo "format-check: ok"
 
+# Keep intermediate objects (no "rm …" lines, no rebuilds of test objects).
+.SECONDARY:
+
 clean:
 	rm -rf build
 
