@@ -61,6 +61,13 @@ Test(topology, sizing_follows_the_profiles)
         EXPECT(plan(SCHED_OPTIMIZE_COMPUTE, 2, 40, 30), 1, 30, false);
         /* no NUMA-friendly size within 10% waste: UMA layout */
         EXPECT(plan(SCHED_OPTIMIZE_NEUTRAL, 3, 17, 0), 3, 17, true);
+        /* io-heavy keeps every group in [8, 16) above its low end, covering every worker */
+        for (unsigned conc = 9; conc <= 200; conc++) {
+                SchedPlan p = plan(SCHED_OPTIMIZE_IO_HEAVY, 1, 256, conc);
+                cr_assert(p.group_size >= 8 && p.group_size < 16, "size %u at %u", p.group_size,
+                          conc);
+                cr_assert_geq(p.groups * p.group_size, conc);
+        }
 }
 
 Test(topology, explicit_layout_and_numa_switches)
