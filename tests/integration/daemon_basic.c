@@ -199,8 +199,7 @@ Test(daemon_basic, priority_order)
 
         fiberd_start(&fd_, &o);
         c = fiberd_connect(&fd_);
-        blocker = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0, 0, &st);
-        cr_assert_neq(blocker, 0);
+        blocker = rpc_submit_long(c, "sleep");
         for (int i = 0; i < 6; i++) {
                 ids[i] = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 1)}, 1, prio[i], 0, &st);
                 cr_assert_neq(ids[i], 0, "%s", st.message);
@@ -377,7 +376,6 @@ Test(daemon_basic, retention_cap)
 /* Another uid neither sees nor cancels a job (needs root to switch uid). */
 Test(daemon_basic, other_users_jobs_are_private)
 {
-        IpcStatus st;
         Client *c;
         uint64_t id;
         pid_t pid;
@@ -388,8 +386,7 @@ Test(daemon_basic, other_users_jobs_are_private)
         fiberd_start(&fd_, NULL);
         cr_assert(chmod(fd_.dir, 0755) == 0);
         c = fiberd_connect(&fd_);
-        id = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0, 0, &st);
-        cr_assert_neq(id, 0);
+        id = rpc_submit_long(c, "sleep");
         pid = fork();
         cr_assert(pid >= 0);
         if (pid == 0) {
@@ -450,8 +447,7 @@ Test(daemon_basic, long_wait_does_not_block_connection)
 
         fiberd_start(&fd_, NULL);
         c = fiberd_connect(&fd_);
-        id = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0, 0, &st);
-        cr_assert_neq(id, 0);
+        id = rpc_submit_long(c, "sleep");
         pk = client_request(c, "job.wait", 2, &wait_id);
         msgpack_pack_uint64(pk, id);
         msgpack_pack_nil(pk);

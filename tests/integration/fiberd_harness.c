@@ -380,3 +380,11 @@ uint64_t map_uint(const msgpack_object *map, const char *key)
 
         return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : UINT64_MAX;
 }
+
+uint64_t rpc_submit_long(Client *c, const char *plugin)
+{
+        IpcStatus st = {0};
+        uint64_t id = rpc_submit(c, plugin, (Arg[]){ARG_I("ms", 600000)}, 1, 0, 0, &st);
+        cr_assert_neq(id, 0, "submit %s: %s", plugin, st.message);
+        return id;
+}

@@ -104,6 +104,9 @@ void rpc_simple(Client *c, const char *method, size_t n, const uint64_t *params,
  */
 uint32_t rpc_submit_send(Client *c, const char *plugin, const Arg *args, size_t nargs, int priority,
                          uint64_t timeout_ms);
+/* rpc_submit_long - submit @plugin ("sleep" or "spin") with {"ms": 600000}, a job that
+ * does not end by itself within any test; assert it was accepted; its id. */
+uint64_t rpc_submit_long(Client *c, const char *plugin);
 uint64_t rpc_submit(Client *c, const char *plugin, const Arg *args, size_t nargs, int priority,
                     uint64_t timeout_ms, IpcStatus *st);
 
