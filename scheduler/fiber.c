@@ -118,11 +118,10 @@ static inline void note_running(Worker *w, Fiber *f)
         __atomic_store_n(&w->switches, w->switches + 1, __ATOMIC_RELAXED);
 }
 
-void fiber_switch_out(Fiber *self, int action)
+/* Leave @self for @next (the worker's idle loop when NULL), asking the code that runs
+ * first on the new stack to finish @action for @self. */
+static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
 {
-        Worker *w = worker_self();
-        Fiber *next = group_pop(w);
-
         w->prev = self;
         w->prev_action = action;
         if (next) {
@@ -133,6 +132,12 @@ void fiber_switch_out(Fiber *self, int action)
                 switch_to(&self->ctx, &w->sched_ctx, NULL, w, action == FIBER_ACT_EXIT);
         }
         worker_finish_switch(worker_self());
+}
+
+void fiber_switch_out(Fiber *self, int action)
+{
+        Worker *w = worker_self();
+        switch_away(w, self, group_pop(w), action);
 }
 
 void fiber_run(Worker *w, Fiber *f)
@@ -355,11 +360,7 @@ int fiber_yield(void)
         next = group_pop(w);
         if (!next)
                 return 0; /* nothing else is ready: keep running */
-        w->prev = self;
-        w->prev_action = FIBER_ACT_YIELD;
-        note_running(w, next);
-        switch_to(&self->ctx, &next->ctx, next, w, false);
-        worker_finish_switch(worker_self());
+        switch_away(w, self, next, FIBER_ACT_YIELD);
         return 0;
 }
 
