@@ -96,14 +96,17 @@ static void wait_long(void *arg)
 {
         Busy *b = arg;
         fiber_event_set(&b->started);
-        b->rc = fiber_wait_fd(b->fd, EPOLLIN, SCHED_FOREVER);
+        /* second_waiter may hold the slot for a moment first: wait until it is ours */
+        while ((b->rc = fiber_wait_fd(b->fd, EPOLLIN, SCHED_FOREVER)) == -EBUSY)
+                fiber_sleep_for(MS_NS / 10);
 }
 
 static void second_waiter(void *arg)
 {
         Busy *b = arg;
         fiber_event_wait(&b->started, SCHED_FOREVER);
-        /* the first may not be registered yet: retry until the slot is taken */
+        /* the first may not be registered yet: retry until the slot is taken; wait_long
+         * retries on -EBUSY, so whichever registers first, this loop ends */
         int rc;
         do {
                 rc = fiber_wait_fd(b->fd, EPOLLIN, sched_deadline_after(MS_NS));
