@@ -182,7 +182,7 @@ void worker_finish_switch(Worker *w)
         case FIBER_ACT_YIELD:
                 /* One fiber was taken and one given back: the run queue holds as many
                  * as before, so nobody needs waking (and no fence is paid). */
-                sched_requeue(prev);
+                sched_requeue(w, prev);
                 break;
         case FIBER_ACT_PARK:
                 if (__atomic_fetch_add(&prev->handoff, 1, __ATOMIC_ACQ_REL) == 1)

@@ -375,6 +375,10 @@ int sched_group_new(SchedulingGroup **ret, const SchedGroupConfig *cfg)
         SchedulingGroup *g;
         int r;
 
+        if (cfg && (unsigned)cfg->queue_policy > SCHED_QUEUE_LOCAL)
+                return -EINVAL;
+        p.local_queues = cfg && cfg->queue_policy == SCHED_QUEUE_LOCAL;
+
         r = group_alloc(&g, &p);
         if (r < 0)
                 return r;
@@ -434,12 +438,15 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
                 s.context_switches += __atomic_load_n(&w->switches, __ATOMIC_RELAXED);
                 s.local_dequeues += __atomic_load_n(&w->local_dequeues, __ATOMIC_RELAXED);
                 s.shared_dequeues += __atomic_load_n(&w->shared_dequeues, __ATOMIC_RELAXED);
+                s.runq_depth += localq_size(&w->local) +
+                                __atomic_load_n(&w->yield_n, __ATOMIC_RELAXED) +
+                                (__atomic_load_n(&w->next, __ATOMIC_RELAXED) != NULL);
                 hs[i] = &w->latency;
         }
         s.fibers_alive = __atomic_load_n(&g->alive, __ATOMIC_RELAXED);
         s.spinner_handoffs = __atomic_load_n(&g->spinner_handoffs, __ATOMIC_RELAXED);
         s.futex_wakeups = __atomic_load_n(&g->futex_wakeups, __ATOMIC_RELAXED);
-        s.runq_depth = runq_size(&g->runq);
+        s.runq_depth += runq_size(&g->runq);
         s.runq_full = __atomic_load_n(&g->runq_full, __ATOMIC_RELAXED);
         s.node = g->node;
         cpuset_format(&g->cpus, s.cpus, sizeof(s.cpus));

@@ -97,6 +97,7 @@ struct Fiber {
         uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
         bool outside;       /* created outside the group: the stack returns to the group pool */
         bool no_steal;      /* only its own group's workers may run it */
+        Fiber *yield_next;  /* its worker's yield list (that worker only) */
         void *fls[SCHED_FLS_KEYS];
 #ifdef SCHED_ASAN
         void *asan_fake_stack;
@@ -161,7 +162,11 @@ typedef struct Worker {
                                    * first, so wake-ups there are not starved */
         unsigned idle_rounds;     /* rounds without work: paces stealing */
         bool steal_hit;           /* the last steal try found a fiber: try again at once */
+        uint64_t rescued_tsc;     /* local policy: when the deque's oldest last ran first */
         Histogram latency;
+        Fiber *yield_head;   /* fibers that yielded here while no sibling was idle: */
+        Fiber *yield_tail;   /* a FIFO only this worker touches (no atomics) */
+        size_t yield_n;      /* its length; atomic for stats readers */
         Fiber *next;         /* local policy: runs next (Go's runnext); atomic */
         uint64_t next_since; /* TSC when next was set; atomic */
         LocalRunq local;     /* SCHED_QUEUE_LOCAL only */
@@ -285,10 +290,10 @@ void worker_set_self(Worker *w);
  * spinner-first, lowest-sleeper-next order). Context: any. */
 void sched_make_ready(Fiber *f);
 
-/* sched_requeue - put a fiber that yielded back (the worker's local queue with the
- * local policy, else the shared queue), waking nobody. Context: the worker that just
- * switched away from @f. */
-void sched_requeue(Fiber *f);
+/* sched_requeue - put @f, which just yielded on @w, back: on @w's yield list when no
+ * sibling is spinning (no atomic operation), else on the shared queue for the spinner.
+ * Wakes nobody. Context: @w's thread, right after switching away from @f. */
+void sched_requeue(Worker *w, Fiber *f);
 
 /* fiber_switch_out - leave the running fiber with @action (YIELD, PARK, EXIT); run the
  * next ready fiber of the group or the worker's idle loop. Context: fiber. */

@@ -54,13 +54,22 @@ uint64_t sched_deadline_after(uint64_t timeout_ns);
 
 /* ---------------------------------------------------------------- groups -------- */
 
+/* Where a worker's ready fibers wait: see "Run queues" in the README. */
+typedef enum SchedQueuePolicy {
+        SCHED_QUEUE_DEFAULT = 0, /* the measured default (see README) */
+        SCHED_QUEUE_SHARED,      /* one run queue per group (flare) */
+        SCHED_QUEUE_LOCAL,       /* plus a local queue per worker (tRPC v2, Go) */
+} SchedQueuePolicy;
+
 typedef struct SchedGroupConfig {
-        unsigned workers;     /* worker pthreads, 1..64; 0 = 1 */
-        size_t runq_capacity; /* run-queue slots, a power of two; 0 = 65536 */
-        size_t stack_size;    /* default fiber stack, bytes, page multiple; 0 = 128 KiB */
-        size_t max_fibers;    /* live fibers at most (0 = 16384); <= runq_capacity */
-        unsigned stack_cache; /* stacks cached per worker (LIFO); 0 = 64 */
-        const char *name;     /* thread-name prefix, copied; NULL = "fiberd" */
+        unsigned workers;              /* worker pthreads, 1..64; 0 = 1 */
+        size_t runq_capacity;          /* run-queue slots, a power of two; 0 = 65536 */
+        size_t stack_size;             /* default fiber stack, bytes, page multiple; 0 = 128 KiB */
+        size_t max_fibers;             /* live fibers at most (0 = 16384); <= runq_capacity */
+        unsigned stack_cache;          /* stacks cached per worker (LIFO); 0 = 64 */
+        const char *name;              /* thread-name prefix, copied; NULL = "fiberd" */
+        SchedQueuePolicy queue_policy; /* DEFAULT = SHARED for a lone group (flare's
+                                        * design); sched_new() passes its own */
 } SchedGroupConfig;
 
 /*
@@ -105,7 +114,8 @@ typedef struct SchedGroupStats {
         uint64_t context_switches;
         uint64_t spinner_handoffs; /* ready fibers handed to a spinning worker */
         uint64_t futex_wakeups;    /* sleeping workers woken through their wait slot */
-        uint64_t runq_depth;       /* fibers ready in the run queue now */
+        uint64_t runq_depth;       /* fibers ready now: shared queue, local queues,
+                                    * runnext slots and yield lists */
         uint64_t runq_full;        /* fiber_create calls refused with -EAGAIN */
         SchedLatency ready_to_run; /* from made ready to running, nanoseconds */
         int node;                  /* NUMA node the group is bound to; -1 = not bound */
@@ -142,12 +152,6 @@ typedef enum SchedOptimizeFor {
 } SchedOptimizeFor;
 
 typedef enum SchedNuma { SCHED_NUMA_AUTO = 0, SCHED_NUMA_ON, SCHED_NUMA_OFF } SchedNuma;
-
-typedef enum SchedQueuePolicy {
-        SCHED_QUEUE_DEFAULT = 0, /* the measured default (see README) */
-        SCHED_QUEUE_SHARED,      /* one run queue per group (flare) */
-        SCHED_QUEUE_LOCAL,       /* plus a local queue per worker (tRPC v2, Go) */
-} SchedQueuePolicy;
 
 #define SCHED_MAX_CPUS 1024
 

@@ -7,13 +7,23 @@
  * per-P queue and runnext): a fiber made ready by code running on a worker of its
  * group (spawned, or woken by a post, an unlock, a join) goes to that worker's
  * runnext slot and runs as soon as the current fiber parks; the previous occupant
- * moves to the worker's ring. A fiber that yields goes to the ring's tail. An idle
- * worker is woken only when nobody spins; idle siblings take from the ring, and from
- * runnext once it has waited a few microseconds. Spawning this way runs a tree of
- * fibers depth-first, so a skynet of a million leaves keeps few fibers (and stacks)
- * alive at once. Wake-ups from timers, fds and other threads go to the shared queue,
- * which a worker reads first on every 8th pop so they are not starved (flare's
- * acquire rounds).
+ * moves to the tail of the worker's deque. The owner takes the newest fiber from the
+ * deque (work-first, as Cilk and Chase-Lev deques do), so a tree of fibers runs
+ * depth-first and a skynet of a million leaves keeps a few hundred fibers (and warm
+ * stacks) alive instead of a million. Idle siblings take the oldest (the biggest
+ * subtrees), and runnext once it has waited a few microseconds. Every 64th pop the
+ * owner looks at its own oldest: one that has waited over ~10 ms runs before runnext
+ * and the newest (at most one such per ~10 ms), so a chain of spawns cannot hold it
+ * back forever. An idle
+ * worker is woken only when nobody spins. Wake-ups from timers, fds and other
+ * threads go to the shared queue, which a worker reads first on every 8th pop so
+ * they are not starved (flare's acquire rounds).
+ *
+ * Yield (both policies): a fiber that yields while no sibling spins goes to the tail
+ * of its worker's yield list, a FIFO only that worker touches, so a yield costs no
+ * atomic read-modify-write; the list is read after every queue (and first on every
+ * 8th pop, so a stream of new work cannot starve it). With a sibling spinning, it goes
+ * to the shared queue instead, where the spinner can take it.
  *
  * Stealing between groups (flare / tRPC-Cpp, seeds 000, 001, 003): an idle worker tries
  * each victim group's shared queue every `every_n` idle rounds — same-node victims at
@@ -27,25 +37,58 @@
 
 /* ~4 us at 2.5 GHz: how long a runnext fiber belongs to its worker alone. */
 #define RUNNEXT_STEAL_TICKS 10000
+/* ~10 ms at 2.5 GHz (a time slice): a fiber older than this in its worker's deque is taken before
+ * runnext and the newest (checked every 64th pop). */
+#define LOCAL_STARVE_TICKS 25000000
 
 static inline void count(uint64_t *c)
 {
         __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED); /* single writer: its worker */
 }
 
-Fiber *group_pop(Worker *w)
+static Fiber *yield_pop(Worker *w)
 {
-        SchedulingGroup *g = w->group;
+        Fiber *f = w->yield_head;
+
+        if (f) {
+                w->yield_head = f->yield_next;
+                if (!w->yield_head)
+                        w->yield_tail = NULL;
+                __atomic_store_n(&w->yield_n, w->yield_n - 1, __ATOMIC_RELAXED);
+        }
+        return f;
+}
+
+static Fiber *shared_pop(Worker *w)
+{
+        Fiber *f = runq_pop(&w->group->runq);
+        if (f)
+                count(&w->shared_dequeues);
+        return f;
+}
+
+/* The oldest fiber of @w's deque has waited a time slice, and the last one taken that
+ * way was a time slice ago: one rescue per slice, so a busy tree is not turned
+ * breadth-first (its oldest fibers are its biggest subtrees, all of them old). */
+static bool local_starving(Worker *w)
+{
+        uint64_t now = tsc_now(), since = localq_oldest_since(&w->local);
+
+        if (since == UINT64_MAX || now - since < LOCAL_STARVE_TICKS ||
+            now - w->rescued_tsc < LOCAL_STARVE_TICKS)
+                return false;
+        w->rescued_tsc = now;
+        return true;
+}
+
+static Fiber *local_pop(Worker *w, unsigned n)
+{
         Fiber *f;
 
-        if (!g->local_queues) {
-                f = runq_pop(&g->runq);
-                if (f)
-                        count(&w->shared_dequeues);
+        if (n % 8 == 0 && (f = shared_pop(w)))
                 return f;
-        }
-        if (++w->pops % 8 == 0 && (f = runq_pop(&g->runq))) {
-                count(&w->shared_dequeues);
+        if (n % 64 == 32 && local_starving(w) && (f = localq_pop(&w->local))) {
+                count(&w->local_dequeues);
                 return f;
         }
         if (__atomic_load_n(&w->next, __ATOMIC_RELAXED) &&
@@ -53,15 +96,22 @@ Fiber *group_pop(Worker *w)
                 count(&w->local_dequeues);
                 return f;
         }
-        if ((f = localq_pop(&w->local))) {
+        if ((f = localq_pop_newest(&w->local))) {
                 count(&w->local_dequeues);
                 return f;
         }
-        if ((f = runq_pop(&g->runq))) {
-                count(&w->shared_dequeues);
-                return f;
-        }
-        return NULL;
+        return shared_pop(w);
+}
+
+Fiber *group_pop(Worker *w)
+{
+        unsigned n = ++w->pops;
+        Fiber *f;
+
+        if (SCHED_UNLIKELY(w->yield_head) && n % 8 == 4)
+                return yield_pop(w);
+        f = w->group->local_queues ? local_pop(w, n) : shared_pop(w);
+        return f ? f : yield_pop(w);
 }
 
 static void push_shared(SchedulingGroup *g, Fiber *f)
@@ -80,9 +130,10 @@ void sched_make_ready(Fiber *f)
         if (g->local_queues && (w = worker_self()) && w->group == g) {
                 /* Go's runnext: it runs next on this worker (its waker or creator is
                  * about to park, or busy); the previous occupant moves to the ring. */
-                __atomic_store_n(&w->next_since, tsc_now(), __ATOMIC_RELAXED);
+                uint64_t now = tsc_now();
+                __atomic_store_n(&w->next_since, now, __ATOMIC_RELAXED);
                 Fiber *old = __atomic_exchange_n(&w->next, f, __ATOMIC_ACQ_REL);
-                if (old && !localq_push(&w->local, old))
+                if (old && !localq_push(&w->local, old, now))
                         push_shared(g, old);
                 group_wake_idle(g);
                 return;
@@ -91,14 +142,19 @@ void sched_make_ready(Fiber *f)
         group_wake(g);
 }
 
-void sched_requeue(Fiber *f)
+void sched_requeue(Worker *w, Fiber *f)
 {
-        SchedulingGroup *g = f->group;
-        Worker *w;
-
-        if (g->local_queues && (w = worker_self()) && w->group == g && localq_push(&w->local, f))
+        if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
+                push_shared(f->group, f);
                 return;
-        push_shared(g, f);
+        }
+        f->yield_next = NULL;
+        if (w->yield_tail)
+                w->yield_tail->yield_next = f;
+        else
+                w->yield_head = f;
+        w->yield_tail = f;
+        __atomic_store_n(&w->yield_n, w->yield_n + 1, __ATOMIC_RELAXED);
 }
 
 /* Take from the siblings' local queues, starting after our own index. */
@@ -149,7 +205,7 @@ Fiber *steal_remote(Worker *w)
                         if (!f)
                                 break;
                         if (f->no_steal) {
-                                sched_requeue(f);
+                                push_shared(f->group, f);
                                 continue;
                         }
                         w->steal_hit = true;

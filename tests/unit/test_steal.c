@@ -212,20 +212,25 @@ static void *thief(void *arg)
         }
 }
 
-Test(steal, local_queue_every_item_exactly_once)
+Test(steal, local_deque_every_item_exactly_once)
 {
         pthread_t t[3];
         long got[3] = {0}, owner_got = 0;
         for (int i = 0; i < 3; i++)
                 pthread_create(&t[i], NULL, thief, &got[i]);
+        /* The owner takes the newest every third push and whenever the deque is full;
+         * with three thieves draining it, most of those races are for the last item. */
         for (uintptr_t i = 1; i <= ITEMS; i++) {
-                while (!localq_push(&lq, (void *)i)) {
-                        uintptr_t v = (uintptr_t)localq_pop(&lq); /* the owner pops too */
+                bool pushed = localq_push(&lq, (void *)i, i);
+                if (!pushed || i % 3 == 0) {
+                        uintptr_t v = (uintptr_t)localq_pop_newest(&lq);
                         if (v) {
                                 __atomic_fetch_add(&seen[v - 1], 1, __ATOMIC_RELAXED);
                                 owner_got++;
                         }
                 }
+                if (!pushed)
+                        i--; /* push it again */
         }
         __atomic_store_n(&producer_done, 1, __ATOMIC_RELEASE);
         for (int i = 0; i < 3; i++)
@@ -254,4 +259,60 @@ Test(steal, local_policy_runs_a_spawning_tree)
         cr_assert_gt(st.local_dequeues, 0, "spawned fibers went through local queues");
         cr_assert_gt(st.shared_dequeues, 0, "the root came through the shared queue");
         sched_free(s);
+}
+
+/* A chain of fibers, each spawning the next and exiting, keeps runnext (and the newest
+ * of the deque) busy forever; the oldest fiber in the deque must still get to run. */
+#define CHAIN_CAP 2000000
+typedef struct Chain {
+        int old_ran;
+        long steps;
+} Chain;
+
+static void chain_old(void *arg)
+{
+        __atomic_store_n(&((Chain *)arg)->old_ran, 1, __ATOMIC_RELEASE);
+}
+
+static void chain_link(void *arg)
+{
+        static const FiberAttr detached = {.detached = true};
+        Chain *c = arg;
+        if (__atomic_load_n(&c->old_ran, __ATOMIC_ACQUIRE) || ++c->steps >= CHAIN_CAP)
+                return;
+        cr_assert_eq(fiber_create(NULL, &detached, chain_link, c), 0);
+}
+
+static void chain_start(void *arg)
+{
+        static const FiberAttr detached = {.detached = true};
+        /* chain_old goes to runnext, then the first link displaces it to the deque */
+        cr_assert_eq(fiber_create(NULL, &detached, chain_old, arg), 0);
+        cr_assert_eq(fiber_create(NULL, &detached, chain_link, arg), 0);
+}
+
+Test(steal, local_policy_oldest_is_not_starved_by_a_spawn_chain)
+{
+        SchedGroupConfig cfg = {.workers = 1, .queue_policy = SCHED_QUEUE_LOCAL};
+        SchedulingGroup *g;
+        SchedGroupStats st;
+        Chain c = {0};
+
+        cr_assert_eq(sched_group_new(&g, &cfg), 0);
+        run_in_fiber(g, chain_start, &c);
+        /* the chain ends as soon as the old fiber ran, or at the cap */
+        do
+                sched_group_stats(g, &st);
+        while (st.fibers_alive);
+        cr_assert_eq(__atomic_load_n(&c.old_ran, __ATOMIC_ACQUIRE), 1);
+        cr_assert_lt(c.steps, CHAIN_CAP, "the oldest fiber waited for the whole chain");
+        sched_group_free(g);
+}
+
+Test(steal, group_rejects_an_unknown_queue_policy)
+{
+        SchedGroupConfig cfg = {.workers = 1, .queue_policy = (SchedQueuePolicy)7};
+        SchedulingGroup *g = NULL;
+        cr_assert_eq(sched_group_new(&g, &cfg), -EINVAL);
+        cr_assert_null(g);
 }
