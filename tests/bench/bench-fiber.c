@@ -12,9 +12,11 @@
  *            -EAGAIN only happens for a smaller cap; then the oldest is joined first.
  *  skynet    a group with 2 workers; each fiber of a 10-ary tree with L leaves creates
  *            its 10 children, joins them and adds up their numbers; the sum must be
- *            L(L-1)/2 (499999500000 for 1,000,000). Created breadth-first by a FIFO run
- *            queue, up to ~1.11 L fibers are alive at once, so max_fibers and the run
- *            queue are 2^k >= 1.12 L (2^21 for a million). ms for the tree.
+ *            L(L-1)/2 (499999500000 for 1,000,000). With the shared queue (flare's
+ *            design, the default for a lone group) the tree is built breadth-first and
+ *            up to ~1.11 L fibers are alive at once, so max_fibers and the run queue are
+ *            2^k >= 1.12 L (2^21 for a million); with local deques ("local") it runs
+ *            depth-first and a few hundred are. ms for the tree.
  *  pingpong  a group with 2 workers; two fibers bounce a token through two
  *            FiberSemaphores N times: ns per round trip.
  *  sleepers  a group with 2 workers; N fibers created from the main thread each loop
@@ -40,13 +42,15 @@
 #include "scheduler/sched.h"
 #include "tests/bench/bench.h"
 
-static SchedulingGroup *group_start(unsigned workers, size_t max_fibers)
+static SchedulingGroup *group_start_policy(unsigned workers, size_t max_fibers,
+                                           SchedQueuePolicy policy)
 {
         SchedGroupConfig cfg = {
                 .workers = workers,
                 .runq_capacity = max_fibers,
                 .max_fibers = max_fibers,
                 .name = "bench",
+                .queue_policy = policy,
         };
         SchedulingGroup *g = NULL;
         int r = sched_group_new(&g, &cfg);
@@ -55,6 +59,11 @@ static SchedulingGroup *group_start(unsigned workers, size_t max_fibers)
                 bench_die("sched_group_new(workers=%u, max_fibers=%zu): %s", workers, max_fibers,
                           strerror(-r));
         return g;
+}
+
+static SchedulingGroup *group_start(unsigned workers, size_t max_fibers)
+{
+        return group_start_policy(workers, max_fibers, SCHED_QUEUE_SHARED);
 }
 
 static Fiber *fiber_start(SchedulingGroup *g, FiberFn fn, void *arg)
@@ -246,14 +255,20 @@ int bench_fiber_skynet(int argc, char **argv)
 {
         uint64_t leaves = bench_parse_count(argc > 1 ? argv[1] : NULL, 1000000);
         SkynetNode root = {.num = 0, .size = leaves};
+        SchedQueuePolicy policy = SCHED_QUEUE_SHARED;
         SchedulingGroup *g;
         uint64_t t0, t1, want = leaves * (leaves - 1) / 2;
+
+        if (argc > 2 && !strcmp(argv[2], "local"))
+                policy = SCHED_QUEUE_LOCAL;
+        else if (argc > 2 && strcmp(argv[2], "shared"))
+                bench_die("skynet: policy '%s' is neither shared nor local", argv[2]);
 
         for (uint64_t l = leaves; l > 1; l /= 10)
                 if (l % 10)
                         bench_die("skynet: %llu leaves is not a power of 10",
                                   (unsigned long long)leaves);
-        g = group_start(2, bench_fibers_cap(leaves + leaves / 8));
+        g = group_start_policy(2, bench_fibers_cap(leaves + leaves / 8), policy);
         t0 = bench_now_ns();
         fiber_wait(fiber_start(g, skynet_node, &root));
         t1 = bench_now_ns();

@@ -140,6 +140,7 @@ enum {
         J_GO_CREATE,
         J_PTHREAD,
         J_SKYNET,
+        J_SKYNET_LOCAL,
         J_GO_SKYNET,
         J_PINGPONG,
         J_GO_PINGPONG,
@@ -199,7 +200,9 @@ static const Row rows[] = {
          J_CREATE, J_PTHREAD, 0, "ns", "pthread_create+join (20k)", CMP_SCALE, 0, "(scale)"},
         {"2b. same, detached + FiberLatch (Go's WaitGroup shape) (ns/fiber)", J_CREATE_LATCH,
          J_GO_CREATE, 0, "ns", "Go goroutine + WaitGroup", CMP_FASTER, 4, ">= 4x faster"},
-        {"3. skynet, 1M leaves, 2 workers (ms)", J_SKYNET, J_GO_SKYNET, 0, "ms",
+        {"3. skynet, 1M leaves, 2 workers, local deques (ms)", J_SKYNET_LOCAL, J_GO_SKYNET, 0, "ms",
+         "Go skynet (channels)", CMP_FASTER, 2, ">= 2x faster"},
+        {"3b. skynet, 1M leaves, 2 workers, shared queue (ms)", J_SKYNET, J_GO_SKYNET, 0, "ms",
          "Go skynet (channels)", CMP_FASTER, 2, ">= 2x faster"},
         {"4. ping-pong via FiberSemaphore, 2 workers (ns/round trip)", J_PINGPONG, J_GO_PINGPONG, 0,
          "ns", "Go unbuffered chan, GOMAXPROCS=2", CMP_FASTER, 1, "<= Go"},
@@ -277,6 +280,9 @@ static void jobs_setup(Job *jobs, const Options *o)
                 s ? "1000" : "1000000", NULL);
         jobs[J_SKYNET].max_fibers = bench_fibers_cap(s ? 1125 : 1125000);
         jobs[J_SKYNET].timeout_s = 120;
+        job_set(&jobs[J_SKYNET_LOCAL], "skynet", "fiberd skynet/local", false, "skynet", r,
+                s ? "1000" : "1000000", "local");
+        jobs[J_SKYNET_LOCAL].max_fibers = bench_fibers_cap(s ? 1125 : 1125000);
         job_set(&jobs[J_GO_SKYNET], "skynet", "Go skynet", true, "skynet", few, NULL, NULL);
         job_set(&jobs[J_PINGPONG], "pingpong", "fiberd ping-pong", false, "pingpong", r,
                 s ? "2000" : "200000", NULL);
@@ -775,7 +781,8 @@ static const struct {
 } commands[] = {
         {"yield", bench_fiber_yield, "[N]        ns per switch, 2 fibers x N yields, 1 worker"},
         {"create", bench_fiber_create, "[N [join|latch]] ns per fiber, create N from a fiber"},
-        {"skynet", bench_fiber_skynet, "[LEAVES]  ms for the skynet tree (power of 10)"},
+        {"skynet", bench_fiber_skynet,
+         "[LEAVES [shared|local]] ms for the skynet tree (power of 10)"},
         {"pingpong", bench_fiber_pingpong, "[N]     ns per round trip, 2 workers"},
         {"sleepers", bench_fiber_sleepers, "[N [MS]] resident bytes per sleeping fiber"},
         {"idle", bench_fiber_idle, "[MS]        CPU % of a core of an idle 2-worker group"},
