@@ -346,8 +346,8 @@ void fiber_cancel(Fiber *f)
 
 int fiber_yield(void)
 {
-        Fiber *self = fiber_self();
-        Worker *w;
+        Worker *w = worker_self();
+        Fiber *self = w ? w->current : NULL;
         Fiber *next;
 
         if (!self) {
@@ -356,7 +356,6 @@ int fiber_yield(void)
         }
         if (__atomic_load_n(&self->cancelled, __ATOMIC_ACQUIRE))
                 return -ECANCELED;
-        w = worker_self();
         next = group_pop(w);
         if (!next)
                 return 0; /* nothing else is ready: keep running */
