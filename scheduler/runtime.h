@@ -229,8 +229,8 @@ struct SchedulingGroup {
         uint64_t futex_wakeups;
         uint64_t created_outside; /* fibers created from non-worker threads */
         int pool_lock;            /* spinlock over the group's stack pool */
-        char *pool;               /* stacks beyond the workers' caches, linked */
-        unsigned pool_n, pool_cap;
+        char **pool;              /* stacks beyond the workers' caches (a LIFO array) */
+        size_t pool_n, pool_cap;  /* pool_n: atomic for the unlocked peek */
         char name[16];
         /* Placement, binding and stealing (scheduler.c). */
         Scheduler *owner;  /* the Scheduler it belongs to; NULL for a lone group */

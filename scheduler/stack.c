@@ -5,10 +5,14 @@
  * state, and a SIGSEGV handler on an alternate signal stack that reports an overflow
  * into the guard page.
  *
- * Caching (libdill's stack.c, flare): each worker keeps a capped LIFO of default-size
- * stacks (the most recently used one is the warmest in cache and TLB); beyond it the
- * group keeps a capped pool shared by all its workers, linked through the stacks
- * themselves; beyond that stacks are unmapped. Stacks of another size are never cached.
+ * Caching (libdill's stack.c, flare; batches as Go's gfget/gfput move goroutines
+ * between a P's free list and the global one): each worker keeps a capped LIFO of
+ * default-size stacks (the most recently used one is the warmest in cache and TLB);
+ * beyond it the group keeps a pool shared by all its workers. Stacks move between a
+ * worker's cache and the pool half a cache at a time, under one lock, so a worker that
+ * only creates and one that only runs fibers meet at the pool once per batch, not once
+ * per fiber. Beyond the pool stacks are unmapped. Stacks of another size are never
+ * cached.
  *
  * Every stack costs two kernel memory maps (the guard and the stack), which is why
  * sched_group_new() checks vm.max_map_count against max_fibers.
@@ -49,12 +53,35 @@ static int stack_map(size_t size, char **ret)
         return 0;
 }
 
-/* Pooled stacks are linked through the last word of the mapping: the top page, which
- * holds the control block and is resident anyway (the lowest page would be faulted in,
- * and kept resident, only for the link). */
-static char **pool_link(const SchedulingGroup *g, char *map_lo)
+/* Refill @c with up to half its capacity from the pool. Context: @c's worker. */
+static void cache_refill(SchedulingGroup *g, StackCache *c)
 {
-        return (char **)(map_lo + page_size() + g->stack_size - sizeof(char *));
+        size_t n;
+
+        if (!__atomic_load_n(&g->pool_n, __ATOMIC_RELAXED))
+                return;
+        spin_lock(&g->pool_lock);
+        n = g->pool_n < (c->cap + 1) / 2 ? g->pool_n : (c->cap + 1) / 2;
+        memcpy(c->slot + c->n, g->pool + g->pool_n - n, n * sizeof(char *));
+        __atomic_store_n(&g->pool_n, g->pool_n - n, __ATOMIC_RELAXED);
+        spin_unlock(&g->pool_lock);
+        c->n += (unsigned)n;
+}
+
+/* Move the colder half of a full @c (its bottom) to the pool; what does not fit is
+ * unmapped. Context: @c's worker. */
+static void cache_spill(SchedulingGroup *g, StackCache *c)
+{
+        size_t half = (c->cap + 1) / 2, n;
+
+        spin_lock(&g->pool_lock);
+        n = g->pool_cap - g->pool_n < half ? g->pool_cap - g->pool_n : half;
+        memcpy(g->pool + g->pool_n, c->slot + c->n - half, n * sizeof(char *));
+        __atomic_store_n(&g->pool_n, g->pool_n + n, __ATOMIC_RELAXED);
+        spin_unlock(&g->pool_lock);
+        for (size_t i = n; i < half; i++)
+                munmap(c->slot[c->n - half + i], g->stack_size + page_size());
+        c->n -= (unsigned)half;
 }
 
 int stack_alloc(SchedulingGroup *g, size_t size, char **ret_map_lo)
@@ -63,14 +90,16 @@ int stack_alloc(SchedulingGroup *g, size_t size, char **ret_map_lo)
         char *p = NULL;
 
         if (size == g->stack_size) {
-                if (w && w->group == g && w->stacks.n)
-                        p = w->stacks.slot[--w->stacks.n];
-                if (!p && __atomic_load_n(&g->pool, __ATOMIC_RELAXED)) {
+                if (w && w->group == g) {
+                        if (!w->stacks.n)
+                                cache_refill(g, &w->stacks);
+                        if (w->stacks.n)
+                                p = w->stacks.slot[--w->stacks.n];
+                } else if (__atomic_load_n(&g->pool_n, __ATOMIC_RELAXED)) {
                         spin_lock(&g->pool_lock);
-                        p = g->pool;
-                        if (p) {
-                                __atomic_store_n(&g->pool, *pool_link(g, p), __ATOMIC_RELAXED);
-                                g->pool_n--;
+                        if (g->pool_n) {
+                                p = g->pool[g->pool_n - 1];
+                                __atomic_store_n(&g->pool_n, g->pool_n - 1, __ATOMIC_RELAXED);
                         }
                         spin_unlock(&g->pool_lock);
                 }
@@ -90,15 +119,16 @@ void stack_free(SchedulingGroup *g, char *map_lo, size_t map_size, bool to_pool)
         Worker *w = worker_self();
 
         if (map_size == g->stack_size + page_size()) {
-                if (!to_pool && w && w->group == g && w->stacks.n < w->stacks.cap) {
+                if (!to_pool && w && w->group == g && w->stacks.cap) {
+                        if (w->stacks.n == w->stacks.cap)
+                                cache_spill(g, &w->stacks);
                         w->stacks.slot[w->stacks.n++] = map_lo;
                         return;
                 }
                 spin_lock(&g->pool_lock);
                 if (g->pool_n < g->pool_cap) {
-                        *pool_link(g, map_lo) = g->pool;
-                        __atomic_store_n(&g->pool, map_lo, __ATOMIC_RELAXED);
-                        g->pool_n++;
+                        g->pool[g->pool_n] = map_lo;
+                        __atomic_store_n(&g->pool_n, g->pool_n + 1, __ATOMIC_RELAXED);
                         spin_unlock(&g->pool_lock);
                         return;
                 }
@@ -119,12 +149,10 @@ void stack_cache_term(SchedulingGroup *g, StackCache *c)
 void stack_pool_term(SchedulingGroup *g)
 {
         size_t map_size = g->stack_size + page_size();
-        while (g->pool) {
-                char *p = g->pool;
-                g->pool = *pool_link(g, p);
-                munmap(p, map_size);
-        }
-        g->pool_n = 0;
+        while (g->pool_n)
+                munmap(g->pool[--g->pool_n], map_size);
+        free(g->pool);
+        g->pool = NULL;
 }
 
 /* ------------------------------------------------------------------ overflow ------ */
