@@ -340,6 +340,7 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
                 wait_slot_init(&g->slots[i]);
                 w->group = g;
                 w->index = i;
+                w->yield_rng = 0x9e3779b9u ^ (i + 1); /* xorshift32: any nonzero seed */
                 w->stacks.cap = cache;
                 w->stacks.slot = calloc(cache, sizeof(char *));
                 if (!w->stacks.slot) {

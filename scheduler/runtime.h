@@ -167,6 +167,8 @@ typedef struct Worker {
         Fiber *yield_head;   /* fibers that yielded here while no sibling was idle: */
         Fiber *yield_tail;   /* a FIFO only this worker touches (no atomics) */
         size_t yield_n;      /* its length; atomic for stats readers */
+        uint32_t yield_rng;  /* xorshift32 state: 1 yield in 64 goes to the shared queue */
+        bool yield_rotated;  /* one just did: the next pop takes the yield list first */
         Fiber *next;         /* local policy: runs next (Go's runnext); atomic */
         uint64_t next_since; /* TSC when next was set; atomic */
         LocalRunq local;     /* SCHED_QUEUE_LOCAL only */
@@ -291,7 +293,8 @@ void worker_set_self(Worker *w);
 void sched_make_ready(Fiber *f);
 
 /* sched_requeue - put @f, which just yielded on @w, back: on @w's yield list when no
- * sibling is spinning (no atomic operation), else on the shared queue for the spinner.
+ * sibling is spinning (no atomic operation), else (and for 1 yield in 64, so yielders
+ * spread over the workers) on the shared queue.
  * Wakes nobody. Context: @w's thread, right after switching away from @f. */
 void sched_requeue(Worker *w, Fiber *f);
 

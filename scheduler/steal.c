@@ -23,7 +23,10 @@
  * of its worker's yield list, a FIFO only that worker touches, so a yield costs no
  * atomic read-modify-write; the list is read after every queue (and first on every
  * 8th pop, so a stream of new work cannot starve it). With a sibling spinning, it goes
- * to the shared queue instead, where the spinner can take it.
+ * to the shared queue instead, where the spinner can take it; so does one yield in 64
+ * (at random), waking a sleeping sibling, and this worker's next pop takes its own
+ * yield list first so that the others get a chance at it, so that CPU-bound fibers that yield spread
+ * over the group's workers instead of staying where they first ran.
  *
  * Stealing between groups (flare / tRPC-Cpp, seeds 000, 001, 003): an idle worker tries
  * each victim group's shared queue every `every_n` idle rounds — same-node victims at
@@ -108,8 +111,10 @@ Fiber *group_pop(Worker *w)
         unsigned n = ++w->pops;
         Fiber *f;
 
-        if (SCHED_UNLIKELY(w->yield_head) && n % 8 == 4)
+        if (SCHED_UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
+                w->yield_rotated = false;
                 return yield_pop(w);
+        }
         f = w->group->local_queues ? local_pop(w, n) : shared_pop(w);
         return f ? f : yield_pop(w);
 }
@@ -146,6 +151,19 @@ void sched_requeue(Worker *w, Fiber *f)
 {
         if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
                 push_shared(f->group, f);
+                return;
+        }
+        /* 1 in 64 at random: a counter would pick the same fiber of two that take
+         * turns every time, and the other would never move. */
+        w->yield_rng ^= w->yield_rng << 13;
+        w->yield_rng ^= w->yield_rng >> 17;
+        w->yield_rng ^= w->yield_rng << 5;
+        if ((w->yield_rng & 63) == 0) {
+                /* This worker has more ready fibers than it can run: let a sleeping
+                 * sibling take one. */
+                push_shared(f->group, f);
+                group_wake_idle(f->group);
+                w->yield_rotated = true; /* our next pop leaves it to the others */
                 return;
         }
         f->yield_next = NULL;

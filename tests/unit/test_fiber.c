@@ -146,6 +146,56 @@ Test(fiber, yield_is_not_starved_by_new_work)
         sched_group_free(g);
 }
 
+/* Three CPU-bound fibers that yield, on two workers: each must get to run on both
+ * workers (the yield list alone would keep two of them on one worker forever, each
+ * with a third of the CPU the lone one gets). The worker is told apart by its thread
+ * id, read with a system call the compiler cannot cache across a switch. */
+#define SPREAD_CAP 2000000
+typedef struct Spread {
+        pid_t first;
+        int moved;
+        long yields;
+} Spread;
+
+static int spread_all_moved(Spread *s)
+{
+        int n = 0;
+        for (int i = 0; i < 3; i++)
+                n += __atomic_load_n(&s[i].moved, __ATOMIC_ACQUIRE);
+        return n == 3;
+}
+
+static void spreader(void *arg)
+{
+        Spread *me = arg, *all = me - me->yields; /* yields holds the index until we start */
+
+        me->yields = 0;
+        me->first = (pid_t)syscall(SYS_gettid);
+        while (!spread_all_moved(all) && me->yields < SPREAD_CAP) {
+                cr_assert_eq(fiber_yield(), 0);
+                me->yields++;
+                if ((pid_t)syscall(SYS_gettid) != me->first)
+                        __atomic_store_n(&me->moved, 1, __ATOMIC_RELEASE);
+        }
+}
+
+Test(fiber, yielders_spread_over_the_workers)
+{
+        SchedulingGroup *g = test_group(2);
+        FiberAttr a = {.group = g};
+        Spread s[3] = {{.yields = 0}, {.yields = 1}, {.yields = 2}};
+        Fiber *f[3];
+
+        for (int i = 0; i < 3; i++)
+                cr_assert_eq(fiber_create(&f[i], &a, spreader, &s[i]), 0);
+        for (int i = 0; i < 3; i++)
+                cr_assert_eq(fiber_join(f[i]), 0);
+        for (int i = 0; i < 3; i++)
+                cr_assert_eq(s[i].moved, 1, "fiber %d stayed on one worker for %ld yields", i,
+                             s[i].yields);
+        sched_group_free(g);
+}
+
 static void check_identity(void *arg)
 {
         Fiber *self = fiber_self();
