@@ -96,8 +96,15 @@ void group_wake(SchedulingGroup *g)
 void group_wake_idle(SchedulingGroup *g)
 {
         full_fence();
-        if (!__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED))
-                wake_one_sleeping_worker(g);
+        if (__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED) || wake_one_sleeping_worker(g))
+                return;
+        /* Every worker of the group is busy and the fiber waits in a local deque:
+         * a same-node thief that is neither spinning (it will look by itself) nor
+         * busy can take it from there. */
+        for (unsigned i = 0; i < g->nthieves; i++)
+                if (!__atomic_load_n(&g->thieves[i]->spinning_mask, __ATOMIC_RELAXED) &&
+                    wake_one_sleeping_worker(g->thieves[i]))
+                        return;
 }
 
 /* ------------------------------------------------------------------ workers ------- */

@@ -273,7 +273,8 @@ void group_release(SchedulingGroup *g);
 Fiber *group_pop(Worker *w);
 /* group_wake - after a push to the shared queue: claim a spinner, else wake the lowest
  * sleeper, else a sleeper of a same-node group that steals from this one.
- * group_wake_idle - after a local push: wake a sleeper only when nobody spins. */
+ * group_wake_idle - after a local push: wake a sleeper only when nobody spins, else
+ * (all busy) a sleeping worker of a same-node group that steals from this one. */
 void group_wake(SchedulingGroup *g);
 void group_wake_idle(SchedulingGroup *g);
 Fiber *steal_siblings(Worker *w);

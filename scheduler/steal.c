@@ -29,11 +29,16 @@
  * over the group's workers instead of staying where they first ran.
  *
  * Stealing between groups (flare / tRPC-Cpp, seeds 000, 001, 003): an idle worker tries
- * each victim group's shared queue every `every_n` idle rounds — same-node victims at
- * steal_every_n (default 16), other nodes only when enabled, at their own, rarer rate.
- * A fiber created non-stealable is pushed back to the tail of its own group's queue
- * and the thief looks at the next one (at most 8 per try). A stolen fiber keeps
- * its home group: its wake-ups, timers and children go there.
+ * each victim group every `every_n` idle rounds — same-node victims at steal_every_n
+ * (default 16), other nodes only when enabled, at their own, rarer rate — taking from
+ * its shared queue, then the oldest of each of its workers' local deques. A fiber
+ * created non-stealable goes to the tail of its own group's shared queue and the thief
+ * looks at the next one (past 8 at most per try). A stolen fiber keeps its home group
+ * (its stack, its accounting, the wake-ups from timers and fds), but what it spawns or
+ * wakes while running on the thief goes to the thief's runnext like anything else
+ * made ready there, so a stolen subtree runs depth-first on the thief instead of
+ * flowing back through its home group's FIFO queue. With every worker of a group busy,
+ * a local push wakes a sleeping worker of a same-node thief group.
  */
 #include "scheduler/runtime.h"
 #include "scheduler/spinlock.h"
@@ -132,15 +137,17 @@ void sched_make_ready(Fiber *f)
 
         /* when it was made ready: ready-to-run latency, and runnext's age */
         __atomic_store_n(&f->ready_tsc, tsc_now(), __ATOMIC_RELAXED);
-        if (g->local_queues && (w = worker_self()) && w->group == g) {
+        if ((w = worker_self()) && w->group->local_queues && (w->group == g || !f->no_steal)) {
                 /* Go's runnext: it runs next on this worker (its waker or creator is
-                 * about to park, or busy); the previous occupant moves to the ring. */
+                 * about to park, or busy); the previous occupant moves to the deque.
+                 * On a thief (a worker of another group running a stolen fiber) the
+                 * same holds: the stolen subtree stays on the thief, depth-first. */
                 uint64_t now = tsc_now();
                 __atomic_store_n(&w->next_since, now, __ATOMIC_RELAXED);
                 Fiber *old = __atomic_exchange_n(&w->next, f, __ATOMIC_ACQ_REL);
                 if (old && !localq_push(&w->local, old, now))
-                        push_shared(g, old);
-                group_wake_idle(g);
+                        push_shared(old->group, old);
+                group_wake_idle(w->group);
                 return;
         }
         push_shared(g, f);
@@ -204,6 +211,29 @@ Fiber *steal_siblings(Worker *w)
         return NULL;
 }
 
+/* Take one stealable fiber from group @v: its shared queue, then the oldest fiber of
+ * each worker's local deque (with a spawning tree, the biggest subtree). A
+ * non-stealable one goes to the tail of its group's shared queue (still ready, still
+ * its group's) and the thief looks further, past 8 of them at most. */
+static Fiber *steal_from(SchedulingGroup *v)
+{
+        unsigned source = 0, skipped = 0;
+
+        while (source <= (v->local_queues ? v->nworkers : 0) && skipped < 8) {
+                Fiber *f = source == 0 ? runq_pop(&v->runq)
+                                       : localq_pop(&v->workers[source - 1].local);
+                if (!f) {
+                        source++;
+                        continue;
+                }
+                if (!f->no_steal)
+                        return f;
+                push_shared(f->group, f);
+                skipped++;
+        }
+        return NULL;
+}
+
 /* One idle round's try at other groups, paced by each victim's every_n. */
 Fiber *steal_remote(Worker *w)
 {
@@ -216,16 +246,8 @@ Fiber *steal_remote(Worker *w)
                  * have more, and a thief that just ran a stolen fiber is idle now. */
                 if (!v->every_n || (round % v->every_n && !w->steal_hit))
                         continue;
-                /* Look past a few non-stealable fibers (they go back to the tail of
-                 * their own queue) before giving up on this victim. */
-                for (int tries = 0; tries < 8; tries++) {
-                        Fiber *f = runq_pop(&v->group->runq);
-                        if (!f)
-                                break;
-                        if (f->no_steal) {
-                                push_shared(f->group, f);
-                                continue;
-                        }
+                Fiber *f = steal_from(v->group);
+                if (f) {
                         w->steal_hit = true;
                         __atomic_fetch_add(&g->steals_in, 1, __ATOMIC_RELAXED);
                         __atomic_fetch_add(&v->group->steals_out, 1, __ATOMIC_RELAXED);

@@ -134,6 +134,102 @@ Test(steal, non_stealable_fibers_stay_in_their_group)
         sched_free(s);
 }
 
+/* Local deques: fibers spawned inside a busy group wait in its worker's deque, and an
+ * idle group steals them from there (the oldest first), never a non-stealable one; a
+ * sleeping thief is woken for it when the spawning group has nobody idle. A
+ * stolen fiber's own children stay on the thief: they are not steals, and they run on
+ * the thief's worker. */
+#define DEQ_N 20
+typedef struct DequeRun {
+        Hog hog;
+        Job movable[DEQ_N], pinned[DEQ_N];
+        long kid_tid[DEQ_N][3];
+        FiberLatch moved, stayed;
+} DequeRun;
+
+static DequeRun *deque_run;
+
+static void grandchild(void *arg)
+{
+        long *t = arg;
+        *t = tid();
+}
+
+static void movable_parent(void *arg)
+{
+        Job *j = arg;
+        long *kids = deque_run->kid_tid[j - deque_run->movable];
+        Fiber *f[3];
+
+        j->tid = tid();
+        for (int i = 0; i < 3; i++)
+                cr_assert_eq(fiber_create(&f[i], NULL, grandchild, &kids[i]), 0);
+        for (int i = 0; i < 3; i++)
+                cr_assert_eq(fiber_join(f[i]), 0);
+        fiber_latch_count_down(j->done);
+}
+
+static void deque_spawner(void *arg)
+{
+        DequeRun *r = arg;
+        FiberAttr a = {.detached = true}, p = {.detached = true, .no_steal = true};
+
+        for (int i = 0; i < DEQ_N; i++)
+                cr_assert_eq(fiber_create(NULL, &a, movable_parent, &r->movable[i]), 0);
+        for (int i = 0; i < DEQ_N; i++)
+                cr_assert_eq(fiber_create(NULL, &p, job, &r->pinned[i]), 0);
+        hog(&r->hog); /* never parks: only another group can run what waits here */
+}
+
+Test(steal, idle_group_steals_from_a_busy_groups_local_deque)
+{
+        SchedTopology t = one_node(2);
+        SchedConfig c = {.groups = 2,
+                         .group_size = 1,
+                         .topology = &t,
+                         .no_binding = true,
+                         .queue_policy = SCHED_QUEUE_LOCAL};
+        FiberAttr a = {.detached = true, .no_steal = true};
+        static DequeRun r;
+        SchedGroupStats s0, s1;
+        Scheduler *s;
+
+        deque_run = &r;
+        fiber_event_init(&r.hog.running);
+        fiber_latch_init(&r.moved, DEQ_N);
+        fiber_latch_init(&r.stayed, DEQ_N);
+        for (int i = 0; i < DEQ_N; i++) {
+                r.movable[i] = (Job){.done = &r.moved};
+                r.pinned[i] = (Job){.done = &r.stayed};
+        }
+        cr_assert_eq(sched_new(&s, &c), 0);
+        /* the thief group asleep first: only a wake-up from the spawns can start it */
+        do
+                sched_group_stats(sched_group_at(s, 1), &s1);
+        while (s1.sleeping != 1);
+        a.group = sched_group_at(s, 0);
+        cr_assert_eq(fiber_create(NULL, &a, deque_spawner, &r), 0);
+        cr_assert_eq(fiber_event_wait(&r.hog.running, sched_deadline_after(30 * SEC_NS)), 0);
+        cr_assert_eq(fiber_latch_wait(&r.moved, sched_deadline_after(60 * SEC_NS)), 0,
+                     "the movable fibers were not stolen from the deque");
+        cr_assert_eq(fiber_latch_wait(&r.stayed, 0), -ETIMEDOUT, "a pinned fiber was stolen");
+        sched_group_stats(sched_group_at(s, 0), &s0);
+        sched_group_stats(sched_group_at(s, 1), &s1);
+        cr_assert_eq(s1.steals_in, DEQ_N, "only the %d movable fibers are steals", DEQ_N);
+        cr_assert_eq(s0.steals_out, DEQ_N);
+        for (int i = 0; i < DEQ_N; i++) {
+                cr_assert_neq(r.movable[i].tid, r.hog.tid);
+                for (int k = 0; k < 3; k++)
+                        cr_assert_eq(r.kid_tid[i][k], r.movable[i].tid,
+                                     "a stolen fiber's child ran off the thief");
+        }
+        __atomic_store_n(&r.hog.release, 1, __ATOMIC_RELEASE);
+        cr_assert_eq(fiber_latch_wait(&r.stayed, sched_deadline_after(60 * SEC_NS)), 0);
+        for (int i = 0; i < DEQ_N; i++)
+                cr_assert_eq(r.pinned[i].tid, r.hog.tid, "a pinned fiber ran on its own worker");
+        sched_free(s);
+}
+
 static SchedTopology two_nodes(void)
 {
         SchedTopology t = one_node(2);
