@@ -72,4 +72,41 @@ static inline void tree(void *arg)
         }
 }
 
+/* A chain of detached fibers, each spawning the next and exiting, until @stop is set or
+ * @cap links have run: new work that never lets a worker's queues go empty. */
+typedef struct SpawnChain {
+        int stop;         /* set (atomically) to end the chain */
+        long steps;       /* links run */
+        long cap;         /* links at most */
+        FiberEvent ended; /* set by the last link */
+} SpawnChain;
+
+static inline void spawn_chain_init(SpawnChain *c, long cap)
+{
+        c->stop = 0;
+        c->steps = 0;
+        c->cap = cap;
+        fiber_event_init(&c->ended);
+}
+
+static inline void spawn_chain_link(void *arg)
+{
+        static const FiberAttr detached = {.detached = true};
+        SpawnChain *c = arg;
+
+        if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) || ++c->steps >= c->cap) {
+                fiber_event_set(&c->ended);
+                return;
+        }
+        cr_assert_eq(fiber_create(NULL, &detached, spawn_chain_link, c), 0);
+}
+
+/* Wait (at most 60 s) for the chain's last link; return how many links ran. */
+static inline long spawn_chain_wait(SpawnChain *c)
+{
+        cr_assert_eq(fiber_event_wait(&c->ended, sched_deadline_after(60 * SEC_NS)), 0,
+                     "the spawn chain did not end within 60 s");
+        return c->steps;
+}
+
 #endif

@@ -108,41 +108,26 @@ Test(fiber, yield_alternates_on_one_worker)
 /* A fiber that yields must get the worker back even while a chain of new fibers
  * (each spawning the next) keeps the run queue busy: yields are served every 8th pop. */
 #define YIELD_CHAIN_CAP 2000000
-typedef struct YieldRace {
-        int yields_done;
-        long steps;
-} YieldRace;
-
-static void yield_race_link(void *arg)
-{
-        static const FiberAttr detached = {.detached = true};
-        YieldRace *r = arg;
-        if (__atomic_load_n(&r->yields_done, __ATOMIC_ACQUIRE) || ++r->steps >= YIELD_CHAIN_CAP)
-                return;
-        cr_assert_eq(fiber_create(NULL, &detached, yield_race_link, r), 0);
-}
 
 static void yield_race_yielder(void *arg)
 {
         static const FiberAttr detached = {.detached = true};
-        YieldRace *r = arg;
-        cr_assert_eq(fiber_create(NULL, &detached, yield_race_link, r), 0);
+        SpawnChain *c = arg;
+        cr_assert_eq(fiber_create(NULL, &detached, spawn_chain_link, c), 0);
         for (int i = 0; i < 100; i++)
                 cr_assert_eq(fiber_yield(), 0);
-        __atomic_store_n(&r->yields_done, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
 }
 
 Test(fiber, yield_is_not_starved_by_new_work)
 {
         SchedulingGroup *g = test_group(1);
-        YieldRace r = {0};
-        SchedGroupStats st;
+        SpawnChain c;
 
-        run_in_fiber(g, yield_race_yielder, &r);
-        do
-                sched_group_stats(g, &st);
-        while (st.fibers_alive);
-        cr_assert_lt(r.steps, YIELD_CHAIN_CAP, "the yielder waited for the whole chain");
+        spawn_chain_init(&c, YIELD_CHAIN_CAP);
+        run_in_fiber(g, yield_race_yielder, &c);
+        cr_assert_lt(spawn_chain_wait(&c), YIELD_CHAIN_CAP,
+                     "the yielder waited for the whole chain");
         sched_group_free(g);
 }
 

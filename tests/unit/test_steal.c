@@ -360,23 +360,10 @@ Test(steal, local_policy_runs_a_spawning_tree)
 /* A chain of fibers, each spawning the next and exiting, keeps runnext (and the newest
  * of the deque) busy forever; the oldest fiber in the deque must still get to run. */
 #define CHAIN_CAP 2000000
-typedef struct Chain {
-        int old_ran;
-        long steps;
-} Chain;
 
 static void chain_old(void *arg)
 {
-        __atomic_store_n(&((Chain *)arg)->old_ran, 1, __ATOMIC_RELEASE);
-}
-
-static void chain_link(void *arg)
-{
-        static const FiberAttr detached = {.detached = true};
-        Chain *c = arg;
-        if (__atomic_load_n(&c->old_ran, __ATOMIC_ACQUIRE) || ++c->steps >= CHAIN_CAP)
-                return;
-        cr_assert_eq(fiber_create(NULL, &detached, chain_link, c), 0);
+        __atomic_store_n(&((SpawnChain *)arg)->stop, 1, __ATOMIC_RELEASE);
 }
 
 static void chain_start(void *arg)
@@ -384,24 +371,22 @@ static void chain_start(void *arg)
         static const FiberAttr detached = {.detached = true};
         /* chain_old goes to runnext, then the first link displaces it to the deque */
         cr_assert_eq(fiber_create(NULL, &detached, chain_old, arg), 0);
-        cr_assert_eq(fiber_create(NULL, &detached, chain_link, arg), 0);
+        cr_assert_eq(fiber_create(NULL, &detached, spawn_chain_link, arg), 0);
 }
 
 Test(steal, local_policy_oldest_is_not_starved_by_a_spawn_chain)
 {
         SchedGroupConfig cfg = {.workers = 1, .queue_policy = SCHED_QUEUE_LOCAL};
         SchedulingGroup *g;
-        SchedGroupStats st;
-        Chain c = {0};
+        SpawnChain c;
 
         cr_assert_eq(sched_group_new(&g, &cfg), 0);
+        spawn_chain_init(&c, CHAIN_CAP);
         run_in_fiber(g, chain_start, &c);
-        /* the chain ends as soon as the old fiber ran, or at the cap */
-        do
-                sched_group_stats(g, &st);
-        while (st.fibers_alive);
-        cr_assert_eq(__atomic_load_n(&c.old_ran, __ATOMIC_ACQUIRE), 1);
-        cr_assert_lt(c.steps, CHAIN_CAP, "the oldest fiber waited for the whole chain");
+        /* the chain ends as soon as the old fiber ran (it sets stop), or at the cap */
+        cr_assert_lt(spawn_chain_wait(&c), CHAIN_CAP,
+                     "the oldest fiber waited for the whole chain");
+        cr_assert_eq(__atomic_load_n(&c.stop, __ATOMIC_ACQUIRE), 1);
         sched_group_free(g);
 }
 
