@@ -14,19 +14,18 @@
  * subtrees), and runnext once it has waited a few microseconds. Every 64th pop the
  * owner looks at its own oldest: one that has waited over ~10 ms runs before runnext
  * and the newest (at most one such per ~10 ms), so a chain of spawns cannot hold it
- * back forever. An idle
- * worker is woken only when nobody spins. Wake-ups from timers, fds and other
- * threads go to the shared queue, which a worker reads first on every 8th pop so
- * they are not starved (flare's acquire rounds).
+ * back forever. An idle worker is woken only when nobody spins. Wake-ups from timers,
+ * fds and other threads go to the shared queue, which a worker reads first on every
+ * 8th pop so they are not starved (flare's acquire rounds).
  *
  * Yield (both policies): a fiber that yields while no sibling spins goes to the tail
  * of its worker's yield list, a FIFO only that worker touches, so a yield costs no
  * atomic read-modify-write; the list is read after every queue (and first on every
  * 8th pop, so a stream of new work cannot starve it). With a sibling spinning, it goes
- * to the shared queue instead, where the spinner can take it; so does one yield in 64
+ * to the shared queue instead, where the spinner can take it. So does one yield in 64
  * (at random), waking a sleeping sibling, and this worker's next pop takes its own
- * yield list first so that the others get a chance at it, so that CPU-bound fibers that yield spread
- * over the group's workers instead of staying where they first ran.
+ * yield list first to give the others a chance at it: CPU-bound fibers that yield
+ * spread over the group's workers instead of staying where they first ran.
  *
  * Stealing between groups (flare / tRPC-Cpp, seeds 000, 001, 003): an idle worker tries
  * each victim group every `every_n` idle rounds — same-node victims at steal_every_n
@@ -34,10 +33,10 @@
  * its shared queue, then the oldest of each of its workers' local deques. A fiber
  * created non-stealable goes to the tail of its own group's shared queue and the thief
  * looks at the next one (past 8 at most per try). A stolen fiber keeps its home group
- * (its stack, its accounting, the wake-ups from timers and fds), but what it spawns or
- * wakes while running on the thief goes to the thief's runnext like anything else
- * made ready there, so a stolen subtree runs depth-first on the thief instead of
- * flowing back through its home group's FIFO queue. With every worker of a group busy,
+ * (its stack, its accounting, the wake-ups from timers and fds), but the fibers of
+ * that group it spawns or wakes while running on the thief go to the thief's runnext
+ * like anything else made ready there, so a stolen subtree runs depth-first on the
+ * thief instead of flowing back through its home group's FIFO queue. With every worker of a group busy,
  * a local push wakes a sleeping worker of a same-node thief group.
  */
 #include "scheduler/runtime.h"
@@ -45,8 +44,8 @@
 
 /* ~4 us at 2.5 GHz: how long a runnext fiber belongs to its worker alone. */
 #define RUNNEXT_STEAL_TICKS 10000
-/* ~10 ms at 2.5 GHz (a time slice): a fiber older than this in its worker's deque is taken before
- * runnext and the newest (checked every 64th pop). */
+/* ~10 ms at 2.5 GHz (a time slice): a fiber older than this in its worker's deque
+ * runs before runnext and the newest (checked every 64th pop, once per slice). */
 #define LOCAL_STARVE_TICKS 25000000
 
 static inline void count(uint64_t *c)
@@ -130,6 +129,15 @@ static void push_shared(SchedulingGroup *g, Fiber *f)
                 cpu_relax(); /* cannot happen: live fibers <= capacity */
 }
 
+/* Whether @thief's workers may run fibers of @victim (stealing from it is on). */
+static bool is_thief_of(const SchedulingGroup *thief, const SchedulingGroup *victim)
+{
+        for (unsigned i = 0; i < thief->nvictims; i++)
+                if (thief->victims[i].group == victim && thief->victims[i].every_n)
+                        return true;
+        return false;
+}
+
 void sched_make_ready(Fiber *f)
 {
         SchedulingGroup *g = f->group;
@@ -137,11 +145,14 @@ void sched_make_ready(Fiber *f)
 
         /* when it was made ready: ready-to-run latency, and runnext's age */
         __atomic_store_n(&f->ready_tsc, tsc_now(), __ATOMIC_RELAXED);
-        if ((w = worker_self()) && w->group->local_queues && (w->group == g || !f->no_steal)) {
+        if ((w = worker_self()) && w->group->local_queues &&
+            (w->group == g || (!f->no_steal && is_thief_of(w->group, g)))) {
                 /* Go's runnext: it runs next on this worker (its waker or creator is
                  * about to park, or busy); the previous occupant moves to the deque.
-                 * On a thief (a worker of another group running a stolen fiber) the
-                 * same holds: the stolen subtree stays on the thief, depth-first. */
+                 * On a thief of @f's group the same holds (a stolen fiber spawning
+                 * or waking), so a stolen subtree stays there, depth-first; a fiber
+                 * of a group this one does not steal from (a server group's, say)
+                 * goes home. */
                 uint64_t now = tsc_now();
                 __atomic_store_n(&w->next_since, now, __ATOMIC_RELAXED);
                 Fiber *old = __atomic_exchange_n(&w->next, f, __ATOMIC_ACQ_REL);

@@ -397,3 +397,55 @@ Test(steal, group_rejects_an_unknown_queue_policy)
         cr_assert_eq(sched_group_new(&g, &cfg), -EINVAL);
         cr_assert_null(g);
 }
+
+/* A fiber woken by a fiber of a group that does not steal from its own (here: a lone
+ * group, the way the daemon's server group stands beside its job groups) resumes on
+ * its own group's worker, never on the waker's. */
+typedef struct CrossWake {
+        FiberEvent go;
+        long before, after;
+} CrossWake;
+
+static void cross_waiter(void *arg)
+{
+        CrossWake *c = arg;
+        __atomic_store_n(&c->before, tid(), __ATOMIC_RELEASE);
+        cr_assert_eq(fiber_event_wait(&c->go, sched_deadline_after(60 * SEC_NS)), 0);
+        c->after = tid();
+}
+
+static void cross_waker(void *arg)
+{
+        fiber_event_set(&((CrossWake *)arg)->go);
+}
+
+Test(steal, a_wake_up_from_another_groups_worker_goes_home)
+{
+        SchedTopology t = one_node(2);
+        SchedConfig c = {.groups = 1,
+                         .group_size = 1,
+                         .topology = &t,
+                         .no_binding = true,
+                         .queue_policy = SCHED_QUEUE_LOCAL};
+        SchedGroupConfig lone = {.workers = 1};
+        SchedulingGroup *home;
+        Scheduler *s;
+        CrossWake cw = {.before = 0};
+        SchedGroupStats st;
+        Fiber *w;
+
+        cr_assert_eq(sched_new(&s, &c), 0);
+        cr_assert_eq(sched_group_new(&home, &lone), 0);
+        fiber_event_init(&cw.go);
+        FiberAttr a = {.group = home};
+        cr_assert_eq(fiber_create(&w, &a, cross_waiter, &cw), 0);
+        /* parked: its group's only worker has nothing left to run and went to sleep */
+        do
+                sched_group_stats(home, &st);
+        while (!__atomic_load_n(&cw.before, __ATOMIC_ACQUIRE) || st.sleeping != 1);
+        run_in_fiber(sched_group_at(s, 0), cross_waker, &cw);
+        cr_assert_eq(fiber_join(w), 0);
+        cr_assert_eq(cw.after, cw.before, "the woken fiber ran on the waker's group");
+        sched_group_free(home);
+        sched_free(s);
+}
