@@ -134,29 +134,35 @@ Test(fiber, yield_is_not_starved_by_new_work)
 /* Three CPU-bound fibers that yield, on two workers: each must get to run on both
  * workers (the yield list alone would keep two of them on one worker forever, each
  * with a third of the CPU the lone one gets). The worker is told apart by its thread
- * id, read with a system call the compiler cannot cache across a switch. */
-#define SPREAD_CAP 2000000
+ * id, read with a system call the compiler cannot cache across a switch. The 30 s
+ * deadline only bounds a failing run: a lone fiber yields fast, and a worker held off
+ * its CPU by a loaded machine must not make a yield count run out first. */
 typedef struct Spread {
+        struct SpreadRun *run;
         pid_t first;
         int moved;
         long yields;
 } Spread;
 
-static int spread_all_moved(Spread *s)
+typedef struct SpreadRun {
+        Spread s[3];
+        uint64_t deadline_ns;
+} SpreadRun;
+
+static int spread_all_moved(SpreadRun *r)
 {
         int n = 0;
         for (int i = 0; i < 3; i++)
-                n += __atomic_load_n(&s[i].moved, __ATOMIC_ACQUIRE);
+                n += __atomic_load_n(&r->s[i].moved, __ATOMIC_ACQUIRE);
         return n == 3;
 }
 
 static void spreader(void *arg)
 {
-        Spread *me = arg, *all = me - me->yields; /* yields holds the index until we start */
+        Spread *me = arg;
 
-        me->yields = 0;
         me->first = (pid_t)syscall(SYS_gettid);
-        while (!spread_all_moved(all) && me->yields < SPREAD_CAP) {
+        while (!spread_all_moved(me->run) && sched_now_ns() < me->run->deadline_ns) {
                 cr_assert_eq(fiber_yield(), 0);
                 me->yields++;
                 if ((pid_t)syscall(SYS_gettid) != me->first)
@@ -168,16 +174,18 @@ Test(fiber, yielders_spread_over_the_workers)
 {
         SchedulingGroup *g = test_group(2);
         FiberAttr a = {.group = g};
-        Spread s[3] = {{.yields = 0}, {.yields = 1}, {.yields = 2}};
+        SpreadRun r = {.deadline_ns = sched_deadline_after(30 * SEC_NS)};
         Fiber *f[3];
 
-        for (int i = 0; i < 3; i++)
-                cr_assert_eq(fiber_create(&f[i], &a, spreader, &s[i]), 0);
+        for (int i = 0; i < 3; i++) {
+                r.s[i].run = &r;
+                cr_assert_eq(fiber_create(&f[i], &a, spreader, &r.s[i]), 0);
+        }
         for (int i = 0; i < 3; i++)
                 cr_assert_eq(fiber_join(f[i]), 0);
         for (int i = 0; i < 3; i++)
-                cr_assert_eq(s[i].moved, 1, "fiber %d stayed on one worker for %ld yields", i,
-                             s[i].yields);
+                cr_assert_eq(r.s[i].moved, 1, "fiber %d stayed on one worker for %ld yields", i,
+                             r.s[i].yields);
         sched_group_free(g);
 }
 
