@@ -49,4 +49,16 @@ deps-numa: deps
 check-numa: deps-numa $(NUMA_CHECK)
 	tests/numa/vm.sh $(NUMA_CHECK)
 
+# make check-systemd-boot: `systemctl start fiberd` for real, with systemd as PID 1 in a
+# systemd-nspawn container (tests/systemd/boot.sh; shared/recipes/systemd-in-container.md):
+# socket activation, Type=notify readiness, a job through fiberctl, the journal, a clean
+# stop. Needs root; not part of `make check` (it fetches a Debian root file system once).
+SYSTEMD_BOOT_DEBS := debootstrap systemd-container util-linux
+
+.PHONY: deps-systemd-boot check-systemd-boot
+deps-systemd-boot: deps
+	$(call install_debs,$(SYSTEMD_BOOT_DEBS))
+check-systemd-boot: deps-systemd-boot all
+	tests/systemd/boot.sh
+
 -include tests/bench/bench.mk
