@@ -51,9 +51,10 @@ check-numa: deps-numa $(NUMA_CHECK)
 
 # make check-systemd-boot: `systemctl start fiberd` for real, with systemd as PID 1 in a
 # systemd-nspawn container (tests/systemd/boot.sh; shared/recipes/systemd-in-container.md):
-# socket activation, Type=notify readiness, a job through fiberctl, the journal, a clean
-# stop. Needs root; not part of `make check` (it fetches a Debian root file system once).
-SYSTEMD_BOOT_DEBS := debootstrap systemd-container util-linux
+# Type=notify readiness, jobs through fiberctl, the journal, reload, a clean stop, socket
+# activation. Needs root; not part of `make check` (it fetches a Debian root file system
+# once). The script installs these packages itself too when run on its own.
+SYSTEMD_BOOT_DEBS := debootstrap systemd-container util-linux procps
 
 .PHONY: deps-systemd-boot check-systemd-boot
 deps-systemd-boot: deps
