@@ -180,8 +180,9 @@ void worker_finish_switch(Worker *w)
         w->prev = NULL;
         switch (w->prev_action) {
         case FIBER_ACT_YIELD:
-                /* One fiber was taken and one given back: the run queue holds as many
-                 * as before, so nobody needs waking (and no fence is paid). */
+                /* One fiber was taken and one given back, so nobody needs waking,
+                 * except when the yielder goes to the shared queue for a sibling
+                 * (sched_requeue's 1 in 64). */
                 sched_requeue(w, prev);
                 break;
         case FIBER_ACT_PARK:

@@ -158,13 +158,13 @@ typedef struct Worker {
         uint64_t finished;
         uint64_t local_dequeues;  /* from a local run queue (own or a sibling's) */
         uint64_t shared_dequeues; /* from the group's shared run queue */
-        unsigned pops;            /* local policy: every 8th pop looks at the shared queue
-                                   * first, so wake-ups there are not starved */
+        unsigned pops;            /* pops so far: every 8th serves the yield list first, and
+                                   * (local policy) the shared queue, so neither starves */
         unsigned idle_rounds;     /* rounds without work: paces stealing */
         bool steal_hit;           /* the last steal try found a fiber: try again at once */
         uint64_t rescued_tsc;     /* local policy: when the deque's oldest last ran first */
         Histogram latency;
-        Fiber *yield_head;   /* fibers that yielded here while no sibling was idle: */
+        Fiber *yield_head;   /* fibers that yielded here while no sibling spun: */
         Fiber *yield_tail;   /* a FIFO only this worker touches (no atomics) */
         size_t yield_n;      /* its length; atomic for stats readers */
         uint32_t yield_rng;  /* xorshift32 state: 1 yield in 64 goes to the shared queue */
@@ -295,8 +295,8 @@ void sched_make_ready(Fiber *f);
 
 /* sched_requeue - put @f, which just yielded on @w, back: on @w's yield list when no
  * sibling is spinning (no atomic operation), else (and for 1 yield in 64, so yielders
- * spread over the workers) on the shared queue.
- * Wakes nobody. Context: @w's thread, right after switching away from @f. */
+ * spread over the workers, then waking a sleeping sibling) on the shared queue.
+ * Context: @w's thread, right after switching away from @f. */
 void sched_requeue(Worker *w, Fiber *f);
 
 /* fiber_switch_out - leave the running fiber with @action (YIELD, PARK, EXIT); run the

@@ -68,8 +68,9 @@ static void cache_refill(SchedulingGroup *g, StackCache *c)
         c->n += (unsigned)n;
 }
 
-/* Move the colder half of a full @c (its bottom) to the pool; what does not fit is
- * unmapped. Context: @c's worker. */
+/* Move the top half of a full @c (the most recently freed stacks, still in this CPU's
+ * cache: the creator that refills from the pool gets them warm) to the pool; what does
+ * not fit is unmapped. Context: @c's worker. */
 static void cache_spill(SchedulingGroup *g, StackCache *c)
 {
         size_t half = (c->cap + 1) / 2, n;
