@@ -57,16 +57,26 @@ static SchedTopology one_node(unsigned ncpus)
         return t;
 }
 
+/* A Scheduler of @groups groups of @size workers laid out on @t, binding nothing. */
+static Scheduler *start_on(const SchedTopology *t, unsigned groups, unsigned size,
+                           SchedQueuePolicy policy, unsigned cross_node_steal_every_n)
+{
+        SchedConfig c = {.groups = groups,
+                         .group_size = size,
+                         .topology = t,
+                         .no_binding = true,
+                         .queue_policy = policy,
+                         .cross_node_steal_every_n = cross_node_steal_every_n};
+        Scheduler *s = NULL;
+        cr_assert_eq(sched_new(&s, &c), 0);
+        return s;
+}
+
 /* Two groups of one worker; group 0's worker is held by a hog. */
 static void start_with_hog(Scheduler **s, Hog *h, const SchedTopology *t, unsigned cross)
 {
-        SchedConfig c = {.groups = 2,
-                         .group_size = 1,
-                         .topology = t,
-                         .no_binding = true,
-                         .cross_node_steal_every_n = cross};
         FiberAttr a = {.detached = true, .no_steal = true};
-        cr_assert_eq(sched_new(s, &c), 0);
+        *s = start_on(t, 2, 1, SCHED_QUEUE_DEFAULT, cross);
         fiber_event_init(&h->running);
         a.group = sched_group_at(*s, 0);
         cr_assert_eq(fiber_create(NULL, &a, hog, h), 0);
@@ -184,11 +194,6 @@ static void deque_spawner(void *arg)
 Test(steal, idle_group_steals_from_a_busy_groups_local_deque)
 {
         SchedTopology t = one_node(2);
-        SchedConfig c = {.groups = 2,
-                         .group_size = 1,
-                         .topology = &t,
-                         .no_binding = true,
-                         .queue_policy = SCHED_QUEUE_LOCAL};
         FiberAttr a = {.detached = true, .no_steal = true};
         static DequeRun r;
         SchedGroupStats s0, s1;
@@ -202,7 +207,7 @@ Test(steal, idle_group_steals_from_a_busy_groups_local_deque)
                 r.movable[i] = (Job){.done = &r.moved};
                 r.pinned[i] = (Job){.done = &r.stayed};
         }
-        cr_assert_eq(sched_new(&s, &c), 0);
+        s = start_on(&t, 2, 1, SCHED_QUEUE_LOCAL, 0);
         /* the thief group asleep first: only a wake-up from the spawns can start it */
         do
                 sched_group_stats(sched_group_at(s, 1), &s1);
@@ -339,16 +344,10 @@ Test(steal, local_deque_every_item_exactly_once)
 Test(steal, local_policy_runs_a_spawning_tree)
 {
         SchedTopology t = one_node(2);
-        SchedConfig c = {.groups = 1,
-                         .group_size = 2,
-                         .topology = &t,
-                         .no_binding = true,
-                         .queue_policy = SCHED_QUEUE_LOCAL};
-        Scheduler *s;
+        Scheduler *s = start_on(&t, 1, 2, SCHED_QUEUE_LOCAL, 0);
         Tree root = {.depth = 6};
         SchedGroupStats st;
 
-        cr_assert_eq(sched_new(&s, &c), 0);
         run_in_fiber(sched_group_at(s, 0), tree, &root);
         cr_assert_eq(root.sum, 4096);
         sched_group_stats(sched_group_at(s, 0), &st);
@@ -422,11 +421,6 @@ static void cross_waker(void *arg)
 Test(steal, a_wake_up_from_another_groups_worker_goes_home)
 {
         SchedTopology t = one_node(2);
-        SchedConfig c = {.groups = 1,
-                         .group_size = 1,
-                         .topology = &t,
-                         .no_binding = true,
-                         .queue_policy = SCHED_QUEUE_LOCAL};
         SchedGroupConfig lone = {.workers = 1};
         SchedulingGroup *home;
         Scheduler *s;
@@ -434,7 +428,7 @@ Test(steal, a_wake_up_from_another_groups_worker_goes_home)
         SchedGroupStats st;
         Fiber *w;
 
-        cr_assert_eq(sched_new(&s, &c), 0);
+        s = start_on(&t, 1, 1, SCHED_QUEUE_LOCAL, 0);
         cr_assert_eq(sched_group_new(&home, &lone), 0);
         fiber_event_init(&cw.go);
         FiberAttr a = {.group = home};
