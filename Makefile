@@ -54,7 +54,12 @@ BENCH_DEBS := golang-go
 
 .PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \
         format format-check clean
-all:
+# Every target that compiles installs its Debian packages first: each object waits for
+# the deps step (an order-only prerequisite, so it never forces a rebuild), and the
+# pkg-config flags in the build.mk files are read when first used, after that step, not
+# when the Makefile is parsed. So `make demo` works first on a fresh Debian 12.
+all: deps
+demo install: deps
 
 # Installs missing packages with apt-get when root; otherwise prints the exact command.
 define install_debs
@@ -84,10 +89,10 @@ include scheduler/build.mk
 -include systemd/build.mk
 include tests/build.mk
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
-$(BUILD)/%.o: %.S
+$(BUILD)/%.o: %.S | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 

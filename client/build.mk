@@ -1,7 +1,7 @@
 # client/ — the client library (libfiberclient.a: connect, pipelined requests, responses
 # out of order) and fiberctl, the CLI built on it. Depends on ipc/ only (no runtime).
-CLIENT_LIBS := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
-CLIENT_CFLAGS := $(shell pkg-config --cflags jansson 2>/dev/null)
+CLIENT_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+CLIENT_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
 CFLAGS += $(CLIENT_CFLAGS)
 
 LIBCLIENT := $(BUILD)/libfiberclient.a

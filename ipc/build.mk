@@ -1,7 +1,7 @@
 # ipc/ — the wire contract: a pure msgpack codec (no sockets), built as a static library
 # that daemon/ and client/ link: $(LIBIPC) $(IPC_LIBS).
-IPC_CFLAGS := $(shell pkg-config --cflags msgpack 2>/dev/null)
-IPC_LIBS := $(shell pkg-config --libs msgpack 2>/dev/null || echo -lmsgpackc)
+IPC_CFLAGS = $(shell pkg-config --cflags msgpack 2>/dev/null)
+IPC_LIBS = $(shell pkg-config --libs msgpack 2>/dev/null || echo -lmsgpackc)
 CFLAGS += $(IPC_CFLAGS)
 
 IPC_SRCS := $(sort $(wildcard ipc/*.c))
