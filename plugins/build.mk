@@ -19,14 +19,19 @@ LOADER_OBJS := $(BUILD)/plugins/loader.o
 LOADER_LIBS := -ldl
 
 PLUGIN_LDFLAGS := -shared $(if $(SANITIZE),,-Wl,-z,defs)
-CRYPTO_CFLAGS := $(shell pkg-config --cflags libcrypto 2>/dev/null)
-CRYPTO_LIBS := $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
+# A plugin's frames probe the stack page by page (-fstack-clash-protection), so a frame
+# larger than the fiber's guard (64 KiB, scheduler/stack.c) faults in the guard and is
+# reported instead of landing silently in a neighbouring stack. fiberd-plugin.pc gives
+# plugin authors the same flags.
+PLUGIN_CFLAGS := -fPIC -fstack-clash-protection
+CRYPTO_CFLAGS = $(shell pkg-config --cflags libcrypto 2>/dev/null)
+CRYPTO_LIBS = $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
 
 BUNDLED_PLUGIN_NAMES := sha256 sleep spin skynet
 BUNDLED_PLUGINS := $(BUNDLED_PLUGIN_NAMES:%=$(PLUGIN_BUILD_DIR)/%.so)
 BUNDLED_PLUGIN_OBJS := $(BUNDLED_PLUGIN_NAMES:%=$(BUILD)/plugins/%.o)
 
-$(BUNDLED_PLUGIN_OBJS): CFLAGS += -fPIC
+$(BUNDLED_PLUGIN_OBJS): CFLAGS += $(PLUGIN_CFLAGS)
 $(BUILD)/plugins/sha256.o: CFLAGS += $(CRYPTO_CFLAGS)
 $(PLUGIN_BUILD_DIR)/sha256.so: PLUGIN_EXTRA_LIBS := $(CRYPTO_LIBS)
 
@@ -47,7 +52,7 @@ $(BUILD)/fiberd-plugin.pc: plugins/fiberd-plugin.pc.in plugins/fiberd/plugin.h
 # The README's example plugin, compiled as an author would (<fiberd/plugin.h> found through
 # -Iplugins, like the installed header through pkg-config); the tests run it.
 EXAMPLE_PLUGIN := $(BUILD)/plugins/example/hello.so
-$(BUILD)/plugins/example/hello.o: CFLAGS += -fPIC -Iplugins
+$(BUILD)/plugins/example/hello.o: CFLAGS += $(PLUGIN_CFLAGS) -Iplugins
 $(EXAMPLE_PLUGIN): $(BUILD)/plugins/example/hello.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $<
@@ -57,9 +62,9 @@ all: $(LOADER_OBJS) $(BUNDLED_PLUGINS) $(EXAMPLE_PLUGIN) $(BUILD)/fiberd-plugin.
 # The misbehaving plugins of tests/plugins/, one .so each, built as real shared objects.
 TEST_PLUGINS := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.so,\
 	$(sort $(wildcard tests/plugins/*.c)))
-$(BUILD)/tests/plugins/%.so: tests/plugins/%.c
+$(BUILD)/tests/plugins/%.so: tests/plugins/%.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(PLUGIN_CFLAGS) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $<
 
 # The loader's tests: tests/integration/plugins_*.c, one binary each, linked with the
 # loader (and the runtime, for the tests that run bundled plugins through a test host).

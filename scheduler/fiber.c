@@ -84,7 +84,7 @@ static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker
         const void *bottom;
         size_t size;
         if (to_fiber) {
-                bottom = to_fiber->map_lo + page_size();
+                bottom = to_fiber->stack_lo;
                 size = (size_t)((char *)to_fiber - (char *)bottom);
         } else {
                 bottom = w->asan_stack_bottom;
@@ -215,7 +215,7 @@ static void fiber_entry(void *arg)
 void fiber_release(Fiber *f)
 {
         if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0)
-                stack_free(f->group, f->map_lo, f->map_size, f->outside);
+                stack_free(f->group, f->stack_lo, f->stack_size, f->outside);
 }
 
 int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
@@ -225,7 +225,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         Fiber *self = fiber_self();
         Worker *w;
         size_t size, ps = page_size();
-        char *map_lo;
+        char *lo;
         Fiber *f;
         int r;
 
@@ -255,7 +255,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 __atomic_fetch_add(&g->runq_full, 1, __ATOMIC_RELAXED);
                 return -EAGAIN;
         }
-        r = stack_alloc(g, size, &map_lo);
+        r = stack_alloc(g, size, &lo);
         if (r < 0) {
                 __atomic_fetch_sub(&g->alive, 1, __ATOMIC_RELEASE);
                 return r;
@@ -264,21 +264,21 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
 #ifdef SCHED_ASAN
         /* A cached stack still carries the poisoned redzones of the fiber that used it
          * last: this one starts clean. */
-        __asan_unpoison_memory_region(map_lo + ps, size);
+        __asan_unpoison_memory_region(lo, size);
 #endif
         /* The control block sits at the top of the stack, cache-line aligned. */
-        f = (Fiber *)(((uintptr_t)(map_lo + ps + size) - sizeof(Fiber)) & ~(uintptr_t)63);
+        f = (Fiber *)(((uintptr_t)(lo + size) - sizeof(Fiber)) & ~(uintptr_t)63);
         memset(f, 0, sizeof(*f));
         f->group = g;
         f->id = __atomic_fetch_add(&next_fiber_id, 1, __ATOMIC_RELAXED);
         f->tag = attr->tag;
         f->fn = fn;
         f->arg = arg;
-        f->map_lo = map_lo;
-        f->map_size = size + ps;
+        f->stack_lo = lo;
+        f->stack_size = size;
         f->refs = attr->detached ? 1 : 2;
         f->no_steal = attr->no_steal;
-        context_init(&f->ctx, map_lo + ps, (size_t)((char *)f - (map_lo + ps)), fiber_entry, f);
+        context_init(&f->ctx, lo, (size_t)((char *)f - lo), fiber_entry, f);
 #ifdef SCHED_TSAN
         f->tsan_fiber = __tsan_create_fiber(0);
 #endif

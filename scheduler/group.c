@@ -250,28 +250,6 @@ static void *worker_main(void *arg)
 
 /* ------------------------------------------------------------------ lifecycle ----- */
 
-static int check_max_map_count(size_t max_fibers)
-{
-        unsigned long have = 0, need = 2 * (unsigned long)max_fibers + 4096;
-        FILE *fp = fopen("/proc/sys/vm/max_map_count", "re");
-
-        if (!fp)
-                return 0; /* not Linux /proc: nothing to check */
-        if (fscanf(fp, "%lu", &have) != 1)
-                have = 0;
-        fclose(fp);
-        if (have && have < need) {
-                sched_log(LOG_ERR,
-                          "vm.max_map_count is %lu, but max_fibers=%zu needs %lu memory maps "
-                          "(a stack and its guard page per fiber, plus slack): raise it with "
-                          "'sysctl -w vm.max_map_count=%lu' (or the sysctl.d drop-in) or lower "
-                          "max_fibers",
-                          have, max_fibers, need, need);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 static void group_destroy(SchedulingGroup *g)
 {
         if (!g)
@@ -301,9 +279,6 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         if (nworkers > SCHED_MAX_WORKERS || cap < 2 || (cap & (cap - 1)) || stack % page_size() ||
             stack < 4 * page_size() || max_fibers > cap)
                 return -EINVAL;
-        r = check_max_map_count(max_fibers);
-        if (r < 0)
-                return r;
 
         g = aligned_alloc(128, (sizeof(*g) + 127) & ~(size_t)127);
         if (!g)
@@ -313,13 +288,6 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         g->nworkers = nworkers;
         g->stack_size = stack;
         g->max_fibers = max_fibers;
-        /* A stack that goes back to the pool is reused, never unmapped while the
-         * group runs: mmap and munmap take the process's mmap lock for writing, and
-         * two workers churning stacks through it serialise on it (~5-10 us a fiber
-         * against ~0.1 us from the pool). The pool can hold as many stacks as the
-         * group may have fibers; their resident pages stay (about one page each). */
-        g->pool_cap = max_fibers;
-        g->pool = calloc(max_fibers, sizeof(char *)); /* 8 bytes a fiber, touched as used */
         g->node = p->node;
         if (p->cpus)
                 g->cpus = *p->cpus;
@@ -328,10 +296,12 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         g->pin_workers = p->pin_workers;
         g->bind = p->bind;
         g->local_queues = p->local_queues;
-        if (!g->pool) {
-                r = -ENOMEM;
+        r = stack_budget_reserve(g);
+        if (r < 0)
                 goto out_free;
-        }
+        r = stack_pool_init(g, nworkers, cache);
+        if (r < 0)
+                goto out_free;
         r = runq_init(&g->runq, cap);
         if (r < 0)
                 goto out_free;
@@ -348,12 +318,9 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
                 w->group = g;
                 w->index = i;
                 w->yield_rng = 0x9e3779b9u ^ (i + 1); /* xorshift32: any nonzero seed */
-                w->stacks.cap = cache;
-                w->stacks.slot = calloc(cache, sizeof(char *));
-                if (!w->stacks.slot) {
-                        r = -ENOMEM;
+                r = stack_cache_init(&w->stacks, cache);
+                if (r < 0)
                         goto out_free;
-                }
         }
         if (g->bind && g->node >= 0) {
                 /* Group-owned memory on the group's node (pages already touched move). */

@@ -84,8 +84,8 @@ struct Fiber {
         const char *tag;
         FiberFn fn;
         void *arg;
-        char *map_lo;       /* start of the mapping: guard page, then the stack */
-        size_t map_size;    /* bytes, guard page included */
+        char *stack_lo;     /* the stack's lowest byte; its guard lies below it */
+        size_t stack_size;  /* bytes, guard not included */
         int handoff;        /* wake-up handshake, see the top of this file */
         int refs;           /* 1 running + 1 joinable handle */
         bool cancelled;     /* atomic; set once */
@@ -138,10 +138,30 @@ uint64_t tsc_to_ns(uint64_t ticks);
 
 /* ------------------------------------------------------------------ workers ------- */
 
+/* Fiber stacks (stack.c): the guard below each stack, STACK_GUARD_SIZE bytes. */
+#define STACK_GUARD_SIZE (64 * 1024)
+
 typedef struct StackCache {
-        char **slot; /* LIFO of cached stack mappings (default size only) */
+        char **slot; /* LIFO of cached stacks, by lowest byte (default size only) */
         unsigned n, cap;
 } StackCache;
+
+typedef struct StackArena StackArena;
+
+/* A group's default-size stacks beyond its workers' caches (stack.c). */
+typedef struct StackPool {
+        int lock;                /* spinlock over everything below but arena_mutex */
+        char **warm;             /* committed stacks, a LIFO array */
+        size_t warm_n, warm_cap; /* warm_n: atomic for the unlocked peek */
+        char *dirty[64];         /* freed beyond warm: the next batch to release */
+        unsigned dirty_n;        /* atomic for the unlocked peek */
+        char **free;             /* released slots (no memory), reused first */
+        size_t free_n, free_cap;
+        StackArena *arenas;          /* guard regions: reserved arenas, newest first */
+        char *carve, *carve_end;     /* the newest arena's part not yet carved into slots */
+        pthread_mutex_t arena_mutex; /* one thread grows the arenas at a time */
+        size_t maps_reserved;        /* mprotect guards: this group's share of the budget */
+} StackPool;
 
 typedef struct Worker {
         SchedulingGroup *group;
@@ -230,9 +250,7 @@ struct SchedulingGroup {
         uint64_t spinner_handoffs __attribute__((aligned(128)));
         uint64_t futex_wakeups;
         uint64_t created_outside; /* fibers created from non-worker threads */
-        int pool_lock;            /* spinlock over the group's stack pool */
-        char **pool;              /* stacks beyond the workers' caches (a LIFO array) */
-        size_t pool_n, pool_cap;  /* pool_n: atomic for the unlocked peek */
+        StackPool stacks;         /* stacks beyond the workers' caches (stack.c) */
         char name[16];
         /* Placement, binding and stealing (scheduler.c). */
         Scheduler *owner;  /* the Scheduler it belongs to; NULL for a lone group */
@@ -310,10 +328,24 @@ void fiber_run(Worker *w, Fiber *f);
 /* fiber_release - drop a reference; the last one frees the stack. */
 void fiber_release(Fiber *f);
 
-/* Stacks (stack.c). stack_alloc returns the start of the mapping (guard first). */
-int stack_alloc(SchedulingGroup *g, size_t size, char **ret_map_lo);
-void stack_free(SchedulingGroup *g, char *map_lo, size_t map_size, bool to_pool);
+/* Stacks (stack.c). A stack is named by its lowest byte; its guard lies below.
+ * stack_alloc - a stack of @size bytes for a fiber of @g: from the calling worker's
+ * cache, the group's warm pool, a released slot, or a new slot. Returns 0, or -ENOMEM
+ * (out of memory, address space, or in mprotect mode memory maps; logged with the
+ * cause). Context: any thread; does not yield.
+ * stack_free - give back a stack of @g: to the worker's cache, or (@to_pool, or not on
+ * one of @g's workers) the pool; beyond it, released in batches. Context: any thread.
+ * stack_budget_reserve - in mprotect mode, reserve @g's 2 * max_fibers memory maps in
+ * the process-wide budget: -ENOMEM (logged) when the group alone exceeds
+ * vm.max_map_count, a warning when the process's groups together do. Context: group
+ * construction. */
+int stack_alloc(SchedulingGroup *g, size_t size, char **ret_lo);
+void stack_free(SchedulingGroup *g, char *lo, size_t size, bool to_pool);
+int stack_budget_reserve(SchedulingGroup *g);
+int stack_cache_init(StackCache *c, unsigned cap);
 void stack_cache_term(SchedulingGroup *g, StackCache *c);
+/* stack_pool_init - after g->max_fibers, stack_size, node and bind are set. */
+int stack_pool_init(SchedulingGroup *g, unsigned nworkers, unsigned cache);
 void stack_pool_term(SchedulingGroup *g);
 int stack_overflow_handler_install(Worker *w);
 void stack_overflow_handler_remove(Worker *w);

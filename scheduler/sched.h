@@ -54,6 +54,25 @@ uint64_t sched_deadline_after(uint64_t timeout_ns);
 
 /* ---------------------------------------------------------------- groups -------- */
 
+/* How fiber stacks are guarded in this process (scheduler/stack.c). */
+typedef enum SchedGuardMode {
+        SCHED_GUARD_REGIONS,  /* madvise(MADV_GUARD_INSTALL), Linux >= 6.13: page-table
+                               * markers in large arenas, no memory map per stack */
+        SCHED_GUARD_MPROTECT, /* one mapping per stack with a PROT_NONE guard: two maps */
+} SchedGuardMode;
+
+/*
+ * sched_stack_guard_mode - the guard mode, detected at the first call (and logged
+ * through sched_set_log()'s hook): guard regions when the kernel accepts
+ * MADV_GUARD_INSTALL, else mprotect. FIBERD_STACK_GUARD=mprotect in the environment
+ * forces mprotect (for tests, or a kernel whose guard regions misbehave). Context: any.
+ */
+SchedGuardMode sched_stack_guard_mode(void);
+
+/* sched_stack_maps_per_fiber - kernel memory maps each live fiber costs: 0 with guard
+ * regions, 2 with mprotect guards. Context: any. */
+size_t sched_stack_maps_per_fiber(void);
+
 /* Where a worker's ready fibers wait: see "Run queues" in the README. */
 typedef enum SchedQueuePolicy {
         SCHED_QUEUE_DEFAULT = 0, /* the measured default (see README) */
@@ -78,8 +97,11 @@ typedef struct SchedGroupConfig {
  * @ret: out, the group, written only on success; free with sched_group_free().
  * @cfg: NULL for all defaults.
  *
- * Checks that vm.max_map_count holds two maps per fiber for @cfg->max_fibers (guard page
- * + stack) and fails with a message naming the sysctl to raise when it does not.
+ * Stacks are guarded by guard regions where the kernel has them (see
+ * sched_stack_guard_mode()): no memory map per fiber. Else (mprotect guards, two maps
+ * per fiber) it checks that vm.max_map_count holds 2 * @cfg->max_fibers maps and fails
+ * with a message naming the sysctl to raise when it does not, and warns when the
+ * process's groups together need more than it holds.
  *
  * Return: 0; -EINVAL for a bad config (workers > 64, capacity not a power of two,
  * max_fibers > runq_capacity, stack size not a page multiple); -ENOMEM when

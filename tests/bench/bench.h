@@ -43,9 +43,10 @@ uint64_t bench_rss_bytes(void);
  * alive at once asks for: the power of two >= @live, at least 16384. Pure. */
 size_t bench_fibers_cap(size_t live);
 
-/* bench_maps_needed - vm.max_map_count that sched_group_new() demands for @max_fibers:
- * two maps per fiber plus slack (mirrors scheduler/group.c). Pure. */
-unsigned long bench_maps_needed(size_t max_fibers);
+/* bench_maps_needed - vm.max_map_count that @groups groups of @max_fibers each need:
+ * sched_stack_maps_per_fiber() per fiber plus slack, or 0 with guard regions (no map
+ * per fiber; scheduler/stack.c). */
+unsigned long bench_maps_needed(size_t max_fibers, unsigned groups);
 
 /* bench_parse_count - @s as a positive count, or @def when @s is NULL; dies on junk. */
 uint64_t bench_parse_count(const char *s, uint64_t def);
