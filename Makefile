@@ -103,7 +103,14 @@ check-sanitizers: deps
 	$(MAKE) --no-print-directory SANITIZE=thread check-unit
 	$(MAKE) --no-print-directory CONTEXT=ucontext BUILD=build/ucontext check-unit
 
-check: deps format-check
+# check-layering: no folder includes a higher one (tests/layering.sh has the rules); the
+# self-test first proves the check can fail.
+.PHONY: check-layering
+check-layering:
+	@bash tests/layering.sh --self-test
+	@bash tests/layering.sh
+
+check: deps format-check check-layering
 	$(MAKE) --no-print-directory check-unit check-integration check-systemd bench-smoke
 	$(MAKE) --no-print-directory check-sanitizers
 
