@@ -88,8 +88,8 @@ out_sbuffer:
         return r;
 }
 
-int job_new(Job **ret, uint64_t id, uid_t owner, const Plugin *plugin, const char *plugin_name,
-            const msgpack_object *args, int priority, uint64_t timeout_ns)
+int job_new(Job **ret, struct JobTable *table, uint64_t id, uid_t owner, const Plugin *plugin,
+            const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns)
 {
         Job *j = calloc(1, sizeof(*j));
         int r = -ENOMEM;
@@ -103,6 +103,7 @@ int job_new(Job **ret, uint64_t id, uid_t owner, const Plugin *plugin, const cha
         if (r < 0)
                 goto out_free_name;
         j->id = id;
+        j->table = table;
         j->owner = owner;
         j->plugin = plugin;
         j->priority = priority;

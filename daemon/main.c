@@ -347,7 +347,10 @@ int main(int argc, char **argv)
                           d->cfg.retention_ns, d->cfg.retention_max);
         if (r < 0)
                 return EXIT_OSERR;
-        r = plugin_host_init(&d->jobs, d->cfg.plugin_dir, d->cfg.max_message);
+        /* main.c owns both the table and the plugin host: it wires one to the other */
+        jobtable_set_hooks(&d->jobs,
+                           &(JobTableHooks){.run = plugin_host_run, .cancel = plugin_host_cancel});
+        r = plugin_host_init(d->cfg.plugin_dir, d->cfg.max_message);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot load plugins from %s: %s", d->cfg.plugin_dir,
                         strerror(-r));

@@ -5,7 +5,6 @@
  * from a loader_list() snapshot.
  */
 #include "daemon/plugin_host.h"
-#include "daemon/jobtable.h"
 #include "daemon/log.h"
 #include "ipc/encoder.h"
 #include "plugins/loader.h"
@@ -14,18 +13,16 @@
 #include <string.h>
 
 static PluginLoader *host_loader;
-static JobTable *host_table;
 
 static void loader_log(int level, const char *msg)
 {
         log_msg(level, "plugins: %s", msg);
 }
 
-int plugin_host_init(JobTable *t, const char *dir, size_t max_result)
+int plugin_host_init(const char *dir, size_t max_result)
 {
         int r;
 
-        host_table = t;
         plugin_host_set_max_result(max_result);
         r = loader_new(&host_loader, &plugin_host_functions, loader_log);
         if (r < 0)
@@ -41,11 +38,6 @@ int plugin_host_init(JobTable *t, const char *dir, size_t max_result)
         if (r >= 0)
                 log_msg(LOG_INFO, "%zu plugins loaded from %s", loader_count(host_loader), dir);
         return r < 0 ? r : 0;
-}
-
-JobTable *plugin_host_table(void)
-{
-        return host_table;
 }
 
 int plugin_host_rescan(const char *dir)
