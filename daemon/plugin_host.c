@@ -7,6 +7,7 @@
 #include "daemon/plugin_host.h"
 #include "daemon/log.h"
 #include "ipc/encoder.h"
+#include "ipc/protocol.h"
 #include "plugins/loader.h"
 
 #include <errno.h>
@@ -89,22 +90,22 @@ int plugin_host_pack_list(msgpack_packer *pk)
         if (r < 0)
                 return r;
         r |= msgpack_pack_map(pk, 2);
-        r |= ipc_pack_cstr(pk, "plugins");
+        r |= ipc_pack_cstr(pk, IPC_KEY_PLUGINS);
         r |= msgpack_pack_array(pk, (uint32_t)l->n_loaded);
         for (size_t i = 0; i < l->n_loaded; i++) {
                 const LoadedPlugin *p = l->loaded[i];
                 r |= msgpack_pack_map(pk, 4);
-                r |= ipc_pack_kv_cstr(pk, "name", p->name);
-                r |= ipc_pack_kv_cstr(pk, "version", p->version);
-                r |= ipc_pack_kv_cstr(pk, "description", p->description);
-                r |= ipc_pack_kv_cstr(pk, "path", p->path);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_NAME, p->name);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_VERSION, p->version);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_DESCRIPTION, p->description);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_PATH, p->path);
         }
-        r |= ipc_pack_cstr(pk, "refused");
+        r |= ipc_pack_cstr(pk, IPC_KEY_REFUSED);
         r |= msgpack_pack_array(pk, (uint32_t)l->n_refused);
         for (size_t i = 0; i < l->n_refused; i++) {
                 r |= msgpack_pack_map(pk, 2);
-                r |= ipc_pack_kv_cstr(pk, "path", l->refused[i].path);
-                r |= ipc_pack_kv_cstr(pk, "reason", l->refused[i].reason);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_PATH, l->refused[i].path);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_REASON, l->refused[i].reason);
         }
         loader_list_free(l);
         return r ? -ENOMEM : 0;
