@@ -114,6 +114,8 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, uid_t owner, const P
         j->state = JOB_QUEUED;
         j->submitted_ms = job_now_ms();
         j->heap_index = SIZE_MAX;
+        list_init(&j->all_link);
+        list_init(&j->fin_link);
         fiber_event_init(&j->ran);
         fiber_event_init(&j->finished);
         *ret = j;

@@ -31,6 +31,7 @@
 
 #include <msgpack.h>
 
+#include "scheduler/base/list.h"
 #include "scheduler/sched.h"
 
 typedef enum JobState {
@@ -96,9 +97,9 @@ typedef struct Job {
 
         /* table links (jobtable.c), under the table lock */
         struct Job *hash_next;
-        struct Job *all_prev, *all_next; /* every job, by id */
-        struct Job *fin_prev, *fin_next; /* finished jobs, by finish time */
-        size_t heap_index;               /* in the dispatcher's queue; SIZE_MAX = not */
+        ListHead all_link; /* in JobTable.all: every job, by id */
+        ListHead fin_link; /* in JobTable.finished once final, by finish time */
+        size_t heap_index; /* in the dispatcher's queue; SIZE_MAX = not */
 } Job;
 
 /*

@@ -40,6 +40,8 @@ int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t ma
         t->max_queued = max_queued;
         t->retention_ns = retention_ns;
         t->retention_max = retention_max;
+        list_init(&t->all);
+        list_init(&t->finished);
         fiber_event_init(&t->idle);
         return 0;
 }
@@ -53,12 +55,11 @@ void jobtable_set_hooks(JobTable *t, const JobTableHooks *hooks)
 
 void jobtable_done(JobTable *t)
 {
-        Job *j = t->all_head;
+        ListHead *pos, *tmp;
 
-        while (j) {
-                Job *next = j->all_next;
-                job_unref(j);
-                j = next;
+        list_for_each_safe(pos, tmp, &t->all)
+        {
+                job_unref(list_entry(pos, Job, all_link));
         }
         for (size_t i = 0; i < t->nplugins; i++)
                 free(t->plugins[i].name);
@@ -242,12 +243,7 @@ int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *
         j->hash_next = t->buckets[bucket_of(t, j->id)];
         t->buckets[bucket_of(t, j->id)] = j;
         t->count++;
-        j->all_prev = t->all_tail;
-        if (t->all_tail)
-                t->all_tail->all_next = j;
-        else
-                t->all_head = j;
-        t->all_tail = j;
+        list_add_tail(&t->all, &j->all_link);
         t->counts.submitted++;
         t->counts.queued++;
         pc = plugin_counts_locked(t, plugin_name);
@@ -280,13 +276,7 @@ void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, c
                 free(j->error_message);
                 j->error_message = m;
         }
-        j->fin_prev = t->fin_tail;
-        j->fin_next = NULL;
-        if (t->fin_tail)
-                t->fin_tail->fin_next = j;
-        else
-                t->fin_head = j;
-        t->fin_tail = j;
+        list_add_tail(&t->finished, &j->fin_link);
         t->fin_count++;
         fiber_event_set(&j->finished);
         jobtable_check_idle_locked(t);
@@ -328,22 +318,8 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
 static void retire_locked(JobTable *t, Job *j)
 {
         hash_remove_locked(t, j);
-        if (j->all_prev)
-                j->all_prev->all_next = j->all_next;
-        else
-                t->all_head = j->all_next;
-        if (j->all_next)
-                j->all_next->all_prev = j->all_prev;
-        else
-                t->all_tail = j->all_prev;
-        if (j->fin_prev)
-                j->fin_prev->fin_next = j->fin_next;
-        else
-                t->fin_head = j->fin_next;
-        if (j->fin_next)
-                j->fin_next->fin_prev = j->fin_prev;
-        else
-                t->fin_tail = j->fin_prev;
+        list_del(&j->all_link);
+        list_del(&j->fin_link);
         t->fin_count--;
         job_unref(j);
 }
@@ -355,9 +331,13 @@ void jobtable_sweep(JobTable *t)
         size_t nexpired = 0;
 
         jobtable_lock(t);
-        while (t->fin_head && (t->fin_count > t->retention_max ||
-                               t->fin_head->finished_mono_ns + t->retention_ns <= now))
-                retire_locked(t, t->fin_head);
+        for (ListHead *e; (e = list_first(&t->finished));) {
+                Job *oldest = list_entry(e, Job, fin_link);
+                if (t->fin_count <= t->retention_max &&
+                    oldest->finished_mono_ns + t->retention_ns > now)
+                        break;
+                retire_locked(t, oldest);
+        }
         for (size_t i = 0; i < dispatch_queued_locked(&t->dispatch) && nexpired < 64; i++) {
                 Job *q = dispatch_at_locked(&t->dispatch, i);
                 if (q->deadline_ns <= now)
@@ -384,7 +364,7 @@ void jobtable_stop(JobTable *t)
                 jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_CANCELLED,
                                        "cancelled while queued: fiberd is shutting down");
         }
-        for (j = t->all_head; j; j = j->all_next) {
+        for (j = jobtable_next_locked(t, NULL); j; j = jobtable_next_locked(t, j)) {
                 if (j->state != JOB_RUNNING || j->cancel_requested)
                         continue;
                 job_set_cancel_requested(j);
@@ -402,7 +382,7 @@ int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg)
         int r = 0;
 
         jobtable_lock(t);
-        for (Job *j = t->all_head; j && r == 0; j = j->all_next)
+        for (Job *j = jobtable_next_locked(t, NULL); j && r == 0; j = jobtable_next_locked(t, j))
                 r = fn(j, arg);
         jobtable_unlock(t);
         return r;

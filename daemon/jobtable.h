@@ -65,11 +65,11 @@ typedef struct JobTable {
         uint64_t next_id;
         JobTableHooks hooks;
 
-        Job **buckets;            /* hash by id */
-        size_t nbuckets;          /* power of two */
-        size_t count;             /* jobs in the hash */
-        Job *all_head, *all_tail; /* by id */
-        Job *fin_head, *fin_tail; /* finished, by finish time */
+        Job **buckets;     /* hash by id */
+        size_t nbuckets;   /* power of two */
+        size_t count;      /* jobs in the hash */
+        ListHead all;      /* Job.all_link, by id */
+        ListHead finished; /* Job.fin_link, by finish time */
         size_t fin_count;
 
         Dispatcher dispatch; /* queued and running jobs (dispatch.h) */
@@ -153,6 +153,16 @@ void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts 
  * yield or take the lock); stops early when @fn returns non-zero and returns that.
  */
 int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg);
+
+/*
+ * jobtable_next_locked - the job after @j in id order (@j NULL: the first one), or NULL
+ * after the last. Not referenced: valid while the lock is held. Context: table lock held.
+ */
+static inline Job *jobtable_next_locked(JobTable *t, Job *j)
+{
+        ListHead *e = j ? j->all_link.next : t->all.next;
+        return e == &t->all ? NULL : list_entry(e, Job, all_link);
+}
 
 /* Lock helpers for code that reads a job's mutable fields (job.h). */
 void jobtable_lock(JobTable *t);

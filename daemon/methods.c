@@ -319,11 +319,13 @@ static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
                 }
         }
         jobtable_lock(&d->jobs);
-        for (Job *j = d->jobs.all_head; j; j = j->all_next)
+        for (Job *j = jobtable_next_locked(&d->jobs, NULL); j;
+             j = jobtable_next_locked(&d->jobs, j))
                 matches += list_match(&f, j);
         skip = matches > limit ? matches - limit : 0;
         r |= msgpack_pack_array(pk, (uint32_t)(matches - skip));
-        for (Job *j = d->jobs.all_head; j && r == 0; j = j->all_next) {
+        for (Job *j = jobtable_next_locked(&d->jobs, NULL); j && r == 0;
+             j = jobtable_next_locked(&d->jobs, j)) {
                 if (!list_match(&f, j))
                         continue;
                 if (skip) {
