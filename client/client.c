@@ -9,6 +9,7 @@
  * reading while writing is what keeps a deep pipeline from deadlocking.
  */
 #include "client/client.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -192,11 +193,12 @@ msgpack_packer *client_request(Client *c, const char *method, uint32_t nparams, 
         return &c->pk;
 }
 
+/* The longest single poll(2), ms: longer waits loop. */
+#define POLL_MAX_MS ((int64_t)(1000 * MSEC_PER_SEC))
+
 static int64_t now_ms(void)
 {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return (int64_t)(clock_now_ns(CLOCK_MONOTONIC) / NSEC_PER_MSEC);
 }
 
 /* Milliseconds left until @deadline (-1 = none), for poll(2). */
@@ -205,7 +207,7 @@ static int remaining_ms(int64_t deadline)
         if (deadline < 0)
                 return -1;
         int64_t left = deadline - now_ms();
-        return left <= 0 ? 0 : left > 1000000 ? 1000000 : (int)left;
+        return left <= 0 ? 0 : left > POLL_MAX_MS ? (int)POLL_MAX_MS : (int)left;
 }
 
 static int closed_error(Client *c, IpcStatus *st, int r)
@@ -376,7 +378,7 @@ static int client_decode_checked(Client *c, IpcMessage *ret, IpcStatus *st)
 
         if (r <= 0)
                 return r;
-        if (m.type != IPC_NOTIFICATION || strcmp(m.method, "connection.error") != 0) {
+        if (m.type != IPC_NOTIFICATION || strcmp(m.method, IPC_NOTIFY_CONNECTION_ERROR) != 0) {
                 *ret = m;
                 return 1;
         }

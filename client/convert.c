@@ -8,6 +8,7 @@
  * recursion is bounded.
  */
 #include "client/convert.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -198,11 +199,11 @@ int convert_duration_ms(const char *s, uint64_t *ret)
         if (strcmp(end, "ms") == 0)
                 scale = 1;
         else if (strcmp(end, "s") == 0 || *end == '\0')
-                scale = 1000;
+                scale = MSEC_PER_SEC;
         else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
-                scale = 60000;
+                scale = 60 * MSEC_PER_SEC;
         else if (strcmp(end, "h") == 0)
-                scale = 3600000;
+                scale = 3600 * MSEC_PER_SEC;
         else
                 return -EINVAL;
         double ms = v * scale;

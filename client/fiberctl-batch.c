@@ -124,7 +124,7 @@ static int batch_read_line(Batch *b)
         json_t *params =
                 json_pack("[OOO]", plugin, args ? args : json_null(), opts ? opts : json_null());
         json_decref(spec);
-        return ctl_send(b->ctl, "job.submit", params, &s->msgid);
+        return ctl_send(b->ctl, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
 }
 
 static void batch_print_submitted(Batch *b, const BatchSlot *s)
@@ -163,7 +163,7 @@ static int batch_handle(Batch *b, IpcMessage *m)
                 return 0;
         }
         if (!s->waiting) {
-                s->id = json_integer_value(json_object_get(res, "id"));
+                s->id = json_integer_value(json_object_get(res, IPC_KEY_ID));
                 json_decref(res);
                 if (!b->wait) {
                         batch_print_submitted(b, s);
@@ -172,11 +172,11 @@ static int batch_handle(Batch *b, IpcMessage *m)
                         return 0;
                 }
                 s->waiting = true;
-                return ctl_send(b->ctl, "job.wait", json_pack("[I]", s->id), &s->msgid);
+                return ctl_send(b->ctl, IPC_METHOD_JOB_WAIT, json_pack("[I]", s->id), &s->msgid);
         }
         if (!ctl_job_is_final(res)) { /* the daemon gave up waiting: ask again */
                 json_decref(res);
-                return ctl_send(b->ctl, "job.wait", json_pack("[I]", s->id), &s->msgid);
+                return ctl_send(b->ctl, IPC_METHOD_JOB_WAIT, json_pack("[I]", s->id), &s->msgid);
         }
         if (b->ctl->json && json_is_object(res)) {
                 json_object_set_new(res, "line", json_integer((json_int_t)s->line));

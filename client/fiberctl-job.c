@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "client/convert.h"
+#include "scheduler/base/time-util.h"
 
 static const char *str_of(const json_t *o, const char *key, const char *dflt)
 {
@@ -28,16 +29,17 @@ static const char *str_of(const json_t *o, const char *key, const char *dflt)
 
 bool ctl_job_is_final(const json_t *record)
 {
-        const char *s = str_of(record, "state", "");
-        return strcmp(s, "done") == 0 || strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0;
+        const char *s = str_of(record, IPC_KEY_STATE, "");
+        return strcmp(s, IPC_STATE_DONE) == 0 || strcmp(s, IPC_STATE_FAILED) == 0 ||
+               strcmp(s, IPC_STATE_CANCELLED) == 0;
 }
 
 int ctl_job_exit(const json_t *record)
 {
-        const char *s = str_of(record, "state", "");
-        if (strcmp(s, "done") == 0)
+        const char *s = str_of(record, IPC_KEY_STATE, "");
+        if (strcmp(s, IPC_STATE_DONE) == 0)
                 return 0;
-        if (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0)
+        if (strcmp(s, IPC_STATE_FAILED) == 0 || strcmp(s, IPC_STATE_CANCELLED) == 0)
                 return EXIT_JOB_FAILED;
         return EX_TEMPFAIL;
 }
@@ -47,13 +49,15 @@ static void format_duration(char *buf, size_t size, json_int_t ms)
 {
         if (ms < 0)
                 ms = 0;
-        if (ms < 1000)
+        const json_int_t sec = MSEC_PER_SEC;
+
+        if (ms < sec)
                 snprintf(buf, size, "%" JSON_INTEGER_FORMAT "ms", ms);
-        else if (ms < 60000)
-                snprintf(buf, size, "%.2fs", ms / 1e3);
+        else if (ms < 60 * sec)
+                snprintf(buf, size, "%.2fs", (double)ms / sec);
         else
                 snprintf(buf, size, "%" JSON_INTEGER_FORMAT "m%02" JSON_INTEGER_FORMAT "s",
-                         ms / 60000, (ms / 1000) % 60);
+                         ms / (60 * sec), (ms / sec) % 60);
 }
 
 static void format_time(char *buf, size_t size, const json_t *ms)
@@ -63,35 +67,33 @@ static void format_time(char *buf, size_t size, const json_t *ms)
                 return;
         }
         json_int_t v = json_integer_value(ms);
-        time_t t = (time_t)(v / 1000);
+        time_t t = (time_t)(v / (json_int_t)MSEC_PER_SEC);
         struct tm tm;
         char date[32];
         localtime_r(&t, &tm);
         strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", &tm);
-        snprintf(buf, size, "%s.%03d", date, (int)(v % 1000));
+        snprintf(buf, size, "%s.%03d", date, (int)(v % (json_int_t)MSEC_PER_SEC));
 }
 
 /* The job's run time so far (or in total), from its timestamps. */
 static json_int_t job_duration_ms(const json_t *r)
 {
-        json_t *start = json_object_get(r, "started_ms");
-        json_t *end = json_object_get(r, "finished_ms");
+        json_t *start = json_object_get(r, IPC_KEY_STARTED_MS);
+        json_t *end = json_object_get(r, IPC_KEY_FINISHED_MS);
         if (!json_is_integer(start))
                 return -1;
         json_int_t e;
         if (json_is_integer(end)) {
                 e = json_integer_value(end);
         } else {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                e = (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+                e = (json_int_t)(clock_now_ns(CLOCK_REALTIME) / NSEC_PER_MSEC);
         }
         return e - json_integer_value(start);
 }
 
 static void format_progress(char *buf, size_t size, const json_t *p)
 {
-        json_t *done = json_object_get(p, "done"), *total = json_object_get(p, "total");
+        json_t *done = json_object_get(p, IPC_KEY_DONE), *total = json_object_get(p, IPC_KEY_TOTAL);
         if (!json_is_integer(done)) {
                 snprintf(buf, size, "-");
                 return;
@@ -114,12 +116,13 @@ void ctl_print_job_line(const Ctl *ctl, const json_t *r)
         json_int_t ms = job_duration_ms(r);
         if (ms >= 0)
                 format_duration(dur, sizeof(dur), ms);
-        printf("%" JSON_INTEGER_FORMAT " %s %s %s", json_integer_value(json_object_get(r, "id")),
-               str_of(r, "plugin", "?"), str_of(r, "state", "?"), dur);
-        json_t *err = json_object_get(r, "error");
-        json_t *res = json_object_get(r, "result");
+        printf("%" JSON_INTEGER_FORMAT " %s %s %s",
+               json_integer_value(json_object_get(r, IPC_KEY_ID)), str_of(r, IPC_KEY_PLUGIN, "?"),
+               str_of(r, IPC_KEY_STATE, "?"), dur);
+        json_t *err = json_object_get(r, IPC_KEY_ERROR);
+        json_t *res = json_object_get(r, IPC_KEY_RESULT);
         if (json_is_object(err)) {
-                printf(" %s: %s", str_of(err, "code", "?"), str_of(err, "message", ""));
+                printf(" %s: %s", str_of(err, IPC_KEY_CODE, "?"), str_of(err, IPC_KEY_MESSAGE, ""));
         } else if (res && !json_is_null(res)) {
                 char *s = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);
                 if (s)
@@ -138,43 +141,43 @@ void ctl_print_job_record(const Ctl *ctl, const json_t *r)
                 return;
         }
         printf("job %" JSON_INTEGER_FORMAT " (%s): %s\n",
-               json_integer_value(json_object_get(r, "id")), str_of(r, "plugin", "?"),
-               str_of(r, "state", "?"));
+               json_integer_value(json_object_get(r, IPC_KEY_ID)), str_of(r, IPC_KEY_PLUGIN, "?"),
+               str_of(r, IPC_KEY_STATE, "?"));
         printf("  owner     uid %" JSON_INTEGER_FORMAT "\n",
-               json_integer_value(json_object_get(r, "owner")));
+               json_integer_value(json_object_get(r, IPC_KEY_OWNER)));
         printf("  priority  %" JSON_INTEGER_FORMAT "\n",
-               json_integer_value(json_object_get(r, "priority")));
-        json_int_t timeout = json_integer_value(json_object_get(r, "timeout_ms"));
+               json_integer_value(json_object_get(r, IPC_KEY_PRIORITY)));
+        json_int_t timeout = json_integer_value(json_object_get(r, IPC_KEY_TIMEOUT_MS));
         if (timeout > 0) {
                 format_duration(buf, sizeof(buf), timeout);
                 printf("  timeout   %s\n", buf);
         }
-        format_time(buf, sizeof(buf), json_object_get(r, "created_ms"));
+        format_time(buf, sizeof(buf), json_object_get(r, IPC_KEY_CREATED_MS));
         printf("  created   %s\n", buf);
-        format_time(buf, sizeof(buf), json_object_get(r, "started_ms"));
+        format_time(buf, sizeof(buf), json_object_get(r, IPC_KEY_STARTED_MS));
         printf("  started   %s\n", buf);
-        format_time(buf, sizeof(buf), json_object_get(r, "finished_ms"));
+        format_time(buf, sizeof(buf), json_object_get(r, IPC_KEY_FINISHED_MS));
         printf("  finished  %s\n", buf);
         json_int_t ms = job_duration_ms(r);
         if (ms >= 0) {
                 format_duration(buf, sizeof(buf), ms);
                 printf("  ran       %s%s\n", buf, ctl_job_is_final(r) ? "" : " so far");
         }
-        json_t *progress = json_object_get(r, "progress");
+        json_t *progress = json_object_get(r, IPC_KEY_PROGRESS);
         if (json_is_object(progress)) {
                 format_progress(buf, sizeof(buf), progress);
                 printf("  progress  %s\n", buf);
         }
-        json_t *res = json_object_get(r, "result");
+        json_t *res = json_object_get(r, IPC_KEY_RESULT);
         if (res && !json_is_null(res)) {
                 char *s = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);
                 printf("  result    %s\n", s ? s : "?");
                 free(s);
         }
-        json_t *err = json_object_get(r, "error");
+        json_t *err = json_object_get(r, IPC_KEY_ERROR);
         if (json_is_object(err))
-                printf("  error     %s: %s\n", str_of(err, "code", "?"),
-                       str_of(err, "message", ""));
+                printf("  error     %s: %s\n", str_of(err, IPC_KEY_CODE, "?"),
+                       str_of(err, IPC_KEY_MESSAGE, ""));
 }
 
 /* Reports a failed call about job @id; returns the exit code. */
@@ -228,7 +231,7 @@ static int call_on_one_id(Ctl *ctl, int argc, char **argv, const char *method, u
 static int wait_one(Ctl *ctl, uint64_t id, json_t **ret)
 {
         IpcStatus st;
-        int r = ctl_call(ctl, "job.wait", json_pack("[I]", (json_int_t)id), ret, &st);
+        int r = ctl_call(ctl, IPC_METHOD_JOB_WAIT, json_pack("[I]", (json_int_t)id), ret, &st);
         return r ? job_fail(r, id, &st) : 0;
 }
 
@@ -254,7 +257,7 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
                         if (errno || *end || end == optarg)
                                 r = ctl_usage("--priority needs an integer, got '%s'", optarg);
                         else
-                                json_object_set_new(opts, "priority", json_integer(v));
+                                json_object_set_new(opts, IPC_OPT_PRIORITY, json_integer(v));
                         break;
                 }
                 case 't': {
@@ -264,7 +267,7 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
                                               "2m, got '%s'",
                                               optarg);
                         else
-                                json_object_set_new(opts, "timeout_ms",
+                                json_object_set_new(opts, IPC_OPT_TIMEOUT_MS,
                                                     json_integer((json_int_t)ms));
                         break;
                 }
@@ -298,13 +301,13 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
         }
 
         IpcStatus st;
-        r = ctl_call(ctl, "job.submit", json_pack("[soo]", plugin, args, opts), &res, &st);
+        r = ctl_call(ctl, IPC_METHOD_JOB_SUBMIT, json_pack("[soo]", plugin, args, opts), &res, &st);
         if (r) {
                 if (strcmp(st.message, "(reported above)") != 0)
                         fprintf(stderr, "fiberctl: submit %s: %s\n", plugin, st.message);
                 return r;
         }
-        json_int_t id = json_integer_value(json_object_get(res, "id"));
+        json_int_t id = json_integer_value(json_object_get(res, IPC_KEY_ID));
         if (id <= 0) {
                 fprintf(stderr, "fiberctl: submit: fiberd's answer has no job id\n");
                 json_decref(res);
@@ -333,7 +336,7 @@ int verb_status(Ctl *ctl, int argc, char **argv)
         uint64_t id;
         json_t *res;
         IpcStatus st;
-        int rc, r = call_on_one_id(ctl, argc, argv, "job.status", &id, &res, &st, &rc);
+        int rc, r = call_on_one_id(ctl, argc, argv, IPC_METHOD_JOB_STATUS, &id, &res, &st, &rc);
         if (r)
                 return r;
         r = rc;
@@ -386,8 +389,8 @@ int verb_wait(Ctl *ctl, int argc, char **argv)
                 }
         }
         for (size_t i = 0; i < n; i++) {
-                int r = ctl_send(ctl, "job.wait", json_pack("[IO]", (json_int_t)w[i].id, timeout),
-                                 &w[i].msgid);
+                int r = ctl_send(ctl, IPC_METHOD_JOB_WAIT,
+                                 json_pack("[IO]", (json_int_t)w[i].id, timeout), &w[i].msgid);
                 if (r) {
                         free(w);
                         json_decref(timeout);
@@ -440,7 +443,7 @@ int verb_result(Ctl *ctl, int argc, char **argv)
         uint64_t id;
         json_t *res;
         IpcStatus st;
-        int rc, r = call_on_one_id(ctl, argc, argv, "job.result", &id, &res, &st, &rc);
+        int rc, r = call_on_one_id(ctl, argc, argv, IPC_METHOD_JOB_RESULT, &id, &res, &st, &rc);
         if (r)
                 return r;
         r = rc;
@@ -449,11 +452,11 @@ int verb_result(Ctl *ctl, int argc, char **argv)
                 json_t *rec = NULL;
                 IpcStatus st2;
                 if (ctl->client &&
-                    ctl_call(ctl, "job.status", json_pack("[I]", (json_int_t)id), &rec, &st2) ==
-                            0 &&
+                    ctl_call(ctl, IPC_METHOD_JOB_STATUS, json_pack("[I]", (json_int_t)id), &rec,
+                             &st2) == 0 &&
                     ctl_job_exit(rec) == EXIT_JOB_FAILED) {
                         fprintf(stderr, "fiberctl: job %" PRIu64 " %s: %s\n", id,
-                                str_of(rec, "state", "?"), st.message);
+                                str_of(rec, IPC_KEY_STATE, "?"), st.message);
                         json_decref(rec);
                         return EXIT_JOB_FAILED;
                 }
@@ -473,7 +476,7 @@ int verb_cancel(Ctl *ctl, int argc, char **argv)
         uint64_t id;
         json_t *res;
         IpcStatus st;
-        int rc, r = call_on_one_id(ctl, argc, argv, "job.cancel", &id, &res, &st, &rc);
+        int rc, r = call_on_one_id(ctl, argc, argv, IPC_METHOD_JOB_CANCEL, &id, &res, &st, &rc);
         if (r)
                 return r;
         r = rc;
@@ -482,18 +485,20 @@ int verb_cancel(Ctl *ctl, int argc, char **argv)
         if (ctl->json)
                 ctl_print_json(res);
         else if (ctl_job_is_final(res))
-                printf("job %" PRIu64 " had already finished: %s\n", id, str_of(res, "state", "?"));
+                printf("job %" PRIu64 " had already finished: %s\n", id,
+                       str_of(res, IPC_KEY_STATE, "?"));
         else
                 printf("job %" PRIu64 ": cancellation requested (it is %s; fiberctl wait %" PRIu64
                        " shows when it stops)\n",
-                       id, str_of(res, "state", "?"), id);
+                       id, str_of(res, IPC_KEY_STATE, "?"), id);
         json_decref(res);
         return 0;
 }
 
 static bool valid_state(const char *s)
 {
-        static const char *const states[] = {"queued", "running", "done", "failed", "cancelled"};
+        static const char *const states[] = {IPC_STATE_QUEUED, IPC_STATE_RUNNING, IPC_STATE_DONE,
+                                             IPC_STATE_FAILED, IPC_STATE_CANCELLED};
         for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
                 if (strcmp(s, states[i]) == 0)
                         return true;
@@ -522,10 +527,10 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                                                  "failed or cancelled, got '%s'",
                                                  optarg);
                         }
-                        json_object_set_new(filter, "state", json_string(optarg));
+                        json_object_set_new(filter, IPC_FILTER_STATE, json_string(optarg));
                         break;
                 case 'p':
-                        json_object_set_new(filter, "plugin", json_string(optarg));
+                        json_object_set_new(filter, IPC_FILTER_PLUGIN, json_string(optarg));
                         break;
                 case 'n':
                         if (!ctl_parse_id(optarg, &limit)) {
@@ -533,7 +538,8 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                                 return ctl_usage("--limit needs a positive integer, got '%s'",
                                                  optarg);
                         }
-                        json_object_set_new(filter, "limit", json_integer((json_int_t)limit));
+                        json_object_set_new(filter, IPC_FILTER_LIMIT,
+                                            json_integer((json_int_t)limit));
                         break;
                 default:
                         json_decref(filter);
@@ -546,7 +552,7 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 return ctl_usage("list takes no arguments, got '%s'", argv[optind]);
         }
         IpcStatus st;
-        int r = ctl_call(ctl, "job.list", json_pack("[o]", filter), &res, &st);
+        int r = ctl_call(ctl, IPC_METHOD_JOB_LIST, json_pack("[o]", filter), &res, &st);
         if (r) {
                 if (strcmp(st.message, "(reported above)") != 0)
                         fprintf(stderr, "fiberctl: list: %s\n", st.message);
@@ -563,16 +569,17 @@ int verb_list(Ctl *ctl, int argc, char **argv)
         json_array_foreach(res, i, rec)
         {
                 char created[64], ran[32] = "-", progress[64];
-                format_time(created, sizeof(created), json_object_get(rec, "created_ms"));
+                format_time(created, sizeof(created), json_object_get(rec, IPC_KEY_CREATED_MS));
                 json_int_t ms = job_duration_ms(rec);
                 if (ms >= 0)
                         format_duration(ran, sizeof(ran), ms);
-                format_progress(progress, sizeof(progress), json_object_get(rec, "progress"));
+                format_progress(progress, sizeof(progress), json_object_get(rec, IPC_KEY_PROGRESS));
                 printf("%8" JSON_INTEGER_FORMAT " %-12s %-9s %6" JSON_INTEGER_FORMAT
                        " %-23s %9s %s\n",
-                       json_integer_value(json_object_get(rec, "id")), str_of(rec, "plugin", "?"),
-                       str_of(rec, "state", "?"), json_integer_value(json_object_get(rec, "owner")),
-                       created, ran, progress);
+                       json_integer_value(json_object_get(rec, IPC_KEY_ID)),
+                       str_of(rec, IPC_KEY_PLUGIN, "?"), str_of(rec, IPC_KEY_STATE, "?"),
+                       json_integer_value(json_object_get(rec, IPC_KEY_OWNER)), created, ran,
+                       progress);
         }
         json_decref(res);
         return 0;

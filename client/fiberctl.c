@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "client/convert.h"
+#include "scheduler/base/time-util.h"
 
 static const char help_text[] =
         "Usage: fiberctl [-s SOCKET] [--json] VERB [ARGS...]\n"
@@ -49,6 +50,7 @@ static const char help_text[] =
         "                      /run/fiberd.sock as root, else $XDG_RUNTIME_DIR/fiberd.sock)\n"
         "  -j, --json          machine-readable output (JSON; JSON Lines for wait/batch)\n"
         "  -h, --help          this text\n"
+        "  -V, --version       fiberctl's version and the protocol version it speaks\n"
         "\n"
         "KEY=VALUE: numbers become numbers, true/false booleans, null nil, the rest\n"
         "strings; quote to force a string: n='\"42\"'. DUR: 500ms, 10s, 2m, 1h.\n"
@@ -60,27 +62,8 @@ static const char help_text[] =
 
 int ctl_exit_code(const IpcStatus *st)
 {
-        const char *c = st ? st->code : NULL;
-
-        if (!c)
-                return 0;
-        if (strcmp(c, IPC_INVALID_ARGUMENT) == 0)
-                return EX_DATAERR;
-        if (strcmp(c, IPC_NOT_FOUND) == 0)
-                return EX_NOINPUT;
-        if (strcmp(c, IPC_PERMISSION_DENIED) == 0)
-                return EX_NOPERM;
-        if (strcmp(c, IPC_UNAVAILABLE) == 0)
-                return EX_UNAVAILABLE;
-        if (strcmp(c, IPC_OVERLOADED) == 0 || strcmp(c, IPC_DEADLINE_EXCEEDED) == 0 ||
-            strcmp(c, IPC_FAILED_PRECONDITION) == 0)
-                return EX_TEMPFAIL;
-        if (strcmp(c, IPC_MALFORMED_MESSAGE) == 0 || strcmp(c, IPC_MESSAGE_TOO_LARGE) == 0 ||
-            strcmp(c, IPC_METHOD_NOT_FOUND) == 0)
-                return EX_PROTOCOL;
-        if (strcmp(c, IPC_CANCELLED) == 0)
-                return EXIT_JOB_FAILED;
-        return EX_SOFTWARE;
+        /* the protocol's error table holds each code's exit status (ipc/protocol.c) */
+        return ipc_protocol_exit_status(st ? st->code : NULL);
 }
 
 int ctl_fail(const IpcStatus *st)
@@ -212,9 +195,7 @@ static int simple_call(Ctl *ctl, const char *method, json_t **ret_result)
 
 static double now_s(void)
 {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+        return (double)clock_now_ns(CLOCK_MONOTONIC) / NSEC_PER_SEC;
 }
 
 static int no_args(int argc, char **argv)
@@ -234,7 +215,7 @@ static int verb_ping(Ctl *ctl, int argc, char **argv)
         if (r)
                 return r;
         double t0 = now_s();
-        r = simple_call(ctl, "ping", &res);
+        r = simple_call(ctl, IPC_METHOD_PING, &res);
         if (r)
                 return r;
         double rtt_ms = (now_s() - t0) * 1e3;
@@ -243,12 +224,16 @@ static int verb_ping(Ctl *ctl, int argc, char **argv)
                         json_object_set_new(res, "rtt_ms", json_real(rtt_ms));
                 ctl_print_json(res);
         } else {
-                const char *version = json_string_value(json_object_get(res, "version"));
-                json_int_t pid = json_integer_value(json_object_get(res, "pid"));
-                json_int_t up = json_integer_value(json_object_get(res, "uptime_ms"));
+                const char *version = json_string_value(json_object_get(res, IPC_KEY_VERSION));
+                json_int_t pid = json_integer_value(json_object_get(res, IPC_KEY_PID));
+                json_int_t up = json_integer_value(json_object_get(res, IPC_KEY_UPTIME_MS));
+                json_t *proto = json_object_get(res, IPC_KEY_PROTOCOL);
                 printf("fiberd %s (pid %" JSON_INTEGER_FORMAT ") on %s: up %.1fs, round trip "
-                       "%.2f ms\n",
+                       "%.2f ms",
                        version ? version : "?", pid, client_path(ctl->client), up / 1e3, rtt_ms);
+                if (json_is_integer(proto))
+                        printf(", protocol %" JSON_INTEGER_FORMAT, json_integer_value(proto));
+                putchar('\n');
         }
         json_decref(res);
         return 0;
@@ -267,7 +252,7 @@ static int verb_plugins(Ctl *ctl, int argc, char **argv)
         int r = no_args(argc, argv);
         if (r)
                 return r;
-        r = simple_call(ctl, "plugins.list", &res);
+        r = simple_call(ctl, IPC_METHOD_PLUGINS_LIST, &res);
         if (r)
                 return r;
         if (ctl->json) {
@@ -275,19 +260,20 @@ static int verb_plugins(Ctl *ctl, int argc, char **argv)
                 json_decref(res);
                 return 0;
         }
-        json_t *plugins = json_object_get(res, "plugins");
-        json_t *refused = json_object_get(res, "refused");
+        json_t *plugins = json_object_get(res, IPC_KEY_PLUGINS);
+        json_t *refused = json_object_get(res, IPC_KEY_REFUSED);
         printf("%-16s %-10s %s\n", "NAME", "VERSION", "DESCRIPTION");
         json_array_foreach(plugins, i, p)
         {
-                printf("%-16s %-10s %s\n", str_or(p, "name", "?"), str_or(p, "version", "?"),
-                       str_or(p, "description", ""));
+                printf("%-16s %-10s %s\n", str_or(p, IPC_KEY_NAME, "?"),
+                       str_or(p, IPC_KEY_VERSION, "?"), str_or(p, IPC_KEY_DESCRIPTION, ""));
         }
         if (json_array_size(refused) > 0) {
                 printf("\nrefused:\n");
                 json_array_foreach(refused, i, p)
                 {
-                        printf("  %s: %s\n", str_or(p, "path", "?"), str_or(p, "reason", "?"));
+                        printf("  %s: %s\n", str_or(p, IPC_KEY_PATH, "?"),
+                               str_or(p, IPC_KEY_REASON, "?"));
                 }
         }
         json_decref(res);
@@ -303,8 +289,8 @@ static void print_counts(const char *name, const json_t *c)
 {
         printf("%-16s %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT
                " %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT "\n",
-               name, int_of(c, "submitted"), int_of(c, "queued"), int_of(c, "running"),
-               int_of(c, "done"), int_of(c, "failed"), int_of(c, "cancelled"));
+               name, int_of(c, IPC_KEY_SUBMITTED), int_of(c, "queued"), int_of(c, "running"),
+               int_of(c, IPC_KEY_DONE), int_of(c, "failed"), int_of(c, "cancelled"));
 }
 
 static int verb_stats(Ctl *ctl, int argc, char **argv)
@@ -315,7 +301,7 @@ static int verb_stats(Ctl *ctl, int argc, char **argv)
         int r = no_args(argc, argv);
         if (r)
                 return r;
-        r = simple_call(ctl, "stats", &res);
+        r = simple_call(ctl, IPC_METHOD_STATS, &res);
         if (r)
                 return r;
         if (ctl->json) {
@@ -323,27 +309,28 @@ static int verb_stats(Ctl *ctl, int argc, char **argv)
                 json_decref(res);
                 return 0;
         }
-        printf("uptime %.1fs\n\n", int_of(res, "uptime_ms") / 1e3);
+        printf("uptime %.1fs\n\n", int_of(res, IPC_KEY_UPTIME_MS) / 1e3);
         printf("%-16s %9s %7s %7s %9s %7s %9s\n", "JOBS", "SUBMITTED", "QUEUED", "RUNNING", "DONE",
                "FAILED", "CANCELLED");
-        print_counts("all", json_object_get(res, "jobs"));
-        json_object_foreach(json_object_get(res, "plugins"), key, v)
+        print_counts("all", json_object_get(res, IPC_KEY_JOBS));
+        json_object_foreach(json_object_get(res, IPC_KEY_PLUGINS), key, v)
         {
                 print_counts(key, v);
         }
         printf("\n%-12s %7s %8s %8s %9s %12s %12s %14s %10s %10s\n", "GROUP", "WORKERS", "SPINNING",
                "SLEEPING", "RUNQ", "FIBERS", "ALIVE", "SWITCHES", "P50(us)", "P99(us)");
-        json_array_foreach(json_object_get(res, "groups"), i, v)
+        json_array_foreach(json_object_get(res, IPC_KEY_GROUPS), i, v)
         {
                 printf("%-12s %7" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
                        " %8" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
                        " %12" JSON_INTEGER_FORMAT " %12" JSON_INTEGER_FORMAT
                        " %14" JSON_INTEGER_FORMAT " %10.1f %10.1f\n",
-                       str_or(v, "name", "?"), int_of(v, "workers"), int_of(v, "spinning"),
-                       int_of(v, "sleeping"), int_of(v, "runq_depth"), int_of(v, "fibers_created"),
-                       int_of(v, "fibers_alive"), int_of(v, "context_switches"),
-                       int_of(v, "ready_to_run_p50_ns") / 1e3,
-                       int_of(v, "ready_to_run_p99_ns") / 1e3);
+                       str_or(v, IPC_KEY_NAME, "?"), int_of(v, IPC_KEY_WORKERS),
+                       int_of(v, IPC_KEY_SPINNING), int_of(v, IPC_KEY_SLEEPING),
+                       int_of(v, IPC_KEY_RUNQ_DEPTH), int_of(v, IPC_KEY_FIBERS_CREATED),
+                       int_of(v, IPC_KEY_FIBERS_ALIVE), int_of(v, IPC_KEY_CONTEXT_SWITCHES),
+                       int_of(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3,
+                       int_of(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
         }
         json_decref(res);
         return 0;
@@ -367,13 +354,14 @@ int main(int argc, char **argv)
                 {"socket", required_argument, NULL, 's'},
                 {"json", no_argument, NULL, 'j'},
                 {"help", no_argument, NULL, 'h'},
+                {"version", no_argument, NULL, 'V'},
                 {0},
         };
         Ctl ctl = {0};
         int c;
 
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+:s:jh", options, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "+:s:jhV", options, NULL)) != -1) {
                 switch (c) {
                 case 's':
                         ctl.socket = optarg;
@@ -383,6 +371,10 @@ int main(int argc, char **argv)
                         break;
                 case 'h':
                         fputs(help_text, stdout);
+                        return 0;
+                case 'V':
+                        printf("fiberctl %s (protocol %d)\n", FIBERD_VERSION,
+                               FIBERD_PROTOCOL_VERSION);
                         return 0;
                 case ':':
                         return ctl_usage("option '%s' needs an argument", argv[optind - 1]);

@@ -26,7 +26,7 @@
 
 #include "client/client.h"
 
-#define EXIT_JOB_FAILED 1
+#define EXIT_JOB_FAILED IPC_EXIT_JOB_FAILED /* ipc/protocol.h */
 
 typedef struct Ctl {
         const char *socket; /* -s; NULL = client_default_socket() */

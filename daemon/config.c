@@ -11,6 +11,8 @@
  */
 #include "daemon/config.h"
 #include "daemon/log.h"
+#include "ipc/protocol.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -21,10 +23,6 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-
-#ifndef FIBERD_VERSION
-#define FIBERD_VERSION "0.1"
-#endif
 
 char *config_default_socket(void)
 {
@@ -207,10 +205,10 @@ static const ConfigKey config_keys[] = {
         {"fiberd", "plugin_dir", KEY_STRING, offsetof(Config, plugin_dir), 0, 0, 0, 0, NULL},
         {"fiberd", "log_level", KEY_LEVEL, offsetof(Config, log_level), 0, 0, 0, 0, NULL},
         UKEY("fiberd", "workers", workers, 0, SCHED_MAX_CPUS, 1),
-        UKEY("fiberd", "stop_timeout_ms", stop_timeout_ns, 0, 3600000, 1000000),
+        UKEY("fiberd", "stop_timeout_ms", stop_timeout_ns, 0, 3600000, NSEC_PER_MSEC),
         UKEY("jobs", "max_running", max_running, 1, 65536, 1),
         UKEY("jobs", "max_queued", max_queued, 1, 100000000, 1),
-        UKEY("jobs", "retention_s", retention_ns, 0, 30 * 86400, 1000000000),
+        UKEY("jobs", "retention_s", retention_ns, 0, 30 * 86400, NSEC_PER_SEC),
         UKEY("jobs", "retention_max", retention_max, 0, 10000000, 1),
         UKEY("ipc", "max_message", max_message, 1024, 1UL << 30, 1),
         WKEY("scheduler", "optimize_for", sched.optimize_for, optimize_words),
@@ -366,10 +364,10 @@ int config_load(Config *ret, const ConfigArgs *args)
         Config c = {
                 .workers = 0,
                 .log_level = LOG_INFO,
-                .stop_timeout_ns = 5000ULL * 1000000,
+                .stop_timeout_ns = 5000 * NSEC_PER_MSEC,
                 .max_running = 256,
                 .max_queued = 100000,
-                .retention_ns = 600ULL * 1000000000,
+                .retention_ns = 600 * NSEC_PER_SEC,
                 .retention_max = 10000,
                 .max_message = 1 << 20,
                 .sched = {.optimize_for = SCHED_OPTIMIZE_NEUTRAL,

@@ -22,11 +22,8 @@
 #include "daemon/config.h"
 #include "daemon/jobtable.h"
 #include "daemon/server.h"
+#include "ipc/protocol.h"
 #include "scheduler/sched.h"
-
-#ifndef FIBERD_VERSION
-#define FIBERD_VERSION "0.1.0"
-#endif
 
 typedef struct Daemon {
         ConfigArgs args; /* the command line, kept for SIGHUP */

@@ -3,7 +3,7 @@
  * dispatch.c — the dispatcher: which queued job runs next, and the fibers that run it.
  *
  * Queued jobs wait in a binary min-heap ordered by (priority, id): a lower priority
- * value runs first, equal priorities in submission order. At most t->max_running jobs
+ * value runs first, equal priorities in submission order. At most d->max_running jobs
  * run at once. That bound is what makes priority real (without it every job would be
  * made ready at once and the run queues would run them in FIFO order), and it keeps
  * each group's live fibers well below max_fibers, so fiber_create() does not refuse
@@ -11,7 +11,7 @@
  * goes back to the queue and the next finishing job or the ticker (jobtable_sweep())
  * retries.
  *
- * Placement: every job fiber is created with FiberAttr.scheduler = t->sched and no
+ * Placement: every job fiber is created with FiberAttr.scheduler = d->sched and no
  * group, so the runtime places it. A supervisor started by the dispatcher from the
  * server group (job.submit, the ticker, SIGHUP) goes to a group on the caller's NUMA
  * node, round robin (sched_pick_group()); one started by a finishing supervisor stays
@@ -25,22 +25,40 @@
  *    under the table lock and joins it — in that order, so a handle that the lock lets
  *    anyone see is never a joined one;
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow reports): calls
- *    the plugin's entry point through the host table (plugin_host.c) and sets job->ran.
+ *    the table's run hook (JobTableHooks.run: the plugin host's entry point call, set
+ *    by main.c) and sets job->ran.
  * The supervisor then gives the job its final state: cancelled if cancellation was
  * requested (cooperative: a job that ignored it still ends cancelled), failed if the
  * entry point returned a negative errno, done otherwise; it wakes the job's waiters and
  * pumps the queue.
  */
+#include "daemon/dispatch.h"
 #include "daemon/jobtable.h"
 #include "daemon/log.h"
-#include "daemon/plugin_host.h"
 #include "ipc/status.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ heap -------- */
+/* ------------------------------------------------------------------ queue ------- */
+
+void dispatch_init(Dispatcher *d, Scheduler *sched, unsigned max_running)
+{
+        *d = (Dispatcher){.sched = sched, .max_running = max_running ? max_running : 1};
+}
+
+void dispatch_done(Dispatcher *d)
+{
+        free(d->heap);
+        *d = (Dispatcher){0};
+}
+
+void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running)
+{
+        d->max_running = max_running ? max_running : 1;
+}
 
 static bool job_before(const Job *a, const Job *b)
 {
@@ -49,73 +67,73 @@ static bool job_before(const Job *a, const Job *b)
         return a->id < b->id;
 }
 
-static void heap_set(JobTable *t, size_t i, Job *j)
+static void heap_set(Dispatcher *d, size_t i, Job *j)
 {
-        t->heap[i] = j;
+        d->heap[i] = j;
         j->heap_index = i;
 }
 
-static void heap_up(JobTable *t, size_t i)
+static void heap_up(Dispatcher *d, size_t i)
 {
-        Job *j = t->heap[i];
+        Job *j = d->heap[i];
 
         while (i > 0) {
                 size_t parent = (i - 1) / 2;
-                if (!job_before(j, t->heap[parent]))
+                if (!job_before(j, d->heap[parent]))
                         break;
-                heap_set(t, i, t->heap[parent]);
+                heap_set(d, i, d->heap[parent]);
                 i = parent;
         }
-        heap_set(t, i, j);
+        heap_set(d, i, j);
 }
 
-static void heap_down(JobTable *t, size_t i)
+static void heap_down(Dispatcher *d, size_t i)
 {
-        Job *j = t->heap[i];
+        Job *j = d->heap[i];
 
         for (;;) {
                 size_t l = 2 * i + 1, m = i;
                 Job *best = j;
-                if (l < t->heap_len && job_before(t->heap[l], best))
-                        m = l, best = t->heap[l];
-                if (l + 1 < t->heap_len && job_before(t->heap[l + 1], best))
-                        m = l + 1, best = t->heap[l + 1];
+                if (l < d->heap_len && job_before(d->heap[l], best))
+                        m = l, best = d->heap[l];
+                if (l + 1 < d->heap_len && job_before(d->heap[l + 1], best))
+                        m = l + 1, best = d->heap[l + 1];
                 if (m == i)
                         break;
-                heap_set(t, i, best);
+                heap_set(d, i, best);
                 i = m;
         }
-        heap_set(t, i, j);
+        heap_set(d, i, j);
 }
 
-int dispatch_push_locked(JobTable *t, Job *j)
+int dispatch_push_locked(Dispatcher *d, Job *j)
 {
-        if (t->heap_len == t->heap_cap) {
-                size_t cap = t->heap_cap ? t->heap_cap * 2 : 256;
-                Job **h = realloc(t->heap, cap * sizeof(*h));
+        if (d->heap_len == d->heap_cap) {
+                size_t cap = d->heap_cap ? d->heap_cap * 2 : 256;
+                Job **h = realloc(d->heap, cap * sizeof(*h));
                 if (!h)
                         return -ENOMEM;
-                t->heap = h;
-                t->heap_cap = cap;
+                d->heap = h;
+                d->heap_cap = cap;
         }
-        heap_set(t, t->heap_len++, j);
-        heap_up(t, j->heap_index);
+        heap_set(d, d->heap_len++, j);
+        heap_up(d, j->heap_index);
         return 0;
 }
 
-void dispatch_remove_locked(JobTable *t, Job *j)
+void dispatch_remove_locked(Dispatcher *d, Job *j)
 {
         size_t i = j->heap_index;
 
-        if (i == SIZE_MAX || i >= t->heap_len || t->heap[i] != j)
+        if (i == SIZE_MAX || i >= d->heap_len || d->heap[i] != j)
                 return;
         j->heap_index = SIZE_MAX;
-        t->heap_len--;
-        if (i == t->heap_len)
+        d->heap_len--;
+        if (i == d->heap_len)
                 return;
-        heap_set(t, i, t->heap[t->heap_len]);
-        heap_up(t, i);
-        heap_down(t, t->heap[i]->heap_index);
+        heap_set(d, i, d->heap[d->heap_len]);
+        heap_up(d, i);
+        heap_down(d, d->heap[i]->heap_index);
 }
 
 /* ------------------------------------------------------------------ fibers ------ */
@@ -123,8 +141,9 @@ void dispatch_remove_locked(JobTable *t, Job *j)
 static void job_fiber_main(void *arg)
 {
         Job *j = arg;
+        const JobTableHooks *h = &j->table->hooks;
 
-        j->run_result = plugin_host_run(j);
+        j->run_result = h->run ? h->run(j, h->data) : -ENOSYS;
         fiber_event_set(&j->ran);
 }
 
@@ -136,7 +155,7 @@ static void job_conclude_locked(JobTable *t, Job *j)
         if (j->cancel_requested) {
                 if (j->timed_out)
                         snprintf(msg, sizeof(msg), "the job's timeout of %llu ms passed",
-                                 (unsigned long long)(j->timeout_ns / 1000000));
+                                 (unsigned long long)(j->timeout_ns / NSEC_PER_MSEC));
                 else
                         snprintf(msg, sizeof(msg), "%s",
                                  t->stopping ? "cancelled: fiberd is shutting down"
@@ -158,21 +177,22 @@ static void job_conclude_locked(JobTable *t, Job *j)
 static void job_supervise(void *arg)
 {
         Job *j = arg;
-        JobTable *t = plugin_host_table();
-        FiberAttr attr = {.tag = j->tag, .scheduler = t->sched}; /* our group */
+        JobTable *t = j->table;
+        Dispatcher *d = &t->dispatch;
+        FiberAttr attr = {.tag = j->tag, .scheduler = d->sched}; /* our group */
         Fiber *f;
         int r;
 
         r = fiber_create(&f, &attr, job_fiber_main, j);
         if (r < 0) {
                 jobtable_lock(t);
-                t->running--;
+                d->running--;
                 if (r == -EAGAIN && !j->cancel_requested && !t->stopping) {
                         /* the group is full: back to the queue, the ticker retries */
                         jobtable_set_state_locked(t, j, JOB_QUEUED);
                         j->started_ms = 0;
-                        if (dispatch_push_locked(t, j) == 0) {
-                                t->pump_blocked = true;
+                        if (dispatch_push_locked(d, j) == 0) {
+                                d->pump_blocked = true;
                                 jobtable_unlock(t);
                                 job_unref(j);
                                 return;
@@ -212,9 +232,9 @@ static void job_supervise(void *arg)
 
         jobtable_lock(t);
         job_conclude_locked(t, j);
-        t->running--;
-        t->pump_blocked = false; /* a fiber was freed: worth another try */
-        dispatch_pump_locked(t);
+        d->running--;
+        d->pump_blocked = false; /* a fiber was freed: worth another try */
+        dispatch_pump_locked(d);
         jobtable_check_idle_locked(t);
         jobtable_unlock(t);
         if (j->state == JOB_FAILED)
@@ -226,20 +246,21 @@ static void job_supervise(void *arg)
         job_unref(j);
 }
 
-void dispatch_pump_locked(JobTable *t)
+void dispatch_pump_locked(Dispatcher *d)
 {
         uint64_t now = 0;
 
-        while (!t->pump_blocked && t->heap_len && t->running < t->max_running) {
-                Job *j = t->heap[0];
-                FiberAttr attr = {.scheduler = t->sched, .detached = true};
+        while (!d->pump_blocked && d->heap_len && d->running < d->max_running) {
+                Job *j = d->heap[0];
+                JobTable *t = j->table;
+                FiberAttr attr = {.scheduler = d->sched, .detached = true};
                 int r;
 
                 if (j->deadline_ns != SCHED_FOREVER) {
                         if (!now)
                                 now = sched_now_ns();
                         if (j->deadline_ns <= now) {
-                                dispatch_remove_locked(t, j);
+                                dispatch_remove_locked(d, j);
                                 j->timed_out = true;
                                 job_set_cancel_requested(j);
                                 jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_DEADLINE_EXCEEDED,
@@ -251,15 +272,15 @@ void dispatch_pump_locked(JobTable *t)
                 r = fiber_create(NULL, &attr, job_supervise, job_ref(j));
                 if (r < 0) {
                         job_unref(j);
-                        t->pump_blocked = true;
+                        d->pump_blocked = true;
                         log_msg(LOG_WARNING,
                                 "dispatcher: cannot create a supervisor fiber (%s); %zu jobs "
                                 "wait",
-                                strerror(-r), t->heap_len);
+                                strerror(-r), d->heap_len);
                         break;
                 }
-                dispatch_remove_locked(t, j);
-                t->running++;
+                dispatch_remove_locked(d, j);
+                d->running++;
                 jobtable_set_state_locked(t, j, JOB_RUNNING);
                 j->started_ms = job_now_ms();
         }

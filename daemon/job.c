@@ -10,6 +10,8 @@
  */
 #include "daemon/job.h"
 #include "ipc/encoder.h"
+#include "ipc/protocol.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,8 +19,9 @@
 #include <time.h>
 
 static const char *const job_state_names[JOB_STATE_COUNT] = {
-        [JOB_QUEUED] = "queued", [JOB_RUNNING] = "running",     [JOB_DONE] = "done",
-        [JOB_FAILED] = "failed", [JOB_CANCELLED] = "cancelled",
+        [JOB_QUEUED] = IPC_STATE_QUEUED,       [JOB_RUNNING] = IPC_STATE_RUNNING,
+        [JOB_DONE] = IPC_STATE_DONE,           [JOB_FAILED] = IPC_STATE_FAILED,
+        [JOB_CANCELLED] = IPC_STATE_CANCELLED,
 };
 
 const char *job_state_name(JobState s)
@@ -45,10 +48,7 @@ bool job_state_final(JobState s)
 
 uint64_t job_now_ms(void)
 {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+        return clock_now_ns(CLOCK_REALTIME) / NSEC_PER_MSEC;
 }
 
 /* Deep-copies @o into a fresh zone. Return: 0 and *@ret_zone / *@ret; -ENOMEM. */
@@ -88,8 +88,8 @@ out_sbuffer:
         return r;
 }
 
-int job_new(Job **ret, uint64_t id, uid_t owner, const Plugin *plugin, const char *plugin_name,
-            const msgpack_object *args, int priority, uint64_t timeout_ns)
+int job_new(Job **ret, struct JobTable *table, uint64_t id, uid_t owner, const Plugin *plugin,
+            const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns)
 {
         Job *j = calloc(1, sizeof(*j));
         int r = -ENOMEM;
@@ -103,6 +103,7 @@ int job_new(Job **ret, uint64_t id, uid_t owner, const Plugin *plugin, const cha
         if (r < 0)
                 goto out_free_name;
         j->id = id;
+        j->table = table;
         j->owner = owner;
         j->plugin = plugin;
         j->priority = priority;
@@ -113,6 +114,8 @@ int job_new(Job **ret, uint64_t id, uid_t owner, const Plugin *plugin, const cha
         j->state = JOB_QUEUED;
         j->submitted_ms = job_now_ms();
         j->heap_index = SIZE_MAX;
+        list_init(&j->all_link);
+        list_init(&j->fin_link);
         fiber_event_init(&j->ran);
         fiber_event_init(&j->finished);
         *ret = j;
@@ -156,34 +159,34 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
         int r = 0;
 
         r |= msgpack_pack_map(pk, with_result ? 12 : 11);
-        r |= ipc_pack_kv_uint(pk, "id", j->id);
-        r |= ipc_pack_kv_cstr(pk, "plugin", j->plugin_name);
-        r |= ipc_pack_kv_uint(pk, "owner", j->owner);
-        r |= ipc_pack_kv_cstr(pk, "state", job_state_name(j->state));
-        r |= ipc_pack_kv_int(pk, "priority", j->priority);
-        r |= ipc_pack_kv_uint(pk, "timeout_ms", j->timeout_ns / 1000000);
-        r |= pack_ms_or_nil(pk, "created_ms", j->submitted_ms);
-        r |= pack_ms_or_nil(pk, "started_ms", j->started_ms);
-        r |= pack_ms_or_nil(pk, "finished_ms", j->finished_ms);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_ID, j->id);
+        r |= ipc_pack_kv_cstr(pk, IPC_KEY_PLUGIN, j->plugin_name);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_OWNER, j->owner);
+        r |= ipc_pack_kv_cstr(pk, IPC_KEY_STATE, job_state_name(j->state));
+        r |= ipc_pack_kv_int(pk, IPC_KEY_PRIORITY, j->priority);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_TIMEOUT_MS, j->timeout_ns / NSEC_PER_MSEC);
+        r |= pack_ms_or_nil(pk, IPC_KEY_CREATED_MS, j->submitted_ms);
+        r |= pack_ms_or_nil(pk, IPC_KEY_STARTED_MS, j->started_ms);
+        r |= pack_ms_or_nil(pk, IPC_KEY_FINISHED_MS, j->finished_ms);
         /* progress is written by the plugin without the lock (host_progress) */
         done = __atomic_load_n(&j->progress_done, __ATOMIC_RELAXED);
         total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED);
-        r |= ipc_pack_cstr(pk, "progress");
+        r |= ipc_pack_cstr(pk, IPC_KEY_PROGRESS);
         if (total || done) {
                 r |= msgpack_pack_map(pk, 2);
-                r |= ipc_pack_kv_uint(pk, "done", done);
-                r |= ipc_pack_kv_uint(pk, "total", total);
+                r |= ipc_pack_kv_uint(pk, IPC_KEY_DONE, done);
+                r |= ipc_pack_kv_uint(pk, IPC_KEY_TOTAL, total);
         } else {
                 r |= msgpack_pack_nil(pk);
         }
         if (with_result) {
-                r |= ipc_pack_cstr(pk, "result");
+                r |= ipc_pack_cstr(pk, IPC_KEY_RESULT);
                 if (j->result && j->state == JOB_DONE)
                         r |= pk->callback(pk->data, j->result, j->result_len);
                 else
                         r |= msgpack_pack_nil(pk);
         }
-        r |= ipc_pack_cstr(pk, "error");
+        r |= ipc_pack_cstr(pk, IPC_KEY_ERROR);
         if (j->error_code)
                 r |= ipc_pack_error_map(pk, j->error_code,
                                         j->error_message ? j->error_message : "");

@@ -31,6 +31,7 @@
 
 #include <msgpack.h>
 
+#include "scheduler/base/list.h"
 #include "scheduler/sched.h"
 
 typedef enum JobState {
@@ -55,9 +56,12 @@ bool job_state_final(JobState s);
  * pointer without a reference. */
 typedef struct LoadedPlugin Plugin;
 
+struct JobTable;
+
 typedef struct Job {
         /* immutable after job_new() */
         uint64_t id;             /* from 1, never reused */
+        struct JobTable *table;  /* the table that lists it (not owned: outlives its fibers) */
         uid_t owner;             /* the submitting client's uid (SO_PEERCRED) */
         const Plugin *plugin;    /* the loaded plugin (valid until exit) */
         char *plugin_name;       /* owned copy, for logs and records */
@@ -93,19 +97,19 @@ typedef struct Job {
 
         /* table links (jobtable.c), under the table lock */
         struct Job *hash_next;
-        struct Job *all_prev, *all_next; /* every job, by id */
-        struct Job *fin_prev, *fin_next; /* finished jobs, by finish time */
-        size_t heap_index;               /* in the dispatcher's queue; SIZE_MAX = not */
+        ListHead all_link; /* in JobTable.all: every job, by id */
+        ListHead fin_link; /* in JobTable.finished once final, by finish time */
+        size_t heap_index; /* in the dispatcher's queue; SIZE_MAX = not */
 } Job;
 
 /*
- * job_new - a queued job holding a copy of @args (a msgpack map; deep-copied into the
- * job's own zone) for @plugin.
+ * job_new - a queued job of @table (kept in Job.table, not referenced) holding a copy of
+ * @args (a msgpack map; deep-copied into the job's own zone) for @plugin.
  * @ret: out, one reference, written only on success.
  * Return: 0; -ENOMEM. Context: any; does not yield.
  */
-int job_new(Job **ret, uint64_t id, uid_t owner, const Plugin *plugin, const char *plugin_name,
-            const msgpack_object *args, int priority, uint64_t timeout_ns);
+int job_new(Job **ret, struct JobTable *table, uint64_t id, uid_t owner, const Plugin *plugin,
+            const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns);
 
 /* job_ref - one more reference; returns @j. Context: any. */
 Job *job_ref(Job *j);

@@ -9,8 +9,8 @@
  */
 #include "daemon/jobtable.h"
 #include "daemon/log.h"
-#include "daemon/plugin_host.h"
 #include "ipc/status.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -35,30 +35,37 @@ int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t ma
         if (!t->buckets)
                 return -ENOMEM;
         pthread_mutex_init(&t->lock, NULL);
-        t->sched = sched;
         t->next_id = 1;
-        t->max_running = max_running ? max_running : 1;
+        dispatch_init(&t->dispatch, sched, max_running);
         t->max_queued = max_queued;
         t->retention_ns = retention_ns;
         t->retention_max = retention_max;
+        list_init(&t->all);
+        list_init(&t->finished);
         fiber_event_init(&t->idle);
         return 0;
 }
 
+void jobtable_set_hooks(JobTable *t, const JobTableHooks *hooks)
+{
+        jobtable_lock(t);
+        t->hooks = *hooks;
+        jobtable_unlock(t);
+}
+
 void jobtable_done(JobTable *t)
 {
-        Job *j = t->all_head;
+        ListHead *pos, *tmp;
 
-        while (j) {
-                Job *next = j->all_next;
-                job_unref(j);
-                j = next;
+        list_for_each_safe(pos, tmp, &t->all)
+        {
+                job_unref(list_entry(pos, Job, all_link));
         }
         for (size_t i = 0; i < t->nplugins; i++)
                 free(t->plugins[i].name);
         free(t->plugins);
         free(t->buckets);
-        free(t->heap);
+        dispatch_done(&t->dispatch);
         pthread_mutex_destroy(&t->lock);
         memset(t, 0, sizeof(*t));
 }
@@ -67,11 +74,11 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
                         size_t retention_max)
 {
         jobtable_lock(t);
-        t->max_running = max_running ? max_running : 1;
+        dispatch_set_max_running_locked(&t->dispatch, max_running);
         t->max_queued = max_queued;
         t->retention_ns = retention_ns;
         t->retention_max = retention_max;
-        dispatch_pump_locked(t);
+        dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
 }
 
@@ -202,7 +209,7 @@ void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts 
 
 void jobtable_check_idle_locked(JobTable *t)
 {
-        if (t->stopping && t->heap_len == 0 && t->running == 0)
+        if (t->stopping && dispatch_idle_locked(&t->dispatch))
                 fiber_event_set(&t->idle);
 }
 
@@ -218,14 +225,14 @@ int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *
                 r = -ESHUTDOWN;
                 goto out_unlock;
         }
-        if (t->heap_len >= t->max_queued) {
+        if (dispatch_queued_locked(&t->dispatch) >= t->max_queued) {
                 r = -EAGAIN;
                 goto out_unlock;
         }
-        r = job_new(&j, t->next_id, owner, plugin, plugin_name, args, priority, timeout_ns);
+        r = job_new(&j, t, t->next_id, owner, plugin, plugin_name, args, priority, timeout_ns);
         if (r < 0)
                 goto out_unlock;
-        r = dispatch_push_locked(t, j);
+        r = dispatch_push_locked(&t->dispatch, j);
         if (r < 0) {
                 job_unref(j);
                 goto out_unlock;
@@ -236,12 +243,7 @@ int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *
         j->hash_next = t->buckets[bucket_of(t, j->id)];
         t->buckets[bucket_of(t, j->id)] = j;
         t->count++;
-        j->all_prev = t->all_tail;
-        if (t->all_tail)
-                t->all_tail->all_next = j;
-        else
-                t->all_head = j;
-        t->all_tail = j;
+        list_add_tail(&t->all, &j->all_link);
         t->counts.submitted++;
         t->counts.queued++;
         pc = plugin_counts_locked(t, plugin_name);
@@ -251,8 +253,8 @@ int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *
         }
         *ret = job_ref(j);
         log_job(LOG_DEBUG, j->id, plugin_name, "queued (owner %u, priority %d, timeout %llu ms)",
-                (unsigned)owner, priority, (unsigned long long)(timeout_ns / 1000000));
-        dispatch_pump_locked(t);
+                (unsigned)owner, priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
+        dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
         return 0;
 
@@ -274,13 +276,7 @@ void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, c
                 free(j->error_message);
                 j->error_message = m;
         }
-        j->fin_prev = t->fin_tail;
-        j->fin_next = NULL;
-        if (t->fin_tail)
-                t->fin_tail->fin_next = j;
-        else
-                t->fin_head = j;
-        t->fin_tail = j;
+        list_add_tail(&t->finished, &j->fin_link);
         t->fin_count++;
         fiber_event_set(&j->finished);
         jobtable_check_idle_locked(t);
@@ -294,7 +290,7 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
         if (job_state_final(j->state)) {
                 r = -EALREADY;
         } else if (j->state == JOB_QUEUED) {
-                dispatch_remove_locked(t, j);
+                dispatch_remove_locked(&t->dispatch, j);
                 job_set_cancel_requested(j);
                 j->timed_out = timed_out;
                 if (timed_out)
@@ -308,8 +304,8 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                 j->timed_out = timed_out;
                 if (j->fiber)
                         fiber_cancel(j->fiber);
-                if (j->host_job)
-                        plugin_job_cancel_children(j->host_job);
+                if (t->hooks.cancel)
+                        t->hooks.cancel(j, t->hooks.data);
         }
         jobtable_unlock(t);
         if (r == 0)
@@ -322,22 +318,8 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
 static void retire_locked(JobTable *t, Job *j)
 {
         hash_remove_locked(t, j);
-        if (j->all_prev)
-                j->all_prev->all_next = j->all_next;
-        else
-                t->all_head = j->all_next;
-        if (j->all_next)
-                j->all_next->all_prev = j->all_prev;
-        else
-                t->all_tail = j->all_prev;
-        if (j->fin_prev)
-                j->fin_prev->fin_next = j->fin_next;
-        else
-                t->fin_head = j->fin_next;
-        if (j->fin_next)
-                j->fin_next->fin_prev = j->fin_prev;
-        else
-                t->fin_tail = j->fin_prev;
+        list_del(&j->all_link);
+        list_del(&j->fin_link);
         t->fin_count--;
         job_unref(j);
 }
@@ -349,14 +331,20 @@ void jobtable_sweep(JobTable *t)
         size_t nexpired = 0;
 
         jobtable_lock(t);
-        while (t->fin_head && (t->fin_count > t->retention_max ||
-                               t->fin_head->finished_mono_ns + t->retention_ns <= now))
-                retire_locked(t, t->fin_head);
-        for (size_t i = 0; i < t->heap_len && nexpired < 64; i++)
-                if (t->heap[i]->deadline_ns <= now)
-                        expired[nexpired++] = job_ref(t->heap[i]);
-        t->pump_blocked = false;
-        dispatch_pump_locked(t);
+        for (ListHead *e; (e = list_first(&t->finished));) {
+                Job *oldest = list_entry(e, Job, fin_link);
+                if (t->fin_count <= t->retention_max &&
+                    oldest->finished_mono_ns + t->retention_ns > now)
+                        break;
+                retire_locked(t, oldest);
+        }
+        for (size_t i = 0; i < dispatch_queued_locked(&t->dispatch) && nexpired < 64; i++) {
+                Job *q = dispatch_at_locked(&t->dispatch, i);
+                if (q->deadline_ns <= now)
+                        expired[nexpired++] = job_ref(q);
+        }
+        t->dispatch.pump_blocked = false;
+        dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
         for (size_t i = 0; i < nexpired; i++) {
                 jobtable_cancel(t, expired[i], true);
@@ -370,21 +358,20 @@ void jobtable_stop(JobTable *t)
 
         jobtable_lock(t);
         t->stopping = true;
-        while (t->heap_len) {
-                j = t->heap[0];
-                dispatch_remove_locked(t, j);
+        while ((j = dispatch_first_locked(&t->dispatch))) {
+                dispatch_remove_locked(&t->dispatch, j);
                 job_set_cancel_requested(j);
                 jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_CANCELLED,
                                        "cancelled while queued: fiberd is shutting down");
         }
-        for (j = t->all_head; j; j = j->all_next) {
+        for (j = jobtable_next_locked(t, NULL); j; j = jobtable_next_locked(t, j)) {
                 if (j->state != JOB_RUNNING || j->cancel_requested)
                         continue;
                 job_set_cancel_requested(j);
                 if (j->fiber)
                         fiber_cancel(j->fiber);
-                if (j->host_job)
-                        plugin_job_cancel_children(j->host_job);
+                if (t->hooks.cancel)
+                        t->hooks.cancel(j, t->hooks.data);
         }
         jobtable_check_idle_locked(t);
         jobtable_unlock(t);
@@ -395,7 +382,7 @@ int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg)
         int r = 0;
 
         jobtable_lock(t);
-        for (Job *j = t->all_head; j && r == 0; j = j->all_next)
+        for (Job *j = jobtable_next_locked(t, NULL); j && r == 0; j = jobtable_next_locked(t, j))
                 r = fn(j, arg);
         jobtable_unlock(t);
         return r;

@@ -15,7 +15,9 @@
  *  - finished jobs in the order they finished: retention (jobtable_sweep()) drops from
  *    the front while a job is older than retention_ns or there are more than
  *    retention_max of them;
- *  - the dispatcher's priority queue and running count (dispatch.c);
+ *  - the dispatcher (dispatch.h): the priority queue and the running count;
+ *  - the hooks into whoever runs a job's code (JobTableHooks), so the table and the
+ *    dispatcher call up into the plugin host without including it;
  *  - counters: submitted, the current number queued and running, and how many ended
  *    done / failed / cancelled since start, in total and per plugin name.
  */
@@ -27,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/dispatch.h"
 #include "daemon/job.h"
 #include "scheduler/sched.h"
 
@@ -41,24 +44,36 @@ typedef struct PluginCounts {
         JobCounts counts;
 } PluginCounts;
 
+/*
+ * JobTableHooks - the calls up from the table into the code that runs jobs (the plugin
+ * host: plugin_job.c), set by whoever owns both (main.c) with jobtable_set_hooks(). A
+ * NULL hook does nothing (run: the job fails with -ENOSYS).
+ */
+typedef struct JobTableHooks {
+        /* run - run @j's entry point and store its result or error in @j under the table
+         * lock; return what the entry point returned (0 or a negative errno).
+         * Context: @j's job fiber; yields as the job does. */
+        int (*run)(Job *j, void *data);
+        /* cancel - @j was asked to cancel while running: cancel what it started (child
+         * fibers). Context: table lock held; must not yield or take the table lock. */
+        void (*cancel)(Job *j, void *data);
+        void *data; /* passed to both; not owned */
+} JobTableHooks;
+
 typedef struct JobTable {
         pthread_mutex_t lock;
-        Scheduler *sched; /* where job fibers run: its groups, placed by the runtime */
         uint64_t next_id;
+        JobTableHooks hooks;
 
-        Job **buckets;            /* hash by id */
-        size_t nbuckets;          /* power of two */
-        size_t count;             /* jobs in the hash */
-        Job *all_head, *all_tail; /* by id */
-        Job *fin_head, *fin_tail; /* finished, by finish time */
+        Job **buckets;     /* hash by id */
+        size_t nbuckets;   /* power of two */
+        size_t count;      /* jobs in the hash */
+        ListHead all;      /* Job.all_link, by id */
+        ListHead finished; /* Job.fin_link, by finish time */
         size_t fin_count;
 
-        Job **heap; /* dispatcher: queued jobs, min (priority, id) first */
-        size_t heap_len, heap_cap;
-        unsigned running;     /* jobs with a supervisor fiber */
-        unsigned max_running; /* bound: keeps the run queue from refusing fibers */
-        size_t max_queued;    /* job.submit says OVERLOADED beyond this */
-        bool pump_blocked;    /* fiber_create said -EAGAIN: retry on the next tick */
+        Dispatcher dispatch; /* queued and running jobs (dispatch.h) */
+        size_t max_queued;   /* job.submit says OVERLOADED beyond this */
 
         uint64_t retention_ns;
         size_t retention_max;
@@ -77,6 +92,12 @@ typedef struct JobTable {
  */
 int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t max_queued,
                   uint64_t retention_ns, size_t retention_max);
+
+/*
+ * jobtable_set_hooks - where jobs run and how a running job is cancelled (copied).
+ * Context: main thread at start-up, before the first submission.
+ */
+void jobtable_set_hooks(JobTable *t, const JobTableHooks *hooks);
 
 /* jobtable_done - drop every job. Context: main thread once no fiber uses @t. */
 void jobtable_done(JobTable *t);
@@ -133,6 +154,16 @@ void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts 
  */
 int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg);
 
+/*
+ * jobtable_next_locked - the job after @j in id order (@j NULL: the first one), or NULL
+ * after the last. Not referenced: valid while the lock is held. Context: table lock held.
+ */
+static inline Job *jobtable_next_locked(JobTable *t, Job *j)
+{
+        ListHead *e = j ? j->all_link.next : t->all.next;
+        return e == &t->all ? NULL : list_entry(e, Job, all_link);
+}
+
 /* Lock helpers for code that reads a job's mutable fields (job.h). */
 void jobtable_lock(JobTable *t);
 void jobtable_unlock(JobTable *t);
@@ -150,20 +181,5 @@ void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, c
 
 /* jobtable_check_idle_locked - set t->idle when stopping and nothing queued or running. */
 void jobtable_check_idle_locked(JobTable *t);
-
-/* ---- dispatch.c ------------------------------------------------------------------- */
-
-/* dispatch_push_locked - queue @j (state queued) by (priority, id). Return 0; -ENOMEM. */
-int dispatch_push_locked(JobTable *t, Job *j);
-
-/* dispatch_remove_locked - take a queued @j out of the queue. */
-void dispatch_remove_locked(JobTable *t, Job *j);
-
-/*
- * dispatch_pump_locked - start queued jobs, lowest (priority, id) first, while fewer
- * than max_running run: each gets a supervisor fiber on a group of t->sched that runs
- * the job fiber, enforces its deadline and joins it. Does not yield.
- */
-void dispatch_pump_locked(JobTable *t);
 
 #endif

@@ -32,6 +32,7 @@
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/plugin_host.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -50,7 +51,7 @@
 #define EXIT_OSERR 71
 #define EXIT_CONFIG 78
 
-#define TICK_NS (1000ULL * 1000000)
+#define TICK_NS NSEC_PER_SEC
 
 static Daemon daemon_state;
 
@@ -62,7 +63,7 @@ static void daemon_reload(Daemon *d)
         int r;
 
         sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading configuration",
-                   (unsigned long long)(sched_now_ns() / 1000));
+                   (unsigned long long)(sched_now_ns() / NSEC_PER_USEC));
         log_msg(LOG_INFO, "SIGHUP: reloading configuration%s%s",
                 d->args.config_file ? " from " : "",
                 d->args.config_file ? d->args.config_file : "");
@@ -224,7 +225,7 @@ static int daemon_shutdown(Daemon *d)
         if (!idle)
                 jobtable_foreach(&d->jobs, report_unfinished, NULL);
         /* waiting job.wait calls answer as their jobs end; give them a moment to leave */
-        if (server_drain(d->server, sched_deadline_after(1000ULL * 1000000)) < 0)
+        if (server_drain(d->server, sched_deadline_after(NSEC_PER_SEC)) < 0)
                 log_msg(LOG_NOTICE, "some requests were still in flight at exit");
         jobtable_counts(&d->jobs, &c, NULL, NULL);
         log_msg(LOG_INFO,
@@ -241,7 +242,7 @@ static int daemon_shutdown(Daemon *d)
                 alive = job_fibers_alive(d);
                 if (!idle || alive == 0 || i == 200)
                         break;
-                fiber_sleep_for(5 * 1000000ULL);
+                fiber_sleep_for(5 * NSEC_PER_MSEC);
         }
         if (!idle || alive > 0) {
                 log_msg(LOG_WARNING,
@@ -347,7 +348,10 @@ int main(int argc, char **argv)
                           d->cfg.retention_ns, d->cfg.retention_max);
         if (r < 0)
                 return EXIT_OSERR;
-        r = plugin_host_init(&d->jobs, d->cfg.plugin_dir, d->cfg.max_message);
+        /* main.c owns both the table and the plugin host: it wires one to the other */
+        jobtable_set_hooks(&d->jobs,
+                           &(JobTableHooks){.run = plugin_host_run, .cancel = plugin_host_cancel});
+        r = plugin_host_init(d->cfg.plugin_dir, d->cfg.max_message);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot load plugins from %s: %s", d->cfg.plugin_dir,
                         strerror(-r));

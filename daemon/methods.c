@@ -16,18 +16,20 @@
 #include "daemon/log.h"
 #include "daemon/plugin_host.h"
 #include "ipc/encoder.h"
+#include "ipc/protocol.h"
 #include "ipc/value.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
-#define WAIT_SLICE_NS (1000ULL * 1000000)
+#define WAIT_SLICE_NS NSEC_PER_SEC
 
 static uint64_t retention_minutes(const Daemon *d)
 {
-        return d->jobs.retention_ns / (60ULL * 1000000000);
+        return d->jobs.retention_ns / (60 * NSEC_PER_SEC);
 }
 
 /* Reads params[@i] as a job id and returns the job (referenced) if @req may see it. */
@@ -77,10 +79,12 @@ static int method_ping(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
         Daemon *d = ctx;
         int r = 0;
 
-        r |= msgpack_pack_map(pk, 3);
-        r |= ipc_pack_kv_cstr(pk, "version", FIBERD_VERSION);
-        r |= ipc_pack_kv_uint(pk, "pid", (uint64_t)getpid());
-        r |= ipc_pack_kv_uint(pk, "uptime_ms", (sched_now_ns() - d->start_ns) / 1000000);
+        r |= msgpack_pack_map(pk, 4);
+        r |= ipc_pack_kv_cstr(pk, IPC_KEY_VERSION, FIBERD_VERSION);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_PROTOCOL, FIBERD_PROTOCOL_VERSION);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_PID, (uint64_t)getpid());
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_UPTIME_MS,
+                              (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC);
         return r ? -ENOMEM : 0;
 }
 
@@ -104,22 +108,23 @@ static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
         Job *j;
         int r;
 
-        r = ipc_read_strv(ipc_array_at(params, 0), "plugin", &name, &name_len, st);
+        r = ipc_read_strv(ipc_array_at(params, IPC_SUBMIT_PARAM_PLUGIN), "plugin", &name, &name_len,
+                          st);
         if (r < 0)
                 return r;
-        o = ipc_array_at(params, 1);
+        o = ipc_array_at(params, IPC_SUBMIT_PARAM_ARGS);
         if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "args", &args, st)) < 0)
                 return r;
-        o = ipc_array_at(params, 2);
+        o = ipc_array_at(params, IPC_SUBMIT_PARAM_OPTIONS);
         if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "options", &opts, st)) < 0)
                 return r;
         for (uint32_t i = 0; opts && i < opts->via.map.size; i++) {
                 const msgpack_object_kv *kv = &opts->via.map.ptr[i];
-                if (ipc_object_streq(&kv->key, "priority"))
-                        r = ipc_read_int_range(&kv->val, "priority", INT_MIN, INT_MAX, &priority,
-                                               st);
-                else if (ipc_object_streq(&kv->key, "timeout_ms"))
-                        r = ipc_read_uint(&kv->val, "timeout_ms", &timeout_ms, st);
+                if (ipc_object_streq(&kv->key, IPC_OPT_PRIORITY))
+                        r = ipc_read_int_range(&kv->val, IPC_OPT_PRIORITY, INT_MIN, INT_MAX,
+                                               &priority, st);
+                else if (ipc_object_streq(&kv->key, IPC_OPT_TIMEOUT_MS))
+                        r = ipc_read_uint(&kv->val, IPC_OPT_TIMEOUT_MS, &timeout_ms, st);
                 else
                         r = ipc_status_set(
                                 st, IPC_INVALID_ARGUMENT, -EINVAL,
@@ -131,7 +136,7 @@ static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
                 if (r < 0)
                         return r;
         }
-        if (timeout_ms > UINT64_MAX / 1000000)
+        if (timeout_ms > UINT64_MAX / NSEC_PER_MSEC)
                 return ipc_status_set(st, IPC_INVALID_ARGUMENT, -ERANGE,
                                       "timeout_ms: %llu is too large",
                                       (unsigned long long)timeout_ms);
@@ -148,8 +153,8 @@ static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
         r = plugin_host_check_args(p, args, st);
         if (r < 0)
                 return r;
-        r = jobtable_submit(&d->jobs, req->uid, p, cname, args, (int)priority, timeout_ms * 1000000,
-                            &j);
+        r = jobtable_submit(&d->jobs, req->uid, p, cname, args, (int)priority,
+                            timeout_ms * NSEC_PER_MSEC, &j);
         if (r == -EAGAIN)
                 return ipc_status_set(st, IPC_OVERLOADED, r,
                                       "%zu jobs are queued already (max_queued); retry later",
@@ -158,7 +163,7 @@ static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
         if (r < 0)
                 return ipc_status_errno(st, r, "cannot queue the job: %s", strerror(-r));
-        r = msgpack_pack_map(pk, 1) | ipc_pack_kv_uint(pk, "id", j->id);
+        r = msgpack_pack_map(pk, 1) | ipc_pack_kv_uint(pk, IPC_KEY_ID, j->id);
         job_unref(j);
         return r ? -ENOMEM : 0;
 }
@@ -167,7 +172,7 @@ static int method_status(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
 {
         Daemon *d = ctx;
         Job *j;
-        int r = job_from_params(d, req, 0, &j, st);
+        int r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
 
         if (r < 0)
                 return r;
@@ -179,19 +184,20 @@ static int method_status(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
 static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
-        const msgpack_object *o = ipc_array_at(&req->msg.params, 1);
+        const msgpack_object *o = ipc_array_at(&req->msg.params, IPC_WAIT_PARAM_TIMEOUT_MS);
         uint64_t timeout_ms = UINT64_MAX, deadline;
         Job *j;
         int r;
 
-        if (!ipc_object_is_nil(o) && (r = ipc_read_uint(o, "timeout_ms", &timeout_ms, st)) < 0)
+        if (!ipc_object_is_nil(o) &&
+            (r = ipc_read_uint(o, IPC_OPT_TIMEOUT_MS, &timeout_ms, st)) < 0)
                 return r;
-        r = job_from_params(d, req, 0, &j, st);
+        r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
         if (r < 0)
                 return r;
-        deadline = timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / 2000000
+        deadline = timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
                            ? SCHED_FOREVER
-                           : sched_deadline_after(timeout_ms * 1000000);
+                           : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
         while (timeout_ms > 0) {
                 uint64_t now = sched_now_ns(), slice;
 
@@ -211,7 +217,7 @@ static int method_result(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
 {
         Daemon *d = ctx;
         Job *j;
-        int r = job_from_params(d, req, 0, &j, st);
+        int r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
 
         if (r < 0)
                 return r;
@@ -245,7 +251,7 @@ static int method_cancel(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
 {
         Daemon *d = ctx;
         Job *j;
-        int r = job_from_params(d, req, 0, &j, st);
+        int r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
 
         if (r < 0)
                 return r;
@@ -285,13 +291,13 @@ static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
         size_t sl;
         int r = 0;
 
-        o = ipc_array_at(&req->msg.params, 0);
+        o = ipc_array_at(&req->msg.params, IPC_LIST_PARAM_FILTER);
         if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "filter", &filter, st)) < 0)
                 return r;
         for (uint32_t i = 0; filter && i < filter->via.map.size; i++) {
                 const msgpack_object_kv *kv = &filter->via.map.ptr[i];
-                if (ipc_object_streq(&kv->key, "state")) {
-                        if ((r = ipc_read_strv(&kv->val, "state", &sv, &sl, st)) < 0)
+                if (ipc_object_streq(&kv->key, IPC_FILTER_STATE)) {
+                        if ((r = ipc_read_strv(&kv->val, IPC_FILTER_STATE, &sv, &sl, st)) < 0)
                                 return r;
                         if (job_state_parse(sv, sl, &f.state) < 0)
                                 return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
@@ -299,12 +305,12 @@ static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
                                                       "running, done, failed, cancelled",
                                                       (int)(sl > 32 ? 32 : sl), sv);
                         f.by_state = true;
-                } else if (ipc_object_streq(&kv->key, "plugin")) {
-                        if ((r = ipc_read_strv(&kv->val, "plugin", &f.plugin, &f.plugin_len, st)) <
-                            0)
+                } else if (ipc_object_streq(&kv->key, IPC_FILTER_PLUGIN)) {
+                        if ((r = ipc_read_strv(&kv->val, IPC_FILTER_PLUGIN, &f.plugin,
+                                               &f.plugin_len, st)) < 0)
                                 return r;
-                } else if (ipc_object_streq(&kv->key, "limit")) {
-                        if ((r = ipc_read_uint(&kv->val, "limit", &limit, st)) < 0)
+                } else if (ipc_object_streq(&kv->key, IPC_FILTER_LIMIT)) {
+                        if ((r = ipc_read_uint(&kv->val, IPC_FILTER_LIMIT, &limit, st)) < 0)
                                 return r;
                 } else {
                         return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
@@ -313,11 +319,13 @@ static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
                 }
         }
         jobtable_lock(&d->jobs);
-        for (Job *j = d->jobs.all_head; j; j = j->all_next)
+        for (Job *j = jobtable_next_locked(&d->jobs, NULL); j;
+             j = jobtable_next_locked(&d->jobs, j))
                 matches += list_match(&f, j);
         skip = matches > limit ? matches - limit : 0;
         r |= msgpack_pack_array(pk, (uint32_t)(matches - skip));
-        for (Job *j = d->jobs.all_head; j && r == 0; j = j->all_next) {
+        for (Job *j = jobtable_next_locked(&d->jobs, NULL); j && r == 0;
+             j = jobtable_next_locked(&d->jobs, j)) {
                 if (!list_match(&f, j))
                         continue;
                 if (skip) {
@@ -339,11 +347,11 @@ static const struct {
         const char *name;
         MethodFn fn;
 } methods[] = {
-        {"ping", method_ping},         {"plugins.list", method_plugins_list},
-        {"job.submit", method_submit}, {"job.status", method_status},
-        {"job.wait", method_wait},     {"job.result", method_result},
-        {"job.cancel", method_cancel}, {"job.list", method_list},
-        {"stats", method_stats},
+        {IPC_METHOD_PING, method_ping},         {IPC_METHOD_PLUGINS_LIST, method_plugins_list},
+        {IPC_METHOD_JOB_SUBMIT, method_submit}, {IPC_METHOD_JOB_STATUS, method_status},
+        {IPC_METHOD_JOB_WAIT, method_wait},     {IPC_METHOD_JOB_RESULT, method_result},
+        {IPC_METHOD_JOB_CANCEL, method_cancel}, {IPC_METHOD_JOB_LIST, method_list},
+        {IPC_METHOD_STATS, method_stats},
 };
 
 MethodFn methods_lookup(const char *name, size_t len)

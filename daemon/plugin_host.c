@@ -5,27 +5,25 @@
  * from a loader_list() snapshot.
  */
 #include "daemon/plugin_host.h"
-#include "daemon/jobtable.h"
 #include "daemon/log.h"
 #include "ipc/encoder.h"
+#include "ipc/protocol.h"
 #include "plugins/loader.h"
 
 #include <errno.h>
 #include <string.h>
 
 static PluginLoader *host_loader;
-static JobTable *host_table;
 
 static void loader_log(int level, const char *msg)
 {
         log_msg(level, "plugins: %s", msg);
 }
 
-int plugin_host_init(JobTable *t, const char *dir, size_t max_result)
+int plugin_host_init(const char *dir, size_t max_result)
 {
         int r;
 
-        host_table = t;
         plugin_host_set_max_result(max_result);
         r = loader_new(&host_loader, &plugin_host_functions, loader_log);
         if (r < 0)
@@ -41,11 +39,6 @@ int plugin_host_init(JobTable *t, const char *dir, size_t max_result)
         if (r >= 0)
                 log_msg(LOG_INFO, "%zu plugins loaded from %s", loader_count(host_loader), dir);
         return r < 0 ? r : 0;
-}
-
-JobTable *plugin_host_table(void)
-{
-        return host_table;
 }
 
 int plugin_host_rescan(const char *dir)
@@ -97,22 +90,22 @@ int plugin_host_pack_list(msgpack_packer *pk)
         if (r < 0)
                 return r;
         r |= msgpack_pack_map(pk, 2);
-        r |= ipc_pack_cstr(pk, "plugins");
+        r |= ipc_pack_cstr(pk, IPC_KEY_PLUGINS);
         r |= msgpack_pack_array(pk, (uint32_t)l->n_loaded);
         for (size_t i = 0; i < l->n_loaded; i++) {
                 const LoadedPlugin *p = l->loaded[i];
                 r |= msgpack_pack_map(pk, 4);
-                r |= ipc_pack_kv_cstr(pk, "name", p->name);
-                r |= ipc_pack_kv_cstr(pk, "version", p->version);
-                r |= ipc_pack_kv_cstr(pk, "description", p->description);
-                r |= ipc_pack_kv_cstr(pk, "path", p->path);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_NAME, p->name);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_VERSION, p->version);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_DESCRIPTION, p->description);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_PATH, p->path);
         }
-        r |= ipc_pack_cstr(pk, "refused");
+        r |= ipc_pack_cstr(pk, IPC_KEY_REFUSED);
         r |= msgpack_pack_array(pk, (uint32_t)l->n_refused);
         for (size_t i = 0; i < l->n_refused; i++) {
                 r |= msgpack_pack_map(pk, 2);
-                r |= ipc_pack_kv_cstr(pk, "path", l->refused[i].path);
-                r |= ipc_pack_kv_cstr(pk, "reason", l->refused[i].reason);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_PATH, l->refused[i].path);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_REASON, l->refused[i].reason);
         }
         loader_list_free(l);
         return r ? -ENOMEM : 0;

@@ -5,6 +5,10 @@
  * (plugins/fiberd/plugin.h's FiberdHost), implemented on the fiber runtime and the
  * job table (plugin_job.c).
  *
+ * The job table does not call in here by name: main.c hands plugin_host_run() and
+ * plugin_host_cancel() to jobtable_set_hooks(), so daemon/'s includes stay a DAG
+ * (job.h, dispatch.h, jobtable.h below; plugin_host.h above them).
+ *
  * Plugins stay loaded until fiberd exits (the loader never unloads), so a job keeps a
  * plain `const Plugin *`.
  *
@@ -22,18 +26,13 @@
 #include "ipc/status.h"
 #include "plugins/fiberd/plugin.h"
 
-struct JobTable;
-
 /*
- * plugin_host_init - remember @t (job fibers report through it), fill the host table,
- * create the loader, watch and scan @dir. A missing directory is logged and fiberd
- * runs with no plugins until SIGHUP. @max_result: the biggest result a plugin may
- * build, bytes. Return: 0; -errno (inotify, memory). Context: main thread at start-up.
+ * plugin_host_init - fill the host table, create the loader, watch and scan @dir. A
+ * missing directory is logged and fiberd runs with no plugins until SIGHUP.
+ * @max_result: the biggest result a plugin may build, bytes.
+ * Return: 0; -errno (inotify, memory). Context: main thread at start-up.
  */
-int plugin_host_init(struct JobTable *t, const char *dir, size_t max_result);
-
-/* plugin_host_table - the table given to plugin_host_init(). */
-struct JobTable *plugin_host_table(void);
+int plugin_host_init(const char *dir, size_t max_result);
 
 /* plugin_host_set_max_result - a new result cap (SIGHUP). */
 void plugin_host_set_max_result(size_t max_result);
@@ -64,18 +63,20 @@ const char *plugin_host_name(const Plugin *p);
 int plugin_host_check_args(const Plugin *p, const msgpack_object *args, IpcStatus *st);
 
 /*
- * plugin_host_run - call the plugin's run() for @j with the host table, then store the
- * result (or the failure's code and message) in @j under the table lock.
+ * plugin_host_run - the job table's run hook (JobTableHooks.run; @data unused): call
+ * the plugin's run() for @j with the host table, then store the result (or the
+ * failure's code and message) in @j under the lock of @j's table (Job.table).
  * Return: what run() returned (0 or a negative errno).
  * Context: @j's job fiber; yields as the plugin does.
  */
-int plugin_host_run(Job *j);
+int plugin_host_run(Job *j, void *data);
 
 /*
- * plugin_job_cancel_children - cancel every live child fiber of a running job's
- * FiberdJob (@host_job = Job.host_job). Context: caller holds the table lock.
+ * plugin_host_cancel - the job table's cancel hook (JobTableHooks.cancel; @data unused):
+ * cancel every live child fiber of @j's FiberdJob; nothing when @j is not inside its
+ * plugin's run(). Context: caller holds the table lock; does not yield.
  */
-void plugin_job_cancel_children(void *host_job);
+void plugin_host_cancel(Job *j, void *data);
 
 /* plugin_host_pack_list - the plugins.list result. Return: 0; -ENOMEM. */
 int plugin_host_pack_list(msgpack_packer *pk);

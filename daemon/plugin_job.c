@@ -18,7 +18,7 @@
  *
  * Children: spawn() creates a joinable fiber on the spawner's job group and lists it
  * in the FiberdJob; cancelling the job (jobtable_cancel(), under the table lock) cancels
- * every listed child through plugin_job_cancel_children(). join() waits on the child's
+ * every listed child through the table's cancel hook, plugin_host_cancel(). join() waits on the child's
  * `done` event; a cancelled parent stops waiting, cancels and detaches the child (the
  * child's memory goes with the last reference). A fiber of the job (run() or a child)
  * that returns without joining its own children has them cancelled and detached; it
@@ -30,6 +30,7 @@
 #include "daemon/plugin_host.h"
 #include "ipc/value.h"
 #include "plugins/loader.h"
+#include "scheduler/base/list.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -50,8 +51,8 @@ struct FiberdJob {
         int fail_err;          /* the errno the recorded message is about; 0 = none */
         const char *fail_code; /* IPC_* */
         char fail_msg[FAIL_MESSAGE_MAX];
-        bool cancelled;        /* children were cancelled; spawn() refuses */
-        FiberdChild *children; /* live, not yet joined */
+        bool cancelled;    /* children were cancelled; spawn() refuses */
+        ListHead children; /* FiberdChild.link: live, not yet joined */
 };
 
 struct FiberdChild {
@@ -63,9 +64,8 @@ struct FiberdChild {
         size_t arg_size;
         int ret;
         FiberEvent done;
-        Fiber *spawner;           /* the fiber that spawned it: only it joins it */
-        FiberdChild *prev, *next; /* in hj->children while listed */
-        bool listed;
+        Fiber *spawner; /* the fiber that spawned it: only it joins it */
+        ListHead link;  /* in hj->children while listed (list_linked()) */
 };
 
 static size_t host_max_result = 1 << 20;
@@ -100,18 +100,10 @@ static FiberdChild *child_unref(FiberdChild *c)
 }
 
 /* Unlinks @c from its job's list. Under hj->lock. */
-static void child_unlist_locked(FiberdJob *hj, FiberdChild *c)
+static void child_unlist_locked(FiberdChild *c)
 {
-        if (!c->listed)
-                return;
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                hj->children = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
-        c->prev = c->next = NULL;
-        c->listed = false;
+        if (list_linked(&c->link))
+                list_del(&c->link);
 }
 
 /*
@@ -121,14 +113,15 @@ static void child_unlist_locked(FiberdJob *hj, FiberdChild *c)
  */
 static void children_release(FiberdJob *hj, Fiber *spawner)
 {
-        FiberdChild *c, *next;
+        ListHead *pos, *tmp;
 
         pthread_mutex_lock(&hj->lock);
-        for (c = hj->children; c; c = next) {
-                next = c->next;
+        list_for_each_safe(pos, tmp, &hj->children)
+        {
+                FiberdChild *c = list_entry(pos, FiberdChild, link);
                 if (c->spawner != spawner)
                         continue;
-                child_unlist_locked(hj, c);
+                child_unlist_locked(c);
                 fiber_cancel(c->fiber);
                 fiber_detach(c->fiber);
                 child_unref(c);
@@ -139,14 +132,20 @@ static void children_release(FiberdJob *hj, Fiber *spawner)
         pthread_mutex_unlock(&hj->lock);
 }
 
-void plugin_job_cancel_children(void *host_job)
+void plugin_host_cancel(Job *j, void *data)
 {
-        FiberdJob *hj = host_job;
+        FiberdJob *hj = j->host_job;
+        ListHead *pos, *tmp;
 
+        (void)data;
+        if (!hj)
+                return; /* not running the plugin yet, or no longer */
         pthread_mutex_lock(&hj->lock);
         hj->cancelled = true;
-        for (FiberdChild *c = hj->children; c; c = c->next)
-                fiber_cancel(c->fiber);
+        list_for_each_safe(pos, tmp, &hj->children)
+        {
+                fiber_cancel(list_entry(pos, FiberdChild, link)->fiber);
+        }
         pthread_mutex_unlock(&hj->lock);
 }
 
@@ -203,64 +202,64 @@ static int arg_refused(FiberdJob *hj, int r, const IpcStatus *st)
         return r;
 }
 
-static int host_arg_str(FiberdJob *hj, const char *key, char *buf, size_t size)
+typedef enum { ARG_STR, ARG_INT, ARG_UINT, ARG_DOUBLE, ARG_BOOL } ArgKind;
+
+/*
+ * The one argument reader behind the five arg_*() host functions: finds @key, reads it
+ * as @kind into @ret (@size bytes: only ARG_STR uses it) with the matching ipc_read_*(),
+ * and records the refusal as the job's INVALID_ARGUMENT message.
+ */
+static int arg_read(FiberdJob *hj, const char *key, ArgKind kind, void *ret, size_t size)
 {
         const msgpack_object *o = arg_find(hj, key);
         IpcStatus st = {0};
-        int r;
+        int r = -EINVAL;
 
         if (!o)
                 return -ENOENT;
-        r = ipc_read_str(o, key, buf, size, &st);
+        switch (kind) {
+        case ARG_STR:
+                r = ipc_read_str(o, key, ret, size, &st);
+                break;
+        case ARG_INT:
+                r = ipc_read_int(o, key, ret, &st);
+                break;
+        case ARG_UINT:
+                r = ipc_read_uint(o, key, ret, &st);
+                break;
+        case ARG_DOUBLE:
+                r = ipc_read_double(o, key, ret, &st);
+                break;
+        case ARG_BOOL:
+                r = ipc_read_bool(o, key, ret, &st);
+                break;
+        }
         return r < 0 ? arg_refused(hj, r, &st) : 0;
+}
+
+static int host_arg_str(FiberdJob *hj, const char *key, char *buf, size_t size)
+{
+        return arg_read(hj, key, ARG_STR, buf, size);
 }
 
 static int host_arg_int(FiberdJob *hj, const char *key, int64_t *ret)
 {
-        const msgpack_object *o = arg_find(hj, key);
-        IpcStatus st = {0};
-        int r;
-
-        if (!o)
-                return -ENOENT;
-        r = ipc_read_int(o, key, ret, &st);
-        return r < 0 ? arg_refused(hj, r, &st) : 0;
+        return arg_read(hj, key, ARG_INT, ret, sizeof(*ret));
 }
 
 static int host_arg_uint(FiberdJob *hj, const char *key, uint64_t *ret)
 {
-        const msgpack_object *o = arg_find(hj, key);
-        IpcStatus st = {0};
-        int r;
-
-        if (!o)
-                return -ENOENT;
-        r = ipc_read_uint(o, key, ret, &st);
-        return r < 0 ? arg_refused(hj, r, &st) : 0;
+        return arg_read(hj, key, ARG_UINT, ret, sizeof(*ret));
 }
 
 static int host_arg_double(FiberdJob *hj, const char *key, double *ret)
 {
-        const msgpack_object *o = arg_find(hj, key);
-        IpcStatus st = {0};
-        int r;
-
-        if (!o)
-                return -ENOENT;
-        r = ipc_read_double(o, key, ret, &st);
-        return r < 0 ? arg_refused(hj, r, &st) : 0;
+        return arg_read(hj, key, ARG_DOUBLE, ret, sizeof(*ret));
 }
 
 static int host_arg_bool(FiberdJob *hj, const char *key, bool *ret)
 {
-        const msgpack_object *o = arg_find(hj, key);
-        IpcStatus st = {0};
-        int r;
-
-        if (!o)
-                return -ENOENT;
-        r = ipc_read_bool(o, key, ret, &st);
-        return r < 0 ? arg_refused(hj, r, &st) : 0;
+        return arg_read(hj, key, ARG_BOOL, ret, sizeof(*ret));
 }
 
 static const struct msgpack_object *host_args_object(FiberdJob *hj)
@@ -423,7 +422,7 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
                       size_t arg_size)
 {
         /* from a job fiber: its own group (the runtime keeps it in the scheduler's) */
-        FiberAttr attr = {.scheduler = plugin_host_table()->sched, .tag = hj->job->tag};
+        FiberAttr attr = {.scheduler = hj->job->table->dispatch.sched, .tag = hj->job->tag};
         FiberdChild *c;
         int r;
 
@@ -446,6 +445,7 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         c->hj = hj;
         c->spawner = fiber_self();
         c->refs = 2;
+        list_init(&c->link);
         fiber_event_init(&c->done);
 
         pthread_mutex_lock(&hj->lock);
@@ -459,11 +459,7 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
                 __atomic_sub_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
                 goto out_unlock;
         }
-        c->next = hj->children;
-        if (c->next)
-                c->next->prev = c;
-        hj->children = c;
-        c->listed = true;
+        list_add_head(&hj->children, &c->link);
         pthread_mutex_unlock(&hj->lock);
         *ret = c;
         return 0;
@@ -480,7 +476,7 @@ static int host_join(FiberdJob *hj, FiberdChild *c, void *ret_arg)
         int r = fiber_event_wait(&c->done, SCHED_FOREVER);
 
         pthread_mutex_lock(&hj->lock);
-        child_unlist_locked(hj, c);
+        child_unlist_locked(c);
         pthread_mutex_unlock(&hj->lock);
         if (r < 0) {
                 /* the parent was cancelled first: let the child end on its own */
@@ -566,14 +562,15 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
         return 0;
 }
 
-int plugin_host_run(Job *j)
+int plugin_host_run(Job *j, void *data)
 {
-        JobTable *t = plugin_host_table();
+        JobTable *t = j->table;
         FiberdJob *hj = calloc(1, sizeof(*hj));
         char *result = NULL;
         size_t result_len = 0;
         int r;
 
+        (void)data;
         if (!hj) {
                 j->fail_code = NULL;
                 return -ENOMEM;
@@ -582,6 +579,7 @@ int plugin_host_run(Job *j)
         hj->job = job_ref(j);
         pthread_mutex_init(&hj->lock, NULL);
         msgpack_sbuffer_init(&hj->kv);
+        list_init(&hj->children);
 
         jobtable_lock(t);
         hj->cancelled = j->cancel_requested;

@@ -15,6 +15,8 @@
 #include "daemon/server.h"
 #include "daemon/log.h"
 #include "ipc/encoder.h"
+#include "ipc/protocol.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,11 +29,11 @@
 #include <unistd.h>
 
 /* How long one response may take to leave before the connection is dropped. */
-#define SERVER_WRITE_TIMEOUT_NS (30ULL * 1000000000)
+#define SERVER_WRITE_TIMEOUT_NS (30 * NSEC_PER_SEC)
 /* Requests in flight on one connection before new ones get OVERLOADED. */
 #define CONN_MAX_IN_FLIGHT 4096
 /* How long a reader waits for a free fiber before answering OVERLOADED. */
-#define CONN_FIBER_RETRY_NS (5000ULL * 1000000)
+#define CONN_FIBER_RETRY_NS (5 * NSEC_PER_SEC)
 /* Bytes asked of the decoder per read. */
 #define CONN_READ_CHUNK 65536
 
@@ -229,7 +231,7 @@ static void conn_send_notice(Conn *c, const char *code, const char *text)
 
         msgpack_sbuffer_init(&sb);
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        if (ipc_pack_notification_begin(&pk, "connection.error", 1) == 0 &&
+        if (ipc_pack_notification_begin(&pk, IPC_NOTIFY_CONNECTION_ERROR, 1) == 0 &&
             ipc_pack_error_map(&pk, code, text) == 0)
                 conn_send(c, sb.data, sb.size);
         msgpack_sbuffer_destroy(&sb);
@@ -330,7 +332,7 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
                         break;
                 if (!deadline)
                         deadline = sched_deadline_after(CONN_FIBER_RETRY_NS);
-                if (sched_now_ns() >= deadline || fiber_sleep_for(1000000) < 0)
+                if (sched_now_ns() >= deadline || fiber_sleep_for(NSEC_PER_MSEC) < 0)
                         break;
         }
         if (r < 0) {
@@ -418,7 +420,7 @@ static void server_accept_loop(void *arg)
                 if (fd < 0) {
                         log_msg(LOG_WARNING, "accept: %s", strerror(-fd));
                         /* EMFILE and friends: give the fds a moment to come back */
-                        if (fiber_sleep_for(100 * 1000000ULL) == -ECANCELED)
+                        if (fiber_sleep_for(100 * NSEC_PER_MSEC) == -ECANCELED)
                                 return;
                         continue;
                 }
@@ -489,7 +491,7 @@ int server_drain(Server *s, uint64_t deadline_ns)
         while (__atomic_load_n(&s->stats.in_flight, __ATOMIC_RELAXED) > 0) {
                 if (sched_now_ns() >= deadline_ns)
                         return -ETIMEDOUT;
-                fiber_sleep_for(5 * 1000000ULL);
+                fiber_sleep_for(5 * NSEC_PER_MSEC);
         }
         return 0;
 }

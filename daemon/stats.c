@@ -11,6 +11,8 @@
  */
 #include "daemon/daemon.h"
 #include "ipc/encoder.h"
+#include "ipc/protocol.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,12 +22,12 @@ static int pack_counts(msgpack_packer *pk, const JobCounts *c)
         int r = 0;
 
         r |= msgpack_pack_map(pk, 6);
-        r |= ipc_pack_kv_uint(pk, "submitted", c->submitted);
-        r |= ipc_pack_kv_uint(pk, "queued", c->queued);
-        r |= ipc_pack_kv_uint(pk, "running", c->running);
-        r |= ipc_pack_kv_uint(pk, "done", c->done);
-        r |= ipc_pack_kv_uint(pk, "failed", c->failed);
-        r |= ipc_pack_kv_uint(pk, "cancelled", c->cancelled);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_SUBMITTED, c->submitted);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_QUEUED, c->queued);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_RUNNING, c->running);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_DONE, c->done);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_FAILED, c->failed);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_CANCELLED, c->cancelled);
         return r;
 }
 
@@ -36,28 +38,28 @@ static int pack_group(msgpack_packer *pk, const char *name, const SchedulingGrou
 
         sched_group_stats(g, &s);
         r |= msgpack_pack_map(pk, 22);
-        r |= ipc_pack_kv_cstr(pk, "name", name);
-        r |= ipc_pack_kv_uint(pk, "workers", s.workers);
-        r |= ipc_pack_kv_uint(pk, "spinning", s.spinning);
-        r |= ipc_pack_kv_uint(pk, "sleeping", s.sleeping);
-        r |= ipc_pack_kv_uint(pk, "runq_depth", s.runq_depth);
-        r |= ipc_pack_kv_uint(pk, "runq_full", s.runq_full);
-        r |= ipc_pack_kv_uint(pk, "fibers_created", s.fibers_created);
-        r |= ipc_pack_kv_uint(pk, "fibers_finished", s.fibers_finished);
-        r |= ipc_pack_kv_uint(pk, "fibers_alive", s.fibers_alive);
-        r |= ipc_pack_kv_uint(pk, "context_switches", s.context_switches);
-        r |= ipc_pack_kv_uint(pk, "spinner_handoffs", s.spinner_handoffs);
-        r |= ipc_pack_kv_uint(pk, "futex_wakeups", s.futex_wakeups);
-        r |= ipc_pack_kv_uint(pk, "ready_to_run_samples", s.ready_to_run.count);
-        r |= ipc_pack_kv_uint(pk, "ready_to_run_p50_ns", s.ready_to_run.p50_ns);
-        r |= ipc_pack_kv_uint(pk, "ready_to_run_p99_ns", s.ready_to_run.p99_ns);
-        r |= ipc_pack_kv_uint(pk, "ready_to_run_max_ns", s.ready_to_run.max_ns);
-        r |= ipc_pack_kv_int(pk, "node", s.node);
-        r |= ipc_pack_kv_cstr(pk, "cpus", s.cpus);
-        r |= ipc_pack_kv_uint(pk, "steals_in", s.steals_in);
-        r |= ipc_pack_kv_uint(pk, "steals_out", s.steals_out);
-        r |= ipc_pack_kv_uint(pk, "local_dequeues", s.local_dequeues);
-        r |= ipc_pack_kv_uint(pk, "shared_dequeues", s.shared_dequeues);
+        r |= ipc_pack_kv_cstr(pk, IPC_KEY_NAME, name);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_WORKERS, s.workers);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_SPINNING, s.spinning);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_SLEEPING, s.sleeping);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_RUNQ_DEPTH, s.runq_depth);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_RUNQ_FULL, s.runq_full);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_FIBERS_CREATED, s.fibers_created);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_FIBERS_FINISHED, s.fibers_finished);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_FIBERS_ALIVE, s.fibers_alive);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_CONTEXT_SWITCHES, s.context_switches);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_SPINNER_HANDOFFS, s.spinner_handoffs);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_FUTEX_WAKEUPS, s.futex_wakeups);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_READY_TO_RUN_SAMPLES, s.ready_to_run.count);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_READY_TO_RUN_P50_NS, s.ready_to_run.p50_ns);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_READY_TO_RUN_P99_NS, s.ready_to_run.p99_ns);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_READY_TO_RUN_MAX_NS, s.ready_to_run.max_ns);
+        r |= ipc_pack_kv_int(pk, IPC_KEY_NODE, s.node);
+        r |= ipc_pack_kv_cstr(pk, IPC_KEY_CPUS, s.cpus);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_STEALS_IN, s.steals_in);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_STEALS_OUT, s.steals_out);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_LOCAL_DEQUEUES, s.local_dequeues);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_SHARED_DEQUEUES, s.shared_dequeues);
         return r;
 }
 
@@ -65,9 +67,9 @@ static const char *queue_policy_name(SchedQueuePolicy p)
 {
         switch (p) {
         case SCHED_QUEUE_SHARED:
-                return "shared";
+                return IPC_QUEUE_POLICY_SHARED;
         case SCHED_QUEUE_LOCAL:
-                return "local";
+                return IPC_QUEUE_POLICY_LOCAL;
         default:
                 return "default";
         }
@@ -80,10 +82,10 @@ static int pack_layout(msgpack_packer *pk, const Scheduler *s)
 
         sched_get_plan(s, &plan);
         r |= msgpack_pack_map(pk, 4);
-        r |= ipc_pack_kv_uint(pk, "groups", plan.groups);
-        r |= ipc_pack_kv_uint(pk, "group_size", plan.group_size);
-        r |= ipc_pack_kv_bool(pk, "numa", plan.numa);
-        r |= ipc_pack_kv_cstr(pk, "queue_policy", queue_policy_name(plan.queue_policy));
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_GROUPS, plan.groups);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_GROUP_SIZE, plan.group_size);
+        r |= ipc_pack_kv_bool(pk, IPC_KEY_NUMA, plan.numa);
+        r |= ipc_pack_kv_cstr(pk, IPC_KEY_QUEUE_POLICY, queue_policy_name(plan.queue_policy));
         return r;
 }
 
@@ -119,37 +121,38 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
         int r = 0;
 
         r |= msgpack_pack_map(pk, 6);
-        r |= ipc_pack_kv_uint(pk, "uptime_ms", (sched_now_ns() - d->start_ns) / 1000000);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_UPTIME_MS,
+                              (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC);
         /* the plugin map's size must be known before its entries: both under one lock */
         jobtable_lock(&d->jobs);
         nplugins = d->jobs.nplugins;
         total = d->jobs.counts;
-        r |= ipc_pack_cstr(pk, "jobs");
+        r |= ipc_pack_cstr(pk, IPC_KEY_JOBS);
         r |= pack_counts(pk, &total);
-        r |= ipc_pack_cstr(pk, "plugins");
+        r |= ipc_pack_cstr(pk, IPC_KEY_PLUGINS);
         r |= msgpack_pack_map(pk, (uint32_t)nplugins);
         for (size_t i = 0; i < nplugins; i++)
                 pack_plugin(&d->jobs.plugins[i], &pp);
         jobtable_unlock(&d->jobs);
         r |= pp.r;
-        r |= ipc_pack_cstr(pk, "groups");
+        r |= ipc_pack_cstr(pk, IPC_KEY_GROUPS);
         r |= msgpack_pack_array(pk, 1 + ngroups);
-        r |= pack_group(pk, "server", d->server_group);
+        r |= pack_group(pk, IPC_GROUP_SERVER, d->server_group);
         for (unsigned i = 0; i < ngroups; i++) {
                 char name[24];
-                snprintf(name, sizeof(name), "jobs-%u", i);
+                snprintf(name, sizeof(name), IPC_GROUP_JOBS_FMT, i);
                 r |= pack_group(pk, name, sched_group_at(d->job_sched, i));
         }
-        r |= ipc_pack_cstr(pk, "layout");
+        r |= ipc_pack_cstr(pk, IPC_KEY_LAYOUT);
         r |= pack_layout(pk, d->job_sched);
         server_stats(d->server, &ss);
-        r |= ipc_pack_cstr(pk, "server");
+        r |= ipc_pack_cstr(pk, IPC_KEY_SERVER);
         r |= msgpack_pack_map(pk, 5);
-        r |= ipc_pack_kv_uint(pk, "connections", ss.connections);
-        r |= ipc_pack_kv_uint(pk, "accepted", ss.accepted);
-        r |= ipc_pack_kv_uint(pk, "requests", ss.requests);
-        r |= ipc_pack_kv_uint(pk, "in_flight", ss.in_flight);
-        r |= ipc_pack_kv_uint(pk, "protocol_errors", ss.protocol_errors);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_CONNECTIONS, ss.connections);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_ACCEPTED, ss.accepted);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_REQUESTS, ss.requests);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_IN_FLIGHT, ss.in_flight);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_PROTOCOL_ERRORS, ss.protocol_errors);
         return r ? -ENOMEM : 0;
 }
 

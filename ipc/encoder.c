@@ -58,8 +58,8 @@ int ipc_pack_response_begin(msgpack_packer *pk, uint32_t msgid)
 int ipc_pack_error_map(msgpack_packer *pk, const char *code, const char *message)
 {
         PACK(msgpack_pack_map(pk, 2));
-        PACK(ipc_pack_kv_cstr(pk, "code", code ? code : IPC_INTERNAL));
-        PACK(ipc_pack_kv_cstr(pk, "message", message ? message : ""));
+        PACK(ipc_pack_kv_cstr(pk, IPC_KEY_CODE, code ? code : IPC_INTERNAL));
+        PACK(ipc_pack_kv_cstr(pk, IPC_KEY_MESSAGE, message ? message : ""));
         return 0;
 }
 

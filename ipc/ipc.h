@@ -6,7 +6,8 @@
  * (daemon/) and the client (client/), and deliberately pure — no sockets, no threads, no
  * clock — so every piece can be tested and fuzzed on byte buffers:
  *
- *   status.h   error codes on the wire, errno <-> code, IpcStatus
+ *   protocol.h the contract's constants: version, methods, params, keys, error table
+ *   status.h   errno <-> error code, IpcStatus
  *   decoder.h  bytes in, whole MessagePack-RPC messages out, with a size cap
  *   encoder.h  requests, responses, error responses and notifications out
  *   value.h    typed reads out of decoded maps and arrays, with clear errors
@@ -18,6 +19,7 @@
 
 #include "ipc/decoder.h"
 #include "ipc/encoder.h"
+#include "ipc/protocol.h"
 #include "ipc/status.h"
 #include "ipc/value.h"
 

@@ -2,7 +2,7 @@
 /*
  * status.c — errno <-> wire error code, and IpcStatus (see status.h).
  *
- * One table holds every code with the errno the client maps it back to; the errno ->
+ * The code -> errno direction is protocol.c's table (ipc_protocol_errors[]); the errno ->
  * code direction is a switch, since several errnos share a code. Unknown errnos are
  * INTERNAL: the message then carries strerror() so the person reading it still learns
  * something.
@@ -13,21 +13,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-typedef struct CodeEntry {
-        const char *code; /* an IPC_* constant */
-        int error;        /* negative errno the client reports for it */
-} CodeEntry;
-
-static const CodeEntry code_table[] = {
-        {IPC_INVALID_ARGUMENT, -EINVAL},      {IPC_NOT_FOUND, -ENOENT},
-        {IPC_ALREADY_EXISTS, -EEXIST},        {IPC_PERMISSION_DENIED, -EACCES},
-        {IPC_FAILED_PRECONDITION, -EALREADY}, {IPC_OVERLOADED, -EAGAIN},
-        {IPC_UNAVAILABLE, -ESHUTDOWN},        {IPC_DEADLINE_EXCEEDED, -ETIMEDOUT},
-        {IPC_CANCELLED, -ECANCELED},          {IPC_METHOD_NOT_FOUND, -ENOSYS},
-        {IPC_MALFORMED_MESSAGE, -EBADMSG},    {IPC_MESSAGE_TOO_LARGE, -EMSGSIZE},
-        {IPC_OUT_OF_MEMORY, -ENOMEM},         {IPC_INTERNAL, -EIO},
-};
 
 const char *ipc_status_code_from_errno(int error)
 {
@@ -90,31 +75,21 @@ const char *ipc_status_code_from_errno(int error)
         }
 }
 
-static const CodeEntry *code_lookup(const char *code, size_t len)
-{
-        for (size_t i = 0; i < sizeof(code_table) / sizeof(code_table[0]); i++) {
-                const char *c = code_table[i].code;
-                if (strlen(c) == len && memcmp(c, code, len) == 0)
-                        return &code_table[i];
-        }
-        return NULL;
-}
-
 int ipc_status_errno_from_code(const char *code, size_t len)
 {
-        const CodeEntry *e = code ? code_lookup(code, len) : NULL;
+        const IpcErrorSpec *e = ipc_protocol_error(code, len);
         return e ? e->error : -EPROTO;
 }
 
 const char *ipc_status_canonical_code(const char *code, size_t len)
 {
-        const CodeEntry *e = code ? code_lookup(code, len) : NULL;
+        const IpcErrorSpec *e = ipc_protocol_error(code, len);
         return e ? e->code : IPC_INTERNAL;
 }
 
 static int code_errno(const char *code)
 {
-        const CodeEntry *e = code ? code_lookup(code, strlen(code)) : NULL;
+        const IpcErrorSpec *e = code ? ipc_protocol_error(code, strlen(code)) : NULL;
         return e ? e->error : -EIO;
 }
 

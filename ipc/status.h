@@ -24,21 +24,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The wire codes (PROTOCOL.md, "Errors"). Each is its own string, compare with strcmp. */
-#define IPC_INVALID_ARGUMENT "INVALID_ARGUMENT"       /* -EINVAL -ERANGE -E2BIG -ENAMETOOLONG */
-#define IPC_NOT_FOUND "NOT_FOUND"                     /* -ENOENT -ESRCH */
-#define IPC_ALREADY_EXISTS "ALREADY_EXISTS"           /* -EEXIST */
-#define IPC_PERMISSION_DENIED "PERMISSION_DENIED"     /* -EPERM -EACCES */
-#define IPC_FAILED_PRECONDITION "FAILED_PRECONDITION" /* -EALREADY -EINPROGRESS -EISDIR... */
-#define IPC_OVERLOADED "OVERLOADED"                   /* -EAGAIN -EBUSY -EMFILE -ENFILE */
-#define IPC_UNAVAILABLE "UNAVAILABLE"                 /* -ESHUTDOWN -ECONNREFUSED -EPIPE */
-#define IPC_DEADLINE_EXCEEDED "DEADLINE_EXCEEDED"     /* -ETIMEDOUT */
-#define IPC_CANCELLED "CANCELLED"                     /* -ECANCELED */
-#define IPC_METHOD_NOT_FOUND "METHOD_NOT_FOUND"       /* -ENOSYS */
-#define IPC_MALFORMED_MESSAGE "MALFORMED_MESSAGE"     /* -EBADMSG -EPROTO */
-#define IPC_MESSAGE_TOO_LARGE "MESSAGE_TOO_LARGE"     /* -EMSGSIZE */
-#define IPC_OUT_OF_MEMORY "OUT_OF_MEMORY"             /* -ENOMEM */
-#define IPC_INTERNAL "INTERNAL"                       /* anything else */
+#include "ipc/protocol.h"
+
+/* The wire codes (IPC_INVALID_ARGUMENT ... IPC_INTERNAL) and their table live in
+ * protocol.h, with the rest of the contract. */
 
 /* Longest message text kept in an IpcStatus, bytes including the NUL. */
 #define IPC_STATUS_MESSAGE_MAX 256
@@ -46,7 +35,7 @@
 /*
  * IpcStatus - an error on its way to (or from) the wire. A zeroed IpcStatus means "no
  * error" (code == NULL). Plain value, no destructor; the code always points to one of the
- * IPC_* string constants above (static storage).
+ * IPC_* code constants of protocol.h (static storage).
  */
 typedef struct IpcStatus {
         const char *code;                     /* IPC_* constant; NULL = ok */

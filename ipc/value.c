@@ -234,14 +234,16 @@ int ipc_read_error(const msgpack_object *err, IpcStatus *ret)
         if (ipc_object_is_nil(err))
                 return 0;
         if (err->type != MSGPACK_OBJECT_MAP ||
-            ipc_read_strv(ipc_map_find(err, "code"), "code", &code, &code_len, NULL) < 0) {
+            ipc_read_strv(ipc_map_find(err, IPC_KEY_CODE), IPC_KEY_CODE, &code, &code_len, NULL) <
+                    0) {
                 ipc_status_set(ret, IPC_MALFORMED_MESSAGE, -EPROTO,
                                "the server sent an error that is not a {code, message} map "
                                "(%s)",
                                ipc_object_type_name(err));
                 return -EPROTO;
         }
-        (void)ipc_read_strv(ipc_map_find(err, "message"), "message", &msg, &msg_len, NULL);
+        (void)ipc_read_strv(ipc_map_find(err, IPC_KEY_MESSAGE), IPC_KEY_MESSAGE, &msg, &msg_len,
+                            NULL);
         ret->code = ipc_status_canonical_code(code, code_len);
         ret->error = ipc_status_errno_from_code(code, code_len);
         if (ret->error == -EPROTO) { /* unknown code: keep it for the person reading */

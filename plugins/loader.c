@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "plugins/loader.h"
+#include "scheduler/base/time-util.h"
 
 #define LOADER_REFUSALS_MAX 256 /* refusals remembered; the oldest go first */
 #define LOADER_REASON_MAX 512
@@ -90,10 +91,7 @@ static void loader_logf(PluginLoader *l, int level, const char *fmt, ...)
 
 static uint64_t loader_now_ns(void)
 {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        return clock_now_ns(CLOCK_MONOTONIC);
 }
 
 /* ------------------------------------------------------------------ lists (locked) - */

@@ -7,8 +7,9 @@
  * cancelled or its timeout passes. Result {"slept_ms": ms}.
  */
 #include "plugins/fiberd/plugin.h"
+#include "scheduler/base/time-util.h"
 
-#define SLEEP_MS_MAX (7ull * 24 * 3600 * 1000) /* a week */
+#define SLEEP_MS_MAX (7 * 24 * 3600 * MSEC_PER_SEC) /* a week */
 
 static int sleep_run(FiberdJob *job, const FiberdHost *host)
 {
@@ -22,7 +23,7 @@ static int sleep_run(FiberdJob *job, const FiberdHost *host)
                 return host->fail(job, -ERANGE, "ms: %llu is more than a week",
                                   (unsigned long long)ms);
         host->progress(job, 0, ms);
-        r = host->sleep_until(job, host->now_ns() + ms * 1000000u);
+        r = host->sleep_until(job, host->now_ns() + ms * NSEC_PER_MSEC);
         if (r < 0)
                 return r;
         host->progress(job, ms, ms);

@@ -8,9 +8,10 @@
  * tests of the scheduler's fairness. Result {"spun_ms": ms, "yields": slices}.
  */
 #include "plugins/fiberd/plugin.h"
+#include "scheduler/base/time-util.h"
 
-#define SPIN_MS_MAX (3600ull * 1000) /* an hour */
-#define SPIN_SLICE_NS 200000u        /* 0.2 ms of work between yields */
+#define SPIN_MS_MAX (3600 * MSEC_PER_SEC) /* an hour */
+#define SPIN_SLICE_NS (NSEC_PER_MSEC / 5) /* 0.2 ms of work between yields */
 
 static int spin_run(FiberdJob *job, const FiberdHost *host)
 {
@@ -25,7 +26,7 @@ static int spin_run(FiberdJob *job, const FiberdHost *host)
                 return host->fail(job, -ERANGE, "ms: %llu is more than an hour",
                                   (unsigned long long)ms);
         start = now = host->now_ns();
-        end = start + ms * 1000000u;
+        end = start + ms * NSEC_PER_MSEC;
         while (now < end) {
                 uint64_t slice_end = now + SPIN_SLICE_NS;
                 while (now < slice_end && now < end) {
@@ -33,7 +34,7 @@ static int spin_run(FiberdJob *job, const FiberdHost *host)
                                 work += (uint64_t)i * 2654435761u;
                         now = host->now_ns();
                 }
-                host->progress(job, (now - start) / 1000000u, ms);
+                host->progress(job, (now - start) / NSEC_PER_MSEC, ms);
                 r = host->yield(job);
                 if (r < 0)
                         return r;

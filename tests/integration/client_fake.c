@@ -143,6 +143,10 @@ static void fake_submit(msgpack_packer *pk, const IpcMessage *m)
                 ipc_pack_error_response(pk, m->msgid, IPC_PERMISSION_DENIED, "not for you");
                 return;
         }
+        if (strncmp(plugin, "code:", 5) == 0) { /* "code:OVERLOADED": answer that code */
+                ipc_pack_error_response(pk, m->msgid, plugin + 5, "the fake says %s", plugin + 5);
+                return;
+        }
         cr_assert_lt(fake.njobs, FAKE_MAX_JOBS);
         unsigned id = ++fake.njobs;
         FakeJob *j = &fake.jobs[id];
@@ -636,6 +640,39 @@ Test(fiberctl, exit_codes_for_server_errors, .init = setup_normal, .fini = fake_
         RUN(&r, NULL, "result", "2");
         cr_assert_eq(r.status, 1, "%s", r.err);
         assert_contains(r.err, "job 2 failed: no such file");
+}
+
+Test(fiberctl, exit_status_of_every_error_code_is_the_protocol_tables, .init = setup_normal,
+     .fini = fake_stop)
+{
+        Run r;
+
+        for (size_t i = 0; i < ipc_protocol_nerrors; i++) {
+                const IpcErrorSpec *e = &ipc_protocol_errors[i];
+                char plugin[32], said[64];
+
+                snprintf(plugin, sizeof(plugin), "code:%s", e->code);
+                snprintf(said, sizeof(said), "the fake says %s", e->code);
+                RUN(&r, NULL, "submit", plugin);
+                cr_assert_eq(r.status, e->exit_status, "%s: fiberctl exited %d, the table says %d",
+                             e->code, r.status, e->exit_status);
+                assert_contains(r.err, said);
+        }
+        /* a code this fiberctl does not know exits like INTERNAL */
+        RUN(&r, NULL, "submit", "code:FROM_THE_FUTURE");
+        cr_assert_eq(r.status, ipc_protocol_exit_status(IPC_INTERNAL), "%s", r.err);
+}
+
+Test(fiberctl, version_prints_the_release_and_protocol, .init = setup_normal, .fini = fake_stop)
+{
+        char want[64];
+        Run r;
+
+        snprintf(want, sizeof(want), "fiberctl %s (protocol %d)\n", FIBERD_VERSION,
+                 FIBERD_PROTOCOL_VERSION);
+        RUN(&r, NULL, "--version");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_assert_str_eq(r.out, want);
 }
 
 Test(fiberctl, usage_errors_exit_64, .init = setup_normal, .fini = fake_stop)

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dispatch.h — the dispatcher: the queue of jobs waiting to run, the bound on how many
+ * run at once, and the supervisor and job fibers that run them (dispatch.c has the
+ * design).
+ *
+ * A Dispatcher lives inside its JobTable (jobtable.h, field `dispatch`) and is guarded
+ * by the table's lock: every function here named *_locked is called with that lock
+ * held, and none of them yields. A queued job reaches its table through Job.table, so
+ * nothing here needs a global.
+ *
+ * Who runs a job's code is not the dispatcher's business: the job fiber calls the
+ * table's run hook (JobTableHooks.run, set by whoever owns both the table and the
+ * plugin host: main.c), so this layer does not know about plugins.
+ */
+#ifndef FIBERD_DAEMON_DISPATCH_H
+#define FIBERD_DAEMON_DISPATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "daemon/job.h"
+#include "scheduler/sched.h"
+
+typedef struct Dispatcher {
+        Scheduler *sched; /* where job fibers run: its groups, placed by the runtime; not owned */
+        Job **heap;       /* queued jobs, min (priority, id) first; owned array */
+        size_t heap_len, heap_cap;
+        unsigned running;     /* jobs with a supervisor fiber */
+        unsigned max_running; /* bound: keeps the run queue from refusing fibers */
+        bool pump_blocked;    /* fiber_create said -EAGAIN: retry on the next tick */
+} Dispatcher;
+
+/*
+ * dispatch_init - an empty queue whose jobs run on the groups of @sched (not owned; it
+ * must outlive every job fiber). @max_running: jobs running at once, 0 taken as 1.
+ * Context: main thread at start-up. Cannot fail (the queue grows on first push).
+ */
+void dispatch_init(Dispatcher *d, Scheduler *sched, unsigned max_running);
+
+/* dispatch_done - free the queue (not the jobs: the table owns them). Context: main thread. */
+void dispatch_done(Dispatcher *d);
+
+/* dispatch_set_max_running_locked - a new bound (SIGHUP), 0 taken as 1. Table lock held. */
+void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running);
+
+/* dispatch_queued_locked - jobs waiting in the queue. Table lock held. */
+static inline size_t dispatch_queued_locked(const Dispatcher *d)
+{
+        return d->heap_len;
+}
+
+/* dispatch_idle_locked - nothing queued and nothing running. Table lock held. */
+static inline bool dispatch_idle_locked(const Dispatcher *d)
+{
+        return d->heap_len == 0 && d->running == 0;
+}
+
+/*
+ * dispatch_push_locked - queue @j (state queued) by (priority, id); the queue does not
+ * take a reference (the table holds one while the job is listed).
+ * Return: 0; -ENOMEM (the job is not queued). Context: table lock held.
+ */
+int dispatch_push_locked(Dispatcher *d, Job *j);
+
+/* dispatch_remove_locked - take a queued @j out of the queue; no-op if not queued. */
+void dispatch_remove_locked(Dispatcher *d, Job *j);
+
+/* dispatch_first_locked - the job that runs next, or NULL when none waits. */
+static inline Job *dispatch_first_locked(const Dispatcher *d)
+{
+        return d->heap_len ? d->heap[0] : NULL;
+}
+
+/* dispatch_at_locked - the @i-th queued job in heap order (@i < dispatch_queued_locked()). */
+static inline Job *dispatch_at_locked(const Dispatcher *d, size_t i)
+{
+        return d->heap[i];
+}
+
+/*
+ * dispatch_pump_locked - start queued jobs, lowest (priority, id) first, while fewer
+ * than max_running run: each gets a supervisor fiber on a group of d->sched that runs
+ * the job fiber, enforces its deadline and joins it. A job whose deadline passed while
+ * queued ends cancelled (DEADLINE_EXCEEDED) instead. Jobs reach their table (for state
+ * changes) through Job.table.
+ * Context: any fiber or thread; the table lock held; does not yield.
+ */
+void dispatch_pump_locked(Dispatcher *d);
+
+#endif

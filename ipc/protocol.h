@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * protocol.h — fiberd's wire contract as C constants (ipc/): the version, every method
+ * name with its param positions, the keys of every record, and the error codes, each with
+ * the errno it stands for and the exit status fiberctl gives it. PROTOCOL.md is the prose;
+ * this header is the one place both sides (daemon/ and client/) take the spellings from,
+ * so neither writes a method name, a key or a code as a raw string.
+ *
+ * Versions:
+ *  - FIBERD_VERSION is the release, printed by `fiberd --version`, `fiberctl --version`
+ *    and returned by `ping` ("version");
+ *  - FIBERD_PROTOCOL_VERSION is an integer raised whenever this contract changes in a
+ *    way an older peer would misread; `ping` returns it ("protocol") so a client can
+ *    tell before it relies on a newer method or key.
+ *
+ * Pure: constants and a read-only table, usable from any thread or fiber.
+ */
+#ifndef FIBERD_IPC_PROTOCOL_H
+#define FIBERD_IPC_PROTOCOL_H
+
+#include <stddef.h>
+
+#define FIBERD_VERSION "0.1.0"
+#define FIBERD_PROTOCOL_VERSION 1
+
+/* ---- methods (PROTOCOL.md, "Methods") and their params, by position ----------------- */
+
+#define IPC_METHOD_PING "ping"                 /* [] */
+#define IPC_METHOD_PLUGINS_LIST "plugins.list" /* [] */
+#define IPC_METHOD_JOB_SUBMIT "job.submit"     /* [plugin, args, options] */
+#define IPC_METHOD_JOB_STATUS "job.status"     /* [id] */
+#define IPC_METHOD_JOB_WAIT "job.wait"         /* [id, timeout_ms] */
+#define IPC_METHOD_JOB_RESULT "job.result"     /* [id] */
+#define IPC_METHOD_JOB_CANCEL "job.cancel"     /* [id] */
+#define IPC_METHOD_JOB_LIST "job.list"         /* [filter] */
+#define IPC_METHOD_STATS "stats"               /* [] */
+
+/* The notification the server sends before it closes a broken stream. */
+#define IPC_NOTIFY_CONNECTION_ERROR "connection.error" /* [{code, message}] */
+
+/* job.submit [plugin, args, options] */
+enum {
+        IPC_SUBMIT_PARAM_PLUGIN = 0,
+        IPC_SUBMIT_PARAM_ARGS = 1,
+        IPC_SUBMIT_PARAM_OPTIONS = 2,
+        IPC_SUBMIT_NPARAMS = 3,
+};
+
+/* job.status, job.wait, job.result, job.cancel: [id, ...]; job.wait [id, timeout_ms] */
+enum {
+        IPC_JOB_PARAM_ID = 0,
+        IPC_JOB_NPARAMS = 1,
+        IPC_WAIT_PARAM_TIMEOUT_MS = 1,
+        IPC_WAIT_NPARAMS = 2,
+};
+
+/* job.list [filter] */
+enum {
+        IPC_LIST_PARAM_FILTER = 0,
+        IPC_LIST_NPARAMS = 1,
+};
+
+/* ---- keys ---------------------------------------------------------------------------- */
+
+/* job.submit options and job.list filter keys */
+#define IPC_OPT_PRIORITY "priority"
+#define IPC_OPT_TIMEOUT_MS "timeout_ms"
+#define IPC_FILTER_STATE "state"
+#define IPC_FILTER_PLUGIN "plugin"
+#define IPC_FILTER_LIMIT "limit"
+
+/* The job record (PROTOCOL.md, "Job record"); job.submit's result is {IPC_KEY_ID}. */
+#define IPC_KEY_ID "id"
+#define IPC_KEY_PLUGIN "plugin"
+#define IPC_KEY_OWNER "owner"
+#define IPC_KEY_STATE "state"
+#define IPC_KEY_PRIORITY "priority"
+#define IPC_KEY_TIMEOUT_MS "timeout_ms"
+#define IPC_KEY_CREATED_MS "created_ms"
+#define IPC_KEY_STARTED_MS "started_ms"
+#define IPC_KEY_FINISHED_MS "finished_ms"
+#define IPC_KEY_PROGRESS "progress" /* {done, total} */
+#define IPC_KEY_DONE "done"
+#define IPC_KEY_TOTAL "total"
+#define IPC_KEY_RESULT "result"
+#define IPC_KEY_ERROR "error" /* {code, message} */
+
+/* The error map, in responses, job records and IPC_NOTIFY_CONNECTION_ERROR. */
+#define IPC_KEY_CODE "code"
+#define IPC_KEY_MESSAGE "message"
+
+/* Job states, the values of IPC_KEY_STATE. */
+#define IPC_STATE_QUEUED "queued"
+#define IPC_STATE_RUNNING "running"
+#define IPC_STATE_DONE "done"
+#define IPC_STATE_FAILED "failed"
+#define IPC_STATE_CANCELLED "cancelled"
+
+/* ping's result */
+#define IPC_KEY_VERSION "version"   /* FIBERD_VERSION */
+#define IPC_KEY_PROTOCOL "protocol" /* FIBERD_PROTOCOL_VERSION */
+#define IPC_KEY_PID "pid"
+#define IPC_KEY_UPTIME_MS "uptime_ms"
+
+/* plugins.list's result: {plugins: [{name, version, description, path}],
+ * refused: [{path, reason}]} */
+#define IPC_KEY_PLUGINS "plugins"
+#define IPC_KEY_REFUSED "refused"
+#define IPC_KEY_NAME "name"
+#define IPC_KEY_DESCRIPTION "description"
+#define IPC_KEY_PATH "path"
+#define IPC_KEY_REASON "reason"
+
+/* stats' result: {uptime_ms, jobs, plugins, groups, layout, server}; the counts maps
+ * (jobs, and each plugin's) have submitted, queued, running, done, failed, cancelled. */
+#define IPC_KEY_JOBS "jobs"
+#define IPC_KEY_LAYOUT "layout"
+#define IPC_KEY_SERVER "server"
+#define IPC_KEY_SUBMITTED "submitted"
+#define IPC_KEY_QUEUED IPC_STATE_QUEUED
+#define IPC_KEY_RUNNING IPC_STATE_RUNNING
+#define IPC_KEY_FAILED IPC_STATE_FAILED
+#define IPC_KEY_CANCELLED IPC_STATE_CANCELLED
+
+/* stats' groups[] entries (sched_group_stats()), layout and server maps */
+#define IPC_KEY_WORKERS "workers"
+#define IPC_KEY_SPINNING "spinning"
+#define IPC_KEY_SLEEPING "sleeping"
+#define IPC_KEY_RUNQ_DEPTH "runq_depth"
+#define IPC_KEY_RUNQ_FULL "runq_full"
+#define IPC_KEY_FIBERS_CREATED "fibers_created"
+#define IPC_KEY_FIBERS_FINISHED "fibers_finished"
+#define IPC_KEY_FIBERS_ALIVE "fibers_alive"
+#define IPC_KEY_CONTEXT_SWITCHES "context_switches"
+#define IPC_KEY_SPINNER_HANDOFFS "spinner_handoffs"
+#define IPC_KEY_FUTEX_WAKEUPS "futex_wakeups"
+#define IPC_KEY_READY_TO_RUN_SAMPLES "ready_to_run_samples"
+#define IPC_KEY_READY_TO_RUN_P50_NS "ready_to_run_p50_ns"
+#define IPC_KEY_READY_TO_RUN_P99_NS "ready_to_run_p99_ns"
+#define IPC_KEY_READY_TO_RUN_MAX_NS "ready_to_run_max_ns"
+#define IPC_KEY_NODE "node"
+#define IPC_KEY_CPUS "cpus"
+#define IPC_KEY_STEALS_IN "steals_in"
+#define IPC_KEY_STEALS_OUT "steals_out"
+#define IPC_KEY_LOCAL_DEQUEUES "local_dequeues"
+#define IPC_KEY_SHARED_DEQUEUES "shared_dequeues"
+#define IPC_KEY_GROUPS "groups"
+#define IPC_KEY_GROUP_SIZE "group_size"
+#define IPC_KEY_NUMA "numa"
+#define IPC_KEY_QUEUE_POLICY "queue_policy"
+#define IPC_KEY_CONNECTIONS "connections"
+#define IPC_KEY_ACCEPTED "accepted"
+#define IPC_KEY_REQUESTS "requests"
+#define IPC_KEY_IN_FLIGHT "in_flight"
+#define IPC_KEY_PROTOCOL_ERRORS "protocol_errors"
+
+/* values in stats: the groups' names and layout.queue_policy */
+#define IPC_GROUP_SERVER "server"    /* the daemon's own group, first */
+#define IPC_GROUP_JOBS_FMT "jobs-%u" /* then the job scheduler's, from 0 */
+#define IPC_QUEUE_POLICY_SHARED "shared"
+#define IPC_QUEUE_POLICY_LOCAL "local"
+
+/* ---- error codes (PROTOCOL.md, "Errors") -------------------------------------------- */
+
+/*
+ * The wire codes. Each is its own string constant; a code read from the wire is turned
+ * into one of these with ipc_status_canonical_code() (status.h). The comment lists the
+ * errnos ipc_status_code_from_errno() maps to it; ipc_protocol_errors[] below holds the
+ * one errno the client reports for it and fiberctl's exit status.
+ * (IPC_METHOD_NOT_FOUND is an error code, not a method name.)
+ */
+#define IPC_INVALID_ARGUMENT "INVALID_ARGUMENT"       /* -EINVAL -ERANGE -E2BIG -ENAMETOOLONG */
+#define IPC_NOT_FOUND "NOT_FOUND"                     /* -ENOENT -ESRCH */
+#define IPC_ALREADY_EXISTS "ALREADY_EXISTS"           /* -EEXIST */
+#define IPC_PERMISSION_DENIED "PERMISSION_DENIED"     /* -EPERM -EACCES */
+#define IPC_FAILED_PRECONDITION "FAILED_PRECONDITION" /* -EALREADY -EINPROGRESS -EISDIR... */
+#define IPC_OVERLOADED "OVERLOADED"                   /* -EAGAIN -EBUSY -EMFILE -ENFILE */
+#define IPC_UNAVAILABLE "UNAVAILABLE"                 /* -ESHUTDOWN -ECONNREFUSED -EPIPE */
+#define IPC_DEADLINE_EXCEEDED "DEADLINE_EXCEEDED"     /* -ETIMEDOUT */
+#define IPC_CANCELLED "CANCELLED"                     /* -ECANCELED */
+#define IPC_METHOD_NOT_FOUND "METHOD_NOT_FOUND"       /* -ENOSYS */
+#define IPC_MALFORMED_MESSAGE "MALFORMED_MESSAGE"     /* -EBADMSG -EPROTO */
+#define IPC_MESSAGE_TOO_LARGE "MESSAGE_TOO_LARGE"     /* -EMSGSIZE */
+#define IPC_OUT_OF_MEMORY "OUT_OF_MEMORY"             /* -ENOMEM */
+#define IPC_INTERNAL "INTERNAL"                       /* anything else */
+
+/* fiberctl's exit status when a job it reported on failed or was cancelled. */
+#define IPC_EXIT_JOB_FAILED 1
+
+/* One row of the error table. */
+typedef struct IpcErrorSpec {
+        const char *code; /* an IPC_* code constant above */
+        int error;        /* the negative errno the client reports for it */
+        int exit_status;  /* fiberctl's exit status (sysexits.h, or IPC_EXIT_JOB_FAILED) */
+} IpcErrorSpec;
+
+/* Every error code, once each, in the order of PROTOCOL.md's table; INTERNAL last. */
+extern const IpcErrorSpec ipc_protocol_errors[];
+extern const size_t ipc_protocol_nerrors;
+
+/*
+ * ipc_protocol_error - the row for @code (@len bytes, need not be NUL-terminated), or
+ * NULL for a code this side does not know (a newer peer's; treat it as INTERNAL).
+ * Context: any. Pure.
+ */
+const IpcErrorSpec *ipc_protocol_error(const char *code, size_t len);
+
+/*
+ * ipc_protocol_exit_status - fiberctl's exit status for @code (NUL-terminated): 0 for
+ * NULL (no error), INTERNAL's for an unknown code. Context: any. Pure.
+ */
+int ipc_protocol_exit_status(const char *code);
+
+#endif /* FIBERD_IPC_PROTOCOL_H */
