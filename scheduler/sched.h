@@ -35,6 +35,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "scheduler/base/list.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -364,10 +366,11 @@ int fiber_connect(int fd, const void *addr, unsigned addrlen, uint64_t deadline_
  * Waiters are woken in FIFO order. None of them allocates.
  */
 
-/* Intrusive wait list shared by every primitive; fields are private. */
+/* Intrusive wait list shared by every primitive; fields are private. All-zero is a
+ * valid empty list. */
 typedef struct SchedWaitList {
-        int lock;          /* spinlock word */
-        void *head, *tail; /* Waiter list */
+        int lock;      /* spinlock word */
+        ListHead head; /* Waiters, FIFO (scheduler/base/list.h) */
 } SchedWaitList;
 
 typedef struct FiberMutex {
