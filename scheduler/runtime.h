@@ -27,7 +27,7 @@
  *   histogram.c    the ready-to-run latency histogram
  *   topology.c     CPUs and nodes, the group layout, NUMA memory policy
  *   stack.c        fiber stacks, the stack cache and pool, the overflow handler
- *   waiter.c       Waiter, the wake-up handshake, wait lists
+ *   waiter.c       Waiter: one blocking call, and the wake-up handshake
  *   timer.c        the timer heap and its timerfd
  *   reactor.c      the reactor thread, the fd table, fiber_wait_fd
  *   reactor-epoll.c  the reactor's poll backend
@@ -38,7 +38,7 @@
  *   group.c        a scheduling group's life and its wake-up of workers
  *   stats.c        a group's statistics
  *   scheduler.c    a Scheduler: groups laid out, bound, wired for stealing
- *   sync.c         mutex, condition, semaphore, latch, rwlock, event
+ *   sync.c         wait lists; mutex, condition, semaphore, latch, rwlock, event
  *   io.c           fiber-aware read/write/accept/connect, io_errno
  */
 #ifndef FIBERD_RUNTIME_H
@@ -453,14 +453,6 @@ static inline void waiter_handoff_arrive(Fiber *f)
                 ready_push(f);
 }
 
-/* Wait lists: FIFO, under the list's own lock (held by the caller for every call). */
-void wait_list_push(SchedWaitList *l, Waiter *w);
-Waiter *wait_list_pop(SchedWaitList *l);
-/* wait_list_remove - unlink @w if it is still linked. */
-void wait_list_remove(SchedWaitList *l, Waiter *w);
-Waiter *wait_list_first(SchedWaitList *l);
-bool wait_list_empty(SchedWaitList *l);
-
 /* ------------------------------------------------------------------ io.c ---------- */
 
 /* io_errno - errno of the calling thread, read through a call the compiler cannot
@@ -471,12 +463,13 @@ int io_errno(void);
 
 /* ------------------------------------------------------------------ topology.c ---- */
 
-/* NUMA and CPU-set helpers (topology.c). numa_prefer_*: MPOL_PREFERRED for a range
- * (moving pages already there) or for the calling thread; no-ops without NUMA. */
+/* numa_prefer_*: MPOL_PREFERRED for a range (moving pages already there) or for the
+ * calling thread; no-ops without NUMA. Context: any. (They keep libnuma-like names, not
+ * topology_, while stack.c, which calls numa_prefer_range, is being rewritten.) */
 void numa_prefer_range(void *p, size_t len, int node);
 void numa_prefer_node(int node);
-/* cpuset_format - "0-3,8" (or "any" for an empty set) into @buf. */
-void cpuset_format(const cpu_set_t *set, char *buf, size_t len);
+/* topology_cpuset_format - "0-3,8" (or "any" for an empty set) into @buf. */
+void topology_cpuset_format(const cpu_set_t *set, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ log.c --------- */
 

@@ -244,7 +244,7 @@ size_t sched_describe(const Scheduler *s, char *buf, size_t len)
                 const SchedulingGroup *g = s->groups[i];
                 char cpus[64], node[16];
                 int w;
-                cpuset_format(&g->cpus, cpus, sizeof(cpus));
+                topology_cpuset_format(&g->cpus, cpus, sizeof(cpus));
                 if (g->node >= 0)
                         snprintf(node, sizeof(node), "node %d", g->node);
                 else

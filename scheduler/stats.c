@@ -36,7 +36,7 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
         s.runq_depth += runq_size(&g->runq);
         s.runq_full = __atomic_load_n(&g->runq_full, __ATOMIC_RELAXED);
         s.node = g->node;
-        cpuset_format(&g->cpus, s.cpus, sizeof(s.cpus));
+        topology_cpuset_format(&g->cpus, s.cpus, sizeof(s.cpus));
         s.steals_in = __atomic_load_n(&g->steals_in, __ATOMIC_RELAXED);
         s.steals_out = __atomic_load_n(&g->steals_out, __ATOMIC_RELAXED);
         histogram_summarize(hs, g->nworkers, &s.ready_to_run);

@@ -10,6 +10,10 @@
  * itself; a signaller whose claim on a waiter fails (it is leaving) skips to the next,
  * so no signal is lost. Waking happens after the list lock is released.
  *
+ * Wait lists are FIFO lists of Waiters (base/list.h) under the list's spinlock. An
+ * all-zero SchedWaitList is a valid empty list (sched.h lets a primitive be zeroed
+ * instead of initialised), so the list head is set up by the first push.
+ *
  * Plain pthreads may use every primitive too (they block on a futex), which is how a
  * pthread waits for fibers or sets an event for them (tRPC-Cpp's FiberEvent).
  */
@@ -17,6 +21,45 @@
 
 #include "scheduler/runtime.h"
 #include "scheduler/spinlock.h"
+
+/* ------------------------------------------------------------------ wait lists ---- */
+
+static inline ListHead *wait_list_head(SchedWaitList *l)
+{
+        if (UNLIKELY(!l->head.next))
+                list_init(&l->head); /* zeroed, never used yet */
+        return &l->head;
+}
+
+static bool wait_list_empty(SchedWaitList *l)
+{
+        return !l->head.next || list_empty(&l->head);
+}
+
+static Waiter *wait_list_first(SchedWaitList *l)
+{
+        ListHead *e = l->head.next ? list_first(&l->head) : NULL;
+        return e ? list_entry(e, Waiter, link) : NULL;
+}
+
+static void wait_list_push(SchedWaitList *l, Waiter *w)
+{
+        list_add_tail(wait_list_head(l), &w->link);
+}
+
+static void wait_list_remove(Waiter *w)
+{
+        if (list_linked(&w->link))
+                list_del(&w->link);
+}
+
+static Waiter *wait_list_pop(SchedWaitList *l)
+{
+        Waiter *w = wait_list_first(l);
+        if (w)
+                list_del(&w->link);
+        return w;
+}
 
 /* Pop waiters until one can be claimed with reason 0. Called with the list locked. */
 static Waiter *claim_first(SchedWaitList *l)
@@ -42,7 +85,7 @@ static int block_on(SchedWaitList *l, Waiter *w, uint64_t deadline_ns)
         int r = waiter_block(w, deadline_ns);
         if (r < 0) {
                 spin_lock(&l->lock);
-                wait_list_remove(l, w);
+                wait_list_remove(w);
                 spin_unlock(&l->lock);
         }
         return r;
@@ -318,13 +361,13 @@ static void rwlock_grant_locked(FiberRwLock *l, ListHead *batch)
                 if (w->data == RW_WRITE) {
                         if (l->readers)
                                 break;
-                        wait_list_remove(&l->waiters, w);
+                        wait_list_remove(w);
                         l->writers_waiting--;
                         if (!waiter_claim(w, 0))
                                 continue; /* leaving; the next may proceed */
                         l->writer = true;
                 } else {
-                        wait_list_remove(&l->waiters, w);
+                        wait_list_remove(w);
                         if (!waiter_claim(w, 0))
                                 continue;
                         l->readers++;
@@ -364,7 +407,7 @@ static int rwlock_lock(FiberRwLock *l, uint32_t kind)
                 return 0; /* granted by an unlock */
         spin_lock(&l->waiters.lock);
         if (list_linked(&w.link)) {
-                wait_list_remove(&l->waiters, &w);
+                wait_list_remove(&w);
                 if (kind == RW_WRITE)
                         l->writers_waiting--;
         }

@@ -16,10 +16,6 @@
  * (waiter_handoff_arrive(), inline in runtime.h because it is on the switch path); the
  * second arrival makes the fiber ready. So a fiber is never resumed while its
  * registers are still being saved, and never made ready twice.
- *
- * Wait lists are FIFO lists of Waiters (base/list.h) under the list's spinlock. An
- * all-zero SchedWaitList is a valid empty list (the sync primitives may be zeroed
- * instead of initialised), so the list head is set up on the first push.
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -127,44 +123,4 @@ int waiter_block(Waiter *w, uint64_t deadline_ns)
                 spin_unlock(&f->waiter_lock);
         }
         return w->reason;
-}
-
-/* ------------------------------------------------------------------ wait lists ---- */
-
-static inline ListHead *wait_list_head(SchedWaitList *l)
-{
-        if (UNLIKELY(!l->head.next))
-                list_init(&l->head); /* zeroed, never used yet */
-        return &l->head;
-}
-
-bool wait_list_empty(SchedWaitList *l)
-{
-        return !l->head.next || list_empty(&l->head);
-}
-
-Waiter *wait_list_first(SchedWaitList *l)
-{
-        ListHead *e = l->head.next ? list_first(&l->head) : NULL;
-        return e ? list_entry(e, Waiter, link) : NULL;
-}
-
-void wait_list_push(SchedWaitList *l, Waiter *w)
-{
-        list_add_tail(wait_list_head(l), &w->link);
-}
-
-void wait_list_remove(SchedWaitList *l, Waiter *w)
-{
-        (void)l;
-        if (list_linked(&w->link))
-                list_del(&w->link);
-}
-
-Waiter *wait_list_pop(SchedWaitList *l)
-{
-        Waiter *w = wait_list_first(l);
-        if (w)
-                list_del(&w->link);
-        return w;
 }
