@@ -153,6 +153,7 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         g->nworkers = nworkers;
         g->stack_size = stack;
         g->max_fibers = max_fibers;
+        g->stack_cache = cache;
         /* A stack that goes back to the pool is reused, never unmapped while the
          * group runs: mmap and munmap take the process's mmap lock for writing, and
          * two workers churning stacks through it serialise on it (~5-10 us a fiber
@@ -183,7 +184,7 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         }
         memset(g->workers, 0, sizeof(Worker) * nworkers);
         for (unsigned i = 0; i < nworkers; i++) {
-                r = worker_init(&g->workers[i], g, i, cache);
+                r = worker_init(&g->workers[i], g, i);
                 if (r < 0)
                         goto out_free;
         }

@@ -15,13 +15,13 @@
  *    blocking call. It is found by wakers through a wait list, the group's timer heap or
  *    the reactor's fd table, each guarded by its own spinlock.
  *
- * The files, bottom up (each uses only those above it, plus base/):
+ * The files, from the bottom layer up:
  *   base/          macro.h, list.h, time-util.h: header-only, shared by every folder
  *   spinlock.h     spinlock, cpu_relax, full_fence
- *   runq.[ch]      the shared run queue (bounded MPMC ring)
+ *   runq.h, runq.c the shared run queue (bounded MPMC ring)
  *   localq.h       a worker's local run queue (Chase-Lev deque)
  *   waitslot.h     a worker's wait slot (futex with a wake-up count)
- *   context*       the context switch (x86-64 assembly, or ucontext)
+ *   context.h, context.c, context-x86_64.S  the context switch (assembly or ucontext)
  *   log.c          sched_log / sched_set_log
  *   clock.c        CLOCK_MONOTONIC ns, deadlines, TSC calibration and conversion
  *   histogram.c    the ready-to-run latency histogram
@@ -261,12 +261,12 @@ struct Worker {
  * a context switch (possibly on another thread) reads the thread pointer again. */
 Worker *worker_self(void);
 void worker_set_self(Worker *w);
-/* worker_init - set up @w, worker @index of @g, with a stack cache of @stack_cache
- * (the parts that need no thread of its own; worker.c lists them). Return: 0, -ENOMEM.
+/* worker_init - set up @w, worker @index of @g, with a stack cache of g->stack_cache
+ * stacks (the parts that need no thread of its own; worker.c lists them). Return: 0, -ENOMEM.
  * worker_term - undo worker_init() in reverse; accepts a zeroed, never initialised
  * Worker and one whose worker_init() failed. Context: the group's creator, while @w's
  * thread is not running. */
-int worker_init(Worker *w, SchedulingGroup *g, unsigned index, unsigned stack_cache);
+int worker_init(Worker *w, SchedulingGroup *g, unsigned index);
 void worker_term(Worker *w);
 /* worker_start - start @w's thread; worker_join - wait for it after the group stopped.
  * Return: 0, -errno from pthread_create. */
@@ -334,6 +334,7 @@ struct SchedulingGroup {
         unsigned started; /* worker threads running */
         size_t stack_size;
         size_t max_fibers;
+        unsigned stack_cache; /* stacks cached per worker */
         size_t alive __attribute__((aligned(128)));
         uint64_t runq_full;
         uint64_t spinner_handoffs __attribute__((aligned(128)));

@@ -48,7 +48,7 @@ typedef struct SchedulingGroup SchedulingGroup;
 
 /* ---------------------------------------------------------------- time ---------- */
 
-/* now_ns - CLOCK_MONOTONIC now, in nanoseconds. Context: any. */
+/* sched_now_ns - CLOCK_MONOTONIC now, in nanoseconds. Context: any. */
 uint64_t sched_now_ns(void);
 
 /* sched_deadline_after - now + @timeout_ns, saturating at SCHED_FOREVER. Context: any. */

@@ -218,15 +218,15 @@ static void *worker_main(void *arg)
 
 /* ------------------------------------------------------------------ lifecycle ----- */
 
-int worker_init(Worker *w, SchedulingGroup *g, unsigned index, unsigned stack_cache)
+int worker_init(Worker *w, SchedulingGroup *g, unsigned index)
 {
         memset(w, 0, sizeof(*w)); /* also the local run queue and the histogram: empty */
         w->group = g;
         w->index = index;
         wait_slot_init(&g->slots[index]);
         w->yield_rng = 0x9e3779b9u ^ (index + 1); /* xorshift32: any nonzero seed */
-        w->stacks.cap = stack_cache;
-        w->stacks.slot = calloc(stack_cache, sizeof(char *));
+        w->stacks.cap = g->stack_cache;
+        w->stacks.slot = calloc(g->stack_cache, sizeof(char *));
         if (!w->stacks.slot)
                 return -ENOMEM;
         return 0;
