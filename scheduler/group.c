@@ -178,11 +178,12 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
                 goto out_free;
         g->slots = aligned_alloc(128, sizeof(WaitSlot) * nworkers);
         g->workers = aligned_alloc(128, sizeof(Worker) * nworkers);
+        if (g->workers) /* zeroed first: worker_term() skips a never-initialised Worker */
+                memset(g->workers, 0, sizeof(Worker) * nworkers);
         if (!g->slots || !g->workers) {
                 r = -ENOMEM;
                 goto out_free;
         }
-        memset(g->workers, 0, sizeof(Worker) * nworkers);
         for (unsigned i = 0; i < nworkers; i++) {
                 r = worker_init(&g->workers[i], g, i);
                 if (r < 0)
