@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * waiter.c — one blocking call's Waiter, the wake-up handshake, and wait lists: the
- * part every wait shares (mutexes, condition variables, sleeps, joins, fd waits).
+ * waiter.c — one blocking call's Waiter and the wake-up handshake: the part every
+ * wait shares (mutexes, condition variables, sleeps, joins, fd waits). Wait lists are
+ * sync.c's.
  *
  * A wait has up to four wakers: whoever signals the wait list, the group's timer, a
  * canceller, and the reactor for fds. They race for the Waiter's token
