@@ -1,4 +1,5 @@
 # scheduler/ — the fiber runtime, built as a static library every other layer links.
+# The map of its files is at the top of scheduler/runtime.h.
 SCHED_SRCS := $(sort $(wildcard scheduler/*.c))
 SCHED_OBJS := $(SCHED_SRCS:%.c=$(BUILD)/%.o)
 ifeq ($(CONTEXT),asm)

@@ -4,9 +4,9 @@
  * cancellation and fiber-local storage.
  *
  * A switch always goes fiber -> fiber or fiber <-> the worker's idle loop, and the
- * code that runs first on the new stack calls worker_finish_switch() to finish what
+ * code that runs first on the new stack calls fiber_finish_switch() to finish what
  * the old fiber asked for: push it back (yield), take part in the wake-up handshake
- * (park, see runtime.h), or drop its reference (exit). Doing that after the switch is
+ * (park, see waiter.c), or drop its reference (exit). Doing that after the switch is
  * what makes it safe: nobody can resume a fiber whose registers are still being saved.
  *
  * A fiber may resume on another worker than the one it left, so nothing here keeps a
@@ -30,21 +30,6 @@
 
 static uint64_t next_fiber_id = 1;
 static int fls_keys_used;
-
-static __thread Worker *tls_worker;
-
-__attribute__((noinline)) Worker *worker_self(void)
-{
-        Worker *w;
-        __asm__ __volatile__("" ::: "memory");
-        w = tls_worker;
-        return w;
-}
-
-void worker_set_self(Worker *w)
-{
-        tls_worker = w;
-}
 
 Fiber *fiber_self(void)
 {
@@ -111,7 +96,7 @@ static inline void note_running(Worker *w, Fiber *f)
         /* Atomic: an idle sibling may be looking at it to decide on stealing. */
         uint64_t ready = __atomic_load_n(&f->ready_tsc, __ATOMIC_RELAXED);
         if (ready) {
-                histogram_add(&w->latency, tsc_now() - ready);
+                histogram_add(&w->latency, clock_tsc_now() - ready);
                 __atomic_store_n(&f->ready_tsc, 0, __ATOMIC_RELAXED);
         }
         w->current = f;
@@ -131,13 +116,13 @@ static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
                 w->current = NULL;
                 switch_to(&self->ctx, &w->sched_ctx, NULL, w, action == FIBER_ACT_EXIT);
         }
-        worker_finish_switch(worker_self());
+        fiber_finish_switch(worker_self());
 }
 
 void fiber_switch_out(Fiber *self, int action)
 {
         Worker *w = worker_self();
-        switch_away(w, self, group_pop(w), action);
+        switch_away(w, self, ready_pop(w), action);
 }
 
 void fiber_run(Worker *w, Fiber *f)
@@ -146,7 +131,7 @@ void fiber_run(Worker *w, Fiber *f)
         w->prev_action = FIBER_ACT_NONE;
         note_running(w, f);
         switch_to(&w->sched_ctx, &f->ctx, f, w, false);
-        worker_finish_switch(w);
+        fiber_finish_switch(w);
 }
 
 static void fiber_finish_exit(Worker *w, Fiber *f)
@@ -171,7 +156,7 @@ static void fiber_finish_exit(Worker *w, Fiber *f)
         fiber_release(f);
 }
 
-void worker_finish_switch(Worker *w)
+void fiber_finish_switch(Worker *w)
 {
         Fiber *prev = w->prev;
 
@@ -182,12 +167,11 @@ void worker_finish_switch(Worker *w)
         case FIBER_ACT_YIELD:
                 /* One fiber was taken and one given back, so nobody needs waking,
                  * except when the yielder goes to the shared queue for a sibling
-                 * (sched_requeue's 1 in 64). */
-                sched_requeue(w, prev);
+                 * (ready_requeue's 1 in 64). */
+                ready_requeue(w, prev);
                 break;
         case FIBER_ACT_PARK:
-                if (__atomic_fetch_add(&prev->handoff, 1, __ATOMIC_ACQ_REL) == 1)
-                        sched_make_ready(prev);
+                waiter_handoff_arrive(prev); /* the wake-up handshake: waiter.c */
                 break;
         case FIBER_ACT_EXIT:
                 fiber_finish_exit(w, prev);
@@ -206,7 +190,7 @@ static void fiber_entry(void *arg)
 #ifdef SCHED_ASAN
         __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
 #endif
-        worker_finish_switch(worker_self());
+        fiber_finish_switch(worker_self());
         f->fn(f->arg);
         fiber_switch_out(f, FIBER_ACT_EXIT);
         abort(); /* not reached: an exited fiber is never resumed */
@@ -291,7 +275,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         }
         if (ret)
                 *ret = f;
-        sched_make_ready(f);
+        ready_push(f);
         return 0;
 }
 
@@ -357,7 +341,7 @@ int fiber_yield(void)
         }
         if (__atomic_load_n(&self->cancelled, __ATOMIC_ACQUIRE))
                 return -ECANCELED;
-        next = group_pop(w);
+        next = ready_pop(w);
         if (!next)
                 return 0; /* nothing else is ready: keep running */
         switch_away(w, self, next, FIBER_ACT_YIELD);

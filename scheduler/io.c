@@ -2,8 +2,8 @@
 /*
  * io.c — fiber-aware read / write / accept / connect on non-blocking fds: try the
  * syscall; on EAGAIN park on fiber_wait_fd() (the group's reactor) and try again.
- * errno is read once, right after each syscall, through sched_errno() (see runtime.h:
- * a fiber may come back from fiber_wait_fd() on another thread).
+ * errno is read once, right after each syscall, through io_errno(): a fiber may come
+ * back from fiber_wait_fd() on another thread, and errno is per thread.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,13 +13,19 @@
 
 #include "scheduler/runtime.h"
 
+__attribute__((noinline)) int io_errno(void)
+{
+        __asm__ __volatile__("" ::: "memory");
+        return errno;
+}
+
 /*
  * After a syscall returned -1: 1 to retry it now (EINTR), 0 to retry once @fd is ready
  * for @events (parked meanwhile), or the negative errno to return.
  */
 static int retry_after(int fd, uint32_t events, uint64_t deadline_ns)
 {
-        int e = sched_errno();
+        int e = io_errno();
         if (e == EINTR)
                 return 1;
         if (e != EAGAIN && e != EWOULDBLOCK)
@@ -70,7 +76,7 @@ int fiber_accept(int fd, uint64_t deadline_ns)
                 int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (c >= 0)
                         return c;
-                if (sched_errno() == ECONNABORTED)
+                if (io_errno() == ECONNABORTED)
                         continue; /* the peer gave up before we took it: take the next */
                 int r = retry_after(fd, EPOLLIN, deadline_ns);
                 if (r < 0)
@@ -85,13 +91,13 @@ int fiber_connect(int fd, const void *addr, unsigned addrlen, uint64_t deadline_
 
         if (connect(fd, addr, addrlen) == 0)
                 return 0;
-        int e = sched_errno();
+        int e = io_errno();
         if (e != EINPROGRESS && e != EAGAIN && e != EINTR)
                 return -e;
         int r = fiber_wait_fd(fd, EPOLLOUT, deadline_ns);
         if (r < 0)
                 return r;
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                return -sched_errno();
+                return -io_errno();
         return err ? -err : 0;
 }

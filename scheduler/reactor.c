@@ -1,23 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * reactor.c — each scheduling group's reactor thread: timers and fd readiness.
+ * reactor.c — each scheduling group's reactor thread: it sleeps in the poll backend
+ * (reactor-epoll.c) and wakes the fibers whose fd became ready or whose timer expired
+ * (timer.c: the timerfd is one more fd in the same poll set), as redis's ae.c does over
+ * ae_epoll.c.
  *
  * Design choice (issue "timers: one timer thread per group or per-worker heaps"): one
  * thread per group, like tRPC-Cpp Fiber's TimerWorker (shared/seeds/001), which also
- * owns the group's epoll set. It sleeps in epoll_wait with no timeout; the earliest
- * deadline is programmed into a CLOCK_MONOTONIC timerfd (absolute, nanosecond
- * resolution) that sits in the same epoll set. Workers never sleep with a timeout, so a
- * busy worker never has to look at timers, and an idle group makes no wake-ups at all.
- *
- * Timers are an intrusive pairing heap under a spinlock: arming one never allocates;
- * the timerfd is re-programmed only when the earliest deadline changes.
+ * owns the group's poll set.
  *
  * fd waits: a table indexed by fd (chunks allocated on first use, never freed) holds at
- * most one input and one output Waiter per fd. A wait registers the fd with
- * EPOLLONESHOT, so each readiness is reported once; when it fires the reactor claims
- * the waiter under the entry's lock. A fiber leaving by timeout or cancellation clears
- * its slot under the same lock, so the reactor never touches a Waiter that is gone, and
- * a stale event for an fd whose waiter left finds an empty slot.
+ * most one input and one output Waiter per fd. A wait arms the fd one-shot, so each
+ * readiness is reported once; when it fires the reactor claims the waiter under the
+ * entry's lock. A fiber leaving by timeout or cancellation clears its slot under the
+ * same lock, so the reactor never touches a Waiter that is gone, and a stale event for
+ * an fd whose waiter left finds an empty slot.
  */
 #include <errno.h>
 #include <poll.h>
@@ -26,155 +23,14 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "scheduler/runtime.h"
 #include "scheduler/spinlock.h"
 
-#define EV_TIMER UINT64_MAX
-#define EV_STOP (UINT64_MAX - 1)
-
-/* ------------------------------------------------------------------ pairing heap -- */
-
-static TimerNode *heap_meld(TimerNode *a, TimerNode *b)
-{
-        if (!a)
-                return b;
-        if (!b)
-                return a;
-        if (b->deadline_ns < a->deadline_ns) {
-                TimerNode *t = a;
-                a = b;
-                b = t;
-        }
-        /* b becomes a's first child */
-        b->prev = a;
-        b->sibling = a->child;
-        if (a->child)
-                a->child->prev = b;
-        a->child = b;
-        a->sibling = NULL;
-        a->prev = NULL;
-        return a;
-}
-
-/* Two-pass pairing of a sibling list: left to right in pairs, then right to left. */
-static TimerNode *heap_merge_pairs(TimerNode *first)
-{
-        TimerNode *pairs = NULL, *a, *b, *next, *root = NULL;
-
-        while (first) {
-                a = first;
-                b = a->sibling;
-                next = b ? b->sibling : NULL;
-                a->sibling = a->prev = NULL;
-                if (b)
-                        b->sibling = b->prev = NULL;
-                a = heap_meld(a, b);
-                a->sibling = pairs; /* a stack of melded pairs */
-                pairs = a;
-                first = next;
-        }
-        while (pairs) {
-                next = pairs->sibling;
-                pairs->sibling = NULL;
-                root = heap_meld(root, pairs);
-                pairs = next;
-        }
-        return root;
-}
-
-static TimerNode *heap_remove(TimerNode *root, TimerNode *n)
-{
-        TimerNode *sub;
-
-        if (n == root)
-                return heap_merge_pairs(n->child);
-        /* Unlink n from its sibling list (prev is the parent for a first child). */
-        if (n->prev->child == n)
-                n->prev->child = n->sibling;
-        else
-                n->prev->sibling = n->sibling;
-        if (n->sibling)
-                n->sibling->prev = n->prev;
-        n->sibling = n->prev = NULL;
-        sub = heap_merge_pairs(n->child);
-        return heap_meld(root, sub);
-}
-
-/* ------------------------------------------------------------------ timers -------- */
-
-static void timerfd_program(Reactor *r)
-{
-        struct itimerspec its = {0};
-        uint64_t deadline = r->timers ? r->timers->deadline_ns : 0;
-
-        if (deadline == r->armed_ns)
-                return;
-        r->armed_ns = deadline;
-        if (deadline) {
-                its.it_value.tv_sec = (time_t)(deadline / 1000000000u);
-                its.it_value.tv_nsec = (long)(deadline % 1000000000u);
-                if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
-                        its.it_value.tv_nsec = 1;
-        }
-        timerfd_settime(r->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
-}
-
-void timer_add(Reactor *r, TimerNode *n, Waiter *w, uint64_t deadline_ns)
-{
-        (void)w; /* the node is embedded in its Waiter; container_of finds it */
-        n->deadline_ns = deadline_ns;
-        n->child = n->sibling = n->prev = NULL;
-        spin_lock(&r->timer_lock);
-        n->armed = true;
-        r->timers = heap_meld(r->timers, n);
-        if (r->timers == n)
-                timerfd_program(r);
-        spin_unlock(&r->timer_lock);
-}
-
-void timer_remove(Reactor *r, TimerNode *n)
-{
-        spin_lock(&r->timer_lock);
-        if (n->armed) {
-                r->timers = heap_remove(r->timers, n);
-                n->armed = false;
-        }
-        spin_unlock(&r->timer_lock);
-}
-
-#define waiter_of_timer(n) ((Waiter *)((char *)(n)-offsetof(Waiter, timer)))
-
-static void timers_fire(Reactor *r)
-{
-        uint64_t now = sched_now_ns();
-        Waiter *batch[64];
-        unsigned n_batch;
-        TimerNode *n;
-
-        do {
-                n_batch = 0;
-                spin_lock(&r->timer_lock);
-                while (n_batch < 64 && (n = r->timers) && n->deadline_ns <= now) {
-                        Waiter *w = waiter_of_timer(n);
-                        r->timers = heap_merge_pairs(n->child);
-                        n->armed = false;
-                        /* A claimed Waiter stays put until we wake it (its fiber cannot
-                         * resume, its thread waits on the futex), so the wake-ups, which
-                         * make syscalls, happen after the lock is released: workers in
-                         * timer_remove() must not spin behind them. */
-                        if (waiter_claim(w, -ETIMEDOUT))
-                                batch[n_batch++] = w;
-                }
-                r->armed_ns = UINT64_MAX; /* force re-programming: the timerfd has expired */
-                timerfd_program(r);
-                spin_unlock(&r->timer_lock);
-                for (unsigned i = 0; i < n_batch; i++)
-                        waiter_wake(batch[i]);
-        } while (n_batch == 64);
-}
+/* Poll keys besides fds. */
+#define KEY_TIMER UINT64_MAX
+#define KEY_STOP (UINT64_MAX - 1)
 
 /* ------------------------------------------------------------------ fds ----------- */
 
@@ -199,30 +55,11 @@ static FdEntry *fd_entry(Reactor *r, int fd)
         return &c[(unsigned)fd % FD_CHUNK];
 }
 
-/* (Re)arm @fd for whatever its waiters want. Called with the entry locked. */
+/* (Re)arm @fd, one shot, for whatever its waiters want. Called with the entry locked. */
 static int fd_arm(Reactor *r, int fd, FdEntry *e)
 {
-        struct epoll_event ev = {0};
-        int rc;
-
-        ev.events = EPOLLONESHOT | (e->in ? EPOLLIN | EPOLLRDHUP : 0) | (e->out ? EPOLLOUT : 0);
-        ev.data.u64 = (uint64_t)fd;
-        if (e->added) {
-                rc = epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev);
-                if (rc == 0)
-                        return 0;
-                rc = sched_errno();
-                if (rc != ENOENT)
-                        return -rc;
-                /* The fd was closed and reused since: add it again. */
-        }
-        rc = epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
-        if (rc < 0 && sched_errno() == EEXIST) /* read before any switch */
-                rc = epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev);
-        if (rc < 0)
-                return -sched_errno();
-        e->added = true;
-        return 0;
+        uint32_t events = (e->in ? EPOLLIN | EPOLLRDHUP : 0) | (e->out ? EPOLLOUT : 0);
+        return reactor_backend_arm(r, fd, events, &e->added);
 }
 
 static void fd_ready(Reactor *r, int fd, uint32_t revents)
@@ -275,11 +112,13 @@ int fiber_wait_fd(int fd, uint32_t events, uint64_t deadline_ns)
                 int ms = -1;
                 if (deadline_ns != SCHED_FOREVER) {
                         uint64_t now = sched_now_ns();
-                        ms = deadline_ns <= now ? 0 : (int)((deadline_ns - now + 999999) / 1000000);
+                        ms = deadline_ns <= now ? 0
+                                                : (int)((deadline_ns - now + NSEC_PER_MSEC - 1) /
+                                                        NSEC_PER_MSEC);
                 }
                 rc = poll(&p, 1, ms);
                 if (rc < 0)
-                        return -sched_errno();
+                        return -io_errno();
                 if (rc == 0)
                         return -ETIMEDOUT;
                 return (p.revents & POLLIN ? EPOLLIN : 0) | (p.revents & POLLOUT ? EPOLLOUT : 0) |
@@ -332,73 +171,65 @@ static void *reactor_main(void *arg)
 {
         SchedulingGroup *g = arg;
         Reactor *r = &g->reactor;
-        struct epoll_event evs[64];
+        ReactorEvent evs[64];
         char name[16];
 
         snprintf(name, sizeof(name), "%.9s-tmr", g->name);
         pthread_setname_np(pthread_self(), name);
         for (;;) {
-                int n = epoll_wait(r->epfd, evs, 64, -1);
+                int n = reactor_backend_poll(r, evs, (int)ELEMENTSOF(evs));
                 if (n < 0) {
-                        int e = errno; /* the reactor is a plain thread */
-                        if (e == EINTR)
+                        if (n == -EINTR)
                                 continue;
-                        sched_log(LOG_CRIT, "reactor: epoll_wait: %s", strerror(e));
+                        sched_log(LOG_CRIT, "reactor: poll: %s", strerror(-n));
                         abort();
                 }
                 for (int i = 0; i < n; i++) {
-                        uint64_t key = evs[i].data.u64;
-                        if (key == EV_STOP)
+                        uint64_t key = evs[i].key;
+                        if (key == KEY_STOP)
                                 return NULL;
-                        if (key == EV_TIMER) {
-                                uint64_t expirations;
-                                if (read(r->timerfd, &expirations, sizeof(expirations)) < 0) {
-                                        /* EAGAIN: re-programmed in between; fine */
-                                }
-                                timers_fire(r);
-                        } else {
+                        if (key == KEY_TIMER)
+                                timer_fire(&r->timers);
+                        else
                                 fd_ready(r, (int)key, evs[i].events);
-                        }
                 }
         }
 }
 
 int reactor_init(Reactor *r, SchedulingGroup *g)
 {
-        struct epoll_event ev = {.events = EPOLLIN};
         int rc;
 
         memset(r, 0, sizeof(*r));
-        r->epfd = r->timerfd = r->stopfd = -1;
-        r->epfd = epoll_create1(EPOLL_CLOEXEC);
-        if (r->epfd < 0)
-                goto out_errno;
-        r->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-        if (r->timerfd < 0)
-                goto out_errno;
+        r->stopfd = -1;
+        rc = reactor_backend_init(r);
+        if (rc < 0)
+                return rc;
+        rc = timer_heap_init(&r->timers);
+        if (rc < 0)
+                goto out_backend;
         r->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (r->stopfd < 0)
-                goto out_errno;
-        ev.data.u64 = EV_TIMER;
-        if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->timerfd, &ev) < 0)
-                goto out_errno;
-        ev.data.u64 = EV_STOP;
-        if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->stopfd, &ev) < 0)
-                goto out_errno;
+        if (r->stopfd < 0) {
+                rc = -errno;
+                goto out_timers;
+        }
+        rc = reactor_backend_add(r, r->timers.timerfd, KEY_TIMER);
+        if (rc < 0)
+                goto out_stopfd;
+        rc = reactor_backend_add(r, r->stopfd, KEY_STOP);
+        if (rc < 0)
+                goto out_stopfd;
         rc = -pthread_create(&r->thread, NULL, reactor_main, g);
         if (rc < 0)
-                goto out_close;
+                goto out_stopfd;
         return 0;
 
-out_errno:
-        rc = -errno;
-out_close:
-        if (r->stopfd >= 0)
-                close(r->stopfd);
-        if (r->timerfd >= 0)
-                close(r->timerfd);
-        if (r->epfd >= 0)
-                close(r->epfd);
+out_stopfd:
+        close(r->stopfd);
+out_timers:
+        timer_heap_term(&r->timers);
+out_backend:
+        reactor_backend_term(r);
         return rc;
 }
 
@@ -411,8 +242,8 @@ void reactor_term(Reactor *r)
         }
         pthread_join(r->thread, NULL);
         close(r->stopfd);
-        close(r->timerfd);
-        close(r->epfd);
+        timer_heap_term(&r->timers);
+        reactor_backend_term(r);
         for (unsigned i = 0; i < FD_CHUNKS; i++)
                 free(r->chunks[i]);
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runtime.h — the runtime's private types, shared by the scheduler/ sources and never installed.
+ * runtime.h — the runtime's private types and internal functions, shared by the
+ * scheduler/ sources and never installed. Each internal function carries the prefix of
+ * the file that defines it (libuv's uv__ discipline); the public API is sched.h.
  *
  * Who owns what:
  *  - A Fiber lives at the top of its own stack mapping (flare's layout); the mapping is
@@ -13,12 +15,31 @@
  *    blocking call. It is found by wakers through a wait list, the group's timer heap or
  *    the reactor's fd table, each guarded by its own spinlock.
  *
- * The wake-up handshake (why no lock is held across a switch): a parking fiber sets
- * handoff = 0 and registers its Waiter; whoever wins the Waiter's token (signal,
- * timeout, cancel, fd readiness: exactly one) and the worker that finished switching
- * away from the fiber each add 1 to handoff; the second arrival makes the fiber ready.
- * So a fiber is never resumed while its registers are still being saved, and never
- * made ready twice.
+ * The files, from the bottom layer up:
+ *   base/          macro.h, list.h, time-util.h: header-only, shared by every folder
+ *   spinlock.h     spinlock, cpu_relax, full_fence
+ *   runq.h, runq.c the shared run queue (bounded MPMC ring)
+ *   localq.h       a worker's local run queue (Chase-Lev deque)
+ *   waitslot.h     a worker's wait slot (futex with a wake-up count)
+ *   context.h, context.c, context-x86_64.S  the context switch (assembly or ucontext)
+ *   log.c          sched_log / sched_set_log
+ *   clock.c        CLOCK_MONOTONIC ns, deadlines, TSC calibration and conversion
+ *   histogram.c    the ready-to-run latency histogram
+ *   topology.c     CPUs and nodes, the group layout, NUMA memory policy
+ *   stack.c        fiber stacks, the stack cache and pool, the overflow handler
+ *   waiter.c       Waiter: one blocking call, and the wake-up handshake
+ *   timer.c        the timer heap and its timerfd
+ *   reactor.c      the reactor thread, the fd table, fiber_wait_fd
+ *   reactor-epoll.c  the reactor's poll backend
+ *   fiber.c        fibers: create, switch, exit, join, yield, sleep, cancel, locals
+ *   ready.c        where a ready fiber goes; a worker's next pick from its own queues
+ *   steal.c        stealing from siblings and other groups
+ *   worker.c       a worker's state (init/term), its thread and idle loop
+ *   group.c        a scheduling group's life and its wake-up of workers
+ *   stats.c        a group's statistics
+ *   scheduler.c    a Scheduler: groups laid out, bound, wired for stealing
+ *   sync.c         wait lists; mutex, condition, semaphore, latch, rwlock, event
+ *   io.c           fiber-aware read/write/accept/connect, io_errno
  */
 #ifndef FIBERD_RUNTIME_H
 #define FIBERD_RUNTIME_H
@@ -30,6 +51,9 @@
 #include <stdint.h>
 #include <syslog.h>
 
+#include "scheduler/base/list.h"
+#include "scheduler/base/macro.h"
+#include "scheduler/base/time-util.h"
 #include "scheduler/context.h"
 #include "scheduler/localq.h"
 #include "scheduler/runq.h"
@@ -44,10 +68,60 @@
 #endif
 
 #define SCHED_MAX_WORKERS 64
-#define SCHED_LIKELY(x) __builtin_expect(!!(x), 1)
-#define SCHED_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* ------------------------------------------------------------------ timers -------- */
+typedef struct Worker Worker;
+
+/* ------------------------------------------------------------------ clock.c ------- */
+
+/* clock_tsc_now - a cheap monotonic tick (rdtsc on x86-64, else ns). Context: any. */
+static inline uint64_t clock_tsc_now(void)
+{
+#if defined(__x86_64__)
+        uint32_t lo, hi;
+        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+        return ((uint64_t)hi << 32) | lo;
+#else
+        return sched_now_ns();
+#endif
+}
+
+/* TSC ticks per nanosecond, 32.32 fixed point; 0 until clock_calibrate() has run. */
+extern uint64_t clock_tsc_per_ns_q32;
+
+/* clock_calibrate - measure the TSC rate (sleeps 2 ms the first time, then returns at
+ * once). Context: any thread, before the first group's workers start (group_alloc()). */
+void clock_calibrate(void);
+
+/* clock_ns_to_tsc - @ns nanoseconds in TSC ticks, at the rate clock_calibrate()
+ * measured: one load and one multiply, for thresholds on the hot path. Context: any. */
+static inline uint64_t clock_ns_to_tsc(uint64_t ns)
+{
+        return (uint64_t)(((unsigned __int128)ns *
+                           __atomic_load_n(&clock_tsc_per_ns_q32, __ATOMIC_RELAXED)) >>
+                          32);
+}
+
+/* clock_tsc_to_ns - a tick count in nanoseconds, at the rate measured since the
+ * calibration (better the longer the process runs). Context: any; not the hot path. */
+uint64_t clock_tsc_to_ns(uint64_t ticks);
+
+/* ------------------------------------------------------------------ histogram.c --- */
+
+/* Log-linear latency histogram: 8 sub-buckets per power of two, ~12% resolution.
+ * One writer (its worker), readers anywhere (relaxed loads). */
+#define HIST_SUB 8
+#define HIST_BUCKETS (64 * HIST_SUB)
+typedef struct Histogram {
+        uint64_t count[HIST_BUCKETS];
+        uint64_t max;
+} Histogram;
+
+/* histogram_add - count one sample @v (TSC ticks). Context: the histogram's worker. */
+void histogram_add(Histogram *h, uint64_t v);
+/* histogram_summarize - fold @n histograms of TSC ticks into @ret, in ns. Context: any. */
+void histogram_summarize(Histogram *const *hs, unsigned n, SchedLatency *ret);
+
+/* ------------------------------------------------------------------ timer.c ------- */
 
 /* A pairing-heap node (Fredman et al. 1986): insert O(1), pop-min and remove
  * O(log n) amortized, and intrusive, so arming a timer never allocates. */
@@ -59,21 +133,41 @@ typedef struct TimerNode {
         bool armed;                /* in the heap (guarded by the heap's lock) */
 } TimerNode;
 
-/* ------------------------------------------------------------------ waiters ------- */
+/* A group's timers: the heap and the timerfd set to its earliest deadline. */
+typedef struct TimerHeap {
+        int lock;          /* spinlock over the heap and the timerfd setting */
+        TimerNode *root;   /* pairing-heap root */
+        uint64_t armed_ns; /* deadline the timerfd is set to; 0 = disarmed */
+        int timerfd;       /* CLOCK_MONOTONIC, absolute; in the reactor's poll set */
+} TimerHeap;
+
+/* timer_heap_init - an empty heap and its timerfd. Return: 0, -errno of timerfd_create.
+ * timer_heap_term - close the timerfd (no timer may be armed). Context: any thread. */
+int timer_heap_init(TimerHeap *h);
+void timer_heap_term(TimerHeap *h);
+/* timer_add - arm @n (embedded in a Waiter) at @deadline_ns. Context: any. */
+void timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns);
+/* timer_remove - disarm @n if still armed; after it returns the timer code no longer
+ * touches @n. Context: any. */
+void timer_remove(TimerHeap *h, TimerNode *n);
+/* timer_fire - after the timerfd fired: claim and wake the Waiters of every expired
+ * timer, re-arm the timerfd. Context: the reactor thread. */
+void timer_fire(TimerHeap *h);
+
+/* ------------------------------------------------------------------ waiter.c ------ */
 
 typedef struct Waiter {
-        struct Waiter *next, *prev; /* wait-list links (the list's lock) */
-        Fiber *fiber;               /* NULL: a plain thread, woken by futex */
-        int token;                  /* 0 waiting, 1 claimed by the one waker */
-        int reason;                 /* 0, -ETIMEDOUT or -ECANCELED; set by the claimer */
-        int futex;                  /* thread waiters: 1 once woken */
-        bool linked;                /* on a wait list (the list's lock) */
-        bool uncancellable;         /* fiber_cancel() does not interrupt this wait */
-        uint32_t data;              /* primitive-specific: rwlock kind, fd events */
+        ListHead link;      /* wait-list link (the list's lock); unlinked otherwise */
+        Fiber *fiber;       /* NULL: a plain thread, woken by futex */
+        int token;          /* 0 waiting, 1 claimed by the one waker */
+        int reason;         /* 0, -ETIMEDOUT or -ECANCELED; set by the claimer */
+        int futex;          /* thread waiters: 1 once woken */
+        bool uncancellable; /* fiber_cancel() does not interrupt this wait */
+        uint32_t data;      /* primitive-specific: rwlock kind, fd events */
         TimerNode timer;
 } Waiter;
 
-/* ------------------------------------------------------------------ fibers -------- */
+/* ------------------------------------------------------------------ fiber.c ------- */
 
 enum { FIBER_ACT_NONE, FIBER_ACT_YIELD, FIBER_ACT_PARK, FIBER_ACT_EXIT };
 
@@ -86,7 +180,7 @@ struct Fiber {
         void *arg;
         char *stack_lo;     /* the stack's lowest byte; its guard lies below it */
         size_t stack_size;  /* bytes, guard not included */
-        int handoff;        /* wake-up handshake, see the top of this file */
+        int handoff;        /* wake-up handshake, see waiter.c */
         int refs;           /* 1 running + 1 joinable handle */
         bool cancelled;     /* atomic; set once */
         int waiter_lock;    /* spinlock over cur_waiter */
@@ -107,36 +201,18 @@ struct Fiber {
 #endif
 };
 
-/* ------------------------------------------------------------------ stats --------- */
+/* fiber_switch_out - leave the running fiber with @action (YIELD, PARK, EXIT); run the
+ * next ready fiber of the group or the worker's idle loop. Context: fiber. */
+void fiber_switch_out(Fiber *self, int action);
+/* fiber_finish_switch - complete what the previous fiber asked for (push it back, the
+ * wake-up handshake, release it). Called right after every switch, on the new stack. */
+void fiber_finish_switch(Worker *w);
+/* fiber_run - from a worker's idle loop, run @f until it switches back. */
+void fiber_run(Worker *w, Fiber *f);
+/* fiber_release - drop a reference; the last one frees the stack. Context: any. */
+void fiber_release(Fiber *f);
 
-/* Log-linear latency histogram: 8 sub-buckets per power of two, ~12% resolution.
- * One writer (its worker), readers anywhere (relaxed loads). */
-#define HIST_SUB 8
-#define HIST_BUCKETS (64 * HIST_SUB)
-typedef struct Histogram {
-        uint64_t count[HIST_BUCKETS];
-        uint64_t max;
-} Histogram;
-
-void histogram_add(Histogram *h, uint64_t v);
-/* histogram_merge_latency - fold @n histograms of TSC ticks into @ret, in ns. */
-void histogram_summarize(Histogram *const *hs, unsigned n, SchedLatency *ret);
-
-/* tsc_now - a cheap monotonic tick (rdtsc on x86-64, else ns). */
-static inline uint64_t tsc_now(void)
-{
-#if defined(__x86_64__)
-        uint32_t lo, hi;
-        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-        return ((uint64_t)hi << 32) | lo;
-#else
-        return sched_now_ns();
-#endif
-}
-/* tsc_to_ns - convert a tick count to nanoseconds (calibrated lazily). */
-uint64_t tsc_to_ns(uint64_t ticks);
-
-/* ------------------------------------------------------------------ workers ------- */
+/* ------------------------------------------------------------------ worker.c ------ */
 
 /* Fiber stacks (stack.c): the guard below each stack, STACK_GUARD_SIZE bytes. */
 #define STACK_GUARD_SIZE (64 * 1024)
@@ -163,7 +239,7 @@ typedef struct StackPool {
         size_t maps_reserved;        /* mprotect guards: this group's share of the budget */
 } StackPool;
 
-typedef struct Worker {
+struct Worker {
         SchedulingGroup *group;
         unsigned index;
         pthread_t thread;
@@ -199,13 +275,29 @@ typedef struct Worker {
 #ifdef SCHED_TSAN
         void *tsan_fiber;
 #endif
-} __attribute__((aligned(128))) Worker;
+} __attribute__((aligned(128)));
 
-/* ------------------------------------------------------------------ reactor ------- */
+/* worker_self - the calling thread's Worker, or NULL. Not inlined, so that code after
+ * a context switch (possibly on another thread) reads the thread pointer again. */
+Worker *worker_self(void);
+void worker_set_self(Worker *w);
+/* worker_init - set up @w, worker @index of @g, with a stack cache of g->stack_cache
+ * stacks (the parts that need no thread of its own; worker.c lists them). Return: 0, -ENOMEM.
+ * worker_term - undo worker_init() in reverse; accepts a zeroed, never initialised
+ * Worker and one whose worker_init() failed. Context: the group's creator, while @w's
+ * thread is not running. */
+int worker_init(Worker *w, SchedulingGroup *g, unsigned index);
+void worker_term(Worker *w);
+/* worker_start - start @w's thread; worker_join - wait for it after the group stopped.
+ * Return: 0, -errno from pthread_create. */
+int worker_start(Worker *w);
+void worker_join(Worker *w);
+
+/* ------------------------------------------------------------------ reactor.c ----- */
 
 typedef struct FdEntry {
         int lock;         /* spinlock */
-        bool added;       /* registered with epoll (may be stale after close) */
+        bool added;       /* registered with the backend (may be stale after close) */
         Waiter *in, *out; /* the fibers waiting for input / output */
 } FdEntry;
 
@@ -213,25 +305,42 @@ typedef struct FdEntry {
 #define FD_CHUNKS 4096 /* fds below 4 Mi */
 
 typedef struct Reactor {
-        int epfd;
-        int timerfd;
+        int epfd;   /* the backend's poll set (reactor-epoll.c) */
         int stopfd; /* eventfd: stop the reactor thread */
         pthread_t thread;
-        int timer_lock;    /* spinlock over the heap and the timerfd setting */
-        TimerNode *timers; /* pairing-heap root */
-        uint64_t armed_ns; /* deadline the timerfd is set to; 0 = disarmed */
+        TimerHeap timers;
         FdEntry *chunks[FD_CHUNKS];
 } Reactor;
 
+/* reactor_init - the poll set, the timers, the stop eventfd and the reactor thread.
+ * Return: 0, -errno. reactor_term - stop and join the thread, release them in
+ * reverse. Context: the group's creator. */
 int reactor_init(Reactor *r, SchedulingGroup *g);
 void reactor_term(Reactor *r);
-/* timer_add - arm @n at @deadline_ns. Context: any. */
-void timer_add(Reactor *r, TimerNode *n, Waiter *w, uint64_t deadline_ns);
-/* timer_remove - disarm @n if still armed; after it returns the reactor no longer
- * touches @n. Context: any. */
-void timer_remove(Reactor *r, TimerNode *n);
 
-/* ------------------------------------------------------------------ groups -------- */
+/* ------------------------------------------------------------------ reactor-epoll.c */
+
+/* One readiness report: the key an fd was watched under, and epoll event bits. */
+typedef struct ReactorEvent {
+        uint64_t key;
+        uint32_t events;
+} ReactorEvent;
+
+/* reactor_backend_init / _term - create / close @r's poll set. Return: 0, -errno. */
+int reactor_backend_init(Reactor *r);
+void reactor_backend_term(Reactor *r);
+/* reactor_backend_add - watch @fd for input for good, reported under @key.
+ * Return: 0, -errno. Context: the group's creator. */
+int reactor_backend_add(Reactor *r, int fd, uint64_t key);
+/* reactor_backend_arm - report @fd (under its own number) once when ready for
+ * @events; *@added says whether it is registered already and is set once it is.
+ * Return: 0, -errno of epoll_ctl. Context: any; the fd entry's lock held. */
+int reactor_backend_arm(Reactor *r, int fd, uint32_t events, bool *added);
+/* reactor_backend_poll - wait with no timeout and fill up to @max events.
+ * Return: their number, or -errno (-EINTR: call again). Context: the reactor thread. */
+int reactor_backend_poll(Reactor *r, ReactorEvent *evs, int max);
+
+/* ------------------------------------------------------------------ group.c ------- */
 
 struct SchedulingGroup {
         Runq runq;
@@ -245,6 +354,7 @@ struct SchedulingGroup {
         unsigned started; /* worker threads running */
         size_t stack_size;
         size_t max_fibers;
+        unsigned stack_cache; /* stacks cached per worker */
         size_t alive __attribute__((aligned(128)));
         uint64_t runq_full;
         uint64_t spinner_handoffs __attribute__((aligned(128)));
@@ -252,7 +362,7 @@ struct SchedulingGroup {
         uint64_t created_outside; /* fibers created from non-worker threads */
         StackPool stacks;         /* stacks beyond the workers' caches (stack.c) */
         char name[16];
-        /* Placement, binding and stealing (scheduler.c). */
+        /* Placement, binding and stealing (scheduler.c, steal.c). */
         Scheduler *owner;  /* the Scheduler it belongs to; NULL for a lone group */
         int node;          /* NUMA node, -1 = not bound */
         cpu_set_t cpus;    /* allowed CPUs for the workers; empty = no affinity */
@@ -271,7 +381,6 @@ struct SchedulingGroup {
         Reactor reactor;
 };
 
-/* Internal group construction, for the Scheduler: allocate without threads, then start. */
 typedef struct GroupParams {
         const SchedGroupConfig *cfg;
         int node;              /* -1 = none */
@@ -280,53 +389,57 @@ typedef struct GroupParams {
         bool bind;
         bool local_queues;
 } GroupParams;
+/* group_alloc - allocate a group without threads; group_start - start its workers. */
 int group_alloc(SchedulingGroup **ret, const GroupParams *p);
 int group_start(SchedulingGroup *g);
 /* group_stop - stop and join the workers; group_release - the reactor and memory. A
  * Scheduler stops every group before releasing any: workers touch other groups. */
 void group_stop(SchedulingGroup *g);
 void group_release(SchedulingGroup *g);
-/* group_pop - the next fiber for worker @w: its local queue and the group's shared one
- * (local policy), or the shared one. Context: @w's thread. */
-Fiber *group_pop(Worker *w);
 /* group_wake - after a push to the shared queue: claim a spinner, else wake the lowest
  * sleeper, else a sleeper of a same-node group that steals from this one.
  * group_wake_idle - after a local push: wake a sleeper only when nobody spins, else
- * (all busy) a sleeping worker of a same-node group that steals from this one. */
+ * (all busy) a sleeping worker of a same-node group that steals from this one.
+ * group_wake_sleeper - wake @g's lowest sleeping worker; false when none sleeps.
+ * Context: any. */
 void group_wake(SchedulingGroup *g);
 void group_wake_idle(SchedulingGroup *g);
-Fiber *steal_siblings(Worker *w);
-Fiber *steal_remote(Worker *w);
-/* idle_acquire - one idle round: own queues, siblings' local queues, other groups. */
-Fiber *idle_acquire(Worker *w);
+bool group_wake_sleeper(SchedulingGroup *g);
 
-/* ------------------------------------------------------------------ internals ----- */
+/* ------------------------------------------------------------------ ready.c ------- */
 
-/* worker_self - the calling thread's Worker, or NULL. Not inlined, so that code after
- * a context switch (possibly on another thread) reads the thread pointer again. */
-Worker *worker_self(void);
-void worker_set_self(Worker *w);
-
-/* sched_make_ready - push @f into its group's run queue and wake a worker (flare's
+/* ready_push - make @f ready: its waker's runnext slot when that worker may run it
+ * (local policy), else its group's shared run queue; then wake a worker (flare's
  * spinner-first, lowest-sleeper-next order). Context: any. */
-void sched_make_ready(Fiber *f);
-
-/* sched_requeue - put @f, which just yielded on @w, back: on @w's yield list when no
+void ready_push(Fiber *f);
+/* ready_push_shared - append @f to @g's shared run queue, waking nobody. Context: any. */
+void ready_push_shared(SchedulingGroup *g, Fiber *f);
+/* ready_requeue - put @f, which just yielded on @w, back: on @w's yield list when no
  * sibling is spinning (no atomic operation), else (and for 1 yield in 64, so yielders
  * spread over the workers, then waking a sleeping sibling) on the shared queue.
  * Context: @w's thread, right after switching away from @f. */
-void sched_requeue(Worker *w, Fiber *f);
+void ready_requeue(Worker *w, Fiber *f);
+/* ready_pop - the next fiber for worker @w: its local queue and the group's shared one
+ * (local policy), or the shared one, and its yield list. Context: @w's thread. */
+Fiber *ready_pop(Worker *w);
 
-/* fiber_switch_out - leave the running fiber with @action (YIELD, PARK, EXIT); run the
- * next ready fiber of the group or the worker's idle loop. Context: fiber. */
-void fiber_switch_out(Fiber *self, int action);
-/* worker_finish_switch - complete what the previous fiber asked for (push it back,
- * the handoff, release it). Called right after every switch, on the new stack. */
-void worker_finish_switch(Worker *w);
-/* fiber_run - from a worker's idle loop, run @f until it switches back. */
-void fiber_run(Worker *w, Fiber *f);
-/* fiber_release - drop a reference; the last one frees the stack. */
-void fiber_release(Fiber *f);
+/* single-writer counter: a plain increment, published for relaxed readers */
+static inline void counter_inc(uint64_t *c)
+{
+        __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------ steal.c ------- */
+
+/* steal_siblings - a fiber from a sibling's local queue or (after a while) runnext.
+ * steal_remote - one idle round's try at other groups, paced by each victim's every_n.
+ * steal_idle_acquire - one idle round: own queues, siblings' local queues, other groups.
+ * Context: @w's thread. */
+Fiber *steal_siblings(Worker *w);
+Fiber *steal_remote(Worker *w);
+Fiber *steal_idle_acquire(Worker *w);
+
+/* ------------------------------------------------------------------ stack.c ------- */
 
 /* Stacks (stack.c). A stack is named by its lowest byte; its guard lies below.
  * stack_alloc - a stack of @size bytes for a fiber of @g: from the calling worker's
@@ -351,37 +464,50 @@ int stack_overflow_handler_install(Worker *w);
 void stack_overflow_handler_remove(Worker *w);
 size_t page_size(void);
 
-/* Waiters (waiter.c). */
+/* ------------------------------------------------------------------ waiter.c ------ */
+
+/* waiter_prepare - set up @w for one blocking call of the calling fiber (or thread). */
 void waiter_prepare(Waiter *w);
-/* waiter_claim - win @w's token for @reason; only the winner may wake it. */
+/* waiter_claim - win @w's token for @reason; only the winner may wake it. Context: any. */
 bool waiter_claim(Waiter *w, int reason);
 /* waiter_wake - make a claimed waiter run again. @w may be gone once it returns. */
 void waiter_wake(Waiter *w);
 /* waiter_block - park until claimed (signal), @deadline_ns (-ETIMEDOUT) or cancel
  * (-ECANCELED); returns the reason. The caller has registered @w where its wakers
- * look and released their lock. */
+ * look and released their lock. Context: any. */
 int waiter_block(Waiter *w, uint64_t deadline_ns);
 
-void wait_list_push(SchedWaitList *l, Waiter *w);
-Waiter *wait_list_pop(SchedWaitList *l);
-void wait_list_remove(SchedWaitList *l, Waiter *w);
-static inline Waiter *wait_list_first(SchedWaitList *l)
+/* waiter_handoff_arrive - one of the two arrivals of the wake-up handshake (waiter.c):
+ * the second makes @f ready. Inline: fiber_finish_switch() runs it after every park.
+ * Context: the winning waker, or the code that runs first after @f's switch away. */
+static inline void waiter_handoff_arrive(Fiber *f)
 {
-        return (Waiter *)l->head;
+        if (__atomic_fetch_add(&f->handoff, 1, __ATOMIC_ACQ_REL) == 1)
+                ready_push(f);
 }
 
-/* sched_errno - errno of the calling thread, read through a call the compiler cannot
- * merge with an earlier one: glibc declares __errno_location() const, so after a
- * context switch to another thread a cached errno address would be the old thread's. */
-int sched_errno(void);
+/* ------------------------------------------------------------------ io.c ---------- */
 
-/* NUMA and CPU-set helpers (topology.c). numa_prefer_*: MPOL_PREFERRED for a range
- * (moving pages already there) or for the calling thread; no-ops without NUMA. */
+/* io_errno - errno of the calling thread, read through a call the compiler cannot
+ * merge with an earlier one: glibc declares __errno_location() const, so after a
+ * context switch to another thread a cached errno address would be the old thread's.
+ * Call it right after the syscall, before anything that may switch. */
+int io_errno(void);
+
+/* ------------------------------------------------------------------ topology.c ---- */
+
+/* numa_prefer_*: MPOL_PREFERRED for a range (moving pages already there) or for the
+ * calling thread; no-ops without NUMA. Context: any. (They keep libnuma-like names, not
+ * topology_, while stack.c, which calls numa_prefer_range, is being rewritten.) */
 void numa_prefer_range(void *p, size_t len, int node);
 void numa_prefer_node(int node);
-/* cpuset_format - "0-3,8" (or "any" for an empty set) into @buf. */
-void cpuset_format(const cpu_set_t *set, char *buf, size_t len);
+/* topology_cpuset_format - "0-3,8" (or "any" for an empty set) into @buf. */
+void topology_cpuset_format(const cpu_set_t *set, char *buf, size_t len);
 
+/* ------------------------------------------------------------------ log.c --------- */
+
+/* sched_log - a line at syslog @level to the sink set by sched_set_log(). Context: any;
+ * not the hot path. */
 void sched_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif /* FIBERD_RUNTIME_H */

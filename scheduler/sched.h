@@ -35,6 +35,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "scheduler/base/list.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -46,7 +48,7 @@ typedef struct SchedulingGroup SchedulingGroup;
 
 /* ---------------------------------------------------------------- time ---------- */
 
-/* now_ns - CLOCK_MONOTONIC now, in nanoseconds. Context: any. */
+/* sched_now_ns - CLOCK_MONOTONIC now, in nanoseconds. Context: any. */
 uint64_t sched_now_ns(void);
 
 /* sched_deadline_after - now + @timeout_ns, saturating at SCHED_FOREVER. Context: any. */
@@ -386,10 +388,11 @@ int fiber_connect(int fd, const void *addr, unsigned addrlen, uint64_t deadline_
  * Waiters are woken in FIFO order. None of them allocates.
  */
 
-/* Intrusive wait list shared by every primitive; fields are private. */
+/* Intrusive wait list shared by every primitive; fields are private. All-zero is a
+ * valid empty list. */
 typedef struct SchedWaitList {
-        int lock;          /* spinlock word */
-        void *head, *tail; /* Waiter list */
+        int lock;      /* spinlock word */
+        ListHead head; /* Waiters, FIFO (scheduler/base/list.h) */
 } SchedWaitList;
 
 typedef struct FiberMutex {

@@ -69,11 +69,10 @@ static void wire_stealing(Scheduler *s, const SchedConfig *cfg)
                                 bool same_node = !s->plan.numa || v->node == g->node;
                                 unsigned every = same_node ? same : cross;
                                 if (same_node != (pass == 0) || !every || every == UINT_MAX ||
-                                    g->nvictims == sizeof(g->victims) / sizeof(g->victims[0]))
+                                    g->nvictims == ELEMENTSOF(g->victims))
                                         continue;
                                 g->victims[g->nvictims++] = (struct Victim){v, every};
-                                if (same_node &&
-                                    v->nthieves < sizeof(v->thieves) / sizeof(v->thieves[0]))
+                                if (same_node && v->nthieves < ELEMENTSOF(v->thieves))
                                         v->thieves[v->nthieves++] = g;
                         }
                 }
@@ -245,7 +244,7 @@ size_t sched_describe(const Scheduler *s, char *buf, size_t len)
                 const SchedulingGroup *g = s->groups[i];
                 char cpus[64], node[16];
                 int w;
-                cpuset_format(&g->cpus, cpus, sizeof(cpus));
+                topology_cpuset_format(&g->cpus, cpus, sizeof(cpus));
                 if (g->node >= 0)
                         snprintf(node, sizeof(node), "node %d", g->node);
                 else

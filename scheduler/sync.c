@@ -10,6 +10,10 @@
  * itself; a signaller whose claim on a waiter fails (it is leaving) skips to the next,
  * so no signal is lost. Waking happens after the list lock is released.
  *
+ * Wait lists are FIFO lists of Waiters (base/list.h) under the list's spinlock. An
+ * all-zero SchedWaitList is a valid empty list (sched.h lets a primitive be zeroed
+ * instead of initialised), so the list head is set up by the first push.
+ *
  * Plain pthreads may use every primitive too (they block on a futex), which is how a
  * pthread waits for fibers or sets an event for them (tRPC-Cpp's FiberEvent).
  */
@@ -17,6 +21,45 @@
 
 #include "scheduler/runtime.h"
 #include "scheduler/spinlock.h"
+
+/* ------------------------------------------------------------------ wait lists ---- */
+
+static inline ListHead *wait_list_head(SchedWaitList *l)
+{
+        if (UNLIKELY(!l->head.next))
+                list_init(&l->head); /* zeroed, never used yet */
+        return &l->head;
+}
+
+static bool wait_list_empty(SchedWaitList *l)
+{
+        return !l->head.next || list_empty(&l->head);
+}
+
+static Waiter *wait_list_first(SchedWaitList *l)
+{
+        ListHead *e = l->head.next ? list_first(&l->head) : NULL;
+        return e ? list_entry(e, Waiter, link) : NULL;
+}
+
+static void wait_list_push(SchedWaitList *l, Waiter *w)
+{
+        list_add_tail(wait_list_head(l), &w->link);
+}
+
+static void wait_list_remove(Waiter *w)
+{
+        if (list_linked(&w->link))
+                list_del(&w->link);
+}
+
+static Waiter *wait_list_pop(SchedWaitList *l)
+{
+        Waiter *w = wait_list_first(l);
+        if (w)
+                list_del(&w->link);
+        return w;
+}
 
 /* Pop waiters until one can be claimed with reason 0. Called with the list locked. */
 static Waiter *claim_first(SchedWaitList *l)
@@ -28,15 +71,12 @@ static Waiter *claim_first(SchedWaitList *l)
         return NULL;
 }
 
-/* Wake a batch of claimed waiters linked through ->next (each may be gone once woken). */
-static void wake_batch(Waiter *batch)
+/* Wake a batch of claimed waiters, linked on a local list through their (unlinked)
+ * wait-list links. Each may be gone once woken, so the next is read first. */
+static void wake_batch(ListHead *batch)
 {
-        Waiter *w;
-        while (batch) {
-                w = batch;
-                batch = w->next;
-                waiter_wake(w);
-        }
+        ListHead *e, *next;
+        list_for_each_safe(e, next, batch) waiter_wake(list_entry(e, Waiter, link));
 }
 
 /* Block on @l after the caller pushed @w and unlocked; unlink on failure. */
@@ -45,7 +85,7 @@ static int block_on(SchedWaitList *l, Waiter *w, uint64_t deadline_ns)
         int r = waiter_block(w, deadline_ns);
         if (r < 0) {
                 spin_lock(&l->lock);
-                wait_list_remove(l, w);
+                wait_list_remove(w);
                 spin_unlock(&l->lock);
         }
         return r;
@@ -80,7 +120,7 @@ static int mutex_lock(FiberMutex *m, bool cancellable)
         /* state 2: locked, and waiters may exist, so unlock must look at the list. */
         if (__atomic_exchange_n(&m->state, 2, __ATOMIC_ACQUIRE) == 0) {
                 /* It was free: we own it now. Leave 2 only if someone else waits. */
-                if (!m->waiters.head)
+                if (wait_list_empty(&m->waiters))
                         __atomic_store_n(&m->state, 1, __ATOMIC_RELAXED);
                 spin_unlock(&m->waiters.lock);
                 return 0;
@@ -110,7 +150,7 @@ void fiber_mutex_unlock(FiberMutex *m)
         w = claim_first(&m->waiters);
         if (w) {
                 /* Hand over: the state stays locked; 2 while more may wait. */
-                __atomic_store_n(&m->state, m->waiters.head ? 2 : 1, __ATOMIC_RELEASE);
+                __atomic_store_n(&m->state, wait_list_empty(&m->waiters) ? 1 : 2, __ATOMIC_RELEASE);
         } else {
                 __atomic_store_n(&m->state, 0, __ATOMIC_RELEASE);
         }
@@ -157,14 +197,13 @@ void fiber_cond_signal(FiberCond *c)
 /* Wake every waiter on @l with reason 0; the list lock is held on entry and released. */
 static void wake_all_locked(SchedWaitList *l)
 {
-        Waiter *batch = NULL, *w;
+        ListHead batch = LIST_HEAD_INIT(batch);
+        Waiter *w;
 
-        while ((w = claim_first(l))) {
-                w->next = batch; /* reuse the unlinked list pointer for a local batch */
-                batch = w;
-        }
+        while ((w = claim_first(l)))
+                list_add_head(&batch, &w->link); /* newest first, as before */
         spin_unlock(&l->lock);
-        wake_batch(batch);
+        wake_batch(&batch);
 }
 
 void fiber_cond_broadcast(FiberCond *c)
@@ -212,17 +251,17 @@ int fiber_sem_wait(FiberSemaphore *s, uint64_t deadline_ns)
 
 void fiber_sem_post(FiberSemaphore *s, int64_t n)
 {
-        Waiter *batch = NULL, *w;
+        ListHead batch = LIST_HEAD_INIT(batch);
+        Waiter *w;
 
         spin_lock(&s->waiters.lock);
         s->count += n;
         while (s->count > 0 && (w = claim_first(&s->waiters))) {
                 s->count--;
-                w->next = batch;
-                batch = w;
+                list_add_head(&batch, &w->link);
         }
         spin_unlock(&s->waiters.lock);
-        wake_batch(batch);
+        wake_batch(&batch);
 }
 
 /* ------------------------------------------------------------------ latch --------- */
@@ -314,35 +353,33 @@ void fiber_rwlock_init(FiberRwLock *l)
 
 /* Grant the lock to the waiters at the head of the queue that can have it now: one
  * writer, or every reader up to the first writer. Collects them in @batch. */
-static Waiter *rwlock_grant_locked(FiberRwLock *l)
+static void rwlock_grant_locked(FiberRwLock *l, ListHead *batch)
 {
-        Waiter *batch = NULL, *w;
+        Waiter *w;
 
         while (!l->writer && (w = wait_list_first(&l->waiters))) {
                 if (w->data == RW_WRITE) {
                         if (l->readers)
                                 break;
-                        wait_list_remove(&l->waiters, w);
+                        wait_list_remove(w);
                         l->writers_waiting--;
                         if (!waiter_claim(w, 0))
                                 continue; /* leaving; the next may proceed */
                         l->writer = true;
                 } else {
-                        wait_list_remove(&l->waiters, w);
+                        wait_list_remove(w);
                         if (!waiter_claim(w, 0))
                                 continue;
                         l->readers++;
                 }
-                w->next = batch;
-                batch = w;
+                list_add_head(batch, &w->link);
         }
-        return batch;
 }
 
 static int rwlock_lock(FiberRwLock *l, uint32_t kind)
 {
+        ListHead batch = LIST_HEAD_INIT(batch);
         Waiter w;
-        Waiter *batch;
         int r;
 
         if (fiber_cancelled())
@@ -355,7 +392,7 @@ static int rwlock_lock(FiberRwLock *l, uint32_t kind)
                 spin_unlock(&l->waiters.lock);
                 return 0;
         }
-        if (kind == RW_WRITE && !l->writer && !l->readers && !l->waiters.head) {
+        if (kind == RW_WRITE && !l->writer && !l->readers && wait_list_empty(&l->waiters)) {
                 l->writer = true;
                 spin_unlock(&l->waiters.lock);
                 return 0;
@@ -369,15 +406,15 @@ static int rwlock_lock(FiberRwLock *l, uint32_t kind)
         if (r == 0)
                 return 0; /* granted by an unlock */
         spin_lock(&l->waiters.lock);
-        if (w.linked) {
-                wait_list_remove(&l->waiters, &w);
+        if (list_linked(&w.link)) {
+                wait_list_remove(&w);
                 if (kind == RW_WRITE)
                         l->writers_waiting--;
         }
         /* A writer leaving may let the readers queued behind it in. */
-        batch = rwlock_grant_locked(l);
+        rwlock_grant_locked(l, &batch);
         spin_unlock(&l->waiters.lock);
-        wake_batch(batch);
+        wake_batch(&batch);
         return r;
 }
 
@@ -393,14 +430,14 @@ int fiber_rwlock_wrlock(FiberRwLock *l)
 
 void fiber_rwlock_unlock(FiberRwLock *l)
 {
-        Waiter *batch;
+        ListHead batch = LIST_HEAD_INIT(batch);
 
         spin_lock(&l->waiters.lock);
         if (l->writer)
                 l->writer = false;
         else
                 l->readers--;
-        batch = rwlock_grant_locked(l);
+        rwlock_grant_locked(l, &batch);
         spin_unlock(&l->waiters.lock);
-        wake_batch(batch);
+        wake_batch(&batch);
 }

@@ -200,7 +200,7 @@ void numa_prefer_node(int node)
                 numa_set_preferred(node);
 }
 
-void cpuset_format(const cpu_set_t *set, char *buf, size_t len)
+void topology_cpuset_format(const cpu_set_t *set, char *buf, size_t len)
 {
         size_t n = 0;
         int cpu = 0;

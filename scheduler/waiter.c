@@ -1,12 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * waiter.c — one blocking call's Waiter: the part every wait shares (mutexes,
- * condition variables, sleeps, joins, fd waits).
+ * waiter.c — one blocking call's Waiter and the wake-up handshake: the part every
+ * wait shares (mutexes, condition variables, sleeps, joins, fd waits). Wait lists are
+ * sync.c's.
  *
  * A wait has up to four wakers: whoever signals the wait list, the group's timer, a
- * canceller, and the reactor for fds. They race for the Waiter's token; exactly one
- * wins, records why (0, -ETIMEDOUT, -ECANCELED) and wakes the waiter. A fiber waiter
- * is woken through the handoff handshake (runtime.h), a thread waiter through a futex.
+ * canceller, and the reactor for fds. They race for the Waiter's token
+ * (waiter_claim()); exactly one wins, records why (0, -ETIMEDOUT, -ECANCELED) and wakes
+ * the waiter (waiter_wake()). A thread waiter is woken through a futex.
+ *
+ * The wake-up handshake (why no lock is held across a switch): a parking fiber sets
+ * handoff = 0 (waiter_prepare()), registers its Waiter where its wakers look, and
+ * switches away (waiter_block()). The waker that won the token (waiter_wake()) and the
+ * code that runs first on the next stack once the switch away from the fiber is
+ * complete (fiber_finish_switch(), in fiber.c) each add 1 to handoff
+ * (waiter_handoff_arrive(), inline in runtime.h because it is on the switch path); the
+ * second arrival makes the fiber ready. So a fiber is never resumed while its
+ * registers are still being saved, and never made ready twice.
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -22,12 +32,11 @@ void waiter_prepare(Waiter *w)
 {
         Fiber *f = fiber_self();
 
-        w->next = w->prev = NULL;
+        list_init(&w->link);
         w->fiber = f;
         w->token = 0;
         w->reason = 0;
         w->futex = 0;
-        w->linked = false;
         w->uncancellable = false;
         w->data = 0;
         w->timer.armed = false;
@@ -51,8 +60,7 @@ void waiter_wake(Waiter *w)
         Fiber *f = w->fiber;
 
         if (f) {
-                if (__atomic_fetch_add(&f->handoff, 1, __ATOMIC_ACQ_REL) == 1)
-                        sched_make_ready(f);
+                waiter_handoff_arrive(f);
                 return;
         }
         /* The thread may return (and its stack frame go) as soon as it sees 1; a wake
@@ -68,8 +76,7 @@ static int waiter_block_thread(Waiter *w, uint64_t deadline_ns)
                 if (deadline_ns != SCHED_FOREVER) {
                         if (sched_now_ns() >= deadline_ns && waiter_claim(w, -ETIMEDOUT))
                                 return -ETIMEDOUT;
-                        ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
-                        ts.tv_nsec = (long)(deadline_ns % 1000000000u);
+                        ts = timespec_store_ns(deadline_ns);
                         tsp = &ts;
                 }
                 /* Absolute CLOCK_MONOTONIC timeout: FUTEX_WAIT_BITSET. */
@@ -84,7 +91,7 @@ static int waiter_block_thread(Waiter *w, uint64_t deadline_ns)
 int waiter_block(Waiter *w, uint64_t deadline_ns)
 {
         Fiber *f = w->fiber;
-        Reactor *r;
+        TimerHeap *timers;
 
         if (deadline_ns == 0 && waiter_claim(w, -ETIMEDOUT))
                 return -ETIMEDOUT;
@@ -103,58 +110,18 @@ int waiter_block(Waiter *w, uint64_t deadline_ns)
                 spin_unlock(&f->waiter_lock);
                 return -ECANCELED;
         }
-        r = &f->group->reactor;
+        timers = &f->group->reactor.timers;
         if (deadline_ns != SCHED_FOREVER)
-                timer_add(r, &w->timer, w, deadline_ns);
+                timer_add(timers, &w->timer, deadline_ns);
 
         fiber_switch_out(f, FIBER_ACT_PARK);
 
         if (deadline_ns != SCHED_FOREVER)
-                timer_remove(r, &w->timer);
+                timer_remove(timers, &w->timer);
         if (!w->uncancellable) {
                 spin_lock(&f->waiter_lock);
                 f->cur_waiter = NULL;
                 spin_unlock(&f->waiter_lock);
         }
         return w->reason;
-}
-
-/* ------------------------------------------------------------------ wait lists ---- */
-
-void wait_list_push(SchedWaitList *l, Waiter *w)
-{
-        Waiter *tail = l->tail;
-
-        w->next = NULL;
-        w->prev = tail;
-        if (tail)
-                tail->next = w;
-        else
-                l->head = w;
-        l->tail = w;
-        w->linked = true;
-}
-
-void wait_list_remove(SchedWaitList *l, Waiter *w)
-{
-        if (!w->linked)
-                return;
-        if (w->prev)
-                w->prev->next = w->next;
-        else
-                l->head = w->next;
-        if (w->next)
-                w->next->prev = w->prev;
-        else
-                l->tail = w->prev;
-        w->next = w->prev = NULL;
-        w->linked = false;
-}
-
-Waiter *wait_list_pop(SchedWaitList *l)
-{
-        Waiter *w = l->head;
-        if (w)
-                wait_list_remove(l, w);
-        return w;
 }

@@ -373,3 +373,45 @@ Test(sync, cancel_makes_every_wait_fail)
         fiber_mutex_unlock(&b.mu);
         sched_group_free(g);
 }
+
+/* ------------------------------------------------------------------ zeroed -------- */
+
+/* Every primitive may be zeroed instead of initialised (sched.h): an all-zero wait list
+ * is a valid empty one, set up by the first waiter that queues on it. */
+typedef struct Zeroed {
+        FiberMutex mu;
+        FiberCond cond;
+        FiberSemaphore sem;
+        int rc[3];
+} Zeroed;
+
+static void zeroed_waiter(void *arg)
+{
+        Zeroed *z = arg;
+        z->rc[0] = fiber_mutex_lock(&z->mu); /* queues: the test holds it */
+        z->rc[1] = fiber_cond_wait(&z->cond, &z->mu, sched_deadline_after(MS_NS));
+        fiber_mutex_unlock(&z->mu);
+        z->rc[2] = fiber_sem_wait(&z->sem, SCHED_FOREVER);
+}
+
+Test(sync, zeroed_primitives_queue_waiters)
+{
+        static Zeroed z; /* all zero, never _init()ed */
+        SchedulingGroup *g = test_group(1);
+        FiberAttr a = {.group = g};
+        Fiber *f;
+
+        cr_assert(fiber_mutex_trylock(&z.mu));
+        cr_assert_eq(fiber_create(&f, &a, zeroed_waiter, &z), 0);
+        /* State 2 is set under the list lock with the push: unlock hands it over. */
+        while (__atomic_load_n(&z.mu.state, __ATOMIC_ACQUIRE) != 2)
+                sched_yield();
+        fiber_mutex_unlock(&z.mu);
+        fiber_sem_post(&z.sem, 1);
+        cr_assert_eq(fiber_join(f), 0);
+        cr_assert_eq(z.rc[0], 0);
+        cr_assert_eq(z.rc[1], -ETIMEDOUT);
+        cr_assert_eq(z.rc[2], 0);
+        cr_assert(fiber_mutex_trylock(&z.mu), "the mutex was released");
+        sched_group_free(g);
+}

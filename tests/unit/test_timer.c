@@ -7,7 +7,6 @@
 #include "helpers.h"
 
 typedef struct Sleeper {
-        uint64_t delay_ns;
         uint64_t woke_ns;
         uint64_t deadline_ns;
         int rc;
@@ -20,7 +19,6 @@ typedef struct Sleeper {
 static void sleeper(void *arg)
 {
         Sleeper *s = arg;
-        s->deadline_ns = sched_deadline_after(s->delay_ns);
         s->rc = fiber_sleep_until(s->deadline_ns);
         s->woke_ns = sched_now_ns();
         s->order[__atomic_fetch_add(s->next, 1, __ATOMIC_RELAXED)] = s->index;
@@ -35,11 +33,15 @@ Test(timer, sleeps_end_after_their_deadline_in_order)
         Sleeper s[N];
         int order[N], next = 0;
         FiberLatch latch;
+        /* Deadlines are fixed here, not when each fiber first runs, so a fiber that
+         * starts late (a loaded machine, a sanitizer) cannot reorder them; the 100 ms
+         * lead lets every sleeper park before the first deadline. */
+        uint64_t base_ns = sched_deadline_after(100 * MS_NS);
 
         fiber_latch_init(&latch, N);
         /* Created in reverse so that heap order, not creation order, decides. */
         for (int i = N - 1; i >= 0; i--) {
-                s[i] = (Sleeper){.delay_ns = (uint64_t)(i + 1) * 5 * MS_NS,
+                s[i] = (Sleeper){.deadline_ns = base_ns + (uint64_t)i * 5 * MS_NS,
                                  .latch = &latch,
                                  .order = order,
                                  .next = &next,

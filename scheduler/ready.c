@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ready.c — where a ready fiber goes, and where its worker takes it from: making a
+ * fiber ready (ready_push), putting back one that yielded (ready_requeue), and a
+ * worker's next pick from its own queues (ready_pop). Taking from other workers and
+ * other groups is steal.c.
+ *
+ * Local queues (SCHED_QUEUE_LOCAL; tRPC-Cpp Fiber's v2 policy, shared/seeds/001; Go's
+ * per-P queue and runnext): a fiber made ready by code running on a worker of its
+ * group (spawned, or woken by a post, an unlock, a join) goes to that worker's
+ * runnext slot and runs as soon as the current fiber parks; the previous occupant
+ * moves to the tail of the worker's deque. The owner takes the newest fiber from the
+ * deque (work-first, as Cilk and Chase-Lev deques do), so a tree of fibers runs
+ * depth-first and a skynet of a million leaves keeps a few hundred fibers (and warm
+ * stacks) alive instead of a million. Every 64th pop the owner looks at its own
+ * oldest: one that has waited over LOCAL_STARVE_NS (a time slice) runs before runnext
+ * and the newest (at most one such per slice), so a chain of spawns cannot hold it
+ * back forever. An idle worker is woken only when nobody spins. Wake-ups from timers,
+ * fds and other threads go to the shared queue, which a worker reads first on every
+ * 8th pop so they are not starved (flare's acquire rounds).
+ *
+ * A fiber of another group made ready on a worker of a group that steals from it (a
+ * stolen fiber spawning or waking) also goes to that worker's runnext, so a stolen
+ * subtree runs depth-first on the thief instead of flowing back through its home
+ * group's FIFO queue; a fiber created non-stealable always goes home.
+ *
+ * Yield (both policies): a fiber that yields while no sibling spins goes to the tail
+ * of its worker's yield list, a FIFO only that worker touches, so a yield costs no
+ * atomic read-modify-write; the list is read after every queue (and first on every
+ * 8th pop, so a stream of new work cannot starve it). With a sibling spinning, it goes
+ * to the shared queue instead, where the spinner can take it. So does one yield in 64
+ * (at random), waking a sleeping sibling, and this worker's next pop takes its own
+ * yield list first to give the others a chance at it: CPU-bound fibers that yield
+ * spread over the group's workers instead of staying where they first ran.
+ *
+ * Thresholds are in nanoseconds and compared in TSC ticks through the rate clock.c
+ * measured at start-up (clock_ns_to_tsc()), so they hold on any TSC frequency.
+ */
+#include "scheduler/runtime.h"
+#include "scheduler/spinlock.h"
+
+/* A time slice: a fiber older than this in its worker's deque runs before runnext and
+ * the newest (checked every 64th pop, once per slice). */
+#define LOCAL_STARVE_NS (10 * NSEC_PER_MSEC)
+
+static Fiber *yield_pop(Worker *w)
+{
+        Fiber *f = w->yield_head;
+
+        if (f) {
+                w->yield_head = f->yield_next;
+                if (!w->yield_head)
+                        w->yield_tail = NULL;
+                __atomic_store_n(&w->yield_n, w->yield_n - 1, __ATOMIC_RELAXED);
+        }
+        return f;
+}
+
+static Fiber *shared_pop(Worker *w)
+{
+        Fiber *f = runq_pop(&w->group->runq);
+        if (f)
+                counter_inc(&w->shared_dequeues);
+        return f;
+}
+
+/* The oldest fiber of @w's deque has waited a time slice, and the last one taken that
+ * way was a time slice ago: one rescue per slice, so a busy tree is not turned
+ * breadth-first (its oldest fibers are its biggest subtrees, all of them old). */
+static bool local_starving(Worker *w)
+{
+        uint64_t now = clock_tsc_now(), since = localq_oldest_since(&w->local);
+        uint64_t local_starve_tsc = clock_ns_to_tsc(LOCAL_STARVE_NS);
+
+        if (since == UINT64_MAX || now - since < local_starve_tsc ||
+            now - w->rescued_tsc < local_starve_tsc)
+                return false;
+        w->rescued_tsc = now;
+        return true;
+}
+
+static Fiber *local_pop(Worker *w, unsigned n)
+{
+        Fiber *f;
+
+        if (n % 8 == 0 && (f = shared_pop(w)))
+                return f;
+        if (n % 64 == 32 && local_starving(w) && (f = localq_pop(&w->local))) {
+                counter_inc(&w->local_dequeues);
+                return f;
+        }
+        if (__atomic_load_n(&w->next, __ATOMIC_RELAXED) &&
+            (f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
+                counter_inc(&w->local_dequeues);
+                return f;
+        }
+        if ((f = localq_pop_newest(&w->local))) {
+                counter_inc(&w->local_dequeues);
+                return f;
+        }
+        return shared_pop(w);
+}
+
+Fiber *ready_pop(Worker *w)
+{
+        unsigned n = ++w->pops;
+        Fiber *f;
+
+        if (UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
+                w->yield_rotated = false;
+                return yield_pop(w);
+        }
+        f = w->group->local_queues ? local_pop(w, n) : shared_pop(w);
+        return f ? f : yield_pop(w);
+}
+
+void ready_push_shared(SchedulingGroup *g, Fiber *f)
+{
+        while (UNLIKELY(!runq_push(&g->runq, f)))
+                cpu_relax(); /* cannot happen: live fibers <= capacity */
+}
+
+/* Whether @thief's workers may run fibers of @victim (stealing from it is on). */
+static bool is_thief_of(const SchedulingGroup *thief, const SchedulingGroup *victim)
+{
+        for (unsigned i = 0; i < thief->nvictims; i++)
+                if (thief->victims[i].group == victim && thief->victims[i].every_n)
+                        return true;
+        return false;
+}
+
+void ready_push(Fiber *f)
+{
+        SchedulingGroup *g = f->group;
+        Worker *w;
+
+        /* when it was made ready: ready-to-run latency, and runnext's age */
+        __atomic_store_n(&f->ready_tsc, clock_tsc_now(), __ATOMIC_RELAXED);
+        if ((w = worker_self()) && w->group->local_queues &&
+            (w->group == g || (!f->no_steal && is_thief_of(w->group, g)))) {
+                /* Go's runnext: it runs next on this worker (its waker or creator is
+                 * about to park, or busy); the previous occupant moves to the deque.
+                 * On a thief of @f's group the same holds (a stolen fiber spawning
+                 * or waking), so a stolen subtree stays there, depth-first; a fiber
+                 * of a group this one does not steal from (a server group's, say)
+                 * goes home. */
+                uint64_t now = clock_tsc_now();
+                __atomic_store_n(&w->next_since, now, __ATOMIC_RELAXED);
+                Fiber *old = __atomic_exchange_n(&w->next, f, __ATOMIC_ACQ_REL);
+                if (old && !localq_push(&w->local, old, now))
+                        ready_push_shared(old->group, old);
+                group_wake_idle(w->group);
+                return;
+        }
+        ready_push_shared(g, f);
+        group_wake(g);
+}
+
+void ready_requeue(Worker *w, Fiber *f)
+{
+        if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
+                ready_push_shared(f->group, f);
+                return;
+        }
+        /* 1 in 64 at random: a counter would pick the same fiber of two that take
+         * turns every time, and the other would never move. */
+        w->yield_rng ^= w->yield_rng << 13;
+        w->yield_rng ^= w->yield_rng >> 17;
+        w->yield_rng ^= w->yield_rng << 5;
+        if ((w->yield_rng & 63) == 0) {
+                /* This worker has more ready fibers than it can run: let a sleeping
+                 * sibling take one. */
+                ready_push_shared(f->group, f);
+                group_wake_idle(f->group);
+                w->yield_rotated = true; /* our next pop leaves it to the others */
+                return;
+        }
+        f->yield_next = NULL;
+        if (w->yield_tail)
+                w->yield_tail->yield_next = f;
+        else
+                w->yield_head = f;
+        w->yield_tail = f;
+        __atomic_store_n(&w->yield_n, w->yield_n + 1, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * timer.c — a group's timers: deadlines of blocking calls in an intrusive pairing heap
+ * (Fredman et al. 1986: insert O(1), pop-min and remove O(log n) amortized), and the
+ * CLOCK_MONOTONIC timerfd (absolute, nanosecond resolution) that always holds the
+ * earliest deadline. The timerfd sits in the reactor's poll set (reactor.c), so the
+ * reactor thread sleeps without a timeout and an idle group makes no wake-ups at all;
+ * workers never sleep with a timeout, so a busy worker never looks at timers.
+ *
+ * The heap is guarded by a spinlock: arming a timer never allocates (the node is
+ * embedded in its Waiter), and the timerfd is re-programmed only when the earliest
+ * deadline changes. Expired timers are claimed under the lock and woken after it is
+ * released (timer_fire()).
+ */
+#include <errno.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "scheduler/runtime.h"
+#include "scheduler/spinlock.h"
+
+/* ------------------------------------------------------------------ pairing heap -- */
+
+static TimerNode *heap_meld(TimerNode *a, TimerNode *b)
+{
+        if (!a)
+                return b;
+        if (!b)
+                return a;
+        if (b->deadline_ns < a->deadline_ns) {
+                TimerNode *t = a;
+                a = b;
+                b = t;
+        }
+        /* b becomes a's first child */
+        b->prev = a;
+        b->sibling = a->child;
+        if (a->child)
+                a->child->prev = b;
+        a->child = b;
+        a->sibling = NULL;
+        a->prev = NULL;
+        return a;
+}
+
+/* Two-pass pairing of a sibling list: left to right in pairs, then right to left. */
+static TimerNode *heap_merge_pairs(TimerNode *first)
+{
+        TimerNode *pairs = NULL, *a, *b, *next, *root = NULL;
+
+        while (first) {
+                a = first;
+                b = a->sibling;
+                next = b ? b->sibling : NULL;
+                a->sibling = a->prev = NULL;
+                if (b)
+                        b->sibling = b->prev = NULL;
+                a = heap_meld(a, b);
+                a->sibling = pairs; /* a stack of melded pairs */
+                pairs = a;
+                first = next;
+        }
+        while (pairs) {
+                next = pairs->sibling;
+                pairs->sibling = NULL;
+                root = heap_meld(root, pairs);
+                pairs = next;
+        }
+        return root;
+}
+
+static TimerNode *heap_remove(TimerNode *root, TimerNode *n)
+{
+        TimerNode *sub;
+
+        if (n == root)
+                return heap_merge_pairs(n->child);
+        /* Unlink n from its sibling list (prev is the parent for a first child). */
+        if (n->prev->child == n)
+                n->prev->child = n->sibling;
+        else
+                n->prev->sibling = n->sibling;
+        if (n->sibling)
+                n->sibling->prev = n->prev;
+        n->sibling = n->prev = NULL;
+        sub = heap_merge_pairs(n->child);
+        return heap_meld(root, sub);
+}
+
+/* ------------------------------------------------------------------ timers -------- */
+
+static void timerfd_program(TimerHeap *h)
+{
+        struct itimerspec its = {0};
+        uint64_t deadline = h->root ? h->root->deadline_ns : 0;
+
+        if (deadline == h->armed_ns)
+                return;
+        h->armed_ns = deadline;
+        if (deadline) {
+                its.it_value = timespec_store_ns(deadline);
+                if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+                        its.it_value.tv_nsec = 1;
+        }
+        timerfd_settime(h->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+void timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns)
+{
+        n->deadline_ns = deadline_ns;
+        n->child = n->sibling = n->prev = NULL;
+        spin_lock(&h->lock);
+        n->armed = true;
+        h->root = heap_meld(h->root, n);
+        if (h->root == n)
+                timerfd_program(h);
+        spin_unlock(&h->lock);
+}
+
+void timer_remove(TimerHeap *h, TimerNode *n)
+{
+        spin_lock(&h->lock);
+        if (n->armed) {
+                h->root = heap_remove(h->root, n);
+                n->armed = false;
+        }
+        spin_unlock(&h->lock);
+}
+
+void timer_fire(TimerHeap *h)
+{
+        uint64_t now, expirations;
+        Waiter *batch[64];
+        unsigned n_batch;
+        TimerNode *n;
+
+        if (read(h->timerfd, &expirations, sizeof(expirations)) < 0) {
+                /* EAGAIN: re-programmed in between; fine */
+        }
+        now = sched_now_ns();
+        do {
+                n_batch = 0;
+                spin_lock(&h->lock);
+                while (n_batch < 64 && (n = h->root) && n->deadline_ns <= now) {
+                        Waiter *w = container_of(n, Waiter, timer);
+                        h->root = heap_merge_pairs(n->child);
+                        n->armed = false;
+                        /* A claimed Waiter stays put until we wake it (its fiber cannot
+                         * resume, its thread waits on the futex), so the wake-ups, which
+                         * make syscalls, happen after the lock is released: workers in
+                         * timer_remove() must not spin behind them. */
+                        if (waiter_claim(w, -ETIMEDOUT))
+                                batch[n_batch++] = w;
+                }
+                h->armed_ns = UINT64_MAX; /* force re-programming: the timerfd has expired */
+                timerfd_program(h);
+                spin_unlock(&h->lock);
+                for (unsigned i = 0; i < n_batch; i++)
+                        waiter_wake(batch[i]);
+        } while (n_batch == 64);
+}
+
+int timer_heap_init(TimerHeap *h)
+{
+        *h = (TimerHeap){.timerfd = -1};
+        h->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (h->timerfd < 0)
+                return -errno;
+        return 0;
+}
+
+void timer_heap_term(TimerHeap *h)
+{
+        if (h->timerfd >= 0)
+                close(h->timerfd);
+        h->timerfd = -1;
+}

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker.c — a worker: one pthread of a scheduling group, its per-thread state, and the
+ * idle loop it runs on its own stack when no fiber is ready.
+ *
+ * Per-worker state is composed from per-module parts (libdill's ctx.c), set up in one
+ * order and torn down in reverse:
+ *  - worker_init(), on the thread that creates the group, before the worker runs:
+ *    identity (group, index), the wait slot, the yield list's random seed, the local
+ *    run queue and the latency histogram (both zeroed), and the stack cache;
+ *    worker_term() frees them in reverse, after the thread has been joined;
+ *  - thread_init(), on the worker thread itself, first thing: the thread name, the
+ *    thread pointer (worker_self()), the sanitizers' view of the thread's own stack
+ *    (ASan bounds, the TSan fiber handle), the sigaltstack and stack-overflow handler,
+ *    then CPU and NUMA binding; thread_term() undoes them in reverse before it returns.
+ *
+ * A worker with nothing to run (flare's acquire rounds, shared/seeds/000, 003):
+ *  1. takes a fiber from its own queues, its siblings' local queues, other groups
+ *     (steal_idle_acquire());
+ *  2. otherwise tries to become one of at most two spinners (CAS its bit into the
+ *     spinning mask) and polls for a short while; a spinner that sees the pending
+ *     wake-up flag claims it and wakes a sleeper to spin in its place; a spinner that
+ *     gets work sets the flag (if fewer than two spin) instead of waking someone
+ *     itself, because it now has real work to do;
+ *  3. otherwise sets its bit in the sleeping mask, looks once more (a producer may have
+ *     read the mask before the bit was set), and sleeps on its wait slot.
+ * The producer's side of this (claiming a spinner or a sleeper) is group_wake() in
+ * group.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/runtime.h"
+#include "scheduler/spinlock.h"
+
+#ifdef SCHED_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef SCHED_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+#define MAX_SPINNERS 2
+#define SPIN_ROUNDS 64      /* polls of the run queue per spin */
+#define PAUSES_PER_ROUND 64 /* pause instructions between polls */
+
+static __thread Worker *tls_worker;
+
+__attribute__((noinline)) Worker *worker_self(void)
+{
+        Worker *w;
+        __asm__ __volatile__("" ::: "memory");
+        w = tls_worker;
+        return w;
+}
+
+void worker_set_self(Worker *w)
+{
+        tls_worker = w;
+}
+
+/* ------------------------------------------------------------------ idle loop ----- */
+
+static Fiber *spinning_acquire(Worker *w)
+{
+        SchedulingGroup *g = w->group;
+        uint64_t me = 1ull << w->index;
+        uint64_t spinning = __atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED);
+        Fiber *f = NULL;
+        bool spin = false;
+
+        while (__builtin_popcountll(spinning) < MAX_SPINNERS) {
+                if (__atomic_compare_exchange_n(&g->spinning_mask, &spinning, spinning | me, true,
+                                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+                        spin = true;
+                        break;
+                }
+        }
+        if (!spin)
+                return NULL;
+        full_fence();
+
+        for (int round = 0; round < SPIN_ROUNDS; round++) {
+                if ((f = steal_idle_acquire(w)))
+                        break;
+                if (!(__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED) & me))
+                        break; /* a producer claimed us: the fiber is on its way */
+                for (int i = 0; i < PAUSES_PER_ROUND; i++) {
+                        if (__atomic_load_n(&g->pending_spinner_wakeup, __ATOMIC_RELAXED) &&
+                            __atomic_exchange_n(&g->pending_spinner_wakeup, false,
+                                                __ATOMIC_ACQ_REL)) {
+                                group_wake_sleeper(g);
+                        } else {
+                                cpu_relax();
+                        }
+                }
+        }
+        __atomic_fetch_and(&g->spinning_mask, ~me, __ATOMIC_ACQ_REL);
+        if (f || (f = ready_pop(w))) {
+                /* Busy: ask another spinner to wake a replacement for us. */
+                if (__builtin_popcountll(__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED)) <
+                    MAX_SPINNERS)
+                        __atomic_store_n(&g->pending_spinner_wakeup, true, __ATOMIC_RELEASE);
+        }
+        return f;
+}
+
+/* Sleep once on the wait slot. Return: a fiber, or NULL after a wake-up that brought
+ * no work of this group's (a stop, or a hint to steal: the caller goes round again). */
+static Fiber *wait_for_fiber(Worker *w)
+{
+        SchedulingGroup *g = w->group;
+        uint64_t me = 1ull << w->index;
+        Fiber *f;
+
+        __atomic_fetch_or(&g->sleeping_mask, me, __ATOMIC_ACQ_REL);
+        full_fence();
+        /* A producer may have read the mask before our bit was set. */
+        if ((f = ready_pop(w)) || (f = steal_siblings(w))) {
+                if (!(__atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL) & me))
+                        group_wake(g); /* its wake-up was meant for work */
+                return f;
+        }
+        if (__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE)) {
+                __atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL);
+                return NULL;
+        }
+        wait_slot_wait(&g->slots[w->index]);
+        __atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL);
+        return ready_pop(w);
+}
+
+/* ------------------------------------------------------------------ the thread ---- */
+
+/* Apply the group's CPU set (or one CPU of it) and NUMA node to the calling worker. */
+static void worker_bind(Worker *w)
+{
+        SchedulingGroup *g = w->group;
+        cpu_set_t one;
+        int r;
+
+        if (!g->bind)
+                return;
+        if (CPU_COUNT(&g->cpus)) {
+                const cpu_set_t *set = &g->cpus;
+                if (g->pin_workers) {
+                        int n = CPU_COUNT(&g->cpus), k = (int)(w->index % (unsigned)n), cpu;
+                        for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+                                if (CPU_ISSET(cpu, &g->cpus) && k-- == 0)
+                                        break;
+                        CPU_ZERO(&one);
+                        CPU_SET(cpu, &one);
+                        set = &one;
+                }
+                r = pthread_setaffinity_np(pthread_self(), sizeof(*set), set);
+                if (r)
+                        sched_log(LOG_WARNING, "worker %s/%u: cannot set CPU affinity: %s", g->name,
+                                  w->index, strerror(r));
+        }
+        if (g->node >= 0)
+                numa_prefer_node(g->node);
+}
+
+/* The parts of a worker that belong to its thread. Context: @w's own thread, first. */
+static void thread_init(Worker *w)
+{
+        char name[16];
+
+        snprintf(name, sizeof(name), "%.9s-w%u", w->group->name, w->index);
+        pthread_setname_np(pthread_self(), name);
+        worker_set_self(w);
+#ifdef SCHED_ASAN
+        {
+                pthread_attr_t a;
+                pthread_getattr_np(pthread_self(), &a);
+                pthread_attr_getstack(&a, &w->asan_stack_bottom, &w->asan_stack_size);
+                pthread_attr_destroy(&a);
+        }
+#endif
+#ifdef SCHED_TSAN
+        w->tsan_fiber = __tsan_get_current_fiber();
+#endif
+        stack_overflow_handler_install(w);
+        worker_bind(w);
+}
+
+/* thread_init() in reverse (the binding ends with the thread). Context: @w's thread. */
+static void thread_term(Worker *w)
+{
+        stack_overflow_handler_remove(w);
+        worker_set_self(NULL);
+}
+
+static void *worker_main(void *arg)
+{
+        Worker *w = arg;
+        SchedulingGroup *g = w->group;
+
+        thread_init(w);
+        for (;;) {
+                Fiber *f = steal_idle_acquire(w);
+                if (!f)
+                        f = spinning_acquire(w);
+                if (!f)
+                        f = wait_for_fiber(w);
+                if (f) {
+                        w->idle_rounds = 0;
+                        fiber_run(w, f);
+                } else if (__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE)) {
+                        break;
+                }
+        }
+        thread_term(w);
+        return NULL;
+}
+
+/* ------------------------------------------------------------------ lifecycle ----- */
+
+int worker_init(Worker *w, SchedulingGroup *g, unsigned index)
+{
+        memset(w, 0, sizeof(*w)); /* also the local run queue and the histogram: empty */
+        w->group = g;
+        w->index = index;
+        wait_slot_init(&g->slots[index]);
+        w->yield_rng = 0x9e3779b9u ^ (index + 1); /* xorshift32: any nonzero seed */
+        return stack_cache_init(&w->stacks, g->stack_cache);
+}
+
+void worker_term(Worker *w)
+{
+        if (!w->group)
+                return; /* never initialised */
+        stack_cache_term(w->group, &w->stacks);
+}
+
+int worker_start(Worker *w)
+{
+        return -pthread_create(&w->thread, NULL, worker_main, w);
+}
+
+void worker_join(Worker *w)
+{
+        pthread_join(w->thread, NULL);
+}
