@@ -5,7 +5,7 @@
  * the file that defines it (libuv's uv__ discipline); the public API is sched.h.
  *
  * Who owns what:
- *  - A Fiber lives at the top of its own stack mapping (flare's layout); the mapping is
+ *  - A Fiber lives at the top of its own stack (flare's layout); the stack is
  *    owned by the fiber's references (one for the running fiber, one for a joinable
  *    handle) and goes back to a stack cache when the last one is dropped.
  *  - A Worker is one pthread of a group; its scheduler context (the thread's own stack)
@@ -26,7 +26,7 @@
  *   clock.c        CLOCK_MONOTONIC ns, deadlines, TSC calibration and conversion
  *   histogram.c    the ready-to-run latency histogram
  *   topology.c     CPUs and nodes, the group layout, NUMA memory policy
- *   stack.c        fiber stacks, the stack cache and pool, the overflow handler
+ *   stack.c        fiber stacks in guarded arena slots, the caches, the overflow handler
  *   waiter.c       Waiter: one blocking call, and the wake-up handshake
  *   timer.c        the timer heap and its timerfd
  *   reactor.c      the reactor thread, the fd table, fiber_wait_fd
