@@ -135,10 +135,12 @@ typedef struct TimerNode {
 
 /* A group's timers: the heap and the timerfd set to its earliest deadline. */
 typedef struct TimerHeap {
-        int lock;          /* spinlock over the heap and the timerfd setting */
+        int lock;          /* spinlock over the heap and armed_ns */
         TimerNode *root;   /* pairing-heap root */
-        uint64_t armed_ns; /* deadline the timerfd is set to; 0 = disarmed */
+        uint64_t armed_ns; /* deadline the timerfd is (being) set to; 0 = disarmed */
         int timerfd;       /* CLOCK_MONOTONIC, absolute; in the reactor's poll set */
+        int dirty;         /* atomic: the earliest deadline may differ from armed_ns */
+        int programming;   /* atomic: a thread is bringing the timerfd up to date */
 } TimerHeap;
 
 /* timer_heap_init - an empty heap and its timerfd. Return: 0, -errno of timerfd_create.

@@ -9,8 +9,12 @@
  *
  * The heap is guarded by a spinlock: arming a timer never allocates (the node is
  * embedded in its Waiter), and the timerfd is re-programmed only when the earliest
- * deadline changes. Expired timers are claimed under the lock and woken after it is
- * released (timer_fire()).
+ * deadline changes. No system call runs under the spinlock: a change of the earliest
+ * deadline marks the heap dirty, and one thread at a time (whoever finds no other
+ * doing it) re-reads the earliest deadline and calls timerfd_settime() until the heap
+ * is clean (timerfd_sync()), so workers that arm timers never spin behind a syscall,
+ * and the last setting always matches the heap. Expired timers are claimed under the
+ * lock and woken after it is released (timer_fire()).
  */
 #include <errno.h>
 #include <sys/timerfd.h>
@@ -89,20 +93,37 @@ static TimerNode *heap_remove(TimerNode *root, TimerNode *n)
 
 /* ------------------------------------------------------------------ timers -------- */
 
-static void timerfd_program(TimerHeap *h)
+/* Bring the timerfd up to the heap's earliest deadline. Any thread may call it after
+ * marking the heap dirty; if another thread is at it already, that one sees the mark
+ * and goes round again (the exchanges and loads are sequentially consistent, so one
+ * of the two always sees the other). Context: any; no lock held. */
+static void timerfd_sync(TimerHeap *h)
 {
-        struct itimerspec its = {0};
-        uint64_t deadline = h->root ? h->root->deadline_ns : 0;
+        struct itimerspec its;
+        uint64_t want;
+        bool change;
 
-        if (deadline == h->armed_ns)
-                return;
-        h->armed_ns = deadline;
-        if (deadline) {
-                its.it_value = timespec_store_ns(deadline);
-                if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
-                        its.it_value.tv_nsec = 1;
-        }
-        timerfd_settime(h->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+        do {
+                if (__atomic_exchange_n(&h->programming, 1, __ATOMIC_SEQ_CST))
+                        return; /* the thread at it will see dirty */
+                while (__atomic_exchange_n(&h->dirty, 0, __ATOMIC_SEQ_CST)) {
+                        spin_lock(&h->lock);
+                        want = h->root ? h->root->deadline_ns : 0;
+                        change = want != h->armed_ns;
+                        h->armed_ns = want;
+                        spin_unlock(&h->lock);
+                        if (!change)
+                                continue;
+                        its = (struct itimerspec){0};
+                        if (want) {
+                                its.it_value = timespec_store_ns(want);
+                                if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+                                        its.it_value.tv_nsec = 1;
+                        }
+                        timerfd_settime(h->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+                }
+                __atomic_store_n(&h->programming, 0, __ATOMIC_SEQ_CST);
+        } while (__atomic_load_n(&h->dirty, __ATOMIC_SEQ_CST));
 }
 
 void timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns)
@@ -112,9 +133,12 @@ void timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns)
         spin_lock(&h->lock);
         n->armed = true;
         h->root = heap_meld(h->root, n);
-        if (h->root == n)
-                timerfd_program(h);
+        bool earliest = h->root == n && deadline_ns != h->armed_ns;
         spin_unlock(&h->lock);
+        if (earliest) {
+                __atomic_store_n(&h->dirty, 1, __ATOMIC_SEQ_CST);
+                timerfd_sync(h);
+        }
 }
 
 void timer_remove(TimerHeap *h, TimerNode *n)
@@ -153,8 +177,9 @@ void timer_fire(TimerHeap *h)
                                 batch[n_batch++] = w;
                 }
                 h->armed_ns = UINT64_MAX; /* force re-programming: the timerfd has expired */
-                timerfd_program(h);
                 spin_unlock(&h->lock);
+                __atomic_store_n(&h->dirty, 1, __ATOMIC_SEQ_CST);
+                timerfd_sync(h);
                 for (unsigned i = 0; i < n_batch; i++)
                         waiter_wake(batch[i]);
         } while (n_batch == 64);

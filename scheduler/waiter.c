@@ -88,6 +88,14 @@ static int waiter_block_thread(Waiter *w, uint64_t deadline_ns)
         return w->reason;
 }
 
+/* Set (or, with NULL, clear) the blocking call fiber_cancel() interrupts. */
+static void waiter_register(Fiber *f, Waiter *w)
+{
+        spin_lock(&f->waiter_lock);
+        f->cur_waiter = w;
+        spin_unlock(&f->waiter_lock);
+}
+
 int waiter_block(Waiter *w, uint64_t deadline_ns)
 {
         Fiber *f = w->fiber;
@@ -98,17 +106,19 @@ int waiter_block(Waiter *w, uint64_t deadline_ns)
         if (!f)
                 return waiter_block_thread(w, deadline_ns);
 
-        if (!w->uncancellable) {
-                spin_lock(&f->waiter_lock);
-                f->cur_waiter = w;
-                spin_unlock(&f->waiter_lock);
-        }
+        if (!w->uncancellable)
+                waiter_register(f, w);
         if (!w->uncancellable && __atomic_load_n(&f->cancelled, __ATOMIC_ACQUIRE) &&
             waiter_claim(w, -ECANCELED)) {
-                spin_lock(&f->waiter_lock);
-                f->cur_waiter = NULL;
-                spin_unlock(&f->waiter_lock);
+                waiter_register(f, NULL);
                 return -ECANCELED;
+        }
+        /* A deadline already past needs no timer and no switch. */
+        if (deadline_ns != SCHED_FOREVER && deadline_ns <= sched_now_ns() &&
+            waiter_claim(w, -ETIMEDOUT)) {
+                if (!w->uncancellable)
+                        waiter_register(f, NULL);
+                return -ETIMEDOUT;
         }
         timers = &f->group->reactor.timers;
         if (deadline_ns != SCHED_FOREVER)
@@ -118,10 +128,7 @@ int waiter_block(Waiter *w, uint64_t deadline_ns)
 
         if (deadline_ns != SCHED_FOREVER)
                 timer_remove(timers, &w->timer);
-        if (!w->uncancellable) {
-                spin_lock(&f->waiter_lock);
-                f->cur_waiter = NULL;
-                spin_unlock(&f->waiter_lock);
-        }
+        if (!w->uncancellable)
+                waiter_register(f, NULL);
         return w->reason;
 }

@@ -83,6 +83,38 @@ Test(timer, zero_and_past_deadlines)
         sched_group_free(g);
 }
 
+typedef struct PastSleeps {
+        SchedulingGroup *g;
+        uint64_t switches; /* context switches during 1,000 sleeps with a past deadline */
+        int cancelled_rc;  /* the same sleep once the fiber is cancelled */
+} PastSleeps;
+
+static void past_sleeps(void *arg)
+{
+        PastSleeps *p = arg;
+        SchedGroupStats before, after;
+
+        sched_group_stats(p->g, &before);
+        for (int i = 0; i < 1000; i++)
+                cr_assert_eq(fiber_sleep_until(sched_now_ns() - 1), 0);
+        sched_group_stats(p->g, &after);
+        p->switches = after.context_switches - before.context_switches;
+        fiber_cancel(fiber_self());
+        p->cancelled_rc = fiber_sleep_until(sched_now_ns() - 1);
+}
+
+/* A deadline already past returns at once: no timer, no switch (a `sleep ms=0` job
+ * costs nothing); but a cancelled fiber still hears -ECANCELED. */
+Test(timer, a_past_deadline_returns_without_a_switch)
+{
+        PastSleeps p = {.g = test_group(1)};
+        run_in_fiber(p.g, past_sleeps, &p);
+        cr_assert_lt(p.switches, 10, "%llu switches for 1,000 sleeps into the past",
+                     (unsigned long long)p.switches);
+        cr_assert_eq(p.cancelled_rc, -ECANCELED);
+        sched_group_free(p.g);
+}
+
 static void many_sleepers(void *arg)
 {
         FiberLatch *l = arg;
