@@ -51,7 +51,28 @@ uint64_t job_now_ms(void)
         return clock_now_ns(CLOCK_REALTIME) / NSEC_PER_MSEC;
 }
 
-/* Deep-copies @o into a fresh zone. Return: 0 and *@ret_zone / *@ret; -ENOMEM. */
+/* Bytes msgpack_unpack() takes from a zone for @o's arrays and maps (strings and
+ * binaries point into the packed bytes), plus an alignment allowance per allocation. */
+static size_t object_tree_bytes(const msgpack_object *o)
+{
+        size_t n = 0;
+
+        if (o->type == MSGPACK_OBJECT_ARRAY) {
+                n += o->via.array.size * sizeof(msgpack_object) + sizeof(void *);
+                for (uint32_t i = 0; i < o->via.array.size; i++)
+                        n += object_tree_bytes(&o->via.array.ptr[i]);
+        } else if (o->type == MSGPACK_OBJECT_MAP) {
+                n += o->via.map.size * sizeof(msgpack_object_kv) + sizeof(void *);
+                for (uint32_t i = 0; i < o->via.map.size; i++)
+                        n += object_tree_bytes(&o->via.map.ptr[i].key) +
+                             object_tree_bytes(&o->via.map.ptr[i].val);
+        }
+        return n;
+}
+
+/* Deep-copies @o into a fresh zone sized to fit it in one chunk (not msgpack-c's 8 KiB
+ * default: the copy lives as long as the job's record). Return: 0 and *@ret_zone /
+ * *@ret; -ENOMEM. */
 static int job_copy_object(const msgpack_object *o, msgpack_zone **ret_zone, msgpack_object *ret)
 {
         msgpack_sbuffer sb;
@@ -66,8 +87,7 @@ static int job_copy_object(const msgpack_object *o, msgpack_zone **ret_zone, msg
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
         if (msgpack_pack_object(&pk, *o) != 0)
                 goto out_sbuffer;
-        zone = msgpack_zone_new(sb.size + 256 > MSGPACK_ZONE_CHUNK_SIZE ? sb.size + 256
-                                                                        : MSGPACK_ZONE_CHUNK_SIZE);
+        zone = msgpack_zone_new(sb.size + object_tree_bytes(o) + 2 * sizeof(void *));
         if (!zone)
                 goto out_sbuffer;
         bytes = msgpack_zone_malloc(zone, sb.size ? sb.size : 1);

@@ -538,11 +538,29 @@ const FiberdHost plugin_host_functions = {
 
 /* ------------------------------------------------------------------ running ----- */
 
-/* The finished result bytes: raw, or the map of the keys set (empty map when none). */
+/* A msgpack-c write callback into a fixed buffer (a map header: at most 5 bytes). */
+typedef struct FixedBuf {
+        char data[8];
+        size_t size;
+} FixedBuf;
+
+static int fixed_write(void *data, const char *buf, size_t len)
+{
+        FixedBuf *b = data;
+        if (len > sizeof(b->data) - b->size)
+                return -1;
+        memcpy(b->data + b->size, buf, len);
+        b->size += len;
+        return 0;
+}
+
+/* The finished result bytes: raw, or the map of the keys set (empty map when none), in
+ * an allocation of exactly their size: it is kept with the job's record. */
 static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
 {
-        msgpack_sbuffer sb;
+        FixedBuf hdr = {.size = 0};
         msgpack_packer pk;
+        char *out;
 
         if (hj->raw) {
                 *ret = hj->raw;
@@ -550,15 +568,17 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
                 hj->raw = NULL;
                 return 0;
         }
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        if (msgpack_pack_map(&pk, hj->nkeys) != 0 ||
-            (hj->kv.size && msgpack_sbuffer_write(&sb, hj->kv.data, hj->kv.size) != 0)) {
-                msgpack_sbuffer_destroy(&sb);
+        msgpack_packer_init(&pk, &hdr, fixed_write);
+        if (msgpack_pack_map(&pk, hj->nkeys) != 0)
                 return -ENOMEM;
-        }
-        *ret_len = sb.size;
-        *ret = msgpack_sbuffer_release(&sb);
+        out = malloc(hdr.size + hj->kv.size);
+        if (!out)
+                return -ENOMEM;
+        memcpy(out, hdr.data, hdr.size);
+        if (hj->kv.size)
+                memcpy(out + hdr.size, hj->kv.data, hj->kv.size);
+        *ret_len = hdr.size + hj->kv.size;
+        *ret = out;
         return 0;
 }
 
