@@ -5,6 +5,7 @@
  * job.list, priority order under a one-job bound, stats, and a SIGHUP reload.
  */
 #include "tests/integration/fiberd_harness.h"
+#include "ipc/protocol.h"
 
 #include <criterion/criterion.h>
 #include <openssl/evp.h>
@@ -32,11 +33,13 @@ Test(daemon_basic, ping)
 
         fiberd_start(&fd_, NULL);
         c = fiberd_connect(&fd_);
-        rpc_simple(c, "ping", 0, NULL, &rp);
+        rpc_simple(c, IPC_METHOD_PING, 0, NULL, &rp);
         cr_assert_eq(rp.r, 0, "ping: %s", rp.st.message);
-        cr_assert_eq(map_uint(rp.result, "pid"), (uint64_t)fd_.pid);
+        cr_assert_eq(map_uint(rp.result, IPC_KEY_PID), (uint64_t)fd_.pid);
         cr_assert_neq(map_uint(rp.result, "uptime_ms"), UINT64_MAX);
-        cr_assert_str_neq(map_str(rp.result, "version"), "");
+        /* the one release and the protocol version (ipc/protocol.h) */
+        cr_assert_str_eq(map_str(rp.result, IPC_KEY_VERSION), FIBERD_VERSION);
+        cr_assert_eq(map_uint(rp.result, IPC_KEY_PROTOCOL), (uint64_t)FIBERD_PROTOCOL_VERSION);
         reply_clear(&rp);
         client_free(c);
 }

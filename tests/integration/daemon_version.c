@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon_version.c — one version everywhere: `fiberd --version` prints FIBERD_VERSION,
- * and `ping` answers with FIBERD_VERSION and FIBERD_PROTOCOL_VERSION (ipc/protocol.h).
+ * daemon_version.c — one version everywhere: `fiberd --version` prints FIBERD_VERSION
+ * (ipc/protocol.h); ping's version and protocol are checked in daemon_basic.c.
  */
 #include "tests/integration/fiberd_harness.h"
 
@@ -12,30 +12,7 @@
 
 #include "ipc/protocol.h"
 
-static Fiberd fd_;
-
-static void teardown(void)
-{
-        fiberd_stop(&fd_);
-}
-
-TestSuite(daemon_version, .fini = teardown, .timeout = 60);
-
-Test(daemon_version, ping_returns_the_release_and_protocol)
-{
-        Client *c;
-        Reply rp;
-
-        fiberd_start(&fd_, NULL);
-        c = fiberd_connect(&fd_);
-        rpc_simple(c, IPC_METHOD_PING, 0, NULL, &rp);
-        cr_assert_eq(rp.r, 0, "ping: %s", rp.st.message);
-        cr_assert_str_eq(map_str(rp.result, IPC_KEY_VERSION), FIBERD_VERSION);
-        cr_assert_eq(map_uint(rp.result, IPC_KEY_PROTOCOL), (uint64_t)FIBERD_PROTOCOL_VERSION);
-        cr_assert_eq(map_uint(rp.result, IPC_KEY_PID), (uint64_t)fd_.pid);
-        reply_clear(&rp);
-        client_free(c);
-}
+TestSuite(daemon_version, .timeout = 60);
 
 Test(daemon_version, version_option_prints_the_release)
 {
