@@ -5,8 +5,10 @@
  *
  * Each input line is {"plugin": NAME, "args": {...}, "options": {...}} (args and options
  * optional; blank lines skipped). A bounded window of slots (default 64) holds the jobs
- * in flight: a slot is taken by a line's job.submit and, with --wait, kept for that job's
- * job.wait; it is freed when the job's line is printed. While slots are free and stdin has
+ * in flight: a slot is taken by a line's job.submit or, with --wait, by its job.run
+ * (submit and wait in one round trip); it is freed when the job's line is printed. With
+ * --wait against a fiberd older than job.run (METHOD_NOT_FOUND), the slot's params are
+ * sent again as job.submit, followed by job.wait, and every later line does the same. While slots are free and stdin has
  * lines, lines are read and their requests queued; then the requests are flushed in one
  * write and one answer is read. So at most `window` requests are outstanding, the
  * daemon's queue is never flooded by one client, and output comes in completion order.
@@ -33,7 +35,9 @@
 
 typedef struct BatchSlot {
         bool busy;
+        bool running;       /* the outstanding request is job.run */
         bool waiting;       /* the outstanding request is job.wait, not job.submit */
+        json_t *params;     /* job.run's params, kept to resend as job.submit; owned */
         uint32_t msgid;     /* of the outstanding request */
         unsigned long line; /* input line number, from 1 */
         json_int_t id;      /* job id once submitted */
@@ -43,6 +47,7 @@ typedef struct BatchSlot {
 typedef struct Batch {
         Ctl *ctl;
         bool wait;
+        bool no_run; /* the daemon answered job.run with METHOD_NOT_FOUND */
         BatchSlot *slots;
         size_t window, busy;
         unsigned long line; /* lines read so far */
@@ -65,6 +70,7 @@ static void batch_print_error(Batch *b, unsigned long line, const char *code, co
 static void slot_release(Batch *b, BatchSlot *s)
 {
         free(s->plugin);
+        json_decref(s->params);
         memset(s, 0, sizeof(*s));
         b->busy--;
 }
@@ -124,6 +130,11 @@ static int batch_read_line(Batch *b)
         json_t *params =
                 json_pack("[OOO]", plugin, args ? args : json_null(), opts ? opts : json_null());
         json_decref(spec);
+        if (b->wait && !b->no_run) {
+                s->running = true;
+                s->params = json_incref(params);
+                return ctl_send(b->ctl, IPC_METHOD_JOB_RUN, params, &s->msgid);
+        }
         return ctl_send(b->ctl, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
 }
 
@@ -157,12 +168,25 @@ static int batch_handle(Batch *b, IpcMessage *m)
                         fprintf(stderr, "fiberctl: batch: %s\n", st.message);
                         return EX_PROTOCOL;
                 }
+                if (s->running && ctl_method_unknown(&st)) { /* older fiberd: submit + wait */
+                        json_t *params = s->params;
+                        b->no_run = true;
+                        s->running = false;
+                        s->params = NULL;
+                        return ctl_send(b->ctl, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
+                }
                 batch_print_error(b, s->line, st.code, st.message);
                 b->failed++;
                 slot_release(b, s);
                 return 0;
         }
-        if (!s->waiting) {
+        if (s->running) { /* job.run: the record */
+                s->running = false;
+                s->waiting = true;
+                json_decref(s->params);
+                s->params = NULL;
+                s->id = json_integer_value(json_object_get(res, IPC_KEY_ID));
+        } else if (!s->waiting) {
                 s->id = json_integer_value(json_object_get(res, IPC_KEY_ID));
                 json_decref(res);
                 if (!b->wait) {
@@ -243,8 +267,10 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                 ipc_message_clear(&m);
                 fflush(stdout);
         }
-        for (size_t i = 0; i < b.window; i++)
+        for (size_t i = 0; i < b.window; i++) {
                 free(b.slots[i].plugin);
+                json_decref(b.slots[i].params);
+        }
         free(b.slots);
         if (r)
                 return r;

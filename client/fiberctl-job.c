@@ -3,6 +3,10 @@
  * fiberctl-job.c — the verbs about single jobs: submit, status, wait, result, cancel,
  * list; and the printers of job records (ipc/PROTOCOL.md, "Job record").
  *
+ * `submit --wait` is one job.run (submit and wait in one round trip); a fiberd older than
+ * job.run answers METHOD_NOT_FOUND, and submit falls back to job.submit + job.wait. Either
+ * way the output is the final record.
+ *
  * `wait ID...` sends one job.wait per id on the same connection before reading any
  * answer, and prints each job as its answer arrives: the daemon answers out of order, so
  * a short job is reported while a long one still runs.
@@ -235,6 +239,37 @@ static int wait_one(Ctl *ctl, uint64_t id, json_t **ret)
         return r ? job_fail(r, id, &st) : 0;
 }
 
+/*
+ * The end of `submit`: @r is the exit code of the call that accepted the job (@st its
+ * reason, printed here) or 0 with @record, the job record from job.run or job.wait
+ * (reference taken). A record that is not final yet (job.run's wait ended early) is
+ * waited for with job.wait. Prints the final record; returns the exit code.
+ */
+static int submit_report(Ctl *ctl, const char *plugin, int r, const IpcStatus *st, json_t *record)
+{
+        if (r) {
+                if (st && strcmp(st->message, "(reported above)") != 0)
+                        fprintf(stderr, "fiberctl: submit %s: %s\n", plugin, st->message);
+                return r;
+        }
+        json_int_t id = json_integer_value(json_object_get(record, IPC_KEY_ID));
+        if (id <= 0) {
+                fprintf(stderr, "fiberctl: submit: fiberd's answer has no job id\n");
+                json_decref(record);
+                return EX_PROTOCOL;
+        }
+        if (!ctl_job_is_final(record)) {
+                json_decref(record);
+                r = wait_one(ctl, (uint64_t)id, &record);
+                if (r)
+                        return r;
+        }
+        ctl_print_job_record(ctl, record);
+        r = ctl_job_exit(record);
+        json_decref(record);
+        return r;
+}
+
 int verb_submit(Ctl *ctl, int argc, char **argv)
 {
         static const struct option options[] = {
@@ -301,12 +336,19 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
         }
 
         IpcStatus st;
-        r = ctl_call(ctl, IPC_METHOD_JOB_SUBMIT, json_pack("[soo]", plugin, args, opts), &res, &st);
-        if (r) {
-                if (strcmp(st.message, "(reported above)") != 0)
-                        fprintf(stderr, "fiberctl: submit %s: %s\n", plugin, st.message);
-                return r;
+        if (wait) {
+                r = ctl_call(ctl, IPC_METHOD_JOB_RUN, json_pack("[sOO]", plugin, args, opts), &res,
+                             &st);
+                if (r == 0 || !ctl_method_unknown(&st)) {
+                        json_decref(args);
+                        json_decref(opts);
+                        return submit_report(ctl, plugin, r, &st, res);
+                }
+                /* a fiberd older than job.run: submit, then wait */
         }
+        r = ctl_call(ctl, IPC_METHOD_JOB_SUBMIT, json_pack("[soo]", plugin, args, opts), &res, &st);
+        if (r)
+                return submit_report(ctl, plugin, r, &st, NULL);
         json_int_t id = json_integer_value(json_object_get(res, IPC_KEY_ID));
         if (id <= 0) {
                 fprintf(stderr, "fiberctl: submit: fiberd's answer has no job id\n");
@@ -323,12 +365,7 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
         }
         json_decref(res);
         r = wait_one(ctl, (uint64_t)id, &res);
-        if (r)
-                return r;
-        ctl_print_job_record(ctl, res);
-        r = ctl_job_exit(res);
-        json_decref(res);
-        return r;
+        return submit_report(ctl, plugin, r, NULL, res);
 }
 
 int verb_status(Ctl *ctl, int argc, char **argv)

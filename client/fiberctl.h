@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -64,6 +65,15 @@ int ctl_response(const IpcMessage *resp, json_t **ret_result, IpcStatus *st);
  * (not printed: the caller decides, e.g. to add the job id).
  */
 int ctl_call(Ctl *ctl, const char *method, json_t *params, json_t **ret_result, IpcStatus *st);
+
+/*
+ * ctl_method_unknown - true when @st is the daemon's METHOD_NOT_FOUND: a fiberd older than
+ * the method asked for (e.g. job.run), so the caller falls back to the older methods.
+ */
+static inline bool ctl_method_unknown(const IpcStatus *st)
+{
+        return st->code && strcmp(st->code, IPC_METHOD_NOT_FOUND) == 0;
+}
 
 /* ctl_print_json - print @j on one line to stdout (compact), then a newline. */
 void ctl_print_json(const json_t *j);

@@ -10,7 +10,9 @@
  *
  * job.wait parks on the job's `finished` event in slices of at most a second, so a
  * waiter whose connection broke stops waiting instead of holding its fiber until the
- * job ends.
+ * job ends. job.run is job.submit followed by that same wait (wait_final()) in one
+ * request, gearman's SUBMIT_JOB: one round trip per job. The job is accepted before the
+ * wait starts, so a client that goes away leaves it running, as after job.submit.
  */
 #include "daemon/daemon.h"
 #include "daemon/log.h"
@@ -93,12 +95,16 @@ static int method_plugins_list(void *ctx, Request *req, msgpack_packer *pk, IpcS
         return plugin_host_pack_list(pk);
 }
 
-static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+/*
+ * Accepts the job that params [plugin, args, options] (job.submit's, also the first
+ * three of job.run's) describe, owned by @req's uid: every check, error and limit of
+ * job.submit is here. @ret: out, one reference, written only on success.
+ */
+static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
 {
         static const msgpack_object empty_map = {.type = MSGPACK_OBJECT_MAP};
         const msgpack_object *params = &req->msg.params;
         const msgpack_object *args = &empty_map, *opts = NULL, *o;
-        Daemon *d = ctx;
         const char *name;
         size_t name_len;
         int64_t priority = 0;
@@ -163,6 +169,17 @@ static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
         if (r < 0)
                 return ipc_status_errno(st, r, "cannot queue the job: %s", strerror(-r));
+        *ret = j;
+        return 0;
+}
+
+static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Job *j;
+        int r = submit_from_params(ctx, req, &j, st);
+
+        if (r < 0)
+                return r;
         r = msgpack_pack_map(pk, 1) | ipc_pack_kv_uint(pk, IPC_KEY_ID, j->id);
         job_unref(j);
         return r ? -ENOMEM : 0;
@@ -181,33 +198,77 @@ static int method_status(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
         return r;
 }
 
-static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+/* Reads the wait limit at params[@i] (nil or absent = no limit) into *@ret_ms. */
+static int wait_ms_from_params(Request *req, size_t i, uint64_t *ret_ms, IpcStatus *st)
 {
-        Daemon *d = ctx;
-        const msgpack_object *o = ipc_array_at(&req->msg.params, IPC_WAIT_PARAM_TIMEOUT_MS);
-        uint64_t timeout_ms = UINT64_MAX, deadline;
-        Job *j;
+        const msgpack_object *o = ipc_array_at(&req->msg.params, i);
+        uint64_t ms = UINT64_MAX;
         int r;
 
-        if (!ipc_object_is_nil(o) &&
-            (r = ipc_read_uint(o, IPC_OPT_TIMEOUT_MS, &timeout_ms, st)) < 0)
+        if (!ipc_object_is_nil(o) && (r = ipc_read_uint(o, IPC_OPT_TIMEOUT_MS, &ms, st)) < 0)
                 return r;
-        r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
-        if (r < 0)
-                return r;
-        deadline = timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
-                           ? SCHED_FOREVER
-                           : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
+        *ret_ms = ms;
+        return 0;
+}
+
+/*
+ * Parks the request fiber on @j's `finished` event until the job is final, @timeout_ms
+ * passes (UINT64_MAX = no limit, 0 = do not wait) or @req's connection is gone (checked
+ * once per WAIT_SLICE_NS slice). Never an error: the caller packs the record as it is.
+ */
+static void wait_final(Request *req, Job *j, uint64_t timeout_ms)
+{
+        uint64_t deadline =
+                timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
+                        ? SCHED_FOREVER
+                        : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
+
         while (timeout_ms > 0) {
                 uint64_t now = sched_now_ns(), slice;
 
                 if (now >= deadline)
                         break;
                 slice = deadline - now > WAIT_SLICE_NS ? now + WAIT_SLICE_NS : deadline;
-                r = fiber_event_wait(&j->finished, slice);
-                if (r != -ETIMEDOUT || request_conn_closed(req))
+                if (fiber_event_wait(&j->finished, slice) != -ETIMEDOUT || request_conn_closed(req))
                         break;
         }
+}
+
+static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        uint64_t timeout_ms;
+        Job *j;
+        int r;
+
+        r = wait_ms_from_params(req, IPC_WAIT_PARAM_TIMEOUT_MS, &timeout_ms, st);
+        if (r < 0)
+                return r;
+        r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
+        if (r < 0)
+                return r;
+        wait_final(req, j, timeout_ms);
+        r = pack_record(d, j, pk);
+        job_unref(j);
+        return r;
+}
+
+/* job.run [plugin, args, options, timeout_ms]: job.submit, then job.wait on that job. The
+ * wait limit is read first, so a bad one refuses the request before a job is queued. */
+static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        uint64_t timeout_ms;
+        Job *j;
+        int r;
+
+        r = wait_ms_from_params(req, IPC_RUN_PARAM_TIMEOUT_MS, &timeout_ms, st);
+        if (r < 0)
+                return r;
+        r = submit_from_params(d, req, &j, st);
+        if (r < 0)
+                return r;
+        wait_final(req, j, timeout_ms);
         r = pack_record(d, j, pk);
         job_unref(j);
         return r;
@@ -348,10 +409,10 @@ static const struct {
         MethodFn fn;
 } methods[] = {
         {IPC_METHOD_PING, method_ping},         {IPC_METHOD_PLUGINS_LIST, method_plugins_list},
-        {IPC_METHOD_JOB_SUBMIT, method_submit}, {IPC_METHOD_JOB_STATUS, method_status},
-        {IPC_METHOD_JOB_WAIT, method_wait},     {IPC_METHOD_JOB_RESULT, method_result},
-        {IPC_METHOD_JOB_CANCEL, method_cancel}, {IPC_METHOD_JOB_LIST, method_list},
-        {IPC_METHOD_STATS, method_stats},
+        {IPC_METHOD_JOB_SUBMIT, method_submit}, {IPC_METHOD_JOB_RUN, method_run},
+        {IPC_METHOD_JOB_STATUS, method_status}, {IPC_METHOD_JOB_WAIT, method_wait},
+        {IPC_METHOD_JOB_RESULT, method_result}, {IPC_METHOD_JOB_CANCEL, method_cancel},
+        {IPC_METHOD_JOB_LIST, method_list},     {IPC_METHOD_STATS, method_stats},
 };
 
 MethodFn methods_lookup(const char *name, size_t len)

@@ -28,6 +28,7 @@
 #define IPC_METHOD_PING "ping"                 /* [] */
 #define IPC_METHOD_PLUGINS_LIST "plugins.list" /* [] */
 #define IPC_METHOD_JOB_SUBMIT "job.submit"     /* [plugin, args, options] */
+#define IPC_METHOD_JOB_RUN "job.run"           /* [plugin, args, options, timeout_ms] */
 #define IPC_METHOD_JOB_STATUS "job.status"     /* [id] */
 #define IPC_METHOD_JOB_WAIT "job.wait"         /* [id, timeout_ms] */
 #define IPC_METHOD_JOB_RESULT "job.result"     /* [id] */
@@ -38,12 +39,15 @@
 /* The notification the server sends before it closes a broken stream. */
 #define IPC_NOTIFY_CONNECTION_ERROR "connection.error" /* [{code, message}] */
 
-/* job.submit [plugin, args, options] */
+/* job.submit [plugin, args, options]; job.run [plugin, args, options, timeout_ms]: the
+ * first three as job.submit's, then job.wait's timeout_ms (the wait, not the job's). */
 enum {
         IPC_SUBMIT_PARAM_PLUGIN = 0,
         IPC_SUBMIT_PARAM_ARGS = 1,
         IPC_SUBMIT_PARAM_OPTIONS = 2,
         IPC_SUBMIT_NPARAMS = 3,
+        IPC_RUN_PARAM_TIMEOUT_MS = 3,
+        IPC_RUN_NPARAMS = 4,
 };
 
 /* job.status, job.wait, job.result, job.cancel: [id, ...]; job.wait [id, timeout_ms] */

@@ -27,13 +27,17 @@ PLUGIN_CFLAGS := -fPIC -fstack-clash-protection
 CRYPTO_CFLAGS = $(shell pkg-config --cflags libcrypto 2>/dev/null)
 CRYPTO_LIBS = $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
 
-BUNDLED_PLUGIN_NAMES := sha256 sleep spin skynet
+BUNDLED_PLUGIN_NAMES := echo sha256 sleep spin skynet
 BUNDLED_PLUGINS := $(BUNDLED_PLUGIN_NAMES:%=$(PLUGIN_BUILD_DIR)/%.so)
 BUNDLED_PLUGIN_OBJS := $(BUNDLED_PLUGIN_NAMES:%=$(BUILD)/plugins/%.o)
 
 $(BUNDLED_PLUGIN_OBJS): CFLAGS += $(PLUGIN_CFLAGS)
 $(BUILD)/plugins/sha256.o: CFLAGS += $(CRYPTO_CFLAGS)
 $(PLUGIN_BUILD_DIR)/sha256.so: PLUGIN_EXTRA_LIBS := $(CRYPTO_LIBS)
+# echo packs its args again with msgpack-c (ipc/build.mk's flags; the daemon loads the
+# same library already).
+$(BUILD)/plugins/echo.o: CFLAGS += $(IPC_CFLAGS)
+$(PLUGIN_BUILD_DIR)/echo.so: PLUGIN_EXTRA_LIBS = $(IPC_LIBS)
 
 $(PLUGIN_BUILD_DIR)/%.so: $(BUILD)/plugins/%.o
 	@mkdir -p $(dir $@)

@@ -6,13 +6,17 @@
  * The real end-to-end tests (the daemon's) live elsewhere; these check the client side:
  * pipelining, out-of-order answers, output formats and exit codes.
  *
- * Fake jobs, by plugin name at submit: "echo" is done at once with its args as result;
- * "fail" ends failed (NOT_FOUND "no such file"); "slow" is running, and a job.wait on it
- * is answered only after the next request has been answered (so answers come out of
- * order), as done; "nope" is refused with NOT_FOUND; "deny" with PERMISSION_DENIED.
+ * Fake jobs, by plugin name at submit (job.submit or job.run): "echo" is done at once
+ * with its args as result; "fail" ends failed (NOT_FOUND "no such file"); "slow" is
+ * running, and a job.wait on it is answered only after the next request has been
+ * answered (so answers come out of order), as done; a job.run of it is answered at once
+ * with the running record, as when job.run's wait limit passes, and the job is done then; "nope" is refused with
+ * NOT_FOUND; "deny" with PERMISSION_DENIED. Every method the fake is asked for is
+ * logged (fake_methods()), so a test can check which ones fiberctl used.
  * Server modes: MODE_GARBAGE answers every request with bytes that are not msgpack;
  * MODE_CLOSE closes the connection on the first request; MODE_NOTICE sends the
- * "connection.error" notification (MESSAGE_TOO_LARGE) and closes.
+ * "connection.error" notification (MESSAGE_TOO_LARGE) and closes; MODE_OLD is a fiberd
+ * from before job.run (METHOD_NOT_FOUND for it), otherwise normal.
  */
 #include <criterion/criterion.h>
 
@@ -40,7 +44,7 @@
 
 extern char **environ;
 
-enum { MODE_NORMAL, MODE_GARBAGE, MODE_CLOSE, MODE_NOTICE };
+enum { MODE_NORMAL, MODE_GARBAGE, MODE_CLOSE, MODE_NOTICE, MODE_OLD };
 
 typedef struct FakeJob {
         char plugin[32];
@@ -60,6 +64,8 @@ typedef struct Fake {
         pthread_t thread;
         FakeJob jobs[FAKE_MAX_JOBS + 1]; /* ids 1..njobs */
         unsigned njobs;
+        pthread_mutex_t log_lock;
+        char log[4096]; /* the methods asked for, one per line, in order */
 } Fake;
 
 static Fake fake;
@@ -126,26 +132,27 @@ static unsigned job_param(msgpack_packer *pk, const IpcMessage *m)
         return (unsigned)id;
 }
 
-static void fake_submit(msgpack_packer *pk, const IpcMessage *m)
+/* Accepts the job of params [plugin, args, ...]: its id, or 0 with the refusal packed. */
+static unsigned fake_accept(msgpack_packer *pk, const IpcMessage *m)
 {
         char plugin[32];
         IpcStatus st;
         if (ipc_read_str(ipc_array_at(&m->params, 0), "plugin", plugin, sizeof(plugin), &st) < 0) {
                 ipc_pack_status_response(pk, m->msgid, &st);
-                return;
+                return 0;
         }
         if (strcmp(plugin, "nope") == 0) {
                 ipc_pack_error_response(pk, m->msgid, IPC_NOT_FOUND,
                                         "no plugin named \"nope\" (loaded: echo, fail, slow)");
-                return;
+                return 0;
         }
         if (strcmp(plugin, "deny") == 0) {
                 ipc_pack_error_response(pk, m->msgid, IPC_PERMISSION_DENIED, "not for you");
-                return;
+                return 0;
         }
         if (strncmp(plugin, "code:", 5) == 0) { /* "code:OVERLOADED": answer that code */
                 ipc_pack_error_response(pk, m->msgid, plugin + 5, "the fake says %s", plugin + 5);
-                return;
+                return 0;
         }
         cr_assert_lt(fake.njobs, FAKE_MAX_JOBS);
         unsigned id = ++fake.njobs;
@@ -162,9 +169,35 @@ static void fake_submit(msgpack_packer *pk, const IpcMessage *m)
                 msgpack_pack_object(&apk, *args);
         else
                 msgpack_pack_map(&apk, 0);
-        ipc_pack_response_begin(pk, m->msgid);
-        msgpack_pack_map(pk, 1);
-        ipc_pack_kv_uint(pk, "id", id);
+        return id;
+}
+
+static void fake_submit(msgpack_packer *pk, const IpcMessage *m)
+{
+        unsigned id = fake_accept(pk, m);
+        if (id) {
+                ipc_pack_response_begin(pk, m->msgid);
+                msgpack_pack_map(pk, 1);
+                ipc_pack_kv_uint(pk, "id", id);
+        }
+}
+
+/* The methods the fake was asked for since it started, one per line. */
+static const char *fake_methods(void)
+{
+        static char copy[sizeof(fake.log)];
+        pthread_mutex_lock(&fake.log_lock);
+        memcpy(copy, fake.log, sizeof(copy));
+        pthread_mutex_unlock(&fake.log_lock);
+        return copy;
+}
+
+/* Forgets the methods logged so far. */
+static void fake_methods_clear(void)
+{
+        pthread_mutex_lock(&fake.log_lock);
+        fake.log[0] = '\0';
+        pthread_mutex_unlock(&fake.log_lock);
 }
 
 typedef struct Deferred {
@@ -179,6 +212,10 @@ static void fake_answer(msgpack_packer *pk, const IpcMessage *m, Deferred *later
         unsigned id;
         const char *meth = m->method;
 
+        pthread_mutex_lock(&fake.log_lock);
+        size_t used = strlen(fake.log);
+        snprintf(fake.log + used, sizeof(fake.log) - used, "%s\n", meth);
+        pthread_mutex_unlock(&fake.log_lock);
         if (strcmp(meth, "ping") == 0) {
                 ipc_pack_response_begin(pk, m->msgid);
                 msgpack_pack_map(pk, 4);
@@ -204,6 +241,13 @@ static void fake_answer(msgpack_packer *pk, const IpcMessage *m, Deferred *later
                 ipc_pack_kv_cstr(pk, "reason", "ABI version 1, this fiberd needs 2");
         } else if (strcmp(meth, "job.submit") == 0) {
                 fake_submit(pk, m);
+        } else if (strcmp(meth, "job.run") == 0 && fake.mode != MODE_OLD) {
+                if ((id = fake_accept(pk, m))) { /* "slow": the wait ends first, then the job */
+                        ipc_pack_response_begin(pk, m->msgid);
+                        pack_record(pk, id);
+                        if (strcmp(fake.jobs[id].state, "running") == 0)
+                                fake.jobs[id].state = "done";
+                }
         } else if (strcmp(meth, "job.status") == 0) {
                 if ((id = job_param(pk, m))) {
                         ipc_pack_response_begin(pk, m->msgid);
@@ -374,6 +418,7 @@ static void fake_start(int mode)
 
         signal(SIGPIPE, SIG_IGN);
         memset(&fake, 0, sizeof(fake));
+        pthread_mutex_init(&fake.log_lock, NULL);
         fake.mode = mode;
         strcpy(fake.dir, "/tmp/fiberctl-test-XXXXXX");
         cr_assert_not_null(mkdtemp(fake.dir));
@@ -764,6 +809,131 @@ Test(fiberctl, batch_submits_and_waits, .init = setup_normal, .fini = fake_stop)
         cr_assert_eq(r.status, 65, "bad input line");
         assert_contains(r.out, "line 1: INVALID_ARGUMENT: not JSON");
         assert_contains(r.out, "line 2: job");
+}
+
+static int count_lines(const char *s, const char *line)
+{
+        int n = 0;
+        size_t len = strlen(line);
+        for (const char *p = s; (p = strstr(p, line)); p += len)
+                if ((p == s || p[-1] == '\n') && p[len] == '\n')
+                        n++;
+        return n;
+}
+
+Test(fiberctl, submit_wait_is_one_job_run, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        fake_methods_clear();
+        RUN(&r, NULL, "submit", "--wait", "echo", "x=1");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "job 1 (echo): done");
+        assert_contains(r.out, "result    {\"x\":1}");
+        cr_assert_str_eq(fake_methods(), "job.run\n", "one round trip, job.run");
+
+        /* a job.run whose wait ends before the job: fiberctl goes on with job.wait */
+        fake_methods_clear();
+        RUN(&r, NULL, "submit", "--wait", "slow");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "job 2 (slow): done");
+        cr_assert_eq(count_lines(fake_methods(), "job.run"), 1, "%s", fake_methods());
+        cr_assert_eq(count_lines(fake_methods(), "job.submit"), 0, "%s", fake_methods());
+
+        /* refusals keep submit's wording and exit status */
+        RUN(&r, NULL, "submit", "--wait", "nope");
+        cr_assert_eq(r.status, 66, "%s", r.err);
+        assert_contains(r.err, "fiberctl: submit nope: no plugin named \"nope\"");
+}
+
+Test(fiberctl, batch_wait_is_one_job_run_per_line, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+        const char *input = "{\"plugin\": \"echo\", \"args\": {\"path\": \"/a\"}}\n"
+                            "{\"plugin\": \"slow\"}\n"
+                            "{\"plugin\": \"fail\"}\n"
+                            "{\"plugin\": \"echo\", \"args\": {\"path\": \"/b\"}}\n";
+
+        fake_methods_clear();
+        RUN(&r, input, "batch", "--wait", "--window", "2");
+        cr_assert_eq(r.status, 1, "one job failed: %s", r.err);
+        assert_contains(r.out, "1 echo done 65ms {\"path\":\"/a\"}");
+        assert_contains(r.out, "done 65ms {\"path\":\"/b\"}");
+        assert_contains(r.out, "slow done");
+        assert_contains(r.out, "fail failed 65ms NOT_FOUND: no such file");
+        cr_assert_eq(count_lines(fake_methods(), "job.run"), 4, "%s", fake_methods());
+        cr_assert_eq(count_lines(fake_methods(), "job.submit"), 0, "%s", fake_methods());
+        cr_assert_eq(count_lines(fake_methods(), "job.wait"), 1, "only for slow: %s",
+                     fake_methods());
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorts the lines of @text in place. */
+static void sort_lines(char *text)
+{
+        char copy[sizeof(((Run *)0)->out)], *lines[256], *save = NULL;
+        size_t n = 0;
+
+        snprintf(copy, sizeof(copy), "%s", text);
+        for (char *l = strtok_r(copy, "\n", &save); l && n < 256; l = strtok_r(NULL, "\n", &save))
+                lines[n++] = l;
+        qsort(lines, n, sizeof(lines[0]), cmp_str);
+        text[0] = '\0';
+        for (size_t i = 0; i < n; i++) {
+                strcat(text, lines[i]);
+                strcat(text, "\n");
+        }
+}
+
+/* The same commands against a fiberd without job.run: the same output, through
+ * job.submit + job.wait. */
+Test(fiberctl, wait_falls_back_when_job_run_is_unknown, .fini = fake_stop)
+{
+        const char *input = "{\"plugin\": \"echo\", \"args\": {\"path\": \"/a\"}}\n"
+                            "{\"plugin\": \"fail\"}\n"
+                            "{\"plugin\": \"echo\", \"args\": {\"path\": \"/b\"}}\n"
+                            "{\"plugin\": \"nope\"}\n";
+        static Run now[4], old[4];
+
+        for (int mode = 0; mode < 2; mode++) {
+                Run *r = mode ? old : now;
+
+                fake_start(mode ? MODE_OLD : MODE_NORMAL);
+                RUN(&r[0], NULL, "submit", "--wait", "echo", "x=1", "s=two");
+                RUN(&r[1], NULL, "--json", "submit", "--wait", "fail");
+                RUN(&r[2], input, "--json", "batch", "--wait", "--window", "1");
+                RUN(&r[3], input, "batch", "--wait");
+                if (mode) {
+                        /* each fiberctl tries job.run once per request in flight before
+                         * its first METHOD_NOT_FOUND: 1 + 1 + 1 (window 1) + 4 (window 64) */
+                        cr_assert_eq(count_lines(fake_methods(), "job.run"), 7, "%s",
+                                     fake_methods());
+                        cr_assert_eq(count_lines(fake_methods(), "job.submit"), 2 + 4 + 4);
+                        cr_assert_eq(count_lines(fake_methods(), "job.wait"), 2 + 3 + 3);
+                } else {
+                        cr_assert_eq(count_lines(fake_methods(), "job.submit"), 0);
+                }
+                fake_stop();
+        }
+        /* batch prints in completion order, which differs with more than one in flight */
+        sort_lines(now[3].out);
+        sort_lines(old[3].out);
+        for (int i = 0; i < 4; i++) {
+                cr_assert_eq(now[i].status, old[i].status, "command %d", i);
+                cr_assert_str_eq(now[i].out, old[i].out, "command %d", i);
+                cr_assert_str_eq(now[i].err, old[i].err, "command %d", i);
+        }
+        cr_assert_eq(now[0].status, 0, "%s", now[0].err);
+        assert_contains(now[0].out, "result    {\"x\":1,\"s\":\"two\"}");
+        cr_assert_eq(now[1].status, 1);
+        assert_contains(now[1].out, "\"state\":\"failed\"");
+        cr_assert_eq(now[3].status, 1);
+        assert_contains(now[3].out, "line 4: NOT_FOUND");
+        fake_start(MODE_NORMAL); /* for .fini */
 }
 
 Test(fiberctl, unreachable_daemon_exits_69)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plugins_bundled.c — the bundled plugins (sha256, sleep, spin, skynet) run through the
+ * plugins_bundled.c — the bundled plugins (echo, sha256, sleep, spin, skynet) run through the
  * loader and a small test host, on a real scheduling group, without the daemon.
  *
  * The test host implements FiberdHost as fiberd/plugin.h specifies it, in the fewest
@@ -57,6 +57,8 @@ struct FiberdJob {
         pthread_mutex_t lock; /* results, error, children */
         ResultEntry results[RESULTS_MAX];
         int n_results;
+        char raw[2048]; /* result_msgpack()'s value */
+        size_t raw_len;
         char error[IPC_STATUS_MESSAGE_MAX];
         const char *error_code;
 
@@ -215,7 +217,14 @@ static int h_result_bool(FiberdJob *job, const char *key, bool value)
 
 static int h_result_msgpack(FiberdJob *job, const void *buf, size_t len)
 {
-        return -ENOTSUP; /* no bundled plugin uses it */
+        if (len > sizeof(job->raw))
+                return -E2BIG;
+        pthread_mutex_lock(&job->lock);
+        memcpy(job->raw, buf, len);
+        job->raw_len = len;
+        job->n_results = 0;
+        pthread_mutex_unlock(&job->lock);
+        return 0;
 }
 
 static int h_fail(FiberdJob *job, int err, const char *fmt, ...)
@@ -415,7 +424,7 @@ static void start(unsigned workers, size_t max_fibers)
         }
         cr_assert_eq(sched_group_new(&group, &cfg), 0);
         cr_assert_eq(loader_new(&loader, &host, quiet_log), 0);
-        cr_assert_eq(loader_set_dir(loader, TEST_PLUGIN_BUILD_DIR), 4);
+        cr_assert_eq(loader_set_dir(loader, TEST_PLUGIN_BUILD_DIR), 5);
         snprintf(tmpdir, sizeof(tmpdir), "/tmp/fiberd-plugtest-XXXXXX");
         cr_assert_not_null(mkdtemp(tmpdir));
 }
@@ -600,6 +609,49 @@ static void sha256_hex_of(const char *path, char hex[65])
         fclose(f);
         for (unsigned i = 0; i < 32; i++)
                 sprintf(hex + 2 * i, "%02x", md[i]);
+}
+
+/* ------------------------------------------------------------------ echo ----------- */
+
+/* Runs echo on @job (args set) and checks its result is its args, value for value. */
+static void echo_check(FiberdJob *job)
+{
+        msgpack_object res;
+        msgpack_zone z;
+        size_t off = 0;
+
+        cr_assert_eq(job_run(job), 0, "%s", job->error);
+        cr_assert_gt(job->raw_len, 0, "echo set no result");
+        msgpack_zone_init(&z, 1024);
+        cr_assert_eq(msgpack_unpack(job->raw, job->raw_len, &off, &z, &res),
+                     MSGPACK_UNPACK_SUCCESS);
+        cr_assert_eq(off, job->raw_len, "exactly one value");
+        cr_assert(msgpack_object_equal(res, job->args), "echo's result is not its args");
+        msgpack_zone_destroy(&z);
+        cr_assert_eq(atomic_load(&job->total), 0, "echo reports no progress");
+}
+
+Test(plugins_bundled, echo_returns_its_args)
+{
+        char big[900];
+        FiberdJob *job = job_new("echo");
+
+        args_uint(job, 2, "a", 1, "b", UINT64_MAX);
+        echo_check(job);
+        job_free(job);
+
+        job = job_new("echo");
+        args_uint(job, 0, NULL, 0, NULL, 0);
+        echo_check(job);
+        job_free(job);
+
+        /* larger than what echo packs on its stack */
+        memset(big, 'x', sizeof(big) - 1);
+        big[sizeof(big) - 1] = '\0';
+        job = job_new("echo");
+        args_str(job, "big", big);
+        echo_check(job);
+        job_free(job);
 }
 
 /* ------------------------------------------------------------------ sha256 --------- */

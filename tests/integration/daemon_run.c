@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_run.c — job.run end to end, and the echo plugin through it: job.run answers
+ * with the final job record (echo: result equal to the args; a failing job: its error;
+ * a job cancelled from a second connection while job.run waits: cancelled), refuses
+ * bad params with exactly job.submit's error and queues nothing then, answers with
+ * the record as it stands when its wait limit passes, and leaves the job running when
+ * its client goes away (the job still finishes; another connection sees it).
+ * Waits are on conditions (job.list, job.wait), never sleeps.
+ */
+#include "tests/integration/fiberd_harness.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+#include <unistd.h>
+
+static Fiberd fd_;
+
+static void teardown(void)
+{
+        fiberd_stop(&fd_);
+}
+
+TestSuite(daemon_run, .fini = teardown, .timeout = 60);
+
+static const FiberdOpts run_opts = {.plugins = "echo sha256 sleep"};
+
+/* Queues job.run [plugin, args, options, wait_ms] with @args and @options given as packed
+ * msgpack maps (NULL: nil) and @wait_ms < 0 as nil; returns the msgid (not flushed). */
+static uint32_t run_send(Client *c, const char *method, const char *plugin,
+                         const msgpack_sbuffer *args, const msgpack_sbuffer *options,
+                         int64_t wait_ms)
+{
+        bool run = strcmp(method, IPC_METHOD_JOB_RUN) == 0;
+        uint32_t msgid;
+        msgpack_packer *pk = client_request(c, method, run ? 4 : 3, &msgid);
+
+        cr_assert(pk);
+        if (plugin)
+                ipc_pack_cstr(pk, plugin);
+        else
+                msgpack_pack_nil(pk);
+        if (args)
+                cr_assert_eq(pk->callback(pk->data, args->data, args->size), 0);
+        else
+                msgpack_pack_nil(pk);
+        if (options)
+                cr_assert_eq(pk->callback(pk->data, options->data, options->size), 0);
+        else
+                msgpack_pack_nil(pk);
+        if (run && wait_ms < 0)
+                msgpack_pack_nil(pk);
+        else if (run)
+                msgpack_pack_uint64(pk, (uint64_t)wait_ms);
+        return msgid;
+}
+
+/* A packed map {"ms": @ms} into @sb (caller destroys it). */
+static void pack_ms(msgpack_sbuffer *sb, uint64_t ms)
+{
+        msgpack_packer pk;
+
+        msgpack_sbuffer_init(sb);
+        msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 1);
+        ipc_pack_kv_uint(&pk, "ms", ms);
+}
+
+/* Waits (bounded, by polling job.list on @c) until a @plugin job is @state; its id. */
+static uint64_t wait_listed(Client *c, const char *plugin, const char *state)
+{
+        for (int i = 0; i < 2000; i++) {
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(c, "job.list", 1, &msgid);
+                uint64_t id = 0;
+                Reply rp;
+
+                msgpack_pack_map(pk, 2);
+                ipc_pack_kv_cstr(pk, "plugin", plugin);
+                ipc_pack_kv_cstr(pk, "state", state);
+                rpc_wait_reply(c, msgid, &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                if (rp.result->via.array.size > 0)
+                        id = map_uint(&rp.result->via.array.ptr[0], "id");
+                reply_clear(&rp);
+                if (id)
+                        return id;
+                rpc_simple(c, "ping", 0, NULL, &rp); /* a round trip between tries */
+                reply_clear(&rp);
+                usleep(2000);
+        }
+        cr_assert_fail("no %s job became %s", plugin, state);
+        return 0;
+}
+
+Test(daemon_run, echo_returns_its_args_as_the_final_record)
+{
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_object args;
+        msgpack_zone zone;
+        size_t off = 0;
+        Client *c, *c2;
+        uint64_t id;
+        Reply rp;
+
+        /* args of every kind: nested map and array, negative, float, bool, nil, bin */
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 7);
+        ipc_pack_kv_cstr(&pk, "s", "hello");
+        ipc_pack_kv_int(&pk, "neg", -3);
+        ipc_pack_cstr(&pk, "f");
+        msgpack_pack_double(&pk, 1.5);
+        ipc_pack_cstr(&pk, "b");
+        msgpack_pack_true(&pk);
+        ipc_pack_kv_nil(&pk, "nothing");
+        ipc_pack_cstr(&pk, "list");
+        msgpack_pack_array(&pk, 2);
+        msgpack_pack_uint64(&pk, 1);
+        msgpack_pack_map(&pk, 1);
+        ipc_pack_kv_cstr(&pk, "deep", "yes");
+        ipc_pack_cstr(&pk, "bin");
+        msgpack_pack_bin(&pk, 3);
+        msgpack_pack_bin_body(&pk, "\0\1\2", 3);
+        msgpack_zone_init(&zone, 1024);
+        cr_assert_eq(msgpack_unpack(sb.data, sb.size, &off, &zone, &args), MSGPACK_UNPACK_SUCCESS);
+
+        fiberd_start(&fd_, &run_opts);
+        c = fiberd_connect(&fd_);
+        rpc_wait_reply(c, run_send(c, IPC_METHOD_JOB_RUN, "echo", &sb, NULL, -1), &rp);
+        cr_assert_eq(rp.r, 0, "job.run: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        cr_assert_str_eq(map_str(rp.result, "plugin"), "echo");
+        cr_assert_eq(map_uint(rp.result, "owner"), (uint64_t)getuid());
+        cr_assert_neq(map_uint(rp.result, "finished_ms"), UINT64_MAX);
+        cr_assert(ipc_object_is_nil(map_get(rp.result, "error")));
+        cr_assert(map_get(rp.result, "result"));
+        cr_assert(msgpack_object_equal(*map_get(rp.result, "result"), args),
+                  "echo's result is not its args");
+        id = map_uint(rp.result, "id");
+        cr_assert(id > 0 && id != UINT64_MAX);
+        reply_clear(&rp);
+
+        /* the same record for everyone: job.status from another connection */
+        c2 = fiberd_connect(&fd_);
+        rpc_simple(c2, "job.status", 1, &id, &rp);
+        cr_assert_eq(rp.r, 0);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        cr_assert(msgpack_object_equal(*map_get(rp.result, "result"), args));
+        reply_clear(&rp);
+
+        /* args left out: the result is the empty map */
+        rpc_wait_reply(c, run_send(c, IPC_METHOD_JOB_RUN, "echo", NULL, NULL, -1), &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        cr_assert_eq(map_get(rp.result, "result")->type, MSGPACK_OBJECT_MAP);
+        cr_assert_eq(map_get(rp.result, "result")->via.map.size, 0);
+        reply_clear(&rp);
+
+        msgpack_zone_destroy(&zone);
+        msgpack_sbuffer_destroy(&sb);
+        client_free(c2);
+        client_free(c);
+}
+
+Test(daemon_run, failing_job_answers_with_its_error)
+{
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        const msgpack_object *err;
+        Client *c;
+        Reply rp;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 1);
+        ipc_pack_kv_cstr(&pk, "path", "/nonexistent/fiberd-test");
+        fiberd_start(&fd_, &run_opts);
+        c = fiberd_connect(&fd_);
+        rpc_wait_reply(c, run_send(c, IPC_METHOD_JOB_RUN, "sha256", &sb, NULL, -1), &rp);
+        cr_assert_eq(rp.r, 0, "a failed job is a record, not an error: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "failed");
+        err = map_get(rp.result, "error");
+        cr_assert_str_eq(map_str(err, "code"), IPC_NOT_FOUND);
+        cr_assert_str_neq(map_str(err, "message"), "");
+        cr_assert(ipc_object_is_nil(map_get(rp.result, "result")));
+        reply_clear(&rp);
+        msgpack_sbuffer_destroy(&sb);
+        client_free(c);
+}
+
+Test(daemon_run, cancelled_from_another_connection_while_waiting)
+{
+        msgpack_sbuffer sb;
+        Client *c, *c2;
+        uint32_t msgid;
+        uint64_t id;
+        IpcStatus st;
+        Reply rp;
+
+        fiberd_start(&fd_, &run_opts);
+        c = fiberd_connect(&fd_);
+        c2 = fiberd_connect(&fd_);
+        pack_ms(&sb, 600000);
+        msgid = run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1);
+        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
+
+        id = wait_listed(c2, "sleep", "running");
+        rpc_simple(c2, "job.cancel", 1, &id, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        reply_clear(&rp);
+
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_eq(map_uint(rp.result, "id"), id);
+        cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
+        cr_assert_str_eq(map_str(map_get(rp.result, "error"), "code"), IPC_CANCELLED);
+        reply_clear(&rp);
+        msgpack_sbuffer_destroy(&sb);
+        client_free(c2);
+        client_free(c);
+}
+
+/* Bad [plugin, args, options]: job.run says exactly what job.submit says. */
+Test(daemon_run, bad_params_get_the_same_error_as_submit)
+{
+        msgpack_sbuffer not_map, bad_timeout, bad_option, empty;
+        msgpack_packer pk;
+        struct {
+                const char *plugin;
+                const msgpack_sbuffer *args, *options;
+                const char *code;
+        } cases[] = {
+                {NULL, NULL, NULL, IPC_INVALID_ARGUMENT},             /* no plugin */
+                {"nope", NULL, NULL, IPC_NOT_FOUND},                  /* no such plugin */
+                {"echo", &not_map, NULL, IPC_INVALID_ARGUMENT},       /* args not a map */
+                {"echo", &empty, &bad_timeout, IPC_INVALID_ARGUMENT}, /* timeout_ms: "soon" */
+                {"echo", &empty, &bad_option, IPC_INVALID_ARGUMENT},  /* unknown option */
+        };
+        Client *c;
+        Reply rp;
+
+        msgpack_sbuffer_init(&not_map);
+        msgpack_packer_init(&pk, &not_map, msgpack_sbuffer_write);
+        ipc_pack_cstr(&pk, "not a map");
+        msgpack_sbuffer_init(&empty);
+        msgpack_packer_init(&pk, &empty, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 0);
+        msgpack_sbuffer_init(&bad_timeout);
+        msgpack_packer_init(&pk, &bad_timeout, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 1);
+        ipc_pack_kv_cstr(&pk, "timeout_ms", "soon");
+        msgpack_sbuffer_init(&bad_option);
+        msgpack_packer_init(&pk, &bad_option, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 1);
+        ipc_pack_kv_uint(&pk, "bogus", 1);
+
+        fiberd_start(&fd_, &run_opts);
+        c = fiberd_connect(&fd_);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char code[32], message[IPC_STATUS_MESSAGE_MAX];
+
+                rpc_wait_reply(c,
+                               run_send(c, IPC_METHOD_JOB_SUBMIT, cases[i].plugin, cases[i].args,
+                                        cases[i].options, -1),
+                               &rp);
+                cr_assert_lt(rp.r, 0, "case %zu: job.submit accepted it", i);
+                cr_assert_str_eq(rp.st.code, cases[i].code, "case %zu", i);
+                snprintf(code, sizeof(code), "%s", rp.st.code);
+                snprintf(message, sizeof(message), "%s", rp.st.message);
+                reply_clear(&rp);
+
+                rpc_wait_reply(c,
+                               run_send(c, IPC_METHOD_JOB_RUN, cases[i].plugin, cases[i].args,
+                                        cases[i].options, -1),
+                               &rp);
+                cr_assert_lt(rp.r, 0, "case %zu: job.run accepted it", i);
+                cr_assert_str_eq(rp.st.code, code, "case %zu", i);
+                cr_assert_str_eq(rp.st.message, message, "case %zu", i);
+                reply_clear(&rp);
+        }
+
+        /* a bad wait limit (job.run's own fourth param) is refused before anything queues */
+        uint32_t msgid;
+        msgpack_packer *rq = client_request(c, IPC_METHOD_JOB_RUN, 4, &msgid);
+        ipc_pack_cstr(rq, "echo");
+        msgpack_pack_map(rq, 0);
+        msgpack_pack_nil(rq);
+        ipc_pack_cstr(rq, "soon");
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_lt(rp.r, 0);
+        cr_assert_str_eq(rp.st.code, IPC_INVALID_ARGUMENT);
+        reply_clear(&rp);
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0);
+        cr_assert_eq(map_uint(map_get(rp.result, "jobs"), "submitted"), 0, "nothing was queued");
+        reply_clear(&rp);
+
+        msgpack_sbuffer_destroy(&not_map);
+        msgpack_sbuffer_destroy(&empty);
+        msgpack_sbuffer_destroy(&bad_timeout);
+        msgpack_sbuffer_destroy(&bad_option);
+        client_free(c);
+}
+
+/* The same limits as submit: a full queue is OVERLOADED for both. */
+Test(daemon_run, full_queue_is_overloaded_as_for_submit)
+{
+        const FiberdOpts o = {.plugins = "echo sleep",
+                              .config = "[jobs]\nmax_running = 1\nmax_queued = 1\n"};
+        msgpack_sbuffer sb;
+        Client *c;
+        Reply rp;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        rpc_submit_long(c, "sleep"); /* runs */
+        wait_listed(c, "sleep", "running");
+        rpc_submit_long(c, "sleep"); /* fills the queue */
+        pack_ms(&sb, 1);
+        rpc_wait_reply(c, run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1), &rp);
+        cr_assert_lt(rp.r, 0);
+        cr_assert_str_eq(rp.st.code, IPC_OVERLOADED, "%s", rp.st.message);
+        reply_clear(&rp);
+        msgpack_sbuffer_destroy(&sb);
+        client_free(c);
+}
+
+/* Like job.wait's timeout_ms: when it passes, the record as it stands, not an error. */
+Test(daemon_run, wait_limit_answers_with_the_current_record)
+{
+        msgpack_sbuffer sb;
+        Client *c;
+        Reply rp;
+
+        fiberd_start(&fd_, &run_opts);
+        c = fiberd_connect(&fd_);
+        pack_ms(&sb, 600000);
+        rpc_wait_reply(c, run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, 20), &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert(strcmp(map_str(rp.result, "state"), "queued") == 0 ||
+                          strcmp(map_str(rp.result, "state"), "running") == 0,
+                  "state %s", map_str(rp.result, "state"));
+        cr_assert(ipc_object_is_nil(map_get(rp.result, "finished_ms")));
+        reply_clear(&rp);
+
+        /* 0 = do not wait: the record right after submission */
+        rpc_wait_reply(c, run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, 0), &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_neq(map_uint(rp.result, "id"), UINT64_MAX);
+        cr_assert(ipc_object_is_nil(map_get(rp.result, "finished_ms")));
+        reply_clear(&rp);
+        msgpack_sbuffer_destroy(&sb);
+        client_free(c);
+}
+
+/* The client of a job.run goes away: the job was accepted, so it runs to its end. */
+Test(daemon_run, job_finishes_after_its_client_went_away)
+{
+        msgpack_sbuffer sb;
+        Client *c, *c2;
+        uint64_t id;
+        IpcStatus st;
+        Reply rp;
+
+        fiberd_start(&fd_, &run_opts);
+        c = fiberd_connect(&fd_);
+        c2 = fiberd_connect(&fd_);
+        pack_ms(&sb, 500);
+        run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1);
+        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
+        id = wait_listed(c2, "sleep", "running");
+        client_free(c);
+
+        rpc_job_wait(c2, id, 30000, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done", "%s",
+                         map_str(map_get(rp.result, "error"), "message"));
+        cr_assert_eq(map_uint(map_get(rp.result, "result"), "slept_ms"), 500);
+        reply_clear(&rp);
+
+        /* and the daemon still serves: job.status from the other connection */
+        rpc_simple(c2, "job.status", 1, &id, &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        reply_clear(&rp);
+        msgpack_sbuffer_destroy(&sb);
+        client_free(c2);
+}
