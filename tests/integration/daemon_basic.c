@@ -6,6 +6,7 @@
  */
 #include "tests/integration/fiberd_harness.h"
 #include "ipc/protocol.h"
+#include "scheduler/base/macro.h"
 
 #include <criterion/criterion.h>
 #include <openssl/evp.h>
@@ -46,7 +47,7 @@ Test(daemon_basic, ping)
 
 Test(daemon_basic, plugins_list)
 {
-        static const char *const want[] = {"sha256", "skynet", "sleep", "spin"};
+        static const char *const want[] = {"echo", "sha256", "skynet", "sleep", "spin"};
         const msgpack_object *list;
         Client *c;
         Reply rp;
@@ -57,8 +58,8 @@ Test(daemon_basic, plugins_list)
         cr_assert_eq(rp.r, 0, "%s", rp.st.message);
         list = map_get(rp.result, "plugins");
         cr_assert(list && list->type == MSGPACK_OBJECT_ARRAY);
-        cr_assert_eq(list->via.array.size, 4);
-        for (size_t i = 0; i < 4; i++)
+        cr_assert_eq(list->via.array.size, ELEMENTSOF(want));
+        for (size_t i = 0; i < ELEMENTSOF(want); i++)
                 cr_assert_str_eq(map_str(&list->via.array.ptr[i], "name"), want[i]);
         list = map_get(rp.result, "refused");
         cr_assert(list && list->type == MSGPACK_OBJECT_ARRAY && list->via.array.size == 0);

@@ -98,7 +98,8 @@ void fiberd_start(Fiberd *d, const FiberdOpts *o)
         snprintf(d->log, sizeof(d->log), "%s/fiberd.log", d->dir);
         cr_assert(mkdir(d->plugin_dir, 0755) == 0);
 
-        snprintf(names, sizeof(names), "%s", o->plugins ? o->plugins : "sha256 sleep spin skynet");
+        snprintf(names, sizeof(names), "%s",
+                 o->plugins ? o->plugins : "echo sha256 sleep spin skynet");
         for (name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
                 char src[512], dst[512];
                 snprintf(src, sizeof(src), "%s/%s.so", FIBERD_PLUGIN_BUILD_DIR, name);
