@@ -12,9 +12,17 @@
  * fd waits: a table indexed by fd (chunks allocated on first use, never freed) holds at
  * most one input and one output Waiter per fd. A wait arms the fd one-shot, so each
  * readiness is reported once; when it fires the reactor claims the waiter under the
- * entry's lock. A fiber leaving by timeout or cancellation clears its slot under the
+ * entry's lock and wakes it after releasing the lock (a claimed Waiter stays put until
+ * it is woken). A fiber leaving by timeout or cancellation clears its slot under the
  * same lock, so the reactor never touches a Waiter that is gone, and a stale event for
  * an fd whose waiter left finds an empty slot.
+ *
+ * No system call runs under an entry's spinlock: the reactor's fd_ready() and a fiber
+ * registering would otherwise spin behind each other's epoll_ctl() and futex wake (13%
+ * of fiberd's samples under trivial-job load, issue 8). A registration bumps the
+ * entry's gen; one thread at a time (fd_sync()) calls epoll_ctl() with the interest of
+ * the waiters it finds and goes round until the interest it set is the latest, the
+ * pattern timer.c uses for the timerfd.
  */
 #include <errno.h>
 #include <poll.h>
@@ -55,17 +63,58 @@ static FdEntry *fd_entry(Reactor *r, int fd)
         return &c[(unsigned)fd % FD_CHUNK];
 }
 
-/* (Re)arm @fd, one shot, for whatever its waiters want. Called with the entry locked. */
-static int fd_arm(Reactor *r, int fd, FdEntry *e)
+static uint32_t fd_interest(const FdEntry *e)
 {
-        uint32_t events = (e->in ? EPOLLIN | EPOLLRDHUP : 0) | (e->out ? EPOLLOUT : 0);
-        return reactor_backend_arm(r, fd, events, &e->added);
+        return (e->in ? EPOLLIN | EPOLLRDHUP : 0) | (e->out ? EPOLLOUT : 0);
+}
+
+/* Bring @fd's one-shot interest in the backend up to its current waiters. Called without
+ * the entry lock, after bumping e->gen under it; returns at once when another thread is
+ * at it (that one goes round and sees the new gen). When arming fails, every waiter
+ * then registered is claimed with the error (its wait returns it). Context: any. */
+static void fd_sync(Reactor *r, int fd, FdEntry *e)
+{
+        Waiter *failed[2];
+        unsigned nfailed = 0;
+
+        spin_lock(&e->lock);
+        if (e->arming) {
+                spin_unlock(&e->lock);
+                return;
+        }
+        e->arming = true;
+        while (e->armed_gen != e->gen) {
+                unsigned gen = e->gen;
+                uint32_t events = fd_interest(e);
+                bool added = e->added;
+                int rc = 0;
+
+                spin_unlock(&e->lock);
+                if (events)
+                        rc = reactor_backend_arm(r, fd, events, &added);
+                spin_lock(&e->lock);
+                e->added = added;
+                e->armed_gen = gen;
+                if (rc < 0) {
+                        if (e->in && waiter_claim(e->in, rc))
+                                failed[nfailed++] = e->in;
+                        if (e->out && e->out != e->in && waiter_claim(e->out, rc))
+                                failed[nfailed++] = e->out;
+                        e->in = e->out = NULL;
+                        e->armed_gen = e->gen;
+                }
+        }
+        e->arming = false;
+        spin_unlock(&e->lock);
+        for (unsigned i = 0; i < nfailed; i++)
+                waiter_wake(failed[i]);
 }
 
 static void fd_ready(Reactor *r, int fd, uint32_t revents)
 {
         FdEntry *e = fd_entry(r, fd);
         Waiter *wake_in = NULL, *wake_out = NULL;
+        bool rearm;
 
         if (!e)
                 return;
@@ -84,14 +133,17 @@ static void fd_ready(Reactor *r, int fd, uint32_t revents)
                 }
                 e->out = NULL;
         }
-        if (e->in || e->out)
-                fd_arm(r, fd, e); /* the one-shot fired for the other direction */
-        /* Wake under the entry lock, like the timers: the waiter re-takes it to leave. */
+        /* The one-shot fired for one direction while the other still waits. */
+        rearm = e->in || e->out;
+        if (rearm)
+                e->gen++;
+        spin_unlock(&e->lock);
+        if (rearm)
+                fd_sync(r, fd, e);
         if (wake_in)
                 waiter_wake(wake_in);
         if (wake_out)
                 waiter_wake(wake_out);
-        spin_unlock(&e->lock);
 }
 
 int fiber_wait_fd(int fd, uint32_t events, uint64_t deadline_ns)
@@ -143,16 +195,11 @@ int fiber_wait_fd(int fd, uint32_t events, uint64_t deadline_ns)
                 e->in = &w;
         if (events & EPOLLOUT)
                 e->out = &w;
-        rc = fd_arm(r, fd, e);
-        if (rc < 0) {
-                if (e->in == &w)
-                        e->in = NULL;
-                if (e->out == &w)
-                        e->out = NULL;
-                spin_unlock(&e->lock);
-                return rc;
-        }
+        e->gen++;
         spin_unlock(&e->lock);
+        /* Arming may fail (an fd epoll does not take): then fd_sync() claims this
+         * Waiter with the error, and waiter_block() returns it at once. */
+        fd_sync(r, fd, e);
 
         rc = waiter_block(&w, deadline_ns);
 

@@ -298,9 +298,12 @@ void worker_join(Worker *w);
 /* ------------------------------------------------------------------ reactor.c ----- */
 
 typedef struct FdEntry {
-        int lock;         /* spinlock */
-        bool added;       /* registered with the backend (may be stale after close) */
-        Waiter *in, *out; /* the fibers waiting for input / output */
+        int lock;           /* spinlock over the fields below */
+        bool added;         /* registered with the backend (may be stale after close) */
+        bool arming;        /* a thread is bringing the backend up to gen (reactor.c) */
+        unsigned gen;       /* bumped whenever a waiter registers */
+        unsigned armed_gen; /* the gen the backend's interest was last set for */
+        Waiter *in, *out;   /* the fibers waiting for input / output */
 } FdEntry;
 
 #define FD_CHUNK 1024

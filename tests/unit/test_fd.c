@@ -71,18 +71,83 @@ static void timeout_and_busy(void *arg)
         rc[4] = fiber_wait_fd(fd[1], EPOLLOUT, sched_deadline_after(SEC_NS));
         close(fd[0]);
         close(fd[1]);
+        /* an fd epoll does not take: the arming error, not a hang */
+        int file = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(file, 0);
+        rc[5] = fiber_wait_fd(file, EPOLLIN, sched_deadline_after(SEC_NS));
+        close(file);
 }
 
 Test(fd, timeouts_and_errors)
 {
         SchedulingGroup *g = test_group(1);
-        int rc[5];
+        int rc[6];
         run_in_fiber(g, timeout_and_busy, rc);
         cr_assert_eq(rc[0], -ETIMEDOUT);
         cr_assert_eq(rc[1], -ETIMEDOUT);
         cr_assert_eq(rc[2], -EINVAL);
         cr_assert_eq(rc[3], -EBADF);
         cr_assert(rc[4] & EPOLLOUT);
+        cr_assert_eq(rc[5], -EPERM, "%d", rc[5]);
+        sched_group_free(g);
+}
+
+/* An input and an output waiter on one fd register from two workers at once, 2,000
+ * times: the one-shot interest set for them must cover both, whichever registers and
+ * arms first (a lost interest leaves a waiter parked for ever, and the bounded waits
+ * below fail). */
+typedef struct BothWays {
+        int fd[2]; /* a socketpair: fd[0] is waited on both ways */
+        FiberLatch round_done;
+        int bad;
+} BothWays;
+
+static void out_waiter(void *arg)
+{
+        BothWays *b = arg;
+        int rc = fiber_wait_fd(b->fd[0], EPOLLOUT, sched_deadline_after(10 * SEC_NS));
+        if (!(rc > 0 && (rc & EPOLLOUT)))
+                __atomic_fetch_add(&b->bad, 1, __ATOMIC_RELAXED);
+        fiber_latch_count_down(&b->round_done);
+}
+
+static void in_waiter(void *arg)
+{
+        BothWays *b = arg;
+        char c;
+        int rc = fiber_wait_fd(b->fd[0], EPOLLIN, sched_deadline_after(10 * SEC_NS));
+        if (!(rc > 0 && (rc & EPOLLIN)) || read(b->fd[0], &c, 1) != 1)
+                __atomic_fetch_add(&b->bad, 1, __ATOMIC_RELAXED);
+        fiber_latch_count_down(&b->round_done);
+}
+
+static void both_ways(void *arg)
+{
+        BothWays *b = arg;
+        FiberAttr a = {.detached = true};
+
+        for (int i = 0; i < 2000 && !b->bad; i++) {
+                fiber_latch_init(&b->round_done, 2);
+                cr_assert_eq(fiber_create(NULL, &a, in_waiter, b), 0);
+                cr_assert_eq(fiber_create(NULL, &a, out_waiter, b), 0);
+                if (i % 2)
+                        fiber_yield();
+                cr_assert_eq(write(b->fd[1], "x", 1), 1);
+                cr_assert_eq(fiber_latch_wait(&b->round_done, sched_deadline_after(30 * SEC_NS)), 0,
+                             "round %d: a waiter never woke", i);
+        }
+}
+
+Test(fd, input_and_output_waiters_arm_together)
+{
+        SchedulingGroup *g = test_group(2);
+        BothWays b = {.bad = 0};
+
+        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, b.fd), 0);
+        run_in_fiber(g, both_ways, &b);
+        cr_assert_eq(b.bad, 0);
+        close(b.fd[0]);
+        close(b.fd[1]);
         sched_group_free(g);
 }
 
