@@ -8,9 +8,11 @@
 
 typedef struct Sleeper {
         uint64_t woke_ns;
-        uint64_t deadline_ns;
+        uint64_t deadline_ns; /* written before go is set */
+        uint64_t slept_ns;    /* when it called fiber_sleep_until() */
         int rc;
-        FiberLatch *latch;
+        FiberLatch *started, *latch;
+        FiberEvent *go;
         int *order;
         int *next;
         int index;
@@ -19,40 +21,67 @@ typedef struct Sleeper {
 static void sleeper(void *arg)
 {
         Sleeper *s = arg;
+        fiber_latch_count_down(s->started);
+        fiber_event_wait(s->go, SCHED_FOREVER);
+        s->slept_ns = sched_now_ns();
         s->rc = fiber_sleep_until(s->deadline_ns);
         s->woke_ns = sched_now_ns();
         s->order[__atomic_fetch_add(s->next, 1, __ATOMIC_RELAXED)] = s->index;
         fiber_latch_count_down(s->latch);
 }
 
-Test(timer, sleeps_end_after_their_deadline_in_order)
+/* One round: N sleepers, deadlines 5 ms apart from @lead_ns after they all run. Returns
+ * false when some sleeper reached its sleep only after the first deadline (a loaded
+ * machine): the order then says nothing, and the caller tries again with more lead. */
+static bool sleep_round(SchedulingGroup *g, uint64_t lead_ns)
 {
-        SchedulingGroup *g = test_group(1);
         FiberAttr a = {.group = g, .detached = true};
         enum { N = 20 };
         Sleeper s[N];
         int order[N], next = 0;
-        FiberLatch latch;
-        /* Deadlines are fixed here, not when each fiber first runs, so a fiber that
-         * starts late (a loaded machine, a sanitizer) cannot reorder them; the 100 ms
-         * lead lets every sleeper park before the first deadline. */
-        uint64_t base_ns = sched_deadline_after(100 * MS_NS);
+        FiberLatch started, latch;
+        FiberEvent go;
+        uint64_t base_ns;
 
+        fiber_latch_init(&started, N);
         fiber_latch_init(&latch, N);
+        fiber_event_init(&go);
         /* Created in reverse so that heap order, not creation order, decides. */
         for (int i = N - 1; i >= 0; i--) {
-                s[i] = (Sleeper){.deadline_ns = base_ns + (uint64_t)i * 5 * MS_NS,
+                s[i] = (Sleeper){.started = &started,
                                  .latch = &latch,
+                                 .go = &go,
                                  .order = order,
                                  .next = &next,
                                  .index = i};
                 cr_assert_eq(fiber_create(NULL, &a, sleeper, &s[i]), 0);
         }
+        cr_assert_eq(fiber_latch_wait(&started, sched_deadline_after(30 * SEC_NS)), 0);
+        base_ns = sched_deadline_after(lead_ns);
+        for (int i = 0; i < N; i++)
+                s[i].deadline_ns = base_ns + (uint64_t)i * 5 * MS_NS;
+        fiber_event_set(&go);
         cr_assert_eq(fiber_latch_wait(&latch, sched_deadline_after(30 * SEC_NS)), 0);
         for (int i = 0; i < N; i++) {
                 cr_assert_eq(s[i].rc, 0);
                 cr_assert_geq(s[i].woke_ns, s[i].deadline_ns, "woke before its deadline");
+                if (s[i].slept_ns >= base_ns)
+                        return false;
+        }
+        for (int i = 0; i < N; i++)
                 cr_assert_eq(order[i], i, "wake-up %d was sleeper %d", i, order[i]);
+        return true;
+}
+
+Test(timer, sleeps_end_after_their_deadline_in_order)
+{
+        SchedulingGroup *g = test_group(1);
+        uint64_t lead_ns = 20 * MS_NS;
+        int tries = 0;
+
+        while (!sleep_round(g, lead_ns)) {
+                cr_assert_lt(++tries, 6, "sleepers kept starting after their deadlines");
+                lead_ns *= 2;
         }
         sched_group_free(g);
 }
