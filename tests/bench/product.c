@@ -47,6 +47,10 @@ void product_parse(ProductLoad *ret, int argc, char **argv, bool allow_rss)
                 bench_die("usage: %s tput N C W | rate N RATE%s", argv[0],
                           allow_rss ? " | rss N C W" : "");
         }
+        l.workers = PRODUCT_PEER_WORKERS_PER_CONN * l.conns;
+        if (l.workers < PRODUCT_PEER_WORKERS_MIN)
+                l.workers = PRODUCT_PEER_WORKERS_MIN;
+        l.workers = (unsigned)bench_parse_count(getenv("FIBERD_BENCH_PEER_WORKERS"), l.workers);
         *ret = l;
 }
 

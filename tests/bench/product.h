@@ -35,6 +35,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The peers' workers: worker connections, each its own thread in the generator, 2 per
+ * client connection and at least 4, so that the peers' own workers are not what limits
+ * them (1 per connection gave beanstalkd and gearmand 25-35% less on 2 cores; more than
+ * this gave nothing more). FIBERD_BENCH_PEER_WORKERS=N sets the number instead. */
+#define PRODUCT_PEER_WORKERS_PER_CONN 2
+#define PRODUCT_PEER_WORKERS_MIN 4
+
 typedef enum ProductMode {
         PRODUCT_TPUT, /* closed loop: W outstanding per connection */
         PRODUCT_RATE, /* open loop: a fixed rate */
@@ -44,10 +51,11 @@ typedef enum ProductMode {
 /* The load one generator run offers. */
 typedef struct ProductLoad {
         ProductMode mode;
-        uint64_t jobs;   /* N, in all */
-        unsigned conns;  /* C; 1 in rate mode */
-        unsigned window; /* W, jobs outstanding per connection at most */
-        unsigned rate;   /* jobs/s, rate mode only */
+        uint64_t jobs;    /* N, in all */
+        unsigned conns;   /* C; 1 in rate mode */
+        unsigned window;  /* W, jobs outstanding per connection at most */
+        unsigned rate;    /* jobs/s, rate mode only */
+        unsigned workers; /* peers: worker connections (threads) in the generator */
 } ProductLoad;
 
 /* A server started by a generator. */

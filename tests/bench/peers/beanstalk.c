@@ -19,7 +19,8 @@
  *
  * Protocol use: a client pipelines its puts (one write for all the window allows, then
  * the INSERTED lines); a worker pipelines "delete ID" with its next "reserve" (one write
- * and one round trip per job). One worker connection and thread per client connection.
+ * and one round trip per job). Each worker its own thread and connection, as many as
+ * product.h's PRODUCT_PEER_WORKERS_* say.
  * A minimal text-protocol client is written here: Debian has no C library for it.
  */
 #include <arpa/inet.h>
@@ -280,7 +281,7 @@ int bench_product_beanstalk(int argc, char **argv)
 
         product_parse(&bs_load, argc, argv, false);
         bs_clients = calloc(bs_load.conns, sizeof(*bs_clients));
-        workers = calloc(bs_load.conns, sizeof(*workers));
+        workers = calloc(bs_load.workers, sizeof(*workers));
         if (!bs_clients || !workers)
                 bench_die("out of memory");
         if (bs_load.mode == PRODUCT_RATE) {
@@ -296,11 +297,12 @@ int bench_product_beanstalk(int argc, char **argv)
                 pthread_mutex_init(&k->lock, NULL);
                 pthread_cond_init(&k->cond, NULL);
                 bs_connect(&k->conn, srv.port);
-                bs_connect(&workers[i].conn, srv.port);
         }
-        for (unsigned i = 0; i < bs_load.conns; i++)
+        for (unsigned i = 0; i < bs_load.workers; i++) {
+                bs_connect(&workers[i].conn, srv.port);
                 if (pthread_create(&workers[i].thread, NULL, bs_worker, &workers[i]))
                         bench_die("pthread_create failed");
+        }
 
         cpu0 = product_cpu_ns(srv.pid);
         t0 = bench_now_ns();
@@ -319,13 +321,14 @@ int bench_product_beanstalk(int argc, char **argv)
         cpu1 = product_cpu_ns(srv.pid);
 
         bs_stopping = 1;
-        for (unsigned i = 0; i < bs_load.conns; i++)
+        for (unsigned i = 0; i < bs_load.workers; i++)
                 shutdown(workers[i].conn.fd, SHUT_RDWR);
-        for (unsigned i = 0; i < bs_load.conns; i++) {
+        for (unsigned i = 0; i < bs_load.workers; i++) {
                 pthread_join(workers[i].thread, NULL);
                 close(workers[i].conn.fd);
-                close(bs_clients[i].conn.fd);
         }
+        for (unsigned i = 0; i < bs_load.conns; i++)
+                close(bs_clients[i].conn.fd);
         product_stop(&srv);
         product_report(&bs_load, t1 - t0, cpu1 - cpu0, bs_lat);
         free(bs_lat);

@@ -9,10 +9,11 @@
  *  fiberd-bench-gearman product-gearman tput N C W | rate N RATE
  *
  * The shape of a job, end to end: a client SUBMIT_JOBs "echo" with a small workload
- * ("CONN SEQ"); a worker of this process (one thread and connection per client
- * connection, libgearman's worker API) GRAB_JOBs it and answers WORK_COMPLETE with the
- * workload; the client's completion callback sees the result come back through gearmand
- * and checks it. So the result crosses the server as in fiberd's job.run.
+ * ("CONN SEQ"); a worker of this process (libgearman's worker API; each worker its own
+ * thread and connection, as many as product.h's PRODUCT_PEER_WORKERS_* say) GRAB_JOBs
+ * it and answers WORK_COMPLETE with the workload; the client's completion callback sees
+ * the result come back through gearmand and checks it. So the result crosses the server
+ * as in fiberd's job.run.
  *
  * tput: one thread per connection with libgearman's task API: W tasks added, then
  * gearman_client_run_tasks(); each completion callback adds the next task, so W stay
@@ -187,7 +188,7 @@ int main(int argc, char **argv)
                 bench_die("usage: fiberd-bench-gearman product-gearman tput N C W | rate N RATE");
         product_parse(&gm_load, argc - 1, argv + 1, false);
         nclients = gm_load.mode == PRODUCT_RATE ? GM_RATE_THREADS : gm_load.conns;
-        nworkers = gm_load.mode == PRODUCT_RATE ? 1 : gm_load.conns;
+        nworkers = gm_load.workers;
         clients = calloc(nclients, sizeof(*clients));
         workers = calloc(nworkers, sizeof(*workers));
         if (!clients || !workers)
