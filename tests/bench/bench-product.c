@@ -121,7 +121,8 @@ static Client *connect_or_die(const ProductServer *s)
         return c;
 }
 
-/* A request with params [] or [x]: wait for its answer and return its result. */
+/* A request with params []: wait for its answer; its result (or the server's error)
+ * as client_result() gives it. Dies when no answer comes. */
 static int call(Client *c, const char *method, IpcMessage *resp, const msgpack_object **ret,
                 IpcStatus *st)
 {
