@@ -21,7 +21,14 @@
  *    the reason and the command to run; the table never changes the sysctl itself.
  *
  * `--smoke` uses tiny counts, one round and no Go: it proves that every figure still
- * runs (make bench-smoke), in a second or two.
+ * runs (make bench-smoke), in a few seconds.
+ *
+ * The product rows (12-17) measure fiberd as a product: trivial jobs end to end through
+ * its socket against beanstalkd and gearmand, each server started on loopback by its
+ * generator (product.h), and skynet through `fiberctl submit --wait` against Go's
+ * skynet. A peer whose server (beanstalkd, gearmand) or generator (fiberd-bench-gearman,
+ * which needs libgearman-dev) is not installed is skipped with the reason; `make
+ * deps-bench` installs them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,52 +43,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "scheduler/base/macro.h"
 #include "scheduler/sched.h"
 #include "tests/bench/bench.h"
+#include "tests/bench/product.h"
 
 /* ------------------------------------------------------------------ helpers ------- */
-
-uint64_t bench_now_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * BENCH_SEC_NS + (uint64_t)ts.tv_nsec;
-}
-
-void bench_die(const char *fmt, ...)
-{
-        char buf[512];
-        va_list ap;
-        int n;
-
-        va_start(ap, fmt);
-        n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-                n = 0;
-        if ((size_t)n > sizeof(buf) - 2)
-                n = (int)sizeof(buf) - 2;
-        buf[n++] = '\n';
-        fflush(stdout);
-        if (write(STDERR_FILENO, "fiberd-bench: ", 14) < 0 || write(STDERR_FILENO, buf, n) < 0) {
-                /* nothing left to report with */
-        }
-        _exit(1);
-}
-
-uint64_t bench_rss_bytes(void)
-{
-        unsigned long size = 0, resident = 0;
-        FILE *fp = fopen("/proc/self/statm", "re");
-
-        if (!fp)
-                bench_die("cannot open /proc/self/statm: %s", strerror(errno));
-        if (fscanf(fp, "%lu %lu", &size, &resident) != 2)
-                bench_die("cannot parse /proc/self/statm");
-        fclose(fp);
-        return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
 
 size_t bench_fibers_cap(size_t live)
 {
@@ -99,21 +66,10 @@ unsigned long bench_maps_needed(size_t max_fibers, unsigned groups)
         return per_fiber ? per_fiber * max_fibers * groups + 4096 : 0;
 }
 
-uint64_t bench_parse_count(const char *s, uint64_t def)
-{
-        unsigned long long v;
-        char *end;
-
-        if (!s)
-                return def;
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        if (errno || end == s || *end || v == 0)
-                bench_die("bad count '%s'", s);
-        return v;
-}
-
 /* ------------------------------------------------------------------ jobs ---------- */
+
+/* fiberd-bench-gearman, the gearmand generator: beside this binary. */
+static char bench_gearman_path[4096];
 
 #define MAX_RUNS 15
 
@@ -122,14 +78,15 @@ typedef struct Job {
         const char *figure; /* group name for --only: yield, create, ... */
         const char *label;  /* for progress lines */
         bool go;            /* run the Go peer binary instead of ourselves */
+        bool gearman;       /* run fiberd-bench-gearman (beside this binary) instead */
         const char *cmd;    /* subcommand */
-        char args[2][24];   /* counts, "" when absent */
+        char args[4][24];   /* counts, "" when absent */
         unsigned runs;      /* rounds it takes part in */
-        unsigned values;    /* numbers per result line: 1, or 2 (lateness) */
+        unsigned values;    /* numbers per result line: 1 to 3 (lateness: 2, rate: 3) */
         size_t max_fibers;  /* the cap it asks sched_group_new for; 0: no fibers */
         unsigned groups;    /* scheduling groups with that cap (0 = 1) */
         unsigned timeout_s; /* kill after this long */
-        double v[2][MAX_RUNS];
+        double v[3][MAX_RUNS];
         unsigned ok;     /* runs that produced numbers */
         unsigned failed; /* runs that crashed, hung or failed */
         char skip[200];  /* non-empty: not run, and why */
@@ -168,6 +125,18 @@ enum {
         J_IMB_BAL,
         J_IMB_STEAL,
         J_IMB_NOSTEAL,
+        J_P_FIBERD_1, /* product rows (bench-product.c, peers/) */
+        J_P_BEAN_1,
+        J_P_GEAR_1,
+        J_P_FIBERD_8,
+        J_P_BEAN_8,
+        J_P_GEAR_8,
+        J_P_FIBERD_RATE,
+        J_P_BEAN_RATE,
+        J_P_GEAR_RATE,
+        J_P_FIBERD_RSS,
+        J_P_SKYNET,
+        J_P_GO_SKYNET,
         J_COUNT
 };
 
@@ -180,6 +149,7 @@ typedef enum Cmp {
         CMP_LIMIT,  /* ours <= target, no peer */
         CMP_INFO,   /* numbers only */
         CMP_TIMES,  /* ours / peer shown; <= target when target > 0 */
+        CMP_RATE,   /* ours / peer >= target (throughput: higher is better) */
 } Cmp;
 
 typedef struct Row {
@@ -236,6 +206,30 @@ static const Row rows[] = {
          "ms", "balanced run", CMP_TIMES, 1.3, "<= 1.3x balanced"},
         {"11. imbalance, all work into 1 of 2 groups, stealing off (ms)", J_IMB_NOSTEAL, J_IMB_BAL,
          0, "ms", "balanced run", CMP_TIMES, 0, "(the cost)"},
+        {"12. trivial jobs end to end, 1 connection, 64 outstanding (jobs/s)", J_P_FIBERD_1,
+         J_P_GEAR_1, 0, "/s", "gearmand -t 1", CMP_RATE, 1, ">= gearmand"},
+        {"12. trivial jobs end to end, 1 connection, 64 outstanding (jobs/s)", J_P_FIBERD_1,
+         J_P_BEAN_1, 0, "/s", "beanstalkd", CMP_RATE, 3, ">= 3x beanstalkd"},
+        {"12. trivial jobs end to end, 8 connections, 64 outstanding each (jobs/s)", J_P_FIBERD_8,
+         J_P_GEAR_8, 0, "/s", "gearmand -t 1", CMP_RATE, 1, ">= gearmand"},
+        {"12. trivial jobs end to end, 8 connections, 64 outstanding each (jobs/s)", J_P_FIBERD_8,
+         J_P_BEAN_8, 0, "/s", "beanstalkd", CMP_RATE, 3, ">= 3x beanstalkd"},
+        {"13. server CPU per 1,000 trivial jobs, 8 connections (ms)", J_P_FIBERD_8, J_P_GEAR_8, 1,
+         "ms", "gearmand -t 1", CMP_TIMES, 1, "<= gearmand"},
+        {"13. server CPU per 1,000 trivial jobs, 8 connections (ms)", J_P_FIBERD_8, J_P_BEAN_8, 1,
+         "ms", "beanstalkd", CMP_TIMES, 0, "(scale)"},
+        {"14. latency at an offered 1,000 jobs/s, p50 (µs)", J_P_FIBERD_RATE, J_P_BEAN_RATE, 0,
+         "µs", "beanstalkd", CMP_TIMES, 1, "<= beanstalkd"},
+        {"14. latency at an offered 1,000 jobs/s, p50 (µs)", J_P_FIBERD_RATE, J_P_GEAR_RATE, 0,
+         "µs", "gearmand -t 1", CMP_TIMES, 0, "(scale)"},
+        {"14. latency at an offered 1,000 jobs/s, p99 (µs)", J_P_FIBERD_RATE, J_P_BEAN_RATE, 1,
+         "µs", "beanstalkd", CMP_LIMIT, 1000, "<= 1 ms"},
+        {"15. server CPU at an offered 1,000 jobs/s (ms per s)", J_P_FIBERD_RATE, J_P_BEAN_RATE, 2,
+         "ms", "beanstalkd", CMP_TIMES, 2, "<= 2x beanstalkd"},
+        {"16. fiberd RSS after 1,000,000 trivial jobs, default retention (MiB)", J_P_FIBERD_RSS, -1,
+         0, "MiB", NULL, CMP_LIMIT, 100, "<= 100 MiB"},
+        {"17. skynet 1M through fiberd, fiberctl submit --wait (ms)", J_P_SKYNET, J_P_GO_SKYNET, 0,
+         "ms", "Go skynet (channels)", CMP_FASTER, 2, ">= 2x faster"},
 };
 
 typedef struct Options {
@@ -255,9 +249,97 @@ static void job_set(Job *j, const char *figure, const char *label, bool go, cons
         j->cmd = cmd;
         snprintf(j->args[0], sizeof(j->args[0]), "%s", a0 ? a0 : "");
         snprintf(j->args[1], sizeof(j->args[1]), "%s", a1 ? a1 : "");
+        j->args[2][0] = j->args[3][0] = '\0';
         j->runs = runs < MAX_RUNS ? runs : MAX_RUNS;
         j->values = 1;
         j->timeout_s = 180;
+}
+
+/*
+ * The product rows' jobs: "tput N C W", "rate N RATE", "rss N C W" (product.h) for
+ * fiberd, beanstalkd and gearmand alike. Full sizes: 200,000 jobs with 64 outstanding
+ * per connection (the issue's figures), 5,000 jobs offered at 1,000/s, 1,000,000 jobs for
+ * the RSS (one run: a minute or more today), skynet 1M; smoke sizes take milliseconds.
+ */
+static void product_jobs_setup(Job *jobs, const Options *o)
+{
+        static const struct {
+                int job;
+                const char *figure, *label, *cmd, *mode;
+                unsigned conns;
+                bool gearman;
+        } p[] = {
+                {J_P_FIBERD_1, "product-tput", "fiberd 1 conn", "product-fiberd", "tput", 1, 0},
+                {J_P_BEAN_1, "product-tput", "beanstalkd 1 conn", "product-beanstalk", "tput", 1,
+                 0},
+                {J_P_GEAR_1, "product-tput", "gearmand 1 conn", "product-gearman", "tput", 1, 1},
+                {J_P_FIBERD_8, "product-tput", "fiberd 8 conns", "product-fiberd", "tput", 8, 0},
+                {J_P_BEAN_8, "product-tput", "beanstalkd 8 conns", "product-beanstalk", "tput", 8,
+                 0},
+                {J_P_GEAR_8, "product-tput", "gearmand 8 conns", "product-gearman", "tput", 8, 1},
+                {J_P_FIBERD_RATE, "product-rate", "fiberd 1k/s", "product-fiberd", "rate", 1, 0},
+                {J_P_BEAN_RATE, "product-rate", "beanstalkd 1k/s", "product-beanstalk", "rate", 1,
+                 0},
+                {J_P_GEAR_RATE, "product-rate", "gearmand 1k/s", "product-gearman", "rate", 1, 1},
+                {J_P_FIBERD_RSS, "product-rss", "fiberd RSS 1M", "product-fiberd", "rss", 8, 0},
+        };
+        unsigned r = o->runs, few = r < 3 ? r : 3;
+        bool s = o->smoke;
+
+        for (size_t i = 0; i < ELEMENTSOF(p); i++) {
+                Job *j = &jobs[p[i].job];
+                bool rate = !strcmp(p[i].mode, "rate"), rss = !strcmp(p[i].mode, "rss");
+                const char *n = rate  ? (s ? "50" : "5000")
+                                : rss ? (s ? "2000" : "1000000")
+                                      : (s ? (p[i].conns > 1 ? "400" : "200") : "200000");
+                job_set(j, p[i].figure, p[i].label, false, p[i].cmd, rss ? 1 : r, p[i].mode, n);
+                j->gearman = p[i].gearman;
+                if (rate) {
+                        snprintf(j->args[2], sizeof(j->args[2]), "1000");
+                        j->values = 3;
+                } else {
+                        snprintf(j->args[2], sizeof(j->args[2]), "%u", p[i].conns);
+                        snprintf(j->args[3], sizeof(j->args[3]), "%s", s ? "8" : "64");
+                        j->values = rss ? 1 : 2;
+                }
+                if (rss)
+                        j->timeout_s = 600;
+        }
+        job_set(&jobs[J_P_SKYNET], "product-skynet", "fiberd skynet job", false, "product-skynet",
+                few, s ? "1000" : "1000000", NULL);
+        jobs[J_P_SKYNET].timeout_s = 120;
+        job_set(&jobs[J_P_GO_SKYNET], "product-skynet", "Go skynet", true, "skynet", few, NULL,
+                NULL);
+}
+
+/* Skip the product rows whose server or generator is missing, with the reason. */
+static void product_jobs_filter(Job *jobs)
+{
+        char path[512], why[200];
+        bool fiberd = bench_product_fiberd_built(why, sizeof(why));
+        bool bean = product_find_server("beanstalkd", path, sizeof(path));
+        bool gear = product_find_server("gearmand", path, sizeof(path));
+
+        for (int i = J_P_FIBERD_1; i < J_COUNT; i++) {
+                Job *j = &jobs[i];
+                if (j->skip[0] || j->go)
+                        continue;
+                if (j->gearman && !gear)
+                        snprintf(j->skip, sizeof(j->skip),
+                                 "gearmand not installed (apt-get install gearman-job-server, or "
+                                 "make deps-bench)");
+                else if (j->gearman && access(bench_gearman_path, X_OK) < 0)
+                        snprintf(j->skip, sizeof(j->skip),
+                                 "fiberd-bench-gearman not built: libgearman-dev not installed "
+                                 "(make deps-bench)");
+                else if (!strcmp(j->cmd, "product-beanstalk") && !bean)
+                        snprintf(j->skip, sizeof(j->skip),
+                                 "beanstalkd not installed (apt-get install beanstalkd, or make "
+                                 "deps-bench)");
+                else if (!strncmp(j->cmd, "product-f", 9) || !strcmp(j->cmd, "product-skynet"))
+                        if (!fiberd)
+                                snprintf(j->skip, sizeof(j->skip), "%s", why);
+        }
 }
 
 /* Fill @jobs with the counts of a full run or of a smoke run. */
@@ -340,6 +422,7 @@ static void jobs_setup(Job *jobs, const Options *o)
                 jobs[sched_jobs[i].job].max_fibers = bench_fibers_cap(skynet ? 112500 : 65536);
                 jobs[sched_jobs[i].job].groups = strchr(sched_jobs[i].spec, '2') ? 2 : 1;
         }
+        product_jobs_setup(jobs, o);
 }
 
 static bool figure_selected(const char *only, const char *figure)
@@ -502,20 +585,20 @@ out_close:
 
 static void job_run(Job *j, const char *self, const char *go, unsigned round, unsigned rounds)
 {
-        char *argv[5];
+        char *argv[7];
         char out[256], why[300];
         int n = 0;
 
-        argv[n++] = (char *)(j->go ? go : self);
+        argv[n++] = (char *)(j->go ? go : j->gearman ? bench_gearman_path : self);
         argv[n++] = (char *)j->cmd;
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 4; i++)
                 if (j->args[i][0])
                         argv[n++] = j->args[i];
         argv[n] = NULL;
 
         if (run_child(argv, j->timeout_s, out, sizeof(out), why, sizeof(why)) == 0) {
                 char *p = out, *end;
-                double v[2];
+                double v[3];
                 int got = 0;
                 for (; got < (int)j->values; got++) {
                         v[got] = strtod(p, &end);
@@ -634,6 +717,11 @@ static void print_row(const Row *row, const Job *jobs)
                                  : q <= row->target ? "yes"
                                                     : "**no**");
                         break;
+                case CMP_RATE:
+                        q = a / b;
+                        snprintf(ratio, sizeof(ratio), "%.2fx %s", q, row->peer_name);
+                        snprintf(met, sizeof(met), "%s", q >= row->target ? "yes" : "**no**");
+                        break;
                 case CMP_MEMORY:
                         q = a / b;
                         snprintf(ratio, sizeof(ratio), "%.2fx Go", q);
@@ -716,6 +804,8 @@ static int table_main(int argc, char **argv)
         if (n < 0)
                 bench_die("readlink /proc/self/exe: %s", strerror(errno));
         self[n] = '\0';
+        snprintf(bench_gearman_path, sizeof(bench_gearman_path), "%.*s/fiberd-bench-gearman",
+                 (int)(strrchr(self, '/') - self), self);
 
         jobs_setup(jobs, &o);
         if (!o.smoke)
@@ -728,9 +818,11 @@ static int table_main(int argc, char **argv)
                 if (jobs[i].go && !o.go && !jobs[i].skip[0])
                         snprintf(jobs[i].skip, sizeof(jobs[i].skip), "%s",
                                  o.smoke ? "no Go in a smoke run" : "go not installed");
+        }
+        product_jobs_filter(jobs);
+        for (int i = 0; i < J_COUNT; i++)
                 if (!jobs[i].skip[0] && jobs[i].runs > rounds)
                         rounds = jobs[i].runs;
-        }
 
         for (unsigned r = 0; r < rounds; r++)
                 for (int i = 0; i < J_COUNT; i++)
@@ -751,6 +843,13 @@ static int table_main(int argc, char **argv)
                "joined, so all 1M stacks exist at once); 2b: detached fibers counted down on "
                "a FiberLatch, as Go's WaitGroup. 5: RSS delta / 1M, each side in its own "
                "process. Ratios compare the two medians of the same invocation.\n");
+        printf("12-16: each run starts its own server (fiberd on a Unix socket; beanstalkd "
+               "and gearmand -t 1 on 127.0.0.1, in memory) and its workers in the generator "
+               "process; a job counts when the client has seen it complete (fiberd: its final "
+               "record; gearmand: WORK_COMPLETE; beanstalkd: the worker's delete acknowledged, "
+               "handed to the client in memory). Server CPU is the server process's utime + "
+               "stime. 14-15: one connection, jobs sent on a fixed schedule, latency from the "
+               "scheduled send (tests/bench/product.h). 16: one run, 8 connections.\n");
         if (o.smoke)
                 printf("Reproduce: make bench-smoke (= %s table --smoke)\n", self);
         else
@@ -788,6 +887,11 @@ static const struct {
         {"floor", bench_peer_floor, "[N]        ns per bare context_switch"},
         {"ucontext", bench_peer_ucontext, "[N]     ns per swapcontext"},
         {"pthread", bench_peer_pthread, "[N]      ns per pthread_create+join"},
+        {"product-fiberd", bench_product_fiberd,
+         "tput N C W | rate N RATE | rss N C W: trivial jobs through fiberd"},
+        {"product-beanstalk", bench_product_beanstalk,
+         "tput N C W | rate N RATE: the same through beanstalkd"},
+        {"product-skynet", bench_product_skynet, "[LEAVES] ms of fiberctl submit skynet --wait"},
 };
 
 int main(int argc, char **argv)

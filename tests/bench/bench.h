@@ -13,6 +13,13 @@
  *                 imbalance with and without stealing, fan-out
  *  bench-peers.c  the C peers: the bare two-context switch (the floor), ucontext
  *                 swapcontext, pthread_create/join
+ *  bench-util.c   clock, bench_die, counts, resident memory (libc only)
+ *  product.c      the product rows' load shape and server handling (product.h)
+ *  bench-product.c  the product rows' fiberd side: trivial jobs through fiberd's socket
+ *                 with the client library, skynet through fiberctl
+ *  peers/beanstalk.c  the beanstalkd generator (a minimal text-protocol client)
+ *  peers/gearman.c    the gearmand generator, its own binary fiberd-bench-gearman
+ *                 (libgearman), built only where libgearman-dev is installed
  *  peers/go/      the Go peers, a stand-alone module with no dependencies
  *
  * Every time is CLOCK_MONOTONIC. A figure that cannot measure (an API error, a wrong
@@ -22,6 +29,7 @@
 #ifndef FIBERD_BENCH_H
 #define FIBERD_BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,19 +64,26 @@ uint64_t bench_parse_count(const char *s, uint64_t def);
  * measures once and prints its result line. Return: the exit status (0). They die on
  * any error. Context: the main thread of a fresh process.
  */
-int bench_fiber_yield(int argc, char **argv);     /* ns per switch */
-int bench_fiber_create(int argc, char **argv);    /* ns per fiber */
-int bench_fiber_skynet(int argc, char **argv);    /* ms for the tree */
-int bench_fiber_pingpong(int argc, char **argv);  /* ns per round trip */
-int bench_fiber_sleepers(int argc, char **argv);  /* resident bytes per fiber */
-int bench_fiber_idle(int argc, char **argv);      /* CPU, % of one core */
-int bench_fiber_lateness(int argc, char **argv);  /* p50 and p99, µs */
-int bench_sched_skynet(int argc, char **argv);    /* ms, per policy and group count */
-int bench_sched_create(int argc, char **argv);    /* ns per fiber, per policy and groups */
-int bench_sched_fanout(int argc, char **argv);    /* µs per spawn-and-join of 1,000 */
-int bench_sched_imbalance(int argc, char **argv); /* ms, balanced / steal / nosteal */
-int bench_peer_floor(int argc, char **argv);      /* ns per bare context switch */
-int bench_peer_ucontext(int argc, char **argv);   /* ns per swapcontext */
-int bench_peer_pthread(int argc, char **argv);    /* ns per pthread_create + join */
+int bench_fiber_yield(int argc, char **argv);       /* ns per switch */
+int bench_fiber_create(int argc, char **argv);      /* ns per fiber */
+int bench_fiber_skynet(int argc, char **argv);      /* ms for the tree */
+int bench_fiber_pingpong(int argc, char **argv);    /* ns per round trip */
+int bench_fiber_sleepers(int argc, char **argv);    /* resident bytes per fiber */
+int bench_fiber_idle(int argc, char **argv);        /* CPU, % of one core */
+int bench_fiber_lateness(int argc, char **argv);    /* p50 and p99, µs */
+int bench_sched_skynet(int argc, char **argv);      /* ms, per policy and group count */
+int bench_sched_create(int argc, char **argv);      /* ns per fiber, per policy and groups */
+int bench_sched_fanout(int argc, char **argv);      /* µs per spawn-and-join of 1,000 */
+int bench_sched_imbalance(int argc, char **argv);   /* ms, balanced / steal / nosteal */
+int bench_peer_floor(int argc, char **argv);        /* ns per bare context switch */
+int bench_peer_ucontext(int argc, char **argv);     /* ns per swapcontext */
+int bench_peer_pthread(int argc, char **argv);      /* ns per pthread_create + join */
+int bench_product_fiberd(int argc, char **argv);    /* product.h's loads through fiberd */
+int bench_product_skynet(int argc, char **argv);    /* ms of skynet through fiberctl */
+int bench_product_beanstalk(int argc, char **argv); /* product.h's loads, beanstalkd */
+
+/* bench_product_fiberd_built - whether the fiberd, fiberctl and plugins this tree built
+ * are there; if not, why, in @why. Context: any. */
+bool bench_product_fiberd_built(char *why, size_t size);
 
 #endif /* FIBERD_BENCH_H */

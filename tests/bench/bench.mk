@@ -6,13 +6,28 @@
 #                     then `fiberd-bench table`: ~5 minutes on 2 cores. As root it raises
 #                     vm.max_map_count for the 1M-fiber rows; otherwise it skips them.
 #   make bench-smoke  every figure once with tiny counts, no Go: proves the bench code
-#                     still runs (a second or two).
+#                     still runs (a few seconds). The product rows' peers (beanstalkd,
+#                     gearmand, libgearman) are used when installed, skipped otherwise.
 #
 # BENCH_RUNS=N changes the rounds (default 5; skynet and the sleepers take at most 3,
-# idle 1); BENCH_ONLY=yield,skynet runs only those figures.
+# idle and the fiberd RSS row 1); BENCH_ONLY=yield,skynet runs only those figures (the
+# product rows: product-tput, product-rate, product-rss, product-skynet).
+#
+# The product rows (tests/bench/product.h) start the fiberd, fiberctl and plugins built
+# here, and the peers' servers that deps-bench installs (BENCH_DEBS: beanstalkd,
+# gearman-job-server, libgearman-dev). The gearmand generator links libgearman, so it is
+# its own binary, built only when libgearman-dev is there: bench-smoke, which `make
+# check` runs without deps-bench, never needs it.
 BENCH_BIN  := $(BUILD)/bench/fiberd-bench
 BENCH_GO   := $(BUILD)/bench/fiberd-bench-go
-BENCH_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tests/bench/*.c)))
+BENCH_GEARMAN := $(BUILD)/bench/fiberd-bench-gearman
+BENCH_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tests/bench/*.c)) \
+              tests/bench/peers/beanstalk.c)
+BENCH_GEARMAN_OBJS := $(patsubst %.c,$(BUILD)/%.o,tests/bench/peers/gearman.c \
+                      tests/bench/product.c tests/bench/bench-util.c)
+BENCH_PRODUCT_DEPS = $(FIBERD) $(DAEMON_FIBERCTL) $(BUNDLED_PLUGINS)
+GEARMAN_CFLAGS = $(shell pkg-config --cflags gearmand 2>/dev/null)
+GEARMAN_LIBS = $(shell pkg-config --libs gearmand 2>/dev/null || echo -lgearman)
 BENCH_GO_SRCS := $(wildcard tests/bench/peers/go/*.go) tests/bench/peers/go/go.mod
 BENCH_RUNS ?= 5
 BENCH_ONLY ?=
@@ -24,15 +39,36 @@ BENCH_GO_ENV := GOCACHE=$(abspath $(BUILD))/go/cache GOPATH=$(abspath $(BUILD))/
 .PHONY: bench bench-smoke
 all: $(BENCH_BIN)
 
-$(BENCH_BIN): $(BENCH_OBJS) $(LIBSCHED)
+# The fiberd generator starts the binaries of this tree: their paths are compiled in.
+$(BUILD)/tests/bench/bench-product.o: CPPFLAGS += -DBENCH_FIBERD_BIN='"$(abspath $(FIBERD))"' \
+	-DBENCH_FIBERCTL_BIN='"$(abspath $(DAEMON_FIBERCTL))"' \
+	-DBENCH_PLUGIN_DIR='"$(abspath $(PLUGIN_BUILD_DIR))"'
+
+$(BENCH_BIN): $(BENCH_OBJS) $(LIBSCHED) $(LIBCLIENT) $(LIBIPC)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJS) $(LIBSCHED) $(SCHED_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJS) $(LIBCLIENT) $(LIBIPC) $(LIBSCHED) $(SCHED_LIBS) \
+		$(IPC_LIBS)
+
+$(BUILD)/tests/bench/peers/gearman.o: CFLAGS += $(GEARMAN_CFLAGS)
+$(BENCH_GEARMAN): $(BENCH_GEARMAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(BENCH_GEARMAN_OBJS) $(GEARMAN_LIBS)
+
+# The gearmand generator when libgearman-dev is installed; a note otherwise.
+.PHONY: bench-gearman
+bench-gearman: $(BENCH_BIN)
+	@if pkg-config --exists gearmand 2>/dev/null; then \
+	  $(MAKE) --no-print-directory $(BENCH_GEARMAN); \
+	else \
+	  echo "bench: libgearman-dev not installed: the gearmand rows are skipped (make deps-bench)"; \
+	fi
 
 $(BENCH_GO): $(BENCH_GO_SRCS)
 	@mkdir -p $(dir $@)
 	cd tests/bench/peers/go && $(BENCH_GO_ENV) go build -o $(abspath $@) .
 
-bench: deps-bench $(BENCH_BIN)
+bench: deps-bench
+	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_PRODUCT_DEPS) bench-gearman
 	@if command -v go >/dev/null 2>&1; then \
 	  $(MAKE) --no-print-directory $(BENCH_GO) && goflag="--go $(BENCH_GO)"; \
 	else \
@@ -41,5 +77,5 @@ bench: deps-bench $(BENCH_BIN)
 	fi; \
 	$(BENCH_BIN) table --runs $(BENCH_RUNS) $$goflag $(if $(BENCH_ONLY),--only $(BENCH_ONLY))
 
-bench-smoke: $(BENCH_BIN)
+bench-smoke: $(BENCH_BIN) $(BENCH_PRODUCT_DEPS) bench-gearman
 	$(BENCH_BIN) table --smoke

@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench-product.c — the product rows' fiberd side: trivial jobs through fiberd's socket
+ * with the C client library (client/client.h), as a user's program would send them, and
+ * skynet through `fiberctl submit --wait`.
+ *
+ *  product-fiberd tput N C W | rate N RATE | rss N C W    (loads: product.h)
+ *  product-skynet [LEAVES]    ms of `fiberctl submit skynet size=LEAVES div=10 --wait`
+ *
+ * Each run starts its own fiberd (the one this tree built, with the bundled plugins of
+ * this tree, default settings, log level warning) on a socket in a temporary directory,
+ * and stops it at the end.
+ *
+ * The trivial job: the bundled `echo` plugin (args {}) when plugins.list shows it, else
+ * `sleep` with {"ms": 0}; FIBERD_BENCH_PLUGIN=NAME picks another (its args are then
+ * {"ms": 0}, which spin and sleep take). A job is submitted and waited for in one round
+ * trip with `job.run` when the daemon has it; a daemon that answers METHOD_NOT_FOUND gets
+ * `job.submit` and then `job.wait` on the id. Either way a job counts once the client holds
+ * its final record, and that record must say "done".
+ *
+ * One thread per connection (a Client is single-threaded); in tput mode each keeps W jobs
+ * outstanding, pipelined, answers matched by msgid. In rate mode one connection sends the
+ * jobs on a fixed schedule (ppoll with ns timeouts between sends) and the latency of a
+ * job runs from its scheduled send time, so a late send counts against the server too.
+ *
+ * Layering: this file uses client/ and ipc/ only, as any program talking to fiberd would.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "ipc/protocol.h"
+#include "ipc/value.h"
+#include "tests/bench/bench.h"
+#include "tests/bench/product.h"
+
+#ifndef BENCH_FIBERD_BIN
+#define BENCH_FIBERD_BIN "build/fiberd"
+#endif
+#ifndef BENCH_FIBERCTL_BIN
+#define BENCH_FIBERCTL_BIN "build/fiberctl"
+#endif
+#ifndef BENCH_PLUGIN_DIR
+#define BENCH_PLUGIN_DIR "build/plugins"
+#endif
+/* job.run (submit and answer with the final record) is added to protocol.h by the same
+ * issue; until then the name is spelled here. */
+#ifndef IPC_METHOD_JOB_RUN
+#define IPC_METHOD_JOB_RUN "job.run"
+#endif
+
+#define SLOTS 65536 /* requests outstanding per connection at most; a power of two */
+#define RECEIVE_TIMEOUT_MS 60000
+
+typedef enum ReqKind {
+        REQ_FREE = 0,
+        REQ_SUBMIT, /* job.submit: answer {id}, then job.wait */
+        REQ_FINAL,  /* job.run or job.wait: answer the final record */
+} ReqKind;
+
+/* One request in flight, found by its msgid. */
+typedef struct Slot {
+        uint32_t msgid;
+        ReqKind kind;
+        uint64_t seq;   /* the job's number on its connection */
+        uint64_t t0_ns; /* when it was (to be) sent */
+} Slot;
+
+/* One connection and the thread that drives it. */
+typedef struct Conn {
+        pthread_t thread;
+        Client *client;
+        const ProductLoad *load;
+        uint64_t jobs;   /* this connection's share of N */
+        uint64_t *lat;   /* rate mode: latency per job, ns */
+        Slot *slots;     /* SLOTS entries */
+        uint64_t done;   /* jobs seen complete */
+        uint64_t period; /* rate mode: ns between sends */
+} Conn;
+
+/* The trivial job, chosen once per run. */
+static char trivial_plugin[64];
+static bool trivial_run; /* the daemon has job.run */
+
+static void die_status(const char *what, const IpcStatus *st)
+{
+        bench_die("%s: %s%s%s", what, st->code ? st->code : "", st->code ? ": " : "", st->message);
+}
+
+static void fiberd_start(ProductServer *s)
+{
+        char *argv[] = {BENCH_FIBERD_BIN, "--plugin-dir", BENCH_PLUGIN_DIR,
+                        "--log-level",    "warning",      NULL};
+
+        unsetenv("LISTEN_FDS");
+        unsetenv("LISTEN_PID");
+        unsetenv("NOTIFY_SOCKET");
+        product_tmpdir(s);
+        snprintf(s->socket, sizeof(s->socket), "%s/fiberd.sock", s->dir);
+        if (product_start(s, argv, "FIBERD_SOCKET", s->socket) < 0) {
+                product_stop(s);
+                bench_die("fiberd (%s) did not start", BENCH_FIBERD_BIN);
+        }
+}
+
+static Client *connect_or_die(const ProductServer *s)
+{
+        Client *c;
+        IpcStatus st = {0};
+
+        if (client_connect(&c, s->socket, &st) < 0)
+                die_status("connect", &st);
+        return c;
+}
+
+/* A request with params []: wait for its answer; its result (or the server's error)
+ * as client_result() gives it. Dies when no answer comes. */
+static int call(Client *c, const char *method, IpcMessage *resp, const msgpack_object **ret,
+                IpcStatus *st)
+{
+        uint32_t id;
+        int r;
+
+        if (!client_request(c, method, 0, &id))
+                bench_die("%s: out of memory", method);
+        r = client_call_wait(c, id, resp, RECEIVE_TIMEOUT_MS, st);
+        if (r < 0)
+                die_status(method, st);
+        return client_result(resp, ret, st);
+}
+
+static void pack_job(Client *c, const char *method, uint32_t *ret_id)
+{
+        msgpack_packer *pk = client_request(c, method, IPC_SUBMIT_NPARAMS, ret_id);
+        size_t len = strlen(trivial_plugin);
+
+        if (!pk)
+                bench_die("%s: out of memory", method);
+        msgpack_pack_str_with_body(pk, trivial_plugin, len);
+        if (!strcmp(trivial_plugin, "echo")) {
+                msgpack_pack_map(pk, 0);
+        } else {
+                msgpack_pack_map(pk, 1);
+                msgpack_pack_str_with_body(pk, "ms", 2);
+                msgpack_pack_uint32(pk, 0);
+        }
+        msgpack_pack_map(pk, 0);
+}
+
+/* Pick the trivial job's plugin and whether job.run exists, on @c. */
+static void trivial_choose(Client *c)
+{
+        const char *forced = getenv("FIBERD_BENCH_PLUGIN");
+        const msgpack_object *res, *list;
+        IpcMessage resp;
+        IpcStatus st = {0};
+        uint32_t id;
+        int r;
+
+        snprintf(trivial_plugin, sizeof(trivial_plugin), "%s", "sleep");
+        if (call(c, IPC_METHOD_PLUGINS_LIST, &resp, &res, &st) < 0)
+                die_status(IPC_METHOD_PLUGINS_LIST, &st);
+        list = ipc_map_find(res, IPC_KEY_PLUGINS);
+        for (uint32_t i = 0; list && list->type == MSGPACK_OBJECT_ARRAY && i < list->via.array.size;
+             i++)
+                if (ipc_object_streq(ipc_map_find(&list->via.array.ptr[i], IPC_KEY_NAME), "echo"))
+                        snprintf(trivial_plugin, sizeof(trivial_plugin), "%s", "echo");
+        ipc_message_clear(&resp);
+        if (forced && *forced)
+                snprintf(trivial_plugin, sizeof(trivial_plugin), "%s", forced);
+
+        pack_job(c, IPC_METHOD_JOB_RUN, &id);
+        if (client_call_wait(c, id, &resp, RECEIVE_TIMEOUT_MS, &st) < 0)
+                die_status(IPC_METHOD_JOB_RUN, &st);
+        r = client_result(&resp, &res, &st);
+        if (r == 0)
+                trivial_run = true;
+        else if (st.code && !strcmp(st.code, IPC_METHOD_NOT_FOUND))
+                trivial_run = false;
+        else
+                die_status(IPC_METHOD_JOB_RUN, &st);
+        ipc_message_clear(&resp);
+}
+
+static Slot *slot_take(Conn *k, uint32_t msgid, ReqKind kind, uint64_t seq, uint64_t t0_ns)
+{
+        Slot *s = &k->slots[msgid & (SLOTS - 1)];
+
+        if (s->kind != REQ_FREE)
+                bench_die("more than %d requests outstanding on one connection", SLOTS);
+        *s = (Slot){.msgid = msgid, .kind = kind, .seq = seq, .t0_ns = t0_ns};
+        return s;
+}
+
+static void job_send(Conn *k, uint64_t seq, uint64_t t0_ns)
+{
+        uint32_t id;
+
+        pack_job(k->client, trivial_run ? IPC_METHOD_JOB_RUN : IPC_METHOD_JOB_SUBMIT, &id);
+        slot_take(k, id, trivial_run ? REQ_FINAL : REQ_SUBMIT, seq, t0_ns);
+}
+
+/* One answer. Return: true when it completed a job. */
+static bool conn_answer(Conn *k, const IpcMessage *m)
+{
+        Slot *s = &k->slots[m->msgid & (SLOTS - 1)];
+        const msgpack_object *res;
+        IpcStatus st = {0};
+        Slot was;
+
+        if (m->type != IPC_RESPONSE || s->kind == REQ_FREE || s->msgid != m->msgid)
+                bench_die("unexpected message (type %d, msgid %u)", (int)m->type, m->msgid);
+        was = *s;
+        s->kind = REQ_FREE;
+        if (client_result(m, &res, &st) < 0)
+                die_status(was.kind == REQ_SUBMIT ? IPC_METHOD_JOB_SUBMIT : "job", &st);
+        if (was.kind == REQ_SUBMIT) {
+                msgpack_packer *pk;
+                uint64_t job_id;
+                uint32_t id;
+                if (ipc_read_uint(ipc_map_find(res, IPC_KEY_ID), IPC_KEY_ID, &job_id, &st) < 0)
+                        die_status(IPC_METHOD_JOB_SUBMIT, &st);
+                pk = client_request(k->client, IPC_METHOD_JOB_WAIT, IPC_WAIT_NPARAMS, &id);
+                if (!pk)
+                        bench_die("job.wait: out of memory");
+                msgpack_pack_uint64(pk, job_id);
+                msgpack_pack_nil(pk);
+                slot_take(k, id, REQ_FINAL, was.seq, was.t0_ns);
+                return false;
+        }
+        if (!ipc_object_streq(ipc_map_find(res, IPC_KEY_STATE), IPC_STATE_DONE)) {
+                IpcStatus why = {0};
+                if (ipc_read_error(ipc_map_find(res, IPC_KEY_ERROR), &why) > 0)
+                        die_status("a trivial job did not end done", &why);
+                bench_die("a trivial job did not end done");
+        }
+        if (k->lat)
+                k->lat[was.seq] = bench_now_ns() - was.t0_ns;
+        k->done++;
+        return true;
+}
+
+/* tput and rss: W jobs outstanding until this connection's share is done. */
+static void *conn_closed_loop(void *arg)
+{
+        Conn *k = arg;
+        uint64_t sent = 0, outstanding = 0;
+        IpcStatus st = {0};
+        IpcMessage m;
+
+        while (k->done < k->jobs) {
+                while (outstanding < k->load->window && sent < k->jobs) {
+                        job_send(k, sent++, 0);
+                        outstanding++;
+                }
+                if (client_receive(k->client, &m, RECEIVE_TIMEOUT_MS, &st) < 0)
+                        die_status("receive", &st);
+                if (conn_answer(k, &m))
+                        outstanding--;
+                ipc_message_clear(&m);
+        }
+        return NULL;
+}
+
+/* rate: send job i at start + i * period; read answers in between. */
+static void conn_open_loop(Conn *k)
+{
+        uint64_t start = bench_now_ns() + BENCH_MS_NS, sent = 0;
+        IpcStatus st = {0};
+        IpcMessage m;
+
+        while (k->done < k->jobs) {
+                uint64_t now = bench_now_ns(), next = start + sent * k->period;
+                struct pollfd p = {.fd = client_fd(k->client), .events = POLLIN};
+                struct timespec ts, *tsp = NULL;
+                int r;
+                if (sent < k->jobs && now >= next) {
+                        job_send(k, sent++, next);
+                        if (client_flush(k->client, RECEIVE_TIMEOUT_MS, &st) < 0)
+                                die_status("send", &st);
+                        continue;
+                }
+                if (sent < k->jobs) {
+                        ts.tv_sec = (time_t)((next - now) / BENCH_SEC_NS);
+                        ts.tv_nsec = (long)((next - now) % BENCH_SEC_NS);
+                        tsp = &ts;
+                }
+                r = ppoll(&p, 1, tsp, NULL);
+                if (r < 0 && errno != EINTR)
+                        bench_die("ppoll: %s", strerror(errno));
+                if (r <= 0)
+                        continue;
+                while ((r = client_receive(k->client, &m, 0, &st)) == 1) {
+                        conn_answer(k, &m);
+                        ipc_message_clear(&m);
+                }
+                if (r != -ETIMEDOUT)
+                        die_status("receive", &st);
+        }
+}
+
+int bench_product_fiberd(int argc, char **argv)
+{
+        ProductServer srv = {0};
+        ProductLoad l;
+        Conn *conns;
+        uint64_t *lat = NULL, t0, t1, cpu0, cpu1, rss = 0;
+
+        product_parse(&l, argc, argv, true);
+        conns = calloc(l.conns, sizeof(*conns));
+        if (!conns)
+                bench_die("out of memory");
+        if (l.mode == PRODUCT_RATE && !(lat = calloc(l.jobs, sizeof(*lat))))
+                bench_die("out of memory");
+        fiberd_start(&srv);
+        for (unsigned i = 0; i < l.conns; i++) {
+                conns[i].client = connect_or_die(&srv);
+                conns[i].load = &l;
+                conns[i].jobs = l.jobs / l.conns + (i < l.jobs % l.conns);
+                conns[i].lat = lat;
+                conns[i].period = l.rate ? BENCH_SEC_NS / l.rate : 0;
+                conns[i].slots = calloc(SLOTS, sizeof(Slot));
+                if (!conns[i].slots)
+                        bench_die("out of memory");
+        }
+        trivial_choose(conns[0].client);
+        fprintf(stderr, "fiberd-bench: fiberd trivial job: %s through %s\n", trivial_plugin,
+                trivial_run ? "job.run" : "job.submit + job.wait");
+
+        cpu0 = product_cpu_ns(srv.pid);
+        t0 = bench_now_ns();
+        if (l.mode == PRODUCT_RATE) {
+                conn_open_loop(&conns[0]);
+        } else {
+                for (unsigned i = 0; i < l.conns; i++)
+                        if (pthread_create(&conns[i].thread, NULL, conn_closed_loop, &conns[i]))
+                                bench_die("pthread_create failed");
+                for (unsigned i = 0; i < l.conns; i++)
+                        pthread_join(conns[i].thread, NULL);
+        }
+        t1 = bench_now_ns();
+        cpu1 = product_cpu_ns(srv.pid);
+        if (l.mode == PRODUCT_RSS)
+                rss = product_rss_bytes(srv.pid);
+
+        for (unsigned i = 0; i < l.conns; i++) {
+                client_free(conns[i].client);
+                free(conns[i].slots);
+        }
+        product_stop(&srv);
+        if (l.mode == PRODUCT_RSS)
+                printf("%.1f\n", (double)rss / (1024.0 * 1024.0));
+        else
+                product_report(&l, t1 - t0, cpu1 - cpu0, lat);
+        free(lat);
+        free(conns);
+        return 0;
+}
+
+bool bench_product_fiberd_built(char *why, size_t size)
+{
+        static const char *const need[] = {BENCH_FIBERD_BIN, BENCH_FIBERCTL_BIN, BENCH_PLUGIN_DIR};
+
+        for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+                if (access(need[i], i < 2 ? X_OK : R_OK) < 0) {
+                        snprintf(why, size, "%s not built (make all)", need[i]);
+                        return false;
+                }
+        return true;
+}
+
+int bench_product_skynet(int argc, char **argv)
+{
+        uint64_t leaves = bench_parse_count(argc > 1 ? argv[1] : NULL, 1000000), t0, t1;
+        char size[40], want[40], out[4096] = "";
+        ProductServer srv = {0};
+        int pipefd[2], status;
+        size_t got = 0;
+        ssize_t n;
+        pid_t pid;
+
+        snprintf(size, sizeof(size), "size=%llu", (unsigned long long)leaves);
+        snprintf(want, sizeof(want), "%llu", (unsigned long long)(leaves * (leaves - 1) / 2));
+        fiberd_start(&srv);
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                bench_die("pipe: %s", strerror(errno));
+        t0 = bench_now_ns();
+        pid = fork();
+        if (pid < 0)
+                bench_die("fork: %s", strerror(errno));
+        if (pid == 0) {
+                char *args[] = {BENCH_FIBERCTL_BIN, "submit", "skynet", size,
+                                "div=10",           "--wait", NULL};
+                dup2(pipefd[1], STDOUT_FILENO);
+                setenv("FIBERD_SOCKET", srv.socket, 1);
+                execv(args[0], args);
+                _exit(127);
+        }
+        close(pipefd[1]);
+        while (got < sizeof(out) - 1 && (n = read(pipefd[0], out + got, sizeof(out) - 1 - got)) > 0)
+                got += (size_t)n;
+        out[got] = '\0';
+        close(pipefd[0]);
+        waitpid(pid, &status, 0);
+        t1 = bench_now_ns();
+        product_stop(&srv);
+        if (!WIFEXITED(status) || WEXITSTATUS(status))
+                bench_die("fiberctl submit skynet --wait failed (status 0x%x): %.200s", status,
+                          out);
+        if (!strstr(out, want))
+                bench_die("skynet: no sum %s in fiberctl's output: %.200s", want, out);
+        printf("%.1f\n", (double)(t1 - t0) / (double)BENCH_MS_NS);
+        return 0;
+}
