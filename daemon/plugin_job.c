@@ -31,9 +31,11 @@
 #include "ipc/value.h"
 #include "plugins/loader.h"
 #include "scheduler/base/list.h"
+#include "scheduler/base/spinlock.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +53,10 @@ struct FiberdJob {
         int fail_err;          /* the errno the recorded message is about; 0 = none */
         const char *fail_code; /* IPC_* */
         char fail_msg[FAIL_MESSAGE_MAX];
+        int children_lock; /* spinlock over cancelled and children */
         bool cancelled;    /* children were cancelled; spawn() refuses */
-        ListHead children; /* FiberdChild.link: live, not yet joined */
+        ListHead children; /* FiberdChild.link: every listed child, for cancellation */
+        ListHead kids;     /* FiberdChild.sib: the job fiber's children not yet joined */
 };
 
 struct FiberdChild {
@@ -60,12 +64,14 @@ struct FiberdChild {
         FiberdJob *hj;
         Fiber *fiber; /* joinable until join() or detach */
         FiberdChildFn fn;
-        void *arg; /* the host's copy, malloc'ed (max alignment) */
+        void *arg; /* the host's copy, in the same allocation (max alignment) */
         size_t arg_size;
         int ret;
         FiberEvent done;
         Fiber *spawner; /* the fiber that spawned it: only it joins it */
-        ListHead link;  /* in hj->children while listed (list_linked()) */
+        ListHead link;  /* in hj->children while listed (list_linked()), children_lock */
+        ListHead sib;   /* in its spawner's kids until joined: the spawner's fiber only */
+        ListHead kids;  /* its own children not yet joined: its own fiber only */
 };
 
 static size_t host_max_result = 1 << 20;
@@ -94,34 +100,53 @@ static FiberdChild *child_unref(FiberdChild *c)
 {
         if (!c || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
                 return NULL;
-        free(c->arg);
         free(c);
         return NULL;
 }
 
-/* Unlinks @c from its job's list. Under hj->lock. */
-static void child_unlist_locked(FiberdChild *c)
+/* Unlinks @c from its job's list of children and from its spawner's. Context: the
+ * spawner's fiber. */
+static void child_unlist(FiberdJob *hj, FiberdChild *c)
 {
+        spin_lock(&hj->children_lock);
         if (list_linked(&c->link))
                 list_del(&c->link);
+        spin_unlock(&hj->children_lock);
+        if (list_linked(&c->sib))
+                list_del(&c->sib);
+}
+
+/* Each child fiber finds its FiberdChild here, so that what it spawns goes on its own
+ * list (host_spawn) and a returning fiber lets go of its own un-joined children in
+ * O(their number), not by walking every child of the job. */
+static int child_key = -1;
+static pthread_once_t child_key_once = PTHREAD_ONCE_INIT;
+
+static void child_key_create(void)
+{
+        child_key = fiber_key_create();
+}
+
+/* The un-joined children of the calling fiber of @hj: a child's own, or the job
+ * fiber's. */
+static ListHead *spawner_kids(FiberdJob *hj)
+{
+        FiberdChild *self = child_key >= 0 ? fiber_local_get(child_key) : NULL;
+        return self ? &self->kids : &hj->kids;
 }
 
 /*
- * Cancels and lets go every listed child that @spawner spawned and never joined (the
- * plugin returned without joining). Children spawned by other fibers of the job are
- * left to those fibers, which may still be joining them. Takes hj->lock.
+ * Cancels and lets go every child in @kids (the calling fiber's children it never
+ * joined: the plugin returned without joining). Children spawned by other fibers of the
+ * job are on their own lists, left to those fibers. Context: the spawner's fiber.
  */
-static void children_release(FiberdJob *hj, Fiber *spawner)
+static void children_release(FiberdJob *hj, ListHead *kids)
 {
-        ListHead *pos, *tmp;
+        ListHead *pos;
 
-        pthread_mutex_lock(&hj->lock);
-        list_for_each_safe(pos, tmp, &hj->children)
-        {
-                FiberdChild *c = list_entry(pos, FiberdChild, link);
-                if (c->spawner != spawner)
-                        continue;
-                child_unlist_locked(c);
+        while ((pos = list_first(kids))) {
+                FiberdChild *c = list_entry(pos, FiberdChild, sib);
+                child_unlist(hj, c);
                 fiber_cancel(c->fiber);
                 fiber_detach(c->fiber);
                 child_unref(c);
@@ -129,7 +154,6 @@ static void children_release(FiberdJob *hj, Fiber *spawner)
                         "a fiber of the job returned with a child fiber not joined; "
                         "cancelled it");
         }
-        pthread_mutex_unlock(&hj->lock);
 }
 
 void plugin_host_cancel(Job *j, void *data)
@@ -140,13 +164,13 @@ void plugin_host_cancel(Job *j, void *data)
         (void)data;
         if (!hj)
                 return; /* not running the plugin yet, or no longer */
-        pthread_mutex_lock(&hj->lock);
+        spin_lock(&hj->children_lock);
         hj->cancelled = true;
         list_for_each_safe(pos, tmp, &hj->children)
         {
                 fiber_cancel(list_entry(pos, FiberdChild, link)->fiber);
         }
-        pthread_mutex_unlock(&hj->lock);
+        spin_unlock(&hj->children_lock);
 }
 
 /* ------------------------------------------------------------------ errors ------ */
@@ -411,8 +435,10 @@ static void child_main(void *arg)
         FiberdChild *c = arg;
         FiberdJob *hj = c->hj;
 
+        if (child_key >= 0)
+                fiber_local_set(child_key, c);
         c->ret = c->fn(hj, &plugin_host_functions, c->arg);
-        children_release(hj, fiber_self());
+        children_release(hj, &c->kids);
         fiber_event_set(&c->done);
         child_unref(c);
         hj_unref(hj);
@@ -423,6 +449,9 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
 {
         /* from a job fiber: its own group (the runtime keeps it in the scheduler's) */
         FiberAttr attr = {.scheduler = hj->job->table->dispatch.sched, .tag = hj->job->tag};
+        /* the copy of arg follows the struct, at max alignment */
+        size_t head =
+                (sizeof(FiberdChild) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
         FiberdChild *c;
         int r;
 
@@ -430,14 +459,11 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
                 return -EINVAL;
         if (host_cancelled(hj))
                 return -ECANCELED;
-        c = calloc(1, sizeof(*c));
+        pthread_once(&child_key_once, child_key_create);
+        c = calloc(1, head + arg_size);
         if (!c)
                 return -ENOMEM;
-        c->arg = malloc(arg_size ? arg_size : 1);
-        if (!c->arg) {
-                free(c);
-                return -ENOMEM;
-        }
+        c->arg = (char *)c + head;
         if (arg_size)
                 memcpy(c->arg, arg, arg_size);
         c->arg_size = arg_size;
@@ -446,38 +472,37 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         c->spawner = fiber_self();
         c->refs = 2;
         list_init(&c->link);
+        list_init(&c->kids);
         fiber_event_init(&c->done);
 
-        pthread_mutex_lock(&hj->lock);
+        /* A spinlock, not a mutex: every child of the job spawns and is joined under it,
+         * on any worker, and the section is short (fiber_create() takes a cached stack). */
+        spin_lock(&hj->children_lock);
         if (hj->cancelled) {
-                r = -ECANCELED;
-                goto out_unlock;
+                spin_unlock(&hj->children_lock);
+                free(c);
+                return -ECANCELED;
         }
         __atomic_add_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
         r = fiber_create(&c->fiber, &attr, child_main, c);
         if (r < 0) {
                 __atomic_sub_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
-                goto out_unlock;
+                spin_unlock(&hj->children_lock);
+                free(c);
+                return r;
         }
         list_add_head(&hj->children, &c->link);
-        pthread_mutex_unlock(&hj->lock);
+        spin_unlock(&hj->children_lock);
+        list_add_head(spawner_kids(hj), &c->sib);
         *ret = c;
         return 0;
-
-out_unlock:
-        pthread_mutex_unlock(&hj->lock);
-        free(c->arg);
-        free(c);
-        return r;
 }
 
 static int host_join(FiberdJob *hj, FiberdChild *c, void *ret_arg)
 {
         int r = fiber_event_wait(&c->done, SCHED_FOREVER);
 
-        pthread_mutex_lock(&hj->lock);
-        child_unlist_locked(c);
-        pthread_mutex_unlock(&hj->lock);
+        child_unlist(hj, c);
         if (r < 0) {
                 /* the parent was cancelled first: let the child end on its own */
                 fiber_cancel(c->fiber);
@@ -600,6 +625,7 @@ int plugin_host_run(Job *j, void *data)
         pthread_mutex_init(&hj->lock, NULL);
         msgpack_sbuffer_init(&hj->kv);
         list_init(&hj->children);
+        list_init(&hj->kids);
 
         jobtable_lock(t);
         hj->cancelled = j->cancel_requested;
@@ -610,7 +636,7 @@ int plugin_host_run(Job *j, void *data)
         r = j->plugin->desc->run(hj, &plugin_host_functions);
 
         /* children run() never joined: cancel and let them go */
-        children_release(hj, fiber_self());
+        children_release(hj, &hj->kids);
 
         if (r == 0 && hj_take_result(hj, &result, &result_len) < 0)
                 r = -ENOMEM;

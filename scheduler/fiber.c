@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "scheduler/runtime.h"
-#include "scheduler/spinlock.h"
+#include "scheduler/base/spinlock.h"
 
 #ifdef SCHED_ASAN
 #include <sanitizer/asan_interface.h>

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "scheduler/runtime.h"
-#include "scheduler/spinlock.h"
+#include "scheduler/base/spinlock.h"
 
 /* ------------------------------------------------------------------ wake-up ------- */
 

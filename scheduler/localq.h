@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "scheduler/spinlock.h"
+#include "scheduler/base/spinlock.h"
 
 #define LOCALQ_SIZE 256
 

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "scheduler/runtime.h"
-#include "scheduler/spinlock.h"
+#include "scheduler/base/spinlock.h"
 
 /* Poll keys besides fds. */
 #define KEY_TIMER UINT64_MAX

@@ -37,7 +37,7 @@
  * measured at start-up (clock_ns_to_tsc()), so they hold on any TSC frequency.
  */
 #include "scheduler/runtime.h"
-#include "scheduler/spinlock.h"
+#include "scheduler/base/spinlock.h"
 
 /* A time slice: a fiber older than this in its worker's deque runs before runnext and
  * the newest (checked every 64th pop, once per slice). */

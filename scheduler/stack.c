@@ -51,7 +51,7 @@
 #include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 #include "scheduler/runtime.h"
-#include "scheduler/spinlock.h"
+#include "scheduler/base/spinlock.h"
 
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102 /* uapi/asm-generic/mman-common.h, Linux 6.13 */

@@ -20,7 +20,7 @@
  * push wakes a sleeping worker of a same-node thief group (group.c).
  */
 #include "scheduler/runtime.h"
-#include "scheduler/spinlock.h"
+#include "scheduler/base/spinlock.h"
 
 /* How long a runnext fiber belongs to its worker alone. */
 #define RUNNEXT_STEAL_NS (4 * NSEC_PER_USEC)

@@ -20,7 +20,7 @@
 #include <errno.h>
 
 #include "scheduler/runtime.h"
-#include "scheduler/spinlock.h"
+#include "scheduler/base/spinlock.h"
 
 /* ------------------------------------------------------------------ wait lists ---- */
 

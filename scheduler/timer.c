@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "scheduler/runtime.h"
-#include "scheduler/spinlock.h"
+#include "scheduler/base/spinlock.h"
 
 /* ------------------------------------------------------------------ pairing heap -- */
 

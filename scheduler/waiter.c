@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "scheduler/runtime.h"
-#include "scheduler/spinlock.h"
+#include "scheduler/base/spinlock.h"
 
 void waiter_prepare(Waiter *w)
 {

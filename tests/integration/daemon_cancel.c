@@ -4,7 +4,7 @@
  * CPU-bound (spin) job ends them "cancelled" with CANCELLED; a timeout_ms ends a job
  * "cancelled" with DEADLINE_EXCEEDED, whether it was running or still queued; job.result
  * of a running job is FAILED_PRECONDITION, of a cancelled one its own error; a queued job
- * cancelled never starts. "Promptly" is checked as "final within a bounded job.wait",
+ * cancelled never starts; a job's whole tree of child fibers is cancelled with it. "Promptly" is checked as "final within a bounded job.wait",
  * never with a timing assertion.
  */
 #include "tests/integration/fiberd_harness.h"
@@ -103,6 +103,38 @@ Test(daemon_cancel, cancel_spin)
         cr_assert_eq(rp.r, 0);
         reply_clear(&rp);
         check_cancelled(c, id, IPC_CANCELLED);
+        client_free(c);
+}
+
+/* A job with a deep tree of child fibers (skynet, 10M leaves: ~11M fibers over its
+ * life) cancelled while it runs: every child, on any spawner's list, is cancelled and
+ * let go; the job ends "cancelled", and the daemon then runs the next skynet to its sum
+ * (a child left parked or a list left corrupt would hang or crash it). */
+Test(daemon_cancel, cancel_a_tree_of_child_fibers)
+{
+        Client *c;
+        Reply rp;
+        IpcStatus st;
+        uint64_t id;
+
+        fiberd_start(&fd_, NULL);
+        c = fiberd_connect(&fd_);
+        id = rpc_submit(c, "skynet", (Arg[]){ARG_I("size", 10000000), ARG_I("div", 10)}, 2, 0, 0,
+                        &st);
+        cr_assert_neq(id, 0, "%s", st.message);
+        wait_running(c, id);
+        rpc_simple(c, "job.cancel", 1, &id, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        reply_clear(&rp);
+        check_cancelled(c, id, IPC_CANCELLED);
+
+        id = rpc_submit(c, "skynet", (Arg[]){ARG_I("size", 100000), ARG_I("div", 10)}, 2, 0, 0,
+                        &st);
+        cr_assert_neq(id, 0, "%s", st.message);
+        rpc_job_wait(c, id, 30000, &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        cr_assert_eq(map_uint(map_get(rp.result, "result"), "sum"), 4999950000ULL);
+        reply_clear(&rp);
         client_free(c);
 }
 

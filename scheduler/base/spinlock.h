@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * spinlock.h — a test-and-test-and-set spinlock for the runtime's short critical
- * sections (wait lists, timer heap, fd entries). Held for a few dozen instructions at
- * most and never across a context switch, so spinning beats parking.
+ * spinlock.h — a test-and-test-and-set spinlock for short critical sections (the
+ * runtime's wait lists, timer heap and fd entries; the daemon's list of a job's child
+ * fibers). Held for a few dozen instructions at most, never across a context switch or
+ * a system call, so spinning beats parking. Header-only, libc only: part of the bottom
+ * layer every folder may include (see macro.h).
  */
-#ifndef FIBERD_SPINLOCK_H
-#define FIBERD_SPINLOCK_H
+#ifndef FIBERD_BASE_SPINLOCK_H
+#define FIBERD_BASE_SPINLOCK_H
 
 #include <stdbool.h>
 
