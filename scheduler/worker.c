@@ -71,6 +71,15 @@ static Fiber *spinning_acquire(Worker *w)
         Fiber *f = NULL;
         bool spin = false;
 
+        /* Go's rule (runtime/proc.go, findRunnable): spin only while fewer than half of
+         * the busy workers spin. */
+        unsigned others_busy = g->nworkers - 1 -
+                               (unsigned)__builtin_popcountll(
+                                       __atomic_load_n(&g->sleeping_mask, __ATOMIC_RELAXED)) -
+                               (unsigned)__builtin_popcountll(spinning);
+        if (others_busy > g->nworkers ||
+            2 * (unsigned)__builtin_popcountll(spinning) >= others_busy)
+                return NULL;
         while (__builtin_popcountll(spinning) < MAX_SPINNERS) {
                 if (__atomic_compare_exchange_n(&g->spinning_mask, &spinning, spinning | me, true,
                                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
