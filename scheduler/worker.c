@@ -72,14 +72,20 @@ static Fiber *spinning_acquire(Worker *w)
         bool spin = false;
 
         /* Go's rule (runtime/proc.go, findRunnable): spin only while fewer than half of
-         * the busy workers spin. */
-        unsigned others_busy = g->nworkers - 1 -
-                               (unsigned)__builtin_popcountll(
-                                       __atomic_load_n(&g->sleeping_mask, __ATOMIC_RELAXED)) -
-                               (unsigned)__builtin_popcountll(spinning);
-        if (others_busy > g->nworkers ||
-            2 * (unsigned)__builtin_popcountll(spinning) >= others_busy)
-                return NULL;
+         * the busy workers spin. A worker that goes idle while its siblings sleep or spin
+         * already would burn a CPU the busy ones may need: whoever makes the next fiber
+         * ready wakes a sleeper anyway. A group that steals from others keeps spinning
+         * as before: its spin rounds are when it steals (steal_remote() paces its tries
+         * by idle rounds), and Go's count covers every P, not one group. */
+        if (!g->nvictims) {
+                unsigned spinners = (unsigned)__builtin_popcountll(spinning);
+                unsigned sleepers = (unsigned)__builtin_popcountll(
+                        __atomic_load_n(&g->sleeping_mask, __ATOMIC_RELAXED));
+                unsigned others = g->nworkers - 1;
+                unsigned busy = others > spinners + sleepers ? others - spinners - sleepers : 0;
+                if (2 * spinners >= busy)
+                        return NULL;
+        }
         while (__builtin_popcountll(spinning) < MAX_SPINNERS) {
                 if (__atomic_compare_exchange_n(&g->spinning_mask, &spinning, spinning | me, true,
                                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
