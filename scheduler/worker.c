@@ -17,7 +17,10 @@
  * A worker with nothing to run (flare's acquire rounds, shared/seeds/000, 003):
  *  1. takes a fiber from its own queues, its siblings' local queues, other groups
  *     (steal_idle_acquire());
- *  2. otherwise tries to become one of at most two spinners (CAS its bit into the
+ *  2. otherwise, in a group that steals from no other, only while fewer than half of
+ *     its busy siblings spin (Go's rule, runtime/proc.go findRunnable: an idle worker
+ *     beside sleeping siblings burned 0.5 CPU-seconds per second of a daemon serving
+ *     1,000 jobs/s), tries to become one of at most two spinners (CAS its bit into the
  *     spinning mask) and polls for a short while; a spinner that sees the pending
  *     wake-up flag claims it and wakes a sleeper to spin in its place; a spinner that
  *     gets work sets the flag (if fewer than two spin) instead of waking someone
