@@ -234,6 +234,19 @@ static void wait_final(Request *req, Job *j, uint64_t timeout_ms)
         }
 }
 
+/* Waits (at most @timeout_ms) for @j to be final, then answers with its record, final
+ * or as it stands; drops the caller's reference. Context: a request fiber. */
+static int answer_when_final(Daemon *d, Request *req, Job *j, uint64_t timeout_ms,
+                             msgpack_packer *pk)
+{
+        int r;
+
+        wait_final(req, j, timeout_ms);
+        r = pack_record(d, j, pk);
+        job_unref(j);
+        return r;
+}
+
 static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
@@ -247,10 +260,7 @@ static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
         r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
         if (r < 0)
                 return r;
-        wait_final(req, j, timeout_ms);
-        r = pack_record(d, j, pk);
-        job_unref(j);
-        return r;
+        return answer_when_final(d, req, j, timeout_ms, pk);
 }
 
 /* job.run [plugin, args, options, timeout_ms]: job.submit, then job.wait on that job. The
@@ -268,10 +278,7 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
         r = submit_from_params(d, req, &j, st);
         if (r < 0)
                 return r;
-        wait_final(req, j, timeout_ms);
-        r = pack_record(d, j, pk);
-        job_unref(j);
-        return r;
+        return answer_when_final(d, req, j, timeout_ms, pk);
 }
 
 static int method_result(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
