@@ -62,7 +62,7 @@ struct FiberdJob {
 struct FiberdChild {
         int refs; /* atomic: the parent's handle + the child fiber */
         FiberdJob *hj;
-        Fiber *fiber; /* joinable until join() or detach */
+        Fiber *fiber; /* joinable until join() or detach; atomic (plugin_host_cancel) */
         FiberdChildFn fn;
         void *arg; /* the host's copy, in the same allocation (max alignment) */
         size_t arg_size;
@@ -165,10 +165,15 @@ void plugin_host_cancel(Job *j, void *data)
         if (!hj)
                 return; /* not running the plugin yet, or no longer */
         spin_lock(&hj->children_lock);
-        hj->cancelled = true;
+        __atomic_store_n(&hj->cancelled, true, __ATOMIC_SEQ_CST);
         list_for_each_safe(pos, tmp, &hj->children)
         {
-                fiber_cancel(list_entry(pos, FiberdChild, link)->fiber);
+                /* NULL: host_spawn() has listed it and not yet stored its fiber; it
+                 * then sees cancelled and cancels the fiber itself. */
+                Fiber *f = __atomic_load_n(&list_entry(pos, FiberdChild, link)->fiber,
+                                           __ATOMIC_SEQ_CST);
+                if (f)
+                        fiber_cancel(f);
         }
         spin_unlock(&hj->children_lock);
 }
@@ -453,6 +458,7 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         size_t head =
                 (sizeof(FiberdChild) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
         FiberdChild *c;
+        Fiber *f;
         int r;
 
         if (!ret || !fn || (arg_size && !arg))
@@ -475,24 +481,31 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         list_init(&c->kids);
         fiber_event_init(&c->done);
 
-        /* A spinlock, not a mutex: every child of the job spawns and is joined under it,
-         * on any worker, and the section is short (fiber_create() takes a cached stack). */
+        /* A spinlock, not a mutex, held for a list operation only: every child of the
+         * job is listed and unlisted under it, on any worker. */
         spin_lock(&hj->children_lock);
         if (hj->cancelled) {
                 spin_unlock(&hj->children_lock);
                 free(c);
                 return -ECANCELED;
         }
+        list_add_head(&hj->children, &c->link);
+        spin_unlock(&hj->children_lock);
         __atomic_add_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
-        r = fiber_create(&c->fiber, &attr, child_main, c);
+        r = fiber_create(&f, &attr, child_main, c);
         if (r < 0) {
                 __atomic_sub_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
+                spin_lock(&hj->children_lock);
+                list_del(&c->link);
                 spin_unlock(&hj->children_lock);
                 free(c);
                 return r;
         }
-        list_add_head(&hj->children, &c->link);
-        spin_unlock(&hj->children_lock);
+        /* Published, then cancelled re-read: plugin_host_cancel() sets cancelled, then
+         * reads each fiber, so one of the two sees the other's write (both seq_cst). */
+        __atomic_store_n(&c->fiber, f, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&hj->cancelled, __ATOMIC_SEQ_CST))
+                fiber_cancel(f);
         list_add_head(spawner_kids(hj), &c->sib);
         *ret = c;
         return 0;
