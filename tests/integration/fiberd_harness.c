@@ -166,8 +166,10 @@ void fiberd_start(Fiberd *d, const FiberdOpts *o)
                 execv(FIBERD_BIN, (char *const *)argv);
                 _exit(127);
         }
+        /* Started means accepting and past its start-up log: the server answers as soon as
+         * it listens, a moment before main() writes the ready line. */
         deadline = now_ms() + 15000;
-        while (!try_connect(d->sock)) {
+        while (!try_connect(d->sock) || !fiberd_log_contains(d, " ready on ")) {
                 int status;
                 if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
                         d->pid = 0;
@@ -176,7 +178,9 @@ void fiberd_start(Fiberd *d, const FiberdOpts *o)
                 }
                 if (now_ms() > deadline) {
                         dump_log(d);
-                        cr_assert_fail("fiberd did not accept on %s within 15 s", d->sock);
+                        cr_assert_fail("fiberd did not accept on %s and log its ready line "
+                                       "within 15 s",
+                                       d->sock);
                 }
                 usleep(5000);
         }
