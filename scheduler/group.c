@@ -137,10 +137,10 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         g->pin_workers = p->pin_workers;
         g->bind = p->bind;
         g->local_queues = p->local_queues;
-        r = stack_budget_reserve(g);
+        r = stack_pool_init(g, nworkers, cache);
         if (r < 0)
                 goto out_free;
-        r = stack_pool_init(g, nworkers, cache);
+        r = stack_budget_reserve(g);
         if (r < 0)
                 goto out_free;
         r = runq_init(&g->runq, cap);

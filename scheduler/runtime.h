@@ -461,7 +461,8 @@ void stack_free(SchedulingGroup *g, char *lo, size_t size, bool to_pool);
 int stack_budget_reserve(SchedulingGroup *g);
 int stack_cache_init(StackCache *c, unsigned cap);
 void stack_cache_term(SchedulingGroup *g, StackCache *c);
-/* stack_pool_init - after g->max_fibers, stack_size, node and bind are set. */
+/* stack_pool_init - after g->max_fibers, stack_size, node and bind are set; before
+ * stack_budget_reserve(), whose reservation it would clear. */
 int stack_pool_init(SchedulingGroup *g, unsigned nworkers, unsigned cache);
 void stack_pool_term(SchedulingGroup *g);
 int stack_overflow_handler_install(Worker *w);

@@ -290,6 +290,15 @@ Test(stack, mprotect_map_budget_counts_the_whole_process)
         }
         sched_group_free(b);
         sched_group_free(a);
+
+        /* Freed groups give their maps back: the same two fit again with one warning. */
+        logged_warnings = 0;
+        cr_assert_eq(sched_group_new(&a, &cfg), 0);
+        cr_assert_eq(logged_warnings, 0, "a freed group kept its maps reserved: %s", logged);
+        cr_assert_eq(sched_group_new(&b, &cfg), 0);
+        cr_assert_eq(logged_warnings, 1, "%s", logged);
+        sched_group_free(b);
+        sched_group_free(a);
         sched_set_log(NULL);
 }
 
