@@ -37,6 +37,7 @@ numactl --hardware
 /numa-check
 echo "numa-check exit=$?"
 echo o > /proc/sysrq-trigger
+sleep 60 # the power-off is asynchronous: init must not exit (a panic) before it
 PROBE
 chmod 755 "$root/probe.sh"
 rm -f "$img"
@@ -48,7 +49,7 @@ timeout 300 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 -smp 2 \
 	-object memory-backend-ram,id=m0,size=1024M -object memory-backend-ram,id=m1,size=1024M \
 	-numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,cpus=1,memdev=m1 \
 	-kernel "$kernel" -initrd "$initrd" \
-	-append "root=/dev/vda rw console=ttyS0 init=/probe.sh quiet" \
+	-append "root=/dev/vda rw console=ttyS0 init=/probe.sh quiet panic=1" \
 	-drive file="$img",format=raw,if=virtio -nographic -no-reboot >"$log" 2>&1 || true
-grep -aE 'available:|node [0-9]+ cpus|numa-check|NUMA-CHECK|check:' "$log" || true
+grep -aE 'available:|node [0-9]+ cpus|numa-check|NUMA-CHECK|check:|fiber stacks' "$log" || true
 grep -aq 'NUMA-CHECK PASS' "$log"
