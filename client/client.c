@@ -9,6 +9,7 @@
  * reading while writing is what keeps a deep pipeline from deadlocking.
  */
 #include "client/client.h"
+#include "scheduler/base/list.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -25,7 +26,7 @@
 #define CLIENT_READ_CHUNK 65536
 
 typedef struct KeptMessage {
-        struct KeptMessage *next;
+        ListHead link; /* in Client.kept, oldest first */
         IpcMessage msg;
 } KeptMessage;
 
@@ -37,9 +38,8 @@ struct Client {
         size_t out_sent;     /* bytes of out already written */
         msgpack_packer pk;   /* appends to out */
         IpcDecoder *in;
-        KeptMessage *kept_head; /* arrived while waiting for another msgid */
-        KeptMessage *kept_tail;
-        bool eof; /* the daemon closed its side */
+        ListHead kept; /* KeptMessage.link: arrived while waiting for another msgid */
+        bool eof;      /* the daemon closed its side */
 };
 
 int client_default_socket(char *buf, size_t size)
@@ -104,6 +104,7 @@ int client_connect(Client **ret, const char *path, IpcStatus *st)
         if (!c)
                 return ipc_status_errno(st, -ENOMEM, NULL);
         c->next_msgid = 1;
+        list_init(&c->kept);
         msgpack_sbuffer_init(&c->out);
         msgpack_packer_init(&c->pk, &c->out, msgpack_sbuffer_write);
         c->path = strdup(path);
@@ -151,9 +152,8 @@ Client *client_free(Client *c)
                 return NULL;
         if (c->fd >= 0)
                 close(c->fd);
-        while (c->kept_head) {
-                KeptMessage *k = c->kept_head;
-                c->kept_head = k->next;
+        for (ListHead *e; (e = list_pop_head(&c->kept));) {
+                KeptMessage *k = list_entry(e, KeptMessage, link);
                 ipc_message_clear(&k->msg);
                 free(k);
         }
@@ -337,16 +337,20 @@ int client_flush(Client *c, int timeout_ms, IpcStatus *st)
         return r;
 }
 
-static bool kept_take(Client *c, IpcMessage *ret)
+/* Takes @k off the kept list into @ret. */
+static void kept_remove(KeptMessage *k, IpcMessage *ret)
 {
-        KeptMessage *k = c->kept_head;
-        if (!k)
-                return false;
-        c->kept_head = k->next;
-        if (!c->kept_head)
-                c->kept_tail = NULL;
+        list_del(&k->link);
         *ret = k->msg;
         free(k);
+}
+
+static bool kept_take(Client *c, IpcMessage *ret)
+{
+        ListHead *e = list_first(&c->kept);
+        if (!e)
+                return false;
+        kept_remove(list_entry(e, KeptMessage, link), ret);
         return true;
 }
 
@@ -356,12 +360,7 @@ static int kept_add(Client *c, IpcMessage *m)
         if (!k)
                 return -ENOMEM;
         k->msg = *m;
-        k->next = NULL;
-        if (c->kept_tail)
-                c->kept_tail->next = k;
-        else
-                c->kept_head = k;
-        c->kept_tail = k;
+        list_add_tail(&c->kept, &k->link);
         memset(m, 0, sizeof(*m));
         return 0;
 }
@@ -453,14 +452,13 @@ int client_call_wait(Client *c, uint32_t msgid, IpcMessage *ret, int timeout_ms,
 {
         int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
 
-        for (KeptMessage **p = &c->kept_head, *prev = NULL; *p; prev = *p, p = &(*p)->next) {
-                KeptMessage *k = *p;
+        ListHead *e, *tmp;
+
+        list_for_each_safe(e, tmp, &c->kept)
+        {
+                KeptMessage *k = list_entry(e, KeptMessage, link);
                 if (k->msg.type == IPC_RESPONSE && k->msg.msgid == msgid) {
-                        *p = k->next;
-                        if (c->kept_tail == k)
-                                c->kept_tail = prev;
-                        *ret = k->msg;
-                        free(k);
+                        kept_remove(k, ret);
                         return 1;
                 }
         }

@@ -17,11 +17,11 @@
  * A worker with nothing to run (flare's acquire rounds, shared/seeds/000, 003):
  *  1. takes a fiber from its own queues, its siblings' local queues, other groups
  *     (steal_idle_acquire());
- *  2. otherwise, in a group that steals from no other, only while fewer than half of
- *     its busy siblings spin (Go's rule, runtime/proc.go findRunnable: an idle worker
- *     beside sleeping siblings burned 0.5 CPU-seconds per second of a daemon serving
- *     1,000 jobs/s), tries to become one of at most two spinners (CAS its bit into the
- *     spinning mask) and polls for a short while; a spinner that sees the pending
+ *  2. otherwise tries to become one of at most two spinners (CAS its bit into the
+ *     spinning mask) and polls for a short while — in a group that steals from no
+ *     other, for long only while fewer than half of its busy siblings spin, else for a
+ *     few rounds (Go's rule, runtime/proc.go findRunnable: idle workers beside sleeping
+ *     siblings burned 0.5 CPU-seconds per second of a daemon serving 1,000 jobs/s); a spinner that sees the pending
  *     wake-up flag claims it and wakes a sleeper to spin in its place; a spinner that
  *     gets work sets the flag (if fewer than two spin) instead of waking someone
  *     itself, because it now has real work to do;
@@ -47,6 +47,7 @@
 
 #define MAX_SPINNERS 2
 #define SPIN_ROUNDS 64      /* polls of the run queue per spin */
+#define SPIN_ROUNDS_IDLE 4  /* the same when Go's rule says the group is idle */
 #define PAUSES_PER_ROUND 64 /* pause instructions between polls */
 
 static __thread Worker *tls_worker;
@@ -73,13 +74,15 @@ static Fiber *spinning_acquire(Worker *w)
         uint64_t spinning = __atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED);
         Fiber *f = NULL;
         bool spin = false;
+        int rounds = SPIN_ROUNDS;
 
-        /* Go's rule (runtime/proc.go, findRunnable): spin only while fewer than half of
-         * the busy workers spin. A worker that goes idle while its siblings sleep or spin
-         * already would burn a CPU the busy ones may need: whoever makes the next fiber
-         * ready wakes a sleeper anyway. A group that steals from others keeps spinning
-         * as before: its spin rounds are when it steals (steal_remote() paces its tries
-         * by idle rounds), and Go's count covers every P, not one group. */
+        /* Go's rule (runtime/proc.go, findRunnable): spin long only while fewer than half
+         * of the busy workers spin. A worker that goes idle while its siblings sleep or
+         * spin already would burn a CPU the busy ones may need; it spins a few rounds
+         * (about 10 us), enough for a partner that answers at once (ping-pong halved
+         * without them), then sleeps. A group that steals from others keeps the long
+         * spin: its spin rounds are when it steals (steal_remote() paces its tries by
+         * idle rounds), and Go's count covers every P, not one group. */
         if (!g->nvictims) {
                 unsigned spinners = (unsigned)__builtin_popcountll(spinning);
                 unsigned sleepers = (unsigned)__builtin_popcountll(
@@ -87,7 +90,7 @@ static Fiber *spinning_acquire(Worker *w)
                 unsigned others = g->nworkers - 1;
                 unsigned busy = others > spinners + sleepers ? others - spinners - sleepers : 0;
                 if (2 * spinners >= busy)
-                        return NULL;
+                        rounds = SPIN_ROUNDS_IDLE;
         }
         while (__builtin_popcountll(spinning) < MAX_SPINNERS) {
                 if (__atomic_compare_exchange_n(&g->spinning_mask, &spinning, spinning | me, true,
@@ -100,7 +103,7 @@ static Fiber *spinning_acquire(Worker *w)
                 return NULL;
         full_fence();
 
-        for (int round = 0; round < SPIN_ROUNDS; round++) {
+        for (int round = 0; round < rounds; round++) {
                 if ((f = steal_idle_acquire(w)))
                         break;
                 if (!(__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED) & me))
