@@ -93,6 +93,26 @@ static uint64_t wait_listed(Client *c, const char *plugin, const char *state)
         return 0;
 }
 
+/* Starts fiberd, sends a job.run of `sleep` for @ms on *@ret_c, and waits on a second
+ * connection, *@ret_c2, until that job runs. Returns the job id; *@ret_msgid is the
+ * job.run's. */
+static uint64_t start_run_sleep(uint64_t ms, Client **ret_c, Client **ret_c2, uint32_t *ret_msgid)
+{
+        msgpack_sbuffer sb;
+        IpcStatus st;
+        uint64_t id;
+
+        fiberd_start(&fd_, &run_opts);
+        *ret_c = fiberd_connect(&fd_);
+        *ret_c2 = fiberd_connect(&fd_);
+        pack_ms(&sb, ms);
+        *ret_msgid = run_send(*ret_c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1);
+        cr_assert_eq(client_flush(*ret_c, 5000, &st), 0, "%s", st.message);
+        msgpack_sbuffer_destroy(&sb);
+        id = wait_listed(*ret_c2, "sleep", "running");
+        return id;
+}
+
 Test(daemon_run, echo_returns_its_args_as_the_final_record)
 {
         msgpack_sbuffer sb;
@@ -192,21 +212,11 @@ Test(daemon_run, failing_job_answers_with_its_error)
 
 Test(daemon_run, cancelled_from_another_connection_while_waiting)
 {
-        msgpack_sbuffer sb;
         Client *c, *c2;
         uint32_t msgid;
-        uint64_t id;
-        IpcStatus st;
+        uint64_t id = start_run_sleep(600000, &c, &c2, &msgid);
         Reply rp;
 
-        fiberd_start(&fd_, &run_opts);
-        c = fiberd_connect(&fd_);
-        c2 = fiberd_connect(&fd_);
-        pack_ms(&sb, 600000);
-        msgid = run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1);
-        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
-
-        id = wait_listed(c2, "sleep", "running");
         rpc_simple(c2, "job.cancel", 1, &id, &rp);
         cr_assert_eq(rp.r, 0, "%s", rp.st.message);
         reply_clear(&rp);
@@ -217,7 +227,6 @@ Test(daemon_run, cancelled_from_another_connection_while_waiting)
         cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
         cr_assert_str_eq(map_str(map_get(rp.result, "error"), "code"), IPC_CANCELLED);
         reply_clear(&rp);
-        msgpack_sbuffer_destroy(&sb);
         client_free(c2);
         client_free(c);
 }
@@ -359,19 +368,11 @@ Test(daemon_run, wait_limit_answers_with_the_current_record)
 /* The client of a job.run goes away: the job was accepted, so it runs to its end. */
 Test(daemon_run, job_finishes_after_its_client_went_away)
 {
-        msgpack_sbuffer sb;
         Client *c, *c2;
-        uint64_t id;
-        IpcStatus st;
+        uint32_t msgid;
+        uint64_t id = start_run_sleep(500, &c, &c2, &msgid);
         Reply rp;
 
-        fiberd_start(&fd_, &run_opts);
-        c = fiberd_connect(&fd_);
-        c2 = fiberd_connect(&fd_);
-        pack_ms(&sb, 500);
-        run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1);
-        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
-        id = wait_listed(c2, "sleep", "running");
         client_free(c);
 
         rpc_job_wait(c2, id, 30000, &rp);
@@ -385,6 +386,5 @@ Test(daemon_run, job_finishes_after_its_client_went_away)
         rpc_simple(c2, "job.status", 1, &id, &rp);
         cr_assert_str_eq(map_str(rp.result, "state"), "done");
         reply_clear(&rp);
-        msgpack_sbuffer_destroy(&sb);
         client_free(c2);
 }
