@@ -67,15 +67,17 @@ $(BENCH_GO): $(BENCH_GO_SRCS)
 	@mkdir -p $(dir $@)
 	cd tests/bench/peers/go && $(BENCH_GO_ENV) go build -o $(abspath $@) .
 
+# The table's line holds no $(MAKE), so `make -n bench` prints it instead of running it.
 bench: deps-bench
 	@$(MAKE) --no-print-directory $(BENCH_BIN) $(BENCH_PRODUCT_DEPS) bench-gearman
 	@if command -v go >/dev/null 2>&1; then \
-	  $(MAKE) --no-print-directory $(BENCH_GO) && goflag="--go $(BENCH_GO)"; \
+	  $(MAKE) --no-print-directory $(BENCH_GO); \
 	else \
 	  echo "bench: go not installed: the Go rows are skipped (apt-get install golang-go)"; \
-	  goflag=--no-go; \
-	fi; \
-	$(BENCH_BIN) table --runs $(BENCH_RUNS) $$goflag $(if $(BENCH_ONLY),--only $(BENCH_ONLY))
+	fi
+	$(BENCH_BIN) table --runs $(BENCH_RUNS) \
+	  $$(command -v go >/dev/null 2>&1 && echo --go $(BENCH_GO) || echo --no-go) \
+	  $(if $(BENCH_ONLY),--only $(BENCH_ONLY))
 
 bench-smoke: $(BENCH_BIN) $(BENCH_PRODUCT_DEPS) bench-gearman
 	$(BENCH_BIN) table --smoke
