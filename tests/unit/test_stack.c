@@ -209,39 +209,48 @@ Test(stack, guard_regions_need_no_map_per_fiber, .timeout = 300)
 /* Stacks beyond the caches give their memory back: 6,000 fibers each write 64 KiB of
  * their stack (375 MiB); once they are gone, the group keeps at most its warm pool and
  * caches (about 1,200 stacks), so RSS falls by most of it. Both guard modes. */
-static inline void stacks_give_memory_back(void)
+enum { MEM_FIBERS = 6000, MEM_TOUCH = 64 * 1024 };
+
+/* Runs MEM_FIBERS fibers that each write MEM_TOUCH bytes of stack, all alive at once, then
+ * lets them end; *@ret_peak / *@ret_after: RSS in bytes with all alive / once ended. */
+static inline void rss_around_a_crowd(long *ret_peak, long *ret_after)
 {
-        enum { N = 6000 };
-        const size_t touch = 64 * 1024;
         SchedGroupConfig cfg = {.workers = 2};
         SchedulingGroup *g = NULL;
         Crowd c;
-        long peak, after;
 
         cr_assert_eq(sched_group_new(&g, &cfg), 0);
-        crowd_start(g, &c, N, touch);
-        peak = rss_bytes();
+        crowd_start(g, &c, MEM_FIBERS, MEM_TOUCH);
+        *ret_peak = rss_bytes();
         crowd_finish(&c);
-        /* The last fibers' stacks are still on their way back: wait for the count. */
-        after = rss_bytes();
-        cr_assert_lt(after, peak - (long)(N * touch) / 2,
-                     "RSS %ld MiB at the peak, %ld MiB after %d fibers of 64 KiB ended", peak >> 20,
-                     after >> 20, N);
+        *ret_after = rss_bytes();
         sched_group_free(g);
 }
+
+/* Most of the MEM_FIBERS x MEM_TOUCH bytes are given back. */
+#define assert_memory_given_back(peak, after)                                                      \
+        cr_assert_lt((after), (peak) - (long)MEM_FIBERS * MEM_TOUCH / 2,                           \
+                     "RSS %ld MiB at the peak, %ld MiB after %d fibers of 64 KiB ended",           \
+                     (peak) >> 20, (after) >> 20, MEM_FIBERS)
 
 #if !defined(__SANITIZE_THREAD__)
 /* (Not under TSan: its shadow of the released pages stays resident.) */
 Test(stack, stacks_beyond_the_caches_give_memory_back)
 {
-        stacks_give_memory_back();
+        long peak, after;
+
+        rss_around_a_crowd(&peak, &after);
+        assert_memory_given_back(peak, after);
 }
 
 Test(stack, stacks_beyond_the_caches_give_memory_back_with_mprotect_guards)
 {
         setenv("FIBERD_STACK_GUARD", "mprotect", 1);
+        long peak, after;
+
         cr_assert_eq(sched_stack_guard_mode(), SCHED_GUARD_MPROTECT);
-        stacks_give_memory_back();
+        rss_around_a_crowd(&peak, &after);
+        assert_memory_given_back(peak, after);
 }
 #endif
 
