@@ -259,6 +259,7 @@ struct Worker {
                                    * (local policy) the shared queue, so neither starves */
         unsigned idle_rounds;     /* rounds without work: paces stealing */
         bool steal_hit;           /* the last steal try found a fiber: try again at once */
+        uint8_t spin_misses;      /* spins in a row that found nothing (worker.c), <= 6 */
         uint64_t rescued_tsc;     /* local policy: when the deque's oldest last ran first */
         Histogram latency;
         Fiber *yield_head;   /* fibers that yielded here while no sibling spun: */

@@ -91,6 +91,11 @@ static Fiber *spinning_acquire(Worker *w)
                 unsigned busy = others > spinners + sleepers ? others - spinners - sleepers : 0;
                 if (2 * spinners >= busy)
                         rounds = SPIN_ROUNDS_IDLE;
+                /* Bounded spinning that adapts to load: each spin that found nothing
+                 * halves the next one (down to one round); one that finds work
+                 * restores it. At a low request rate every spin misses, so an idle
+                 * transition costs a round, not 64. */
+                rounds = MAX(1, rounds >> w->spin_misses);
         }
         while (__builtin_popcountll(spinning) < MAX_SPINNERS) {
                 if (__atomic_compare_exchange_n(&g->spinning_mask, &spinning, spinning | me, true,
@@ -119,7 +124,10 @@ static Fiber *spinning_acquire(Worker *w)
                 }
         }
         __atomic_fetch_and(&g->spinning_mask, ~me, __ATOMIC_ACQ_REL);
-        if (f || (f = ready_pop(w))) {
+        if (!f)
+                f = ready_pop(w);
+        w->spin_misses = f ? 0 : (uint8_t)MIN(w->spin_misses + 1, 6);
+        if (f) {
                 /* Busy: ask another spinner to wake a replacement for us. */
                 if (__builtin_popcountll(__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED)) <
                     MAX_SPINNERS)
