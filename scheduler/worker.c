@@ -21,7 +21,9 @@
  *     spinning mask) and polls for a short while — in a group that steals from no
  *     other, for long only while fewer than half of its busy siblings spin, else for a
  *     few rounds (Go's rule, runtime/proc.go findRunnable: idle workers beside sleeping
- *     siblings burned 0.5 CPU-seconds per second of a daemon serving 1,000 jobs/s); a spinner that sees the pending
+ *     siblings burned 0.5 CPU-seconds per second of a daemon serving 1,000 jobs/s), and
+ *     each spin that found nothing halves the next (bounded spinning that adapts to
+ *     load; a spin that finds work restores it); a spinner that sees the pending
  *     wake-up flag claims it and wakes a sleeper to spin in its place; a spinner that
  *     gets work sets the flag (if fewer than two spin) instead of waking someone
  *     itself, because it now has real work to do;
