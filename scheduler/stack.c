@@ -206,25 +206,30 @@ static void stack_report_enomem(SchedulingGroup *g, const char *what)
 
 /* ------------------------------------------------------------------ slots -------- */
 
-/* A fresh mapping of @size stack bytes with its guard below: one map with a guard
- * region, or two with mprotect. Returns the stack's lowest byte in *ret_lo. */
-static int stack_map(size_t size, char **ret_lo)
+/* A stack of @size bytes in a mapping of its own, its guard below (one map with a guard
+ * region, two with mprotect), placed on @g's node. Returns the stack's lowest byte in
+ * *ret_lo; -ENOMEM, logged with its cause. */
+static int stack_map(SchedulingGroup *g, size_t size, char **ret_lo)
 {
         size_t len = STACK_GUARD_SIZE + size;
         char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-        int r;
+        int r = -1;
 
-        if (p == MAP_FAILED)
-                return -ENOMEM;
-        if (sched_stack_guard_mode() == SCHED_GUARD_REGIONS)
-                r = madvise(p, STACK_GUARD_SIZE, MADV_GUARD_INSTALL);
-        else
-                r = mprotect(p, STACK_GUARD_SIZE, PROT_NONE);
+        if (p != MAP_FAILED) {
+                if (sched_stack_guard_mode() == SCHED_GUARD_REGIONS)
+                        r = madvise(p, STACK_GUARD_SIZE, MADV_GUARD_INSTALL);
+                else
+                        r = mprotect(p, STACK_GUARD_SIZE, PROT_NONE);
+                if (r < 0)
+                        munmap(p, len);
+        }
         if (r < 0) {
-                munmap(p, len);
+                stack_report_enomem(g, "mapping a fiber stack");
                 return -ENOMEM;
         }
+        if (g->bind && g->node >= 0)
+                numa_prefer_range(p + STACK_GUARD_SIZE, size, g->node);
         *ret_lo = p + STACK_GUARD_SIZE;
         return 0;
 }
@@ -232,6 +237,23 @@ static int stack_map(size_t size, char **ret_lo)
 static void stack_unmap(char *lo, size_t size)
 {
         munmap(lo - STACK_GUARD_SIZE, STACK_GUARD_SIZE + size);
+}
+
+/* mprotect mode: unmap the default-size stacks @v[0..*n) (each its own mapping), and
+ * empty the array. With guard regions they live in the arenas, unmapped at once by
+ * stack_pool_term(). */
+static void stacks_unmap(SchedulingGroup *g, char **v, size_t *n)
+{
+        if (sched_stack_guard_mode() == SCHED_GUARD_MPROTECT)
+                while (*n)
+                        stack_unmap(v[--*n], g->stack_size);
+        *n = 0;
+}
+
+/* The newest arena still has room for a slot of @slot bytes. Under sp->lock. */
+static bool carve_room(const StackPool *sp, size_t slot)
+{
+        return sp->carve && sp->carve_end - sp->carve >= (ptrdiff_t)slot;
 }
 
 /* Reserve a new arena for @g and make it the one slots are carved from. Context: any;
@@ -285,7 +307,7 @@ static int slot_take(SchedulingGroup *g, char **ret_lo)
                 spin_lock(&sp->lock);
                 if (sp->free_n) {
                         p = sp->free[--sp->free_n];
-                } else if (sp->carve && sp->carve_end - sp->carve >= (ptrdiff_t)slot) {
+                } else if (carve_room(sp, slot)) {
                         p = sp->carve + STACK_GUARD_SIZE;
                         sp->carve += slot;
                         fresh = true;
@@ -301,17 +323,12 @@ static int slot_take(SchedulingGroup *g, char **ret_lo)
                         *ret_lo = p;
                         return 0;
                 }
-                if (sched_stack_guard_mode() == SCHED_GUARD_MPROTECT) {
-                        r = stack_map(g->stack_size, ret_lo);
-                        if (r < 0)
-                                stack_report_enomem(g, "mapping a fiber stack");
-                        return r;
-                }
+                if (sched_stack_guard_mode() == SCHED_GUARD_MPROTECT)
+                        return stack_map(g, g->stack_size, ret_lo);
                 /* Out of arena: one thread grows it while the others wait. */
                 pthread_mutex_lock(&sp->arena_mutex);
                 spin_lock(&sp->lock);
-                bool empty =
-                        !sp->free_n && (!sp->carve || sp->carve_end - sp->carve < (ptrdiff_t)slot);
+                bool empty = !sp->free_n && !carve_room(sp, slot);
                 spin_unlock(&sp->lock);
                 r = empty ? arena_grow(g) : 0;
                 pthread_mutex_unlock(&sp->arena_mutex);
@@ -335,15 +352,16 @@ static void slots_release(SchedulingGroup *g, char **lo, size_t n)
         StackPool *sp = &g->stacks;
         size_t slot = STACK_GUARD_SIZE + g->stack_size;
 
+        bool regions = sched_stack_guard_mode() == SCHED_GUARD_REGIONS;
+
         qsort(lo, n, sizeof(*lo), lo_cmp);
         for (size_t i = 0, j; i < n; i = j) {
-                for (j = i + 1; j < n && lo[j] == lo[j - 1] + slot; j++)
+                /* A run of neighbouring arena slots, released from the first stack to the
+                 * end of the last: the guards in between are markers, which
+                 * MADV_DONTNEED leaves in place. In mprotect mode every slot is a
+                 * mapping of its own, so a run is one slot. */
+                for (j = i + 1; regions && j < n && lo[j] == lo[j - 1] + slot; j++)
                         ;
-                /* From the first stack to the end of the last: the guards in between
-                 * are markers, which MADV_DONTNEED leaves in place. In mprotect mode
-                 * the slots are separate mappings, so runs are single slots. */
-                if (sched_stack_guard_mode() == SCHED_GUARD_MPROTECT)
-                        j = i + 1;
                 madvise(lo[i], (size_t)(lo[j - 1] - lo[i]) + g->stack_size, MADV_DONTNEED);
         }
         spin_lock(&sp->lock);
@@ -421,16 +439,9 @@ int stack_alloc(SchedulingGroup *g, size_t size, char **ret_lo)
         Worker *w = worker_self();
         StackCache *c;
         char *p = NULL;
-        int r;
 
-        if (size != g->stack_size) {
-                r = stack_map(size, ret_lo);
-                if (r < 0)
-                        stack_report_enomem(g, "mapping a fiber stack");
-                else if (g->bind && g->node >= 0)
-                        numa_prefer_range(*ret_lo, size, g->node);
-                return r;
-        }
+        if (size != g->stack_size)
+                return stack_map(g, size, ret_lo);
         if (w && w->group == g) {
                 c = &w->stacks;
                 if (!c->n)
@@ -443,10 +454,7 @@ int stack_alloc(SchedulingGroup *g, size_t size, char **ret_lo)
                 *ret_lo = p;
                 return 0;
         }
-        r = slot_take(g, ret_lo);
-        if (r == 0 && g->bind && g->node >= 0 && sched_stack_guard_mode() == SCHED_GUARD_MPROTECT)
-                numa_prefer_range(*ret_lo, size, g->node);
-        return r;
+        return slot_take(g, ret_lo);
 }
 
 void stack_free(SchedulingGroup *g, char *lo, size_t size, bool to_pool)
@@ -486,11 +494,9 @@ int stack_cache_init(StackCache *c, unsigned cap)
 
 void stack_cache_term(SchedulingGroup *g, StackCache *c)
 {
-        /* mprotect mode: every slot is its own mapping; guard regions: the arenas go
-         * at once in stack_pool_term(). */
-        if (sched_stack_guard_mode() == SCHED_GUARD_MPROTECT)
-                while (c->n)
-                        stack_unmap(c->slot[--c->n], g->stack_size);
+        size_t n = c->n;
+
+        stacks_unmap(g, c->slot, &n);
         c->n = 0;
         free(c->slot);
         c->slot = NULL;
@@ -519,14 +525,12 @@ void stack_pool_term(SchedulingGroup *g)
 {
         StackPool *sp = &g->stacks;
 
-        if (sched_stack_guard_mode() == SCHED_GUARD_MPROTECT) {
-                while (sp->warm_n)
-                        stack_unmap(sp->warm[--sp->warm_n], g->stack_size);
-                while (sp->dirty_n)
-                        stack_unmap(sp->dirty[--sp->dirty_n], g->stack_size);
-                while (sp->free_n)
-                        stack_unmap(sp->free[--sp->free_n], g->stack_size);
-        }
+        size_t dirty_n = sp->dirty_n;
+
+        stacks_unmap(g, sp->warm, &sp->warm_n);
+        stacks_unmap(g, sp->dirty, &dirty_n);
+        sp->dirty_n = 0;
+        stacks_unmap(g, sp->free, &sp->free_n);
         while (sp->arenas) {
                 StackArena *a = sp->arenas;
                 sp->arenas = a->next;
