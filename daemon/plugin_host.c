@@ -25,6 +25,9 @@ int plugin_host_init(const char *dir, size_t max_result)
         int r;
 
         plugin_host_set_max_result(max_result);
+        r = plugin_job_init();
+        if (r < 0)
+                return r;
         r = loader_new(&host_loader, &plugin_host_functions, loader_log);
         if (r < 0)
                 return r;

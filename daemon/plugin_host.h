@@ -34,6 +34,11 @@
  */
 int plugin_host_init(const char *dir, size_t max_result);
 
+/* plugin_job_init - the fiber-local key a plugin's child fibers are found by
+ * (plugin_job.c); plugin_host_init() calls it. Return: 0; -ENOSPC when the runtime has
+ * no fiber-local key left. Context: start-up, one thread. */
+int plugin_job_init(void);
+
 /* plugin_host_set_max_result - a new result cap (SIGHUP). */
 void plugin_host_set_max_result(size_t max_result);
 

@@ -12,18 +12,25 @@
  * whole (result_msgpack()); when run() returns 0 the bytes become the job's result,
  * when it fails the message recorded by fail() or by a refusing arg_*() becomes the
  * job's error — provided run() returned that same errno, otherwise strerror() of what
- * it returned. A per-FiberdJob pthread mutex guards the builder, the recorded error and
- * the child list (children may call host functions concurrently); it is never held
- * across a yield.
+ * it returned. A per-FiberdJob pthread mutex guards the builder and the recorded error
+ * (children may call host functions concurrently); it is never held across a yield.
  *
  * Children: spawn() creates a joinable fiber on the spawner's job group and lists it
- * in the FiberdJob; cancelling the job (jobtable_cancel(), under the table lock) cancels
- * every listed child through the table's cancel hook, plugin_host_cancel(). join() waits on the child's
- * `done` event; a cancelled parent stops waiting, cancels and detaches the child (the
- * child's memory goes with the last reference). A fiber of the job (run() or a child)
- * that returns without joining its own children has them cancelled and detached; it
- * never touches children other fibers spawned. Lock order: table lock, then FiberdJob
- * lock; never the other way round.
+ * twice: in the FiberdJob's list of every child (for cancellation) and in its spawner's
+ * own list of children not yet joined (the job fiber's, or a child's, found through a
+ * fiber-local key). Both lists are under children_lock, held for list operations, and
+ * by plugin_host_cancel() for its walk over every child: glibc's adaptive mutex, which
+ * spins a moment before it sleeps, so spawns and joins on every worker take it for the
+ * price of a spinlock and do not burn a CPU behind a long cancel walk or a preempted
+ * holder.
+ * Cancelling the job (jobtable_cancel(), under the table lock) cancels every listed
+ * child through the table's cancel hook, plugin_host_cancel(). join() waits on the
+ * child's `done` event; a cancelled parent stops waiting, cancels and detaches the
+ * child (the child's memory goes with the last reference). A fiber of the job (run()
+ * or a child) that returns without joining its own children has them cancelled and
+ * detached, in O(their number); it never touches children other fibers spawned. Lock
+ * order: table lock, then children_lock or the FiberdJob mutex; never the other way
+ * round.
  */
 #include "daemon/jobtable.h"
 #include "daemon/log.h"
@@ -31,7 +38,6 @@
 #include "ipc/value.h"
 #include "plugins/loader.h"
 #include "scheduler/base/list.h"
-#include "scheduler/base/spinlock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -53,10 +59,10 @@ struct FiberdJob {
         int fail_err;          /* the errno the recorded message is about; 0 = none */
         const char *fail_code; /* IPC_* */
         char fail_msg[FAIL_MESSAGE_MAX];
-        int children_lock; /* spinlock over cancelled and children */
-        bool cancelled;    /* children were cancelled; spawn() refuses */
-        ListHead children; /* FiberdChild.link: every listed child, for cancellation */
-        ListHead kids;     /* FiberdChild.sib: the job fiber's children not yet joined */
+        pthread_mutex_t children_lock; /* adaptive: over cancelled, children, kids, sib */
+        bool cancelled;                /* children were cancelled; spawn() refuses */
+        ListHead children;             /* FiberdChild.link: every listed child, for cancellation */
+        ListHead kids; /* FiberdChild.sib: the job fiber's children not yet joined */
 };
 
 struct FiberdChild {
@@ -69,9 +75,9 @@ struct FiberdChild {
         int ret;
         FiberEvent done;
         Fiber *spawner; /* the fiber that spawned it: only it joins it */
-        ListHead link;  /* in hj->children while listed (list_linked()), children_lock */
-        ListHead sib;   /* in its spawner's kids until joined: the spawner's fiber only */
-        ListHead kids;  /* its own children not yet joined: its own fiber only */
+        ListHead link;  /* in hj->children while listed (list_linked()); children_lock */
+        ListHead sib;   /* in its spawner's kids until joined or released; children_lock */
+        ListHead kids;  /* its own children not yet joined; children_lock */
 };
 
 static size_t host_max_result = 1 << 20;
@@ -91,6 +97,7 @@ static FiberdJob *hj_unref(FiberdJob *hj)
         msgpack_sbuffer_destroy(&hj->kv);
         free(hj->raw);
         pthread_mutex_destroy(&hj->lock);
+        pthread_mutex_destroy(&hj->children_lock);
         job_unref(hj->job);
         free(hj);
         return NULL;
@@ -104,34 +111,34 @@ static FiberdChild *child_unref(FiberdChild *c)
         return NULL;
 }
 
-/* Unlinks @c from its job's list of children and from its spawner's. Context: the
- * spawner's fiber. */
-static void child_unlist(FiberdJob *hj, FiberdChild *c)
+/* Unlinks @c from its job's list of children and from its spawner's. Under
+ * children_lock. */
+static void child_unlist_locked(FiberdChild *c)
 {
-        spin_lock(&hj->children_lock);
         if (list_linked(&c->link))
                 list_del(&c->link);
-        spin_unlock(&hj->children_lock);
         if (list_linked(&c->sib))
                 list_del(&c->sib);
 }
 
-/* Each child fiber finds its FiberdChild here, so that what it spawns goes on its own
- * list (host_spawn) and a returning fiber lets go of its own un-joined children in
- * O(their number), not by walking every child of the job. */
+/* Each child fiber finds its FiberdChild here (fiber-local storage), so that what it
+ * spawns goes on its own list and a returning fiber lets go of its own un-joined
+ * children in O(their number), not by walking every child of the job. Made once by
+ * plugin_host_init(). */
 static int child_key = -1;
-static pthread_once_t child_key_once = PTHREAD_ONCE_INIT;
 
-static void child_key_create(void)
+int plugin_job_init(void)
 {
-        child_key = fiber_key_create();
+        if (child_key < 0)
+                child_key = fiber_key_create();
+        return child_key < 0 ? child_key : 0;
 }
 
 /* The un-joined children of the calling fiber of @hj: a child's own, or the job
  * fiber's. */
 static ListHead *spawner_kids(FiberdJob *hj)
 {
-        FiberdChild *self = child_key >= 0 ? fiber_local_get(child_key) : NULL;
+        FiberdChild *self = fiber_local_get(child_key);
         return self ? &self->kids : &hj->kids;
 }
 
@@ -142,11 +149,18 @@ static ListHead *spawner_kids(FiberdJob *hj)
  */
 static void children_release(FiberdJob *hj, ListHead *kids)
 {
-        ListHead *pos;
+        for (;;) {
+                ListHead *pos;
+                FiberdChild *c;
 
-        while ((pos = list_first(kids))) {
-                FiberdChild *c = list_entry(pos, FiberdChild, sib);
-                child_unlist(hj, c);
+                pthread_mutex_lock(&hj->children_lock);
+                pos = list_first(kids);
+                if (pos)
+                        child_unlist_locked(list_entry(pos, FiberdChild, sib));
+                pthread_mutex_unlock(&hj->children_lock);
+                if (!pos)
+                        break;
+                c = list_entry(pos, FiberdChild, sib);
                 fiber_cancel(c->fiber);
                 fiber_detach(c->fiber);
                 child_unref(c);
@@ -164,7 +178,7 @@ void plugin_host_cancel(Job *j, void *data)
         (void)data;
         if (!hj)
                 return; /* not running the plugin yet, or no longer */
-        spin_lock(&hj->children_lock);
+        pthread_mutex_lock(&hj->children_lock);
         __atomic_store_n(&hj->cancelled, true, __ATOMIC_SEQ_CST);
         list_for_each_safe(pos, tmp, &hj->children)
         {
@@ -175,7 +189,7 @@ void plugin_host_cancel(Job *j, void *data)
                 if (f)
                         fiber_cancel(f);
         }
-        spin_unlock(&hj->children_lock);
+        pthread_mutex_unlock(&hj->children_lock);
 }
 
 /* ------------------------------------------------------------------ errors ------ */
@@ -440,8 +454,7 @@ static void child_main(void *arg)
         FiberdChild *c = arg;
         FiberdJob *hj = c->hj;
 
-        if (child_key >= 0)
-                fiber_local_set(child_key, c);
+        fiber_local_set(child_key, c);
         c->ret = c->fn(hj, &plugin_host_functions, c->arg);
         children_release(hj, &c->kids);
         fiber_event_set(&c->done);
@@ -465,7 +478,6 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
                 return -EINVAL;
         if (host_cancelled(hj))
                 return -ECANCELED;
-        pthread_once(&child_key_once, child_key_create);
         c = calloc(1, head + arg_size);
         if (!c)
                 return -ENOMEM;
@@ -478,26 +490,27 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         c->spawner = fiber_self();
         c->refs = 2;
         list_init(&c->link);
+        list_init(&c->sib);
         list_init(&c->kids);
         fiber_event_init(&c->done);
 
-        /* A spinlock, not a mutex, held for a list operation only: every child of the
-         * job is listed and unlisted under it, on any worker. */
-        spin_lock(&hj->children_lock);
+        /* Held for list operations only (see the top of the file). */
+        pthread_mutex_lock(&hj->children_lock);
         if (hj->cancelled) {
-                spin_unlock(&hj->children_lock);
+                pthread_mutex_unlock(&hj->children_lock);
                 free(c);
                 return -ECANCELED;
         }
         list_add_head(&hj->children, &c->link);
-        spin_unlock(&hj->children_lock);
+        list_add_head(spawner_kids(hj), &c->sib);
+        pthread_mutex_unlock(&hj->children_lock);
         __atomic_add_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
         r = fiber_create(&f, &attr, child_main, c);
         if (r < 0) {
                 __atomic_sub_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
-                spin_lock(&hj->children_lock);
-                list_del(&c->link);
-                spin_unlock(&hj->children_lock);
+                pthread_mutex_lock(&hj->children_lock);
+                child_unlist_locked(c);
+                pthread_mutex_unlock(&hj->children_lock);
                 free(c);
                 return r;
         }
@@ -506,7 +519,6 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         __atomic_store_n(&c->fiber, f, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&hj->cancelled, __ATOMIC_SEQ_CST))
                 fiber_cancel(f);
-        list_add_head(spawner_kids(hj), &c->sib);
         *ret = c;
         return 0;
 }
@@ -515,7 +527,9 @@ static int host_join(FiberdJob *hj, FiberdChild *c, void *ret_arg)
 {
         int r = fiber_event_wait(&c->done, SCHED_FOREVER);
 
-        child_unlist(hj, c);
+        pthread_mutex_lock(&hj->children_lock);
+        child_unlist_locked(c);
+        pthread_mutex_unlock(&hj->children_lock);
         if (r < 0) {
                 /* the parent was cancelled first: let the child end on its own */
                 fiber_cancel(c->fiber);
@@ -636,6 +650,7 @@ int plugin_host_run(Job *j, void *data)
         hj->refs = 1;
         hj->job = job_ref(j);
         pthread_mutex_init(&hj->lock, NULL);
+        hj->children_lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
         msgpack_sbuffer_init(&hj->kv);
         list_init(&hj->children);
         list_init(&hj->kids);

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * spinlock.h — a test-and-test-and-set spinlock for short critical sections (the
- * runtime's wait lists, timer heap and fd entries; the daemon's list of a job's child
- * fibers). Held for a few dozen instructions at most, never across a context switch or
+ * runtime's wait lists, timer heap, fd entries and stack pool). Held for a few dozen instructions at most, never across a context switch or
  * a system call, so spinning beats parking. Header-only, libc only: part of the bottom
  * layer every folder may include (see macro.h).
  */
