@@ -87,8 +87,8 @@ static void fiber_wait(Fiber *f)
 
 static void sleep_ns(uint64_t ns)
 {
-        struct timespec ts = {.tv_sec = (time_t)(ns / BENCH_SEC_NS),
-                              .tv_nsec = (long)(ns % BENCH_SEC_NS)};
+        struct timespec ts = {.tv_sec = (time_t)(ns / NSEC_PER_SEC),
+                              .tv_nsec = (long)(ns % NSEC_PER_SEC)};
 
         while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
                 ;
@@ -350,7 +350,7 @@ static void sleeper(void *arg)
 int bench_fiber_sleepers(int argc, char **argv)
 {
         uint64_t n = bench_parse_count(argc > 1 ? argv[1] : NULL, 1000000);
-        Sleepers s = {.period = bench_parse_count(argc > 2 ? argv[2] : NULL, 3000) * BENCH_MS_NS};
+        Sleepers s = {.period = bench_parse_count(argc > 2 ? argv[2] : NULL, 3000) * NSEC_PER_MSEC};
         SchedulingGroup *g = group_start(2, bench_fibers_cap(n + 16));
         FiberAttr attr = {.group = g};
         uint64_t before, after, deadline;
@@ -369,7 +369,7 @@ int bench_fiber_sleepers(int argc, char **argv)
                                   strerror(-r));
         }
         /* Wait (bounded) until every fiber runs and the run queue is empty: all parked. */
-        deadline = bench_now_ns() + 120 * BENCH_SEC_NS;
+        deadline = bench_now_ns() + 120 * NSEC_PER_SEC;
         for (;;) {
                 sched_group_stats(g, &st);
                 if (__atomic_load_n(&s.asleep, __ATOMIC_RELAXED) == n && st.runq_depth == 0)
@@ -377,9 +377,9 @@ int bench_fiber_sleepers(int argc, char **argv)
                 if (bench_now_ns() > deadline)
                         bench_die("sleepers: after 120 s only %llu of %llu fibers started",
                                   (unsigned long long)s.asleep, (unsigned long long)n);
-                sleep_ns(BENCH_MS_NS);
+                sleep_ns(NSEC_PER_MSEC);
         }
-        sleep_ns(50 * BENCH_MS_NS);
+        sleep_ns(50 * NSEC_PER_MSEC);
         after = bench_rss_bytes();
         sched_group_stats(g, &st);
         if (st.fibers_alive != n)
@@ -402,7 +402,7 @@ static uint64_t cpu_ns(void)
 
         if (getrusage(RUSAGE_SELF, &ru) < 0)
                 bench_die("idle: getrusage failed");
-        return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * BENCH_SEC_NS +
+        return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * NSEC_PER_SEC +
                (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
 }
 
@@ -412,10 +412,10 @@ int bench_fiber_idle(int argc, char **argv)
         SchedulingGroup *g = group_start(2, bench_fibers_cap(16));
         uint64_t c0, c1, t0, t1;
 
-        sleep_ns(200 * BENCH_MS_NS);
+        sleep_ns(200 * NSEC_PER_MSEC);
         c0 = cpu_ns();
         t0 = bench_now_ns();
-        sleep_ns(ms * BENCH_MS_NS);
+        sleep_ns(ms * NSEC_PER_MSEC);
         c1 = cpu_ns();
         t1 = bench_now_ns();
         sched_group_free(g);
@@ -440,8 +440,8 @@ static void lateness_fiber(void *arg)
         LatenessFiber *lf = arg;
 
         for (uint64_t i = 0; i < lf->run->rounds; i++) {
-                uint64_t due = bench_now_ns() + BENCH_MS_NS, now;
-                if (fiber_sleep_for(BENCH_MS_NS) < 0)
+                uint64_t due = bench_now_ns() + NSEC_PER_MSEC, now;
+                if (fiber_sleep_for(NSEC_PER_MSEC) < 0)
                         bench_die("lateness: fiber_sleep_for failed");
                 now = bench_now_ns();
                 lf->mine[i] = now > due ? now - due : 0;

@@ -51,11 +51,6 @@
 #ifndef BENCH_PLUGIN_DIR
 #define BENCH_PLUGIN_DIR "build/plugins"
 #endif
-/* job.run (submit and answer with the final record) is added to protocol.h by the same
- * issue; until then the name is spelled here. */
-#ifndef IPC_METHOD_JOB_RUN
-#define IPC_METHOD_JOB_RUN "job.run"
-#endif
 
 #define SLOTS 65536 /* requests outstanding per connection at most; a power of two */
 #define RECEIVE_TIMEOUT_MS 60000
@@ -273,7 +268,7 @@ static void *conn_closed_loop(void *arg)
 /* rate: send job i at start + i * period; read answers in between. */
 static void conn_open_loop(Conn *k)
 {
-        uint64_t start = bench_now_ns() + BENCH_MS_NS, sent = 0;
+        uint64_t start = bench_now_ns() + NSEC_PER_MSEC, sent = 0;
         IpcStatus st = {0};
         IpcMessage m;
 
@@ -289,8 +284,7 @@ static void conn_open_loop(Conn *k)
                         continue;
                 }
                 if (sent < k->jobs) {
-                        ts.tv_sec = (time_t)((next - now) / BENCH_SEC_NS);
-                        ts.tv_nsec = (long)((next - now) % BENCH_SEC_NS);
+                        ts = timespec_store_ns(next - now);
                         tsp = &ts;
                 }
                 r = ppoll(&p, 1, tsp, NULL);
@@ -326,7 +320,7 @@ int bench_product_fiberd(int argc, char **argv)
                 conns[i].load = &l;
                 conns[i].jobs = l.jobs / l.conns + (i < l.jobs % l.conns);
                 conns[i].lat = lat;
-                conns[i].period = l.rate ? BENCH_SEC_NS / l.rate : 0;
+                conns[i].period = l.rate ? NSEC_PER_SEC / l.rate : 0;
                 conns[i].slots = calloc(SLOTS, sizeof(Slot));
                 if (!conns[i].slots)
                         bench_die("out of memory");
@@ -417,6 +411,6 @@ int bench_product_skynet(int argc, char **argv)
                           out);
         if (!strstr(out, want))
                 bench_die("skynet: no sum %s in fiberctl's output: %.200s", want, out);
-        printf("%.1f\n", (double)(t1 - t0) / (double)BENCH_MS_NS);
+        printf("%.1f\n", (double)(t1 - t0) / (double)NSEC_PER_MSEC);
         return 0;
 }

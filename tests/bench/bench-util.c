@@ -16,10 +16,7 @@
 
 uint64_t bench_now_ns(void)
 {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * BENCH_SEC_NS + (uint64_t)ts.tv_nsec;
+        return clock_now_ns(CLOCK_MONOTONIC);
 }
 
 void bench_die(const char *fmt, ...)

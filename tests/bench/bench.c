@@ -514,7 +514,7 @@ static int run_child(char *const argv[], unsigned timeout_s, char *out, size_t o
                      size_t why_size)
 {
         FILE *fo = tmpfile(), *fe = tmpfile();
-        uint64_t deadline = bench_now_ns() + timeout_s * BENCH_SEC_NS;
+        uint64_t deadline = bench_now_ns() + timeout_s * NSEC_PER_SEC;
         char err[4096], tail[200];
         bool killed = false;
         int status = 0;

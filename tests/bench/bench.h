@@ -33,8 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BENCH_SEC_NS 1000000000ull
-#define BENCH_MS_NS 1000000ull
+#include "scheduler/base/time-util.h" /* NSEC_PER_*, timespec_store_ns(), clock_now_ns() */
 
 /* bench_now_ns - CLOCK_MONOTONIC now, in ns. Context: any thread or fiber. */
 uint64_t bench_now_ns(void);

@@ -128,7 +128,7 @@ static void log_tail(const ProductServer *s)
 
 int product_start(ProductServer *s, char *const argv[], const char *env_name, const char *env)
 {
-        uint64_t deadline = bench_now_ns() + 15 * BENCH_SEC_NS;
+        uint64_t deadline = bench_now_ns() + 15 * NSEC_PER_SEC;
         pid_t parent = getpid();
         int status;
 
@@ -160,11 +160,27 @@ int product_start(ProductServer *s, char *const argv[], const char *env_name, co
                 }
                 if (bench_now_ns() > deadline) {
                         log_tail(s);
+                        /* not ours to leave running: the caller may retry on a new port */
+                        kill(s->pid, SIGKILL);
+                        waitpid(s->pid, NULL, 0);
+                        s->pid = 0;
                         return -ETIMEDOUT;
                 }
                 usleep(2000);
         }
         return 0;
+}
+
+void product_start_tcp(ProductServer *s, char *const argv[], char *port, const char *name)
+{
+        for (int attempt = 0; attempt < 3; attempt++) {
+                s->port = product_free_port();
+                snprintf(port, PRODUCT_PORT_LEN, "%u", s->port);
+                if (product_start(s, argv, NULL, NULL) == 0)
+                        return;
+        }
+        product_stop(s);
+        bench_die("%s did not start", name);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -176,7 +192,7 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 void product_stop(ProductServer *s)
 {
         if (s->pid > 0) {
-                uint64_t deadline = bench_now_ns() + 5 * BENCH_SEC_NS;
+                uint64_t deadline = bench_now_ns() + 5 * NSEC_PER_SEC;
                 kill(s->pid, SIGTERM);
                 while (waitpid(s->pid, NULL, WNOHANG) != s->pid) {
                         if (bench_now_ns() > deadline) {
@@ -212,7 +228,7 @@ uint64_t product_cpu_ns(pid_t pid)
         if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
                          &stime) != 2)
                 bench_die("cannot parse %s", path);
-        return (utime + stime) * (BENCH_SEC_NS / (uint64_t)sysconf(_SC_CLK_TCK));
+        return (utime + stime) * (NSEC_PER_SEC / (uint64_t)sysconf(_SC_CLK_TCK));
 }
 
 uint64_t product_rss_bytes(pid_t pid)
@@ -236,8 +252,7 @@ uint64_t product_rss_bytes(pid_t pid)
 
 void product_wait_until(uint64_t deadline_ns)
 {
-        struct timespec ts = {.tv_sec = (time_t)(deadline_ns / BENCH_SEC_NS),
-                              .tv_nsec = (long)(deadline_ns % BENCH_SEC_NS)};
+        struct timespec ts = timespec_store_ns(deadline_ns);
 
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
         }
@@ -251,8 +266,8 @@ static int cmp_u64(const void *a, const void *b)
 
 void product_report(const ProductLoad *l, uint64_t elapsed_ns, uint64_t cpu_ns, uint64_t *lat_ns)
 {
-        double secs = (double)elapsed_ns / (double)BENCH_SEC_NS;
-        double cpu_ms = (double)cpu_ns / (double)BENCH_MS_NS;
+        double secs = (double)elapsed_ns / (double)NSEC_PER_SEC;
+        double cpu_ms = (double)cpu_ns / (double)NSEC_PER_MSEC;
 
         if (l->mode != PRODUCT_RATE) {
                 printf("%.0f %.3f\n", (double)l->jobs / secs, cpu_ms * 1000.0 / (double)l->jobs);

@@ -89,6 +89,15 @@ unsigned product_free_port(void);
  * Return: 0; -ETIMEDOUT or -ECHILD (it exited: the log's last line is on stderr). */
 int product_start(ProductServer *s, char *const argv[], const char *env_name, const char *env);
 
+/*
+ * product_start_tcp - start a peer server listening on a free 127.0.0.1 port: @argv names
+ * @port (a buffer of PRODUCT_PORT_LEN bytes) where the port goes; each try writes a new
+ * port into it and s->port, up to 3 tries (another process may take a free port first).
+ * Dies, saying @name did not start, when none works. Context: the generator's main.
+ */
+#define PRODUCT_PORT_LEN 16
+void product_start_tcp(ProductServer *s, char *const argv[], char *port, const char *name);
+
 /* product_tmpdir - make @s->dir (/tmp/fiberd-bench-XXXXXX) and @s->log in it. Dies on
  * error. */
 void product_tmpdir(ProductServer *s);

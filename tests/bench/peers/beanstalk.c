@@ -256,21 +256,14 @@ static void bs_client_open_loop(BsClient *k)
 
 static void bs_server_start(ProductServer *s)
 {
-        char path[512], port[16];
+        char path[512], port[PRODUCT_PORT_LEN];
+        char *argv[] = {path, "-l", "127.0.0.1", "-p", port, NULL};
 
         if (!product_find_server("beanstalkd", path, sizeof(path)))
                 bench_die("beanstalkd not installed (apt-get install beanstalkd, or make "
                           "deps-bench)");
         product_tmpdir(s);
-        for (int attempt = 0; attempt < 3; attempt++) {
-                char *argv[] = {path, "-l", "127.0.0.1", "-p", port, NULL};
-                s->port = product_free_port();
-                snprintf(port, sizeof(port), "%u", s->port);
-                if (product_start(s, argv, NULL, NULL) == 0)
-                        return;
-        }
-        product_stop(s);
-        bench_die("beanstalkd did not start");
+        product_start_tcp(s, argv, port, "beanstalkd");
 }
 
 int bench_product_beanstalk(int argc, char **argv)
@@ -287,7 +280,7 @@ int bench_product_beanstalk(int argc, char **argv)
         if (bs_load.mode == PRODUCT_RATE) {
                 if (!(bs_lat = calloc(bs_load.jobs, sizeof(*bs_lat))))
                         bench_die("out of memory");
-                bs_period_ns = BENCH_SEC_NS / bs_load.rate;
+                bs_period_ns = NSEC_PER_SEC / bs_load.rate;
         }
         bs_server_start(&srv);
         for (unsigned i = 0; i < bs_load.conns; i++) {
@@ -306,7 +299,7 @@ int bench_product_beanstalk(int argc, char **argv)
 
         cpu0 = product_cpu_ns(srv.pid);
         t0 = bench_now_ns();
-        bs_start_ns = t0 + BENCH_MS_NS;
+        bs_start_ns = t0 + NSEC_PER_MSEC;
         if (bs_load.mode == PRODUCT_RATE) {
                 bs_client_open_loop(&bs_clients[0]);
         } else {

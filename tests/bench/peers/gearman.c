@@ -157,23 +157,16 @@ static void *gm_client_open_loop(void *arg)
 
 static void gm_server_start(ProductServer *s)
 {
-        char path[512], port[16], pid[128];
+        char path[512], port[PRODUCT_PORT_LEN], pid[128];
+        char *argv[] = {path, "-t", "1",          "-L",     "127.0.0.1", "-p",    port,
+                        "-P", pid,  "--log-file", "stderr", "--verbose", "ERROR", NULL};
 
         if (!product_find_server("gearmand", path, sizeof(path)))
                 bench_die("gearmand not installed (apt-get install gearman-job-server, or make "
                           "deps-bench)");
         product_tmpdir(s);
         snprintf(pid, sizeof(pid), "%s/gearmand.pid", s->dir);
-        for (int attempt = 0; attempt < 3; attempt++) {
-                char *argv[] = {path, "-t", "1",          "-L",     "127.0.0.1", "-p",    port,
-                                "-P", pid,  "--log-file", "stderr", "--verbose", "ERROR", NULL};
-                s->port = product_free_port();
-                snprintf(port, sizeof(port), "%u", s->port);
-                if (product_start(s, argv, NULL, NULL) == 0)
-                        return;
-        }
-        product_stop(s);
-        bench_die("gearmand did not start");
+        product_start_tcp(s, argv, port, "gearmand");
 }
 
 int main(int argc, char **argv)
@@ -196,7 +189,7 @@ int main(int argc, char **argv)
         if (gm_load.mode == PRODUCT_RATE) {
                 if (!(gm_lat = calloc(gm_load.jobs, sizeof(*gm_lat))))
                         bench_die("out of memory");
-                gm_period_ns = BENCH_SEC_NS / gm_load.rate;
+                gm_period_ns = NSEC_PER_SEC / gm_load.rate;
         }
         gm_server_start(&srv);
         gm_port = srv.port;
@@ -219,7 +212,7 @@ int main(int argc, char **argv)
 
         cpu0 = product_cpu_ns(srv.pid);
         t0 = bench_now_ns();
-        gm_start_ns = t0 + BENCH_MS_NS;
+        gm_start_ns = t0 + NSEC_PER_MSEC;
         for (unsigned i = 0; i < nclients; i++)
                 if (pthread_create(&clients[i].thread, NULL,
                                    gm_load.mode == PRODUCT_RATE ? gm_client_open_loop
