@@ -143,7 +143,7 @@ static void job_fiber_main(void *arg)
         Job *j = arg;
         const JobTableHooks *h = &j->table->hooks;
 
-        j->run_result = h->run ? h->run(j, h->data) : -ENOSYS;
+        j->run_result = h->run ? h->run(j) : -ENOSYS;
         fiber_event_set(&j->ran);
 }
 

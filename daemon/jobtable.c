@@ -305,7 +305,7 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                 if (j->fiber)
                         fiber_cancel(j->fiber);
                 if (t->hooks.cancel)
-                        t->hooks.cancel(j, t->hooks.data);
+                        t->hooks.cancel(j);
         }
         jobtable_unlock(t);
         if (r == 0)
@@ -371,7 +371,7 @@ void jobtable_stop(JobTable *t)
                 if (j->fiber)
                         fiber_cancel(j->fiber);
                 if (t->hooks.cancel)
-                        t->hooks.cancel(j, t->hooks.data);
+                        t->hooks.cancel(j);
         }
         jobtable_check_idle_locked(t);
         jobtable_unlock(t);

@@ -53,11 +53,10 @@ typedef struct JobTableHooks {
         /* run - run @j's entry point and store its result or error in @j under the table
          * lock; return what the entry point returned (0 or a negative errno).
          * Context: @j's job fiber; yields as the job does. */
-        int (*run)(Job *j, void *data);
+        int (*run)(Job *j);
         /* cancel - @j was asked to cancel while running: cancel what it started (child
          * fibers). Context: table lock held; must not yield or take the table lock. */
-        void (*cancel)(Job *j, void *data);
-        void *data; /* passed to both; not owned */
+        void (*cancel)(Job *j);
 } JobTableHooks;
 
 typedef struct JobTable {

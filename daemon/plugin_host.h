@@ -68,20 +68,20 @@ const char *plugin_host_name(const Plugin *p);
 int plugin_host_check_args(const Plugin *p, const msgpack_object *args, IpcStatus *st);
 
 /*
- * plugin_host_run - the job table's run hook (JobTableHooks.run; @data unused): call
+ * plugin_host_run - the job table's run hook (JobTableHooks.run): call
  * the plugin's run() for @j with the host table, then store the result (or the
  * failure's code and message) in @j under the lock of @j's table (Job.table).
  * Return: what run() returned (0 or a negative errno).
  * Context: @j's job fiber; yields as the plugin does.
  */
-int plugin_host_run(Job *j, void *data);
+int plugin_host_run(Job *j);
 
 /*
- * plugin_host_cancel - the job table's cancel hook (JobTableHooks.cancel; @data unused):
+ * plugin_host_cancel - the job table's cancel hook (JobTableHooks.cancel):
  * cancel every live child fiber of @j's FiberdJob; nothing when @j is not inside its
  * plugin's run(). Context: caller holds the table lock; does not yield.
  */
-void plugin_host_cancel(Job *j, void *data);
+void plugin_host_cancel(Job *j);
 
 /* plugin_host_pack_list - the plugins.list result. Return: 0; -ENOMEM. */
 int plugin_host_pack_list(msgpack_packer *pk);

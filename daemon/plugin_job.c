@@ -170,12 +170,11 @@ static void children_release(FiberdJob *hj, ListHead *kids)
         }
 }
 
-void plugin_host_cancel(Job *j, void *data)
+void plugin_host_cancel(Job *j)
 {
         FiberdJob *hj = j->host_job;
         ListHead *pos, *tmp;
 
-        (void)data;
         if (!hj)
                 return; /* not running the plugin yet, or no longer */
         pthread_mutex_lock(&hj->children_lock);
@@ -634,7 +633,7 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
         return 0;
 }
 
-int plugin_host_run(Job *j, void *data)
+int plugin_host_run(Job *j)
 {
         JobTable *t = j->table;
         FiberdJob *hj = calloc(1, sizeof(*hj));
@@ -642,7 +641,6 @@ int plugin_host_run(Job *j, void *data)
         size_t result_len = 0;
         int r;
 
-        (void)data;
         if (!hj) {
                 j->fail_code = NULL;
                 return -ENOMEM;
