@@ -8,10 +8,11 @@
  * in flight: a slot is taken by a line's job.submit or, with --wait, by its job.run
  * (submit and wait in one round trip); it is freed when the job's line is printed. With
  * --wait against a fiberd older than job.run (METHOD_NOT_FOUND), the slot's params are
- * sent again as job.submit, followed by job.wait, and every later line does the same. While slots are free and stdin has
- * lines, lines are read and their requests queued; then the requests are flushed in one
- * write and one answer is read. So at most `window` requests are outstanding, the
- * daemon's queue is never flooded by one client, and output comes in completion order.
+ * sent again as job.submit, followed by job.wait, and every later line does the same.
+ * While slots are free and stdin has lines, lines are read and their requests queued;
+ * then the requests are flushed in one write and one answer is read. So at most
+ * `window` requests are outstanding, the daemon's queue is never flooded by one client,
+ * and output comes in completion order.
  *
  * Output, one line per input job: without --wait, when it is accepted ("line 3: job 17
  * sha256", or with --json {"line": 3, "id": 17, "plugin": "sha256"}); with --wait, when it
@@ -35,9 +36,9 @@
 
 typedef struct BatchSlot {
         bool busy;
-        bool running;       /* the outstanding request is job.run */
         bool waiting;       /* the outstanding request is job.wait, not job.submit */
-        json_t *params;     /* job.run's params, kept to resend as job.submit; owned */
+        json_t *params;     /* non-NULL: the outstanding request is job.run, and these
+                             * are its params, kept to resend as job.submit; owned */
         uint32_t msgid;     /* of the outstanding request */
         unsigned long line; /* input line number, from 1 */
         json_int_t id;      /* job id once submitted */
@@ -131,7 +132,6 @@ static int batch_read_line(Batch *b)
                 json_pack("[OOO]", plugin, args ? args : json_null(), opts ? opts : json_null());
         json_decref(spec);
         if (b->wait && !b->no_run) {
-                s->running = true;
                 s->params = json_incref(params);
                 return ctl_send(b->ctl, IPC_METHOD_JOB_RUN, params, &s->msgid);
         }
@@ -168,10 +168,9 @@ static int batch_handle(Batch *b, IpcMessage *m)
                         fprintf(stderr, "fiberctl: batch: %s\n", st.message);
                         return EX_PROTOCOL;
                 }
-                if (s->running && ctl_method_unknown(&st)) { /* older fiberd: submit + wait */
+                if (s->params && ctl_method_unknown(&st)) { /* older fiberd: submit + wait */
                         json_t *params = s->params;
                         b->no_run = true;
-                        s->running = false;
                         s->params = NULL;
                         return ctl_send(b->ctl, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
                 }
@@ -180,8 +179,7 @@ static int batch_handle(Batch *b, IpcMessage *m)
                 slot_release(b, s);
                 return 0;
         }
-        if (s->running) { /* job.run: the record */
-                s->running = false;
+        if (s->params) { /* job.run: the record */
                 s->waiting = true;
                 json_decref(s->params);
                 s->params = NULL;

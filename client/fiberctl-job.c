@@ -239,6 +239,21 @@ static int wait_one(Ctl *ctl, uint64_t id, json_t **ret)
         return r ? job_fail(r, id, &st) : 0;
 }
 
+/* The job id in fiberd's answer @res to a submit or run; when there is none, says so,
+ * drops @res and returns EX_PROTOCOL. */
+static int answer_id(json_t *res, json_int_t *ret_id)
+{
+        json_int_t id = json_integer_value(json_object_get(res, IPC_KEY_ID));
+
+        if (id <= 0) {
+                fprintf(stderr, "fiberctl: submit: fiberd's answer has no job id\n");
+                json_decref(res);
+                return EX_PROTOCOL;
+        }
+        *ret_id = id;
+        return 0;
+}
+
 /*
  * The end of `submit`: @r is the exit code of the call that accepted the job (@st its
  * reason, printed here) or 0 with @record, the job record from job.run or job.wait
@@ -252,12 +267,10 @@ static int submit_report(Ctl *ctl, const char *plugin, int r, const IpcStatus *s
                         fprintf(stderr, "fiberctl: submit %s: %s\n", plugin, st->message);
                 return r;
         }
-        json_int_t id = json_integer_value(json_object_get(record, IPC_KEY_ID));
-        if (id <= 0) {
-                fprintf(stderr, "fiberctl: submit: fiberd's answer has no job id\n");
-                json_decref(record);
-                return EX_PROTOCOL;
-        }
+        json_int_t id;
+        r = answer_id(record, &id);
+        if (r)
+                return r;
         if (!ctl_job_is_final(record)) {
                 json_decref(record);
                 r = wait_one(ctl, (uint64_t)id, &record);
@@ -349,12 +362,10 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
         r = ctl_call(ctl, IPC_METHOD_JOB_SUBMIT, json_pack("[soo]", plugin, args, opts), &res, &st);
         if (r)
                 return submit_report(ctl, plugin, r, &st, NULL);
-        json_int_t id = json_integer_value(json_object_get(res, IPC_KEY_ID));
-        if (id <= 0) {
-                fprintf(stderr, "fiberctl: submit: fiberd's answer has no job id\n");
-                json_decref(res);
-                return EX_PROTOCOL;
-        }
+        json_int_t id;
+        r = answer_id(res, &id);
+        if (r)
+                return r;
         if (!wait) {
                 if (ctl->json)
                         ctl_print_json(res);
