@@ -82,6 +82,48 @@ typedef enum SchedQueuePolicy {
         SCHED_QUEUE_LOCAL,       /* plus a local queue per worker (tRPC v2, Go) */
 } SchedQueuePolicy;
 
+/* ---------------------------------------------------------------- CPU control --- */
+/*
+ * Job classes with shares (seastar's CPU scheduler, shared/seeds/002, on M:N groups):
+ * each group holds one run queue per class; a worker runs next from the class with
+ * the lowest vruntime (the TSC time its fibers ran, times 2^32 / shares, seastar's
+ * fixed-point reciprocal), and a class whose queue goes from empty to non-empty
+ * inherits the group's current minimum vruntime, so an idle class cannot bank credit.
+ * Class 0 is "default". A fiber's class is given at creation (FiberAttr.sched_class)
+ * or inherited from the fiber that creates it.
+ *
+ * Task quota and preemption points: fiber_need_preempt() turns true once the running
+ * fiber has run task_quota_ns without switching; fiber_maybe_yield() yields then.
+ *
+ * Stall detector: a fiber that runs stall_threshold_ns without switching is reported
+ * once per stall through the stall hook (sched_set_stall_hook), with a backtrace taken
+ * on its worker thread (a signal to that thread).
+ *
+ * Rescue of blocked workers (libgo's Dispatcher, shared/seeds/004; Go's sysmon
+ * hand-off): when a worker has been inside one fiber for rescue_after_ns while its
+ * group has ready fibers, a spare worker thread takes its place (at most
+ * max_spare_workers per group); the blocked worker becomes a spare again once its
+ * fiber switches out. One monitor thread per group watches; it sleeps while the
+ * group's workers are all idle.
+ */
+#define SCHED_MAX_CLASSES 16
+#define SCHED_CLASS_NAME_MAX 31
+#define SCHED_SHARES_MIN 1
+#define SCHED_SHARES_MAX 1000
+
+typedef struct SchedClassConfig {
+        const char *name; /* [A-Za-z0-9_.-]{1,31}, copied */
+        unsigned shares;  /* SCHED_SHARES_MIN..SCHED_SHARES_MAX */
+} SchedClassConfig;
+
+typedef struct SchedControl {
+        uint64_t task_quota_ns;      /* 0 = 500 us (seastar's default) */
+        uint64_t stall_threshold_ns; /* 0 = 100 ms; SCHED_FOREVER = no stall detector */
+        uint64_t rescue_after_ns;    /* 0 = 20 ms; SCHED_FOREVER = no rescue */
+        unsigned max_spare_workers;  /* per group; 0 = the group's size; capped so
+                                      * workers + spares <= 64 */
+} SchedControl;
+
 typedef struct SchedGroupConfig {
         unsigned workers;              /* worker pthreads, 1..64; 0 = 1 */
         size_t runq_capacity;          /* run-queue slots, a power of two; 0 = 65536 */
@@ -91,6 +133,11 @@ typedef struct SchedGroupConfig {
         const char *name;              /* thread-name prefix, copied; NULL = "fiberd" */
         SchedQueuePolicy queue_policy; /* DEFAULT = SHARED for a lone group (flare's
                                         * design); sched_new() passes its own */
+        const struct SchedClassConfig *classes; /* job classes (see "CPU control"
+                                                 * below), copied; NULL = one class,
+                                                 * "default", 100 shares */
+        unsigned nclasses;                      /* entries in @classes, 1..SCHED_MAX_CLASSES */
+        SchedControl control;                   /* quota, stall detector, rescue */
 } SchedGroupConfig;
 
 /*
@@ -148,6 +195,10 @@ typedef struct SchedGroupStats {
         uint64_t steals_out;       /* fibers other groups' workers took from this one */
         uint64_t local_dequeues;   /* fibers taken from a worker's local run queue */
         uint64_t shared_dequeues;  /* fibers taken from the group's shared run queue */
+        uint64_t stalls;           /* stall reports (fibers that ran past the threshold) */
+        uint64_t rescues;          /* spare workers started or woken for a blocked one */
+        unsigned spares_running;   /* spare workers running fibers now */
+        unsigned threads;          /* worker threads alive now, spares included */
 } SchedGroupStats;
 
 /*
@@ -156,6 +207,24 @@ typedef struct SchedGroupStats {
  * snapshot is consistent per field, not across fields. Context: any.
  */
 void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret);
+
+/* Per class, summed over a Scheduler's groups (or one group's). */
+typedef struct SchedClassStats {
+        char name[SCHED_CLASS_NAME_MAX + 1];
+        unsigned shares;
+        uint64_t runtime_ns;       /* CPU time its fibers ran (TSC, converted) */
+        uint64_t vruntime;         /* runtime_ns / shares (x 100 for readability: a class of
+                                    * 100 shares has vruntime == runtime_ns); the max over
+                                    * groups */
+        uint64_t queued;           /* fibers in its run queues now */
+        SchedLatency ready_to_run; /* made ready -> running, nanoseconds */
+} SchedClassStats;
+
+/*
+ * sched_group_class_stats - one class of @g. Return: 0; -EINVAL for @cls out of range.
+ * Context: any.
+ */
+int sched_group_class_stats(const SchedulingGroup *g, unsigned cls, SchedClassStats *ret);
 
 /* ---------------------------------------------------------------- scheduler ----- */
 /*
@@ -215,6 +284,9 @@ typedef struct SchedConfig {
                                           * memory policy (tests with an injected
                                           * topology) */
         const char *name;              /* thread-name prefix; NULL = "fiberd" */
+        const SchedClassConfig *classes; /* every group gets these classes; NULL = one */
+        unsigned nclasses;
+        SchedControl control; /* every group's quota, stall detector and rescue */
 } SchedConfig;
 
 /* The layout sched_new() chose, also printed at start-up and in stats. */
@@ -252,6 +324,21 @@ void sched_get_plan(const Scheduler *s, SchedPlan *ret);
 SchedulingGroup *sched_pick_group(Scheduler *s);
 
 /*
+ * sched_classes - the number of classes (1 when none were configured: "default").
+ * sched_class_find - the index of class @name. Return: >= 0; -ENOENT. Context: any.
+ * sched_class_name - the name of class @cls, or NULL when out of range.
+ * sched_class_set_shares - change @cls's shares in every group, effective at the next
+ * pick (SIGHUP reload). Return: 0; -EINVAL (@cls or @shares out of range).
+ * sched_class_stats - @cls summed over every group. Return: 0; -EINVAL.
+ * Context: any.
+ */
+unsigned sched_classes(const Scheduler *s);
+int sched_class_find(const Scheduler *s, const char *name);
+const char *sched_class_name(const Scheduler *s, unsigned cls);
+int sched_class_set_shares(Scheduler *s, unsigned cls, unsigned shares);
+int sched_class_stats(const Scheduler *s, unsigned cls, SchedClassStats *ret);
+
+/*
  * sched_describe - one line per group: "group 0: node 0, cpus 0-15, 16 workers, local
  * queues". Writes at most @len bytes (NUL-terminated). Return: the length it needed.
  */
@@ -271,6 +358,8 @@ typedef struct FiberAttr {
                                  * this scheduler's, else sched_pick_group() */
         bool detached;          /* true: no handle is returned, nobody joins */
         bool no_steal;          /* true: only its own group's workers run it */
+        unsigned sched_class;   /* 1 + the class index; 0 = the creating fiber's class
+                                 * when it runs in the same group, else class 0 */
 } FiberAttr;
 
 /*
@@ -349,6 +438,35 @@ int fiber_sleep_for(uint64_t ns);
 int fiber_key_create(void);
 int fiber_local_set(int key, void *value);
 void *fiber_local_get(int key);
+
+/*
+ * fiber_need_preempt - true once the calling fiber has run its group's task quota
+ * without switching (seastar's need_preempt(), shared/seeds/002): a TSC read and a
+ * compare against the deadline its worker set when it started running it, no syscall,
+ * no signal. False on a plain pthread. Context: any.
+ * fiber_maybe_yield - fiber_yield() when fiber_need_preempt(), else nothing.
+ * Return: 0; -ECANCELED when the caller is cancelled (checked only when it yields).
+ */
+bool fiber_need_preempt(void);
+int fiber_maybe_yield(void);
+
+/* What the stall detector saw: handed to the stall hook on the group's monitor
+ * thread. Pointers are valid during the call only. */
+typedef struct SchedStall {
+        const char *group;     /* group name */
+        unsigned worker;       /* worker index in the group */
+        uint64_t fiber_id;
+        const char *tag;       /* FiberAttr.tag of the stalled fiber (may be NULL) */
+        const char *class_name;
+        uint64_t ran_ns;       /* how long it has run without switching so far */
+        const char *backtrace; /* newline-separated frames, resolved where symbols are
+                                * (dladdr), taken on the stalled worker's thread;
+                                * "" when the worker did not answer in time */
+} SchedStall;
+typedef void (*SchedStallFn)(const SchedStall *stall, void *arg);
+/* sched_set_stall_hook - where stall reports go; NULL (the default) logs them through
+ * sched_set_log()'s hook at LOG_WARNING. Context: any, before groups start. */
+void sched_set_stall_hook(SchedStallFn fn, void *arg);
 
 /* ---------------------------------------------------------------- fd waits ------ */
 
