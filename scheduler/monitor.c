@@ -58,7 +58,7 @@ static void *stall_hook_arg;
 
 void sched_set_stall_hook(SchedStallFn fn, void *arg)
 {
-        stall_hook_arg = arg;
+        __atomic_store_n(&stall_hook_arg, arg, __ATOMIC_RELEASE);
         __atomic_store_n(&stall_hook, fn, __ATOMIC_RELEASE);
 }
 
@@ -179,7 +179,7 @@ static void stall_report(SchedulingGroup *g, Worker *w, uint64_t seq, uint64_t r
                 .backtrace = text ? text : "",
         };
         if (hook)
-                hook(&st, stall_hook_arg);
+                hook(&st, __atomic_load_n(&stall_hook_arg, __ATOMIC_ACQUIRE));
         else
                 sched_log(LOG_WARNING,
                           "stall: group %s worker %u: fiber %" PRIu64 " (%s, class %s) has run "
