@@ -213,7 +213,7 @@ void jobtable_check_idle_locked(JobTable *t)
                 fiber_event_set(&t->idle);
 }
 
-int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *plugin_name,
+int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, Job **ret)
 {
         JobCounts *pc;
@@ -229,7 +229,7 @@ int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *
                 r = -EAGAIN;
                 goto out_unlock;
         }
-        r = job_new(&j, t, t->next_id, owner, plugin, plugin_name, args, priority, timeout_ns);
+        r = job_new(&j, t, t->next_id, origin, plugin, plugin_name, args, priority, timeout_ns);
         if (r < 0)
                 goto out_unlock;
         r = dispatch_push_locked(&t->dispatch, j);
@@ -253,7 +253,7 @@ int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *
         }
         *ret = job_ref(j);
         log_job(LOG_DEBUG, j->id, plugin_name, "queued (owner %u, priority %d, timeout %llu ms)",
-                (unsigned)owner, priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
+                (unsigned)j->owner, priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
         dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
         return 0;

@@ -31,6 +31,7 @@
  */
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/opener.h"
 #include "daemon/plugin_host.h"
 #include "scheduler/base/time-util.h"
 
@@ -252,6 +253,7 @@ static int daemon_shutdown(Daemon *d)
                 _exit(0);
         }
         plugin_host_free();
+        opener_stop();
         return 0;
 }
 
@@ -351,6 +353,11 @@ int main(int argc, char **argv)
         /* main.c owns both the table and the plugin host: it wires one to the other */
         jobtable_set_hooks(&d->jobs,
                            &(JobTableHooks){.run = plugin_host_run, .cancel = plugin_host_cancel});
+        r = opener_start(0);
+        if (r < 0) {
+                log_msg(LOG_ERR, "cannot start the opener threads: %s", strerror(-r));
+                return EXIT_OSERR;
+        }
         r = plugin_host_init(d->cfg.plugin_dir, d->cfg.max_message);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot load plugins from %s: %s", d->cfg.plugin_dir,

@@ -111,6 +111,7 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
         uint64_t timeout_ms = 0;
         char cname[128];
         const Plugin *p;
+        JobOrigin origin;
         Job *j;
         int r;
 
@@ -159,8 +160,11 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
         r = plugin_host_check_args(p, args, st);
         if (r < 0)
                 return r;
-        r = jobtable_submit(&d->jobs, req->uid, p, cname, args, (int)priority,
+        origin = (JobOrigin){.creds = req->creds, .fds = req->fds, .n_fds = req->n_fds};
+        r = jobtable_submit(&d->jobs, &origin, p, cname, args, (int)priority,
                             timeout_ms * NSEC_PER_MSEC, &j);
+        req->fds = origin.fds; /* NULL when the job took them */
+        req->n_fds = origin.n_fds;
         if (r == -EAGAIN)
                 return ipc_status_set(st, IPC_OVERLOADED, r,
                                       "%zu jobs are queued already (max_queued); retry later",

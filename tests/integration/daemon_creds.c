@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_creds.c — jobs act with their submitter's rights (issue 10, item 1): fiberd runs
+ * as root (the test runs as root), a client connects as uid 65534 ("nobody": a forked
+ * child that drops every group and id before it connects), and the bundled sha256
+ * plugin, which opens paths through host->open, must
+ *  - answer PERMISSION_DENIED for /etc/shadow (root-only) and the right digest for the
+ *    user's own 0600 file;
+ *  - hash a file the client opened itself and passed as an fd (SCM_RIGHTS);
+ *  - answer INVALID_ARGUMENT for a FIFO, without blocking the one job worker: a job
+ *    submitted after two FIFO jobs still finishes.
+ * The child reports through its exit status (0 = every check held; else it printed the
+ * failed check), which the test asserts; every wait is a bounded job.wait.
+ */
+#include "tests/integration/fiberd_harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOBODY 65534
+#define WAIT_MS 20000
+
+static Fiberd fd_;
+
+static void teardown(void)
+{
+        fiberd_stop(&fd_);
+}
+
+TestSuite(daemon_creds, .fini = teardown, .timeout = 60);
+
+/* In the child: print the failed check and exit 1. */
+#define CHECK(cond, ...)                                                                           \
+        do {                                                                                       \
+                if (!(cond)) {                                                                     \
+                        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);   \
+                        fprintf(stderr, __VA_ARGS__);                                              \
+                        fputc('\n', stderr);                                                       \
+                        _exit(1);                                                                  \
+                }                                                                                  \
+        } while (0)
+
+/* Runs @fn(@arg) in a child that is @uid/@gid with no supplementary group; asserts it
+ * exited 0. */
+static void run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void *arg)
+{
+        int status;
+        pid_t pid = fork();
+
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+                if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0) {
+                        perror("dropping privileges");
+                        _exit(2);
+                }
+                if (getuid() != uid || geteuid() != uid || setuid(0) == 0) {
+                        fprintf(stderr, "still privileged\n");
+                        _exit(2);
+                }
+                fn(arg);
+                _exit(0);
+        }
+        cr_assert(waitpid(pid, &status, 0) == pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the child running as uid %u failed (status 0x%x); see its stderr", (unsigned)uid,
+                  status);
+}
+
+static void sha256_hex_of(const char *path, char out[65])
+{
+        unsigned char md[EVP_MAX_MD_SIZE], buf[4096];
+        unsigned len = 0;
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        FILE *f = fopen(path, "rb");
+        size_t n;
+
+        cr_assert(ctx && f);
+        EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+                EVP_DigestUpdate(ctx, buf, n);
+        EVP_DigestFinal_ex(ctx, md, &len);
+        for (unsigned i = 0; i < len; i++)
+                sprintf(out + 2 * i, "%02x", md[i]);
+        fclose(f);
+        EVP_MD_CTX_free(ctx);
+}
+
+typedef struct Files {
+        char own[192];  /* 0600, owned by NOBODY */
+        char fifo[192]; /* 0666 */
+        char digest[65];
+} Files;
+
+/* A temporary directory others may enter (the socket lives there), with the files. */
+static void setup_files(Files *f)
+{
+        int fd;
+
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+        snprintf(f->own, sizeof(f->own), "%s/own", fd_.dir);
+        snprintf(f->fifo, sizeof(f->fifo), "%s/fifo", fd_.dir);
+        fd = open(f->own, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        cr_assert(fd >= 0);
+        cr_assert(write(fd, "nobody's own data\n", 18) == 18);
+        close(fd);
+        cr_assert(chown(f->own, NOBODY, NOBODY) == 0);
+        cr_assert(mkfifo(f->fifo, 0666) == 0);
+        cr_assert(chmod(f->fifo, 0666) == 0);
+        sha256_hex_of(f->own, f->digest);
+}
+
+/* The final record of job @id: its state, and the error code when it has one. */
+static void job_final(Client *c, uint64_t id, char state[16], char code[32])
+{
+        Reply rp;
+        const msgpack_object *err;
+
+        rpc_job_wait(c, id, WAIT_MS, &rp);
+        CHECK(rp.r == 0, "job.wait %llu: %s", (unsigned long long)id, rp.st.message);
+        snprintf(state, 16, "%s", map_str(rp.result, "state"));
+        err = map_get(rp.result, "error");
+        snprintf(code, 32, "%s",
+                 err && err->type == MSGPACK_OBJECT_MAP ? map_str(err, "code") : "");
+        reply_clear(&rp);
+}
+
+static uint64_t submit_path(Client *c, const char *path)
+{
+        IpcStatus st = {0};
+        uint64_t id = rpc_submit(c, "sha256", (Arg[]){ARG_S("path", path)}, 1, 0, 0, &st);
+
+        CHECK(id != 0, "submit sha256 %s: %s", path, st.message);
+        return id;
+}
+
+static void nobody_checks(const void *arg)
+{
+        const Files *f = arg;
+        Client *c = fiberd_connect(&fd_);
+        char state[16], code[32];
+        uint64_t fifo1, fifo2, after;
+        Reply rp;
+
+        /* root's file: refused as the user, although fiberd is root */
+        job_final(c, submit_path(c, "/etc/shadow"), state, code);
+        CHECK(strcmp(state, "failed") == 0 && strcmp(code, "PERMISSION_DENIED") == 0,
+              "/etc/shadow: %s %s", state, code);
+
+        /* the user's own 0600 file: the right digest */
+        {
+                uint64_t id = submit_path(c, f->own);
+                rpc_job_wait(c, id, WAIT_MS, &rp);
+                CHECK(rp.r == 0, "%s", rp.st.message);
+                CHECK(strcmp(map_str(rp.result, "state"), "done") == 0, "own file: %s",
+                      map_str(rp.result, "state"));
+                CHECK(strcmp(map_str(map_get(rp.result, "result"), "sha256"), f->digest) == 0,
+                      "digest %s, want %s", map_str(map_get(rp.result, "result"), "sha256"),
+                      f->digest);
+                reply_clear(&rp);
+        }
+
+        /* the same file opened by the client and passed as an fd */
+        {
+                static const char fd0[4] = {0, 0, 0, 0};
+                int fd = open(f->own, O_RDONLY | O_CLOEXEC);
+                uint32_t msgid;
+                msgpack_packer *pk;
+                uint64_t id;
+
+                CHECK(fd >= 0, "open %s: %s", f->own, strerror(errno));
+                CHECK(client_request_fds(c, &fd, 1) == 0, "client_request_fds");
+                pk = client_request(c, "job.submit", 3, &msgid);
+                ipc_pack_cstr(pk, "sha256");
+                msgpack_pack_map(pk, 1);
+                ipc_pack_cstr(pk, "path");
+                msgpack_pack_ext(pk, 4, IPC_EXT_FD);
+                msgpack_pack_ext_body(pk, fd0, 4);
+                msgpack_pack_nil(pk);
+                rpc_wait_reply(c, msgid, &rp);
+                close(fd);
+                CHECK(rp.r == 0, "submit with an fd: %s", rp.st.message);
+                id = map_uint(rp.result, "id");
+                reply_clear(&rp);
+                rpc_job_wait(c, id, WAIT_MS, &rp);
+                CHECK(rp.r == 0, "%s", rp.st.message);
+                CHECK(strcmp(map_str(map_get(rp.result, "result"), "sha256"), f->digest) == 0,
+                      "passed fd: state %s digest %s", map_str(rp.result, "state"),
+                      map_str(map_get(rp.result, "result"), "sha256"));
+                reply_clear(&rp);
+        }
+
+        /* an fd argument with no fd sent: refused, and the connection still answers */
+        {
+                static const char fd0[4] = {0, 0, 0, 0};
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(c, "job.submit", 3, &msgid);
+
+                ipc_pack_cstr(pk, "sha256");
+                msgpack_pack_map(pk, 1);
+                ipc_pack_cstr(pk, "path");
+                msgpack_pack_ext(pk, 4, IPC_EXT_FD);
+                msgpack_pack_ext_body(pk, fd0, 4);
+                msgpack_pack_nil(pk);
+                rpc_wait_reply(c, msgid, &rp);
+                CHECK(rp.r < 0 && strcmp(rp.st.code, "INVALID_ARGUMENT") == 0,
+                      "fd argument without an fd: %d %s", rp.r, rp.st.message);
+                reply_clear(&rp);
+        }
+
+        /* two FIFO jobs on the one worker, then one more job: all end, none blocks */
+        fifo1 = submit_path(c, f->fifo);
+        fifo2 = submit_path(c, f->fifo);
+        after = submit_path(c, f->own);
+        job_final(c, fifo1, state, code);
+        CHECK(strcmp(code, "INVALID_ARGUMENT") == 0, "FIFO: %s %s", state, code);
+        job_final(c, fifo2, state, code);
+        CHECK(strcmp(code, "INVALID_ARGUMENT") == 0, "FIFO: %s %s", state, code);
+        job_final(c, after, state, code);
+        CHECK(strcmp(state, "done") == 0, "the job after the FIFOs: %s %s", state, code);
+        client_free(c);
+}
+
+Test(daemon_creds, a_user_reads_only_what_the_user_may)
+{
+        Files f;
+
+        cr_assert(geteuid() == 0, "this test needs root: fiberd must run as root");
+        fiberd_start(&fd_, &(FiberdOpts){.plugins = "sha256 echo", .workers = 1});
+        setup_files(&f);
+        run_as(NOBODY, NOBODY, nobody_checks, &f);
+        /* and root still reads root's file */
+        {
+                Client *c = fiberd_connect(&fd_);
+                char state[16], code[32];
+                job_final(c, submit_path(c, "/etc/shadow"), state, code);
+                cr_assert_str_eq(state, "done", "root's /etc/shadow: %s %s", state, code);
+                client_free(c);
+        }
+}
