@@ -20,6 +20,12 @@
  *   retention_max = 10000          ; and at most this many of them
  *   [ipc]
  *   max_message = 1048576          ; bytes; a bigger request closes its connection
+ *   [access]                       ; access tiers (access.h)
+ *   admin_group = fiberd-admin     ; its members (and root) are admins; a group that
+ *                                  ; does not exist makes only root admin; "" = none
+ *   submit_group =                 ; "" = every local user may submit; a group (name
+ *                                  ; or gid): only its members and admins may; it
+ *                                  ; must exist
  *   [scheduler]                    ; how the job workers are split into scheduling
  *                                  ; groups (SchedConfig, scheduler/sched.h)
  *   optimize_for = neutral         ; compute-heavy, compute, neutral, io, io-heavy:
@@ -51,12 +57,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "scheduler/sched.h"
 
 #ifndef FIBERD_PLUGIN_DIR
 #define FIBERD_PLUGIN_DIR "/usr/local/lib/fiberd/plugins"
 #endif
+
+/* A gid field for a group that is not set or does not exist. */
+#define CONFIG_NO_GROUP ((gid_t)-1)
 
 typedef struct Config {
         char *socket_path;        /* owned */
@@ -69,6 +79,10 @@ typedef struct Config {
         uint64_t retention_ns;    /* finished jobs are dropped this long after they end */
         size_t retention_max;     /* ... or when more than this many are finished */
         size_t max_message;       /* bytes, the biggest request accepted */
+        char *admin_group;        /* [access]; owned; "" = none */
+        char *submit_group;       /* [access]; owned; "" = everyone may submit */
+        gid_t admin_gid;          /* resolved at load; CONFIG_NO_GROUP = none/absent */
+        gid_t submit_gid;         /* resolved at load; CONFIG_NO_GROUP when "" */
         SchedConfig sched;        /* [scheduler]; .concurrency = workers once loaded,
                                    * .steal_every_n already in the runtime's terms
                                    * (UINT_MAX = never); pointers left NULL */

@@ -9,6 +9,10 @@
  *  - hash a file the client opened itself and passed as an fd (SCM_RIGHTS);
  *  - answer INVALID_ARGUMENT for a FIFO, without blocking the one job worker: a job
  *    submitted after two FIFO jobs still finishes.
+ * Access tiers (item 2): every user reads its own jobs and submits by default; another
+ * user's job id answers NOT_FOUND worded as for an id that never existed; a negative
+ * priority, and other users' jobs, need the admin tier; [access] submit_group and
+ * admin_group move users between tiers; PERMISSION_DENIED names the tier.
  * The child reports through its exit status (0 = every check held; else it printed the
  * failed check), which the test asserts; every wait is a bounded job.wait.
  */
@@ -245,4 +249,140 @@ Test(daemon_creds, a_user_reads_only_what_the_user_may)
                 cr_assert_str_eq(state, "done", "root's /etc/shadow: %s %s", state, code);
                 client_free(c);
         }
+}
+
+/* ------------------------------------------------------------------ access tiers --- */
+
+typedef struct TierCase {
+        uint64_t roots_job; /* a job of root's, still running */
+        bool may_submit;
+        bool admin;
+} TierCase;
+
+static void tier_checks(const void *arg)
+{
+        const TierCase *tc = arg;
+        Client *c = fiberd_connect(&fd_);
+        IpcStatus st = {0};
+        uint64_t id, never = tc->roots_job + 1000;
+        char not_yours[256];
+        Reply rp;
+
+        /* read: ping and plugins.list always */
+        rpc_simple(c, "ping", 0, NULL, &rp);
+        CHECK(rp.r == 0, "ping: %s", rp.st.message);
+        reply_clear(&rp);
+        rpc_simple(c, "plugins.list", 0, NULL, &rp);
+        CHECK(rp.r == 0, "plugins.list: %s", rp.st.message);
+        reply_clear(&rp);
+
+        /* submit */
+        id = rpc_submit(c, "echo", (Arg[]){ARG_S("x", "y")}, 1, 0, 0, &st);
+        if (tc->may_submit) {
+                CHECK(id != 0, "submit: %s", st.message);
+                rpc_simple(c, "job.status", 1, &id, &rp);
+                CHECK(rp.r == 0, "own job.status: %s", rp.st.message);
+                reply_clear(&rp);
+        } else {
+                CHECK(id == 0 && strcmp(st.code, "PERMISSION_DENIED") == 0 &&
+                              strstr(st.message, "submit tier"),
+                      "submit without the tier: %s %s", st.code, st.message);
+        }
+
+        /* a negative priority */
+        id = rpc_submit(c, "echo", NULL, 0, -5, 0, &st);
+        if (tc->admin)
+                CHECK(id != 0, "admin, priority -5: %s", st.message);
+        else
+                CHECK(id == 0 && strcmp(st.code, "PERMISSION_DENIED") == 0 &&
+                              strstr(st.message, tc->may_submit ? "admin tier" : "tier"),
+                      "priority -5: %s %s", st.code, st.message);
+
+        /* root's job: an admin sees and may cancel it; for others it does not exist */
+        rpc_simple(c, "job.status", 1, &never, &rp);
+        CHECK(rp.r < 0 && strcmp(rp.st.code, "NOT_FOUND") == 0, "never: %s", rp.st.code);
+        snprintf(not_yours, sizeof(not_yours), "%s", rp.st.message);
+        reply_clear(&rp);
+        rpc_simple(c, "job.status", 1, &tc->roots_job, &rp);
+        if (tc->admin) {
+                CHECK(rp.r == 0, "admin, root's job: %s", rp.st.message);
+        } else {
+                char want[256];
+                CHECK(rp.r < 0 && strcmp(rp.st.code, "NOT_FOUND") == 0, "root's job: %s %s",
+                      rp.st.code, rp.st.message);
+                /* worded as for an id that never existed, but for the number */
+                snprintf(want, sizeof(want), "no job %llu ", (unsigned long long)tc->roots_job);
+                CHECK(strncmp(rp.st.message, want, strlen(want)) == 0 &&
+                              strcmp(strchr(rp.st.message + 7, ' '), strchr(not_yours + 7, ' ')) ==
+                                      0,
+                      "'%s' vs '%s'", rp.st.message, not_yours);
+        }
+        reply_clear(&rp);
+        rpc_simple(c, "job.cancel", 1, &tc->roots_job, &rp);
+        CHECK(tc->admin ? rp.r == 0 : strcmp(rp.st.code, "NOT_FOUND") == 0, "cancel: %d %s", rp.r,
+              rp.st.message);
+        reply_clear(&rp);
+        client_free(c);
+}
+
+/* Runs tier_checks as nobody against a fiberd started with @config. */
+static void tiers_with(const char *config, bool may_submit, bool admin)
+{
+        TierCase tc = {.may_submit = may_submit, .admin = admin};
+        Client *c;
+
+        cr_assert(geteuid() == 0, "this test needs root to act as another uid");
+        fiberd_start(&fd_, &(FiberdOpts){.config = config, .plugins = "echo sleep"});
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+        c = fiberd_connect(&fd_);
+        tc.roots_job = rpc_submit_long(c, "sleep");
+        run_as(NOBODY, NOBODY, tier_checks, &tc);
+        client_free(c);
+}
+
+Test(daemon_creds, by_default_everyone_submits_and_only_root_is_admin)
+{
+        tiers_with(NULL, true, false);
+}
+
+Test(daemon_creds, submit_group_limits_who_submits)
+{
+        /* nobody (gid 65534, no other group) is not in group root */
+        tiers_with("[access]\nsubmit_group = root\n", false, false);
+}
+
+Test(daemon_creds, admin_group_members_are_admins)
+{
+        /* nobody's primary group 65534 is the admin group */
+        tiers_with("[access]\nadmin_group = 65534\n", true, true);
+}
+
+Test(daemon_creds, a_submit_group_that_does_not_exist_stops_fiberd)
+{
+        Fiberd d = {0};
+        char conf[128];
+        FILE *f;
+        int status;
+        pid_t pid;
+
+        snprintf(d.dir, sizeof(d.dir), "/tmp/fiberd-access-XXXXXX");
+        cr_assert(mkdtemp(d.dir));
+        snprintf(conf, sizeof(conf), "%s/fiberd.conf", d.dir);
+        f = fopen(conf, "w");
+        cr_assert(f);
+        fputs("[access]\nsubmit_group = no-such-group-here\n", f);
+        fclose(f);
+        pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+                char sock[160];
+                snprintf(sock, sizeof(sock), "%s/s.sock", d.dir);
+                execl(FIBERD_BIN, FIBERD_BIN, "--config", conf, "--socket", sock, NULL);
+                _exit(127);
+        }
+        cr_assert(waitpid(pid, &status, 0) == pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 127,
+                  "status 0x%x", status);
+        unlink(conf);
+        rmdir(d.dir);
 }
