@@ -229,6 +229,9 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 r = -EAGAIN;
                 goto out_unlock;
         }
+        r = dispatch_admit_locked(&t->dispatch, origin->creds->uid);
+        if (r < 0)
+                goto out_unlock;
         r = job_new(&j, t, t->next_id, origin, plugin, plugin_name, args, priority, timeout_ns);
         if (r < 0)
                 goto out_unlock;
@@ -322,6 +325,14 @@ static void retire_locked(JobTable *t, Job *j)
         list_del(&j->fin_link);
         t->fin_count--;
         job_unref(j);
+}
+
+void jobtable_set_quotas(JobTable *t, const JobQuotas *q)
+{
+        jobtable_lock(t);
+        dispatch_set_quotas_locked(&t->dispatch, q);
+        dispatch_pump_locked(&t->dispatch);
+        jobtable_unlock(t);
 }
 
 void jobtable_sweep(JobTable *t)

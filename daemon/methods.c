@@ -196,6 +196,18 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                 return ipc_status_set(st, IPC_OVERLOADED, r,
                                       "%zu jobs are queued already (max_queued); retry later",
                                       d->jobs.max_queued);
+        if (r == -EDQUOT)
+                return ipc_status_set(st, IPC_OVERLOADED, r,
+                                      "uid %u has %zu jobs queued already "
+                                      "(max_queued_per_user); retry later",
+                                      (unsigned)req->uid,
+                                      d->jobs.dispatch.quotas.max_queued_per_user);
+        if (r == -EBUSY)
+                return ipc_status_set(st, IPC_OVERLOADED, r,
+                                      "uid %u submits faster than %u jobs a second "
+                                      "(submit_rate_per_user); retry later",
+                                      (unsigned)req->uid,
+                                      d->jobs.dispatch.quotas.submit_rate_per_user);
         if (r == -ESHUTDOWN)
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
         if (r < 0)

@@ -386,3 +386,133 @@ Test(daemon_creds, a_submit_group_that_does_not_exist_stops_fiberd)
         unlink(conf);
         rmdir(d.dir);
 }
+
+/* ------------------------------------------------------------------ quotas ---------- */
+
+#define USER_A NOBODY
+#define USER_B 65533 /* any uid will do: fiberd needs no passwd entry */
+
+/* As the child: submit what @arg says ("L" = a long sleep, "E" = an echo), in order. */
+static void submit_jobs(const void *arg)
+{
+        Client *c = fiberd_connect(&fd_);
+
+        for (const char *p = arg; *p; p++) {
+                IpcStatus st = {0};
+                uint64_t id = *p == 'L' ? rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0,
+                                                     0, &st)
+                                        : rpc_submit(c, "echo", NULL, 0, 0, 0, &st);
+                CHECK(id != 0, "submit %c: %s", *p, st.message);
+        }
+        client_free(c);
+}
+
+/* As root: job @id's state after waiting for it at most WAIT_MS. */
+static const char *state_after_wait(Client *c, uint64_t id)
+{
+        static char state[16];
+        Reply rp;
+
+        rpc_job_wait(c, id, WAIT_MS, &rp);
+        cr_assert_eq(rp.r, 0, "job.wait %llu: %s", (unsigned long long)id, rp.st.message);
+        snprintf(state, sizeof(state), "%s", map_str(rp.result, "state"));
+        reply_clear(&rp);
+        return state;
+}
+
+static void start_as_root(const char *config)
+{
+        cr_assert(geteuid() == 0, "this test needs root to act as other uids");
+        fiberd_start(&fd_, &(FiberdOpts){.config = config, .plugins = "echo sleep"});
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+}
+
+Test(daemon_creds, a_flooding_user_does_not_starve_another)
+{
+        Client *c;
+        uint64_t first = 1, b_job = 7;
+
+        /* one slot, no per-user cap: only the choice of the next job is tested */
+        start_as_root("[jobs]\nmax_running = 1\nmax_running_per_user = 0\n");
+        run_as(USER_A, USER_A, submit_jobs, "LLLLLL"); /* jobs 1..6: 1 runs, 5 wait */
+        run_as(USER_B, USER_B, submit_jobs, "E");      /* job 7 */
+        c = fiberd_connect(&fd_);
+        /* the slot frees once: the next job must be B's, not A's second sleep */
+        rpc_simple(c, "job.cancel", 1, &first, &(Reply){0});
+        cr_assert_str_eq(state_after_wait(c, b_job), "done",
+                         "B's job waited behind A's queue (not round robin)");
+        client_free(c);
+}
+
+Test(daemon_creds, a_user_at_its_running_cap_leaves_the_slots_to_others)
+{
+        Client *c;
+
+        start_as_root("[jobs]\nmax_running = 2\nmax_running_per_user = 1\n");
+        run_as(USER_A, USER_A, submit_jobs, "LLL"); /* 1 runs, 2 wait at the cap */
+        run_as(USER_B, USER_B, submit_jobs, "E");   /* job 4: takes the free slot */
+        c = fiberd_connect(&fd_);
+        cr_assert_str_eq(state_after_wait(c, 4), "done");
+        {
+                uint64_t a2 = 2; /* A's second: still waiting at the cap */
+                Reply rp;
+                rpc_simple(c, "job.status", 1, &a2, &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "queued");
+                reply_clear(&rp);
+        }
+        client_free(c);
+}
+
+static void over_queued_limit(const void *arg)
+{
+        Client *c = fiberd_connect(&fd_);
+        IpcStatus st = {0};
+
+        for (int i = 0; i < 3; i++) /* 1 runs (max_running 1), 2 wait */
+                CHECK(rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0, 0, &st) != 0,
+                      "submit %d: %s", i, st.message);
+        CHECK(rpc_submit(c, "echo", NULL, 0, 0, 0, &st) == 0 &&
+                      strcmp(st.code, "OVERLOADED") == 0 &&
+                      strstr(st.message, "max_queued_per_user"),
+              "the third queued job: %s %s", st.code, st.message);
+        client_free(c);
+}
+
+Test(daemon_creds, max_queued_per_user_answers_overloaded)
+{
+        start_as_root("[jobs]\nmax_running = 1\nmax_queued_per_user = 2\n");
+        run_as(USER_A, USER_A, over_queued_limit, NULL);
+        run_as(USER_B, USER_B, submit_jobs, "E"); /* another user still may */
+        {
+                Client *c = fiberd_connect(&fd_); /* root is not limited */
+                for (int i = 0; i < 3; i++)
+                        rpc_submit_long(c, "sleep");
+                client_free(c);
+        }
+}
+
+static void over_rate_limit(const void *arg)
+{
+        Client *c = fiberd_connect(&fd_);
+        IpcStatus st = {0};
+        int refused = 0;
+
+        /* a burst of 5 at 1 a second: of 8 quick submissions at least one is refused */
+        for (int i = 0; i < 8; i++)
+                if (rpc_submit(c, "echo", NULL, 0, 0, 0, &st) == 0) {
+                        CHECK(strcmp(st.code, "OVERLOADED") == 0 &&
+                                      strstr(st.message, "submit_rate_per_user"),
+                              "%s %s", st.code, st.message);
+                        refused++;
+                }
+        CHECK(refused > 0, "8 submissions in a burst of 5 at 1/s all passed");
+        client_free(c);
+}
+
+Test(daemon_creds, submit_rate_per_user_answers_overloaded)
+{
+        start_as_root("[jobs]\nsubmit_rate_per_user = 1\nsubmit_burst_per_user = 5\n");
+        run_as(USER_A, USER_A, over_rate_limit, NULL);
+        run_as(USER_B, USER_B, submit_jobs, "E"); /* its own bucket */
+}
