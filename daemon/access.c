@@ -51,6 +51,9 @@ void access_who_has(const Config *cfg, AccessTier t, char *buf, size_t size)
                          cfg->submit_group);
         else if (admin)
                 snprintf(buf, size, "root and members of group %s ([access] admin_group)", admin);
+        else if (cfg->admin_group && *cfg->admin_group)
+                snprintf(buf, size, "root only: group %s ([access] admin_group) does not exist",
+                         cfg->admin_group);
         else
-                snprintf(buf, size, "root only (no [access] admin_group exists)");
+                snprintf(buf, size, "root only: [access] admin_group is empty");
 }

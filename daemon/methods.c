@@ -82,8 +82,8 @@ static int access_denied(Daemon *d, AccessTier needed, const char *what, IpcStat
 
         access_who_has(&d->cfg, needed, who, sizeof(who));
         return ipc_status_set(st, IPC_PERMISSION_DENIED, -EACCES,
-                              "%s needs the %s tier, which %s have (see [access] in "
-                              "fiberd's config)",
+                              "%s needs the %s tier (held by %s; see [access] in fiberd's "
+                              "config)",
                               what, access_tier_name(needed), who);
 }
 

@@ -438,7 +438,12 @@ Test(daemon_creds, a_flooding_user_does_not_starve_another)
         run_as(USER_B, USER_B, submit_jobs, "E");      /* job 7 */
         c = fiberd_connect(&fd_);
         /* the slot frees once: the next job must be B's, not A's second sleep */
-        rpc_simple(c, "job.cancel", 1, &first, &(Reply){0});
+        {
+                Reply rp;
+                rpc_simple(c, "job.cancel", 1, &first, &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                reply_clear(&rp);
+        }
         cr_assert_str_eq(state_after_wait(c, b_job), "done",
                          "B's job waited behind A's queue (not round robin)");
         client_free(c);
