@@ -90,6 +90,16 @@ int client_fd(const Client *c);
 msgpack_packer *client_request(Client *c, const char *method, uint32_t nparams,
                                uint32_t *ret_msgid);
 
+/*
+ * client_request_fds - send @fds (@n, at most IPC_FDS_PER_REQUEST_MAX) with the next
+ * request queued by client_request(), as SCM_RIGHTS on its first byte; its params refer
+ * to them as fd arguments by index 0..@n-1 (ipc/PROTOCOL.md, "Passing files"). The fds
+ * are not taken: keep them open until client_flush() has sent that request; the daemon
+ * gets its own copies. Call it right before that client_request().
+ * Return: 0; -EBUSY when fds wait to be sent already; -E2BIG for too many.
+ */
+int client_request_fds(Client *c, const int *fds, size_t n);
+
 /* client_pending_output - bytes queued and not yet written to the socket. */
 size_t client_pending_output(const Client *c);
 

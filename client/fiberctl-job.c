@@ -14,6 +14,7 @@
 #include "client/fiberctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sysexits.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client/convert.h"
 #include "scheduler/base/time-util.h"
@@ -283,8 +285,60 @@ static int submit_report(Ctl *ctl, const char *plugin, int r, const IpcStatus *s
         return r;
 }
 
+/* Files named KEY=@FILE, opened by fiberctl with the user's own rights and passed to
+ * fiberd (SCM_RIGHTS) with the request that refers to them (PROTOCOL.md). */
+typedef struct PassedFiles {
+        int fds[IPC_FDS_PER_REQUEST_MAX];
+        size_t n;
+} PassedFiles;
+
+/* Opens @path and returns the fd argument that stands for it, or NULL (message printed). */
+static json_t *passed_file(PassedFiles *pf, const char *key, const char *path)
+{
+        char hex[9];
+        int fd;
+
+        if (pf->n == IPC_FDS_PER_REQUEST_MAX) {
+                ctl_usage("submit: at most %d KEY=@FILE arguments", IPC_FDS_PER_REQUEST_MAX);
+                return NULL;
+        }
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                fprintf(stderr, "fiberctl: %s=@%s: cannot open %s: %s\n", key, path, path,
+                        strerror(errno));
+                return NULL;
+        }
+        snprintf(hex, sizeof(hex), "%08zx", pf->n);
+        pf->fds[pf->n++] = fd;
+        return json_pack("{s:i, s:s}", "ext", IPC_EXT_FD, "hex", hex);
+}
+
+static void passed_files_close(PassedFiles *pf)
+{
+        for (size_t i = 0; i < pf->n; i++)
+                close(pf->fds[i]);
+        pf->n = 0;
+}
+
+/* ctl_call() with @pf's fds going along. */
+static int call_with_files(Ctl *ctl, const char *method, json_t *params, PassedFiles *pf,
+                           json_t **ret, IpcStatus *st)
+{
+        int r = pf->n ? ctl_connect(ctl) : 0;
+
+        if (r) {
+                json_decref(params);
+                ipc_status_set(st, IPC_INTERNAL, 0, "(reported above)");
+                return r;
+        }
+        if (pf->n)
+                client_request_fds(ctl->client, pf->fds, pf->n);
+        return ctl_call(ctl, method, params, ret, st);
+}
+
 int verb_submit(Ctl *ctl, int argc, char **argv)
 {
+        PassedFiles files = {.n = 0};
         static const struct option options[] = {
                 {"priority", required_argument, NULL, 'p'},
                 {"timeout", required_argument, NULL, 't'},
@@ -339,10 +393,16 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
                         break;
                 }
                 char *key = strndup(argv[i], (size_t)(eq - argv[i]));
-                json_object_set_new(args, key, convert_kv_value(eq + 1));
+                json_t *v =
+                        eq[1] == '@' ? passed_file(&files, key, eq + 2) : convert_kv_value(eq + 1);
+                if (!v)
+                        r = EX_NOINPUT;
+                else
+                        json_object_set_new(args, key, v);
                 free(key);
         }
         if (r) {
+                passed_files_close(&files);
                 json_decref(args);
                 json_decref(opts);
                 return r;
@@ -350,16 +410,19 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
 
         IpcStatus st;
         if (wait) {
-                r = ctl_call(ctl, IPC_METHOD_JOB_RUN, json_pack("[sOO]", plugin, args, opts), &res,
-                             &st);
+                r = call_with_files(ctl, IPC_METHOD_JOB_RUN, json_pack("[sOO]", plugin, args, opts),
+                                    &files, &res, &st);
                 if (r == 0 || !ctl_method_unknown(&st)) {
+                        passed_files_close(&files);
                         json_decref(args);
                         json_decref(opts);
                         return submit_report(ctl, plugin, r, &st, res);
                 }
                 /* a fiberd older than job.run: submit, then wait */
         }
-        r = ctl_call(ctl, IPC_METHOD_JOB_SUBMIT, json_pack("[soo]", plugin, args, opts), &res, &st);
+        r = call_with_files(ctl, IPC_METHOD_JOB_SUBMIT, json_pack("[soo]", plugin, args, opts),
+                            &files, &res, &st);
+        passed_files_close(&files);
         if (r)
                 return submit_report(ctl, plugin, r, &st, NULL);
         json_int_t id;

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdio.h>
@@ -210,7 +211,13 @@ static const ConfigKey config_keys[] = {
         UKEY("jobs", "max_queued", max_queued, 1, 100000000, 1),
         UKEY("jobs", "retention_s", retention_ns, 0, 30 * 86400, NSEC_PER_SEC),
         UKEY("jobs", "retention_max", retention_max, 0, 10000000, 1),
+        UKEY("jobs", "max_running_per_user", max_running_per_user, 0, 65536, 1),
+        UKEY("jobs", "max_queued_per_user", max_queued_per_user, 0, 100000000, 1),
+        UKEY("jobs", "submit_rate_per_user", submit_rate_per_user, 0, 10000000, 1),
+        UKEY("jobs", "submit_burst_per_user", submit_burst_per_user, 0, 10000000, 1),
         UKEY("ipc", "max_message", max_message, 1024, 1UL << 30, 1),
+        {"access", "admin_group", KEY_STRING, offsetof(Config, admin_group), 0, 0, 0, 0, NULL},
+        {"access", "submit_group", KEY_STRING, offsetof(Config, submit_group), 0, 0, 0, 0, NULL},
         WKEY("scheduler", "optimize_for", sched.optimize_for, optimize_words),
         UKEY("scheduler", "groups", sched.groups, 0, SCHED_MAX_CPUS, 1),
         UKEY("scheduler", "group_size", sched.group_size, 0, 64, 1),
@@ -359,6 +366,24 @@ static int config_set_string(char **field, const char *value)
         return 0;
 }
 
+/* The gid of group @name (a name, or a number), or CONFIG_NO_GROUP for "" or a group
+ * the database does not know. */
+static gid_t config_group_gid(const char *name)
+{
+        struct group gr, *res = NULL;
+        char buf[4096], *end;
+        unsigned long v;
+
+        if (!name || !*name)
+                return CONFIG_NO_GROUP;
+        v = strtoul(name, &end, 10);
+        if (!*end && v < CONFIG_NO_GROUP)
+                return (gid_t)v;
+        if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) != 0 || !res)
+                return CONFIG_NO_GROUP;
+        return gr.gr_gid;
+}
+
 int config_load(Config *ret, const ConfigArgs *args)
 {
         Config c = {
@@ -369,6 +394,8 @@ int config_load(Config *ret, const ConfigArgs *args)
                 .max_queued = 100000,
                 .retention_ns = 600 * NSEC_PER_SEC,
                 .retention_max = 10000,
+                .max_running_per_user = 64,
+                .max_queued_per_user = 10000,
                 .max_message = 1 << 20,
                 .sched = {.optimize_for = SCHED_OPTIMIZE_NEUTRAL,
                           .numa = SCHED_NUMA_AUTO,
@@ -380,7 +407,9 @@ int config_load(Config *ret, const ConfigArgs *args)
 
         c.socket_path = config_default_socket();
         c.plugin_dir = strdup(FIBERD_PLUGIN_DIR);
-        if (!c.socket_path || !c.plugin_dir) {
+        c.admin_group = strdup("fiberd-admin");
+        c.submit_group = strdup("");
+        if (!c.socket_path || !c.plugin_dir || !c.admin_group || !c.submit_group) {
                 r = -ENOMEM;
                 goto out_free;
         }
@@ -410,6 +439,14 @@ int config_load(Config *ret, const ConfigArgs *args)
                 c.workers = (unsigned)args->workers;
         if (args->log_level)
                 c.log_level = log_level_parse(args->log_level);
+        c.admin_gid = config_group_gid(c.admin_group);
+        c.submit_gid = config_group_gid(c.submit_group);
+        if (*c.submit_group && c.submit_gid == CONFIG_NO_GROUP) {
+                log_msg(LOG_ERR, "%s: [access] submit_group: there is no group '%s'",
+                        args->config_file ? args->config_file : "config", c.submit_group);
+                r = -EINVAL;
+                goto out_free;
+        }
         /* 0 stays 0: sched_new() then takes the CPUs in this process's affinity mask */
         c.sched.concurrency = c.workers;
         /* the file's 0 is "never"; the runtime's 0 would be its default of 16 */
@@ -438,6 +475,10 @@ void config_done(Config *c)
 {
         free(c->socket_path);
         free(c->plugin_dir);
+        free(c->admin_group);
+        free(c->submit_group);
         c->socket_path = NULL;
         c->plugin_dir = NULL;
+        c->admin_group = NULL;
+        c->submit_group = NULL;
 }

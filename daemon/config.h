@@ -18,8 +18,19 @@
  *   max_queued = 100000            ; jobs waiting at most; beyond, job.submit is OVERLOADED
  *   retention_s = 600              ; finished jobs stay queryable this long
  *   retention_max = 10000          ; and at most this many of them
+ *   max_running_per_user = 64      ; running jobs of one uid; 0 = no cap (per-user
+ *                                  ; limits bind every uid but root and fiberd's own)
+ *   max_queued_per_user = 10000    ; queued jobs of one uid; 0 = no cap
+ *   submit_rate_per_user = 0       ; submissions a second per uid; 0 = no limit
+ *   submit_burst_per_user = 0      ; the token bucket's size; 0 = submit_rate_per_user
  *   [ipc]
  *   max_message = 1048576          ; bytes; a bigger request closes its connection
+ *   [access]                       ; access tiers (access.h)
+ *   admin_group = fiberd-admin     ; its members (and root) are admins; a group that
+ *                                  ; does not exist makes only root admin; "" = none
+ *   submit_group =                 ; "" = every local user may submit; a group (name
+ *                                  ; or gid): only its members and admins may; it
+ *                                  ; must exist
  *   [scheduler]                    ; how the job workers are split into scheduling
  *                                  ; groups (SchedConfig, scheduler/sched.h)
  *   optimize_for = neutral         ; compute-heavy, compute, neutral, io, io-heavy:
@@ -51,6 +62,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "scheduler/sched.h"
 
@@ -58,18 +70,29 @@
 #define FIBERD_PLUGIN_DIR "/usr/local/lib/fiberd/plugins"
 #endif
 
+/* A gid field for a group that is not set or does not exist. */
+#define CONFIG_NO_GROUP ((gid_t)-1)
+
 typedef struct Config {
-        char *socket_path;        /* owned */
-        char *plugin_dir;         /* owned */
-        unsigned workers;         /* job workers in all groups; 0 = the process's CPUs */
-        int log_level;            /* syslog priority threshold */
-        uint64_t stop_timeout_ns; /* SIGTERM: grace period for running jobs */
-        unsigned max_running;     /* dispatcher's bound on running jobs */
-        size_t max_queued;        /* queued jobs at most */
-        uint64_t retention_ns;    /* finished jobs are dropped this long after they end */
-        size_t retention_max;     /* ... or when more than this many are finished */
-        size_t max_message;       /* bytes, the biggest request accepted */
-        SchedConfig sched;        /* [scheduler]; .concurrency = workers once loaded,
+        char *socket_path;              /* owned */
+        char *plugin_dir;               /* owned */
+        unsigned workers;               /* job workers in all groups; 0 = the process's CPUs */
+        int log_level;                  /* syslog priority threshold */
+        uint64_t stop_timeout_ns;       /* SIGTERM: grace period for running jobs */
+        unsigned max_running;           /* dispatcher's bound on running jobs */
+        size_t max_queued;              /* queued jobs at most */
+        uint64_t retention_ns;          /* finished jobs are dropped this long after they end */
+        size_t retention_max;           /* ... or when more than this many are finished */
+        unsigned max_running_per_user;  /* [jobs]; 0 = no cap */
+        size_t max_queued_per_user;     /* [jobs]; 0 = no cap */
+        unsigned submit_rate_per_user;  /* [jobs]; a second; 0 = no limit */
+        unsigned submit_burst_per_user; /* [jobs]; 0 = submit_rate_per_user */
+        size_t max_message;             /* bytes, the biggest request accepted */
+        char *admin_group;              /* [access]; owned; "" = none */
+        char *submit_group;             /* [access]; owned; "" = everyone may submit */
+        gid_t admin_gid;                /* resolved at load; CONFIG_NO_GROUP = none/absent */
+        gid_t submit_gid;               /* resolved at load; CONFIG_NO_GROUP when "" */
+        SchedConfig sched;              /* [scheduler]; .concurrency = workers once loaded,
                                    * .steal_every_n already in the runtime's terms
                                    * (UINT_MAX = never); pointers left NULL */
 } Config;

@@ -106,13 +106,15 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
                         size_t retention_max);
 
 /*
- * jobtable_submit - create a queued job and hand it to the dispatcher.
+ * jobtable_submit - create a queued job and hand it to the dispatcher, owned by
+ * @origin's creds and holding its fds (job_new(): taken on success).
  * @ret: out, a reference to the job (caller unrefs), written only on success.
- * Return: 0; -ENOMEM; -EAGAIN when max_queued jobs wait already; -ESHUTDOWN once
- * jobtable_stop() ran.
+ * Return: 0; -ENOMEM; -EAGAIN when max_queued jobs wait already; -EDQUOT when the
+ * submitter has max_queued_per_user queued; -EBUSY when it is over
+ * submit_rate_per_user (dispatch_admit_locked()); -ESHUTDOWN once jobtable_stop() ran.
  * Context: any fiber or thread; does not yield.
  */
-int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *plugin_name,
+int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, Job **ret);
 
 /* jobtable_get - the job with @id, referenced, or NULL (never existed or retired). */
@@ -126,6 +128,10 @@ Job *jobtable_get(JobTable *t, uint64_t id);
  * Context: any; does not yield.
  */
 int jobtable_cancel(JobTable *t, Job *j, bool timed_out);
+
+/* jobtable_set_quotas - new per-user limits (copied; dispatch.h); may start queued jobs.
+ * Context: any; does not yield. */
+void jobtable_set_quotas(JobTable *t, const JobQuotas *q);
 
 /*
  * jobtable_sweep - once a second (the daemon's ticker fiber): drop finished jobs past

@@ -31,6 +31,7 @@
  */
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/opener.h"
 #include "daemon/plugin_host.h"
 #include "scheduler/base/time-util.h"
 
@@ -57,6 +58,20 @@ static Daemon daemon_state;
 
 /* ------------------------------------------------------------------ reload ------ */
 
+/* The per-user limits of @c for the job table. */
+static void apply_quotas(Daemon *d, const Config *c)
+{
+        JobQuotas q = {
+                .max_running_per_user = c->max_running_per_user,
+                .max_queued_per_user = c->max_queued_per_user,
+                .submit_rate_per_user = c->submit_rate_per_user,
+                .submit_burst_per_user = c->submit_burst_per_user,
+                .exempt_uid = geteuid(),
+        };
+
+        jobtable_set_quotas(&d->jobs, &q);
+}
+
 static void daemon_reload(Daemon *d)
 {
         Config nc;
@@ -75,6 +90,7 @@ static void daemon_reload(Daemon *d)
                 log_set_level(nc.log_level);
                 jobtable_configure(&d->jobs, nc.max_running, nc.max_queued, nc.retention_ns,
                                    nc.retention_max);
+                apply_quotas(d, &nc);
                 server_set_max_message(d->server, nc.max_message);
                 plugin_host_set_max_result(nc.max_message);
                 if (strcmp(nc.socket_path, d->cfg.socket_path) != 0)
@@ -252,6 +268,7 @@ static int daemon_shutdown(Daemon *d)
                 _exit(0);
         }
         plugin_host_free();
+        opener_stop();
         return 0;
 }
 
@@ -348,9 +365,15 @@ int main(int argc, char **argv)
                           d->cfg.retention_ns, d->cfg.retention_max);
         if (r < 0)
                 return EXIT_OSERR;
+        apply_quotas(d, &d->cfg);
         /* main.c owns both the table and the plugin host: it wires one to the other */
         jobtable_set_hooks(&d->jobs,
                            &(JobTableHooks){.run = plugin_host_run, .cancel = plugin_host_cancel});
+        r = opener_start(0);
+        if (r < 0) {
+                log_msg(LOG_ERR, "cannot start the opener threads: %s", strerror(-r));
+                return EXIT_OSERR;
+        }
         r = plugin_host_init(d->cfg.plugin_dir, d->cfg.max_message);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot load plugins from %s: %s", d->cfg.plugin_dir,

@@ -5,8 +5,10 @@
  *
  * Each runs in its own request fiber (server.c), reads its params with ipc/value.h
  * (which words the INVALID_ARGUMENT messages), and packs one result object. Access
- * rule: a job is visible to its owner and to root only (PERMISSION_DENIED otherwise,
- * and absent from job.list).
+ * (access.h): every client may ping, list plugins, read stats and its own jobs; job.submit
+ * and job.run need the submit tier, a negative priority the admin tier
+ * (PERMISSION_DENIED naming the tier); another user's job is visible to admins only,
+ * and to anyone else answers NOT_FOUND worded as for an id that never existed.
  *
  * job.wait parks on the job's `finished` event in slices of at most a second, so a
  * waiter whose connection broke stops waiting instead of holding its fiber until the
@@ -14,6 +16,7 @@
  * request, gearman's SUBMIT_JOB: one round trip per job. The job is accepted before the
  * wait starts, so a client that goes away leaves it running, as after job.submit.
  */
+#include "daemon/access.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/plugin_host.h"
@@ -44,7 +47,22 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
         if (r < 0)
                 return r;
         j = jobtable_get(&d->jobs, id);
+        if (j && j->owner != req->uid && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN) {
+                /* not yours: as if it did not exist, so ids leak nothing */
+                j = job_unref(j);
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                      "no job %llu of yours (finished jobs are kept for %llu "
+                                      "minutes)",
+                                      (unsigned long long)id,
+                                      (unsigned long long)retention_minutes(d));
+        }
         if (!j) {
+                if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                        return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                              "no job %llu of yours (finished jobs are kept "
+                                              "for %llu minutes)",
+                                              (unsigned long long)id,
+                                              (unsigned long long)retention_minutes(d));
                 if (id == 0 || id >= d->jobs.next_id)
                         return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT, "no job %llu",
                                               (unsigned long long)id);
@@ -53,15 +71,20 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
                                       (unsigned long long)id,
                                       (unsigned long long)retention_minutes(d));
         }
-        if (req->uid != 0 && req->uid != j->owner) {
-                job_unref(j);
-                return ipc_status_set(st, IPC_PERMISSION_DENIED, -EACCES,
-                                      "job %llu belongs to uid %u; only its owner and root may "
-                                      "see or cancel it",
-                                      (unsigned long long)id, (unsigned)j->owner);
-        }
         *ret = j;
         return 0;
+}
+
+/* PERMISSION_DENIED for @what, naming the tier it needs and who has it. */
+static int access_denied(Daemon *d, AccessTier needed, const char *what, IpcStatus *st)
+{
+        char who[160];
+
+        access_who_has(&d->cfg, needed, who, sizeof(who));
+        return ipc_status_set(st, IPC_PERMISSION_DENIED, -EACCES,
+                              "%s needs the %s tier (held by %s; see [access] in fiberd's "
+                              "config)",
+                              what, access_tier_name(needed), who);
 }
 
 static int pack_record(Daemon *d, Job *j, msgpack_packer *pk)
@@ -111,9 +134,12 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
         uint64_t timeout_ms = 0;
         char cname[128];
         const Plugin *p;
+        JobOrigin origin;
         Job *j;
         int r;
 
+        if (access_tier(&d->cfg, req->creds) < ACCESS_SUBMIT)
+                return access_denied(d, ACCESS_SUBMIT, "submitting a job", st);
         r = ipc_read_strv(ipc_array_at(params, IPC_SUBMIT_PARAM_PLUGIN), "plugin", &name, &name_len,
                           st);
         if (r < 0)
@@ -142,6 +168,8 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                 if (r < 0)
                         return r;
         }
+        if (priority < 0 && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                return access_denied(d, ACCESS_ADMIN, "a negative priority", st);
         if (timeout_ms > UINT64_MAX / NSEC_PER_MSEC)
                 return ipc_status_set(st, IPC_INVALID_ARGUMENT, -ERANGE,
                                       "timeout_ms: %llu is too large",
@@ -159,12 +187,27 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
         r = plugin_host_check_args(p, args, st);
         if (r < 0)
                 return r;
-        r = jobtable_submit(&d->jobs, req->uid, p, cname, args, (int)priority,
+        origin = (JobOrigin){.creds = req->creds, .fds = req->fds, .n_fds = req->n_fds};
+        r = jobtable_submit(&d->jobs, &origin, p, cname, args, (int)priority,
                             timeout_ms * NSEC_PER_MSEC, &j);
+        req->fds = origin.fds; /* NULL when the job took them */
+        req->n_fds = origin.n_fds;
         if (r == -EAGAIN)
                 return ipc_status_set(st, IPC_OVERLOADED, r,
                                       "%zu jobs are queued already (max_queued); retry later",
                                       d->jobs.max_queued);
+        if (r == -EDQUOT)
+                return ipc_status_set(st, IPC_OVERLOADED, r,
+                                      "uid %u has %zu jobs queued already "
+                                      "(max_queued_per_user); retry later",
+                                      (unsigned)req->uid,
+                                      d->jobs.dispatch.quotas.max_queued_per_user);
+        if (r == -EBUSY)
+                return ipc_status_set(st, IPC_OVERLOADED, r,
+                                      "uid %u submits faster than %u jobs a second "
+                                      "(submit_rate_per_user); retry later",
+                                      (unsigned)req->uid,
+                                      d->jobs.dispatch.quotas.submit_rate_per_user);
         if (r == -ESHUTDOWN)
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
         if (r < 0)
@@ -335,11 +378,12 @@ typedef struct ListFilter {
         const char *plugin; /* view, NULL = any */
         size_t plugin_len;
         uid_t uid;
+        bool all; /* every user's jobs (an admin asks) */
 } ListFilter;
 
 static bool list_match(const ListFilter *f, const Job *j)
 {
-        if (f->uid != 0 && f->uid != j->owner)
+        if (!f->all && f->uid != j->owner)
                 return false;
         if (f->by_state && j->state != f->state)
                 return false;
@@ -353,7 +397,7 @@ static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
 {
         Daemon *d = ctx;
         const msgpack_object *filter = NULL, *o;
-        ListFilter f = {.uid = req->uid};
+        ListFilter f = {.uid = req->uid, .all = access_tier(&d->cfg, req->creds) == ACCESS_ADMIN};
         uint64_t limit = UINT64_MAX, matches = 0, skip;
         const char *sv;
         size_t sl;
