@@ -25,6 +25,11 @@ install: install-client
 install-client: $(FIBERCTL)
 	install -D -m 0755 $(FIBERCTL) $(DESTDIR)$(PREFIX)/bin/fiberctl
 
+.PHONY: uninstall-client
+uninstall: uninstall-client
+uninstall-client:
+	rm -f $(DESTDIR)$(PREFIX)/bin/fiberctl
+
 # tests/integration/client_*.c: the client library and fiberctl against a fake server
 # thread; they run the built fiberctl, whose path they get at compile time.
 CLIENT_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,\

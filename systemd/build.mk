@@ -39,3 +39,11 @@ install-daemon: $(FIBERD) install-plugins
 	  chmod 644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$(basename $$u); \
 	done
 	install -m 644 systemd/90-fiberd.conf $(DESTDIR)$(SYSCTL_DIR)/90-fiberd.conf
+
+# uninstall: what install-daemon put (the units, the sysctl drop-in, bin/fiberd).
+# Afterwards: `systemctl daemon-reload`.
+.PHONY: uninstall-daemon
+uninstall: uninstall-daemon
+uninstall-daemon:
+	rm -f $(DESTDIR)$(PREFIX)/bin/fiberd $(DESTDIR)$(SYSCTL_DIR)/90-fiberd.conf \
+		$(SYSTEMD_UNITS:systemd/%=$(DESTDIR)$(SYSTEMD_UNIT_DIR)/%)
