@@ -50,7 +50,8 @@ endif
 
 # Debian packages every target needs; the deps step installs the missing ones.
 DEBS := build-essential pkg-config libcriterion-dev libmsgpack-dev libnuma-dev \
-        libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git
+        libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git \
+        scdoc man-db groff-base
 BENCH_DEBS := golang-go beanstalkd gearman-job-server libgearman-dev
 
 .PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \
@@ -82,11 +83,15 @@ deps:
 deps-bench: deps
 	$(call install_debs,$(BENCH_DEBS))
 
+# The release named in ipc/protocol.h (FIBERD_VERSION), the one `fiberd --version` prints.
+VERSION := $(shell sed -n 's/^\#define FIBERD_VERSION "\(.*\)"/\1/p' ipc/protocol.h)
+
 include scheduler/build.mk
 -include ipc/build.mk
 -include plugins/build.mk
 -include client/build.mk
 -include daemon/build.mk
+-include docs/build.mk
 -include systemd/build.mk
 include tests/build.mk
 
@@ -119,12 +124,10 @@ check-install: all
 	@bash tests/install.sh $(BUILD)/install-test
 
 check: deps format-check check-layering
-	$(MAKE) --no-print-directory check-unit check-integration check-systemd check-install \
-		bench-smoke
+	$(MAKE) --no-print-directory check-unit check-integration check-systemd check-man \
+		check-install bench-smoke
 	$(MAKE) --no-print-directory check-sanitizers
 
-# The release named in ipc/protocol.h (FIBERD_VERSION), the one `fiberd --version` prints.
-VERSION := $(shell sed -n 's/^\#define FIBERD_VERSION "\(.*\)"/\1/p' ipc/protocol.h)
 DIST := $(BUILD)/fiberd-$(VERSION).tar.gz
 # make dist: the committed tree (HEAD), not the work tree: what is not committed is not
 # released. A dirty tree is said, not refused.
