@@ -1,7 +1,7 @@
 # docs/ — the man pages (docs/man/*.scd, written in scdoc, built by `make`), the protocol
 # and licence copies `make install` puts under share/doc/fiberd, and check-man.
 #
-# A page's source names @VERSION@, @PREFIX@ and @PLUGIN_DIR@; the built copies in
+# A page's source names @VERSION@, @PREFIX@, @PLUGIN_DIR@ and @CONFIG_FILE@; the built copies in
 # $(BUILD)/man carry the build's PREFIX, and `make install` renders them again with the
 # PREFIX of that install (it may differ from the build's), as plugins/build.mk does for
 # the .pc file.
@@ -17,7 +17,7 @@ DOC_FILES := ipc/PROTOCOL.md LICENSE
 
 # $(call gen_man,SOURCE,OUTPUT,PREFIX)
 gen_man = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@PREFIX@|$(3)|g' \
-	-e 's|@PLUGIN_DIR@|$(3)/lib/fiberd/plugins|g' $(1) | scdoc > $(2).tmp && mv $(2).tmp $(2)
+	-e 's|@PLUGIN_DIR@|$(3)/lib/fiberd/plugins|g' -e 's|@CONFIG_FILE@|$(FIBERD_CONFIG_FILE)|g' $(1) | scdoc > $(2).tmp && mv $(2).tmp $(2)
 
 define man_rule
 $(BUILD)/man/man$(1)/%.$(1): docs/man/%.$(1).scd ipc/protocol.h | deps
