@@ -18,14 +18,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <sysexits.h>
 #include <time.h>
 
 #include "client/convert.h"
+#include "ipc/socket_path.h"
 #include "scheduler/base/time-util.h"
 
 static const char help_text[] =
-        "Usage: fiberctl [-s SOCKET] [--json] VERB [ARGS...]\n"
+        "Usage: fiberctl [-s SOCKET | --user] [--json] VERB [ARGS...]\n"
         "\n"
         "Talk to fiberd, the fiber job daemon.\n"
         "\n"
@@ -46,8 +48,9 @@ static const char help_text[] =
         "                                {\"plugin\": ..., \"args\": {...}, \"options\": {...}}\n"
         "\n"
         "Options:\n"
-        "  -s, --socket PATH   fiberd's socket (default: $FIBERD_SOCKET, else\n"
-        "                      /run/fiberd.sock as root, else $XDG_RUNTIME_DIR/fiberd.sock)\n"
+        "  -s, --socket PATH   fiberd's socket (default: $FIBERD_SOCKET, else the system\n"
+        "                      socket /run/fiberd.sock)\n"
+        "  -u, --user          your own fiberd (fiberd --user): $XDG_RUNTIME_DIR/fiberd.sock\n"
         "  -j, --json          machine-readable output (JSON; JSON Lines for wait/batch)\n"
         "  -h, --help          this text\n"
         "  -V, --version       fiberctl's version and the protocol version it speaks\n"
@@ -351,20 +354,23 @@ static const Verb verbs[] = {
 int main(int argc, char **argv)
 {
         static const struct option options[] = {
-                {"socket", required_argument, NULL, 's'},
-                {"json", no_argument, NULL, 'j'},
-                {"help", no_argument, NULL, 'h'},
-                {"version", no_argument, NULL, 'V'},
-                {0},
+                {"socket", required_argument, NULL, 's'}, {"user", no_argument, NULL, 'u'},
+                {"json", no_argument, NULL, 'j'},         {"help", no_argument, NULL, 'h'},
+                {"version", no_argument, NULL, 'V'},      {0},
         };
+        char user_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        bool user = false;
         Ctl ctl = {0};
         int c;
 
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+:s:jhV", options, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "+:s:ujhV", options, NULL)) != -1) {
                 switch (c) {
                 case 's':
                         ctl.socket = optarg;
+                        break;
+                case 'u':
+                        user = true;
                         break;
                 case 'j':
                         ctl.json = true;
@@ -384,6 +390,18 @@ int main(int argc, char **argv)
         }
         if (optind >= argc)
                 return ctl_usage("no verb given");
+        /* --user: the per-user fiberd's socket (ipc/socket_path.h); -s still wins */
+        if (user && !ctl.socket) {
+                int r = socket_path_default(true, user_socket, sizeof(user_socket));
+                if (r == -ENOENT)
+                        return ctl_usage("--user: XDG_RUNTIME_DIR is not set, so there is no "
+                                         "per-user fiberd socket to find; run in a login "
+                                         "session, or name the socket with -s PATH");
+                if (r < 0)
+                        return ctl_usage("--user: $XDG_RUNTIME_DIR/fiberd.sock is longer than "
+                                         "a Unix socket address allows; use -s PATH");
+                ctl.socket = user_socket;
+        }
 
         const char *name = argv[optind];
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {

@@ -30,7 +30,7 @@
 #define EXIT_JOB_FAILED IPC_EXIT_JOB_FAILED /* ipc/protocol.h */
 
 typedef struct Ctl {
-        const char *socket; /* -s; NULL = client_default_socket() */
+        const char *socket; /* -s, or --user's path; NULL = client_default_socket() */
         bool json;          /* --json */
         Client *client;     /* connected by ctl_connect() */
 } Ctl;

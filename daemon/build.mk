@@ -75,13 +75,16 @@ DAEMON_TEST_DEFS := -DFIBERD_BIN='"$(abspath $(FIBERD))"' \
 	-DFIBERD_PLUGIN_BUILD_DIR='"$(abspath $(BUILD))/plugins"' \
 	-DFIBERD_TEST_PLUGIN_DIR='"$(abspath $(BUILD))/tests/plugins"' \
 	-DFIBERD_SHIPPED_CONFIG='"$(abspath daemon/fiberd.conf)"' \
-	-DFIBERD_DEFAULT_CONFIG='"$(FIBERD_CONFIG_FILE)"'
+	-DFIBERD_DEFAULT_CONFIG='"$(FIBERD_CONFIG_FILE)"' \
+	-DFIBERCTL_BIN='"$(abspath $(DAEMON_FIBERCTL))"'
 $(DAEMON_TESTS:%=%.o) $(DAEMON_TEST_HARNESS): CPPFLAGS += $(DAEMON_TEST_DEFS)
 $(DAEMON_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o \
 		$(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(FIBERD) $(BUNDLED_PLUGINS) \
 		$(TEST_PLUGINS)
 	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
 		-lcrypto -lcriterion
+# daemon_socket.c runs fiberctl too (fiberd --user and fiberctl --user agree)
+$(BUILD)/tests/integration/daemon_socket: $(DAEMON_FIBERCTL)
 INTEGRATION_TESTS += $(DAEMON_TESTS)
 
 # ---- make demo: sha256 of every file under /usr/include through fiberctl batch, checked

@@ -12,6 +12,7 @@
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "ipc/protocol.h"
+#include "ipc/socket_path.h"
 #include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
@@ -23,34 +24,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
-
-char *config_default_socket(void)
-{
-        const char *env = getenv("XDG_RUNTIME_DIR");
-        char *p = NULL;
-
-        if (geteuid() == 0)
-                return strdup("/run/fiberd.sock");
-        if (env && env[0] == '/') {
-                if (asprintf(&p, "%s/fiberd.sock", env) < 0)
-                        return NULL;
-                return p;
-        }
-        if (asprintf(&p, "/tmp/fiberd-%u.sock", (unsigned)geteuid()) < 0)
-                return NULL;
-        return p;
-}
 
 static void usage(FILE *f, const char *argv0)
 {
         fprintf(f,
                 "Usage: %s [OPTIONS]\n"
                 "Run fiberd, the fiber job daemon, in the foreground.\n\n"
-                "  -s, --socket PATH      listening socket (default: /run/fiberd.sock as root,\n"
-                "                         else $XDG_RUNTIME_DIR/fiberd.sock; $FIBERD_SOCKET\n"
-                "                         overrides the default)\n"
+                "  -s, --socket PATH      listening socket (default: $FIBERD_SOCKET, else\n"
+                "                         the file's socket, else /run/fiberd.sock; with --user\n"
+                "                         or when not root, $XDG_RUNTIME_DIR/fiberd.sock)\n"
+                "      --user             a per-user fiberd: $XDG_RUNTIME_DIR/fiberd.sock, as\n"
+                "                         `fiberctl --user` expects (the default when not root)\n"
                 "  -p, --plugin-dir DIR   plugin directory (default: %s)\n"
                 "  -c, --config FILE      INI configuration file (flags win over it)\n"
                 "  -w, --workers N        job worker threads in all scheduling groups\n"
@@ -93,6 +81,7 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, 'V'},
                 {"check-config", no_argument, NULL, 'C'},
+                {"user", no_argument, NULL, 'U'},
                 {NULL, 0, NULL, 0},
         };
         ConfigArgs a = {.workers = -1};
@@ -137,6 +126,9 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
                         return 1;
                 case 'C':
                         a.check_config = true;
+                        break;
+                case 'U':
+                        a.user = true;
                         break;
                 default:
                         usage(stderr, argv[0]);
@@ -359,6 +351,33 @@ static int config_ini_handler(void *user, const char *section, const char *name,
         return 0;
 }
 
+/* No path from the file, $FIBERD_SOCKET or -s: the default of socket_path.h, the system
+ * socket or, for a per-user fiberd, $XDG_RUNTIME_DIR's. Never a shared /tmp path. */
+static int config_default_socket(Config *c, bool user)
+{
+        char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        int r = socket_path_default(user, path, sizeof(path));
+
+        if (r == -ENOENT) {
+                log_msg(LOG_ERR,
+                        "no socket path: a %s fiberd listens on $XDG_RUNTIME_DIR/%s, and "
+                        "XDG_RUNTIME_DIR is not set (or not absolute); run it in a login "
+                        "session (or as a systemd --user service), or name the socket with "
+                        "--socket PATH or FIBERD_SOCKET",
+                        geteuid() != 0 ? "non-root" : "--user", SOCKET_PATH_USER_NAME);
+                return -EINVAL;
+        }
+        if (r < 0) {
+                log_msg(LOG_ERR,
+                        "the default socket path under XDG_RUNTIME_DIR is longer than %zu "
+                        "bytes, the limit of a Unix socket address; use --socket PATH",
+                        sizeof(path) - 1);
+                return -EINVAL;
+        }
+        c->socket_path = strdup(path);
+        return c->socket_path ? 0 : -ENOMEM;
+}
+
 static int config_set_string(char **field, const char *value)
 {
         char *s = strdup(value);
@@ -390,9 +409,8 @@ int config_load(Config *ret, const ConfigArgs *args)
         FILE *f;
         int r;
 
-        c.socket_path = config_default_socket();
         c.plugin_dir = strdup(FIBERD_PLUGIN_DIR);
-        if (!c.socket_path || !c.plugin_dir) {
+        if (!c.plugin_dir) {
                 r = -ENOMEM;
                 goto out_free;
         }
@@ -427,6 +445,8 @@ int config_load(Config *ret, const ConfigArgs *args)
         if (args->socket_path && (r = config_set_string(&c.socket_path, args->socket_path)) < 0)
                 goto out_free;
         if (args->plugin_dir && (r = config_set_string(&c.plugin_dir, args->plugin_dir)) < 0)
+                goto out_free;
+        if (!c.socket_path && (r = config_default_socket(&c, args->user || geteuid() != 0)) < 0)
                 goto out_free;
         if (args->workers >= 0)
                 c.workers = (unsigned)args->workers;

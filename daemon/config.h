@@ -13,7 +13,7 @@
  * The file (all keys optional, unknown keys are an error naming file and line):
  *
  *   [fiberd]
- *   socket = /run/fiberd.sock      ; listening socket path
+ *   socket = /run/fiberd.sock      ; listening socket path (default: socket_path.h)
  *   plugin_dir = /usr/local/lib/fiberd/plugins
  *   workers = 4                    ; job workers in all groups; 0 = the CPUs this
  *                                  ; process may run on (its affinity mask / cpuset)
@@ -97,12 +97,13 @@ typedef struct ConfigArgs {
         const char *log_level;
         long workers;      /* -1 = not given */
         bool check_config; /* --check-config: validate, print, exit */
+        bool user;         /* --user: the per-user socket by default (as when not root) */
 } ConfigArgs;
 
 /*
  * config_parse_args - getopt_long over @argv:
  *   --socket PATH, --plugin-dir DIR, --config FILE, --workers N (0..SCHED_MAX_CPUS),
- *   --log-level L, --check-config, --help, --version.
+ *   --log-level L, --check-config, --user, --help, --version.
  * @ret: out, written only on success.
  * Return: 0; 1 when --help or --version was handled (text already printed, exit 0);
  * -EINVAL on a usage error (message already printed to stderr, exit 64).
@@ -113,18 +114,15 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv);
 /*
  * config_load - build a Config: defaults, then the file (@args->config_file when given,
  * else FIBERD_CONFIG_FILE if it exists), then $FIBERD_SOCKET, then @args. On a bad file
- * or value, logs one line naming the file, line and key. @ret: out, written only on
- * success; release with config_done().
+ * or value, logs one line naming the file, line and key. Without a socket from any of
+ * them, the default of ipc/socket_path.h: the system socket, or for --user or a non-root
+ * fiberd $XDG_RUNTIME_DIR/fiberd.sock (no XDG_RUNTIME_DIR: -EINVAL, logged with the fix).
+ * @ret: out, written only on success; release with config_done().
  * Return: 0; -ENOENT (--config names a missing file); -EACCES and other open errors of
  * the file; -EINVAL (bad value); -ENOMEM.
  * Context: any thread or fiber (does blocking file I/O: the file is small).
  */
 int config_load(Config *ret, const ConfigArgs *args);
-
-/* config_default_socket - the default socket path, as documented in the README:
- * "/run/fiberd.sock" for root, else "$XDG_RUNTIME_DIR/fiberd.sock" (falls back to
- * "/tmp/fiberd-<uid>.sock" without XDG_RUNTIME_DIR). Returns a malloc'ed string or NULL. */
-char *config_default_socket(void);
 
 /*
  * config_print - write @c to @f as a configuration file: every section and key with its
