@@ -553,6 +553,32 @@ static bool valid_state(const char *s)
         return false;
 }
 
+static void list_print_header(void)
+{
+        printf("%8s %-12s %-9s %6s %-23s %9s %s\n", "ID", "PLUGIN", "STATE", "OWNER", "CREATED",
+               "RAN", "PROGRESS");
+}
+
+static void list_print_row(const json_t *rec)
+{
+        char created[64], ran[32] = "-", progress[64];
+        format_time(created, sizeof(created), json_object_get(rec, IPC_KEY_CREATED_MS));
+        json_int_t ms = job_duration_ms(rec);
+        if (ms >= 0)
+                format_duration(ran, sizeof(ran), ms);
+        format_progress(progress, sizeof(progress), json_object_get(rec, IPC_KEY_PROGRESS));
+        printf("%8" JSON_INTEGER_FORMAT " %-12s %-9s %6" JSON_INTEGER_FORMAT " %-23s %9s %s\n",
+               json_integer_value(json_object_get(rec, IPC_KEY_ID)),
+               str_of(rec, IPC_KEY_PLUGIN, "?"), str_of(rec, IPC_KEY_STATE, "?"),
+               json_integer_value(json_object_get(rec, IPC_KEY_OWNER)), created, ran, progress);
+}
+
+/*
+ * list: job.list page by page (PROTOCOL.md: the filter's "cursor"), newest first, each
+ * page printed as it arrives, so no answer passes the message cap however many jobs
+ * there are; --limit N stops after N. With --json, one array of every record. A fiberd
+ * from before pages refuses the cursor key: then one unpaged call, as it answers it.
+ */
 int verb_list(Ctl *ctl, int argc, char **argv)
 {
         static const struct option options[] = {
@@ -561,9 +587,11 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 {"limit", required_argument, NULL, 'n'},
                 {0},
         };
-        json_t *filter = json_object(), *res, *rec;
-        int c;
-        uint64_t limit;
+        json_t *filter = json_object(), *all = NULL, *res = NULL, *cursor = json_null();
+        uint64_t limit = UINT64_MAX, listed = 0;
+        bool paged = true;
+        IpcStatus st;
+        int c, r = 0;
 
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":S:p:n:", options, NULL)) != -1) {
@@ -586,8 +614,6 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                                 return ctl_usage("--limit needs a positive integer, got '%s'",
                                                  optarg);
                         }
-                        json_object_set_new(filter, IPC_FILTER_LIMIT,
-                                            json_integer((json_int_t)limit));
                         break;
                 default:
                         json_decref(filter);
@@ -599,36 +625,59 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 json_decref(filter);
                 return ctl_usage("list takes no arguments, got '%s'", argv[optind]);
         }
-        IpcStatus st;
-        int r = ctl_call(ctl, IPC_METHOD_JOB_LIST, json_pack("[o]", filter), &res, &st);
-        if (r) {
-                if (strcmp(st.message, "(reported above)") != 0)
-                        fprintf(stderr, "fiberctl: list: %s\n", st.message);
-                return r;
-        }
-        if (ctl->json) {
-                ctl_print_json(res);
+        if (ctl->json)
+                all = json_array();
+        else
+                list_print_header();
+        while (listed < limit) {
+                json_t *f = json_copy(filter), *jobs, *rec;
+                uint64_t left = limit - listed;
+                size_t i;
+
+                if (paged)
+                        json_object_set(f, IPC_FILTER_CURSOR, cursor);
+                if (limit != UINT64_MAX)
+                        json_object_set_new(f, IPC_FILTER_LIMIT, json_integer((json_int_t)left));
+                r = ctl_call(ctl, IPC_METHOD_JOB_LIST, json_pack("[o]", f), &res, &st);
+                if (r && paged && listed == 0 && json_is_null(cursor) && st.code &&
+                    strcmp(st.code, IPC_INVALID_ARGUMENT) == 0) {
+                        paged = false; /* a fiberd from before pages */
+                        continue;
+                }
+                if (r) {
+                        if (strcmp(st.message, "(reported above)") != 0)
+                                fprintf(stderr, "fiberctl: list: %s\n", st.message);
+                        break;
+                }
+                if (json_is_array(res))
+                        paged = false; /* an unpaged answer: all there is */
+                jobs = paged ? json_object_get(res, IPC_KEY_JOBS) : res;
+                if (!json_is_array(jobs)) {
+                        fprintf(stderr, "fiberctl: list: fiberd's answer has no job array\n");
+                        r = EX_PROTOCOL;
+                        break;
+                }
+                json_array_foreach(jobs, i, rec)
+                {
+                        if (listed == limit)
+                                break;
+                        if (all)
+                                json_array_append(all, rec);
+                        else
+                                list_print_row(rec);
+                        listed++;
+                }
+                json_decref(cursor);
+                cursor = json_incref(json_object_get(res, IPC_KEY_NEXT_CURSOR));
                 json_decref(res);
-                return 0;
+                res = NULL;
+                if (!paged || !json_is_integer(cursor))
+                        break;
         }
-        size_t i;
-        printf("%8s %-12s %-9s %6s %-23s %9s %s\n", "ID", "PLUGIN", "STATE", "OWNER", "CREATED",
-               "RAN", "PROGRESS");
-        json_array_foreach(res, i, rec)
-        {
-                char created[64], ran[32] = "-", progress[64];
-                format_time(created, sizeof(created), json_object_get(rec, IPC_KEY_CREATED_MS));
-                json_int_t ms = job_duration_ms(rec);
-                if (ms >= 0)
-                        format_duration(ran, sizeof(ran), ms);
-                format_progress(progress, sizeof(progress), json_object_get(rec, IPC_KEY_PROGRESS));
-                printf("%8" JSON_INTEGER_FORMAT " %-12s %-9s %6" JSON_INTEGER_FORMAT
-                       " %-23s %9s %s\n",
-                       json_integer_value(json_object_get(rec, IPC_KEY_ID)),
-                       str_of(rec, IPC_KEY_PLUGIN, "?"), str_of(rec, IPC_KEY_STATE, "?"),
-                       json_integer_value(json_object_get(rec, IPC_KEY_OWNER)), created, ran,
-                       progress);
-        }
-        json_decref(res);
-        return 0;
+        if (r == 0 && all)
+                ctl_print_json(all);
+        json_decref(all);
+        json_decref(cursor);
+        json_decref(filter);
+        return r;
 }
