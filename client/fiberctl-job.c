@@ -187,9 +187,12 @@ void ctl_print_job_record(const Ctl *ctl, const json_t *r)
 /* Reports a failed call about job @id; returns the exit code. */
 static int job_fail(int code, uint64_t id, const IpcStatus *st)
 {
-        if (strcmp(st->message, "(reported above)") != 0)
-                fprintf(stderr, "fiberctl: job %" PRIu64 ": %s\n", id, st->message);
-        return code;
+        if (strcmp(st->message, "(reported above)") == 0)
+                return code;
+        /* fiberd's messages about a job name it already ("no job 99"): said once */
+        if (ctl_mentions_job(st->message, id))
+                return ctl_error(st->code, code, "%s", st->message);
+        return ctl_error(st->code, code, "job %" PRIu64 ": %s", id, st->message);
 }
 
 /* The one ID a verb takes; returns 0 or the usage exit code. */
@@ -246,7 +249,8 @@ static int answer_id(json_t *res, json_int_t *ret_id)
         json_int_t id = json_integer_value(json_object_get(res, IPC_KEY_ID));
 
         if (id <= 0) {
-                fprintf(stderr, "fiberctl: submit: fiberd's answer has no job id\n");
+                ctl_error(IPC_MALFORMED_MESSAGE, EX_PROTOCOL,
+                          "submit: fiberd's answer has no job id");
                 json_decref(res);
                 return EX_PROTOCOL;
         }
@@ -264,7 +268,7 @@ static int submit_report(Ctl *ctl, const char *plugin, int r, const IpcStatus *s
 {
         if (r) {
                 if (st && strcmp(st->message, "(reported above)") != 0)
-                        fprintf(stderr, "fiberctl: submit %s: %s\n", plugin, st->message);
+                        ctl_error(st->code, r, "submit %s: %s", plugin, st->message);
                 return r;
         }
         json_int_t id;
@@ -503,8 +507,12 @@ int verb_result(Ctl *ctl, int argc, char **argv)
                     ctl_call(ctl, IPC_METHOD_JOB_STATUS, json_pack("[I]", (json_int_t)id), &rec,
                              &st2) == 0 &&
                     ctl_job_exit(rec) == EXIT_JOB_FAILED) {
-                        fprintf(stderr, "fiberctl: job %" PRIu64 " %s: %s\n", id,
-                                str_of(rec, IPC_KEY_STATE, "?"), st.message);
+                        /* "job 3 failed: <why>" from fiberd is the whole story */
+                        if (ctl_mentions_job(st.message, id))
+                                ctl_error(st.code, EXIT_JOB_FAILED, "%s", st.message);
+                        else
+                                ctl_error(st.code, EXIT_JOB_FAILED, "job %" PRIu64 " %s: %s", id,
+                                          str_of(rec, IPC_KEY_STATE, "?"), st.message);
                         json_decref(rec);
                         return EXIT_JOB_FAILED;
                 }
@@ -646,15 +654,15 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 }
                 if (r) {
                         if (strcmp(st.message, "(reported above)") != 0)
-                                fprintf(stderr, "fiberctl: list: %s\n", st.message);
+                                ctl_error(st.code, r, "list: %s", st.message);
                         break;
                 }
                 if (json_is_array(res))
                         paged = false; /* an unpaged answer: all there is */
                 jobs = paged ? json_object_get(res, IPC_KEY_JOBS) : res;
                 if (!json_is_array(jobs)) {
-                        fprintf(stderr, "fiberctl: list: fiberd's answer has no job array\n");
-                        r = EX_PROTOCOL;
+                        r = ctl_error(IPC_MALFORMED_MESSAGE, EX_PROTOCOL,
+                                      "list: fiberd's answer has no job array");
                         break;
                 }
                 json_array_foreach(jobs, i, rec)

@@ -83,8 +83,9 @@ $(DAEMON_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o \
 		$(TEST_PLUGINS)
 	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
 		-lcrypto -lcriterion
-# daemon_socket.c and daemon_list.c run fiberctl too
-$(BUILD)/tests/integration/daemon_socket $(BUILD)/tests/integration/daemon_list: $(DAEMON_FIBERCTL)
+# daemon_socket.c, daemon_list.c and daemon_fiberctl.c run fiberctl too
+$(BUILD)/tests/integration/daemon_socket $(BUILD)/tests/integration/daemon_list \
+	$(BUILD)/tests/integration/daemon_fiberctl: $(DAEMON_FIBERCTL)
 INTEGRATION_TESTS += $(DAEMON_TESTS)
 
 # ---- make demo: sha256 of every file under /usr/include through fiberctl batch, checked

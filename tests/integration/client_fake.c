@@ -677,7 +677,7 @@ Test(fiberctl, exit_codes_for_server_errors, .init = setup_normal, .fini = fake_
         cr_assert_eq(r.status, 77);
         RUN(&r, NULL, "status", "12345");
         cr_assert_eq(r.status, 66);
-        assert_contains(r.err, "job 12345: no job 12345");
+        assert_contains(r.err, "fiberctl: no job 12345 (finished"); /* said once */
         RUN(&r, NULL, "submit", "slow");
         cr_assert_eq(r.status, 0);
         RUN(&r, NULL, "result", "1");
