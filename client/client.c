@@ -9,6 +9,7 @@
  * reading while writing is what keeps a deep pipeline from deadlocking.
  */
 #include "client/client.h"
+#include "ipc/socket_path.h"
 #include "scheduler/base/list.h"
 #include "scheduler/base/time-util.h"
 
@@ -48,15 +49,11 @@ struct Client {
 int client_default_socket(char *buf, size_t size)
 {
         const char *env = getenv("FIBERD_SOCKET");
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
         int n;
 
-        if (env && *env)
-                n = snprintf(buf, size, "%s", env);
-        else if (geteuid() != 0 && xdg && *xdg)
-                n = snprintf(buf, size, "%s/fiberd.sock", xdg);
-        else
-                n = snprintf(buf, size, "/run/fiberd.sock");
+        if (!env || !*env)
+                return socket_path_default(false, buf, size); /* the system socket */
+        n = snprintf(buf, size, "%s", env);
         if (n < 0 || (size_t)n >= size)
                 return -ENAMETOOLONG;
         return 0;
@@ -91,8 +88,8 @@ int client_connect(Client **ret, const char *path, IpcStatus *st)
                 r = client_default_socket(def, sizeof(def));
                 if (r < 0)
                         return ipc_status_errno(st, r,
-                                                "the socket path from FIBERD_SOCKET or "
-                                                "XDG_RUNTIME_DIR is longer than %zu bytes",
+                                                "the socket path from FIBERD_SOCKET is "
+                                                "longer than %zu bytes",
                                                 sizeof(def) - 1);
                 path = def;
         }

@@ -53,8 +53,9 @@ typedef struct Client Client;
 
 /*
  * client_default_socket - the socket path a client uses when given none: $FIBERD_SOCKET
- * if set and not empty; else /run/fiberd.sock for root (euid 0); else
- * $XDG_RUNTIME_DIR/fiberd.sock; else /run/fiberd.sock. Written to @buf (@size bytes).
+ * if set and not empty; else the system socket, /run/fiberd.sock, whoever the caller is
+ * (a per-user fiberd's socket is asked for explicitly: socket_path_default(true, ...),
+ * `fiberctl --user`). Written to @buf (@size bytes).
  * Return: 0; -ENAMETOOLONG when it does not fit. Context: any thread.
  */
 int client_default_socket(char *buf, size_t size);

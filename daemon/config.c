@@ -12,6 +12,8 @@
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "ipc/protocol.h"
+#include "ipc/socket_path.h"
+#include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -23,41 +25,34 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <syslog.h>
 #include <unistd.h>
-
-char *config_default_socket(void)
-{
-        const char *env = getenv("XDG_RUNTIME_DIR");
-        char *p = NULL;
-
-        if (geteuid() == 0)
-                return strdup("/run/fiberd.sock");
-        if (env && env[0] == '/') {
-                if (asprintf(&p, "%s/fiberd.sock", env) < 0)
-                        return NULL;
-                return p;
-        }
-        if (asprintf(&p, "/tmp/fiberd-%u.sock", (unsigned)geteuid()) < 0)
-                return NULL;
-        return p;
-}
 
 static void usage(FILE *f, const char *argv0)
 {
         fprintf(f,
                 "Usage: %s [OPTIONS]\n"
                 "Run fiberd, the fiber job daemon, in the foreground.\n\n"
-                "  -s, --socket PATH      listening socket (default: /run/fiberd.sock as root,\n"
-                "                         else $XDG_RUNTIME_DIR/fiberd.sock; $FIBERD_SOCKET\n"
-                "                         overrides the default)\n"
+                "  -s, --socket PATH      listening socket (default: $FIBERD_SOCKET, else\n"
+                "                         the file's socket, else /run/fiberd.sock; with --user\n"
+                "                         or when not root, $XDG_RUNTIME_DIR/fiberd.sock)\n"
+                "      --user             a per-user fiberd: $XDG_RUNTIME_DIR/fiberd.sock, as\n"
+                "                         `fiberctl --user` expects (the default when not root)\n"
                 "  -p, --plugin-dir DIR   plugin directory (default: %s)\n"
                 "  -c, --config FILE      INI configuration file (flags win over it)\n"
                 "  -w, --workers N        job worker threads in all scheduling groups\n"
                 "                         (default 0: one per CPU this process may use)\n"
                 "  -l, --log-level LEVEL  err, warning, notice, info (default), debug\n"
+                "      --check-config     load the configuration as a start would, print the\n"
+                "                         effective settings and exit: 0 valid, 1 not\n"
                 "  -h, --help             this text\n"
-                "      --version          print the version\n",
-                argv0, FIBERD_PLUGIN_DIR);
+                "      --version          print the version\n"
+                "\n"
+                "The configuration file is %s when it exists\n"
+                "(absent: the built-in defaults); --config FILE reads FILE instead.\n",
+                argv0, FIBERD_PLUGIN_DIR, FIBERD_CONFIG_FILE);
 }
 
 /* Parses a decimal in [@min, @max]. Return: 0 and *@ret, or -EINVAL. */
@@ -86,6 +81,8 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
                 {"log-level", required_argument, NULL, 'l'},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, 'V'},
+                {"check-config", no_argument, NULL, 'C'},
+                {"user", no_argument, NULL, 'U'},
                 {NULL, 0, NULL, 0},
         };
         ConfigArgs a = {.workers = -1};
@@ -128,6 +125,12 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
                 case 'V':
                         printf("fiberd %s\n", FIBERD_VERSION);
                         return 1;
+                case 'C':
+                        a.check_config = true;
+                        break;
+                case 'U':
+                        a.user = true;
+                        break;
                 default:
                         usage(stderr, argv[0]);
                         return -EINVAL;
@@ -355,6 +358,33 @@ static int config_ini_handler(void *user, const char *section, const char *name,
         return 0;
 }
 
+/* No path from the file, $FIBERD_SOCKET or -s: the default of socket_path.h, the system
+ * socket or, for a per-user fiberd, $XDG_RUNTIME_DIR's. Never a shared /tmp path. */
+static int config_default_socket(Config *c, bool user)
+{
+        char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        int r = socket_path_default(user, path, sizeof(path));
+
+        if (r == -ENOENT) {
+                log_msg(LOG_ERR,
+                        "no socket path: a %s fiberd listens on $XDG_RUNTIME_DIR/%s, and "
+                        "XDG_RUNTIME_DIR is not set (or not absolute); run it in a login "
+                        "session (or as a systemd --user service), or name the socket with "
+                        "--socket PATH or FIBERD_SOCKET",
+                        geteuid() != 0 ? "non-root" : "--user", SOCKET_PATH_USER_NAME);
+                return -EINVAL;
+        }
+        if (r < 0) {
+                log_msg(LOG_ERR,
+                        "the default socket path under XDG_RUNTIME_DIR is longer than %zu "
+                        "bytes, the limit of a Unix socket address; use --socket PATH",
+                        sizeof(path) - 1);
+                return -EINVAL;
+        }
+        c->socket_path = strdup(path);
+        return c->socket_path ? 0 : -ENOMEM;
+}
+
 static int config_set_string(char **field, const char *value)
 {
         char *s = strdup(value);
@@ -402,29 +432,39 @@ int config_load(Config *ret, const ConfigArgs *args)
                           .steal_every_n = 16,
                           .queue_policy = SCHED_QUEUE_DEFAULT},
         };
-        const char *env;
+        const char *env, *file;
+        FILE *f;
         int r;
 
-        c.socket_path = config_default_socket();
         c.plugin_dir = strdup(FIBERD_PLUGIN_DIR);
         c.admin_group = strdup("fiberd-admin");
         c.submit_group = strdup("");
-        if (!c.socket_path || !c.plugin_dir || !c.admin_group || !c.submit_group) {
+        if (!c.plugin_dir || !c.admin_group || !c.submit_group) {
                 r = -ENOMEM;
                 goto out_free;
         }
-        if (args->config_file) {
+        file = args->config_file ? args->config_file : FIBERD_CONFIG_FILE;
+        f = fopen(file, "re");
+        if (!f && (errno != ENOENT || args->config_file)) {
+                r = -errno;
+                log_msg(LOG_ERR, "cannot open config file %s: %s", file, strerror(-r));
+                goto out_free;
+        }
+        if (f) {
+                /* the default file may be absent; one that exists is read as strictly as
+                 * --config's */
                 ConfigParse p = {.cfg = &c};
-                r = ini_parse(args->config_file, config_ini_handler, &p);
-                if (r == -1) {
-                        log_msg(LOG_ERR, "cannot open config file %s: %m", args->config_file);
-                        r = -ENOENT;
-                        goto out_free;
-                }
+                r = ini_parse_file(f, config_ini_handler, &p);
+                fclose(f);
                 if (p.error || r != 0) {
-                        log_msg(LOG_ERR, "%s:%d: %s", args->config_file, r,
+                        log_msg(LOG_ERR, "%s:%d: %s", file, r,
                                 p.error ? p.message : "syntax error (expected key = value)");
                         r = p.error ? p.error : -EINVAL;
+                        goto out_free;
+                }
+                c.config_file = strdup(file);
+                if (!c.config_file) {
+                        r = -ENOMEM;
                         goto out_free;
                 }
         }
@@ -434,6 +474,8 @@ int config_load(Config *ret, const ConfigArgs *args)
         if (args->socket_path && (r = config_set_string(&c.socket_path, args->socket_path)) < 0)
                 goto out_free;
         if (args->plugin_dir && (r = config_set_string(&c.plugin_dir, args->plugin_dir)) < 0)
+                goto out_free;
+        if (!c.socket_path && (r = config_default_socket(&c, args->user || geteuid() != 0)) < 0)
                 goto out_free;
         if (args->workers >= 0)
                 c.workers = (unsigned)args->workers;
@@ -460,15 +502,119 @@ out_free:
         return r;
 }
 
-bool config_sched_equal(const Config *a, const Config *b)
-{
-        const SchedConfig *x = &a->sched, *y = &b->sched;
+/* ---------------------------------------------------------- print, diff ---- */
 
-        return a->workers == b->workers && x->optimize_for == y->optimize_for &&
-               x->groups == y->groups && x->group_size == y->group_size && x->numa == y->numa &&
-               x->pin_workers == y->pin_workers && x->steal_every_n == y->steal_every_n &&
-               x->cross_node_steal_every_n == y->cross_node_steal_every_n &&
-               x->queue_policy == y->queue_policy;
+/* The names log_level_parse() reads, by syslog priority; below LOG_ERR, the digit. */
+static const char *const level_names[] = {
+        [LOG_ERR] = "err",   [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
+        [LOG_INFO] = "info", [LOG_DEBUG] = "debug",
+};
+
+/* @k's value in @c, written as the file writes it, into @buf. */
+static void key_format(const Config *c, const ConfigKey *k, char *buf, size_t size)
+{
+        const char *field = (const char *)c + k->offset;
+        uint64_t v;
+        int level;
+
+        switch (k->kind) {
+        case KEY_STRING:
+                snprintf(buf, size, "%s", *(char *const *)field ? *(char *const *)field : "");
+                return;
+        case KEY_LEVEL:
+                level = *(const int *)field;
+                if (level >= 0 && level < (int)ELEMENTSOF(level_names) && level_names[level])
+                        snprintf(buf, size, "%s", level_names[level]);
+                else
+                        snprintf(buf, size, "%d", level);
+                return;
+        case KEY_UINT:
+                v = k->width == sizeof(uint64_t) ? *(const uint64_t *)field
+                                                 : *(const unsigned *)field;
+                /* config_load() turned the file's 0 ("never") into the runtime's UINT_MAX */
+                if (k->offset == offsetof(Config, sched.steal_every_n) && v == UINT_MAX)
+                        v = 0;
+                snprintf(buf, size, "%llu", (unsigned long long)(v / k->scale));
+                return;
+        case KEY_BOOL:
+                snprintf(buf, size, "%s", *(const bool *)field ? "true" : "false");
+                return;
+        case KEY_WORD:
+                for (const ConfigWord *w = k->words; w->word; w++)
+                        if (w->value == *(const int *)field) {
+                                snprintf(buf, size, "%s", w->word);
+                                return;
+                        }
+                snprintf(buf, size, "%d", *(const int *)field);
+                return;
+        }
+}
+
+/* Whether a reload applies @k: the socket, the workers and the job scheduler's layout
+ * are built once, at start. */
+static bool key_is_live(const ConfigKey *k)
+{
+        if (strcmp(k->section, "scheduler") == 0)
+                return false;
+        return !(strcmp(k->section, "fiberd") == 0 &&
+                 (strcmp(k->name, "socket") == 0 || strcmp(k->name, "workers") == 0));
+}
+
+int config_print(const Config *c, FILE *f)
+{
+        const char *section = "";
+        char value[PATH_MAX];
+
+        fprintf(f, "# fiberd %s: the effective configuration\n", FIBERD_VERSION);
+        if (c->config_file)
+                fprintf(f, "# read from %s\n", c->config_file);
+        else
+                fprintf(f, "# no file read (%s is absent): the built-in defaults\n",
+                        FIBERD_CONFIG_FILE);
+        for (size_t i = 0; i < ELEMENTSOF(config_keys); i++) {
+                const ConfigKey *k = &config_keys[i];
+
+                if (strcmp(k->section, section) != 0) {
+                        section = k->section;
+                        fprintf(f, "[%s]\n", section);
+                }
+                key_format(c, k, value, sizeof(value));
+                fprintf(f, "%s = %s\n", k->name, value);
+        }
+        return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
+}
+
+/* Appends @word to the ", "-separated list in @buf (truncated to @size). */
+static void list_append(char *buf, size_t size, const char *word)
+{
+        size_t n = strlen(buf);
+
+        if (n + 1 < size)
+                snprintf(buf + n, size - n, "%s%s", n ? ", " : "", word);
+}
+
+void config_diff(const Config *old, const Config *new, char *live, size_t live_size, char *restart,
+                 size_t restart_size)
+{
+        char a[PATH_MAX], b[PATH_MAX], name[96];
+
+        live[0] = restart[0] = '\0';
+        for (size_t i = 0; i < ELEMENTSOF(config_keys); i++) {
+                const ConfigKey *k = &config_keys[i];
+
+                key_format(old, k, a, sizeof(a));
+                key_format(new, k, b, sizeof(b));
+                if (strcmp(a, b) == 0)
+                        continue;
+                if (strcmp(k->section, "fiberd") == 0)
+                        snprintf(name, sizeof(name), "%s", k->name);
+                else
+                        snprintf(name, sizeof(name), "[%s] %s", k->section, k->name);
+                if (key_is_live(k))
+                        list_append(live, live_size, name);
+                else
+                        list_append(restart, restart_size, name);
+        }
 }
 
 void config_done(Config *c)
@@ -477,8 +623,10 @@ void config_done(Config *c)
         free(c->plugin_dir);
         free(c->admin_group);
         free(c->submit_group);
+        free(c->config_file);
         c->socket_path = NULL;
         c->plugin_dir = NULL;
         c->admin_group = NULL;
         c->submit_group = NULL;
+        c->config_file = NULL;
 }

@@ -4,10 +4,16 @@
  * FIBERD_SOCKET environment variable and the command line, in rising precedence
  * (a flag always wins).
  *
+ * The file is --config FILE when given (it must exist), else FIBERD_CONFIG_FILE
+ * (/etc/fiberd/fiberd.conf; `make install` puts a commented-out copy there listing every
+ * key with its default): read when present, and fiberd starts on the defaults when it is
+ * absent. `fiberd --check-config` loads it as a start would and prints the effective
+ * settings (config_print(): itself a valid file).
+ *
  * The file (all keys optional, unknown keys are an error naming file and line):
  *
  *   [fiberd]
- *   socket = /run/fiberd.sock      ; listening socket path
+ *   socket = /run/fiberd.sock      ; listening socket path (default: socket_path.h)
  *   plugin_dir = /usr/local/lib/fiberd/plugins
  *   workers = 4                    ; job workers in all groups; 0 = the CPUs this
  *                                  ; process may run on (its affinity mask / cpuset)
@@ -53,8 +59,9 @@
  * fibers well below it.
  *
  * SIGHUP re-reads the file (config_load() again with the same ConfigArgs) and applies
- * what can change while running (log level, plugin dir, job limits, retention, message
- * cap); socket, workers and the [scheduler] keys need a restart and say so in the log.
+ * what can change while running (log level, plugin dir, stop timeout, [jobs], [ipc]);
+ * socket, workers and the [scheduler] keys need a restart: config_diff() names the keys
+ * of each kind that changed, and the reload logs them in one line.
  */
 #ifndef FIBERD_DAEMON_CONFIG_H
 #define FIBERD_DAEMON_CONFIG_H
@@ -63,11 +70,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <stdio.h>
 
 #include "scheduler/sched.h"
 
 #ifndef FIBERD_PLUGIN_DIR
 #define FIBERD_PLUGIN_DIR "/usr/local/lib/fiberd/plugins"
+#endif
+
+/* The file read when --config is not given (daemon/build.mk: $(SYSCONFDIR)). */
+#ifndef FIBERD_CONFIG_FILE
+#define FIBERD_CONFIG_FILE "/etc/fiberd/fiberd.conf"
 #endif
 
 /* A gid field for a group that is not set or does not exist. */
@@ -88,6 +101,8 @@ typedef struct Config {
         unsigned submit_rate_per_user;  /* [jobs]; a second; 0 = no limit */
         unsigned submit_burst_per_user; /* [jobs]; 0 = submit_rate_per_user */
         size_t max_message;             /* bytes, the biggest request accepted */
+        char *config_file;              /* owned: the file read; NULL = none (the default
+                                         * file is absent: built-in defaults) */
         char *admin_group;              /* [access]; owned; "" = none */
         char *submit_group;             /* [access]; owned; "" = everyone may submit */
         gid_t admin_gid;                /* resolved at load; CONFIG_NO_GROUP = none/absent */
@@ -103,13 +118,15 @@ typedef struct ConfigArgs {
         const char *plugin_dir;
         const char *config_file;
         const char *log_level;
-        long workers; /* -1 = not given */
+        long workers;      /* -1 = not given */
+        bool check_config; /* --check-config: validate, print, exit */
+        bool user;         /* --user: the per-user socket by default (as when not root) */
 } ConfigArgs;
 
 /*
  * config_parse_args - getopt_long over @argv:
  *   --socket PATH, --plugin-dir DIR, --config FILE, --workers N (0..SCHED_MAX_CPUS),
- *   --log-level L, --help, --version.
+ *   --log-level L, --check-config, --user, --help, --version.
  * @ret: out, written only on success.
  * Return: 0; 1 when --help or --version was handled (text already printed, exit 0);
  * -EINVAL on a usage error (message already printed to stderr, exit 64).
@@ -118,25 +135,34 @@ typedef struct ConfigArgs {
 int config_parse_args(ConfigArgs *ret, int argc, char **argv);
 
 /*
- * config_load - build a Config: defaults, then @args->config_file when given, then
- * $FIBERD_SOCKET, then @args. On a bad file or value, logs one line naming the file,
- * line and key. @ret: out, written only on success; release with config_done().
- * Return: 0; -ENOENT (file missing); -EINVAL (bad value); -ENOMEM.
+ * config_load - build a Config: defaults, then the file (@args->config_file when given,
+ * else FIBERD_CONFIG_FILE if it exists), then $FIBERD_SOCKET, then @args. On a bad file
+ * or value, logs one line naming the file, line and key. Without a socket from any of
+ * them, the default of ipc/socket_path.h: the system socket, or for --user or a non-root
+ * fiberd $XDG_RUNTIME_DIR/fiberd.sock (no XDG_RUNTIME_DIR: -EINVAL, logged with the fix).
+ * @ret: out, written only on success; release with config_done().
+ * Return: 0; -ENOENT (--config names a missing file); -EACCES and other open errors of
+ * the file; -EINVAL (bad value); -ENOMEM.
  * Context: any thread or fiber (does blocking file I/O: the file is small).
  */
 int config_load(Config *ret, const ConfigArgs *args);
 
-/* config_default_socket - the default socket path, as documented in the README:
- * "/run/fiberd.sock" for root, else "$XDG_RUNTIME_DIR/fiberd.sock" (falls back to
- * "/tmp/fiberd-<uid>.sock" without XDG_RUNTIME_DIR). Returns a malloc'ed string or NULL. */
-char *config_default_socket(void);
+/*
+ * config_print - write @c to @f as a configuration file: every section and key with its
+ * effective value, in the units of the file (what `fiberd --check-config` prints; fed
+ * back with --config it gives the same settings). Return: 0; -EIO when @f fails.
+ * Context: any.
+ */
+int config_print(const Config *c, FILE *f);
 
 /*
- * config_sched_equal - whether @a and @b give the same job scheduler (workers and every
- * [scheduler] key): SIGHUP says "takes effect at restart" when they do not.
- * Context: any. Pure.
+ * config_diff - the keys whose values differ between @old and @new, as "socket,
+ * [scheduler] numa" (the [fiberd] section unnamed), in two lists: @live for the keys a
+ * reload applies, @restart for those that take effect at the next start. Each list is
+ * NUL-terminated and truncated to its size ("" when none). Context: any. Pure.
  */
-bool config_sched_equal(const Config *a, const Config *b);
+void config_diff(const Config *old, const Config *new, char *live, size_t live_size, char *restart,
+                 size_t restart_size);
 
 /* config_done - free the strings. Accepts a zeroed Config. */
 void config_done(Config *c);

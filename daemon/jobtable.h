@@ -169,6 +169,16 @@ static inline Job *jobtable_next_locked(JobTable *t, Job *j)
         return e == &t->all ? NULL : list_entry(e, Job, all_link);
 }
 
+/*
+ * jobtable_prev_locked - the job before @j in id order (@j NULL: the newest), or NULL
+ * before the first: job.list's pages walk newest first. Context: table lock held.
+ */
+static inline Job *jobtable_prev_locked(JobTable *t, Job *j)
+{
+        ListHead *e = j ? j->all_link.prev : t->all.prev;
+        return e == &t->all ? NULL : list_entry(e, Job, all_link);
+}
+
 /* Lock helpers for code that reads a job's mutable fields (job.h). */
 void jobtable_lock(JobTable *t);
 void jobtable_unlock(JobTable *t);

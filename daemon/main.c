@@ -24,7 +24,10 @@
  * plugin and abandoned with the process.
  *
  * SIGHUP: RELOADING=1, re-read the config with the same flags, apply what can change
- * while running, rescan the plugin directory, READY=1.
+ * while running, log in one line what changed and what of it needs a restart
+ * (config_diff()), rescan the plugin directory, READY=1.
+ *
+ * --check-config stops after step 1: the settings printed, exit 0 or 1.
  *
  * Nothing is freed at exit: the groups' workers may still run abandoned plugin code,
  * and the process's end releases everything at once.
@@ -87,18 +90,32 @@ static void daemon_reload(Daemon *d)
                 log_msg(LOG_ERR, "reload failed (%s); keeping the running configuration",
                         strerror(-r));
         } else {
+                char live[512], restart[512];
+
                 log_set_level(nc.log_level);
                 jobtable_configure(&d->jobs, nc.max_running, nc.max_queued, nc.retention_ns,
                                    nc.retention_max);
                 apply_quotas(d, &nc);
                 server_set_max_message(d->server, nc.max_message);
                 plugin_host_set_max_result(nc.max_message);
-                if (strcmp(nc.socket_path, d->cfg.socket_path) != 0)
-                        log_msg(LOG_NOTICE, "socket changed to %s: takes effect at restart",
-                                nc.socket_path);
-                if (!config_sched_equal(&nc, &d->cfg))
-                        log_msg(LOG_NOTICE, "workers or [scheduler] changed: takes effect at "
-                                            "restart");
+                /* systemd's socket is what we listen on, whatever the file says */
+                if (d->socket_activated) {
+                        char *path = strdup(d->cfg.socket_path);
+                        if (path) {
+                                free(nc.socket_path);
+                                nc.socket_path = path;
+                        }
+                }
+                config_diff(&d->cfg, &nc, live, sizeof(live), restart, sizeof(restart));
+                log_msg(restart[0] ? LOG_NOTICE : LOG_INFO, "configuration reloaded: %s%s%s%s",
+                        live[0] ? "applied " : "", live[0] ? live : "no live setting changed",
+                        restart[0] ? "; needs a restart (running on the old values until then): "
+                                   : "",
+                        restart);
+                /* d->cfg says what runs: the keys that need a restart keep their running
+                 * values, so the next reload names them again */
+                nc.workers = d->cfg.workers;
+                nc.sched = d->cfg.sched;
                 /* keep the path we listen on, so shutdown unlinks the right file */
                 free(nc.socket_path);
                 nc.socket_path = d->cfg.socket_path;
@@ -320,6 +337,48 @@ static int start_job_scheduler(Daemon *d)
         return 0;
 }
 
+/*
+ * fiberd --check-config: load the configuration as a start would (the file's keys and
+ * values, then whether a scheduling group layout fits the [scheduler] keys on this
+ * machine), print the effective settings to stdout and the layout as a comment.
+ * Return: the exit status, 0 when valid, 1 when not (the reason logged to stderr).
+ */
+static int check_config(const ConfigArgs *args)
+{
+        SchedTopology *topo = malloc(sizeof(*topo));
+        SchedConfig scfg;
+        SchedPlan plan;
+        Config c;
+        int r;
+
+        if (!topo || config_load(&c, args) < 0) {
+                free(topo);
+                return 1;
+        }
+        scfg = c.sched;
+        scfg.concurrency = c.workers;
+        r = sched_topology_detect(topo);
+        if (r == 0)
+                r = sched_plan(&scfg, topo, &plan);
+        if (r < 0) {
+                log_msg(LOG_ERR,
+                        "no scheduling group layout fits workers = %u, groups = %u, "
+                        "group_size = %u on %u CPUs: %s",
+                        c.workers, scfg.groups, scfg.group_size, topo->ncpus, strerror(-r));
+                r = 1;
+        } else if (config_print(&c, stdout) < 0) {
+                r = 1;
+        } else {
+                printf("# job scheduler on this machine: %u scheduling group(s) of %u "
+                       "worker(s), NUMA %s\n",
+                       plan.groups, plan.group_size, plan.numa ? "on" : "off");
+                r = fflush(stdout) == 0 ? 0 : 1;
+        }
+        config_done(&c);
+        free(topo);
+        return r;
+}
+
 int main(int argc, char **argv)
 {
         Daemon *d = &daemon_state;
@@ -331,6 +390,8 @@ int main(int argc, char **argv)
         r = config_parse_args(&d->args, argc, argv);
         if (r != 0)
                 return r > 0 ? 0 : EXIT_USAGE;
+        if (d->args.check_config)
+                return check_config(&d->args);
         r = config_load(&d->cfg, &d->args);
         if (r < 0)
                 return EXIT_CONFIG;

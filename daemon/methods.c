@@ -393,12 +393,77 @@ static bool list_match(const ListFilter *f, const Job *j)
         return true;
 }
 
+/* The bytes a job.list answer's records may take: under the daemon's message cap and
+ * the client decoder's default one, less room for the envelope. */
+static size_t list_budget(const Daemon *d)
+{
+        size_t cap = d->cfg.max_message < IPC_DEFAULT_MAX_MESSAGE ? d->cfg.max_message
+                                                                  : IPC_DEFAULT_MAX_MESSAGE;
+        return cap - cap / 16;
+}
+
+/* Appends the @len bytes at @buf to @pk's output as they are (already msgpack). */
+static int list_pack_raw(msgpack_packer *pk, const char *buf, size_t len)
+{
+        return len ? pk->callback(pk->data, buf, len) : 0;
+}
+
+/*
+ * One page of job.list: the jobs matching @f with an id below @cursor (0: from the
+ * newest), newest first, at most @limit of them and no more bytes than list_budget()
+ * (one record at least, so every page moves on). Packs {jobs, next_cursor}: the id of
+ * the page's last job when more match, else nil. Return: 0; -ENOMEM.
+ */
+static int list_pack_page(Daemon *d, const ListFilter *f, uint64_t cursor, uint64_t limit,
+                          msgpack_packer *pk)
+{
+        size_t budget = list_budget(d);
+        msgpack_sbuffer body;
+        msgpack_packer bp;
+        uint64_t next = 0, last = 0;
+        uint32_t n = 0;
+        int r = 0;
+
+        msgpack_sbuffer_init(&body);
+        msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
+        jobtable_lock(&d->jobs);
+        for (Job *j = jobtable_prev_locked(&d->jobs, NULL); j;
+             j = jobtable_prev_locked(&d->jobs, j)) {
+                size_t before = body.size;
+
+                if ((cursor && j->id >= cursor) || !list_match(f, j))
+                        continue;
+                if (n == limit) {
+                        next = last;
+                        break;
+                }
+                if ((r = job_pack_record(&bp, j, true)) < 0)
+                        break;
+                if (body.size > budget && n > 0) {
+                        body.size = before; /* this record starts the next page */
+                        next = last;
+                        break;
+                }
+                n++;
+                last = j->id;
+        }
+        jobtable_unlock(&d->jobs);
+        if (r == 0)
+                r = msgpack_pack_map(pk, 2) | ipc_pack_cstr(pk, IPC_KEY_JOBS) |
+                    msgpack_pack_array(pk, n) | list_pack_raw(pk, body.data, body.size) |
+                    (next ? ipc_pack_kv_uint(pk, IPC_KEY_NEXT_CURSOR, next)
+                          : ipc_pack_kv_nil(pk, IPC_KEY_NEXT_CURSOR));
+        msgpack_sbuffer_destroy(&body);
+        return r ? -ENOMEM : 0;
+}
+
 static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
         const msgpack_object *filter = NULL, *o;
         ListFilter f = {.uid = req->uid, .all = access_tier(&d->cfg, req->creds) == ACCESS_ADMIN};
-        uint64_t limit = UINT64_MAX, matches = 0, skip;
+        uint64_t limit = UINT64_MAX, matches = 0, skip, cursor = 0;
+        bool paged = false;
         const char *sv;
         size_t sl;
         int r = 0;
@@ -424,30 +489,58 @@ static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
                 } else if (ipc_object_streq(&kv->key, IPC_FILTER_LIMIT)) {
                         if ((r = ipc_read_uint(&kv->val, IPC_FILTER_LIMIT, &limit, st)) < 0)
                                 return r;
+                } else if (ipc_object_streq(&kv->key, IPC_FILTER_CURSOR)) {
+                        /* nil or 0: the first page */
+                        if (!ipc_object_is_nil(&kv->val) &&
+                            (r = ipc_read_uint(&kv->val, IPC_FILTER_CURSOR, &cursor, st)) < 0)
+                                return r;
+                        paged = true;
                 } else {
                         return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
-                                              "unknown filter key; the keys are state, plugin "
-                                              "and limit");
+                                              "unknown filter key; the keys are state, plugin, "
+                                              "limit and cursor");
                 }
         }
+        if (paged)
+                return list_pack_page(d, &f, cursor,
+                                      limit < IPC_LIST_PAGE_MAX ? limit : IPC_LIST_PAGE_MAX, pk);
+        /* Without a cursor: one array, oldest first, as before pages; refused rather than
+         * sent when it would pass the message cap (the client could not read it). */
+        msgpack_sbuffer body;
+        msgpack_packer bp;
+        uint64_t count;
+
+        msgpack_sbuffer_init(&body);
+        msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
         jobtable_lock(&d->jobs);
         for (Job *j = jobtable_next_locked(&d->jobs, NULL); j;
              j = jobtable_next_locked(&d->jobs, j))
                 matches += list_match(&f, j);
         skip = matches > limit ? matches - limit : 0;
-        r |= msgpack_pack_array(pk, (uint32_t)(matches - skip));
-        for (Job *j = jobtable_next_locked(&d->jobs, NULL); j && r == 0;
-             j = jobtable_next_locked(&d->jobs, j)) {
+        count = matches - skip;
+        for (Job *j = jobtable_next_locked(&d->jobs, NULL);
+             j && r == 0 && body.size <= list_budget(d); j = jobtable_next_locked(&d->jobs, j)) {
                 if (!list_match(&f, j))
                         continue;
                 if (skip) {
                         skip--;
                         continue;
                 }
-                r |= job_pack_record(pk, j, true);
+                r |= job_pack_record(&bp, j, true);
         }
         jobtable_unlock(&d->jobs);
-        return r ? -ENOMEM : 0;
+        if (r != 0)
+                r = -ENOMEM;
+        else if (body.size > list_budget(d))
+                r = ipc_status_set(st, IPC_MESSAGE_TOO_LARGE, -EMSGSIZE,
+                                   "%llu jobs match, more than one answer holds: ask for pages "
+                                   "with the filter key \"cursor\" (fiberctl list does), or "
+                                   "set a limit",
+                                   (unsigned long long)count);
+        else if (msgpack_pack_array(pk, (uint32_t)count) | list_pack_raw(pk, body.data, body.size))
+                r = -ENOMEM;
+        msgpack_sbuffer_destroy(&body);
+        return r;
 }
 
 static int method_stats(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)

@@ -173,6 +173,14 @@ enum {
 #define IPC_QUEUE_POLICY_SHARED "shared"
 #define IPC_QUEUE_POLICY_LOCAL "local"
 
+/* job.list pages (PROTOCOL.md, "job.list"): the filter key "cursor" asks for a page,
+ * newest first; the result is then {jobs: [records], next_cursor: id or nil}. A page
+ * holds at most IPC_LIST_PAGE_MAX records (limit lowers it) and stops short of the
+ * message cap, so no answer passes it however many jobs there are. */
+#define IPC_FILTER_CURSOR "cursor"
+#define IPC_KEY_NEXT_CURSOR "next_cursor"
+#define IPC_LIST_PAGE_MAX 1000
+
 /* ---- error codes (PROTOCOL.md, "Errors") -------------------------------------------- */
 
 /*
