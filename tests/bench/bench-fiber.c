@@ -51,6 +51,7 @@ static SchedulingGroup *group_start_policy(unsigned workers, size_t max_fibers,
                 .max_fibers = max_fibers,
                 .name = "bench",
                 .queue_policy = policy,
+                .control = BENCH_NO_MONITOR,
         };
         SchedulingGroup *g = NULL;
         int r = sched_group_new(&g, &cfg);

@@ -59,7 +59,8 @@ static Scheduler *start(SchedQueuePolicy policy, unsigned groups, size_t live, u
                            .numa = SCHED_NUMA_OFF,
                            .steal_every_n = steal,
                            .max_fibers = bench_fibers_cap(live),
-                           .runq_capacity = bench_fibers_cap(live)};
+                           .runq_capacity = bench_fibers_cap(live),
+                           .control = BENCH_NO_MONITOR};
         Scheduler *s;
         int r;
 

@@ -37,6 +37,13 @@
 
 #include "scheduler/base/time-util.h" /* NSEC_PER_*, timespec_store_ns(), clock_now_ns() */
 
+/* The runtime rows measure a fixed number of workers: a creator that spawns a million
+ * fibers without switching would otherwise get a spare worker after 20 ms (rescue) and
+ * stall reports after 100 ms. The switch path's cost of the monitor (a store and a
+ * load) is in every row all the same. */
+#define BENCH_NO_MONITOR                                                                           \
+        ((SchedControl){.stall_threshold_ns = UINT64_MAX, .rescue_after_ns = UINT64_MAX})
+
 /* bench_now_ns - CLOCK_MONOTONIC now, in ns. Context: any thread or fiber. */
 uint64_t bench_now_ns(void);
 
