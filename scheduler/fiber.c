@@ -158,7 +158,7 @@ void fiber_run(Worker *w, Fiber *f)
         w->prev = NULL;
         w->prev_action = FIBER_ACT_NONE;
         note_running(w, f);
-        __atomic_store_n(&w->running, true, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->running, true, __ATOMIC_SEQ_CST); /* see monitor_wake() */
         monitor_wake(w->group);
         switch_to(&w->sched_ctx, &f->ctx, f, w, false);
         fiber_finish_switch(w);

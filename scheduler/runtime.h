@@ -505,10 +505,9 @@ static inline void monitor_wake(SchedulingGroup *g)
 
         if (!g->monitor_running)
                 return;
-        /* running was stored before: the fence orders it before this load (Dekker with
-         * the monitor's flag store and second look) */
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        if (UNLIKELY(__atomic_load_n(&g->monitor_idle, __ATOMIC_RELAXED) == 1) &&
+        /* running was stored seq_cst just before, and this load is seq_cst too (Dekker
+         * with the monitor's flag store and second look) */
+        if (UNLIKELY(__atomic_load_n(&g->monitor_idle, __ATOMIC_SEQ_CST) == 1) &&
             __atomic_compare_exchange_n(&g->monitor_idle, &one, 0, false, __ATOMIC_SEQ_CST,
                                         __ATOMIC_RELAXED))
                 syscall(SYS_futex, &g->monitor_idle, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
