@@ -6,12 +6,13 @@
  *
  * Where fibers run:
  *  - the "server" scheduling group (one worker, sched_group_new()): the accept, reader,
- *    request, signal, ticker and plugin-watch fibers, so the daemon answers even when
- *    every job worker is busy;
- *  - the job Scheduler (sched_new()): job fibers, their supervisors and the child
- *    fibers plugins spawn, on one or more scheduling groups ("jobs-0", "jobs-1", ... in
- *    stats) laid out from workers and the [scheduler] keys (config.h): group count and
- *    size, NUMA binding, stealing between groups, run-queue policy.
+ *    request, signal, ticker and plugin-watch fibers, and the job supervisors (which
+ *    enforce --timeout: dispatch.c), so the daemon answers, times out and cancels
+ *    even when every job worker is busy or blocked;
+ *  - the job Scheduler (sched_new()): job fibers and the child fibers plugins spawn,
+ *    on one or more scheduling groups ("jobs-0", "jobs-1", ... in stats) laid out
+ *    from workers and the [scheduler] keys (config.h): group count and size, NUMA
+ *    binding, stealing between groups, run-queue policy.
  */
 #ifndef FIBERD_DAEMON_DAEMON_H
 #define FIBERD_DAEMON_DAEMON_H

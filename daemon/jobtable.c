@@ -26,8 +26,9 @@ void jobtable_unlock(JobTable *t)
         pthread_mutex_unlock(&t->lock);
 }
 
-int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t max_queued,
-                  uint64_t retention_ns, size_t retention_max)
+int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_group,
+                  unsigned max_running, size_t max_queued, uint64_t retention_ns,
+                  size_t retention_max)
 {
         memset(t, 0, sizeof(*t));
         t->nbuckets = 1024;
@@ -36,7 +37,7 @@ int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t ma
                 return -ENOMEM;
         pthread_mutex_init(&t->lock, NULL);
         t->next_id = 1;
-        dispatch_init(&t->dispatch, sched, max_running);
+        dispatch_init(&t->dispatch, sched, supervise_group, max_running);
         t->max_queued = max_queued;
         t->retention_ns = retention_ns;
         t->retention_max = retention_max;

@@ -85,12 +85,14 @@ typedef struct JobTable {
 } JobTable;
 
 /*
- * jobtable_init - an empty table whose jobs run on the groups of @sched (not owned;
- * it must outlive the table's fibers).
+ * jobtable_init - an empty table whose jobs run on the groups of @sched and whose
+ * supervisors run on @supervise_group (the server group; dispatch.h). Neither is
+ * owned; both must outlive the table's fibers.
  * Return: 0; -ENOMEM. Context: main thread at start-up.
  */
-int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t max_queued,
-                  uint64_t retention_ns, size_t retention_max);
+int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_group,
+                  unsigned max_running, size_t max_queued, uint64_t retention_ns,
+                  size_t retention_max);
 
 /*
  * jobtable_set_hooks - where jobs run and how a running job is cancelled (copied).

@@ -238,7 +238,7 @@ static int daemon_shutdown(Daemon *d)
          * leave without them (_exit), the way a job that ignores cancellation is left.
          */
         for (int i = 0;; i++) {
-                /* supervisors finish a moment after their job's final state is set */
+                /* job fibers and children finish a moment after the final states are set */
                 alive = job_fibers_alive(d);
                 if (!idle || alive == 0 || i == 200)
                         break;
@@ -270,8 +270,8 @@ static int start_job_scheduler(Daemon *d)
         int r;
 
         scfg.concurrency = d->cfg.workers;
-        scfg.max_fibers = 0; /* the runtime's default, 16384 per group: jobs, supervisors,
-                              * children; max_running keeps them well below it */
+        scfg.max_fibers = 0; /* the runtime's default, 16384 per group: jobs and children;
+                              * max_running keeps them well below it */
         scfg.name = "fiberd-job";
         r = sched_new(&d->job_sched, &scfg);
         if (r == -EINVAL) {
@@ -344,8 +344,8 @@ int main(int argc, char **argv)
         r = start_job_scheduler(d);
         if (r != 0)
                 return r;
-        r = jobtable_init(&d->jobs, d->job_sched, d->cfg.max_running, d->cfg.max_queued,
-                          d->cfg.retention_ns, d->cfg.retention_max);
+        r = jobtable_init(&d->jobs, d->job_sched, d->server_group, d->cfg.max_running,
+                          d->cfg.max_queued, d->cfg.retention_ns, d->cfg.retention_max);
         if (r < 0)
                 return EXIT_OSERR;
         /* main.c owns both the table and the plugin host: it wires one to the other */
