@@ -36,6 +36,23 @@
  *   cross_node_steal_every_n = 0   ; ... and from a group on another node; 0 = never
  *   queue_policy = default         ; shared (one run queue per group), local (plus a
  *                                  ; queue per worker), default (the runtime's choice)
+ *   task_quota_us = 500            ; 1..1000000: a fiber that ran this long without
+ *                                  ; switching is asked to yield (fiber_need_preempt)
+ *   stall_threshold_ms = 100       ; 0..3600000: a fiber that runs this long without
+ *                                  ; switching is reported with a backtrace; 0 = off
+ *   rescue_after_ms = 20           ; 0..3600000: a worker inside one fiber this long
+ *                                  ; while its group has ready fibers gets a spare
+ *                                  ; worker thread in its place; 0 = off
+ *   max_spare_workers = 0          ; 0..64: spare workers per group; 0 = the group's size
+ *   [class.NAME]                   ; a job class (job.submit option "class"); NAME is
+ *                                  ; [A-Za-z0-9_.-]{1,31}; at most 16 classes in all
+ *   shares = 100                   ; 1..1000: its CPU share against the other classes'
+ *                                  ; (seastar's shares); required: a section without
+ *                                  ; it is ignored
+ *
+ * The built-in class "default" (100 shares; the jobs that name no class) is always
+ * class 0; a [class.default] section may change its shares. The others follow in the
+ * order the file names them.
  *
  * Booleans are true/false, yes/no, on/off or 1/0. The groups' max_fibers is the
  * runtime's default (16384 per group); the dispatcher's max_running keeps the live job
@@ -43,7 +60,8 @@
  *
  * SIGHUP re-reads the file (config_load() again with the same ConfigArgs) and applies
  * what can change while running (log level, plugin dir, job limits, retention, message
- * cap); socket, workers and the [scheduler] keys need a restart and say so in the log.
+ * cap, the shares of classes that already exist); socket, workers, the [scheduler] keys
+ * and adding or removing a class need a restart and say so in the log.
  */
 #ifndef FIBERD_DAEMON_CONFIG_H
 #define FIBERD_DAEMON_CONFIG_H
@@ -58,6 +76,12 @@
 #define FIBERD_PLUGIN_DIR "/usr/local/lib/fiberd/plugins"
 #endif
 
+/* One [class.NAME] section (or the built-in "default"). */
+typedef struct ConfigClass {
+        char name[SCHED_CLASS_NAME_MAX + 1];
+        unsigned shares; /* SCHED_SHARES_MIN..SCHED_SHARES_MAX */
+} ConfigClass;
+
 typedef struct Config {
         char *socket_path;        /* owned */
         char *plugin_dir;         /* owned */
@@ -70,8 +94,11 @@ typedef struct Config {
         size_t retention_max;     /* ... or when more than this many are finished */
         size_t max_message;       /* bytes, the biggest request accepted */
         SchedConfig sched;        /* [scheduler]; .concurrency = workers once loaded,
-                                   * .steal_every_n already in the runtime's terms
-                                   * (UINT_MAX = never); pointers left NULL */
+                                   * .steal_every_n and .control already in the
+                                   * runtime's terms (UINT_MAX / SCHED_FOREVER = never);
+                                   * pointers left NULL (config_sched_classes()) */
+        ConfigClass classes[SCHED_MAX_CLASSES]; /* [0] is "default" */
+        unsigned nclasses;                      /* 1..SCHED_MAX_CLASSES */
 } Config;
 
 /* What the command line said; NULL / 0 / -1 = not given. Strings point into argv. */
@@ -109,11 +136,19 @@ int config_load(Config *ret, const ConfigArgs *args);
 char *config_default_socket(void);
 
 /*
- * config_sched_equal - whether @a and @b give the same job scheduler (workers and every
- * [scheduler] key): SIGHUP says "takes effect at restart" when they do not.
+ * config_sched_equal - whether @a and @b give the same job scheduler (workers, every
+ * [scheduler] key and the same class names in the same order; shares may differ, they
+ * change at run time): SIGHUP says "takes effect at restart" when they do not.
  * Context: any. Pure.
  */
 bool config_sched_equal(const Config *a, const Config *b);
+
+/*
+ * config_sched_classes - @c's classes as the runtime takes them (SchedConfig.classes):
+ * fills @ret (SCHED_MAX_CLASSES entries, names pointing into @c, so valid while @c is
+ * unchanged) and returns how many. Context: any.
+ */
+unsigned config_sched_classes(const Config *c, SchedClassConfig *ret);
 
 /* config_done - free the strings. Accepts a zeroed Config. */
 void config_done(Config *c);

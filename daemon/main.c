@@ -57,6 +57,30 @@ static Daemon daemon_state;
 
 /* ------------------------------------------------------------------ reload ------ */
 
+/* Gives every class of @nc that the job scheduler already has its new shares at once
+ * (sched_class_set_shares()), one log line per change; new classes wait for a restart
+ * (config_sched_equal() says so). */
+static void reload_class_shares(Daemon *d, const Config *nc)
+{
+        for (unsigned i = 0; i < nc->nclasses; i++) {
+                const ConfigClass *c = &nc->classes[i];
+                int cls = sched_class_find(d->job_sched, c->name);
+                SchedClassStats cs;
+                int r;
+
+                if (cls < 0 || sched_class_stats(d->job_sched, (unsigned)cls, &cs) < 0 ||
+                    cs.shares == c->shares)
+                        continue;
+                r = sched_class_set_shares(d->job_sched, (unsigned)cls, c->shares);
+                if (r < 0)
+                        log_msg(LOG_ERR, "class %s: cannot set shares to %u: %s", c->name,
+                                c->shares, strerror(-r));
+                else
+                        log_msg(LOG_INFO, "class %s: shares %u -> %u, applied now", c->name,
+                                cs.shares, c->shares);
+        }
+}
+
 static void daemon_reload(Daemon *d)
 {
         Config nc;
@@ -80,9 +104,10 @@ static void daemon_reload(Daemon *d)
                 if (strcmp(nc.socket_path, d->cfg.socket_path) != 0)
                         log_msg(LOG_NOTICE, "socket changed to %s: takes effect at restart",
                                 nc.socket_path);
+                reload_class_shares(d, &nc);
                 if (!config_sched_equal(&nc, &d->cfg))
-                        log_msg(LOG_NOTICE, "workers or [scheduler] changed: takes effect at "
-                                            "restart");
+                        log_msg(LOG_NOTICE, "workers, [scheduler] or the set of [class.*] "
+                                            "sections changed: takes effect at restart");
                 /* keep the path we listen on, so shutdown unlinks the right file */
                 free(nc.socket_path);
                 nc.socket_path = d->cfg.socket_path;
@@ -264,6 +289,7 @@ static int daemon_shutdown(Daemon *d)
 static int start_job_scheduler(Daemon *d)
 {
         SchedConfig scfg = d->cfg.sched;
+        SchedClassConfig classes[SCHED_MAX_CLASSES];
         SchedPlan plan;
         char *layout, *line, *save = NULL;
         size_t len;
@@ -273,6 +299,8 @@ static int start_job_scheduler(Daemon *d)
         scfg.max_fibers = 0; /* the runtime's default, 16384 per group: jobs and children;
                               * max_running keeps them well below it */
         scfg.name = "fiberd-job";
+        scfg.nclasses = config_sched_classes(&d->cfg, classes);
+        scfg.classes = classes;
         r = sched_new(&d->job_sched, &scfg);
         if (r == -EINVAL) {
                 log_msg(LOG_ERR,
