@@ -27,7 +27,8 @@
  *    under the table lock and joins it — in that order, so a handle that the lock lets
  *    anyone see is never a joined one;
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
- *    reports), on one of the job scheduler's groups: calls the table's run hook
+ *    reports), on one of the job scheduler's groups, in the job's class (its children
+ *    inherit it): calls the table's run hook
  *    (JobTableHooks.run: the plugin host's entry point call, set by main.c) and sets
  *    job->ran.
  * The supervisor then gives the job its final state: cancelled if cancellation was
@@ -186,7 +187,7 @@ static void job_supervise(void *arg)
         JobTable *t = j->table;
         Dispatcher *d = &t->dispatch;
         /* not our group (the server group): the runtime picks one of d->sched's */
-        FiberAttr attr = {.tag = j->tag, .scheduler = d->sched};
+        FiberAttr attr = {.tag = j->tag, .scheduler = d->sched, .sched_class = j->sched_class};
         Fiber *f;
         int r;
 

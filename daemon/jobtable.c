@@ -215,7 +215,8 @@ void jobtable_check_idle_locked(JobTable *t)
 }
 
 int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *plugin_name,
-                    const msgpack_object *args, int priority, uint64_t timeout_ns, Job **ret)
+                    const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
+                    const char *class_name, Job **ret)
 {
         JobCounts *pc;
         Job *j;
@@ -230,7 +231,8 @@ int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *
                 r = -EAGAIN;
                 goto out_unlock;
         }
-        r = job_new(&j, t, t->next_id, owner, plugin, plugin_name, args, priority, timeout_ns);
+        r = job_new(&j, t, t->next_id, owner, plugin, plugin_name, args, priority, timeout_ns, cls,
+                    class_name);
         if (r < 0)
                 goto out_unlock;
         r = dispatch_push_locked(&t->dispatch, j);

@@ -108,14 +108,16 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
                         size_t retention_max);
 
 /*
- * jobtable_submit - create a queued job and hand it to the dispatcher.
+ * jobtable_submit - create a queued job in class @cls (0-based; @class_name copied) and
+ * hand it to the dispatcher.
  * @ret: out, a reference to the job (caller unrefs), written only on success.
  * Return: 0; -ENOMEM; -EAGAIN when max_queued jobs wait already; -ESHUTDOWN once
  * jobtable_stop() ran.
  * Context: any fiber or thread; does not yield.
  */
 int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *plugin_name,
-                    const msgpack_object *args, int priority, uint64_t timeout_ns, Job **ret);
+                    const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
+                    const char *class_name, Job **ret);
 
 /* jobtable_get - the job with @id, referenced, or NULL (never existed or retired). */
 Job *jobtable_get(JobTable *t, uint64_t id);

@@ -464,7 +464,8 @@ static void child_main(void *arg)
 static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const void *arg,
                       size_t arg_size)
 {
-        /* from a job fiber: its own group (the runtime keeps it in the scheduler's) */
+        /* from a job fiber: its own group (the runtime keeps it in the scheduler's) and,
+         * with sched_class 0, its class */
         FiberAttr attr = {.scheduler = hj->job->table->dispatch.sched, .tag = hj->job->tag};
         /* the copy of arg follows the struct, at max alignment */
         size_t head =

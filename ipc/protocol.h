@@ -69,6 +69,7 @@ enum {
 /* job.submit options and job.list filter keys */
 #define IPC_OPT_PRIORITY "priority"
 #define IPC_OPT_TIMEOUT_MS "timeout_ms"
+#define IPC_OPT_CLASS "class" /* issue 9: the job's class ([class.NAME]); absent = default */
 #define IPC_FILTER_STATE "state"
 #define IPC_FILTER_PLUGIN "plugin"
 #define IPC_FILTER_LIMIT "limit"
@@ -88,6 +89,7 @@ enum {
 #define IPC_KEY_TOTAL "total"
 #define IPC_KEY_RESULT "result"
 #define IPC_KEY_ERROR "error" /* {code, message} */
+#define IPC_KEY_CLASS "class" /* issue 9: the job's class name */
 
 /* The error map, in responses, job records and IPC_NOTIFY_CONNECTION_ERROR. */
 #define IPC_KEY_CODE "code"
