@@ -288,12 +288,16 @@ static json_int_t int_of(const json_t *o, const char *key)
         return json_integer_value(json_object_get(o, key));
 }
 
+/* One row of the JOBS table; the STALLS column only for plugins (the total has none). */
 static void print_counts(const char *name, const json_t *c)
 {
         printf("%-16s %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT
-               " %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT "\n",
+               " %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT,
                name, int_of(c, IPC_KEY_SUBMITTED), int_of(c, "queued"), int_of(c, "running"),
                int_of(c, IPC_KEY_DONE), int_of(c, "failed"), int_of(c, "cancelled"));
+        if (json_is_integer(json_object_get(c, IPC_KEY_STALLS)))
+                printf(" %7" JSON_INTEGER_FORMAT, int_of(c, IPC_KEY_STALLS));
+        putchar('\n');
 }
 
 static int verb_stats(Ctl *ctl, int argc, char **argv)
@@ -313,8 +317,8 @@ static int verb_stats(Ctl *ctl, int argc, char **argv)
                 return 0;
         }
         printf("uptime %.1fs\n\n", int_of(res, IPC_KEY_UPTIME_MS) / 1e3);
-        printf("%-16s %9s %7s %7s %9s %7s %9s\n", "JOBS", "SUBMITTED", "QUEUED", "RUNNING", "DONE",
-               "FAILED", "CANCELLED");
+        printf("%-16s %9s %7s %7s %9s %7s %9s %7s\n", "JOBS", "SUBMITTED", "QUEUED", "RUNNING",
+               "DONE", "FAILED", "CANCELLED", "STALLS");
         print_counts("all", json_object_get(res, IPC_KEY_JOBS));
         json_object_foreach(json_object_get(res, IPC_KEY_PLUGINS), key, v)
         {
@@ -333,6 +337,27 @@ static int verb_stats(Ctl *ctl, int argc, char **argv)
                        int_of(v, IPC_KEY_RUNQ_DEPTH), int_of(v, IPC_KEY_FIBERS_CREATED),
                        int_of(v, IPC_KEY_FIBERS_ALIVE), int_of(v, IPC_KEY_CONTEXT_SWITCHES),
                        int_of(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3,
+                       int_of(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
+        }
+        printf("\n%-12s %7s %8s %14s %8s\n", "GROUP", "STALLS", "RESCUES", "SPARES-RUNNING",
+               "THREADS");
+        json_array_foreach(json_object_get(res, IPC_KEY_GROUPS), i, v)
+        {
+                printf("%-12s %7" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
+                       " %14" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT "\n",
+                       str_or(v, IPC_KEY_NAME, "?"), int_of(v, IPC_KEY_STALLS),
+                       int_of(v, IPC_KEY_RESCUES), int_of(v, IPC_KEY_SPARES_RUNNING),
+                       int_of(v, IPC_KEY_THREADS));
+        }
+        printf("\n%-16s %7s %14s %14s %8s %10s %10s\n", "CLASS", "SHARES", "RUNTIME(ms)",
+               "VRUNTIME(ms)", "QUEUED", "P50(us)", "P99(us)");
+        json_array_foreach(json_object_get(res, IPC_KEY_CLASSES), i, v)
+        {
+                printf("%-16s %7" JSON_INTEGER_FORMAT " %14.1f %14.1f %8" JSON_INTEGER_FORMAT
+                       " %10.1f %10.1f\n",
+                       str_or(v, IPC_KEY_NAME, "?"), int_of(v, IPC_KEY_SHARES),
+                       int_of(v, IPC_KEY_RUNTIME_NS) / 1e6, int_of(v, IPC_KEY_VRUNTIME) / 1e6,
+                       int_of(v, IPC_KEY_QUEUED), int_of(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3,
                        int_of(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
         }
         json_decref(res);

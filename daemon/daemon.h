@@ -44,8 +44,8 @@ MethodFn methods_lookup(const char *name, size_t len);
 
 /*
  * stats_pack - the `stats` result (PROTOCOL.md): uptime, job counts in total and per
- * plugin, per scheduling group runtime stats (the server group, then every job group),
- * the job scheduler's layout, server counters. Return 0; -ENOMEM.
+ * plugin (with its stall reports), per scheduling group runtime stats (the server group,
+ * then every job group), the job scheduler's layout and classes, server counters. Return 0; -ENOMEM.
  * Context: any fiber; does not yield.
  */
 int stats_pack(Daemon *d, msgpack_packer *pk);

@@ -163,6 +163,17 @@ static JobCounts *plugin_counts_locked(JobTable *t, const char *name)
         return &p->counts;
 }
 
+void jobtable_count_stall(JobTable *t, const char *plugin_name)
+{
+        jobtable_lock(t);
+        for (size_t i = 0; i < t->nplugins; i++)
+                if (strcmp(t->plugins[i].name, plugin_name) == 0) {
+                        t->plugins[i].stalls++;
+                        break;
+                }
+        jobtable_unlock(t);
+}
+
 static uint64_t *count_field(JobCounts *c, JobState s)
 {
         switch (s) {

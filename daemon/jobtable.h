@@ -42,6 +42,7 @@ typedef struct JobCounts {
 typedef struct PluginCounts {
         char *name; /* owned */
         JobCounts counts;
+        uint64_t stalls; /* stall reports about its job fibers (jobtable_count_stall()) */
 } PluginCounts;
 
 /*
@@ -166,6 +167,14 @@ static inline Job *jobtable_next_locked(JobTable *t, Job *j)
         ListHead *e = j ? j->all_link.next : t->all.next;
         return e == &t->all ? NULL : list_entry(e, Job, all_link);
 }
+
+/*
+ * jobtable_count_stall - one more stall report about a fiber of a @plugin_name job (the
+ * stall hook, main.c). A name no job was ever submitted with is not counted.
+ * Context: any thread (the runtime's monitor threads included); takes the table lock
+ * briefly; does not yield.
+ */
+void jobtable_count_stall(JobTable *t, const char *plugin_name);
 
 /* Lock helpers for code that reads a job's mutable fields (job.h). */
 void jobtable_lock(JobTable *t);

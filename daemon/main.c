@@ -13,7 +13,15 @@
  *      fiber — then sd_notify("READY=1")
  *   5. housekeeping fibers on the server group: the signal fiber (signalfd waited on
  *      with fiber_wait_fd()), the ticker (once a second: retention sweep, blocked
- *      dispatch retry, sd_notify STATUS=), the plugin directory watcher (inotify).
+ *      dispatch retry, sd_notify STATUS=), the plugin directory watcher (inotify), and
+ *      under a systemd watchdog (WatchdogSec=, sd_watchdog_enabled()) the watchdog
+ *      fiber, which sends WATCHDOG=1 every half interval: from the server group, so a
+ *      server group that stops running fibers stops the pings and systemd restarts
+ *      fiberd, while jobs that hold every job worker never do.
+ * Before any group starts, the runtime's stall reports are routed to stall_hook(): one
+ * warning per stall naming the job, plugin, class, group/worker, how long the fiber has
+ * run and its backtrace (one line per frame), at most STALL_REPORTS_PER_SEC a second,
+ * and counted per plugin for stats.
  * The main thread then parks on d.stop (a FiberEvent: a plain pthread may wait on it).
  *
  * Shutdown (SIGTERM / SIGINT): STOPPING=1; stop accepting (and unlink the socket we
@@ -35,7 +43,9 @@
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -53,7 +63,92 @@
 
 #define TICK_NS NSEC_PER_SEC
 
+/* Stall reports logged per second at most; the rest are counted, and the next logged
+ * one says how many were left out. */
+#define STALL_REPORTS_PER_SEC 10
+
 static Daemon daemon_state;
+
+/* ------------------------------------------------------------------ stalls ------ */
+
+static pthread_mutex_t stall_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t stall_window_ns;     /* start of the current one-second window */
+static unsigned stall_window_logged; /* reports logged in it */
+static uint64_t stall_dropped;       /* reports not logged since the last logged one */
+
+/* Whether this report may be logged; *@ret_dropped: how many were left out before it. */
+static bool stall_rate_ok(uint64_t *ret_dropped)
+{
+        uint64_t now = sched_now_ns();
+        bool ok;
+
+        pthread_mutex_lock(&stall_lock);
+        if (now - stall_window_ns >= NSEC_PER_SEC) {
+                stall_window_ns = now;
+                stall_window_logged = 0;
+        }
+        ok = stall_window_logged < STALL_REPORTS_PER_SEC;
+        if (ok) {
+                stall_window_logged++;
+                *ret_dropped = stall_dropped;
+                stall_dropped = 0;
+        } else {
+                stall_dropped++;
+        }
+        pthread_mutex_unlock(&stall_lock);
+        return ok;
+}
+
+/*
+ * The runtime's stall hook (sched_set_stall_hook()): counts the stall for the job's
+ * plugin and logs it. A job fiber and its children carry the tag "job N plugin P"
+ * (dispatch.c, plugin_job.c); other fibers (the server group's) are named by their tag.
+ * Context: a group's monitor pthread, not a fiber: only pthread-safe locks (the job
+ * table's mutex, stall_lock), held briefly; log lines are one write(2) each.
+ */
+static void stall_hook(const SchedStall *st, void *arg)
+{
+        Daemon *d = arg;
+        char plugin[65] = "";
+        unsigned long long id = 0;
+        bool is_job = st->tag && sscanf(st->tag, "job %llu plugin %64s", &id, plugin) == 2;
+        const char *frame, *end;
+        uint64_t dropped;
+        unsigned n = 0;
+
+        if (is_job)
+                jobtable_count_stall(&d->jobs, plugin);
+        if (!stall_rate_ok(&dropped))
+                return;
+        if (is_job)
+                log_job(LOG_WARNING, id, plugin,
+                        "stall: class %s, group %s worker %u, fiber %llu has run %llu ms without "
+                        "switching%s; backtrace:",
+                        st->class_name ? st->class_name : "?", st->group ? st->group : "?",
+                        st->worker, (unsigned long long)st->fiber_id,
+                        (unsigned long long)(st->ran_ns / NSEC_PER_MSEC),
+                        dropped ? " (more stalls were not logged: rate limit)" : "");
+        else
+                log_msg(LOG_WARNING,
+                        "stall: fiber %llu (%s), class %s, group %s worker %u, has run %llu ms "
+                        "without switching%s; backtrace:",
+                        (unsigned long long)st->fiber_id, st->tag ? st->tag : "no tag",
+                        st->class_name ? st->class_name : "?", st->group ? st->group : "?",
+                        st->worker, (unsigned long long)(st->ran_ns / NSEC_PER_MSEC),
+                        dropped ? " (more stalls were not logged: rate limit)" : "");
+        for (frame = st->backtrace ? st->backtrace : ""; *frame; frame = *end ? end + 1 : end) {
+                end = strchrnul(frame, '\n');
+                if (end == frame)
+                        continue;
+                if (is_job)
+                        log_job(LOG_WARNING, id, plugin, "stall:   #%u %.*s", n++,
+                                (int)(end - frame), frame);
+                else
+                        log_msg(LOG_WARNING, "stall:   #%u %.*s", n++, (int)(end - frame), frame);
+        }
+        if (n == 0)
+                log_msg(LOG_WARNING, "stall:   (no backtrace: the worker did not answer in time)");
+}
 
 /* ------------------------------------------------------------------ reload ------ */
 
@@ -198,6 +293,23 @@ static void plugin_watch_fiber(void *arg)
         }
 }
 
+/*
+ * Sends WATCHDOG=1 every half of systemd's WatchdogSec= (@arg: the interval in
+ * microseconds, from sd_watchdog_enabled()). It runs on the server group on purpose: a
+ * server group that no longer runs its fibers stops the pings, a job that holds every
+ * job worker does not.
+ */
+static void watchdog_fiber(void *arg)
+{
+        uint64_t period_ns = (uint64_t)(uintptr_t)arg * NSEC_PER_USEC / 2;
+
+        for (;;) {
+                sd_notify(0, "WATCHDOG=1");
+                if (fiber_sleep_for(period_ns) == -ECANCELED)
+                        return;
+        }
+}
+
 static int start_fiber(Daemon *d, FiberFn fn, void *arg, const char *tag)
 {
         FiberAttr attr = {.group = d->server_group, .detached = true, .tag = tag};
@@ -335,6 +447,7 @@ int main(int argc, char **argv)
 {
         Daemon *d = &daemon_state;
         SchedGroupConfig gcfg = {0};
+        uint64_t watchdog_usec = 0;
         sigset_t mask;
         int listen_fd, sfd, r;
 
@@ -361,9 +474,11 @@ int main(int argc, char **argv)
                 return EXIT_OSERR;
         }
 
+        sched_set_stall_hook(stall_hook, d);
         gcfg.workers = 1;
         gcfg.max_fibers = 0; /* 16384: connections and requests in flight */
         gcfg.name = "fiberd-srv";
+        gcfg.control = d->cfg.sched.control; /* its stalls are reported too */
         r = sched_group_new(&d->server_group, &gcfg);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot start the server scheduling group: %s", strerror(-r));
@@ -421,6 +536,15 @@ int main(int argc, char **argv)
             start_fiber(d, ticker_fiber, d, "ticker") < 0 ||
             start_fiber(d, plugin_watch_fiber, NULL, "plugin-watch") < 0)
                 return EXIT_SOFTWARE;
+        /* under WatchdogSec=: pings from the server group (watchdog_fiber()) */
+        if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+                if (start_fiber(d, watchdog_fiber, (void *)(uintptr_t)watchdog_usec, "watchdog") <
+                    0)
+                        return EXIT_SOFTWARE;
+                log_msg(LOG_INFO,
+                        "systemd watchdog: WATCHDOG=1 every %llu ms from the server group",
+                        (unsigned long long)(watchdog_usec / 2 / USEC_PER_MSEC));
+        }
 
         while (fiber_event_wait(&d->stop, SCHED_FOREVER) < 0)
                 ;

@@ -160,6 +160,18 @@ enum {
 #define IPC_KEY_IN_FLIGHT "in_flight"
 #define IPC_KEY_PROTOCOL_ERRORS "protocol_errors"
 
+/* issue 9: stats' classes[] entries {name, shares, runtime_ns, vruntime, queued,
+ * ready_to_run_p50_ns, ready_to_run_p99_ns}; groups[] entries' stalls, rescues,
+ * spares_running, threads; each plugin's counts' stalls */
+#define IPC_KEY_CLASSES "classes"
+#define IPC_KEY_SHARES "shares"
+#define IPC_KEY_RUNTIME_NS "runtime_ns"
+#define IPC_KEY_VRUNTIME "vruntime"
+#define IPC_KEY_STALLS "stalls"
+#define IPC_KEY_RESCUES "rescues"
+#define IPC_KEY_SPARES_RUNNING "spares_running"
+#define IPC_KEY_THREADS "threads"
+
 /* values in stats: the groups' names and layout.queue_policy */
 #define IPC_GROUP_SERVER "server"    /* the daemon's own group, first */
 #define IPC_GROUP_JOBS_FMT "jobs-%u" /* then the job scheduler's, from 0 */
