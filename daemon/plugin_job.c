@@ -434,6 +434,18 @@ static int host_yield(FiberdJob *hj)
         return fiber_yield();
 }
 
+static bool host_need_preempt(FiberdJob *hj)
+{
+        return fiber_need_preempt();
+}
+
+static int host_maybe_yield(FiberdJob *hj)
+{
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        return fiber_maybe_yield();
+}
+
 static int host_sleep_until(FiberdJob *hj, uint64_t deadline_ns)
 {
         if (host_cancelled(hj))
@@ -586,6 +598,8 @@ const FiberdHost plugin_host_functions = {
         .spawn = host_spawn,
         .join = host_join,
         .log = host_log,
+        .need_preempt = host_need_preempt,
+        .maybe_yield = host_maybe_yield,
 };
 
 /* ------------------------------------------------------------------ running ----- */
