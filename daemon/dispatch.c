@@ -28,13 +28,15 @@
  *    anyone see is never a joined one;
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
  *    reports), on one of the job scheduler's groups, in the job's class (its children
- *    inherit it): calls the table's run hook
- *    (JobTableHooks.run: the plugin host's entry point call, set by main.c) and sets
- *    job->ran.
- * The supervisor then gives the job its final state: cancelled if cancellation was
- * requested (cooperative: a job that ignored it still ends cancelled), failed if the
- * entry point returned a negative errno, done otherwise; it wakes the job's waiters and
- * pumps the queue.
+ *    inherit it): calls the table's run hook (JobTableHooks.run: the plugin host's
+ *    entry point call, set by main.c) and sets job->ran.
+ * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
+ * at once (jobtable_cancel()): every job worker may be stuck for long, and no plugin
+ * code of it has run; the fiber, when it gets a worker, sees the final state and skips
+ * the plugin. Otherwise the supervisor gives the job its final state: cancelled if
+ * cancellation was requested (cooperative: a job that ignored it still ends cancelled),
+ * failed if the entry point returned a negative errno, done otherwise; it wakes the
+ * job's waiters and pumps the queue.
  */
 #include "daemon/dispatch.h"
 #include "daemon/jobtable.h"
@@ -149,8 +151,17 @@ static void job_fiber_main(void *arg)
 {
         Job *j = arg;
         const JobTableHooks *h = &j->table->hooks;
+        bool ended;
 
-        j->run_result = h->run ? h->run(j) : -ENOSYS;
+        /* under the lock: jobtable_cancel() ends a job at once only before this */
+        jobtable_lock(j->table);
+        j->fiber_started = true;
+        ended = job_state_final(j->state);
+        jobtable_unlock(j->table);
+        if (ended) /* cancelled, or timed out, while it waited for a worker */
+                j->run_result = -ECANCELED;
+        else
+                j->run_result = h->run ? h->run(j) : -ENOSYS;
         fiber_event_set(&j->ran);
 }
 

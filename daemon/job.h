@@ -91,6 +91,9 @@ typedef struct Job {
                                      * functions read it atomically without the lock */
         bool timed_out;         /* the cancellation came from the deadline */
         Fiber *fiber;           /* joinable job fiber while it may be cancelled */
+        bool fiber_started;     /* the job fiber has begun: a job cancelled before that
+                                 * ends at once (jobtable_cancel()), even while every job
+                                 * worker is busy, and its fiber then skips the plugin */
         int run_result;         /* what the plugin's entry point returned */
         const char *fail_code;  /* IPC_* code the plugin's failure maps to; NULL = errno's */
         void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */

@@ -320,6 +320,15 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                         fiber_cancel(j->fiber);
                 if (t->hooks.cancel)
                         t->hooks.cancel(j);
+                /* Its fiber waits for a job worker that may be stuck for long (issue 9):
+                 * no plugin code of it ran, so it ends now; the fiber, when it runs,
+                 * skips the plugin, and its supervisor still joins it. */
+                if (!j->fiber_started)
+                        jobtable_finish_locked(t, j, JOB_CANCELLED,
+                                               timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
+                                               timed_out ? "the job's timeout passed before it "
+                                                           "started running"
+                                                         : "cancelled before it started running");
         }
         jobtable_unlock(t);
         if (r == 0)

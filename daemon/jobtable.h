@@ -124,8 +124,10 @@ int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *
 Job *jobtable_get(JobTable *t, uint64_t id);
 
 /*
- * jobtable_cancel - request cancellation: a queued job ends cancelled at once; a running
- * job gets fiber_cancel() and ends cancelled when its entry point returns.
+ * jobtable_cancel - request cancellation: a queued job ends cancelled at once; so does a
+ * running one whose job fiber has not started yet (it waits for a job worker; its
+ * supervisor still joins it); a running job gets fiber_cancel() and ends cancelled when
+ * its entry point returns.
  * @timed_out: the request comes from the job's deadline (error DEADLINE_EXCEEDED instead
  * of CANCELLED). Return: 0; -EALREADY when the job had already ended.
  * Context: any; does not yield.
