@@ -89,16 +89,42 @@ static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker
 #endif
 }
 
+/* The fiber that ran on @w until @now (if any) is charged for its time: to its class
+ * (a group with classes) or to the worker's count. Then the CPU-control clocks restart
+ * for @next (NULL: the idle loop). Context: @w's thread, at every switch. */
+static inline void account_switch(Worker *w, Fiber *next, uint64_t now)
+{
+        SchedulingGroup *g = w->group;
+        Fiber *cur = w->current;
+
+        if (cur && w->run_tsc) {
+                uint64_t ran = now - w->run_tsc;
+                if (g->nclasses > 1 && cur->group == g)
+                        class_charge(g, cur, ran);
+                else
+                        __atomic_store_n(&w->runtime_tsc, w->runtime_tsc + ran, __ATOMIC_RELAXED);
+        }
+        if (UNLIKELY(__atomic_load_n(&w->blocked, __ATOMIC_RELAXED)))
+                worker_unblock(w);
+        __atomic_store_n(&w->run_seq, w->run_seq + 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->run_tsc, next ? now : 0, __ATOMIC_RELAXED);
+        w->quota_end_tsc = now + g->quota_tsc;
+}
+
 static inline void note_running(Worker *w, Fiber *f)
 {
         /* Ready-to-run latency is measured from a wake-up or a creation; a fiber that
          * only yielded (ready_tsc == 0) was never waiting for anything. */
         /* Atomic: an idle sibling may be looking at it to decide on stealing. */
         uint64_t ready = __atomic_load_n(&f->ready_tsc, __ATOMIC_RELAXED);
+        uint64_t now = clock_tsc_now();
         if (ready) {
-                histogram_add(&w->latency, clock_tsc_now() - ready);
+                histogram_add(&w->latency, now - ready);
+                if (w->class_latency && f->group == w->group)
+                        histogram_add(&w->class_latency[f->cls], now - ready);
                 __atomic_store_n(&f->ready_tsc, 0, __ATOMIC_RELAXED);
         }
+        account_switch(w, f, now);
         w->current = f;
         __atomic_store_n(&w->switches, w->switches + 1, __ATOMIC_RELAXED);
 }
@@ -113,6 +139,7 @@ static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
                 note_running(w, next);
                 switch_to(&self->ctx, &next->ctx, next, w, action == FIBER_ACT_EXIT);
         } else {
+                account_switch(w, NULL, clock_tsc_now());
                 w->current = NULL;
                 switch_to(&self->ctx, &w->sched_ctx, NULL, w, action == FIBER_ACT_EXIT);
         }
@@ -122,7 +149,8 @@ static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
 void fiber_switch_out(Fiber *self, int action)
 {
         Worker *w = worker_self();
-        switch_away(w, self, ready_pop(w), action);
+        /* a surplus spare goes to its idle loop, where it parks */
+        switch_away(w, self, worker_surplus(w) ? NULL : ready_pop(w), action);
 }
 
 void fiber_run(Worker *w, Fiber *f)
@@ -130,6 +158,7 @@ void fiber_run(Worker *w, Fiber *f)
         w->prev = NULL;
         w->prev_action = FIBER_ACT_NONE;
         note_running(w, f);
+        monitor_wake(w->group);
         switch_to(&w->sched_ctx, &f->ctx, f, w, false);
         fiber_finish_switch(w);
 }
@@ -231,7 +260,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         if (!g)
                 return -EINVAL;
         size = attr->stack_size ? attr->stack_size : g->stack_size;
-        if (size % ps || size < 4 * ps)
+        if (size % ps || size < 4 * ps || attr->sched_class > g->nclasses)
                 return -EINVAL;
 
         if (__atomic_add_fetch(&g->alive, 1, __ATOMIC_ACQ_REL) > g->max_fibers) {
@@ -262,6 +291,11 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         f->stack_size = size;
         f->refs = attr->detached ? 1 : 2;
         f->no_steal = attr->no_steal;
+        if (attr->sched_class) {
+                f->cls = (uint8_t)(attr->sched_class - 1);
+        } else if (self && (self->group == g || (g->owner && self->group->owner == g->owner))) {
+                f->cls = self->cls; /* the classes of one scheduler's groups are the same */
+        }
         context_init(&f->ctx, lo, (size_t)((char *)f - lo), fiber_entry, f);
 #ifdef SCHED_TSAN
         f->tsan_fiber = __tsan_create_fiber(0);
@@ -341,11 +375,30 @@ int fiber_yield(void)
         }
         if (__atomic_load_n(&self->cancelled, __ATOMIC_ACQUIRE))
                 return -ECANCELED;
-        next = ready_pop(w);
-        if (!next)
-                return 0; /* nothing else is ready: keep running */
+        if (UNLIKELY(worker_surplus(w))) {
+                switch_away(w, self, NULL, FIBER_ACT_YIELD); /* requeued; we park */
+                return 0;
+        }
+        next = ready_pop_yield(w, self);
+        if (!next) {
+                /* nothing else is ready: keep running, with a new task quota; for the
+                 * monitor it is a switch (a fiber that yields is not stalled) */
+                account_switch(w, self, clock_tsc_now());
+                return 0;
+        }
         switch_away(w, self, next, FIBER_ACT_YIELD);
         return 0;
+}
+
+bool fiber_need_preempt(void)
+{
+        Worker *w = worker_self();
+        return w && w->current && clock_tsc_now() >= w->quota_end_tsc;
+}
+
+int fiber_maybe_yield(void)
+{
+        return fiber_need_preempt() ? fiber_yield() : 0;
 }
 
 int fiber_sleep_until(uint64_t deadline_ns)

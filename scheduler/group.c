@@ -93,12 +93,14 @@ static void group_destroy(SchedulingGroup *g)
 {
         if (!g)
                 return;
-        for (unsigned i = g->nworkers; g->workers && i-- > 0;)
+        for (unsigned i = g->nworkers + g->nspare; g->workers && i-- > 0;)
                 worker_term(&g->workers[i]);
         stack_pool_term(g);
         free(g->workers);
         free(g->slots);
+        class_term(g);
         runq_term(&g->runq);
+        pthread_mutex_destroy(&g->spare_lock);
         free(g);
 }
 
@@ -114,16 +116,22 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         size_t stack = cfg->stack_size ? cfg->stack_size : 128 * 1024;
         size_t max_fibers = cfg->max_fibers ? cfg->max_fibers : 16384;
         unsigned cache = cfg->stack_cache ? cfg->stack_cache : 64;
+        static const SchedControl no_control;
+        const SchedControl *ctl = p->control ? p->control : &no_control;
+        unsigned nslots;
 
         if (nworkers > SCHED_MAX_WORKERS || cap < 2 || (cap & (cap - 1)) || stack % page_size() ||
             stack < 4 * page_size() || max_fibers > cap)
                 return -EINVAL;
         clock_calibrate(); /* thresholds in TSC ticks need the rate before workers run */
+        if (ctl->task_quota_ns == SCHED_FOREVER)
+                return -EINVAL;
 
         g = aligned_alloc(128, (sizeof(*g) + 127) & ~(size_t)127);
         if (!g)
                 return -ENOMEM;
         memset(g, 0, sizeof(*g));
+        pthread_mutex_init(&g->spare_lock, NULL);
         snprintf(g->name, sizeof(g->name), "%s", cfg->name ? cfg->name : "fiberd");
         g->nworkers = nworkers;
         g->stack_size = stack;
@@ -137,6 +145,24 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         g->pin_workers = p->pin_workers;
         g->bind = p->bind;
         g->local_queues = p->local_queues;
+        /* CPU control (class.c, monitor.c) */
+        g->quota_tsc =
+                clock_ns_to_tsc(ctl->task_quota_ns ? ctl->task_quota_ns : 500 * NSEC_PER_USEC);
+        uint64_t stall = ctl->stall_threshold_ns ? ctl->stall_threshold_ns : 100 * NSEC_PER_MSEC;
+        uint64_t rescue = ctl->rescue_after_ns ? ctl->rescue_after_ns : 20 * NSEC_PER_MSEC;
+        g->stall_tsc = stall == SCHED_FOREVER ? 0 : clock_ns_to_tsc(stall);
+        g->rescue_tsc = rescue == SCHED_FOREVER ? 0 : clock_ns_to_tsc(rescue);
+        g->tick_ns = MIN(stall, rescue) / 4;
+        g->tick_ns = MAX((uint64_t)NSEC_PER_MSEC, MIN(g->tick_ns, 50 * NSEC_PER_MSEC));
+        if (g->rescue_tsc) {
+                g->nspare = ctl->max_spare_workers ? ctl->max_spare_workers : nworkers;
+                g->nspare = MIN(g->nspare, SCHED_MAX_WORKERS - nworkers);
+        }
+        g->nslots_live = nworkers;
+        nslots = nworkers + g->nspare;
+        r = class_init(g, p->classes, p->classes ? p->nclasses : 1, cap);
+        if (r < 0)
+                goto out_free;
         r = stack_pool_init(g, nworkers, cache);
         if (r < 0)
                 goto out_free;
@@ -146,15 +172,15 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         r = runq_init(&g->runq, cap);
         if (r < 0)
                 goto out_free;
-        g->slots = aligned_alloc(128, sizeof(WaitSlot) * nworkers);
-        g->workers = aligned_alloc(128, sizeof(Worker) * nworkers);
+        g->slots = aligned_alloc(128, sizeof(WaitSlot) * nslots);
+        g->workers = aligned_alloc(128, sizeof(Worker) * nslots);
         if (g->workers) /* zeroed first: worker_term() skips a never-initialised Worker */
-                memset(g->workers, 0, sizeof(Worker) * nworkers);
+                memset(g->workers, 0, sizeof(Worker) * nslots);
         if (!g->slots || !g->workers) {
                 r = -ENOMEM;
                 goto out_free;
         }
-        for (unsigned i = 0; i < nworkers; i++) {
+        for (unsigned i = 0; i < nslots; i++) {
                 r = worker_init(&g->workers[i], g, i);
                 if (r < 0)
                         goto out_free;
@@ -182,7 +208,7 @@ int group_start(SchedulingGroup *g)
                 if (r < 0)
                         return r;
         }
-        return 0;
+        return monitor_start(g);
 }
 
 int sched_group_new(SchedulingGroup **ret, const SchedGroupConfig *cfg)
@@ -194,6 +220,11 @@ int sched_group_new(SchedulingGroup **ret, const SchedGroupConfig *cfg)
         if (cfg && (unsigned)cfg->queue_policy > SCHED_QUEUE_LOCAL)
                 return -EINVAL;
         p.local_queues = cfg && cfg->queue_policy == SCHED_QUEUE_LOCAL;
+        if (cfg) {
+                p.classes = cfg->classes;
+                p.nclasses = cfg->nclasses;
+                p.control = &cfg->control;
+        }
 
         r = group_alloc(&g, &p);
         if (r < 0)
@@ -210,10 +241,24 @@ int sched_group_new(SchedulingGroup **ret, const SchedGroupConfig *cfg)
 void group_stop(SchedulingGroup *g)
 {
         __atomic_store_n(&g->stopped, true, __ATOMIC_RELEASE);
-        for (unsigned i = 0; i < g->nworkers; i++)
+        monitor_stop(g); /* no spare is started after this */
+        for (unsigned i = 0; i < g->nworkers + g->nspare; i++) {
+                Worker *s = &g->workers[i];
                 wait_slot_wake_forever(&g->slots[i]);
+                if (i >= g->nworkers) {
+                        __atomic_store_n(&s->spare_futex, 1, __ATOMIC_RELEASE);
+                        syscall(SYS_futex, &s->spare_futex, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+                }
+        }
         for (; g->started; g->started--)
                 worker_join(&g->workers[g->started - 1]);
+        for (unsigned i = g->nworkers; i < g->nworkers + g->nspare; i++) {
+                Worker *s = &g->workers[i];
+                if (__atomic_load_n(&s->thread_state, __ATOMIC_ACQUIRE) != WORKER_THREAD_NONE) {
+                        worker_join(s);
+                        s->thread_state = WORKER_THREAD_NONE;
+                }
+        }
 }
 
 void group_release(SchedulingGroup *g)

@@ -58,7 +58,8 @@ static Fiber *yield_pop(Worker *w)
 
 static Fiber *shared_pop(Worker *w)
 {
-        Fiber *f = runq_pop(&w->group->runq);
+        SchedulingGroup *g = w->group;
+        Fiber *f = g->nclasses > 1 ? class_pop(g, w->cls) : runq_pop(&g->runq);
         if (f)
                 counter_inc(&w->shared_dequeues);
         return f;
@@ -101,11 +102,62 @@ static Fiber *local_pop(Worker *w, unsigned n)
         return shared_pop(w);
 }
 
+/* Whether @w's runnext or deque holds fibers (of class w->cls). */
+static bool local_nonempty(Worker *w)
+{
+        return __atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local);
+}
+
+/* Move @w's runnext and deque to their classes' queues (oldest first), so that a
+ * worker moving to another class leaves nothing behind that only it would run. */
+static void local_flush(Worker *w)
+{
+        SchedulingGroup *g = w->group;
+        Fiber *f;
+        bool any = false;
+
+        while ((f = localq_pop(&w->local))) {
+                ready_push_shared(f->group, f);
+                any = true;
+        }
+        if ((f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
+                ready_push_shared(f->group, f);
+                any = true;
+        }
+        if (any)
+                group_wake(g);
+}
+
+/* A group with classes: serve the class with the lowest vruntime (class.c). With
+ * @cur_active (a fiber of class w->cls yields), that class counts as ready even when
+ * its queues are empty, and NULL means "keep running the yielder". */
+static Fiber *class_ready_pop(Worker *w, unsigned n, bool cur_active)
+{
+        SchedulingGroup *g = w->group;
+        bool local = g->local_queues && local_nonempty(w);
+        int c = class_pick(g, w->cls, local || cur_active);
+        Fiber *f;
+
+        if (c < 0)
+                return NULL;
+        if ((unsigned)c == w->cls)
+                return g->local_queues ? local_pop(w, n) : shared_pop(w);
+        if ((unsigned)c != w->cls) {
+                if (local)
+                        local_flush(w);
+                w->cls = (unsigned)c;
+        }
+        f = shared_pop(w);
+        return f ? f : class_pop_any(g);
+}
+
 Fiber *ready_pop(Worker *w)
 {
         unsigned n = ++w->pops;
         Fiber *f;
 
+        if (w->group->nclasses > 1)
+                return class_ready_pop(w, n, false);
         if (UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
                 w->yield_rotated = false;
                 return yield_pop(w);
@@ -114,8 +166,42 @@ Fiber *ready_pop(Worker *w)
         return f ? f : yield_pop(w);
 }
 
+void ready_flush(Worker *w)
+{
+        Fiber *f;
+        bool any = false;
+
+        while ((f = yield_pop(w))) {
+                ready_push_shared(f->group, f);
+                any = true;
+        }
+        if (any)
+                group_wake(w->group);
+        local_flush(w);
+}
+
+Fiber *ready_pop_yield(Worker *w, Fiber *self)
+{
+        SchedulingGroup *g = w->group;
+
+        if (g->nclasses == 1 || self->group != g)
+                return ready_pop(w);
+        if (self->cls != w->cls) {
+                /* a fiber of another class runs here (stolen, or runnext of a
+                 * sibling): this worker serves its class from now on */
+                if (g->local_queues && local_nonempty(w))
+                        local_flush(w);
+                w->cls = self->cls;
+        }
+        return class_ready_pop(w, ++w->pops, true);
+}
+
 void ready_push_shared(SchedulingGroup *g, Fiber *f)
 {
+        if (g->nclasses > 1) {
+                class_push(g, f);
+                return;
+        }
         while (UNLIKELY(!runq_push(&g->runq, f)))
                 cpu_relax(); /* cannot happen: live fibers <= capacity */
 }
@@ -137,7 +223,8 @@ void ready_push(Fiber *f)
         /* when it was made ready: ready-to-run latency, and runnext's age */
         __atomic_store_n(&f->ready_tsc, clock_tsc_now(), __ATOMIC_RELAXED);
         if ((w = worker_self()) && w->group->local_queues &&
-            (w->group == g || (!f->no_steal && is_thief_of(w->group, g)))) {
+            (w->group == g || (!f->no_steal && is_thief_of(w->group, g))) &&
+            (g->nclasses == 1 || f->cls == w->cls) && !worker_surplus(w)) {
                 /* Go's runnext: it runs next on this worker (its waker or creator is
                  * about to park, or busy); the previous occupant moves to the deque.
                  * On a thief of @f's group the same holds (a stolen fiber spawning
@@ -160,6 +247,13 @@ void ready_requeue(Worker *w, Fiber *f)
 {
         if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
                 ready_push_shared(f->group, f);
+                return;
+        }
+        if (f->group->nclasses > 1 || worker_surplus(w)) {
+                /* classes: the pick is made at every yield; a surplus spare is about
+                 * to park and must leave nothing in its own lists */
+                ready_push_shared(f->group, f);
+                group_wake_idle(f->group);
                 return;
         }
         /* 1 in 64 at random: a counter would pick the same fiber of two that take

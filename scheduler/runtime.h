@@ -48,7 +48,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "scheduler/base/list.h"
 #include "scheduler/base/macro.h"
@@ -192,6 +195,7 @@ struct Fiber {
         uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
         bool outside;       /* created outside the group: the stack returns to the group pool */
         bool no_steal;      /* only its own group's workers may run it */
+        uint8_t cls;        /* its job class: an index into its group's classes */
         Fiber *yield_next;  /* its worker's yield list (that worker only) */
         void *fls[SCHED_FLS_KEYS];
 #ifdef SCHED_ASAN
@@ -270,6 +274,22 @@ struct Worker {
         Fiber *next;         /* local policy: runs next (Go's runnext); atomic */
         uint64_t next_since; /* TSC when next was set; atomic */
         LocalRunq local;     /* SCHED_QUEUE_LOCAL only */
+        /* CPU control (class.c, monitor.c). */
+        unsigned cls;             /* classes: the class its runnext and deque hold */
+        uint64_t run_tsc;         /* when the running fiber started running; 0 in the idle
+                                 * loop (atomic: the monitor reads it) */
+        uint64_t run_seq;         /* bumped at every switch (atomic: the monitor reads it) */
+        uint64_t quota_end_tsc;   /* run_tsc + the task quota: fiber_need_preempt() */
+        uint64_t runtime_tsc;     /* one class: CPU ticks its fibers ran (stats) */
+        Histogram *class_latency; /* classes: ready-to-run per class, else NULL */
+        bool blocked;             /* the monitor found it inside one fiber too long and
+                                 * started a spare in its place (atomic) */
+        uint64_t stall_seq;       /* run_seq of the last stall reported (monitor only) */
+        int spare_futex;          /* a spare parked in reserve waits here */
+        int thread_state;         /* WORKER_THREAD_*: monitor and the thread (atomic) */
+        void *bt[64];             /* the stall backtrace, taken by the signal handler */
+        Fiber *bt_fiber;          /* the fiber running when it was taken */
+        int bt_n;                 /* frames in bt; -1 while asked for (atomic) */
 #ifdef SCHED_ASAN
         void *asan_stack_bottom;
         size_t asan_stack_size;
@@ -278,6 +298,8 @@ struct Worker {
         void *tsan_fiber;
 #endif
 } __attribute__((aligned(128)));
+
+enum { WORKER_THREAD_NONE, WORKER_THREAD_RUNNING, WORKER_THREAD_EXITED };
 
 /* worker_self - the calling thread's Worker, or NULL. Not inlined, so that code after
  * a context switch (possibly on another thread) reads the thread pointer again. */
@@ -347,6 +369,17 @@ int reactor_backend_poll(Reactor *r, ReactorEvent *evs, int max);
 
 /* ------------------------------------------------------------------ group.c ------- */
 
+/* A job class of a group (class.c): seastar's task queue with shares. */
+typedef struct SchedClass {
+        Runq *runq; /* class 0: &group->runq; others their own */
+        char name[SCHED_CLASS_NAME_MAX + 1];
+        unsigned shares;    /* atomic */
+        uint64_t recip_q32; /* 2^32 / shares, seastar's fixed-point reciprocal (atomic) */
+        uint64_t vruntime __attribute__((aligned(128))); /* ticks * recip >> 32 (atomic) */
+        uint64_t runtime_tsc;                            /* CPU ticks its fibers ran (atomic) */
+        size_t queued __attribute__((aligned(128)));     /* fibers in runq (atomic) */
+} SchedClass;
+
 struct SchedulingGroup {
         Runq runq;
         uint64_t spinning_mask __attribute__((aligned(128))); /* workers spinning */
@@ -384,6 +417,24 @@ struct SchedulingGroup {
         uint64_t steals_in __attribute__((aligned(128)));
         uint64_t steals_out;
         Reactor reactor;
+        /* CPU control: classes (class.c), quota, stall detector, rescue (monitor.c). */
+        unsigned nclasses;      /* 1: the fast paths, no class bookkeeping */
+        SchedClass *classes;    /* nclasses entries */
+        uint64_t last_vruntime; /* the highest vruntime picked (seastar's
+                                  * _last_vruntime): what an activated class inherits */
+        uint64_t quota_tsc;     /* task quota, TSC ticks */
+        uint64_t stall_tsc;     /* stall threshold, ticks; 0 = off */
+        uint64_t rescue_tsc;    /* rescue after, ticks; 0 = off */
+        uint64_t tick_ns;       /* the monitor's period while workers run */
+        unsigned nspare;        /* spare worker slots after the nworkers regular ones */
+        unsigned nslots_live __attribute__((aligned(128))); /* slots that ever had a thread */
+        unsigned nblocked; /* workers marked blocked now (atomic) */
+        int monitor_idle;  /* 1 while the monitor sleeps for lack of running workers */
+        bool monitor_running;
+        pthread_mutex_t spare_lock; /* the monitor starting spares vs a spare leaving */
+        pthread_t monitor;
+        uint64_t stalls; /* stats (atomic) */
+        uint64_t rescues;
 };
 
 typedef struct GroupParams {
@@ -393,6 +444,9 @@ typedef struct GroupParams {
         bool pin_workers;
         bool bind;
         bool local_queues;
+        const SchedClassConfig *classes; /* NULL: one class */
+        unsigned nclasses;
+        const SchedControl *control; /* NULL: defaults */
 } GroupParams;
 /* group_alloc - allocate a group without threads; group_start - start its workers. */
 int group_alloc(SchedulingGroup **ret, const GroupParams *p);
@@ -411,6 +465,70 @@ void group_wake(SchedulingGroup *g);
 void group_wake_idle(SchedulingGroup *g);
 bool group_wake_sleeper(SchedulingGroup *g);
 
+/* ------------------------------------------------------------------ class.c ------- */
+
+/* class_init - @g's classes from @cfg (NULL: "default", 100 shares), run queues of
+ * @cap cells for all but class 0 (which is g->runq). Return: 0, -EINVAL, -ENOMEM.
+ * class_term - free them. Context: group construction and destruction. */
+int class_init(SchedulingGroup *g, const SchedClassConfig *cfg, unsigned n, size_t cap);
+void class_term(SchedulingGroup *g);
+/* class_push - append @f to its class's queue; a class whose queue was empty inherits
+ * the group's last vruntime (no banked credit). Context: any. */
+void class_push(SchedulingGroup *g, Fiber *f);
+/* class_pop - the oldest fiber of class @c, or NULL. Context: any. */
+Fiber *class_pop(SchedulingGroup *g, unsigned c);
+/* class_pick - the class to run next: the lowest vruntime among classes with queued
+ * fibers, and @cur when @cur_local (its fibers wait in the worker's local queues).
+ * Return: the class, or -1 when nothing is queued. Context: a worker of @g. */
+int class_pick(SchedulingGroup *g, unsigned cur, bool cur_local);
+/* class_pop_any - a fiber from the class class_pick() would choose (thieves, and
+ * workers without local queues). Context: any. */
+Fiber *class_pop_any(SchedulingGroup *g);
+/* class_charge - @ticks of CPU to @f's class. Context: a worker, at a switch. */
+void class_charge(SchedulingGroup *g, const Fiber *f, uint64_t ticks);
+
+/* ------------------------------------------------------------------ monitor.c ----- */
+
+/* monitor_start / monitor_stop - the group's monitor thread (stall detector and rescue
+ * of blocked workers); nothing when both are off. Context: group start / stop. */
+int monitor_start(SchedulingGroup *g);
+void monitor_stop(SchedulingGroup *g);
+/* monitor_wake - a worker of @g starts running fibers: wake the monitor if it sleeps
+ * for lack of running workers (one load when it does not). Context: @g's workers. */
+static inline void monitor_wake(SchedulingGroup *g)
+{
+        int one = 1;
+
+        if (!g->monitor_running)
+                return;
+        /* run_tsc was stored before: the fence orders it before this load (Dekker with
+         * the monitor's flag store and second look) */
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (UNLIKELY(__atomic_load_n(&g->monitor_idle, __ATOMIC_RELAXED) == 1) &&
+            __atomic_compare_exchange_n(&g->monitor_idle, &one, 0, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_RELAXED))
+                syscall(SYS_futex, &g->monitor_idle, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+/* monitor_backtrace_handler_install - the signal a stall report sends to a worker.
+ * Context: monitor_start(). */
+void monitor_backtrace_handler_install(void);
+/* worker_surplus - @w is a spare that no blocked worker needs now. Context: any. */
+static inline bool worker_surplus(const Worker *w)
+{
+        const SchedulingGroup *g = w->group;
+        return UNLIKELY(w->index >= g->nworkers) &&
+               w->index - g->nworkers >= __atomic_load_n(&g->nblocked, __ATOMIC_ACQUIRE);
+}
+/* worker_unblock - @w's fiber switched out after the monitor marked it blocked: it is
+ * a regular worker again, and the spare started for it becomes surplus (woken so it
+ * parks). Context: @w's thread, at a switch. */
+void worker_unblock(Worker *w);
+/* worker_spare_park - a surplus spare waits in the reserve until it is needed again.
+ * Return: true to go on as a worker; false when it lingered unneeded for long enough
+ * and its thread should end (its state is EXITED then). Context: @w's thread, in its
+ * idle loop, with its local queues flushed. */
+bool worker_spare_park(Worker *w);
+
 /* ------------------------------------------------------------------ ready.c ------- */
 
 /* ready_push - make @f ready: its waker's runnext slot when that worker may run it
@@ -427,6 +545,13 @@ void ready_requeue(Worker *w, Fiber *f);
 /* ready_pop - the next fiber for worker @w: its local queue and the group's shared one
  * (local policy), or the shared one, and its yield list. Context: @w's thread. */
 Fiber *ready_pop(Worker *w);
+/* ready_pop_yield - ready_pop() for fiber_yield(): in a group with classes, @self's
+ * class counts as ready, and NULL means @self (the yielder) keeps running.
+ * Context: @w's thread. */
+Fiber *ready_pop_yield(Worker *w, Fiber *self);
+/* ready_flush - move everything only @w would run (yield list, runnext, deque) to the
+ * shared queues and wake a worker for it. Context: @w's thread, in its idle loop. */
+void ready_flush(Worker *w);
 
 /* single-writer counter: a plain increment, published for relaxed readers */
 static inline void counter_inc(uint64_t *c)

@@ -279,11 +279,11 @@ typedef struct SchedConfig {
         SchedQueuePolicy queue_policy;
         size_t runq_capacity, stack_size, max_fibers; /* per group, as SchedGroupConfig */
         unsigned stack_cache;
-        const SchedTopology *topology; /* NULL = sched_topology_detect() */
-        bool no_binding;               /* plan and report, but set no affinity or
+        const SchedTopology *topology;   /* NULL = sched_topology_detect() */
+        bool no_binding;                 /* plan and report, but set no affinity or
                                           * memory policy (tests with an injected
                                           * topology) */
-        const char *name;              /* thread-name prefix; NULL = "fiberd" */
+        const char *name;                /* thread-name prefix; NULL = "fiberd" */
         const SchedClassConfig *classes; /* every group gets these classes; NULL = one */
         unsigned nclasses;
         SchedControl control; /* every group's quota, stall detector and rescue */
@@ -453,10 +453,10 @@ int fiber_maybe_yield(void);
 /* What the stall detector saw: handed to the stall hook on the group's monitor
  * thread. Pointers are valid during the call only. */
 typedef struct SchedStall {
-        const char *group;     /* group name */
-        unsigned worker;       /* worker index in the group */
+        const char *group; /* group name */
+        unsigned worker;   /* worker index in the group */
         uint64_t fiber_id;
-        const char *tag;       /* FiberAttr.tag of the stalled fiber (may be NULL) */
+        const char *tag; /* FiberAttr.tag of the stalled fiber (may be NULL) */
         const char *class_name;
         uint64_t ran_ns;       /* how long it has run without switching so far */
         const char *backtrace; /* newline-separated frames, resolved where symbols are

@@ -130,7 +130,10 @@ int sched_new(Scheduler **ret, const SchedConfig *cfg)
                                  .node = -1,
                                  .pin_workers = cfg->pin_workers,
                                  .bind = !cfg->no_binding,
-                                 .local_queues = s->plan.queue_policy == SCHED_QUEUE_LOCAL};
+                                 .local_queues = s->plan.queue_policy == SCHED_QUEUE_LOCAL,
+                                 .classes = cfg->classes,
+                                 .nclasses = cfg->nclasses,
+                                 .control = &cfg->control};
                 cpu_set_t cpus;
                 CPU_ZERO(&cpus);
                 if (s->plan.numa && nnodes > 0) {
@@ -257,4 +260,65 @@ size_t sched_describe(const Scheduler *s, char *buf, size_t len)
                         n += (size_t)w;
         }
         return n;
+}
+
+/* ------------------------------------------------------------------ classes ------- */
+
+unsigned sched_classes(const Scheduler *s)
+{
+        return s->ngroups ? s->groups[0]->nclasses : 1;
+}
+
+int sched_class_find(const Scheduler *s, const char *name)
+{
+        for (unsigned c = 0; s->ngroups && name && c < s->groups[0]->nclasses; c++)
+                if (!strcmp(s->groups[0]->classes[c].name, name))
+                        return (int)c;
+        return -ENOENT;
+}
+
+const char *sched_class_name(const Scheduler *s, unsigned cls)
+{
+        return s->ngroups && cls < s->groups[0]->nclasses ? s->groups[0]->classes[cls].name : NULL;
+}
+
+int sched_class_set_shares(Scheduler *s, unsigned cls, unsigned shares)
+{
+        if (cls >= sched_classes(s) || shares < SCHED_SHARES_MIN || shares > SCHED_SHARES_MAX)
+                return -EINVAL;
+        for (unsigned i = 0; i < s->ngroups; i++) {
+                SchedClass *c = &s->groups[i]->classes[cls];
+                __atomic_store_n(&c->recip_q32, (UINT64_C(1) << 32) / shares, __ATOMIC_RELAXED);
+                __atomic_store_n(&c->shares, shares, __ATOMIC_RELAXED);
+        }
+        return 0;
+}
+
+int sched_class_stats(const Scheduler *s, unsigned cls, SchedClassStats *ret)
+{
+        SchedClassStats sum = {0};
+        uint64_t p50 = 0, p99 = 0;
+
+        if (cls >= sched_classes(s))
+                return -EINVAL;
+        for (unsigned i = 0; i < s->ngroups; i++) {
+                SchedClassStats one;
+                sched_group_class_stats(s->groups[i], cls, &one);
+                if (i == 0) {
+                        memcpy(sum.name, one.name, sizeof(sum.name));
+                        sum.shares = one.shares;
+                }
+                sum.runtime_ns += one.runtime_ns;
+                sum.vruntime = MAX(sum.vruntime, one.vruntime);
+                sum.queued += one.queued;
+                sum.ready_to_run.count += one.ready_to_run.count;
+                sum.ready_to_run.max_ns = MAX(sum.ready_to_run.max_ns, one.ready_to_run.max_ns);
+                /* percentiles of the union are not sums: the worst group's, a bound */
+                p50 = MAX(p50, one.ready_to_run.p50_ns);
+                p99 = MAX(p99, one.ready_to_run.p99_ns);
+        }
+        sum.ready_to_run.p50_ns = p50;
+        sum.ready_to_run.p99_ns = p99;
+        *ret = sum;
+        return 0;
 }

@@ -11,6 +11,7 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
 {
         Histogram *hs[SCHED_MAX_WORKERS];
         SchedGroupStats s = {0};
+        unsigned n = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE); /* spares too */
 
         s.workers = g->nworkers;
         s.spinning = (unsigned)__builtin_popcountll(
@@ -18,8 +19,13 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
         s.sleeping = (unsigned)__builtin_popcountll(
                 __atomic_load_n(&g->sleeping_mask, __ATOMIC_RELAXED));
         s.fibers_created = __atomic_load_n(&g->created_outside, __ATOMIC_RELAXED);
-        for (unsigned i = 0; i < g->nworkers; i++) {
+        for (unsigned i = 0; i < n; i++) {
                 Worker *w = &g->workers[i];
+                if (i >= g->nworkers &&
+                    __atomic_load_n(&w->thread_state, __ATOMIC_RELAXED) == WORKER_THREAD_RUNNING) {
+                        s.threads++;
+                        s.spares_running += __atomic_load_n(&w->run_tsc, __ATOMIC_RELAXED) != 0;
+                }
                 s.fibers_created += __atomic_load_n(&w->created, __ATOMIC_RELAXED);
                 s.fibers_finished += __atomic_load_n(&w->finished, __ATOMIC_RELAXED);
                 s.context_switches += __atomic_load_n(&w->switches, __ATOMIC_RELAXED);
@@ -33,12 +39,16 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
         s.fibers_alive = __atomic_load_n(&g->alive, __ATOMIC_RELAXED);
         s.spinner_handoffs = __atomic_load_n(&g->spinner_handoffs, __ATOMIC_RELAXED);
         s.futex_wakeups = __atomic_load_n(&g->futex_wakeups, __ATOMIC_RELAXED);
-        s.runq_depth += runq_size(&g->runq);
+        for (unsigned c = 0; c < g->nclasses; c++)
+                s.runq_depth += runq_size(g->classes[c].runq);
+        s.threads += g->nworkers;
+        s.stalls = __atomic_load_n(&g->stalls, __ATOMIC_RELAXED);
+        s.rescues = __atomic_load_n(&g->rescues, __ATOMIC_RELAXED);
         s.runq_full = __atomic_load_n(&g->runq_full, __ATOMIC_RELAXED);
         s.node = g->node;
         topology_cpuset_format(&g->cpus, s.cpus, sizeof(s.cpus));
         s.steals_in = __atomic_load_n(&g->steals_in, __ATOMIC_RELAXED);
         s.steals_out = __atomic_load_n(&g->steals_out, __ATOMIC_RELAXED);
-        histogram_summarize(hs, g->nworkers, &s.ready_to_run);
+        histogram_summarize(hs, n, &s.ready_to_run);
         *ret = s;
 }

@@ -32,8 +32,10 @@ Fiber *steal_siblings(Worker *w)
 
         if (!g->local_queues)
                 return NULL;
-        for (unsigned i = 1; i < g->nworkers; i++) {
-                Worker *sib = &g->workers[(w->index + i) % g->nworkers];
+        unsigned n = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE); /* spares too */
+
+        for (unsigned i = 1; i < n; i++) {
+                Worker *sib = &g->workers[(w->index + i) % n];
                 Fiber *f = localq_pop(&sib->local);
                 if (!f) {
                         /* Its runnext only once it has waited a while: the owner is
@@ -63,8 +65,10 @@ static Fiber *steal_from(SchedulingGroup *v)
 {
         unsigned source = 0, skipped = 0;
 
-        while (source <= (v->local_queues ? v->nworkers : 0) && skipped < 8) {
-                Fiber *f = source == 0 ? runq_pop(&v->runq)
+        while (source <=
+                       (v->local_queues ? __atomic_load_n(&v->nslots_live, __ATOMIC_ACQUIRE) : 0) &&
+               skipped < 8) {
+                Fiber *f = source == 0 ? (v->nclasses > 1 ? class_pop_any(v) : runq_pop(&v->runq))
                                        : localq_pop(&v->workers[source - 1].local);
                 if (!f) {
                         source++;

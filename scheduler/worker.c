@@ -231,6 +231,15 @@ static void *worker_main(void *arg)
 
         thread_init(w);
         for (;;) {
+                if (UNLIKELY(worker_surplus(w))) {
+                        /* a spare no blocked worker needs now (monitor.c) */
+                        ready_flush(w);
+                        if (!worker_spare_park(w))
+                                break;
+                        if (__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE))
+                                break;
+                        continue;
+                }
                 Fiber *f = steal_idle_acquire(w);
                 if (!f)
                         f = spinning_acquire(w);
@@ -254,6 +263,11 @@ int worker_init(Worker *w, SchedulingGroup *g, unsigned index)
         memset(w, 0, sizeof(*w)); /* also the local run queue and the histogram: empty */
         w->group = g;
         w->index = index;
+        if (g->nclasses > 1) {
+                w->class_latency = calloc(g->nclasses, sizeof(Histogram));
+                if (!w->class_latency)
+                        return -ENOMEM;
+        }
         wait_slot_init(&g->slots[index]);
         w->yield_rng = 0x9e3779b9u ^ (index + 1); /* xorshift32: any nonzero seed */
         return stack_cache_init(&w->stacks, g->stack_cache);
@@ -263,6 +277,7 @@ void worker_term(Worker *w)
 {
         if (!w->group)
                 return; /* never initialised */
+        free(w->class_latency);
         stack_cache_term(w->group, &w->stacks);
 }
 

@@ -28,6 +28,9 @@ endif
 # test_stack.c's big-frame overflow is compiled as plugins are (plugins/build.mk).
 $(BUILD)/tests/unit/test_stack.o: CFLAGS += -fstack-clash-protection
 
+# test_control.c's stall test finds its own function in a backtrace (dladdr).
+$(BUILD)/tests/unit/test_control: LDFLAGS += -rdynamic
+
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBSCHED) $(TEST_RUNNER)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_RUNNER) $(LIBSCHED) $(SCHED_LIBS) $(TEST_LIBS)
 

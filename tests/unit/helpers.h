@@ -14,9 +14,13 @@
 #define SEC_NS 1000000000ull
 #define MS_NS 1000000ull
 
+/* A group of @workers without a monitor (no stall reports, no spare workers): tests of
+ * other mechanisms count threads and workers exactly. test_control.c tests the monitor. */
 static inline SchedulingGroup *test_group(unsigned workers)
 {
-        SchedGroupConfig cfg = {.workers = workers};
+        SchedGroupConfig cfg = {
+                .workers = workers,
+                .control = {.stall_threshold_ns = SCHED_FOREVER, .rescue_after_ns = SCHED_FOREVER}};
         SchedulingGroup *g = NULL;
         cr_assert_eq(sched_group_new(&g, &cfg), 0);
         return g;

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * monitor.c — a group's monitor thread: the stall detector and the rescue of blocked
+ * workers.
+ *
+ * Every worker publishes when the fiber it runs started running (Worker.run_tsc, 0 in
+ * the idle loop) and a switch count (run_seq). The monitor reads them every tick
+ * (a quarter of the smaller threshold, 1..50 ms) while any worker runs a fiber, and
+ * sleeps on a futex while none does: the first worker to leave its idle loop wakes it
+ * (monitor_wake(), one load when the monitor is awake). So an idle daemon costs no
+ * wake-ups at all — libgo's Dispatcher (shared/seeds/004) wakes every millisecond
+ * forever; Go's sysmon backs off to 10 ms and parks when everything idles, which is
+ * what this does.
+ *
+ * Stall detector (seastar's cpu_stall_detector, shared/seeds/002): a fiber that has run
+ * stall_threshold without switching is reported once per stall (per run_seq). The
+ * backtrace is taken on the stalled worker's own thread: the monitor sends it SIGURG
+ * (Go's preemption signal, ignored by default by everything else) and the handler,
+ * on the worker's sigaltstack, calls backtrace(3) into the worker's buffer. The monitor
+ * resolves the frames (backtrace_symbols(3): dladdr, so a plugin's exported functions
+ * get their names) and hands the report to the stall hook. At most 10 reports per
+ * second per group; the stalls counter counts all. SA_RESTART is set, but a worker
+ * blocked in a call that a signal interrupts regardless (nanosleep, epoll_wait) sees
+ * EINTR, as it would from any signal.
+ *
+ * Rescue (libgo's Dispatcher marks a processer whose coroutine has not switched for a
+ * while as blocking and moves its work; Go's sysmon retakes a P from an M stuck in a
+ * syscall and hands it to another M): when a worker has been inside one fiber for
+ * rescue_after while its group has ready fibers, the monitor marks it blocked
+ * (g->nblocked counts them) and makes spare worker number nblocked-1 run: it starts
+ * its thread, or wakes it from the reserve. Spare workers are ordinary workers with
+ * slots after the group's regular ones; they steal the blocked worker's local deque
+ * and runnext like any sibling, so its waiting work moves. A blocked worker's yield
+ * list is its own (no atomics) and waits for it. When the blocked worker's fiber
+ * switches out, worker_unblock() decrements nblocked; the spare that is now surplus
+ * finishes the fiber it runs, moves what it holds to the shared queues and parks in
+ * the reserve; after SPARE_LINGER_NS without being needed its thread exits, so the
+ * number of OS threads returns to normal.
+ */
+#include <errno.h>
+#include <execinfo.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "scheduler/runtime.h"
+
+#define STALL_SIGNAL SIGURG
+#define SPARE_LINGER_NS (2 * NSEC_PER_SEC)
+#define STALL_REPORTS_PER_SEC 10
+#define BACKTRACE_WAIT_NS (100 * NSEC_PER_MSEC)
+
+static SchedStallFn stall_hook;
+static void *stall_hook_arg;
+
+void sched_set_stall_hook(SchedStallFn fn, void *arg)
+{
+        stall_hook_arg = arg;
+        __atomic_store_n(&stall_hook, fn, __ATOMIC_RELEASE);
+}
+
+static int futex_wait(int *word, int val, uint64_t timeout_ns)
+{
+        struct timespec ts;
+
+        ts = timespec_store_ns(timeout_ns == SCHED_FOREVER ? 0 : timeout_ns);
+        if (syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val,
+                    timeout_ns == SCHED_FOREVER ? NULL : &ts, NULL, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+static void futex_wake(int *word)
+{
+        syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* ------------------------------------------------------------------ backtrace ----- */
+
+static void backtrace_handler(int sig, siginfo_t *si, void *uc)
+{
+        int saved = errno;
+        Worker *w = worker_self();
+
+        (void)sig;
+        (void)si;
+        (void)uc;
+        if (w && __atomic_load_n(&w->bt_n, __ATOMIC_ACQUIRE) == -1) {
+                int n = backtrace(w->bt, (int)ELEMENTSOF(w->bt));
+                w->bt_fiber = w->current;
+                __atomic_store_n(&w->bt_n, n, __ATOMIC_RELEASE);
+        }
+        errno = saved;
+}
+
+void monitor_backtrace_handler_install(void)
+{
+        static int installed;
+        struct sigaction sa = {0};
+        void *warm[2];
+
+        if (__atomic_exchange_n(&installed, 1, __ATOMIC_ACQ_REL))
+                return;
+        /* the first backtrace() loads libgcc_s (malloc, dlopen): not in a handler */
+        backtrace(warm, 2);
+        sa.sa_sigaction = backtrace_handler;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        sigaction(STALL_SIGNAL, &sa, NULL);
+}
+
+/* ------------------------------------------------------------------ stalls -------- */
+
+static bool stall_rate_ok(SchedulingGroup *g, uint64_t now_ns)
+{
+        static __thread uint64_t window_start, in_window; /* one monitor thread per group */
+
+        (void)g;
+        if (now_ns - window_start >= NSEC_PER_SEC) {
+                window_start = now_ns;
+                in_window = 0;
+        }
+        return in_window++ < STALL_REPORTS_PER_SEC;
+}
+
+static void stall_report(SchedulingGroup *g, Worker *w, uint64_t seq, uint64_t ran_tsc)
+{
+        SchedStallFn hook = __atomic_load_n(&stall_hook, __ATOMIC_ACQUIRE);
+        uint64_t deadline = sched_now_ns() + BACKTRACE_WAIT_NS;
+        char *text = NULL;
+        size_t len = 0;
+        FILE *out;
+        Fiber *f = NULL;
+        int n = -1;
+
+        __atomic_fetch_add(&g->stalls, 1, __ATOMIC_RELAXED);
+        if (!stall_rate_ok(g, sched_now_ns()))
+                return;
+        __atomic_store_n(&w->bt_n, -1, __ATOMIC_RELEASE);
+        pthread_kill(w->thread, STALL_SIGNAL);
+        while (sched_now_ns() < deadline) {
+                n = __atomic_load_n(&w->bt_n, __ATOMIC_ACQUIRE);
+                if (n >= 0)
+                        break;
+                nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        }
+        if (n < 0) {
+                int expected = -1; /* give up: the handler, if it ever runs, does nothing */
+                if (!__atomic_compare_exchange_n(&w->bt_n, &expected, 0, false, __ATOMIC_ACQ_REL,
+                                                 __ATOMIC_ACQUIRE))
+                        n = expected;
+        }
+        if (n > 0 && __atomic_load_n(&w->run_seq, __ATOMIC_ACQUIRE) != seq)
+                n = 0; /* it switched before the signal came: the frames are another's */
+        if (n > 0)
+                f = w->bt_fiber;
+
+        out = open_memstream(&text, &len);
+        if (out && n > 0) {
+                char **sym = backtrace_symbols(w->bt, n);
+                /* frame 0 is the handler, 1 the signal trampoline */
+                for (int i = 2; i < n; i++)
+                        fprintf(out, "#%d %s\n", i - 2, sym ? sym[i] : "?");
+                free(sym);
+        }
+        if (out)
+                fclose(out);
+
+        SchedStall st = {
+                .group = g->name,
+                .worker = w->index,
+                .fiber_id = f ? f->id : 0,
+                .tag = f ? f->tag : NULL,
+                .class_name = g->classes[f ? f->cls : 0].name,
+                .ran_ns = clock_tsc_to_ns(ran_tsc),
+                .backtrace = text ? text : "",
+        };
+        if (hook)
+                hook(&st, stall_hook_arg);
+        else
+                sched_log(LOG_WARNING,
+                          "stall: group %s worker %u: fiber %" PRIu64 " (%s, class %s) has run "
+                          "%" PRIu64 " ms without switching\n%s",
+                          st.group, st.worker, st.fiber_id, st.tag ? st.tag : "no tag",
+                          st.class_name, st.ran_ns / NSEC_PER_MSEC, st.backtrace);
+        free(text);
+}
+
+/* ------------------------------------------------------------------ rescue -------- */
+
+/* Fibers wait for a worker of @g: its queues, its workers' deques and runnext slots. */
+static bool group_has_ready(const SchedulingGroup *g)
+{
+        unsigned n = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE);
+
+        for (unsigned c = 0; c < g->nclasses; c++)
+                if (runq_size(g->classes[c].runq))
+                        return true;
+        for (unsigned i = 0; g->local_queues && i < n; i++)
+                if (localq_size(&g->workers[i].local) ||
+                    __atomic_load_n(&g->workers[i].next, __ATOMIC_RELAXED))
+                        return true;
+        return false;
+}
+
+/* Make spare @k of @g run: wake it from the reserve, or start its thread.
+ * Context: the monitor, g->spare_lock held. */
+static void spare_activate(SchedulingGroup *g, unsigned k)
+{
+        Worker *s = &g->workers[g->nworkers + k];
+        int state = __atomic_load_n(&s->thread_state, __ATOMIC_ACQUIRE);
+        int r;
+
+        if (state == WORKER_THREAD_RUNNING) {
+                __atomic_store_n(&s->spare_futex, 1, __ATOMIC_RELEASE);
+                futex_wake(&s->spare_futex);
+                wait_slot_wake(&g->slots[s->index]);
+                return;
+        }
+        if (state == WORKER_THREAD_EXITED)
+                worker_join(s);
+        if (__atomic_load_n(&g->nslots_live, __ATOMIC_RELAXED) < s->index + 1)
+                __atomic_store_n(&g->nslots_live, s->index + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&s->thread_state, WORKER_THREAD_RUNNING, __ATOMIC_RELEASE);
+        r = worker_start(s);
+        if (r < 0) {
+                __atomic_store_n(&s->thread_state, WORKER_THREAD_NONE, __ATOMIC_RELEASE);
+                sched_log(LOG_WARNING, "group %s: cannot start a spare worker: %s", g->name,
+                          strerror(-r));
+        }
+}
+
+static void rescue(SchedulingGroup *g, Worker *w)
+{
+        bool expected = false;
+        unsigned k;
+
+        pthread_mutex_lock(&g->spare_lock);
+        k = __atomic_load_n(&g->nblocked, __ATOMIC_ACQUIRE);
+        if (k >= g->nspare || !__atomic_compare_exchange_n(&w->blocked, &expected, true, false,
+                                                           __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+                pthread_mutex_unlock(&g->spare_lock);
+                return; /* every spare is in use, or it was marked already */
+        }
+        __atomic_fetch_add(&g->nblocked, 1, __ATOMIC_ACQ_REL);
+        __atomic_fetch_add(&g->rescues, 1, __ATOMIC_RELAXED);
+        spare_activate(g, k);
+        pthread_mutex_unlock(&g->spare_lock);
+}
+
+void worker_unblock(Worker *w)
+{
+        SchedulingGroup *g = w->group;
+        bool expected = true;
+        unsigned k;
+
+        if (!__atomic_compare_exchange_n(&w->blocked, &expected, false, false, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_RELAXED))
+                return;
+        k = __atomic_sub_fetch(&g->nblocked, 1, __ATOMIC_ACQ_REL);
+        /* spare k is surplus now: let it see so, wherever it waits */
+        wait_slot_wake(&g->slots[g->nworkers + k]);
+}
+
+bool worker_spare_park(Worker *w)
+{
+        SchedulingGroup *g = w->group;
+
+        while (worker_surplus(w) && !__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE)) {
+                __atomic_store_n(&w->spare_futex, 0, __ATOMIC_RELEASE);
+                if (!worker_surplus(w))
+                        break;
+                if (futex_wait(&w->spare_futex, 0, SPARE_LINGER_NS) == -ETIMEDOUT) {
+                        bool leave;
+                        pthread_mutex_lock(&g->spare_lock);
+                        leave = worker_surplus(w);
+                        if (leave)
+                                __atomic_store_n(&w->thread_state, WORKER_THREAD_EXITED,
+                                                 __ATOMIC_RELEASE);
+                        pthread_mutex_unlock(&g->spare_lock);
+                        if (leave)
+                                return false;
+                }
+        }
+        return true;
+}
+
+/* ------------------------------------------------------------------ the thread ---- */
+
+/* One look at every worker. Return: whether any runs a fiber. */
+static bool monitor_scan(SchedulingGroup *g)
+{
+        unsigned n = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE);
+        uint64_t now = clock_tsc_now();
+        bool busy = false, ready_known = false, ready = false;
+
+        for (unsigned i = 0; i < n; i++) {
+                Worker *w = &g->workers[i];
+                uint64_t seq = __atomic_load_n(&w->run_seq, __ATOMIC_ACQUIRE);
+                uint64_t rt = __atomic_load_n(&w->run_tsc, __ATOMIC_ACQUIRE);
+                uint64_t ran;
+
+                if (!rt)
+                        continue;
+                busy = true;
+                ran = now > rt ? now - rt : 0;
+                if (g->stall_tsc && ran >= g->stall_tsc && w->stall_seq != seq) {
+                        w->stall_seq = seq;
+                        stall_report(g, w, seq, ran);
+                }
+                if (g->rescue_tsc && ran >= g->rescue_tsc &&
+                    !__atomic_load_n(&w->blocked, __ATOMIC_ACQUIRE)) {
+                        if (!ready_known) {
+                                ready = group_has_ready(g);
+                                ready_known = true;
+                        }
+                        if (ready)
+                                rescue(g, w);
+                }
+        }
+        return busy;
+}
+
+static void *monitor_main(void *arg)
+{
+        SchedulingGroup *g = arg;
+        char name[16];
+
+        snprintf(name, sizeof(name), "%.11s-mon", g->name);
+        pthread_setname_np(pthread_self(), name);
+        while (!__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE)) {
+                if (monitor_scan(g)) {
+                        futex_wait(&g->monitor_idle, 0, g->tick_ns); /* stop wakes it */
+                        continue;
+                }
+                /* Nobody runs a fiber: sleep until a worker leaves its idle loop. The
+                 * flag is set before the second look, and a worker sets run_tsc before
+                 * it reads the flag (both seq_cst), so one of the two sees the other. */
+                __atomic_store_n(&g->monitor_idle, 1, __ATOMIC_SEQ_CST);
+                if (!monitor_scan(g) && !__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE))
+                        futex_wait(&g->monitor_idle, 1, SCHED_FOREVER);
+                __atomic_store_n(&g->monitor_idle, 0, __ATOMIC_SEQ_CST);
+        }
+        return NULL;
+}
+
+int monitor_start(SchedulingGroup *g)
+{
+        int r;
+
+        if (!g->stall_tsc && !g->rescue_tsc)
+                return 0;
+        if (g->stall_tsc)
+                monitor_backtrace_handler_install();
+        r = -pthread_create(&g->monitor, NULL, monitor_main, g);
+        if (r < 0)
+                return r;
+        g->monitor_running = true;
+        return 0;
+}
+
+void monitor_stop(SchedulingGroup *g)
+{
+        if (!g->monitor_running)
+                return;
+        /* g->stopped is set: wake it from either wait */
+        __atomic_store_n(&g->monitor_idle, 2, __ATOMIC_SEQ_CST);
+        syscall(SYS_futex, &g->monitor_idle, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        pthread_join(g->monitor, NULL);
+        g->monitor_running = false;
+}
