@@ -140,11 +140,13 @@ static void stall_hook(const SchedStall *st, void *arg)
                 end = strchrnul(frame, '\n');
                 if (end == frame)
                         continue;
+                /* the runtime numbers the frames ("#0 file(function+off) [addr]") */
                 if (is_job)
-                        log_job(LOG_WARNING, id, plugin, "stall:   #%u %.*s", n++,
-                                (int)(end - frame), frame);
+                        log_job(LOG_WARNING, id, plugin, "stall:   %.*s", (int)(end - frame),
+                                frame);
                 else
-                        log_msg(LOG_WARNING, "stall:   #%u %.*s", n++, (int)(end - frame), frame);
+                        log_msg(LOG_WARNING, "stall:   %.*s", (int)(end - frame), frame);
+                n++;
         }
         if (n == 0)
                 log_msg(LOG_WARNING, "stall:   (no backtrace: the worker did not answer in time)");
