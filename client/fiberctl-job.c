@@ -621,8 +621,8 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 return 0;
         }
         size_t i;
-        printf("%8s %-12s %-9s %6s %-23s %9s %s\n", "ID", "PLUGIN", "STATE", "OWNER", "CREATED",
-               "RAN", "PROGRESS");
+        printf("%8s %-12s %-12s %-9s %6s %-23s %9s %s\n", "ID", "PLUGIN", "CLASS", "STATE", "OWNER",
+               "CREATED", "RAN", "PROGRESS");
         json_array_foreach(res, i, rec)
         {
                 char created[64], ran[32] = "-", progress[64];
@@ -631,10 +631,11 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 if (ms >= 0)
                         format_duration(ran, sizeof(ran), ms);
                 format_progress(progress, sizeof(progress), json_object_get(rec, IPC_KEY_PROGRESS));
-                printf("%8" JSON_INTEGER_FORMAT " %-12s %-9s %6" JSON_INTEGER_FORMAT
+                printf("%8" JSON_INTEGER_FORMAT " %-12s %-12s %-9s %6" JSON_INTEGER_FORMAT
                        " %-23s %9s %s\n",
                        json_integer_value(json_object_get(rec, IPC_KEY_ID)),
-                       str_of(rec, IPC_KEY_PLUGIN, "?"), str_of(rec, IPC_KEY_STATE, "?"),
+                       str_of(rec, IPC_KEY_PLUGIN, "?"), str_of(rec, IPC_KEY_CLASS, "default"),
+                       str_of(rec, IPC_KEY_STATE, "?"),
                        json_integer_value(json_object_get(rec, IPC_KEY_OWNER)), created, ran,
                        progress);
         }
