@@ -5,7 +5,8 @@
 #                     ASan+UBSan and TSan (each variant in its own build directory)
 #   make bench        benchmarks with their peers (Go, pthreads, ucontext, bare switch)
 #   make demo         the main job
-#   make install      honours PREFIX and DESTDIR
+#   make install      honours PREFIX and DESTDIR; make uninstall removes exactly that
+#   make dist         $(BUILD)/fiberd-$(VERSION).tar.gz from `git archive HEAD`
 #   make format-check clang-format over every C file, fails on any difference
 #
 # Each folder adds its own targets in its build.mk; this file holds the flags and the
@@ -49,11 +50,12 @@ endif
 
 # Debian packages every target needs; the deps step installs the missing ones.
 DEBS := build-essential pkg-config libcriterion-dev libmsgpack-dev libnuma-dev \
-        libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git
+        libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git \
+        scdoc man-db groff-base
 BENCH_DEBS := golang-go beanstalkd gearman-job-server libgearman-dev
 
 .PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \
-        format format-check clean
+        uninstall dist format format-check clean
 # Every target that compiles installs its Debian packages first: each object waits for
 # the deps step (an order-only prerequisite, so it never forces a rebuild), and the
 # pkg-config flags in the build.mk files are read when first used, after that step, not
@@ -81,11 +83,15 @@ deps:
 deps-bench: deps
 	$(call install_debs,$(BENCH_DEBS))
 
+# The release named in ipc/protocol.h (FIBERD_VERSION), the one `fiberd --version` prints.
+VERSION := $(shell sed -n 's/^\#define FIBERD_VERSION "\(.*\)"/\1/p' ipc/protocol.h)
+
 include scheduler/build.mk
 -include ipc/build.mk
 -include plugins/build.mk
 -include client/build.mk
 -include daemon/build.mk
+-include docs/build.mk
 -include systemd/build.mk
 include tests/build.mk
 
@@ -110,9 +116,26 @@ check-layering:
 	@bash tests/layering.sh --self-test
 	@bash tests/layering.sh
 
+# check-install: `make install DESTDIR=` into a scratch tree, every file where it belongs,
+# then `make uninstall` must leave no file behind; `make dist` must give a tarball that
+# holds the tree under fiberd-$(VERSION)/ (tests/install.sh).
+.PHONY: check-install
+check-install: all
+	@bash tests/install.sh $(BUILD)/install-test
+
 check: deps format-check check-layering
-	$(MAKE) --no-print-directory check-unit check-integration check-systemd bench-smoke
+	$(MAKE) --no-print-directory check-unit check-integration check-systemd check-man \
+		check-completion check-install bench-smoke
 	$(MAKE) --no-print-directory check-sanitizers
+
+DIST := $(BUILD)/fiberd-$(VERSION).tar.gz
+# make dist: the committed tree (HEAD), not the work tree: what is not committed is not
+# released. A dirty tree is said, not refused.
+dist:
+	@mkdir -p $(BUILD)
+	@git diff --quiet HEAD 2>/dev/null || echo "dist: uncommitted changes are left out" >&2
+	git archive --format=tar.gz --prefix=fiberd-$(VERSION)/ -o $(DIST) HEAD
+	@echo "dist: $(DIST)"
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build/*')
 format:
@@ -126,4 +149,4 @@ format-check: deps
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -22,8 +22,22 @@ all: $(FIBERCTL)
 
 .PHONY: install-client
 install: install-client
+BASH_COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
 install-client: $(FIBERCTL)
 	install -D -m 0755 $(FIBERCTL) $(DESTDIR)$(PREFIX)/bin/fiberctl
+	install -D -m 0644 client/completion/fiberctl.bash $(DESTDIR)$(BASH_COMPLETION_DIR)/fiberctl
+
+.PHONY: uninstall-client
+uninstall: uninstall-client
+uninstall-client:
+	rm -f $(DESTDIR)$(PREFIX)/bin/fiberctl $(DESTDIR)$(BASH_COMPLETION_DIR)/fiberctl
+
+# check-completion: the bash completion's verbs are `fiberctl --help`'s, each verb's
+# --help options complete, and plugin names and job ids come from a real fiberd
+# (tests/completion.sh). $(FIBERD) and $(BUNDLED_PLUGINS) come from daemon/ and plugins/.
+.PHONY: check-completion
+check-completion: $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+	@bash tests/completion.sh $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
 
 # tests/integration/client_*.c: the client library and fiberctl against a fake server
 # thread; they run the built fiberctl, whose path they get at compile time.

@@ -9,6 +9,7 @@
  * reading while writing is what keeps a deep pipeline from deadlocking.
  */
 #include "client/client.h"
+#include "ipc/socket_path.h"
 #include "scheduler/base/list.h"
 #include "scheduler/base/time-util.h"
 
@@ -40,20 +41,19 @@ struct Client {
         IpcDecoder *in;
         ListHead kept; /* KeptMessage.link: arrived while waiting for another msgid */
         bool eof;      /* the daemon closed its side */
+        int fds[IPC_FDS_PER_REQUEST_MAX]; /* client_request_fds(): not owned, not yet sent */
+        size_t n_fds;
+        size_t fds_off; /* they go with the byte of out at this offset */
 };
 
 int client_default_socket(char *buf, size_t size)
 {
         const char *env = getenv("FIBERD_SOCKET");
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
         int n;
 
-        if (env && *env)
-                n = snprintf(buf, size, "%s", env);
-        else if (geteuid() != 0 && xdg && *xdg)
-                n = snprintf(buf, size, "%s/fiberd.sock", xdg);
-        else
-                n = snprintf(buf, size, "/run/fiberd.sock");
+        if (!env || !*env)
+                return socket_path_default(false, buf, size); /* the system socket */
+        n = snprintf(buf, size, "%s", env);
         if (n < 0 || (size_t)n >= size)
                 return -ENAMETOOLONG;
         return 0;
@@ -88,8 +88,8 @@ int client_connect(Client **ret, const char *path, IpcStatus *st)
                 r = client_default_socket(def, sizeof(def));
                 if (r < 0)
                         return ipc_status_errno(st, r,
-                                                "the socket path from FIBERD_SOCKET or "
-                                                "XDG_RUNTIME_DIR is longer than %zu bytes",
+                                                "the socket path from FIBERD_SOCKET is "
+                                                "longer than %zu bytes",
                                                 sizeof(def) - 1);
                 path = def;
         }
@@ -221,12 +221,58 @@ static int closed_error(Client *c, IpcStatus *st, int r)
 
 static int client_write_failed(Client *c, int error, IpcStatus *st);
 
+int client_request_fds(Client *c, const int *fds, size_t n)
+{
+        if (n == 0)
+                return 0;
+        if (c->n_fds)
+                return -EBUSY;
+        if (n > IPC_FDS_PER_REQUEST_MAX)
+                return -E2BIG;
+        memcpy(c->fds, fds, n * sizeof(int));
+        c->n_fds = n;
+        c->fds_off = c->out.size;
+        return 0;
+}
+
+/* send(2) of @len bytes of out from out_sent, with the pending fds when they belong to
+ * the first of them (SCM_RIGHTS). */
+static ssize_t client_send(Client *c, size_t len)
+{
+        union {
+                char buf[CMSG_SPACE(IPC_FDS_PER_REQUEST_MAX * sizeof(int))];
+                struct cmsghdr align;
+        } control;
+        struct iovec iov = {.iov_base = c->out.data + c->out_sent, .iov_len = len};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        struct cmsghdr *cm;
+        ssize_t n;
+
+        if (!c->n_fds || c->out_sent != c->fds_off)
+                return send(c->fd, iov.iov_base, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        memset(&control, 0, sizeof(control));
+        mh.msg_control = control.buf;
+        mh.msg_controllen = CMSG_SPACE(c->n_fds * sizeof(int));
+        cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(c->n_fds * sizeof(int));
+        memcpy(CMSG_DATA(cm), c->fds, c->n_fds * sizeof(int));
+        n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0)
+                c->n_fds = 0; /* they went with the first byte */
+        return n;
+}
+
 /* Writes as much queued output as the socket takes now. */
 static int client_write_some(Client *c, IpcStatus *st)
 {
         while (c->out_sent < c->out.size) {
-                ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.size - c->out_sent,
-                                 MSG_NOSIGNAL | MSG_DONTWAIT);
+                size_t len = c->out.size - c->out_sent;
+                /* stop in front of the request the fds belong to: they go with its first byte */
+                if (c->n_fds && c->out_sent < c->fds_off && c->fds_off < c->out.size)
+                        len = c->fds_off - c->out_sent;
+                ssize_t n = client_send(c, len);
                 if (n < 0) {
                         if (errno == EAGAIN || errno == EWOULDBLOCK)
                                 return 0;
@@ -241,6 +287,7 @@ static int client_write_some(Client *c, IpcStatus *st)
         }
         msgpack_sbuffer_clear(&c->out);
         c->out_sent = 0;
+        c->fds_off = 0; /* fds still waiting belong to the next request queued */
         return 0;
 }
 
@@ -400,6 +447,7 @@ static int client_write_failed(Client *c, int error, IpcStatus *st)
 {
         msgpack_sbuffer_clear(&c->out);
         c->out_sent = 0;
+        c->n_fds = 0;
         while (!c->eof) {
                 struct pollfd p = {.fd = c->fd, .events = POLLIN};
                 int r = client_read_some(c, st);

@@ -53,8 +53,9 @@ typedef struct Client Client;
 
 /*
  * client_default_socket - the socket path a client uses when given none: $FIBERD_SOCKET
- * if set and not empty; else /run/fiberd.sock for root (euid 0); else
- * $XDG_RUNTIME_DIR/fiberd.sock; else /run/fiberd.sock. Written to @buf (@size bytes).
+ * if set and not empty; else the system socket, /run/fiberd.sock, whoever the caller is
+ * (a per-user fiberd's socket is asked for explicitly: socket_path_default(true, ...),
+ * `fiberctl --user`). Written to @buf (@size bytes).
  * Return: 0; -ENAMETOOLONG when it does not fit. Context: any thread.
  */
 int client_default_socket(char *buf, size_t size);
@@ -89,6 +90,16 @@ int client_fd(const Client *c);
  */
 msgpack_packer *client_request(Client *c, const char *method, uint32_t nparams,
                                uint32_t *ret_msgid);
+
+/*
+ * client_request_fds - send @fds (@n, at most IPC_FDS_PER_REQUEST_MAX) with the next
+ * request queued by client_request(), as SCM_RIGHTS on its first byte; its params refer
+ * to them as fd arguments by index 0..@n-1 (ipc/PROTOCOL.md, "Passing files"). The fds
+ * are not taken: keep them open until client_flush() has sent that request; the daemon
+ * gets its own copies. Call it right before that client_request().
+ * Return: 0; -EBUSY when fds wait to be sent already; -E2BIG for too many.
+ */
+int client_request_fds(Client *c, const int *fds, size_t n);
 
 /* client_pending_output - bytes queued and not yet written to the socket. */
 size_t client_pending_output(const Client *c);

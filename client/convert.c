@@ -11,11 +11,34 @@
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ipc/encoder.h"
+
+/* {"ext": type, "hex": data}, as convert_msgpack_to_json() renders ext values. */
+static int pack_ext(msgpack_packer *pk, const json_t *type, const json_t *hex)
+{
+        const char *s = json_string_value(hex);
+        size_t len = json_string_length(hex);
+        json_int_t t = json_integer_value(type);
+        char buf[256];
+
+        if (t < -128 || t > 127 || len % 2 || len / 2 > sizeof(buf))
+                return -EINVAL;
+        for (size_t i = 0; i < len / 2; i++) {
+                unsigned v;
+                if (sscanf(s + 2 * i, "%2x", &v) != 1)
+                        return -EINVAL;
+                buf[i] = (char)v;
+        }
+        if (msgpack_pack_ext(pk, len / 2, (int8_t)t) < 0 ||
+            msgpack_pack_ext_body(pk, buf, len / 2) < 0)
+                return -ENOMEM;
+        return 0;
+}
 
 int convert_json_to_msgpack(msgpack_packer *pk, const json_t *j)
 {
@@ -25,6 +48,9 @@ int convert_json_to_msgpack(msgpack_packer *pk, const json_t *j)
         case JSON_OBJECT: {
                 const char *key;
                 json_t *val;
+                if (json_object_size(j) == 2 && json_is_integer(json_object_get(j, "ext")) &&
+                    json_is_string(json_object_get(j, "hex")))
+                        return pack_ext(pk, json_object_get(j, "ext"), json_object_get(j, "hex"));
                 if (msgpack_pack_map(pk, json_object_size(j)) < 0)
                         return -ENOMEM;
                 json_object_foreach((json_t *)j, key, val)

@@ -16,7 +16,9 @@
 
 /*
  * convert_json_to_msgpack - pack @j: objects become maps (string keys), arrays arrays,
- * integers integers (non-negative ones as unsigned), reals float64, true/false/null.
+ * integers integers (non-negative ones as unsigned), reals float64, true/false/null;
+ * an object of exactly {"ext": type, "hex": data} (how convert_msgpack_to_json() shows
+ * an ext value; data at most 256 bytes) becomes that ext value again.
  * Return: 0; -ENOMEM (packer write failed); -EINVAL for a JSON type it does not know.
  */
 int convert_json_to_msgpack(msgpack_packer *pk, const json_t *j);

@@ -173,8 +173,7 @@ static int batch_handle(Batch *b, IpcMessage *m)
                 return 0; /* a notification, or a stray answer: not ours */
         if (ctl_response(m, &res, &st) < 0) {
                 if (st.error == -EPROTO) {
-                        fprintf(stderr, "fiberctl: batch: %s\n", st.message);
-                        return EX_PROTOCOL;
+                        return ctl_error(st.code, EX_PROTOCOL, "batch: %s", st.message);
                 }
                 if (s->params && ctl_method_unknown(&st)) { /* older fiberd: submit + wait */
                         json_t *params = s->params;

@@ -14,6 +14,7 @@
 #include "client/fiberctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sysexits.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client/convert.h"
 #include "scheduler/base/time-util.h"
@@ -192,9 +194,12 @@ void ctl_print_job_record(const Ctl *ctl, const json_t *r)
 /* Reports a failed call about job @id; returns the exit code. */
 static int job_fail(int code, uint64_t id, const IpcStatus *st)
 {
-        if (strcmp(st->message, "(reported above)") != 0)
-                fprintf(stderr, "fiberctl: job %" PRIu64 ": %s\n", id, st->message);
-        return code;
+        if (strcmp(st->message, "(reported above)") == 0)
+                return code;
+        /* fiberd's messages about a job name it already ("no job 99"): said once */
+        if (ctl_mentions_job(st->message, id))
+                return ctl_error(st->code, code, "%s", st->message);
+        return ctl_error(st->code, code, "job %" PRIu64 ": %s", id, st->message);
 }
 
 /* The one ID a verb takes; returns 0 or the usage exit code. */
@@ -251,7 +256,8 @@ static int answer_id(json_t *res, json_int_t *ret_id)
         json_int_t id = json_integer_value(json_object_get(res, IPC_KEY_ID));
 
         if (id <= 0) {
-                fprintf(stderr, "fiberctl: submit: fiberd's answer has no job id\n");
+                ctl_error(IPC_MALFORMED_MESSAGE, EX_PROTOCOL,
+                          "submit: fiberd's answer has no job id");
                 json_decref(res);
                 return EX_PROTOCOL;
         }
@@ -269,7 +275,7 @@ static int submit_report(Ctl *ctl, const char *plugin, int r, const IpcStatus *s
 {
         if (r) {
                 if (st && strcmp(st->message, "(reported above)") != 0)
-                        fprintf(stderr, "fiberctl: submit %s: %s\n", plugin, st->message);
+                        ctl_error(st->code, r, "submit %s: %s", plugin, st->message);
                 return r;
         }
         json_int_t id;
@@ -288,8 +294,60 @@ static int submit_report(Ctl *ctl, const char *plugin, int r, const IpcStatus *s
         return r;
 }
 
+/* Files named KEY=@FILE, opened by fiberctl with the user's own rights and passed to
+ * fiberd (SCM_RIGHTS) with the request that refers to them (PROTOCOL.md). */
+typedef struct PassedFiles {
+        int fds[IPC_FDS_PER_REQUEST_MAX];
+        size_t n;
+} PassedFiles;
+
+/* Opens @path and returns the fd argument that stands for it, or NULL (message printed). */
+static json_t *passed_file(PassedFiles *pf, const char *key, const char *path)
+{
+        char hex[9];
+        int fd;
+
+        if (pf->n == IPC_FDS_PER_REQUEST_MAX) {
+                ctl_usage("submit: at most %d KEY=@FILE arguments", IPC_FDS_PER_REQUEST_MAX);
+                return NULL;
+        }
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                fprintf(stderr, "fiberctl: %s=@%s: cannot open %s: %s\n", key, path, path,
+                        strerror(errno));
+                return NULL;
+        }
+        snprintf(hex, sizeof(hex), "%08zx", pf->n);
+        pf->fds[pf->n++] = fd;
+        return json_pack("{s:i, s:s}", "ext", IPC_EXT_FD, "hex", hex);
+}
+
+static void passed_files_close(PassedFiles *pf)
+{
+        for (size_t i = 0; i < pf->n; i++)
+                close(pf->fds[i]);
+        pf->n = 0;
+}
+
+/* ctl_call() with @pf's fds going along. */
+static int call_with_files(Ctl *ctl, const char *method, json_t *params, PassedFiles *pf,
+                           json_t **ret, IpcStatus *st)
+{
+        int r = pf->n ? ctl_connect(ctl) : 0;
+
+        if (r) {
+                json_decref(params);
+                ipc_status_set(st, IPC_INTERNAL, 0, "(reported above)");
+                return r;
+        }
+        if (pf->n)
+                client_request_fds(ctl->client, pf->fds, pf->n);
+        return ctl_call(ctl, method, params, ret, st);
+}
+
 int verb_submit(Ctl *ctl, int argc, char **argv)
 {
+        PassedFiles files = {.n = 0};
         static const struct option options[] = {
                 {"priority", required_argument, NULL, 'p'},
                 {"timeout", required_argument, NULL, 't'},
@@ -348,10 +406,16 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
                         break;
                 }
                 char *key = strndup(argv[i], (size_t)(eq - argv[i]));
-                json_object_set_new(args, key, convert_kv_value(eq + 1));
+                json_t *v =
+                        eq[1] == '@' ? passed_file(&files, key, eq + 2) : convert_kv_value(eq + 1);
+                if (!v)
+                        r = EX_NOINPUT;
+                else
+                        json_object_set_new(args, key, v);
                 free(key);
         }
         if (r) {
+                passed_files_close(&files);
                 json_decref(args);
                 json_decref(opts);
                 return r;
@@ -359,16 +423,19 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
 
         IpcStatus st;
         if (wait) {
-                r = ctl_call(ctl, IPC_METHOD_JOB_RUN, json_pack("[sOO]", plugin, args, opts), &res,
-                             &st);
+                r = call_with_files(ctl, IPC_METHOD_JOB_RUN, json_pack("[sOO]", plugin, args, opts),
+                                    &files, &res, &st);
                 if (r == 0 || !ctl_method_unknown(&st)) {
+                        passed_files_close(&files);
                         json_decref(args);
                         json_decref(opts);
                         return submit_report(ctl, plugin, r, &st, res);
                 }
                 /* a fiberd older than job.run: submit, then wait */
         }
-        r = ctl_call(ctl, IPC_METHOD_JOB_SUBMIT, json_pack("[soo]", plugin, args, opts), &res, &st);
+        r = call_with_files(ctl, IPC_METHOD_JOB_SUBMIT, json_pack("[soo]", plugin, args, opts),
+                            &files, &res, &st);
+        passed_files_close(&files);
         if (r)
                 return submit_report(ctl, plugin, r, &st, NULL);
         json_int_t id;
@@ -512,8 +579,12 @@ int verb_result(Ctl *ctl, int argc, char **argv)
                     ctl_call(ctl, IPC_METHOD_JOB_STATUS, json_pack("[I]", (json_int_t)id), &rec,
                              &st2) == 0 &&
                     ctl_job_exit(rec) == EXIT_JOB_FAILED) {
-                        fprintf(stderr, "fiberctl: job %" PRIu64 " %s: %s\n", id,
-                                str_of(rec, IPC_KEY_STATE, "?"), st.message);
+                        /* "job 3 failed: <why>" from fiberd is the whole story */
+                        if (ctl_mentions_job(st.message, id))
+                                ctl_error(st.code, EXIT_JOB_FAILED, "%s", st.message);
+                        else
+                                ctl_error(st.code, EXIT_JOB_FAILED, "job %" PRIu64 " %s: %s", id,
+                                          str_of(rec, IPC_KEY_STATE, "?"), st.message);
                         json_decref(rec);
                         return EXIT_JOB_FAILED;
                 }
@@ -562,6 +633,34 @@ static bool valid_state(const char *s)
         return false;
 }
 
+static void list_print_header(void)
+{
+        printf("%8s %-12s %-12s %-9s %6s %-23s %9s %s\n", "ID", "PLUGIN", "CLASS", "STATE", "OWNER",
+               "CREATED", "RAN", "PROGRESS");
+}
+
+static void list_print_row(const json_t *rec)
+{
+        char created[64], ran[32] = "-", progress[64];
+        format_time(created, sizeof(created), json_object_get(rec, IPC_KEY_CREATED_MS));
+        json_int_t ms = job_duration_ms(rec);
+        if (ms >= 0)
+                format_duration(ran, sizeof(ran), ms);
+        format_progress(progress, sizeof(progress), json_object_get(rec, IPC_KEY_PROGRESS));
+        printf("%8" JSON_INTEGER_FORMAT " %-12s %-12s %-9s %6" JSON_INTEGER_FORMAT
+               " %-23s %9s %s\n",
+               json_integer_value(json_object_get(rec, IPC_KEY_ID)),
+               str_of(rec, IPC_KEY_PLUGIN, "?"), str_of(rec, IPC_KEY_CLASS, "default"),
+               str_of(rec, IPC_KEY_STATE, "?"),
+               json_integer_value(json_object_get(rec, IPC_KEY_OWNER)), created, ran, progress);
+}
+
+/*
+ * list: job.list page by page (PROTOCOL.md: the filter's "cursor"), newest first, each
+ * page printed as it arrives, so no answer passes the message cap however many jobs
+ * there are; --limit N stops after N. With --json, one array of every record. A fiberd
+ * from before pages refuses the cursor key: then one unpaged call, as it answers it.
+ */
 int verb_list(Ctl *ctl, int argc, char **argv)
 {
         static const struct option options[] = {
@@ -570,9 +669,11 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 {"limit", required_argument, NULL, 'n'},
                 {0},
         };
-        json_t *filter = json_object(), *res, *rec;
-        int c;
-        uint64_t limit;
+        json_t *filter = json_object(), *all = NULL, *res = NULL, *cursor = json_null();
+        uint64_t limit = UINT64_MAX, listed = 0;
+        bool paged = true;
+        IpcStatus st;
+        int c, r = 0;
 
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":S:p:n:", options, NULL)) != -1) {
@@ -595,8 +696,6 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                                 return ctl_usage("--limit needs a positive integer, got '%s'",
                                                  optarg);
                         }
-                        json_object_set_new(filter, IPC_FILTER_LIMIT,
-                                            json_integer((json_int_t)limit));
                         break;
                 default:
                         json_decref(filter);
@@ -608,37 +707,59 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 json_decref(filter);
                 return ctl_usage("list takes no arguments, got '%s'", argv[optind]);
         }
-        IpcStatus st;
-        int r = ctl_call(ctl, IPC_METHOD_JOB_LIST, json_pack("[o]", filter), &res, &st);
-        if (r) {
-                if (strcmp(st.message, "(reported above)") != 0)
-                        fprintf(stderr, "fiberctl: list: %s\n", st.message);
-                return r;
-        }
-        if (ctl->json) {
-                ctl_print_json(res);
+        if (ctl->json)
+                all = json_array();
+        else
+                list_print_header();
+        while (listed < limit) {
+                json_t *f = json_copy(filter), *jobs, *rec;
+                uint64_t left = limit - listed;
+                size_t i;
+
+                if (paged)
+                        json_object_set(f, IPC_FILTER_CURSOR, cursor);
+                if (limit != UINT64_MAX)
+                        json_object_set_new(f, IPC_FILTER_LIMIT, json_integer((json_int_t)left));
+                r = ctl_call(ctl, IPC_METHOD_JOB_LIST, json_pack("[o]", f), &res, &st);
+                if (r && paged && listed == 0 && json_is_null(cursor) && st.code &&
+                    strcmp(st.code, IPC_INVALID_ARGUMENT) == 0) {
+                        paged = false; /* a fiberd from before pages */
+                        continue;
+                }
+                if (r) {
+                        if (strcmp(st.message, "(reported above)") != 0)
+                                ctl_error(st.code, r, "list: %s", st.message);
+                        break;
+                }
+                if (json_is_array(res))
+                        paged = false; /* an unpaged answer: all there is */
+                jobs = paged ? json_object_get(res, IPC_KEY_JOBS) : res;
+                if (!json_is_array(jobs)) {
+                        r = ctl_error(IPC_MALFORMED_MESSAGE, EX_PROTOCOL,
+                                      "list: fiberd's answer has no job array");
+                        break;
+                }
+                json_array_foreach(jobs, i, rec)
+                {
+                        if (listed == limit)
+                                break;
+                        if (all)
+                                json_array_append(all, rec);
+                        else
+                                list_print_row(rec);
+                        listed++;
+                }
+                json_decref(cursor);
+                cursor = json_incref(json_object_get(res, IPC_KEY_NEXT_CURSOR));
                 json_decref(res);
-                return 0;
+                res = NULL;
+                if (!paged || !json_is_integer(cursor))
+                        break;
         }
-        size_t i;
-        printf("%8s %-12s %-12s %-9s %6s %-23s %9s %s\n", "ID", "PLUGIN", "CLASS", "STATE", "OWNER",
-               "CREATED", "RAN", "PROGRESS");
-        json_array_foreach(res, i, rec)
-        {
-                char created[64], ran[32] = "-", progress[64];
-                format_time(created, sizeof(created), json_object_get(rec, IPC_KEY_CREATED_MS));
-                json_int_t ms = job_duration_ms(rec);
-                if (ms >= 0)
-                        format_duration(ran, sizeof(ran), ms);
-                format_progress(progress, sizeof(progress), json_object_get(rec, IPC_KEY_PROGRESS));
-                printf("%8" JSON_INTEGER_FORMAT " %-12s %-12s %-9s %6" JSON_INTEGER_FORMAT
-                       " %-23s %9s %s\n",
-                       json_integer_value(json_object_get(rec, IPC_KEY_ID)),
-                       str_of(rec, IPC_KEY_PLUGIN, "?"), str_of(rec, IPC_KEY_CLASS, "default"),
-                       str_of(rec, IPC_KEY_STATE, "?"),
-                       json_integer_value(json_object_get(rec, IPC_KEY_OWNER)), created, ran,
-                       progress);
-        }
-        json_decref(res);
-        return 0;
+        if (r == 0 && all)
+                ctl_print_json(all);
+        json_decref(all);
+        json_decref(cursor);
+        json_decref(filter);
+        return r;
 }

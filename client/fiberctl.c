@@ -18,16 +18,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <sysexits.h>
 #include <time.h>
 
 #include "client/convert.h"
+#include "ipc/socket_path.h"
+#include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
 static const char help_text[] =
-        "Usage: fiberctl [-s SOCKET] [--json] VERB [ARGS...]\n"
+        "Usage: fiberctl [-s SOCKET | --user] [--json] VERB [ARGS...]\n"
         "\n"
-        "Talk to fiberd, the fiber job daemon.\n"
+        "Talk to fiberd, the fiber job daemon. Options go anywhere on the line;\n"
+        "'fiberctl VERB --help' describes one verb.\n"
         "\n"
         "Verbs:\n"
         "  ping                          check that fiberd answers\n"
@@ -49,14 +53,17 @@ static const char help_text[] =
         "                                --class for the lines whose options name none\n"
         "\n"
         "Options:\n"
-        "  -s, --socket PATH   fiberd's socket (default: $FIBERD_SOCKET, else\n"
-        "                      /run/fiberd.sock as root, else $XDG_RUNTIME_DIR/fiberd.sock)\n"
-        "  -j, --json          machine-readable output (JSON; JSON Lines for wait/batch)\n"
+        "  -s, --socket PATH   fiberd's socket (default: $FIBERD_SOCKET, else the system\n"
+        "                      socket /run/fiberd.sock)\n"
+        "  -u, --user          your own fiberd (fiberd --user): $XDG_RUNTIME_DIR/fiberd.sock\n"
+        "  -j, --json          machine-readable output (JSON; JSON Lines for wait/batch);\n"
+        "                      errors too, as {\"error\": {...}} on stderr\n"
         "  -h, --help          this text\n"
         "  -V, --version       fiberctl's version and the protocol version it speaks\n"
         "\n"
         "KEY=VALUE: numbers become numbers, true/false booleans, null nil, the rest\n"
-        "strings; quote to force a string: n='\"42\"'. DUR: 500ms, 10s, 2m, 1h.\n"
+        "strings; quote to force a string: n='\"42\"'. KEY=@FILE (submit): open FILE\n"
+        "yourself and pass it to fiberd as an fd. DUR: 500ms, 10s, 2m, 1h.\n"
         "\n"
         "Exit status: 0 ok, 1 a job failed or was cancelled, 64 usage, 65 invalid\n"
         "argument, 66 no such job/plugin, 69 fiberd unreachable, 70 internal error,\n"
@@ -69,22 +76,69 @@ int ctl_exit_code(const IpcStatus *st)
         return ipc_protocol_exit_status(st ? st->code : NULL);
 }
 
+/* --json anywhere on the line: errors become JSON on stderr too (set before anything
+ * can fail, so a usage error is JSON as well). */
+static bool json_errors;
+
+__attribute__((format(printf, 3, 0))) static int ctl_errorv(const char *code, int exit_code,
+                                                            const char *fmt, va_list ap)
+{
+        char msg[2048];
+
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        if (json_errors) {
+                json_t *e = json_pack("{s:{s:s, s:s, s:i}}", "error", IPC_KEY_CODE,
+                                      code ? code : IPC_INTERNAL, IPC_KEY_MESSAGE, msg, "exit",
+                                      exit_code);
+                char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
+                if (s)
+                        fprintf(stderr, "%s\n", s);
+                free(s);
+                json_decref(e);
+        } else {
+                fprintf(stderr, "fiberctl: %s\n", msg);
+        }
+        return exit_code;
+}
+
+int ctl_error(const char *code, int exit_code, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        ctl_errorv(code, exit_code, fmt, ap);
+        va_end(ap);
+        return exit_code;
+}
+
 int ctl_fail(const IpcStatus *st)
 {
-        fprintf(stderr, "fiberctl: %s\n", st->message[0] ? st->message : st->code);
-        return ctl_exit_code(st) ? ctl_exit_code(st) : EX_SOFTWARE;
+        int code = ctl_exit_code(st) ? ctl_exit_code(st) : EX_SOFTWARE;
+
+        return ctl_error(st->code, code, "%s", st->message[0] ? st->message : st->code);
 }
 
 int ctl_usage(const char *fmt, ...)
 {
         va_list ap;
 
-        fputs("fiberctl: ", stderr);
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
+        ctl_errorv(CTL_USAGE, EX_USAGE, fmt, ap);
         va_end(ap);
-        fputs("\nTry 'fiberctl --help'.\n", stderr);
+        if (!json_errors)
+                fputs("Try 'fiberctl --help'.\n", stderr);
         return EX_USAGE;
+}
+
+bool ctl_mentions_job(const char *message, uint64_t id)
+{
+        char word[32];
+        int n = snprintf(word, sizeof(word), "job %" PRIu64, id);
+
+        for (const char *p = strstr(message, word); p; p = strstr(p + 1, word))
+                if (p[n] < '0' || p[n] > '9')
+                        return true;
+        return false;
 }
 
 int ctl_connect(Ctl *ctl)
@@ -94,10 +148,9 @@ int ctl_connect(Ctl *ctl)
         if (ctl->client)
                 return 0;
         int r = client_connect(&ctl->client, ctl->socket, &st);
-        if (r < 0) {
-                fprintf(stderr, "fiberctl: %s\n", st.message);
-                return r == -EACCES || r == -EPERM ? EX_NOPERM : EX_UNAVAILABLE;
-        }
+        if (r < 0)
+                return ctl_error(st.code, r == -EACCES || r == -EPERM ? EX_NOPERM : EX_UNAVAILABLE,
+                                 "%s", st.message);
         return 0;
 }
 
@@ -120,9 +173,8 @@ int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid)
         }
         json_decref(params);
         if (e < 0) {
-                fprintf(stderr, "fiberctl: cannot encode the %s request: %s\n", method,
-                        strerror(-e));
-                return EX_SOFTWARE;
+                return ctl_error(IPC_INTERNAL, EX_SOFTWARE, "cannot encode the %s request: %s",
+                                 method, strerror(-e));
         }
         return 0;
 }
@@ -192,7 +244,7 @@ static int simple_call(Ctl *ctl, const char *method, json_t **ret_result)
         IpcStatus st;
         int r = ctl_call(ctl, method, json_array(), ret_result, &st);
         if (r && strcmp(st.message, "(reported above)") != 0)
-                fprintf(stderr, "fiberctl: %s: %s\n", method, st.message);
+                ctl_error(st.code, r, "%s: %s", method, st.message);
         return r;
 }
 
@@ -367,63 +419,202 @@ static int verb_stats(Ctl *ctl, int argc, char **argv)
 typedef struct Verb {
         const char *name;
         int (*fn)(Ctl *ctl, int argc, char **argv);
+        const char *usage;      /* after "fiberctl [OPTIONS] " */
+        const char *help;       /* what it does, and its own options */
+        const char *value_opts; /* its options that take a value, " --x -x " (global
+                                 * options found after them are the value, not global) */
 } Verb;
 
 static const Verb verbs[] = {
-        {"ping", verb_ping},     {"plugins", verb_plugins}, {"submit", verb_submit},
-        {"status", verb_status}, {"wait", verb_wait},       {"result", verb_result},
-        {"cancel", verb_cancel}, {"list", verb_list},       {"stats", verb_stats},
-        {"batch", verb_batch},
+        {"ping", verb_ping, "ping",
+         "Check that fiberd answers: its version, pid, uptime and the round trip.\n", ""},
+        {"plugins", verb_plugins, "plugins",
+         "The loaded plugins, and the files refused with the reason.\n", ""},
+        {"submit", verb_submit,
+         "submit PLUGIN [KEY=VALUE...] [--priority N] [--timeout DUR] [--class NAME] [--wait]",
+         "Queue a job and print its id; with --wait, wait and print its final state.\n\n"
+         "  -p, --priority N    lower runs first, -20..20 (default 0)\n"
+         "  -t, --timeout DUR   cancel the job when it has not finished in time\n"
+         "  -c, --class NAME    the job class ([class.NAME] in fiberd's config; default\n"
+         "                      \"default\"): its share of the job workers\n"
+         "  -w, --wait          wait for the job (exit 1 when it fails or is cancelled)\n",
+         " --priority -p --timeout -t --class -c "},
+        {"status", verb_status, "status ID",
+         "A job's state, timestamps, progress, result or error.\n", ""},
+        {"wait", verb_wait, "wait [--timeout DUR] ID...",
+         "Wait until the jobs finish; one line each as each finishes (exit 1 when one failed\n"
+         "or was cancelled, 75 when the timeout passed first).\n\n"
+         "  -t, --timeout DUR   give up waiting after DUR\n",
+         " --timeout -t "},
+        {"result", verb_result, "result ID", "A finished job's result, as JSON.\n", ""},
+        {"cancel", verb_cancel, "cancel ID",
+         "Ask a job to stop; a running job stops at its next yield.\n", ""},
+        {"list", verb_list, "list [--state S] [--plugin P] [--limit N]",
+         "The jobs you may see (root: all), newest first, fetched page by page.\n\n"
+         "  -S, --state S       queued, running, done, failed or cancelled\n"
+         "  -p, --plugin P      only jobs of plugin P\n"
+         "  -n, --limit N       at most N jobs, the newest\n",
+         " --state -S --plugin -p --limit -n "},
+        {"stats", verb_stats, "stats",
+         "Job counts (all, per plugin), scheduling groups, job classes, server counters.\n", ""},
+        {"batch", verb_batch, "batch [--wait] [--window N] [--class NAME]",
+         "Submit JSON Lines job specs from stdin, {\"plugin\": ..., \"args\": {...},\n"
+         "\"options\": {...}}; one line per job as it is accepted, or with --wait as it\n"
+         "finishes.\n\n"
+         "  -w, --wait          wait for each job\n"
+         "  -n, --window N      jobs in flight at once (default 64)\n"
+         "  -c, --class NAME    the job class of lines whose options name none\n",
+         " --window -n --class -c "},
 };
+
+static void verb_help(const Verb *v)
+{
+        printf("Usage: fiberctl [OPTIONS] %s\n\n%s\n"
+               "Options (anywhere on the line): -s, --socket PATH; -u, --user; -j, --json;\n"
+               "-h, --help; -V, --version (see 'fiberctl --help').\n",
+               v->usage, v->help);
+}
+
+static const Verb *verb_find(const char *name)
+{
+        for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                if (strcmp(verbs[i].name, name) == 0)
+                        return &verbs[i];
+        return NULL;
+}
+
+/* Whether @word is one of @v's options that take the next word as their value. */
+static bool verb_takes_value(const Verb *v, const char *word)
+{
+        char key[64];
+
+        if (!v || word[0] != '-' || strchr(word, '='))
+                return false;
+        snprintf(key, sizeof(key), " %s ", word);
+        return strstr(v->value_opts, key) != NULL;
+}
+
+/* What the global options said, wherever they stood. */
+typedef struct Globals {
+        bool help, version, user;
+        const Verb *verb;
+        const char *verb_name; /* as typed, also when unknown */
+        int vargc;
+        char **vargv; /* the verb's name, then its own words; NULL-terminated */
+} Globals;
+
+/*
+ * Splits @argv into the global options (anywhere, up to a "--") and the verb's argv,
+ * as `git` and `kubectl` do: `fiberctl list --json`, `fiberctl -j list` and
+ * `fiberctl list -s PATH` all mean what they say. A word that is the value of a verb's
+ * own option (`submit --priority -1`) stays the verb's. Return: 0, or the usage exit
+ * code (reported).
+ */
+static int parse_globals(int argc, char **argv, Ctl *ctl, Globals *g)
+{
+        bool rest = false;
+
+        g->vargv = calloc((size_t)argc + 1, sizeof(char *));
+        if (!g->vargv)
+                return ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "out of memory");
+        for (int i = 1; i < argc; i++) {
+                const char *w = argv[i];
+
+                if (rest || w[0] != '-' || w[1] == '\0') {
+                        if (!g->verb_name) {
+                                g->verb_name = w;
+                                g->verb = verb_find(w);
+                        }
+                        g->vargv[g->vargc++] = argv[i];
+                        continue;
+                }
+                if (strcmp(w, "--") == 0) {
+                        rest = true;
+                        if (g->verb_name)
+                                g->vargv[g->vargc++] = argv[i];
+                } else if (strcmp(w, "-j") == 0 || strcmp(w, "--json") == 0) {
+                        ctl->json = true;
+                } else if (strcmp(w, "-u") == 0 || strcmp(w, "--user") == 0) {
+                        g->user = true;
+                } else if (strcmp(w, "-h") == 0 || strcmp(w, "--help") == 0) {
+                        g->help = true;
+                } else if (strcmp(w, "-V") == 0 || strcmp(w, "--version") == 0) {
+                        g->version = true;
+                } else if (strcmp(w, "-s") == 0 || strcmp(w, "--socket") == 0) {
+                        if (i + 1 >= argc)
+                                return ctl_usage("option '%s' needs an argument", w);
+                        ctl->socket = argv[++i];
+                } else if (strncmp(w, "--socket=", 9) == 0) {
+                        ctl->socket = w + 9;
+                } else if (strncmp(w, "-s", 2) == 0) {
+                        ctl->socket = w + 2;
+                } else if (!g->verb_name) {
+                        return ctl_usage("unknown option '%s'", w);
+                } else {
+                        /* the verb's own option (its getopt judges it), with its value */
+                        g->vargv[g->vargc++] = argv[i];
+                        if (verb_takes_value(g->verb, w) && i + 1 < argc)
+                                g->vargv[g->vargc++] = argv[++i];
+                }
+        }
+        g->vargv[g->vargc] = NULL;
+        return 0;
+}
 
 int main(int argc, char **argv)
 {
-        static const struct option options[] = {
-                {"socket", required_argument, NULL, 's'},
-                {"json", no_argument, NULL, 'j'},
-                {"help", no_argument, NULL, 'h'},
-                {"version", no_argument, NULL, 'V'},
-                {0},
-        };
+        char user_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        Globals g = {0};
         Ctl ctl = {0};
-        int c;
+        int r;
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, "+:s:jhV", options, NULL)) != -1) {
-                switch (c) {
-                case 's':
-                        ctl.socket = optarg;
-                        break;
-                case 'j':
-                        ctl.json = true;
-                        break;
-                case 'h':
-                        fputs(help_text, stdout);
-                        return 0;
-                case 'V':
-                        printf("fiberctl %s (protocol %d)\n", FIBERD_VERSION,
-                               FIBERD_PROTOCOL_VERSION);
-                        return 0;
-                case ':':
-                        return ctl_usage("option '%s' needs an argument", argv[optind - 1]);
-                default:
-                        return ctl_usage("unknown option '%s'", argv[optind - 1]);
+        for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+                if (strcmp(argv[i], "-j") == 0 || strcmp(argv[i], "--json") == 0)
+                        json_errors = true;
+        r = parse_globals(argc, argv, &ctl, &g);
+        if (r)
+                goto out;
+        if (g.version) {
+                printf("fiberctl %s (protocol %d)\n", FIBERD_VERSION, FIBERD_PROTOCOL_VERSION);
+                goto out;
+        }
+        if (g.help && g.verb) {
+                verb_help(g.verb);
+                goto out;
+        }
+        if (g.help) {
+                fputs(help_text, stdout);
+                goto out;
+        }
+        if (!g.verb_name) {
+                r = ctl_usage("no verb given");
+                goto out;
+        }
+        if (!g.verb) {
+                r = ctl_usage("unknown verb '%s'", g.verb_name);
+                goto out;
+        }
+        /* --user: the per-user fiberd's socket (ipc/socket_path.h); -s still wins */
+        if (g.user && !ctl.socket) {
+                r = socket_path_default(true, user_socket, sizeof(user_socket));
+                if (r == -ENOENT) {
+                        r = ctl_usage("--user: XDG_RUNTIME_DIR is not set, so there is no "
+                                      "per-user fiberd socket to find; run in a login "
+                                      "session, or name the socket with -s PATH");
+                        goto out;
                 }
+                if (r < 0) {
+                        r = ctl_usage("--user: $XDG_RUNTIME_DIR/fiberd.sock is longer than "
+                                      "a Unix socket address allows; use -s PATH");
+                        goto out;
+                }
+                ctl.socket = user_socket;
         }
-        if (optind >= argc)
-                return ctl_usage("no verb given");
-
-        const char *name = argv[optind];
-        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
-                if (strcmp(verbs[i].name, name) != 0)
-                        continue;
-                int vargc = argc - optind;
-                char **vargv = argv + optind;
-                optind = 0; /* 0: getopt re-initialises for the verb's argv */
-                int r = verbs[i].fn(&ctl, vargc, vargv);
-                fflush(stdout);
-                client_free(ctl.client);
-                return r;
-        }
-        return ctl_usage("unknown verb '%s'", name);
+        optind = 0; /* 0: getopt re-initialises for the verb's argv */
+        r = g.verb->fn(&ctl, g.vargc, g.vargv);
+        fflush(stdout);
+        client_free(ctl.client);
+out:
+        free(g.vargv);
+        return r;
 }

@@ -30,7 +30,7 @@
 #define EXIT_JOB_FAILED IPC_EXIT_JOB_FAILED /* ipc/protocol.h */
 
 typedef struct Ctl {
-        const char *socket; /* -s; NULL = client_default_socket() */
+        const char *socket; /* -s, or --user's path; NULL = client_default_socket() */
         bool json;          /* --json */
         Client *client;     /* connected by ctl_connect() */
 } Ctl;
@@ -38,8 +38,24 @@ typedef struct Ctl {
 /* ctl_exit_code - the exit code for an error status (0 for a clear one). */
 int ctl_exit_code(const IpcStatus *st);
 
-/* ctl_fail - print "fiberctl: <message>" to stderr, return ctl_exit_code(). */
+/* The code of a usage error in --json errors (not a wire code: no request was made). */
+#define CTL_USAGE "USAGE"
+
+/*
+ * ctl_error - report one failure on stderr: "fiberctl: <message>", or with --json
+ * {"error": {"code": @code, "message": ..., "exit": @exit_code}} on one line (@code NULL
+ * = INTERNAL). Returns @exit_code. Every message fiberctl prints about a failure goes
+ * through here, once. Context: main thread.
+ */
+__attribute__((format(printf, 3, 4))) int ctl_error(const char *code, int exit_code,
+                                                    const char *fmt, ...);
+
+/* ctl_fail - ctl_error() for @st: its code, message and exit code. */
 int ctl_fail(const IpcStatus *st);
+
+/* ctl_mentions_job - whether @message already names "job <id>", so a caller does not
+ * add "job <id>: " in front of it again. */
+bool ctl_mentions_job(const char *message, uint64_t id);
 
 /* ctl_usage - print "fiberctl: <printf>" and the help hint to stderr; returns 64. */
 __attribute__((format(printf, 1, 2))) int ctl_usage(const char *fmt, ...);

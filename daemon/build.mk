@@ -10,16 +10,23 @@ DAEMON_SRCS := $(sort $(wildcard daemon/*.c))
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 FIBERD := $(BUILD)/fiberd
 
-$(DAEMON_OBJS): CPPFLAGS += -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"'
+# The configuration file read by default: $(SYSCONFDIR)/fiberd/fiberd.conf, /etc even when
+# PREFIX is /usr/local (where an operator looks first).
+SYSCONFDIR ?= /etc
+FIBERD_CONFIG_FILE := $(SYSCONFDIR)/fiberd/fiberd.conf
+$(DAEMON_OBJS): CPPFLAGS += -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"' \
+	-DFIBERD_CONFIG_FILE='"$(FIBERD_CONFIG_FILE)"'
 
-# The default plugin directory is compiled in: rebuild config.o when PREFIX changes
+# The default plugin directory and config file are compiled in: rebuild config.o when
+# PREFIX or SYSCONFDIR changes
 # (`make install PREFIX=/usr` after a plain `make`).
 DAEMON_PREFIX_STAMP := $(BUILD)/daemon/plugin-dir.stamp
 .PHONY: daemon-prefix-check
 daemon-prefix-check:
 $(DAEMON_PREFIX_STAMP): daemon-prefix-check
 	@mkdir -p $(dir $@)
-	@echo '$(FIBERD_PLUGIN_DIR)' | cmp -s - $@ 2>/dev/null || echo '$(FIBERD_PLUGIN_DIR)' > $@
+	@echo '$(FIBERD_PLUGIN_DIR) $(FIBERD_CONFIG_FILE)' | cmp -s - $@ 2>/dev/null || \
+		echo '$(FIBERD_PLUGIN_DIR) $(FIBERD_CONFIG_FILE)' > $@
 $(BUILD)/daemon/config.o $(BUILD)/daemon/main.o: $(DAEMON_PREFIX_STAMP)
 $(DAEMON_OBJS): CFLAGS += $(DAEMON_CFLAGS)
 
@@ -30,6 +37,29 @@ $(FIBERD): $(DAEMON_OBJS) $(LOADER_OBJS) $(LIBIPC) $(LIBSCHED)
 		$(SCHED_LIBS) $(DAEMON_LIBS) $(LOADER_LIBS)
 
 all: $(FIBERD)
+
+# The configuration file an operator edits: every key, commented out, with its default
+# (daemon/fiberd.conf; tests/integration/daemon_config.c checks it against the parser).
+# An existing file is the operator's: install leaves it alone, uninstall removes the file
+# only while it is still the one shipped.
+.PHONY: install-config uninstall-config
+install: install-config
+install-config:
+	install -d $(DESTDIR)$(SYSCONFDIR)/fiberd
+	@if [ -e $(DESTDIR)$(FIBERD_CONFIG_FILE) ]; then \
+	  echo "install: keeping the existing $(FIBERD_CONFIG_FILE)"; \
+	else \
+	  echo "install -m 0644 daemon/fiberd.conf $(DESTDIR)$(FIBERD_CONFIG_FILE)"; \
+	  install -m 0644 daemon/fiberd.conf $(DESTDIR)$(FIBERD_CONFIG_FILE); \
+	fi
+uninstall: uninstall-config
+uninstall-config:
+	@if cmp -s daemon/fiberd.conf $(DESTDIR)$(FIBERD_CONFIG_FILE); then \
+	  rm -f $(DESTDIR)$(FIBERD_CONFIG_FILE); \
+	  rmdir $(DESTDIR)$(SYSCONFDIR)/fiberd 2>/dev/null || true; \
+	elif [ -e $(DESTDIR)$(FIBERD_CONFIG_FILE) ]; then \
+	  echo "uninstall: keeping $(FIBERD_CONFIG_FILE): it was changed"; \
+	fi
 
 # ---- integration tests: tests/integration/daemon_*.c, one criterion binary each, with the
 # harness (fiberd_harness.c) and the client library; they start the fiberd built above with
@@ -43,13 +73,19 @@ DAEMON_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,\
 DAEMON_TEST_HARNESS := $(BUILD)/tests/integration/fiberd_harness.o
 DAEMON_TEST_DEFS := -DFIBERD_BIN='"$(abspath $(FIBERD))"' \
 	-DFIBERD_PLUGIN_BUILD_DIR='"$(abspath $(BUILD))/plugins"' \
-	-DFIBERD_TEST_PLUGIN_DIR='"$(abspath $(BUILD))/tests/plugins"'
+	-DFIBERD_TEST_PLUGIN_DIR='"$(abspath $(BUILD))/tests/plugins"' \
+	-DFIBERD_SHIPPED_CONFIG='"$(abspath daemon/fiberd.conf)"' \
+	-DFIBERD_DEFAULT_CONFIG='"$(FIBERD_CONFIG_FILE)"' \
+	-DFIBERCTL_BIN='"$(abspath $(DAEMON_FIBERCTL))"'
 $(DAEMON_TESTS:%=%.o) $(DAEMON_TEST_HARNESS): CPPFLAGS += $(DAEMON_TEST_DEFS)
 $(DAEMON_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o \
 		$(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(FIBERD) $(BUNDLED_PLUGINS) \
 		$(TEST_PLUGINS)
 	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
 		-lcrypto -lcriterion
+# daemon_socket.c, daemon_list.c and daemon_fiberctl.c run fiberctl too
+$(BUILD)/tests/integration/daemon_socket $(BUILD)/tests/integration/daemon_list \
+	$(BUILD)/tests/integration/daemon_fiberctl: $(DAEMON_FIBERCTL)
 INTEGRATION_TESTS += $(DAEMON_TESTS)
 
 # ---- make demo: sha256 of every file under /usr/include through fiberctl batch, checked

@@ -13,51 +13,47 @@
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "ipc/protocol.h"
+#include "ipc/socket_path.h"
+#include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <syslog.h>
 #include <unistd.h>
-
-char *config_default_socket(void)
-{
-        const char *env = getenv("XDG_RUNTIME_DIR");
-        char *p = NULL;
-
-        if (geteuid() == 0)
-                return strdup("/run/fiberd.sock");
-        if (env && env[0] == '/') {
-                if (asprintf(&p, "%s/fiberd.sock", env) < 0)
-                        return NULL;
-                return p;
-        }
-        if (asprintf(&p, "/tmp/fiberd-%u.sock", (unsigned)geteuid()) < 0)
-                return NULL;
-        return p;
-}
 
 static void usage(FILE *f, const char *argv0)
 {
         fprintf(f,
                 "Usage: %s [OPTIONS]\n"
                 "Run fiberd, the fiber job daemon, in the foreground.\n\n"
-                "  -s, --socket PATH      listening socket (default: /run/fiberd.sock as root,\n"
-                "                         else $XDG_RUNTIME_DIR/fiberd.sock; $FIBERD_SOCKET\n"
-                "                         overrides the default)\n"
+                "  -s, --socket PATH      listening socket (default: $FIBERD_SOCKET, else\n"
+                "                         the file's socket, else /run/fiberd.sock; with --user\n"
+                "                         or when not root, $XDG_RUNTIME_DIR/fiberd.sock)\n"
+                "      --user             a per-user fiberd: $XDG_RUNTIME_DIR/fiberd.sock, as\n"
+                "                         `fiberctl --user` expects (the default when not root)\n"
                 "  -p, --plugin-dir DIR   plugin directory (default: %s)\n"
                 "  -c, --config FILE      INI configuration file (flags win over it)\n"
                 "  -w, --workers N        job worker threads in all scheduling groups\n"
                 "                         (default 0: one per CPU this process may use)\n"
                 "  -l, --log-level LEVEL  err, warning, notice, info (default), debug\n"
+                "      --check-config     load the configuration as a start would, print the\n"
+                "                         effective settings and exit: 0 valid, 1 not\n"
                 "  -h, --help             this text\n"
-                "      --version          print the version\n",
-                argv0, FIBERD_PLUGIN_DIR);
+                "      --version          print the version\n"
+                "\n"
+                "The configuration file is %s when it exists\n"
+                "(absent: the built-in defaults); --config FILE reads FILE instead.\n",
+                argv0, FIBERD_PLUGIN_DIR, FIBERD_CONFIG_FILE);
 }
 
 /* Parses a decimal in [@min, @max]. Return: 0 and *@ret, or -EINVAL. */
@@ -86,6 +82,8 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
                 {"log-level", required_argument, NULL, 'l'},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, 'V'},
+                {"check-config", no_argument, NULL, 'C'},
+                {"user", no_argument, NULL, 'U'},
                 {NULL, 0, NULL, 0},
         };
         ConfigArgs a = {.workers = -1};
@@ -128,6 +126,12 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
                 case 'V':
                         printf("fiberd %s\n", FIBERD_VERSION);
                         return 1;
+                case 'C':
+                        a.check_config = true;
+                        break;
+                case 'U':
+                        a.user = true;
+                        break;
                 default:
                         usage(stderr, argv[0]);
                         return -EINVAL;
@@ -211,7 +215,13 @@ static const ConfigKey config_keys[] = {
         UKEY("jobs", "max_queued", max_queued, 1, 100000000, 1),
         UKEY("jobs", "retention_s", retention_ns, 0, 30 * 86400, NSEC_PER_SEC),
         UKEY("jobs", "retention_max", retention_max, 0, 10000000, 1),
+        UKEY("jobs", "max_running_per_user", max_running_per_user, 0, 65536, 1),
+        UKEY("jobs", "max_queued_per_user", max_queued_per_user, 0, 100000000, 1),
+        UKEY("jobs", "submit_rate_per_user", submit_rate_per_user, 0, 10000000, 1),
+        UKEY("jobs", "submit_burst_per_user", submit_burst_per_user, 0, 10000000, 1),
         UKEY("ipc", "max_message", max_message, 1024, 1UL << 30, 1),
+        {"access", "admin_group", KEY_STRING, offsetof(Config, admin_group), 0, 0, 0, 0, NULL},
+        {"access", "submit_group", KEY_STRING, offsetof(Config, submit_group), 0, 0, 0, 0, NULL},
         WKEY("scheduler", "optimize_for", sched.optimize_for, optimize_words),
         UKEY("scheduler", "groups", sched.groups, 0, SCHED_MAX_CPUS, 1),
         UKEY("scheduler", "group_size", sched.group_size, 0, 64, 1),
@@ -427,6 +437,33 @@ static int config_ini_handler(void *user, const char *section, const char *name,
         return 0;
 }
 
+/* No path from the file, $FIBERD_SOCKET or -s: the default of socket_path.h, the system
+ * socket or, for a per-user fiberd, $XDG_RUNTIME_DIR's. Never a shared /tmp path. */
+static int config_default_socket(Config *c, bool user)
+{
+        char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        int r = socket_path_default(user, path, sizeof(path));
+
+        if (r == -ENOENT) {
+                log_msg(LOG_ERR,
+                        "no socket path: a %s fiberd listens on $XDG_RUNTIME_DIR/%s, and "
+                        "XDG_RUNTIME_DIR is not set (or not absolute); run it in a login "
+                        "session (or as a systemd --user service), or name the socket with "
+                        "--socket PATH or FIBERD_SOCKET",
+                        geteuid() != 0 ? "non-root" : "--user", SOCKET_PATH_USER_NAME);
+                return -EINVAL;
+        }
+        if (r < 0) {
+                log_msg(LOG_ERR,
+                        "the default socket path under XDG_RUNTIME_DIR is longer than %zu "
+                        "bytes, the limit of a Unix socket address; use --socket PATH",
+                        sizeof(path) - 1);
+                return -EINVAL;
+        }
+        c->socket_path = strdup(path);
+        return c->socket_path ? 0 : -ENOMEM;
+}
+
 static int config_set_string(char **field, const char *value)
 {
         char *s = strdup(value);
@@ -436,6 +473,24 @@ static int config_set_string(char **field, const char *value)
         free(*field);
         *field = s;
         return 0;
+}
+
+/* The gid of group @name (a name, or a number), or CONFIG_NO_GROUP for "" or a group
+ * the database does not know. */
+static gid_t config_group_gid(const char *name)
+{
+        struct group gr, *res = NULL;
+        char buf[4096], *end;
+        unsigned long v;
+
+        if (!name || !*name)
+                return CONFIG_NO_GROUP;
+        v = strtoul(name, &end, 10);
+        if (!*end && v < CONFIG_NO_GROUP)
+                return (gid_t)v;
+        if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) != 0 || !res)
+                return CONFIG_NO_GROUP;
+        return gr.gr_gid;
 }
 
 int config_load(Config *ret, const ConfigArgs *args)
@@ -448,6 +503,8 @@ int config_load(Config *ret, const ConfigArgs *args)
                 .max_queued = 100000,
                 .retention_ns = 600 * NSEC_PER_SEC,
                 .retention_max = 10000,
+                .max_running_per_user = 64,
+                .max_queued_per_user = 10000,
                 .max_message = 1 << 20,
                 .sched = {.optimize_for = SCHED_OPTIMIZE_NEUTRAL,
                           .numa = SCHED_NUMA_AUTO,
@@ -460,27 +517,39 @@ int config_load(Config *ret, const ConfigArgs *args)
                 .classes = {{.name = "default", .shares = 100}},
                 .nclasses = 1,
         };
-        const char *env;
+        const char *env, *file;
+        FILE *f;
         int r;
 
-        c.socket_path = config_default_socket();
         c.plugin_dir = strdup(FIBERD_PLUGIN_DIR);
-        if (!c.socket_path || !c.plugin_dir) {
+        c.admin_group = strdup("fiberd-admin");
+        c.submit_group = strdup("");
+        if (!c.plugin_dir || !c.admin_group || !c.submit_group) {
                 r = -ENOMEM;
                 goto out_free;
         }
-        if (args->config_file) {
+        file = args->config_file ? args->config_file : FIBERD_CONFIG_FILE;
+        f = fopen(file, "re");
+        if (!f && (errno != ENOENT || args->config_file)) {
+                r = -errno;
+                log_msg(LOG_ERR, "cannot open config file %s: %s", file, strerror(-r));
+                goto out_free;
+        }
+        if (f) {
+                /* the default file may be absent; one that exists is read as strictly as
+                 * --config's */
                 ConfigParse p = {.cfg = &c};
-                r = ini_parse(args->config_file, config_ini_handler, &p);
-                if (r == -1) {
-                        log_msg(LOG_ERR, "cannot open config file %s: %m", args->config_file);
-                        r = -ENOENT;
-                        goto out_free;
-                }
+                r = ini_parse_file(f, config_ini_handler, &p);
+                fclose(f);
                 if (p.error || r != 0) {
-                        log_msg(LOG_ERR, "%s:%d: %s", args->config_file, r,
+                        log_msg(LOG_ERR, "%s:%d: %s", file, r,
                                 p.error ? p.message : "syntax error (expected key = value)");
                         r = p.error ? p.error : -EINVAL;
+                        goto out_free;
+                }
+                c.config_file = strdup(file);
+                if (!c.config_file) {
+                        r = -ENOMEM;
                         goto out_free;
                 }
         }
@@ -491,10 +560,20 @@ int config_load(Config *ret, const ConfigArgs *args)
                 goto out_free;
         if (args->plugin_dir && (r = config_set_string(&c.plugin_dir, args->plugin_dir)) < 0)
                 goto out_free;
+        if (!c.socket_path && (r = config_default_socket(&c, args->user || geteuid() != 0)) < 0)
+                goto out_free;
         if (args->workers >= 0)
                 c.workers = (unsigned)args->workers;
         if (args->log_level)
                 c.log_level = log_level_parse(args->log_level);
+        c.admin_gid = config_group_gid(c.admin_group);
+        c.submit_gid = config_group_gid(c.submit_group);
+        if (*c.submit_group && c.submit_gid == CONFIG_NO_GROUP) {
+                log_msg(LOG_ERR, "%s: [access] submit_group: there is no group '%s'",
+                        args->config_file ? args->config_file : "config", c.submit_group);
+                r = -EINVAL;
+                goto out_free;
+        }
         /* 0 stays 0: sched_new() then takes the CPUs in this process's affinity mask */
         c.sched.concurrency = c.workers;
         /* the file's 0 is "never"; the runtime's 0 would be its default of 16 */
@@ -513,33 +592,6 @@ out_free:
         return r;
 }
 
-/* The same classes in the same order (their indexes are what jobs carry). */
-static bool config_class_names_equal(const Config *a, const Config *b)
-{
-        if (a->nclasses != b->nclasses)
-                return false;
-        for (unsigned i = 0; i < a->nclasses; i++)
-                if (strcmp(a->classes[i].name, b->classes[i].name) != 0)
-                        return false;
-        return true;
-}
-
-bool config_sched_equal(const Config *a, const Config *b)
-{
-        const SchedConfig *x = &a->sched, *y = &b->sched;
-
-        return a->workers == b->workers && x->optimize_for == y->optimize_for &&
-               x->groups == y->groups && x->group_size == y->group_size && x->numa == y->numa &&
-               x->pin_workers == y->pin_workers && x->steal_every_n == y->steal_every_n &&
-               x->cross_node_steal_every_n == y->cross_node_steal_every_n &&
-               x->queue_policy == y->queue_policy &&
-               x->control.task_quota_ns == y->control.task_quota_ns &&
-               x->control.stall_threshold_ns == y->control.stall_threshold_ns &&
-               x->control.rescue_after_ns == y->control.rescue_after_ns &&
-               x->control.max_spare_workers == y->control.max_spare_workers &&
-               config_class_names_equal(a, b);
-}
-
 unsigned config_sched_classes(const Config *c, SchedClassConfig *ret)
 {
         for (unsigned i = 0; i < c->nclasses; i++)
@@ -548,10 +600,164 @@ unsigned config_sched_classes(const Config *c, SchedClassConfig *ret)
         return c->nclasses;
 }
 
+/* The class named @name in @c, or NULL. */
+static const ConfigClass *config_class_find(const Config *c, const char *name)
+{
+        for (unsigned i = 0; i < c->nclasses; i++)
+                if (strcmp(c->classes[i].name, name) == 0)
+                        return &c->classes[i];
+        return NULL;
+}
+
+/* ---------------------------------------------------------- print, diff ---- */
+
+/* The names log_level_parse() reads, by syslog priority; below LOG_ERR, the digit. */
+static const char *const level_names[] = {
+        [LOG_ERR] = "err",   [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
+        [LOG_INFO] = "info", [LOG_DEBUG] = "debug",
+};
+
+/* @k's value in @c, written as the file writes it, into @buf. */
+static void key_format(const Config *c, const ConfigKey *k, char *buf, size_t size)
+{
+        const char *field = (const char *)c + k->offset;
+        uint64_t v;
+        int level;
+
+        switch (k->kind) {
+        case KEY_STRING:
+                snprintf(buf, size, "%s", *(char *const *)field ? *(char *const *)field : "");
+                return;
+        case KEY_LEVEL:
+                level = *(const int *)field;
+                if (level >= 0 && level < (int)ELEMENTSOF(level_names) && level_names[level])
+                        snprintf(buf, size, "%s", level_names[level]);
+                else
+                        snprintf(buf, size, "%d", level);
+                return;
+        case KEY_UINT:
+                v = k->width == sizeof(uint64_t) ? *(const uint64_t *)field
+                                                 : *(const unsigned *)field;
+                /* config_load() turned the file's 0 ("never") into the runtime's UINT_MAX */
+                if (k->offset == offsetof(Config, sched.steal_every_n) && v == UINT_MAX)
+                        v = 0;
+                /* ... and the 0 ("off") of the stall detector and rescue into SCHED_FOREVER */
+                if ((k->offset == offsetof(Config, sched.control.stall_threshold_ns) ||
+                     k->offset == offsetof(Config, sched.control.rescue_after_ns)) &&
+                    v == SCHED_FOREVER)
+                        v = 0;
+                snprintf(buf, size, "%llu", (unsigned long long)(v / k->scale));
+                return;
+        case KEY_BOOL:
+                snprintf(buf, size, "%s", *(const bool *)field ? "true" : "false");
+                return;
+        case KEY_WORD:
+                for (const ConfigWord *w = k->words; w->word; w++)
+                        if (w->value == *(const int *)field) {
+                                snprintf(buf, size, "%s", w->word);
+                                return;
+                        }
+                snprintf(buf, size, "%d", *(const int *)field);
+                return;
+        }
+}
+
+/* Whether a reload applies @k: the socket, the workers and the job scheduler's layout
+ * are built once, at start. */
+static bool key_is_live(const ConfigKey *k)
+{
+        if (strcmp(k->section, "scheduler") == 0)
+                return false;
+        return !(strcmp(k->section, "fiberd") == 0 &&
+                 (strcmp(k->name, "socket") == 0 || strcmp(k->name, "workers") == 0));
+}
+
+int config_print(const Config *c, FILE *f)
+{
+        const char *section = "";
+        char value[PATH_MAX];
+
+        fprintf(f, "# fiberd %s: the effective configuration\n", FIBERD_VERSION);
+        if (c->config_file)
+                fprintf(f, "# read from %s\n", c->config_file);
+        else
+                fprintf(f, "# no file read (%s is absent): the built-in defaults\n",
+                        FIBERD_CONFIG_FILE);
+        for (size_t i = 0; i < ELEMENTSOF(config_keys); i++) {
+                const ConfigKey *k = &config_keys[i];
+
+                if (strcmp(k->section, section) != 0) {
+                        section = k->section;
+                        fprintf(f, "[%s]\n", section);
+                }
+                key_format(c, k, value, sizeof(value));
+                fprintf(f, "%s = %s\n", k->name, value);
+        }
+        for (unsigned i = 0; i < c->nclasses; i++)
+                fprintf(f, "[%s%s]\nshares = %u\n", CLASS_SECTION_PREFIX, c->classes[i].name,
+                        c->classes[i].shares);
+        return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
+}
+
+/* Appends @word to the ", "-separated list in @buf (truncated to @size). */
+static void list_append(char *buf, size_t size, const char *word)
+{
+        size_t n = strlen(buf);
+
+        if (n + 1 < size)
+                snprintf(buf + n, size - n, "%s%s", n ? ", " : "", word);
+}
+
+void config_diff(const Config *old, const Config *new, char *live, size_t live_size, char *restart,
+                 size_t restart_size)
+{
+        char a[PATH_MAX], b[PATH_MAX], name[96];
+
+        live[0] = restart[0] = '\0';
+        for (size_t i = 0; i < ELEMENTSOF(config_keys); i++) {
+                const ConfigKey *k = &config_keys[i];
+
+                key_format(old, k, a, sizeof(a));
+                key_format(new, k, b, sizeof(b));
+                if (strcmp(a, b) == 0)
+                        continue;
+                if (strcmp(k->section, "fiberd") == 0)
+                        snprintf(name, sizeof(name), "%s", k->name);
+                else
+                        snprintf(name, sizeof(name), "[%s] %s", k->section, k->name);
+                if (key_is_live(k))
+                        list_append(live, live_size, name);
+                else
+                        list_append(restart, restart_size, name);
+        }
+        /* classes: new shares apply at once; a class added or removed waits for a restart */
+        for (unsigned i = 0; i < new->nclasses; i++) {
+                const ConfigClass *o = config_class_find(old, new->classes[i].name);
+
+                if (o && o->shares == new->classes[i].shares)
+                        continue;
+                snprintf(name, sizeof(name), "[%s%s]%s", CLASS_SECTION_PREFIX, new->classes[i].name,
+                         o ? " shares" : "");
+                list_append(o ? live : restart, o ? live_size : restart_size, name);
+        }
+        for (unsigned i = 0; i < old->nclasses; i++)
+                if (!config_class_find(new, old->classes[i].name)) {
+                        snprintf(name, sizeof(name), "[%s%s] (removed)", CLASS_SECTION_PREFIX,
+                                 old->classes[i].name);
+                        list_append(restart, restart_size, name);
+                }
+}
+
 void config_done(Config *c)
 {
         free(c->socket_path);
         free(c->plugin_dir);
+        free(c->admin_group);
+        free(c->submit_group);
+        free(c->config_file);
         c->socket_path = NULL;
         c->plugin_dir = NULL;
+        c->admin_group = NULL;
+        c->submit_group = NULL;
+        c->config_file = NULL;
 }

@@ -4,10 +4,16 @@
  * FIBERD_SOCKET environment variable and the command line, in rising precedence
  * (a flag always wins).
  *
+ * The file is --config FILE when given (it must exist), else FIBERD_CONFIG_FILE
+ * (/etc/fiberd/fiberd.conf; `make install` puts a commented-out copy there listing every
+ * key with its default): read when present, and fiberd starts on the defaults when it is
+ * absent. `fiberd --check-config` loads it as a start would and prints the effective
+ * settings (config_print(): itself a valid file).
+ *
  * The file (all keys optional, unknown keys are an error naming file and line):
  *
  *   [fiberd]
- *   socket = /run/fiberd.sock      ; listening socket path
+ *   socket = /run/fiberd.sock      ; listening socket path (default: socket_path.h)
  *   plugin_dir = /usr/local/lib/fiberd/plugins
  *   workers = 4                    ; job workers in all groups; 0 = the CPUs this
  *                                  ; process may run on (its affinity mask / cpuset)
@@ -18,8 +24,19 @@
  *   max_queued = 100000            ; jobs waiting at most; beyond, job.submit is OVERLOADED
  *   retention_s = 600              ; finished jobs stay queryable this long
  *   retention_max = 10000          ; and at most this many of them
+ *   max_running_per_user = 64      ; running jobs of one uid; 0 = no cap (per-user
+ *                                  ; limits bind every uid but root and fiberd's own)
+ *   max_queued_per_user = 10000    ; queued jobs of one uid; 0 = no cap
+ *   submit_rate_per_user = 0       ; submissions a second per uid; 0 = no limit
+ *   submit_burst_per_user = 0      ; the token bucket's size; 0 = submit_rate_per_user
  *   [ipc]
  *   max_message = 1048576          ; bytes; a bigger request closes its connection
+ *   [access]                       ; access tiers (access.h)
+ *   admin_group = fiberd-admin     ; its members (and root) are admins; a group that
+ *                                  ; does not exist makes only root admin; "" = none
+ *   submit_group =                 ; "" = every local user may submit; a group (name
+ *                                  ; or gid): only its members and admins may; it
+ *                                  ; must exist
  *   [scheduler]                    ; how the job workers are split into scheduling
  *                                  ; groups (SchedConfig, scheduler/sched.h)
  *   optimize_for = neutral         ; compute-heavy, compute, neutral, io, io-heavy:
@@ -59,9 +76,10 @@
  * fibers well below it.
  *
  * SIGHUP re-reads the file (config_load() again with the same ConfigArgs) and applies
- * what can change while running (log level, plugin dir, job limits, retention, message
- * cap, the shares of classes that already exist); socket, workers, the [scheduler] keys
- * and adding or removing a class need a restart and say so in the log.
+ * what can change while running (log level, plugin dir, stop timeout, [jobs], [ipc],
+ * the shares of classes that already exist); socket, workers, the [scheduler] keys and
+ * adding or removing a class need a restart: config_diff() names the keys of each kind
+ * that changed, and the reload logs them in one line.
  */
 #ifndef FIBERD_DAEMON_CONFIG_H
 #define FIBERD_DAEMON_CONFIG_H
@@ -69,12 +87,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <stdio.h>
 
 #include "scheduler/sched.h"
 
 #ifndef FIBERD_PLUGIN_DIR
 #define FIBERD_PLUGIN_DIR "/usr/local/lib/fiberd/plugins"
 #endif
+
+/* The file read when --config is not given (daemon/build.mk: $(SYSCONFDIR)). */
+#ifndef FIBERD_CONFIG_FILE
+#define FIBERD_CONFIG_FILE "/etc/fiberd/fiberd.conf"
+#endif
+
+/* A gid field for a group that is not set or does not exist. */
+#define CONFIG_NO_GROUP ((gid_t)-1)
 
 /* One [class.NAME] section (or the built-in "default"). */
 typedef struct ConfigClass {
@@ -83,20 +111,31 @@ typedef struct ConfigClass {
 } ConfigClass;
 
 typedef struct Config {
-        char *socket_path;        /* owned */
-        char *plugin_dir;         /* owned */
-        unsigned workers;         /* job workers in all groups; 0 = the process's CPUs */
-        int log_level;            /* syslog priority threshold */
-        uint64_t stop_timeout_ns; /* SIGTERM: grace period for running jobs */
-        unsigned max_running;     /* dispatcher's bound on running jobs */
-        size_t max_queued;        /* queued jobs at most */
-        uint64_t retention_ns;    /* finished jobs are dropped this long after they end */
-        size_t retention_max;     /* ... or when more than this many are finished */
-        size_t max_message;       /* bytes, the biggest request accepted */
-        SchedConfig sched;        /* [scheduler]; .concurrency = workers once loaded,
-                                   * .steal_every_n and .control already in the
-                                   * runtime's terms (UINT_MAX / SCHED_FOREVER = never);
-                                   * pointers left NULL (config_sched_classes()) */
+        char *socket_path;              /* owned */
+        char *plugin_dir;               /* owned */
+        unsigned workers;               /* job workers in all groups; 0 = the process's CPUs */
+        int log_level;                  /* syslog priority threshold */
+        uint64_t stop_timeout_ns;       /* SIGTERM: grace period for running jobs */
+        unsigned max_running;           /* dispatcher's bound on running jobs */
+        size_t max_queued;              /* queued jobs at most */
+        uint64_t retention_ns;          /* finished jobs are dropped this long after they end */
+        size_t retention_max;           /* ... or when more than this many are finished */
+        unsigned max_running_per_user;  /* [jobs]; 0 = no cap */
+        size_t max_queued_per_user;     /* [jobs]; 0 = no cap */
+        unsigned submit_rate_per_user;  /* [jobs]; a second; 0 = no limit */
+        unsigned submit_burst_per_user; /* [jobs]; 0 = submit_rate_per_user */
+        size_t max_message;             /* bytes, the biggest request accepted */
+        char *config_file;              /* owned: the file read; NULL = none (the default
+                                         * file is absent: built-in defaults) */
+        char *admin_group;              /* [access]; owned; "" = none */
+        char *submit_group;             /* [access]; owned; "" = everyone may submit */
+        gid_t admin_gid;                /* resolved at load; CONFIG_NO_GROUP = none/absent */
+        gid_t submit_gid;               /* resolved at load; CONFIG_NO_GROUP when "" */
+        SchedConfig sched;              /* [scheduler]; .concurrency = workers once loaded,
+                                         * .steal_every_n and .control already in the
+                                         * runtime's terms (UINT_MAX / SCHED_FOREVER =
+                                         * never); pointers left NULL
+                                         * (config_sched_classes()) */
         ConfigClass classes[SCHED_MAX_CLASSES]; /* [0] is "default" */
         unsigned nclasses;                      /* 1..SCHED_MAX_CLASSES */
 } Config;
@@ -107,13 +146,15 @@ typedef struct ConfigArgs {
         const char *plugin_dir;
         const char *config_file;
         const char *log_level;
-        long workers; /* -1 = not given */
+        long workers;      /* -1 = not given */
+        bool check_config; /* --check-config: validate, print, exit */
+        bool user;         /* --user: the per-user socket by default (as when not root) */
 } ConfigArgs;
 
 /*
  * config_parse_args - getopt_long over @argv:
  *   --socket PATH, --plugin-dir DIR, --config FILE, --workers N (0..SCHED_MAX_CPUS),
- *   --log-level L, --help, --version.
+ *   --log-level L, --check-config, --user, --help, --version.
  * @ret: out, written only on success.
  * Return: 0; 1 when --help or --version was handled (text already printed, exit 0);
  * -EINVAL on a usage error (message already printed to stderr, exit 64).
@@ -122,26 +163,36 @@ typedef struct ConfigArgs {
 int config_parse_args(ConfigArgs *ret, int argc, char **argv);
 
 /*
- * config_load - build a Config: defaults, then @args->config_file when given, then
- * $FIBERD_SOCKET, then @args. On a bad file or value, logs one line naming the file,
- * line and key. @ret: out, written only on success; release with config_done().
- * Return: 0; -ENOENT (file missing); -EINVAL (bad value); -ENOMEM.
+ * config_load - build a Config: defaults, then the file (@args->config_file when given,
+ * else FIBERD_CONFIG_FILE if it exists), then $FIBERD_SOCKET, then @args. On a bad file
+ * or value, logs one line naming the file, line and key. Without a socket from any of
+ * them, the default of ipc/socket_path.h: the system socket, or for --user or a non-root
+ * fiberd $XDG_RUNTIME_DIR/fiberd.sock (no XDG_RUNTIME_DIR: -EINVAL, logged with the fix).
+ * @ret: out, written only on success; release with config_done().
+ * Return: 0; -ENOENT (--config names a missing file); -EACCES and other open errors of
+ * the file; -EINVAL (bad value); -ENOMEM.
  * Context: any thread or fiber (does blocking file I/O: the file is small).
  */
 int config_load(Config *ret, const ConfigArgs *args);
 
-/* config_default_socket - the default socket path, as documented in the README:
- * "/run/fiberd.sock" for root, else "$XDG_RUNTIME_DIR/fiberd.sock" (falls back to
- * "/tmp/fiberd-<uid>.sock" without XDG_RUNTIME_DIR). Returns a malloc'ed string or NULL. */
-char *config_default_socket(void);
+/*
+ * config_print - write @c to @f as a configuration file: every section and key with its
+ * effective value, in the units of the file (what `fiberd --check-config` prints; fed
+ * back with --config it gives the same settings). Return: 0; -EIO when @f fails.
+ * Context: any.
+ */
+int config_print(const Config *c, FILE *f);
 
 /*
- * config_sched_equal - whether @a and @b give the same job scheduler (workers, every
- * [scheduler] key and the same class names in the same order; shares may differ, they
- * change at run time): SIGHUP says "takes effect at restart" when they do not.
- * Context: any. Pure.
+ * config_diff - the keys whose values differ between @old and @new, as "socket,
+ * [scheduler] numa" (the [fiberd] section unnamed), in two lists: @live for the keys a
+ * reload applies, @restart for those that take effect at the next start. Classes: new
+ * shares of a class in both are live ("[class.batch] shares"); a class added or removed
+ * needs a restart ("[class.new]", "[class.old] (removed)"). Each list is NUL-terminated
+ * and truncated to its size ("" when none). Context: any. Pure.
  */
-bool config_sched_equal(const Config *a, const Config *b);
+void config_diff(const Config *old, const Config *new, char *live, size_t live_size, char *restart,
+                 size_t restart_size);
 
 /*
  * config_sched_classes - @c's classes as the runtime takes them (SchedConfig.classes):

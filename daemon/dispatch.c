@@ -2,9 +2,14 @@
 /*
  * dispatch.c — the dispatcher: which queued job runs next, and the fibers that run it.
  *
- * Queued jobs wait in a binary min-heap ordered by (priority, id): a lower priority
- * value runs first, equal priorities in submission order. At most d->max_running jobs
- * run at once. That bound is what makes priority real (without it every job would be
+ * Queued jobs wait in one binary min-heap per user (uid) ordered by (priority, id): a
+ * lower priority value runs first, equal priorities in submission order. The next job
+ * is the best of the users' heap tops: lowest priority value, then the user with the
+ * fewest jobs running, then the user served longest ago (round robin) — so a user who queued thousands of jobs gets
+ * every other slot at most while someone else waits at the same priority. A user at
+ * max_running_per_user is passed over until one of its jobs ends; root and fiberd's
+ * own uid are not limited. Finding the next user is O(users that ever submitted),
+ * which local users keep small. At most d->max_running jobs run at once. That bound is what makes priority real (without it every job would be
  * made ready at once and the run queues would run them in FIFO order), and it keeps
  * each group's live fibers well below max_fibers, so fiber_create() does not refuse
  * with -EAGAIN under load; if it still does (plugins spawning many children), the job
@@ -60,13 +65,20 @@ void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_g
 
 void dispatch_done(Dispatcher *d)
 {
-        free(d->heap);
+        for (size_t i = 0; i < d->n_users; i++)
+                free(d->users[i].queue.v);
+        free(d->users);
         *d = (Dispatcher){0};
 }
 
 void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running)
 {
         d->max_running = max_running ? max_running : 1;
+}
+
+void dispatch_set_quotas_locked(Dispatcher *d, const JobQuotas *q)
+{
+        d->quotas = *q;
 }
 
 static bool job_before(const Job *a, const Job *b)
@@ -76,73 +88,205 @@ static bool job_before(const Job *a, const Job *b)
         return a->id < b->id;
 }
 
-static void heap_set(Dispatcher *d, size_t i, Job *j)
+static void heap_set(JobHeap *h, size_t i, Job *j)
 {
-        d->heap[i] = j;
+        h->v[i] = j;
         j->heap_index = i;
 }
 
-static void heap_up(Dispatcher *d, size_t i)
+static void heap_up(JobHeap *h, size_t i)
 {
-        Job *j = d->heap[i];
+        Job *j = h->v[i];
 
         while (i > 0) {
                 size_t parent = (i - 1) / 2;
-                if (!job_before(j, d->heap[parent]))
+                if (!job_before(j, h->v[parent]))
                         break;
-                heap_set(d, i, d->heap[parent]);
+                heap_set(h, i, h->v[parent]);
                 i = parent;
         }
-        heap_set(d, i, j);
+        heap_set(h, i, j);
 }
 
-static void heap_down(Dispatcher *d, size_t i)
+static void heap_down(JobHeap *h, size_t i)
 {
-        Job *j = d->heap[i];
+        Job *j = h->v[i];
 
         for (;;) {
                 size_t l = 2 * i + 1, m = i;
                 Job *best = j;
-                if (l < d->heap_len && job_before(d->heap[l], best))
-                        m = l, best = d->heap[l];
-                if (l + 1 < d->heap_len && job_before(d->heap[l + 1], best))
-                        m = l + 1, best = d->heap[l + 1];
+                if (l < h->len && job_before(h->v[l], best))
+                        m = l, best = h->v[l];
+                if (l + 1 < h->len && job_before(h->v[l + 1], best))
+                        m = l + 1, best = h->v[l + 1];
                 if (m == i)
                         break;
-                heap_set(d, i, best);
+                heap_set(h, i, best);
                 i = m;
         }
-        heap_set(d, i, j);
+        heap_set(h, i, j);
+}
+
+static int heap_push(JobHeap *h, Job *j)
+{
+        if (h->len == h->cap) {
+                size_t cap = h->cap ? h->cap * 2 : 16;
+                Job **v = realloc(h->v, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                h->v = v;
+                h->cap = cap;
+        }
+        heap_set(h, h->len++, j);
+        heap_up(h, j->heap_index);
+        return 0;
+}
+
+static bool heap_remove(JobHeap *h, Job *j)
+{
+        size_t i = j->heap_index;
+
+        if (i == SIZE_MAX || i >= h->len || h->v[i] != j)
+                return false;
+        j->heap_index = SIZE_MAX;
+        h->len--;
+        if (i < h->len) {
+                heap_set(h, i, h->v[h->len]);
+                heap_up(h, i);
+                heap_down(h, h->v[i]->heap_index);
+        }
+        return true;
+}
+
+/* The DispatchUser of @uid, made when @create; NULL when absent (or out of memory). */
+static DispatchUser *user_find(Dispatcher *d, uid_t uid, bool create)
+{
+        for (size_t i = 0; i < d->n_users; i++)
+                if (d->users[i].uid == uid)
+                        return &d->users[i];
+        if (!create)
+                return NULL;
+        if (d->n_users == d->cap_users) {
+                size_t cap = d->cap_users ? d->cap_users * 2 : 8;
+                DispatchUser *u = realloc(d->users, cap * sizeof(*u));
+                if (!u)
+                        return NULL;
+                d->users = u;
+                d->cap_users = cap;
+        }
+        d->users[d->n_users] = (DispatchUser){.uid = uid, .tokens = -1};
+        return &d->users[d->n_users++];
+}
+
+static bool user_exempt(const Dispatcher *d, uid_t uid)
+{
+        return uid == 0 || uid == d->quotas.exempt_uid;
+}
+
+int dispatch_admit_locked(Dispatcher *d, uid_t uid)
+{
+        const JobQuotas *q = &d->quotas;
+        DispatchUser *u;
+        double burst;
+        uint64_t now;
+
+        if (user_exempt(d, uid))
+                return 0;
+        u = user_find(d, uid, true);
+        if (!u)
+                return -ENOMEM;
+        if (q->max_queued_per_user && u->queue.len >= q->max_queued_per_user)
+                return -EDQUOT;
+        if (!q->submit_rate_per_user)
+                return 0;
+        burst = q->submit_burst_per_user ? q->submit_burst_per_user : q->submit_rate_per_user;
+        now = sched_now_ns();
+        if (u->tokens < 0) { /* first submission: a full bucket */
+                u->tokens = burst;
+        } else {
+                u->tokens += (double)(now - u->refill_ns) * q->submit_rate_per_user / NSEC_PER_SEC;
+                if (u->tokens > burst)
+                        u->tokens = burst;
+        }
+        u->refill_ns = now;
+        if (u->tokens < 1)
+                return -EBUSY;
+        u->tokens -= 1;
+        return 0;
 }
 
 int dispatch_push_locked(Dispatcher *d, Job *j)
 {
-        if (d->heap_len == d->heap_cap) {
-                size_t cap = d->heap_cap ? d->heap_cap * 2 : 256;
-                Job **h = realloc(d->heap, cap * sizeof(*h));
-                if (!h)
-                        return -ENOMEM;
-                d->heap = h;
-                d->heap_cap = cap;
-        }
-        heap_set(d, d->heap_len++, j);
-        heap_up(d, j->heap_index);
+        DispatchUser *u = user_find(d, j->owner, true);
+        int r;
+
+        if (!u)
+                return -ENOMEM;
+        r = heap_push(&u->queue, j);
+        if (r < 0)
+                return r;
+        j->dispatch_user = (uint32_t)(u - d->users);
+        d->queued++;
         return 0;
 }
 
 void dispatch_remove_locked(Dispatcher *d, Job *j)
 {
-        size_t i = j->heap_index;
+        if (j->heap_index == SIZE_MAX || j->dispatch_user >= d->n_users)
+                return;
+        if (heap_remove(&d->users[j->dispatch_user].queue, j))
+                d->queued--;
+}
 
-        if (i == SIZE_MAX || i >= d->heap_len || d->heap[i] != j)
-                return;
-        j->heap_index = SIZE_MAX;
-        d->heap_len--;
-        if (i == d->heap_len)
-                return;
-        heap_set(d, i, d->heap[d->heap_len]);
-        heap_up(d, i);
-        heap_down(d, d->heap[i]->heap_index);
+Job *dispatch_first_locked(const Dispatcher *d)
+{
+        for (size_t i = 0; i < d->n_users; i++)
+                if (d->users[i].queue.len)
+                        return d->users[i].queue.v[0];
+        return NULL;
+}
+
+Job *dispatch_at_locked(const Dispatcher *d, size_t i)
+{
+        for (size_t u = 0; u < d->n_users; u++) {
+                if (i < d->users[u].queue.len)
+                        return d->users[u].queue.v[i];
+                i -= d->users[u].queue.len;
+        }
+        return NULL;
+}
+
+/* The user whose job runs next (see dispatch_pump_locked()), or NULL. */
+static DispatchUser *user_next(Dispatcher *d)
+{
+        unsigned cap = d->quotas.max_running_per_user;
+        DispatchUser *best = NULL;
+
+        for (size_t i = 0; i < d->n_users; i++) {
+                DispatchUser *u = &d->users[i];
+                const Job *j, *b;
+                if (!u->queue.len || (cap && u->running >= cap && !user_exempt(d, u->uid)))
+                        continue;
+                if (!best) {
+                        best = u;
+                        continue;
+                }
+                j = u->queue.v[0];
+                b = best->queue.v[0];
+                if (j->priority != b->priority          ? j->priority < b->priority
+                    : u->running != best->running       ? u->running < best->running
+                    : u->last_start != best->last_start ? u->last_start < best->last_start
+                                                        : j->id < b->id)
+                        best = u;
+        }
+        return best;
+}
+
+/* A job of @j's user stopped running (ended, or went back to the queue). */
+static void user_stopped_locked(Dispatcher *d, Job *j)
+{
+        if (j->dispatch_user < d->n_users && d->users[j->dispatch_user].running)
+                d->users[j->dispatch_user].running--;
 }
 
 /* ------------------------------------------------------------------ fibers ------ */
@@ -206,6 +350,7 @@ static void job_supervise(void *arg)
         if (r < 0) {
                 jobtable_lock(t);
                 d->running--;
+                user_stopped_locked(d, j);
                 if (r == -EAGAIN && !j->cancel_requested && !t->stopping) {
                         /* the group is full: back to the queue, the ticker retries */
                         jobtable_set_state_locked(t, j, JOB_QUEUED);
@@ -252,6 +397,7 @@ static void job_supervise(void *arg)
         jobtable_lock(t);
         job_conclude_locked(t, j);
         d->running--;
+        user_stopped_locked(d, j);
         d->pump_blocked = false; /* a fiber was freed: worth another try */
         dispatch_pump_locked(d);
         jobtable_check_idle_locked(t);
@@ -269,8 +415,10 @@ void dispatch_pump_locked(Dispatcher *d)
 {
         uint64_t now = 0;
 
-        while (!d->pump_blocked && d->heap_len && d->running < d->max_running) {
-                Job *j = d->heap[0];
+        DispatchUser *u;
+
+        while (!d->pump_blocked && d->queued && d->running < d->max_running && (u = user_next(d))) {
+                Job *j = u->queue.v[0];
                 JobTable *t = j->table;
                 FiberAttr attr = {.group = d->supervise_group, .detached = true};
                 int r;
@@ -295,11 +443,13 @@ void dispatch_pump_locked(Dispatcher *d)
                         log_msg(LOG_WARNING,
                                 "dispatcher: cannot create a supervisor fiber (%s); %zu jobs "
                                 "wait",
-                                strerror(-r), d->heap_len);
+                                strerror(-r), d->queued);
                         break;
                 }
                 dispatch_remove_locked(d, j);
                 d->running++;
+                d->users[j->dispatch_user].running++;
+                d->users[j->dispatch_user].last_start = ++d->starts;
                 jobtable_set_state_locked(t, j, JOB_RUNNING);
                 j->started_ms = job_now_ms();
         }

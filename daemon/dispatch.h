@@ -22,16 +22,48 @@
 #include "daemon/job.h"
 #include "scheduler/sched.h"
 
+/*
+ * JobQuotas - per-user limits ([jobs] in the config). They bind every uid but root and
+ * fiberd's own (@exempt_uid): those could raise the limits anyway.
+ */
+typedef struct JobQuotas {
+        unsigned max_running_per_user;  /* running jobs of one uid; 0 = no cap */
+        size_t max_queued_per_user;     /* queued jobs of one uid; 0 = no cap */
+        unsigned submit_rate_per_user;  /* submissions a second (token bucket); 0 = no limit */
+        unsigned submit_burst_per_user; /* the bucket's size; 0 = submit_rate_per_user */
+        uid_t exempt_uid;               /* fiberd's own uid */
+} JobQuotas;
+
+/* A binary min-heap of queued jobs by (priority, id); Job.heap_index is the position. */
+typedef struct JobHeap {
+        Job **v; /* owned array */
+        size_t len, cap;
+} JobHeap;
+
+/* One uid that has submitted: its queued jobs, its running count, its token bucket.
+ * Kept until exit (a few bytes per uid that ever submitted). */
+typedef struct DispatchUser {
+        uid_t uid;
+        JobHeap queue;       /* its queued jobs */
+        unsigned running;    /* its jobs with a supervisor fiber */
+        uint64_t last_start; /* Dispatcher.starts when a job of its last started; 0 = never */
+        double tokens;       /* submissions it may make now */
+        uint64_t refill_ns;  /* when tokens was last topped up */
+} DispatchUser;
+
 typedef struct Dispatcher {
         Scheduler *sched; /* where job fibers run: its groups, placed by the runtime; not owned */
         SchedulingGroup *supervise_group; /* where supervisors run: the server group, so
                                            * timeouts and cancel work while every job
                                            * worker is blocked; not owned */
-        Job **heap;                       /* queued jobs, min (priority, id) first; owned array */
-        size_t heap_len, heap_cap;
+        DispatchUser *users;              /* owned array; Job.dispatch_user indexes it */
+        size_t n_users, cap_users;
+        size_t queued;        /* queued jobs of every user */
         unsigned running;     /* jobs with a supervisor fiber */
         unsigned max_running; /* bound: keeps the run queue from refusing fibers */
-        bool pump_blocked;    /* fiber_create said -EAGAIN: retry on the next tick */
+        uint64_t starts;      /* jobs started since start-up */
+        JobQuotas quotas;
+        bool pump_blocked; /* fiber_create said -EAGAIN: retry on the next tick */
 } Dispatcher;
 
 /*
@@ -49,16 +81,27 @@ void dispatch_done(Dispatcher *d);
 /* dispatch_set_max_running_locked - a new bound (SIGHUP), 0 taken as 1. Table lock held. */
 void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running);
 
+/* dispatch_set_quotas_locked - new per-user limits (copied; start-up, SIGHUP). */
+void dispatch_set_quotas_locked(Dispatcher *d, const JobQuotas *q);
+
+/*
+ * dispatch_admit_locked - may @uid submit one more job now? Checks its queued jobs
+ * against max_queued_per_user and takes a token from its bucket.
+ * Return: 0; -EDQUOT (max_queued_per_user); -EBUSY (submit_rate_per_user); -ENOMEM.
+ * Context: table lock held.
+ */
+int dispatch_admit_locked(Dispatcher *d, uid_t uid);
+
 /* dispatch_queued_locked - jobs waiting in the queue. Table lock held. */
 static inline size_t dispatch_queued_locked(const Dispatcher *d)
 {
-        return d->heap_len;
+        return d->queued;
 }
 
 /* dispatch_idle_locked - nothing queued and nothing running. Table lock held. */
 static inline bool dispatch_idle_locked(const Dispatcher *d)
 {
-        return d->heap_len == 0 && d->running == 0;
+        return d->queued == 0 && d->running == 0;
 }
 
 /*
@@ -71,22 +114,21 @@ int dispatch_push_locked(Dispatcher *d, Job *j);
 /* dispatch_remove_locked - take a queued @j out of the queue; no-op if not queued. */
 void dispatch_remove_locked(Dispatcher *d, Job *j);
 
-/* dispatch_first_locked - the job that runs next, or NULL when none waits. */
-static inline Job *dispatch_first_locked(const Dispatcher *d)
-{
-        return d->heap_len ? d->heap[0] : NULL;
-}
+/* dispatch_first_locked - some queued job (the best of the first user with one), or NULL
+ * when none waits. */
+Job *dispatch_first_locked(const Dispatcher *d);
 
-/* dispatch_at_locked - the @i-th queued job in heap order (@i < dispatch_queued_locked()). */
-static inline Job *dispatch_at_locked(const Dispatcher *d, size_t i)
-{
-        return d->heap[i];
-}
+/* dispatch_at_locked - the @i-th queued job, user by user in heap order
+ * (@i < dispatch_queued_locked()); O(users). */
+Job *dispatch_at_locked(const Dispatcher *d, size_t i);
 
 /*
- * dispatch_pump_locked - start queued jobs, lowest (priority, id) first, while fewer
- * than max_running run: each gets a supervisor fiber on d->supervise_group that starts
- * the job fiber on a group of d->sched, enforces its deadline and joins it. A job whose deadline passed while
+ * dispatch_pump_locked - start queued jobs while fewer than max_running run: among the
+ * users below max_running_per_user, the one whose best job has the lowest priority
+ * value, then the one with the fewest jobs running, then the one whose last start is
+ * longest ago (round robin), so one user's flood cannot starve another's job of equal
+ * priority; each gets a supervisor fiber on d->supervise_group that starts the job
+ * fiber on a group of d->sched, enforces its deadline and joins it. A job whose deadline passed while
  * queued ends cancelled (DEADLINE_EXCEEDED) instead. Jobs reach their table (for state
  * changes) through Job.table.
  * Context: any fiber or thread; the table lock held; does not yield.

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 static const char *const job_state_names[JOB_STATE_COUNT] = {
@@ -108,7 +109,7 @@ out_sbuffer:
         return r;
 }
 
-int job_new(Job **ret, struct JobTable *table, uint64_t id, uid_t owner, const Plugin *plugin,
+int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, const Plugin *plugin,
             const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns,
             unsigned cls, const char *class_name)
 {
@@ -125,7 +126,12 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, uid_t owner, const P
                 goto out_free_name;
         j->id = id;
         j->table = table;
-        j->owner = owner;
+        j->owner = origin->creds->uid;
+        j->creds = creds_ref(origin->creds);
+        j->fds = origin->fds;
+        j->n_fds = origin->n_fds;
+        origin->fds = NULL;
+        origin->n_fds = 0;
         j->plugin = plugin;
         j->priority = priority;
         j->timeout_ns = timeout_ns;
@@ -164,6 +170,10 @@ Job *job_unref(Job *j)
         if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) != 0)
                 return NULL;
         msgpack_zone_free(j->args_zone);
+        for (size_t i = 0; i < j->n_fds; i++)
+                close(j->fds[i]);
+        free(j->fds);
+        creds_unref(j->creds);
         free(j->plugin_name);
         free(j->result);
         free(j->error_message);

@@ -31,6 +31,7 @@
 
 #include <msgpack.h>
 
+#include "daemon/creds.h"
 #include "scheduler/base/list.h"
 #include "scheduler/sched.h"
 
@@ -58,11 +59,24 @@ typedef struct LoadedPlugin Plugin;
 
 struct JobTable;
 
+/*
+ * JobOrigin - what a submission brings besides plugin and arguments: who sent it and
+ * the fds it passed (SCM_RIGHTS; the args refer to them by index, PROTOCOL.md).
+ */
+typedef struct JobOrigin {
+        Creds *creds; /* the submitter: referenced by the job */
+        int *fds;     /* taken over by the job on success (then set NULL, n_fds 0) */
+        size_t n_fds;
+} JobOrigin;
+
 typedef struct Job {
         /* immutable after job_new() */
-        uint64_t id;             /* from 1, never reused */
-        struct JobTable *table;  /* the table that lists it (not owned: outlives its fibers) */
-        uid_t owner;             /* the submitting client's uid (SO_PEERCRED) */
+        uint64_t id;            /* from 1, never reused */
+        struct JobTable *table; /* the table that lists it (not owned: outlives its fibers) */
+        uid_t owner;            /* the submitting client's uid (SO_PEERCRED) */
+        Creds *creds;           /* the submitter's uid, gid and groups; referenced */
+        int *fds;               /* owned: the fds passed with the submission, closed at free */
+        size_t n_fds;
         const Plugin *plugin;    /* the loaded plugin (valid until exit) */
         char *plugin_name;       /* owned copy, for logs and records */
         msgpack_object args;     /* a map; lives in args_zone */
@@ -103,19 +117,21 @@ typedef struct Job {
 
         /* table links (jobtable.c), under the table lock */
         struct Job *hash_next;
-        ListHead all_link; /* in JobTable.all: every job, by id */
-        ListHead fin_link; /* in JobTable.finished once final, by finish time */
-        size_t heap_index; /* in the dispatcher's queue; SIZE_MAX = not */
+        ListHead all_link;      /* in JobTable.all: every job, by id */
+        ListHead fin_link;      /* in JobTable.finished once final, by finish time */
+        size_t heap_index;      /* in its user's queue (dispatch.h); SIZE_MAX = not */
+        uint32_t dispatch_user; /* its DispatchUser, once queued (dispatch.c) */
 } Job;
 
 /*
  * job_new - a queued job of @table (kept in Job.table, not referenced) holding a copy of
- * @args (a msgpack map; deep-copied into the job's own zone) for @plugin, in the job
- * class @cls (0-based index; @class_name copied).
+ * @args (a msgpack map; deep-copied into the job's own zone) for @plugin, owned by
+ * @origin's creds (referenced) and holding its fds (taken: @origin's are cleared), in the
+ * job class @cls (0-based index; @class_name copied).
  * @ret: out, one reference, written only on success.
  * Return: 0; -ENOMEM. Context: any; does not yield.
  */
-int job_new(Job **ret, struct JobTable *table, uint64_t id, uid_t owner, const Plugin *plugin,
+int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, const Plugin *plugin,
             const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns,
             unsigned cls, const char *class_name);
 

@@ -225,7 +225,7 @@ void jobtable_check_idle_locked(JobTable *t)
                 fiber_event_set(&t->idle);
 }
 
-int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *plugin_name,
+int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
                     const char *class_name, Job **ret)
 {
@@ -242,7 +242,10 @@ int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *
                 r = -EAGAIN;
                 goto out_unlock;
         }
-        r = job_new(&j, t, t->next_id, owner, plugin, plugin_name, args, priority, timeout_ns, cls,
+        r = dispatch_admit_locked(&t->dispatch, origin->creds->uid);
+        if (r < 0)
+                goto out_unlock;
+        r = job_new(&j, t, t->next_id, origin, plugin, plugin_name, args, priority, timeout_ns, cls,
                     class_name);
         if (r < 0)
                 goto out_unlock;
@@ -267,7 +270,7 @@ int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *
         }
         *ret = job_ref(j);
         log_job(LOG_DEBUG, j->id, plugin_name, "queued (owner %u, priority %d, timeout %llu ms)",
-                (unsigned)owner, priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
+                (unsigned)j->owner, priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
         dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
         return 0;
@@ -345,6 +348,14 @@ static void retire_locked(JobTable *t, Job *j)
         list_del(&j->fin_link);
         t->fin_count--;
         job_unref(j);
+}
+
+void jobtable_set_quotas(JobTable *t, const JobQuotas *q)
+{
+        jobtable_lock(t);
+        dispatch_set_quotas_locked(&t->dispatch, q);
+        dispatch_pump_locked(&t->dispatch);
+        jobtable_unlock(t);
 }
 
 void jobtable_sweep(JobTable *t)

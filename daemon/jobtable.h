@@ -110,13 +110,15 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
 
 /*
  * jobtable_submit - create a queued job in class @cls (0-based; @class_name copied) and
- * hand it to the dispatcher.
+ * hand it to the dispatcher, owned by @origin's creds and holding its fds (job_new():
+ * taken on success).
  * @ret: out, a reference to the job (caller unrefs), written only on success.
- * Return: 0; -ENOMEM; -EAGAIN when max_queued jobs wait already; -ESHUTDOWN once
- * jobtable_stop() ran.
+ * Return: 0; -ENOMEM; -EAGAIN when max_queued jobs wait already; -EDQUOT when the
+ * submitter has max_queued_per_user queued; -EBUSY when it is over
+ * submit_rate_per_user (dispatch_admit_locked()); -ESHUTDOWN once jobtable_stop() ran.
  * Context: any fiber or thread; does not yield.
  */
-int jobtable_submit(JobTable *t, uid_t owner, const Plugin *plugin, const char *plugin_name,
+int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
                     const char *class_name, Job **ret);
 
@@ -133,6 +135,10 @@ Job *jobtable_get(JobTable *t, uint64_t id);
  * Context: any; does not yield.
  */
 int jobtable_cancel(JobTable *t, Job *j, bool timed_out);
+
+/* jobtable_set_quotas - new per-user limits (copied; dispatch.h); may start queued jobs.
+ * Context: any; does not yield. */
+void jobtable_set_quotas(JobTable *t, const JobQuotas *q);
 
 /*
  * jobtable_sweep - once a second (the daemon's ticker fiber): drop finished jobs past
@@ -167,6 +173,16 @@ int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg);
 static inline Job *jobtable_next_locked(JobTable *t, Job *j)
 {
         ListHead *e = j ? j->all_link.next : t->all.next;
+        return e == &t->all ? NULL : list_entry(e, Job, all_link);
+}
+
+/*
+ * jobtable_prev_locked - the job before @j in id order (@j NULL: the newest), or NULL
+ * before the first: job.list's pages walk newest first. Context: table lock held.
+ */
+static inline Job *jobtable_prev_locked(JobTable *t, Job *j)
+{
+        ListHead *e = j ? j->all_link.prev : t->all.prev;
         return e == &t->all ? NULL : list_entry(e, Job, all_link);
 }
 

@@ -32,13 +32,17 @@
  * plugin and abandoned with the process.
  *
  * SIGHUP: RELOADING=1, re-read the config with the same flags, apply what can change
- * while running, rescan the plugin directory, READY=1.
+ * while running, log in one line what changed and what of it needs a restart
+ * (config_diff()), rescan the plugin directory, READY=1.
+ *
+ * --check-config stops after step 1: the settings printed, exit 0 or 1.
  *
  * Nothing is freed at exit: the groups' workers may still run abandoned plugin code,
  * and the process's end releases everything at once.
  */
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/opener.h"
 #include "daemon/plugin_host.h"
 #include "scheduler/base/time-util.h"
 
@@ -154,9 +158,23 @@ static void stall_hook(const SchedStall *st, void *arg)
 
 /* ------------------------------------------------------------------ reload ------ */
 
+/* The per-user limits of @c for the job table. */
+static void apply_quotas(Daemon *d, const Config *c)
+{
+        JobQuotas q = {
+                .max_running_per_user = c->max_running_per_user,
+                .max_queued_per_user = c->max_queued_per_user,
+                .submit_rate_per_user = c->submit_rate_per_user,
+                .submit_burst_per_user = c->submit_burst_per_user,
+                .exempt_uid = geteuid(),
+        };
+
+        jobtable_set_quotas(&d->jobs, &q);
+}
+
 /* Gives every class of @nc that the job scheduler already has its new shares at once
  * (sched_class_set_shares()), one log line per change; new classes wait for a restart
- * (config_sched_equal() says so). */
+ * (config_diff() says so). */
 static void reload_class_shares(Daemon *d, const Config *nc)
 {
         for (unsigned i = 0; i < nc->nclasses; i++) {
@@ -178,6 +196,22 @@ static void reload_class_shares(Daemon *d, const Config *nc)
         }
 }
 
+/* The classes that run after a reload: @run's set (adding or removing one needs a
+ * restart), with @nc's shares for those that stay (applied at once); written to @nc. */
+static void keep_running_classes(const Config *run, Config *nc)
+{
+        ConfigClass kept[SCHED_MAX_CLASSES];
+
+        for (unsigned i = 0; i < run->nclasses; i++) {
+                kept[i] = run->classes[i];
+                for (unsigned k = 0; k < nc->nclasses; k++)
+                        if (strcmp(nc->classes[k].name, kept[i].name) == 0)
+                                kept[i].shares = nc->classes[k].shares;
+        }
+        memcpy(nc->classes, kept, run->nclasses * sizeof(kept[0]));
+        nc->nclasses = run->nclasses;
+}
+
 static void daemon_reload(Daemon *d)
 {
         Config nc;
@@ -193,18 +227,34 @@ static void daemon_reload(Daemon *d)
                 log_msg(LOG_ERR, "reload failed (%s); keeping the running configuration",
                         strerror(-r));
         } else {
+                char live[512], restart[512];
+
                 log_set_level(nc.log_level);
                 jobtable_configure(&d->jobs, nc.max_running, nc.max_queued, nc.retention_ns,
                                    nc.retention_max);
+                apply_quotas(d, &nc);
                 server_set_max_message(d->server, nc.max_message);
                 plugin_host_set_max_result(nc.max_message);
-                if (strcmp(nc.socket_path, d->cfg.socket_path) != 0)
-                        log_msg(LOG_NOTICE, "socket changed to %s: takes effect at restart",
-                                nc.socket_path);
+                /* systemd's socket is what we listen on, whatever the file says */
+                if (d->socket_activated) {
+                        char *path = strdup(d->cfg.socket_path);
+                        if (path) {
+                                free(nc.socket_path);
+                                nc.socket_path = path;
+                        }
+                }
                 reload_class_shares(d, &nc);
-                if (!config_sched_equal(&nc, &d->cfg))
-                        log_msg(LOG_NOTICE, "workers, [scheduler] or the set of [class.*] "
-                                            "sections changed: takes effect at restart");
+                config_diff(&d->cfg, &nc, live, sizeof(live), restart, sizeof(restart));
+                log_msg(restart[0] ? LOG_NOTICE : LOG_INFO, "configuration reloaded: %s%s%s%s",
+                        live[0] ? "applied " : "", live[0] ? live : "no live setting changed",
+                        restart[0] ? "; needs a restart (running on the old values until then): "
+                                   : "",
+                        restart);
+                /* d->cfg says what runs: the keys that need a restart keep their running
+                 * values, so the next reload names them again */
+                nc.workers = d->cfg.workers;
+                nc.sched = d->cfg.sched;
+                keep_running_classes(&d->cfg, &nc);
                 /* keep the path we listen on, so shutdown unlinks the right file */
                 free(nc.socket_path);
                 nc.socket_path = d->cfg.socket_path;
@@ -391,6 +441,7 @@ static int daemon_shutdown(Daemon *d)
                 _exit(0);
         }
         plugin_host_free();
+        opener_stop();
         return 0;
 }
 
@@ -445,6 +496,48 @@ static int start_job_scheduler(Daemon *d)
         return 0;
 }
 
+/*
+ * fiberd --check-config: load the configuration as a start would (the file's keys and
+ * values, then whether a scheduling group layout fits the [scheduler] keys on this
+ * machine), print the effective settings to stdout and the layout as a comment.
+ * Return: the exit status, 0 when valid, 1 when not (the reason logged to stderr).
+ */
+static int check_config(const ConfigArgs *args)
+{
+        SchedTopology *topo = malloc(sizeof(*topo));
+        SchedConfig scfg;
+        SchedPlan plan;
+        Config c;
+        int r;
+
+        if (!topo || config_load(&c, args) < 0) {
+                free(topo);
+                return 1;
+        }
+        scfg = c.sched;
+        scfg.concurrency = c.workers;
+        r = sched_topology_detect(topo);
+        if (r == 0)
+                r = sched_plan(&scfg, topo, &plan);
+        if (r < 0) {
+                log_msg(LOG_ERR,
+                        "no scheduling group layout fits workers = %u, groups = %u, "
+                        "group_size = %u on %u CPUs: %s",
+                        c.workers, scfg.groups, scfg.group_size, topo->ncpus, strerror(-r));
+                r = 1;
+        } else if (config_print(&c, stdout) < 0) {
+                r = 1;
+        } else {
+                printf("# job scheduler on this machine: %u scheduling group(s) of %u "
+                       "worker(s), NUMA %s\n",
+                       plan.groups, plan.group_size, plan.numa ? "on" : "off");
+                r = fflush(stdout) == 0 ? 0 : 1;
+        }
+        config_done(&c);
+        free(topo);
+        return r;
+}
+
 int main(int argc, char **argv)
 {
         Daemon *d = &daemon_state;
@@ -457,6 +550,8 @@ int main(int argc, char **argv)
         r = config_parse_args(&d->args, argc, argv);
         if (r != 0)
                 return r > 0 ? 0 : EXIT_USAGE;
+        if (d->args.check_config)
+                return check_config(&d->args);
         r = config_load(&d->cfg, &d->args);
         if (r < 0)
                 return EXIT_CONFIG;
@@ -493,9 +588,15 @@ int main(int argc, char **argv)
                           d->cfg.max_queued, d->cfg.retention_ns, d->cfg.retention_max);
         if (r < 0)
                 return EXIT_OSERR;
+        apply_quotas(d, &d->cfg);
         /* main.c owns both the table and the plugin host: it wires one to the other */
         jobtable_set_hooks(&d->jobs,
                            &(JobTableHooks){.run = plugin_host_run, .cancel = plugin_host_cancel});
+        r = opener_start(0);
+        if (r < 0) {
+                log_msg(LOG_ERR, "cannot start the opener threads: %s", strerror(-r));
+                return EXIT_OSERR;
+        }
         r = plugin_host_init(d->cfg.plugin_dir, d->cfg.max_message);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot load plugins from %s: %s", d->cfg.plugin_dir,

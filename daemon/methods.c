@@ -5,8 +5,10 @@
  *
  * Each runs in its own request fiber (server.c), reads its params with ipc/value.h
  * (which words the INVALID_ARGUMENT messages), and packs one result object. Access
- * rule: a job is visible to its owner and to root only (PERMISSION_DENIED otherwise,
- * and absent from job.list).
+ * (access.h): every client may ping, list plugins, read stats and its own jobs; job.submit
+ * and job.run need the submit tier, a negative priority the admin tier
+ * (PERMISSION_DENIED naming the tier); another user's job is visible to admins only,
+ * and to anyone else answers NOT_FOUND worded as for an id that never existed.
  *
  * job.wait parks on the job's `finished` event in slices of at most a second, so a
  * waiter whose connection broke stops waiting instead of holding its fiber until the
@@ -14,6 +16,7 @@
  * request, gearman's SUBMIT_JOB: one round trip per job. The job is accepted before the
  * wait starts, so a client that goes away leaves it running, as after job.submit.
  */
+#include "daemon/access.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/plugin_host.h"
@@ -44,7 +47,22 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
         if (r < 0)
                 return r;
         j = jobtable_get(&d->jobs, id);
+        if (j && j->owner != req->uid && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN) {
+                /* not yours: as if it did not exist, so ids leak nothing */
+                j = job_unref(j);
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                      "no job %llu of yours (finished jobs are kept for %llu "
+                                      "minutes)",
+                                      (unsigned long long)id,
+                                      (unsigned long long)retention_minutes(d));
+        }
         if (!j) {
+                if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                        return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                              "no job %llu of yours (finished jobs are kept "
+                                              "for %llu minutes)",
+                                              (unsigned long long)id,
+                                              (unsigned long long)retention_minutes(d));
                 if (id == 0 || id >= d->jobs.next_id)
                         return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT, "no job %llu",
                                               (unsigned long long)id);
@@ -53,15 +71,20 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
                                       (unsigned long long)id,
                                       (unsigned long long)retention_minutes(d));
         }
-        if (req->uid != 0 && req->uid != j->owner) {
-                job_unref(j);
-                return ipc_status_set(st, IPC_PERMISSION_DENIED, -EACCES,
-                                      "job %llu belongs to uid %u; only its owner and root may "
-                                      "see or cancel it",
-                                      (unsigned long long)id, (unsigned)j->owner);
-        }
         *ret = j;
         return 0;
+}
+
+/* PERMISSION_DENIED for @what, naming the tier it needs and who has it. */
+static int access_denied(Daemon *d, AccessTier needed, const char *what, IpcStatus *st)
+{
+        char who[160];
+
+        access_who_has(&d->cfg, needed, who, sizeof(who));
+        return ipc_status_set(st, IPC_PERMISSION_DENIED, -EACCES,
+                              "%s needs the %s tier (held by %s; see [access] in fiberd's "
+                              "config)",
+                              what, access_tier_name(needed), who);
 }
 
 static int pack_record(Daemon *d, Job *j, msgpack_packer *pk)
@@ -145,9 +168,12 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
         int cls = 0;
         char cname[128];
         const Plugin *p;
+        JobOrigin origin;
         Job *j;
         int r;
 
+        if (access_tier(&d->cfg, req->creds) < ACCESS_SUBMIT)
+                return access_denied(d, ACCESS_SUBMIT, "submitting a job", st);
         r = ipc_read_strv(ipc_array_at(params, IPC_SUBMIT_PARAM_PLUGIN), "plugin", &name, &name_len,
                           st);
         if (r < 0)
@@ -178,6 +204,8 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                 if (r < 0)
                         return r;
         }
+        if (priority < 0 && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                return access_denied(d, ACCESS_ADMIN, "a negative priority", st);
         if (timeout_ms > UINT64_MAX / NSEC_PER_MSEC)
                 return ipc_status_set(st, IPC_INVALID_ARGUMENT, -ERANGE,
                                       "timeout_ms: %llu is too large",
@@ -197,13 +225,28 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
         r = plugin_host_check_args(p, args, st);
         if (r < 0)
                 return r;
-        r = jobtable_submit(&d->jobs, req->uid, p, cname, args, (int)priority,
+        origin = (JobOrigin){.creds = req->creds, .fds = req->fds, .n_fds = req->n_fds};
+        r = jobtable_submit(&d->jobs, &origin, p, cname, args, (int)priority,
                             timeout_ms * NSEC_PER_MSEC, (unsigned)cls,
                             sched_class_name(d->job_sched, (unsigned)cls), &j);
+        req->fds = origin.fds; /* NULL when the job took them */
+        req->n_fds = origin.n_fds;
         if (r == -EAGAIN)
                 return ipc_status_set(st, IPC_OVERLOADED, r,
                                       "%zu jobs are queued already (max_queued); retry later",
                                       d->jobs.max_queued);
+        if (r == -EDQUOT)
+                return ipc_status_set(st, IPC_OVERLOADED, r,
+                                      "uid %u has %zu jobs queued already "
+                                      "(max_queued_per_user); retry later",
+                                      (unsigned)req->uid,
+                                      d->jobs.dispatch.quotas.max_queued_per_user);
+        if (r == -EBUSY)
+                return ipc_status_set(st, IPC_OVERLOADED, r,
+                                      "uid %u submits faster than %u jobs a second "
+                                      "(submit_rate_per_user); retry later",
+                                      (unsigned)req->uid,
+                                      d->jobs.dispatch.quotas.submit_rate_per_user);
         if (r == -ESHUTDOWN)
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
         if (r < 0)
@@ -374,11 +417,12 @@ typedef struct ListFilter {
         const char *plugin; /* view, NULL = any */
         size_t plugin_len;
         uid_t uid;
+        bool all; /* every user's jobs (an admin asks) */
 } ListFilter;
 
 static bool list_match(const ListFilter *f, const Job *j)
 {
-        if (f->uid != 0 && f->uid != j->owner)
+        if (!f->all && f->uid != j->owner)
                 return false;
         if (f->by_state && j->state != f->state)
                 return false;
@@ -388,12 +432,77 @@ static bool list_match(const ListFilter *f, const Job *j)
         return true;
 }
 
+/* The bytes a job.list answer's records may take: under the daemon's message cap and
+ * the client decoder's default one, less room for the envelope. */
+static size_t list_budget(const Daemon *d)
+{
+        size_t cap = d->cfg.max_message < IPC_DEFAULT_MAX_MESSAGE ? d->cfg.max_message
+                                                                  : IPC_DEFAULT_MAX_MESSAGE;
+        return cap - cap / 16;
+}
+
+/* Appends the @len bytes at @buf to @pk's output as they are (already msgpack). */
+static int list_pack_raw(msgpack_packer *pk, const char *buf, size_t len)
+{
+        return len ? pk->callback(pk->data, buf, len) : 0;
+}
+
+/*
+ * One page of job.list: the jobs matching @f with an id below @cursor (0: from the
+ * newest), newest first, at most @limit of them and no more bytes than list_budget()
+ * (one record at least, so every page moves on). Packs {jobs, next_cursor}: the id of
+ * the page's last job when more match, else nil. Return: 0; -ENOMEM.
+ */
+static int list_pack_page(Daemon *d, const ListFilter *f, uint64_t cursor, uint64_t limit,
+                          msgpack_packer *pk)
+{
+        size_t budget = list_budget(d);
+        msgpack_sbuffer body;
+        msgpack_packer bp;
+        uint64_t next = 0, last = 0;
+        uint32_t n = 0;
+        int r = 0;
+
+        msgpack_sbuffer_init(&body);
+        msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
+        jobtable_lock(&d->jobs);
+        for (Job *j = jobtable_prev_locked(&d->jobs, NULL); j;
+             j = jobtable_prev_locked(&d->jobs, j)) {
+                size_t before = body.size;
+
+                if ((cursor && j->id >= cursor) || !list_match(f, j))
+                        continue;
+                if (n == limit) {
+                        next = last;
+                        break;
+                }
+                if ((r = job_pack_record(&bp, j, true)) < 0)
+                        break;
+                if (body.size > budget && n > 0) {
+                        body.size = before; /* this record starts the next page */
+                        next = last;
+                        break;
+                }
+                n++;
+                last = j->id;
+        }
+        jobtable_unlock(&d->jobs);
+        if (r == 0)
+                r = msgpack_pack_map(pk, 2) | ipc_pack_cstr(pk, IPC_KEY_JOBS) |
+                    msgpack_pack_array(pk, n) | list_pack_raw(pk, body.data, body.size) |
+                    (next ? ipc_pack_kv_uint(pk, IPC_KEY_NEXT_CURSOR, next)
+                          : ipc_pack_kv_nil(pk, IPC_KEY_NEXT_CURSOR));
+        msgpack_sbuffer_destroy(&body);
+        return r ? -ENOMEM : 0;
+}
+
 static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
         const msgpack_object *filter = NULL, *o;
-        ListFilter f = {.uid = req->uid};
-        uint64_t limit = UINT64_MAX, matches = 0, skip;
+        ListFilter f = {.uid = req->uid, .all = access_tier(&d->cfg, req->creds) == ACCESS_ADMIN};
+        uint64_t limit = UINT64_MAX, matches = 0, skip, cursor = 0;
+        bool paged = false;
         const char *sv;
         size_t sl;
         int r = 0;
@@ -419,30 +528,58 @@ static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
                 } else if (ipc_object_streq(&kv->key, IPC_FILTER_LIMIT)) {
                         if ((r = ipc_read_uint(&kv->val, IPC_FILTER_LIMIT, &limit, st)) < 0)
                                 return r;
+                } else if (ipc_object_streq(&kv->key, IPC_FILTER_CURSOR)) {
+                        /* nil or 0: the first page */
+                        if (!ipc_object_is_nil(&kv->val) &&
+                            (r = ipc_read_uint(&kv->val, IPC_FILTER_CURSOR, &cursor, st)) < 0)
+                                return r;
+                        paged = true;
                 } else {
                         return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
-                                              "unknown filter key; the keys are state, plugin "
-                                              "and limit");
+                                              "unknown filter key; the keys are state, plugin, "
+                                              "limit and cursor");
                 }
         }
+        if (paged)
+                return list_pack_page(d, &f, cursor,
+                                      limit < IPC_LIST_PAGE_MAX ? limit : IPC_LIST_PAGE_MAX, pk);
+        /* Without a cursor: one array, oldest first, as before pages; refused rather than
+         * sent when it would pass the message cap (the client could not read it). */
+        msgpack_sbuffer body;
+        msgpack_packer bp;
+        uint64_t count;
+
+        msgpack_sbuffer_init(&body);
+        msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
         jobtable_lock(&d->jobs);
         for (Job *j = jobtable_next_locked(&d->jobs, NULL); j;
              j = jobtable_next_locked(&d->jobs, j))
                 matches += list_match(&f, j);
         skip = matches > limit ? matches - limit : 0;
-        r |= msgpack_pack_array(pk, (uint32_t)(matches - skip));
-        for (Job *j = jobtable_next_locked(&d->jobs, NULL); j && r == 0;
-             j = jobtable_next_locked(&d->jobs, j)) {
+        count = matches - skip;
+        for (Job *j = jobtable_next_locked(&d->jobs, NULL);
+             j && r == 0 && body.size <= list_budget(d); j = jobtable_next_locked(&d->jobs, j)) {
                 if (!list_match(&f, j))
                         continue;
                 if (skip) {
                         skip--;
                         continue;
                 }
-                r |= job_pack_record(pk, j, true);
+                r |= job_pack_record(&bp, j, true);
         }
         jobtable_unlock(&d->jobs);
-        return r ? -ENOMEM : 0;
+        if (r != 0)
+                r = -ENOMEM;
+        else if (body.size > list_budget(d))
+                r = ipc_status_set(st, IPC_MESSAGE_TOO_LARGE, -EMSGSIZE,
+                                   "%llu jobs match, more than one answer holds: ask for pages "
+                                   "with the filter key \"cursor\" (fiberctl list does), or "
+                                   "set a limit",
+                                   (unsigned long long)count);
+        else if (msgpack_pack_array(pk, (uint32_t)count) | list_pack_raw(pk, body.data, body.size))
+                r = -ENOMEM;
+        msgpack_sbuffer_destroy(&body);
+        return r;
 }
 
 static int method_stats(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)

@@ -34,12 +34,14 @@
  */
 #include "daemon/jobtable.h"
 #include "daemon/log.h"
+#include "daemon/opener.h"
 #include "daemon/plugin_host.h"
 #include "ipc/value.h"
 #include "plugins/loader.h"
 #include "scheduler/base/list.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdarg.h>
@@ -558,6 +560,53 @@ static int host_join(FiberdJob *hj, FiberdChild *c, void *ret_arg)
         return r;
 }
 
+/* ------------------------------------------------------------------ the submitter */
+
+static uid_t host_job_uid(FiberdJob *hj)
+{
+        return hj->job->creds->uid;
+}
+
+static gid_t host_job_gid(FiberdJob *hj)
+{
+        return hj->job->creds->gid;
+}
+
+static int host_open(FiberdJob *hj, const char *path, int flags)
+{
+        int fd, r;
+
+        if (!path)
+                return -EINVAL;
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        r = opener_open(hj->job->creds, path, flags, &fd);
+        return r < 0 ? r : fd;
+}
+
+static int host_arg_fd(FiberdJob *hj, const char *key)
+{
+        const msgpack_object *o = arg_find(hj, key);
+        uint32_t idx;
+        int fd;
+
+        if (!o)
+                return -ENOENT;
+        if (!ipc_object_fd_index(o, &idx)) {
+                hj_recordf(hj, -EINVAL, IPC_INVALID_ARGUMENT,
+                           "%s: expected a file passed with the request, got %s", key,
+                           ipc_object_type_name(o));
+                return -EINVAL;
+        }
+        if (idx >= hj->job->n_fds) { /* the server checked; a safety net */
+                hj_recordf(hj, -EINVAL, IPC_INVALID_ARGUMENT, "%s: no fd %u was passed", key,
+                           (unsigned)idx);
+                return -EINVAL;
+        }
+        fd = fcntl(hj->job->fds[idx], F_DUPFD_CLOEXEC, 3);
+        return fd < 0 ? -errno : fd;
+}
+
 /* ------------------------------------------------------------------ logging ----- */
 
 static void host_log(FiberdJob *hj, int level, const char *fmt, ...)
@@ -598,6 +647,10 @@ const FiberdHost plugin_host_functions = {
         .spawn = host_spawn,
         .join = host_join,
         .log = host_log,
+        .job_uid = host_job_uid,
+        .job_gid = host_job_gid,
+        .open = host_open,
+        .arg_fd = host_arg_fd,
         .need_preempt = host_need_preempt,
         .maybe_yield = host_maybe_yield,
 };

@@ -16,6 +16,7 @@
 #include "daemon/log.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
+#include "ipc/value.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/epoll.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -53,6 +55,10 @@ struct Conn {
         int refs; /* atomic */
         uid_t uid;
         pid_t pid;
+        Creds *creds;                /* referenced; shared with every request */
+        int fds[IPC_FDS_QUEUED_MAX]; /* received, not yet claimed by a request: the
+                                      * reader fiber's, oldest first */
+        size_t n_fds;
         bool closed;           /* atomic: shut down after an error */
         unsigned in_flight;    /* atomic */
         FiberMutex write_lock; /* one response on the wire at a time */
@@ -166,6 +172,9 @@ static Conn *conn_unref(Conn *c)
         if (!c || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
                 return NULL;
         close(c->fd);
+        for (size_t i = 0; i < c->n_fds; i++)
+                close(c->fds[i]);
+        creds_unref(c->creds);
         ipc_decoder_free(c->decoder);
         STAT_ADD(c->server, connections, -1);
         free(c);
@@ -239,6 +248,16 @@ static void conn_send_notice(Conn *c, const char *code, const char *text)
 
 /* ------------------------------------------------------------------ requests ---- */
 
+static void request_free(Request *req)
+{
+        for (size_t i = 0; i < req->n_fds; i++)
+                close(req->fds[i]);
+        free(req->fds);
+        creds_unref(req->creds);
+        ipc_message_clear(&req->msg);
+        free(req);
+}
+
 static void request_main(void *arg)
 {
         Request *req = arg;
@@ -281,11 +300,44 @@ static void request_main(void *arg)
 
         msgpack_sbuffer_destroy(&out);
         msgpack_sbuffer_destroy(&result);
-        ipc_message_clear(&req->msg);
-        free(req);
+        request_free(req);
         __atomic_sub_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
         STAT_ADD(s, in_flight, -1);
         conn_unref(c);
+}
+
+/* Moves the fds @req's params refer to from the front of @c's queue into @req.
+ * Return: 0; -EBADF when fewer were sent; -ENOMEM. Context: the reader fiber. */
+static int conn_claim_fds(Conn *c, Request *req)
+{
+        uint32_t need = ipc_object_fds_needed(&req->msg.params);
+
+        if (need == 0)
+                return 0;
+        if (need > c->n_fds)
+                return -EBADF;
+        req->fds = malloc(need * sizeof(int));
+        if (!req->fds)
+                return -ENOMEM;
+        memcpy(req->fds, c->fds, need * sizeof(int));
+        req->n_fds = need;
+        c->n_fds -= need;
+        memmove(c->fds, c->fds + need, c->n_fds * sizeof(int));
+        return 0;
+}
+
+/* Closes the fds @msg refers to, for a message that is not handled (refused, or not a
+ * request), so the ones behind them stay paired with their own requests. */
+static void conn_drop_fds(Conn *c, const IpcMessage *msg)
+{
+        uint32_t need = ipc_object_fds_needed(&msg->params);
+
+        if (need > c->n_fds)
+                need = (uint32_t)c->n_fds;
+        for (uint32_t i = 0; i < need; i++)
+                close(c->fds[i]);
+        c->n_fds -= need;
+        memmove(c->fds, c->fds + need, c->n_fds * sizeof(int));
 }
 
 /* Starts a request fiber for @msg (taken over). Context: the connection's reader. */
@@ -297,6 +349,7 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
         int r;
 
         if (msg->type != IPC_REQUEST) {
+                conn_drop_fds(c, msg);
                 ipc_message_clear(msg); /* responses and notifications: nothing to answer */
                 return;
         }
@@ -305,12 +358,14 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
                 conn_send_error(c, msg->msgid, IPC_OVERLOADED,
                                 "too many requests in flight on this connection; wait for "
                                 "some responses first");
+                conn_drop_fds(c, msg);
                 ipc_message_clear(msg);
                 return;
         }
         req = calloc(1, sizeof(*req));
         if (!req) {
                 conn_send_error(c, msg->msgid, IPC_OUT_OF_MEMORY, "fiberd is out of memory");
+                conn_drop_fds(c, msg);
                 ipc_message_clear(msg);
                 return;
         }
@@ -318,8 +373,21 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
         req->conn = conn_ref(c);
         req->uid = c->uid;
         req->pid = c->pid;
+        req->creds = creds_ref(c->creds);
         req->msg = *msg;
         memset(msg, 0, sizeof(*msg));
+        r = conn_claim_fds(c, req);
+        if (r < 0) {
+                conn_send_error(c, req->msg.msgid,
+                                r == -ENOMEM ? IPC_OUT_OF_MEMORY : IPC_INVALID_ARGUMENT,
+                                r == -ENOMEM ? "fiberd is out of memory"
+                                             : "the request refers to more fds than were sent "
+                                               "with it (SCM_RIGHTS); see PROTOCOL.md, "
+                                               "\"Passing files\"");
+                request_free(req);
+                conn_unref(c);
+                return;
+        }
         __atomic_add_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
         STAT_ADD(s, in_flight, 1);
         /*
@@ -338,8 +406,7 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
         if (r < 0) {
                 conn_send_error(c, req->msg.msgid, IPC_OVERLOADED,
                                 "fiberd has no fiber left for this request; retry later");
-                ipc_message_clear(&req->msg);
-                free(req);
+                request_free(req);
                 __atomic_sub_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
                 STAT_ADD(s, in_flight, -1);
                 conn_unref(c);
@@ -366,6 +433,57 @@ static bool conn_protocol_error(Conn *c, int err)
         return fatal;
 }
 
+/*
+ * Reads into @buf like fiber_read(), and queues the fds that come along (SCM_RIGHTS).
+ * Return: bytes (0 at end of stream); -errno; -EMFILE when more fds arrive than the
+ * queue holds (they are closed). Context: the reader fiber; parks.
+ */
+static ssize_t conn_recv(Conn *c, void *buf, size_t len)
+{
+        union {
+                char buf[CMSG_SPACE(IPC_FDS_PER_REQUEST_MAX * sizeof(int))];
+                struct cmsghdr align;
+        } control;
+        struct iovec iov = {.iov_base = buf, .iov_len = len};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        bool overflow = false;
+        ssize_t n;
+        int r;
+
+        for (;;) {
+                mh.msg_control = control.buf;
+                mh.msg_controllen = sizeof(control.buf);
+                n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+                if (n >= 0)
+                        break;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN)
+                        return -errno;
+                r = fiber_wait_fd(c->fd, EPOLLIN, SCHED_FOREVER);
+                if (r < 0)
+                        return r;
+        }
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+                if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < nfd; i++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+                        if (c->n_fds < IPC_FDS_QUEUED_MAX) {
+                                c->fds[c->n_fds++] = fd;
+                        } else {
+                                close(fd);
+                                overflow = true;
+                        }
+                }
+        }
+        if (overflow || (mh.msg_flags & MSG_CTRUNC))
+                return -EMFILE;
+        return n;
+}
+
 static void conn_reader(void *arg)
 {
         Conn *c = arg;
@@ -382,7 +500,18 @@ static void conn_reader(void *arg)
                         fatal = conn_protocol_error(c, r);
                         break;
                 }
-                n = fiber_read(c->fd, buf, len, SCHED_FOREVER);
+                n = conn_recv(c, buf, len);
+                if (n == -EMFILE) {
+                        log_msg(LOG_NOTICE,
+                                "client uid %u pid %d sent more fds than fiberd keeps "
+                                "(%d a message, %d unclaimed); closing its connection",
+                                (unsigned)c->uid, (int)c->pid, IPC_FDS_PER_REQUEST_MAX,
+                                IPC_FDS_QUEUED_MAX);
+                        conn_send_notice(c, IPC_INVALID_ARGUMENT,
+                                         "too many fds sent (SCM_RIGHTS); see PROTOCOL.md");
+                        fatal = true;
+                        break;
+                }
                 if (n <= 0)
                         break; /* end of stream, reset, or cancelled */
                 ipc_decoder_commit(c->decoder, (size_t)n);
@@ -410,8 +539,7 @@ static void server_accept_loop(void *arg)
 
         for (;;) {
                 FiberAttr attr = {.group = s->group, .detached = true};
-                struct ucred cred = {0};
-                socklen_t clen = sizeof(cred);
+                Creds *creds;
                 Conn *c;
                 int fd = fiber_accept(s->listen_fd, SCHED_FOREVER);
 
@@ -424,7 +552,7 @@ static void server_accept_loop(void *arg)
                                 return;
                         continue;
                 }
-                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+                if (creds_from_socket(fd, &creds) < 0) {
                         close(fd);
                         continue;
                 }
@@ -432,14 +560,16 @@ static void server_accept_loop(void *arg)
                 if (!c || ipc_decoder_new(&c->decoder,
                                           __atomic_load_n(&s->max_message, __ATOMIC_RELAXED)) < 0) {
                         free(c);
+                        creds_unref(creds);
                         close(fd);
                         continue;
                 }
                 c->server = s;
                 c->fd = fd;
                 c->refs = 1;
-                c->uid = cred.uid;
-                c->pid = cred.pid;
+                c->uid = creds->uid;
+                c->pid = creds->pid;
+                c->creds = creds;
                 fiber_mutex_init(&c->write_lock);
                 STAT_ADD(s, connections, 1);
                 STAT_ADD(s, accepted, 1);

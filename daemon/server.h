@@ -19,6 +19,13 @@
  *
  * A Conn is reference counted: the reader holds one, every request fiber one; the fd
  * is closed when the last goes.
+ *
+ * Credentials and fds: the peer's uid, gid and groups are read once at accept
+ * (creds.h) and every request carries them. The reader receives with recvmsg(2), so
+ * fds a client sends as SCM_RIGHTS are queued on the connection in arrival order; each
+ * request takes as many from the front as its params refer to (ipc_object_fds_needed():
+ * PROTOCOL.md, "Passing files"), and a request that refers to more than were sent gets
+ * INVALID_ARGUMENT. Fds nobody claims are closed with the connection.
  */
 #ifndef FIBERD_DAEMON_SERVER_H
 #define FIBERD_DAEMON_SERVER_H
@@ -30,6 +37,7 @@
 
 #include <msgpack.h>
 
+#include "daemon/creds.h"
 #include "ipc/decoder.h"
 #include "ipc/status.h"
 #include "scheduler/sched.h"
@@ -43,6 +51,10 @@ typedef struct Request {
         Conn *conn;
         uid_t uid; /* the client's uid (SO_PEERCRED) */
         pid_t pid;
+        Creds *creds; /* the client's uid, gid and groups: the connection's, referenced */
+        int *fds;     /* owned: the fds sent with this request (SCM_RIGHTS), in order; a
+                         * method may take the array (set it NULL); closed with the request */
+        size_t n_fds;
         IpcMessage msg; /* owned: params live in msg.zone */
 } Request;
 

@@ -11,6 +11,7 @@
  *   decoder.h  bytes in, whole MessagePack-RPC messages out, with a size cap
  *   encoder.h  requests, responses, error responses and notifications out
  *   value.h    typed reads out of decoded maps and arrays, with clear errors
+ *   socket_path.h  the default socket path both sides agree on (reads the environment)
  *
  * Built as $(BUILD)/libipc.a; link with $(IPC_LIBS) (ipc/build.mk).
  */
@@ -20,6 +21,7 @@
 #include "ipc/decoder.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
+#include "ipc/socket_path.h"
 #include "ipc/status.h"
 #include "ipc/value.h"
 

@@ -39,6 +39,15 @@
 /* The notification the server sends before it closes a broken stream. */
 #define IPC_NOTIFY_CONNECTION_ERROR "connection.error" /* [{code, message}] */
 
+/* ---- credentials (PROTOCOL.md, "Passing files") ------------------------------------ */
+
+/* An fd argument: msgpack ext type 1 whose data is the fd's index (a 4-byte big-endian
+ * unsigned integer, fixext 4) among the fds sent with the request as SCM_RIGHTS. */
+#define IPC_EXT_FD 1
+/* Most fds one request may carry; a connection holds at most IPC_FDS_QUEUED_MAX unclaimed. */
+#define IPC_FDS_PER_REQUEST_MAX 8
+#define IPC_FDS_QUEUED_MAX 32
+
 /* job.submit [plugin, args, options]; job.run [plugin, args, options, timeout_ms]: the
  * first three as job.submit's, then job.wait's timeout_ms (the wait, not the job's). */
 enum {
@@ -177,6 +186,14 @@ enum {
 #define IPC_GROUP_JOBS_FMT "jobs-%u" /* then the job scheduler's, from 0 */
 #define IPC_QUEUE_POLICY_SHARED "shared"
 #define IPC_QUEUE_POLICY_LOCAL "local"
+
+/* job.list pages (PROTOCOL.md, "job.list"): the filter key "cursor" asks for a page,
+ * newest first; the result is then {jobs: [records], next_cursor: id or nil}. A page
+ * holds at most IPC_LIST_PAGE_MAX records (limit lowers it) and stops short of the
+ * message cap, so no answer passes it however many jobs there are. */
+#define IPC_FILTER_CURSOR "cursor"
+#define IPC_KEY_NEXT_CURSOR "next_cursor"
+#define IPC_LIST_PAGE_MAX 1000
 
 /* ---- error codes (PROTOCOL.md, "Errors") -------------------------------------------- */
 

@@ -255,3 +255,33 @@ int ipc_read_error(const msgpack_object *err, IpcStatus *ret)
         }
         return 1;
 }
+
+bool ipc_object_fd_index(const msgpack_object *o, uint32_t *ret)
+{
+        const unsigned char *p;
+
+        if (!o || o->type != MSGPACK_OBJECT_EXT || o->via.ext.type != IPC_EXT_FD ||
+            o->via.ext.size != 4)
+                return false;
+        p = (const unsigned char *)o->via.ext.ptr;
+        *ret = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        return true;
+}
+
+uint32_t ipc_object_fds_needed(const msgpack_object *o)
+{
+        uint32_t need = 0, idx, n;
+
+        if (ipc_object_fd_index(o, &idx))
+                return idx == UINT32_MAX ? UINT32_MAX : idx + 1;
+        if (o->type == MSGPACK_OBJECT_ARRAY) {
+                for (uint32_t i = 0; i < o->via.array.size; i++)
+                        if ((n = ipc_object_fds_needed(&o->via.array.ptr[i])) > need)
+                                need = n;
+        } else if (o->type == MSGPACK_OBJECT_MAP) {
+                for (uint32_t i = 0; i < o->via.map.size; i++)
+                        if ((n = ipc_object_fds_needed(&o->via.map.ptr[i].val)) > need)
+                                need = n;
+        }
+        return need;
+}

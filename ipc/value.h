@@ -89,6 +89,19 @@ int ipc_read_array(const msgpack_object *o, const char *what, const msgpack_obje
                    IpcStatus *st);
 
 /*
+ * ipc_object_fd_index - true when @o is an fd argument (ext IPC_EXT_FD, PROTOCOL.md),
+ * with its index in *@ret (written only then). Pure.
+ */
+bool ipc_object_fd_index(const msgpack_object *o, uint32_t *ret);
+
+/*
+ * ipc_object_fds_needed - how many fds a request whose params are @o must carry: one
+ * more than the highest fd index anywhere inside @o (0 when none), at most
+ * UINT32_MAX. Recursion is bounded by the decoder's nesting limit. Pure.
+ */
+uint32_t ipc_object_fds_needed(const msgpack_object *o);
+
+/*
  * ipc_read_error - parse a response's error object (a map {"code", "message"}) into @ret.
  * Unknown codes become IPC_INTERNAL (error -EIO) with the original code kept at the front of the
  * message; a malformed error object gives -EPROTO (and @ret describes that).

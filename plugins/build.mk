@@ -8,6 +8,7 @@
 #   $(TEST_PLUGINS)                the bad test plugins, in $(BUILD)/tests/plugins
 #   $(PLUGIN_INSTALL_DIR)          the default plugin directory, for -DFIBERD_PLUGIN_DIR
 #   install-plugins                bundled plugins, header and .pc under $(DESTDIR)$(PREFIX)
+#   uninstall-plugins              removes exactly those (and their directories, if empty)
 #
 # Plugins are linked with -z defs: a plugin that used a symbol of the daemon (rather than
 # the host table) would fail to link here instead of failing to load. Sanitizer builds
@@ -92,3 +93,14 @@ install-plugins: $(BUNDLED_PLUGINS)
 	install -m 0644 plugins/fiberd/plugin.h $(DESTDIR)$(PREFIX)/include/fiberd/plugin.h
 	$(call gen_plugin_pc,$(DESTDIR)$(PREFIX)/lib/pkgconfig/fiberd-plugin.pc)
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/fiberd-plugin.pc
+
+# Removes what install-plugins put, by name (a plugin the operator dropped into the
+# directory stays, and so does the directory then).
+.PHONY: uninstall-plugins
+uninstall: uninstall-plugins
+uninstall-plugins:
+	rm -f $(BUNDLED_PLUGIN_NAMES:%=$(DESTDIR)$(PLUGIN_INSTALL_DIR)/%.so) \
+		$(DESTDIR)$(PREFIX)/include/fiberd/plugin.h \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig/fiberd-plugin.pc
+	rmdir $(DESTDIR)$(PLUGIN_INSTALL_DIR) $(DESTDIR)$(PREFIX)/lib/fiberd \
+		$(DESTDIR)$(PREFIX)/include/fiberd 2>/dev/null || true

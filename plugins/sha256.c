@@ -3,6 +3,11 @@
  * sha256.c — the bundled "sha256" plugin: the SHA-256 digest of one file.
  *
  * Args {"path": FILE} → result {"path": FILE, "sha256": 64 hex digits, "bytes": size}.
+ * FILE is a path, opened with host->open() as the job's submitter (so a user gets
+ * PERMISSION_DENIED for /etc/shadow even when fiberd runs as root, and INVALID_ARGUMENT
+ * for a FIFO instead of a worker blocked in open(2)), or a file the client passed
+ * (host->arg_fd(): `fiberctl submit sha256 path=@FILE`); then "path" in the result is
+ * "(passed fd)". Either way only a regular file is hashed.
  *
  * The file is read in 64 KiB chunks (a heap buffer: a fiber's stack is small), fed to
  * OpenSSL's EVP digest, with progress (bytes read of the size fstat() gave) reported and
@@ -61,14 +66,26 @@ static int sha256_run(FiberdJob *job, const FiberdHost *host)
         bool preemptible = FIBERD_HOST_HAS(host, maybe_yield) && host->maybe_yield;
         int fd, r;
 
-        r = host->arg_str(job, "path", path, sizeof(path));
-        if (r < 0)
-                return r;
-
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0) {
-                int e = errno;
-                return host->fail(job, -e, "cannot open %s: %s", path, strerror(e));
+        fd = FIBERD_HOST_HAS(host, arg_fd) ? host->arg_fd(job, "path") : -EINVAL;
+        if (fd >= 0) {
+                snprintf(path, sizeof(path), "(passed fd)");
+        } else if (fd != -EINVAL && fd != -ENOENT) {
+                return fd;
+        } else { /* a path, or nothing: arg_str() says which */
+                r = host->arg_str(job, "path", path, sizeof(path));
+                if (r < 0)
+                        return r;
+                if (!FIBERD_HOST_HAS(host, open))
+                        return host->fail(job, -ENOSYS,
+                                          "this fiberd cannot open files as the "
+                                          "job's submitter; upgrade it");
+                fd = host->open(job, path, O_RDONLY);
+                if (fd == -ECANCELED)
+                        return fd;
+                if (fd == -EINVAL)
+                        return host->fail(job, fd, "%s is not a regular file", path);
+                if (fd < 0)
+                        return host->fail(job, fd, "cannot open %s: %s", path, strerror(-fd));
         }
         if (fstat(fd, &st) < 0) {
                 int e = errno;

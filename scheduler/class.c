@@ -212,8 +212,7 @@ int sched_group_class_stats(const SchedulingGroup *g, unsigned cls, SchedClassSt
         snprintf(s.name, sizeof(s.name), "%s", c->name);
         s.shares = __atomic_load_n(&c->shares, __ATOMIC_RELAXED);
         if (g->nclasses == 1) {
-                for (unsigned i = 0; i < g->nworkers + g->nspare; i++)
-                        runtime += __atomic_load_n(&g->workers[i].runtime_tsc, __ATOMIC_RELAXED);
+                /* one class: no clock is read at switches, so no runtime is known */
                 s.queued = runq_size(&g->runq);
         } else {
                 runtime = __atomic_load_n(&c->runtime_tsc, __ATOMIC_RELAXED);

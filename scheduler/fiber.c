@@ -89,26 +89,25 @@ static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker
 #endif
 }
 
-/* The fiber that ran on @w until @now (if any) is charged for its time: to its class
- * (a group with classes) or to the worker's count. Then the CPU-control clocks restart
- * for @next (NULL: the idle loop). Context: @w's thread, at every switch. */
-static inline void account_switch(Worker *w, Fiber *next, uint64_t now)
+/* A switch on @w to @next (NULL: the idle loop). The switch count is what the monitor
+ * watches (a worker whose count stands still is inside one fiber) and what starts a
+ * new task quota (fiber_need_preempt() arms it lazily), so the common path costs a
+ * store and a load, no clock read. In a group with classes the fiber that ran is
+ * charged to its class, which takes a TSC read per switch. Context: @w's thread. */
+static inline void account_switch(Worker *w, Fiber *next)
 {
         SchedulingGroup *g = w->group;
-        Fiber *cur = w->current;
 
-        if (cur && w->run_tsc) {
-                uint64_t ran = now - w->run_tsc;
-                if (g->nclasses > 1 && cur->group == g)
-                        class_charge(g, cur, ran);
-                else
-                        __atomic_store_n(&w->runtime_tsc, w->runtime_tsc + ran, __ATOMIC_RELAXED);
+        if (UNLIKELY(g->nclasses > 1)) {
+                uint64_t now = clock_tsc_now();
+                Fiber *cur = w->current;
+                if (cur && w->run_tsc && cur->group == g)
+                        class_charge(g, cur, now - w->run_tsc);
+                w->run_tsc = next ? now : 0;
         }
         if (UNLIKELY(__atomic_load_n(&w->blocked, __ATOMIC_RELAXED)))
                 worker_unblock(w);
         __atomic_store_n(&w->run_seq, w->run_seq + 1, __ATOMIC_RELAXED);
-        __atomic_store_n(&w->run_tsc, next ? now : 0, __ATOMIC_RELAXED);
-        w->quota_end_tsc = now + g->quota_tsc;
 }
 
 static inline void note_running(Worker *w, Fiber *f)
@@ -117,14 +116,14 @@ static inline void note_running(Worker *w, Fiber *f)
          * only yielded (ready_tsc == 0) was never waiting for anything. */
         /* Atomic: an idle sibling may be looking at it to decide on stealing. */
         uint64_t ready = __atomic_load_n(&f->ready_tsc, __ATOMIC_RELAXED);
-        uint64_t now = clock_tsc_now();
         if (ready) {
+                uint64_t now = clock_tsc_now();
                 histogram_add(&w->latency, now - ready);
                 if (w->class_latency && f->group == w->group)
                         histogram_add(&w->class_latency[f->cls], now - ready);
                 __atomic_store_n(&f->ready_tsc, 0, __ATOMIC_RELAXED);
         }
-        account_switch(w, f, now);
+        account_switch(w, f);
         w->current = f;
         __atomic_store_n(&w->switches, w->switches + 1, __ATOMIC_RELAXED);
 }
@@ -139,7 +138,8 @@ static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
                 note_running(w, next);
                 switch_to(&self->ctx, &next->ctx, next, w, action == FIBER_ACT_EXIT);
         } else {
-                account_switch(w, NULL, clock_tsc_now());
+                account_switch(w, NULL);
+                __atomic_store_n(&w->running, false, __ATOMIC_RELAXED);
                 w->current = NULL;
                 switch_to(&self->ctx, &w->sched_ctx, NULL, w, action == FIBER_ACT_EXIT);
         }
@@ -158,6 +158,7 @@ void fiber_run(Worker *w, Fiber *f)
         w->prev = NULL;
         w->prev_action = FIBER_ACT_NONE;
         note_running(w, f);
+        __atomic_store_n(&w->running, true, __ATOMIC_RELAXED);
         monitor_wake(w->group);
         switch_to(&w->sched_ctx, &f->ctx, f, w, false);
         fiber_finish_switch(w);
@@ -383,7 +384,7 @@ int fiber_yield(void)
         if (!next) {
                 /* nothing else is ready: keep running, with a new task quota; for the
                  * monitor it is a switch (a fiber that yields is not stalled) */
-                account_switch(w, self, clock_tsc_now());
+                account_switch(w, self);
                 return 0;
         }
         switch_away(w, self, next, FIBER_ACT_YIELD);
@@ -393,7 +394,20 @@ int fiber_yield(void)
 bool fiber_need_preempt(void)
 {
         Worker *w = worker_self();
-        return w && w->current && clock_tsc_now() >= w->quota_end_tsc;
+        uint64_t now;
+
+        if (!w || !w->current)
+                return false;
+        now = clock_tsc_now();
+        if (UNLIKELY(w->quota_seq != w->run_seq)) {
+                /* the first look since the fiber was switched to: its quota starts
+                 * now (a fiber that checks often, as a preemption point should, loses
+                 * nothing; no clock is read at the switch itself) */
+                w->quota_seq = w->run_seq;
+                w->quota_end_tsc = now + w->group->quota_tsc;
+                return false;
+        }
+        return now >= w->quota_end_tsc;
 }
 
 int fiber_maybe_yield(void)

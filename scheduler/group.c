@@ -150,11 +150,11 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
                 clock_ns_to_tsc(ctl->task_quota_ns ? ctl->task_quota_ns : 500 * NSEC_PER_USEC);
         uint64_t stall = ctl->stall_threshold_ns ? ctl->stall_threshold_ns : 100 * NSEC_PER_MSEC;
         uint64_t rescue = ctl->rescue_after_ns ? ctl->rescue_after_ns : 20 * NSEC_PER_MSEC;
-        g->stall_tsc = stall == SCHED_FOREVER ? 0 : clock_ns_to_tsc(stall);
-        g->rescue_tsc = rescue == SCHED_FOREVER ? 0 : clock_ns_to_tsc(rescue);
+        g->stall_ns = stall == SCHED_FOREVER ? 0 : stall;
+        g->rescue_ns = rescue == SCHED_FOREVER ? 0 : rescue;
         g->tick_ns = MIN(stall, rescue) / 4;
         g->tick_ns = MAX((uint64_t)NSEC_PER_MSEC, MIN(g->tick_ns, 50 * NSEC_PER_MSEC));
-        if (g->rescue_tsc) {
+        if (g->rescue_ns) {
                 g->nspare = ctl->max_spare_workers ? ctl->max_spare_workers : nworkers;
                 g->nspare = MIN(g->nspare, SCHED_MAX_WORKERS - nworkers);
         }

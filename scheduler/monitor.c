@@ -3,9 +3,12 @@
  * monitor.c — a group's monitor thread: the stall detector and the rescue of blocked
  * workers.
  *
- * Every worker publishes when the fiber it runs started running (Worker.run_tsc, 0 in
- * the idle loop) and a switch count (run_seq). The monitor reads them every tick
- * (a quarter of the smaller threshold, 1..50 ms) while any worker runs a fiber, and
+ * Every worker publishes whether it runs a fiber (Worker.running, written only when it
+ * leaves or enters its idle loop) and a switch count (run_seq, a plain store per
+ * switch). The monitor reads them every tick (a quarter of the smaller threshold,
+ * 1..50 ms) while any worker runs a fiber (and for 4 ticks after); a count that stood still since the monitor
+ * first saw it means one fiber has run all that time (libgo's Dispatcher compares
+ * switch counts the same way), so the switch path reads no clock. The monitor
  * sleeps on a futex while none does: the first worker to leave its idle loop wakes it
  * (monitor_wake(), one load when the monitor is awake). So an idle daemon costs no
  * wake-ups at all — libgo's Dispatcher (shared/seeds/004) wakes every millisecond
@@ -52,13 +55,14 @@
 #define SPARE_LINGER_NS (2 * NSEC_PER_SEC)
 #define STALL_REPORTS_PER_SEC 10
 #define BACKTRACE_WAIT_NS (100 * NSEC_PER_MSEC)
+#define MONITOR_IDLE_SCANS 4 /* idle ticks in a row before the monitor sleeps */
 
 static SchedStallFn stall_hook;
 static void *stall_hook_arg;
 
 void sched_set_stall_hook(SchedStallFn fn, void *arg)
 {
-        stall_hook_arg = arg;
+        __atomic_store_n(&stall_hook_arg, arg, __ATOMIC_RELEASE);
         __atomic_store_n(&stall_hook, fn, __ATOMIC_RELEASE);
 }
 
@@ -126,7 +130,7 @@ static bool stall_rate_ok(SchedulingGroup *g, uint64_t now_ns)
         return in_window++ < STALL_REPORTS_PER_SEC;
 }
 
-static void stall_report(SchedulingGroup *g, Worker *w, uint64_t seq, uint64_t ran_tsc)
+static void stall_report(SchedulingGroup *g, Worker *w, uint64_t seq, uint64_t ran_ns)
 {
         SchedStallFn hook = __atomic_load_n(&stall_hook, __ATOMIC_ACQUIRE);
         uint64_t deadline = sched_now_ns() + BACKTRACE_WAIT_NS;
@@ -175,11 +179,11 @@ static void stall_report(SchedulingGroup *g, Worker *w, uint64_t seq, uint64_t r
                 .fiber_id = f ? f->id : 0,
                 .tag = f ? f->tag : NULL,
                 .class_name = g->classes[f ? f->cls : 0].name,
-                .ran_ns = clock_tsc_to_ns(ran_tsc),
+                .ran_ns = ran_ns,
                 .backtrace = text ? text : "",
         };
         if (hook)
-                hook(&st, stall_hook_arg);
+                hook(&st, __atomic_load_n(&stall_hook_arg, __ATOMIC_ACQUIRE));
         else
                 sched_log(LOG_WARNING,
                           "stall: group %s worker %u: fiber %" PRIu64 " (%s, class %s) has run "
@@ -294,24 +298,30 @@ bool worker_spare_park(Worker *w)
 static bool monitor_scan(SchedulingGroup *g)
 {
         unsigned n = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE);
-        uint64_t now = clock_tsc_now();
+        uint64_t now = sched_now_ns();
         bool busy = false, ready_known = false, ready = false;
 
         for (unsigned i = 0; i < n; i++) {
                 Worker *w = &g->workers[i];
                 uint64_t seq = __atomic_load_n(&w->run_seq, __ATOMIC_ACQUIRE);
-                uint64_t rt = __atomic_load_n(&w->run_tsc, __ATOMIC_ACQUIRE);
                 uint64_t ran;
 
-                if (!rt)
+                if (!__atomic_load_n(&w->running, __ATOMIC_ACQUIRE)) {
+                        w->mon_seq = seq - 1; /* the next busy look starts afresh */
                         continue;
+                }
                 busy = true;
-                ran = now > rt ? now - rt : 0;
-                if (g->stall_tsc && ran >= g->stall_tsc && w->stall_seq != seq) {
+                if (seq != w->mon_seq) {
+                        w->mon_seq = seq;
+                        w->mon_since_ns = now;
+                        continue;
+                }
+                ran = now - w->mon_since_ns; /* at least this long in one fiber */
+                if (g->stall_ns && ran >= g->stall_ns && w->stall_seq != seq) {
                         w->stall_seq = seq;
                         stall_report(g, w, seq, ran);
                 }
-                if (g->rescue_tsc && ran >= g->rescue_tsc &&
+                if (g->rescue_ns && ran >= g->rescue_ns &&
                     !__atomic_load_n(&w->blocked, __ATOMIC_ACQUIRE)) {
                         if (!ready_known) {
                                 ready = group_has_ready(g);
@@ -331,13 +341,20 @@ static void *monitor_main(void *arg)
 
         snprintf(name, sizeof(name), "%.11s-mon", g->name);
         pthread_setname_np(pthread_self(), name);
+        unsigned idle_scans = 0;
+
         while (!__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE)) {
-                if (monitor_scan(g)) {
+                /* Idle for a few ticks in a row before it sleeps: a group serving jobs
+                 * one at a time is idle between most of them, and a futex wake per job
+                 * would cost more than the ticks do. */
+                idle_scans = monitor_scan(g) ? 0 : idle_scans + 1;
+                if (idle_scans < MONITOR_IDLE_SCANS) {
                         futex_wait(&g->monitor_idle, 0, g->tick_ns); /* stop wakes it */
                         continue;
                 }
+                idle_scans = 0;
                 /* Nobody runs a fiber: sleep until a worker leaves its idle loop. The
-                 * flag is set before the second look, and a worker sets run_tsc before
+                 * flag is set before the second look, and a worker sets running before
                  * it reads the flag (both seq_cst), so one of the two sees the other. */
                 __atomic_store_n(&g->monitor_idle, 1, __ATOMIC_SEQ_CST);
                 if (!monitor_scan(g) && !__atomic_load_n(&g->stopped, __ATOMIC_ACQUIRE))
@@ -351,9 +368,9 @@ int monitor_start(SchedulingGroup *g)
 {
         int r;
 
-        if (!g->stall_tsc && !g->rescue_tsc)
+        if (!g->stall_ns && !g->rescue_ns)
                 return 0;
-        if (g->stall_tsc)
+        if (g->stall_ns)
                 monitor_backtrace_handler_install();
         r = -pthread_create(&g->monitor, NULL, monitor_main, g);
         if (r < 0)

@@ -276,11 +276,15 @@ struct Worker {
         LocalRunq local;     /* SCHED_QUEUE_LOCAL only */
         /* CPU control (class.c, monitor.c). */
         unsigned cls;             /* classes: the class its runnext and deque hold */
-        uint64_t run_tsc;         /* when the running fiber started running; 0 in the idle
-                                 * loop (atomic: the monitor reads it) */
+        bool running;             /* in a fiber, not the idle loop (atomic: the monitor
+                                   * reads it; written only at idle transitions) */
+        uint64_t run_tsc;         /* classes: when the running fiber started running
+                                   * (TSC), for charging its class; 0 in the idle loop */
         uint64_t run_seq;         /* bumped at every switch (atomic: the monitor reads it) */
-        uint64_t quota_end_tsc;   /* run_tsc + the task quota: fiber_need_preempt() */
-        uint64_t runtime_tsc;     /* one class: CPU ticks its fibers ran (stats) */
+        uint64_t quota_end_tsc;   /* the task quota's end: fiber_need_preempt() */
+        uint64_t quota_seq;       /* the run_seq that quota_end_tsc belongs to */
+        uint64_t mon_seq;         /* monitor only: the run_seq it last saw, and */
+        uint64_t mon_since_ns;    /* since when it has seen it */
         Histogram *class_latency; /* classes: ready-to-run per class, else NULL */
         bool blocked;             /* the monitor found it inside one fiber too long and
                                  * started a spare in its place (atomic) */
@@ -423,8 +427,8 @@ struct SchedulingGroup {
         uint64_t last_vruntime; /* the highest vruntime picked (seastar's
                                   * _last_vruntime): what an activated class inherits */
         uint64_t quota_tsc;     /* task quota, TSC ticks */
-        uint64_t stall_tsc;     /* stall threshold, ticks; 0 = off */
-        uint64_t rescue_tsc;    /* rescue after, ticks; 0 = off */
+        uint64_t stall_ns;      /* stall threshold; 0 = off */
+        uint64_t rescue_ns;     /* rescue after; 0 = off */
         uint64_t tick_ns;       /* the monitor's period while workers run */
         unsigned nspare;        /* spare worker slots after the nworkers regular ones */
         unsigned nslots_live __attribute__((aligned(128))); /* slots that ever had a thread */
@@ -501,7 +505,7 @@ static inline void monitor_wake(SchedulingGroup *g)
 
         if (!g->monitor_running)
                 return;
-        /* run_tsc was stored before: the fence orders it before this load (Dekker with
+        /* running was stored before: the fence orders it before this load (Dekker with
          * the monitor's flag store and second look) */
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         if (UNLIKELY(__atomic_load_n(&g->monitor_idle, __ATOMIC_RELAXED) == 1) &&

@@ -24,7 +24,7 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
                 if (i >= g->nworkers &&
                     __atomic_load_n(&w->thread_state, __ATOMIC_RELAXED) == WORKER_THREAD_RUNNING) {
                         s.threads++;
-                        s.spares_running += __atomic_load_n(&w->run_tsc, __ATOMIC_RELAXED) != 0;
+                        s.spares_running += __atomic_load_n(&w->running, __ATOMIC_RELAXED);
                 }
                 s.fibers_created += __atomic_load_n(&w->created, __ATOMIC_RELAXED);
                 s.fibers_finished += __atomic_load_n(&w->finished, __ATOMIC_RELAXED);

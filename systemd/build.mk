@@ -8,16 +8,17 @@ SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 SYSCTL_DIR ?= $(PREFIX)/lib/sysctl.d
 
 # check-systemd: `systemd-analyze verify` on the units, with ExecStart pointing at the
-# freshly built fiberd (verify checks that the binary exists); any warning fails.
+# freshly built fiberd (verify checks that the binary exists) and MANPATH at the built man
+# pages (verify runs man(1) on each Documentation=man:...); any warning fails.
 .PHONY: check-systemd
-check-systemd: $(FIBERD)
+check-systemd: $(FIBERD) $(MAN_PAGES)
 	@mkdir -p $(BUILD)/systemd-verify
 	@for u in $(SYSTEMD_UNITS); do \
 	  sed -e 's#/usr/local/bin/fiberd#$(abspath $(FIBERD))#' \
 	      -e 's#/usr/local/lib/fiberd/plugins#$(abspath $(BUILD))/plugins#' \
 	      $$u > $(BUILD)/systemd-verify/$$(basename $$u); \
 	done
-	@out=$$(cd $(BUILD)/systemd-verify && systemd-analyze verify $(notdir $(SYSTEMD_UNITS)) 2>&1); \
+	@out=$$(cd $(BUILD)/systemd-verify && MANPATH=$(abspath $(MAN_BUILD_DIR)): systemd-analyze verify $(notdir $(SYSTEMD_UNITS)) 2>&1); \
 	rc=$$?; \
 	if [ $$rc -ne 0 ] || [ -n "$$out" ]; then \
 	  echo "$$out" >&2; echo "check-systemd: systemd-analyze verify failed (rc=$$rc)" >&2; exit 1; \
@@ -39,3 +40,11 @@ install-daemon: $(FIBERD) install-plugins
 	  chmod 644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$(basename $$u); \
 	done
 	install -m 644 systemd/90-fiberd.conf $(DESTDIR)$(SYSCTL_DIR)/90-fiberd.conf
+
+# uninstall: what install-daemon put (the units, the sysctl drop-in, bin/fiberd).
+# Afterwards: `systemctl daemon-reload`.
+.PHONY: uninstall-daemon
+uninstall: uninstall-daemon
+uninstall-daemon:
+	rm -f $(DESTDIR)$(PREFIX)/bin/fiberd $(DESTDIR)$(SYSCTL_DIR)/90-fiberd.conf \
+		$(SYSTEMD_UNITS:systemd/%=$(DESTDIR)$(SYSTEMD_UNIT_DIR)/%)

@@ -80,7 +80,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <syslog.h> /* LOG_ERR ... LOG_DEBUG for host->log */
+#include <sys/types.h> /* uid_t, gid_t */
+#include <syslog.h>    /* LOG_ERR ... LOG_DEBUG for host->log */
 
 #ifdef __cplusplus
 extern "C" {
@@ -319,6 +320,38 @@ struct FiberdHost {
         void (*log)(FiberdJob *job, int level, const char *fmt, ...)
                 __attribute__((format(printf, 3, 4)));
 
+        /* ---- the submitter's rights (issue 10): who submitted the job, and files opened
+         * as that user. A plugin never opens a path a client named with open(2): fiberd
+         * may run as root, and the client must not get fiberd's rights. ---- */
+
+        /* job_uid / job_gid - the submitting client's uid and primary gid (SO_PEERCRED). */
+        uid_t (*job_uid)(FiberdJob *job);
+        gid_t (*job_gid)(FiberdJob *job);
+
+        /*
+         * open - open @path as the job's submitter (their uid, gid and supplementary
+         * groups; magic links such as /proc/self/fd/N are not followed) with open(2)'s
+         * @flags (O_CLOEXEC and O_NOCTTY added; O_CREAT creates with mode 0666 & ~umask).
+         * Without O_NONBLOCK in @flags only a regular file or a directory is opened — a
+         * FIFO, socket or device is refused with -EINVAL, so it can never block the
+         * worker; with O_NONBLOCK any type is opened and stays non-blocking (wait on it
+         * with wait_fd()). The fd is the plugin's: close it. Yields (the open runs on one
+         * of fiberd's opener threads).
+         * Return: the fd (>= 0); -errno of open(2): -ENOENT, -EACCES (the submitter may
+         * not, or fiberd cannot act for them), -ELOOP (a magic link), ...; -EINVAL (see
+         * above); -ECANCELED; -ENOMEM. Records nothing: call fail() to say why.
+         */
+        int (*open)(FiberdJob *job, const char *path, int flags);
+
+        /*
+         * arg_fd - the file the client passed under @key (an fd argument: PROTOCOL.md,
+         * "Passing files"), as a new fd the plugin owns (close it). The client opened it
+         * with its own rights; it may be of any type, and blocking: check with fstat().
+         * Return: the fd (>= 0); -ENOENT when @key is absent; -EINVAL when @key holds no
+         * fd argument (e.g. a path string: then use arg_str() and open()); -EMFILE.
+         * Records an INVALID_ARGUMENT message as arg_str() does.
+         */
+        int (*arg_fd)(FiberdJob *job, const char *key);
         /* ---- issue 9: preemption points ----
          * Appended after log: check FIBERD_HOST_HAS(host, maybe_yield) before calling
          * either (a daemon built before them does not have them), then call them from

@@ -137,6 +137,10 @@ enum {
         J_P_FIBERD_RSS,
         J_P_SKYNET,
         J_P_GO_SKYNET,
+        J_CTL_FAIR1, /* CPU control (bench-control.c) */
+        J_CTL_FAIR2,
+        J_CTL_DUTY,
+        J_CTL_PREEMPT,
         J_COUNT
 };
 
@@ -230,6 +234,17 @@ static const Row rows[] = {
          0, "MiB", NULL, CMP_LIMIT, 100, "<= 100 MiB"},
         {"17. skynet 1M through fiberd, fiberctl submit --wait (ms)", J_P_SKYNET, J_P_GO_SKYNET, 0,
          "ms", "Go skynet (channels)", CMP_FASTER, 2, ">= 2x faster"},
+        {"18. class shares 100:20:50, CPU-bound fibers, 1 group of 2 workers, 10 s (largest "
+         "error, percentage points; seastar's demo: 0.3 on one core)",
+         J_CTL_FAIR1, -1, 0, "pp", NULL, CMP_LIMIT, 2, "<= 2 pp"},
+        {"18. the same on 2 groups of 1 worker (pp)", J_CTL_FAIR2, -1, 0, "pp", NULL, CMP_LIMIT, 2,
+         "<= 2 pp"},
+        {"18. shares 50:100, the 100 busy half the time (seed 002's 2:1 case; pp)", J_CTL_DUTY, -1,
+         0, "pp", NULL, CMP_LIMIT, 2, "<= 2 pp"},
+        {"19. a fiber behind a CPU-bound one on 1 worker, made ready to running, p50 (µs)",
+         J_CTL_PREEMPT, -1, 0, "µs", NULL, CMP_LIMIT, 2000, "<= 4 task quotas"},
+        {"19. the same, p99 (µs)", J_CTL_PREEMPT, -1, 1, "µs", NULL, CMP_LIMIT, 2000,
+         "<= 4 task quotas"},
 };
 
 typedef struct Options {
@@ -422,6 +437,16 @@ static void jobs_setup(Job *jobs, const Options *o)
                 jobs[sched_jobs[i].job].max_fibers = bench_fibers_cap(skynet ? 112500 : 65536);
                 jobs[sched_jobs[i].job].groups = strchr(sched_jobs[i].spec, '2') ? 2 : 1;
         }
+        const char *fair_ms = s ? "300" : "10000";
+        job_set(&jobs[J_CTL_FAIR1], "control-fair", "shares 1 group", false, "control-fair", 1,
+                "1g", fair_ms);
+        job_set(&jobs[J_CTL_FAIR2], "control-fair", "shares 2 groups", false, "control-fair", 1,
+                "2g", fair_ms);
+        job_set(&jobs[J_CTL_DUTY], "control-fair", "shares 50% duty", false, "control-fair", 1,
+                "duty", fair_ms);
+        job_set(&jobs[J_CTL_PREEMPT], "control-preempt", "behind a hog", false, "control-preempt",
+                r, s ? "20" : "300", NULL);
+        jobs[J_CTL_PREEMPT].values = 2;
         product_jobs_setup(jobs, o);
 }
 
@@ -884,6 +909,8 @@ static const struct {
         {"sched-create", bench_sched_create, "SPEC [N]  ns per fiber, create + latch"},
         {"sched-fanout", bench_sched_fanout, "POLICY [ROUNDS] µs per spawn+join of 1,000"},
         {"sched-imbalance", bench_sched_imbalance, "MODE [N] ms, balanced|steal|nosteal"},
+        {"control-fair", bench_control_fair, "1g|2g|duty [MS] largest share error, pp"},
+        {"control-preempt", bench_control_preempt, "[N] p50 p99 µs behind a CPU-bound fiber"},
         {"floor", bench_peer_floor, "[N]        ns per bare context_switch"},
         {"ucontext", bench_peer_ucontext, "[N]     ns per swapcontext"},
         {"pthread", bench_peer_pthread, "[N]      ns per pthread_create+join"},

@@ -11,6 +11,8 @@
  *  bench-fiber.c  the fiberd figures, on the runtime's public API (scheduler/sched.h)
  *  bench-sched.c  the multi-group figures: shared vs local queues, 1 vs 2 groups,
  *                 imbalance with and without stealing, fan-out
+ *  bench-control.c  CPU control: class shares against their targets, the wait behind a
+ *                 CPU-bound fiber
  *  bench-peers.c  the C peers: the bare two-context switch (the floor), ucontext
  *                 swapcontext, pthread_create/join
  *  bench-util.c   clock, bench_die, counts, resident memory (libc only)
@@ -77,6 +79,8 @@ int bench_sched_imbalance(int argc, char **argv);   /* ms, balanced / steal / no
 int bench_peer_floor(int argc, char **argv);        /* ns per bare context switch */
 int bench_peer_ucontext(int argc, char **argv);     /* ns per swapcontext */
 int bench_peer_pthread(int argc, char **argv);      /* ns per pthread_create + join */
+int bench_control_fair(int argc, char **argv);      /* max share error, pp */
+int bench_control_preempt(int argc, char **argv);   /* p50 and p99 µs */
 int bench_product_fiberd(int argc, char **argv);    /* product.h's loads through fiberd */
 int bench_product_skynet(int argc, char **argv);    /* ms of skynet through fiberctl */
 int bench_product_beanstalk(int argc, char **argv); /* product.h's loads, beanstalkd */

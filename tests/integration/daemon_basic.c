@@ -412,14 +412,14 @@ Test(daemon_basic, other_users_jobs_are_private)
                 if (client_call_wait(o, msgid, &rp.msg, 10000, &cst) != 1)
                         _exit(12);
                 bad |= client_result(&rp.msg, &rp.result, &rp.st) == 0 ||
-                       strcmp(rp.st.code, IPC_PERMISSION_DENIED) != 0;
+                       strcmp(rp.st.code, IPC_NOT_FOUND) != 0;
                 ipc_message_clear(&rp.msg);
                 pk = client_request(o, "job.cancel", 1, &msgid);
                 msgpack_pack_uint64(pk, id);
                 if (client_call_wait(o, msgid, &rp.msg, 10000, &cst) != 1)
                         _exit(13);
                 bad |= (client_result(&rp.msg, &rp.result, &rp.st) == 0 ||
-                        strcmp(rp.st.code, IPC_PERMISSION_DENIED) != 0)
+                        strcmp(rp.st.code, IPC_NOT_FOUND) != 0)
                        << 1;
                 ipc_message_clear(&rp.msg);
                 pk = client_request(o, "job.list", 0, &msgid);

@@ -411,8 +411,11 @@ Test(daemon_cpu, sighup_reshares_classes)
         kill(fd_.pid, SIGHUP);
         cr_assert(log_wait("class batch: shares 50 -> 10, applied now", NULL, 10000),
                   "no log line for the new shares");
-        cr_assert(log_wait("[class.*] sections changed: takes effect at restart", NULL, 10000),
-                  "the new class is not reported as needing a restart");
+        cr_assert(log_wait("configuration reloaded: applied [class.batch] shares; needs a "
+                           "restart",
+                           "[class.more]", 10000),
+                  "the reload line does not name the new shares as applied and the new class "
+                  "as needing a restart");
         rpc_simple(c, "stats", 0, NULL, &rp);
         cls = stats_class(&rp, "batch");
         cr_assert(cls && map_uint(cls, "shares") == 10);

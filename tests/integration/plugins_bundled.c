@@ -385,6 +385,39 @@ static void h_log(FiberdJob *job, int level, const char *fmt, ...)
         fputc('\n', stderr);
 }
 
+static uid_t h_job_uid(FiberdJob *job)
+{
+        return getuid();
+}
+
+static gid_t h_job_gid(FiberdJob *job)
+{
+        return getgid();
+}
+
+/* As the test's own user; the same checks as fiberd's opener (daemon/opener.h). */
+static int h_open(FiberdJob *job, const char *path, int flags)
+{
+        struct stat st;
+        int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0666);
+
+        if (fd < 0)
+                return -errno;
+        if (!(flags & O_NONBLOCK) &&
+            (fstat(fd, &st) < 0 || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) ||
+             fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)) {
+                close(fd);
+                return -EINVAL;
+        }
+        return fd;
+}
+
+/* This host passes no fds: every argument is "not an fd". */
+static int h_arg_fd(FiberdJob *job, const char *key)
+{
+        return arg_find(job, key) ? -EINVAL : -ENOENT;
+}
+
 static const FiberdHost host = {
         .abi_version = FIBERD_PLUGIN_ABI_VERSION,
         .size = sizeof(FiberdHost),
@@ -411,6 +444,10 @@ static const FiberdHost host = {
         .spawn = h_spawn,
         .join = h_join,
         .log = h_log,
+        .job_uid = h_job_uid,
+        .job_gid = h_job_gid,
+        .open = h_open,
+        .arg_fd = h_arg_fd,
         .need_preempt = h_need_preempt,
         .maybe_yield = h_maybe_yield,
 };

@@ -2,8 +2,11 @@
 # tests/systemd/boot.sh — `systemctl start fiberd` for real: boot systemd as PID 1 in a
 # systemd-nspawn container, install the tree into it with `make install DESTDIR=`, and
 # check what an administrator meets: the units load, start returns once fiberd sent
-# READY=1, a job runs through fiberctl, a non-root client gets in, reload and stop are
-# clean, the socket activates the service, and the watchdog restarts a frozen fiberd. Recipe: shared/recipes/systemd-in-container.md.
+# READY=1, a job runs through fiberctl, the unit's `systemd-analyze security` exposure is
+# 2.0 or less with every bundled plugin still working, jobs act with their submitter's
+# rights, a non-root client gets in, reload and stop are clean, the socket activates
+# the service, and the watchdog restarts a frozen fiberd. Recipe:
+# shared/recipes/systemd-in-container.md.
 #
 # Needs root. The container's root file system is built once with debootstrap and cached
 # in $FIBERD_BOOT_ROOT (default /var/tmp/fiberd-root); each later run boots it in seconds.
@@ -289,6 +292,40 @@ check "fiberctl submit sha256, wait, result: the digest and size match sha256sum
 	echo "$r"
 	echo "$r" | grep -Eq "\"sha256\": ?\"$(sha256sum $f | cut -c1-64)\""
 	echo "$r" | grep -Eq "\"bytes\": ?$(stat -c %s $f)([^0-9]|$)"'
+check "systemd-analyze security fiberd.service: the hardened unit's exposure is 2.0 or less" '
+	out=$(systemd-analyze security --no-pager fiberd.service)
+	echo "$out" | grep -E "^✗" || true
+	score=$(echo "$out" | sed -n "s/.*Overall exposure level for fiberd.service: \([0-9.]*\).*/\1/p")
+	echo "exposure: $score"
+	test -n "$score"
+	awk -v s="$score" "BEGIN { exit !(s <= 2.0) }"'
+check "the hardened unit runs as a dynamic user with only CAP_SETUID and CAP_SETGID" '
+	pid=$(prop fiberd.service MainPID)
+	test "$(stat -c %u /proc/$pid)" != 0
+	grep -E "^CapBnd:" /proc/$pid/status
+	test "$(sed -n "s/^CapBnd:[[:space:]]*//p" /proc/$pid/status)" = 00000000000000c0'
+check "every bundled plugin works under the hardened unit" '
+	for job in "echo x=1" "sleep ms=5" "spin ms=5" "skynet size=1000" "sha256 path=/usr/local/bin/fiberd"; do
+		r=$(fiberctl --json submit $job --wait)
+		echo "$r" | grep -Eq "\"state\": ?\"done\"" || { echo "$job: $r"; exit 1; }
+	done'
+check "jobs act as their submitter: /etc/shadow refused, the user's own 0600 file and a passed /tmp file hashed" '
+	d=/srv/fiberd-boot-check
+	rm -rf $d /tmp/fiberd-boot-check
+	mkdir -p $d
+	echo "nobody only" > $d/own
+	echo "in the client'"'"'s /tmp" > /tmp/fiberd-boot-check
+	chown -R 65534:65534 $d /tmp/fiberd-boot-check
+	chmod 700 $d; chmod 600 $d/own /tmp/fiberd-boot-check
+	as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+	r=$(as_nobody fiberctl --json submit sha256 path=/etc/shadow --wait || true)
+	echo "$r"
+	echo "$r" | grep -q "\"PERMISSION_DENIED\""
+	r=$(as_nobody fiberctl --json submit sha256 path=$d/own --wait)
+	echo "$r" | grep -Eq "\"sha256\": ?\"$(sha256sum $d/own | cut -c1-64)\""
+	r=$(as_nobody fiberctl --json submit sha256 path=@/tmp/fiberd-boot-check --wait)
+	echo "$r" | grep -Eq "\"sha256\": ?\"$(sha256sum /tmp/fiberd-boot-check | cut -c1-64)\""
+	rm -rf $d /tmp/fiberd-boot-check'
 check "a non-root user reaches fiberd through /run/fiberd.sock and owns its job" '
 	r=$(setpriv --reuid=65534 --regid=65534 --clear-groups \
 		fiberctl -s /run/fiberd.sock --json submit sleep ms=20 --wait)

@@ -61,12 +61,15 @@ static SchedTopology one_node(unsigned ncpus)
 static Scheduler *start_on(const SchedTopology *t, unsigned groups, unsigned size,
                            SchedQueuePolicy policy, unsigned cross_node_steal_every_n)
 {
-        SchedConfig c = {.groups = groups,
-                         .group_size = size,
-                         .topology = t,
-                         .no_binding = true,
-                         .queue_policy = policy,
-                         .cross_node_steal_every_n = cross_node_steal_every_n};
+        SchedConfig c = {
+                .groups = groups,
+                .group_size = size,
+                .topology = t,
+                .no_binding = true,
+                .queue_policy = policy,
+                .cross_node_steal_every_n = cross_node_steal_every_n,
+                /* counts of steals are exact only without spare workers */
+                .control = {.stall_threshold_ns = SCHED_FOREVER, .rescue_after_ns = SCHED_FOREVER}};
         Scheduler *s = NULL;
         cr_assert_eq(sched_new(&s, &c), 0);
         return s;

@@ -57,5 +57,6 @@ void minicrit_skip(const char *why) __attribute__((noreturn));
 #define cr_assert_str_neq(a, b, ...) cr_assert(strcmp((a), (b)) != 0, __VA_ARGS__)
 #define cr_skip_test(...) minicrit_skip("" __VA_ARGS__)
 #define cr_assert_fail(...) minicrit_fail(__FILE__, __LINE__, "cr_assert_fail", "" __VA_ARGS__)
+#define cr_log_info(...) (fprintf(stderr, "[----] " __VA_ARGS__), fputc('\n', stderr))
 
 #endif

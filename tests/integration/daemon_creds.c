@@ -1,0 +1,523 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_creds.c — jobs act with their submitter's rights (issue 10, item 1): fiberd runs
+ * as root (the test runs as root), a client connects as uid 65534 ("nobody": a forked
+ * child that drops every group and id before it connects), and the bundled sha256
+ * plugin, which opens paths through host->open, must
+ *  - answer PERMISSION_DENIED for /etc/shadow (root-only) and the right digest for the
+ *    user's own 0600 file;
+ *  - hash a file the client opened itself and passed as an fd (SCM_RIGHTS);
+ *  - answer INVALID_ARGUMENT for a FIFO, without blocking the one job worker: a job
+ *    submitted after two FIFO jobs still finishes.
+ * Access tiers (item 2): every user reads its own jobs and submits by default; another
+ * user's job id answers NOT_FOUND worded as for an id that never existed; a negative
+ * priority, and other users' jobs, need the admin tier; [access] submit_group and
+ * admin_group move users between tiers; PERMISSION_DENIED names the tier.
+ * The child reports through its exit status (0 = every check held; else it printed the
+ * failed check), which the test asserts; every wait is a bounded job.wait.
+ */
+#include "tests/integration/fiberd_harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOBODY 65534
+#define WAIT_MS 20000
+
+static Fiberd fd_;
+
+static void teardown(void)
+{
+        fiberd_stop(&fd_);
+}
+
+TestSuite(daemon_creds, .fini = teardown, .timeout = 60);
+
+/* In the child: print the failed check and exit 1. */
+#define CHECK(cond, ...)                                                                           \
+        do {                                                                                       \
+                if (!(cond)) {                                                                     \
+                        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);   \
+                        fprintf(stderr, __VA_ARGS__);                                              \
+                        fputc('\n', stderr);                                                       \
+                        _exit(1);                                                                  \
+                }                                                                                  \
+        } while (0)
+
+/* Runs @fn(@arg) in a child that is @uid/@gid with no supplementary group; asserts it
+ * exited 0. */
+static void run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void *arg)
+{
+        int status;
+        pid_t pid = fork();
+
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+                if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0) {
+                        perror("dropping privileges");
+                        _exit(2);
+                }
+                if (getuid() != uid || geteuid() != uid || setuid(0) == 0) {
+                        fprintf(stderr, "still privileged\n");
+                        _exit(2);
+                }
+                fn(arg);
+                _exit(0);
+        }
+        cr_assert(waitpid(pid, &status, 0) == pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the child running as uid %u failed (status 0x%x); see its stderr", (unsigned)uid,
+                  status);
+}
+
+static void sha256_hex_of(const char *path, char out[65])
+{
+        unsigned char md[EVP_MAX_MD_SIZE], buf[4096];
+        unsigned len = 0;
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        FILE *f = fopen(path, "rb");
+        size_t n;
+
+        cr_assert(ctx && f);
+        EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+                EVP_DigestUpdate(ctx, buf, n);
+        EVP_DigestFinal_ex(ctx, md, &len);
+        for (unsigned i = 0; i < len; i++)
+                sprintf(out + 2 * i, "%02x", md[i]);
+        fclose(f);
+        EVP_MD_CTX_free(ctx);
+}
+
+typedef struct Files {
+        char own[192];  /* 0600, owned by NOBODY */
+        char fifo[192]; /* 0666 */
+        char digest[65];
+} Files;
+
+/* A temporary directory others may enter (the socket lives there), with the files. */
+static void setup_files(Files *f)
+{
+        int fd;
+
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+        snprintf(f->own, sizeof(f->own), "%s/own", fd_.dir);
+        snprintf(f->fifo, sizeof(f->fifo), "%s/fifo", fd_.dir);
+        fd = open(f->own, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        cr_assert(fd >= 0);
+        cr_assert(write(fd, "nobody's own data\n", 18) == 18);
+        close(fd);
+        cr_assert(chown(f->own, NOBODY, NOBODY) == 0);
+        cr_assert(mkfifo(f->fifo, 0666) == 0);
+        cr_assert(chmod(f->fifo, 0666) == 0);
+        sha256_hex_of(f->own, f->digest);
+}
+
+/* The final record of job @id: its state, and the error code when it has one. */
+static void job_final(Client *c, uint64_t id, char state[16], char code[32])
+{
+        Reply rp;
+        const msgpack_object *err;
+
+        rpc_job_wait(c, id, WAIT_MS, &rp);
+        CHECK(rp.r == 0, "job.wait %llu: %s", (unsigned long long)id, rp.st.message);
+        snprintf(state, 16, "%s", map_str(rp.result, "state"));
+        err = map_get(rp.result, "error");
+        snprintf(code, 32, "%s",
+                 err && err->type == MSGPACK_OBJECT_MAP ? map_str(err, "code") : "");
+        reply_clear(&rp);
+}
+
+static uint64_t submit_path(Client *c, const char *path)
+{
+        IpcStatus st = {0};
+        uint64_t id = rpc_submit(c, "sha256", (Arg[]){ARG_S("path", path)}, 1, 0, 0, &st);
+
+        CHECK(id != 0, "submit sha256 %s: %s", path, st.message);
+        return id;
+}
+
+static void nobody_checks(const void *arg)
+{
+        const Files *f = arg;
+        Client *c = fiberd_connect(&fd_);
+        char state[16], code[32];
+        uint64_t fifo1, fifo2, after;
+        Reply rp;
+
+        /* root's file: refused as the user, although fiberd is root */
+        job_final(c, submit_path(c, "/etc/shadow"), state, code);
+        CHECK(strcmp(state, "failed") == 0 && strcmp(code, "PERMISSION_DENIED") == 0,
+              "/etc/shadow: %s %s", state, code);
+
+        /* the user's own 0600 file: the right digest */
+        {
+                uint64_t id = submit_path(c, f->own);
+                rpc_job_wait(c, id, WAIT_MS, &rp);
+                CHECK(rp.r == 0, "%s", rp.st.message);
+                CHECK(strcmp(map_str(rp.result, "state"), "done") == 0, "own file: %s",
+                      map_str(rp.result, "state"));
+                CHECK(strcmp(map_str(map_get(rp.result, "result"), "sha256"), f->digest) == 0,
+                      "digest %s, want %s", map_str(map_get(rp.result, "result"), "sha256"),
+                      f->digest);
+                reply_clear(&rp);
+        }
+
+        /* the same file opened by the client and passed as an fd */
+        {
+                static const char fd0[4] = {0, 0, 0, 0};
+                int fd = open(f->own, O_RDONLY | O_CLOEXEC);
+                uint32_t msgid;
+                msgpack_packer *pk;
+                uint64_t id;
+
+                CHECK(fd >= 0, "open %s: %s", f->own, strerror(errno));
+                CHECK(client_request_fds(c, &fd, 1) == 0, "client_request_fds");
+                pk = client_request(c, "job.submit", 3, &msgid);
+                ipc_pack_cstr(pk, "sha256");
+                msgpack_pack_map(pk, 1);
+                ipc_pack_cstr(pk, "path");
+                msgpack_pack_ext(pk, 4, IPC_EXT_FD);
+                msgpack_pack_ext_body(pk, fd0, 4);
+                msgpack_pack_nil(pk);
+                rpc_wait_reply(c, msgid, &rp);
+                close(fd);
+                CHECK(rp.r == 0, "submit with an fd: %s", rp.st.message);
+                id = map_uint(rp.result, "id");
+                reply_clear(&rp);
+                rpc_job_wait(c, id, WAIT_MS, &rp);
+                CHECK(rp.r == 0, "%s", rp.st.message);
+                CHECK(strcmp(map_str(map_get(rp.result, "result"), "sha256"), f->digest) == 0,
+                      "passed fd: state %s digest %s", map_str(rp.result, "state"),
+                      map_str(map_get(rp.result, "result"), "sha256"));
+                reply_clear(&rp);
+        }
+
+        /* an fd argument with no fd sent: refused, and the connection still answers */
+        {
+                static const char fd0[4] = {0, 0, 0, 0};
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(c, "job.submit", 3, &msgid);
+
+                ipc_pack_cstr(pk, "sha256");
+                msgpack_pack_map(pk, 1);
+                ipc_pack_cstr(pk, "path");
+                msgpack_pack_ext(pk, 4, IPC_EXT_FD);
+                msgpack_pack_ext_body(pk, fd0, 4);
+                msgpack_pack_nil(pk);
+                rpc_wait_reply(c, msgid, &rp);
+                CHECK(rp.r < 0 && strcmp(rp.st.code, "INVALID_ARGUMENT") == 0,
+                      "fd argument without an fd: %d %s", rp.r, rp.st.message);
+                reply_clear(&rp);
+        }
+
+        /* two FIFO jobs on the one worker, then one more job: all end, none blocks */
+        fifo1 = submit_path(c, f->fifo);
+        fifo2 = submit_path(c, f->fifo);
+        after = submit_path(c, f->own);
+        job_final(c, fifo1, state, code);
+        CHECK(strcmp(code, "INVALID_ARGUMENT") == 0, "FIFO: %s %s", state, code);
+        job_final(c, fifo2, state, code);
+        CHECK(strcmp(code, "INVALID_ARGUMENT") == 0, "FIFO: %s %s", state, code);
+        job_final(c, after, state, code);
+        CHECK(strcmp(state, "done") == 0, "the job after the FIFOs: %s %s", state, code);
+        client_free(c);
+}
+
+Test(daemon_creds, a_user_reads_only_what_the_user_may)
+{
+        Files f;
+
+        cr_assert(geteuid() == 0, "this test needs root: fiberd must run as root");
+        fiberd_start(&fd_, &(FiberdOpts){.plugins = "sha256 echo", .workers = 1});
+        setup_files(&f);
+        run_as(NOBODY, NOBODY, nobody_checks, &f);
+        /* and root still reads root's file */
+        {
+                Client *c = fiberd_connect(&fd_);
+                char state[16], code[32];
+                job_final(c, submit_path(c, "/etc/shadow"), state, code);
+                cr_assert_str_eq(state, "done", "root's /etc/shadow: %s %s", state, code);
+                client_free(c);
+        }
+}
+
+/* ------------------------------------------------------------------ access tiers --- */
+
+typedef struct TierCase {
+        uint64_t roots_job; /* a job of root's, still running */
+        bool may_submit;
+        bool admin;
+} TierCase;
+
+static void tier_checks(const void *arg)
+{
+        const TierCase *tc = arg;
+        Client *c = fiberd_connect(&fd_);
+        IpcStatus st = {0};
+        uint64_t id, never = tc->roots_job + 1000;
+        char not_yours[256];
+        Reply rp;
+
+        /* read: ping and plugins.list always */
+        rpc_simple(c, "ping", 0, NULL, &rp);
+        CHECK(rp.r == 0, "ping: %s", rp.st.message);
+        reply_clear(&rp);
+        rpc_simple(c, "plugins.list", 0, NULL, &rp);
+        CHECK(rp.r == 0, "plugins.list: %s", rp.st.message);
+        reply_clear(&rp);
+
+        /* submit */
+        id = rpc_submit(c, "echo", (Arg[]){ARG_S("x", "y")}, 1, 0, 0, &st);
+        if (tc->may_submit) {
+                CHECK(id != 0, "submit: %s", st.message);
+                rpc_simple(c, "job.status", 1, &id, &rp);
+                CHECK(rp.r == 0, "own job.status: %s", rp.st.message);
+                reply_clear(&rp);
+        } else {
+                CHECK(id == 0 && strcmp(st.code, "PERMISSION_DENIED") == 0 &&
+                              strstr(st.message, "submit tier"),
+                      "submit without the tier: %s %s", st.code, st.message);
+        }
+
+        /* a negative priority */
+        id = rpc_submit(c, "echo", NULL, 0, -5, 0, &st);
+        if (tc->admin)
+                CHECK(id != 0, "admin, priority -5: %s", st.message);
+        else
+                CHECK(id == 0 && strcmp(st.code, "PERMISSION_DENIED") == 0 &&
+                              strstr(st.message, tc->may_submit ? "admin tier" : "tier"),
+                      "priority -5: %s %s", st.code, st.message);
+
+        /* root's job: an admin sees and may cancel it; for others it does not exist */
+        rpc_simple(c, "job.status", 1, &never, &rp);
+        CHECK(rp.r < 0 && strcmp(rp.st.code, "NOT_FOUND") == 0, "never: %s", rp.st.code);
+        snprintf(not_yours, sizeof(not_yours), "%s", rp.st.message);
+        reply_clear(&rp);
+        rpc_simple(c, "job.status", 1, &tc->roots_job, &rp);
+        if (tc->admin) {
+                CHECK(rp.r == 0, "admin, root's job: %s", rp.st.message);
+        } else {
+                char want[256];
+                CHECK(rp.r < 0 && strcmp(rp.st.code, "NOT_FOUND") == 0, "root's job: %s %s",
+                      rp.st.code, rp.st.message);
+                /* worded as for an id that never existed, but for the number */
+                snprintf(want, sizeof(want), "no job %llu ", (unsigned long long)tc->roots_job);
+                CHECK(strncmp(rp.st.message, want, strlen(want)) == 0 &&
+                              strcmp(strchr(rp.st.message + 7, ' '), strchr(not_yours + 7, ' ')) ==
+                                      0,
+                      "'%s' vs '%s'", rp.st.message, not_yours);
+        }
+        reply_clear(&rp);
+        rpc_simple(c, "job.cancel", 1, &tc->roots_job, &rp);
+        CHECK(tc->admin ? rp.r == 0 : strcmp(rp.st.code, "NOT_FOUND") == 0, "cancel: %d %s", rp.r,
+              rp.st.message);
+        reply_clear(&rp);
+        client_free(c);
+}
+
+/* Runs tier_checks as nobody against a fiberd started with @config. */
+static void tiers_with(const char *config, bool may_submit, bool admin)
+{
+        TierCase tc = {.may_submit = may_submit, .admin = admin};
+        Client *c;
+
+        cr_assert(geteuid() == 0, "this test needs root to act as another uid");
+        fiberd_start(&fd_, &(FiberdOpts){.config = config, .plugins = "echo sleep"});
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+        c = fiberd_connect(&fd_);
+        tc.roots_job = rpc_submit_long(c, "sleep");
+        run_as(NOBODY, NOBODY, tier_checks, &tc);
+        client_free(c);
+}
+
+Test(daemon_creds, by_default_everyone_submits_and_only_root_is_admin)
+{
+        tiers_with(NULL, true, false);
+}
+
+Test(daemon_creds, submit_group_limits_who_submits)
+{
+        /* nobody (gid 65534, no other group) is not in group root */
+        tiers_with("[access]\nsubmit_group = root\n", false, false);
+}
+
+Test(daemon_creds, admin_group_members_are_admins)
+{
+        /* nobody's primary group 65534 is the admin group */
+        tiers_with("[access]\nadmin_group = 65534\n", true, true);
+}
+
+Test(daemon_creds, a_submit_group_that_does_not_exist_stops_fiberd)
+{
+        Fiberd d = {0};
+        char conf[128];
+        FILE *f;
+        int status;
+        pid_t pid;
+
+        snprintf(d.dir, sizeof(d.dir), "/tmp/fiberd-access-XXXXXX");
+        cr_assert(mkdtemp(d.dir));
+        snprintf(conf, sizeof(conf), "%s/fiberd.conf", d.dir);
+        f = fopen(conf, "w");
+        cr_assert(f);
+        fputs("[access]\nsubmit_group = no-such-group-here\n", f);
+        fclose(f);
+        pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+                char sock[160];
+                snprintf(sock, sizeof(sock), "%s/s.sock", d.dir);
+                execl(FIBERD_BIN, FIBERD_BIN, "--config", conf, "--socket", sock, NULL);
+                _exit(127);
+        }
+        cr_assert(waitpid(pid, &status, 0) == pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 127,
+                  "status 0x%x", status);
+        unlink(conf);
+        rmdir(d.dir);
+}
+
+/* ------------------------------------------------------------------ quotas ---------- */
+
+#define USER_A NOBODY
+#define USER_B 65533 /* any uid will do: fiberd needs no passwd entry */
+
+/* As the child: submit what @arg says ("L" = a long sleep, "E" = an echo), in order. */
+static void submit_jobs(const void *arg)
+{
+        Client *c = fiberd_connect(&fd_);
+
+        for (const char *p = arg; *p; p++) {
+                IpcStatus st = {0};
+                uint64_t id = *p == 'L' ? rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0,
+                                                     0, &st)
+                                        : rpc_submit(c, "echo", NULL, 0, 0, 0, &st);
+                CHECK(id != 0, "submit %c: %s", *p, st.message);
+        }
+        client_free(c);
+}
+
+/* As root: job @id's state after waiting for it at most WAIT_MS. */
+static const char *state_after_wait(Client *c, uint64_t id)
+{
+        static char state[16];
+        Reply rp;
+
+        rpc_job_wait(c, id, WAIT_MS, &rp);
+        cr_assert_eq(rp.r, 0, "job.wait %llu: %s", (unsigned long long)id, rp.st.message);
+        snprintf(state, sizeof(state), "%s", map_str(rp.result, "state"));
+        reply_clear(&rp);
+        return state;
+}
+
+static void start_as_root(const char *config)
+{
+        cr_assert(geteuid() == 0, "this test needs root to act as other uids");
+        fiberd_start(&fd_, &(FiberdOpts){.config = config, .plugins = "echo sleep"});
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+}
+
+Test(daemon_creds, a_flooding_user_does_not_starve_another)
+{
+        Client *c;
+        uint64_t first = 1, b_job = 7;
+
+        /* one slot, no per-user cap: only the choice of the next job is tested */
+        start_as_root("[jobs]\nmax_running = 1\nmax_running_per_user = 0\n");
+        run_as(USER_A, USER_A, submit_jobs, "LLLLLL"); /* jobs 1..6: 1 runs, 5 wait */
+        run_as(USER_B, USER_B, submit_jobs, "E");      /* job 7 */
+        c = fiberd_connect(&fd_);
+        /* the slot frees once: the next job must be B's, not A's second sleep */
+        {
+                Reply rp;
+                rpc_simple(c, "job.cancel", 1, &first, &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                reply_clear(&rp);
+        }
+        cr_assert_str_eq(state_after_wait(c, b_job), "done",
+                         "B's job waited behind A's queue (not round robin)");
+        client_free(c);
+}
+
+Test(daemon_creds, a_user_at_its_running_cap_leaves_the_slots_to_others)
+{
+        Client *c;
+
+        start_as_root("[jobs]\nmax_running = 2\nmax_running_per_user = 1\n");
+        run_as(USER_A, USER_A, submit_jobs, "LLL"); /* 1 runs, 2 wait at the cap */
+        run_as(USER_B, USER_B, submit_jobs, "E");   /* job 4: takes the free slot */
+        c = fiberd_connect(&fd_);
+        cr_assert_str_eq(state_after_wait(c, 4), "done");
+        {
+                uint64_t a2 = 2; /* A's second: still waiting at the cap */
+                Reply rp;
+                rpc_simple(c, "job.status", 1, &a2, &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "queued");
+                reply_clear(&rp);
+        }
+        client_free(c);
+}
+
+static void over_queued_limit(const void *arg)
+{
+        Client *c = fiberd_connect(&fd_);
+        IpcStatus st = {0};
+
+        for (int i = 0; i < 3; i++) /* 1 runs (max_running 1), 2 wait */
+                CHECK(rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0, 0, &st) != 0,
+                      "submit %d: %s", i, st.message);
+        CHECK(rpc_submit(c, "echo", NULL, 0, 0, 0, &st) == 0 &&
+                      strcmp(st.code, "OVERLOADED") == 0 &&
+                      strstr(st.message, "max_queued_per_user"),
+              "the third queued job: %s %s", st.code, st.message);
+        client_free(c);
+}
+
+Test(daemon_creds, max_queued_per_user_answers_overloaded)
+{
+        start_as_root("[jobs]\nmax_running = 1\nmax_queued_per_user = 2\n");
+        run_as(USER_A, USER_A, over_queued_limit, NULL);
+        run_as(USER_B, USER_B, submit_jobs, "E"); /* another user still may */
+        {
+                Client *c = fiberd_connect(&fd_); /* root is not limited */
+                for (int i = 0; i < 3; i++)
+                        rpc_submit_long(c, "sleep");
+                client_free(c);
+        }
+}
+
+static void over_rate_limit(const void *arg)
+{
+        Client *c = fiberd_connect(&fd_);
+        IpcStatus st = {0};
+        int refused = 0;
+
+        /* a burst of 5 at 1 a second: of 8 quick submissions at least one is refused */
+        for (int i = 0; i < 8; i++)
+                if (rpc_submit(c, "echo", NULL, 0, 0, 0, &st) == 0) {
+                        CHECK(strcmp(st.code, "OVERLOADED") == 0 &&
+                                      strstr(st.message, "submit_rate_per_user"),
+                              "%s %s", st.code, st.message);
+                        refused++;
+                }
+        CHECK(refused > 0, "8 submissions in a burst of 5 at 1/s all passed");
+        client_free(c);
+}
+
+Test(daemon_creds, submit_rate_per_user_answers_overloaded)
+{
+        start_as_root("[jobs]\nsubmit_rate_per_user = 1\nsubmit_burst_per_user = 5\n");
+        run_as(USER_A, USER_A, over_rate_limit, NULL);
+        run_as(USER_B, USER_B, submit_jobs, "E"); /* its own bucket */
+}
