@@ -4,7 +4,7 @@
  * from stdin over one connection, many in flight, one output line per job as it ends.
  *
  * Each input line is {"plugin": NAME, "args": {...}, "options": {...}} (args and options
- * optional; blank lines skipped). A bounded window of slots (default 64) holds the jobs
+ * optional; blank lines skipped); --class NAME sets options.class on lines that set none. A bounded window of slots (default 64) holds the jobs
  * in flight: a slot is taken by a line's job.submit or, with --wait, by its job.run
  * (submit and wait in one round trip); it is freed when the job's line is printed. With
  * --wait against a fiberd older than job.run (METHOD_NOT_FOUND), the slot's params are
@@ -48,7 +48,8 @@ typedef struct BatchSlot {
 typedef struct Batch {
         Ctl *ctl;
         bool wait;
-        bool no_run; /* the daemon answered job.run with METHOD_NOT_FOUND */
+        bool no_run;           /* the daemon answered job.run with METHOD_NOT_FOUND */
+        const char *job_class; /* --class: options.class of lines without one; NULL = none */
         BatchSlot *slots;
         size_t window, busy;
         unsigned long line; /* lines read so far */
@@ -128,6 +129,13 @@ static int batch_read_line(Batch *b)
         s->line = b->line;
         s->plugin = strdup(json_string_value(plugin));
         b->busy++;
+        if (b->job_class && !json_object_get(opts, IPC_OPT_CLASS)) {
+                if (!json_is_object(opts)) {
+                        opts = json_object();
+                        json_object_set_new(spec, "options", opts); /* spec owns it */
+                }
+                json_object_set_new(opts, IPC_OPT_CLASS, json_string(b->job_class));
+        }
         json_t *params =
                 json_pack("[OOO]", plugin, args ? args : json_null(), opts ? opts : json_null());
         json_decref(spec);
@@ -217,6 +225,7 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
         static const struct option options[] = {
                 {"wait", no_argument, NULL, 'w'},
                 {"window", required_argument, NULL, 'n'},
+                {"class", required_argument, NULL, 'c'},
                 {0},
         };
         Batch b = {.ctl = ctl, .window = BATCH_DEFAULT_WINDOW};
@@ -224,9 +233,11 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
         int c, r = 0;
 
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":wn:", options, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, ":wn:c:", options, NULL)) != -1) {
                 if (c == 'w') {
                         b.wait = true;
+                } else if (c == 'c') {
+                        b.job_class = optarg;
                 } else if (c == 'n' && ctl_parse_id(optarg, &window) &&
                            window <= BATCH_MAX_WINDOW) {
                         b.window = (size_t)window;

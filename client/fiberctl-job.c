@@ -125,6 +125,10 @@ void ctl_print_job_line(const Ctl *ctl, const json_t *r)
         printf("%" JSON_INTEGER_FORMAT " %s %s %s",
                json_integer_value(json_object_get(r, IPC_KEY_ID)), str_of(r, IPC_KEY_PLUGIN, "?"),
                str_of(r, IPC_KEY_STATE, "?"), dur);
+        /* the class only when the job names one: lines of default jobs stay as they were */
+        const char *cls = str_of(r, IPC_KEY_CLASS, "default");
+        if (strcmp(cls, "default") != 0)
+                printf(" class=%s", cls);
         json_t *err = json_object_get(r, IPC_KEY_ERROR);
         json_t *res = json_object_get(r, IPC_KEY_RESULT);
         if (json_is_object(err)) {
@@ -149,6 +153,7 @@ void ctl_print_job_record(const Ctl *ctl, const json_t *r)
         printf("job %" JSON_INTEGER_FORMAT " (%s): %s\n",
                json_integer_value(json_object_get(r, IPC_KEY_ID)), str_of(r, IPC_KEY_PLUGIN, "?"),
                str_of(r, IPC_KEY_STATE, "?"));
+        printf("  class     %s\n", str_of(r, IPC_KEY_CLASS, "default"));
         printf("  owner     uid %" JSON_INTEGER_FORMAT "\n",
                json_integer_value(json_object_get(r, IPC_KEY_OWNER)));
         printf("  priority  %" JSON_INTEGER_FORMAT "\n",
@@ -347,6 +352,7 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
                 {"priority", required_argument, NULL, 'p'},
                 {"timeout", required_argument, NULL, 't'},
                 {"wait", no_argument, NULL, 'w'},
+                {"class", required_argument, NULL, 'c'},
                 {0},
         };
         json_t *args = json_object(), *opts = json_object(), *res = NULL;
@@ -354,7 +360,7 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
         int c, r = 0;
 
         opterr = 0;
-        while (r == 0 && (c = getopt_long(argc, argv, ":p:t:w", options, NULL)) != -1) {
+        while (r == 0 && (c = getopt_long(argc, argv, ":p:t:wc:", options, NULL)) != -1) {
                 switch (c) {
                 case 'p': {
                         char *end;
@@ -379,6 +385,9 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
                 }
                 case 'w':
                         wait = true;
+                        break;
+                case 'c':
+                        json_object_set_new(opts, IPC_OPT_CLASS, json_string(optarg));
                         break;
                 case ':':
                         r = ctl_usage("submit: option '%s' needs an argument", argv[optind - 1]);
@@ -626,8 +635,8 @@ static bool valid_state(const char *s)
 
 static void list_print_header(void)
 {
-        printf("%8s %-12s %-9s %6s %-23s %9s %s\n", "ID", "PLUGIN", "STATE", "OWNER", "CREATED",
-               "RAN", "PROGRESS");
+        printf("%8s %-12s %-12s %-9s %6s %-23s %9s %s\n", "ID", "PLUGIN", "CLASS", "STATE", "OWNER",
+               "CREATED", "RAN", "PROGRESS");
 }
 
 static void list_print_row(const json_t *rec)
@@ -638,9 +647,11 @@ static void list_print_row(const json_t *rec)
         if (ms >= 0)
                 format_duration(ran, sizeof(ran), ms);
         format_progress(progress, sizeof(progress), json_object_get(rec, IPC_KEY_PROGRESS));
-        printf("%8" JSON_INTEGER_FORMAT " %-12s %-9s %6" JSON_INTEGER_FORMAT " %-23s %9s %s\n",
+        printf("%8" JSON_INTEGER_FORMAT " %-12s %-12s %-9s %6" JSON_INTEGER_FORMAT
+               " %-23s %9s %s\n",
                json_integer_value(json_object_get(rec, IPC_KEY_ID)),
-               str_of(rec, IPC_KEY_PLUGIN, "?"), str_of(rec, IPC_KEY_STATE, "?"),
+               str_of(rec, IPC_KEY_PLUGIN, "?"), str_of(rec, IPC_KEY_CLASS, "default"),
+               str_of(rec, IPC_KEY_STATE, "?"),
                json_integer_value(json_object_get(rec, IPC_KEY_OWNER)), created, ran, progress);
 }
 

@@ -36,8 +36,9 @@ static const char help_text[] =
         "Verbs:\n"
         "  ping                          check that fiberd answers\n"
         "  plugins                       loaded plugins and refused files\n"
-        "  submit PLUGIN [KEY=VALUE...] [--priority N] [--timeout DUR] [--wait]\n"
-        "                                queue a job; prints its id (or, with --wait,\n"
+        "  submit PLUGIN [KEY=VALUE...] [--priority N] [--timeout DUR] [--class NAME]\n"
+        "         [--wait]               queue a job (in a [class.NAME] of fiberd's\n"
+        "                                config); prints its id (or, with --wait,\n"
         "                                waits and prints its final state)\n"
         "  status ID                     a job's state, progress, result or error\n"
         "  wait [--timeout DUR] ID...    wait until the jobs finish; one line each\n"
@@ -46,8 +47,10 @@ static const char help_text[] =
         "  list [--state S] [--plugin P] [--limit N]\n"
         "                                jobs you can see (root: all)\n"
         "  stats                         daemon, job and scheduler counters\n"
-        "  batch [--wait] [--window N]   submit JSON Lines job specs from stdin,\n"
-        "                                {\"plugin\": ..., \"args\": {...}, \"options\": {...}}\n"
+        "  batch [--wait] [--window N] [--class NAME]\n"
+        "                                submit JSON Lines job specs from stdin,\n"
+        "                                {\"plugin\": ..., \"args\": {...}, \"options\": {...}};\n"
+        "                                --class for the lines whose options name none\n"
         "\n"
         "Options:\n"
         "  -s, --socket PATH   fiberd's socket (default: $FIBERD_SOCKET, else the system\n"
@@ -337,12 +340,16 @@ static json_int_t int_of(const json_t *o, const char *key)
         return json_integer_value(json_object_get(o, key));
 }
 
+/* One row of the JOBS table; the STALLS column only for plugins (the total has none). */
 static void print_counts(const char *name, const json_t *c)
 {
         printf("%-16s %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT
-               " %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT "\n",
+               " %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT,
                name, int_of(c, IPC_KEY_SUBMITTED), int_of(c, "queued"), int_of(c, "running"),
                int_of(c, IPC_KEY_DONE), int_of(c, "failed"), int_of(c, "cancelled"));
+        if (json_is_integer(json_object_get(c, IPC_KEY_STALLS)))
+                printf(" %7" JSON_INTEGER_FORMAT, int_of(c, IPC_KEY_STALLS));
+        putchar('\n');
 }
 
 static int verb_stats(Ctl *ctl, int argc, char **argv)
@@ -362,8 +369,8 @@ static int verb_stats(Ctl *ctl, int argc, char **argv)
                 return 0;
         }
         printf("uptime %.1fs\n\n", int_of(res, IPC_KEY_UPTIME_MS) / 1e3);
-        printf("%-16s %9s %7s %7s %9s %7s %9s\n", "JOBS", "SUBMITTED", "QUEUED", "RUNNING", "DONE",
-               "FAILED", "CANCELLED");
+        printf("%-16s %9s %7s %7s %9s %7s %9s %7s\n", "JOBS", "SUBMITTED", "QUEUED", "RUNNING",
+               "DONE", "FAILED", "CANCELLED", "STALLS");
         print_counts("all", json_object_get(res, IPC_KEY_JOBS));
         json_object_foreach(json_object_get(res, IPC_KEY_PLUGINS), key, v)
         {
@@ -382,6 +389,27 @@ static int verb_stats(Ctl *ctl, int argc, char **argv)
                        int_of(v, IPC_KEY_RUNQ_DEPTH), int_of(v, IPC_KEY_FIBERS_CREATED),
                        int_of(v, IPC_KEY_FIBERS_ALIVE), int_of(v, IPC_KEY_CONTEXT_SWITCHES),
                        int_of(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3,
+                       int_of(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
+        }
+        printf("\n%-12s %7s %8s %14s %8s\n", "GROUP", "STALLS", "RESCUES", "SPARES-RUNNING",
+               "THREADS");
+        json_array_foreach(json_object_get(res, IPC_KEY_GROUPS), i, v)
+        {
+                printf("%-12s %7" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
+                       " %14" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT "\n",
+                       str_or(v, IPC_KEY_NAME, "?"), int_of(v, IPC_KEY_STALLS),
+                       int_of(v, IPC_KEY_RESCUES), int_of(v, IPC_KEY_SPARES_RUNNING),
+                       int_of(v, IPC_KEY_THREADS));
+        }
+        printf("\n%-16s %7s %14s %14s %8s %10s %10s\n", "CLASS", "SHARES", "RUNTIME(ms)",
+               "VRUNTIME(ms)", "QUEUED", "P50(us)", "P99(us)");
+        json_array_foreach(json_object_get(res, IPC_KEY_CLASSES), i, v)
+        {
+                printf("%-16s %7" JSON_INTEGER_FORMAT " %14.1f %14.1f %8" JSON_INTEGER_FORMAT
+                       " %10.1f %10.1f\n",
+                       str_or(v, IPC_KEY_NAME, "?"), int_of(v, IPC_KEY_SHARES),
+                       int_of(v, IPC_KEY_RUNTIME_NS) / 1e6, int_of(v, IPC_KEY_VRUNTIME) / 1e6,
+                       int_of(v, IPC_KEY_QUEUED), int_of(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3,
                        int_of(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
         }
         json_decref(res);
@@ -403,12 +431,14 @@ static const Verb verbs[] = {
         {"plugins", verb_plugins, "plugins",
          "The loaded plugins, and the files refused with the reason.\n", ""},
         {"submit", verb_submit,
-         "submit PLUGIN [KEY=VALUE...] [--priority N] [--timeout DUR] [--wait]",
+         "submit PLUGIN [KEY=VALUE...] [--priority N] [--timeout DUR] [--class NAME] [--wait]",
          "Queue a job and print its id; with --wait, wait and print its final state.\n\n"
          "  -p, --priority N    lower runs first, -20..20 (default 0)\n"
          "  -t, --timeout DUR   cancel the job when it has not finished in time\n"
+         "  -c, --class NAME    the job class ([class.NAME] in fiberd's config; default\n"
+         "                      \"default\"): its share of the job workers\n"
          "  -w, --wait          wait for the job (exit 1 when it fails or is cancelled)\n",
-         " --priority -p --timeout -t "},
+         " --priority -p --timeout -t --class -c "},
         {"status", verb_status, "status ID",
          "A job's state, timestamps, progress, result or error.\n", ""},
         {"wait", verb_wait, "wait [--timeout DUR] ID...",
@@ -426,14 +456,15 @@ static const Verb verbs[] = {
          "  -n, --limit N       at most N jobs, the newest\n",
          " --state -S --plugin -p --limit -n "},
         {"stats", verb_stats, "stats",
-         "Job counts (all, per plugin), scheduling groups, server counters.\n", ""},
-        {"batch", verb_batch, "batch [--wait] [--window N]",
+         "Job counts (all, per plugin), scheduling groups, job classes, server counters.\n", ""},
+        {"batch", verb_batch, "batch [--wait] [--window N] [--class NAME]",
          "Submit JSON Lines job specs from stdin, {\"plugin\": ..., \"args\": {...},\n"
          "\"options\": {...}}; one line per job as it is accepted, or with --wait as it\n"
          "finishes.\n\n"
          "  -w, --wait          wait for each job\n"
-         "  -n, --window N      jobs in flight at once (default 64)\n",
-         " --window -n "},
+         "  -n, --window N      jobs in flight at once (default 64)\n"
+         "  -c, --class NAME    the job class of lines whose options name none\n",
+         " --window -n --class -c "},
 };
 
 static void verb_help(const Verb *v)

@@ -7,7 +7,8 @@
  * defaults; every key has one row in a table (section, name, parser, field), so the
  * file format, the error messages and config.h's comment stay in step. Keys with a
  * fixed set of words ([scheduler] optimize_for, numa, queue_policy) carry their word
- * list in the row, so a bad value's message names the words accepted.
+ * list in the row, so a bad value's message names the words accepted. The [class.NAME]
+ * sections are the one exception: their section name is data (config_class_key()).
  */
 #include "daemon/config.h"
 #include "daemon/log.h"
@@ -231,7 +232,31 @@ static const ConfigKey config_keys[] = {
         UKEY("scheduler", "cross_node_steal_every_n", sched.cross_node_steal_every_n, 0, 1000000,
              1),
         WKEY("scheduler", "queue_policy", sched.queue_policy, queue_words),
+        UKEY("scheduler", "task_quota_us", sched.control.task_quota_ns, 1, 1000000, NSEC_PER_USEC),
+        UKEY("scheduler", "stall_threshold_ms", sched.control.stall_threshold_ns, 0, 3600000,
+             NSEC_PER_MSEC),
+        UKEY("scheduler", "rescue_after_ms", sched.control.rescue_after_ns, 0, 3600000,
+             NSEC_PER_MSEC),
+        UKEY("scheduler", "max_spare_workers", sched.control.max_spare_workers, 0, 64, 1),
 };
+
+#define CLASS_SECTION_PREFIX "class."
+
+/* [A-Za-z0-9_.-]{1,SCHED_CLASS_NAME_MAX} */
+static bool class_name_valid(const char *name)
+{
+        size_t n = strlen(name);
+
+        if (n == 0 || n > SCHED_CLASS_NAME_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char ch = name[i];
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                      (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-'))
+                        return false;
+        }
+        return true;
+}
 
 /* true/false, yes/no, on/off, 1/0. Return: 0 and *@ret, or -EINVAL. */
 static int parse_bool(const char *s, bool *ret)
@@ -284,10 +309,64 @@ typedef struct ConfigParse {
         char message[256]; /* what was wrong with it; ini_parse() gives the line */
 } ConfigParse;
 
+/* One key of a [class.NAME] section: finds or appends the class. Return: 1 (inih's
+ * "go on"), 0 with p->error and p->message set. */
+static int config_class_key(ConfigParse *p, const char *section, const char *name,
+                            const char *value)
+{
+        const char *cname = section + strlen(CLASS_SECTION_PREFIX);
+        Config *c = p->cfg;
+        unsigned long v;
+        unsigned i;
+
+        if (p->error)
+                return 0;
+        if (!class_name_valid(cname)) {
+                snprintf(p->message, sizeof(p->message),
+                         "[%s]: bad class name (want 1..%d of A-Z a-z 0-9 _ . -)", section,
+                         SCHED_CLASS_NAME_MAX);
+                goto out_invalid;
+        }
+        if (strcmp(name, "shares") != 0) {
+                snprintf(p->message, sizeof(p->message),
+                         "unknown key '%s' in section [%s]; a class has only shares", name,
+                         section);
+                goto out_invalid;
+        }
+        if (parse_ulong(value, SCHED_SHARES_MIN, SCHED_SHARES_MAX, &v) < 0) {
+                snprintf(p->message, sizeof(p->message),
+                         "[%s] shares: bad value '%s' (want %d..%d)", section, value,
+                         SCHED_SHARES_MIN, SCHED_SHARES_MAX);
+                goto out_invalid;
+        }
+        for (i = 0; i < c->nclasses; i++)
+                if (strcmp(c->classes[i].name, cname) == 0)
+                        break;
+        if (i == c->nclasses) {
+                if (c->nclasses == SCHED_MAX_CLASSES) {
+                        snprintf(p->message, sizeof(p->message),
+                                 "[%s]: too many classes (at most %d, \"default\" included)",
+                                 section, SCHED_MAX_CLASSES);
+                        goto out_invalid;
+                }
+                snprintf(c->classes[i].name, sizeof(c->classes[i].name), "%s", cname);
+                c->nclasses++;
+        }
+        c->classes[i].shares = (unsigned)v;
+        return 1;
+
+out_invalid:
+        p->error = -EINVAL;
+        return 0;
+}
+
 /* Debian's inih is built without INI_HANDLER_LINENO: the line comes from ini_parse(). */
 static int config_ini_handler(void *user, const char *section, const char *name, const char *value)
 {
         ConfigParse *p = user;
+
+        if (strncmp(section, CLASS_SECTION_PREFIX, strlen(CLASS_SECTION_PREFIX)) == 0)
+                return config_class_key(p, section, name, value);
 
         for (size_t i = 0; i < sizeof(config_keys) / sizeof(config_keys[0]); i++) {
                 const ConfigKey *k = &config_keys[i];
@@ -430,7 +509,13 @@ int config_load(Config *ret, const ConfigArgs *args)
                 .sched = {.optimize_for = SCHED_OPTIMIZE_NEUTRAL,
                           .numa = SCHED_NUMA_AUTO,
                           .steal_every_n = 16,
-                          .queue_policy = SCHED_QUEUE_DEFAULT},
+                          .queue_policy = SCHED_QUEUE_DEFAULT,
+                          .control = {.task_quota_ns = 500 * NSEC_PER_USEC,
+                                      .stall_threshold_ns = 100 * NSEC_PER_MSEC,
+                                      .rescue_after_ns = 20 * NSEC_PER_MSEC,
+                                      .max_spare_workers = 0}},
+                .classes = {{.name = "default", .shares = 100}},
+                .nclasses = 1,
         };
         const char *env, *file;
         FILE *f;
@@ -494,12 +579,34 @@ int config_load(Config *ret, const ConfigArgs *args)
         /* the file's 0 is "never"; the runtime's 0 would be its default of 16 */
         if (c.sched.steal_every_n == 0)
                 c.sched.steal_every_n = UINT_MAX;
+        /* the file's 0 is "off"; the runtime's 0 would be its default */
+        if (c.sched.control.stall_threshold_ns == 0)
+                c.sched.control.stall_threshold_ns = SCHED_FOREVER;
+        if (c.sched.control.rescue_after_ns == 0)
+                c.sched.control.rescue_after_ns = SCHED_FOREVER;
         *ret = c;
         return 0;
 
 out_free:
         config_done(&c);
         return r;
+}
+
+unsigned config_sched_classes(const Config *c, SchedClassConfig *ret)
+{
+        for (unsigned i = 0; i < c->nclasses; i++)
+                ret[i] = (SchedClassConfig){.name = c->classes[i].name,
+                                            .shares = c->classes[i].shares};
+        return c->nclasses;
+}
+
+/* The class named @name in @c, or NULL. */
+static const ConfigClass *config_class_find(const Config *c, const char *name)
+{
+        for (unsigned i = 0; i < c->nclasses; i++)
+                if (strcmp(c->classes[i].name, name) == 0)
+                        return &c->classes[i];
+        return NULL;
 }
 
 /* ---------------------------------------------------------- print, diff ---- */
@@ -533,6 +640,11 @@ static void key_format(const Config *c, const ConfigKey *k, char *buf, size_t si
                                                  : *(const unsigned *)field;
                 /* config_load() turned the file's 0 ("never") into the runtime's UINT_MAX */
                 if (k->offset == offsetof(Config, sched.steal_every_n) && v == UINT_MAX)
+                        v = 0;
+                /* ... and the 0 ("off") of the stall detector and rescue into SCHED_FOREVER */
+                if ((k->offset == offsetof(Config, sched.control.stall_threshold_ns) ||
+                     k->offset == offsetof(Config, sched.control.rescue_after_ns)) &&
+                    v == SCHED_FOREVER)
                         v = 0;
                 snprintf(buf, size, "%llu", (unsigned long long)(v / k->scale));
                 return;
@@ -581,6 +693,9 @@ int config_print(const Config *c, FILE *f)
                 key_format(c, k, value, sizeof(value));
                 fprintf(f, "%s = %s\n", k->name, value);
         }
+        for (unsigned i = 0; i < c->nclasses; i++)
+                fprintf(f, "[%s%s]\nshares = %u\n", CLASS_SECTION_PREFIX, c->classes[i].name,
+                        c->classes[i].shares);
         return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
 }
 
@@ -615,6 +730,22 @@ void config_diff(const Config *old, const Config *new, char *live, size_t live_s
                 else
                         list_append(restart, restart_size, name);
         }
+        /* classes: new shares apply at once; a class added or removed waits for a restart */
+        for (unsigned i = 0; i < new->nclasses; i++) {
+                const ConfigClass *o = config_class_find(old, new->classes[i].name);
+
+                if (o && o->shares == new->classes[i].shares)
+                        continue;
+                snprintf(name, sizeof(name), "[%s%s]%s", CLASS_SECTION_PREFIX, new->classes[i].name,
+                         o ? " shares" : "");
+                list_append(o ? live : restart, o ? live_size : restart_size, name);
+        }
+        for (unsigned i = 0; i < old->nclasses; i++)
+                if (!config_class_find(new, old->classes[i].name)) {
+                        snprintf(name, sizeof(name), "[%s%s] (removed)", CLASS_SECTION_PREFIX,
+                                 old->classes[i].name);
+                        list_append(restart, restart_size, name);
+                }
 }
 
 void config_done(Config *c)

@@ -53,15 +53,33 @@
  *   cross_node_steal_every_n = 0   ; ... and from a group on another node; 0 = never
  *   queue_policy = default         ; shared (one run queue per group), local (plus a
  *                                  ; queue per worker), default (the runtime's choice)
+ *   task_quota_us = 500            ; 1..1000000: a fiber that ran this long without
+ *                                  ; switching is asked to yield (fiber_need_preempt)
+ *   stall_threshold_ms = 100       ; 0..3600000: a fiber that runs this long without
+ *                                  ; switching is reported with a backtrace; 0 = off
+ *   rescue_after_ms = 20           ; 0..3600000: a worker inside one fiber this long
+ *                                  ; while its group has ready fibers gets a spare
+ *                                  ; worker thread in its place; 0 = off
+ *   max_spare_workers = 0          ; 0..64: spare workers per group; 0 = the group's size
+ *   [class.NAME]                   ; a job class (job.submit option "class"); NAME is
+ *                                  ; [A-Za-z0-9_.-]{1,31}; at most 16 classes in all
+ *   shares = 100                   ; 1..1000: its CPU share against the other classes'
+ *                                  ; (seastar's shares); required: a section without
+ *                                  ; it is ignored
+ *
+ * The built-in class "default" (100 shares; the jobs that name no class) is always
+ * class 0; a [class.default] section may change its shares. The others follow in the
+ * order the file names them.
  *
  * Booleans are true/false, yes/no, on/off or 1/0. The groups' max_fibers is the
  * runtime's default (16384 per group); the dispatcher's max_running keeps the live job
  * fibers well below it.
  *
  * SIGHUP re-reads the file (config_load() again with the same ConfigArgs) and applies
- * what can change while running (log level, plugin dir, stop timeout, [jobs], [ipc]);
- * socket, workers and the [scheduler] keys need a restart: config_diff() names the keys
- * of each kind that changed, and the reload logs them in one line.
+ * what can change while running (log level, plugin dir, stop timeout, [jobs], [ipc],
+ * the shares of classes that already exist); socket, workers, the [scheduler] keys and
+ * adding or removing a class need a restart: config_diff() names the keys of each kind
+ * that changed, and the reload logs them in one line.
  */
 #ifndef FIBERD_DAEMON_CONFIG_H
 #define FIBERD_DAEMON_CONFIG_H
@@ -86,6 +104,12 @@
 /* A gid field for a group that is not set or does not exist. */
 #define CONFIG_NO_GROUP ((gid_t)-1)
 
+/* One [class.NAME] section (or the built-in "default"). */
+typedef struct ConfigClass {
+        char name[SCHED_CLASS_NAME_MAX + 1];
+        unsigned shares; /* SCHED_SHARES_MIN..SCHED_SHARES_MAX */
+} ConfigClass;
+
 typedef struct Config {
         char *socket_path;              /* owned */
         char *plugin_dir;               /* owned */
@@ -108,8 +132,12 @@ typedef struct Config {
         gid_t admin_gid;                /* resolved at load; CONFIG_NO_GROUP = none/absent */
         gid_t submit_gid;               /* resolved at load; CONFIG_NO_GROUP when "" */
         SchedConfig sched;              /* [scheduler]; .concurrency = workers once loaded,
-                                   * .steal_every_n already in the runtime's terms
-                                   * (UINT_MAX = never); pointers left NULL */
+                                         * .steal_every_n and .control already in the
+                                         * runtime's terms (UINT_MAX / SCHED_FOREVER =
+                                         * never); pointers left NULL
+                                         * (config_sched_classes()) */
+        ConfigClass classes[SCHED_MAX_CLASSES]; /* [0] is "default" */
+        unsigned nclasses;                      /* 1..SCHED_MAX_CLASSES */
 } Config;
 
 /* What the command line said; NULL / 0 / -1 = not given. Strings point into argv. */
@@ -158,11 +186,20 @@ int config_print(const Config *c, FILE *f);
 /*
  * config_diff - the keys whose values differ between @old and @new, as "socket,
  * [scheduler] numa" (the [fiberd] section unnamed), in two lists: @live for the keys a
- * reload applies, @restart for those that take effect at the next start. Each list is
- * NUL-terminated and truncated to its size ("" when none). Context: any. Pure.
+ * reload applies, @restart for those that take effect at the next start. Classes: new
+ * shares of a class in both are live ("[class.batch] shares"); a class added or removed
+ * needs a restart ("[class.new]", "[class.old] (removed)"). Each list is NUL-terminated
+ * and truncated to its size ("" when none). Context: any. Pure.
  */
 void config_diff(const Config *old, const Config *new, char *live, size_t live_size, char *restart,
                  size_t restart_size);
+
+/*
+ * config_sched_classes - @c's classes as the runtime takes them (SchedConfig.classes):
+ * fills @ret (SCHED_MAX_CLASSES entries, names pointing into @c, so valid while @c is
+ * unchanged) and returns how many. Context: any.
+ */
+unsigned config_sched_classes(const Config *c, SchedClassConfig *ret);
 
 /* config_done - free the strings. Accepts a zeroed Config. */
 void config_done(Config *c);

@@ -6,12 +6,13 @@
  *
  * Where fibers run:
  *  - the "server" scheduling group (one worker, sched_group_new()): the accept, reader,
- *    request, signal, ticker and plugin-watch fibers, so the daemon answers even when
- *    every job worker is busy;
- *  - the job Scheduler (sched_new()): job fibers, their supervisors and the child
- *    fibers plugins spawn, on one or more scheduling groups ("jobs-0", "jobs-1", ... in
- *    stats) laid out from workers and the [scheduler] keys (config.h): group count and
- *    size, NUMA binding, stealing between groups, run-queue policy.
+ *    request, signal, ticker and plugin-watch fibers, and the job supervisors (which
+ *    enforce --timeout: dispatch.c), so the daemon answers, times out and cancels
+ *    even when every job worker is busy or blocked;
+ *  - the job Scheduler (sched_new()): job fibers and the child fibers plugins spawn,
+ *    on one or more scheduling groups ("jobs-0", "jobs-1", ... in stats) laid out
+ *    from workers and the [scheduler] keys (config.h): group count and size, NUMA
+ *    binding, stealing between groups, run-queue policy.
  */
 #ifndef FIBERD_DAEMON_DAEMON_H
 #define FIBERD_DAEMON_DAEMON_H
@@ -43,8 +44,8 @@ MethodFn methods_lookup(const char *name, size_t len);
 
 /*
  * stats_pack - the `stats` result (PROTOCOL.md): uptime, job counts in total and per
- * plugin, per scheduling group runtime stats (the server group, then every job group),
- * the job scheduler's layout, server counters. Return 0; -ENOMEM.
+ * plugin (with its stall reports), per scheduling group runtime stats (the server group,
+ * then every job group), the job scheduler's layout and classes, server counters. Return 0; -ENOMEM.
  * Context: any fiber; does not yield.
  */
 int stats_pack(Daemon *d, msgpack_packer *pk);

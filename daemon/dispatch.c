@@ -17,25 +17,31 @@
  * retries.
  *
  * Placement: every job fiber is created with FiberAttr.scheduler = d->sched and no
- * group, so the runtime places it. A supervisor started by the dispatcher from the
- * server group (job.submit, the ticker, SIGHUP) goes to a group on the caller's NUMA
- * node, round robin (sched_pick_group()); one started by a finishing supervisor stays
- * in that supervisor's group; the job fiber and the plugin's children stay in the
- * supervisor's group. Idle workers of other groups may still steal them.
+ * group, so the runtime places it: its supervisor runs outside the job scheduler, so
+ * sched_pick_group() chooses a group on the caller's NUMA node, round robin; the
+ * plugin's children stay in the job fiber's group. Idle workers of other groups may
+ * still steal them.
  *
- * A running job has two fibers on one of the job scheduler's groups:
- *  - the supervisor (detached): creates the job fiber joinable, publishes its handle in
+ * A running job has two fibers:
+ *  - the supervisor (detached), on d->supervise_group (the daemon's server group, not a
+ *    job group: a job that blocks its worker thread, or spins without yielding, on
+ *    every job worker at once must not keep its own --timeout or a job.cancel from
+ *    being acted on): creates the job fiber joinable, publishes its handle in
  *    job->fiber so job.cancel can fiber_cancel() it, waits on job->ran until the job's
  *    deadline, cancels the job fiber when the deadline passes, then clears job->fiber
  *    under the table lock and joins it — in that order, so a handle that the lock lets
  *    anyone see is never a joined one;
- *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow reports): calls
- *    the table's run hook (JobTableHooks.run: the plugin host's entry point call, set
- *    by main.c) and sets job->ran.
- * The supervisor then gives the job its final state: cancelled if cancellation was
- * requested (cooperative: a job that ignored it still ends cancelled), failed if the
- * entry point returned a negative errno, done otherwise; it wakes the job's waiters and
- * pumps the queue.
+ *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
+ *    reports), on one of the job scheduler's groups, in the job's class (its children
+ *    inherit it): calls the table's run hook (JobTableHooks.run: the plugin host's
+ *    entry point call, set by main.c) and sets job->ran.
+ * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
+ * at once (jobtable_cancel()): every job worker may be stuck for long, and no plugin
+ * code of it has run; the fiber, when it gets a worker, sees the final state and skips
+ * the plugin. Otherwise the supervisor gives the job its final state: cancelled if
+ * cancellation was requested (cooperative: a job that ignored it still ends cancelled),
+ * failed if the entry point returned a negative errno, done otherwise; it wakes the
+ * job's waiters and pumps the queue.
  */
 #include "daemon/dispatch.h"
 #include "daemon/jobtable.h"
@@ -49,9 +55,12 @@
 
 /* ------------------------------------------------------------------ queue ------- */
 
-void dispatch_init(Dispatcher *d, Scheduler *sched, unsigned max_running)
+void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
+                   unsigned max_running)
 {
-        *d = (Dispatcher){.sched = sched, .max_running = max_running ? max_running : 1};
+        *d = (Dispatcher){.sched = sched,
+                          .supervise_group = supervise_group,
+                          .max_running = max_running ? max_running : 1};
 }
 
 void dispatch_done(Dispatcher *d)
@@ -286,8 +295,17 @@ static void job_fiber_main(void *arg)
 {
         Job *j = arg;
         const JobTableHooks *h = &j->table->hooks;
+        bool ended;
 
-        j->run_result = h->run ? h->run(j) : -ENOSYS;
+        /* under the lock: jobtable_cancel() ends a job at once only before this */
+        jobtable_lock(j->table);
+        j->fiber_started = true;
+        ended = job_state_final(j->state);
+        jobtable_unlock(j->table);
+        if (ended) /* cancelled, or timed out, while it waited for a worker */
+                j->run_result = -ECANCELED;
+        else
+                j->run_result = h->run ? h->run(j) : -ENOSYS;
         fiber_event_set(&j->ran);
 }
 
@@ -323,7 +341,8 @@ static void job_supervise(void *arg)
         Job *j = arg;
         JobTable *t = j->table;
         Dispatcher *d = &t->dispatch;
-        FiberAttr attr = {.tag = j->tag, .scheduler = d->sched}; /* our group */
+        /* not our group (the server group): the runtime picks one of d->sched's */
+        FiberAttr attr = {.tag = j->tag, .scheduler = d->sched, .sched_class = j->sched_class};
         Fiber *f;
         int r;
 
@@ -401,7 +420,7 @@ void dispatch_pump_locked(Dispatcher *d)
         while (!d->pump_blocked && d->queued && d->running < d->max_running && (u = user_next(d))) {
                 Job *j = u->queue.v[0];
                 JobTable *t = j->table;
-                FiberAttr attr = {.scheduler = d->sched, .detached = true};
+                FiberAttr attr = {.group = d->supervise_group, .detached = true};
                 int r;
 
                 if (j->deadline_ns != SCHED_FOREVER) {

@@ -53,7 +53,10 @@ typedef struct DispatchUser {
 
 typedef struct Dispatcher {
         Scheduler *sched; /* where job fibers run: its groups, placed by the runtime; not owned */
-        DispatchUser *users; /* owned array; Job.dispatch_user indexes it */
+        SchedulingGroup *supervise_group; /* where supervisors run: the server group, so
+                                           * timeouts and cancel work while every job
+                                           * worker is blocked; not owned */
+        DispatchUser *users;              /* owned array; Job.dispatch_user indexes it */
         size_t n_users, cap_users;
         size_t queued;        /* queued jobs of every user */
         unsigned running;     /* jobs with a supervisor fiber */
@@ -64,11 +67,13 @@ typedef struct Dispatcher {
 } Dispatcher;
 
 /*
- * dispatch_init - an empty queue whose jobs run on the groups of @sched (not owned; it
+ * dispatch_init - an empty queue whose jobs run on the groups of @sched and whose
+ * supervisors run on @supervise_group (the daemon's server group; neither owned, both
  * must outlive every job fiber). @max_running: jobs running at once, 0 taken as 1.
  * Context: main thread at start-up. Cannot fail (the queue grows on first push).
  */
-void dispatch_init(Dispatcher *d, Scheduler *sched, unsigned max_running);
+void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
+                   unsigned max_running);
 
 /* dispatch_done - free the queue (not the jobs: the table owns them). Context: main thread. */
 void dispatch_done(Dispatcher *d);
@@ -122,8 +127,8 @@ Job *dispatch_at_locked(const Dispatcher *d, size_t i);
  * users below max_running_per_user, the one whose best job has the lowest priority
  * value, then the one with the fewest jobs running, then the one whose last start is
  * longest ago (round robin), so one user's flood cannot starve another's job of equal
- * priority; each gets a supervisor fiber on a group of d->sched that runs
- * the job fiber, enforces its deadline and joins it. A job whose deadline passed while
+ * priority; each gets a supervisor fiber on d->supervise_group that starts the job
+ * fiber on a group of d->sched, enforces its deadline and joins it. A job whose deadline passed while
  * queued ends cancelled (DEADLINE_EXCEEDED) instead. Jobs reach their table (for state
  * changes) through Job.table.
  * Context: any fiber or thread; the table lock held; does not yield.

@@ -110,7 +110,8 @@ out_sbuffer:
 }
 
 int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, const Plugin *plugin,
-            const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns)
+            const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns,
+            unsigned cls, const char *class_name)
 {
         Job *j = calloc(1, sizeof(*j));
         int r = -ENOMEM;
@@ -134,6 +135,8 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->plugin = plugin;
         j->priority = priority;
         j->timeout_ns = timeout_ns;
+        j->sched_class = 1 + cls;
+        snprintf(j->class_name, sizeof(j->class_name), "%s", class_name);
         j->deadline_ns = timeout_ns ? sched_deadline_after(timeout_ns) : SCHED_FOREVER;
         snprintf(j->tag, sizeof(j->tag), "job %llu plugin %s", (unsigned long long)id, plugin_name);
         j->refs = 1;
@@ -188,9 +191,10 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
         uint64_t done, total;
         int r = 0;
 
-        r |= msgpack_pack_map(pk, with_result ? 12 : 11);
+        r |= msgpack_pack_map(pk, with_result ? 13 : 12);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_ID, j->id);
         r |= ipc_pack_kv_cstr(pk, IPC_KEY_PLUGIN, j->plugin_name);
+        r |= ipc_pack_kv_cstr(pk, IPC_KEY_CLASS, j->class_name);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_OWNER, j->owner);
         r |= ipc_pack_kv_cstr(pk, IPC_KEY_STATE, job_state_name(j->state));
         r |= ipc_pack_kv_int(pk, IPC_KEY_PRIORITY, j->priority);

@@ -85,6 +85,9 @@ typedef struct Job {
         uint64_t timeout_ns;     /* 0 = none */
         uint64_t deadline_ns;    /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
         char tag[96];            /* the fiber tag: "job 42 plugin sha256" */
+        unsigned sched_class;    /* FiberAttr.sched_class of the job fiber: 1 + the class
+                                  * index (sched_class_find()) */
+        char class_name[SCHED_CLASS_NAME_MAX + 1]; /* its name, for records and logs */
 
         int refs; /* atomic */
 
@@ -102,6 +105,9 @@ typedef struct Job {
                                      * functions read it atomically without the lock */
         bool timed_out;         /* the cancellation came from the deadline */
         Fiber *fiber;           /* joinable job fiber while it may be cancelled */
+        bool fiber_started;     /* the job fiber has begun: a job cancelled before that
+                                 * ends at once (jobtable_cancel()), even while every job
+                                 * worker is busy, and its fiber then skips the plugin */
         int run_result;         /* what the plugin's entry point returned */
         const char *fail_code;  /* IPC_* code the plugin's failure maps to; NULL = errno's */
         void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */
@@ -120,12 +126,14 @@ typedef struct Job {
 /*
  * job_new - a queued job of @table (kept in Job.table, not referenced) holding a copy of
  * @args (a msgpack map; deep-copied into the job's own zone) for @plugin, owned by
- * @origin's creds (referenced) and holding its fds (taken: @origin's are cleared).
+ * @origin's creds (referenced) and holding its fds (taken: @origin's are cleared), in the
+ * job class @cls (0-based index; @class_name copied).
  * @ret: out, one reference, written only on success.
  * Return: 0; -ENOMEM. Context: any; does not yield.
  */
 int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, const Plugin *plugin,
-            const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns);
+            const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns,
+            unsigned cls, const char *class_name);
 
 /* job_ref - one more reference; returns @j. Context: any. */
 Job *job_ref(Job *j);
@@ -135,7 +143,7 @@ Job *job_unref(Job *j);
 
 /*
  * job_pack_record - the job record (PROTOCOL.md, "Job record") as one msgpack map:
- * id, plugin, owner, state, priority, timeout_ms, created_ms / started_ms / finished_ms
+ * id, plugin, class, owner, state, priority, timeout_ms, created_ms / started_ms / finished_ms
  * (ms since the epoch, nil when not yet), progress {done, total} (nil when never
  * reported), result (the plugin's object, nil unless done), error ({code, message}, nil
  * unless failed/cancelled). @with_result false leaves result out.

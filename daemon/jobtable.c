@@ -26,8 +26,9 @@ void jobtable_unlock(JobTable *t)
         pthread_mutex_unlock(&t->lock);
 }
 
-int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t max_queued,
-                  uint64_t retention_ns, size_t retention_max)
+int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_group,
+                  unsigned max_running, size_t max_queued, uint64_t retention_ns,
+                  size_t retention_max)
 {
         memset(t, 0, sizeof(*t));
         t->nbuckets = 1024;
@@ -36,7 +37,7 @@ int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t ma
                 return -ENOMEM;
         pthread_mutex_init(&t->lock, NULL);
         t->next_id = 1;
-        dispatch_init(&t->dispatch, sched, max_running);
+        dispatch_init(&t->dispatch, sched, supervise_group, max_running);
         t->max_queued = max_queued;
         t->retention_ns = retention_ns;
         t->retention_max = retention_max;
@@ -162,6 +163,17 @@ static JobCounts *plugin_counts_locked(JobTable *t, const char *name)
         return &p->counts;
 }
 
+void jobtable_count_stall(JobTable *t, const char *plugin_name)
+{
+        jobtable_lock(t);
+        for (size_t i = 0; i < t->nplugins; i++)
+                if (strcmp(t->plugins[i].name, plugin_name) == 0) {
+                        t->plugins[i].stalls++;
+                        break;
+                }
+        jobtable_unlock(t);
+}
+
 static uint64_t *count_field(JobCounts *c, JobState s)
 {
         switch (s) {
@@ -214,7 +226,8 @@ void jobtable_check_idle_locked(JobTable *t)
 }
 
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
-                    const msgpack_object *args, int priority, uint64_t timeout_ns, Job **ret)
+                    const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
+                    const char *class_name, Job **ret)
 {
         JobCounts *pc;
         Job *j;
@@ -232,7 +245,8 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         r = dispatch_admit_locked(&t->dispatch, origin->creds->uid);
         if (r < 0)
                 goto out_unlock;
-        r = job_new(&j, t, t->next_id, origin, plugin, plugin_name, args, priority, timeout_ns);
+        r = job_new(&j, t, t->next_id, origin, plugin, plugin_name, args, priority, timeout_ns, cls,
+                    class_name);
         if (r < 0)
                 goto out_unlock;
         r = dispatch_push_locked(&t->dispatch, j);
@@ -309,6 +323,15 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                         fiber_cancel(j->fiber);
                 if (t->hooks.cancel)
                         t->hooks.cancel(j);
+                /* Its fiber waits for a job worker that may be stuck for long (issue 9):
+                 * no plugin code of it ran, so it ends now; the fiber, when it runs,
+                 * skips the plugin, and its supervisor still joins it. */
+                if (!j->fiber_started)
+                        jobtable_finish_locked(t, j, JOB_CANCELLED,
+                                               timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
+                                               timed_out ? "the job's timeout passed before it "
+                                                           "started running"
+                                                         : "cancelled before it started running");
         }
         jobtable_unlock(t);
         if (r == 0)

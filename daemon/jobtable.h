@@ -42,6 +42,7 @@ typedef struct JobCounts {
 typedef struct PluginCounts {
         char *name; /* owned */
         JobCounts counts;
+        uint64_t stalls; /* stall reports about its job fibers (jobtable_count_stall()) */
 } PluginCounts;
 
 /*
@@ -85,12 +86,14 @@ typedef struct JobTable {
 } JobTable;
 
 /*
- * jobtable_init - an empty table whose jobs run on the groups of @sched (not owned;
- * it must outlive the table's fibers).
+ * jobtable_init - an empty table whose jobs run on the groups of @sched and whose
+ * supervisors run on @supervise_group (the server group; dispatch.h). Neither is
+ * owned; both must outlive the table's fibers.
  * Return: 0; -ENOMEM. Context: main thread at start-up.
  */
-int jobtable_init(JobTable *t, Scheduler *sched, unsigned max_running, size_t max_queued,
-                  uint64_t retention_ns, size_t retention_max);
+int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_group,
+                  unsigned max_running, size_t max_queued, uint64_t retention_ns,
+                  size_t retention_max);
 
 /*
  * jobtable_set_hooks - where jobs run and how a running job is cancelled (copied).
@@ -106,8 +109,9 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
                         size_t retention_max);
 
 /*
- * jobtable_submit - create a queued job and hand it to the dispatcher, owned by
- * @origin's creds and holding its fds (job_new(): taken on success).
+ * jobtable_submit - create a queued job in class @cls (0-based; @class_name copied) and
+ * hand it to the dispatcher, owned by @origin's creds and holding its fds (job_new():
+ * taken on success).
  * @ret: out, a reference to the job (caller unrefs), written only on success.
  * Return: 0; -ENOMEM; -EAGAIN when max_queued jobs wait already; -EDQUOT when the
  * submitter has max_queued_per_user queued; -EBUSY when it is over
@@ -115,14 +119,17 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
  * Context: any fiber or thread; does not yield.
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
-                    const msgpack_object *args, int priority, uint64_t timeout_ns, Job **ret);
+                    const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
+                    const char *class_name, Job **ret);
 
 /* jobtable_get - the job with @id, referenced, or NULL (never existed or retired). */
 Job *jobtable_get(JobTable *t, uint64_t id);
 
 /*
- * jobtable_cancel - request cancellation: a queued job ends cancelled at once; a running
- * job gets fiber_cancel() and ends cancelled when its entry point returns.
+ * jobtable_cancel - request cancellation: a queued job ends cancelled at once; so does a
+ * running one whose job fiber has not started yet (it waits for a job worker; its
+ * supervisor still joins it); a running job gets fiber_cancel() and ends cancelled when
+ * its entry point returns.
  * @timed_out: the request comes from the job's deadline (error DEADLINE_EXCEEDED instead
  * of CANCELLED). Return: 0; -EALREADY when the job had already ended.
  * Context: any; does not yield.
@@ -178,6 +185,14 @@ static inline Job *jobtable_prev_locked(JobTable *t, Job *j)
         ListHead *e = j ? j->all_link.prev : t->all.prev;
         return e == &t->all ? NULL : list_entry(e, Job, all_link);
 }
+
+/*
+ * jobtable_count_stall - one more stall report about a fiber of a @plugin_name job (the
+ * stall hook, main.c). A name no job was ever submitted with is not counted.
+ * Context: any thread (the runtime's monitor threads included); takes the table lock
+ * briefly; does not yield.
+ */
+void jobtable_count_stall(JobTable *t, const char *plugin_name);
 
 /* Lock helpers for code that reads a job's mutable fields (job.h). */
 void jobtable_lock(JobTable *t);

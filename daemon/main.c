@@ -13,7 +13,15 @@
  *      fiber — then sd_notify("READY=1")
  *   5. housekeeping fibers on the server group: the signal fiber (signalfd waited on
  *      with fiber_wait_fd()), the ticker (once a second: retention sweep, blocked
- *      dispatch retry, sd_notify STATUS=), the plugin directory watcher (inotify).
+ *      dispatch retry, sd_notify STATUS=), the plugin directory watcher (inotify), and
+ *      under a systemd watchdog (WatchdogSec=, sd_watchdog_enabled()) the watchdog
+ *      fiber, which sends WATCHDOG=1 every half interval: from the server group, so a
+ *      server group that stops running fibers stops the pings and systemd restarts
+ *      fiberd, while jobs that hold every job worker never do.
+ * Before any group starts, the runtime's stall reports are routed to stall_hook(): one
+ * warning per stall naming the job, plugin, class, group/worker, how long the fiber has
+ * run and its backtrace (one line per frame), at most STALL_REPORTS_PER_SEC a second,
+ * and counted per plugin for stats.
  * The main thread then parks on d.stop (a FiberEvent: a plain pthread may wait on it).
  *
  * Shutdown (SIGTERM / SIGINT): STOPPING=1; stop accepting (and unlink the socket we
@@ -39,7 +47,9 @@
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -57,7 +67,94 @@
 
 #define TICK_NS NSEC_PER_SEC
 
+/* Stall reports logged per second at most; the rest are counted, and the next logged
+ * one says how many were left out. */
+#define STALL_REPORTS_PER_SEC 10
+
 static Daemon daemon_state;
+
+/* ------------------------------------------------------------------ stalls ------ */
+
+static pthread_mutex_t stall_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t stall_window_ns;     /* start of the current one-second window */
+static unsigned stall_window_logged; /* reports logged in it */
+static uint64_t stall_dropped;       /* reports not logged since the last logged one */
+
+/* Whether this report may be logged; *@ret_dropped: how many were left out before it. */
+static bool stall_rate_ok(uint64_t *ret_dropped)
+{
+        uint64_t now = sched_now_ns();
+        bool ok;
+
+        pthread_mutex_lock(&stall_lock);
+        if (now - stall_window_ns >= NSEC_PER_SEC) {
+                stall_window_ns = now;
+                stall_window_logged = 0;
+        }
+        ok = stall_window_logged < STALL_REPORTS_PER_SEC;
+        if (ok) {
+                stall_window_logged++;
+                *ret_dropped = stall_dropped;
+                stall_dropped = 0;
+        } else {
+                stall_dropped++;
+        }
+        pthread_mutex_unlock(&stall_lock);
+        return ok;
+}
+
+/*
+ * The runtime's stall hook (sched_set_stall_hook()): counts the stall for the job's
+ * plugin and logs it. A job fiber and its children carry the tag "job N plugin P"
+ * (dispatch.c, plugin_job.c); other fibers (the server group's) are named by their tag.
+ * Context: a group's monitor pthread, not a fiber: only pthread-safe locks (the job
+ * table's mutex, stall_lock), held briefly; log lines are one write(2) each.
+ */
+static void stall_hook(const SchedStall *st, void *arg)
+{
+        Daemon *d = arg;
+        char plugin[65] = "";
+        unsigned long long id = 0;
+        bool is_job = st->tag && sscanf(st->tag, "job %llu plugin %64s", &id, plugin) == 2;
+        const char *frame, *end;
+        uint64_t dropped;
+        unsigned n = 0;
+
+        if (is_job)
+                jobtable_count_stall(&d->jobs, plugin);
+        if (!stall_rate_ok(&dropped))
+                return;
+        if (is_job)
+                log_job(LOG_WARNING, id, plugin,
+                        "stall: class %s, group %s worker %u, fiber %llu has run %llu ms without "
+                        "switching%s; backtrace:",
+                        st->class_name ? st->class_name : "?", st->group ? st->group : "?",
+                        st->worker, (unsigned long long)st->fiber_id,
+                        (unsigned long long)(st->ran_ns / NSEC_PER_MSEC),
+                        dropped ? " (more stalls were not logged: rate limit)" : "");
+        else
+                log_msg(LOG_WARNING,
+                        "stall: fiber %llu (%s), class %s, group %s worker %u, has run %llu ms "
+                        "without switching%s; backtrace:",
+                        (unsigned long long)st->fiber_id, st->tag ? st->tag : "no tag",
+                        st->class_name ? st->class_name : "?", st->group ? st->group : "?",
+                        st->worker, (unsigned long long)(st->ran_ns / NSEC_PER_MSEC),
+                        dropped ? " (more stalls were not logged: rate limit)" : "");
+        for (frame = st->backtrace ? st->backtrace : ""; *frame; frame = *end ? end + 1 : end) {
+                end = strchrnul(frame, '\n');
+                if (end == frame)
+                        continue;
+                /* the runtime numbers the frames ("#0 file(function+off) [addr]") */
+                if (is_job)
+                        log_job(LOG_WARNING, id, plugin, "stall:   %.*s", (int)(end - frame),
+                                frame);
+                else
+                        log_msg(LOG_WARNING, "stall:   %.*s", (int)(end - frame), frame);
+                n++;
+        }
+        if (n == 0)
+                log_msg(LOG_WARNING, "stall:   (no backtrace: the worker did not answer in time)");
+}
 
 /* ------------------------------------------------------------------ reload ------ */
 
@@ -73,6 +170,46 @@ static void apply_quotas(Daemon *d, const Config *c)
         };
 
         jobtable_set_quotas(&d->jobs, &q);
+}
+
+/* Gives every class of @nc that the job scheduler already has its new shares at once
+ * (sched_class_set_shares()), one log line per change; new classes wait for a restart
+ * (config_diff() says so). */
+static void reload_class_shares(Daemon *d, const Config *nc)
+{
+        for (unsigned i = 0; i < nc->nclasses; i++) {
+                const ConfigClass *c = &nc->classes[i];
+                int cls = sched_class_find(d->job_sched, c->name);
+                SchedClassStats cs;
+                int r;
+
+                if (cls < 0 || sched_class_stats(d->job_sched, (unsigned)cls, &cs) < 0 ||
+                    cs.shares == c->shares)
+                        continue;
+                r = sched_class_set_shares(d->job_sched, (unsigned)cls, c->shares);
+                if (r < 0)
+                        log_msg(LOG_ERR, "class %s: cannot set shares to %u: %s", c->name,
+                                c->shares, strerror(-r));
+                else
+                        log_msg(LOG_INFO, "class %s: shares %u -> %u, applied now", c->name,
+                                cs.shares, c->shares);
+        }
+}
+
+/* The classes that run after a reload: @run's set (adding or removing one needs a
+ * restart), with @nc's shares for those that stay (applied at once); written to @nc. */
+static void keep_running_classes(const Config *run, Config *nc)
+{
+        ConfigClass kept[SCHED_MAX_CLASSES];
+
+        for (unsigned i = 0; i < run->nclasses; i++) {
+                kept[i] = run->classes[i];
+                for (unsigned k = 0; k < nc->nclasses; k++)
+                        if (strcmp(nc->classes[k].name, kept[i].name) == 0)
+                                kept[i].shares = nc->classes[k].shares;
+        }
+        memcpy(nc->classes, kept, run->nclasses * sizeof(kept[0]));
+        nc->nclasses = run->nclasses;
 }
 
 static void daemon_reload(Daemon *d)
@@ -106,6 +243,7 @@ static void daemon_reload(Daemon *d)
                                 nc.socket_path = path;
                         }
                 }
+                reload_class_shares(d, &nc);
                 config_diff(&d->cfg, &nc, live, sizeof(live), restart, sizeof(restart));
                 log_msg(restart[0] ? LOG_NOTICE : LOG_INFO, "configuration reloaded: %s%s%s%s",
                         live[0] ? "applied " : "", live[0] ? live : "no live setting changed",
@@ -116,6 +254,7 @@ static void daemon_reload(Daemon *d)
                  * values, so the next reload names them again */
                 nc.workers = d->cfg.workers;
                 nc.sched = d->cfg.sched;
+                keep_running_classes(&d->cfg, &nc);
                 /* keep the path we listen on, so shutdown unlinks the right file */
                 free(nc.socket_path);
                 nc.socket_path = d->cfg.socket_path;
@@ -206,6 +345,23 @@ static void plugin_watch_fiber(void *arg)
         }
 }
 
+/*
+ * Sends WATCHDOG=1 every half of systemd's WatchdogSec= (@arg: the interval in
+ * microseconds, from sd_watchdog_enabled()). It runs on the server group on purpose: a
+ * server group that no longer runs its fibers stops the pings, a job that holds every
+ * job worker does not.
+ */
+static void watchdog_fiber(void *arg)
+{
+        uint64_t period_ns = (uint64_t)(uintptr_t)arg * NSEC_PER_USEC / 2;
+
+        for (;;) {
+                sd_notify(0, "WATCHDOG=1");
+                if (fiber_sleep_for(period_ns) == -ECANCELED)
+                        return;
+        }
+}
+
 static int start_fiber(Daemon *d, FiberFn fn, void *arg, const char *tag)
 {
         FiberAttr attr = {.group = d->server_group, .detached = true, .tag = tag};
@@ -271,7 +427,7 @@ static int daemon_shutdown(Daemon *d)
          * leave without them (_exit), the way a job that ignores cancellation is left.
          */
         for (int i = 0;; i++) {
-                /* supervisors finish a moment after their job's final state is set */
+                /* job fibers and children finish a moment after the final states are set */
                 alive = job_fibers_alive(d);
                 if (!idle || alive == 0 || i == 200)
                         break;
@@ -298,15 +454,18 @@ static int daemon_shutdown(Daemon *d)
 static int start_job_scheduler(Daemon *d)
 {
         SchedConfig scfg = d->cfg.sched;
+        SchedClassConfig classes[SCHED_MAX_CLASSES];
         SchedPlan plan;
         char *layout, *line, *save = NULL;
         size_t len;
         int r;
 
         scfg.concurrency = d->cfg.workers;
-        scfg.max_fibers = 0; /* the runtime's default, 16384 per group: jobs, supervisors,
-                              * children; max_running keeps them well below it */
+        scfg.max_fibers = 0; /* the runtime's default, 16384 per group: jobs and children;
+                              * max_running keeps them well below it */
         scfg.name = "fiberd-job";
+        scfg.nclasses = config_sched_classes(&d->cfg, classes);
+        scfg.classes = classes;
         r = sched_new(&d->job_sched, &scfg);
         if (r == -EINVAL) {
                 log_msg(LOG_ERR,
@@ -383,6 +542,7 @@ int main(int argc, char **argv)
 {
         Daemon *d = &daemon_state;
         SchedGroupConfig gcfg = {0};
+        uint64_t watchdog_usec = 0;
         sigset_t mask;
         int listen_fd, sfd, r;
 
@@ -411,9 +571,11 @@ int main(int argc, char **argv)
                 return EXIT_OSERR;
         }
 
+        sched_set_stall_hook(stall_hook, d);
         gcfg.workers = 1;
         gcfg.max_fibers = 0; /* 16384: connections and requests in flight */
         gcfg.name = "fiberd-srv";
+        gcfg.control = d->cfg.sched.control; /* its stalls are reported too */
         r = sched_group_new(&d->server_group, &gcfg);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot start the server scheduling group: %s", strerror(-r));
@@ -422,8 +584,8 @@ int main(int argc, char **argv)
         r = start_job_scheduler(d);
         if (r != 0)
                 return r;
-        r = jobtable_init(&d->jobs, d->job_sched, d->cfg.max_running, d->cfg.max_queued,
-                          d->cfg.retention_ns, d->cfg.retention_max);
+        r = jobtable_init(&d->jobs, d->job_sched, d->server_group, d->cfg.max_running,
+                          d->cfg.max_queued, d->cfg.retention_ns, d->cfg.retention_max);
         if (r < 0)
                 return EXIT_OSERR;
         apply_quotas(d, &d->cfg);
@@ -477,6 +639,15 @@ int main(int argc, char **argv)
             start_fiber(d, ticker_fiber, d, "ticker") < 0 ||
             start_fiber(d, plugin_watch_fiber, NULL, "plugin-watch") < 0)
                 return EXIT_SOFTWARE;
+        /* under WatchdogSec=: pings from the server group (watchdog_fiber()) */
+        if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+                if (start_fiber(d, watchdog_fiber, (void *)(uintptr_t)watchdog_usec, "watchdog") <
+                    0)
+                        return EXIT_SOFTWARE;
+                log_msg(LOG_INFO,
+                        "systemd watchdog: WATCHDOG=1 every %llu ms from the server group",
+                        (unsigned long long)(watchdog_usec / 2 / USEC_PER_MSEC));
+        }
 
         while (fiber_event_wait(&d->stop, SCHED_FOREVER) < 0)
                 ;

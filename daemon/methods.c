@@ -119,6 +119,37 @@ static int method_plugins_list(void *ctx, Request *req, msgpack_packer *pk, IpcS
 }
 
 /*
+ * The index of the job class named by the `class` option (@name, @len bytes, not
+ * NUL-terminated), or INVALID_ARGUMENT "unknown class NAME (known: a, b)".
+ */
+static int class_from_option(Daemon *d, const char *name, size_t len, int *ret, IpcStatus *st)
+{
+        char want[SCHED_CLASS_NAME_MAX + 1], known[SCHED_MAX_CLASSES * (SCHED_CLASS_NAME_MAX + 2)];
+        size_t n = 0;
+        int cls = -ENOENT;
+
+        if (len < sizeof(want) && !memchr(name, '\0', len)) {
+                memcpy(want, name, len);
+                want[len] = '\0';
+                cls = sched_class_find(d->job_sched, want);
+        }
+        if (cls >= 0) {
+                *ret = cls;
+                return 0;
+        }
+        known[0] = '\0';
+        for (unsigned i = 0; i < sched_classes(d->job_sched) && n < sizeof(known); i++) {
+                int w = snprintf(known + n, sizeof(known) - n, "%s%s", i ? ", " : "",
+                                 sched_class_name(d->job_sched, i));
+                if (w < 0)
+                        break;
+                n += (size_t)w;
+        }
+        return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL, "unknown class %.*s (known: %s)",
+                              (int)(len > 64 ? 64 : len), name, known);
+}
+
+/*
  * Accepts the job that params [plugin, args, options] (job.submit's, also the first
  * three of job.run's) describe, owned by @req's uid: every check, error and limit of
  * job.submit is here. @ret: out, one reference, written only on success.
@@ -132,6 +163,9 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
         size_t name_len;
         int64_t priority = 0;
         uint64_t timeout_ms = 0;
+        const char *class_name = NULL;
+        size_t class_len = 0;
+        int cls = 0;
         char cname[128];
         const Plugin *p;
         JobOrigin origin;
@@ -157,11 +191,13 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                                                &priority, st);
                 else if (ipc_object_streq(&kv->key, IPC_OPT_TIMEOUT_MS))
                         r = ipc_read_uint(&kv->val, IPC_OPT_TIMEOUT_MS, &timeout_ms, st);
+                else if (ipc_object_streq(&kv->key, IPC_OPT_CLASS))
+                        r = ipc_read_strv(&kv->val, IPC_OPT_CLASS, &class_name, &class_len, st);
                 else
                         r = ipc_status_set(
                                 st, IPC_INVALID_ARGUMENT, -EINVAL,
-                                "unknown option %s%.*s; the options are priority and "
-                                "timeout_ms",
+                                "unknown option %s%.*s; the options are priority, "
+                                "timeout_ms and class",
                                 kv->key.type == MSGPACK_OBJECT_STR ? "" : "(not a string)",
                                 kv->key.type == MSGPACK_OBJECT_STR ? (int)kv->key.via.str.size : 0,
                                 kv->key.type == MSGPACK_OBJECT_STR ? kv->key.via.str.ptr : "");
@@ -174,6 +210,8 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                 return ipc_status_set(st, IPC_INVALID_ARGUMENT, -ERANGE,
                                       "timeout_ms: %llu is too large",
                                       (unsigned long long)timeout_ms);
+        if (class_name && (r = class_from_option(d, class_name, class_len, &cls, st)) < 0)
+                return r;
         p = plugin_host_find(name, name_len);
         if (!p) {
                 char loaded[512];
@@ -189,7 +227,8 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                 return r;
         origin = (JobOrigin){.creds = req->creds, .fds = req->fds, .n_fds = req->n_fds};
         r = jobtable_submit(&d->jobs, &origin, p, cname, args, (int)priority,
-                            timeout_ms * NSEC_PER_MSEC, &j);
+                            timeout_ms * NSEC_PER_MSEC, (unsigned)cls,
+                            sched_class_name(d->job_sched, (unsigned)cls), &j);
         req->fds = origin.fds; /* NULL when the job took them */
         req->n_fds = origin.n_fds;
         if (r == -EAGAIN)

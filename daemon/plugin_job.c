@@ -436,6 +436,18 @@ static int host_yield(FiberdJob *hj)
         return fiber_yield();
 }
 
+static bool host_need_preempt(FiberdJob *hj)
+{
+        return fiber_need_preempt();
+}
+
+static int host_maybe_yield(FiberdJob *hj)
+{
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        return fiber_maybe_yield();
+}
+
 static int host_sleep_until(FiberdJob *hj, uint64_t deadline_ns)
 {
         if (host_cancelled(hj))
@@ -466,7 +478,8 @@ static void child_main(void *arg)
 static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const void *arg,
                       size_t arg_size)
 {
-        /* from a job fiber: its own group (the runtime keeps it in the scheduler's) */
+        /* from a job fiber: its own group (the runtime keeps it in the scheduler's) and,
+         * with sched_class 0, its class */
         FiberAttr attr = {.scheduler = hj->job->table->dispatch.sched, .tag = hj->job->tag};
         /* the copy of arg follows the struct, at max alignment */
         size_t head =
@@ -638,6 +651,8 @@ const FiberdHost plugin_host_functions = {
         .job_gid = host_job_gid,
         .open = host_open,
         .arg_fd = host_arg_fd,
+        .need_preempt = host_need_preempt,
+        .maybe_yield = host_maybe_yield,
 };
 
 /* ------------------------------------------------------------------ running ----- */

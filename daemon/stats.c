@@ -6,7 +6,8 @@
  * sched_group_stats() for each scheduling group — the server group, then the job
  * scheduler's groups in sched_group_at() order, named "jobs-<i>" — (read without
  * stopping the workers: each field is consistent on its own, not across fields), the
- * job scheduler's layout from sched_get_plan(), server counters from server_stats().
+ * job scheduler's layout from sched_get_plan(), the job classes from sched_class_stats()
+ * (summed over the job groups), server counters from server_stats().
  * See PROTOCOL.md, "stats", for the shape.
  */
 #include "daemon/daemon.h"
@@ -17,11 +18,14 @@
 #include <errno.h>
 #include <stdio.h>
 
-static int pack_counts(msgpack_packer *pk, const JobCounts *c)
+/* The counts map; with @stalls (a plugin's), one key more. */
+static int pack_counts(msgpack_packer *pk, const JobCounts *c, const uint64_t *stalls)
 {
         int r = 0;
 
-        r |= msgpack_pack_map(pk, 6);
+        r |= msgpack_pack_map(pk, stalls ? 7 : 6);
+        if (stalls)
+                r |= ipc_pack_kv_uint(pk, IPC_KEY_STALLS, *stalls);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_SUBMITTED, c->submitted);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_QUEUED, c->queued);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_RUNNING, c->running);
@@ -37,7 +41,7 @@ static int pack_group(msgpack_packer *pk, const char *name, const SchedulingGrou
         int r = 0;
 
         sched_group_stats(g, &s);
-        r |= msgpack_pack_map(pk, 22);
+        r |= msgpack_pack_map(pk, 26);
         r |= ipc_pack_kv_cstr(pk, IPC_KEY_NAME, name);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_WORKERS, s.workers);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_SPINNING, s.spinning);
@@ -60,6 +64,36 @@ static int pack_group(msgpack_packer *pk, const char *name, const SchedulingGrou
         r |= ipc_pack_kv_uint(pk, IPC_KEY_STEALS_OUT, s.steals_out);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_LOCAL_DEQUEUES, s.local_dequeues);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_SHARED_DEQUEUES, s.shared_dequeues);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_STALLS, s.stalls);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_RESCUES, s.rescues);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_SPARES_RUNNING, s.spares_running);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_THREADS, s.threads);
+        return r;
+}
+
+/* classes: one map per job class, in class order (sched_class_stats(), summed over the
+ * job groups). */
+static int pack_classes(msgpack_packer *pk, const Scheduler *s)
+{
+        unsigned n = sched_classes(s);
+        int r = 0;
+
+        r |= msgpack_pack_array(pk, n);
+        for (unsigned i = 0; i < n; i++) {
+                SchedClassStats cs = {0};
+
+                if (sched_class_stats(s, i, &cs) < 0)
+                        snprintf(cs.name, sizeof(cs.name), "%s",
+                                 sched_class_name(s, i) ? sched_class_name(s, i) : "?");
+                r |= msgpack_pack_map(pk, 7);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_NAME, cs.name);
+                r |= ipc_pack_kv_uint(pk, IPC_KEY_SHARES, cs.shares);
+                r |= ipc_pack_kv_uint(pk, IPC_KEY_RUNTIME_NS, cs.runtime_ns);
+                r |= ipc_pack_kv_uint(pk, IPC_KEY_VRUNTIME, cs.vruntime);
+                r |= ipc_pack_kv_uint(pk, IPC_KEY_QUEUED, cs.queued);
+                r |= ipc_pack_kv_uint(pk, IPC_KEY_READY_TO_RUN_P50_NS, cs.ready_to_run.p50_ns);
+                r |= ipc_pack_kv_uint(pk, IPC_KEY_READY_TO_RUN_P99_NS, cs.ready_to_run.p99_ns);
+        }
         return r;
 }
 
@@ -108,7 +142,7 @@ static void pack_plugin(const PluginCounts *pc, void *arg)
         PluginPack *pp = arg;
 
         pp->r |= ipc_pack_cstr(pp->pk, pc->name);
-        pp->r |= pack_counts(pp->pk, &pc->counts);
+        pp->r |= pack_counts(pp->pk, &pc->counts, &pc->stalls);
 }
 
 int stats_pack(Daemon *d, msgpack_packer *pk)
@@ -120,7 +154,7 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
         size_t nplugins;
         int r = 0;
 
-        r |= msgpack_pack_map(pk, 6);
+        r |= msgpack_pack_map(pk, 7);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_UPTIME_MS,
                               (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC);
         /* the plugin map's size must be known before its entries: both under one lock */
@@ -128,7 +162,7 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
         nplugins = d->jobs.nplugins;
         total = d->jobs.counts;
         r |= ipc_pack_cstr(pk, IPC_KEY_JOBS);
-        r |= pack_counts(pk, &total);
+        r |= pack_counts(pk, &total, NULL);
         r |= ipc_pack_cstr(pk, IPC_KEY_PLUGINS);
         r |= msgpack_pack_map(pk, (uint32_t)nplugins);
         for (size_t i = 0; i < nplugins; i++)
@@ -145,6 +179,8 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
         }
         r |= ipc_pack_cstr(pk, IPC_KEY_LAYOUT);
         r |= pack_layout(pk, d->job_sched);
+        r |= ipc_pack_cstr(pk, IPC_KEY_CLASSES);
+        r |= pack_classes(pk, d->job_sched);
         server_stats(d->server, &ss);
         r |= ipc_pack_cstr(pk, IPC_KEY_SERVER);
         r |= msgpack_pack_map(pk, 5);

@@ -78,6 +78,7 @@ enum {
 /* job.submit options and job.list filter keys */
 #define IPC_OPT_PRIORITY "priority"
 #define IPC_OPT_TIMEOUT_MS "timeout_ms"
+#define IPC_OPT_CLASS "class" /* issue 9: the job's class ([class.NAME]); absent = default */
 #define IPC_FILTER_STATE "state"
 #define IPC_FILTER_PLUGIN "plugin"
 #define IPC_FILTER_LIMIT "limit"
@@ -97,6 +98,7 @@ enum {
 #define IPC_KEY_TOTAL "total"
 #define IPC_KEY_RESULT "result"
 #define IPC_KEY_ERROR "error" /* {code, message} */
+#define IPC_KEY_CLASS "class" /* issue 9: the job's class name */
 
 /* The error map, in responses, job records and IPC_NOTIFY_CONNECTION_ERROR. */
 #define IPC_KEY_CODE "code"
@@ -166,6 +168,18 @@ enum {
 #define IPC_KEY_REQUESTS "requests"
 #define IPC_KEY_IN_FLIGHT "in_flight"
 #define IPC_KEY_PROTOCOL_ERRORS "protocol_errors"
+
+/* issue 9: stats' classes[] entries {name, shares, runtime_ns, vruntime, queued,
+ * ready_to_run_p50_ns, ready_to_run_p99_ns}; groups[] entries' stalls, rescues,
+ * spares_running, threads; each plugin's counts' stalls */
+#define IPC_KEY_CLASSES "classes"
+#define IPC_KEY_SHARES "shares"
+#define IPC_KEY_RUNTIME_NS "runtime_ns"
+#define IPC_KEY_VRUNTIME "vruntime"
+#define IPC_KEY_STALLS "stalls"
+#define IPC_KEY_RESCUES "rescues"
+#define IPC_KEY_SPARES_RUNNING "spares_running"
+#define IPC_KEY_THREADS "threads"
 
 /* values in stats: the groups' names and layout.queue_policy */
 #define IPC_GROUP_SERVER "server"    /* the daemon's own group, first */

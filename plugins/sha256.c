@@ -11,8 +11,10 @@
  *
  * The file is read in 64 KiB chunks (a heap buffer: a fiber's stack is small), fed to
  * OpenSSL's EVP digest, with progress (bytes read of the size fstat() gave) reported and
- * host->yield() called between chunks, so many hash jobs share the workers fairly and a
- * cancelled job stops within one chunk. Reading a regular file blocks the worker for the
+ * host->maybe_yield() called after each chunk (host->yield() on a daemon without it), so
+ * a hash job yields once it has used the daemon's task quota rather than after every
+ * chunk, many hash jobs share the workers fairly, and a cancelled job stops within one
+ * chunk. Reading a regular file blocks the worker for the
  * one read(2); page-cache hits make that short, and there is no readiness to wait on for
  * regular files anyway.
  *
@@ -61,6 +63,7 @@ static int sha256_run(FiberdJob *job, const FiberdHost *host)
         unsigned char *buf = NULL;
         uint64_t bytes = 0;
         struct stat st;
+        bool preemptible = FIBERD_HOST_HAS(host, maybe_yield) && host->maybe_yield;
         int fd, r;
 
         fd = FIBERD_HOST_HAS(host, arg_fd) ? host->arg_fd(job, "path") : -EINVAL;
@@ -123,7 +126,7 @@ static int sha256_run(FiberdJob *job, const FiberdHost *host)
                 }
                 bytes += (uint64_t)n;
                 host->progress(job, bytes, (uint64_t)st.st_size);
-                r = host->yield(job);
+                r = preemptible ? host->maybe_yield(job) : host->yield(job);
                 if (r < 0)
                         goto out_free; /* cancelled */
         }

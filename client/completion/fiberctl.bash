@@ -43,7 +43,7 @@ _fiberctl() {
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
 		case $w in
-		-s | --socket | -p | --priority | -t | --timeout | -S | --state | --plugin | -n | --limit | --window)
+		-s | --socket | -p | --priority | -t | --timeout | -S | --state | --plugin | -n | --limit | --window | -c | --class)
 			((i++)) ;;
 		-*) ;;
 		*)
@@ -72,7 +72,7 @@ _fiberctl() {
 		fi
 		return
 		;;
-	--priority | -t | --timeout | -n | --limit | --window)
+	--priority | -t | --timeout | -n | --limit | --window | -c | --class)
 		return
 		;;
 	esac
@@ -82,10 +82,10 @@ _fiberctl() {
 		COMPREPLY=($(compgen -W "$_fiberctl_verbs $_fiberctl_globals" -- "$cur"))
 		return
 		;;
-	submit) opts="--priority --timeout --wait" ;;
+	submit) opts="--priority --timeout --class --wait" ;;
 	wait) opts="--timeout" ;;
 	list) opts="--state --plugin --limit" ;;
-	batch) opts="--wait --window" ;;
+	batch) opts="--wait --window --class" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts $_fiberctl_globals" -- "$cur"))

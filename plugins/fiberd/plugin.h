@@ -33,8 +33,11 @@
  *  - never block the thread: no sleep(3), no blocking reads of pipes/sockets, no
  *    pthread_cond_wait; use host->sleep_until / host->wait_fd / host->yield instead.
  *    Reading regular files is fine in chunks, with host->yield between them;
- *  - a long computation calls host->yield now and then (every millisecond or so), which
- *    is also where cancellation is noticed;
+ *  - a long computation calls host->maybe_yield often (in its inner loop: it is a clock
+ *    read and a compare, and yields only once the job has used its task quota, 0.5 ms
+ *    by default), or host->yield now and then (every millisecond or so); that is also
+ *    where cancellation is noticed. A fiber that runs past the daemon's stall threshold
+ *    (100 ms by default) without switching is logged with a backtrace;
  *  - fiber-aware calls return -ECANCELED once the job is cancelled (the user cancelled
  *    it, or its timeout passed): return promptly then (returning any value is fine; the
  *    job ends "cancelled" either way).
@@ -349,6 +352,28 @@ struct FiberdHost {
          * Records an INVALID_ARGUMENT message as arg_str() does.
          */
         int (*arg_fd)(FiberdJob *job, const char *key);
+        /* ---- issue 9: preemption points ----
+         * Appended after log: check FIBERD_HOST_HAS(host, maybe_yield) before calling
+         * either (a daemon built before them does not have them), then call them from
+         * run() or a child fiber like every other member. Time-based, seastar's
+         * need_preempt(): the daemon's task quota ([scheduler] task_quota_us, 500 us by
+         * default) is how long a fiber may run before it should let others run. */
+
+        /*
+         * need_preempt - true once the calling fiber has run its task quota since it
+         * last switched. A clock read and a compare, no syscall: call it as often as
+         * every inner-loop round. Does not yield; false outside the job's fibers.
+         */
+        bool (*need_preempt)(FiberdJob *job);
+
+        /*
+         * maybe_yield - yield() when need_preempt() says so, else return at once. Use it
+         * instead of a fixed "yield every N items" in CPU-bound loops. Yields only when
+         * the quota is used.
+         * Return: 0; -ECANCELED once the job is cancelled (checked on every call, so a
+         * loop that calls it stops promptly even when it never yields).
+         */
+        int (*maybe_yield)(FiberdJob *job);
 };
 
 /* True when the running daemon's @host has @member (appended in a later version). */

@@ -88,8 +88,8 @@ Test(daemon_scheduler, two_groups_run_jobs)
                 snprintf(want, sizeof(want), "jobs-%u", i - 1);
                 cr_assert_str_eq(map_str(g, "name"), want);
                 cr_assert_eq(map_uint(g, "workers"), 1);
-                /* the dispatcher runs on the server group: the runtime spreads the
-                 * supervisors it starts over the job groups (round robin) */
+                /* the supervisors run on the server group: the runtime spreads the
+                 * job fibers they start over the job groups (round robin) */
                 cr_assert(map_uint(g, "fibers_created") >= 1, "%s ran no fiber", want);
                 cr_assert(node && (node->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
                                    node->type == MSGPACK_OBJECT_NEGATIVE_INTEGER));

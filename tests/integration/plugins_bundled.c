@@ -258,6 +258,18 @@ static int h_yield(FiberdJob *job)
         return fiber_yield();
 }
 
+static bool h_need_preempt(FiberdJob *job)
+{
+        return fiber_need_preempt();
+}
+
+static int h_maybe_yield(FiberdJob *job)
+{
+        if (atomic_load(&job->cancelled))
+                return -ECANCELED;
+        return fiber_maybe_yield();
+}
+
 static int h_sleep_until(FiberdJob *job, uint64_t deadline_ns)
 {
         if (atomic_load(&job->cancelled))
@@ -436,6 +448,8 @@ static const FiberdHost host = {
         .job_gid = h_job_gid,
         .open = h_open,
         .arg_fd = h_arg_fd,
+        .need_preempt = h_need_preempt,
+        .maybe_yield = h_maybe_yield,
 };
 
 /* ------------------------------------------------------------------ fixtures ------- */

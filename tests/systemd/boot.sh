@@ -4,8 +4,9 @@
 # check what an administrator meets: the units load, start returns once fiberd sent
 # READY=1, a job runs through fiberctl, the unit's `systemd-analyze security` exposure is
 # 2.0 or less with every bundled plugin still working, jobs act with their submitter's
-# rights, a non-root client gets in, reload and stop are clean, and the socket activates
-# the service. Recipe: shared/recipes/systemd-in-container.md.
+# rights, a non-root client gets in, reload and stop are clean, the socket activates
+# the service, and the watchdog restarts a frozen fiberd. Recipe:
+# shared/recipes/systemd-in-container.md.
 #
 # Needs root. The container's root file system is built once with debootstrap and cached
 # in $FIBERD_BOOT_ROOT (default /var/tmp/fiberd-root); each later run boots it in seconds.
@@ -367,6 +368,37 @@ check "the first fiberctl call starts fiberd.service through the socket" '
 pid=$(main_pid) || die "systemctl show -p MainPID fiberd.service"
 check "journalctl: the socket-activated fiberd (pid $pid) logged its ready line" '
 	journal "$1" "ready on systemd.s socket /run/fiberd.sock"' "$pid"
+
+# The watchdog (WatchdogSec=, fiberd's WATCHDOG=1 from its server group): a frozen
+# process stops the pings and systemd restarts it. A runtime drop-in shortens the
+# interval and the abort timeout, so the wait stays a few seconds (bounded at 30 s).
+check "WatchdogSec=10s: fiberd (pid $pid) pings from its server group" '
+	test "$(prop fiberd.service WatchdogUSec)" = 10s
+	journal "$1" "systemd watchdog: WATCHDOG=1 every 5000 ms from the server group"' "$pid"
+check "SIGSTOP fiberd: the watchdog times out and systemd restarts it (MainPID changes, NRestarts grows)" '
+	d=/run/systemd/system/fiberd.service.d
+	mkdir -p $d
+	printf "[Service]\nWatchdogSec=2s\nTimeoutAbortSec=2s\n" >$d/50-watchdog-test.conf
+	systemctl daemon-reload
+	systemctl restart fiberd
+	active fiberd.service
+	old=$(prop fiberd.service MainPID)
+	n=$(prop fiberd.service NRestarts)
+	fiberctl ping >/dev/null
+	kill -STOP "$old"
+	i=0
+	until [ "$(prop fiberd.service MainPID)" != "$old" ] && [ "$(prop fiberd.service MainPID)" != 0 ] &&
+		[ "$(prop fiberd.service NRestarts)" -gt "$n" ] && [ "$(prop fiberd.service ActiveState)" = active ]; do
+		[ $i -lt 300 ] || { echo "not restarted 30 s after SIGSTOP"; systemctl status --no-pager fiberd; exit 1; }
+		sleep 0.1; i=$((i + 1))
+	done
+	echo "pid $old -> $(prop fiberd.service MainPID), NRestarts $n -> $(prop fiberd.service NRestarts) after $((i / 10)) s"
+	journalctl -b -u fiberd.service -o cat --no-pager | grep -i "watchdog timeout"
+	fiberctl ping >/dev/null
+	rm -f $d/50-watchdog-test.conf
+	systemctl daemon-reload'
+pid=$(main_pid) || die "systemctl show -p MainPID fiberd.service"
+
 check "systemctl disable --now fiberd.socket; stop fiberd: clean, socket file removed" '
 	systemctl disable --now fiberd.socket
 	systemctl stop fiberd
