@@ -437,6 +437,15 @@ static int config_ini_handler(void *user, const char *section, const char *name,
         return 0;
 }
 
+/* Whether systemd passed us listening sockets (sd_listen_fds(3)'s protocol: LISTEN_PID
+ * is our pid). Then we are the system's fiberd whoever we run as (the hardened unit runs
+ * it as a dynamic user), and the socket's path is the system one. */
+static bool socket_activated(void)
+{
+        const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+        return pid && fds && strtol(pid, NULL, 10) == (long)getpid() && atoi(fds) > 0;
+}
+
 /* No path from the file, $FIBERD_SOCKET or -s: the default of socket_path.h, the system
  * socket or, for a per-user fiberd, $XDG_RUNTIME_DIR's. Never a shared /tmp path. */
 static int config_default_socket(Config *c, bool user)
@@ -560,7 +569,9 @@ int config_load(Config *ret, const ConfigArgs *args)
                 goto out_free;
         if (args->plugin_dir && (r = config_set_string(&c.plugin_dir, args->plugin_dir)) < 0)
                 goto out_free;
-        if (!c.socket_path && (r = config_default_socket(&c, args->user || geteuid() != 0)) < 0)
+        if (!c.socket_path &&
+            (r = config_default_socket(&c, args->user || (geteuid() != 0 && !socket_activated()))) <
+                    0)
                 goto out_free;
         if (args->workers >= 0)
                 c.workers = (unsigned)args->workers;
