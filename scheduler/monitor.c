@@ -387,5 +387,5 @@ void monitor_stop(SchedulingGroup *g)
         __atomic_store_n(&g->monitor_idle, 2, __ATOMIC_SEQ_CST);
         syscall(SYS_futex, &g->monitor_idle, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
         pthread_join(g->monitor, NULL);
-        g->monitor_running = false;
+        __atomic_store_n(&g->monitor_running, false, __ATOMIC_RELAXED); /* workers still read it */
 }

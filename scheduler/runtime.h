@@ -503,7 +503,7 @@ static inline void monitor_wake(SchedulingGroup *g)
 {
         int one = 1;
 
-        if (!g->monitor_running)
+        if (!__atomic_load_n(&g->monitor_running, __ATOMIC_RELAXED))
                 return;
         /* running was stored seq_cst just before, and this load is seq_cst too (Dekker
          * with the monitor's flag store and second look) */
