@@ -375,13 +375,13 @@ int monitor_start(SchedulingGroup *g)
         r = -pthread_create(&g->monitor, NULL, monitor_main, g);
         if (r < 0)
                 return r;
-        g->monitor_running = true;
+        __atomic_store_n(&g->monitor_running, true, __ATOMIC_RELAXED);
         return 0;
 }
 
 void monitor_stop(SchedulingGroup *g)
 {
-        if (!g->monitor_running)
+        if (!__atomic_load_n(&g->monitor_running, __ATOMIC_RELAXED))
                 return;
         /* g->stopped is set: wake it from either wait */
         __atomic_store_n(&g->monitor_idle, 2, __ATOMIC_SEQ_CST);
