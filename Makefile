@@ -125,7 +125,7 @@ check-install: all
 
 check: deps format-check check-layering
 	$(MAKE) --no-print-directory check-unit check-integration check-systemd check-man \
-		check-completion check-install bench-smoke
+		check-completion check-install bench-smoke check-clientlib
 	$(MAKE) --no-print-directory check-sanitizers
 
 DIST := $(BUILD)/fiberd-$(VERSION).tar.gz

@@ -95,3 +95,9 @@ $(CLIENT_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(
 		$(LIBIPC) $(FIBERCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) $(CLIENT_LIBS) -lcriterion
 INTEGRATION_TESTS += $(CLIENT_TESTS)
+
+# check-clientlib: a program built only with `pkg-config --cflags --libs fiberd-client`
+# against a `make install DESTDIR=` tree submits jobs to a real fiberd (tests/clientlib.sh).
+.PHONY: check-clientlib
+check-clientlib: all $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+	@bash tests/clientlib.sh $(BUILD)/clientlib-test $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
