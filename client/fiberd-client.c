@@ -121,6 +121,12 @@ int fiberd_client_connect(FiberdClient **ret, const char *path, FiberdClientErro
         r = client_connect(&c->conn, path, &st);
         if (r < 0) {
                 free(c);
+                /* the daemon is not there to be asked: UNAVAILABLE, not the errno's code
+                 * (NOT_FOUND for -ENOENT would read as "no such job") */
+                st.code = r == -EACCES || r == -EPERM ? IPC_PERMISSION_DENIED
+                          : r == -ENOMEM              ? IPC_OUT_OF_MEMORY
+                          : r == -ENAMETOOLONG        ? IPC_INVALID_ARGUMENT
+                                                      : IPC_UNAVAILABLE;
                 return fiberd_client__error_from_status(err, &st, r);
         }
         *ret = c;

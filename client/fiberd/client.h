@@ -152,7 +152,8 @@ FIBERD_CLIENT_EXPORT int fiberd_client_default_socket(char *buf, size_t size);
  * (fiberd_client_free()).
  * Return: 0; -errno of socket(2)/connect(2) (-ENOENT no socket file, -ECONNREFUSED nobody
  * listening, -EACCES no permission), -ENAMETOOLONG for a path longer than a Unix socket
- * address holds, -ENOMEM. Blocks only as long as connect(2) on a Unix socket does (not).
+ * address holds, -ENOMEM. @err's code is FIBERD_CLIENT_UNAVAILABLE (PERMISSION_DENIED for
+ * -EACCES/-EPERM). Blocks only as long as connect(2) on a Unix socket does (not).
  */
 FIBERD_CLIENT_EXPORT int fiberd_client_connect(FiberdClient **ret, const char *path,
                                                FiberdClientError *err);
