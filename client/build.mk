@@ -101,3 +101,12 @@ INTEGRATION_TESTS += $(CLIENT_TESTS)
 .PHONY: check-clientlib
 check-clientlib: all $(BUILD)/fiberd $(BUNDLED_PLUGINS)
 	@bash tests/clientlib.sh $(BUILD)/clientlib-test $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
+
+# check-python: the Python client (client/python/fiberd) with pytest against a real fiberd
+# that each test module starts (tests/python/). Debian's python3 on purpose: it is the one
+# python3-msgpack and python3-pytest (DEBS) are installed for.
+PYTHON ?= /usr/bin/python3
+.PHONY: check-python
+check-python: $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+	FIBERD_BIN=$(abspath $(BUILD)/fiberd) FIBERD_PLUGIN_DIR=$(abspath $(PLUGIN_BUILD_DIR)) \
+		PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -p no:cacheprovider -q tests/python
