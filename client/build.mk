@@ -1,11 +1,21 @@
-# client/ — the client library (libfiberclient.a: connect, pipelined requests, responses
-# out of order) and fiberctl, the CLI built on it. Depends on ipc/ only (no runtime).
+# client/ — the client library and fiberctl, the CLI built on it. Depends on ipc/ only
+# (no runtime).
+#
+#   $(LIBCLIENT_SO)  libfiberd-client.so.$(CLIENT_SO_VERSION), soname libfiberd-client.so.0:
+#                    the public API of client/fiberd/client.h, with the ipc codec linked in
+#                    (its objects built again with -fPIC) and only fiberd_client_* exported
+#                    (-fvisibility=hidden + client/libfiberd-client.map)
+#   $(LIBCLIENT)     the static variant: the same objects, plus client.c's in-tree API
+#                    (client/client.h) that the daemon's tests and the bench use; link
+#                    $(LIBIPC) $(IPC_LIBS) with it. fiberctl links it.
+#   fiberd-client.pc pkg-config file, generated for the tree and again at install time
 CLIENT_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 CLIENT_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
 CFLAGS += $(CLIENT_CFLAGS)
 
 LIBCLIENT := $(BUILD)/libfiberclient.a
-LIBCLIENT_OBJS := $(BUILD)/client/client.o
+CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-method.c
+LIBCLIENT_OBJS := $(CLIENT_LIB_SRCS:%.c=$(BUILD)/%.o)
 FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
 	client/fiberctl-batch.c client/convert.c)
@@ -18,19 +28,56 @@ $(FIBERCTL): $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC)
 	$(CC) $(LDFLAGS) -o $@ $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
 		$(CLIENT_LIBS) -lm
 
-all: $(FIBERCTL)
+# The shared library's version: MAJOR is the soname's, raised when the ABI breaks (a
+# function removed or changed); MINOR when functions are added.
+CLIENT_SO_MAJOR := 0
+CLIENT_SO_VERSION := $(CLIENT_SO_MAJOR).1.0
+CLIENT_SONAME := libfiberd-client.so.$(CLIENT_SO_MAJOR)
+LIBCLIENT_SO := $(BUILD)/libfiberd-client.so.$(CLIENT_SO_VERSION)
+LIBCLIENT_SO_OBJS := $(patsubst %.c,$(BUILD)/pic/%.o,$(CLIENT_LIB_SRCS) $(IPC_SRCS))
+# -z defs: every symbol resolved at link time (msgpack-c is the one library it needs);
+# sanitizer builds leave it out (their runtime lives in the executable).
+$(BUILD)/pic/%.o: %.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+$(LIBCLIENT_SO): $(LIBCLIENT_SO_OBJS) client/libfiberd-client.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(CLIENT_SONAME) \
+		-Wl,--version-script=client/libfiberd-client.map $(if $(SANITIZE),,-Wl,-z,defs) \
+		-o $@ $(LIBCLIENT_SO_OBJS) $(IPC_LIBS)
+	ln -sf $(notdir $@) $(BUILD)/$(CLIENT_SONAME)
+	ln -sf $(CLIENT_SONAME) $(BUILD)/libfiberd-client.so
+
+gen_client_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
+	client/fiberd-client.pc.in > $(1)
+$(BUILD)/fiberd-client.pc: client/fiberd-client.pc.in ipc/protocol.h
+	@mkdir -p $(dir $@)
+	$(call gen_client_pc,$@)
+
+all: $(FIBERCTL) $(LIBCLIENT_SO) $(BUILD)/fiberd-client.pc
 
 .PHONY: install-client
 install: install-client
 BASH_COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
-install-client: $(FIBERCTL)
+CLIENT_LIBDIR = $(PREFIX)/lib
+install-client: $(FIBERCTL) $(LIBCLIENT_SO)
 	install -D -m 0755 $(FIBERCTL) $(DESTDIR)$(PREFIX)/bin/fiberctl
 	install -D -m 0644 client/completion/fiberctl.bash $(DESTDIR)$(BASH_COMPLETION_DIR)/fiberctl
+	install -d $(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/fiberd
+	install -m 0755 $(LIBCLIENT_SO) $(DESTDIR)$(CLIENT_LIBDIR)/
+	ln -sf $(notdir $(LIBCLIENT_SO)) $(DESTDIR)$(CLIENT_LIBDIR)/$(CLIENT_SONAME)
+	ln -sf $(CLIENT_SONAME) $(DESTDIR)$(CLIENT_LIBDIR)/libfiberd-client.so
+	install -m 0644 client/fiberd/client.h $(DESTDIR)$(PREFIX)/include/fiberd/client.h
+	$(call gen_client_pc,$(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc)
+	chmod 0644 $(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc
 
 .PHONY: uninstall-client
 uninstall: uninstall-client
 uninstall-client:
-	rm -f $(DESTDIR)$(PREFIX)/bin/fiberctl $(DESTDIR)$(BASH_COMPLETION_DIR)/fiberctl
+	rm -f $(DESTDIR)$(PREFIX)/bin/fiberctl $(DESTDIR)$(BASH_COMPLETION_DIR)/fiberctl \
+		$(DESTDIR)$(CLIENT_LIBDIR)/libfiberd-client.so* \
+		$(DESTDIR)$(PREFIX)/include/fiberd/client.h \
+		$(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc
+	rmdir $(DESTDIR)$(PREFIX)/include/fiberd 2>/dev/null || true
 
 # check-completion: the bash completion's verbs are `fiberctl --help`'s, each verb's
 # --help options complete, and plugin names and job ids come from a real fiberd
@@ -48,3 +95,18 @@ $(CLIENT_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(
 		$(LIBIPC) $(FIBERCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) $(CLIENT_LIBS) -lcriterion
 INTEGRATION_TESTS += $(CLIENT_TESTS)
+
+# check-clientlib: a program built only with `pkg-config --cflags --libs fiberd-client`
+# against a `make install DESTDIR=` tree submits jobs to a real fiberd (tests/clientlib.sh).
+.PHONY: check-clientlib
+check-clientlib: all $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+	@bash tests/clientlib.sh $(BUILD)/clientlib-test $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
+
+# check-python: the Python client (client/python/fiberd) with pytest against a real fiberd
+# that each test module starts (tests/python/). Debian's python3 on purpose: it is the one
+# python3-msgpack and python3-pytest (DEBS) are installed for.
+PYTHON ?= /usr/bin/python3
+.PHONY: check-python
+check-python: $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+	FIBERD_BIN=$(abspath $(BUILD)/fiberd) FIBERD_PLUGIN_DIR=$(abspath $(PLUGIN_BUILD_DIR)) \
+		PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -p no:cacheprovider -q tests/python

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * client.h — the client library fiberctl is built on (client/).
+ * client.h — the connection engine of the client library (client/), in-tree API.
+ *
+ * libfiberd-client's public API is fiberd/client.h (installed, self-contained, enum error
+ * codes, opaque replies; fiberctl is built on it); fiberd-client.c implements it over this
+ * file's Client. In-tree tests and the bench use this API directly: it hands out the
+ * ipc/ types (IpcMessage, IpcStatus) they already speak.
  *
  * One Client is one connection to fiberd's Unix socket, speaking MessagePack-RPC
  * (ipc/PROTOCOL.md) with many requests in flight:

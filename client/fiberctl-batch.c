@@ -160,14 +160,15 @@ static void batch_print_submitted(Batch *b, const BatchSlot *s)
 }
 
 /* Handles one answer. 0, or an exit code that stops the batch. */
-static int batch_handle(Batch *b, IpcMessage *m)
+static int batch_handle(Batch *b, FiberdClientReply *m)
 {
         BatchSlot *s = NULL;
         IpcStatus st;
         json_t *res;
 
         for (size_t i = 0; i < b->window && !s; i++)
-                if (b->slots[i].busy && m->type == IPC_RESPONSE && b->slots[i].msgid == m->msgid)
+                if (b->slots[i].busy && fiberd_client_reply_msgid(m) != 0 &&
+                    b->slots[i].msgid == fiberd_client_reply_msgid(m))
                         s = &b->slots[i];
         if (!s)
                 return 0; /* a notification, or a stray answer: not ours */
@@ -265,14 +266,16 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                         r = batch_read_line(&b);
                 if (r || b.busy == 0)
                         continue;
-                IpcMessage m;
+                FiberdClientReply *m;
+                FiberdClientError err;
                 IpcStatus st;
-                if (client_receive(ctl->client, &m, -1, &st) < 0) {
+                if (fiberd_client_receive(ctl->client, -1, &m, &err) < 0) {
+                        ctl_status(&st, &err);
                         r = ctl_fail(&st);
                         break;
                 }
-                r = batch_handle(&b, &m);
-                ipc_message_clear(&m);
+                r = batch_handle(&b, m);
+                fiberd_client_reply_free(m);
                 fflush(stdout);
         }
         for (size_t i = 0; i < b.window; i++) {

@@ -341,7 +341,7 @@ static int call_with_files(Ctl *ctl, const char *method, json_t *params, PassedF
                 return r;
         }
         if (pf->n)
-                client_request_fds(ctl->client, pf->fds, pf->n);
+                fiberd_client_request_fds(ctl->client, pf->fds, pf->n);
         return ctl_call(ctl, method, params, ret, st);
 }
 
@@ -523,26 +523,29 @@ int verb_wait(Ctl *ctl, int argc, char **argv)
         }
         json_decref(timeout);
         for (size_t left = n; left > 0; left--) {
-                IpcMessage m;
+                FiberdClientReply *m;
+                FiberdClientError err;
                 IpcStatus st;
                 json_t *rec;
-                int r = client_receive(ctl->client, &m, -1, &st);
+                int r = fiberd_client_receive(ctl->client, -1, &m, &err);
                 if (r < 0) {
                         free(w);
+                        ctl_status(&st, &err);
                         return ctl_fail(&st);
                 }
+                uint32_t msgid = fiberd_client_reply_msgid(m);
                 size_t i;
                 for (i = 0; i < n; i++)
-                        if (!w[i].answered && m.type == IPC_RESPONSE && w[i].msgid == m.msgid)
+                        if (!w[i].answered && msgid != 0 && w[i].msgid == msgid)
                                 break;
                 if (i == n) { /* a notification, or an answer to nothing we asked */
-                        ipc_message_clear(&m);
+                        fiberd_client_reply_free(m);
                         left++;
                         continue;
                 }
                 w[i].answered = true;
-                r = ctl_response(&m, &rec, &st);
-                ipc_message_clear(&m);
+                r = ctl_response(m, &rec, &st);
+                fiberd_client_reply_free(m);
                 if (r < 0) {
                         int code = job_fail(ctl_exit_code(&st), w[i].id, &st);
                         if (worst == 0 || worst == EXIT_JOB_FAILED || worst == EX_TEMPFAIL)

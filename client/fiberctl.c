@@ -143,11 +143,14 @@ bool ctl_mentions_job(const char *message, uint64_t id)
 
 int ctl_connect(Ctl *ctl)
 {
+        FiberdClientError err;
         IpcStatus st;
 
         if (ctl->client)
                 return 0;
-        int r = client_connect(&ctl->client, ctl->socket, &st);
+        int r = fiberd_client_connect(&ctl->client, ctl->socket, &err);
+        if (r < 0)
+                ctl_status(&st, &err);
         if (r < 0)
                 return ctl_error(st.code, r == -EACCES || r == -EPERM ? EX_NOPERM : EX_UNAVAILABLE,
                                  "%s", st.message);
@@ -161,8 +164,8 @@ int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid)
                 json_decref(params);
                 return r;
         }
-        msgpack_packer *pk =
-                client_request(ctl->client, method, (uint32_t)json_array_size(params), ret_msgid);
+        msgpack_packer *pk = fiberd_client_request(ctl->client, method,
+                                                   (uint32_t)json_array_size(params), ret_msgid);
         size_t i;
         json_t *p;
         int e = pk ? 0 : -ENOMEM;
@@ -179,13 +182,23 @@ int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid)
         return 0;
 }
 
-int ctl_response(const IpcMessage *resp, json_t **ret_result, IpcStatus *st)
+int ctl_status(IpcStatus *st, const FiberdClientError *err)
 {
-        const msgpack_object *result;
-        int r = client_result(resp, &result, st);
+        const char *name = fiberd_client_code_name(err->code);
+
+        st->code = ipc_status_canonical_code(name, strlen(name));
+        st->error = err->error;
+        snprintf(st->message, sizeof(st->message), "%s", err->message);
+        return err->error;
+}
+
+int ctl_response(const FiberdClientReply *resp, json_t **ret_result, IpcStatus *st)
+{
+        FiberdClientError err;
+        int r = fiberd_client_reply_error(resp, &err);
         if (r < 0)
-                return r;
-        json_t *j = convert_msgpack_to_json(result);
+                return ctl_status(st, &err);
+        json_t *j = convert_msgpack_to_json(fiberd_client_reply_result(resp));
         if (!j)
                 return ipc_status_errno(st, -ENOMEM, NULL);
         *ret_result = j;
@@ -195,19 +208,21 @@ int ctl_response(const IpcMessage *resp, json_t **ret_result, IpcStatus *st)
 int ctl_call(Ctl *ctl, const char *method, json_t *params, json_t **ret_result, IpcStatus *st)
 {
         uint32_t msgid;
-        IpcMessage resp;
+        FiberdClientReply *resp;
+        FiberdClientError err;
         int r = ctl_send(ctl, method, params, &msgid);
         if (r) {
                 ipc_status_set(st, IPC_INTERNAL, 0, "(reported above)");
                 return r;
         }
-        r = client_call_wait(ctl->client, msgid, &resp, -1, st);
+        r = fiberd_client_wait_reply(ctl->client, msgid, -1, &resp, &err);
         if (r < 0) {
+                ctl_status(st, &err);
                 int code = ctl_exit_code(st);
                 return code ? code : EX_SOFTWARE;
         }
-        r = ctl_response(&resp, ret_result, st);
-        ipc_message_clear(&resp);
+        r = ctl_response(resp, ret_result, st);
+        fiberd_client_reply_free(resp);
         if (r < 0) {
                 int code = ctl_exit_code(st);
                 return code ? code : EX_SOFTWARE;
@@ -285,7 +300,8 @@ static int verb_ping(Ctl *ctl, int argc, char **argv)
                 json_t *proto = json_object_get(res, IPC_KEY_PROTOCOL);
                 printf("fiberd %s (pid %" JSON_INTEGER_FORMAT ") on %s: up %.1fs, round trip "
                        "%.2f ms",
-                       version ? version : "?", pid, client_path(ctl->client), up / 1e3, rtt_ms);
+                       version ? version : "?", pid, fiberd_client_path(ctl->client), up / 1e3,
+                       rtt_ms);
                 if (json_is_integer(proto))
                         printf(", protocol %" JSON_INTEGER_FORMAT, json_integer_value(proto));
                 putchar('\n');
@@ -613,7 +629,7 @@ int main(int argc, char **argv)
         optind = 0; /* 0: getopt re-initialises for the verb's argv */
         r = g.verb->fn(&ctl, g.vargc, g.vargv);
         fflush(stdout);
-        client_free(ctl.client);
+        fiberd_client_free(ctl.client);
 out:
         free(g.vargv);
         return r;

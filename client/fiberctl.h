@@ -25,14 +25,15 @@
 
 #include <jansson.h>
 
-#include "client/client.h"
+#include "client/fiberd/client.h"
+#include "ipc/ipc.h"
 
 #define EXIT_JOB_FAILED IPC_EXIT_JOB_FAILED /* ipc/protocol.h */
 
 typedef struct Ctl {
-        const char *socket; /* -s, or --user's path; NULL = client_default_socket() */
-        bool json;          /* --json */
-        Client *client;     /* connected by ctl_connect() */
+        const char *socket;   /* -s, or --user's path; NULL = the library's default socket */
+        bool json;            /* --json */
+        FiberdClient *client; /* connected by ctl_connect() (libfiberd-client) */
 } Ctl;
 
 /* ctl_exit_code - the exit code for an error status (0 for a clear one). */
@@ -70,10 +71,13 @@ int ctl_connect(Ctl *ctl);
 int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid);
 
 /*
- * ctl_response - turn a response into its JSON result (@ret_result, new reference) or an
+ * ctl_response - turn a reply into its JSON result (@ret_result, new reference) or an
  * error status (@st). Return 0, or the negative errno of the error (@st filled).
  */
-int ctl_response(const IpcMessage *resp, json_t **ret_result, IpcStatus *st);
+int ctl_response(const FiberdClientReply *resp, json_t **ret_result, IpcStatus *st);
+
+/* ctl_status - @st for a library error @err: the wire code's constant, errno, message. */
+int ctl_status(IpcStatus *st, const FiberdClientError *err);
 
 /*
  * ctl_call - connect if needed, send @method(@params), wait for its response.

@@ -1,0 +1,313 @@
+# SPDX-License-Identifier: MIT
+"""fiberd.client — talk to fiberd from Python (client/python/).
+
+One Client is one connection to fiberd's Unix socket, speaking MessagePack-RPC
+(PROTOCOL.md, fiberd-protocol(7)) through Debian's python3-msgpack. The calls are
+synchronous and mirror the protocol's methods::
+
+    from fiberd import Client, FiberdError
+
+    with Client() as c:                       # $FIBERD_SOCKET, else /run/fiberd.sock
+        job = c.submit("sha256", {"path": "/etc/hostname"})
+        record = c.wait(job, timeout=10)      # the job record, a dict
+        print(record["state"], record.get("result"))
+        for rec in c.list(state="failed"):    # every page of job.list, newest first
+            print(rec["id"], rec["error"]["code"])
+    try:
+        c.status(999999)
+    except FiberdError as e:                  # e.code == "NOT_FOUND", e.message
+        ...
+
+Pipelining: send() queues a request and returns its msgid without waiting; receive()
+gives back the next answer in arrival order, which is not the order asked (fiberd answers
+out of order); call() and every method wrapper wait for their own msgid and keep the
+other answers for a later receive().
+
+Errors: every failure is a FiberdError with .code, one of CODES (the protocol's error
+codes: "NOT_FOUND", "INVALID_ARGUMENT", ...), and .message, a sentence for a person. A
+socket that cannot be reached is "UNAVAILABLE"; a timeout here is "DEADLINE_EXCEEDED".
+A job that ends failed is not an error of the call: its record says so ("state",
+"error").
+
+Times: timeouts are seconds (float; None = no limit), as in Python's socket module; job
+records keep the protocol's milliseconds ("created_ms", "timeout_ms", ...).
+
+Threads: a Client is not thread-safe; use one per thread.
+"""
+
+import errno
+import os
+import select
+import socket as _socket
+import time
+
+import msgpack
+
+__all__ = ["CODES", "Client", "FiberdError", "default_socket"]
+
+SYSTEM_SOCKET = "/run/fiberd.sock"
+
+# The protocol's error codes (ipc/protocol.h, PROTOCOL.md "Errors"), in its table's order.
+CODES = (
+    "INVALID_ARGUMENT",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "FAILED_PRECONDITION",
+    "OVERLOADED",
+    "UNAVAILABLE",
+    "DEADLINE_EXCEEDED",
+    "CANCELLED",
+    "METHOD_NOT_FOUND",
+    "MALFORMED_MESSAGE",
+    "MESSAGE_TOO_LARGE",
+    "OUT_OF_MEMORY",
+    "INTERNAL",
+)
+
+_REQUEST, _RESPONSE, _NOTIFICATION = 0, 1, 2
+_MAX_MESSAGE = 64 * 1024 * 1024  # bytes buffered for one answer, well above the daemon's cap
+_READ_CHUNK = 65536
+
+
+class FiberdError(Exception):
+    """A call that failed: .code (one of CODES, or a newer daemon's) and .message."""
+
+    def __init__(self, code, message):
+        super().__init__("%s: %s" % (code, message))
+        self.code = code
+        self.message = message
+
+
+def default_socket():
+    """The socket used when none is given: $FIBERD_SOCKET if set and not empty, else the
+    system socket /run/fiberd.sock (a per-user fiberd's, $XDG_RUNTIME_DIR/fiberd.sock, is
+    asked for by path)."""
+    return os.environ.get("FIBERD_SOCKET") or SYSTEM_SOCKET
+
+
+def _error_from_wire(err):
+    if isinstance(err, dict) and isinstance(err.get("code"), str):
+        return FiberdError(err["code"], str(err.get("message", "")))
+    return FiberdError("MALFORMED_MESSAGE", "fiberd sent an error that is not a {code, message} map: %r" % (err,))
+
+
+class Client:
+    """One connection to fiberd. Client(socket=None, timeout=None): @socket is the path
+    (None: default_socket()); @timeout the seconds any one call may wait by default
+    (None: no limit). Raises FiberdError("UNAVAILABLE") when nothing listens there."""
+
+    def __init__(self, socket=None, timeout=None):
+        self.path = socket or default_socket()
+        self.timeout = timeout
+        self._next_msgid = 1
+        self._kept = []  # answers that arrived while waiting for another msgid, in order
+        self._unpacker = msgpack.Unpacker(raw=False, unicode_errors="surrogateescape",
+                                          max_buffer_size=_MAX_MESSAGE)
+        self._out = bytearray()
+        self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            self._sock.connect(self.path)
+        except OSError as e:
+            self._sock.close()
+            code = "PERMISSION_DENIED" if e.errno in (errno.EACCES, errno.EPERM) else "UNAVAILABLE"
+            hint = {
+                errno.ENOENT: " — is fiberd running? (set FIBERD_SOCKET or pass socket= to use another socket)",
+                errno.ECONNREFUSED: " — is fiberd running? (set FIBERD_SOCKET or pass socket= to use another socket)",
+                errno.EACCES: " — is your user allowed to use this socket?",
+            }.get(e.errno, "")
+            raise FiberdError(code, "cannot connect to %s: %s%s" % (self.path, e.strerror, hint)) from None
+        self._sock.setblocking(False)
+        self._closed = False
+
+    # -- the connection -------------------------------------------------------------
+
+    def close(self):
+        """Close the connection; answers not yet received are dropped. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def fileno(self):
+        """The socket, for select()/poll() over several sources."""
+        return self._sock.fileno()
+
+    def send(self, method, *params):
+        """Queue the request method(params...) and return its msgid; nothing is written
+        until a call waits or flush() is called."""
+        msgid = self._next_msgid
+        self._next_msgid = 1 if msgid >= 0xFFFFFFFF else msgid + 1
+        self._out += msgpack.packb([_REQUEST, msgid, method, list(params)], use_bin_type=True)
+        return msgid
+
+    def flush(self, timeout=None):
+        """Write every queued request, waiting at most @timeout seconds."""
+        deadline = self._deadline(timeout)
+        while self._out:
+            self._pump(deadline)
+
+    def receive(self, timeout=None):
+        """The next answer, in arrival order: (msgid, error, result), where error is None
+        or a FiberdError (not raised: it is the answer to that msgid)."""
+        if self._kept:
+            return self._kept.pop(0)
+        return self._next_answer(self._deadline(timeout))
+
+    def call(self, method, *params, timeout=None):
+        """Send method(params...) and wait for its answer: the result, or its error
+        raised as FiberdError. Other answers that arrive first are kept for receive()."""
+        msgid = self.send(method, *params)
+        return self.wait_reply(msgid, timeout=timeout)
+
+    def wait_reply(self, msgid, timeout=None):
+        """Wait for the answer to @msgid (from send()); its result, or its error raised."""
+        for i, answer in enumerate(self._kept):
+            if answer[0] == msgid:
+                del self._kept[i]
+                return self._result(answer)
+        deadline = self._deadline(timeout)
+        while True:
+            answer = self._next_answer(deadline)
+            if answer[0] == msgid:
+                return self._result(answer)
+            self._kept.append(answer)
+
+    # -- the methods ------------------------------------------------------------------
+
+    def ping(self, timeout=None):
+        """{version, protocol, pid, uptime_ms}."""
+        return self.call("ping", timeout=timeout)
+
+    def plugins(self, timeout=None):
+        """{plugins: [{name, version, description, path}], refused: [{path, reason}]}."""
+        return self.call("plugins.list", timeout=timeout)
+
+    def stats(self, timeout=None):
+        """The daemon's counters: {uptime_ms, jobs, plugins, groups, layout, server}."""
+        return self.call("stats", timeout=timeout)
+
+    def submit(self, plugin, args=None, **options):
+        """Queue a job; returns its id. @options are job.submit's (priority=,
+        timeout_ms=); a plugin that refuses @args raises INVALID_ARGUMENT."""
+        result = self.call("job.submit", plugin, args or {}, options)
+        return result["id"]
+
+    def run(self, plugin, args=None, wait=None, **options):
+        """Submit and wait in one request: the job record, final unless @wait seconds
+        (None: until it ends) passed first."""
+        return self.call("job.run", plugin, args or {}, options, _ms(wait))
+
+    def status(self, job_id):
+        """The job record, as it is now."""
+        return self.call("job.status", job_id)
+
+    def wait(self, job_id, timeout=None):
+        """Wait until the job ends or @timeout seconds pass (None: no limit); the job
+        record, whose "state" says which."""
+        return self.call("job.wait", job_id, _ms(timeout))
+
+    def result(self, job_id):
+        """A finished job's result value (FAILED_PRECONDITION while it runs)."""
+        return self.call("job.result", job_id)
+
+    def cancel(self, job_id):
+        """Cancel the job; the record (its state "cancelled", or the final one it had)."""
+        return self.call("job.cancel", job_id)
+
+    def list(self, state=None, plugin=None, page_size=None):
+        """Every job record you may see, newest first, fetched page by page as the
+        iteration goes (job.list with a cursor). @state, @plugin filter; @page_size
+        bounds each page (None: the daemon's)."""
+        flt = {"cursor": None}
+        if state is not None:
+            flt["state"] = state
+        if plugin is not None:
+            flt["plugin"] = plugin
+        if page_size is not None:
+            flt["limit"] = page_size
+        while True:
+            page = self.call("job.list", flt)
+            if not isinstance(page, dict) or "jobs" not in page:
+                raise FiberdError("MALFORMED_MESSAGE", "fiberd answered job.list without pages; is it older than this client?")
+            yield from page["jobs"]
+            if not page.get("next_cursor"):
+                return
+            flt["cursor"] = page["next_cursor"]
+
+    # -- I/O --------------------------------------------------------------------------
+
+    def _deadline(self, timeout):
+        if timeout is None:
+            timeout = self.timeout
+        return None if timeout is None else time.monotonic() + timeout
+
+    @staticmethod
+    def _result(answer):
+        if answer[1] is not None:
+            raise answer[1]
+        return answer[2]
+
+    def _next_answer(self, deadline):
+        while True:
+            for msg in self._unpacker:
+                answer = self._answer(msg)
+                if answer is not None:
+                    return answer
+            self._pump(deadline)
+
+    def _answer(self, msg):
+        if isinstance(msg, list) and len(msg) == 4 and msg[0] == _RESPONSE:
+            _, msgid, err, result = msg
+            return (msgid, None if err is None else _error_from_wire(err), result)
+        if isinstance(msg, list) and len(msg) == 3 and msg[0] == _NOTIFICATION:
+            if msg[1] == "connection.error":
+                self.close()
+                e = _error_from_wire(msg[2][0] if msg[2] else None)
+                raise FiberdError(e.code, "fiberd closed the connection: %s" % e.message)
+            return None  # a notification this client does not know
+        self.close()
+        raise FiberdError("MALFORMED_MESSAGE", "fiberd sent a message this client cannot read: %r" % (msg,))
+
+    def _pump(self, deadline):
+        """One wait: write what the socket takes, read what has arrived."""
+        if self._closed:
+            raise FiberdError("UNAVAILABLE", "the connection to %s is closed" % self.path)
+        left = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+        poller = select.poll()
+        poller.register(self._sock, select.POLLIN | (select.POLLOUT if self._out else 0))
+        events = poller.poll(left)
+        if not events:
+            raise FiberdError("DEADLINE_EXCEEDED", "no answer from fiberd on %s in time" % self.path)
+        revents = events[0][1]
+        writable = revents & select.POLLOUT
+        readable = revents & (select.POLLIN | select.POLLHUP | select.POLLERR)
+        if writable:
+            try:
+                n = self._sock.send(self._out)
+                del self._out[:n]
+            except BlockingIOError:
+                pass
+            except (BrokenPipeError, ConnectionResetError):
+                self._out.clear()  # what the daemon said before closing is still readable
+        if readable:
+            try:
+                data = self._sock.recv(_READ_CHUNK)
+            except BlockingIOError:
+                return
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                self.close()
+                raise FiberdError("UNAVAILABLE", "fiberd closed the connection on %s (it does after a protocol error, or when it stops)" % self.path)
+            self._unpacker.feed(data)
+
+
+def _ms(seconds):
+    """Seconds (None: no limit) as the protocol's timeout_ms (nil: no limit)."""
+    return None if seconds is None else max(0, int(seconds * 1000))

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# tests/clientlib.sh — `make check-clientlib`: libfiberd-client as a user gets it.
+#
+#   1. `make install DESTDIR=<scratch>` and nothing else: the program
+#      tests/clientlib/client_example.c is compiled with only
+#      `pkg-config --cflags --libs fiberd-client`, PKG_CONFIG_SYSROOT_DIR and
+#      PKG_CONFIG_PATH pointing into the staging tree (no -I or -L of the source tree);
+#   2. the installed library exports only fiberd_client_* and has its soname;
+#   3. the program runs against a real fiberd (a temp socket, the built plugins) with the
+#      staged library (LD_LIBRARY_PATH) and must print "ok": submit and result, out-of-
+#      order answers, errors as codes, job.list pages (see the program's header).
+# Usage: tests/clientlib.sh SCRATCH_DIR FIBERD PLUGIN_DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+me=check-clientlib
+scratch=${1:?usage: tests/clientlib.sh SCRATCH_DIR FIBERD PLUGIN_DIR}
+fiberd=$(realpath "${2:?}")
+plugin_dir=$(realpath "${3:?}")
+prefix=/usr/local
+fail() { echo "$me: FAIL: $*" >&2; exit 1; }
+
+mkdir -p "$scratch"
+scratch=$(cd "$scratch" && pwd)
+root=$scratch/root
+rm -rf "$root"
+make --no-print-directory -s install DESTDIR="$root" PREFIX=$prefix >"$scratch/make.log" 2>&1 ||
+	{ sed 's/^/    /' "$scratch/make.log" >&2; fail "make install failed"; }
+
+export PKG_CONFIG_SYSROOT_DIR=$root
+export PKG_CONFIG_PATH=$root$prefix/lib/pkgconfig
+flags=$(pkg-config --cflags --libs fiberd-client) || fail "pkg-config does not know fiberd-client"
+case " $flags " in *" -I$root$prefix/include "*) ;; *) fail "pkg-config's flags lack the staged include dir: $flags" ;; esac
+# shellcheck disable=SC2086 # the flags are words
+cc -std=gnu11 -Wall -Wextra -Werror -o "$scratch/client_example" tests/clientlib/client_example.c $flags ||
+	fail "tests/clientlib/client_example.c does not build with: $flags"
+echo "$me: built with only: $flags"
+
+lib=$root$prefix/lib/libfiberd-client.so.0
+soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$soname" = libfiberd-client.so.0 ] || fail "the soname is '$soname'"
+others=$(nm -D --defined-only "$lib" | awk '$2 != "A" { print $3 }' | grep -v '^fiberd_client_[a-z]' || true)
+[ -z "$others" ] || fail "libfiberd-client exports more than fiberd_client_*: $(echo $others)"
+echo "$me: $soname exports $(nm -D --defined-only "$lib" | grep -c ' T fiberd_client_') fiberd_client_* functions and nothing else"
+
+tmp=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+"$fiberd" --config /dev/null --socket "$tmp/fiberd.sock" --plugin-dir "$plugin_dir" \
+	--workers 1 --log-level warning 2>"$tmp/log" &
+pid=$!
+for ((i = 0; i < 500; i++)); do
+	[ -S "$tmp/fiberd.sock" ] && break
+	kill -0 "$pid" 2>/dev/null || fail "fiberd exited: $(cat "$tmp/log")"
+	sleep 0.02
+done
+[ -S "$tmp/fiberd.sock" ] || fail "fiberd did not listen on $tmp/fiberd.sock"
+out=$(LD_LIBRARY_PATH=$root$prefix/lib "$scratch/client_example" "$tmp/fiberd.sock" 2>&1) ||
+	fail "client_example against a real fiberd:
+$out"
+sed 's/^/    /' <<<"$out"
+[ "$(tail -1 <<<"$out")" = ok ] || fail "client_example did not say ok"
+ldd_out=$(LD_LIBRARY_PATH=$root$prefix/lib ldd "$scratch/client_example")
+grep -q "libfiberd-client.so.0 => $root" <<<"$ldd_out" || fail "client_example did not load the staged library: $ldd_out"
+echo "$me: ok"
