@@ -90,10 +90,12 @@ static void die_status(const char *what, const IpcStatus *st)
         bench_die("%s: %s%s%s", what, st->code ? st->code : "", st->code ? ": " : "", st->message);
 }
 
-static void fiberd_start(ProductServer *s)
+static void fiberd_start_workers(ProductServer *s, const char *workers)
 {
-        char *argv[] = {BENCH_FIBERD_BIN, "--plugin-dir", BENCH_PLUGIN_DIR,
-                        "--log-level",    "warning",      NULL};
+        char *argv[] = {BENCH_FIBERD_BIN, "--plugin-dir",
+                        BENCH_PLUGIN_DIR, "--log-level",
+                        "warning",        workers ? "--workers" : NULL,
+                        (char *)workers,  NULL};
 
         unsetenv("LISTEN_FDS");
         unsetenv("LISTEN_PID");
@@ -104,6 +106,11 @@ static void fiberd_start(ProductServer *s)
                 product_stop(s);
                 bench_die("fiberd (%s) did not start", BENCH_FIBERD_BIN);
         }
+}
+
+static void fiberd_start(ProductServer *s)
+{
+        fiberd_start_workers(s, NULL);
 }
 
 static Client *connect_or_die(const ProductServer *s)
@@ -412,5 +419,65 @@ int bench_product_skynet(int argc, char **argv)
         if (!strstr(out, want))
                 bench_die("skynet: no sum %s in fiberctl's output: %.200s", want, out);
         printf("%.1f\n", (double)(t1 - t0) / (double)NSEC_PER_MSEC);
+        return 0;
+}
+
+/* One job @plugin {"ms": @ms} through @method; its answer's result map in @resp. */
+static void job_ms(Client *c, const char *method, const char *plugin, uint32_t ms, IpcMessage *resp)
+{
+        const msgpack_object *res;
+        IpcStatus st = {0};
+        uint32_t id;
+        msgpack_packer *pk = client_request(c, method, IPC_SUBMIT_NPARAMS, &id);
+
+        if (!pk)
+                bench_die("%s: out of memory", method);
+        msgpack_pack_str_with_body(pk, plugin, strlen(plugin));
+        msgpack_pack_map(pk, 1);
+        msgpack_pack_str_with_body(pk, "ms", 2);
+        msgpack_pack_uint32(pk, ms);
+        msgpack_pack_map(pk, 0);
+        if (client_call_wait(c, id, resp, RECEIVE_TIMEOUT_MS, &st) < 0 ||
+            client_result(resp, &res, &st) < 0)
+                die_status(method, &st);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+int bench_product_preempt(int argc, char **argv)
+{
+        uint64_t n = bench_parse_count(argc > 1 ? argv[1] : NULL, 200), *lat;
+        ProductServer srv = {0};
+        IpcMessage resp;
+        Client *c;
+
+        lat = calloc(n, sizeof(*lat));
+        if (!lat)
+                bench_die("out of memory");
+        /* one job worker; two CPU-bound jobs (the dispatcher would start a queued one on
+         * a worker a finished job freed), each far longer than the measurement */
+        fiberd_start_workers(&srv, "1");
+        c = connect_or_die(&srv);
+        for (int i = 0; i < 2; i++) {
+                job_ms(c, IPC_METHOD_JOB_SUBMIT, "spin", 600000, &resp);
+                ipc_message_clear(&resp);
+        }
+        usleep(50000); /* both are running: the spin plugin started on the worker */
+        for (uint64_t i = 0; i < n; i++) {
+                uint64_t t0 = bench_now_ns();
+                job_ms(c, IPC_METHOD_JOB_RUN, "sleep", 0, &resp);
+                lat[i] = bench_now_ns() - t0;
+                ipc_message_clear(&resp);
+                usleep(1000 + (useconds_t)(i % 7) * 137); /* land anywhere in a quota */
+        }
+        client_free(c);
+        product_stop(&srv);
+        qsort(lat, n, sizeof(*lat), cmp_u64);
+        printf("%.1f %.1f\n", (double)lat[n / 2] / 1000, (double)lat[(n * 99) / 100] / 1000);
+        free(lat);
         return 0;
 }

@@ -141,6 +141,7 @@ enum {
         J_CTL_FAIR2,
         J_CTL_DUTY,
         J_CTL_PREEMPT,
+        J_P_PREEMPT,
         J_COUNT
 };
 
@@ -244,6 +245,11 @@ static const Row rows[] = {
         {"19. a fiber behind a CPU-bound one on 1 worker, made ready to running, p50 (µs)",
          J_CTL_PREEMPT, -1, 0, "µs", NULL, CMP_LIMIT, 2000, "<= 4 task quotas"},
         {"19. the same, p99 (µs)", J_CTL_PREEMPT, -1, 1, "µs", NULL, CMP_LIMIT, 2000,
+         "<= 4 task quotas"},
+        {"19b. through fiberd: job.run sleep ms=0 while two spin jobs hold its 1 job worker, "
+         "p50 (µs)",
+         J_P_PREEMPT, -1, 0, "µs", NULL, CMP_LIMIT, 2000, "<= 4 task quotas"},
+        {"19b. the same, p99 (µs)", J_P_PREEMPT, -1, 1, "µs", NULL, CMP_LIMIT, 2000,
          "<= 4 task quotas"},
 };
 
@@ -351,7 +357,8 @@ static void product_jobs_filter(Job *jobs)
                         snprintf(j->skip, sizeof(j->skip),
                                  "beanstalkd not installed (apt-get install beanstalkd, or make "
                                  "deps-bench)");
-                else if (!strncmp(j->cmd, "product-f", 9) || !strcmp(j->cmd, "product-skynet"))
+                else if (!strncmp(j->cmd, "product-f", 9) || !strcmp(j->cmd, "product-skynet") ||
+                         !strcmp(j->cmd, "product-preempt"))
                         if (!fiberd)
                                 snprintf(j->skip, sizeof(j->skip), "%s", why);
         }
@@ -447,6 +454,9 @@ static void jobs_setup(Job *jobs, const Options *o)
         job_set(&jobs[J_CTL_PREEMPT], "control-preempt", "behind a hog", false, "control-preempt",
                 r, s ? "20" : "300", NULL);
         jobs[J_CTL_PREEMPT].values = 2;
+        job_set(&jobs[J_P_PREEMPT], "control-preempt", "fiberd behind spin", false,
+                "product-preempt", r, s ? "20" : "300", NULL);
+        jobs[J_P_PREEMPT].values = 2;
         product_jobs_setup(jobs, o);
 }
 
@@ -911,6 +921,8 @@ static const struct {
         {"sched-imbalance", bench_sched_imbalance, "MODE [N] ms, balanced|steal|nosteal"},
         {"control-fair", bench_control_fair, "1g|2g|duty [MS] largest share error, pp"},
         {"control-preempt", bench_control_preempt, "[N] p50 p99 µs behind a CPU-bound fiber"},
+        {"product-preempt", bench_product_preempt,
+         "[N] p50 p99 µs of job.run sleep ms=0 behind spin jobs, 1 job worker"},
         {"floor", bench_peer_floor, "[N]        ns per bare context_switch"},
         {"ucontext", bench_peer_ucontext, "[N]     ns per swapcontext"},
         {"pthread", bench_peer_pthread, "[N]      ns per pthread_create+join"},

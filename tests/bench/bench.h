@@ -72,23 +72,25 @@ uint64_t bench_parse_count(const char *s, uint64_t def);
  * measures once and prints its result line. Return: the exit status (0). They die on
  * any error. Context: the main thread of a fresh process.
  */
-int bench_fiber_yield(int argc, char **argv);       /* ns per switch */
-int bench_fiber_create(int argc, char **argv);      /* ns per fiber */
-int bench_fiber_skynet(int argc, char **argv);      /* ms for the tree */
-int bench_fiber_pingpong(int argc, char **argv);    /* ns per round trip */
-int bench_fiber_sleepers(int argc, char **argv);    /* resident bytes per fiber */
-int bench_fiber_idle(int argc, char **argv);        /* CPU, % of one core */
-int bench_fiber_lateness(int argc, char **argv);    /* p50 and p99, µs */
-int bench_sched_skynet(int argc, char **argv);      /* ms, per policy and group count */
-int bench_sched_create(int argc, char **argv);      /* ns per fiber, per policy and groups */
-int bench_sched_fanout(int argc, char **argv);      /* µs per spawn-and-join of 1,000 */
-int bench_sched_imbalance(int argc, char **argv);   /* ms, balanced / steal / nosteal */
-int bench_peer_floor(int argc, char **argv);        /* ns per bare context switch */
-int bench_peer_ucontext(int argc, char **argv);     /* ns per swapcontext */
-int bench_peer_pthread(int argc, char **argv);      /* ns per pthread_create + join */
-int bench_control_fair(int argc, char **argv);      /* max share error, pp */
-int bench_control_preempt(int argc, char **argv);   /* p50 and p99 µs */
-int bench_product_fiberd(int argc, char **argv);    /* product.h's loads through fiberd */
+int bench_fiber_yield(int argc, char **argv);     /* ns per switch */
+int bench_fiber_create(int argc, char **argv);    /* ns per fiber */
+int bench_fiber_skynet(int argc, char **argv);    /* ms for the tree */
+int bench_fiber_pingpong(int argc, char **argv);  /* ns per round trip */
+int bench_fiber_sleepers(int argc, char **argv);  /* resident bytes per fiber */
+int bench_fiber_idle(int argc, char **argv);      /* CPU, % of one core */
+int bench_fiber_lateness(int argc, char **argv);  /* p50 and p99, µs */
+int bench_sched_skynet(int argc, char **argv);    /* ms, per policy and group count */
+int bench_sched_create(int argc, char **argv);    /* ns per fiber, per policy and groups */
+int bench_sched_fanout(int argc, char **argv);    /* µs per spawn-and-join of 1,000 */
+int bench_sched_imbalance(int argc, char **argv); /* ms, balanced / steal / nosteal */
+int bench_peer_floor(int argc, char **argv);      /* ns per bare context switch */
+int bench_peer_ucontext(int argc, char **argv);   /* ns per swapcontext */
+int bench_peer_pthread(int argc, char **argv);    /* ns per pthread_create + join */
+int bench_control_fair(int argc, char **argv);    /* max share error, pp */
+int bench_control_preempt(int argc, char **argv); /* p50 and p99 µs */
+int bench_product_fiberd(int argc, char **argv);
+int bench_product_preempt(int argc, char **argv);
+        /* p50 p99 µs of sleep-0 behind spin */     /* product.h's loads through fiberd */
 int bench_product_skynet(int argc, char **argv);    /* ms of skynet through fiberctl */
 int bench_product_beanstalk(int argc, char **argv); /* product.h's loads, beanstalkd */
 
