@@ -97,6 +97,8 @@ enum {
 #define IPC_KEY_TOTAL "total"
 #define IPC_KEY_RESULT "result"
 #define IPC_KEY_ERROR "error" /* {code, message} */
+/* job store (issue 11): runs begun before this one (a retry-safe job requeued) */
+#define IPC_KEY_ATTEMPT "attempt"
 
 /* The error map, in responses, job records and IPC_NOTIFY_CONNECTION_ERROR. */
 #define IPC_KEY_CODE "code"
@@ -203,7 +205,9 @@ enum {
 #define IPC_MALFORMED_MESSAGE "MALFORMED_MESSAGE"     /* -EBADMSG -EPROTO */
 #define IPC_MESSAGE_TOO_LARGE "MESSAGE_TOO_LARGE"     /* -EMSGSIZE */
 #define IPC_OUT_OF_MEMORY "OUT_OF_MEMORY"             /* -ENOMEM */
-#define IPC_INTERNAL "INTERNAL"                       /* anything else */
+/* job store (issue 11): a job that was running when fiberd died, not retried */
+#define IPC_INTERRUPTED "INTERRUPTED" /* -EOWNERDEAD (in a job record's error only) */
+#define IPC_INTERNAL "INTERNAL"       /* anything else */
 
 /* fiberctl's exit status when a job it reported on failed or was cancelled. */
 #define IPC_EXIT_JOB_FAILED 1
