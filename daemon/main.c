@@ -282,8 +282,13 @@ static int daemon_shutdown(Daemon *d)
                         "%llu fibers still run plugin code; exiting without "
                         "calling the plugins' fini()",
                         (unsigned long long)alive);
+                store_flush(d->store); /* what ended is on disk; the rest is "running" */
                 _exit(0);
         }
+        /* every job ended: its last state is the last write */
+        jobtable_set_store(&d->jobs, NULL);
+        store_close(d->store);
+        d->store = NULL;
         plugin_host_free();
         opener_stop();
         return 0;
@@ -379,6 +384,46 @@ static int check_config(const ConfigArgs *args)
         return r;
 }
 
+/* store_load()'s callback: one stored job back into the table. */
+static int restore_one(const StoreRecord *rec, void *arg)
+{
+        Daemon *d = arg;
+
+        return jobtable_restore(&d->jobs, rec, plugin_host_find(rec->plugin, strlen(rec->plugin)));
+}
+
+/*
+ * Opens the job store ([store]) and takes back what it holds: queued jobs queue again,
+ * interrupted ones end or requeue (jobtable_restore()). A store that cannot be opened
+ * or read stops the start (the reason was logged, naming the file): fiberd never starts
+ * empty in its place. Return: 0 or the exit status.
+ */
+static int daemon_restore(Daemon *d)
+{
+        JobCounts c;
+        int r;
+
+        r = store_open(&d->store, (StoreKind)d->cfg.store_backend, d->cfg.store_path);
+        if (r < 0)
+                return EXIT_CONFIG;
+        jobtable_set_store(&d->jobs, d->store);
+        r = store_load(d->store, restore_one, d);
+        if (r < 0) {
+                log_msg(LOG_ERR,
+                        "cannot take back the jobs of the store: %s; fiberd stops "
+                        "rather than start without them",
+                        strerror(-r));
+                return EXIT_CONFIG;
+        }
+        jobtable_restore_done(&d->jobs, store_next_id(d->store));
+        jobtable_counts(&d->jobs, &c, NULL, NULL);
+        if (c.queued || c.running || c.failed)
+                log_msg(LOG_NOTICE,
+                        "job store: %llu jobs queued again, %llu interrupted or not restorable",
+                        (unsigned long long)(c.queued + c.running), (unsigned long long)c.failed);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         Daemon *d = &daemon_state;
@@ -428,8 +473,9 @@ int main(int argc, char **argv)
                 return EXIT_OSERR;
         apply_quotas(d, &d->cfg);
         /* main.c owns both the table and the plugin host: it wires one to the other */
-        jobtable_set_hooks(&d->jobs,
-                           &(JobTableHooks){.run = plugin_host_run, .cancel = plugin_host_cancel});
+        jobtable_set_hooks(&d->jobs, &(JobTableHooks){.run = plugin_host_run,
+                                                      .cancel = plugin_host_cancel,
+                                                      .retry_safe = plugin_host_retry_safe});
         r = opener_start(0);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot start the opener threads: %s", strerror(-r));
@@ -441,6 +487,10 @@ int main(int argc, char **argv)
                         strerror(-r));
                 return EXIT_CONFIG;
         }
+
+        r = daemon_restore(d);
+        if (r != 0)
+                return r;
 
         r = server_listen(d->cfg.socket_path, &listen_fd, &d->socket_activated);
         if (r < 0) {

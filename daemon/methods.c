@@ -212,6 +212,15 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
         if (r < 0)
                 return ipc_status_errno(st, r, "cannot queue the job: %s", strerror(-r));
+        /* the job store (store.h): answer only once the job is on disk */
+        r = jobtable_wait_durable(&d->jobs, j);
+        if (r < 0) {
+                job_unref(j);
+                return ipc_status_set(st, IPC_INTERNAL, r,
+                                      "the job store could not record the job (%s); it was "
+                                      "cancelled: see fiberd's log",
+                                      strerror(-r));
+        }
         *ret = j;
         return 0;
 }
@@ -280,11 +289,24 @@ static void wait_final(Request *req, Job *j, uint64_t timeout_ms)
 /* Waits (at most @timeout_ms) for @j to be final, then answers with its record, final
  * or as it stands; drops the caller's reference. Context: a request fiber. */
 static int answer_when_final(Daemon *d, Request *req, Job *j, uint64_t timeout_ms,
-                             msgpack_packer *pk)
+                             msgpack_packer *pk, IpcStatus *st)
 {
+        bool unavailable;
         int r;
 
         wait_final(req, j, timeout_ms);
+        jobtable_lock(&d->jobs);
+        /* shutdown left the job queued in the store (store.h): not this process's to end */
+        unavailable = d->jobs.stopping && (j->requeued || !job_state_final(j->state));
+        jobtable_unlock(&d->jobs);
+        if (unavailable) {
+                r = ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
+                                   "fiberd is shutting down; job %llu stays queued in its "
+                                   "store: wait for it again once fiberd is back",
+                                   (unsigned long long)j->id);
+                job_unref(j);
+                return r;
+        }
         r = pack_record(d, j, pk);
         job_unref(j);
         return r;
@@ -303,7 +325,7 @@ static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
         r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
         if (r < 0)
                 return r;
-        return answer_when_final(d, req, j, timeout_ms, pk);
+        return answer_when_final(d, req, j, timeout_ms, pk, st);
 }
 
 /* job.run [plugin, args, options, timeout_ms]: job.submit, then job.wait on that job. The
@@ -321,7 +343,7 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
         r = submit_from_params(d, req, &j, st);
         if (r < 0)
                 return r;
-        return answer_when_final(d, req, j, timeout_ms, pk);
+        return answer_when_final(d, req, j, timeout_ms, pk, st);
 }
 
 static int method_result(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)

@@ -11,6 +11,7 @@
 #include "plugins/loader.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 static PluginLoader *host_loader;
@@ -75,6 +76,15 @@ const Plugin *plugin_host_find(const char *name, size_t len)
 const char *plugin_host_name(const Plugin *p)
 {
         return p->name;
+}
+
+bool plugin_host_retry_safe(const Job *j)
+{
+        const FiberdPlugin *d = j->plugin ? j->plugin->desc : NULL;
+
+        if (!d || d->size < offsetof(FiberdPlugin, flags) + sizeof(d->flags))
+                return false;
+        return (d->flags & FIBERD_PLUGIN_RETRY_SAFE) != 0;
 }
 
 int plugin_host_check_args(const Plugin *p, const msgpack_object *args, IpcStatus *st)

@@ -61,6 +61,13 @@ const Plugin *plugin_host_find(const char *name, size_t len);
 const char *plugin_host_name(const Plugin *p);
 
 /*
+ * plugin_host_retry_safe - the job table's retry_safe hook (JobTableHooks.retry_safe):
+ * does @j's plugin declare FIBERD_PLUGIN_RETRY_SAFE (a descriptor too old for `flags`
+ * does not)? Context: any; does not yield.
+ */
+bool plugin_host_retry_safe(const Job *j);
+
+/*
  * plugin_host_check_args - a place for refusing bad args before the job is queued. The
  * ABI (version 1) has no such hook, so this only checks that @args is a map.
  * Return: 0; -EINVAL with @st filled.

@@ -99,6 +99,7 @@ static void fiberd_start(ProductServer *s)
         unsetenv("LISTEN_PID");
         unsetenv("NOTIFY_SOCKET");
         product_tmpdir(s);
+        setenv("STATE_DIRECTORY", s->dir, 1); /* its job store: this run's, not /var/lib */
         snprintf(s->socket, sizeof(s->socket), "%s/fiberd.sock", s->dir);
         if (product_start(s, argv, "FIBERD_SOCKET", s->socket) < 0) {
                 product_stop(s);
