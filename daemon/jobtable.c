@@ -560,7 +560,7 @@ out_zone:
         return r;
 }
 
-int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin)
+int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, const char *crashed)
 {
         char msg[256];
         Job *j;
@@ -585,6 +585,13 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin)
         if (job_state_final(j->state)) {
                 restore_finished_locked(t, j);
                 jobtable_unlock(t);
+                return 0;
+        }
+        if (crashed) {
+                restore_count_locked(t, j);
+                jobtable_finish_locked(t, j, JOB_FAILED, IPC_INTERRUPTED, crashed);
+                jobtable_unlock(t);
+                log_job(LOG_WARNING, j->id, j->plugin_name, "failed: %s", crashed);
                 return 0;
         }
         if (j->state == JOB_RUNNING) {

@@ -117,10 +117,13 @@ void jobtable_set_store(JobTable *t, Store *s);
  * started before jobtable_restore_done()); a job that was running ends failed with
  * INTERRUPTED, or is queued again with attempt + 1 when the retry_safe hook says so; a
  * queued job whose plugin is gone ends failed (NOT_FOUND), one that was passed fds
- * ends failed (INTERRUPTED: the fds did not survive). Changes are written back.
+ * ends failed (INTERRUPTED: the fds did not survive). @crashed (NULL = no): the last
+ * run crashed inside this job (crash.h): unless final it ends failed, INTERRUPTED, with
+ * this message, never retried. Changes are written back.
  * Return: 0; -ENOMEM; -EIO (its arguments do not decode). Context: main thread.
  */
-int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin);
+int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin,
+                     const char *crashed);
 
 /*
  * jobtable_restore_done - after the last jobtable_restore(): new ids start at

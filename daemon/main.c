@@ -35,6 +35,7 @@
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/opener.h"
+#include "daemon/crash.h"
 #include "daemon/plugin_host.h"
 #include "scheduler/base/time-util.h"
 
@@ -282,10 +283,12 @@ static int daemon_shutdown(Daemon *d)
                         "%llu fibers still run plugin code; exiting without "
                         "calling the plugins' fini()",
                         (unsigned long long)alive);
+                crash_mark_clean();    /* jobs that ignore cancellation are not crashes */
                 store_flush(d->store); /* what ended is on disk; the rest is "running" */
                 _exit(0);
         }
         /* every job ended: its last state is the last write */
+        crash_mark_clean();
         jobtable_set_store(&d->jobs, NULL);
         store_close(d->store);
         d->store = NULL;
@@ -389,7 +392,8 @@ static int restore_one(const StoreRecord *rec, void *arg)
 {
         Daemon *d = arg;
 
-        return jobtable_restore(&d->jobs, rec, plugin_host_find(rec->plugin, strlen(rec->plugin)));
+        return jobtable_restore(&d->jobs, rec, plugin_host_find(rec->plugin, strlen(rec->plugin)),
+                                crash_job_message(rec->id));
 }
 
 /*
@@ -403,9 +407,6 @@ static int daemon_restore(Daemon *d)
         JobCounts c;
         int r;
 
-        r = store_open(&d->store, (StoreKind)d->cfg.store_backend, d->cfg.store_path);
-        if (r < 0)
-                return EXIT_CONFIG;
         jobtable_set_store(&d->jobs, d->store);
         r = store_load(d->store, restore_one, d);
         if (r < 0) {
@@ -441,6 +442,15 @@ int main(int argc, char **argv)
         if (r < 0)
                 return EXIT_CONFIG;
         log_set_level(d->cfg.log_level);
+        /* the job store first: after a crash, the first log line names the plugin */
+        r = store_open(&d->store, (StoreKind)d->cfg.store_backend, d->cfg.store_path);
+        if (r < 0)
+                return EXIT_CONFIG;
+        r = crash_init(d->store);
+        if (r < 0)
+                return EXIT_CONFIG;
+        log_msg(LOG_INFO, "job store: %s%s%s", store_kind_name((StoreKind)d->cfg.store_backend),
+                d->store->path ? " at " : "", d->store->path ? d->store->path : "");
         sched_set_log(log_sched_hook);
         d->start_ns = sched_now_ns();
         fiber_event_init(&d->stop);
@@ -481,6 +491,7 @@ int main(int argc, char **argv)
                 log_msg(LOG_ERR, "cannot start the opener threads: %s", strerror(-r));
                 return EXIT_OSERR;
         }
+        plugin_host_set_guard(crash_loader_guard()); /* crash-only plugins (crash.h) */
         r = plugin_host_init(d->cfg.plugin_dir, d->cfg.max_message);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot load plugins from %s: %s", d->cfg.plugin_dir,

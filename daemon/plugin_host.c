@@ -15,6 +15,12 @@
 #include <string.h>
 
 static PluginLoader *host_loader;
+static LoaderGuard host_guard; /* crash-only plugins (crash.h) */
+
+void plugin_host_set_guard(const LoaderGuard *g)
+{
+        host_guard = *g;
+}
 
 static void loader_log(int level, const char *msg)
 {
@@ -32,6 +38,7 @@ int plugin_host_init(const char *dir, size_t max_result)
         r = loader_new(&host_loader, &plugin_host_functions, loader_log);
         if (r < 0)
                 return r;
+        loader_set_guard(host_loader, &host_guard);
         r = loader_set_dir(host_loader, dir);
         if (r < 0 && r != -ENOMEM) {
                 log_msg(LOG_WARNING,

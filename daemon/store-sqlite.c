@@ -34,6 +34,7 @@
 typedef struct SqliteStore {
         sqlite3 *db;
         sqlite3_stmt *put, *del, *set_next_id, *begin, *commit, *rollback;
+        sqlite3_stmt *put_plugin, *set_meta;
         uint64_t next_id; /* meta.next_id as last read or written */
 } SqliteStore;
 
@@ -47,7 +48,11 @@ static const char sqlite_schema[] =
         " started_ms INTEGER NOT NULL, finished_ms INTEGER NOT NULL,"
         " attempt INTEGER NOT NULL, n_fds INTEGER NOT NULL, args BLOB,"
         " result BLOB, error_code TEXT, error_message TEXT,"
-        " progress_done INTEGER NOT NULL, progress_total INTEGER NOT NULL);";
+        " progress_done INTEGER NOT NULL, progress_total INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS plugin_files ("
+        " path TEXT PRIMARY KEY, name TEXT, size INTEGER NOT NULL, ino INTEGER NOT NULL,"
+        " dev INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, loading INTEGER NOT NULL,"
+        " strikes INTEGER NOT NULL, reason TEXT);";
 
 /* The mutable columns are updated; the arguments only when given (the first write). */
 static const char sqlite_put[] =
@@ -112,6 +117,8 @@ static void sqlite_close(Store *s)
         sqlite3_finalize(q->begin);
         sqlite3_finalize(q->commit);
         sqlite3_finalize(q->rollback);
+        sqlite3_finalize(q->put_plugin);
+        sqlite3_finalize(q->set_meta);
         sqlite3_close(q->db);
         free(q);
         s->backend_data = NULL;
@@ -199,7 +206,13 @@ static int sqlite_open(Store *s, const char *path, char *why, size_t why_size)
                                &q->set_next_id, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(q->db, "BEGIN IMMEDIATE", -1, &q->begin, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(q->db, "COMMIT", -1, &q->commit, NULL) != SQLITE_OK ||
-            sqlite3_prepare_v2(q->db, "ROLLBACK", -1, &q->rollback, NULL) != SQLITE_OK) {
+            sqlite3_prepare_v2(q->db, "ROLLBACK", -1, &q->rollback, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(q->db,
+                               "INSERT OR REPLACE INTO plugin_files VALUES (?1, ?2, ?3, ?4, ?5,"
+                               " ?6, ?7, ?8, ?9)",
+                               -1, &q->put_plugin, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(q->db, "INSERT OR REPLACE INTO meta VALUES (?1, ?2)", -1,
+                               &q->set_meta, NULL) != SQLITE_OK) {
                 rc = sqlite3_errcode(q->db);
                 snprintf(detail, sizeof(detail), "%s (a database of another version?)",
                          sqlite3_errmsg(q->db));
@@ -335,6 +348,70 @@ static int sqlite_put_row(SqliteStore *q, const StoreRecord *r)
         return step_once(st);
 }
 
+static int sqlite_put_plugin(SqliteStore *q, const StorePluginFile *pf)
+{
+        sqlite3_stmt *st = q->put_plugin;
+
+        sqlite3_bind_text(st, 1, pf->path, -1, SQLITE_STATIC);
+        bind_text_or_null(st, 2, pf->name);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)pf->size);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)pf->ino);
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)pf->dev);
+        sqlite3_bind_int64(st, 6, pf->mtime_ns);
+        sqlite3_bind_int(st, 7, pf->loading);
+        sqlite3_bind_int64(st, 8, pf->strikes);
+        bind_text_or_null(st, 9, pf->reason);
+        return step_once(st);
+}
+
+static int sqlite_plugin_files(Store *s, StorePluginFn fn, void *arg)
+{
+        SqliteStore *q = sqlite_of(s);
+        sqlite3_stmt *st;
+        int r = 0;
+
+        if (sqlite3_prepare_v2(q->db,
+                               "SELECT path, name, size, ino, dev, mtime_ns, loading, strikes,"
+                               " reason FROM plugin_files ORDER BY path",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        while (r == 0 && sqlite3_step(st) == SQLITE_ROW) {
+                StorePluginFile pf = {
+                        .path = col_text(st, 0),
+                        .name = col_text(st, 1),
+                        .size = (uint64_t)sqlite3_column_int64(st, 2),
+                        .ino = (uint64_t)sqlite3_column_int64(st, 3),
+                        .dev = (uint64_t)sqlite3_column_int64(st, 4),
+                        .mtime_ns = sqlite3_column_int64(st, 5),
+                        .loading = sqlite3_column_int(st, 6) != 0,
+                        .strikes = (uint32_t)sqlite3_column_int64(st, 7),
+                        .reason = col_text(st, 8),
+                };
+                if (pf.path)
+                        r = fn(&pf, arg);
+        }
+        sqlite3_finalize(st);
+        return r;
+}
+
+static int sqlite_meta_get(Store *s, const char *key, int64_t *ret)
+{
+        SqliteStore *q = sqlite_of(s);
+        sqlite3_stmt *st;
+        int r = -ENOENT;
+
+        if (sqlite3_prepare_v2(q->db, "SELECT value FROM meta WHERE key = ?1", -1, &st, NULL) !=
+            SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+                *ret = sqlite3_column_int64(st, 0);
+                r = 0;
+        }
+        sqlite3_finalize(st);
+        return r;
+}
+
 static int sqlite_commit(Store *s, ListHead *batch, char *why, size_t why_size)
 {
         SqliteStore *q = sqlite_of(s);
@@ -351,6 +428,12 @@ static int sqlite_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                 if (w->op == STORE_OP_DELETE) {
                         sqlite3_bind_int64(q->del, 1, (sqlite3_int64)w->rec.id);
                         rc = step_once(q->del);
+                } else if (w->op == STORE_OP_PLUGIN) {
+                        rc = sqlite_put_plugin(q, &w->pf);
+                } else if (w->op == STORE_OP_META) {
+                        sqlite3_bind_text(q->set_meta, 1, w->meta_key, -1, SQLITE_STATIC);
+                        sqlite3_bind_int64(q->set_meta, 2, w->meta_value);
+                        rc = step_once(q->set_meta);
                 } else {
                         rc = sqlite_put_row(q, &w->rec);
                         if (w->rec.id >= next_id)
@@ -386,5 +469,7 @@ const StoreBackend store_sqlite_backend = {
         .load = sqlite_load_rows,
         .next_id = sqlite_next_id,
         .commit = sqlite_commit,
+        .plugin_files = sqlite_plugin_files,
+        .meta_get = sqlite_meta_get,
         .close = sqlite_close,
 };

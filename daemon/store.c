@@ -224,6 +224,81 @@ int store_delete(Store *s, uint64_t id)
         return 0;
 }
 
+/* Commits @w now and waits for it: on this thread before the store thread runs. */
+static int store_write_sync(Store *s, StoreWrite *w)
+{
+        char why[256] = "";
+        ListHead one;
+        int r;
+
+        if (!s->backend->commit) {
+                free(w);
+                return 0;
+        }
+        pthread_mutex_lock(&s->lock);
+        if (s->thread_started) {
+                list_add_tail(&s->queue, &w->link);
+                s->queued++;
+                pthread_cond_signal(&s->wake);
+                while (s->queued || s->committing)
+                        pthread_cond_wait(&s->idle, &s->lock);
+                r = s->commit_errors ? -EIO : 0; /* logged by the store thread */
+                pthread_mutex_unlock(&s->lock);
+                return r;
+        }
+        pthread_mutex_unlock(&s->lock);
+        list_init(&one);
+        list_add_tail(&one, &w->link);
+        r = s->backend->commit(s, &one, why, sizeof(why));
+        if (r < 0)
+                log_msg(LOG_ERR, "job store %s: %s", s->path, why[0] ? why : strerror(-r));
+        free(w);
+        return r;
+}
+
+int store_put_plugin_file(Store *s, const StorePluginFile *pf)
+{
+        size_t lp = strlen(pf->path) + 1, ln = pf->name ? strlen(pf->name) + 1 : 0;
+        size_t lr = pf->reason ? strlen(pf->reason) + 1 : 0;
+        StoreWrite *w = calloc(1, sizeof(*w) + lp + ln + lr);
+        char *p;
+
+        if (!w)
+                return -ENOMEM;
+        p = (char *)(w + 1);
+        w->op = STORE_OP_PLUGIN;
+        w->pf = *pf;
+        w->pf.path = memcpy(p, pf->path, lp);
+        p += lp;
+        w->pf.name = ln ? memcpy(p, pf->name, ln) : NULL;
+        p += ln;
+        w->pf.reason = lr ? memcpy(p, pf->reason, lr) : NULL;
+        return store_write_sync(s, w);
+}
+
+int store_set_meta(Store *s, const char *key, int64_t value)
+{
+        size_t lk = strlen(key) + 1;
+        StoreWrite *w = calloc(1, sizeof(*w) + lk);
+
+        if (!w)
+                return -ENOMEM;
+        w->op = STORE_OP_META;
+        w->meta_key = memcpy(w + 1, key, lk);
+        w->meta_value = value;
+        return store_write_sync(s, w);
+}
+
+int store_get_meta(Store *s, const char *key, int64_t *ret)
+{
+        return s->backend->meta_get ? s->backend->meta_get(s, key, ret) : -ENOENT;
+}
+
+int store_plugin_files(Store *s, StorePluginFn fn, void *arg)
+{
+        return s->backend->plugin_files ? s->backend->plugin_files(s, fn, arg) : 0;
+}
+
 /* ------------------------------------------------------------------ thread ------ */
 
 static void *store_thread(void *arg)
@@ -316,8 +391,6 @@ int store_open(Store **ret, StoreKind kind, const char *path)
         r = s->backend->open(s, s->path, why, sizeof(why));
         if (r < 0)
                 goto out_free_store;
-        log_msg(LOG_INFO, "job store: %s%s%s", s->backend->name, s->path ? " at " : "",
-                s->path ? s->path : "");
         *ret = s;
         return 0;
 

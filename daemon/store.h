@@ -73,18 +73,41 @@ typedef struct StoreRecord {
         uint64_t progress_done, progress_total;
 } StoreRecord;
 
+/*
+ * StorePluginFile - what the store knows about one plugin file, for crash-only plugins
+ * (crash.h): its identity when last seen, whether it was being loaded, and how many
+ * crashes in a row it was blamed for.
+ */
+typedef struct StorePluginFile {
+        const char *path;
+        const char *name; /* the plugin's name once loaded; NULL = not known */
+        uint64_t size, ino, dev;
+        int64_t mtime_ns;
+        bool loading;       /* dlopen()/init() in progress (a crash there blames it) */
+        uint32_t strikes;   /* crashes in a row it was blamed for */
+        const char *reason; /* the last crash blamed on it; NULL = none */
+} StorePluginFile;
+
 typedef enum StoreOp {
         STORE_OP_PUT,    /* insert the record, or update every mutable column */
         STORE_OP_DELETE, /* drop the record with this id */
+        STORE_OP_PLUGIN, /* insert or replace a plugin file's row (StoreWrite.pf) */
+        STORE_OP_META,   /* set meta_key to meta_value */
 } StoreOp;
 
 /* StoreWrite - one queued change (store.c allocates it with its strings inline). */
 typedef struct StoreWrite {
         ListHead link; /* in Store.queue / a batch */
         StoreOp op;
-        StoreRecord rec; /* only rec.id for a delete */
-        Job *notify;     /* referenced: its `durable` event is set once committed */
+        StoreRecord rec;      /* STORE_OP_PUT; only rec.id for a delete */
+        StorePluginFile pf;   /* STORE_OP_PLUGIN */
+        const char *meta_key; /* STORE_OP_META */
+        int64_t meta_value;
+        Job *notify; /* referenced: its `durable` event is set once committed */
 } StoreWrite;
+
+/* StorePluginFn - one stored plugin file; return 0 or a negative errno to stop. */
+typedef int (*StorePluginFn)(const StorePluginFile *pf, void *arg);
 
 typedef struct Store Store;
 
@@ -104,6 +127,10 @@ typedef struct StoreBackend {
         /* commit - apply @batch (StoreWrite.link, in order) in one transaction.
          * NULL: nothing is kept (the memory backend). Context: the store thread. */
         int (*commit)(Store *s, ListHead *batch, char *why, size_t why_size);
+        /* plugin_files - every stored plugin file. NULL: none are kept. */
+        int (*plugin_files)(Store *s, StorePluginFn fn, void *arg);
+        /* meta_get - an integer of the meta table; -ENOENT when absent. NULL: none. */
+        int (*meta_get)(Store *s, const char *key, int64_t *ret);
         /* close - release everything; NULL-safe on a store that failed to open. */
         void (*close)(Store *s);
 } StoreBackend;
@@ -181,6 +208,28 @@ int store_put(Store *s, Job *j, bool with_args, bool notify);
 /* store_delete - queue the removal of job @id (retention). Return 0; -ENOMEM.
  * Context: any; does not yield. */
 int store_delete(Store *s, uint64_t id);
+
+/*
+ * store_put_plugin_file - write @pf (copied) and wait until it is committed: a marker
+ * that must be on disk before the risky step it announces (dlopen, init). Before the
+ * store thread runs, the calling thread commits it itself.
+ * Return: 0; -ENOMEM; the backend's error. Context: a thread that may block on a
+ * commit (the main thread, the loader): not a job fiber.
+ */
+int store_put_plugin_file(Store *s, const StorePluginFile *pf);
+
+/*
+ * store_set_meta - write meta @key = @value and wait for the commit (as above).
+ * Return: 0; -ENOMEM; the backend's error.
+ */
+int store_set_meta(Store *s, const char *key, int64_t value);
+
+/* store_get_meta - meta @key; -ENOENT when absent (or the backend keeps none). */
+int store_get_meta(Store *s, const char *key, int64_t *ret);
+
+/* store_plugin_files - @fn for every stored plugin file (see StoreBackend).
+ * Context: main thread at start-up, before store_load(). */
+int store_plugin_files(Store *s, StorePluginFn fn, void *arg);
 
 /*
  * store_flush - wait until every write queued so far is committed (or failed).

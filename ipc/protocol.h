@@ -27,14 +27,17 @@
 
 #define IPC_METHOD_PING "ping"                 /* [] */
 #define IPC_METHOD_PLUGINS_LIST "plugins.list" /* [] */
-#define IPC_METHOD_JOB_SUBMIT "job.submit"     /* [plugin, args, options] */
-#define IPC_METHOD_JOB_RUN "job.run"           /* [plugin, args, options, timeout_ms] */
-#define IPC_METHOD_JOB_STATUS "job.status"     /* [id] */
-#define IPC_METHOD_JOB_WAIT "job.wait"         /* [id, timeout_ms] */
-#define IPC_METHOD_JOB_RESULT "job.result"     /* [id] */
-#define IPC_METHOD_JOB_CANCEL "job.cancel"     /* [id] */
-#define IPC_METHOD_JOB_LIST "job.list"         /* [filter] */
-#define IPC_METHOD_STATS "stats"               /* [] */
+/* job store (issue 11): forget a quarantined plugin's crashes, load it again (admin) */
+#define IPC_METHOD_PLUGINS_CLEAR "plugins.clear" /* [name] -> {cleared} */
+#define IPC_KEY_CLEARED "cleared"
+#define IPC_METHOD_JOB_SUBMIT "job.submit" /* [plugin, args, options] */
+#define IPC_METHOD_JOB_RUN "job.run"       /* [plugin, args, options, timeout_ms] */
+#define IPC_METHOD_JOB_STATUS "job.status" /* [id] */
+#define IPC_METHOD_JOB_WAIT "job.wait"     /* [id, timeout_ms] */
+#define IPC_METHOD_JOB_RESULT "job.result" /* [id] */
+#define IPC_METHOD_JOB_CANCEL "job.cancel" /* [id] */
+#define IPC_METHOD_JOB_LIST "job.list"     /* [filter] */
+#define IPC_METHOD_STATS "stats"           /* [] */
 
 /* The notification the server sends before it closes a broken stream. */
 #define IPC_NOTIFY_CONNECTION_ERROR "connection.error" /* [{code, message}] */

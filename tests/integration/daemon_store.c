@@ -362,3 +362,134 @@ Test(daemon_store, damaged_database_refused)
         cr_assert(fiberd_log_contains(&fd_, db), "the message does not name %s", db);
         cr_assert(fiberd_log_contains(&fd_, "move the file"), "the message gives no way out");
 }
+
+/* ------------------------------------------------------------ crash-only plugins - */
+
+/* The first line of the current log. */
+static void first_log_line(char *buf, size_t size)
+{
+        FILE *f = fopen(fd_.log, "r");
+
+        buf[0] = '\0';
+        cr_assert(f);
+        if (!fgets(buf, (int)size, f))
+                buf[0] = '\0';
+        fclose(f);
+}
+
+/* Waits for fiberd to die by itself; asserts it died of SIGSEGV. */
+static void wait_crash(void)
+{
+        int status = fiberd_signal_and_wait(&fd_, 0, 15000);
+
+        cr_assert(status != -1, "fiberd did not crash");
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status 0x%x", status);
+}
+
+/* plugins.list: is @name loaded; is some refused file's reason containing @needle? */
+static void plugin_listed(Client *c, const char *name, bool *loaded, const char *needle,
+                          bool *refused)
+{
+        const msgpack_object *v;
+        Reply rp;
+
+        rpc_simple(c, "plugins.list", 0, NULL, &rp);
+        cr_assert(rp.r == 0);
+        *loaded = *refused = false;
+        v = map_get(rp.result, "plugins");
+        for (uint32_t i = 0; v && i < v->via.array.size; i++)
+                *loaded |= strcmp(map_str(&v->via.array.ptr[i], "name"), name) == 0;
+        v = map_get(rp.result, "refused");
+        for (uint32_t i = 0; v && i < v->via.array.size; i++)
+                *refused |= strstr(map_str(&v->via.array.ptr[i], "reason"), needle) != NULL;
+        reply_clear(&rp);
+}
+
+Test(daemon_store, plugin_crashing_in_run_is_quarantined_after_two_crashes)
+{
+        FiberdOpts o = {.plugins = "echo", .extra = FIBERD_TEST_PLUGIN_DIR "/crash_run.so"};
+        char line[1024], state[32], code[32];
+        bool loaded, refused;
+        uint64_t first, second;
+        IpcStatus st;
+        Client *c;
+        Reply rp;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        first = rpc_submit(c, "crash_run", NULL, 0, 0, 0, NULL);
+        cr_assert_gt(first, 0);
+        wait_crash();
+        client_free(c);
+        cr_assert(fiberd_log_contains(&fd_, "fatal signal SIGSEGV in job"),
+                  "no report naming the job");
+        cr_assert(fiberd_log_contains(&fd_, "plugin crash_run"));
+
+        fiberd_restart(&fd_);
+        first_log_line(line, sizeof(line));
+        cr_assert(strstr(line, "crashed last time") && strstr(line, "crash_run"),
+                  "the first log line does not name the plugin: %s", line);
+        c = fiberd_connect(&fd_);
+        cr_assert(job_state(c, first, state, NULL, code) == 0);
+        cr_assert_str_eq(state, "failed");
+        cr_assert_str_eq(code, "INTERRUPTED");
+        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        cr_assert(loaded && !refused, "one crash quarantined it already");
+        second = rpc_submit(c, "crash_run", NULL, 0, 0, 0, NULL);
+        cr_assert_gt(second, first);
+        wait_crash();
+        client_free(c);
+
+        /* the second crash in a row: refused, and fiberd stays up */
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        cr_assert(!loaded && refused, "crash_run is not quarantined after two crashes");
+        cr_assert_eq(rpc_submit(c, "crash_run", NULL, 0, 0, 0, &st), 0);
+        cr_assert_str_eq(st.code, "NOT_FOUND");
+        rpc_simple(c, "ping", 0, NULL, &rp);
+        cr_assert(rp.r == 0);
+        reply_clear(&rp);
+
+        /* an admin clears it: loaded again */
+        {
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(c, "plugins.clear", 1, &msgid);
+                cr_assert(pk);
+                ipc_pack_cstr(pk, "crash_run");
+                rpc_wait_reply(c, msgid, &rp);
+                cr_assert(rp.r == 0, "plugins.clear: %s", rp.st.message);
+                reply_clear(&rp);
+        }
+        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        cr_assert(loaded && !refused, "plugins.clear did not load it again");
+        client_free(c);
+}
+
+Test(daemon_store, plugin_crashing_in_init_is_quarantined_and_fiberd_stays_up)
+{
+        FiberdOpts o = {.plugins = "echo"};
+        char line[1024];
+        bool loaded, refused;
+        int status;
+        Client *c;
+
+        fiberd_start(&fd_, &o);
+        fiberd_copy_plugin(&fd_, FIBERD_TEST_PLUGIN_DIR "/crash_init.so", "crash_init.so");
+        wait_crash(); /* loaded by the directory watcher: init() crashes */
+        cr_assert(fiberd_log_contains(&fd_, "while loading plugin file"));
+
+        /* the start loads it again and crashes again: a crash loop without the store */
+        status = fiberd_restart_fails(&fd_, 15000);
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status 0x%x", status);
+        first_log_line(line, sizeof(line));
+        cr_assert(strstr(line, "crashed last time") && strstr(line, "crash_init"),
+                  "the first log line does not name the file: %s", line);
+
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        plugin_listed(c, "crash_init", &loaded, "quarantined", &refused);
+        cr_assert(!loaded && refused, "crash_init is not quarantined after two crashes");
+        cr_assert_gt(rpc_submit(c, "echo", NULL, 0, 0, 0, NULL), 0, "fiberd does not work");
+        client_free(c);
+}
