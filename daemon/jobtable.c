@@ -264,7 +264,10 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         }
         log_job(LOG_DEBUG, j->id, plugin_name, "queued (owner %u, priority %d, timeout %llu ms)",
                 (unsigned)j->owner, priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
-        dispatch_pump_locked(&t->dispatch);
+        /* a durable store: jobtable_wait_durable() pumps once the job is on disk (a job
+         * started before waits for that in the plugin host anyway) */
+        if (r < 0 || !store_durable(t->store))
+                dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
         return 0;
 
@@ -459,9 +462,16 @@ int jobtable_wait_durable(JobTable *t, Job *j)
         while (fiber_event_wait(&j->durable, SCHED_FOREVER) < 0)
                 ; /* a request fiber is not cancelled; the store thread always answers */
         r = j->store_error;
-        if (r < 0)
+        if (r < 0) {
                 jobtable_cancel(t, j, false);
-        return r;
+                return r;
+        }
+        if (t->store && store_durable(t->store)) {
+                jobtable_lock(t);
+                dispatch_pump_locked(&t->dispatch);
+                jobtable_unlock(t);
+        }
+        return 0;
 }
 
 /* One more queued or running job (@j's state) in the gauges, restored at start-up. */

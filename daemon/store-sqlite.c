@@ -34,7 +34,7 @@
 typedef struct SqliteStore {
         sqlite3 *db;
         sqlite3_stmt *put, *del, *set_next_id, *begin, *commit, *rollback;
-        sqlite3_stmt *put_plugin, *set_meta;
+        sqlite3_stmt *put_plugin, *set_meta, *update;
         uint64_t next_id; /* meta.next_id as last read or written */
 } SqliteStore;
 
@@ -67,6 +67,12 @@ static const char sqlite_put[] =
         " result = excluded.result, error_code = excluded.error_code,"
         " error_message = excluded.error_message, progress_done = excluded.progress_done,"
         " progress_total = excluded.progress_total";
+
+/* A later write of a job (no arguments): only the mutable columns, no insert attempt. */
+static const char sqlite_update[] =
+        "UPDATE jobs SET state = ?2, started_ms = ?9, finished_ms = ?10, attempt = ?11,"
+        " result = ?14, error_code = ?15, error_message = ?16, progress_done = ?17,"
+        " progress_total = ?18 WHERE id = ?1";
 
 static const char sqlite_load[] =
         "SELECT id, state, plugin, owner, gid, priority, timeout_ms, created_ms, started_ms,"
@@ -119,6 +125,7 @@ static void sqlite_close(Store *s)
         sqlite3_finalize(q->rollback);
         sqlite3_finalize(q->put_plugin);
         sqlite3_finalize(q->set_meta);
+        sqlite3_finalize(q->update);
         sqlite3_close(q->db);
         free(q);
         s->backend_data = NULL;
@@ -212,7 +219,8 @@ static int sqlite_open(Store *s, const char *path, char *why, size_t why_size)
                                " ?6, ?7, ?8, ?9)",
                                -1, &q->put_plugin, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(q->db, "INSERT OR REPLACE INTO meta VALUES (?1, ?2)", -1,
-                               &q->set_meta, NULL) != SQLITE_OK) {
+                               &q->set_meta, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(q->db, sqlite_update, -1, &q->update, NULL) != SQLITE_OK) {
                 rc = sqlite3_errcode(q->db);
                 snprintf(detail, sizeof(detail), "%s (a database of another version?)",
                          sqlite3_errmsg(q->db));
@@ -323,10 +331,9 @@ static int step_once(sqlite3_stmt *st)
         return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-static int sqlite_put_row(SqliteStore *q, const StoreRecord *r)
+/* Binds @r to @st (put's or update's numbering) and steps it once. */
+static int sqlite_bind_step(sqlite3_stmt *st, const StoreRecord *r)
 {
-        sqlite3_stmt *st = q->put;
-
         sqlite3_bind_int64(st, 1, (sqlite3_int64)r->id);
         sqlite3_bind_text(st, 2, job_state_name(r->state), -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 3, r->plugin, -1, SQLITE_STATIC);
@@ -346,6 +353,21 @@ static int sqlite_put_row(SqliteStore *q, const StoreRecord *r)
         sqlite3_bind_int64(st, 17, (sqlite3_int64)r->progress_done);
         sqlite3_bind_int64(st, 18, (sqlite3_int64)r->progress_total);
         return step_once(st);
+}
+
+static int sqlite_put_row(SqliteStore *q, const StoreRecord *r)
+{
+        int rc;
+
+        /* the first write of a job carries its arguments: insert (an upsert, over a row
+         * a crash left); a later one updates the mutable columns, cheaper than an upsert,
+         * and inserts only when the row is missing */
+        if (r->args)
+                return sqlite_bind_step(q->put, r);
+        rc = sqlite_bind_step(q->update, r);
+        if (rc == SQLITE_OK && sqlite3_changes(q->db) == 0)
+                rc = sqlite_bind_step(q->put, r);
+        return rc;
 }
 
 static int sqlite_put_plugin(SqliteStore *q, const StorePluginFile *pf)

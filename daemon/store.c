@@ -187,7 +187,8 @@ static void store_enqueue(Store *s, StoreWrite *w)
         pthread_mutex_lock(&s->lock);
         list_add_tail(&s->queue, &w->link);
         s->queued++;
-        pthread_cond_signal(&s->wake);
+        if (s->sleeping) /* a committing thread looks at the queue when it is done */
+                pthread_cond_signal(&s->wake);
         pthread_mutex_unlock(&s->lock);
 }
 
@@ -301,19 +302,67 @@ int store_plugin_files(Store *s, StorePluginFn fn, void *arg)
 
 /* ------------------------------------------------------------------ thread ------ */
 
+/*
+ * Coalesces @batch (@n writes): of several puts of one job only the last is written,
+ * carrying the arguments of an earlier one (freed with the batch, after the commit);
+ * the dropped writes move to @dropped, to be released with the batch. Under load a
+ * job's start and end often land in one batch: one row write instead of two. Without
+ * memory for the table, nothing is coalesced.
+ */
+static void batch_coalesce(ListHead *batch, size_t n, ListHead *dropped)
+{
+        size_t cap = 1, mask;
+        StoreWrite **seen;
+        ListHead *pos, *prev;
+
+        while (cap < 2 * n)
+                cap <<= 1;
+        mask = cap - 1;
+        seen = calloc(cap, sizeof(*seen));
+        if (!seen)
+                return;
+        /* newest first: the first put of an id met is the one kept */
+        for (pos = batch->prev; pos != batch; pos = prev) {
+                StoreWrite *w = list_entry(pos, StoreWrite, link);
+                size_t k;
+                prev = pos->prev;
+                if (w->op != STORE_OP_PUT && w->op != STORE_OP_DELETE)
+                        continue;
+                k = (size_t)(w->rec.id * 0x9e3779b97f4a7c15ULL) & mask;
+                while (seen[k] && seen[k]->rec.id != w->rec.id)
+                        k = (k + 1) & mask;
+                if (!seen[k]) {
+                        seen[k] = w;
+                        continue;
+                }
+                if (w->op != STORE_OP_PUT || seen[k]->op != STORE_OP_PUT)
+                        continue; /* a delete in between: keep both, in order */
+                if (w->rec.args && !seen[k]->rec.args) {
+                        seen[k]->rec.args = w->rec.args;
+                        seen[k]->rec.args_len = w->rec.args_len;
+                }
+                list_del(&w->link);
+                list_add_tail(dropped, &w->link);
+        }
+        free(seen);
+}
+
 static void *store_thread(void *arg)
 {
         Store *s = arg;
 
         pthread_mutex_lock(&s->lock);
         for (;;) {
-                ListHead batch, *e;
+                ListHead batch, dropped, *e;
                 char why[256] = "";
                 size_t n;
                 int r;
 
-                while (!s->queued && !s->closing)
+                while (!s->queued && !s->closing) {
+                        s->sleeping = true;
                         pthread_cond_wait(&s->wake, &s->lock);
+                        s->sleeping = false;
+                }
                 if (!s->queued)
                         break; /* closing, and everything committed */
                 list_init(&batch);
@@ -325,11 +374,15 @@ static void *store_thread(void *arg)
                 s->committing = true;
                 pthread_mutex_unlock(&s->lock);
 
+                list_init(&dropped);
+                batch_coalesce(&batch, n, &dropped);
                 r = s->backend->commit(s, &batch, why, sizeof(why));
                 if (r < 0)
                         log_msg(LOG_ERR, "job store %s: committing %zu records failed: %s", s->path,
                                 n, why[0] ? why : strerror(-r));
                 while ((e = list_pop_head(&batch)))
+                        write_release(list_entry(e, StoreWrite, link), r < 0 ? r : 0);
+                while ((e = list_pop_head(&dropped)))
                         write_release(list_entry(e, StoreWrite, link), r < 0 ? r : 0);
 
                 pthread_mutex_lock(&s->lock);

@@ -147,6 +147,7 @@ struct Store {
         pthread_cond_t wake; /* signalled when writes are queued or at close */
         pthread_cond_t idle; /* broadcast after each batch (store_flush()) */
         bool committing;     /* the store thread holds a batch */
+        bool sleeping;       /* the store thread waits on wake (signal only then) */
         ListHead queue;      /* StoreWrite.link: written after the batch being committed */
         size_t queued;
         bool closing;
