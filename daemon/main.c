@@ -252,8 +252,14 @@ static int daemon_shutdown(Daemon *d)
         if (!d->socket_activated)
                 unlink(d->cfg.socket_path);
         jobtable_counts(&d->jobs, &c, NULL, NULL);
-        log_msg(LOG_INFO, "stopped accepting; cancelling %llu running and %llu queued jobs",
-                (unsigned long long)c.running, (unsigned long long)c.queued);
+        if (store_durable(d->store))
+                log_msg(LOG_INFO,
+                        "stopped accepting; cancelling %llu running jobs (retry-safe ones stay "
+                        "queued); %llu queued jobs stay queued in the job store",
+                        (unsigned long long)c.running, (unsigned long long)c.queued);
+        else
+                log_msg(LOG_INFO, "stopped accepting; cancelling %llu running and %llu queued jobs",
+                        (unsigned long long)c.running, (unsigned long long)c.queued);
         jobtable_stop(&d->jobs);
         idle = fiber_event_wait(&d->jobs.idle, deadline) == 0;
         if (!idle)

@@ -238,12 +238,15 @@ static int store_write_sync(Store *s, StoreWrite *w)
         }
         pthread_mutex_lock(&s->lock);
         if (s->thread_started) {
+                uint64_t errors = s->commit_errors, batch = s->batches_taken + 1;
                 list_add_tail(&s->queue, &w->link);
                 s->queued++;
                 pthread_cond_signal(&s->wake);
-                while (s->queued || s->committing)
+                /* the next batch taken holds it: wait for that one, not for an empty
+                 * queue, which a steady load may never leave */
+                while (s->batches_done < batch)
                         pthread_cond_wait(&s->idle, &s->lock);
-                r = s->commit_errors ? -EIO : 0; /* logged by the store thread */
+                r = s->commit_errors != errors ? -EIO : 0; /* logged by the store thread */
                 pthread_mutex_unlock(&s->lock);
                 return r;
         }
@@ -372,6 +375,7 @@ static void *store_thread(void *arg)
                 n = s->queued;
                 s->queued = 0;
                 s->committing = true;
+                s->batches_taken++;
                 pthread_mutex_unlock(&s->lock);
 
                 list_init(&dropped);
@@ -393,6 +397,7 @@ static void *store_thread(void *arg)
                         s->writes += n;
                 }
                 s->committing = false;
+                s->batches_done = s->batches_taken;
                 pthread_cond_broadcast(&s->idle);
         }
         pthread_mutex_unlock(&s->lock);
@@ -492,8 +497,11 @@ void store_flush(Store *s)
         if (!s || !s->thread_started)
                 return;
         pthread_mutex_lock(&s->lock);
-        while (s->queued || s->committing)
-                pthread_cond_wait(&s->idle, &s->lock);
+        {
+                uint64_t batch = s->batches_taken + (s->queued ? 1 : 0);
+                while (s->batches_done < batch)
+                        pthread_cond_wait(&s->idle, &s->lock);
+        }
         pthread_mutex_unlock(&s->lock);
 }
 

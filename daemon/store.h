@@ -148,7 +148,8 @@ struct Store {
         pthread_cond_t idle; /* broadcast after each batch (store_flush()) */
         bool committing;     /* the store thread holds a batch */
         bool sleeping;       /* the store thread waits on wake (signal only then) */
-        ListHead queue;      /* StoreWrite.link: written after the batch being committed */
+        uint64_t batches_taken, batches_done; /* store_flush() waits for a batch number */
+        ListHead queue; /* StoreWrite.link: written after the batch being committed */
         size_t queued;
         bool closing;
         bool thread_started;

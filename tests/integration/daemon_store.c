@@ -493,3 +493,56 @@ Test(daemon_store, plugin_crashing_in_init_is_quarantined_and_fiberd_stays_up)
         cr_assert_gt(rpc_submit(c, "echo", NULL, 0, 0, 0, NULL), 0, "fiberd does not work");
         client_free(c);
 }
+
+Test(daemon_store, plugin_calling_exit_is_reported_and_blamed)
+{
+        FiberdOpts o = {.plugins = "echo", .extra = FIBERD_TEST_PLUGIN_DIR "/exit_run.so"};
+        char line[1024], state[32], code[32];
+        uint64_t id;
+        int status;
+        Client *c;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        id = rpc_submit(c, "exit_run", NULL, 0, 0, 0, NULL);
+        cr_assert_gt(id, 0);
+        status = fiberd_signal_and_wait(&fd_, 0, 15000);
+        client_free(c);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3, "status 0x%x", status);
+        cr_assert(fiberd_log_contains(&fd_, "exit() called in job"), "exit() not reported");
+
+        fiberd_restart(&fd_);
+        first_log_line(line, sizeof(line));
+        cr_assert(strstr(line, "crashed last time") && strstr(line, "exit_run"),
+                  "the first log line does not name the plugin: %s", line);
+        c = fiberd_connect(&fd_);
+        cr_assert(job_state(c, id, state, NULL, code) == 0);
+        cr_assert_str_eq(state, "failed");
+        cr_assert_str_eq(code, "INTERRUPTED");
+        client_free(c);
+}
+
+Test(daemon_store, sigterm_requeues_a_retry_safe_running_job)
+{
+        FiberdOpts o = {.plugins = "sleep echo"};
+        char state[32];
+        uint64_t slp, attempt = 0;
+        Client *c;
+        int status;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        slp = rpc_submit_long(c, "sleep");
+        wait_state(c, slp, "running");
+        client_free(c);
+        status = fiberd_signal_and_wait(&fd_, SIGTERM, 15000);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        cr_assert(job_state(c, slp, state, &attempt, NULL) == 0);
+        cr_assert(strcmp(state, "queued") == 0 || strcmp(state, "running") == 0, "%s", state);
+        cr_assert_eq(attempt, 1);
+        cr_assert_not(fiberd_log_contains(&fd_, "crashed last time"), "a clean stop blamed");
+        client_free(c);
+}
