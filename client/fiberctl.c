@@ -316,11 +316,40 @@ static const char *str_or(const json_t *o, const char *key, const char *dflt)
         return s ? s : dflt;
 }
 
+/* fiberctl plugins --clear NAME: plugins.clear (the job store's quarantine). */
+static int plugins_clear(Ctl *ctl, const char *name)
+{
+        IpcStatus st;
+        json_t *res;
+        int r = ctl_call(ctl, IPC_METHOD_PLUGINS_CLEAR, json_pack("[s]", name), &res, &st);
+
+        if (r) {
+                if (strcmp(st.message, "(reported above)") != 0)
+                        ctl_error(st.code, r, "%s: %s", IPC_METHOD_PLUGINS_CLEAR, st.message);
+                return r;
+        }
+        if (ctl->json)
+                ctl_print_json(res);
+        else
+                printf("cleared the quarantine of %s; fiberd loads it again (see fiberctl "
+                       "plugins)\n",
+                       name);
+        json_decref(res);
+        return 0;
+}
+
 static int verb_plugins(Ctl *ctl, int argc, char **argv)
 {
         json_t *res, *p;
         size_t i;
-        int r = no_args(argc, argv);
+        int r;
+
+        if (argc >= 2 && strcmp(argv[1], "--clear") == 0) {
+                if (argc != 3)
+                        return ctl_usage("plugins --clear takes one plugin name");
+                return plugins_clear(ctl, argv[2]);
+        }
+        r = no_args(argc, argv);
         if (r)
                 return r;
         r = simple_call(ctl, IPC_METHOD_PLUGINS_LIST, &res);
@@ -444,8 +473,11 @@ typedef struct Verb {
 static const Verb verbs[] = {
         {"ping", verb_ping, "ping",
          "Check that fiberd answers: its version, pid, uptime and the round trip.\n", ""},
-        {"plugins", verb_plugins, "plugins",
-         "The loaded plugins, and the files refused with the reason.\n", ""},
+        {"plugins", verb_plugins, "plugins [--clear NAME]",
+         "The loaded plugins, and the files refused with the reason.\n\n"
+         "  --clear NAME        forget the crashes of quarantined plugin NAME and load it\n"
+         "                      again (admin)\n",
+         " --clear "},
         {"submit", verb_submit,
          "submit PLUGIN [KEY=VALUE...] [--priority N] [--timeout DUR] [--class NAME] [--wait]",
          "Queue a job and print its id; with --wait, wait and print its final state.\n\n"

@@ -46,6 +46,7 @@ static const char *const client_code_names[] = {
         [FIBERD_CLIENT_MESSAGE_TOO_LARGE] = IPC_MESSAGE_TOO_LARGE,
         [FIBERD_CLIENT_OUT_OF_MEMORY] = IPC_OUT_OF_MEMORY,
         [FIBERD_CLIENT_INTERNAL] = IPC_INTERNAL,
+        [FIBERD_CLIENT_INTERRUPTED] = IPC_INTERRUPTED,
 };
 
 const char *fiberd_client_code_name(FiberdClientCode code)

@@ -12,6 +12,7 @@
  */
 #include "daemon/config.h"
 #include "daemon/log.h"
+#include "daemon/store.h"
 #include "ipc/protocol.h"
 #include "ipc/socket_path.h"
 #include "scheduler/base/macro.h"
@@ -205,6 +206,13 @@ static const ConfigWord queue_words[] = {
         {NULL, 0},
 };
 
+/* [store] backend: StoreKind values (store.h) */
+static const ConfigWord store_words[] = {
+        {"sqlite", STORE_SQLITE},
+        {"memory", STORE_MEMORY},
+        {NULL, 0},
+};
+
 static const ConfigKey config_keys[] = {
         {"fiberd", "socket", KEY_STRING, offsetof(Config, socket_path), 0, 0, 0, 0, NULL},
         {"fiberd", "plugin_dir", KEY_STRING, offsetof(Config, plugin_dir), 0, 0, 0, 0, NULL},
@@ -222,6 +230,8 @@ static const ConfigKey config_keys[] = {
         UKEY("ipc", "max_message", max_message, 1024, 1UL << 30, 1),
         {"access", "admin_group", KEY_STRING, offsetof(Config, admin_group), 0, 0, 0, 0, NULL},
         {"access", "submit_group", KEY_STRING, offsetof(Config, submit_group), 0, 0, 0, 0, NULL},
+        WKEY("store", "backend", store_backend, store_words),
+        {"store", "path", KEY_STRING, offsetof(Config, store_path), 0, 0, 0, 0, NULL},
         WKEY("scheduler", "optimize_for", sched.optimize_for, optimize_words),
         UKEY("scheduler", "groups", sched.groups, 0, SCHED_MAX_CPUS, 1),
         UKEY("scheduler", "group_size", sched.group_size, 0, 64, 1),
@@ -677,7 +687,7 @@ static void key_format(const Config *c, const ConfigKey *k, char *buf, size_t si
  * are built once, at start. */
 static bool key_is_live(const ConfigKey *k)
 {
-        if (strcmp(k->section, "scheduler") == 0)
+        if (strcmp(k->section, "scheduler") == 0 || strcmp(k->section, "store") == 0)
                 return false;
         return !(strcmp(k->section, "fiberd") == 0 &&
                  (strcmp(k->name, "socket") == 0 || strcmp(k->name, "workers") == 0));
@@ -765,10 +775,12 @@ void config_done(Config *c)
         free(c->plugin_dir);
         free(c->admin_group);
         free(c->submit_group);
+        free(c->store_path);
         free(c->config_file);
         c->socket_path = NULL;
         c->plugin_dir = NULL;
         c->admin_group = NULL;
         c->submit_group = NULL;
+        c->store_path = NULL;
         c->config_file = NULL;
 }

@@ -37,6 +37,13 @@
  *   submit_group =                 ; "" = every local user may submit; a group (name
  *                                  ; or gid): only its members and admins may; it
  *                                  ; must exist
+ *   [store]                        ; the job store (store.h); both need a restart
+ *   backend = sqlite               ; sqlite (jobs survive crashes and restarts) or
+ *                                  ; memory (nothing kept: today's behaviour)
+ *   path =                         ; the sqlite database; "" = $STATE_DIRECTORY/jobs.db,
+ *                                  ; else /var/lib/fiberd/jobs.db as root, else
+ *                                  ; $XDG_STATE_HOME/fiberd/jobs.db, else
+ *                                  ; ~/.local/state/fiberd/jobs.db
  *   [scheduler]                    ; how the job workers are split into scheduling
  *                                  ; groups (SchedConfig, scheduler/sched.h)
  *   optimize_for = neutral         ; compute-heavy, compute, neutral, io, io-heavy:
@@ -131,6 +138,8 @@ typedef struct Config {
         char *submit_group;             /* [access]; owned; "" = everyone may submit */
         gid_t admin_gid;                /* resolved at load; CONFIG_NO_GROUP = none/absent */
         gid_t submit_gid;               /* resolved at load; CONFIG_NO_GROUP when "" */
+        int store_backend;              /* [store] backend: a StoreKind (store.h) */
+        char *store_path;               /* [store] path; owned; NULL or "" = the default */
         SchedConfig sched;              /* [scheduler]; .concurrency = workers once loaded,
                                          * .steal_every_n and .control already in the
                                          * runtime's terms (UINT_MAX / SCHED_FOREVER =

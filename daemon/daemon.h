@@ -32,6 +32,7 @@ typedef struct Daemon {
         SchedulingGroup *server_group;
         Scheduler *job_sched; /* the job groups */
         JobTable jobs;
+        Store *store; /* the job store (store.h): the table writes every change to it */
         Server *server;
         bool socket_activated; /* the socket came from systemd: do not unlink it */
         uint64_t start_ns;     /* CLOCK_MONOTONIC at start */

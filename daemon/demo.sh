@@ -43,7 +43,8 @@ unset NOTIFY_SOCKET LISTEN_FDS LISTEN_PID 2>/dev/null || true
 workers=
 [ -n "${DEMO_WORKERS:-}" ] && workers="--workers $DEMO_WORKERS"
 # shellcheck disable=SC2086
-"$FIBERD" --socket "$sock" --plugin-dir "$PLUGIN_DIR" $workers 2>"$tmp/fiberd.log" &
+STATE_DIRECTORY="$tmp" "$FIBERD" --socket "$sock" --plugin-dir "$PLUGIN_DIR" $workers \
+	2>"$tmp/fiberd.log" &
 pid=$!
 
 i=0

@@ -355,6 +355,7 @@ static void job_supervise(void *arg)
                         /* the group is full: back to the queue, the ticker retries */
                         jobtable_set_state_locked(t, j, JOB_QUEUED);
                         j->started_ms = 0;
+                        jobtable_store_locked(t, j);
                         if (dispatch_push_locked(d, j) == 0) {
                                 d->pump_blocked = true;
                                 jobtable_unlock(t);
@@ -452,5 +453,6 @@ void dispatch_pump_locked(Dispatcher *d)
                 d->users[j->dispatch_user].last_start = ++d->starts;
                 jobtable_set_state_locked(t, j, JOB_RUNNING);
                 j->started_ms = job_now_ms();
+                jobtable_store_locked(t, j); /* store.h: which plugin runs, for recovery */
         }
 }

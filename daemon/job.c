@@ -147,6 +147,7 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         list_init(&j->fin_link);
         fiber_event_init(&j->ran);
         fiber_event_init(&j->finished);
+        fiber_event_init(&j->durable);
         *ret = j;
         return 0;
 
@@ -191,7 +192,7 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
         uint64_t done, total;
         int r = 0;
 
-        r |= msgpack_pack_map(pk, with_result ? 13 : 12);
+        r |= msgpack_pack_map(pk, with_result ? 14 : 13);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_ID, j->id);
         r |= ipc_pack_kv_cstr(pk, IPC_KEY_PLUGIN, j->plugin_name);
         r |= ipc_pack_kv_cstr(pk, IPC_KEY_CLASS, j->class_name);
@@ -226,5 +227,6 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
                                         j->error_message ? j->error_message : "");
         else
                 r |= msgpack_pack_nil(pk);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_ATTEMPT, j->attempt);
         return r ? -ENOMEM : 0;
 }

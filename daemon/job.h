@@ -112,6 +112,15 @@ typedef struct Job {
         const char *fail_code;  /* IPC_* code the plugin's failure maps to; NULL = errno's */
         void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */
 
+        /* job store (store.h) */
+        uint32_t attempt;   /* runs begun before this one (a retry-safe job requeued) */
+        bool interrupted;   /* cancelled by shutdown, not on request: a durable store
+                             * keeps it (queued again when its plugin is retry-safe) */
+        bool requeued;      /* shutdown left it queued in the store: it is not final
+                             * there, whatever this process's copy says */
+        int store_error;    /* set before `durable`: 0, or why the store failed */
+        FiberEvent durable; /* set once the submission is committed to the store */
+
         FiberEvent ran;      /* set by the job fiber when the entry point returned */
         FiberEvent finished; /* set once the state is final */
 
@@ -146,7 +155,8 @@ Job *job_unref(Job *j);
  * id, plugin, class, owner, state, priority, timeout_ms, created_ms / started_ms / finished_ms
  * (ms since the epoch, nil when not yet), progress {done, total} (nil when never
  * reported), result (the plugin's object, nil unless done), error ({code, message}, nil
- * unless failed/cancelled). @with_result false leaves result out.
+ * unless failed/cancelled), attempt (runs begun before this one). @with_result false
+ * leaves result out.
  * Context: caller holds the table lock (reads mutable fields). Return: 0; -ENOMEM.
  */
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result);

@@ -9,6 +9,7 @@
  */
 #include "daemon/jobtable.h"
 #include "daemon/log.h"
+#include "ipc/protocol.h"
 #include "ipc/status.h"
 #include "scheduler/base/time-util.h"
 
@@ -269,9 +270,18 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 pc->queued++;
         }
         *ret = job_ref(j);
+        /* durable before job.submit answers: jobtable_wait_durable() */
+        r = t->store ? store_put(t->store, j, true, true) : -ENODEV;
+        if (r < 0) {
+                j->store_error = r == -ENODEV ? 0 : r;
+                fiber_event_set(&j->durable);
+        }
         log_job(LOG_DEBUG, j->id, plugin_name, "queued (owner %u, priority %d, timeout %llu ms)",
                 (unsigned)j->owner, priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
-        dispatch_pump_locked(&t->dispatch);
+        /* a durable store: jobtable_wait_durable() pumps once the job is on disk (a job
+         * started before waits for that in the plugin host anyway) */
+        if (r < 0 || !store_durable(t->store))
+                dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
         return 0;
 
@@ -295,6 +305,24 @@ void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, c
         }
         list_add_tail(&t->finished, &j->fin_link);
         t->fin_count++;
+        if (j->interrupted && t->store && store_durable(t->store) && t->hooks.retry_safe &&
+            t->hooks.retry_safe(j)) {
+                /* shutdown cancelled a retry-safe job: the store keeps it queued for the
+                 * next start; this process's copy ends here */
+                JobState final = j->state;
+                uint64_t started = j->started_ms, finished = j->finished_ms;
+                j->state = JOB_QUEUED;
+                j->attempt++;
+                j->started_ms = j->finished_ms = 0;
+                jobtable_store_locked(t, j);
+                j->state = final;
+                j->attempt--;
+                j->started_ms = started;
+                j->finished_ms = finished;
+                j->requeued = true;
+        } else {
+                jobtable_store_locked(t, j);
+        }
         fiber_event_set(&j->finished);
         jobtable_check_idle_locked(t);
 }
@@ -343,6 +371,9 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
 /* Unlinks @j from the hash and both lists and drops the table's reference. */
 static void retire_locked(JobTable *t, Job *j)
 {
+        if (t->store && store_delete(t->store, j->id) < 0)
+                log_job(LOG_WARNING, j->id, j->plugin_name,
+                        "out of memory: the store keeps its record until the next start");
         hash_remove_locked(t, j);
         list_del(&j->all_link);
         list_del(&j->fin_link);
@@ -394,6 +425,13 @@ void jobtable_stop(JobTable *t)
         t->stopping = true;
         while ((j = dispatch_first_locked(&t->dispatch))) {
                 dispatch_remove_locked(&t->dispatch, j);
+                if (t->store && store_durable(t->store)) {
+                        /* kept queued in the store for the next start; its waiters
+                         * answer UNAVAILABLE (they see a job that is not final) */
+                        j->requeued = true;
+                        fiber_event_set(&j->finished);
+                        continue;
+                }
                 job_set_cancel_requested(j);
                 jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_CANCELLED,
                                        "cancelled while queued: fiberd is shutting down");
@@ -402,6 +440,7 @@ void jobtable_stop(JobTable *t)
                 if (j->state != JOB_RUNNING || j->cancel_requested)
                         continue;
                 job_set_cancel_requested(j);
+                j->interrupted = true;
                 if (j->fiber)
                         fiber_cancel(j->fiber);
                 if (t->hooks.cancel)
@@ -420,4 +459,234 @@ int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg)
                 r = fn(j, arg);
         jobtable_unlock(t);
         return r;
+}
+
+/* ------------------------------------------------------------------ store ------- */
+
+void jobtable_set_store(JobTable *t, Store *s)
+{
+        jobtable_lock(t);
+        t->store = s;
+        jobtable_unlock(t);
+}
+
+void jobtable_store_locked(JobTable *t, Job *j)
+{
+        if (t->store && store_put(t->store, j, false, false) < 0)
+                log_job(LOG_ERR, j->id, j->plugin_name,
+                        "out of memory: its %s state is not written to the store",
+                        job_state_name(j->state));
+}
+
+int jobtable_wait_durable(JobTable *t, Job *j)
+{
+        int r;
+
+        while (fiber_event_wait(&j->durable, SCHED_FOREVER) < 0)
+                ; /* a request fiber is not cancelled; the store thread always answers */
+        r = j->store_error;
+        if (r < 0) {
+                jobtable_cancel(t, j, false);
+                return r;
+        }
+        if (t->store && store_durable(t->store)) {
+                jobtable_lock(t);
+                dispatch_pump_locked(&t->dispatch);
+                jobtable_unlock(t);
+        }
+        return 0;
+}
+
+/* One more queued or running job (@j's state) in the gauges, restored at start-up. */
+static void restore_count_locked(JobTable *t, Job *j)
+{
+        JobCounts *pc = plugin_counts_locked(t, j->plugin_name);
+
+        (*count_field(&t->counts, j->state))++;
+        if (pc)
+                (*count_field(pc, j->state))++;
+}
+
+/* Where a restored final job goes in the finished list: by finish time. */
+static void restore_finished_locked(JobTable *t, Job *j)
+{
+        uint64_t now_ms = job_now_ms(), now_ns = sched_now_ns();
+        uint64_t age_ns = j->finished_ms < now_ms ? (now_ms - j->finished_ms) * NSEC_PER_MSEC : 0;
+        ListHead *pos = t->finished.prev;
+
+        j->finished_mono_ns = age_ns < now_ns ? now_ns - age_ns : 0;
+        while (pos != &t->finished &&
+               list_entry(pos, Job, fin_link)->finished_mono_ns > j->finished_mono_ns)
+                pos = pos->prev;
+        /* insert after pos */
+        j->fin_link.prev = pos;
+        j->fin_link.next = pos->next;
+        pos->next->prev = &j->fin_link;
+        pos->next = &j->fin_link;
+        t->fin_count++;
+        fiber_event_set(&j->finished);
+}
+
+/* @rec's job as a Job (not listed). */
+static int restore_job(JobTable *t, const StoreRecord *rec, const Plugin *plugin, Job **ret)
+{
+        msgpack_object args = {.type = MSGPACK_OBJECT_MAP};
+        msgpack_zone zone;
+        Creds *creds;
+        JobOrigin origin;
+        Job *j;
+        int r;
+
+        if (!msgpack_zone_init(&zone, 1024))
+                return -ENOMEM;
+        if (rec->args && rec->args_len) {
+                size_t off = 0;
+                if (msgpack_unpack(rec->args, rec->args_len, &off, &zone, &args) !=
+                            MSGPACK_UNPACK_SUCCESS ||
+                    args.type != MSGPACK_OBJECT_MAP) {
+                        r = -EIO;
+                        goto out_zone;
+                }
+        }
+        r = creds_new(rec->owner, rec->gid, NULL, 0, &creds);
+        if (r < 0)
+                goto out_zone;
+        origin = (JobOrigin){.creds = creds};
+        /* its class, if the configuration still has it; else the default class */
+        const char *class_name = rec->class_name ? rec->class_name : "default";
+        int cls = t->dispatch.sched ? sched_class_find(t->dispatch.sched, class_name) : 0;
+        if (cls < 0) {
+                log_job(LOG_WARNING, rec->id, rec->plugin,
+                        "its class '%s' is no longer configured: it runs in 'default'", class_name);
+                cls = 0;
+                class_name = "default";
+        }
+        r = job_new(&j, t, rec->id, &origin, plugin, rec->plugin, &args, rec->priority,
+                    rec->timeout_ms * NSEC_PER_MSEC, (unsigned)cls, class_name);
+        creds_unref(creds);
+        if (r < 0)
+                goto out_zone;
+        j->submitted_ms = rec->created_ms;
+        j->started_ms = rec->started_ms;
+        j->finished_ms = rec->finished_ms;
+        j->attempt = rec->attempt;
+        j->progress_done = rec->progress_done;
+        j->progress_total = rec->progress_total;
+        if (rec->result && rec->result_len) {
+                j->result = malloc(rec->result_len);
+                if (!j->result) {
+                        r = -ENOMEM;
+                        goto out_job;
+                }
+                memcpy(j->result, rec->result, rec->result_len);
+                j->result_len = rec->result_len;
+        }
+        if (rec->error_code) {
+                j->error_code = ipc_status_canonical_code(rec->error_code, strlen(rec->error_code));
+                j->error_message = strdup(rec->error_message ? rec->error_message : "");
+                if (!j->error_message) {
+                        r = -ENOMEM;
+                        goto out_job;
+                }
+        }
+        j->state = rec->state;
+        fiber_event_set(&j->durable);
+        msgpack_zone_destroy(&zone);
+        *ret = j;
+        return 0;
+
+out_job:
+        job_unref(j);
+out_zone:
+        msgpack_zone_destroy(&zone);
+        return r;
+}
+
+int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, const char *crashed)
+{
+        char msg[256];
+        Job *j;
+        int r;
+
+        r = restore_job(t, rec, plugin, &j);
+        if (r < 0) {
+                log_job(LOG_ERR, rec->id, rec->plugin, "cannot be restored from the store: %s",
+                        strerror(-r));
+                return r;
+        }
+        jobtable_lock(t);
+        if (t->count >= t->nbuckets)
+                hash_grow_locked(t);
+        j->hash_next = t->buckets[bucket_of(t, j->id)];
+        t->buckets[bucket_of(t, j->id)] = j;
+        t->count++;
+        list_add_tail(&t->all, &j->all_link);
+        if (j->id >= t->next_id)
+                t->next_id = j->id + 1;
+
+        if (job_state_final(j->state)) {
+                restore_finished_locked(t, j);
+                jobtable_unlock(t);
+                return 0;
+        }
+        if (crashed) {
+                restore_count_locked(t, j);
+                jobtable_finish_locked(t, j, JOB_FAILED, IPC_INTERRUPTED, crashed);
+                jobtable_unlock(t);
+                log_job(LOG_WARNING, j->id, j->plugin_name, "failed: %s", crashed);
+                return 0;
+        }
+        if (j->state == JOB_RUNNING) {
+                restore_count_locked(t, j);
+                if (!plugin || !t->hooks.retry_safe || !t->hooks.retry_safe(j) || rec->n_fds) {
+                        jobtable_finish_locked(t, j, JOB_FAILED, IPC_INTERRUPTED,
+                                               "fiberd stopped while this job ran; it was not "
+                                               "retried");
+                        jobtable_unlock(t);
+                        log_job(LOG_WARNING, j->id, j->plugin_name,
+                                "was running when fiberd stopped: failed (INTERRUPTED)");
+                        return 0;
+                }
+                /* retry-safe: queued again */
+                jobtable_set_state_locked(t, j, JOB_QUEUED);
+                j->attempt++;
+                j->started_ms = 0;
+                jobtable_store_locked(t, j);
+                log_job(LOG_NOTICE, j->id, j->plugin_name,
+                        "was running when fiberd stopped: queued again (attempt %u)",
+                        j->attempt + 1);
+        } else {
+                restore_count_locked(t, j);
+        }
+        if (!plugin || rec->n_fds) {
+                if (!plugin)
+                        snprintf(msg, sizeof(msg),
+                                 "no plugin named \"%s\" is loaded after fiberd restarted",
+                                 j->plugin_name);
+                else
+                        snprintf(msg, sizeof(msg),
+                                 "fiberd stopped before this job ran, and the %u file "
+                                 "descriptor(s) passed with it did not survive",
+                                 rec->n_fds);
+                jobtable_finish_locked(t, j, JOB_FAILED, plugin ? IPC_INTERRUPTED : IPC_NOT_FOUND,
+                                       msg);
+                jobtable_unlock(t);
+                log_job(LOG_WARNING, j->id, j->plugin_name, "not restored: %s", msg);
+                return 0;
+        }
+        r = dispatch_push_locked(&t->dispatch, j);
+        if (r < 0)
+                jobtable_finish_locked(t, j, JOB_FAILED, IPC_OUT_OF_MEMORY,
+                                       "out of memory while fiberd restarted");
+        jobtable_unlock(t);
+        return 0;
+}
+
+void jobtable_restore_done(JobTable *t, uint64_t next_id)
+{
+        jobtable_lock(t);
+        if (next_id > t->next_id)
+                t->next_id = next_id;
+        dispatch_pump_locked(&t->dispatch);
+        jobtable_unlock(t);
 }

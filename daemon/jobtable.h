@@ -31,6 +31,7 @@
 
 #include "daemon/dispatch.h"
 #include "daemon/job.h"
+#include "daemon/store.h"
 #include "scheduler/sched.h"
 
 typedef struct JobCounts {
@@ -58,6 +59,9 @@ typedef struct JobTableHooks {
         /* cancel - @j was asked to cancel while running: cancel what it started (child
          * fibers). Context: table lock held; must not yield or take the table lock. */
         void (*cancel)(Job *j);
+        /* retry_safe - may @j run again after an interruption (its plugin says so:
+         * FIBERD_PLUGIN_RETRY_SAFE)? NULL = never. Context: any; does not yield. */
+        bool (*retry_safe)(const Job *j);
 } JobTableHooks;
 
 typedef struct JobTable {
@@ -83,6 +87,8 @@ typedef struct JobTable {
         JobCounts counts;
         PluginCounts *plugins;
         size_t nplugins;
+
+        Store *store; /* where every change is written (store.h); NULL = nowhere; not owned */
 } JobTable;
 
 /*
@@ -100,6 +106,48 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
  * Context: main thread at start-up, before the first submission.
  */
 void jobtable_set_hooks(JobTable *t, const JobTableHooks *hooks);
+
+/*
+ * jobtable_set_store - write every job's changes to @s (not owned: it must outlive the
+ * table's use). Context: main thread at start-up, before jobtable_restore().
+ */
+void jobtable_set_store(JobTable *t, Store *s);
+
+/*
+ * jobtable_restore - take back one job @rec read from the store at start-up
+ * (store_load()'s callback), with @plugin its loaded plugin (NULL: no longer loaded).
+ * A final job is listed until its retention ends; a queued job is queued again (not
+ * started before jobtable_restore_done()); a job that was running ends failed with
+ * INTERRUPTED, or is queued again with attempt + 1 when the retry_safe hook says so; a
+ * queued job whose plugin is gone ends failed (NOT_FOUND), one that was passed fds
+ * ends failed (INTERRUPTED: the fds did not survive). @crashed (NULL = no): the last
+ * run crashed inside this job (crash.h): unless final it ends failed, INTERRUPTED, with
+ * this message, never retried. Changes are written back.
+ * Return: 0; -ENOMEM; -EIO (its arguments do not decode). Context: main thread.
+ */
+int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin,
+                     const char *crashed);
+
+/*
+ * jobtable_restore_done - after the last jobtable_restore(): new ids start at
+ * @next_id (or after the highest restored one) and the restored queue starts.
+ * Context: main thread at start-up.
+ */
+void jobtable_restore_done(JobTable *t, uint64_t next_id);
+
+/*
+ * jobtable_wait_durable - park the calling fiber until @j's submission is committed
+ * to the store (at once without a durable store).
+ * Return: 0; the store's error (negative errno): the job is then cancelled and the
+ * submission must be answered with an error. Context: a fiber (yields); not a job's.
+ */
+int jobtable_wait_durable(JobTable *t, Job *j);
+
+/*
+ * jobtable_store_locked - queue a copy of @j's record for the store (no-op without
+ * one); a write that cannot be queued is logged. Context: table lock held; no yield.
+ */
+void jobtable_store_locked(JobTable *t, Job *j);
 
 /* jobtable_done - drop every job. Context: main thread once no fiber uses @t. */
 void jobtable_done(JobTable *t);
@@ -149,7 +197,10 @@ void jobtable_sweep(JobTable *t);
 
 /*
  * jobtable_stop - refuse new jobs and cancel every queued and running one; @t->idle is
- * set once nothing is queued or running. Context: any; does not yield.
+ * set once nothing is queued or running. With a durable store (store_durable()), queued
+ * jobs are not cancelled but left queued in the store (their waiters are woken to
+ * answer UNAVAILABLE), and running jobs are marked interrupted: a retry-safe one is
+ * written back queued, with attempt + 1, when it returns. Context: any; does not yield.
  */
 void jobtable_stop(JobTable *t);
 

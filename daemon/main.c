@@ -43,6 +43,7 @@
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/opener.h"
+#include "daemon/crash.h"
 #include "daemon/plugin_host.h"
 #include "scheduler/base/time-util.h"
 
@@ -407,8 +408,14 @@ static int daemon_shutdown(Daemon *d)
         if (!d->socket_activated)
                 unlink(d->cfg.socket_path);
         jobtable_counts(&d->jobs, &c, NULL, NULL);
-        log_msg(LOG_INFO, "stopped accepting; cancelling %llu running and %llu queued jobs",
-                (unsigned long long)c.running, (unsigned long long)c.queued);
+        if (store_durable(d->store))
+                log_msg(LOG_INFO,
+                        "stopped accepting; cancelling %llu running jobs (retry-safe ones stay "
+                        "queued); %llu queued jobs stay queued in the job store",
+                        (unsigned long long)c.running, (unsigned long long)c.queued);
+        else
+                log_msg(LOG_INFO, "stopped accepting; cancelling %llu running and %llu queued jobs",
+                        (unsigned long long)c.running, (unsigned long long)c.queued);
         jobtable_stop(&d->jobs);
         idle = fiber_event_wait(&d->jobs.idle, deadline) == 0;
         if (!idle)
@@ -438,8 +445,15 @@ static int daemon_shutdown(Daemon *d)
                         "%llu fibers still run plugin code; exiting without "
                         "calling the plugins' fini()",
                         (unsigned long long)alive);
+                crash_mark_clean();    /* jobs that ignore cancellation are not crashes */
+                store_flush(d->store); /* what ended is on disk; the rest is "running" */
                 _exit(0);
         }
+        /* every job ended: its last state is the last write */
+        crash_mark_clean();
+        jobtable_set_store(&d->jobs, NULL);
+        store_close(d->store);
+        d->store = NULL;
         plugin_host_free();
         opener_stop();
         return 0;
@@ -538,6 +552,44 @@ static int check_config(const ConfigArgs *args)
         return r;
 }
 
+/* store_load()'s callback: one stored job back into the table. */
+static int restore_one(const StoreRecord *rec, void *arg)
+{
+        Daemon *d = arg;
+
+        return jobtable_restore(&d->jobs, rec, plugin_host_find(rec->plugin, strlen(rec->plugin)),
+                                crash_job_message(rec->id));
+}
+
+/*
+ * Opens the job store ([store]) and takes back what it holds: queued jobs queue again,
+ * interrupted ones end or requeue (jobtable_restore()). A store that cannot be opened
+ * or read stops the start (the reason was logged, naming the file): fiberd never starts
+ * empty in its place. Return: 0 or the exit status.
+ */
+static int daemon_restore(Daemon *d)
+{
+        JobCounts c;
+        int r;
+
+        jobtable_set_store(&d->jobs, d->store);
+        r = store_load(d->store, restore_one, d);
+        if (r < 0) {
+                log_msg(LOG_ERR,
+                        "cannot take back the jobs of the store: %s; fiberd stops "
+                        "rather than start without them",
+                        strerror(-r));
+                return EXIT_CONFIG;
+        }
+        jobtable_restore_done(&d->jobs, store_next_id(d->store));
+        jobtable_counts(&d->jobs, &c, NULL, NULL);
+        if (c.queued || c.running || c.failed)
+                log_msg(LOG_NOTICE,
+                        "job store: %llu jobs queued again, %llu interrupted or not restorable",
+                        (unsigned long long)(c.queued + c.running), (unsigned long long)c.failed);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         Daemon *d = &daemon_state;
@@ -556,6 +608,15 @@ int main(int argc, char **argv)
         if (r < 0)
                 return EXIT_CONFIG;
         log_set_level(d->cfg.log_level);
+        /* the job store first: after a crash, the first log line names the plugin */
+        r = store_open(&d->store, (StoreKind)d->cfg.store_backend, d->cfg.store_path);
+        if (r < 0)
+                return EXIT_CONFIG;
+        r = crash_init(d->store);
+        if (r < 0)
+                return EXIT_CONFIG;
+        log_msg(LOG_INFO, "job store: %s%s%s", store_kind_name((StoreKind)d->cfg.store_backend),
+                d->store->path ? " at " : "", d->store->path ? d->store->path : "");
         sched_set_log(log_sched_hook);
         d->start_ns = sched_now_ns();
         fiber_event_init(&d->stop);
@@ -590,19 +651,25 @@ int main(int argc, char **argv)
                 return EXIT_OSERR;
         apply_quotas(d, &d->cfg);
         /* main.c owns both the table and the plugin host: it wires one to the other */
-        jobtable_set_hooks(&d->jobs,
-                           &(JobTableHooks){.run = plugin_host_run, .cancel = plugin_host_cancel});
+        jobtable_set_hooks(&d->jobs, &(JobTableHooks){.run = plugin_host_run,
+                                                      .cancel = plugin_host_cancel,
+                                                      .retry_safe = plugin_host_retry_safe});
         r = opener_start(0);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot start the opener threads: %s", strerror(-r));
                 return EXIT_OSERR;
         }
+        plugin_host_set_guard(crash_loader_guard()); /* crash-only plugins (crash.h) */
         r = plugin_host_init(d->cfg.plugin_dir, d->cfg.max_message);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot load plugins from %s: %s", d->cfg.plugin_dir,
                         strerror(-r));
                 return EXIT_CONFIG;
         }
+
+        r = daemon_restore(d);
+        if (r != 0)
+                return r;
 
         r = server_listen(d->cfg.socket_path, &listen_fd, &d->socket_activated);
         if (r < 0) {

@@ -19,6 +19,7 @@
 #include "daemon/access.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/crash.h"
 #include "daemon/plugin_host.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
@@ -116,6 +117,36 @@ static int method_ping(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
 static int method_plugins_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         return plugin_host_pack_list(pk);
+}
+
+/* plugins.clear [name]: forget the crashes of a quarantined plugin (crash.h) and scan
+ * the plugin directory again, so it loads. Admin tier. */
+static int method_plugins_clear(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        const char *name;
+        size_t len;
+        int r;
+
+        if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                return access_denied(d, ACCESS_ADMIN, "clearing a plugin's quarantine", st);
+        r = ipc_read_strv(ipc_array_at(&req->msg.params, 0), "name", &name, &len, st);
+        if (r < 0)
+                return r;
+        r = crash_clear(name, len);
+        if (r < 0)
+                return ipc_status_errno(st, r, "cannot clear the quarantine: %s", strerror(-r));
+        if (r == 0)
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                      "no quarantined plugin named \"%.*s\" (see fiberctl "
+                                      "plugins)",
+                                      (int)(len > 64 ? 64 : len), name);
+        log_msg(LOG_NOTICE, "uid %u cleared the quarantine of plugin %.*s; loading it again",
+                (unsigned)req->uid, (int)(len > 64 ? 64 : len), name);
+        plugin_host_rescan(d->cfg.plugin_dir);
+        return msgpack_pack_map(pk, 1) | ipc_pack_kv_uint(pk, IPC_KEY_CLEARED, (uint64_t)r)
+                       ? -ENOMEM
+                       : 0;
 }
 
 /*
@@ -251,6 +282,15 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
         if (r < 0)
                 return ipc_status_errno(st, r, "cannot queue the job: %s", strerror(-r));
+        /* the job store (store.h): answer only once the job is on disk */
+        r = jobtable_wait_durable(&d->jobs, j);
+        if (r < 0) {
+                job_unref(j);
+                return ipc_status_set(st, IPC_INTERNAL, r,
+                                      "the job store could not record the job (%s); it was "
+                                      "cancelled: see fiberd's log",
+                                      strerror(-r));
+        }
         *ret = j;
         return 0;
 }
@@ -319,11 +359,24 @@ static void wait_final(Request *req, Job *j, uint64_t timeout_ms)
 /* Waits (at most @timeout_ms) for @j to be final, then answers with its record, final
  * or as it stands; drops the caller's reference. Context: a request fiber. */
 static int answer_when_final(Daemon *d, Request *req, Job *j, uint64_t timeout_ms,
-                             msgpack_packer *pk)
+                             msgpack_packer *pk, IpcStatus *st)
 {
+        bool unavailable;
         int r;
 
         wait_final(req, j, timeout_ms);
+        jobtable_lock(&d->jobs);
+        /* shutdown left the job queued in the store (store.h): not this process's to end */
+        unavailable = d->jobs.stopping && (j->requeued || !job_state_final(j->state));
+        jobtable_unlock(&d->jobs);
+        if (unavailable) {
+                r = ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
+                                   "fiberd is shutting down; job %llu stays queued in its "
+                                   "store: wait for it again once fiberd is back",
+                                   (unsigned long long)j->id);
+                job_unref(j);
+                return r;
+        }
         r = pack_record(d, j, pk);
         job_unref(j);
         return r;
@@ -342,7 +395,7 @@ static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
         r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
         if (r < 0)
                 return r;
-        return answer_when_final(d, req, j, timeout_ms, pk);
+        return answer_when_final(d, req, j, timeout_ms, pk, st);
 }
 
 /* job.run [plugin, args, options, timeout_ms]: job.submit, then job.wait on that job. The
@@ -360,7 +413,7 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
         r = submit_from_params(d, req, &j, st);
         if (r < 0)
                 return r;
-        return answer_when_final(d, req, j, timeout_ms, pk);
+        return answer_when_final(d, req, j, timeout_ms, pk, st);
 }
 
 static int method_result(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
@@ -591,11 +644,18 @@ static const struct {
         const char *name;
         MethodFn fn;
 } methods[] = {
-        {IPC_METHOD_PING, method_ping},         {IPC_METHOD_PLUGINS_LIST, method_plugins_list},
-        {IPC_METHOD_JOB_SUBMIT, method_submit}, {IPC_METHOD_JOB_RUN, method_run},
-        {IPC_METHOD_JOB_STATUS, method_status}, {IPC_METHOD_JOB_WAIT, method_wait},
-        {IPC_METHOD_JOB_RESULT, method_result}, {IPC_METHOD_JOB_CANCEL, method_cancel},
-        {IPC_METHOD_JOB_LIST, method_list},     {IPC_METHOD_STATS, method_stats},
+        {IPC_METHOD_PING, method_ping},
+        {IPC_METHOD_PLUGINS_LIST, method_plugins_list},
+        {IPC_METHOD_JOB_SUBMIT, method_submit},
+        {IPC_METHOD_JOB_RUN, method_run},
+        {IPC_METHOD_JOB_STATUS, method_status},
+        {IPC_METHOD_JOB_WAIT, method_wait},
+        {IPC_METHOD_JOB_RESULT, method_result},
+        {IPC_METHOD_JOB_CANCEL, method_cancel},
+        {IPC_METHOD_JOB_LIST, method_list},
+        {IPC_METHOD_STATS, method_stats},
+        /* job store (issue 11) */
+        {IPC_METHOD_PLUGINS_CLEAR, method_plugins_clear},
 };
 
 MethodFn methods_lookup(const char *name, size_t len)

@@ -11,9 +11,16 @@
 #include "plugins/loader.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 static PluginLoader *host_loader;
+static LoaderGuard host_guard; /* crash-only plugins (crash.h) */
+
+void plugin_host_set_guard(const LoaderGuard *g)
+{
+        host_guard = *g;
+}
 
 static void loader_log(int level, const char *msg)
 {
@@ -31,6 +38,7 @@ int plugin_host_init(const char *dir, size_t max_result)
         r = loader_new(&host_loader, &plugin_host_functions, loader_log);
         if (r < 0)
                 return r;
+        loader_set_guard(host_loader, &host_guard);
         r = loader_set_dir(host_loader, dir);
         if (r < 0 && r != -ENOMEM) {
                 log_msg(LOG_WARNING,
@@ -75,6 +83,15 @@ const Plugin *plugin_host_find(const char *name, size_t len)
 const char *plugin_host_name(const Plugin *p)
 {
         return p->name;
+}
+
+bool plugin_host_retry_safe(const Job *j)
+{
+        const FiberdPlugin *d = j->plugin ? j->plugin->desc : NULL;
+
+        if (!d || d->size < offsetof(FiberdPlugin, flags) + sizeof(d->flags))
+                return false;
+        return (d->flags & FIBERD_PLUGIN_RETRY_SAFE) != 0;
 }
 
 int plugin_host_check_args(const Plugin *p, const msgpack_object *args, IpcStatus *st)

@@ -25,6 +25,7 @@
 #include "daemon/job.h"
 #include "ipc/status.h"
 #include "plugins/fiberd/plugin.h"
+#include "plugins/loader.h"
 
 /*
  * plugin_host_init - fill the host table, create the loader, watch and scan @dir. A
@@ -59,6 +60,17 @@ const Plugin *plugin_host_find(const char *name, size_t len);
 
 /* plugin_host_name - the plugin's name. */
 const char *plugin_host_name(const Plugin *p);
+
+/* plugin_host_set_guard - the LoaderGuard the loader gets (crash.h); copied at
+ * plugin_host_init(). Context: main thread, before plugin_host_init(). */
+void plugin_host_set_guard(const LoaderGuard *g);
+
+/*
+ * plugin_host_retry_safe - the job table's retry_safe hook (JobTableHooks.retry_safe):
+ * does @j's plugin declare FIBERD_PLUGIN_RETRY_SAFE (a descriptor too old for `flags`
+ * does not)? Context: any; does not yield.
+ */
+bool plugin_host_retry_safe(const Job *j);
 
 /*
  * plugin_host_check_args - a place for refusing bad args before the job is queued. The

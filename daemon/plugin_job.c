@@ -709,6 +709,14 @@ int plugin_host_run(Job *j)
         size_t result_len = 0;
         int r;
 
+        /* the job store (store.h): no plugin code runs for a job that is not on disk
+         * yet, so a crash in it never takes an unanswered, unrecorded job along */
+        r = fiber_event_wait(&j->durable, SCHED_FOREVER);
+        if (r < 0 || j->store_error < 0) {
+                free(hj);
+                j->fail_code = NULL;
+                return r < 0 ? r : -ECANCELED;
+        }
         if (!hj) {
                 j->fail_code = NULL;
                 return -ENOMEM;

@@ -27,14 +27,17 @@
 
 #define IPC_METHOD_PING "ping"                 /* [] */
 #define IPC_METHOD_PLUGINS_LIST "plugins.list" /* [] */
-#define IPC_METHOD_JOB_SUBMIT "job.submit"     /* [plugin, args, options] */
-#define IPC_METHOD_JOB_RUN "job.run"           /* [plugin, args, options, timeout_ms] */
-#define IPC_METHOD_JOB_STATUS "job.status"     /* [id] */
-#define IPC_METHOD_JOB_WAIT "job.wait"         /* [id, timeout_ms] */
-#define IPC_METHOD_JOB_RESULT "job.result"     /* [id] */
-#define IPC_METHOD_JOB_CANCEL "job.cancel"     /* [id] */
-#define IPC_METHOD_JOB_LIST "job.list"         /* [filter] */
-#define IPC_METHOD_STATS "stats"               /* [] */
+/* job store (issue 11): forget a quarantined plugin's crashes, load it again (admin) */
+#define IPC_METHOD_PLUGINS_CLEAR "plugins.clear" /* [name] -> {cleared} */
+#define IPC_KEY_CLEARED "cleared"
+#define IPC_METHOD_JOB_SUBMIT "job.submit" /* [plugin, args, options] */
+#define IPC_METHOD_JOB_RUN "job.run"       /* [plugin, args, options, timeout_ms] */
+#define IPC_METHOD_JOB_STATUS "job.status" /* [id] */
+#define IPC_METHOD_JOB_WAIT "job.wait"     /* [id, timeout_ms] */
+#define IPC_METHOD_JOB_RESULT "job.result" /* [id] */
+#define IPC_METHOD_JOB_CANCEL "job.cancel" /* [id] */
+#define IPC_METHOD_JOB_LIST "job.list"     /* [filter] */
+#define IPC_METHOD_STATS "stats"           /* [] */
 
 /* The notification the server sends before it closes a broken stream. */
 #define IPC_NOTIFY_CONNECTION_ERROR "connection.error" /* [{code, message}] */
@@ -99,6 +102,8 @@ enum {
 #define IPC_KEY_RESULT "result"
 #define IPC_KEY_ERROR "error" /* {code, message} */
 #define IPC_KEY_CLASS "class" /* issue 9: the job's class name */
+/* job store (issue 11): runs begun before this one (a retry-safe job requeued) */
+#define IPC_KEY_ATTEMPT "attempt"
 
 /* The error map, in responses, job records and IPC_NOTIFY_CONNECTION_ERROR. */
 #define IPC_KEY_CODE "code"
@@ -217,7 +222,9 @@ enum {
 #define IPC_MALFORMED_MESSAGE "MALFORMED_MESSAGE"     /* -EBADMSG -EPROTO */
 #define IPC_MESSAGE_TOO_LARGE "MESSAGE_TOO_LARGE"     /* -EMSGSIZE */
 #define IPC_OUT_OF_MEMORY "OUT_OF_MEMORY"             /* -ENOMEM */
-#define IPC_INTERNAL "INTERNAL"                       /* anything else */
+/* job store (issue 11): a job that was running when fiberd died, not retried */
+#define IPC_INTERRUPTED "INTERRUPTED" /* -EOWNERDEAD (in a job record's error only) */
+#define IPC_INTERNAL "INTERNAL"       /* anything else */
 
 /* fiberctl's exit status when a job it reported on failed or was cancelled. */
 #define IPC_EXIT_JOB_FAILED 1

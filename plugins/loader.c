@@ -68,6 +68,8 @@ struct PluginLoader {
 
         PluginRefusal *refused; /* insertion order */
         size_t n_refused, cap_refused;
+
+        LoaderGuard guard; /* crash-only plugins (loader_set_guard()) */
 };
 
 /* ------------------------------------------------------------------ logging ------- */
@@ -249,7 +251,40 @@ out_unlock:
  * Loads @path. @quiet_if_loaded: a path already loaded is skipped silently (scans see
  * every file again) instead of with a warning (an event: the file was written again).
  */
+static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_loaded);
+
+void loader_set_guard(PluginLoader *l, const LoaderGuard *g)
+{
+        l->guard = *g;
+}
+
+/* load_file_unguarded() between the guard's before and after calls. */
 static int load_file(PluginLoader *l, const char *path, bool quiet_if_loaded)
+{
+        char why[LOADER_REASON_MAX] = "";
+        const LoadedPlugin *p;
+        struct stat st;
+        bool loaded;
+        int r;
+
+        pthread_mutex_lock(&l->lock);
+        loaded = find_path_locked(l, path) != NULL;
+        pthread_mutex_unlock(&l->lock);
+        if (loaded || !l->guard.before || stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+                return load_file_unguarded(l, path, quiet_if_loaded);
+        r = l->guard.before(l->guard.arg, path, &st, why, sizeof(why));
+        if (r < 0)
+                return refuse(l, path, r, "%s", why[0] ? why : strerror(-r));
+        r = load_file_unguarded(l, path, quiet_if_loaded);
+        pthread_mutex_lock(&l->lock);
+        p = r == 0 ? find_path_locked(l, path) : NULL;
+        pthread_mutex_unlock(&l->lock);
+        if (l->guard.after)
+                l->guard.after(l->guard.arg, path, p ? p->name : NULL);
+        return r;
+}
+
+static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_loaded)
 {
         char dup_path[PATH_MAX];
         char why[LOADER_REASON_MAX];

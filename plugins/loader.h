@@ -98,6 +98,27 @@ typedef void (*LoaderLogFn)(int level, const char *msg);
  */
 int loader_new(PluginLoader **ret, const FiberdHost *host, LoaderLogFn log);
 
+/* ---- crash-only plugins (issue 11, the daemon's job store) ---- */
+/*
+ * LoaderGuard - calls around every load attempt, so the daemon can note on disk which
+ * file is being loaded (a crash in dlopen()/init() then names it) and refuse files it
+ * quarantined. Both run on the loading thread without the loader's lock, may block.
+ */
+struct stat;
+typedef struct LoaderGuard {
+        /* before - about to dlopen @path (@st: its stat). Return 0 to go on, or a
+         * negative errno and a one-line reason in @why: the file is refused with it. */
+        int (*before)(void *arg, const char *path, const struct stat *st, char *why,
+                      size_t why_size);
+        /* after - the attempt ended: @name is the plugin loaded, NULL when refused. */
+        void (*after)(void *arg, const char *path, const char *name);
+        void *arg;
+} LoaderGuard;
+
+/* loader_set_guard - install @g (copied; NULL members do nothing). Context: before
+ * loader_set_dir(). */
+void loader_set_guard(PluginLoader *l, const LoaderGuard *g);
+
 /*
  * loader_set_dir - watch @dir (replacing the directory watched before, if any) and scan
  * it: load every candidate file not loaded yet, retrying files refused before.

@@ -31,7 +31,11 @@ static int sleep_run(FiberdJob *job, const FiberdHost *host)
 }
 
 FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
-        FIBERD_PLUGIN_HEADER, .name = "sleep",
-        .version = "1.0",     .description = "sleeps: {\"ms\"} -> {\"slept_ms\"}",
+        FIBERD_PLUGIN_HEADER,
+        .name = "sleep",
+        .version = "1.0",
+        .description = "sleeps: {\"ms\"} -> {\"slept_ms\"}",
         .run = sleep_run,
+        /* sleeping again from the start is harmless: requeued after a crash (store.h) */
+        .flags = FIBERD_PLUGIN_RETRY_SAFE,
 };

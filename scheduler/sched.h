@@ -596,6 +596,16 @@ int fiber_event_wait(FiberEvent *e, uint64_t deadline_ns);
 typedef void (*SchedLogFn)(int level, const char *msg);
 void sched_set_log(SchedLogFn fn);
 
+/*
+ * sched_set_fatal_hook - called from the stack-overflow handler (a SIGSEGV handler on
+ * the worker's alternate stack) after its report and before abort(), with the signal
+ * and the overflowing fiber's tag (may be NULL), so the program can leave a note of
+ * what crashed (fiberd's job store: daemon/crash.c). @fn must be async-signal-safe.
+ * NULL removes it. Context: any, before groups start.
+ */
+typedef void (*SchedFatalFn)(int sig, const char *tag);
+void sched_set_fatal_hook(SchedFatalFn fn);
+
 #ifdef __cplusplus
 }
 #endif

@@ -569,6 +569,12 @@ static void put_u64(char *buf, size_t *len, size_t cap, uint64_t v)
 
 static struct sigaction previous_segv;
 static int handler_installs;
+static SchedFatalFn fatal_hook; /* sched_set_fatal_hook() */
+
+void sched_set_fatal_hook(SchedFatalFn fn)
+{
+        __atomic_store_n(&fatal_hook, fn, __ATOMIC_RELEASE);
+}
 
 static void overflow_handler(int sig, siginfo_t *si, void *uctx)
 {
@@ -595,6 +601,9 @@ static void overflow_handler(int sig, siginfo_t *si, void *uctx)
                 if (write(STDERR_FILENO, msg, n) < 0) {
                         /* nothing more we can do */
                 }
+                SchedFatalFn hook = __atomic_load_n(&fatal_hook, __ATOMIC_ACQUIRE);
+                if (hook)
+                        hook(SIGSEGV, f->tag);
                 signal(SIGABRT, SIG_DFL);
                 abort();
         }

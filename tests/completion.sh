@@ -55,7 +55,8 @@ echo "$me: every verb has --help, and its options complete"
 # With a daemon: plugin names and job ids come from it.
 tmp=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-"$fiberd" --config /dev/null --socket "$tmp/fiberd.sock" --plugin-dir "$plugin_dir" \
+STATE_DIRECTORY="$tmp" "$fiberd" --config /dev/null --socket "$tmp/fiberd.sock" \
+	--plugin-dir "$plugin_dir" \
 	--workers 1 --log-level warning 2>"$tmp/log" &
 pid=$!
 for ((i = 0; i < 500; i++)); do

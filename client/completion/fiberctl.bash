@@ -62,7 +62,7 @@ _fiberctl() {
 		COMPREPLY=($(compgen -W "queued running done failed cancelled" -- "$cur"))
 		return
 		;;
-	--plugin)
+	--plugin | --clear)
 		COMPREPLY=($(compgen -W "$(_fiberctl_plugins)" -- "$cur"))
 		return
 		;;
@@ -86,6 +86,7 @@ _fiberctl() {
 	wait) opts="--timeout" ;;
 	list) opts="--state --plugin --limit" ;;
 	batch) opts="--wait --window --class" ;;
+	plugins) opts="--clear" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts $_fiberctl_globals" -- "$cur"))

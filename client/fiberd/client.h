@@ -90,6 +90,7 @@ typedef enum FiberdClientCode {
         FIBERD_CLIENT_MESSAGE_TOO_LARGE,   /* over the message cap */
         FIBERD_CLIENT_OUT_OF_MEMORY,       /* -ENOMEM on either side */
         FIBERD_CLIENT_INTERNAL,            /* anything else */
+        FIBERD_CLIENT_INTERRUPTED,         /* fiberd stopped while the job ran; not retried */
 } FiberdClientCode;
 
 /* Longest message kept in a FiberdClientError, bytes including the NUL. */

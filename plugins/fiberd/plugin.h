@@ -161,7 +161,22 @@ typedef struct FiberdPlugin {
          * has ended, from the daemon's main thread. No job functions.
          */
         void (*fini)(const FiberdHost *host);
+
+        /* ---- job store (issue 11) ---- */
+        /*
+         * flags - optional; FIBERD_PLUGIN_* bits below. A plugin built before this member
+         * existed has none (its size says so).
+         */
+        uint32_t flags;
 } FiberdPlugin;
+
+/*
+ * FIBERD_PLUGIN_RETRY_SAFE - running a job of this plugin again from the start is
+ * harmless (its effects are idempotent or it has none): a job that was running when
+ * fiberd stopped or crashed is queued again at the next start, with its record's
+ * `attempt` raised, instead of ending failed with INTERRUPTED.
+ */
+#define FIBERD_PLUGIN_RETRY_SAFE (1u << 0)
 
 /* The first two members of every descriptor. */
 #define FIBERD_PLUGIN_HEADER .abi_version = FIBERD_PLUGIN_ABI_VERSION, .size = sizeof(FiberdPlugin)

@@ -8,8 +8,10 @@
  *  product-skynet [LEAVES]    ms of `fiberctl submit skynet size=LEAVES div=10 --wait`
  *
  * Each run starts its own fiberd (the one this tree built, with the bundled plugins of
- * this tree, default settings, log level warning) on a socket in a temporary directory,
- * and stops it at the end.
+ * this tree, default settings but for the job store, log level warning) on a socket in
+ * a temporary directory, and stops it at the end. The job store is memory, like the
+ * in-memory peers it is compared with, unless FIBERD_BENCH_STORE says otherwise
+ * (product-fiberd-sqlite: the durable default, daemon/store.h).
  *
  * The trivial job: the bundled `echo` plugin (args {}) when plugins.list shows it, else
  * `sleep` with {"ms": 0}; FIBERD_BENCH_PLUGIN=NAME picks another (its args are then
@@ -92,15 +94,38 @@ static void die_status(const char *what, const IpcStatus *st)
 
 static void fiberd_start_workers(ProductServer *s, const char *workers)
 {
-        char *argv[] = {BENCH_FIBERD_BIN, "--plugin-dir",
-                        BENCH_PLUGIN_DIR, "--log-level",
-                        "warning",        workers ? "--workers" : NULL,
-                        (char *)workers,  NULL};
+        char conf[160];
+        char *argv[] = {BENCH_FIBERD_BIN,
+                        "--plugin-dir",
+                        BENCH_PLUGIN_DIR,
+                        "--log-level",
+                        "warning",
+                        "--config",
+                        "/dev/null",
+                        NULL,
+                        NULL,
+                        NULL};
+        const char *store = getenv("FIBERD_BENCH_STORE");
+
+        if (workers) {
+                argv[7] = "--workers";
+                argv[8] = (char *)workers;
+        }
 
         unsetenv("LISTEN_FDS");
         unsetenv("LISTEN_PID");
         unsetenv("NOTIFY_SOCKET");
         product_tmpdir(s);
+        setenv("STATE_DIRECTORY", s->dir, 1); /* its job store: this run's, not /var/lib */
+        if (store && *store) {
+                /* the job store backend (daemon/store.h): sqlite (the default) or memory */
+                FILE *f;
+                snprintf(conf, sizeof(conf), "%s/fiberd.conf", s->dir);
+                f = fopen(conf, "w");
+                if (!f || fprintf(f, "[store]\nbackend = %s\n", store) < 0 || fclose(f) != 0)
+                        bench_die("cannot write %s", conf);
+                argv[6] = conf;
+        }
         snprintf(s->socket, sizeof(s->socket), "%s/fiberd.sock", s->dir);
         if (product_start(s, argv, "FIBERD_SOCKET", s->socket) < 0) {
                 product_stop(s);
@@ -308,8 +333,18 @@ static void conn_open_loop(Conn *k)
         }
 }
 
+/* product-fiberd-sqlite: the same loads with the sqlite job store, fiberd's default
+ * (daemon/store.h): what durability costs (bench.c's "job store" rows). */
+int bench_product_fiberd_sqlite(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_STORE", "sqlite", 1);
+        return bench_product_fiberd(argc, argv);
+}
+
 int bench_product_fiberd(int argc, char **argv)
 {
+        /* the memory store unless told: the peers of rows 12-16 keep nothing either */
+        setenv("FIBERD_BENCH_STORE", "memory", 0);
         ProductServer srv = {0};
         ProductLoad l;
         Conn *conns;

@@ -135,6 +135,9 @@ enum {
         J_P_BEAN_RATE,
         J_P_GEAR_RATE,
         J_P_FIBERD_RSS,
+        J_P_FIBERD_SQL_8,    /* job store (issue 11): fiberd with the sqlite store (the */
+        J_P_BEANB_8,         /* default; the rows above: memory), beanstalkd with its */
+        J_P_FIBERD_SQL_RATE, /* binlog (-b, -f0), the sqlite store at 1,000 jobs/s */
         J_P_SKYNET,
         J_P_GO_SKYNET,
         J_CTL_FAIR1, /* CPU control (bench-control.c) */
@@ -219,6 +222,11 @@ static const Row rows[] = {
          J_P_GEAR_8, 0, "/s", "gearmand -t 1", CMP_RATE, 1, ">= gearmand"},
         {"12. trivial jobs end to end, 8 connections, 64 outstanding each (jobs/s)", J_P_FIBERD_8,
          J_P_BEAN_8, 0, "/s", "beanstalkd", CMP_RATE, 3, ">= 3x beanstalkd"},
+        {"12. the same, 8 connections: the sqlite job store vs the memory store (jobs/s)",
+         J_P_FIBERD_SQL_8, J_P_FIBERD_8, 0, "/s", "memory store", CMP_RATE, 0.8, ">= 0.8x memory"},
+        {"12. the same, 8 connections: the sqlite job store vs beanstalkd -b -f0 (jobs/s)",
+         J_P_FIBERD_SQL_8, J_P_BEANB_8, 0, "/s", "beanstalkd binlog", CMP_RATE, 1,
+         ">= beanstalkd binlog"},
         {"13. server CPU per 1,000 trivial jobs, 8 connections (ms)", J_P_FIBERD_8, J_P_GEAR_8, 1,
          "ms", "gearmand -t 1", CMP_TIMES, 1, "<= gearmand"},
         {"13. server CPU per 1,000 trivial jobs, 8 connections (ms)", J_P_FIBERD_8, J_P_BEAN_8, 1,
@@ -229,6 +237,10 @@ static const Row rows[] = {
          "µs", "gearmand -t 1", CMP_TIMES, 0, "(scale)"},
         {"14. latency at an offered 1,000 jobs/s, p99 (µs)", J_P_FIBERD_RATE, J_P_BEAN_RATE, 1,
          "µs", "beanstalkd", CMP_LIMIT, 1000, "<= 1 ms"},
+        {"14. latency at 1,000 jobs/s, p50: the fsync of the sqlite store vs memory (µs)",
+         J_P_FIBERD_SQL_RATE, J_P_FIBERD_RATE, 0, "µs", "memory store", CMP_TIMES, 0, "(the cost)"},
+        {"14. latency at 1,000 jobs/s, p99: the sqlite store vs memory (µs)", J_P_FIBERD_SQL_RATE,
+         J_P_FIBERD_RATE, 1, "µs", "memory store", CMP_TIMES, 0, "(the cost)"},
         {"15. server CPU at an offered 1,000 jobs/s (ms per s)", J_P_FIBERD_RATE, J_P_BEAN_RATE, 2,
          "ms", "beanstalkd", CMP_TIMES, 2, "<= 2x beanstalkd"},
         {"16. fiberd RSS after 1,000,000 trivial jobs, default retention (MiB)", J_P_FIBERD_RSS, -1,
@@ -303,6 +315,12 @@ static void product_jobs_setup(Job *jobs, const Options *o)
                  0},
                 {J_P_GEAR_RATE, "product-rate", "gearmand 1k/s", "product-gearman", "rate", 1, 1},
                 {J_P_FIBERD_RSS, "product-rss", "fiberd RSS 1M", "product-fiberd", "rss", 8, 0},
+                {J_P_FIBERD_SQL_8, "product-tput", "fiberd sqlite store 8 conns",
+                 "product-fiberd-sqlite", "tput", 8, 0},
+                {J_P_BEANB_8, "product-tput", "beanstalkd -b 8 conns", "product-beanstalk-binlog",
+                 "tput", 8, 0},
+                {J_P_FIBERD_SQL_RATE, "product-rate", "fiberd sqlite store 1k/s",
+                 "product-fiberd-sqlite", "rate", 1, 0},
         };
         unsigned r = o->runs, few = r < 3 ? r : 3;
         bool s = o->smoke;
@@ -353,7 +371,7 @@ static void product_jobs_filter(Job *jobs)
                         snprintf(j->skip, sizeof(j->skip),
                                  "fiberd-bench-gearman not built: libgearman-dev not installed "
                                  "(make deps-bench)");
-                else if (!strcmp(j->cmd, "product-beanstalk") && !bean)
+                else if (!strncmp(j->cmd, "product-beanstalk", 17) && !bean)
                         snprintf(j->skip, sizeof(j->skip),
                                  "beanstalkd not installed (apt-get install beanstalkd, or make "
                                  "deps-bench)");
@@ -930,6 +948,10 @@ static const struct {
          "tput N C W | rate N RATE | rss N C W: trivial jobs through fiberd"},
         {"product-beanstalk", bench_product_beanstalk,
          "tput N C W | rate N RATE: the same through beanstalkd"},
+        {"product-fiberd-sqlite", bench_product_fiberd_sqlite,
+         "tput N C W | rate N RATE: product-fiberd with the sqlite job store (the default)"},
+        {"product-beanstalk-binlog", bench_product_beanstalk_binlog,
+         "tput N C W | rate N RATE: product-beanstalk with its binlog (-b, -f0)"},
         {"product-skynet", bench_product_skynet, "[LEAVES] ms of fiberctl submit skynet --wait"},
 };
 

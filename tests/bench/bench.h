@@ -90,9 +90,13 @@ int bench_control_fair(int argc, char **argv);    /* max share error, pp */
 int bench_control_preempt(int argc, char **argv); /* p50 and p99 µs */
 int bench_product_fiberd(int argc, char **argv);
 int bench_product_preempt(int argc, char **argv);
-        /* p50 p99 µs of sleep-0 behind spin */     /* product.h's loads through fiberd */
+/* p50 p99 µs of sleep-0 behind spin */             /* product.h's loads through fiberd */
 int bench_product_skynet(int argc, char **argv);    /* ms of skynet through fiberctl */
 int bench_product_beanstalk(int argc, char **argv); /* product.h's loads, beanstalkd */
+/* job store (issue 11): product-fiberd runs the memory store (like its in-memory peers);
+ * these: fiberd with the sqlite store (its default), beanstalkd with its binlog (-b) */
+int bench_product_fiberd_sqlite(int argc, char **argv);
+int bench_product_beanstalk_binlog(int argc, char **argv);
 
 /* bench_product_fiberd_built - whether the fiberd, fiberctl and plugins this tree built
  * are there; if not, why, in @why. Context: any. */

@@ -47,7 +47,10 @@ Test(daemon_lifecycle, notify_ready_status_stopping)
 
 Test(daemon_lifecycle, sigterm_with_jobs_running)
 {
-        FiberdOpts o = {.config = "[jobs]\nmax_running = 4\n", .notify = true};
+        /* the memory store: every job ends at SIGTERM (daemon_store.c has the durable
+         * store, where queued jobs stay queued) */
+        FiberdOpts o = {.config = "[jobs]\nmax_running = 4\n[store]\nbackend = memory\n",
+                        .notify = true};
         uint64_t ids[RUNNING + QUEUED];
         uint32_t waits[RUNNING + QUEUED];
         IpcStatus st;
@@ -163,7 +166,8 @@ Test(daemon_lifecycle, flags_win_over_config)
 /* Socket activation: systemd-socket-activate passes a listening socket (LISTEN_FDS). */
 Test(daemon_lifecycle, socket_activation)
 {
-        char dir[] = "/tmp/fiberd-act-XXXXXX", sock[64], plugins[] = FIBERD_PLUGIN_BUILD_DIR;
+        char dir[] = "/tmp/fiberd-act-XXXXXX", sock[64], env[96],
+             plugins[] = FIBERD_PLUGIN_BUILD_DIR;
         IpcStatus st = {0};
         Client *c = NULL;
         Reply rp;
@@ -181,10 +185,13 @@ Test(daemon_lifecycle, socket_activation)
                 dup2(fd, 2);
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
                 unsetenv("NOTIFY_SOCKET");
+                /* its job store: not /var/lib/fiberd (systemd-socket-activate passes
+                 * only the environment it is told to) */
+                snprintf(env, sizeof(env), "STATE_DIRECTORY=%s", dir);
                 /* fiberd must not bind: a bogus --socket proves it used the passed fd */
                 execl("/usr/bin/systemd-socket-activate", "systemd-socket-activate", "-l", sock,
-                      FIBERD_BIN, "--socket", "/nonexistent/dir/x.sock", "--plugin-dir", plugins,
-                      (char *)NULL);
+                      "-E", env, FIBERD_BIN, "--socket", "/nonexistent/dir/x.sock", "--plugin-dir",
+                      plugins, (char *)NULL);
                 _exit(127);
         }
         for (int i = 0; i < 1000 && !c; i++) {
@@ -201,6 +208,8 @@ Test(daemon_lifecycle, socket_activation)
         kill(pid, SIGTERM);
         cr_assert_eq(waitpid(pid, &status, 0), pid);
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+        unlink(sock);
+        snprintf(sock, sizeof(sock), "%s/jobs.db", dir);
         unlink(sock);
         rmdir(dir);
 }

@@ -178,6 +178,7 @@ Test(daemon_socket, fiberctl_user_finds_fiberd_user)
         cr_assert(daemon_pid_ >= 0);
         if (daemon_pid_ == 0) {
                 setenv("XDG_RUNTIME_DIR", dir_, 1);
+                setenv("STATE_DIRECTORY", dir_, 1); /* its job store */
                 execl(FIBERD_BIN, FIBERD_BIN, "--user", "--config", "/dev/null", "--plugin-dir",
                       FIBERD_PLUGIN_BUILD_DIR, "--workers", "1", "--log-level", "warning",
                       (char *)NULL);

@@ -81,11 +81,13 @@ static void dump_log(const Fiberd *d)
         fclose(f);
 }
 
+static void fiberd_spawn(Fiberd *d);
+static void fiberd_wait_ready(Fiberd *d);
+
 void fiberd_start(Fiberd *d, const FiberdOpts *o)
 {
         static const FiberdOpts defaults = {0};
-        char conf[256] = "", workers[16] = "", names[1024], *save, *name;
-        uint64_t deadline;
+        char conf[256] = "", names[1024], *save, *name;
 
         if (!o)
                 o = &defaults;
@@ -120,8 +122,6 @@ void fiberd_start(Fiberd *d, const FiberdOpts *o)
                 fputs(o->config, f);
                 fclose(f);
         }
-        if (o->workers)
-                snprintf(workers, sizeof(workers), "%u", o->workers);
         if (o->notify) {
                 struct sockaddr_un a = {.sun_family = AF_UNIX};
                 snprintf(d->notify, sizeof(d->notify), "%s/notify.sock", d->dir);
@@ -131,6 +131,23 @@ void fiberd_start(Fiberd *d, const FiberdOpts *o)
                 cr_assert(bind(d->notify_fd, (struct sockaddr *)&a, sizeof(a)) == 0);
         }
 
+        d->restarts = 0;
+        d->workers = o->workers;
+        fiberd_spawn(d);
+        fiberd_wait_ready(d);
+}
+
+/* Forks and execs fiberd in @d's directory (its config file when there is one). */
+static void fiberd_spawn(Fiberd *d)
+{
+        char conf[256] = "", workers[16] = "";
+        struct stat st;
+
+        snprintf(conf, sizeof(conf), "%s/fiberd.conf", d->dir);
+        if (stat(conf, &st) < 0)
+                conf[0] = '\0';
+        if (d->workers)
+                snprintf(workers, sizeof(workers), "%u", d->workers);
         d->pid = fork();
         cr_assert(d->pid >= 0);
         if (d->pid == 0) {
@@ -143,7 +160,9 @@ void fiberd_start(Fiberd *d, const FiberdOpts *o)
                         dup2(fd, STDOUT_FILENO);
                 }
                 setenv("FIBERD_SOCKET", d->sock, 1);
-                if (o->notify)
+                /* the job store's default place (daemon/store.h): this test's directory */
+                setenv("STATE_DIRECTORY", d->dir, 1);
+                if (d->notify_fd >= 0)
                         setenv("NOTIFY_SOCKET", d->notify, 1);
                 else
                         unsetenv("NOTIFY_SOCKET");
@@ -166,6 +185,13 @@ void fiberd_start(Fiberd *d, const FiberdOpts *o)
                 execv(FIBERD_BIN, (char *const *)argv);
                 _exit(127);
         }
+}
+
+/* Waits until @d accepts and has logged its ready line (asserts). */
+static void fiberd_wait_ready(Fiberd *d)
+{
+        uint64_t deadline;
+
         /* Started means accepting and past its start-up log: the server answers as soon as
          * it listens, a moment before main() writes the ready line. */
         deadline = now_ms() + 15000;
@@ -181,6 +207,47 @@ void fiberd_start(Fiberd *d, const FiberdOpts *o)
                         cr_assert_fail("fiberd did not accept on %s and log its ready line "
                                        "within 15 s",
                                        d->sock);
+                }
+                usleep(5000);
+        }
+}
+
+/* The log of earlier runs moves aside (fiberd.log.N), so " ready on " is this run's. */
+static void fiberd_rotate_log(Fiberd *d)
+{
+        char old[224];
+
+        d->restarts++;
+        snprintf(old, sizeof(old), "%s.%u", d->log, d->restarts);
+        rename(d->log, old);
+}
+
+void fiberd_restart(Fiberd *d)
+{
+        cr_assert(d->pid == 0, "fiberd_restart: fiberd still runs");
+        fiberd_rotate_log(d);
+        fiberd_spawn(d);
+        fiberd_wait_ready(d);
+}
+
+int fiberd_restart_fails(Fiberd *d, int timeout_ms)
+{
+        uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+        int status;
+
+        cr_assert(d->pid == 0, "fiberd_restart_fails: fiberd still runs");
+        fiberd_rotate_log(d);
+        fiberd_spawn(d);
+        for (;;) {
+                if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+                        d->pid = 0;
+                        return status;
+                }
+                if (now_ms() > deadline) {
+                        kill(d->pid, SIGKILL);
+                        waitpid(d->pid, NULL, 0);
+                        d->pid = 0;
+                        return -1;
                 }
                 usleep(5000);
         }

@@ -35,6 +35,8 @@ typedef struct Fiberd {
         char notify[96];      /* dir/notify.sock when FiberdOpts.notify */
         int notify_fd;        /* the test's end of NOTIFY_SOCKET, or -1 */
         pid_t pid;
+        unsigned workers;  /* FiberdOpts.workers, kept for fiberd_restart() */
+        unsigned restarts; /* fiberd_restart() calls: earlier logs are fiberd.log.N */
 } Fiberd;
 
 typedef struct FiberdOpts {
@@ -47,6 +49,20 @@ typedef struct FiberdOpts {
 
 /* fiberd_start - start fiberd and wait until its socket accepts (asserts). */
 void fiberd_start(Fiberd *d, const FiberdOpts *o);
+
+/*
+ * fiberd_restart - start fiberd again in the same directory, with the same config,
+ * plugins and job store ($STATE_DIRECTORY is the directory), after it exited or was
+ * killed (fiberd_signal_and_wait()); the old log moves to fiberd.log.N. Asserts.
+ */
+void fiberd_restart(Fiberd *d);
+
+/*
+ * fiberd_restart_fails - the same, for a start that must fail: wait (at most
+ * @timeout_ms) for fiberd to exit; its wait status, or -1 when it was still running
+ * (then killed).
+ */
+int fiberd_restart_fails(Fiberd *d, int timeout_ms);
 
 /* fiberd_signal_and_wait - send @sig, wait (bounded) for exit; returns the wait status. */
 int fiberd_signal_and_wait(Fiberd *d, int sig, int timeout_ms);

@@ -19,7 +19,7 @@ static const char *const documented_codes[] = {
         "INVALID_ARGUMENT",    "NOT_FOUND",        "ALREADY_EXISTS",    "PERMISSION_DENIED",
         "FAILED_PRECONDITION", "OVERLOADED",       "UNAVAILABLE",       "DEADLINE_EXCEEDED",
         "CANCELLED",           "METHOD_NOT_FOUND", "MALFORMED_MESSAGE", "MESSAGE_TOO_LARGE",
-        "OUT_OF_MEMORY",       "INTERNAL",
+        "OUT_OF_MEMORY",       "INTERRUPTED",      "INTERNAL",
 };
 
 #define NDOCUMENTED (sizeof(documented_codes) / sizeof(documented_codes[0]))

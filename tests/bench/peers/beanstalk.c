@@ -257,13 +257,27 @@ static void bs_client_open_loop(BsClient *k)
 static void bs_server_start(ProductServer *s)
 {
         char path[512], port[PRODUCT_PORT_LEN];
-        char *argv[] = {path, "-l", "127.0.0.1", "-p", port, NULL};
+        char *argv[] = {path, "-l", "127.0.0.1", "-p", port, NULL, NULL, NULL, NULL};
 
         if (!product_find_server("beanstalkd", path, sizeof(path)))
                 bench_die("beanstalkd not installed (apt-get install beanstalkd, or make "
                           "deps-bench)");
         product_tmpdir(s);
+        if (getenv("FIBERD_BENCH_BEANSTALK_BINLOG")) {
+                /* its write-ahead log with an fsync before each answer (-f0; by default
+                 * it fsyncs at most every 50 ms): as durable as fiberd's sqlite store */
+                argv[5] = "-b";
+                argv[6] = s->dir;
+                argv[7] = "-f0";
+        }
         product_start_tcp(s, argv, port, "beanstalkd");
+}
+
+/* product-beanstalk-binlog: beanstalkd with its binlog (-b), the durable peer. */
+int bench_product_beanstalk_binlog(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_BEANSTALK_BINLOG", "1", 1);
+        return bench_product_beanstalk(argc, argv);
 }
 
 int bench_product_beanstalk(int argc, char **argv)

@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.c — the backend-neutral half of the job store (see store.h): the write queue,
+ * the store thread and its group commit, the default path.
+ *
+ * The group commit is the one of PostgreSQL's and InnoDB's logs, reduced to a queue: a
+ * writer appends a StoreWrite under Store.lock and signals; the store thread swaps the
+ * whole queue out, commits it as one transaction (one fsync), then, without the lock,
+ * sets the `durable` event of every submission in it and frees the batch. Whatever
+ * arrives while a commit runs waits for the next one, so the batch grows with the load
+ * and the fsyncs per second stay bounded by the disk, not by the submissions.
+ *
+ * A failed commit (disk full, I/O error) is logged; the submissions in that batch get
+ * the error in Job.store_error and job.submit answers it (the job is cancelled), so a
+ * client never holds an id the store does not have. The next batch is tried afresh.
+ */
+#include "daemon/store.h"
+#include "daemon/jobtable.h"
+#include "daemon/log.h"
+#include "scheduler/base/time-util.h"
+
+#include <errno.h>
+#include <msgpack.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const StoreBackend *const store_backends[STORE_KIND_COUNT] = {
+        [STORE_SQLITE] = &store_sqlite_backend,
+        [STORE_MEMORY] = &store_memory_backend,
+};
+
+const char *store_kind_name(StoreKind k)
+{
+        return k < STORE_KIND_COUNT ? store_backends[k]->name : "unknown";
+}
+
+/* ------------------------------------------------------------------ path -------- */
+
+int store_default_path(char **ret)
+{
+        const char *env = getenv("STATE_DIRECTORY");
+        char *p = NULL;
+        int n;
+
+        if (env && *env) {
+                /* StateDirectory=a b gives "a:b": ours is the first */
+                size_t len = strcspn(env, ":");
+                n = asprintf(&p, "%.*s/jobs.db", (int)len, env);
+        } else if (geteuid() == 0) {
+                n = asprintf(&p, "/var/lib/fiberd/jobs.db");
+        } else if ((env = getenv("XDG_STATE_HOME")) && *env == '/') {
+                n = asprintf(&p, "%s/fiberd/jobs.db", env);
+        } else {
+                const char *home = getenv("HOME");
+                struct passwd *pw;
+                if (!home || *home != '/') {
+                        pw = getpwuid(geteuid());
+                        home = pw ? pw->pw_dir : NULL;
+                }
+                if (!home || *home != '/')
+                        return -ENOENT;
+                n = asprintf(&p, "%s/.local/state/fiberd/jobs.db", home);
+        }
+        if (n < 0)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
+/* mkdir -p of @path's parent directory, 0700 for the parts created. */
+static int store_make_parent(const char *path)
+{
+        char *dir = strdup(path), *slash;
+        int r = 0;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = '\0';
+                /* each prefix ending before a '/', then the whole directory */
+                for (char *p = strchr(dir + 1, '/');; p = strchr(p + 1, '/')) {
+                        if (p)
+                                *p = '\0';
+                        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                                r = -errno;
+                        if (!p || r < 0)
+                                break;
+                        *p = '/';
+                }
+        }
+        free(dir);
+        return r;
+}
+
+/* ------------------------------------------------------------------ writes ------ */
+
+/* A StoreWrite with @j's record, its strings and blobs copied inline. */
+static StoreWrite *write_from_job(const Job *j, bool with_args)
+{
+        msgpack_sbuffer sb = {0};
+        msgpack_packer pk;
+        size_t name_len = strlen(j->plugin_name) + 1;
+        size_t code_len = j->error_code ? strlen(j->error_code) + 1 : 0;
+        size_t msg_len = j->error_message ? strlen(j->error_message) + 1 : 0;
+        size_t class_len = strlen(j->class_name) + 1;
+        StoreWrite *w;
+        char *p;
+
+        if (with_args) {
+                msgpack_sbuffer_init(&sb);
+                msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+                if (msgpack_pack_object(&pk, j->args) != 0) {
+                        msgpack_sbuffer_destroy(&sb);
+                        return NULL;
+                }
+        }
+        w = malloc(sizeof(*w) + name_len + class_len + code_len + msg_len + sb.size +
+                   j->result_len);
+        if (!w) {
+                msgpack_sbuffer_destroy(&sb);
+                return NULL;
+        }
+        p = (char *)(w + 1);
+        *w = (StoreWrite){.op = STORE_OP_PUT};
+        w->rec = (StoreRecord){
+                .id = j->id,
+                .state = j->state,
+                .owner = j->owner,
+                .gid = j->creds ? j->creds->gid : (gid_t)-1,
+                .priority = j->priority,
+                .timeout_ms = j->timeout_ns / NSEC_PER_MSEC,
+                .created_ms = j->submitted_ms,
+                .started_ms = j->started_ms,
+                .finished_ms = j->finished_ms,
+                .attempt = j->attempt,
+                .n_fds = (uint32_t)j->n_fds,
+                .progress_done = __atomic_load_n(&j->progress_done, __ATOMIC_RELAXED),
+                .progress_total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED),
+        };
+        memcpy(p, j->plugin_name, name_len);
+        w->rec.plugin = p;
+        p += name_len;
+        memcpy(p, j->class_name, class_len);
+        w->rec.class_name = p;
+        p += class_len;
+        if (code_len) {
+                memcpy(p, j->error_code, code_len);
+                w->rec.error_code = p;
+                p += code_len;
+        }
+        if (msg_len) {
+                memcpy(p, j->error_message, msg_len);
+                w->rec.error_message = p;
+                p += msg_len;
+        }
+        if (with_args) {
+                memcpy(p, sb.data, sb.size);
+                w->rec.args = p;
+                w->rec.args_len = sb.size;
+                p += sb.size;
+                msgpack_sbuffer_destroy(&sb);
+        }
+        if (j->result && j->state == JOB_DONE) {
+                memcpy(p, j->result, j->result_len);
+                w->rec.result = p;
+                w->rec.result_len = j->result_len;
+        }
+        return w;
+}
+
+/* Sets the durable event of @w's job (with @error) and frees @w. */
+static void write_release(StoreWrite *w, int error)
+{
+        if (w->notify) {
+                w->notify->store_error = error;
+                fiber_event_set(&w->notify->durable);
+                job_unref(w->notify);
+        }
+        free(w);
+}
+
+static void store_enqueue(Store *s, StoreWrite *w)
+{
+        if (!s->backend->commit) {
+                write_release(w, 0);
+                return;
+        }
+        pthread_mutex_lock(&s->lock);
+        list_add_tail(&s->queue, &w->link);
+        s->queued++;
+        if (s->sleeping) /* a committing thread looks at the queue when it is done */
+                pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+}
+
+int store_put(Store *s, Job *j, bool with_args, bool notify)
+{
+        StoreWrite *w;
+
+        if (!s->backend->commit) {
+                if (notify)
+                        fiber_event_set(&j->durable);
+                return 0;
+        }
+        w = write_from_job(j, with_args);
+        if (!w)
+                return -ENOMEM;
+        if (notify)
+                w->notify = job_ref(j);
+        store_enqueue(s, w);
+        return 0;
+}
+
+int store_delete(Store *s, uint64_t id)
+{
+        StoreWrite *w;
+
+        if (!s->backend->commit)
+                return 0;
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        w->op = STORE_OP_DELETE;
+        w->rec.id = id;
+        store_enqueue(s, w);
+        return 0;
+}
+
+/* Commits @w now and waits for it: on this thread before the store thread runs. */
+static int store_write_sync(Store *s, StoreWrite *w)
+{
+        char why[256] = "";
+        ListHead one;
+        int r;
+
+        if (!s->backend->commit) {
+                free(w);
+                return 0;
+        }
+        pthread_mutex_lock(&s->lock);
+        if (s->thread_started) {
+                uint64_t errors = s->commit_errors, batch = s->batches_taken + 1;
+                list_add_tail(&s->queue, &w->link);
+                s->queued++;
+                pthread_cond_signal(&s->wake);
+                /* the next batch taken holds it: wait for that one, not for an empty
+                 * queue, which a steady load may never leave */
+                while (s->batches_done < batch)
+                        pthread_cond_wait(&s->idle, &s->lock);
+                r = s->commit_errors != errors ? -EIO : 0; /* logged by the store thread */
+                pthread_mutex_unlock(&s->lock);
+                return r;
+        }
+        pthread_mutex_unlock(&s->lock);
+        list_init(&one);
+        list_add_tail(&one, &w->link);
+        r = s->backend->commit(s, &one, why, sizeof(why));
+        if (r < 0)
+                log_msg(LOG_ERR, "job store %s: %s", s->path, why[0] ? why : strerror(-r));
+        free(w);
+        return r;
+}
+
+int store_put_plugin_file(Store *s, const StorePluginFile *pf)
+{
+        size_t lp = strlen(pf->path) + 1, ln = pf->name ? strlen(pf->name) + 1 : 0;
+        size_t lr = pf->reason ? strlen(pf->reason) + 1 : 0;
+        StoreWrite *w = calloc(1, sizeof(*w) + lp + ln + lr);
+        char *p;
+
+        if (!w)
+                return -ENOMEM;
+        p = (char *)(w + 1);
+        w->op = STORE_OP_PLUGIN;
+        w->pf = *pf;
+        w->pf.path = memcpy(p, pf->path, lp);
+        p += lp;
+        w->pf.name = ln ? memcpy(p, pf->name, ln) : NULL;
+        p += ln;
+        w->pf.reason = lr ? memcpy(p, pf->reason, lr) : NULL;
+        return store_write_sync(s, w);
+}
+
+int store_set_meta(Store *s, const char *key, int64_t value)
+{
+        size_t lk = strlen(key) + 1;
+        StoreWrite *w = calloc(1, sizeof(*w) + lk);
+
+        if (!w)
+                return -ENOMEM;
+        w->op = STORE_OP_META;
+        w->meta_key = memcpy(w + 1, key, lk);
+        w->meta_value = value;
+        return store_write_sync(s, w);
+}
+
+int store_get_meta(Store *s, const char *key, int64_t *ret)
+{
+        return s->backend->meta_get ? s->backend->meta_get(s, key, ret) : -ENOENT;
+}
+
+int store_plugin_files(Store *s, StorePluginFn fn, void *arg)
+{
+        return s->backend->plugin_files ? s->backend->plugin_files(s, fn, arg) : 0;
+}
+
+/* ------------------------------------------------------------------ thread ------ */
+
+/*
+ * Coalesces @batch (@n writes): of several puts of one job only the last is written,
+ * carrying the arguments of an earlier one (freed with the batch, after the commit);
+ * the dropped writes move to @dropped, to be released with the batch. Under load a
+ * job's start and end often land in one batch: one row write instead of two. Without
+ * memory for the table, nothing is coalesced.
+ */
+static void batch_coalesce(ListHead *batch, size_t n, ListHead *dropped)
+{
+        size_t cap = 1, mask;
+        StoreWrite **seen;
+        ListHead *pos, *prev;
+
+        while (cap < 2 * n)
+                cap <<= 1;
+        mask = cap - 1;
+        seen = calloc(cap, sizeof(*seen));
+        if (!seen)
+                return;
+        /* newest first: the first put of an id met is the one kept */
+        for (pos = batch->prev; pos != batch; pos = prev) {
+                StoreWrite *w = list_entry(pos, StoreWrite, link);
+                size_t k;
+                prev = pos->prev;
+                if (w->op != STORE_OP_PUT && w->op != STORE_OP_DELETE)
+                        continue;
+                k = (size_t)(w->rec.id * 0x9e3779b97f4a7c15ULL) & mask;
+                while (seen[k] && seen[k]->rec.id != w->rec.id)
+                        k = (k + 1) & mask;
+                if (!seen[k]) {
+                        seen[k] = w;
+                        continue;
+                }
+                if (w->op != STORE_OP_PUT || seen[k]->op != STORE_OP_PUT)
+                        continue; /* a delete in between: keep both, in order */
+                if (w->rec.args && !seen[k]->rec.args) {
+                        seen[k]->rec.args = w->rec.args;
+                        seen[k]->rec.args_len = w->rec.args_len;
+                }
+                list_del(&w->link);
+                list_add_tail(dropped, &w->link);
+        }
+        free(seen);
+}
+
+static void *store_thread(void *arg)
+{
+        Store *s = arg;
+
+        pthread_mutex_lock(&s->lock);
+        for (;;) {
+                ListHead batch, dropped, *e;
+                char why[256] = "";
+                size_t n;
+                int r;
+
+                while (!s->queued && !s->closing) {
+                        s->sleeping = true;
+                        pthread_cond_wait(&s->wake, &s->lock);
+                        s->sleeping = false;
+                }
+                if (!s->queued)
+                        break; /* closing, and everything committed */
+                list_init(&batch);
+                /* take the whole queue: everything that arrived during the last commit */
+                while ((e = list_pop_head(&s->queue)))
+                        list_add_tail(&batch, e);
+                n = s->queued;
+                s->queued = 0;
+                s->committing = true;
+                s->batches_taken++;
+                pthread_mutex_unlock(&s->lock);
+
+                list_init(&dropped);
+                batch_coalesce(&batch, n, &dropped);
+                r = s->backend->commit(s, &batch, why, sizeof(why));
+                if (r < 0)
+                        log_msg(LOG_ERR, "job store %s: committing %zu records failed: %s", s->path,
+                                n, why[0] ? why : strerror(-r));
+                while ((e = list_pop_head(&batch)))
+                        write_release(list_entry(e, StoreWrite, link), r < 0 ? r : 0);
+                while ((e = list_pop_head(&dropped)))
+                        write_release(list_entry(e, StoreWrite, link), r < 0 ? r : 0);
+
+                pthread_mutex_lock(&s->lock);
+                if (r < 0) {
+                        s->commit_errors++;
+                } else {
+                        s->commits++;
+                        s->writes += n;
+                }
+                s->committing = false;
+                s->batches_done = s->batches_taken;
+                pthread_cond_broadcast(&s->idle);
+        }
+        pthread_mutex_unlock(&s->lock);
+        return NULL;
+}
+
+/* ------------------------------------------------------------------ life -------- */
+
+bool store_durable(const Store *s)
+{
+        return s->backend->commit != NULL;
+}
+
+int store_open(Store **ret, StoreKind kind, const char *path)
+{
+        Store *s;
+        char why[512] = "";
+        int r;
+
+        if (kind >= STORE_KIND_COUNT)
+                return -EINVAL;
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->backend = store_backends[kind];
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->wake, NULL);
+        pthread_cond_init(&s->idle, NULL);
+        list_init(&s->queue);
+        if (kind != STORE_MEMORY) {
+                if (path && *path) {
+                        s->path = strdup(path);
+                        r = s->path ? 0 : -ENOMEM;
+                } else {
+                        r = store_default_path(&s->path);
+                        if (r == -ENOENT)
+                                snprintf(why, sizeof(why),
+                                         "no default place for it: set [store] path, or HOME, "
+                                         "XDG_STATE_HOME or STATE_DIRECTORY");
+                }
+                if (r < 0)
+                        goto out_free_store;
+                r = store_make_parent(s->path);
+                if (r < 0) {
+                        snprintf(why, sizeof(why), "cannot create its directory: %s", strerror(-r));
+                        goto out_free_store;
+                }
+        }
+        r = s->backend->open(s, s->path, why, sizeof(why));
+        if (r < 0)
+                goto out_free_store;
+        *ret = s;
+        return 0;
+
+out_free_store:
+        log_msg(LOG_ERR, "cannot open the %s job store%s%s: %s", s->backend->name,
+                s->path ? " " : "", s->path ? s->path : "", why[0] ? why : strerror(-r));
+        pthread_cond_destroy(&s->wake);
+        pthread_cond_destroy(&s->idle);
+        pthread_mutex_destroy(&s->lock);
+        free(s->path);
+        free(s);
+        return r;
+}
+
+int store_load(Store *s, StoreLoadFn fn, void *arg)
+{
+        char why[512] = "";
+        int r = s->backend->load ? s->backend->load(s, fn, arg, why, sizeof(why)) : 0;
+
+        if (r < 0) {
+                if (why[0])
+                        log_msg(LOG_ERR, "job store %s: %s", s->path ? s->path : s->backend->name,
+                                why);
+                return r;
+        }
+        /* only now: the backend's connection is the store thread's from here on, and
+         * the writes @fn queued are committed first */
+        if (s->backend->commit && !s->thread_started) {
+                r = -pthread_create(&s->thread, NULL, store_thread, s);
+                if (r < 0) {
+                        log_msg(LOG_ERR, "cannot start the job store thread: %s", strerror(-r));
+                        return r;
+                }
+                s->thread_started = true;
+        }
+        return 0;
+}
+
+uint64_t store_next_id(Store *s)
+{
+        return s->backend->next_id ? s->backend->next_id(s) : 1;
+}
+
+void store_flush(Store *s)
+{
+        if (!s || !s->thread_started)
+                return;
+        pthread_mutex_lock(&s->lock);
+        {
+                uint64_t batch = s->batches_taken + (s->queued ? 1 : 0);
+                while (s->batches_done < batch)
+                        pthread_cond_wait(&s->idle, &s->lock);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_close(Store *s)
+{
+        if (!s)
+                return;
+        if (s->thread_started) {
+                pthread_mutex_lock(&s->lock);
+                s->closing = true;
+                pthread_cond_signal(&s->wake);
+                pthread_mutex_unlock(&s->lock);
+                pthread_join(s->thread, NULL);
+        }
+        s->backend->close(s);
+        pthread_cond_destroy(&s->wake);
+        pthread_cond_destroy(&s->idle);
+        pthread_mutex_destroy(&s->lock);
+        free(s->path);
+        free(s);
+}

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.h — the job store: where fiberd keeps every job it accepted, so that a crash,
+ * a kill -9 or a restart loses none of them (issue 11).
+ *
+ * The store is a write-behind log of job records with one promise: a record handed to
+ * store_put() with a Job to notify is on disk (committed and fsync'ed) before that
+ * job's `durable` event is set, and job.submit / job.run answer only after it is. The
+ * job table (jobtable.c) keeps the live copy of every job and calls in here under its
+ * lock at each change: the submission (with the arguments), the start, the final state
+ * (result or error), a retention drop (store_delete()). Those calls only queue a copy
+ * of the record; nothing here waits for a disk under the table lock.
+ *
+ * Group commit (store.c): one plain pthread, the store thread (never a job or server
+ * worker: a commit blocks in fsync), takes every write queued while it committed the
+ * previous batch and commits them as one transaction with one fsync, then sets the
+ * events of the submissions in that batch. Under load a batch holds many jobs, so
+ * durability costs latency (one fsync), not throughput. The submitting request fiber
+ * parks on the job's FiberEvent, never its worker.
+ *
+ * The backends, one file each, behind StoreBackend:
+ *   store-memory.c  no state: today's behaviour, for tests and users who want none;
+ *                   writes are dropped at once and the event is set at once.
+ *   store-sqlite.c  the default: one SQLite database in WAL mode, synchronous=FULL.
+ * The record format (StoreRecord) is the job record of PROTOCOL.md plus what recovery
+ * needs: the packed arguments, the submitter's gid, the attempt count, the fd count.
+ *
+ * Recovery (jobtable_restore(), at start-up): store_load() hands every stored record
+ * to a callback in id order; store_next_id() says where new ids start, so ids never
+ * repeat across restarts, also after retention deleted every row.
+ */
+#ifndef FIBERD_DAEMON_STORE_H
+#define FIBERD_DAEMON_STORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/job.h"
+#include "scheduler/base/list.h"
+
+/* [store] backend (config.h). */
+typedef enum StoreKind {
+        STORE_SQLITE,
+        STORE_MEMORY,
+        STORE_KIND_COUNT,
+} StoreKind;
+
+/*
+ * StoreRecord - one job as the store keeps it. Strings and blobs point into whoever
+ * built it (a StoreWrite's own copy, or a backend's row while store_load()'s callback
+ * runs).
+ */
+typedef struct StoreRecord {
+        uint64_t id;
+        JobState state;
+        const char *plugin; /* the plugin's name */
+        uid_t owner;
+        gid_t gid; /* the submitter's primary group (its supplementary ones are not kept) */
+        int priority;
+        uint64_t timeout_ms;                          /* 0 = none */
+        uint64_t created_ms, started_ms, finished_ms; /* CLOCK_REALTIME ms; 0 = not yet */
+        uint32_t attempt;                             /* runs begun before this one; 0 first */
+        uint32_t n_fds;                               /* fds passed with the submission */
+        const char *args; /* packed msgpack map; NULL in an update: keep the stored one */
+        size_t args_len;
+        const char *result; /* packed msgpack object; NULL = nil */
+        size_t result_len;
+        const char *error_code;    /* IPC_* code; NULL = none */
+        const char *error_message; /* NULL = none */
+        uint64_t progress_done, progress_total;
+        const char *class_name; /* its job class (issue 9); NULL = "default" */
+} StoreRecord;
+
+/*
+ * StorePluginFile - what the store knows about one plugin file, for crash-only plugins
+ * (crash.h): its identity when last seen, whether it was being loaded, and how many
+ * crashes in a row it was blamed for.
+ */
+typedef struct StorePluginFile {
+        const char *path;
+        const char *name; /* the plugin's name once loaded; NULL = not known */
+        uint64_t size, ino, dev;
+        int64_t mtime_ns;
+        bool loading;       /* dlopen()/init() in progress (a crash there blames it) */
+        uint32_t strikes;   /* crashes in a row it was blamed for */
+        const char *reason; /* the last crash blamed on it; NULL = none */
+} StorePluginFile;
+
+typedef enum StoreOp {
+        STORE_OP_PUT,    /* insert the record, or update every mutable column */
+        STORE_OP_DELETE, /* drop the record with this id */
+        STORE_OP_PLUGIN, /* insert or replace a plugin file's row (StoreWrite.pf) */
+        STORE_OP_META,   /* set meta_key to meta_value */
+} StoreOp;
+
+/* StoreWrite - one queued change (store.c allocates it with its strings inline). */
+typedef struct StoreWrite {
+        ListHead link; /* in Store.queue / a batch */
+        StoreOp op;
+        StoreRecord rec;      /* STORE_OP_PUT; only rec.id for a delete */
+        StorePluginFile pf;   /* STORE_OP_PLUGIN */
+        const char *meta_key; /* STORE_OP_META */
+        int64_t meta_value;
+        Job *notify; /* referenced: its `durable` event is set once committed */
+} StoreWrite;
+
+/* StorePluginFn - one stored plugin file; return 0 or a negative errno to stop. */
+typedef int (*StorePluginFn)(const StorePluginFile *pf, void *arg);
+
+typedef struct Store Store;
+
+/* StoreLoadFn - one stored record, in id order; return 0 or a negative errno to stop. */
+typedef int (*StoreLoadFn)(const StoreRecord *rec, void *arg);
+
+/* StoreBackend - what a backend implements; every function runs on one thread at a time. */
+typedef struct StoreBackend {
+        const char *name;
+        /* open - open or create the store at @path; log nothing (store_open() does).
+         * Return 0; negative errno with a reason in @why (at most @why_size bytes). */
+        int (*open)(Store *s, const char *path, char *why, size_t why_size);
+        /* load - every record in id order. Return 0, @fn's error, or -EIO with @why. */
+        int (*load)(Store *s, StoreLoadFn fn, void *arg, char *why, size_t why_size);
+        /* next_id - the smallest id never handed out (1 on an empty store). */
+        uint64_t (*next_id)(Store *s);
+        /* commit - apply @batch (StoreWrite.link, in order) in one transaction.
+         * NULL: nothing is kept (the memory backend). Context: the store thread. */
+        int (*commit)(Store *s, ListHead *batch, char *why, size_t why_size);
+        /* plugin_files - every stored plugin file. NULL: none are kept. */
+        int (*plugin_files)(Store *s, StorePluginFn fn, void *arg);
+        /* meta_get - an integer of the meta table; -ENOENT when absent. NULL: none. */
+        int (*meta_get)(Store *s, const char *key, int64_t *ret);
+        /* close - release everything; NULL-safe on a store that failed to open. */
+        void (*close)(Store *s);
+} StoreBackend;
+
+extern const StoreBackend store_memory_backend;
+extern const StoreBackend store_sqlite_backend;
+
+struct Store {
+        const StoreBackend *backend;
+        char *path;         /* owned; NULL for the memory backend */
+        void *backend_data; /* the backend's state */
+
+        pthread_mutex_t lock;
+        pthread_cond_t wake; /* signalled when writes are queued or at close */
+        pthread_cond_t idle; /* broadcast after each batch (store_flush()) */
+        bool committing;     /* the store thread holds a batch */
+        bool sleeping;       /* the store thread waits on wake (signal only then) */
+        uint64_t batches_taken, batches_done; /* store_flush() waits for a batch number */
+        ListHead queue; /* StoreWrite.link: written after the batch being committed */
+        size_t queued;
+        bool closing;
+        bool thread_started;
+        pthread_t thread;
+
+        /* counters, under lock: what `stats` could show, and what tests read */
+        uint64_t commits; /* transactions committed */
+        uint64_t writes;  /* records written */
+        uint64_t commit_errors;
+};
+
+/* store_kind_name - "sqlite", "memory". Context: any. */
+const char *store_kind_name(StoreKind k);
+
+/*
+ * store_default_path - where the sqlite database lives when [store] path is not set:
+ * $STATE_DIRECTORY/jobs.db under systemd's StateDirectory= (the first entry), else
+ * /var/lib/fiberd/jobs.db for root, else $XDG_STATE_HOME/fiberd/jobs.db, else
+ * ~/.local/state/fiberd/jobs.db. @ret: out, malloc'ed, written only on success.
+ * Return: 0; -ENOENT (no HOME to fall back on); -ENOMEM. Context: any.
+ */
+int store_default_path(char **ret);
+
+/*
+ * store_open - open the store of @kind at @path (NULL or "": store_default_path()),
+ * creating the database and its parent directory (0700) when absent (store_load()
+ * starts the store thread). A database that exists but cannot be read is an error, never an empty
+ * store: the message names the file and what an operator can do.
+ * @ret: out, written only on success; free with store_close().
+ * Return: 0; -EIO / -EACCES / ... with the reason logged (LOG_ERR). Context: main
+ * thread at start-up.
+ */
+int store_open(Store **ret, StoreKind kind, const char *path);
+
+/*
+ * store_load - call @fn for every stored record in id order, then start the store
+ * thread: writes queued before (by @fn too) are committed once it runs. Call it once,
+ * before the first submission. Return: 0; @fn's error; -EIO (logged); the error of
+ * pthread_create(). Context: main thread at start-up.
+ */
+int store_load(Store *s, StoreLoadFn fn, void *arg);
+
+/* store_next_id - the first id that was never handed out. Context: main thread at start. */
+uint64_t store_next_id(Store *s);
+
+/* store_durable - true when the backend keeps anything (not memory). Context: any. */
+bool store_durable(const Store *s);
+
+/*
+ * store_put - queue a copy of @j's record (the arguments too when @with_args: the first
+ * write of a job); when @notify, set @j->durable (and @j->store_error on failure) once
+ * it is committed. With the memory backend, @notify's event is set at once.
+ * Return: 0; -ENOMEM (nothing queued; @notify's event is not set).
+ * Context: the job table's lock held (reads @j's mutable fields); does not yield.
+ */
+int store_put(Store *s, Job *j, bool with_args, bool notify);
+
+/* store_delete - queue the removal of job @id (retention). Return 0; -ENOMEM.
+ * Context: any; does not yield. */
+int store_delete(Store *s, uint64_t id);
+
+/*
+ * store_put_plugin_file - write @pf (copied) and wait until it is committed: a marker
+ * that must be on disk before the risky step it announces (dlopen, init). Before the
+ * store thread runs, the calling thread commits it itself.
+ * Return: 0; -ENOMEM; the backend's error. Context: a thread that may block on a
+ * commit (the main thread, the loader): not a job fiber.
+ */
+int store_put_plugin_file(Store *s, const StorePluginFile *pf);
+
+/*
+ * store_set_meta - write meta @key = @value and wait for the commit (as above).
+ * Return: 0; -ENOMEM; the backend's error.
+ */
+int store_set_meta(Store *s, const char *key, int64_t value);
+
+/* store_get_meta - meta @key; -ENOENT when absent (or the backend keeps none). */
+int store_get_meta(Store *s, const char *key, int64_t *ret);
+
+/* store_plugin_files - @fn for every stored plugin file (see StoreBackend).
+ * Context: main thread at start-up, before store_load(). */
+int store_plugin_files(Store *s, StorePluginFn fn, void *arg);
+
+/*
+ * store_flush - wait until every write queued so far is committed (or failed).
+ * Context: a plain thread or the main thread (blocks the thread, not a fiber).
+ */
+void store_flush(Store *s);
+
+/*
+ * store_close - commit what is queued, stop the store thread and close the backend.
+ * Accepts NULL. Context: main thread, at exit, once nothing calls store_put().
+ */
+void store_close(Store *s);
+
+#endif

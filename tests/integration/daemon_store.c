@@ -1,0 +1,548 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_store.c — the job store (daemon/store.h) seen from outside: fiberd killed with
+ * SIGKILL under load loses no job whose submission was answered and never hands out an
+ * id twice; a job running at the kill ends INTERRUPTED, or runs again with its attempt
+ * counted when its plugin is retry-safe (sleep); queued jobs run again in their order;
+ * SIGTERM leaves queued jobs queued and answers job.wait with UNAVAILABLE; retention
+ * deletes rows but ids still do not repeat; a damaged database stops the start with a
+ * message naming the file. Every fiberd here uses the default sqlite store in its
+ * test's directory (the harness sets STATE_DIRECTORY).
+ */
+#include "tests/integration/fiberd_harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static Fiberd fd_;
+
+static void teardown(void)
+{
+        fiberd_stop(&fd_);
+}
+
+TestSuite(daemon_store, .fini = teardown, .timeout = 60);
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* job.status of @id: its state into @state (size 32) and attempt; the call's error. */
+static int job_state(Client *c, uint64_t id, char *state, uint64_t *attempt, char *code)
+{
+        Reply rp;
+        int r;
+
+        rpc_simple(c, "job.status", 1, &id, &rp);
+        r = rp.r;
+        if (r == 0) {
+                const msgpack_object *err = map_get(rp.result, "error");
+                snprintf(state, 32, "%s", map_str(rp.result, "state"));
+                if (attempt)
+                        *attempt = map_uint(rp.result, "attempt");
+                if (code)
+                        snprintf(code, 32, "%s",
+                                 err && err->type == MSGPACK_OBJECT_MAP ? map_str(err, "code")
+                                                                        : "");
+        }
+        reply_clear(&rp);
+        return r;
+}
+
+/* Polls job.status until @id is in @want (bounded: asserts after 15 s). */
+static void wait_state(Client *c, uint64_t id, const char *want)
+{
+        uint64_t deadline = now_ms() + 15000;
+        char state[32] = "";
+
+        while (job_state(c, id, state, NULL, NULL) != 0 || strcmp(state, want) != 0) {
+                cr_assert(now_ms() < deadline, "job %llu is %s, not %s, after 15 s",
+                          (unsigned long long)id, state, want);
+                usleep(5000);
+        }
+}
+
+static void kill9(void)
+{
+        int status = fiberd_signal_and_wait(&fd_, SIGKILL, 10000);
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status 0x%x", status);
+}
+
+/* ------------------------------------------------------------ kill -9 under load -- */
+
+#define LOAD_CLIENTS 8
+#define LOAD_ROUNDS 4
+#define LOAD_PER_ROUND 150 /* answered submissions before each kill, all clients */
+#define LOAD_MAX 4096      /* per client, all rounds */
+
+typedef struct Submitter {
+        pthread_t thread;
+        const char *sock;
+        uint64_t ids[LOAD_MAX];
+        size_t n;        /* answered submissions, all rounds */
+        unsigned *total; /* shared counter of this round's answered submissions (atomic) */
+        bool *stop;      /* atomic */
+} Submitter;
+
+/* Submits sleep {ms: 20} in a loop until the daemon goes away or *stop; keeps each id
+ * the daemon answered. No criterion asserts here: a thread. */
+static void *submitter_main(void *arg)
+{
+        Submitter *s = arg;
+        IpcStatus st = {0};
+        Client *c;
+
+        if (client_connect(&c, s->sock, &st) < 0)
+                return NULL;
+        while (!__atomic_load_n(s->stop, __ATOMIC_ACQUIRE) && s->n < LOAD_MAX) {
+                const msgpack_object *res;
+                IpcMessage m;
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(c, "job.submit", 2, &msgid);
+                if (!pk)
+                        break;
+                ipc_pack_cstr(pk, "sleep");
+                msgpack_pack_map(pk, 1);
+                ipc_pack_kv_uint(pk, "ms", 20);
+                if (client_call_wait(c, msgid, &m, 30000, &st) != 1)
+                        break; /* killed: this one was not answered */
+                if (client_result(&m, &res, &st) == 0) {
+                        s->ids[s->n++] = map_uint(res, "id");
+                        __atomic_add_fetch(s->total, 1, __ATOMIC_RELEASE);
+                }
+                ipc_message_clear(&m);
+        }
+        client_free(c);
+        return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+Test(daemon_store, kill9_under_load_loses_no_answered_job)
+{
+        FiberdOpts o = {.config = "[jobs]\nmax_running = 16\nmax_running_per_user = 16\n",
+                        .plugins = "sleep"};
+        static Submitter subs[LOAD_CLIENTS];
+        static uint64_t all[LOAD_CLIENTS * LOAD_MAX];
+        size_t nall = 0, checked = 0;
+        Client *c;
+
+        fiberd_start(&fd_, &o);
+        for (int round = 0; round < LOAD_ROUNDS; round++) {
+                unsigned total = 0;
+                bool stop = false;
+                uint64_t deadline = now_ms() + 20000;
+
+                if (round > 0)
+                        fiberd_restart(&fd_);
+                for (int i = 0; i < LOAD_CLIENTS; i++) {
+                        subs[i].sock = fd_.sock;
+                        subs[i].total = &total;
+                        subs[i].stop = &stop;
+                        cr_assert(pthread_create(&subs[i].thread, NULL, submitter_main, &subs[i]) ==
+                                  0);
+                }
+                while (__atomic_load_n(&total, __ATOMIC_ACQUIRE) < LOAD_PER_ROUND)
+                        cr_assert(now_ms() < deadline, "round %d: %u answered after 20 s", round,
+                                  total);
+                /* the kill lands while every client has a submission in flight */
+                kill9();
+                __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
+                for (int i = 0; i < LOAD_CLIENTS; i++)
+                        pthread_join(subs[i].thread, NULL);
+        }
+
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        for (int i = 0; i < LOAD_CLIENTS; i++) {
+                for (size_t k = 0; k < subs[i].n; k++) {
+                        char state[32];
+                        int r = job_state(c, subs[i].ids[k], state, NULL, NULL);
+                        cr_assert(r == 0, "job %llu was answered but is gone after kill -9",
+                                  (unsigned long long)subs[i].ids[k]);
+                        cr_assert(strcmp(state, "done") == 0 || strcmp(state, "queued") == 0 ||
+                                          strcmp(state, "running") == 0,
+                                  "job %llu is %s", (unsigned long long)subs[i].ids[k], state);
+                        all[nall++] = subs[i].ids[k];
+                        checked++;
+                }
+        }
+        cr_assert(checked >= LOAD_ROUNDS * LOAD_PER_ROUND, "only %zu jobs checked", checked);
+        qsort(all, nall, sizeof(all[0]), cmp_u64);
+        for (size_t k = 1; k < nall; k++)
+                cr_assert(all[k] != all[k - 1], "id %llu was answered twice across restarts",
+                          (unsigned long long)all[k]);
+        client_free(c);
+}
+
+/* ------------------------------------------------------------ recovery ----------- */
+
+Test(daemon_store, running_jobs_interrupted_or_retried)
+{
+        FiberdOpts o = {.plugins = "sleep spin echo"};
+        uint64_t spin, slp, fresh, attempt = 0;
+        char state[32], code[32];
+        Client *c;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        spin = rpc_submit_long(c, "spin");
+        slp = rpc_submit_long(c, "sleep");
+        wait_state(c, spin, "running");
+        wait_state(c, slp, "running");
+        /* the store commits in order: once this submission is answered, both "running"
+         * records before it are on disk too */
+        cr_assert_gt(rpc_submit(c, "echo", NULL, 0, 0, 0, NULL), slp);
+        client_free(c);
+        kill9();
+
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        cr_assert(job_state(c, spin, state, NULL, code) == 0);
+        cr_assert_str_eq(state, "failed");
+        cr_assert_str_eq(code, "INTERRUPTED");
+        cr_assert(fiberd_log_contains(&fd_, "was running when fiberd stopped"));
+        /* sleep is retry-safe: queued again, then running, with its attempt counted */
+        cr_assert(job_state(c, slp, state, &attempt, NULL) == 0);
+        cr_assert(strcmp(state, "queued") == 0 || strcmp(state, "running") == 0, "%s", state);
+        cr_assert_eq(attempt, 1);
+        fresh = rpc_submit(c, "echo", NULL, 0, 0, 0, NULL);
+        cr_assert_gt(fresh, slp + 1, "id %llu handed out again", (unsigned long long)fresh);
+        client_free(c);
+}
+
+Test(daemon_store, queued_jobs_run_again_in_order)
+{
+        FiberdOpts o = {.config = "[jobs]\nmax_running = 1\n", .plugins = "spin echo"};
+        uint64_t spin, ids[4];
+        Client *c;
+        Reply rp;
+        uint64_t last_start = 0;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        spin = rpc_submit_long(c, "spin");
+        wait_state(c, spin, "running");
+        for (int i = 0; i < 4; i++)
+                ids[i] = rpc_submit(c, "echo", (Arg[]){ARG_I("n", i)}, 1, 0, 0, NULL);
+        for (int i = 0; i < 4; i++)
+                wait_state(c, ids[i], "queued");
+        client_free(c);
+        kill9();
+
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        for (int i = 0; i < 4; i++) {
+                uint64_t started;
+                rpc_job_wait(c, ids[i], 15000, &rp);
+                cr_assert(rp.r == 0);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                started = map_uint(rp.result, "started_ms");
+                cr_assert_geq(started, last_start, "job %d started before the one queued before it",
+                              i);
+                last_start = started;
+                reply_clear(&rp);
+        }
+        client_free(c);
+}
+
+Test(daemon_store, sigterm_keeps_queued_jobs_and_answers_unavailable)
+{
+        FiberdOpts o = {.config = "[jobs]\nmax_running = 1\n", .plugins = "spin echo"};
+        uint64_t spin, queued;
+        char state[32], code[32];
+        uint32_t msgid;
+        Client *c, *w;
+        IpcMessage m;
+        IpcStatus st = {0};
+        const msgpack_object *res;
+        msgpack_packer *pk;
+        int status;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        spin = rpc_submit_long(c, "spin");
+        wait_state(c, spin, "running");
+        queued = rpc_submit(c, "echo", NULL, 0, 0, 0, NULL);
+        wait_state(c, queued, "queued");
+        /* a client waits for the queued job */
+        w = fiberd_connect(&fd_);
+        pk = client_request(w, "job.wait", 2, &msgid);
+        cr_assert(pk);
+        msgpack_pack_uint64(pk, queued);
+        msgpack_pack_nil(pk);
+        cr_assert(client_flush(w, 5000, &st) == 0);
+        /* a request behind it on the same connection proves the wait has been read */
+        wait_state(w, queued, "queued");
+
+        kill(fd_.pid, SIGTERM);
+        cr_assert(client_call_wait(w, msgid, &m, 15000, &st) == 1, "no answer: %s", st.message);
+        cr_assert(client_result(&m, &res, &st) < 0, "job.wait answered a record");
+        cr_assert_str_eq(st.code, "UNAVAILABLE");
+        ipc_message_clear(&m);
+        client_free(w);
+        client_free(c);
+        status = fiberd_signal_and_wait(&fd_, 0, 15000);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        cr_assert(job_state(c, spin, state, NULL, code) == 0);
+        cr_assert_str_eq(state, "cancelled"); /* spin is not retry-safe: cancelled */
+        rpc_job_wait(c, queued, 15000, &(Reply){0});
+        cr_assert(job_state(c, queued, state, NULL, NULL) == 0);
+        cr_assert_str_eq(state, "done");
+        client_free(c);
+}
+
+Test(daemon_store, ids_never_repeat_after_retention)
+{
+        FiberdOpts o = {.config = "[jobs]\nretention_max = 0\n", .plugins = "echo"};
+        uint64_t first, again;
+        char state[32];
+        Client *c;
+        uint64_t deadline;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        first = rpc_submit(c, "echo", NULL, 0, 0, 0, NULL);
+        cr_assert_gt(first, 0);
+        deadline = now_ms() + 15000;
+        while (job_state(c, first, state, NULL, NULL) == 0)
+                cr_assert(now_ms() < deadline, "job %llu not dropped by retention",
+                          (unsigned long long)first);
+        client_free(c);
+        kill9(); /* retention's delete is on disk before the kill or not: ids must not care */
+
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        again = rpc_submit(c, "echo", NULL, 0, 0, 0, NULL);
+        cr_assert_gt(again, first, "id %llu handed out again", (unsigned long long)again);
+        client_free(c);
+}
+
+/* ------------------------------------------------------------ damaged store ------ */
+
+Test(daemon_store, damaged_database_refused)
+{
+        FiberdOpts o = {.plugins = "echo"};
+        char db[256], wal[264];
+        int status, f;
+
+        fiberd_start(&fd_, &o);
+        cr_assert(fiberd_log_contains(&fd_, "job store: sqlite at "));
+        cr_assert(fiberd_signal_and_wait(&fd_, SIGTERM, 15000) >= 0);
+        snprintf(db, sizeof(db), "%s/jobs.db", fd_.dir);
+        snprintf(wal, sizeof(wal), "%s-wal", db);
+        unlink(wal);
+        f = open(db, O_WRONLY | O_TRUNC);
+        cr_assert(f >= 0);
+        cr_assert(write(f, "this is not an SQLite database, not at all...........", 53) == 53);
+        close(f);
+
+        status = fiberd_restart_fails(&fd_, 15000);
+        cr_assert(status != -1, "fiberd started on a damaged store");
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0, "status 0x%x", status);
+        cr_assert(fiberd_log_contains(&fd_, db), "the message does not name %s", db);
+        cr_assert(fiberd_log_contains(&fd_, "move the file"), "the message gives no way out");
+}
+
+/* ------------------------------------------------------------ crash-only plugins - */
+
+/* The first line of the current log. */
+static void first_log_line(char *buf, size_t size)
+{
+        FILE *f = fopen(fd_.log, "r");
+
+        buf[0] = '\0';
+        cr_assert(f);
+        if (!fgets(buf, (int)size, f))
+                buf[0] = '\0';
+        fclose(f);
+}
+
+/* Waits for fiberd to die by itself; asserts it died of SIGSEGV. */
+static void wait_crash(void)
+{
+        int status = fiberd_signal_and_wait(&fd_, 0, 15000);
+
+        cr_assert(status != -1, "fiberd did not crash");
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status 0x%x", status);
+}
+
+/* plugins.list: is @name loaded; is some refused file's reason containing @needle? */
+static void plugin_listed(Client *c, const char *name, bool *loaded, const char *needle,
+                          bool *refused)
+{
+        const msgpack_object *v;
+        Reply rp;
+
+        rpc_simple(c, "plugins.list", 0, NULL, &rp);
+        cr_assert(rp.r == 0);
+        *loaded = *refused = false;
+        v = map_get(rp.result, "plugins");
+        for (uint32_t i = 0; v && i < v->via.array.size; i++)
+                *loaded |= strcmp(map_str(&v->via.array.ptr[i], "name"), name) == 0;
+        v = map_get(rp.result, "refused");
+        for (uint32_t i = 0; v && i < v->via.array.size; i++)
+                *refused |= strstr(map_str(&v->via.array.ptr[i], "reason"), needle) != NULL;
+        reply_clear(&rp);
+}
+
+Test(daemon_store, plugin_crashing_in_run_is_quarantined_after_two_crashes)
+{
+        FiberdOpts o = {.plugins = "echo", .extra = FIBERD_TEST_PLUGIN_DIR "/crash_run.so"};
+        char line[1024], state[32], code[32];
+        bool loaded, refused;
+        uint64_t first, second;
+        IpcStatus st;
+        Client *c;
+        Reply rp;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        first = rpc_submit(c, "crash_run", NULL, 0, 0, 0, NULL);
+        cr_assert_gt(first, 0);
+        wait_crash();
+        client_free(c);
+        cr_assert(fiberd_log_contains(&fd_, "fatal signal SIGSEGV in job"),
+                  "no report naming the job");
+        cr_assert(fiberd_log_contains(&fd_, "plugin crash_run"));
+
+        fiberd_restart(&fd_);
+        first_log_line(line, sizeof(line));
+        cr_assert(strstr(line, "crashed last time") && strstr(line, "crash_run"),
+                  "the first log line does not name the plugin: %s", line);
+        c = fiberd_connect(&fd_);
+        cr_assert(job_state(c, first, state, NULL, code) == 0);
+        cr_assert_str_eq(state, "failed");
+        cr_assert_str_eq(code, "INTERRUPTED");
+        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        cr_assert(loaded && !refused, "one crash quarantined it already");
+        second = rpc_submit(c, "crash_run", NULL, 0, 0, 0, NULL);
+        cr_assert_gt(second, first);
+        wait_crash();
+        client_free(c);
+
+        /* the second crash in a row: refused, and fiberd stays up */
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        cr_assert(!loaded && refused, "crash_run is not quarantined after two crashes");
+        cr_assert_eq(rpc_submit(c, "crash_run", NULL, 0, 0, 0, &st), 0);
+        cr_assert_str_eq(st.code, "NOT_FOUND");
+        rpc_simple(c, "ping", 0, NULL, &rp);
+        cr_assert(rp.r == 0);
+        reply_clear(&rp);
+
+        /* an admin clears it: loaded again */
+        {
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(c, "plugins.clear", 1, &msgid);
+                cr_assert(pk);
+                ipc_pack_cstr(pk, "crash_run");
+                rpc_wait_reply(c, msgid, &rp);
+                cr_assert(rp.r == 0, "plugins.clear: %s", rp.st.message);
+                reply_clear(&rp);
+        }
+        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        cr_assert(loaded && !refused, "plugins.clear did not load it again");
+        client_free(c);
+}
+
+Test(daemon_store, plugin_crashing_in_init_is_quarantined_and_fiberd_stays_up)
+{
+        FiberdOpts o = {.plugins = "echo"};
+        char line[1024];
+        bool loaded, refused;
+        int status;
+        Client *c;
+
+        fiberd_start(&fd_, &o);
+        fiberd_copy_plugin(&fd_, FIBERD_TEST_PLUGIN_DIR "/crash_init.so", "crash_init.so");
+        wait_crash(); /* loaded by the directory watcher: init() crashes */
+        cr_assert(fiberd_log_contains(&fd_, "while loading plugin file"));
+
+        /* the start loads it again and crashes again: a crash loop without the store */
+        status = fiberd_restart_fails(&fd_, 15000);
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status 0x%x", status);
+        first_log_line(line, sizeof(line));
+        cr_assert(strstr(line, "crashed last time") && strstr(line, "crash_init"),
+                  "the first log line does not name the file: %s", line);
+
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        plugin_listed(c, "crash_init", &loaded, "quarantined", &refused);
+        cr_assert(!loaded && refused, "crash_init is not quarantined after two crashes");
+        cr_assert_gt(rpc_submit(c, "echo", NULL, 0, 0, 0, NULL), 0, "fiberd does not work");
+        client_free(c);
+}
+
+Test(daemon_store, plugin_calling_exit_is_reported_and_blamed)
+{
+        FiberdOpts o = {.plugins = "echo", .extra = FIBERD_TEST_PLUGIN_DIR "/exit_run.so"};
+        char line[1024], state[32], code[32];
+        uint64_t id;
+        int status;
+        Client *c;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        id = rpc_submit(c, "exit_run", NULL, 0, 0, 0, NULL);
+        cr_assert_gt(id, 0);
+        status = fiberd_signal_and_wait(&fd_, 0, 15000);
+        client_free(c);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3, "status 0x%x", status);
+        cr_assert(fiberd_log_contains(&fd_, "exit() called in job"), "exit() not reported");
+
+        fiberd_restart(&fd_);
+        first_log_line(line, sizeof(line));
+        cr_assert(strstr(line, "crashed last time") && strstr(line, "exit_run"),
+                  "the first log line does not name the plugin: %s", line);
+        c = fiberd_connect(&fd_);
+        cr_assert(job_state(c, id, state, NULL, code) == 0);
+        cr_assert_str_eq(state, "failed");
+        cr_assert_str_eq(code, "INTERRUPTED");
+        client_free(c);
+}
+
+Test(daemon_store, sigterm_requeues_a_retry_safe_running_job)
+{
+        FiberdOpts o = {.plugins = "sleep echo"};
+        char state[32];
+        uint64_t slp, attempt = 0;
+        Client *c;
+        int status;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        slp = rpc_submit_long(c, "sleep");
+        wait_state(c, slp, "running");
+        client_free(c);
+        status = fiberd_signal_and_wait(&fd_, SIGTERM, 15000);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        cr_assert(job_state(c, slp, state, &attempt, NULL) == 0);
+        cr_assert(strcmp(state, "queued") == 0 || strcmp(state, "running") == 0, "%s", state);
+        cr_assert_eq(attempt, 1);
+        cr_assert_not(fiberd_log_contains(&fd_, "crashed last time"), "a clean stop blamed");
+        client_free(c);
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * crash_run.c — a test plugin whose run() dereferences NULL: fiberd dies of SIGSEGV in
+ * the job. The job store's crash-only plugins (daemon/crash.h) must report the job and
+ * plugin, fail that job with INTERRUPTED at the next start, and quarantine the plugin
+ * after two such crashes in a row.
+ */
+#include "plugins/fiberd/plugin.h"
+
+static int crash_run_run(FiberdJob *job, const FiberdHost *host)
+{
+        volatile int *p = NULL;
+
+        (void)job;
+        (void)host;
+        *p = 42;
+        return 0;
+}
+
+FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
+        FIBERD_PLUGIN_HEADER, .name = "crash_run",
+        .version = "1.0",     .description = "test: run() segfaults",
+        .run = crash_run_run,
+};
