@@ -32,6 +32,7 @@
 #include <msgpack.h>
 
 #include "daemon/creds.h"
+#include "daemon/joblog.h"
 #include "scheduler/base/list.h"
 #include "scheduler/sched.h"
 
@@ -96,6 +97,8 @@ typedef struct Job {
         uint64_t submitted_ms;                  /* CLOCK_REALTIME, milliseconds since the epoch */
         uint64_t started_ms, finished_ms;       /* 0 = not yet */
         uint64_t finished_mono_ns;              /* for retention */
+        uint64_t submitted_mono_ns;             /* CLOCK_MONOTONIC ns: queue wait (joblatency.h) */
+        uint64_t started_mono_ns;               /* CLOCK_MONOTONIC ns; 0 = not started */
         uint64_t progress_done, progress_total; /* atomic: the plugin writes them unlocked */
         char *result; /* packed msgpack object, owned; NULL = none (nil) */
         size_t result_len;
@@ -111,6 +114,8 @@ typedef struct Job {
         int run_result;         /* what the plugin's entry point returned */
         const char *fail_code;  /* IPC_* code the plugin's failure maps to; NULL = errno's */
         void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */
+
+        JobLog log; /* its host->log lines, bounded (joblog.h); its own lock */
 
         FiberEvent ran;      /* set by the job fiber when the entry point returned */
         FiberEvent finished; /* set once the state is final */

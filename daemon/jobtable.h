@@ -31,6 +31,7 @@
 
 #include "daemon/dispatch.h"
 #include "daemon/job.h"
+#include "daemon/joblatency.h"
 #include "scheduler/sched.h"
 
 typedef struct JobCounts {
@@ -83,6 +84,7 @@ typedef struct JobTable {
         JobCounts counts;
         PluginCounts *plugins;
         size_t nplugins;
+        JobLatencies latency; /* queue wait and run time per plugin and class (issue 12) */
 } JobTable;
 
 /*
