@@ -269,22 +269,31 @@ Test(daemon_metrics, job_logs_keeps_the_last_lines_escaped_and_says_how_many_dro
 Test(daemon_metrics, job_logs_stay_within_8_kib)
 {
         FiberdOpts o = {.extra = LOG_LINES_SO};
-        char text[61];
+        char text[201], last[16];
         const Arg args[] = {ARG_I("n", 60), ARG_S("text", text)};
-        uint64_t id;
+        const msgpack_object *lines;
+        uint64_t id, n;
         Client *c;
         Reply rp;
 
-        memset(text, 'x', 60);
-        text[60] = '\0';
+        memset(text, 'x', 200);
+        text[200] = '\0';
         fiberd_start(&fd_, &o);
         c = fiberd_connect(&fd_);
-        /* 60 lines of about 63 bytes with a 300-byte raw one: more bytes than lines */
+        /* 60 lines of about 203 bytes: the byte bound, not the line bound, drops lines */
         id = run_done(c, "log_lines", args, ELEMENTSOF(args));
         job_logs(c, id, &rp);
         cr_assert_eq(rp.r, 0, "%s", rp.st.message);
-        cr_expect_eq(map_get(rp.result, IPC_KEY_LINES)->via.array.size, 60);
+        lines = map_get(rp.result, IPC_KEY_LINES);
+        n = lines->via.array.size;
+        cr_expect_lt(n, 60);
+        cr_expect_gt(n, 30);
+        cr_expect_eq(map_uint(rp.result, IPC_KEY_DROPPED), 60 - n);
         cr_expect_leq(map_uint(rp.result, IPC_KEY_BYTES), IPC_JOB_LOGS_MAX_BYTES);
+        cr_expect_gt(map_uint(rp.result, IPC_KEY_BYTES), IPC_JOB_LOGS_MAX_BYTES - 210);
+        snprintf(last, sizeof(last), " 60");
+        cr_expect(strstr(map_str(&lines->via.array.ptr[n - 1], IPC_KEY_TEXT), last),
+                  "the newest line is kept");
         reply_clear(&rp);
         client_free(c);
 }

@@ -12,7 +12,7 @@
 
 static int log_lines_run(FiberdJob *job, const FiberdHost *host)
 {
-        char text[64] = "line", raw[256];
+        char text[256] = "line", raw[256];
         bool have_raw;
         uint64_t n = 3;
         int r = host->arg_uint(job, "n", &n);
