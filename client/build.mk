@@ -18,7 +18,7 @@ CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-m
 LIBCLIENT_OBJS := $(CLIENT_LIB_SRCS:%.c=$(BUILD)/%.o)
 FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
-	client/fiberctl-batch.c client/convert.c)
+	client/fiberctl-batch.c client/fiberctl-logs.c client/convert.c)
 
 $(LIBCLIENT): $(LIBCLIENT_OBJS)
 	@mkdir -p $(dir $@)

@@ -44,9 +44,11 @@ static const char help_text[] =
         "  wait [--timeout DUR] ID...    wait until the jobs finish; one line each\n"
         "  result ID                     a finished job's result (JSON)\n"
         "  cancel ID                     ask a job to stop\n"
+        "  logs ID                       the lines a job logged (kept with the job)\n"
         "  list [--state S] [--plugin P] [--limit N]\n"
         "                                jobs you can see (root: all)\n"
-        "  stats                         daemon, job and scheduler counters\n"
+        "  stats [--openmetrics]         daemon, job and scheduler counters; latency,\n"
+        "                                CPU, memory; or as OpenMetrics text\n"
         "  batch [--wait] [--window N] [--class NAME]\n"
         "                                submit JSON Lines job specs from stdin,\n"
         "                                {\"plugin\": ..., \"args\": {...}, \"options\": {...}};\n"
@@ -397,14 +399,72 @@ static void print_counts(const char *name, const json_t *c)
         putchar('\n');
 }
 
-static int verb_stats(Ctl *ctl, int argc, char **argv)
+/* stats --openmetrics: the `metrics` method's text, as is (it ends in "# EOF\n"). */
+static int stats_openmetrics(Ctl *ctl)
 {
-        json_t *res, *v;
-        const char *key;
-        size_t i;
-        int r = no_args(argc, argv);
+        json_t *res;
+        int r = simple_call(ctl, IPC_METHOD_METRICS, &res);
         if (r)
                 return r;
+        if (!json_is_string(res)) {
+                json_decref(res);
+                return ctl_error(IPC_MALFORMED_MESSAGE, EX_PROTOCOL,
+                                 "metrics: fiberd's answer is not text");
+        }
+        fwrite(json_string_value(res), 1, json_string_length(res), stdout);
+        json_decref(res);
+        return 0;
+}
+
+/* The LATENCY and PROCESS sections of `stats` (issue 12). */
+static void print_latency_and_process(const json_t *res)
+{
+        const json_t *v, *p = json_object_get(res, IPC_KEY_PROCESS);
+        size_t i;
+
+        printf("\n%-16s %-12s %8s %10s %10s %10s %10s %10s %10s\n", "LATENCY(ms)", "CLASS", "JOBS",
+               "WAIT-P50", "WAIT-P99", "WAIT-MAX", "RUN-P50", "RUN-P99", "RUN-MAX");
+        json_array_foreach(json_object_get(res, IPC_KEY_LATENCY), i, v)
+        {
+                const json_t *w = json_object_get(v, IPC_KEY_QUEUE_WAIT);
+                const json_t *rt = json_object_get(v, IPC_KEY_RUN_TIME);
+                printf("%-16s %-12s %8" JSON_INTEGER_FORMAT
+                       " %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f\n",
+                       str_or(v, IPC_KEY_PLUGIN, "?"), str_or(v, IPC_KEY_CLASS, "?"),
+                       int_of(v, IPC_KEY_SAMPLES), int_of(w, IPC_KEY_P50_NS) / 1e6,
+                       int_of(w, IPC_KEY_P99_NS) / 1e6, int_of(w, IPC_KEY_MAX_NS) / 1e6,
+                       int_of(rt, IPC_KEY_P50_NS) / 1e6, int_of(rt, IPC_KEY_P99_NS) / 1e6,
+                       int_of(rt, IPC_KEY_MAX_NS) / 1e6);
+        }
+        if (p)
+                printf("\nprocess: cpu %.2fs user, %.2fs system; rss %.1f MiB; "
+                       "%" JSON_INTEGER_FORMAT " fds open (limit %" JSON_INTEGER_FORMAT
+                       "); %" JSON_INTEGER_FORMAT " connections\n",
+                       int_of(p, IPC_KEY_USER_CPU_NS) / 1e9, int_of(p, IPC_KEY_SYSTEM_CPU_NS) / 1e9,
+                       int_of(p, IPC_KEY_RSS_BYTES) / 1048576.0, int_of(p, IPC_KEY_OPEN_FDS),
+                       int_of(p, IPC_KEY_MAX_FDS),
+                       int_of(json_object_get(res, IPC_KEY_SERVER), IPC_KEY_CONNECTIONS));
+}
+
+static int verb_stats(Ctl *ctl, int argc, char **argv)
+{
+        static const struct option options[] = {{"openmetrics", no_argument, NULL, 'm'}, {0}};
+        json_t *res, *v;
+        const char *key;
+        bool openmetrics = false;
+        size_t i;
+        int c, r;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "m", options, NULL)) != -1) {
+                if (c != 'm')
+                        return ctl_usage("%s: unknown option '%s'", argv[0], argv[optind - 1]);
+                openmetrics = true;
+        }
+        if (optind < argc)
+                return ctl_usage("%s takes no arguments, got '%s'", argv[0], argv[optind]);
+        if (openmetrics)
+                return stats_openmetrics(ctl);
         r = simple_call(ctl, IPC_METHOD_STATS, &res);
         if (r)
                 return r;
@@ -457,6 +517,7 @@ static int verb_stats(Ctl *ctl, int argc, char **argv)
                        int_of(v, IPC_KEY_QUEUED), int_of(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3,
                        int_of(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
         }
+        print_latency_and_process(res);
         json_decref(res);
         return 0;
 }
@@ -503,8 +564,17 @@ static const Verb verbs[] = {
          "  -p, --plugin P      only jobs of plugin P\n"
          "  -n, --limit N       at most N jobs, the newest\n",
          " --state -S --plugin -p --limit -n "},
-        {"stats", verb_stats, "stats",
-         "Job counts (all, per plugin), scheduling groups, job classes, server counters.\n", ""},
+        {"stats", verb_stats, "stats [--openmetrics]",
+         "Job counts (all, per plugin), queue wait and run time per plugin and class,\n"
+         "scheduling groups, job classes, server counters, fiberd's CPU, memory and fds.\n\n"
+         "  -m, --openmetrics   the same figures as OpenMetrics text (for a scraper or\n"
+         "                      node_exporter's textfile collector)\n",
+         ""},
+        {"logs", verb_logs, "logs ID",
+         "The lines a job wrote to the log, kept with the job (the last 64 lines, 8 KiB);\n"
+         "its owner and admins may read them. The journal has them too:\n"
+         "journalctl FIBERD_JOB=ID.\n",
+         ""},
         {"batch", verb_batch, "batch [--wait] [--window N] [--class NAME]",
          "Submit JSON Lines job specs from stdin, {\"plugin\": ..., \"args\": {...},\n"
          "\"options\": {...}}; one line per job as it is accepted, or with --wait as it\n"

@@ -83,6 +83,13 @@ $(DAEMON_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o \
 		$(TEST_PLUGINS)
 	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
 		-lcrypto -lcriterion
+# daemon_metrics.c (issue 12) checks `metrics` with tests/integration/openmetrics_check.c
+# and runs fiberctl
+DAEMON_METRICS_TEST := $(BUILD)/tests/integration/daemon_metrics
+DAEMON_OM_CHECK := $(BUILD)/tests/integration/openmetrics_check.o
+$(DAEMON_METRICS_TEST): $(DAEMON_OM_CHECK) $(DAEMON_FIBERCTL)
+# private: not inherited by the prerequisites (the plugins, fiberd)
+$(DAEMON_METRICS_TEST): private LDFLAGS += $(DAEMON_OM_CHECK)
 # daemon_socket.c, daemon_list.c and daemon_fiberctl.c run fiberctl too
 $(BUILD)/tests/integration/daemon_socket $(BUILD)/tests/integration/daemon_list \
 	$(BUILD)/tests/integration/daemon_fiberctl: $(DAEMON_FIBERCTL)

@@ -356,6 +356,7 @@ static void job_supervise(void *arg)
                         jobtable_set_state_locked(t, j, JOB_QUEUED);
                         j->started_ms = 0;
                         jobtable_store_locked(t, j);
+                        j->started_mono_ns = 0;
                         if (dispatch_push_locked(d, j) == 0) {
                                 d->pump_blocked = true;
                                 jobtable_unlock(t);
@@ -368,8 +369,8 @@ static void job_supervise(void *arg)
                 j->error_message = strdup("no fiber could be created for the job");
                 job_conclude_locked(t, j);
                 jobtable_unlock(t);
-                log_job(LOG_ERR, j->id, j->plugin_name, "cannot create the job fiber: %s",
-                        strerror(-r));
+                log_job_owner(LOG_ERR, j->id, j->plugin_name, j->owner,
+                              "cannot create the job fiber: %s", strerror(-r));
                 job_unref(j);
                 return;
         }
@@ -386,8 +387,8 @@ static void job_supervise(void *arg)
                 r = fiber_event_wait(&j->ran, SCHED_FOREVER);
         }
         if (r < 0)
-                log_job(LOG_WARNING, j->id, j->plugin_name,
-                        "supervisor wait failed (%s); joining the job fiber", strerror(-r));
+                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
+                              "supervisor wait failed (%s); joining the job fiber", strerror(-r));
 
         jobtable_lock(t);
         j->fiber = NULL;
@@ -404,11 +405,14 @@ static void job_supervise(void *arg)
         jobtable_check_idle_locked(t);
         jobtable_unlock(t);
         if (j->state == JOB_FAILED)
-                log_job(LOG_WARNING, j->id, j->plugin_name, "failed: %s", j->error_message);
+                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner, "failed: %s",
+                              j->error_message);
         else if (j->state == JOB_CANCELLED)
-                log_job(LOG_INFO, j->id, j->plugin_name, "cancelled: %s", j->error_message);
+                log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner, "cancelled: %s",
+                              j->error_message);
         else
-                log_job(LOG_DEBUG, j->id, j->plugin_name, "%s", job_state_name(j->state));
+                log_job_owner(LOG_DEBUG, j->id, j->plugin_name, j->owner, "%s",
+                              job_state_name(j->state));
         job_unref(j);
 }
 
@@ -454,5 +458,6 @@ void dispatch_pump_locked(Dispatcher *d)
                 jobtable_set_state_locked(t, j, JOB_RUNNING);
                 j->started_ms = job_now_ms();
                 jobtable_store_locked(t, j); /* store.h: which plugin runs, for recovery */
+                j->started_mono_ns = sched_now_ns();
         }
 }

@@ -142,6 +142,8 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->refs = 1;
         j->state = JOB_QUEUED;
         j->submitted_ms = job_now_ms();
+        j->submitted_mono_ns = sched_now_ns();
+        joblog_init(&j->log);
         j->heap_index = SIZE_MAX;
         list_init(&j->all_link);
         list_init(&j->fin_link);
@@ -178,6 +180,7 @@ Job *job_unref(Job *j)
         free(j->plugin_name);
         free(j->result);
         free(j->error_message);
+        joblog_done(&j->log);
         free(j);
         return NULL;
 }

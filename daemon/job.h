@@ -32,6 +32,7 @@
 #include <msgpack.h>
 
 #include "daemon/creds.h"
+#include "daemon/joblog.h"
 #include "scheduler/base/list.h"
 #include "scheduler/sched.h"
 
@@ -96,6 +97,8 @@ typedef struct Job {
         uint64_t submitted_ms;                  /* CLOCK_REALTIME, milliseconds since the epoch */
         uint64_t started_ms, finished_ms;       /* 0 = not yet */
         uint64_t finished_mono_ns;              /* for retention */
+        uint64_t submitted_mono_ns;             /* CLOCK_MONOTONIC ns: queue wait (joblatency.h) */
+        uint64_t started_mono_ns;               /* CLOCK_MONOTONIC ns; 0 = not started */
         uint64_t progress_done, progress_total; /* atomic: the plugin writes them unlocked */
         char *result; /* packed msgpack object, owned; NULL = none (nil) */
         size_t result_len;
@@ -120,6 +123,7 @@ typedef struct Job {
                              * there, whatever this process's copy says */
         int store_error;    /* set before `durable`: 0, or why the store failed */
         FiberEvent durable; /* set once the submission is committed to the store */
+        JobLog log;         /* its host->log lines, bounded (joblog.h); its own lock */
 
         FiberEvent ran;      /* set by the job fiber when the entry point returned */
         FiberEvent finished; /* set once the state is final */

@@ -66,6 +66,7 @@ void jobtable_done(JobTable *t)
         for (size_t i = 0; i < t->nplugins; i++)
                 free(t->plugins[i].name);
         free(t->plugins);
+        joblatency_done(&t->latency);
         free(t->buckets);
         dispatch_done(&t->dispatch);
         pthread_mutex_destroy(&t->lock);
@@ -276,8 +277,9 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 j->store_error = r == -ENODEV ? 0 : r;
                 fiber_event_set(&j->durable);
         }
-        log_job(LOG_DEBUG, j->id, plugin_name, "queued (owner %u, priority %d, timeout %llu ms)",
-                (unsigned)j->owner, priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
+        log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
+                      "queued (owner %u, priority %d, timeout %llu ms)", (unsigned)j->owner,
+                      priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
         /* a durable store: jobtable_wait_durable() pumps once the job is on disk (a job
          * started before waits for that in the plugin host anyway) */
         if (r < 0 || !store_durable(t->store))
@@ -297,6 +299,11 @@ void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, c
         jobtable_set_state_locked(t, j, s);
         j->finished_ms = job_now_ms();
         j->finished_mono_ns = sched_now_ns();
+        /* the one place a job becomes final: its queue wait and run time, if it started */
+        if (j->started_mono_ns)
+                joblatency_record(&t->latency, j->plugin_name, j->class_name,
+                                  j->started_mono_ns - j->submitted_mono_ns,
+                                  j->finished_mono_ns - j->started_mono_ns);
         if (code) {
                 char *m = strdup(message ? message : "");
                 j->error_code = code;
@@ -363,8 +370,8 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
         }
         jobtable_unlock(t);
         if (r == 0)
-                log_job(LOG_INFO, j->id, j->plugin_name, "%s",
-                        timed_out ? "timeout passed, cancelling" : "cancel requested");
+                log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner, "%s",
+                              timed_out ? "timeout passed, cancelling" : "cancel requested");
         return r;
 }
 

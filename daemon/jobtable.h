@@ -32,6 +32,7 @@
 #include "daemon/dispatch.h"
 #include "daemon/job.h"
 #include "daemon/store.h"
+#include "daemon/joblatency.h"
 #include "scheduler/sched.h"
 
 typedef struct JobCounts {
@@ -89,6 +90,7 @@ typedef struct JobTable {
         size_t nplugins;
 
         Store *store; /* where every change is written (store.h); NULL = nowhere; not owned */
+        JobLatencies latency; /* queue wait and run time per plugin and class (issue 12) */
 } JobTable;
 
 /*

@@ -1,18 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * log.c — stderr lines with sd-daemon "<N>" prefixes (see log.h).
+ * log.c — stderr lines with sd-daemon "<N>" prefixes (see log.h), and job lines as
+ * journal entries with fields when stderr is the journal.
  *
  * The threshold is one relaxed atomic int; a line is built in a stack buffer and
  * written with a single write(2) (a pipe or the journal's stream socket keeps a write
  * of up to PIPE_BUF bytes whole), so no lock is needed between worker threads.
+ *
+ * Journal detection (systemd.exec(5), $JOURNAL_STREAM): systemd sets JOURNAL_STREAM to
+ * the "device:inode" of the stream it connected stdout/stderr to; when it matches fd 2,
+ * stderr is the journal and job lines are sent natively with sd_journal_send(3) instead,
+ * carrying FIBERD_JOB, FIBERD_PLUGIN and FIBERD_OWNER. Checked once (pthread_once).
+ * Other lines stay on stderr, where journald reads their "<N>" priority.
+ *
+ * The text of a job line may come from a plugin (host->log, host->fail): it is escaped
+ * (log_escape()), so it can neither start a new line with a forged "<0>" prefix nor
+ * put control characters in a terminal or the journal.
  */
 #include "daemon/log.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <systemd/sd-journal.h>
 
 static int log_threshold = LOG_INFO;
 
@@ -49,15 +66,10 @@ int log_level_parse(const char *s)
         return -EINVAL;
 }
 
-/* Appends the formatted text after @off bytes already in @buf and writes the line. */
-static void log_emit(char *buf, size_t off, const char *fmt, va_list ap)
+/* Writes the line of @len bytes in @buf (LOG_LINE_MAX long) after the prefix of @off
+ * bytes, cut with "..." when it did not fit, with one newline. */
+static void log_write_line(char *buf, size_t off, size_t len)
 {
-        int n = vsnprintf(buf + off, LOG_LINE_MAX - off - 1, fmt, ap);
-        size_t len;
-
-        if (n < 0)
-                n = 0;
-        len = off + (size_t)n;
         if (len > LOG_LINE_MAX - 2) {
                 len = LOG_LINE_MAX - 2;
                 memcpy(buf + len - 3, "...", 3);
@@ -72,6 +84,27 @@ static void log_emit(char *buf, size_t off, const char *fmt, va_list ap)
                         break;
                 done += (size_t)w;
         }
+}
+
+/* Appends the formatted text after @off bytes already in @buf and writes the line. */
+static void log_emit(char *buf, size_t off, const char *fmt, va_list ap)
+{
+        int n = vsnprintf(buf + off, LOG_LINE_MAX - off - 1, fmt, ap);
+
+        if (n < 0)
+                n = 0;
+        log_write_line(buf, off, off + (size_t)n);
+}
+
+/* Appends @text after @off bytes already in @buf and writes the line. */
+static void log_emit_text(char *buf, size_t off, const char *text)
+{
+        size_t n = strlen(text);
+
+        if (off + n > LOG_LINE_MAX - 1)
+                n = LOG_LINE_MAX - 1 - off;
+        memcpy(buf + off, text, n);
+        log_write_line(buf, off, off + n);
 }
 
 void log_msgv(int level, const char *fmt, va_list ap)
@@ -96,20 +129,137 @@ void log_msg(int level, const char *fmt, ...)
         va_end(ap);
 }
 
-void log_jobv(int level, uint64_t id, const char *plugin, const char *fmt, va_list ap)
+static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
+static bool journal_stderr;
+
+static void journal_detect(void)
+{
+        const char *e = getenv("JOURNAL_STREAM");
+        unsigned long long dev, ino;
+        struct stat st;
+
+        if (e && sscanf(e, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+            (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino)
+                journal_stderr = true;
+}
+
+bool log_to_journal(void)
+{
+        pthread_once(&journal_once, journal_detect);
+        return journal_stderr;
+}
+
+size_t log_escape(char *dst, size_t size, const char *src)
+{
+        static const char hex[] = "0123456789abcdef";
+        size_t n = 0;
+
+        if (size == 0)
+                return 0;
+        for (; *src; src++) {
+                unsigned char c = (unsigned char)*src;
+                size_t need = c < 0x20 || c == 0x7f ? 4 : c == '\\' ? 2 : 1;
+
+                if (n + need + 1 > size) {
+                        /* cut: "..." in place of what did not fit */
+                        while (n > 0 && n + 4 > size)
+                                n--;
+                        if (n + 4 <= size) {
+                                memcpy(dst + n, "...", 3);
+                                n += 3;
+                        }
+                        break;
+                }
+                if (need == 4) {
+                        dst[n++] = '\\';
+                        dst[n++] = 'x';
+                        dst[n++] = hex[c >> 4];
+                        dst[n++] = hex[c & 15];
+                } else if (need == 2) {
+                        dst[n++] = '\\';
+                        dst[n++] = '\\';
+                } else {
+                        dst[n++] = (char)c;
+                }
+        }
+        dst[n] = '\0';
+        return n;
+}
+
+void log_job_text(int level, uint64_t id, const char *plugin, uid_t owner, const char *text)
 {
         char buf[LOG_LINE_MAX];
-        int off;
         int saved = errno;
+        int off;
 
         if (level > log_get_level())
                 return;
+        if (!plugin)
+                plugin = "?";
+        if (log_to_journal()) {
+                int r;
+
+                if (owner != LOG_OWNER_NONE)
+                        r = sd_journal_send("MESSAGE=job %llu plugin %s: %s",
+                                            (unsigned long long)id, plugin, text, "PRIORITY=%d",
+                                            level & 7, "SYSLOG_IDENTIFIER=%s",
+                                            program_invocation_short_name, "FIBERD_JOB=%llu",
+                                            (unsigned long long)id, "FIBERD_PLUGIN=%s", plugin,
+                                            "FIBERD_OWNER=%u", (unsigned)owner, NULL);
+                else
+                        r = sd_journal_send(
+                                "MESSAGE=job %llu plugin %s: %s", (unsigned long long)id, plugin,
+                                text, "PRIORITY=%d", level & 7, "SYSLOG_IDENTIFIER=%s",
+                                program_invocation_short_name, "FIBERD_JOB=%llu",
+                                (unsigned long long)id, "FIBERD_PLUGIN=%s", plugin, NULL);
+                if (r >= 0) {
+                        errno = saved;
+                        return;
+                }
+                /* the journal socket refused it: the line still goes to stderr */
+        }
         off = snprintf(buf, 256, "<%d>job %llu plugin %s: ", level & 7, (unsigned long long)id,
-                       plugin ? plugin : "?");
+                       plugin);
         if (off < 0 || off >= 256)
                 off = 255;
-        log_emit(buf, (size_t)off, fmt, ap);
+        log_emit_text(buf, (size_t)off, text);
         errno = saved;
+}
+
+void log_job_ownerv(int level, uint64_t id, const char *plugin, uid_t owner, const char *fmt,
+                    va_list ap)
+{
+        char text[LOG_LINE_MAX], escaped[LOG_LINE_MAX];
+        int saved = errno;
+        int n;
+
+        if (level > log_get_level())
+                return;
+        n = vsnprintf(text, sizeof(text), fmt, ap);
+        if (n < 0)
+                n = 0;
+        if ((size_t)n >= sizeof(text))
+                n = sizeof(text) - 1;
+        /* a message's own trailing newline is not a line of its own, nor escaped */
+        while (n > 0 && text[n - 1] == '\n')
+                text[--n] = '\0';
+        log_escape(escaped, sizeof(escaped), text);
+        log_job_text(level, id, plugin, owner, escaped);
+        errno = saved;
+}
+
+void log_job_owner(int level, uint64_t id, const char *plugin, uid_t owner, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        log_job_ownerv(level, id, plugin, owner, fmt, ap);
+        va_end(ap);
+}
+
+void log_jobv(int level, uint64_t id, const char *plugin, const char *fmt, va_list ap)
+{
+        log_job_ownerv(level, id, plugin, LOG_OWNER_NONE, fmt, ap);
 }
 
 void log_job(int level, uint64_t id, const char *plugin, const char *fmt, ...)

@@ -4,9 +4,12 @@
  * "<N>" syslog priority (sd-daemon.h's SD_ERR, SD_INFO, ...) so that journald, which
  * reads the service's stderr, keeps the level of every line.
  *
- * Every line about a job goes through log_job(), which starts the text with
- * "job <id> plugin <name>: " so that `journalctl -u fiberd | grep 'job 42 '` finds all
- * of a job's lines.
+ * Every line about a job goes through log_job() (or log_job_owner()), which starts the
+ * text with "job <id> plugin <name>: " so that `journalctl -u fiberd | grep 'job 42 '`
+ * finds all of a job's lines, and escapes its text (log_escape()). When stderr is the
+ * journal ($JOURNAL_STREAM names it, systemd.exec(5)), job lines are sent with
+ * sd_journal_send() instead, with the fields FIBERD_JOB=<id>, FIBERD_PLUGIN=<name> and,
+ * when known, FIBERD_OWNER=<uid>, so `journalctl FIBERD_JOB=42` finds them.
  *
  * A line is formatted into a stack buffer and written with one write(2), so lines from
  * different worker threads never interleave; no allocation, no lock, safe from any
@@ -16,7 +19,10 @@
 #define FIBERD_DAEMON_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <syslog.h>
 
 /* The longest line written; longer text is cut and ends in "...". */
@@ -52,6 +58,37 @@ void log_job(int level, uint64_t id, const char *plugin, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 void log_jobv(int level, uint64_t id, const char *plugin, const char *fmt, va_list ap)
         __attribute__((format(printf, 4, 0)));
+
+/* The owner of a job line that has none to name (the stall hook knows only id and
+ * plugin): no FIBERD_OWNER field. */
+#define LOG_OWNER_NONE ((uid_t)-1)
+
+/*
+ * log_job_owner - like log_job(), also naming the job's owner @owner (a uid, or
+ * LOG_OWNER_NONE) in the journal's FIBERD_OWNER field. Context: any; never yields.
+ */
+void log_job_owner(int level, uint64_t id, const char *plugin, uid_t owner, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+void log_job_ownerv(int level, uint64_t id, const char *plugin, uid_t owner, const char *fmt,
+                    va_list ap) __attribute__((format(printf, 5, 0)));
+
+/*
+ * log_job_text - a job line whose @text is already escaped (log_escape()): the one
+ * writer behind log_job*(), for a caller that keeps the same text too (host->log keeps
+ * it with the job, joblog.h). Context: any; never yields.
+ */
+void log_job_text(int level, uint64_t id, const char *plugin, uid_t owner, const char *text);
+
+/*
+ * log_escape - copy @src into @dst (@size bytes, NUL-terminated) with every control
+ * character (below 0x20, and 0x7f) written as \xNN and a backslash as two, cut with
+ * "..." when it does not fit. Return: the length written. Context: any; pure.
+ */
+size_t log_escape(char *dst, size_t size, const char *src);
+
+/* log_to_journal - whether stderr is the journal (job lines go to it with fields).
+ * Decided once, at the first call. Context: any. */
+bool log_to_journal(void);
 
 /* The sched_set_log() hook: routes the runtime's lines through log_msg(), one log
  * line per line of the message. Context: any. */

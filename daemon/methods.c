@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * methods.c — the RPC methods of ipc/PROTOCOL.md: ping, plugins.list, job.submit,
- * job.status, job.wait, job.result, job.cancel, job.list, stats.
+ * job.status, job.wait, job.result, job.cancel, job.list, stats, and issue 12's metrics
+ * (OpenMetrics text, openmetrics.c) and job.logs (the job's host->log lines, joblog.h;
+ * its owner or an admin, as every job method).
  *
  * Each runs in its own request fiber (server.c), reads its params with ipc/value.h
  * (which words the INVALID_ARGUMENT messages), and packs one result object. Access
@@ -20,6 +22,7 @@
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/crash.h"
+#include "daemon/openmetrics.h"
 #include "daemon/plugin_host.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
@@ -28,6 +31,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -640,6 +644,34 @@ static int method_stats(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *
         return stats_pack(ctx, pk);
 }
 
+/* issue 12: the OpenMetrics text as one string (every client may read stats). */
+static int method_metrics(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        char *text;
+        size_t len;
+        int r = openmetrics_render(ctx, &text, &len);
+
+        if (r < 0)
+                return r;
+        r = ipc_pack_strn(pk, text, len);
+        free(text);
+        return r ? -ENOMEM : 0;
+}
+
+/* issue 12: the lines a job wrote with host->log; job_from_params() lets only its owner
+ * and admins see the job. */
+static int method_job_logs(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Job *j;
+        int r = job_from_params(ctx, req, IPC_JOB_PARAM_ID, &j, st);
+
+        if (r < 0)
+                return r;
+        r = joblog_pack(&j->log, j->id, pk);
+        job_unref(j);
+        return r;
+}
+
 static const struct {
         const char *name;
         MethodFn fn;
@@ -656,6 +688,9 @@ static const struct {
         {IPC_METHOD_STATS, method_stats},
         /* job store (issue 11) */
         {IPC_METHOD_PLUGINS_CLEAR, method_plugins_clear},
+        /* issue 12 */
+        {IPC_METHOD_METRICS, method_metrics},
+        {IPC_METHOD_JOB_LOGS, method_job_logs},
 };
 
 MethodFn methods_lookup(const char *name, size_t len)

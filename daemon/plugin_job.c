@@ -609,16 +609,36 @@ static int host_arg_fd(FiberdJob *hj, const char *key)
 
 /* ------------------------------------------------------------------ logging ----- */
 
+/*
+ * host->log: a job's line goes to the log (the journal with its FIBERD_* fields, or
+ * stderr; log.h) and is kept with the job for job.logs (joblog.h), escaped the same way.
+ * Kept whatever the log level: the owner reads what the plugin wrote. Never yields.
+ */
 static void host_log(FiberdJob *hj, int level, const char *fmt, ...)
 {
+        char text[LOG_LINE_MAX], escaped[LOG_LINE_MAX];
         va_list ap;
+        size_t len;
+        int n;
 
         va_start(ap, fmt);
-        if (hj)
-                log_jobv(level, hj->job->id, hj->job->plugin_name, fmt, ap);
-        else
+        if (!hj) {
                 log_msgv(level, fmt, ap);
+                va_end(ap);
+                return;
+        }
+        n = vsnprintf(text, sizeof(text), fmt, ap);
         va_end(ap);
+        if (n < 0)
+                n = 0;
+        if ((size_t)n >= sizeof(text))
+                n = sizeof(text) - 1;
+        while (n > 0 && text[n - 1] == '\n')
+                text[--n] = '\0';
+        len = log_escape(escaped, sizeof(escaped), text);
+        level = level < LOG_EMERG ? LOG_EMERG : level > LOG_DEBUG ? LOG_DEBUG : level;
+        log_job_text(level, hj->job->id, hj->job->plugin_name, hj->job->owner, escaped);
+        joblog_append(&hj->job->log, level, job_now_ms(), escaped, len);
 }
 
 const FiberdHost plugin_host_functions = {
@@ -733,7 +753,7 @@ int plugin_host_run(Job *j)
         hj->cancelled = j->cancel_requested;
         j->host_job = hj;
         jobtable_unlock(t);
-        log_job(LOG_DEBUG, j->id, j->plugin_name, "running");
+        log_job_owner(LOG_DEBUG, j->id, j->plugin_name, j->owner, "running");
 
         r = j->plugin->desc->run(hj, &plugin_host_functions);
 

@@ -7,10 +7,13 @@
  * scheduler's groups in sched_group_at() order, named "jobs-<i>" — (read without
  * stopping the workers: each field is consistent on its own, not across fields), the
  * job scheduler's layout from sched_get_plan(), the job classes from sched_class_stats()
- * (summed over the job groups), server counters from server_stats().
+ * (summed over the job groups), server counters from server_stats(), queue wait and run
+ * time per plugin and class from the job table's JobLatencies (joblatency.h), and the
+ * process' CPU, RSS and fds from procstats_read().
  * See PROTOCOL.md, "stats", for the shape.
  */
 #include "daemon/daemon.h"
+#include "daemon/procstats.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
 #include "scheduler/base/time-util.h"
@@ -123,6 +126,56 @@ static int pack_layout(msgpack_packer *pk, const Scheduler *s)
         return r;
 }
 
+/* {p50_ns, p90_ns, p99_ns, max_ns} of @h */
+static int pack_quantiles(msgpack_packer *pk, const DurationHistogram *h)
+{
+        int r = 0;
+
+        r |= msgpack_pack_map(pk, 4);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_P50_NS, duration_histogram_quantile(h, 0.50));
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_P90_NS, duration_histogram_quantile(h, 0.90));
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_P99_NS, duration_histogram_quantile(h, 0.99));
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_MAX_NS, h->max_ns);
+        return r;
+}
+
+/* latency: one map per plugin and class that finished a started job. Context: the
+ * table lock held. */
+static int pack_latency(msgpack_packer *pk, const JobLatencies *l)
+{
+        int r = 0;
+
+        r |= msgpack_pack_array(pk, (uint32_t)l->n);
+        for (size_t i = 0; i < l->n; i++) {
+                const JobLatency *e = l->v[i];
+
+                r |= msgpack_pack_map(pk, 5);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_PLUGIN, e->plugin);
+                r |= ipc_pack_kv_cstr(pk, IPC_KEY_CLASS, e->class_name);
+                r |= ipc_pack_kv_uint(pk, IPC_KEY_SAMPLES, e->run_time.count);
+                r |= ipc_pack_cstr(pk, IPC_KEY_QUEUE_WAIT);
+                r |= pack_quantiles(pk, &e->queue_wait);
+                r |= ipc_pack_cstr(pk, IPC_KEY_RUN_TIME);
+                r |= pack_quantiles(pk, &e->run_time);
+        }
+        return r;
+}
+
+static int pack_process(msgpack_packer *pk)
+{
+        ProcStats ps;
+        int r = 0;
+
+        procstats_read(&ps);
+        r |= msgpack_pack_map(pk, 5);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_USER_CPU_NS, ps.user_cpu_ns);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_SYSTEM_CPU_NS, ps.system_cpu_ns);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_RSS_BYTES, ps.rss_bytes);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_OPEN_FDS, ps.open_fds);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_MAX_FDS, ps.max_fds);
+        return r;
+}
+
 unsigned stats_job_workers(const Daemon *d)
 {
         unsigned n = 0;
@@ -154,7 +207,7 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
         size_t nplugins;
         int r = 0;
 
-        r |= msgpack_pack_map(pk, 7);
+        r |= msgpack_pack_map(pk, 9);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_UPTIME_MS,
                               (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC);
         /* the plugin map's size must be known before its entries: both under one lock */
@@ -167,6 +220,8 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
         r |= msgpack_pack_map(pk, (uint32_t)nplugins);
         for (size_t i = 0; i < nplugins; i++)
                 pack_plugin(&d->jobs.plugins[i], &pp);
+        r |= ipc_pack_cstr(pk, IPC_KEY_LATENCY);
+        r |= pack_latency(pk, &d->jobs.latency);
         jobtable_unlock(&d->jobs);
         r |= pp.r;
         r |= ipc_pack_cstr(pk, IPC_KEY_GROUPS);
@@ -189,6 +244,8 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
         r |= ipc_pack_kv_uint(pk, IPC_KEY_REQUESTS, ss.requests);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_IN_FLIGHT, ss.in_flight);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_PROTOCOL_ERRORS, ss.protocol_errors);
+        r |= ipc_pack_cstr(pk, IPC_KEY_PROCESS);
+        r |= pack_process(pk);
         return r ? -ENOMEM : 0;
 }
 

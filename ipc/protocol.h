@@ -200,6 +200,40 @@ enum {
 #define IPC_KEY_NEXT_CURSOR "next_cursor"
 #define IPC_LIST_PAGE_MAX 1000
 
+/* issue 12, metrics and job logs (PROTOCOL.md, "stats", "metrics", "job.logs"):
+ * - `metrics` [] answers a string: the OpenMetrics text exposition (IPC_METRICS_CONTENT_TYPE);
+ * - `job.logs` [id] answers {id, lines: [{time_ms, level, text}], dropped, bytes}: the
+ *   lines the job wrote with host->log (the newest IPC_JOB_LOGS_MAX_LINES, at most
+ *   IPC_JOB_LOGS_MAX_BYTES of text), owner or admin only;
+ * - stats gains latency: [{plugin, class, samples, queue_wait: {p50_ns, p90_ns, p99_ns,
+ *   max_ns}, run_time: {...}}] and process: {user_cpu_ns, system_cpu_ns, rss_bytes,
+ *   open_fds, max_fds}. */
+#define IPC_METHOD_METRICS "metrics"   /* [] */
+#define IPC_METHOD_JOB_LOGS "job.logs" /* [id] */
+#define IPC_METRICS_CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
+#define IPC_JOB_LOGS_MAX_LINES 64
+#define IPC_JOB_LOGS_MAX_BYTES 8192
+#define IPC_KEY_LINES "lines"
+#define IPC_KEY_TIME_MS "time_ms"
+#define IPC_KEY_LEVEL "level"
+#define IPC_KEY_TEXT "text"
+#define IPC_KEY_DROPPED "dropped"
+#define IPC_KEY_BYTES "bytes"
+#define IPC_KEY_LATENCY "latency"
+#define IPC_KEY_SAMPLES "samples"
+#define IPC_KEY_QUEUE_WAIT "queue_wait"
+#define IPC_KEY_RUN_TIME "run_time"
+#define IPC_KEY_P50_NS "p50_ns"
+#define IPC_KEY_P90_NS "p90_ns"
+#define IPC_KEY_P99_NS "p99_ns"
+#define IPC_KEY_MAX_NS "max_ns"
+#define IPC_KEY_PROCESS "process"
+#define IPC_KEY_USER_CPU_NS "user_cpu_ns"
+#define IPC_KEY_SYSTEM_CPU_NS "system_cpu_ns"
+#define IPC_KEY_RSS_BYTES "rss_bytes"
+#define IPC_KEY_OPEN_FDS "open_fds"
+#define IPC_KEY_MAX_FDS "max_fds"
+
 /* ---- error codes (PROTOCOL.md, "Errors") -------------------------------------------- */
 
 /*

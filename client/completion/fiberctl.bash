@@ -5,10 +5,10 @@
 # Completes the verbs (the same list as `fiberctl --help`: tests/completion.sh checks),
 # the global options anywhere on the line, each verb's own options (as its `--help`
 # lists them), --state values, and asks the daemon for plugin names (submit, list
-# --plugin) and job ids (status, wait, result, cancel), talking to the socket the line
+# --plugin) and job ids (status, wait, result, cancel, logs), talking to the socket the line
 # names with -s / --user. A daemon that does not answer just completes nothing.
 
-_fiberctl_verbs="ping plugins submit status wait result cancel list stats batch"
+_fiberctl_verbs="ping plugins submit status wait result cancel logs list stats batch"
 _fiberctl_globals="-s --socket -u --user -j --json -h --help -V --version"
 
 # fiberctl as typed (a path works too), with the line's socket options.
@@ -87,6 +87,7 @@ _fiberctl() {
 	list) opts="--state --plugin --limit" ;;
 	batch) opts="--wait --window --class" ;;
 	plugins) opts="--clear" ;;
+	stats) opts="--openmetrics" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts $_fiberctl_globals" -- "$cur"))
@@ -103,7 +104,7 @@ _fiberctl() {
 			COMPREPLY=($(compgen -W "$(_fiberctl_plugins)" -- "$cur"))
 		fi
 		;;
-	status | wait | result | cancel)
+	status | wait | result | cancel | logs)
 		COMPREPLY=($(compgen -W "$(_fiberctl_job_ids)" -- "$cur"))
 		;;
 	esac

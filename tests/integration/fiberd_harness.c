@@ -279,6 +279,33 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
         return 0;
 }
 
+/* Every fiberd a test starts by other means (system(), popen()) finds its job store in
+ * a directory of this process's own, not /var/lib/fiberd: the harness's own fiberds get
+ * theirs in fiberd_start(). Made when the test binary (or criterion's worker) starts,
+ * removed when that process ends. */
+static char state_dir[64];
+static pid_t state_dir_owner;
+
+static void state_dir_remove(void)
+{
+        if (state_dir[0] && getpid() == state_dir_owner)
+                nftw(state_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+__attribute__((constructor)) static void state_dir_make(void)
+{
+        if (getenv("STATE_DIRECTORY"))
+                return;
+        snprintf(state_dir, sizeof(state_dir), "/tmp/fiberd-test-state-XXXXXX");
+        if (!mkdtemp(state_dir)) {
+                state_dir[0] = '\0';
+                return;
+        }
+        state_dir_owner = getpid();
+        setenv("STATE_DIRECTORY", state_dir, 1);
+        atexit(state_dir_remove);
+}
+
 void fiberd_stop(Fiberd *d)
 {
         if (d->pid > 0 && fiberd_signal_and_wait(d, SIGTERM, 15000) == -1) {

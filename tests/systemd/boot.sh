@@ -4,8 +4,9 @@
 # check what an administrator meets: the units load, start returns once fiberd sent
 # READY=1, a job runs through fiberctl, the unit's `systemd-analyze security` exposure is
 # 2.0 or less with every bundled plugin still working, jobs act with their submitter's
-# rights, a non-root client gets in, reload and stop are clean, the socket activates
-# the service, and the watchdog restarts a frozen fiberd. Recipe:
+# rights, a non-root client gets in, `journalctl FIBERD_JOB=ID` finds a job's lines,
+# reload and stop are clean, the socket activates the service, and the watchdog restarts
+# a frozen fiberd. Recipe:
 # shared/recipes/systemd-in-container.md.
 #
 # Needs root. The container's root file system is built once with debootstrap and cached
@@ -333,6 +334,17 @@ check "a non-root user reaches fiberd through /run/fiberd.sock and owns its job"
 	echo "$r" | grep -Eq "\"owner\": ?65534([^0-9]|$)"
 	echo "$r" | grep -Eq "\"slept_ms\": ?20([^0-9]|$)"'
 
+check "journalctl FIBERD_JOB=ID: a job's lines, with FIBERD_PLUGIN and FIBERD_OWNER (sd_journal_send)" '
+	id=$(setpriv --reuid=65534 --regid=65534 --clear-groups fiberctl submit sha256 path=/nonexistent)
+	fiberctl wait --timeout 30s "$id" || true
+	i=0
+	until journalctl -b FIBERD_JOB="$id" -o export --no-pager | grep -qx FIBERD_OWNER=65534; do
+		[ $i -lt 50 ] || { journalctl -b FIBERD_JOB="$id" -o verbose --no-pager; exit 1; }
+		sleep 0.1; i=$((i + 1))
+	done
+	journalctl -b FIBERD_JOB="$id" -o export --no-pager | grep -qx FIBERD_PLUGIN=sha256
+	journalctl -b FIBERD_JOB="$id" -o export --no-pager | grep -qx _SYSTEMD_UNIT=fiberd.service
+	journalctl -b FIBERD_JOB="$id" -o cat --no-pager | grep "^job $id plugin sha256: failed"'
 check "systemctl reload fiberd: SIGHUP reloads, the same process stays active" '
 	systemctl reload fiberd
 	test "$(prop fiberd.service MainPID)" = "$1"

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * openmetrics.h — the `metrics` method's text: fiberd's figures in the OpenMetrics text
+ * exposition format (https://openmetrics.io, version 1.0.0), which Prometheus, its
+ * node_exporter textfile collector and most scrapers read.
+ *
+ * What it holds (PROTOCOL.md, "metrics", lists every family): jobs by plugin and state,
+ * per plugin and class histograms of queue wait and run time, the scheduling groups'
+ * workers, run-queue depth, ready-to-run latency, stalls and rescues, the job classes,
+ * the server's connections and requests, the process' CPU, RSS and fds. Every family has
+ * # TYPE and # HELP (and # UNIT when it has one, its name ending in that unit), counters
+ * are sampled as <name>_total, histograms as <name>_bucket{le=...}/_count/_sum with a
+ * le="+Inf" bucket, and the text ends with "# EOF".
+ */
+#ifndef FIBERD_DAEMON_OPENMETRICS_H
+#define FIBERD_DAEMON_OPENMETRICS_H
+
+#include <stddef.h>
+
+struct Daemon;
+
+/*
+ * openmetrics_render - the exposition of @d's figures now.
+ * @ret: out, a NUL-terminated malloc'd string (the caller frees), @ret_len its length;
+ * both written only on success. Return: 0; -ENOMEM.
+ * Context: any fiber of the server group; takes the job table's lock; does not yield.
+ */
+int openmetrics_render(struct Daemon *d, char **ret, size_t *ret_len);
+
+#endif
