@@ -11,6 +11,9 @@
 #   fiberd-client.pc pkg-config file, generated for the tree and again at install time
 CLIENT_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 CLIENT_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
+# fiberctl's tables: libsmartcols (util-linux; Debian's libsmartcols-dev)
+FIBERCTL_LIBS = $(shell pkg-config --libs smartcols 2>/dev/null || echo -lsmartcols)
+FIBERCTL_CFLAGS = $(shell pkg-config --cflags smartcols 2>/dev/null)
 CFLAGS += $(CLIENT_CFLAGS)
 
 LIBCLIENT := $(BUILD)/libfiberclient.a
@@ -18,7 +21,8 @@ CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-m
 LIBCLIENT_OBJS := $(CLIENT_LIB_SRCS:%.c=$(BUILD)/%.o)
 FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
-	client/fiberctl-batch.c client/convert.c)
+	client/fiberctl-batch.c client/convert.c client/table.c client/term.c)
+$(FIBERCTL_OBJS): CFLAGS += $(FIBERCTL_CFLAGS)
 
 $(LIBCLIENT): $(LIBCLIENT_OBJS)
 	@mkdir -p $(dir $@)
@@ -26,7 +30,7 @@ $(LIBCLIENT): $(LIBCLIENT_OBJS)
 
 $(FIBERCTL): $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC)
 	$(CC) $(LDFLAGS) -o $@ $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
-		$(CLIENT_LIBS) -lm
+		$(CLIENT_LIBS) $(FIBERCTL_LIBS) -lm
 
 # The shared library's version: MAJOR is the soname's, raised when the ABI breaks (a
 # function removed or changed); MINOR when functions are added.
