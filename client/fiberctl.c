@@ -2,7 +2,7 @@
 /*
  * fiberctl.c — fiberctl's main: global options, verb dispatch, the call helpers every
  * verb uses, and the daemon-wide verbs (ping, plugins, stats). Job verbs are in
- * fiberctl-job.c, batch in fiberctl-batch.c.
+ * fiberctl-job.c, batch in fiberctl-batch.c, top in fiberctl-top.c.
  *
  * Arguments are parsed with getopt_long twice: once for the global options up to the
  * verb ("+" stops at the first non-option), then by the verb over its own argv.
@@ -53,6 +53,9 @@ static const char help_text[] =
         "                                submit JSON Lines job specs from stdin,\n"
         "                                {\"plugin\": ..., \"args\": {...}, \"options\": {...}};\n"
         "                                --class for the lines whose options name none\n"
+        "  top [--delay DUR] [--iterations N]\n"
+        "                                a live view: jobs per state and class, run\n"
+        "                                queues and latency, the longest-running jobs\n"
         "\n"
         "Options:\n"
         "  -s, --socket PATH   fiberd's socket (default: $FIBERD_SOCKET, else the system\n"
@@ -558,6 +561,14 @@ static const Verb verbs[] = {
          "  -n, --window N      jobs in flight at once (default 64)\n"
          "  -c, --class NAME    the job class of lines whose options name none\n",
          " --window -n --class -c "},
+        {"top", verb_top, "top [--delay DUR] [--iterations N]",
+         "A live view of fiberd, redrawn every second until q or Ctrl-C: jobs per state,\n"
+         "the job classes (shares, queued, running, ready-to-run latency), the scheduling\n"
+         "groups (workers, run-queue depth, ready-to-run latency, stalls, rescues) and the\n"
+         "running jobs that have run longest. Not on a terminal: one frame, then exit.\n\n"
+         "  -d, --delay DUR     time between frames (default 1s)\n"
+         "  -n, --iterations N  stop after N frames\n",
+         " --delay -d --iterations -n "},
 };
 
 static void verb_help(const Verb *v)
