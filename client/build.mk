@@ -62,10 +62,14 @@ all: $(FIBERCTL) $(LIBCLIENT_SO) $(BUILD)/fiberd-client.pc
 .PHONY: install-client
 install: install-client
 BASH_COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
+# where Debian's zsh looks ($fpath): vendor-completions for the distribution's /usr,
+# site-functions for a local install
+ZSH_COMPLETION_DIR ?= $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-completions,site-functions)
 CLIENT_LIBDIR = $(PREFIX)/lib
 install-client: $(FIBERCTL) $(LIBCLIENT_SO)
 	install -D -m 0755 $(FIBERCTL) $(DESTDIR)$(PREFIX)/bin/fiberctl
 	install -D -m 0644 client/completion/fiberctl.bash $(DESTDIR)$(BASH_COMPLETION_DIR)/fiberctl
+	install -D -m 0644 client/completion/_fiberctl $(DESTDIR)$(ZSH_COMPLETION_DIR)/_fiberctl
 	install -d $(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/fiberd
 	install -m 0755 $(LIBCLIENT_SO) $(DESTDIR)$(CLIENT_LIBDIR)/
 	ln -sf $(notdir $(LIBCLIENT_SO)) $(DESTDIR)$(CLIENT_LIBDIR)/$(CLIENT_SONAME)
@@ -78,13 +82,14 @@ install-client: $(FIBERCTL) $(LIBCLIENT_SO)
 uninstall: uninstall-client
 uninstall-client:
 	rm -f $(DESTDIR)$(PREFIX)/bin/fiberctl $(DESTDIR)$(BASH_COMPLETION_DIR)/fiberctl \
+		$(DESTDIR)$(ZSH_COMPLETION_DIR)/_fiberctl \
 		$(DESTDIR)$(CLIENT_LIBDIR)/libfiberd-client.so* \
 		$(DESTDIR)$(PREFIX)/include/fiberd/client.h \
 		$(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc
 	rmdir $(DESTDIR)$(PREFIX)/include/fiberd 2>/dev/null || true
 
-# check-completion: the bash completion's verbs are `fiberctl --help`'s, each verb's
-# --help options complete, and plugin names and job ids come from a real fiberd
+# check-completion: the bash and zsh completions' verbs are `fiberctl --help`'s, each
+# verb's --help options complete, and plugin names and job ids come from a real fiberd
 # (tests/completion.sh). $(FIBERD) and $(BUNDLED_PLUGINS) come from daemon/ and plugins/.
 .PHONY: check-completion
 check-completion: $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
