@@ -126,7 +126,8 @@ check-install: all
 
 check: deps format-check check-layering
 	$(MAKE) --no-print-directory check-unit check-integration check-systemd check-man \
-		check-completion check-install bench-smoke check-clientlib check-python
+		check-completion check-install bench-smoke check-clientlib check-python \
+		check-tui
 	$(MAKE) --no-print-directory check-sanitizers
 
 DIST := $(BUILD)/fiberd-$(VERSION).tar.gz

@@ -95,6 +95,15 @@ uninstall-client:
 check-completion: $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
 	@bash tests/completion.sh $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
 
+# check-tui: what a person sees on a terminal, in a detached tmux session against a real
+# fiberd (tests/tui.sh): tables with a 32-character plugin name, colour and NO_COLOR,
+# `fiberctl top` (headings, counts, q and Ctrl-C give the terminal back), the progress
+# lines of wait, batch and submit --wait. tests/plugins/long_name.c is that plugin.
+.PHONY: check-tui
+check-tui: $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS) $(BUILD)/tests/plugins/long_name.so
+	@bash tests/tui.sh $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR) \
+		$(BUILD)/tests/plugins/long_name.so
+
 # tests/integration/client_*.c: the client library and fiberctl against a fake server
 # thread; they run the built fiberctl, whose path they get at compile time.
 CLIENT_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,\
