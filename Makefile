@@ -51,7 +51,8 @@ endif
 # Debian packages every target needs; the deps step installs the missing ones.
 DEBS := build-essential pkg-config libcriterion-dev libmsgpack-dev libnuma-dev \
         libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git \
-        scdoc man-db groff-base python3-msgpack python3-pytest libsqlite3-dev
+        scdoc man-db groff-base python3-msgpack python3-pytest libsqlite3-dev \
+        libsmartcols-dev tmux zsh
 BENCH_DEBS := golang-go beanstalkd gearman-job-server libgearman-dev
 
 .PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \
@@ -125,7 +126,8 @@ check-install: all
 
 check: deps format-check check-layering
 	$(MAKE) --no-print-directory check-unit check-integration check-systemd check-man \
-		check-completion check-install bench-smoke check-clientlib check-python
+		check-completion check-install bench-smoke check-clientlib check-python \
+		check-tui
 	$(MAKE) --no-print-directory check-sanitizers
 
 DIST := $(BUILD)/fiberd-$(VERSION).tar.gz

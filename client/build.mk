@@ -11,6 +11,9 @@
 #   fiberd-client.pc pkg-config file, generated for the tree and again at install time
 CLIENT_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 CLIENT_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
+# fiberctl's tables: libsmartcols (util-linux; Debian's libsmartcols-dev)
+FIBERCTL_LIBS = $(shell pkg-config --libs smartcols 2>/dev/null || echo -lsmartcols)
+FIBERCTL_CFLAGS = $(shell pkg-config --cflags smartcols 2>/dev/null)
 CFLAGS += $(CLIENT_CFLAGS)
 
 LIBCLIENT := $(BUILD)/libfiberclient.a
@@ -18,7 +21,8 @@ CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-m
 LIBCLIENT_OBJS := $(CLIENT_LIB_SRCS:%.c=$(BUILD)/%.o)
 FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
-	client/fiberctl-batch.c client/fiberctl-logs.c client/convert.c)
+	client/fiberctl-batch.c client/fiberctl-logs.c client/fiberctl-top.c client/convert.c client/progress.c client/table.c client/term.c)
+$(FIBERCTL_OBJS): CFLAGS += $(FIBERCTL_CFLAGS)
 
 $(LIBCLIENT): $(LIBCLIENT_OBJS)
 	@mkdir -p $(dir $@)
@@ -26,7 +30,7 @@ $(LIBCLIENT): $(LIBCLIENT_OBJS)
 
 $(FIBERCTL): $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC)
 	$(CC) $(LDFLAGS) -o $@ $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
-		$(CLIENT_LIBS) -lm
+		$(CLIENT_LIBS) $(FIBERCTL_LIBS) -lm
 
 # The shared library's version: MAJOR is the soname's, raised when the ABI breaks (a
 # function removed or changed); MINOR when functions are added.
@@ -58,10 +62,14 @@ all: $(FIBERCTL) $(LIBCLIENT_SO) $(BUILD)/fiberd-client.pc
 .PHONY: install-client
 install: install-client
 BASH_COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
+# where Debian's zsh looks ($fpath): vendor-completions for the distribution's /usr,
+# site-functions for a local install
+ZSH_COMPLETION_DIR ?= $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-completions,site-functions)
 CLIENT_LIBDIR = $(PREFIX)/lib
 install-client: $(FIBERCTL) $(LIBCLIENT_SO)
 	install -D -m 0755 $(FIBERCTL) $(DESTDIR)$(PREFIX)/bin/fiberctl
 	install -D -m 0644 client/completion/fiberctl.bash $(DESTDIR)$(BASH_COMPLETION_DIR)/fiberctl
+	install -D -m 0644 client/completion/_fiberctl $(DESTDIR)$(ZSH_COMPLETION_DIR)/_fiberctl
 	install -d $(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/fiberd
 	install -m 0755 $(LIBCLIENT_SO) $(DESTDIR)$(CLIENT_LIBDIR)/
 	ln -sf $(notdir $(LIBCLIENT_SO)) $(DESTDIR)$(CLIENT_LIBDIR)/$(CLIENT_SONAME)
@@ -74,17 +82,27 @@ install-client: $(FIBERCTL) $(LIBCLIENT_SO)
 uninstall: uninstall-client
 uninstall-client:
 	rm -f $(DESTDIR)$(PREFIX)/bin/fiberctl $(DESTDIR)$(BASH_COMPLETION_DIR)/fiberctl \
+		$(DESTDIR)$(ZSH_COMPLETION_DIR)/_fiberctl \
 		$(DESTDIR)$(CLIENT_LIBDIR)/libfiberd-client.so* \
 		$(DESTDIR)$(PREFIX)/include/fiberd/client.h \
 		$(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc
 	rmdir $(DESTDIR)$(PREFIX)/include/fiberd 2>/dev/null || true
 
-# check-completion: the bash completion's verbs are `fiberctl --help`'s, each verb's
-# --help options complete, and plugin names and job ids come from a real fiberd
+# check-completion: the bash and zsh completions' verbs are `fiberctl --help`'s, each
+# verb's --help options complete, and plugin names and job ids come from a real fiberd
 # (tests/completion.sh). $(FIBERD) and $(BUNDLED_PLUGINS) come from daemon/ and plugins/.
 .PHONY: check-completion
 check-completion: $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
 	@bash tests/completion.sh $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
+
+# check-tui: what a person sees on a terminal, in a detached tmux session against a real
+# fiberd (tests/tui.sh): tables with a 32-character plugin name, colour and NO_COLOR,
+# `fiberctl top` (headings, counts, q and Ctrl-C give the terminal back), the progress
+# lines of wait, batch and submit --wait. tests/plugins/long_name.c is that plugin.
+.PHONY: check-tui
+check-tui: $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS) $(BUILD)/tests/plugins/long_name.so
+	@bash tests/tui.sh $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR) \
+		$(BUILD)/tests/plugins/long_name.so
 
 # tests/integration/client_*.c: the client library and fiberctl against a fake server
 # thread; they run the built fiberctl, whose path they get at compile time.

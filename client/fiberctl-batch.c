@@ -18,11 +18,15 @@
  * sha256", or with --json {"line": 3, "id": 17, "plugin": "sha256"}); with --wait, when it
  * ends (the job line of `wait`, or the job record plus "line" with --json). A refused
  * line prints "line 3: CODE: message" ({"line": 3, "error": {...}}).
+ * On a terminal (stdout and stderr), a progress line on stderr counts the jobs done of
+ * those sent ("12/40+ jobs done" while stdin still has lines), with rate and ETA
+ * (client/progress.c); it is erased before each output line and at the end.
  * Exit: 0; 65 when some input line was not a valid spec; else 1 when some job failed,
  * was cancelled or was refused by the daemon; connection and protocol errors stop the
  * batch at once with their own code.
  */
 #include "client/fiberctl.h"
+#include "client/progress.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -55,10 +59,13 @@ typedef struct Batch {
         unsigned long line; /* lines read so far */
         bool eof;
         unsigned long bad_input, failed, ok;
+        unsigned long sent; /* jobs sent (lines that were specs) */
+        Progress progress;  /* on a terminal: done / sent, "+" until stdin's end */
 } Batch;
 
 static void batch_print_error(Batch *b, unsigned long line, const char *code, const char *msg)
 {
+        progress_clear(&b->progress);
         if (b->ctl->json) {
                 json_t *o = json_pack("{s:I, s:{s:s, s:s}}", "line", (json_int_t)line, "error",
                                       "code", code, "message", msg);
@@ -129,6 +136,7 @@ static int batch_read_line(Batch *b)
         s->line = b->line;
         s->plugin = strdup(json_string_value(plugin));
         b->busy++;
+        b->sent++;
         if (b->job_class && !json_object_get(opts, IPC_OPT_CLASS)) {
                 if (!json_is_object(opts)) {
                         opts = json_object();
@@ -148,6 +156,7 @@ static int batch_read_line(Batch *b)
 
 static void batch_print_submitted(Batch *b, const BatchSlot *s)
 {
+        progress_clear(&b->progress);
         if (b->ctl->json) {
                 json_t *o = json_pack("{s:I, s:I, s:s}", "line", (json_int_t)s->line, "id", s->id,
                                       "plugin", s->plugin ? s->plugin : "?");
@@ -211,6 +220,7 @@ static int batch_handle(Batch *b, FiberdClientReply *m)
         if (b->ctl->json && json_is_object(res)) {
                 json_object_set_new(res, "line", json_integer((json_int_t)s->line));
         }
+        progress_clear(&b->progress);
         ctl_print_job_line(b->ctl, res);
         if (ctl_job_exit(res) == 0)
                 b->ok++;
@@ -260,6 +270,7 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
         b.slots = calloc(b.window, sizeof(*b.slots));
         if (!b.slots)
                 return EX_OSERR;
+        progress_init(&b.progress, ctl);
 
         while (r == 0 && (!b.eof || b.busy > 0)) {
                 while (r == 0 && !b.eof && b.busy < b.window)
@@ -269,7 +280,14 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                 FiberdClientReply *m;
                 FiberdClientError err;
                 IpcStatus st;
-                if (fiberd_client_receive(ctl->client, -1, &m, &err) < 0) {
+                int e = fiberd_client_receive(ctl->client, b.progress.on ? PROGRESS_TICK_MS : -1,
+                                              &m, &err);
+                if (e == -ETIMEDOUT && b.progress.on) {
+                        progress_draw(&b.progress, b.ok + b.failed, b.sent, b.eof, NULL, false);
+                        continue;
+                }
+                if (e < 0) {
+                        progress_clear(&b.progress);
                         ctl_status(&st, &err);
                         r = ctl_fail(&st);
                         break;
@@ -277,7 +295,9 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                 r = batch_handle(&b, m);
                 fiberd_client_reply_free(m);
                 fflush(stdout);
+                progress_draw(&b.progress, b.ok + b.failed, b.sent, b.eof, NULL, false);
         }
+        progress_clear(&b.progress);
         for (size_t i = 0; i < b.window; i++) {
                 free(b.slots[i].plugin);
                 json_decref(b.slots[i].params);

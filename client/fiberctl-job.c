@@ -25,6 +25,10 @@
 #include <unistd.h>
 
 #include "client/convert.h"
+#include "client/progress.h"
+#include "client/table.h"
+#include "client/term.h"
+#include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
 static const char *str_of(const json_t *o, const char *key, const char *dflt)
@@ -122,9 +126,11 @@ void ctl_print_job_line(const Ctl *ctl, const json_t *r)
         json_int_t ms = job_duration_ms(r);
         if (ms >= 0)
                 format_duration(dur, sizeof(dur), ms);
-        printf("%" JSON_INTEGER_FORMAT " %s %s %s",
+        const char *state = str_of(r, IPC_KEY_STATE, "?");
+        const char *sgr = term_colour(stdout) ? term_state_colour(state) : "";
+        printf("%" JSON_INTEGER_FORMAT " %s %s%s%s %s",
                json_integer_value(json_object_get(r, IPC_KEY_ID)), str_of(r, IPC_KEY_PLUGIN, "?"),
-               str_of(r, IPC_KEY_STATE, "?"), dur);
+               sgr, state, sgr[0] ? TERM_SGR_RESET : "", dur);
         /* the class only when the job names one: lines of default jobs stay as they were */
         const char *cls = str_of(r, IPC_KEY_CLASS, "default");
         if (strcmp(cls, "default") != 0)
@@ -150,9 +156,11 @@ void ctl_print_job_record(const Ctl *ctl, const json_t *r)
                 ctl_print_json(r);
                 return;
         }
-        printf("job %" JSON_INTEGER_FORMAT " (%s): %s\n",
+        const char *state = str_of(r, IPC_KEY_STATE, "?");
+        const char *sgr = term_colour(stdout) ? term_state_colour(state) : "";
+        printf("job %" JSON_INTEGER_FORMAT " (%s): %s%s%s\n",
                json_integer_value(json_object_get(r, IPC_KEY_ID)), str_of(r, IPC_KEY_PLUGIN, "?"),
-               str_of(r, IPC_KEY_STATE, "?"));
+               sgr, state, sgr[0] ? TERM_SGR_RESET : "");
         printf("  class     %s\n", str_of(r, IPC_KEY_CLASS, "default"));
         printf("  owner     uid %" JSON_INTEGER_FORMAT "\n",
                json_integer_value(json_object_get(r, IPC_KEY_OWNER)));
@@ -241,13 +249,12 @@ static int call_on_one_id(Ctl *ctl, int argc, char **argv, const char *method, u
         return 0;
 }
 
-/* job.wait [id] with no limit; *ret the final record. Returns 0 or an exit code. */
-static int wait_one(Ctl *ctl, uint64_t id, json_t **ret)
-{
-        IpcStatus st;
-        int r = ctl_call(ctl, IPC_METHOD_JOB_WAIT, json_pack("[I]", (json_int_t)id), ret, &st);
-        return r ? job_fail(r, id, &st) : 0;
-}
+typedef struct Waiting Waiting;
+static int wait_jobs(Ctl *ctl, Waiting *w, size_t n, json_t *timeout, json_t **ret_record);
+
+/* job.wait [id] with no limit (the progress line on a terminal); *ret the final record.
+ * Returns 0 or an exit code (reported). */
+static int wait_one(Ctl *ctl, uint64_t id, json_t **ret);
 
 /* The job id in fiberd's answer @res to a submit or run; when there is none, says so,
  * drops @res and returns EX_PROTOCOL. */
@@ -422,7 +429,9 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
         }
 
         IpcStatus st;
-        if (wait) {
+        /* job.run answers only at the end; on a terminal, submit and then wait, so the
+         * progress line can ask for the job's progress meanwhile */
+        if (wait && !progress_enabled(ctl)) {
                 r = call_with_files(ctl, IPC_METHOD_JOB_RUN, json_pack("[sOO]", plugin, args, opts),
                                     &files, &res, &st);
                 if (r == 0 || !ctl_method_unknown(&st)) {
@@ -471,11 +480,125 @@ int verb_status(Ctl *ctl, int argc, char **argv)
         return 0;
 }
 
-typedef struct Waiting {
+struct Waiting {
         uint64_t id;
         uint32_t msgid;
         bool answered;
-} Waiting;
+};
+
+/* The worse of two exit codes of `wait`: an error beats a failed job beats "not yet". */
+static int worse_exit(int worst, int code)
+{
+        if (code == 0)
+                return worst;
+        if (code == EX_TEMPFAIL)
+                return worst ? worst : code;
+        if (code == EXIT_JOB_FAILED)
+                return worst == 0 || worst == EX_TEMPFAIL ? code : worst;
+        return worst == 0 || worst == EXIT_JOB_FAILED || worst == EX_TEMPFAIL ? code : worst;
+}
+
+/*
+ * Sends one job.wait per entry of @w (@timeout: its limit, JSON null = none; borrowed)
+ * on one connection, then reads the answers as they come. Each final record is printed
+ * as a job line, or, when @ret_record is given (one job: `submit --wait`), handed back
+ * there (new reference) instead. On a terminal the progress line counts the jobs done,
+ * and for one job asks job.status every PROGRESS_TICK_MS for the plugin's own progress.
+ * Return: 0; 1 when a job failed or was cancelled; 75 when one was not final yet; the
+ * exit code of a failed call (reported).
+ */
+static int wait_jobs(Ctl *ctl, Waiting *w, size_t n, json_t *timeout, json_t **ret_record)
+{
+        json_t *job_progress = NULL;
+        uint32_t status_msgid = 0; /* the job.status in flight, 0 = none */
+        Progress pg;
+        int worst = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                int r = ctl_send(ctl, IPC_METHOD_JOB_WAIT,
+                                 json_pack("[IO]", (json_int_t)w[i].id, timeout), &w[i].msgid);
+                if (r)
+                        return r;
+        }
+        progress_init(&pg, ctl);
+        progress_draw(&pg, 0, n, true, NULL, true);
+        for (size_t left = n; left > 0;) {
+                FiberdClientReply *m;
+                FiberdClientError err;
+                IpcStatus st;
+                json_t *rec;
+                int r = fiberd_client_receive(ctl->client, pg.on ? PROGRESS_TICK_MS : -1, &m, &err);
+                if (r == -ETIMEDOUT && pg.on) {
+                        if (n == 1 && status_msgid == 0 &&
+                            ctl_send(ctl, IPC_METHOD_JOB_STATUS,
+                                     json_pack("[I]", (json_int_t)w[0].id), &status_msgid) != 0)
+                                status_msgid = 0;
+                        progress_draw(&pg, n - left, n, true, job_progress, false);
+                        continue;
+                }
+                if (r < 0) {
+                        progress_clear(&pg);
+                        json_decref(job_progress);
+                        ctl_status(&st, &err);
+                        return ctl_fail(&st);
+                }
+                uint32_t msgid = fiberd_client_reply_msgid(m);
+                if (status_msgid != 0 && msgid == status_msgid) { /* the plugin's progress */
+                        status_msgid = 0;
+                        if (ctl_response(m, &rec, &st) == 0) {
+                                json_decref(job_progress);
+                                job_progress = json_incref(json_object_get(rec, IPC_KEY_PROGRESS));
+                                json_decref(rec);
+                        }
+                        fiberd_client_reply_free(m);
+                        progress_draw(&pg, n - left, n, true, job_progress, true);
+                        continue;
+                }
+                size_t i;
+                for (i = 0; i < n; i++)
+                        if (!w[i].answered && msgid != 0 && w[i].msgid == msgid)
+                                break;
+                if (i == n) { /* a notification, or an answer to nothing we asked */
+                        fiberd_client_reply_free(m);
+                        continue;
+                }
+                w[i].answered = true;
+                left--;
+                r = ctl_response(m, &rec, &st);
+                fiberd_client_reply_free(m);
+                progress_clear(&pg);
+                if (r < 0) {
+                        worst = worse_exit(worst, job_fail(ctl_exit_code(&st), w[i].id, &st));
+                        continue;
+                }
+                worst = worse_exit(worst, ctl_job_exit(rec));
+                if (ret_record) {
+                        *ret_record = rec;
+                } else {
+                        ctl_print_job_line(ctl, rec);
+                        fflush(stdout);
+                        json_decref(rec);
+                }
+                if (left > 0)
+                        progress_draw(&pg, n - left, n, true, NULL, true);
+        }
+        progress_clear(&pg);
+        json_decref(job_progress);
+        return worst;
+}
+
+static int wait_one(Ctl *ctl, uint64_t id, json_t **ret)
+{
+        Waiting w = {.id = id};
+        json_t *rec = NULL;
+        int r = wait_jobs(ctl, &w, 1, json_null(), &rec);
+
+        if (rec) {
+                *ret = rec;
+                return 0;
+        }
+        return r ? r : EX_SOFTWARE;
+}
 
 int verb_wait(Ctl *ctl, int argc, char **argv)
 {
@@ -484,7 +607,7 @@ int verb_wait(Ctl *ctl, int argc, char **argv)
                 {0},
         };
         json_t *timeout = json_null();
-        int c, worst = 0;
+        int c;
 
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":t:", options, NULL)) != -1) {
@@ -508,61 +631,15 @@ int verb_wait(Ctl *ctl, int argc, char **argv)
         for (size_t i = 0; i < n; i++) {
                 if (!ctl_parse_id(argv[optind + (int)i], &w[i].id)) {
                         free(w);
+                        json_decref(timeout);
                         return ctl_usage("'%s' is not a job id (a positive integer)",
                                          argv[optind + (int)i]);
                 }
         }
-        for (size_t i = 0; i < n; i++) {
-                int r = ctl_send(ctl, IPC_METHOD_JOB_WAIT,
-                                 json_pack("[IO]", (json_int_t)w[i].id, timeout), &w[i].msgid);
-                if (r) {
-                        free(w);
-                        json_decref(timeout);
-                        return r;
-                }
-        }
+        int r = wait_jobs(ctl, w, n, timeout, NULL);
         json_decref(timeout);
-        for (size_t left = n; left > 0; left--) {
-                FiberdClientReply *m;
-                FiberdClientError err;
-                IpcStatus st;
-                json_t *rec;
-                int r = fiberd_client_receive(ctl->client, -1, &m, &err);
-                if (r < 0) {
-                        free(w);
-                        ctl_status(&st, &err);
-                        return ctl_fail(&st);
-                }
-                uint32_t msgid = fiberd_client_reply_msgid(m);
-                size_t i;
-                for (i = 0; i < n; i++)
-                        if (!w[i].answered && msgid != 0 && w[i].msgid == msgid)
-                                break;
-                if (i == n) { /* a notification, or an answer to nothing we asked */
-                        fiberd_client_reply_free(m);
-                        left++;
-                        continue;
-                }
-                w[i].answered = true;
-                r = ctl_response(m, &rec, &st);
-                fiberd_client_reply_free(m);
-                if (r < 0) {
-                        int code = job_fail(ctl_exit_code(&st), w[i].id, &st);
-                        if (worst == 0 || worst == EXIT_JOB_FAILED || worst == EX_TEMPFAIL)
-                                worst = code;
-                        continue;
-                }
-                ctl_print_job_line(ctl, rec);
-                fflush(stdout);
-                int code = ctl_job_exit(rec);
-                if (code == EX_TEMPFAIL && worst == 0)
-                        worst = code;
-                else if (code == EXIT_JOB_FAILED && (worst == 0 || worst == EX_TEMPFAIL))
-                        worst = code;
-                json_decref(rec);
-        }
         free(w);
-        return worst;
+        return r;
 }
 
 int verb_result(Ctl *ctl, int argc, char **argv)
@@ -636,32 +713,49 @@ static bool valid_state(const char *s)
         return false;
 }
 
-static void list_print_header(void)
+/* The columns of `list`, in order. */
+static const char *const list_columns[] = {"ID",    "PLUGIN",  "CLASS", "STATE",
+                                           "OWNER", "CREATED", "RAN",   "PROGRESS"};
+
+static void list_add_columns(Table *t)
 {
-        printf("%8s %-12s %-12s %-9s %6s %-23s %9s %s\n", "ID", "PLUGIN", "CLASS", "STATE", "OWNER",
-               "CREATED", "RAN", "PROGRESS");
+        for (size_t i = 0; i < ELEMENTSOF(list_columns); i++) {
+                const char *n = list_columns[i];
+                bool number =
+                        strcmp(n, "ID") == 0 || strcmp(n, "OWNER") == 0 || strcmp(n, "RAN") == 0;
+                bool text = strcmp(n, "PLUGIN") == 0 || strcmp(n, "CLASS") == 0;
+                table_column(t, n, number ? TABLE_RIGHT : text ? TABLE_TRUNC : 0, 0);
+        }
 }
 
-static void list_print_row(const json_t *rec)
+static void list_add_row(Table *t, const json_t *rec)
 {
         char created[64], ran[32] = "-", progress[64];
+
+        if (table_row(t) < 0)
+                return;
         format_time(created, sizeof(created), json_object_get(rec, IPC_KEY_CREATED_MS));
         json_int_t ms = job_duration_ms(rec);
         if (ms >= 0)
                 format_duration(ran, sizeof(ran), ms);
         format_progress(progress, sizeof(progress), json_object_get(rec, IPC_KEY_PROGRESS));
-        printf("%8" JSON_INTEGER_FORMAT " %-12s %-12s %-9s %6" JSON_INTEGER_FORMAT
-               " %-23s %9s %s\n",
-               json_integer_value(json_object_get(rec, IPC_KEY_ID)),
-               str_of(rec, IPC_KEY_PLUGIN, "?"), str_of(rec, IPC_KEY_CLASS, "default"),
-               str_of(rec, IPC_KEY_STATE, "?"),
-               json_integer_value(json_object_get(rec, IPC_KEY_OWNER)), created, ran, progress);
+        table_cell(t, 0, "%" JSON_INTEGER_FORMAT,
+                   json_integer_value(json_object_get(rec, IPC_KEY_ID)));
+        table_cell(t, 1, "%s", str_of(rec, IPC_KEY_PLUGIN, "?"));
+        table_cell(t, 2, "%s", str_of(rec, IPC_KEY_CLASS, "default"));
+        table_cell_state(t, 3, str_of(rec, IPC_KEY_STATE, "?"));
+        table_cell(t, 4, "%" JSON_INTEGER_FORMAT,
+                   json_integer_value(json_object_get(rec, IPC_KEY_OWNER)));
+        table_cell(t, 5, "%s", created);
+        table_cell(t, 6, "%s", ran);
+        table_cell(t, 7, "%s", progress);
 }
 
 /*
- * list: job.list page by page (PROTOCOL.md: the filter's "cursor"), newest first, each
- * page printed as it arrives, so no answer passes the message cap however many jobs
- * there are; --limit N stops after N. With --json, one array of every record. A fiberd
+ * list: job.list page by page (PROTOCOL.md: the filter's "cursor"), newest first, so no
+ * answer passes the message cap however many jobs there are; --limit N stops after N.
+ * The table is printed once every page is in: its columns are sized to all the rows
+ * (a 10,000-job table is a few MiB). With --json, one array of every record. A fiberd
  * from before pages refuses the cursor key: then one unpaged call, as it answers it.
  */
 int verb_list(Ctl *ctl, int argc, char **argv)
@@ -673,6 +767,7 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 {0},
         };
         json_t *filter = json_object(), *all = NULL, *res = NULL, *cursor = json_null();
+        Table *table = NULL;
         uint64_t limit = UINT64_MAX, listed = 0;
         bool paged = true;
         IpcStatus st;
@@ -710,10 +805,16 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 json_decref(filter);
                 return ctl_usage("list takes no arguments, got '%s'", argv[optind]);
         }
-        if (ctl->json)
+        if (ctl->json) {
                 all = json_array();
-        else
-                list_print_header();
+        } else {
+                table = table_new(term_colour(stdout), 0);
+                if (!table) {
+                        json_decref(filter);
+                        return ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "out of memory");
+                }
+                list_add_columns(table);
+        }
         while (listed < limit) {
                 json_t *f = json_copy(filter), *jobs, *rec;
                 uint64_t left = limit - listed;
@@ -749,7 +850,7 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                         if (all)
                                 json_array_append(all, rec);
                         else
-                                list_print_row(rec);
+                                list_add_row(table, rec);
                         listed++;
                 }
                 json_decref(cursor);
@@ -761,6 +862,9 @@ int verb_list(Ctl *ctl, int argc, char **argv)
         }
         if (r == 0 && all)
                 ctl_print_json(all);
+        if (r == 0 && table && table_print(table, stdout) < 0)
+                r = ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "list: cannot print the table");
+        table_free(table);
         json_decref(all);
         json_decref(cursor);
         json_decref(filter);

@@ -2,7 +2,7 @@
 /*
  * fiberctl.c — fiberctl's main: global options, verb dispatch, the call helpers every
  * verb uses, and the daemon-wide verbs (ping, plugins, stats). Job verbs are in
- * fiberctl-job.c, batch in fiberctl-batch.c.
+ * fiberctl-job.c, batch in fiberctl-batch.c, top in fiberctl-top.c.
  *
  * Arguments are parsed with getopt_long twice: once for the global options up to the
  * verb ("+" stops at the first non-option), then by the verb over its own argv.
@@ -23,6 +23,8 @@
 #include <time.h>
 
 #include "client/convert.h"
+#include "client/table.h"
+#include "client/term.h"
 #include "ipc/socket_path.h"
 #include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
@@ -53,6 +55,9 @@ static const char help_text[] =
         "                                submit JSON Lines job specs from stdin,\n"
         "                                {\"plugin\": ..., \"args\": {...}, \"options\": {...}};\n"
         "                                --class for the lines whose options name none\n"
+        "  top [--delay DUR] [--iterations N]\n"
+        "                                a live view: jobs per state and class, run\n"
+        "                                queues and latency, the longest-running jobs\n"
         "\n"
         "Options:\n"
         "  -s, --socket PATH   fiberd's socket (default: $FIBERD_SOCKET, else the system\n"
@@ -340,6 +345,24 @@ static int plugins_clear(Ctl *ctl, const char *name)
         return 0;
 }
 
+/* A table for a verb's human output: coloured on a terminal unless --json or NO_COLOR. */
+static Table *ctl_table(const Ctl *ctl)
+{
+        return table_new(!ctl->json && term_colour(stdout), 0);
+}
+
+/* Prints @t (when it was made) and frees it; returns 0 or the exit code of a failure. */
+static int print_table(Table *t)
+{
+        int r = t ? table_print(t, stdout) : -ENOMEM;
+
+        table_free(t);
+        if (r < 0)
+                return ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "cannot print a table: %s",
+                                 strerror(-r));
+        return 0;
+}
+
 static int verb_plugins(Ctl *ctl, int argc, char **argv)
 {
         json_t *res, *p;
@@ -364,13 +387,22 @@ static int verb_plugins(Ctl *ctl, int argc, char **argv)
         }
         json_t *plugins = json_object_get(res, IPC_KEY_PLUGINS);
         json_t *refused = json_object_get(res, IPC_KEY_REFUSED);
-        printf("%-16s %-10s %s\n", "NAME", "VERSION", "DESCRIPTION");
+        Table *t = ctl_table(ctl);
+        if (t) {
+                table_column(t, "NAME", 0, 0);
+                table_column(t, "VERSION", 0, 0);
+                table_column(t, "DESCRIPTION", TABLE_TRUNC, 0);
+        }
         json_array_foreach(plugins, i, p)
         {
-                printf("%-16s %-10s %s\n", str_or(p, IPC_KEY_NAME, "?"),
-                       str_or(p, IPC_KEY_VERSION, "?"), str_or(p, IPC_KEY_DESCRIPTION, ""));
+                if (!t || table_row(t) < 0)
+                        break;
+                table_cell(t, 0, "%s", str_or(p, IPC_KEY_NAME, "?"));
+                table_cell(t, 1, "%s", str_or(p, IPC_KEY_VERSION, "?"));
+                table_cell(t, 2, "%s", str_or(p, IPC_KEY_DESCRIPTION, ""));
         }
-        if (json_array_size(refused) > 0) {
+        r = print_table(t);
+        if (r == 0 && json_array_size(refused) > 0) {
                 printf("\nrefused:\n");
                 json_array_foreach(refused, i, p)
                 {
@@ -379,7 +411,7 @@ static int verb_plugins(Ctl *ctl, int argc, char **argv)
                 }
         }
         json_decref(res);
-        return 0;
+        return r;
 }
 
 static json_int_t int_of(const json_t *o, const char *key)
@@ -387,16 +419,28 @@ static json_int_t int_of(const json_t *o, const char *key)
         return json_integer_value(json_object_get(o, key));
 }
 
-/* One row of the JOBS table; the STALLS column only for plugins (the total has none). */
-static void print_counts(const char *name, const json_t *c)
+/* Adds columns headed by @names (the first left-aligned and cut on a terminal, the
+ * others right-aligned numbers). */
+static void numeric_columns(Table *t, const char *const *names, size_t n)
 {
-        printf("%-16s %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT
-               " %9" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT,
-               name, int_of(c, IPC_KEY_SUBMITTED), int_of(c, "queued"), int_of(c, "running"),
-               int_of(c, IPC_KEY_DONE), int_of(c, "failed"), int_of(c, "cancelled"));
+        for (size_t i = 0; t && i < n; i++)
+                table_column(t, names[i], i == 0 ? TABLE_TRUNC : TABLE_RIGHT, 0);
+}
+
+/* One row of the JOBS table; the STALLS cell only for plugins (the total has none). */
+static void counts_row(Table *t, const char *name, const json_t *c)
+{
+        static const char *const keys[] = {IPC_KEY_SUBMITTED, IPC_KEY_QUEUED, IPC_KEY_RUNNING,
+                                           IPC_KEY_DONE,      IPC_KEY_FAILED, IPC_KEY_CANCELLED};
+
+        if (!t || table_row(t) < 0)
+                return;
+        table_cell(t, 0, "%s", name);
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                table_cell(t, i + 1, "%" JSON_INTEGER_FORMAT, int_of(c, keys[i]));
         if (json_is_integer(json_object_get(c, IPC_KEY_STALLS)))
-                printf(" %7" JSON_INTEGER_FORMAT, int_of(c, IPC_KEY_STALLS));
-        putchar('\n');
+                table_cell(t, ELEMENTSOF(keys) + 1, "%" JSON_INTEGER_FORMAT,
+                           int_of(c, IPC_KEY_STALLS));
 }
 
 /* stats --openmetrics: the `metrics` method's text, as is (it ends in "# EOF\n"). */
@@ -449,10 +493,20 @@ static void print_latency_and_process(const json_t *res)
 static int verb_stats(Ctl *ctl, int argc, char **argv)
 {
         static const struct option options[] = {{"openmetrics", no_argument, NULL, 'm'}, {0}};
+        static const char *const jobs_cols[] = {"JOBS", "SUBMITTED", "QUEUED",    "RUNNING",
+                                                "DONE", "FAILED",    "CANCELLED", "STALLS"};
+        static const char *const group_cols[] = {"GROUP",   "WORKERS", "SPINNING", "SLEEPING",
+                                                 "RUNQ",    "FIBERS",  "ALIVE",    "SWITCHES",
+                                                 "P50(us)", "P99(us)"};
+        static const char *const stall_cols[] = {"GROUP", "STALLS", "RESCUES", "SPARES-RUNNING",
+                                                 "THREADS"};
+        static const char *const class_cols[] = {"CLASS",  "SHARES",  "RUNTIME(ms)", "VRUNTIME(ms)",
+                                                 "QUEUED", "P50(us)", "P99(us)"};
         json_t *res, *v;
         const char *key;
         bool openmetrics = false;
         size_t i;
+        Table *t;
         int c, r;
 
         opterr = 0;
@@ -474,52 +528,78 @@ static int verb_stats(Ctl *ctl, int argc, char **argv)
                 return 0;
         }
         printf("uptime %.1fs\n\n", int_of(res, IPC_KEY_UPTIME_MS) / 1e3);
-        printf("%-16s %9s %7s %7s %9s %7s %9s %7s\n", "JOBS", "SUBMITTED", "QUEUED", "RUNNING",
-               "DONE", "FAILED", "CANCELLED", "STALLS");
-        print_counts("all", json_object_get(res, IPC_KEY_JOBS));
+        fflush(stdout);
+
+        t = ctl_table(ctl);
+        numeric_columns(t, jobs_cols, ELEMENTSOF(jobs_cols));
+        counts_row(t, "all", json_object_get(res, IPC_KEY_JOBS));
         json_object_foreach(json_object_get(res, IPC_KEY_PLUGINS), key, v)
         {
-                print_counts(key, v);
+                counts_row(t, key, v);
         }
-        printf("\n%-12s %7s %8s %8s %9s %12s %12s %14s %10s %10s\n", "GROUP", "WORKERS", "SPINNING",
-               "SLEEPING", "RUNQ", "FIBERS", "ALIVE", "SWITCHES", "P50(us)", "P99(us)");
-        json_array_foreach(json_object_get(res, IPC_KEY_GROUPS), i, v)
+        r = print_table(t);
+
+        json_t *groups = json_object_get(res, IPC_KEY_GROUPS);
+        t = r ? NULL : ctl_table(ctl);
+        numeric_columns(t, group_cols, ELEMENTSOF(group_cols));
+        json_array_foreach(groups, i, v)
         {
-                printf("%-12s %7" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
-                       " %8" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
-                       " %12" JSON_INTEGER_FORMAT " %12" JSON_INTEGER_FORMAT
-                       " %14" JSON_INTEGER_FORMAT " %10.1f %10.1f\n",
-                       str_or(v, IPC_KEY_NAME, "?"), int_of(v, IPC_KEY_WORKERS),
-                       int_of(v, IPC_KEY_SPINNING), int_of(v, IPC_KEY_SLEEPING),
-                       int_of(v, IPC_KEY_RUNQ_DEPTH), int_of(v, IPC_KEY_FIBERS_CREATED),
-                       int_of(v, IPC_KEY_FIBERS_ALIVE), int_of(v, IPC_KEY_CONTEXT_SWITCHES),
-                       int_of(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3,
-                       int_of(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
+                if (!t || table_row(t) < 0)
+                        break;
+                table_cell(t, 0, "%s", str_or(v, IPC_KEY_NAME, "?"));
+                table_cell(t, 1, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_WORKERS));
+                table_cell(t, 2, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_SPINNING));
+                table_cell(t, 3, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_SLEEPING));
+                table_cell(t, 4, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_RUNQ_DEPTH));
+                table_cell(t, 5, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_FIBERS_CREATED));
+                table_cell(t, 6, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_FIBERS_ALIVE));
+                table_cell(t, 7, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_CONTEXT_SWITCHES));
+                table_cell(t, 8, "%.1f", int_of(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3);
+                table_cell(t, 9, "%.1f", int_of(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
         }
-        printf("\n%-12s %7s %8s %14s %8s\n", "GROUP", "STALLS", "RESCUES", "SPARES-RUNNING",
-               "THREADS");
-        json_array_foreach(json_object_get(res, IPC_KEY_GROUPS), i, v)
+        if (r == 0) {
+                putchar('\n');
+                r = print_table(t);
+        }
+
+        t = r ? NULL : ctl_table(ctl);
+        numeric_columns(t, stall_cols, ELEMENTSOF(stall_cols));
+        json_array_foreach(groups, i, v)
         {
-                printf("%-12s %7" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
-                       " %14" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT "\n",
-                       str_or(v, IPC_KEY_NAME, "?"), int_of(v, IPC_KEY_STALLS),
-                       int_of(v, IPC_KEY_RESCUES), int_of(v, IPC_KEY_SPARES_RUNNING),
-                       int_of(v, IPC_KEY_THREADS));
+                if (!t || table_row(t) < 0)
+                        break;
+                table_cell(t, 0, "%s", str_or(v, IPC_KEY_NAME, "?"));
+                table_cell(t, 1, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_STALLS));
+                table_cell(t, 2, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_RESCUES));
+                table_cell(t, 3, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_SPARES_RUNNING));
+                table_cell(t, 4, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_THREADS));
         }
-        printf("\n%-16s %7s %14s %14s %8s %10s %10s\n", "CLASS", "SHARES", "RUNTIME(ms)",
-               "VRUNTIME(ms)", "QUEUED", "P50(us)", "P99(us)");
+        if (r == 0) {
+                putchar('\n');
+                r = print_table(t);
+        }
+
+        t = r ? NULL : ctl_table(ctl);
+        numeric_columns(t, class_cols, ELEMENTSOF(class_cols));
         json_array_foreach(json_object_get(res, IPC_KEY_CLASSES), i, v)
         {
-                printf("%-16s %7" JSON_INTEGER_FORMAT " %14.1f %14.1f %8" JSON_INTEGER_FORMAT
-                       " %10.1f %10.1f\n",
-                       str_or(v, IPC_KEY_NAME, "?"), int_of(v, IPC_KEY_SHARES),
-                       int_of(v, IPC_KEY_RUNTIME_NS) / 1e6, int_of(v, IPC_KEY_VRUNTIME) / 1e6,
-                       int_of(v, IPC_KEY_QUEUED), int_of(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3,
-                       int_of(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
+                if (!t || table_row(t) < 0)
+                        break;
+                table_cell(t, 0, "%s", str_or(v, IPC_KEY_NAME, "?"));
+                table_cell(t, 1, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_SHARES));
+                table_cell(t, 2, "%.1f", int_of(v, IPC_KEY_RUNTIME_NS) / 1e6);
+                table_cell(t, 3, "%.1f", int_of(v, IPC_KEY_VRUNTIME) / 1e6);
+                table_cell(t, 4, "%" JSON_INTEGER_FORMAT, int_of(v, IPC_KEY_QUEUED));
+                table_cell(t, 5, "%.1f", int_of(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3);
+                table_cell(t, 6, "%.1f", int_of(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
+        }
+        if (r == 0) {
+                putchar('\n');
+                r = print_table(t);
         }
         print_latency_and_process(res);
         json_decref(res);
-        return 0;
+        return r;
 }
 
 typedef struct Verb {
@@ -583,6 +663,14 @@ static const Verb verbs[] = {
          "  -n, --window N      jobs in flight at once (default 64)\n"
          "  -c, --class NAME    the job class of lines whose options name none\n",
          " --window -n --class -c "},
+        {"top", verb_top, "top [--delay DUR] [--iterations N]",
+         "A live view of fiberd, redrawn every second until q or Ctrl-C: jobs per state,\n"
+         "the job classes (shares, queued, running, ready-to-run latency), the scheduling\n"
+         "groups (workers, run-queue depth, ready-to-run latency, stalls, rescues) and the\n"
+         "running jobs that have run longest. Not on a terminal: one frame, then exit.\n\n"
+         "  -d, --delay DUR     time between frames (default 1s)\n"
+         "  -n, --iterations N  stop after N frames\n",
+         " --delay -d --iterations -n "},
 };
 
 static void verb_help(const Verb *v)

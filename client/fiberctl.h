@@ -122,5 +122,6 @@ int verb_cancel(Ctl *ctl, int argc, char **argv);
 int verb_list(Ctl *ctl, int argc, char **argv);
 int verb_batch(Ctl *ctl, int argc, char **argv);
 int verb_logs(Ctl *ctl, int argc, char **argv); /* fiberctl-logs.c */
+int verb_top(Ctl *ctl, int argc, char **argv);
 
 #endif /* FIBERD_CLIENT_FIBERCTL_H */

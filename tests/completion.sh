@@ -6,7 +6,9 @@
 #   2. completing the first word offers exactly the verbs `fiberctl --help` lists;
 #   3. every verb has a `fiberctl VERB --help`, and completing `fiberctl VERB --` offers
 #      every long option that help names (and the global ones);
-#   4. with a real fiberd, `submit <TAB>` offers its plugins and `status <TAB>` a job id.
+#   4. with a real fiberd, `submit <TAB>` offers its plugins and `status <TAB>` a job id;
+#   5. the zsh completion (client/completion/_fiberctl) passes `zsh -n`, names the same
+#      verbs, each verb's --help options, and gets plugin names and job ids from fiberd.
 # Each check names what differed. Usage: tests/completion.sh FIBERCTL FIBERD PLUGIN_DIR
 set -uo pipefail
 me=check-completion
@@ -71,4 +73,30 @@ grep -qx sha256 <<<"$plugins" || fail "submit <TAB> did not offer sha256: $(echo
 ids=$(COMP_WORDS=("$fiberctl" -s "$tmp/fiberd.sock" status ""); COMP_CWORD=4; COMPREPLY=(); _fiberctl; printf '%s\n' "${COMPREPLY[@]}")
 grep -qx "$id" <<<"$ids" || fail "status <TAB> did not offer job $id: $(echo $ids)"
 echo "$me: plugin names and job ids come from the daemon"
+
+# zsh: sourced outside completion, the file only registers itself (compdef, stubbed here)
+zscript=client/completion/_fiberctl
+command -v zsh >/dev/null || fail "zsh is not installed (Debian's zsh, in the Makefile's DEBS)"
+zsh -n "$zscript" || fail "$zscript: zsh -n found a syntax error"
+zsh_run() { zsh -f -c 'compdef() { :; }; source "$1"; code=$2; shift 2; eval "$code"' zsh "$zscript" "$@"; }
+zsh_verbs=$(zsh_run 'print -l ${_fiberctl_verbs%%:*}' | sort -u)
+[ "$help_verbs" = "$zsh_verbs" ] || fail "zsh verbs differ:
+  fiberctl --help: $(echo $help_verbs)
+  _fiberctl:       $(echo $zsh_verbs)"
+for verb in $help_verbs; do
+	want=$(grep '^  -' <<<"$("$fiberctl" "$verb" --help)" | grep -o -- '--[a-z][a-z-]*' | sort -u)
+	specs=$(zsh_run "print -l \"\${(@P)\${:-_fiberctl_opts_$verb}}\"")
+	for o in $want; do
+		# a spec is "(EXCLUDED...)--name[=+][description]...": match the name itself
+		grep -qE -- "^(\([^)]*\))?$o[=+[]" <<<"$specs" ||
+			fail "zsh: 'fiberctl $verb' lacks option $o"
+	done
+done
+zplugins=$(zsh_run '_fiberctl_words=("$1" -s "$2" submit ""); _fiberctl_plugin_names' \
+	"$fiberctl" "$tmp/fiberd.sock")
+grep -qx sha256 <<<"$zplugins" || fail "zsh: no plugin names from the daemon: $(echo $zplugins)"
+zids=$(zsh_run '_fiberctl_words=("$1" --socket "$2" status ""); _fiberctl_job_id_list' \
+	"$fiberctl" "$tmp/fiberd.sock")
+grep -qx "$id" <<<"$zids" || fail "zsh: job $id not offered: $(echo $zids)"
+echo "$me: zsh: verbs, options, plugin names and job ids"
 echo "$me: ok"

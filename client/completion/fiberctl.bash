@@ -8,7 +8,7 @@
 # --plugin) and job ids (status, wait, result, cancel, logs), talking to the socket the line
 # names with -s / --user. A daemon that does not answer just completes nothing.
 
-_fiberctl_verbs="ping plugins submit status wait result cancel logs list stats batch"
+_fiberctl_verbs="ping plugins submit status wait result cancel logs list stats batch top"
 _fiberctl_globals="-s --socket -u --user -j --json -h --help -V --version"
 
 # fiberctl as typed (a path works too), with the line's socket options.
@@ -43,7 +43,7 @@ _fiberctl() {
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
 		case $w in
-		-s | --socket | -p | --priority | -t | --timeout | -S | --state | --plugin | -n | --limit | --window | -c | --class)
+		-s | --socket | -p | --priority | -t | --timeout | -S | --state | --plugin | -n | --limit | --window | -c | --class | -d | --delay | --iterations)
 			((i++)) ;;
 		-*) ;;
 		*)
@@ -72,7 +72,7 @@ _fiberctl() {
 		fi
 		return
 		;;
-	--priority | -t | --timeout | -n | --limit | --window | -c | --class)
+	--priority | -t | --timeout | -n | --limit | --window | -c | --class | -d | --delay | --iterations)
 		return
 		;;
 	esac
@@ -88,6 +88,7 @@ _fiberctl() {
 	batch) opts="--wait --window --class" ;;
 	plugins) opts="--clear" ;;
 	stats) opts="--openmetrics" ;;
+	top) opts="--delay --iterations" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts $_fiberctl_globals" -- "$cur"))
