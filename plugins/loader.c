@@ -335,11 +335,11 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
                            " is not exported (define it with FIBERD_PLUGIN_EXPORT)");
                 goto out_close;
         }
-        if (d->abi_version != FIBERD_PLUGIN_ABI_VERSION) {
+        if (d->abi_version < FIBERD_PLUGIN_ABI_MIN || d->abi_version > FIBERD_PLUGIN_ABI_VERSION) {
                 r = refuse(l, path, -EPROTO,
-                           "ABI version %u, fiberd speaks %u (rebuild it against this "
+                           "ABI version %u, fiberd speaks %u to %u (rebuild it against this "
                            "fiberd's fiberd/plugin.h)",
-                           d->abi_version, FIBERD_PLUGIN_ABI_VERSION);
+                           d->abi_version, FIBERD_PLUGIN_ABI_MIN, FIBERD_PLUGIN_ABI_VERSION);
                 goto out_close;
         }
         if (!DESC_HAS(d, run)) {

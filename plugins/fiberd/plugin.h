@@ -13,16 +13,17 @@
  * The handshake (the shape of redis's moduleLoad(): dlopen RTLD_NOW|RTLD_LOCAL, then a
  * versioned check before anything else is touched):
  *   1. the loader dlopen()s the file and looks up `fiberd_plugin`; no symbol → refused;
- *   2. it reads abi_version first: anything but FIBERD_PLUGIN_ABI_VERSION → refused;
+ *   2. it reads abi_version first: outside [FIBERD_PLUGIN_ABI_MIN,
+ *      FIBERD_PLUGIN_ABI_VERSION] → refused;
  *   3. it checks size, name (1..FIBERD_PLUGIN_NAME_MAX of [a-z0-9_-]) and run; a name
  *      already loaded → refused;
  *   4. it calls init(host, why, why_size) if set; < 0 → refused with the reason;
  *   5. the plugin is loaded until fiberd exits; fini(host) runs then (if set).
  * Refused files are reported by `fiberctl plugins` with their reason.
  *
- * Versioning. FIBERD_PLUGIN_ABI_VERSION changes only when something here changes
- * incompatibly. Compatible growth appends members at the end of FiberdPlugin or
- * FiberdHost; each struct carries its size, so a plugin built against a newer header
+ * Versioning. FIBERD_PLUGIN_ABI_VERSION grows with every release that adds members;
+ * FIBERD_PLUGIN_ABI_MIN moves only when something here changes incompatibly. Compatible
+ * growth appends members at the end of FiberdPlugin or FiberdHost; each struct carries its size, so a plugin built against a newer header
  * checks FIBERD_HOST_HAS(host, member) before calling a member the running daemon may not
  * have, and the daemon reads descriptor members past what the plugin's size says as unset.
  *
@@ -87,8 +88,16 @@
 extern "C" {
 #endif
 
-/* The ABI this header describes. A plugin whose descriptor says otherwise is refused. */
-#define FIBERD_PLUGIN_ABI_VERSION 1
+/* The ABI this header describes, and the oldest one fiberd still loads. A plugin whose
+ * descriptor says a version outside [MIN, VERSION] is refused.
+ *   1  the first ABI: descriptor (name, version, description, init, run, fini), host
+ *      functions up to log
+ *   2  compatible growth, so version-1 plugins still load: the submitter's rights
+ *      (job_uid, job_gid, open, arg_fd), preemption points (need_preempt,
+ *      maybe_yield), the descriptor's flags (FIBERD_PLUGIN_RETRY_SAFE). A plugin built
+ *      against version 2 that must run on a version-1 fiberd checks FIBERD_HOST_HAS(). */
+#define FIBERD_PLUGIN_ABI_VERSION 2
+#define FIBERD_PLUGIN_ABI_MIN 1
 
 /* The name of the descriptor symbol, as the loader passes it to dlsym(). */
 #define FIBERD_PLUGIN_SYMBOL "fiberd_plugin"

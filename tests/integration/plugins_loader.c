@@ -283,7 +283,7 @@ Test(plugins_loader, refuses_each_bad_plugin_with_its_reason)
                 const char *file;   /* as copied into the plugin directory */
                 const char *reason; /* a part of the recorded reason */
         } bad[] = {
-                {"bad_abi.so", "ABI version 42, fiberd speaks 1"},
+                {"bad_abi.so", "ABI version 43, fiberd speaks 1 to 2"},
                 {"no_descriptor.so", "no descriptor"},
                 {"sleep_dup.so", "duplicate name \"sleep\": already loaded from "},
                 {"init_fails.so", "the device it needs is missing"},
@@ -338,6 +338,17 @@ Test(plugins_loader, refuses_each_bad_plugin_with_its_reason)
                 cr_assert_lt(strcmp(list->refused[i - 1].path, list->refused[i].path), 0);
         loader_list_free(list);
         loader_free(l);
+}
+
+/* ABI version 2 grew by appending: a plugin built against version 1 still loads. */
+Test(plugins_loader, a_plugin_of_the_previous_abi_version_still_loads)
+{
+        PluginLoader *l = new_loader();
+
+        put_bad("abi_v1", "abi_v1.so");
+        cr_assert_eq(loader_set_dir(l, plugdir), 1, "the version-1 plugin was refused");
+        cr_assert_not_null(loader_find(l, "abi_v1"));
+        cr_assert_null(loader_free(l));
 }
 
 Test(plugins_loader, load_file_returns_the_refusal_as_an_errno)
