@@ -210,6 +210,7 @@ static const ConfigWord queue_words[] = {
 static const ConfigWord store_words[] = {
         {"sqlite", STORE_SQLITE},
         {"memory", STORE_MEMORY},
+        {"redis", STORE_REDIS},
         {NULL, 0},
 };
 
@@ -232,6 +233,11 @@ static const ConfigKey config_keys[] = {
         {"access", "submit_group", KEY_STRING, offsetof(Config, submit_group), 0, 0, 0, 0, NULL},
         WKEY("store", "backend", store_backend, store_words),
         {"store", "path", KEY_STRING, offsetof(Config, store_path), 0, 0, 0, 0, NULL},
+        {"store", "redis", KEY_STRING, offsetof(Config, store_redis), 0, 0, 0, 0, NULL},
+        {"store", "stream", KEY_STRING, offsetof(Config, store_stream), 0, 0, 0, 0, NULL},
+        {"store", "group", KEY_STRING, offsetof(Config, store_group), 0, 0, 0, 0, NULL},
+        {"store", "node", KEY_STRING, offsetof(Config, store_node), 0, 0, 0, 0, NULL},
+        UKEY("store", "claim_idle_ms", store_claim_idle_ns, 1, 86400000, NSEC_PER_MSEC),
         WKEY("scheduler", "optimize_for", sched.optimize_for, optimize_words),
         UKEY("scheduler", "groups", sched.groups, 0, SCHED_MAX_CPUS, 1),
         UKEY("scheduler", "group_size", sched.group_size, 0, 64, 1),
@@ -525,6 +531,7 @@ int config_load(Config *ret, const ConfigArgs *args)
                 .max_running_per_user = 64,
                 .max_queued_per_user = 10000,
                 .max_message = 1 << 20,
+                .store_claim_idle_ns = 30000 * NSEC_PER_MSEC,
                 .sched = {.optimize_for = SCHED_OPTIMIZE_NEUTRAL,
                           .numa = SCHED_NUMA_AUTO,
                           .steal_every_n = 16,
@@ -543,6 +550,10 @@ int config_load(Config *ret, const ConfigArgs *args)
         c.plugin_dir = strdup(FIBERD_PLUGIN_DIR);
         c.admin_group = strdup("fiberd-admin");
         c.submit_group = strdup("");
+        c.store_redis = strdup("127.0.0.1:6379");
+        c.store_stream = strdup("fiberd:jobs");
+        c.store_group = strdup("fiberd");
+        c.store_node = strdup("");
         if (!c.plugin_dir || !c.admin_group || !c.submit_group) {
                 r = -ENOMEM;
                 goto out_free;
@@ -776,11 +787,19 @@ void config_done(Config *c)
         free(c->admin_group);
         free(c->submit_group);
         free(c->store_path);
+        free(c->store_redis);
+        free(c->store_stream);
+        free(c->store_group);
+        free(c->store_node);
         free(c->config_file);
         c->socket_path = NULL;
         c->plugin_dir = NULL;
         c->admin_group = NULL;
         c->submit_group = NULL;
         c->store_path = NULL;
+        c->store_redis = NULL;
+        c->store_stream = NULL;
+        c->store_group = NULL;
+        c->store_node = NULL;
         c->config_file = NULL;
 }

@@ -38,12 +38,18 @@
  *                                  ; or gid): only its members and admins may; it
  *                                  ; must exist
  *   [store]                        ; the job store (store.h); both need a restart
- *   backend = sqlite               ; sqlite (jobs survive crashes and restarts) or
+ *   backend = sqlite               ; sqlite (jobs survive crashes and restarts),
+ *                                  ; redis (many hosts share one queue) or
  *                                  ; memory (nothing kept: today's behaviour)
  *   path =                         ; the sqlite database; "" = $STATE_DIRECTORY/jobs.db,
  *                                  ; else /var/lib/fiberd/jobs.db as root, else
  *                                  ; $XDG_STATE_HOME/fiberd/jobs.db, else
  *                                  ; ~/.local/state/fiberd/jobs.db
+ *   redis = 127.0.0.1:6379         ; backend = redis: unix:/path or host:port
+ *   stream = fiberd:jobs           ; the Redis stream every host reads
+ *   group = fiberd                 ; its consumer group
+ *   node =                         ; this host's consumer name; "" = hostname.pid
+ *   claim_idle_ms = 30000          ; a dead host's jobs are taken over after this
  *   [scheduler]                    ; how the job workers are split into scheduling
  *                                  ; groups (SchedConfig, scheduler/sched.h)
  *   optimize_for = neutral         ; compute-heavy, compute, neutral, io, io-heavy:
@@ -140,7 +146,13 @@ typedef struct Config {
         gid_t submit_gid;               /* resolved at load; CONFIG_NO_GROUP when "" */
         int store_backend;              /* [store] backend: a StoreKind (store.h) */
         char *store_path;               /* [store] path; owned; NULL or "" = the default */
-        SchedConfig sched;              /* [scheduler]; .concurrency = workers once loaded,
+        /* [store] backend = redis (store-redis.c): the fleet's shared stream */
+        char *store_redis;            /* [store] redis: unix:/path or host:port; owned */
+        char *store_stream;           /* [store] stream; owned */
+        char *store_group;            /* [store] group: the consumer group; owned */
+        char *store_node;             /* [store] node: the consumer name; owned; "" = host.pid */
+        uint64_t store_claim_idle_ns; /* [store] claim_idle_ms */
+        SchedConfig sched;            /* [scheduler]; .concurrency = workers once loaded,
                                          * .steal_every_n and .control already in the
                                          * runtime's terms (UINT_MAX / SCHED_FOREVER =
                                          * never); pointers left NULL

@@ -121,6 +121,9 @@ typedef struct Job {
                              * keeps it (queued again when its plugin is retry-safe) */
         bool requeued;      /* shutdown left it queued in the store: it is not final
                              * there, whatever this process's copy says */
+        bool fleet_copy;    /* not in this host's table: a fleet submission on its way to
+                             * the shared queue, or a copy of a fleet job's shared record
+                             * (store-redis.c); no fiber, never dispatched here */
         int store_error;    /* set before `durable`: 0, or why the store failed */
         FiberEvent durable; /* set once the submission is committed to the store */
         JobLog log;         /* its host->log lines, bounded (joblog.h); its own lock */

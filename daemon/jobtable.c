@@ -231,10 +231,15 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
                     const char *class_name, Job **ret)
 {
+        bool fleet = t->store && store_fleet(t->store);
+        uint64_t id = 0;
         JobCounts *pc;
         Job *j;
         int r;
 
+        /* a fleet (store-redis.c): the id comes from the shared counter, outside the lock */
+        if (fleet && (r = store_new_id(t->store, &id)) < 0)
+                return r;
         jobtable_lock(t);
         if (t->stopping) {
                 r = -ESHUTDOWN;
@@ -247,10 +252,27 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         r = dispatch_admit_locked(&t->dispatch, origin->creds->uid);
         if (r < 0)
                 goto out_unlock;
-        r = job_new(&j, t, t->next_id, origin, plugin, plugin_name, args, priority, timeout_ns, cls,
-                    class_name);
+        r = job_new(&j, t, fleet ? id : t->next_id, origin, plugin, plugin_name, args, priority,
+                    timeout_ns, cls, class_name);
         if (r < 0)
                 goto out_unlock;
+        if (fleet && !j->n_fds) {
+                /* the shared queue runs it, on whichever host reads it first: this copy
+                 * only carries the submission to the store, and job.submit's answer */
+                j->fleet_copy = true;
+                t->counts.submitted++;
+                r = store_put(t->store, j, true, true);
+                jobtable_unlock(t);
+                if (r < 0) {
+                        job_unref(j);
+                        return r;
+                }
+                log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
+                              "queued in the fleet (owner %u, priority %d)", (unsigned)j->owner,
+                              priority);
+                *ret = j;
+                return 0;
+        }
         r = dispatch_push_locked(&t->dispatch, j);
         if (r < 0) {
                 job_unref(j);
@@ -493,7 +515,8 @@ int jobtable_wait_durable(JobTable *t, Job *j)
                 ; /* a request fiber is not cancelled; the store thread always answers */
         r = j->store_error;
         if (r < 0) {
-                jobtable_cancel(t, j, false);
+                if (!j->fleet_copy) /* a fleet submission was never in the table */
+                        jobtable_cancel(t, j, false);
                 return r;
         }
         if (t->store && store_durable(t->store)) {
@@ -607,6 +630,28 @@ out_job:
 out_zone:
         msgpack_zone_destroy(&zone);
         return r;
+}
+
+int jobtable_fleet_copy(JobTable *t, const StoreRecord *rec, Job **ret)
+{
+        Job *j;
+        int r = restore_job(t, rec, NULL, &j);
+
+        if (r < 0)
+                return r;
+        j->fleet_copy = true;
+        *ret = j;
+        return 0;
+}
+
+bool jobtable_stopping(JobTable *t)
+{
+        bool stopping;
+
+        jobtable_lock(t);
+        stopping = t->stopping;
+        jobtable_unlock(t);
+        return stopping;
 }
 
 int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, const char *crashed)

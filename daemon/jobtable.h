@@ -131,6 +131,17 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin,
                      const char *crashed);
 
 /*
+ * jobtable_fleet_copy - a Job built from a fleet job's shared record @rec (store_fetch()),
+ * not listed in @t and never run (Job.fleet_copy): what job.status and job.wait answer
+ * for a job another host runs. @ret: out, referenced, written only on success.
+ * Return: 0; -ENOMEM; -EIO (its arguments do not decode). Context: any; does not yield.
+ */
+int jobtable_fleet_copy(JobTable *t, const StoreRecord *rec, Job **ret);
+
+/* jobtable_stopping - jobtable_stop() ran. Context: any; takes the lock briefly. */
+bool jobtable_stopping(JobTable *t);
+
+/*
  * jobtable_restore_done - after the last jobtable_restore(): new ids start at
  * @next_id (or after the highest restored one) and the restored queue starts.
  * Context: main thread at start-up.

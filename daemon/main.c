@@ -405,6 +405,7 @@ static int daemon_shutdown(Daemon *d)
 
         sd_notify(0, "STOPPING=1\nSTATUS=stopping: cancelling jobs");
         server_stop_accepting(d->server);
+        store_fleet_stop(d->store); /* a fleet: take no more jobs off the shared queue */
         if (!d->socket_activated)
                 unlink(d->cfg.socket_path);
         jobtable_counts(&d->jobs, &c, NULL, NULL);
@@ -562,6 +563,33 @@ static int restore_one(const StoreRecord *rec, void *arg)
 }
 
 /*
+ * The fleet's reader thread took @rec off the shared queue (store-redis.c): it queues
+ * here like a job restored at start-up, and a record that says "running" (its host
+ * stopped) ends INTERRUPTED or runs again, as after a crash. Context: the store's
+ * reader thread; does not yield.
+ */
+static int fleet_take(const StoreRecord *rec, void *arg)
+{
+        Daemon *d = arg;
+        Job *j;
+        int r;
+
+        if (jobtable_stopping(&d->jobs))
+                return -ESHUTDOWN; /* left to another host */
+        j = jobtable_get(&d->jobs, rec->id);
+        if (j) {
+                job_unref(j);
+                return 0;
+        }
+        r = jobtable_restore(&d->jobs, rec, plugin_host_find(rec->plugin, strlen(rec->plugin)),
+                             NULL);
+        if (r < 0)
+                return r;
+        jobtable_restore_done(&d->jobs, 0); /* starts it when a job worker is free */
+        return 0;
+}
+
+/*
  * Opens the job store ([store]) and takes back what it holds: queued jobs queue again,
  * interrupted ones end or requeue (jobtable_restore()). A store that cannot be opened
  * or read stops the start (the reason was logged, naming the file): fiberd never starts
@@ -582,6 +610,9 @@ static int daemon_restore(Daemon *d)
                 return EXIT_CONFIG;
         }
         jobtable_restore_done(&d->jobs, store_next_id(d->store));
+        r = store_fleet_start(d->store, fleet_take, d); /* redis: the shared queue */
+        if (r < 0)
+                return EXIT_OSERR;
         jobtable_counts(&d->jobs, &c, NULL, NULL);
         if (c.queued || c.running || c.failed)
                 log_msg(LOG_NOTICE,
@@ -609,7 +640,13 @@ int main(int argc, char **argv)
                 return EXIT_CONFIG;
         log_set_level(d->cfg.log_level);
         /* the job store first: after a crash, the first log line names the plugin */
-        r = store_open(&d->store, (StoreKind)d->cfg.store_backend, d->cfg.store_path);
+        r = store_open(&d->store, (StoreKind)d->cfg.store_backend,
+                       d->cfg.store_backend == STORE_REDIS ? d->cfg.store_redis : d->cfg.store_path,
+                       &(StoreFleetOptions){.stream = d->cfg.store_stream,
+                                            .group = d->cfg.store_group,
+                                            .node = d->cfg.store_node,
+                                            .claim_idle_ns = d->cfg.store_claim_idle_ns,
+                                            .retention_ns = d->cfg.retention_ns});
         if (r < 0)
                 return EXIT_CONFIG;
         r = crash_init(d->store);

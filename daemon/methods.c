@@ -42,6 +42,67 @@ static uint64_t retention_minutes(const Daemon *d)
         return d->jobs.retention_ns / (60 * NSEC_PER_SEC);
 }
 
+/* ------------------------------------------------------------------ fleet ------- */
+
+/*
+ * A fleet (store-redis.c) runs a job on whichever host read it off the shared queue:
+ * an id this host's table does not hold is looked up in the shared store, and the
+ * answer is built from a copy of its record (jobtable_fleet_copy()). job.wait on such a
+ * copy polls the record, from FLEET_POLL_MIN_NS doubling to FLEET_POLL_MAX_NS, and waits
+ * on the job itself as soon as this host's table holds it.
+ */
+#define FLEET_POLL_MIN_NS NSEC_PER_MSEC
+#define FLEET_POLL_MAX_NS (100 * NSEC_PER_MSEC)
+
+typedef struct FleetFetch {
+        JobTable *table;
+        Job *job;
+} FleetFetch;
+
+static int fleet_copy_one(const StoreRecord *rec, void *arg)
+{
+        FleetFetch *f = arg;
+        return jobtable_fleet_copy(f->table, rec, &f->job);
+}
+
+/* Job @id of the fleet: this host's (referenced), else a copy of its shared record; NULL
+ * when neither exists (or the store cannot be read: logged). */
+static Job *fleet_get(Daemon *d, uint64_t id)
+{
+        FleetFetch f = {.table = &d->jobs};
+        Job *j = jobtable_get(&d->jobs, id);
+
+        if (j || !d->store || !store_fleet(d->store))
+                return j;
+        return store_fetch(d->store, id, fleet_copy_one, &f) == 0 ? f.job : NULL;
+}
+
+/*
+ * job.wait on a fleet copy @j (reference taken): polls its shared record until it is
+ * final, @deadline passes or @req's connection closed; once this host runs the job,
+ * waits on it instead. Returns the newest copy or the local job (referenced).
+ */
+static Job *fleet_wait(Daemon *d, Request *req, Job *j, uint64_t deadline)
+{
+        uint64_t pause = FLEET_POLL_MIN_NS;
+
+        while (j->fleet_copy && !job_state_final(j->state)) {
+                uint64_t now = sched_now_ns();
+                Job *n;
+
+                if (now >= deadline || request_conn_closed(req))
+                        break;
+                fiber_sleep_until(deadline - now > pause ? now + pause : deadline);
+                pause = pause * 2 < FLEET_POLL_MAX_NS ? pause * 2 : FLEET_POLL_MAX_NS;
+                n = fleet_get(d, j->id);
+                if (n) {
+                        job_unref(j);
+                        j = n;
+                }
+        }
+        return j;
+}
+
 /* Reads params[@i] as a job id and returns the job (referenced) if @req may see it. */
 static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStatus *st)
 {
@@ -51,7 +112,7 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
 
         if (r < 0)
                 return r;
-        j = jobtable_get(&d->jobs, id);
+        j = fleet_get(d, id); /* this host's table, else a fleet's shared store */
         if (j && j->owner != req->uid && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN) {
                 /* not yours: as if it did not exist, so ids leak nothing */
                 j = job_unref(j);
@@ -68,7 +129,7 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
                                               "for %llu minutes)",
                                               (unsigned long long)id,
                                               (unsigned long long)retention_minutes(d));
-                if (id == 0 || id >= d->jobs.next_id)
+                if (id == 0 || (id >= d->jobs.next_id && !store_fleet(d->store)))
                         return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT, "no job %llu",
                                               (unsigned long long)id);
                 return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
@@ -338,18 +399,13 @@ static int wait_ms_from_params(Request *req, size_t i, uint64_t *ret_ms, IpcStat
 }
 
 /*
- * Parks the request fiber on @j's `finished` event until the job is final, @timeout_ms
- * passes (UINT64_MAX = no limit, 0 = do not wait) or @req's connection is gone (checked
+ * Parks the request fiber on @j's `finished` event until the job is final, @deadline
+ * passes (absolute; SCHED_FOREVER = no limit) or @req's connection is gone (checked
  * once per WAIT_SLICE_NS slice). Never an error: the caller packs the record as it is.
  */
-static void wait_final(Request *req, Job *j, uint64_t timeout_ms)
+static void wait_final(Request *req, Job *j, uint64_t deadline)
 {
-        uint64_t deadline =
-                timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
-                        ? SCHED_FOREVER
-                        : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
-
-        while (timeout_ms > 0) {
+        for (;;) {
                 uint64_t now = sched_now_ns(), slice;
 
                 if (now >= deadline)
@@ -365,10 +421,17 @@ static void wait_final(Request *req, Job *j, uint64_t timeout_ms)
 static int answer_when_final(Daemon *d, Request *req, Job *j, uint64_t timeout_ms,
                              msgpack_packer *pk, IpcStatus *st)
 {
+        uint64_t deadline =
+                timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
+                        ? SCHED_FOREVER
+                        : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
         bool unavailable;
         int r;
 
-        wait_final(req, j, timeout_ms);
+        if (j->fleet_copy) /* run by the fleet: its shared record until this host has it */
+                j = fleet_wait(d, req, j, timeout_ms ? deadline : 0);
+        if (timeout_ms && !j->fleet_copy)
+                wait_final(req, j, deadline);
         jobtable_lock(&d->jobs);
         /* shutdown left the job queued in the store (store.h): not this process's to end */
         unavailable = d->jobs.stopping && (j->requeued || !job_state_final(j->state));
@@ -462,7 +525,16 @@ static int method_cancel(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
 
         if (r < 0)
                 return r;
-        jobtable_cancel(&d->jobs, j, false); /* -EALREADY: finished, not an error */
+        if (j->fleet_copy && !job_state_final(j->state)) {
+                r = ipc_status_set(st, IPC_FAILED_PRECONDITION, -EREMOTE,
+                                   "job %llu is %s on another fiberd host of the fleet: cancel "
+                                   "it there",
+                                   (unsigned long long)j->id, job_state_name(j->state));
+                job_unref(j);
+                return r;
+        }
+        if (!j->fleet_copy)
+                jobtable_cancel(&d->jobs, j, false); /* -EALREADY: finished, not an error */
         r = pack_record(d, j, pk);
         job_unref(j);
         return r;
@@ -553,6 +625,109 @@ static int list_pack_page(Daemon *d, const ListFilter *f, uint64_t cursor, uint6
         return r ? -ENOMEM : 0;
 }
 
+/*
+ * job.list in a fleet: the fleet's jobs, newest first from the shared index
+ * (store_list()), this host's copy of each where it has one, else its shared record.
+ * Paged (@paged): one page below @cursor, as list_pack_page(). Unpaged: the newest
+ * @limit matches, oldest first. At most FLEET_LIST_SCAN ids are looked at per answer:
+ * a page that stops there says where to go on. Return: 0; -ENOMEM; an error in @st.
+ */
+#define FLEET_LIST_SCAN 4096
+static int fleet_list(Daemon *d, const ListFilter *f, uint64_t cursor, uint64_t limit, bool paged,
+                      msgpack_packer *pk, IpcStatus *st)
+{
+        size_t budget = list_budget(d), cap = 64, n = 0, bytes = 0, scanned = 0;
+        uint64_t ids[256], next = 0, below = cursor;
+        Job **jobs = malloc(cap * sizeof(*jobs));
+        msgpack_sbuffer body;
+        msgpack_packer bp;
+        bool more = true, full = false;
+        int r = 0;
+
+        if (!jobs)
+                return -ENOMEM;
+        msgpack_sbuffer_init(&body);
+        msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
+        while (more && !full && r == 0) {
+                size_t got = 0;
+                r = store_list(d->store, below, ELEMENTSOF(ids), ids, &got);
+                if (r < 0) {
+                        r = ipc_status_set(st, IPC_UNAVAILABLE, r,
+                                           "the fleet's job store cannot be read: see "
+                                           "fiberd's log");
+                        break;
+                }
+                more = got == ELEMENTSOF(ids);
+                for (size_t i = 0; i < got && !full; i++) {
+                        Job *j = fleet_get(d, ids[i]);
+                        below = ids[i];
+                        scanned++;
+                        if (j && list_match(f, j) && n == limit) {
+                                next = n ? jobs[n - 1]->id : 0;
+                                full = true;
+                        } else if (j && list_match(f, j)) {
+                                size_t before = body.size, size;
+                                Job **grown;
+                                if ((r = pack_record(d, j, &bp)) < 0) {
+                                        job_unref(j);
+                                        break;
+                                }
+                                size = body.size - before;
+                                body.size = before; /* packed again below, in order */
+                                if (bytes + size > budget && n > 0) {
+                                        next = jobs[n - 1]->id;
+                                        full = true;
+                                        bytes += size; /* unpaged: too large an answer */
+                                } else if (n == cap &&
+                                           !(grown = reallocarray(jobs, cap * 2, sizeof(*jobs)))) {
+                                        r = -ENOMEM;
+                                } else {
+                                        if (n == cap) {
+                                                jobs = grown;
+                                                cap *= 2;
+                                        }
+                                        jobs[n++] = job_ref(j);
+                                        bytes += size;
+                                }
+                        }
+                        if (j)
+                                job_unref(j);
+                        if (scanned == FLEET_LIST_SCAN && paged && !full) {
+                                next = below; /* go on below the last id looked at */
+                                full = true;
+                        }
+                }
+        }
+        body.size = 0;
+        for (size_t i = 0; i < n && r == 0; i++) {
+                /* a page: newest first; one array: oldest first */
+                r = pack_record(d, jobs[paged ? i : n - 1 - i], &bp);
+        }
+        for (size_t i = 0; i < n; i++)
+                job_unref(jobs[i]);
+        free(jobs);
+        if (r == 0 && !paged && (bytes > budget || body.size > budget))
+                r = ipc_status_set(st, IPC_MESSAGE_TOO_LARGE, -EMSGSIZE,
+                                   "%zu jobs match, more than one answer holds: ask for pages "
+                                   "with the filter key \"cursor\" (fiberctl list does), or "
+                                   "set a limit",
+                                   n);
+        else if (r == 0 && paged)
+                r = msgpack_pack_map(pk, 2) | ipc_pack_cstr(pk, IPC_KEY_JOBS) |
+                                    msgpack_pack_array(pk, (uint32_t)n) |
+                                    list_pack_raw(pk, body.data, body.size) |
+                                    (next ? ipc_pack_kv_uint(pk, IPC_KEY_NEXT_CURSOR, next)
+                                          : ipc_pack_kv_nil(pk, IPC_KEY_NEXT_CURSOR))
+                            ? -ENOMEM
+                            : 0;
+        else if (r == 0)
+                r = msgpack_pack_array(pk, (uint32_t)n) | list_pack_raw(pk, body.data, body.size)
+                            ? -ENOMEM
+                            : 0;
+        msgpack_sbuffer_destroy(&body);
+        return r;
+}
+
 static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
@@ -597,6 +772,10 @@ static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
                                               "limit and cursor");
                 }
         }
+        if (store_fleet(d->store))
+                return fleet_list(d, &f, cursor,
+                                  paged && limit > IPC_LIST_PAGE_MAX ? IPC_LIST_PAGE_MAX : limit,
+                                  paged, pk, st);
         if (paged)
                 return list_pack_page(d, &f, cursor,
                                       limit < IPC_LIST_PAGE_MAX ? limit : IPC_LIST_PAGE_MAX, pk);

@@ -30,6 +30,7 @@
 static const StoreBackend *const store_backends[STORE_KIND_COUNT] = {
         [STORE_SQLITE] = &store_sqlite_backend,
         [STORE_MEMORY] = &store_memory_backend,
+        [STORE_REDIS] = &store_redis_backend,
 };
 
 const char *store_kind_name(StoreKind k)
@@ -140,6 +141,7 @@ static StoreWrite *write_from_job(const Job *j, bool with_args)
                 .n_fds = (uint32_t)j->n_fds,
                 .progress_done = __atomic_load_n(&j->progress_done, __ATOMIC_RELAXED),
                 .progress_total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED),
+                .enqueue = with_args && j->fleet_copy,
         };
         memcpy(p, j->plugin_name, name_len);
         w->rec.plugin = p;
@@ -416,7 +418,7 @@ bool store_durable(const Store *s)
         return s->backend->commit != NULL;
 }
 
-int store_open(Store **ret, StoreKind kind, const char *path)
+int store_open(Store **ret, StoreKind kind, const char *path, const StoreFleetOptions *fleet)
 {
         Store *s;
         char why[512] = "";
@@ -432,7 +434,14 @@ int store_open(Store **ret, StoreKind kind, const char *path)
         pthread_cond_init(&s->wake, NULL);
         pthread_cond_init(&s->idle, NULL);
         list_init(&s->queue);
-        if (kind != STORE_MEMORY) {
+        if (fleet)
+                s->fleet = *fleet;
+        if (kind == STORE_REDIS) {
+                s->path = strdup(path && *path ? path : "127.0.0.1:6379");
+                r = s->path ? 0 : -ENOMEM;
+                if (r < 0)
+                        goto out_free_store;
+        } else if (kind != STORE_MEMORY) {
                 if (path && *path) {
                         s->path = strdup(path);
                         r = s->path ? 0 : -ENOMEM;
@@ -492,6 +501,37 @@ int store_load(Store *s, StoreLoadFn fn, void *arg)
         return 0;
 }
 
+bool store_fleet(const Store *s)
+{
+        return s && s->backend->new_id != NULL;
+}
+
+int store_new_id(Store *s, uint64_t *ret)
+{
+        return s->backend->new_id ? s->backend->new_id(s, ret) : -ENOTSUP;
+}
+
+int store_fetch(Store *s, uint64_t id, StoreLoadFn fn, void *arg)
+{
+        return s->backend->fetch ? s->backend->fetch(s, id, fn, arg) : -ENOTSUP;
+}
+
+int store_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n)
+{
+        return s->backend->list ? s->backend->list(s, below, max, ids, ret_n) : -ENOTSUP;
+}
+
+int store_fleet_start(Store *s, StoreLoadFn take, void *arg)
+{
+        return s->backend->fleet_start ? s->backend->fleet_start(s, take, arg) : 0;
+}
+
+void store_fleet_stop(Store *s)
+{
+        if (s && s->backend->fleet_stop)
+                s->backend->fleet_stop(s);
+}
+
 uint64_t store_next_id(Store *s)
 {
         return s->backend->next_id ? s->backend->next_id(s) : 1;
@@ -514,6 +554,7 @@ void store_close(Store *s)
 {
         if (!s)
                 return;
+        store_fleet_stop(s); /* no job taken once the table is gone */
         if (s->thread_started) {
                 pthread_mutex_lock(&s->lock);
                 s->closing = true;

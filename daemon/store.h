@@ -22,6 +22,9 @@
  *   store-memory.c  no state: today's behaviour, for tests and users who want none;
  *                   writes are dropped at once and the event is set at once.
  *   store-sqlite.c  the default: one SQLite database in WAL mode, synchronous=FULL.
+ *   store-redis.c   a fleet: many fiberd hosts share one Redis stream and its job
+ *                   hashes; the store's own thread reads the stream (store_fleet_start())
+ *                   and hands each job it takes to the job table.
  * The record format (StoreRecord) is the job record of PROTOCOL.md plus what recovery
  * needs: the packed arguments, the submitter's gid, the attempt count, the fd count.
  *
@@ -45,6 +48,7 @@
 typedef enum StoreKind {
         STORE_SQLITE,
         STORE_MEMORY,
+        STORE_REDIS,
         STORE_KIND_COUNT,
 } StoreKind;
 
@@ -72,7 +76,18 @@ typedef struct StoreRecord {
         const char *error_message; /* NULL = none */
         uint64_t progress_done, progress_total;
         const char *class_name; /* its job class (issue 9); NULL = "default" */
+        bool enqueue; /* a fleet submission: put it on the shared queue for any host to run
+                       * (store-redis.c); false for every other write */
 } StoreRecord;
+
+/* StoreFleetOptions - [store] keys of the redis backend (config.h); strings not owned. */
+typedef struct StoreFleetOptions {
+        const char *stream;     /* the stream every host reads ("fiberd:jobs") */
+        const char *group;      /* its consumer group ("fiberd") */
+        const char *node;       /* this host's consumer name; NULL or "" = hostname.pid */
+        uint64_t claim_idle_ns; /* a pending entry idle this long is taken over */
+        uint64_t retention_ns;  /* a final job's hash expires this long after it ended */
+} StoreFleetOptions;
 
 /*
  * StorePluginFile - what the store knows about one plugin file, for crash-only plugins
@@ -134,15 +149,29 @@ typedef struct StoreBackend {
         int (*meta_get)(Store *s, const char *key, int64_t *ret);
         /* close - release everything; NULL-safe on a store that failed to open. */
         void (*close)(Store *s);
+
+        /* The fleet (store-redis.c); NULL in the single-host backends. */
+        /* new_id - a job id no host of the fleet ever had. Context: any thread. */
+        int (*new_id)(Store *s, uint64_t *ret);
+        /* fetch - @fn with job @id's shared record; -ENOENT; -EIO. Context: any thread. */
+        int (*fetch)(Store *s, uint64_t id, StoreLoadFn fn, void *arg);
+        /* list - up to @max ids below @below (0 = from the newest), newest first, into
+         * @ids; *@ret_n how many. Context: any thread. */
+        int (*list)(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n);
+        /* fleet_start / fleet_stop - start / stop taking jobs off the shared queue. */
+        int (*fleet_start)(Store *s, StoreLoadFn take, void *arg);
+        void (*fleet_stop)(Store *s);
 } StoreBackend;
 
 extern const StoreBackend store_memory_backend;
 extern const StoreBackend store_sqlite_backend;
+extern const StoreBackend store_redis_backend;
 
 struct Store {
         const StoreBackend *backend;
-        char *path;         /* owned; NULL for the memory backend */
-        void *backend_data; /* the backend's state */
+        char *path;              /* owned; NULL for the memory backend; the server for redis */
+        StoreFleetOptions fleet; /* redis only; strings point into the Config */
+        void *backend_data;      /* the backend's state */
 
         pthread_mutex_t lock;
         pthread_cond_t wake; /* signalled when writes are queued or at close */
@@ -162,7 +191,7 @@ struct Store {
         uint64_t commit_errors;
 };
 
-/* store_kind_name - "sqlite", "memory". Context: any. */
+/* store_kind_name - "sqlite", "memory", "redis". Context: any. */
 const char *store_kind_name(StoreKind k);
 
 /*
@@ -177,13 +206,14 @@ int store_default_path(char **ret);
 /*
  * store_open - open the store of @kind at @path (NULL or "": store_default_path()),
  * creating the database and its parent directory (0700) when absent (store_load()
- * starts the store thread). A database that exists but cannot be read is an error, never an empty
+ * starts the store thread). For redis, @path is the server (unix:/path or host:port)
+ * and @fleet its options (copied; the strings must outlive the store); NULL otherwise. A database that exists but cannot be read is an error, never an empty
  * store: the message names the file and what an operator can do.
  * @ret: out, written only on success; free with store_close().
  * Return: 0; -EIO / -EACCES / ... with the reason logged (LOG_ERR). Context: main
  * thread at start-up.
  */
-int store_open(Store **ret, StoreKind kind, const char *path);
+int store_open(Store **ret, StoreKind kind, const char *path, const StoreFleetOptions *fleet);
 
 /*
  * store_load - call @fn for every stored record in id order, then start the store
@@ -233,6 +263,44 @@ int store_get_meta(Store *s, const char *key, int64_t *ret);
 /* store_plugin_files - @fn for every stored plugin file (see StoreBackend).
  * Context: main thread at start-up, before store_load(). */
 int store_plugin_files(Store *s, StorePluginFn fn, void *arg);
+
+/* store_fleet - true when many hosts share this store (redis): ids come from
+ * store_new_id(), jobs from the shared queue. Context: any. */
+bool store_fleet(const Store *s);
+
+/*
+ * store_new_id - a job id never handed out by any host sharing the store.
+ * Return: 0; -ENOTSUP (not a fleet store); -EIO (the server failed; logged).
+ * Context: any thread or fiber; blocks its thread for one round trip to the server.
+ */
+int store_new_id(Store *s, uint64_t *ret);
+
+/*
+ * store_fetch - call @fn with the shared record of job @id (its strings valid during
+ * the call only). Return: 0; @fn's error; -ENOENT (no such job, or its retention
+ * ended); -ENOTSUP (not a fleet store); -EIO. Context: any thread or fiber; blocks its
+ * thread for one round trip.
+ */
+int store_fetch(Store *s, uint64_t id, StoreLoadFn fn, void *arg);
+
+/*
+ * store_list - the ids of the fleet's jobs below @below (0 = from the newest), newest
+ * first, at most @max into @ids. Return: 0 (*@ret_n set); -ENOTSUP; -EIO.
+ * Context: any thread or fiber; blocks its thread for one round trip.
+ */
+int store_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n);
+
+/*
+ * store_fleet_start - start taking jobs off the shared queue: @take is called with each
+ * record taken, on the store's reader thread; it returns 0 once the job is in the job
+ * table (or ended there), or a negative errno to leave it to another host.
+ * Return: 0 (also for a store that is not a fleet); the error of pthread_create().
+ * Context: main thread at start-up, after store_load().
+ */
+int store_fleet_start(Store *s, StoreLoadFn take, void *arg);
+
+/* store_fleet_stop - take no more jobs (joins the reader). Context: main thread. */
+void store_fleet_stop(Store *s);
 
 /*
  * store_flush - wait until every write queued so far is committed (or failed).
