@@ -590,6 +590,21 @@ static int fleet_take(const StoreRecord *rec, void *arg)
 }
 
 /*
+ * How many more fleet jobs this host takes now: up to twice max_running queued or
+ * running here, so its job workers never wait on the stream while the rest stays in
+ * the stream for hosts with room. Context: the store's reader thread.
+ */
+static size_t fleet_room(void *arg)
+{
+        Daemon *d = arg;
+        size_t cap = 2 * (size_t)d->cfg.max_running;
+        JobCounts c;
+
+        jobtable_counts(&d->jobs, &c, NULL, NULL);
+        return c.queued + c.running < cap ? cap - (c.queued + c.running) : 0;
+}
+
+/*
  * Opens the job store ([store]) and takes back what it holds: queued jobs queue again,
  * interrupted ones end or requeue (jobtable_restore()). A store that cannot be opened
  * or read stops the start (the reason was logged, naming the file): fiberd never starts
@@ -610,7 +625,7 @@ static int daemon_restore(Daemon *d)
                 return EXIT_CONFIG;
         }
         jobtable_restore_done(&d->jobs, store_next_id(d->store));
-        r = store_fleet_start(d->store, fleet_take, d); /* redis: the shared queue */
+        r = store_fleet_start(d->store, fleet_take, fleet_room, d); /* redis: the shared queue */
         if (r < 0)
                 return EXIT_OSERR;
         jobtable_counts(&d->jobs, &c, NULL, NULL);

@@ -92,6 +92,7 @@ typedef struct RedisStore {
         bool reader_started;
         bool stop; /* atomic: the reader leaves */
         StoreLoadFn take;
+        StoreRoomFn room;
         void *take_arg;
         uint64_t taken, claimed; /* entries read / taken over (reader thread only) */
 } RedisStore;
@@ -827,7 +828,8 @@ static void reader_autoclaim(Store *s)
  * @pending_from is set (a restart under the same name), else new entries, blocking at
  * most @block_ms. Return the entries read; -1 on a lost connection.
  */
-static long reader_read(Store *s, char *pending_from, size_t from_size, uint64_t block_ms)
+static long reader_read(Store *s, char *pending_from, size_t from_size, uint64_t block_ms,
+                        size_t want)
 {
         RedisStore *q = redis_of(s);
         char count[16], block[24];
@@ -845,7 +847,7 @@ static long reader_read(Store *s, char *pending_from, size_t from_size, uint64_t
         redisReply *rep;
         long n = 0;
 
-        snprintf(count, sizeof(count), "%d", REDIS_READ_COUNT);
+        snprintf(count, sizeof(count), "%zu", MIN(want, (size_t)REDIS_READ_COUNT));
         snprintf(block, sizeof(block), "%" PRIu64, block_ms);
         if (pending_from) { /* no BLOCK: the history answers at once */
                 argv[6] = "STREAMS";
@@ -881,6 +883,7 @@ static void *redis_reader(void *arg)
         while (!reader_stopping(q)) {
                 char why[256] = "";
                 uint64_t now;
+                size_t want;
                 long n;
 
                 if (!redis_ensure(s, &q->r, why, sizeof(why))) {
@@ -903,13 +906,19 @@ static void *redis_reader(void *arg)
                         next_claim = now + beat_ns;
                 }
                 if (own_pending) {
-                        n = reader_read(s, pending, sizeof(pending), 0);
+                        /* this consumer's own entries: its jobs whatever the room */
+                        n = reader_read(s, pending, sizeof(pending), 0, REDIS_READ_COUNT);
                         if (n == 0)
                                 own_pending = false;
-                } else {
-                        n = reader_read(s, NULL, 0, block_ms);
+                        continue;
                 }
-                (void)n;
+                want = q->room ? q->room(q->take_arg) : REDIS_READ_COUNT;
+                if (want == 0) {
+                        /* full: the jobs wait in the stream for a host with room */
+                        reader_pause(q, MIN(block_ms, 50));
+                        continue;
+                }
+                reader_read(s, NULL, 0, block_ms, want);
         }
         if (q->r) {
                 redisFree(q->r);
@@ -918,12 +927,13 @@ static void *redis_reader(void *arg)
         return NULL;
 }
 
-static int redis_fleet_start(Store *s, StoreLoadFn take, void *arg)
+static int redis_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg)
 {
         RedisStore *q = redis_of(s);
         int r;
 
         q->take = take;
+        q->room = room;
         q->take_arg = arg;
         r = -pthread_create(&q->reader, NULL, redis_reader, s);
         if (r < 0) {

@@ -521,9 +521,9 @@ int store_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_
         return s->backend->list ? s->backend->list(s, below, max, ids, ret_n) : -ENOTSUP;
 }
 
-int store_fleet_start(Store *s, StoreLoadFn take, void *arg)
+int store_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg)
 {
-        return s->backend->fleet_start ? s->backend->fleet_start(s, take, arg) : 0;
+        return s->backend->fleet_start ? s->backend->fleet_start(s, take, room, arg) : 0;
 }
 
 void store_fleet_stop(Store *s)

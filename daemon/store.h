@@ -127,6 +127,9 @@ typedef int (*StorePluginFn)(const StorePluginFile *pf, void *arg);
 
 typedef struct Store Store;
 
+/* StoreRoomFn - how many more fleet jobs this host wants now (0: none for now). */
+typedef size_t (*StoreRoomFn)(void *arg);
+
 /* StoreLoadFn - one stored record, in id order; return 0 or a negative errno to stop. */
 typedef int (*StoreLoadFn)(const StoreRecord *rec, void *arg);
 
@@ -159,7 +162,7 @@ typedef struct StoreBackend {
          * @ids; *@ret_n how many. Context: any thread. */
         int (*list)(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n);
         /* fleet_start / fleet_stop - start / stop taking jobs off the shared queue. */
-        int (*fleet_start)(Store *s, StoreLoadFn take, void *arg);
+        int (*fleet_start)(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg);
         void (*fleet_stop)(Store *s);
 } StoreBackend;
 
@@ -293,11 +296,13 @@ int store_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_
 /*
  * store_fleet_start - start taking jobs off the shared queue: @take is called with each
  * record taken, on the store's reader thread; it returns 0 once the job is in the job
- * table (or ended there), or a negative errno to leave it to another host.
+ * table (or ended there), or a negative errno to leave it to another host. @room says
+ * how many more jobs this host wants: the reader reads no more than that (a host does
+ * not take jobs it could not start soon while another host is idle).
  * Return: 0 (also for a store that is not a fleet); the error of pthread_create().
  * Context: main thread at start-up, after store_load().
  */
-int store_fleet_start(Store *s, StoreLoadFn take, void *arg);
+int store_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg);
 
 /* store_fleet_stop - take no more jobs (joins the reader). Context: main thread. */
 void store_fleet_stop(Store *s);

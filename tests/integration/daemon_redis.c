@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_redis.c — the fleet: [store] backend = redis (daemon/store-redis.c) with two
+ * real fiberd processes sharing one stream of a private redis-server.
+ *
+ * Each test starts its own redis-server on a Unix socket in a temporary directory (no
+ * TCP port, no persistence, killed with the test process: PR_SET_PDEATHSIG) and stops
+ * it in the fixture's fini. A machine without redis-server skips these tests with the
+ * reason printed; every other failure fails them.
+ *
+ * What is checked:
+ *  - jobs submitted through one host are run by both hosts, each exactly once: the
+ *    hosts' `done` counters add up to the number of jobs, both are non-zero, and no
+ *    job has a retry counted;
+ *  - job.status and job.wait through either host answer for every job of the fleet,
+ *    also the ones the other host ran; job.list through one host lists them all;
+ *  - kill -9 of the host running a long job: the other host takes it over once
+ *    claim_idle_ms (500 ms here) passed and finishes it, as attempt 2 (sleep is
+ *    retry-safe).
+ */
+#include "tests/integration/fiberd_harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static Fiberd host_a, host_b;
+static char redis_dir[64];
+static char redis_sock[96];
+static pid_t redis_pid;
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Is redis-server on PATH? */
+static bool redis_server_found(void)
+{
+        return system("command -v redis-server >/dev/null 2>&1") == 0;
+}
+
+/* true once the server at redis_sock answers PING. */
+static bool redis_answers(void)
+{
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        char buf[16] = "";
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool ok = false;
+
+        if (fd < 0)
+                return false;
+        snprintf(a.sun_path, sizeof(a.sun_path), "%s", redis_sock);
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && write(fd, "PING\r\n", 6) == 6 &&
+            read(fd, buf, sizeof(buf) - 1) > 0)
+                ok = strncmp(buf, "+PONG", 5) == 0;
+        close(fd);
+        return ok;
+}
+
+/* Starts a private redis-server on a Unix socket; skips the test without one. */
+static void redis_start(void)
+{
+        uint64_t deadline;
+
+        if (!redis_server_found())
+                cr_skip_test("redis-server is not installed (apt-get install redis-server): "
+                             "the fleet tests need a real one");
+        snprintf(redis_dir, sizeof(redis_dir), "/tmp/fiberd-redis-XXXXXX");
+        cr_assert(mkdtemp(redis_dir), "mkdtemp: %s", strerror(errno));
+        snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", redis_dir);
+        redis_pid = fork();
+        cr_assert(redis_pid >= 0);
+        if (redis_pid == 0) {
+                char logfile[128];
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                snprintf(logfile, sizeof(logfile), "%s/redis.log", redis_dir);
+                execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", redis_sock,
+                       "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir",
+                       redis_dir, "--logfile", logfile, (char *)NULL);
+                _exit(127);
+        }
+        deadline = now_ms() + 10000;
+        while (!redis_answers()) {
+                int status;
+                if (waitpid(redis_pid, &status, WNOHANG) == redis_pid) {
+                        redis_pid = 0;
+                        cr_skip_test("redis-server cannot run here (exit status 0x%x; see "
+                                     "%s/redis.log)",
+                                     status, redis_dir);
+                }
+                cr_assert(now_ms() < deadline, "redis-server did not answer within 10 s");
+                usleep(10000);
+        }
+}
+
+static void redis_stop(void)
+{
+        char cmd[160];
+
+        if (redis_pid > 0) {
+                kill(redis_pid, SIGTERM);
+                waitpid(redis_pid, NULL, 0);
+                redis_pid = 0;
+        }
+        if (redis_dir[0]) {
+                snprintf(cmd, sizeof(cmd), "rm -rf '%s'", redis_dir);
+                if (system(cmd) != 0)
+                        fprintf(stderr, "cannot remove %s\n", redis_dir);
+                redis_dir[0] = '\0';
+        }
+}
+
+static void teardown(void)
+{
+        fiberd_stop(&host_a);
+        fiberd_stop(&host_b);
+        redis_stop();
+}
+
+TestSuite(daemon_redis, .fini = teardown, .timeout = 90);
+
+/* Starts fiberd @d as fleet node @node, @max_running jobs at once. */
+static void host_start(Fiberd *d, const char *node, unsigned max_running)
+{
+        char config[512];
+
+        snprintf(config, sizeof(config),
+                 "[jobs]\nmax_running = %u\n"
+                 "[store]\nbackend = redis\nredis = unix:%s\nnode = %s\n"
+                 "claim_idle_ms = 500\n",
+                 max_running, redis_sock, node);
+        fiberd_start(d, &(FiberdOpts){.config = config, .plugins = "echo sleep", .workers = 2});
+}
+
+/* job.status of @id through @c: its state (size 32) and attempt; the call's error. */
+static int job_state(Client *c, uint64_t id, char *state, uint64_t *attempt)
+{
+        Reply rp;
+        int r;
+
+        rpc_simple(c, "job.status", 1, &id, &rp);
+        r = rp.r;
+        if (r == 0) {
+                snprintf(state, 32, "%s", map_str(rp.result, "state"));
+                if (attempt)
+                        *attempt = map_uint(rp.result, "attempt");
+        }
+        reply_clear(&rp);
+        return r;
+}
+
+/* The host's `stats` jobs counter @key (done, running, ...). */
+static uint64_t host_jobs(Client *c, const char *key)
+{
+        const msgpack_object *jobs;
+        uint64_t v;
+        Reply rp;
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
+        jobs = map_get(rp.result, "jobs");
+        cr_assert(jobs && jobs->type == MSGPACK_OBJECT_MAP, "stats has no jobs map");
+        v = map_uint(jobs, key);
+        reply_clear(&rp);
+        return v;
+}
+
+#define FLEET_JOBS 12
+
+Test(daemon_redis, both_hosts_run_each_job_once_and_answer_for_all)
+{
+        uint64_t ids[FLEET_JOBS], done_a, done_b;
+        Client *a, *b;
+        Reply rp;
+
+        redis_start();
+        /* one job at a time each: a host holds at most two, so both must run some */
+        host_start(&host_a, "a", 1);
+        host_start(&host_b, "b", 1);
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        for (int i = 0; i < FLEET_JOBS; i++) {
+                IpcStatus st = {0};
+                Arg arg = ARG_I("ms", 100);
+                ids[i] = rpc_submit(a, "sleep", &arg, 1, 0, 0, &st);
+                cr_assert(ids[i] > 0, "submit %d: %s", i, st.message);
+                if (i > 0)
+                        cr_assert_gt(ids[i], ids[i - 1], "ids from the shared counter rise");
+        }
+        /* job.wait through A for every job, also those B runs */
+        for (int i = 0; i < FLEET_JOBS; i++) {
+                rpc_job_wait(a, ids[i], 30000, &rp);
+                cr_assert_eq(rp.r, 0, "wait %llu: %s", (unsigned long long)ids[i], rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done", "job %llu",
+                                 (unsigned long long)ids[i]);
+                cr_assert_eq(map_uint(rp.result, "attempt"), 0, "job %llu ran twice",
+                             (unsigned long long)ids[i]);
+                reply_clear(&rp);
+        }
+        /* job.status through B for every job, also those A ran */
+        for (int i = 0; i < FLEET_JOBS; i++) {
+                char state[32];
+                cr_assert_eq(job_state(b, ids[i], state, NULL), 0, "status %llu through b",
+                             (unsigned long long)ids[i]);
+                cr_assert_str_eq(state, "done", "job %llu through b", (unsigned long long)ids[i]);
+        }
+        /* each job ran exactly once, and both hosts ran some */
+        done_a = host_jobs(a, "done");
+        done_b = host_jobs(b, "done");
+        cr_assert_eq(done_a + done_b, FLEET_JOBS, "a ran %llu, b ran %llu of %d jobs",
+                     (unsigned long long)done_a, (unsigned long long)done_b, FLEET_JOBS);
+        cr_assert(done_a > 0 && done_b > 0, "a ran %llu, b ran %llu: not both hosts",
+                  (unsigned long long)done_a, (unsigned long long)done_b);
+        /* job.list through B lists the whole fleet's jobs */
+        {
+                rpc_simple(b, "job.list", 0, NULL, &rp);
+                cr_assert_eq(rp.r, 0, "job.list: %s", rp.st.message);
+                cr_assert_eq(rp.result->type, MSGPACK_OBJECT_ARRAY);
+                cr_assert_eq(rp.result->via.array.size, FLEET_JOBS, "job.list through b: %u",
+                             rp.result->via.array.size);
+                reply_clear(&rp);
+        }
+        client_free(a);
+        client_free(b);
+}
+
+Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
+{
+        Client *a, *b, *runner_c, *other_c;
+        Fiberd *runner, *other;
+        uint64_t id, deadline, attempt = 0;
+        IpcStatus st = {0};
+        Arg arg = ARG_I("ms", 3000);
+        char state[32] = "";
+        Reply rp;
+        int status;
+
+        redis_start();
+        host_start(&host_a, "a", 4);
+        host_start(&host_b, "b", 4);
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        id = rpc_submit(a, "sleep", &arg, 1, 0, 0, &st);
+        cr_assert(id > 0, "submit: %s", st.message);
+        /* which host runs it: the one whose running counter says so */
+        deadline = now_ms() + 10000;
+        for (;;) {
+                if (host_jobs(a, "running") == 1) {
+                        runner = &host_a;
+                        other = &host_b;
+                        runner_c = a;
+                        other_c = b;
+                        break;
+                }
+                if (host_jobs(b, "running") == 1) {
+                        runner = &host_b;
+                        other = &host_a;
+                        runner_c = b;
+                        other_c = a;
+                        break;
+                }
+                cr_assert(now_ms() < deadline, "no host started job %llu", (unsigned long long)id);
+                usleep(5000);
+        }
+        client_free(runner_c);
+        status = fiberd_signal_and_wait(runner, SIGKILL, 10000);
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status 0x%x", status);
+        /* the other host takes it over after claim_idle_ms and runs it to the end */
+        rpc_job_wait(other_c, id, 30000, &rp);
+        cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        cr_assert_eq(map_uint(rp.result, "attempt"), 1, "its second run is attempt 1");
+        reply_clear(&rp);
+        cr_assert_eq(job_state(other_c, id, state, &attempt), 0);
+        cr_assert_str_eq(state, "done");
+        cr_assert(fiberd_log_contains(other, "taken over from a silent host"),
+                  "the other host's log names the takeover");
+        cr_assert_eq(host_jobs(other_c, "done"), 1);
+        client_free(other_c);
+}
