@@ -4,8 +4,10 @@
  * one queue, in the way Sidekiq and Faktory keep theirs in Redis, on Redis Streams.
  *
  * What lives in Redis (keys fixed, the stream and group names from [store]):
- *   fiberd:next_id      INCR'ed for every job id (store_new_id()): no host ever hands
- *                       out an id another host had, also after a restart of all of them;
+ *   fiberd:next_id      the last job id handed out: a host takes ids in blocks of
+ *                       REDIS_ID_BLOCK (INCRBY, store_new_id()), so no host ever hands
+ *                       out an id another host had, also after a restart of all of
+ *                       them; one host's ids rise, the fleet's interleave by block;
  *   fiberd:job:<id>     a hash, the job record (StoreRecord's fields, plus `node`: the
  *                       consumer that wrote it last); EXPIRE'd retention_s after the job
  *                       reached a final state, so retention is Redis's job;
@@ -64,6 +66,8 @@
 #define REDIS_CMD_MAX_ARGS 48
 #define REDIS_READ_COUNT 16
 #define REDIS_IO_TIMEOUT_S 5
+#define REDIS_ID_BLOCK 64 /* ids a host takes from fiberd:next_id at once */
+#define REDIS_ID_BLOCK_STR "64"
 
 /* RedisEntry - a stream entry this host holds: its job runs or waits here. */
 typedef struct RedisEntry {
@@ -82,6 +86,9 @@ typedef struct RedisStore {
 
         pthread_mutex_t q_lock; /* guards q */
         redisContext *q;        /* queries: ids, records, listings */
+
+        pthread_mutex_t id_lock;  /* guards the id block */
+        uint64_t id_next, id_end; /* this host's ids left: [id_next, id_end) */
 
         pthread_mutex_t map_lock;                 /* guards entries */
         RedisEntry *entries[REDIS_ENTRY_BUCKETS]; /* held entries, by job id */
@@ -367,21 +374,6 @@ static int record_parse(const redisReply *h, uint64_t id, StoreRecord *rec)
         return 0;
 }
 
-/* HGETALL of job @id on @c; the reply in *@ret (caller frees). -EIO: connection lost. */
-static int record_get(redisContext *c, uint64_t id, redisReply **ret)
-{
-        redisReply *h = redisCommand(c, "HGETALL " REDIS_JOB_KEY_FMT, id);
-
-        if (!h)
-                return -EIO;
-        if (h->type == REDIS_REPLY_ERROR) {
-                freeReplyObject(h);
-                return -EIO;
-        }
-        *ret = h;
-        return 0;
-}
-
 /* ------------------------------------------------------------------ backend ----- */
 
 static void redis_close(Store *s)
@@ -401,6 +393,7 @@ static void redis_close(Store *s)
                         free(e);
                 }
         pthread_mutex_destroy(&q->q_lock);
+        pthread_mutex_destroy(&q->id_lock);
         pthread_mutex_destroy(&q->map_lock);
         free(q->consumer);
         free(q->stream);
@@ -421,6 +414,7 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
                 return -ENOMEM;
         s->backend_data = q;
         pthread_mutex_init(&q->q_lock, NULL);
+        pthread_mutex_init(&q->id_lock, NULL);
         pthread_mutex_init(&q->map_lock, NULL);
         q->stream = strdup(o->stream && *o->stream ? o->stream : "fiberd:jobs");
         q->group = strdup(o->group && *o->group ? o->group : "fiberd");
@@ -593,16 +587,27 @@ static redisReply *query(Store *s, int argc, const char **argv, const size_t *le
 
 static int redis_new_id(Store *s, uint64_t *ret)
 {
-        const char *argv[] = {"INCR", REDIS_KEY_NEXT_ID};
-        redisReply *rep = query(s, 2, argv, NULL);
-        int r = -EIO;
+        RedisStore *q = redis_of(s);
+        const char *argv[] = {"INCRBY", REDIS_KEY_NEXT_ID, REDIS_ID_BLOCK_STR};
+        redisReply *rep;
+        int r = 0;
 
-        if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer > 0) {
-                *ret = (uint64_t)rep->integer;
-                r = 0;
+        pthread_mutex_lock(&q->id_lock);
+        if (q->id_next == q->id_end) {
+                /* a block of ids for this host: one round trip per REDIS_ID_BLOCK jobs */
+                rep = query(s, 3, argv, NULL);
+                if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer >= REDIS_ID_BLOCK) {
+                        q->id_end = (uint64_t)rep->integer + 1;
+                        q->id_next = q->id_end - REDIS_ID_BLOCK;
+                } else {
+                        r = -EIO;
+                }
+                if (rep)
+                        freeReplyObject(rep);
         }
-        if (rep)
-                freeReplyObject(rep);
+        if (r == 0)
+                *ret = q->id_next++;
+        pthread_mutex_unlock(&q->id_lock);
         return r;
 }
 
@@ -676,41 +681,38 @@ static void reader_ack(RedisStore *q, const char *entry)
                 freeReplyObject(rep);
 }
 
-/*
- * One stream entry [@e: entry id, fields] read or claimed by this host: its job goes to
- * the job table unless it is held here already, final, or gone.
- */
-static void reader_handle(Store *s, const redisReply *e, bool claimed)
+/* The stream entry id (into @entry, 48 bytes) and job id of entry @e; 0 when none. */
+static uint64_t entry_parse(const redisReply *e, char *entry)
 {
-        RedisStore *q = redis_of(s);
         const redisReply *eid, *fields;
-        redisReply *h = NULL;
-        StoreRecord rec;
         uint64_t id = 0;
-        char entry[48];
-        int r;
 
+        entry[0] = '\0';
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 2)
-                return;
+                return 0;
         eid = e->element[0];
         fields = e->element[1];
-        if (eid->type != REDIS_REPLY_STRING || eid->len >= sizeof(entry))
-                return;
+        if (eid->type != REDIS_REPLY_STRING || eid->len >= 48)
+                return 0;
         memcpy(entry, eid->str, eid->len + 1);
         if (fields->type == REDIS_REPLY_ARRAY)
                 for (size_t i = 0; i + 1 < fields->elements; i += 2)
                         if (field_is(fields->element[i], "id"))
                                 id = field_u64(fields->element[i + 1]);
-        if (!id) { /* not ours, or trimmed: nothing to run */
-                reader_ack(q, entry);
-                return;
-        }
-        if (entry_find(q, id, (char[48]){0}))
-                return; /* held here already (a pending entry read again) */
-        if (record_get(q->r, id, &h) < 0)
-                return; /* connection lost: the entry stays pending, read again later */
-        r = record_parse(h, id, &rec);
-        if (r == -ENOENT || r == -EIO || (r == 0 && job_state_final(rec.state))) {
+        return id;
+}
+
+/*
+ * Stream entry @entry of job @id, read or claimed by this host, with @h its record
+ * (HGETALL): the job goes to the job table unless it is final or gone.
+ */
+static void reader_take(Store *s, const char *entry, uint64_t id, const redisReply *h, bool claimed)
+{
+        RedisStore *q = redis_of(s);
+        StoreRecord rec;
+        int r = h->type == REDIS_REPLY_ERROR ? -EIO : record_parse(h, id, &rec);
+
+        if (r < 0 || job_state_final(rec.state)) {
                 /* its record is gone (retention), unreadable, or the job ended before its
                  * host could acknowledge it */
                 if (r == -EIO)
@@ -719,13 +721,10 @@ static void reader_handle(Store *s, const redisReply *e, bool claimed)
                                 "its stream entry %s is dropped",
                                 id, entry);
                 reader_ack(q, entry);
-                freeReplyObject(h);
                 return;
         }
-        if (!entry_add(q, id, entry, strlen(entry))) {
-                freeReplyObject(h);
-                return;
-        }
+        if (!entry_add(q, id, entry, strlen(entry)))
+                return; /* held here already (a pending entry read again) */
         if (claimed) {
                 q->claimed++;
                 log_msg(LOG_NOTICE, "job %" PRIu64 ": taken over from a silent host (%s)", id,
@@ -735,24 +734,49 @@ static void reader_handle(Store *s, const redisReply *e, bool claimed)
         r = q->take(&rec, q->take_arg);
         if (r < 0)
                 entry_remove(q, id); /* left pending: another host (or this one) takes it */
-        freeReplyObject(h);
 }
 
-/* Each entry of an XREADGROUP / XAUTOCLAIM entry array; the last id in @last. */
+/*
+ * Each entry of an XREADGROUP / XAUTOCLAIM entry array, their records read in one
+ * pipeline; the last entry id in @last. Return the entries seen.
+ */
 static size_t reader_handle_all(Store *s, const redisReply *entries, bool claimed, char *last,
                                 size_t last_size)
 {
-        size_t n = 0;
+        RedisStore *q = redis_of(s);
+        char entry[REDIS_READ_COUNT][48];
+        uint64_t ids[REDIS_READ_COUNT];
+        size_t n, asked = 0;
 
         if (!entries || entries->type != REDIS_REPLY_ARRAY)
                 return 0;
-        for (size_t i = 0; i < entries->elements && !reader_stopping(redis_of(s)); i++) {
-                const redisReply *e = entries->element[i];
-                reader_handle(s, e, claimed);
-                if (e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
-                    e->element[0]->type == REDIS_REPLY_STRING && last)
-                        snprintf(last, last_size, "%s", e->element[0]->str);
-                n++;
+        n = MIN(entries->elements, (size_t)REDIS_READ_COUNT);
+        for (size_t i = 0; i < n; i++) {
+                ids[i] = entry_parse(entries->element[i], entry[i]);
+                if (entry[i][0] && last)
+                        snprintf(last, last_size, "%.47s", entry[i]);
+                if (!ids[i]) {
+                        if (entry[i][0]) /* not a job: nothing to run */
+                                reader_ack(q, entry[i]);
+                        continue;
+                }
+                if (entry_find(q, ids[i], (char[48]){0})) {
+                        ids[i] = 0; /* held here already (a pending entry read again) */
+                        continue;
+                }
+                redisAppendCommand(q->r, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
+                asked++;
+        }
+        for (size_t i = 0; i < n && asked; i++) {
+                redisReply *h = NULL;
+                if (!ids[i])
+                        continue;
+                asked--;
+                if (redisGetReply(q->r, (void **)&h) != REDIS_OK || !h)
+                        break; /* connection lost: the entries stay pending, read again */
+                if (!reader_stopping(q))
+                        reader_take(s, entry[i], ids[i], h, claimed);
+                freeReplyObject(h);
         }
         return n;
 }

@@ -11,7 +11,12 @@
  * this tree, default settings but for the job store, log level warning) on a socket in
  * a temporary directory, and stops it at the end. The job store is memory, like the
  * in-memory peers it is compared with, unless FIBERD_BENCH_STORE says otherwise
- * (product-fiberd-sqlite: the durable default, daemon/store.h).
+ * (product-fiberd-sqlite: the durable default, daemon/store.h). product-fiberd-redis and
+ * product-fiberd-redis2 start a private redis-server on a Unix socket in their own
+ * temporary directory and one or two fiberd hosts with [store] backend = redis sharing
+ * its stream (fleet mode, daemon/store-redis.c); the connections are spread over the
+ * hosts, a job runs on whichever host reads it, and the server CPU counts every fiberd
+ * and the redis-server.
  *
  * The trivial job: the bundled `echo` plugin (args {}) when plugins.list shows it, else
  * `sleep` with {"ms": 0}; FIBERD_BENCH_PLUGIN=NAME picks another (its args are then
@@ -92,8 +97,31 @@ static void die_status(const char *what, const IpcStatus *st)
         bench_die("%s: %s%s%s", what, st->code ? st->code : "", st->code ? ": " : "", st->message);
 }
 
+/* The private redis-server of the redis rows: its socket, "" when none runs. */
+static char bench_redis_socket[100];
+
+/* Starts redis-server on a Unix socket in @s's new temporary directory; dies when it
+ * does not start. */
+static void redis_start(ProductServer *s)
+{
+        char path[512];
+        char *argv[] = {path, "--port",       "0",  "--unixsocket", s->socket, "--save",
+                        "",   "--appendonly", "no", "--dir",        s->dir,    NULL};
+
+        if (!product_find_server("redis-server", path, sizeof(path)))
+                bench_die("redis-server not installed (apt-get install redis-server)");
+        product_tmpdir(s);
+        snprintf(s->socket, sizeof(s->socket), "%s/redis.sock", s->dir);
+        if (product_start(s, argv, NULL, NULL) < 0) {
+                product_stop(s);
+                bench_die("redis-server did not start");
+        }
+        snprintf(bench_redis_socket, sizeof(bench_redis_socket), "%s", s->socket);
+}
+
 static void fiberd_start_workers(ProductServer *s, const char *workers)
 {
+        static unsigned host;
         char conf[160];
         char *argv[] = {BENCH_FIBERD_BIN,
                         "--plugin-dir",
@@ -122,7 +150,10 @@ static void fiberd_start_workers(ProductServer *s, const char *workers)
                 FILE *f;
                 snprintf(conf, sizeof(conf), "%s/fiberd.conf", s->dir);
                 f = fopen(conf, "w");
-                if (!f || fprintf(f, "[store]\nbackend = %s\n", store) < 0 || fclose(f) != 0)
+                if (!f || fprintf(f, "[store]\nbackend = %s\n", store) < 0 ||
+                    (!strcmp(store, "redis") && fprintf(f, "redis = unix:%s\nnode = host%u\n",
+                                                        bench_redis_socket, host++) < 0) ||
+                    fclose(f) != 0)
                         bench_die("cannot write %s", conf);
                 argv[6] = conf;
         }
@@ -341,11 +372,40 @@ int bench_product_fiberd_sqlite(int argc, char **argv)
         return bench_product_fiberd(argc, argv);
 }
 
+/* product-fiberd-redis / -redis2: the same loads in fleet mode, 1 or 2 fiberd hosts on
+ * one private redis-server (bench.c's "redis store" rows). */
+int bench_product_fiberd_redis(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_STORE", "redis", 1);
+        setenv("FIBERD_BENCH_HOSTS", "1", 1);
+        return bench_product_fiberd(argc, argv);
+}
+
+int bench_product_fiberd_redis2(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_STORE", "redis", 1);
+        setenv("FIBERD_BENCH_HOSTS", "2", 1);
+        return bench_product_fiberd(argc, argv);
+}
+
+/* utime + stime so far of every server of the run: the fiberd hosts and redis-server. */
+static uint64_t servers_cpu_ns(const ProductServer *srv, unsigned hosts, const ProductServer *rs)
+{
+        uint64_t ns = rs->pid ? product_cpu_ns(rs->pid) : 0;
+
+        for (unsigned h = 0; h < hosts; h++)
+                ns += product_cpu_ns(srv[h].pid);
+        return ns;
+}
+
 int bench_product_fiberd(int argc, char **argv)
 {
         /* the memory store unless told: the peers of rows 12-16 keep nothing either */
         setenv("FIBERD_BENCH_STORE", "memory", 0);
-        ProductServer srv = {0};
+        const char *store = getenv("FIBERD_BENCH_STORE"), *nh = getenv("FIBERD_BENCH_HOSTS");
+        bool redis = store && !strcmp(store, "redis");
+        unsigned hosts = redis && nh && !strcmp(nh, "2") ? 2 : 1;
+        ProductServer srv[2] = {{0}}, rsrv = {0};
         ProductLoad l;
         Conn *conns;
         uint64_t *lat = NULL, t0, t1, cpu0, cpu1, rss = 0;
@@ -356,9 +416,12 @@ int bench_product_fiberd(int argc, char **argv)
                 bench_die("out of memory");
         if (l.mode == PRODUCT_RATE && !(lat = calloc(l.jobs, sizeof(*lat))))
                 bench_die("out of memory");
-        fiberd_start(&srv);
+        if (redis)
+                redis_start(&rsrv);
+        for (unsigned h = 0; h < hosts; h++)
+                fiberd_start(&srv[h]);
         for (unsigned i = 0; i < l.conns; i++) {
-                conns[i].client = connect_or_die(&srv);
+                conns[i].client = connect_or_die(&srv[i % hosts]);
                 conns[i].load = &l;
                 conns[i].jobs = l.jobs / l.conns + (i < l.jobs % l.conns);
                 conns[i].lat = lat;
@@ -371,7 +434,7 @@ int bench_product_fiberd(int argc, char **argv)
         fprintf(stderr, "fiberd-bench: fiberd trivial job: %s through %s\n", trivial_plugin,
                 trivial_run ? "job.run" : "job.submit + job.wait");
 
-        cpu0 = product_cpu_ns(srv.pid);
+        cpu0 = servers_cpu_ns(srv, hosts, &rsrv);
         t0 = bench_now_ns();
         if (l.mode == PRODUCT_RATE) {
                 conn_open_loop(&conns[0]);
@@ -383,15 +446,17 @@ int bench_product_fiberd(int argc, char **argv)
                         pthread_join(conns[i].thread, NULL);
         }
         t1 = bench_now_ns();
-        cpu1 = product_cpu_ns(srv.pid);
+        cpu1 = servers_cpu_ns(srv, hosts, &rsrv);
         if (l.mode == PRODUCT_RSS)
-                rss = product_rss_bytes(srv.pid);
+                rss = product_rss_bytes(srv[0].pid);
 
         for (unsigned i = 0; i < l.conns; i++) {
                 client_free(conns[i].client);
                 free(conns[i].slots);
         }
-        product_stop(&srv);
+        for (unsigned h = 0; h < hosts; h++)
+                product_stop(&srv[h]);
+        product_stop(&rsrv);
         if (l.mode == PRODUCT_RSS)
                 printf("%.1f\n", (double)rss / (1024.0 * 1024.0));
         else

@@ -135,9 +135,13 @@ enum {
         J_P_BEAN_RATE,
         J_P_GEAR_RATE,
         J_P_FIBERD_RSS,
-        J_P_FIBERD_SQL_8,    /* job store (issue 11): fiberd with the sqlite store (the */
-        J_P_BEANB_8,         /* default; the rows above: memory), beanstalkd with its */
-        J_P_FIBERD_SQL_RATE, /* binlog (-b, -f0), the sqlite store at 1,000 jobs/s */
+        J_P_FIBERD_SQL_8,      /* job store (issue 11): fiberd with the sqlite store (the */
+        J_P_BEANB_8,           /* default; the rows above: memory), beanstalkd with its */
+        J_P_FIBERD_SQL_RATE,   /* binlog (-b, -f0), the sqlite store at 1,000 jobs/s */
+        J_P_FIBERD_REDIS_8,    /* fleet mode (issue 11): the redis store, 1 and 2 fiberd */
+        J_P_FIBERD_REDIS2_8,   /* hosts on one private redis-server, 8 connections and */
+        J_P_FIBERD_REDIS_RATE, /* at 1,000 jobs/s */
+        J_P_FIBERD_REDIS2_RATE,
         J_P_SKYNET,
         J_P_GO_SKYNET,
         J_CTL_FAIR1, /* CPU control (bench-control.c) */
@@ -241,6 +245,20 @@ static const Row rows[] = {
          J_P_FIBERD_SQL_RATE, J_P_FIBERD_RATE, 0, "µs", "memory store", CMP_TIMES, 0, "(the cost)"},
         {"14. latency at 1,000 jobs/s, p99: the sqlite store vs memory (µs)", J_P_FIBERD_SQL_RATE,
          J_P_FIBERD_RATE, 1, "µs", "memory store", CMP_TIMES, 0, "(the cost)"},
+        {"12r. the same, 8 connections: the redis store, 1 fiberd host vs memory (jobs/s)",
+         J_P_FIBERD_REDIS_8, J_P_FIBERD_8, 0, "/s", "memory store", CMP_RATE, 0, "(the cost)"},
+        {"12r. the same, 8 connections: the redis store, 2 fiberd hosts vs 1 (jobs/s)",
+         J_P_FIBERD_REDIS2_8, J_P_FIBERD_REDIS_8, 0, "/s", "1 host", CMP_RATE, 0, "(scale)"},
+        {"14r. latency at 1,000 jobs/s, p50: the redis store, 1 fiberd host vs memory (µs)",
+         J_P_FIBERD_REDIS_RATE, J_P_FIBERD_RATE, 0, "µs", "memory store", CMP_TIMES, 0,
+         "(the cost)"},
+        {"14r. latency at 1,000 jobs/s, p99: the redis store, 1 fiberd host vs memory (µs)",
+         J_P_FIBERD_REDIS_RATE, J_P_FIBERD_RATE, 1, "µs", "memory store", CMP_TIMES, 0,
+         "(the cost)"},
+        {"14r. latency at 1,000 jobs/s, p50: the redis store, 2 fiberd hosts vs 1 (µs)",
+         J_P_FIBERD_REDIS2_RATE, J_P_FIBERD_REDIS_RATE, 0, "µs", "1 host", CMP_TIMES, 0, "(scale)"},
+        {"14r. latency at 1,000 jobs/s, p99: the redis store, 2 fiberd hosts vs 1 (µs)",
+         J_P_FIBERD_REDIS2_RATE, J_P_FIBERD_REDIS_RATE, 1, "µs", "1 host", CMP_TIMES, 0, "(scale)"},
         {"15. server CPU at an offered 1,000 jobs/s (ms per s)", J_P_FIBERD_RATE, J_P_BEAN_RATE, 2,
          "ms", "beanstalkd", CMP_TIMES, 2, "<= 2x beanstalkd"},
         {"16. fiberd RSS after 1,000,000 trivial jobs, default retention (MiB)", J_P_FIBERD_RSS, -1,
@@ -321,6 +339,14 @@ static void product_jobs_setup(Job *jobs, const Options *o)
                  "tput", 8, 0},
                 {J_P_FIBERD_SQL_RATE, "product-rate", "fiberd sqlite store 1k/s",
                  "product-fiberd-sqlite", "rate", 1, 0},
+                {J_P_FIBERD_REDIS_8, "product-tput", "fiberd redis store 1 host 8 conns",
+                 "product-fiberd-redis", "tput", 8, 0},
+                {J_P_FIBERD_REDIS2_8, "product-tput", "fiberd redis store 2 hosts 8 conns",
+                 "product-fiberd-redis2", "tput", 8, 0},
+                {J_P_FIBERD_REDIS_RATE, "product-rate", "fiberd redis store 1 host 1k/s",
+                 "product-fiberd-redis", "rate", 1, 0},
+                {J_P_FIBERD_REDIS2_RATE, "product-rate", "fiberd redis store 2 hosts 1k/s",
+                 "product-fiberd-redis2", "rate", 1, 0},
         };
         unsigned r = o->runs, few = r < 3 ? r : 3;
         bool s = o->smoke;
@@ -358,6 +384,7 @@ static void product_jobs_filter(Job *jobs)
         bool fiberd = bench_product_fiberd_built(why, sizeof(why));
         bool bean = product_find_server("beanstalkd", path, sizeof(path));
         bool gear = product_find_server("gearmand", path, sizeof(path));
+        bool redis = product_find_server("redis-server", path, sizeof(path));
 
         for (int i = J_P_FIBERD_1; i < J_COUNT; i++) {
                 Job *j = &jobs[i];
@@ -371,6 +398,10 @@ static void product_jobs_filter(Job *jobs)
                         snprintf(j->skip, sizeof(j->skip),
                                  "fiberd-bench-gearman not built: libgearman-dev not installed "
                                  "(make deps-bench)");
+                else if (!strncmp(j->cmd, "product-fiberd-redis", 20) && !redis)
+                        snprintf(j->skip, sizeof(j->skip),
+                                 "redis-server not installed (apt-get install redis-server, or "
+                                 "make deps)");
                 else if (!strncmp(j->cmd, "product-beanstalk", 17) && !bean)
                         snprintf(j->skip, sizeof(j->skip),
                                  "beanstalkd not installed (apt-get install beanstalkd, or make "
@@ -950,6 +981,10 @@ static const struct {
          "tput N C W | rate N RATE: the same through beanstalkd"},
         {"product-fiberd-sqlite", bench_product_fiberd_sqlite,
          "tput N C W | rate N RATE: product-fiberd with the sqlite job store (the default)"},
+        {"product-fiberd-redis", bench_product_fiberd_redis,
+         "tput N C W | rate N RATE: product-fiberd with the redis store, 1 host"},
+        {"product-fiberd-redis2", bench_product_fiberd_redis2,
+         "tput N C W | rate N RATE: the same, 2 fiberd hosts sharing the stream"},
         {"product-beanstalk-binlog", bench_product_beanstalk_binlog,
          "tput N C W | rate N RATE: product-beanstalk with its binlog (-b, -f0)"},
         {"product-skynet", bench_product_skynet, "[LEAVES] ms of fiberctl submit skynet --wait"},

@@ -96,6 +96,8 @@ int bench_product_beanstalk(int argc, char **argv); /* product.h's loads, beanst
 /* job store (issue 11): product-fiberd runs the memory store (like its in-memory peers);
  * these: fiberd with the sqlite store (its default), beanstalkd with its binlog (-b) */
 int bench_product_fiberd_sqlite(int argc, char **argv);
+int bench_product_fiberd_redis(int argc, char **argv);
+int bench_product_fiberd_redis2(int argc, char **argv);
 int bench_product_beanstalk_binlog(int argc, char **argv);
 
 /* bench_product_fiberd_built - whether the fiberd, fiberctl and plugins this tree built
