@@ -571,6 +571,7 @@ static int restore_one(const StoreRecord *rec, void *arg)
 static int fleet_take(const StoreRecord *rec, void *arg)
 {
         Daemon *d = arg;
+        const Plugin *p;
         Job *j;
         int r;
 
@@ -581,8 +582,15 @@ static int fleet_take(const StoreRecord *rec, void *arg)
                 job_unref(j);
                 return 0;
         }
-        r = jobtable_restore(&d->jobs, rec, plugin_host_find(rec->plugin, strlen(rec->plugin)),
-                             NULL);
+        p = plugin_host_find(rec->plugin, strlen(rec->plugin));
+        if (!p) {
+                /* another host may have it (a fleet need not load the same plugins): the
+                 * entry stays pending, and is taken over after claim_idle_ms */
+                log_job(LOG_NOTICE, rec->id, rec->plugin,
+                        "its plugin is not loaded on this host: left to another host");
+                return -ENOENT;
+        }
+        r = jobtable_restore(&d->jobs, rec, p, NULL);
         if (r < 0)
                 return r;
         jobtable_restore_done(&d->jobs, 0); /* starts it when a job worker is free */
@@ -597,11 +605,15 @@ static int fleet_take(const StoreRecord *rec, void *arg)
 static size_t fleet_room(void *arg)
 {
         Daemon *d = arg;
-        size_t cap = 2 * (size_t)d->cfg.max_running;
-        JobCounts c;
+        size_t cap, held;
 
-        jobtable_counts(&d->jobs, &c, NULL, NULL);
-        return c.queued + c.running < cap ? cap - (c.queued + c.running) : 0;
+        /* the dispatcher's bound, not d->cfg: SIGHUP replaces the config on the main
+         * thread while this runs on the reader */
+        jobtable_lock(&d->jobs);
+        cap = 2 * (size_t)d->jobs.dispatch.max_running;
+        held = d->jobs.counts.queued + d->jobs.counts.running;
+        jobtable_unlock(&d->jobs);
+        return held < cap ? cap - held : 0;
 }
 
 /*

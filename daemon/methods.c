@@ -538,8 +538,8 @@ static int method_cancel(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
                 return r;
         if (j->fleet_copy && !job_state_final(j->state)) {
                 r = ipc_status_set(st, IPC_FAILED_PRECONDITION, -EREMOTE,
-                                   "job %llu is %s on another fiberd host of the fleet: cancel "
-                                   "it there",
+                                   "job %llu is %s in the fleet, not on this fiberd host: "
+                                   "only the host that runs it can cancel it",
                                    (unsigned long long)j->id, job_state_name(j->state));
                 job_unref(j);
                 return r;
