@@ -14,9 +14,11 @@
  *    job has a retry counted;
  *  - job.status and job.wait through either host answer for every job of the fleet,
  *    also the ones the other host ran; job.list through one host lists them all;
+ *  - job.cancel through a host that does not run the job is refused
+ *    (FAILED_PRECONDITION);
  *  - kill -9 of the host running a long job: the other host takes it over once
- *    claim_idle_ms (500 ms here) passed and finishes it, as attempt 2 (sleep is
- *    retry-safe).
+ *    claim_idle_ms (500 ms here) passed and finishes it, as attempt 1 (its second run:
+ *    sleep is retry-safe).
  */
 #include "tests/integration/fiberd_harness.h"
 
@@ -74,9 +76,13 @@ static void redis_start(void)
 {
         uint64_t deadline;
 
-        if (!redis_server_found())
+        if (!redis_server_found()) {
+                /* printed too: criterion shows skips only when verbose */
+                fprintf(stderr, "daemon_redis: skipped: redis-server is not installed "
+                                "(apt-get install redis-server)\n");
                 cr_skip_test("redis-server is not installed (apt-get install redis-server): "
                              "the fleet tests need a real one");
+        }
         snprintf(redis_dir, sizeof(redis_dir), "/tmp/fiberd-redis-XXXXXX");
         cr_assert(mkdtemp(redis_dir), "mkdtemp: %s", strerror(errno));
         snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", redis_dir);
@@ -96,6 +102,10 @@ static void redis_start(void)
                 int status;
                 if (waitpid(redis_pid, &status, WNOHANG) == redis_pid) {
                         redis_pid = 0;
+                        fprintf(stderr,
+                                "daemon_redis: skipped: redis-server cannot run here "
+                                "(exit status 0x%x)\n",
+                                status);
                         cr_skip_test("redis-server cannot run here (exit status 0x%x; see "
                                      "%s/redis.log)",
                                      status, redis_dir);
@@ -274,6 +284,11 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
                 cr_assert(now_ms() < deadline, "no host started job %llu", (unsigned long long)id);
                 usleep(5000);
         }
+        /* only the host running it can cancel it */
+        rpc_simple(other_c, "job.cancel", 1, &id, &rp);
+        cr_assert_neq(rp.r, 0, "job.cancel through the other host succeeded");
+        cr_assert_str_eq(rp.st.code ? rp.st.code : "", "FAILED_PRECONDITION", "%s", rp.st.message);
+        reply_clear(&rp);
         client_free(runner_c);
         status = fiberd_signal_and_wait(runner, SIGKILL, 10000);
         cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status 0x%x", status);
