@@ -45,7 +45,8 @@ echo "$me: $soname exports $(nm -D --defined-only "$lib" | grep -c ' T fiberd_cl
 tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-"$fiberd" --config /dev/null --socket "$tmp/fiberd.sock" --plugin-dir "$plugin_dir" \
+# its job store in $tmp, not /var/lib/fiberd
+STATE_DIRECTORY="$tmp" "$fiberd" --config /dev/null --socket "$tmp/fiberd.sock" --plugin-dir "$plugin_dir" \
 	--workers 1 --log-level warning 2>"$tmp/log" &
 pid=$!
 for ((i = 0; i < 500; i++)); do

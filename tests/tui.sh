@@ -39,7 +39,7 @@ trap cleanup EXIT
 
 mkdir "$tmp/plugins"
 cp "$plugin_dir"/*.so "$long_plugin" "$tmp/plugins/"
-"$fiberd" --config /dev/null --socket "$tmp/s" --plugin-dir "$tmp/plugins" --workers 2 \
+STATE_DIRECTORY="$tmp" "$fiberd" --config /dev/null --socket "$tmp/s" --plugin-dir "$tmp/plugins" --workers 2 \
 	--log-level warning 2>"$tmp/log" &
 pid=$!
 ctl() { "$fiberctl" -s "$tmp/s" "$@"; }

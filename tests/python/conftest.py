@@ -24,8 +24,9 @@ def fiberd(tmp_path_factory):
     log = open(tmp / "log", "w+")
     binary = os.environ.get("FIBERD_BIN", os.path.join(TOP, "build", "fiberd"))
     plugins = os.environ.get("FIBERD_PLUGIN_DIR", os.path.join(TOP, "build", "plugins"))
+    env = dict(os.environ, STATE_DIRECTORY=str(tmp))  # its job store: not /var/lib/fiberd
     proc = subprocess.Popen([binary, "--config", "/dev/null", "--socket", sock, "--plugin-dir", plugins,
-                             "--workers", "1", "--log-level", "warning"], stderr=log)
+                             "--workers", "1", "--log-level", "warning"], stderr=log, env=env)
     try:
         for _ in range(500):  # wait for it to answer, not for a fixed time
             if proc.poll() is not None:
