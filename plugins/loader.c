@@ -279,6 +279,24 @@ static bool mapped_locked(PluginLoader *l, const char *path, const struct stat *
         return false;
 }
 
+/*
+ * Marks the instances mapped straight from the inode @st names whose size or mtime
+ * changed: the file was written in place (cp onto it), so the pages they run from now
+ * hold other code. Their fini() and dlclose() would run that code: skipped.
+ */
+static void mark_overwritten_locked(PluginLoader *l, const struct stat *st)
+{
+        uint64_t id[4];
+
+        file_id_of(st, id);
+        for (size_t i = 0; i < l->n_loaded + l->n_retired; i++) {
+                LoadedPlugin *p = i < l->n_loaded ? l->loaded[i] : l->retired[i - l->n_loaded];
+                if (!p->unloaded && p->copy_fd < 0 && p->file_id[0] == id[0] &&
+                    p->file_id[1] == id[1] && memcmp(p->file_id, id, sizeof(id)) != 0)
+                        p->overwritten = true;
+        }
+}
+
 /* A memfd holding a copy of @path's contents; its fd, or -errno. */
 static int copy_to_memfd(const char *path)
 {
@@ -333,6 +351,7 @@ static void *open_instance(PluginLoader *l, const char *path, int *ret_copy_fd, 
         }
         pthread_mutex_lock(&l->lock);
         mapped = mapped_locked(l, path, &st);
+        mark_overwritten_locked(l, &st);
         pthread_mutex_unlock(&l->lock);
         dlerror();
         if (!mapped) {
@@ -400,6 +419,14 @@ static LoadedPlugin *instance_free(LoadedPlugin *p)
 /* fini() and dlclose() @p (the loader's thread, no lock held). */
 static void instance_unload(PluginLoader *l, LoadedPlugin *p)
 {
+        if (__atomic_load_n(&p->overwritten, __ATOMIC_RELAXED)) {
+                loader_logf(l, LOG_WARNING,
+                            "plugin %s %s: %s was overwritten in place, so its code is gone; "
+                            "left mapped without fini() (install new versions with install(1) "
+                            "or mv, never cp onto the loaded file)",
+                            p->name, p->version, p->path);
+                return;
+        }
         if (DESC_HAS(p->desc, fini) && p->desc->fini)
                 p->desc->fini(l->host);
         dlclose(p->handle);

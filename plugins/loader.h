@@ -83,6 +83,8 @@ typedef struct LoadedPlugin {
         bool unloaded;       /* fini() ran, dlclose()d: desc is gone (loader's lock) */
         uint64_t file_id[4]; /* st_dev, st_ino, st_size, st_mtim in ns of the file loaded */
         int copy_fd;         /* the memfd it was dlopen()ed from, or -1 */
+        bool overwritten;    /* its file was written in place: its code is not what was
+                              * loaded, so fini() and dlclose() are skipped (loader lock) */
 } LoadedPlugin;
 
 /* A refused file: the path and the reason, as logged. */
