@@ -134,6 +134,8 @@ static void touch(const char *path)
         fclose(f);
 }
 
+static int fiberctl(const char *args, char *err, size_t err_size);
+
 /* ------------------------------------------------------------------ tests -------- */
 
 Test(daemon_inplace, a_slow_init_never_delays_a_request)
@@ -200,6 +202,9 @@ Test(daemon_inplace, an_upgrade_finishes_running_jobs_on_the_old_version)
         cr_assert_str_eq(v, "1", "version 1 drains while its job runs");
         cr_assert_eq(running, 1);
         cr_assert(!fiberd_log_contains(&fd_, "inplace 1 fini"));
+        char out[4096];
+        cr_assert_eq(fiberctl("plugins", out, sizeof(out)), 0);
+        cr_assert(strstr(out, "inplace 1: 1 running job"), "fiberctl plugins: %s", out);
 
         b = rpc_submit(c, "inplace", NULL, 0, 0, 0, &st);
         cr_assert_neq(b, 0, "%s", st.message);
@@ -279,7 +284,8 @@ Test(daemon_inplace, a_removed_plugin_is_unloaded_after_its_last_job)
         client_free(c);
 }
 
-/* Runs `fiberctl -s SOCK @args`; stderr into @err. Returns the exit status. */
+/* Runs `fiberctl -s SOCK @args`; what it printed (stdout and stderr) into @err.
+ * Returns the exit status. */
 static int fiberctl(const char *args, char *err, size_t err_size)
 {
         char cmd[1024], path[256];
@@ -288,8 +294,7 @@ static int fiberctl(const char *args, char *err, size_t err_size)
         size_t n;
 
         snprintf(path, sizeof(path), "%s/ctl.err", fd_.dir);
-        snprintf(cmd, sizeof(cmd), "%s -s %s %s >/dev/null 2>%s", FIBERCTL_BIN, fd_.sock, args,
-                 path);
+        snprintf(cmd, sizeof(cmd), "%s -s %s %s >%s 2>&1", FIBERCTL_BIN, fd_.sock, args, path);
         status = system(cmd);
         f = fopen(path, "r");
         n = f ? fread(err, 1, err_size - 1, f) : 0;
