@@ -721,8 +721,9 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
                             "plugin %s %s loaded from %s, replacing %s %s: new jobs run the "
                             "new version, running ones finish on the old",
                             p->name, p->version, path, old->name, old->version);
+                /* unloaded by the caller's reap_locked(), outside the guard's window,
+                 * so a crash in its fini() is not blamed on the new file */
                 loader_release(l, old);
-                reap_locked(l);
         } else {
                 loader_logf(l, LOG_INFO, "plugin %s %s loaded from %s", p->name, p->version, path);
         }
@@ -992,6 +993,7 @@ int loader_load_file(PluginLoader *l, const char *path)
 
         pthread_mutex_lock(&l->scan_lock);
         r = load_file(l, path, false);
+        reap_locked(l); /* a version it replaced, if nothing holds it */
         pthread_mutex_unlock(&l->scan_lock);
         return r;
 }

@@ -101,8 +101,9 @@ extern "C" {
  *      functions up to log
  *   2  compatible growth, so version-1 plugins still load: the submitter's rights
  *      (job_uid, job_gid, open, arg_fd), preemption points (need_preempt,
- *      maybe_yield), the descriptor's flags (FIBERD_PLUGIN_RETRY_SAFE). A plugin built
- *      against version 2 that must run on a version-1 fiberd checks FIBERD_HOST_HAS(). */
+ *      maybe_yield), the descriptor's flags (FIBERD_PLUGIN_RETRY_SAFE) and check_args.
+ *      A plugin built against version 2 that must run on a version-1 fiberd checks
+ *      FIBERD_HOST_HAS(). */
 #define FIBERD_PLUGIN_ABI_VERSION 2
 #define FIBERD_PLUGIN_ABI_MIN 1
 
@@ -165,10 +166,11 @@ typedef struct FiberdPlugin {
 
         /*
          * init - optional; called once after the handshake, before any job, from the
-         * daemon's main thread (at start) or its plugin loader thread (may not call the job functions of
-         * @host: there is no job; log() with a NULL job is fine). Return 0, or a negative
-         * errno to refuse loading; then write a one-line reason (NUL-terminated, at most
-         * @why_size bytes) into @why, and undo whatever init did: the file is unloaded.
+         * daemon's main thread (at start) or its plugin loader thread (may not call the
+         * job functions of @host: there is no job; log() with a NULL job is fine).
+         * Return 0, or a negative errno to refuse loading; then write a one-line reason
+         * (NUL-terminated, at most @why_size bytes) into @why, and undo whatever init
+         * did: the file is unloaded.
          */
         int (*init)(const FiberdHost *host, char *why, size_t why_size);
 

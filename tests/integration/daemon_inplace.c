@@ -150,25 +150,33 @@ Test(daemon_inplace, a_slow_init_never_delays_a_request)
         wait_log("slow_init: init begins");
         for (;;) {
                 Reply rp;
-                uint64_t t0 = now_ms(), dt;
+                uint64_t t0 = now_ms(), t1, t2;
 
                 rpc_simple(c, "ping", 0, NULL, &rp);
-                dt = now_ms() - t0;
+                t1 = now_ms();
                 cr_assert_eq(rp.r, 0, "%s", rp.st.message);
                 reply_clear(&rp);
                 listed(c, "plugins", "slow_init", v, sizeof(v), &running);
+                t2 = now_ms();
+                /* both requests count: either could wait behind a blocked server worker */
+                worst = t1 - t0 > worst ? t1 - t0 : worst;
+                worst = t2 - t1 > worst ? t2 - t1 : worst;
                 if (v[0])
-                        break; /* loaded: the pings before this one overlapped init() */
+                        break; /* loaded: the requests before overlapped init() */
                 pings++;
-                worst = dt > worst ? dt : worst;
                 cr_assert_lt(pings, 3000, "slow_init never loaded");
                 usleep(50000);
         }
-        printf("daemon_inplace: %llu pings while slow_init's init() ran, the slowest %llu ms\n",
+        printf("daemon_inplace: %llu pings while slow_init's init() ran, the slowest request "
+               "%llu ms\n",
                (unsigned long long)pings, (unsigned long long)worst);
         cr_assert_gt(pings, 0, "no ping happened while the plugin loaded");
-        cr_assert_lt(worst, 500, "a ping took %llu ms while a plugin loaded",
+        cr_assert_lt(worst, 500, "a request took %llu ms while a plugin loaded",
                      (unsigned long long)worst);
+        /* the runtime hands a blocked worker's fibers over (so requests alone do not
+         * tell), but it reports the worker that ran init() as stalled: none may be */
+        cr_assert(!fiberd_log_contains(&fd_, "group fiberd-srv"),
+                  "init() blocked a server worker (a stall was reported)");
 
         /* and it works once loaded */
         IpcStatus st;
