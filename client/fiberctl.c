@@ -410,6 +410,18 @@ static int verb_plugins(Ctl *ctl, int argc, char **argv)
                                str_or(p, IPC_KEY_REASON, "?"));
                 }
         }
+        /* issue 12, plugins in place: old versions still finishing their jobs */
+        json_t *draining = json_object_get(res, IPC_KEY_DRAINING);
+        if (r == 0 && json_array_size(draining) > 0) {
+                printf("\ndraining (replaced or removed, unloaded when their jobs end):\n");
+                json_array_foreach(draining, i, p)
+                {
+                        json_int_t n = json_integer_value(json_object_get(p, IPC_KEY_RUNNING));
+                        printf("  %s %s: %" JSON_INTEGER_FORMAT " running job%s\n",
+                               str_or(p, IPC_KEY_NAME, "?"), str_or(p, IPC_KEY_VERSION, "?"), n,
+                               n == 1 ? "" : "s");
+                }
+        }
         json_decref(res);
         return r;
 }

@@ -100,3 +100,5 @@ INTEGRATION_TESTS += $(DAEMON_TESTS)
 demo: $(FIBERD) $(DAEMON_FIBERCTL) $(BUNDLED_PLUGINS)
 	FIBERD=$(abspath $(FIBERD)) FIBERCTL=$(abspath $(DAEMON_FIBERCTL)) \
 		PLUGIN_DIR=$(abspath $(PLUGIN_BUILD_DIR)) sh daemon/demo.sh
+# daemon_inplace.c (issue 12, plugins in place) runs fiberctl too
+$(BUILD)/tests/integration/daemon_inplace: $(DAEMON_FIBERCTL)

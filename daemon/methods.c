@@ -329,10 +329,10 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                                       *loaded ? loaded : "none");
         }
         snprintf(cname, sizeof(cname), "%s", plugin_host_name(p));
-        r = plugin_host_check_args(p, args, st);
+        origin = (JobOrigin){.creds = req->creds, .fds = req->fds, .n_fds = req->n_fds};
+        r = plugin_host_check_args(p, args, &origin, st); /* the plugin's check_args */
         if (r < 0)
                 return r;
-        origin = (JobOrigin){.creds = req->creds, .fds = req->fds, .n_fds = req->n_fds};
         r = jobtable_submit(&d->jobs, &origin, p, cname, args, (int)priority,
                             timeout_ms * NSEC_PER_MSEC, (unsigned)cls,
                             sched_class_name(d->job_sched, (unsigned)cls), &j);

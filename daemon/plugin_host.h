@@ -9,8 +9,13 @@
  * plugin_host_cancel() to jobtable_set_hooks(), so daemon/'s includes stay a DAG
  * (job.h, dispatch.h, jobtable.h below; plugin_host.h above them).
  *
- * Plugins stay loaded until fiberd exits (the loader never unloads), so a job keeps a
- * plain `const Plugin *`.
+ * Plugins in place (issue 12): after the first scan at start, every load, init(),
+ * fini() and dlclose() happens on one plain pthread, the plugin loader thread (it
+ * waits in poll(2) on the directory's inotify fd, the loader's reap eventfd and its
+ * own request eventfd), never on the server group, so a slow init() delays no request.
+ * A job's `const Plugin *` stays valid memory until exit (the loader keeps retired
+ * instances' structs); the code behind it is held by references: plugin_host_acquire()
+ * when the job starts, plugin_host_release() after its last child fiber ended.
  *
  * Context: unless said otherwise, any fiber or thread; nothing here yields except
  * plugin_host_run() (which runs the plugin).
@@ -45,15 +50,29 @@ void plugin_host_set_max_result(size_t max_result);
 
 /*
  * plugin_host_rescan - SIGHUP: watch and scan @dir (it may have changed): new files load,
- * refused files are retried. Context: the signal fiber. Return: 0; -errno.
+ * changed files replace their version, removed ones are retired, refused files are
+ * retried. The scan runs on the plugin loader thread; the calling fiber waits for it
+ * (yields; the worker goes on running other fibers). Context: a fiber (the signal
+ * fiber, a request); the main thread before the loader thread runs.
+ * Return: 0; -errno (-ECANCELED when the caller was cancelled: the scan still runs).
  */
 int plugin_host_rescan(const char *dir);
 
-/* plugin_host_watch_fd - the inotify fd to wait on for EPOLLIN, or -1 when none. */
+/* plugin_host_watch_fd - -1 since issue 12: the plugin loader thread watches the
+ * directory itself, so a watcher fiber that asks for the fd ends at once. */
 int plugin_host_watch_fd(void);
 
-/* plugin_host_process_events - load what the directory watch reported. Context: fiber. */
+/* plugin_host_process_events - nothing since issue 12 (the loader thread does it). */
 void plugin_host_process_events(void);
+
+/*
+ * plugin_host_acquire - the current instance of the plugin called @name (@len bytes),
+ * referenced, or NULL; plugin_host_release() drops the reference (NULL is fine). A
+ * replaced or removed instance is unloaded once its last reference is gone.
+ * Context: any; does not yield.
+ */
+const Plugin *plugin_host_acquire(const char *name, size_t len);
+void plugin_host_release(const Plugin *p);
 
 /* plugin_host_find - the loaded plugin called @name (@len bytes), or NULL. */
 const Plugin *plugin_host_find(const char *name, size_t len);
@@ -73,11 +92,15 @@ void plugin_host_set_guard(const LoaderGuard *g);
 bool plugin_host_retry_safe(const Job *j);
 
 /*
- * plugin_host_check_args - a place for refusing bad args before the job is queued. The
- * ABI (version 1) has no such hook, so this only checks that @args is a map.
- * Return: 0; -EINVAL with @st filled.
+ * plugin_host_check_args - refuse bad args before a job is created: @args must be a
+ * map, and the current instance of @p's plugin, when its descriptor has check_args
+ * (plugin.h), must accept them; it reads them, and @origin's fds and creds (borrowed,
+ * nothing taken), through a job-less FiberdJob handle (plugin_job.c).
+ * Return: 0; a negative errno with @st filled with INVALID_ARGUMENT and the plugin's
+ * reason. Context: a request fiber; does not yield (unless the plugin breaks the rule).
  */
-int plugin_host_check_args(const Plugin *p, const msgpack_object *args, IpcStatus *st);
+int plugin_host_check_args(const Plugin *p, const msgpack_object *args, const JobOrigin *origin,
+                           IpcStatus *st);
 
 /*
  * plugin_host_run - the job table's run hook (JobTableHooks.run): call
@@ -95,7 +118,9 @@ int plugin_host_run(Job *j);
  */
 void plugin_host_cancel(Job *j);
 
-/* plugin_host_pack_list - the plugins.list result. Return: 0; -ENOMEM. */
+/* plugin_host_pack_list - the plugins.list result: loaded plugins, then (issue 12)
+ * replaced or removed versions still draining, with "state": "draining". Return: 0;
+ * -ENOMEM. */
 int plugin_host_pack_list(msgpack_packer *pk);
 
 /* plugin_host_names - "sha256, skynet, sleep, spin" (cut to @size), for messages. */
@@ -104,7 +129,8 @@ void plugin_host_names(char *buf, size_t size);
 /* plugin_host_count - loaded plugins. */
 size_t plugin_host_count(void);
 
-/* plugin_host_free - fini() every plugin and free the loader; only once no job runs. */
+/* plugin_host_free - stop the plugin loader thread, fini() every plugin and free the
+ * loader; only once no job runs. */
 void plugin_host_free(void);
 
 /* The FiberdHost table (plugin_job.c), filled once at start. */

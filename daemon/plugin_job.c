@@ -31,6 +31,13 @@
  * detached, in O(their number); it never touches children other fibers spawned. Lock
  * order: table lock, then children_lock or the FiberdJob mutex; never the other way
  * round.
+ *
+ * Plugins in place (issue 12): a FiberdJob holds a reference on the plugin instance it
+ * runs (plugin_host_acquire() of the current one when the job starts), dropped with its
+ * last reference, after the last child fiber ended, so a replaced or removed version
+ * stays mapped exactly as long as code of it may run. check_args gets a FiberdJob too,
+ * a handle with no job (job NULL) over the submitted arguments, fds and creds, on the
+ * request fiber's stack: the arg_*() readers work on it unchanged.
  */
 #include "daemon/jobtable.h"
 #include "daemon/log.h"
@@ -51,8 +58,13 @@
 #define FAIL_MESSAGE_MAX 512
 
 struct FiberdJob {
-        int refs;             /* atomic: the job fiber + each live child */
-        Job *job;             /* referenced */
+        int refs;                   /* atomic: the job fiber + each live child */
+        Job *job;                   /* referenced; NULL in a check_args handle */
+        const Plugin *plugin;       /* the instance it runs, referenced (plugin_host_acquire) */
+        const msgpack_object *args; /* the argument map: the job's, or the request's */
+        const int *fds;             /* the passed fds args refer to, n_fds of them */
+        size_t n_fds;
+        const Creds *creds;   /* the submitter */
         pthread_mutex_t lock; /* everything below */
         msgpack_sbuffer kv;   /* result map entries, packed back to back */
         uint32_t nkeys;
@@ -101,6 +113,7 @@ static FiberdJob *hj_unref(FiberdJob *hj)
         pthread_mutex_destroy(&hj->lock);
         pthread_mutex_destroy(&hj->children_lock);
         job_unref(hj->job);
+        plugin_host_release(hj->plugin); /* may let a replaced version go (issue 12) */
         free(hj);
         return NULL;
 }
@@ -230,7 +243,7 @@ static int host_fail(FiberdJob *hj, int err, const char *fmt, ...)
 /* The value under @key, or NULL (absent or nil: recorded as "missing"). */
 static const msgpack_object *arg_find(FiberdJob *hj, const char *key)
 {
-        const msgpack_object *o = ipc_map_find(&hj->job->args, key);
+        const msgpack_object *o = ipc_map_find(hj->args, key);
 
         if (ipc_object_is_nil(o)) {
                 hj_recordf(hj, -ENOENT, IPC_INVALID_ARGUMENT, "missing argument %s", key);
@@ -308,7 +321,7 @@ static int host_arg_bool(FiberdJob *hj, const char *key, bool *ret)
 
 static const struct msgpack_object *host_args_object(FiberdJob *hj)
 {
-        return &hj->job->args;
+        return hj->args;
 }
 
 /* ------------------------------------------------------------------ result ------ */
@@ -324,6 +337,8 @@ static int result_put(FiberdJob *hj, const char *key, ResultKind kind, const cha
         size_t before;
         int r = 0;
 
+        if (!hj->job)
+                return -EINVAL; /* check_args: no job, no result */
         pthread_mutex_lock(&hj->lock);
         if (hj->kv.size + need > max) {
                 pthread_mutex_unlock(&hj->lock);
@@ -389,7 +404,7 @@ static int host_result_msgpack(FiberdJob *hj, const void *buf, size_t len)
         bool whole;
         char *copy;
 
-        if (!buf || len == 0)
+        if (!buf || len == 0 || !hj->job)
                 return -EINVAL;
         if (len > __atomic_load_n(&host_max_result, __ATOMIC_RELAXED))
                 return -E2BIG;
@@ -412,6 +427,8 @@ static int host_result_msgpack(FiberdJob *hj, const void *buf, size_t len)
 
 static void host_progress(FiberdJob *hj, uint64_t done, uint64_t total)
 {
+        if (!hj->job)
+                return;
         /* read by job records under the table lock; a torn pair is harmless */
         __atomic_store_n(&hj->job->progress_total, total, __ATOMIC_RELAXED);
         __atomic_store_n(&hj->job->progress_done, done, __ATOMIC_RELAXED);
@@ -421,16 +438,19 @@ static void host_progress(FiberdJob *hj, uint64_t done, uint64_t total)
 
 static uint64_t host_job_id(FiberdJob *hj)
 {
-        return hj->job->id;
+        return hj->job ? hj->job->id : 0;
 }
 
 static bool host_cancelled(FiberdJob *hj)
 {
-        return fiber_cancelled() || __atomic_load_n(&hj->job->cancel_requested, __ATOMIC_ACQUIRE);
+        return fiber_cancelled() ||
+               (hj->job && __atomic_load_n(&hj->job->cancel_requested, __ATOMIC_ACQUIRE));
 }
 
 static int host_yield(FiberdJob *hj)
 {
+        if (!hj->job)
+                return -EINVAL; /* check_args may not yield */
         if (host_cancelled(hj))
                 return -ECANCELED;
         return fiber_yield();
@@ -443,6 +463,8 @@ static bool host_need_preempt(FiberdJob *hj)
 
 static int host_maybe_yield(FiberdJob *hj)
 {
+        if (!hj->job)
+                return -EINVAL;
         if (host_cancelled(hj))
                 return -ECANCELED;
         return fiber_maybe_yield();
@@ -450,6 +472,8 @@ static int host_maybe_yield(FiberdJob *hj)
 
 static int host_sleep_until(FiberdJob *hj, uint64_t deadline_ns)
 {
+        if (!hj->job)
+                return -EINVAL;
         if (host_cancelled(hj))
                 return -ECANCELED;
         return fiber_sleep_until(deadline_ns);
@@ -457,6 +481,8 @@ static int host_sleep_until(FiberdJob *hj, uint64_t deadline_ns)
 
 static int host_wait_fd(FiberdJob *hj, int fd, uint32_t events, uint64_t deadline_ns)
 {
+        if (!hj->job)
+                return -EINVAL;
         if (host_cancelled(hj))
                 return -ECANCELED;
         return fiber_wait_fd(fd, events, deadline_ns);
@@ -478,9 +504,7 @@ static void child_main(void *arg)
 static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const void *arg,
                       size_t arg_size)
 {
-        /* from a job fiber: its own group (the runtime keeps it in the scheduler's) and,
-         * with sched_class 0, its class */
-        FiberAttr attr = {.scheduler = hj->job->table->dispatch.sched, .tag = hj->job->tag};
+        FiberAttr attr;
         /* the copy of arg follows the struct, at max alignment */
         size_t head =
                 (sizeof(FiberdChild) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
@@ -488,8 +512,11 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         Fiber *f;
         int r;
 
-        if (!ret || !fn || (arg_size && !arg))
+        if (!ret || !fn || (arg_size && !arg) || !hj->job)
                 return -EINVAL;
+        /* from a job fiber: its own group (the runtime keeps it in the scheduler's) and,
+         * with sched_class 0, its class */
+        attr = (FiberAttr){.scheduler = hj->job->table->dispatch.sched, .tag = hj->job->tag};
         if (host_cancelled(hj))
                 return -ECANCELED;
         c = calloc(1, head + arg_size);
@@ -564,19 +591,19 @@ static int host_join(FiberdJob *hj, FiberdChild *c, void *ret_arg)
 
 static uid_t host_job_uid(FiberdJob *hj)
 {
-        return hj->job->creds->uid;
+        return hj->creds->uid;
 }
 
 static gid_t host_job_gid(FiberdJob *hj)
 {
-        return hj->job->creds->gid;
+        return hj->creds->gid;
 }
 
 static int host_open(FiberdJob *hj, const char *path, int flags)
 {
         int fd, r;
 
-        if (!path)
+        if (!path || !hj->job)
                 return -EINVAL;
         if (host_cancelled(hj))
                 return -ECANCELED;
@@ -598,12 +625,12 @@ static int host_arg_fd(FiberdJob *hj, const char *key)
                            ipc_object_type_name(o));
                 return -EINVAL;
         }
-        if (idx >= hj->job->n_fds) { /* the server checked; a safety net */
+        if (idx >= hj->n_fds) { /* the server checked; a safety net */
                 hj_recordf(hj, -EINVAL, IPC_INVALID_ARGUMENT, "%s: no fd %u was passed", key,
                            (unsigned)idx);
                 return -EINVAL;
         }
-        fd = fcntl(hj->job->fds[idx], F_DUPFD_CLOEXEC, 3);
+        fd = fcntl(hj->fds[idx], F_DUPFD_CLOEXEC, 3);
         return fd < 0 ? -errno : fd;
 }
 
@@ -622,7 +649,7 @@ static void host_log(FiberdJob *hj, int level, const char *fmt, ...)
         int n;
 
         va_start(ap, fmt);
-        if (!hj) {
+        if (!hj || !hj->job) {
                 log_msgv(level, fmt, ap);
                 va_end(ap);
                 return;
@@ -741,8 +768,24 @@ int plugin_host_run(Job *j)
                 j->fail_code = NULL;
                 return -ENOMEM;
         }
+        /* the instance current now runs the job (issue 12: a queued job of a replaced
+         * plugin runs the new version; of a removed one, fails) */
+        hj->plugin = plugin_host_acquire(j->plugin_name, strlen(j->plugin_name));
+        if (!hj->plugin) {
+                free(hj);
+                jobtable_lock(t);
+                free(j->error_message);
+                j->error_message = strdup("its plugin was removed before the job started");
+                j->fail_code = IPC_NOT_FOUND;
+                jobtable_unlock(t);
+                return -ENOENT;
+        }
         hj->refs = 1;
         hj->job = job_ref(j);
+        hj->args = &j->args;
+        hj->fds = j->fds;
+        hj->n_fds = j->n_fds;
+        hj->creds = j->creds;
         pthread_mutex_init(&hj->lock, NULL);
         hj->children_lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
         msgpack_sbuffer_init(&hj->kv);
@@ -752,10 +795,12 @@ int plugin_host_run(Job *j)
         jobtable_lock(t);
         hj->cancelled = j->cancel_requested;
         j->host_job = hj;
+        j->plugin = hj->plugin;
         jobtable_unlock(t);
-        log_job_owner(LOG_DEBUG, j->id, j->plugin_name, j->owner, "running");
+        log_job_owner(LOG_DEBUG, j->id, j->plugin_name, j->owner, "running %s %s", hj->plugin->name,
+                      hj->plugin->version);
 
-        r = j->plugin->desc->run(hj, &plugin_host_functions);
+        r = hj->plugin->desc->run(hj, &plugin_host_functions);
 
         /* children run() never joined: cancel and let them go */
         children_release(hj, &hj->kids);
@@ -775,5 +820,55 @@ int plugin_host_run(Job *j)
         }
         jobtable_unlock(t);
         hj_unref(hj);
+        return r;
+}
+
+/* ------------------------------------------------------------------ check_args -- */
+
+/* The descriptor member @m is inside what the plugin's size says it has. */
+#define DESC_HAS(d, m) ((d)->size >= offsetof(FiberdPlugin, m) + sizeof((d)->m))
+
+int plugin_host_check_args(const Plugin *p, const msgpack_object *args, const JobOrigin *origin,
+                           IpcStatus *st)
+{
+        FiberdJob hj = {.refs = 1,
+                        .args = args,
+                        .fds = origin->fds,
+                        .n_fds = origin->n_fds,
+                        .creds = origin->creds};
+        char why[FAIL_MESSAGE_MAX] = "";
+        const Plugin *cur;
+        int r = 0;
+
+        if (args->type != MSGPACK_OBJECT_MAP)
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                      "args: expected a map for plugin %s", p->name);
+        /* a reference: the instance may be replaced meanwhile, its code must stay */
+        cur = plugin_host_acquire(p->name, strlen(p->name));
+        if (!cur || !DESC_HAS(cur->desc, check_args) || !cur->desc->check_args) {
+                plugin_host_release(cur);
+                return 0;
+        }
+        pthread_mutex_init(&hj.lock, NULL);
+        hj.children_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+        msgpack_sbuffer_init(&hj.kv);
+        list_init(&hj.children);
+        list_init(&hj.kids);
+        r = cur->desc->check_args(&hj, &plugin_host_functions, why, sizeof(why));
+        if (r < 0) {
+                if (r == -ECANCELED || r > 0)
+                        r = -EINVAL;
+                why[sizeof(why) - 1] = '\0';
+                r = ipc_status_set(st, IPC_INVALID_ARGUMENT, r, "%s: %s", cur->name,
+                                   why[0]        ? why
+                                   : hj.fail_err ? hj.fail_msg
+                                                 : strerror(-r));
+        } else {
+                r = 0;
+        }
+        msgpack_sbuffer_destroy(&hj.kv);
+        pthread_mutex_destroy(&hj.lock);
+        pthread_mutex_destroy(&hj.children_lock);
+        plugin_host_release(cur);
         return r;
 }

@@ -130,6 +130,10 @@ enum {
 #define IPC_KEY_DESCRIPTION "description"
 #define IPC_KEY_PATH "path"
 #define IPC_KEY_REASON "reason"
+/* issue 12, plugins in place: plugins.list's versions replaced or removed but still
+ * running jobs ({name, version, description, path, running}); `running` also on each
+ * loaded plugin: the jobs (and argument checks) using that version now */
+#define IPC_KEY_DRAINING "draining"
 
 /* stats' result: {uptime_ms, jobs, plugins, groups, layout, server}; the counts maps
  * (jobs, and each plugin's) have submitted, queued, running, done, failed, cancelled. */

@@ -104,3 +104,10 @@ uninstall-plugins:
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/fiberd-plugin.pc
 	rmdir $(DESTDIR)$(PLUGIN_INSTALL_DIR) $(DESTDIR)$(PREFIX)/lib/fiberd \
 		$(DESTDIR)$(PREFIX)/include/fiberd 2>/dev/null || true
+
+# check-plugin-pc (issue 12): hello.c built with only `pkg-config --cflags fiberd-plugin`
+# against a `make install DESTDIR=` tree (no PKG_CONFIG_SYSROOT_DIR), loaded by a real
+# fiberd (tests/plugin-pc.sh).
+.PHONY: check-plugin-pc
+check-plugin-pc: all $(BUILD)/fiberd
+	@bash tests/plugin-pc.sh $(BUILD)/plugin-pc-test $(BUILD)/fiberd $(BUILD)/fiberctl

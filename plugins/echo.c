@@ -61,8 +61,15 @@ static int echo_run(FiberdJob *job, const FiberdHost *host)
         return r < 0 ? r : 0;
 }
 
+/* Every map of arguments is an answer echo can give: it accepts them all, and says so
+ * (a descriptor without check_args would mean the same; issue 12). */
+static int echo_check(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size)
+{
+        return host->args_object(args) ? 0 : -EINVAL;
+}
+
 FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
         FIBERD_PLUGIN_HEADER, .name = "echo",
         .version = "1.0",     .description = "returns its args as its result: {...} -> {...}",
-        .run = echo_run,
+        .run = echo_run,      .check_args = echo_check,
 };

@@ -28,8 +28,16 @@
  * twice loads once (the second time its path is already loaded). IN_Q_OVERFLOW means
  * events were lost: rescan.
  *
- * Plugins are never unloaded before loader_free(): jobs and their children hold
- * LoadedPlugin pointers and run the plugin's code without taking references.
+ * Plugins in place (issue 12): an instance is current (found by name) until its file is
+ * replaced or removed, then retired; jobs hold references (loader_acquire()), the
+ * loader one on each current instance. The last release of a retired instance only
+ * pokes an eventfd: loader_reap(), on the loading thread, runs fini() and dlclose(), so
+ * a job fiber never runs another plugin's fini() or glibc's unmapping. A replacement is
+ * dlopen()ed from a memfd copy (/proc/self/fd/N, the fd kept open while mapped):
+ * glibc's dlopen() first matches an already loaded object by name, then by device and
+ * inode, and would hand back the old code otherwise. LoadedPlugin structs are freed
+ * only by loader_free(), so pointers kept in job records never dangle (a few hundred
+ * bytes per replacement); the descriptor is read only under a reference.
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -42,7 +50,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -70,6 +81,11 @@ struct PluginLoader {
         size_t n_refused, cap_refused;
 
         LoaderGuard guard; /* crash-only plugins (loader_set_guard()) */
+
+        /* plugins in place (issue 12), under lock */
+        LoadedPlugin **retired; /* replaced or removed instances, unloaded or draining */
+        size_t n_retired, cap_retired;
+        int reap_fd; /* eventfd: a retired instance lost its last reference */
 };
 
 /* ------------------------------------------------------------------ logging ------- */
@@ -217,15 +233,296 @@ static int refuse(PluginLoader *l, const char *path, int err, const char *fmt, .
         return r < 0 ? r : err;
 }
 
-/* Appends @p to loaded[] unless its name is taken; then @dup_path gets the holder's path. */
-static int insert_loaded(PluginLoader *l, LoadedPlugin *p, char *dup_path, size_t dup_size)
+/* ------------------------------------------------------------------ in place ------ */
+
+static void file_id_of(const struct stat *st, uint64_t id[4])
 {
-        LoadedPlugin *other;
-        int r = 0;
+        id[0] = (uint64_t)st->st_dev;
+        id[1] = (uint64_t)st->st_ino;
+        id[2] = (uint64_t)st->st_size;
+        id[3] = (uint64_t)st->st_mtim.tv_sec * NSEC_PER_SEC + (uint64_t)st->st_mtim.tv_nsec;
+}
+
+/* True when the current instance loaded from @path was loaded from this very file
+ * (same device, inode, size and mtime): nothing to do for it. */
+static bool path_unchanged(PluginLoader *l, const char *path)
+{
+        uint64_t id[4];
+        struct stat st;
+        bool same;
+
+        if (stat(path, &st) < 0)
+                return false;
+        file_id_of(&st, id);
+        pthread_mutex_lock(&l->lock);
+        {
+                const LoadedPlugin *p = find_path_locked(l, path);
+                same = p && memcmp(p->file_id, id, sizeof(id)) == 0;
+        }
+        pthread_mutex_unlock(&l->lock);
+        return same;
+}
+
+/* True when an instance still mapped (current, or retired and not unloaded) came from
+ * @path or from the inode @st names: dlopen(@path) would hand back its mapping. */
+static bool mapped_locked(PluginLoader *l, const char *path, const struct stat *st)
+{
+        for (size_t i = 0; i < l->n_loaded + l->n_retired; i++) {
+                const LoadedPlugin *p =
+                        i < l->n_loaded ? l->loaded[i] : l->retired[i - l->n_loaded];
+                if (p->unloaded)
+                        continue;
+                if (strcmp(p->path, path) == 0 || (p->file_id[0] == (uint64_t)st->st_dev &&
+                                                   p->file_id[1] == (uint64_t)st->st_ino))
+                        return true;
+        }
+        return false;
+}
+
+/*
+ * Marks the instances mapped straight from the inode @st names whose size or mtime
+ * changed: the file was written in place (cp onto it), so the pages they run from now
+ * hold other code. Their fini() and dlclose() would run that code: skipped.
+ */
+static void mark_overwritten_locked(PluginLoader *l, const struct stat *st)
+{
+        uint64_t id[4];
+
+        file_id_of(st, id);
+        for (size_t i = 0; i < l->n_loaded + l->n_retired; i++) {
+                LoadedPlugin *p = i < l->n_loaded ? l->loaded[i] : l->retired[i - l->n_loaded];
+                if (!p->unloaded && p->copy_fd < 0 && p->file_id[0] == id[0] &&
+                    p->file_id[1] == id[1] && memcmp(p->file_id, id, sizeof(id)) != 0)
+                        p->overwritten = true;
+        }
+}
+
+/* A memfd holding a copy of @path's contents; its fd, or -errno. */
+static int copy_to_memfd(const char *path)
+{
+        struct stat st;
+        int in, fd, e;
+
+        in = open(path, O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+                return -errno;
+        fd = memfd_create("fiberd-plugin", MFD_CLOEXEC);
+        if (fd < 0 || fstat(in, &st) < 0)
+                goto out_fail;
+        for (off_t off = 0; off < st.st_size;) {
+                ssize_t n = sendfile(fd, in, &off, (size_t)(st.st_size - off));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        if (n == 0)
+                                errno = EIO;
+                        goto out_fail;
+                }
+        }
+        close(in);
+        return fd;
+
+out_fail:
+        e = errno;
+        if (fd >= 0)
+                close(fd);
+        close(in);
+        return -e;
+}
+
+/*
+ * dlopen() @path, or a private copy of it when a mapped instance has its path or inode
+ * (a replacement). *@ret_copy_fd: the memfd to keep open while mapped, or -1.
+ * NULL with *@err set (dlerror()'s text) when it fails.
+ */
+static void *open_instance(PluginLoader *l, const char *path, int *ret_copy_fd, char *err,
+                           size_t err_size)
+{
+        char alias[64];
+        struct stat st;
+        bool mapped;
+        void *handle;
+        int fd;
+
+        *ret_copy_fd = -1;
+        if (stat(path, &st) < 0) {
+                snprintf(err, err_size, "cannot stat: %s", strerror(errno));
+                return NULL;
+        }
+        pthread_mutex_lock(&l->lock);
+        mapped = mapped_locked(l, path, &st);
+        mark_overwritten_locked(l, &st);
+        pthread_mutex_unlock(&l->lock);
+        dlerror();
+        if (!mapped) {
+                handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        } else {
+                fd = copy_to_memfd(path);
+                if (fd < 0) {
+                        snprintf(err, err_size, "cannot copy the new version: %s", strerror(-fd));
+                        return NULL;
+                }
+                snprintf(alias, sizeof(alias), "/proc/self/fd/%d", fd);
+                handle = dlopen(alias, RTLD_NOW | RTLD_LOCAL);
+                if (handle)
+                        *ret_copy_fd = fd;
+                else
+                        close(fd);
+        }
+        if (!handle) {
+                const char *e = dlerror();
+                snprintf(err, err_size, "dlopen failed: %s", e ? e : "unknown error");
+        }
+        return handle;
+}
+
+/* Takes @p out of loaded[] into retired[] (room reserved by the caller). */
+static void retire_locked(PluginLoader *l, LoadedPlugin *p)
+{
+        for (size_t i = 0; i < l->n_loaded; i++) {
+                if (l->loaded[i] != p)
+                        continue;
+                memmove(&l->loaded[i], &l->loaded[i + 1], (l->n_loaded - i - 1) * sizeof(p));
+                l->n_loaded--;
+                break;
+        }
+        p->retired = true;
+        l->retired[l->n_retired++] = p;
+}
+
+/* Room for one more retired instance. */
+static int reserve_retired_locked(PluginLoader *l)
+{
+        if (l->n_retired == l->cap_retired) {
+                size_t cap = l->cap_retired ? 2 * l->cap_retired : 8;
+                LoadedPlugin **n = realloc(l->retired, cap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                l->retired = n;
+                l->cap_retired = cap;
+        }
+        return 0;
+}
+
+static LoadedPlugin *instance_free(LoadedPlugin *p)
+{
+        if (!p)
+                return NULL;
+        free(p->name);
+        free(p->version);
+        free(p->description);
+        free(p->path);
+        free(p);
+        return NULL;
+}
+
+/* fini() and dlclose() @p (the loader's thread, no lock held). */
+static void instance_unload(PluginLoader *l, LoadedPlugin *p)
+{
+        if (__atomic_load_n(&p->overwritten, __ATOMIC_RELAXED)) {
+                loader_logf(l, LOG_WARNING,
+                            "plugin %s %s: %s was overwritten in place, so its code is gone; "
+                            "left mapped without fini() (install new versions with install(1) "
+                            "or mv, never cp onto the loaded file)",
+                            p->name, p->version, p->path);
+                return;
+        }
+        if (DESC_HAS(p->desc, fini) && p->desc->fini)
+                p->desc->fini(l->host);
+        dlclose(p->handle);
+        if (p->copy_fd >= 0)
+                close(p->copy_fd);
+        p->copy_fd = -1;
+}
+
+/* Unloads every retired instance without references; under scan_lock. */
+static int reap_locked(PluginLoader *l)
+{
+        uint64_t n;
+        int unloaded = 0;
+
+        while (read(l->reap_fd, &n, sizeof(n)) < 0 && errno == EINTR)
+                ;
+        for (;;) {
+                LoadedPlugin *p = NULL;
+
+                pthread_mutex_lock(&l->lock);
+                for (size_t i = 0; i < l->n_retired && !p; i++)
+                        if (!l->retired[i]->unloaded &&
+                            __atomic_load_n(&l->retired[i]->refs, __ATOMIC_ACQUIRE) == 0)
+                                p = l->retired[i];
+                if (p)
+                        p->unloaded = true; /* claimed: no lookup returns it any more */
+                pthread_mutex_unlock(&l->lock);
+                if (!p)
+                        return unloaded;
+                instance_unload(l, p);
+                loader_logf(l, LOG_INFO, "plugin %s %s (from %s) unloaded: its last job ended",
+                            p->name, p->version, p->path);
+                unloaded++;
+        }
+}
+
+/* Retires the current instance from @path; under scan_lock. */
+static int remove_path_locked(PluginLoader *l, const char *path)
+{
+        LoadedPlugin *p;
+        int r;
 
         pthread_mutex_lock(&l->lock);
+        p = find_path_locked(l, path);
+        r = p ? reserve_retired_locked(l) : -ENOENT;
+        if (r == 0)
+                retire_locked(l, p);
+        pthread_mutex_unlock(&l->lock);
+        if (r < 0)
+                return r;
+        loader_logf(l, LOG_INFO,
+                    "plugin %s %s removed (%s is gone): new jobs get NOT_FOUND; unloading once "
+                    "its running jobs end",
+                    p->name, p->version, path);
+        loader_release(l, p);
+        return 0;
+}
+
+/* Retires the instances loaded from l->dir whose file is gone (a scan). */
+static void retire_vanished_locked(PluginLoader *l)
+{
+        size_t dlen = strlen(l->dir);
+
+        for (;;) {
+                char path[PATH_MAX] = "";
+                struct stat st;
+
+                pthread_mutex_lock(&l->lock);
+                for (size_t i = 0; i < l->n_loaded && !path[0]; i++) {
+                        const char *pp = l->loaded[i]->path;
+                        if (strncmp(pp, l->dir, dlen) == 0 && pp[dlen] == '/' &&
+                            !strchr(pp + dlen + 1, '/') && stat(pp, &st) < 0 && errno == ENOENT)
+                                snprintf(path, sizeof(path), "%s", pp);
+                }
+                pthread_mutex_unlock(&l->lock);
+                if (!path[0] || remove_path_locked(l, path) < 0)
+                        return;
+        }
+}
+
+/*
+ * Appends @p to loaded[] unless its name is taken by an instance from another path;
+ * then @dup_path gets the holder's path. The current instance from @p's path, if any,
+ * is retired and returned in *@ret_old (the caller drops the loader's reference).
+ */
+static int insert_loaded(PluginLoader *l, LoadedPlugin *p, char *dup_path, size_t dup_size,
+                         LoadedPlugin **ret_old)
+{
+        LoadedPlugin *other, *old;
+        int r = 0;
+
+        *ret_old = NULL;
+        pthread_mutex_lock(&l->lock);
+        old = find_path_locked(l, p->path);
         other = find_name_locked(l, p->name, strlen(p->name));
-        if (other) {
+        if (other && other != old) {
                 snprintf(dup_path, dup_size, "%s", other->path);
                 r = -EEXIST;
                 goto out_unlock;
@@ -240,6 +537,13 @@ static int insert_loaded(PluginLoader *l, LoadedPlugin *p, char *dup_path, size_
                 l->loaded = n;
                 l->cap_loaded = cap;
         }
+        if (old) {
+                r = reserve_retired_locked(l);
+                if (r < 0)
+                        goto out_unlock;
+                retire_locked(l, old);
+                *ret_old = old;
+        }
         l->loaded[l->n_loaded++] = p;
         forget_refusal_locked(l, p->path);
 out_unlock:
@@ -248,8 +552,8 @@ out_unlock:
 }
 
 /*
- * Loads @path. @quiet_if_loaded: a path already loaded is skipped silently (scans see
- * every file again) instead of with a warning (an event: the file was written again).
+ * Loads @path. A path already loaded from the same, unchanged file is skipped silently
+ * (-EEXIST); a changed one replaces its instance. @quiet_if_loaded is no longer used.
  */
 static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_loaded);
 
@@ -267,9 +571,7 @@ static int load_file(PluginLoader *l, const char *path, bool quiet_if_loaded)
         bool loaded;
         int r;
 
-        pthread_mutex_lock(&l->lock);
-        loaded = find_path_locked(l, path) != NULL;
-        pthread_mutex_unlock(&l->lock);
+        loaded = path_unchanged(l, path);
         if (loaded || !l->guard.before || stat(path, &st) < 0 || !S_ISREG(st.st_mode))
                 return load_file_unguarded(l, path, quiet_if_loaded);
         r = l->guard.before(l->guard.arg, path, &st, why, sizeof(why));
@@ -279,9 +581,26 @@ static int load_file(PluginLoader *l, const char *path, bool quiet_if_loaded)
         pthread_mutex_lock(&l->lock);
         p = r == 0 ? find_path_locked(l, path) : NULL;
         pthread_mutex_unlock(&l->lock);
-        if (l->guard.after)
+        if (l->guard.after) /* the name is the loader's copy: fine after unlocking */
                 l->guard.after(l->guard.arg, path, p ? p->name : NULL);
         return r;
+}
+
+/* The loader's copies of @d's strings and flags, and @path's identity, into @p. */
+static int instance_fill(LoadedPlugin *p, const FiberdPlugin *d, const char *path)
+{
+        struct stat st;
+
+        p->refs = 1; /* the loader's, while current */
+        p->desc = d;
+        p->flags = DESC_HAS(d, flags) ? d->flags : 0;
+        if (stat(path, &st) == 0)
+                file_id_of(&st, p->file_id);
+        p->path = strdup(path);
+        p->name = strdup(d->name);
+        p->version = strdup(d->version ? d->version : "");
+        p->description = strdup(d->description ? d->description : "");
+        return p->path && p->name && p->version && p->description ? 0 : -ENOMEM;
 }
 
 static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_loaded)
@@ -289,23 +608,16 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
         char dup_path[PATH_MAX];
         char why[LOADER_REASON_MAX];
         const FiberdPlugin *d;
-        LoadedPlugin *p = NULL;
+        LoadedPlugin *p = NULL, *old = NULL;
         struct stat st;
         void *handle;
         bool loaded;
-        int r;
+        int copy_fd, r;
 
-        pthread_mutex_lock(&l->lock);
-        loaded = find_path_locked(l, path) != NULL;
-        pthread_mutex_unlock(&l->lock);
-        if (loaded) {
-                if (!quiet_if_loaded)
-                        loader_logf(l, LOG_WARNING,
-                                    "plugin file %s changed but a plugin is already loaded "
-                                    "from it; restart fiberd to load the new version",
-                                    path);
+        /* plugins in place (issue 12): only a changed file at a loaded path loads again */
+        if (path_unchanged(l, path))
                 return -EEXIST;
-        }
+        (void)quiet_if_loaded;
 
         if (stat(path, &st) < 0) {
                 int e = errno;
@@ -321,12 +633,9 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
                 return load_file(l, rel, quiet_if_loaded);
         }
 
-        dlerror();
-        handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (!handle) {
-                const char *e = dlerror();
-                return refuse(l, path, -ENOEXEC, "dlopen failed: %s", e ? e : "unknown error");
-        }
+        handle = open_instance(l, path, &copy_fd, why, sizeof(why));
+        if (!handle)
+                return refuse(l, path, -ENOEXEC, "%s", why);
 
         d = dlsym(handle, FIBERD_PLUGIN_SYMBOL);
         if (!d) {
@@ -360,6 +669,8 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
         pthread_mutex_lock(&l->lock);
         {
                 LoadedPlugin *other = find_name_locked(l, d->name, strlen(d->name));
+                if (other && strcmp(other->path, path) == 0)
+                        other = NULL; /* its replacement (issue 12) */
                 if (other)
                         snprintf(dup_path, sizeof(dup_path), "%s", other->path);
                 loaded = other != NULL;
@@ -376,16 +687,11 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
                 r = -ENOMEM;
                 goto out_close;
         }
-        p->path = strdup(path);
-        if (!p->path) {
-                r = -ENOMEM;
+        r = instance_fill(p, d, path);
+        if (r < 0)
                 goto out_free;
-        }
-        p->desc = d;
-        p->name = d->name;
-        p->version = d->version ? d->version : "";
-        p->description = d->description ? d->description : "";
         p->handle = handle;
+        p->copy_fd = copy_fd;
 
         if (DESC_HAS(d, init) && d->init) {
                 why[0] = '\0';
@@ -399,7 +705,7 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
         }
 
         p->loaded_ns = loader_now_ns();
-        r = insert_loaded(l, p, dup_path, sizeof(dup_path));
+        r = insert_loaded(l, p, dup_path, sizeof(dup_path), &old);
         if (r < 0) {
                 /* Lost a race with another loader of the same name, or out of memory. */
                 if (DESC_HAS(d, fini) && d->fini)
@@ -410,14 +716,25 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
                                    dup_path);
                 goto out_free;
         }
-        loader_logf(l, LOG_INFO, "plugin %s %s loaded from %s", p->name, p->version, path);
+        if (old) {
+                loader_logf(l, LOG_INFO,
+                            "plugin %s %s loaded from %s, replacing %s %s: new jobs run the "
+                            "new version, running ones finish on the old",
+                            p->name, p->version, path, old->name, old->version);
+                /* unloaded by the caller's reap_locked(), outside the guard's window,
+                 * so a crash in its fini() is not blamed on the new file */
+                loader_release(l, old);
+        } else {
+                loader_logf(l, LOG_INFO, "plugin %s %s loaded from %s", p->name, p->version, path);
+        }
         return 0;
 
 out_free:
-        free(p->path);
-        free(p);
+        instance_free(p);
 out_close:
         dlclose(handle);
+        if (copy_fd >= 0)
+                close(copy_fd);
         return r;
 }
 
@@ -455,6 +772,7 @@ static int scan_dir(PluginLoader *l)
         int n, loaded = 0;
 
         forget_vanished(l);
+        retire_vanished_locked(l);
         n = scandir(l->dir, &entries, filter_candidate, alphasort);
         if (n < 0) {
                 int e = errno;
@@ -473,6 +791,7 @@ static int scan_dir(PluginLoader *l)
                 free(entries[i]);
         }
         free(entries);
+        reap_locked(l);
         return loaded;
 }
 
@@ -503,12 +822,19 @@ int loader_new(PluginLoader **ret, const FiberdHost *host, LoaderLogFn log)
                 r = -r;
                 goto out_destroy_lock;
         }
+        l->reap_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (l->reap_fd < 0) {
+                r = -errno;
+                goto out_destroy_scan_lock;
+        }
         l->host = host;
         l->log = log;
         l->wd = -1;
         *ret = l;
         return 0;
 
+out_destroy_scan_lock:
+        pthread_mutex_destroy(&l->scan_lock);
 out_destroy_lock:
         pthread_mutex_destroy(&l->lock);
 out_close:
@@ -537,7 +863,9 @@ static int set_dir_locked(PluginLoader *l, const char *dir)
         free(l->dir);
         l->dir = copy;
 
-        wd = inotify_add_watch(l->inotify_fd, copy, IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR);
+        wd = inotify_add_watch(l->inotify_fd, copy,
+                               IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
+                                       IN_ONLYDIR);
         if (wd < 0) {
                 int e = errno;
                 loader_logf(l, LOG_WARNING, "cannot watch plugin directory %s: %s", copy,
@@ -618,14 +946,22 @@ static int process_events_locked(PluginLoader *l)
                                 l->wd = -1;
                                 continue;
                         }
-                        if (!(ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) || ev->len == 0 ||
-                            (ev->mask & IN_ISDIR) || !candidate_name(ev->name))
+                        if (!(ev->mask &
+                              (IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM)) ||
+                            ev->len == 0 || (ev->mask & IN_ISDIR) || !candidate_name(ev->name))
                                 continue;
 
                         char path[PATH_MAX];
                         if (snprintf(path, sizeof(path), "%s/%s", l->dir, ev->name) >=
                             (int)sizeof(path))
                                 continue;
+                        if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
+                                /* gone, unless a later event already put a file back */
+                                struct stat st;
+                                if (stat(path, &st) < 0 && errno == ENOENT)
+                                        remove_path_locked(l, path);
+                                continue;
+                        }
                         if (load_file(l, path, false) == 0)
                                 loaded++;
                 }
@@ -637,6 +973,7 @@ static int process_events_locked(PluginLoader *l)
                 if (r > 0)
                         loaded += r;
         }
+        reap_locked(l);
         return loaded;
 }
 
@@ -656,6 +993,7 @@ int loader_load_file(PluginLoader *l, const char *path)
 
         pthread_mutex_lock(&l->scan_lock);
         r = load_file(l, path, false);
+        reap_locked(l); /* a version it replaced, if nothing holds it */
         pthread_mutex_unlock(&l->scan_lock);
         return r;
 }
@@ -707,6 +1045,7 @@ PluginList *loader_list_free(PluginList *list)
         }
         free(list->refused);
         free(list->loaded);
+        free(list->draining);
         free(list);
         return NULL;
 }
@@ -722,12 +1061,16 @@ int loader_list(PluginLoader *l, PluginList **ret)
         /* +1: calloc(0) may return NULL, which would read as a failure. */
         list->loaded = calloc(l->n_loaded + 1, sizeof(*list->loaded));
         list->refused = calloc(l->n_refused + 1, sizeof(*list->refused));
-        if (!list->loaded || !list->refused) {
+        list->draining = calloc(l->n_retired + 1, sizeof(*list->draining));
+        if (!list->loaded || !list->refused || !list->draining) {
                 r = -ENOMEM;
                 goto out_unlock;
         }
         for (size_t i = 0; i < l->n_loaded; i++)
                 list->loaded[list->n_loaded++] = l->loaded[i];
+        for (size_t i = 0; i < l->n_retired; i++)
+                if (!l->retired[i]->unloaded)
+                        list->draining[list->n_draining++] = l->retired[i];
         for (size_t i = 0; i < l->n_refused; i++) {
                 PluginRefusal *d = &list->refused[list->n_refused];
                 d->path = strdup(l->refused[i].path);
@@ -745,6 +1088,7 @@ out_unlock:
                 return r;
         }
         qsort(list->loaded, list->n_loaded, sizeof(*list->loaded), cmp_loaded);
+        qsort(list->draining, list->n_draining, sizeof(*list->draining), cmp_loaded);
         qsort(list->refused, list->n_refused, sizeof(*list->refused), cmp_refusal);
         *ret = list;
         return 0;
@@ -755,14 +1099,17 @@ PluginLoader *loader_free(PluginLoader *l)
         if (!l)
                 return NULL;
         for (size_t i = l->n_loaded; i-- > 0;) {
-                LoadedPlugin *p = l->loaded[i];
-                if (DESC_HAS(p->desc, fini) && p->desc->fini)
-                        p->desc->fini(l->host);
-                dlclose(p->handle);
-                free(p->path);
-                free(p);
+                instance_unload(l, l->loaded[i]);
+                instance_free(l->loaded[i]);
         }
         free(l->loaded);
+        for (size_t i = l->n_retired; i-- > 0;) {
+                if (!l->retired[i]->unloaded)
+                        instance_unload(l, l->retired[i]);
+                instance_free(l->retired[i]);
+        }
+        free(l->retired);
+        close(l->reap_fd);
         for (size_t i = 0; i < l->n_refused; i++) {
                 free(l->refused[i].path);
                 free(l->refused[i].reason);
@@ -774,4 +1121,56 @@ PluginLoader *loader_free(PluginLoader *l)
         pthread_mutex_destroy(&l->lock);
         free(l);
         return NULL;
+}
+
+/* ------------------------------------------------------------------ in place (public) */
+
+const LoadedPlugin *loader_acquire(PluginLoader *l, const char *name, size_t len)
+{
+        LoadedPlugin *p;
+
+        pthread_mutex_lock(&l->lock);
+        p = find_name_locked(l, name, len);
+        if (p)
+                __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&l->lock);
+        return p;
+}
+
+void loader_release(PluginLoader *l, const LoadedPlugin *cp)
+{
+        LoadedPlugin *p = (LoadedPlugin *)cp;
+        uint64_t one = 1;
+
+        if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0)
+                return;
+        /* only a retired instance reaches 0 (the loader holds one on current ones) */
+        while (write(l->reap_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+                ;
+}
+
+int loader_remove_path(PluginLoader *l, const char *path)
+{
+        int r;
+
+        pthread_mutex_lock(&l->scan_lock);
+        r = remove_path_locked(l, path);
+        reap_locked(l);
+        pthread_mutex_unlock(&l->scan_lock);
+        return r;
+}
+
+int loader_reap_fd(const PluginLoader *l)
+{
+        return l->reap_fd;
+}
+
+int loader_reap(PluginLoader *l)
+{
+        int r;
+
+        pthread_mutex_lock(&l->scan_lock);
+        r = reap_locked(l);
+        pthread_mutex_unlock(&l->scan_lock);
+        return r;
 }

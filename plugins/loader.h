@@ -25,15 +25,26 @@
  * on. Only regular files named "*.so" not starting with "." are considered, so an editor
  * or installer writing ".x.so.tmp" then renaming is fine.
  *
- * Lifetime: a loaded plugin stays loaded (and its LoadedPlugin pointer valid) until
- * loader_free(): jobs may hold the pointer without references. Deleting the file does not
- * unload it. A file written again at a path already loaded is not reloaded (glibc would
- * hand back the old mapping anyway) — a warning says to restart fiberd; install new
- * versions under a new file name or restart. Never overwrite a loaded .so in place (cp
- * onto it): that changes code under running jobs; install(1) or mv replace the inode.
- *
+ * Lifetime (plugins in place, issue 12): each load makes a plugin *instance*. The
+ * instance loaded from a path is that name's current one until the file is replaced (a
+ * new inode: install(1), mv; or new contents written in place: IN_CLOSE_WRITE) or
+ * removed; then it is *retired*: loader_find() answers the new instance (or nothing),
+ * while whoever holds a reference (loader_acquire(): a running job, a check_args call)
+ * goes on using the old code. The loader holds one reference on every current instance;
+ * when a retired instance's last reference goes (loader_release()), it is queued for
+ * unloading, loader_reap_fd() becomes readable, and loader_reap() runs its fini() and
+ * dlclose()s it — on the loader's thread, never in the job that let go. A file whose
+ * identity (device, inode, size, mtime) has not changed is not loaded again. Only a
+ * replacement goes through a private copy (a memfd, kept open while it is mapped):
+ * glibc would otherwise hand back the old mapping for the same path or inode.
+ * LoadedPlugin structs (not their code) stay allocated until loader_free(), so a job
+ * record may keep its plugin pointer; its `desc` may be used only under a reference.
+ * Overwriting a loaded .so in place (cp onto it) still changes code under jobs running
+ * the old version: prefer install(1) or mv, which replace the inode.
+
  * Watching: one inotify fd (non-blocking, close-on-exec) on the directory with
- * IN_CLOSE_WRITE | IN_MOVED_TO, added before the scan so a file dropped in during the
+ * IN_CLOSE_WRITE | IN_MOVED_TO (load or replace) and IN_DELETE | IN_MOVED_FROM (retire
+ * the instance loaded from that path), added before the scan so a file dropped in during the
  * scan is not missed (it may be seen twice; the second time is a no-op). The daemon
  * waits on loader_fd() (fiber_wait_fd, EPOLLIN) and calls loader_process_events().
  *
@@ -54,15 +65,26 @@
 
 typedef struct PluginLoader PluginLoader;
 
-/* A loaded plugin. Read-only for users; valid until loader_free(). */
+/* A loaded plugin instance. Read-only for users; the struct stays valid until
+ * loader_free(), its code (desc) only while referenced or current. */
 typedef struct LoadedPlugin {
         const FiberdPlugin *desc; /* the plugin's descriptor, inside the mapped .so */
-        const char *name;         /* desc->name, checked: [a-z0-9_-]{1,32} */
-        const char *version;      /* desc->version, "" when NULL */
-        const char *description;  /* desc->description, "" when NULL */
+        char *name;               /* copy of desc->name, checked: [a-z0-9_-]{1,32} */
+        char *version;            /* copy of desc->version, "" when NULL */
+        char *description;        /* copy of desc->description, "" when NULL */
         char *path;               /* the file it was loaded from (absolute or as given) */
         uint64_t loaded_ns;       /* CLOCK_MONOTONIC nanoseconds when it was loaded */
         void *handle;             /* dlopen() handle; loader-private */
+
+        /* ---- plugins in place (issue 12) ---- */
+        uint32_t flags;      /* desc->flags (0 when the descriptor predates them) */
+        int refs;            /* atomic: 1 for the loader while current + loader_acquire()s */
+        bool retired;        /* replaced or removed (under the loader's lock) */
+        bool unloaded;       /* fini() ran, dlclose()d: desc is gone (loader's lock) */
+        uint64_t file_id[4]; /* st_dev, st_ino, st_size, st_mtim in ns of the file loaded */
+        int copy_fd;         /* the memfd it was dlopen()ed from, or -1 */
+        bool overwritten;    /* its file was written in place: its code is not what was
+                              * loaded, so fini() and dlclose() are skipped (loader lock) */
 } LoadedPlugin;
 
 /* A refused file: the path and the reason, as logged. */
@@ -77,6 +99,8 @@ typedef struct PluginList {
         const LoadedPlugin **loaded; /* sorted by name; the pointers stay the loader's */
         size_t n_refused;
         PluginRefusal *refused; /* sorted by path; copies owned by the list */
+        size_t n_draining;
+        const LoadedPlugin **draining; /* retired, not unloaded yet (issue 12), by name */
 } PluginList;
 
 /*
@@ -121,8 +145,10 @@ void loader_set_guard(PluginLoader *l, const LoaderGuard *g);
 
 /*
  * loader_set_dir - watch @dir (replacing the directory watched before, if any) and scan
- * it: load every candidate file not loaded yet, retrying files refused before.
- * Plugins loaded from a previous directory stay loaded. Refusals of files no longer
+ * it: load every candidate file not loaded yet, retrying files refused before; a file
+ * changed since it was loaded replaces its instance, and an instance of this directory
+ * whose file is gone is retired (issue 12). Plugins loaded from a previous directory
+ * stay loaded. Refusals of files no longer
  * present are forgotten.
  * Return: the number of plugins newly loaded (>= 0; refusals are not errors);
  * -ENOENT / -ENOTDIR / -EACCES when @dir cannot be watched or read (logged; nothing
@@ -191,8 +217,44 @@ PluginList *loader_list_free(PluginList *list);
  */
 size_t loader_count(PluginLoader *l);
 
+/* ---- plugins in place (issue 12) ---- */
+
 /*
- * loader_free - call every loaded plugin's fini() (in reverse load order), dlclose them,
+ * loader_acquire - the current instance named @name (@len bytes), with one reference
+ * the caller drops with loader_release(); NULL when none. While referenced, the
+ * instance's desc and code stay mapped even after it is replaced or removed.
+ * Context: any; does not yield.
+ */
+const LoadedPlugin *loader_acquire(PluginLoader *l, const char *name, size_t len);
+
+/*
+ * loader_release - drop a reference from loader_acquire(). The last one of a retired
+ * instance queues it for loader_reap() (and makes loader_reap_fd() readable); nothing
+ * is unloaded here. Accepts NULL. Context: any (a job fiber, a child); does not yield.
+ */
+void loader_release(PluginLoader *l, const LoadedPlugin *p);
+
+/*
+ * loader_remove_path - retire the current instance loaded from @path (its file is
+ * gone), as an IN_DELETE event does. Return: 0; -ENOENT when none was loaded from it.
+ * Context: as loader_set_dir().
+ */
+int loader_remove_path(PluginLoader *l, const char *path);
+
+/* loader_reap_fd - an eventfd, readable while retired instances wait for loader_reap().
+ * Owned by the loader. Context: any. */
+int loader_reap_fd(const PluginLoader *l);
+
+/*
+ * loader_reap - fini() and dlclose() every retired instance nobody references any more,
+ * one log line each. Return: how many were unloaded. Context: the thread that loads
+ * (takes the loading mutex); blocks as long as the fini()s do; does not yield.
+ */
+int loader_reap(PluginLoader *l);
+
+/*
+ * loader_free - call every loaded plugin's fini() (in reverse load order; retired
+ * instances not unloaded yet too), dlclose them,
  * close the inotify fd, free the loader. Only when no job (and no child fiber) of any
  * plugin runs any more: after this every LoadedPlugin pointer is dangling.
  * Accepts NULL, returns NULL. Context: the daemon's main thread at exit.

@@ -154,6 +154,25 @@ out_close:
         return r < 0 ? r : 0;
 }
 
+/*
+ * "path" must be a string or a passed file, checked at job.submit (issue 12): a missing
+ * or mistyped path answers INVALID_ARGUMENT and no job is made. Whether the file opens is
+ * run()'s business: as the submitter, at run time.
+ */
+static int sha256_check(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size)
+{
+        char path[PATH_MAX];
+        int fd = FIBERD_HOST_HAS(host, arg_fd) ? host->arg_fd(args, "path") : -EINVAL;
+
+        if (fd >= 0) {
+                close(fd);
+                return 0;
+        }
+        if (fd != -EINVAL && fd != -ENOENT)
+                return fd;
+        return host->arg_str(args, "path", path, sizeof(path));
+}
+
 FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
         FIBERD_PLUGIN_HEADER,
         .name = "sha256",
@@ -162,4 +181,5 @@ FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
         .run = sha256_run,
         .init = sha256_init,
         .fini = sha256_fini,
+        .check_args = sha256_check,
 };

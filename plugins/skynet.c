@@ -87,23 +87,42 @@ static int skynet_node(FiberdJob *job, const FiberdHost *host, void *arg)
         return 0;
 }
 
+/* The arguments (both optional), read the same way by check_args and run. */
+static int skynet_args(FiberdJob *job, const FiberdHost *host, SkynetNode *root)
+{
+        int r;
+
+        r = host->arg_uint(job, "size", &root->size);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        r = host->arg_uint(job, "div", &root->div);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        if (root->size < 1 || root->size > SKYNET_SIZE_MAX)
+                return host->fail(job, -ERANGE, "size: %llu is not in 1..%u",
+                                  (unsigned long long)root->size, SKYNET_SIZE_MAX);
+        if (root->div < 2 || root->div > SKYNET_DIV_MAX)
+                return host->fail(job, -ERANGE, "div: %llu is not in 2..%u",
+                                  (unsigned long long)root->div, SKYNET_DIV_MAX);
+        return 0;
+}
+
+/* Bad "size" or "div" are refused at job.submit: INVALID_ARGUMENT, no job (issue 12). */
+static int skynet_check(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size)
+{
+        SkynetNode root = {.num = 0, .size = 1000000, .div = 10};
+
+        return skynet_args(args, host, &root);
+}
+
 static int skynet_run(FiberdJob *job, const FiberdHost *host)
 {
         SkynetNode root = {.num = 0, .size = 1000000, .div = 10};
         int r;
 
-        r = host->arg_uint(job, "size", &root.size);
-        if (r < 0 && r != -ENOENT)
+        r = skynet_args(job, host, &root);
+        if (r < 0)
                 return r;
-        r = host->arg_uint(job, "div", &root.div);
-        if (r < 0 && r != -ENOENT)
-                return r;
-        if (root.size < 1 || root.size > SKYNET_SIZE_MAX)
-                return host->fail(job, -ERANGE, "size: %llu is not in 1..%u",
-                                  (unsigned long long)root.size, SKYNET_SIZE_MAX);
-        if (root.div < 2 || root.div > SKYNET_DIV_MAX)
-                return host->fail(job, -ERANGE, "div: %llu is not in 2..%u",
-                                  (unsigned long long)root.div, SKYNET_DIV_MAX);
         r = skynet_node(job, host, &root);
         if (r < 0)
                 return r;
@@ -123,4 +142,5 @@ FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
         .version = "1.0",
         .description = "the skynet tree in child fibers: {\"size\", \"div\"} -> {\"sum\", ...}",
         .run = skynet_run,
+        .check_args = skynet_check,
 };

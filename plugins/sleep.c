@@ -11,7 +11,8 @@
 
 #define SLEEP_MS_MAX (7 * 24 * 3600 * MSEC_PER_SEC) /* a week */
 
-static int sleep_run(FiberdJob *job, const FiberdHost *host)
+/* The arguments, read the same way by check_args (at submission) and run. */
+static int sleep_args(FiberdJob *job, const FiberdHost *host, uint64_t *ret_ms)
 {
         uint64_t ms;
         int r;
@@ -22,6 +23,26 @@ static int sleep_run(FiberdJob *job, const FiberdHost *host)
         if (ms > SLEEP_MS_MAX)
                 return host->fail(job, -ERANGE, "ms: %llu is more than a week",
                                   (unsigned long long)ms);
+        *ret_ms = ms;
+        return 0;
+}
+
+/* A bad "ms" is refused at job.submit: INVALID_ARGUMENT, no job (issue 12). */
+static int sleep_check(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size)
+{
+        uint64_t ms;
+
+        return sleep_args(args, host, &ms);
+}
+
+static int sleep_run(FiberdJob *job, const FiberdHost *host)
+{
+        uint64_t ms = 0;
+        int r;
+
+        r = sleep_args(job, host, &ms);
+        if (r < 0)
+                return r;
         host->progress(job, 0, ms);
         r = host->sleep_until(job, host->now_ns() + ms * NSEC_PER_MSEC);
         if (r < 0)
@@ -38,4 +59,5 @@ FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
         .run = sleep_run,
         /* sleeping again from the start is harmless: requeued after a crash (store.h) */
         .flags = FIBERD_PLUGIN_RETRY_SAFE,
+        .check_args = sleep_check,
 };

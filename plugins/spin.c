@@ -51,10 +51,10 @@ static int spin_preemptible(FiberdJob *job, const FiberdHost *host, uint64_t ms,
         return 0;
 }
 
-static int spin_run(FiberdJob *job, const FiberdHost *host)
+/* The arguments, read the same way by check_args (at submission) and run. */
+static int spin_args(FiberdJob *job, const FiberdHost *host, uint64_t *ret_ms)
 {
-        uint64_t ms, start, end, now, yields = 0;
-        volatile uint64_t work = 0;
+        uint64_t ms;
         int r;
 
         r = host->arg_uint(job, "ms", &ms);
@@ -63,6 +63,27 @@ static int spin_run(FiberdJob *job, const FiberdHost *host)
         if (ms > SPIN_MS_MAX)
                 return host->fail(job, -ERANGE, "ms: %llu is more than an hour",
                                   (unsigned long long)ms);
+        *ret_ms = ms;
+        return 0;
+}
+
+/* A bad "ms" is refused at job.submit: INVALID_ARGUMENT, no job (issue 12). */
+static int spin_check(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size)
+{
+        uint64_t ms;
+
+        return spin_args(args, host, &ms);
+}
+
+static int spin_run(FiberdJob *job, const FiberdHost *host)
+{
+        uint64_t ms = 0, start, end, now, yields = 0;
+        volatile uint64_t work = 0;
+        int r;
+
+        r = spin_args(job, host, &ms);
+        if (r < 0)
+                return r;
         start = now = host->now_ns();
         end = start + ms * NSEC_PER_MSEC;
         if (FIBERD_HOST_HAS(host, maybe_yield) && host->maybe_yield && host->need_preempt) {
@@ -96,4 +117,5 @@ FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
         .version = "1.0",
         .description = "burns CPU, yielding: {\"ms\"} -> {\"spun_ms\", \"yields\"}",
         .run = spin_run,
+        .check_args = spin_check,
 };

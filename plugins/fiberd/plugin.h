@@ -18,7 +18,14 @@
  *   3. it checks size, name (1..FIBERD_PLUGIN_NAME_MAX of [a-z0-9_-]) and run; a name
  *      already loaded → refused;
  *   4. it calls init(host, why, why_size) if set; < 0 → refused with the reason;
- *   5. the plugin is loaded until fiberd exits; fini(host) runs then (if set).
+ *   5. the plugin is loaded until its file is replaced or removed, or fiberd exits;
+ *      fini(host) runs then (if set), once its last job has ended.
+ * Loading and init() run on fiberd's plugin loader thread, never on the thread that
+ * answers requests, so a slow init() delays nobody. Replacing the file (install(1) or mv
+ * over it, or writing it again) loads the new version next to the old: new jobs run the
+ * new one, running jobs finish on the old one, which is unloaded (fini(), dlclose())
+ * when its last job ends. Removing the file unloads it the same way. Globals of the two
+ * versions are separate (two mappings).
  * Refused files are reported by `fiberctl plugins` with their reason.
  *
  * Versioning. FIBERD_PLUGIN_ABI_VERSION grows with every release that adds members;
@@ -94,8 +101,9 @@ extern "C" {
  *      functions up to log
  *   2  compatible growth, so version-1 plugins still load: the submitter's rights
  *      (job_uid, job_gid, open, arg_fd), preemption points (need_preempt,
- *      maybe_yield), the descriptor's flags (FIBERD_PLUGIN_RETRY_SAFE). A plugin built
- *      against version 2 that must run on a version-1 fiberd checks FIBERD_HOST_HAS(). */
+ *      maybe_yield), the descriptor's flags (FIBERD_PLUGIN_RETRY_SAFE) and check_args.
+ *      A plugin built against version 2 that must run on a version-1 fiberd checks
+ *      FIBERD_HOST_HAS(). */
 #define FIBERD_PLUGIN_ABI_VERSION 2
 #define FIBERD_PLUGIN_ABI_MIN 1
 
@@ -158,16 +166,18 @@ typedef struct FiberdPlugin {
 
         /*
          * init - optional; called once after the handshake, before any job, from the
-         * daemon's main thread or its loader fiber (may not call the job functions of
-         * @host: there is no job; log() with a NULL job is fine). Return 0, or a negative
-         * errno to refuse loading; then write a one-line reason (NUL-terminated, at most
-         * @why_size bytes) into @why, and undo whatever init did: the file is unloaded.
+         * daemon's main thread (at start) or its plugin loader thread (may not call the
+         * job functions of @host: there is no job; log() with a NULL job is fine).
+         * Return 0, or a negative errno to refuse loading; then write a one-line reason
+         * (NUL-terminated, at most @why_size bytes) into @why, and undo whatever init
+         * did: the file is unloaded.
          */
         int (*init)(const FiberdHost *host, char *why, size_t why_size);
 
         /*
-         * fini - optional; called once when fiberd exits, after every job of this plugin
-         * has ended, from the daemon's main thread. No job functions.
+         * fini - optional; called once when this instance is unloaded — fiberd exits, or
+         * its file was replaced or removed — after every job of this instance has ended,
+         * from the daemon's main thread or its plugin loader thread. No job functions.
          */
         void (*fini)(const FiberdHost *host);
 
@@ -177,6 +187,25 @@ typedef struct FiberdPlugin {
          * existed has none (its size says so).
          */
         uint32_t flags;
+
+        /* ---- plugins in place (issue 12): refusing bad arguments at submission ---- */
+        /*
+         * check_args - optional; called at job.submit and job.run before a job is
+         * created, in the server's request fiber. @args is a FiberdJob handle over just
+         * the submitted arguments (and passed fds): the same host->arg_*(),
+         * host->args_object() and host->arg_fd() calls run() makes work on it, so a
+         * plugin can share one "read my arguments" function between check_args and run.
+         * host->fail() records a reason, host->log() logs without a job, job_id() is 0,
+         * job_uid()/job_gid() are the submitter's; every other job function returns
+         * -EINVAL (results, progress, spawn, open) or does nothing. Must be quick and
+         * never block or yield: no sleeping, no I/O.
+         * Return: 0 to accept; a negative errno to refuse: the client gets
+         * INVALID_ARGUMENT with the reason written into @why (NUL-terminated, at most
+         * @why_size bytes), else the one host->fail() or a refusing arg_*() recorded,
+         * else strerror(); no job is created. A plugin built before this member has
+         * none (its size says so): every map of arguments is accepted.
+         */
+        int (*check_args)(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size);
 } FiberdPlugin;
 
 /*

@@ -133,15 +133,23 @@ Test(daemon_errors, bad_args_fail_the_job)
 
         start_with_bystander();
         c = fiberd_connect(&fd_);
+        /* issue 12: the bundled plugins' check_args refuse these at submission */
         id = rpc_submit(c, "sha256", (Arg[]){ARG_I("path", 42)}, 1, 0, 0, &st);
-        cr_assert_neq(id, 0, "%s", st.message);
-        check_job_failed(c, id, IPC_INVALID_ARGUMENT, "path");
+        cr_assert_eq(id, 0, "no job for a bad argument");
+        cr_assert_str_eq(st.code, IPC_INVALID_ARGUMENT);
+        cr_assert(strstr(st.message, "path"), "%s", st.message);
 
         id = rpc_submit(c, "sha256", NULL, 0, 0, 0, &st);
-        check_job_failed(c, id, IPC_INVALID_ARGUMENT, "path");
+        cr_assert_eq(id, 0);
+        cr_assert_str_eq(st.code, IPC_INVALID_ARGUMENT);
+        cr_assert(strstr(st.message, "path"), "%s", st.message);
 
         id = rpc_submit(c, "sleep", (Arg[]){ARG_S("ms", "ten")}, 1, 0, 0, &st);
-        check_job_failed(c, id, IPC_INVALID_ARGUMENT, "ms");
+        cr_assert_eq(id, 0);
+        cr_assert_str_eq(st.code, IPC_INVALID_ARGUMENT);
+        cr_assert(strstr(st.message, "ms"), "%s", st.message);
+
+        /* what only running can tell still fails the job */
 
         id = rpc_submit(c, "sha256", (Arg[]){ARG_S("path", "/nonexistent/fiberd-test")}, 1, 0, 0,
                         &st);

@@ -427,28 +427,114 @@ Test(plugins_loader, a_so_dropped_in_later_is_loaded_through_the_inotify_fd)
         loader_free(l);
 }
 
-Test(plugins_loader, a_new_file_at_a_loaded_path_is_not_reloaded)
+/* Waits (bounded) until a log line holds both @a and @b, processing events meanwhile. */
+static void wait_for_log(PluginLoader *l, const char *a, const char *b)
+{
+        for (int i = 0; i < 100 && !log_lines_with(a, b); i++) {
+                struct pollfd p = {.fd = loader_fd(l), .events = POLLIN};
+                if (poll(&p, 1, 100) > 0)
+                        cr_assert_geq(loader_process_events(l), 0);
+        }
+        cr_assert_eq(log_lines_with(a, b), 1, "no log line with \"%s\" and \"%s\"", a, b);
+}
+
+static size_t n_draining(PluginLoader *l)
+{
+        PluginList *list;
+        size_t n;
+
+        cr_assert_eq(loader_list(l, &list), 0);
+        n = list->n_draining;
+        loader_list_free(list);
+        return n;
+}
+
+/* issue 12: install(1)/mv over a loaded file loads the new version next to the old; the
+ * old one is retired, stays mapped while referenced, and is unloaded by loader_reap(). */
+Test(plugins_loader, a_new_file_at_a_loaded_path_replaces_it_and_the_old_one_drains)
 {
         PluginLoader *l = new_loader();
         char staged[512], dst[512];
+        const LoadedPlugin *before, *held, *after;
 
         put_bundled("sleep", "sleep.so");
         cr_assert_eq(loader_set_dir(l, plugdir), 1);
-        const LoadedPlugin *before = loader_find(l, "sleep");
+        before = loader_find(l, "sleep");
+        held = loader_acquire(l, "sleep", 5); /* a running job */
+        cr_assert_eq(held, before);
 
         /* Replace it the safe way (a new inode renamed over the old path). */
         snprintf(staged, sizeof(staged), "%s/sleep.so", tmpdir);
         snprintf(dst, sizeof(dst), "%s/sleep.so", plugdir);
         copy_file(TEST_PLUGIN_BUILD_DIR "/sleep.so", staged);
         cr_assert_eq(rename(staged, dst), 0);
-        for (int i = 0; i < 100 && !log_lines_with(dst, "restart fiberd"); i++) {
-                struct pollfd p = {.fd = loader_fd(l), .events = POLLIN};
-                if (poll(&p, 1, 100) > 0)
-                        cr_assert_eq(loader_process_events(l), 0);
-        }
-        cr_assert_eq(log_lines_with(dst, "restart fiberd"), 1);
-        cr_assert_eq(loader_find(l, "sleep"), before, "the loaded plugin stays");
-        cr_assert(!has_refusal(l, "sleep.so"), "a warning, not a refusal");
+        wait_for_log(l, dst, "replacing sleep");
+        after = loader_find(l, "sleep");
+        cr_assert_not_null(after);
+        cr_assert_neq(after, before, "the new version is the current one");
+        cr_assert(before->retired && !before->unloaded, "the old one drains");
+        cr_assert_neq(after->handle, before->handle, "two mappings, not glibc's old one");
+        cr_assert_eq(n_draining(l), 1);
+        cr_assert(!has_refusal(l, "sleep.so"));
+
+        /* The job ends: the release only pokes the reap fd; loader_reap() unloads. */
+        loader_release(l, held);
+        struct pollfd p = {.fd = loader_reap_fd(l), .events = POLLIN};
+        cr_assert_eq(poll(&p, 1, 5000), 1, "the last release makes the reap fd readable");
+        cr_assert_eq(loader_reap(l), 1);
+        cr_assert(before->unloaded);
+        cr_assert_eq(log_lines_with("sleep", "unloaded"), 1);
+        cr_assert_eq(n_draining(l), 0);
+        cr_assert_eq(loader_find(l, "sleep"), after);
+        loader_free(l);
+}
+
+/* issue 12: the same file seen again (a rescan, a second event) is not loaded twice. */
+Test(plugins_loader, an_unchanged_file_is_not_loaded_again)
+{
+        PluginLoader *l = new_loader();
+        char path[512];
+
+        put_bundled("sleep", "sleep.so");
+        cr_assert_eq(loader_set_dir(l, plugdir), 1);
+        const LoadedPlugin *before = loader_find(l, "sleep");
+        cr_assert_eq(loader_scan(l), 0);
+        snprintf(path, sizeof(path), "%s/sleep.so", plugdir);
+        cr_assert_eq(loader_load_file(l, path), -EEXIST);
+        cr_assert_eq(loader_find(l, "sleep"), before);
+        cr_assert_eq(n_draining(l), 0);
+        loader_free(l);
+}
+
+/* issue 12: removing the file retires the plugin: not found by name any more, unloaded
+ * at once when nothing holds it, after the last release otherwise. */
+Test(plugins_loader, a_removed_file_unloads_its_plugin_after_its_last_job)
+{
+        PluginLoader *l = new_loader();
+        char path[512];
+
+        put_bundled("sleep", "sleep.so");
+        put_bundled("spin", "spin.so");
+        cr_assert_eq(loader_set_dir(l, plugdir), 2);
+        const LoadedPlugin *sleep_p = loader_find(l, "sleep");
+        const LoadedPlugin *held = loader_acquire(l, "spin", 4);
+
+        snprintf(path, sizeof(path), "%s/sleep.so", plugdir);
+        cr_assert_eq(unlink(path), 0);
+        wait_for_log(l, "sleep", "unloaded");
+        cr_assert_null(loader_find(l, "sleep"));
+        cr_assert(sleep_p->unloaded, "nothing held it: unloaded at once");
+
+        snprintf(path, sizeof(path), "%s/spin.so", plugdir);
+        cr_assert_eq(unlink(path), 0);
+        wait_for_log(l, path, "removed");
+        cr_assert_null(loader_find(l, "spin"));
+        cr_assert(held->retired && !held->unloaded, "held by a job: it drains");
+        cr_assert_eq(n_draining(l), 1);
+        loader_release(l, held);
+        cr_assert_eq(loader_reap(l), 1);
+        cr_assert(held->unloaded);
+        cr_assert_eq(loader_count(l), 0);
         loader_free(l);
 }
 
