@@ -1,8 +1,10 @@
 # fiberd — one Makefile for the whole tree.
 #
 #   make              build the runtime, daemon, client and plugins into $(BUILD)
-#   make check        unit + integration tests, then the scheduler tests again under
-#                     ASan+UBSan and TSan (each variant in its own build directory)
+#   make check        unit + integration tests, a short run of every fuzz target, then the
+#                     scheduler tests again under ASan+UBSan and TSan (each variant in
+#                     its own build directory)
+#   make fuzz         every libFuzzer target for FUZZ_SECONDS each (tests/build.mk)
 #   make bench        benchmarks with their peers (Go, pthreads, ucontext, bare switch)
 #   make demo         the main job
 #   make install      honours PREFIX and DESTDIR
@@ -49,7 +51,8 @@ endif
 
 # Debian packages every target needs; the deps step installs the missing ones.
 DEBS := build-essential pkg-config libcriterion-dev libmsgpack-dev libnuma-dev \
-        libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git
+        libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git \
+        clang libclang-rt-14-dev
 BENCH_DEBS := golang-go beanstalkd gearman-job-server libgearman-dev
 
 .PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \
@@ -111,7 +114,7 @@ check-layering:
 	@bash tests/layering.sh
 
 check: deps format-check check-layering
-	$(MAKE) --no-print-directory check-unit check-integration check-systemd bench-smoke
+	$(MAKE) --no-print-directory check-unit check-integration check-systemd bench-smoke check-fuzz
 	$(MAKE) --no-print-directory check-sanitizers
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build/*')

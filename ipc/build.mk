@@ -29,11 +29,11 @@ $(IPC_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IPC
 	$(CC) $(LDFLAGS) $(IPC_UBSAN) -o $@ $< $(IPC_UBSAN_OBJS) $(IPC_LIBS) -lcriterion
 INTEGRATION_TESTS += $(IPC_TESTS)
 
-# libFuzzer target for the decoder (clang only; not part of `all` or `check`):
+# libFuzzer target for the decoder (clang only; tests/build.mk runs it in `make fuzz` and
+# `make check-fuzz`, with FUZZ_CFLAGS from there):
 #   make fuzz-ipc && build/fuzz/ipc_decoder -max_total_time=60
 .PHONY: fuzz-ipc
 fuzz-ipc: $(BUILD)/fuzz/ipc_decoder
 $(BUILD)/fuzz/ipc_decoder: tests/fuzz/ipc_decoder.c $(IPC_SRCS)
 	@mkdir -p $(dir $@)
-	clang $(filter-out -MMD -MP,$(CPPFLAGS)) -std=gnu11 -g -O1 $(IPC_CFLAGS) \
-		-fsanitize=fuzzer,address,undefined -o $@ $^ $(IPC_LIBS)
+	clang $(filter-out -MMD -MP,$(CPPFLAGS)) $(FUZZ_CFLAGS) $(IPC_CFLAGS) -o $@ $^ $(IPC_LIBS)

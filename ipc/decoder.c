@@ -353,9 +353,12 @@ static bool is_array_header(uint8_t b)
  */
 static int decoder_scan(IpcDecoder *d)
 {
-        const uint8_t *p = (const uint8_t *)d->buf + d->start;
+        const uint8_t *p;
         size_t avail = d->end - d->start;
 
+        if (!d->buf)
+                return 0; /* nothing has arrived yet (NULL + 0 is undefined) */
+        p = (const uint8_t *)d->buf + d->start;
         if (d->msg_len)
                 return avail >= d->msg_len;
         if (d->depth == 0) {

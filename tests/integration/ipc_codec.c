@@ -613,3 +613,18 @@ Test(ipc_decoder, empty_method_name)
         ipc_message_clear(&m);
         ipc_decoder_free(d);
 }
+
+/* Asking a new decoder for a message before any byte arrived: no buffer yet, and
+ * NULL + 0 was undefined behaviour. gcc's UBSan does not flag that one; clang's does, so
+ * the input that found it is a seed of tests/fuzz/corpus/daemon_request, which
+ * `make check-fuzz` replays. */
+Test(ipc_decoder, next_before_any_byte)
+{
+        IpcDecoder *d = decoder(64);
+        IpcMessage m;
+
+        cr_assert_eq(ipc_decoder_next(d, &m), 0);
+        cr_assert_eq(ipc_decoder_feed(d, "", 0), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), 0);
+        ipc_decoder_free(d);
+}
