@@ -359,9 +359,10 @@ static bool conn_protocol_error(Conn *c, int err)
         STAT_ADD(c->server, protocol_errors, 1);
         log_msg(LOG_NOTICE, "client uid %u pid %d: %s%s", (unsigned)c->uid, (int)c->pid,
                 text && *text ? text : strerror(-err), fatal ? "; closing its connection" : "");
+        /* never silence: without a msgid to answer, a connection.error notification */
         if (ipc_decoder_error_msgid(c->decoder, &msgid))
                 conn_send_error(c, msgid, code, text && *text ? text : strerror(-err));
-        else if (fatal)
+        else
                 conn_send_notice(c, code, text && *text ? text : strerror(-err));
         return fatal;
 }
