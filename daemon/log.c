@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * log.c — stderr lines with sd-daemon "<N>" prefixes (see log.h).
+ * log.c — stderr lines with sd-daemon "<N>" prefixes (see log.h), their text escaped.
  *
  * The threshold is one relaxed atomic int; a line is built in a stack buffer and
  * written with a single write(2) (a pipe or the journal's stream socket keeps a write
@@ -9,6 +9,7 @@
 #include "daemon/log.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -49,22 +50,75 @@ int log_level_parse(const char *s)
         return -EINVAL;
 }
 
-/* Appends the formatted text after @off bytes already in @buf and writes the line. */
+/*
+ * Copies @src (@n bytes) to @dst (room for @size bytes) with every control character,
+ * DEL and backslash escaped: \n \r \t \\ and \xNN. Stops before an escape that
+ * would not fit, and then sets *@cut. Returns the bytes written.
+ */
+static size_t log_escape(char *dst, size_t size, const char *src, size_t n, bool *cut)
+{
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                unsigned char ch = (unsigned char)src[i];
+                char esc[4];
+                size_t len = 2;
+
+                esc[0] = '\\';
+                if (ch == '\n')
+                        esc[1] = 'n';
+                else if (ch == '\r')
+                        esc[1] = 'r';
+                else if (ch == '\t')
+                        esc[1] = 't';
+                else if (ch == '\\')
+                        esc[1] = '\\';
+                else if (ch < 0x20 || ch == 0x7f) {
+                        esc[1] = 'x';
+                        esc[2] = hex[ch >> 4];
+                        esc[3] = hex[ch & 15];
+                        len = 4;
+                } else {
+                        esc[0] = (char)ch;
+                        len = 1;
+                }
+                if (o + len > size) {
+                        *cut = true;
+                        break;
+                }
+                memcpy(dst + o, esc, len);
+                o += len;
+        }
+        return o;
+}
+
+/*
+ * Appends the formatted text after @off bytes already in @buf and writes the line. The
+ * text is escaped (log_escape()): whatever a client or a plugin put in it, it stays on
+ * this one line, after the priority fiberd chose — a newline cannot start a forged
+ * "<0>" line of its own. This is the one place every log line passes.
+ */
 static void log_emit(char *buf, size_t off, const char *fmt, va_list ap)
 {
-        int n = vsnprintf(buf + off, LOG_LINE_MAX - off - 1, fmt, ap);
-        size_t len;
+        char text[LOG_LINE_MAX];
+        int n = vsnprintf(text, sizeof(text), fmt, ap);
+        size_t len, tlen, room = LOG_LINE_MAX - 1 - off;
+        bool cut;
 
         if (n < 0)
                 n = 0;
-        len = off + (size_t)n;
-        if (len > LOG_LINE_MAX - 2) {
-                len = LOG_LINE_MAX - 2;
-                memcpy(buf + len - 3, "...", 3);
+        cut = (size_t)n >= sizeof(text);
+        tlen = (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1;
+        /* A message's own trailing newline is not doubled, nor escaped. */
+        while (tlen > 0 && text[tlen - 1] == '\n')
+                tlen--;
+        len = off + log_escape(buf + off, room, text, tlen, &cut);
+        if (cut) {
+                len = len > LOG_LINE_MAX - 4 ? LOG_LINE_MAX - 4 : len;
+                memcpy(buf + len, "...", 3);
+                len += 3;
         }
-        /* A message's own trailing newline is not doubled. */
-        while (len > off && buf[len - 1] == '\n')
-                len--;
         buf[len++] = '\n';
         for (size_t done = 0; done < len;) {
                 ssize_t w = write(STDERR_FILENO, buf + done, len - done);
@@ -101,14 +155,17 @@ void log_jobv(int level, uint64_t id, const char *plugin, const char *fmt, va_li
         char buf[LOG_LINE_MAX];
         int off;
         int saved = errno;
+        bool cut = false;
+        size_t len;
 
         if (level > log_get_level())
                 return;
-        off = snprintf(buf, 256, "<%d>job %llu plugin %s: ", level & 7, (unsigned long long)id,
-                       plugin ? plugin : "?");
-        if (off < 0 || off >= 256)
-                off = 255;
-        log_emit(buf, (size_t)off, fmt, ap);
+        /* the plugin's name comes from a file: escaped like the text */
+        off = snprintf(buf, 64, "<%d>job %llu plugin ", level & 7, (unsigned long long)id);
+        len = (size_t)off + log_escape(buf + off, 192, plugin ? plugin : "?",
+                                       strlen(plugin ? plugin : "?"), &cut);
+        memcpy(buf + len, ": ", 2);
+        log_emit(buf, len + 2, fmt, ap);
         errno = saved;
 }
 
