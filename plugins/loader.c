@@ -245,6 +245,143 @@ out_unlock:
         return r;
 }
 
+/* ------------------------------------------------------------------ trust -------- */
+
+/*
+ * Whether the files of a plugin directory can be trusted: plugins are code that runs
+ * with fiberd's privileges, so nobody but root and fiberd's own user may be able to
+ * change them — the checks sshd's StrictModes and sudo make. Each returns 0 or fills
+ * @why (a refusal reason) and returns a negative errno.
+ */
+static bool owner_trusted(uid_t uid)
+{
+        return uid == 0 || uid == geteuid();
+}
+
+/* @st (of @what, named @name) is owned by root or fiberd's user and writable by no one
+ * else; @sticky_ok: a sticky directory writable by others is fine (/tmp as a parent). */
+static int trust_stat(const struct stat *st, const char *what, const char *name, bool sticky_ok,
+                      char *why, size_t size)
+{
+        if (!owner_trusted(st->st_uid)) {
+                snprintf(why, size,
+                         "%s %.256s is owned by uid %u, not by root or fiberd's user (uid %u)",
+                         what, name, (unsigned)st->st_uid, (unsigned)geteuid());
+                return -EPERM;
+        }
+        if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(sticky_ok && (st->st_mode & S_ISVTX))) {
+                snprintf(why, size,
+                         "%s %.256s is writable by %s (mode %04o); only root or fiberd's user may "
+                         "be able to change plugins",
+                         what, name, (st->st_mode & S_IWOTH) ? "everyone" : "its group",
+                         (unsigned)(st->st_mode & 07777));
+                return -EPERM;
+        }
+        return 0;
+}
+
+/* @dir (resolved, absolute) and every directory above it. */
+static int trust_dirs(const char *dir, char *why, size_t size)
+{
+        char p[PATH_MAX];
+        struct stat st;
+        int r;
+
+        snprintf(p, sizeof(p), "%s", dir);
+        for (bool first = true;; first = false) {
+                char *slash;
+
+                if (stat(p, &st) < 0) {
+                        r = -errno;
+                        snprintf(why, size, "cannot stat directory %.256s: %s", p, strerror(-r));
+                        return r;
+                }
+                r = trust_stat(&st, first ? "plugin directory" : "directory", p, !first, why, size);
+                if (r < 0)
+                        return r;
+                if (strcmp(p, "/") == 0)
+                        return 0;
+                slash = strrchr(p, '/');
+                if (slash == p)
+                        slash[1] = '\0';
+                else
+                        *slash = '\0';
+        }
+}
+
+/*
+ * Opens @path for dlopen() once it passed every check: its directory and the ones above
+ * are trusted (trust_dirs()), a symlink stays inside that directory, and the file
+ * opened — O_NOFOLLOW, then fstat() of that very inode — is a regular file owned by root
+ * or fiberd's user and writable by no one else. dlopen() then maps that inode through
+ * /proc/self/fd, so a file swapped in after the checks is never the one loaded.
+ * @ret_fd: out, written only on success. Return: 0; a negative errno with @why filled.
+ */
+static int open_trusted(const char *path, int *ret_fd, char *why, size_t size)
+{
+        char dir[PATH_MAX], realdir[PATH_MAX], target[PATH_MAX];
+        const char *base, *open_path = path;
+        struct stat st;
+        size_t n;
+        int fd, r;
+
+        snprintf(dir, sizeof(dir), "%s", path);
+        base = strrchr(path, '/') + 1; /* load_file() made sure there is a '/' */
+        dir[base - path - 1 > 0 ? base - path - 1 : 1] = '\0';
+        if (!realpath(dir, realdir)) {
+                r = -errno;
+                snprintf(why, size, "cannot resolve its directory %.256s: %s", dir, strerror(-r));
+                return r;
+        }
+        r = trust_dirs(realdir, why, size);
+        if (r < 0)
+                return r;
+        if (lstat(path, &st) < 0) {
+                r = -errno;
+                snprintf(why, size, "cannot stat: %s", strerror(-r));
+                return r;
+        }
+        if (S_ISLNK(st.st_mode)) {
+                if (!realpath(path, target)) {
+                        snprintf(why, size, "a symlink that does not resolve: %s", strerror(errno));
+                        return -errno;
+                }
+                n = strlen(realdir);
+                if (strncmp(target, realdir, n) != 0 || (target[n] != '/' && n > 1)) {
+                        snprintf(why, size,
+                                 "a symlink to %.200s, outside the plugin directory %.200s", target,
+                                 realdir);
+                        return -EPERM;
+                }
+                open_path = target;
+        }
+        fd = open(open_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0) {
+                r = -errno;
+                snprintf(why, size, "cannot open: %s", strerror(-r));
+                return r;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                snprintf(why, size, "cannot stat: %s", strerror(-r));
+                goto out_close;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                snprintf(why, size, "not a regular file");
+                r = -ENOEXEC;
+                goto out_close;
+        }
+        r = trust_stat(&st, "file", open_path, false, why, size);
+        if (r < 0)
+                goto out_close;
+        *ret_fd = fd;
+        return 0;
+
+out_close:
+        close(fd);
+        return r;
+}
+
 /*
  * Loads @path. @quiet_if_loaded: a path already loaded is skipped silently (scans see
  * every file again) instead of with a warning (an event: the file was written again).
@@ -253,12 +390,13 @@ static int load_file(PluginLoader *l, const char *path, bool quiet_if_loaded)
 {
         char dup_path[PATH_MAX];
         char why[LOADER_REASON_MAX];
+        char fd_path[64];
         const FiberdPlugin *d;
         LoadedPlugin *p = NULL;
         struct stat st;
         void *handle;
         bool loaded;
-        int r;
+        int fd = -1, r;
 
         pthread_mutex_lock(&l->lock);
         loaded = find_path_locked(l, path) != NULL;
@@ -286,10 +424,18 @@ static int load_file(PluginLoader *l, const char *path, bool quiet_if_loaded)
                 return load_file(l, rel, quiet_if_loaded);
         }
 
+        /* every check before dlopen(), which already runs the plugin's constructors */
+        r = open_trusted(path, &fd, why, sizeof(why));
+        if (r < 0)
+                return refuse(l, path, r, "%s", why);
+        /* the fd stays open while the plugin is loaded: glibc knows a library by its
+         * name, and /proc/self/fd/N must not name two at once */
+        snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", fd);
         dlerror();
-        handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL);
         if (!handle) {
                 const char *e = dlerror();
+                close(fd);
                 return refuse(l, path, -ENOEXEC, "dlopen failed: %s", e ? e : "unknown error");
         }
 
@@ -351,6 +497,7 @@ static int load_file(PluginLoader *l, const char *path, bool quiet_if_loaded)
         p->version = d->version ? d->version : "";
         p->description = d->description ? d->description : "";
         p->handle = handle;
+        p->fd = fd;
 
         if (DESC_HAS(d, init) && d->init) {
                 why[0] = '\0';
@@ -383,6 +530,7 @@ out_free:
         free(p);
 out_close:
         dlclose(handle);
+        close(fd);
         return r;
 }
 
@@ -724,6 +872,7 @@ PluginLoader *loader_free(PluginLoader *l)
                 if (DESC_HAS(p->desc, fini) && p->desc->fini)
                         p->desc->fini(l->host);
                 dlclose(p->handle);
+                close(p->fd);
                 free(p->path);
                 free(p);
         }

@@ -18,6 +18,12 @@
  *     // SIGHUP: loader_set_dir(l, new_dir) (or loader_scan(l) if the dir is unchanged)
  *     l = loader_free(l);                                // at exit, after every job ended
  *
+ * Trust, before dlopen() runs any constructor (sshd StrictModes / sudo): the directory
+ * and every one above it, and the file, must be owned by root or fiberd's euid and not
+ * writable by group or others (a sticky directory above the plugin directory is fine);
+ * a symlink must not lead out of the directory. The file is opened with O_NOFOLLOW,
+ * checked with fstat() and loaded through /proc/self/fd/N, so the inode checked is the
+ * one mapped. A refusal's reason says which check failed.
  * Loading a file (redis's moduleLoad() shape): dlopen(RTLD_NOW|RTLD_LOCAL), dlsym
  * FIBERD_PLUGIN_SYMBOL, check abi_version before anything else, then size, name, run,
  * duplicate name, then init(). Each refusal is one log line naming the file and the
@@ -63,6 +69,7 @@ typedef struct LoadedPlugin {
         char *path;               /* the file it was loaded from (absolute or as given) */
         uint64_t loaded_ns;       /* CLOCK_MONOTONIC nanoseconds when it was loaded */
         void *handle;             /* dlopen() handle; loader-private */
+        int fd;                   /* the checked file dlopen() mapped; loader-private */
 } LoadedPlugin;
 
 /* A refused file: the path and the reason, as logged. */
