@@ -20,6 +20,13 @@
  *   retention_max = 10000          ; and at most this many of them
  *   [ipc]
  *   max_message = 1048576          ; bytes; a bigger request closes its connection
+ *   max_connections = 0            ; connections open at once; 0 = half the fds that
+ *                                  ; RLIMIT_NOFILE leaves after 64 kept for jobs
+ *   max_connections_per_user = 64  ; connections one uid may have open at once
+ *   max_in_flight = 128            ; requests in flight on one connection; beyond,
+ *                                  ; fiberd stops reading it until answers leave
+ *   max_partial_bytes = 67108864   ; bytes of incomplete messages over all connections
+ *   read_timeout_ms = 10000        ; a message begun must be whole within this
  *   [scheduler]                    ; how the job workers are split into scheduling
  *                                  ; groups (SchedConfig, scheduler/sched.h)
  *   optimize_for = neutral         ; compute-heavy, compute, neutral, io, io-heavy:
@@ -69,7 +76,13 @@ typedef struct Config {
         uint64_t retention_ns;    /* finished jobs are dropped this long after they end */
         size_t retention_max;     /* ... or when more than this many are finished */
         size_t max_message;       /* bytes, the biggest request accepted */
-        SchedConfig sched;        /* [scheduler]; .concurrency = workers once loaded,
+        /* [ipc] resource limits, for ServerLimits (server.h) */
+        unsigned max_connections;          /* open at once; 0 = from RLIMIT_NOFILE */
+        unsigned max_connections_per_user; /* open at once by one uid */
+        unsigned max_in_flight;            /* requests per connection; then it is not read */
+        size_t max_partial_bytes;          /* incomplete messages of all connections */
+        uint64_t read_timeout_ns;          /* a started message must be whole by then */
+        SchedConfig sched;                 /* [scheduler]; .concurrency = workers once loaded,
                                    * .steal_every_n already in the runtime's terms
                                    * (UINT_MAX = never); pointers left NULL */
 } Config;

@@ -76,6 +76,10 @@ static void daemon_reload(Daemon *d)
                 jobtable_configure(&d->jobs, nc.max_running, nc.max_queued, nc.retention_ns,
                                    nc.retention_max);
                 server_set_max_message(d->server, nc.max_message);
+                server_set_limits(d->server,
+                                  &(ServerLimits){nc.max_connections, nc.max_connections_per_user,
+                                                  nc.max_in_flight, nc.max_partial_bytes,
+                                                  nc.read_timeout_ns});
                 plugin_host_set_max_result(nc.max_message);
                 if (strcmp(nc.socket_path, d->cfg.socket_path) != 0)
                         log_msg(LOG_NOTICE, "socket changed to %s: takes effect at restart",
@@ -376,6 +380,12 @@ int main(int argc, char **argv)
         }
         r = server_new(&d->server, listen_fd, d->server_group, d->cfg.max_message, methods_lookup,
                        d);
+        if (r == 0)
+                server_set_limits(d->server,
+                                  &(ServerLimits){d->cfg.max_connections,
+                                                  d->cfg.max_connections_per_user,
+                                                  d->cfg.max_in_flight, d->cfg.max_partial_bytes,
+                                                  d->cfg.read_timeout_ns});
         if (r < 0 || (r = server_start(d->server)) < 0) {
                 log_msg(LOG_ERR, "cannot start the server: %s", strerror(-r));
                 return EXIT_SOFTWARE;
