@@ -90,8 +90,10 @@ FUZZ_DAEMON_SRCS = $(filter-out daemon/main.c,$(DAEMON_SRCS)) plugins/loader.c $
 FUZZ_DAEMON_DEFS = -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"' \
 	-DFUZZ_PLUGIN_DIR='"$(abspath $(PLUGIN_BUILD_DIR))"'
 
+FUZZ_DAEMON_HDRS = $(wildcard daemon/*.h ipc/*.h plugins/*.h plugins/fiberd/*.h scheduler/*.h \
+	scheduler/base/*.h)
 $(BUILD)/fuzz/daemon_request $(BUILD)/fuzz/daemon_config: $(BUILD)/fuzz/%: tests/fuzz/%.c \
-		$(FUZZ_DAEMON_SRCS) | deps
+		$(FUZZ_DAEMON_SRCS) $(FUZZ_DAEMON_HDRS) | deps
 	@mkdir -p $(dir $@)
 	clang $(filter-out -MMD -MP,$(CPPFLAGS)) $(FUZZ_DAEMON_DEFS) $(FUZZ_CFLAGS) \
 		$(IPC_CFLAGS) $(DAEMON_CFLAGS) -o $@ $(filter %.c %.S,$^) $(DAEMON_LIBS) $(IPC_LIBS) \
