@@ -216,6 +216,46 @@ static uint64_t server_stat(const char *key)
         return v;
 }
 
+/* The server group's fibers alive now (stats: groups[0], the server's). */
+static uint64_t server_fibers_alive(void)
+{
+        Client *c = fiberd_connect(&fd_);
+        const msgpack_object *groups;
+        uint64_t v;
+        Reply rp;
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
+        groups = map_get(rp.result, "groups");
+        cr_assert(groups && groups->type == MSGPACK_OBJECT_ARRAY && groups->via.array.size > 0);
+        v = map_uint(&groups->via.array.ptr[0], "fibers_alive");
+        reply_clear(&rp);
+        client_free(c);
+        return v;
+}
+
+/* The daemon's resident set (kB) and memory maps, for the log. */
+static void print_memory(const char *when)
+{
+        char path[64], line[256];
+        unsigned long rss = 0, maps = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)fd_.pid);
+        if ((f = fopen(path, "r"))) {
+                while (fgets(line, sizeof(line), f))
+                        sscanf(line, "VmRSS: %lu", &rss);
+                fclose(f);
+        }
+        snprintf(path, sizeof(path), "/proc/%d/maps", (int)fd_.pid);
+        if ((f = fopen(path, "r"))) {
+                while (fgets(line, sizeof(line), f))
+                        maps += strchr(line, '\n') != NULL;
+                fclose(f);
+        }
+        cr_log_info("%s: fiberd RSS %lu kB, %lu memory maps", when, rss, maps);
+}
+
 /* ------------------------------------------------------------- attacks ---------- */
 
 /*
@@ -229,11 +269,13 @@ Test(daemon_security, pipelining_without_reading)
         enum { CONNS = 5, PINGS = 5000 };
         static unsigned char burst[PINGS * sizeof(ping_bytes)];
         int fds[CONNS];
-        uint64_t in_flight;
+        uint64_t in_flight, baseline, alive, t0;
 
         for (size_t i = 0; i < PINGS; i++)
                 memcpy(burst + i * sizeof(ping_bytes), ping_bytes, sizeof(ping_bytes));
         fiberd_start(&fd_, NULL);
+        print_memory("before the attack");
+        baseline = server_fibers_alive();
         for (int i = 0; i < CONNS; i++) {
                 fds[i] = raw_connect();
                 cr_assert_geq(fds[i], 0);
@@ -252,8 +294,24 @@ Test(daemon_security, pipelining_without_reading)
         cr_log_info("requests in flight: %llu", (unsigned long long)in_flight);
         cr_assert_leq(in_flight, CONNS * 128 + 2, "in flight %llu: the excess was not held back",
                       (unsigned long long)in_flight);
+        print_memory("during the attack");
         for (int i = 0; i < CONNS; i++)
                 close(fds[i]);
+        /*
+         * The attack's fibers end once its connections are gone: at once as a rule, at
+         * the latest when a write blocked on the closed peer reaches the server's 30 s
+         * write deadline (server.c), so wait past that.
+         */
+        t0 = now_ms();
+        while (server_fibers_alive() > baseline && now_ms() < t0 + 40000)
+                usleep(20000);
+        alive = server_fibers_alive();
+        cr_log_info("server fibers back to %llu (%llu before) %llu ms after the close",
+                    (unsigned long long)alive, (unsigned long long)baseline,
+                    (unsigned long long)(now_ms() - t0));
+        cr_assert_leq(alive, baseline, "the attack's fibers stay: %llu alive, %llu in flight",
+                      (unsigned long long)alive, (unsigned long long)server_stat("in_flight"));
+        print_memory("after the attack");
 }
 
 /*
