@@ -8,6 +8,9 @@
  * "job <id> plugin <name>: " so that `journalctl -u fiberd | grep 'job 42 '` finds all
  * of a job's lines.
  *
+ * The text of every line is escaped (control characters, DEL and backslash become \n,
+ * \t, \xNN, \\): whatever a client or a plugin put in it cannot start a line of its
+ * own or carry a priority; the "<N>" prefix is always fiberd's.
  * A line is formatted into a stack buffer and written with one write(2), so lines from
  * different worker threads never interleave; no allocation, no lock, safe from any
  * fiber or thread (errno is not read across a switch).
