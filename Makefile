@@ -1,8 +1,10 @@
 # fiberd — one Makefile for the whole tree.
 #
 #   make              build the runtime, daemon, client and plugins into $(BUILD)
-#   make check        unit + integration tests, then the scheduler tests again under
-#                     ASan+UBSan and TSan (each variant in its own build directory)
+#   make check        unit + integration tests, a short run of every fuzz target, then the
+#                     scheduler tests again under ASan+UBSan and TSan (each variant in
+#                     its own build directory)
+#   make fuzz         every libFuzzer target for FUZZ_SECONDS each (tests/build.mk)
 #   make bench        benchmarks with their peers (Go, pthreads, ucontext, bare switch)
 #   make demo         the main job
 #   make install      honours PREFIX and DESTDIR; make uninstall removes exactly that
@@ -52,7 +54,7 @@ endif
 DEBS := build-essential pkg-config libcriterion-dev libmsgpack-dev libnuma-dev \
         libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git \
         scdoc man-db groff-base python3-msgpack python3-pytest libsqlite3-dev \
-        libsmartcols-dev tmux zsh redis-server libhiredis-dev
+        libsmartcols-dev tmux zsh redis-server libhiredis-dev clang libclang-rt-14-dev
 BENCH_DEBS := golang-go beanstalkd gearman-job-server libgearman-dev
 
 .PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \
@@ -127,7 +129,7 @@ check-install: all
 check: deps format-check check-layering
 	$(MAKE) --no-print-directory check-unit check-integration check-systemd check-man \
 		check-completion check-install bench-smoke check-clientlib check-python check-plugin-pc \
-		check-tui
+		check-tui check-fuzz
 	$(MAKE) --no-print-directory check-sanitizers
 
 DIST := $(BUILD)/fiberd-$(VERSION).tar.gz

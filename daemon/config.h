@@ -31,6 +31,13 @@
  *   submit_burst_per_user = 0      ; the token bucket's size; 0 = submit_rate_per_user
  *   [ipc]
  *   max_message = 1048576          ; bytes; a bigger request closes its connection
+ *   max_connections = 0            ; connections open at once; 0 = half the fds that
+ *                                  ; RLIMIT_NOFILE leaves after 64 kept for jobs
+ *   max_connections_per_user = 64  ; connections one uid may have open at once
+ *   max_in_flight = 128            ; requests in flight on one connection; beyond,
+ *                                  ; fiberd stops reading it until answers leave
+ *   max_partial_bytes = 67108864   ; bytes of incomplete messages over all connections
+ *   read_timeout_ms = 10000        ; a message begun must be whole within this
  *   [access]                       ; access tiers (access.h)
  *   admin_group = fiberd-admin     ; its members (and root) are admins; a group that
  *                                  ; does not exist makes only root admin; "" = none
@@ -138,14 +145,20 @@ typedef struct Config {
         unsigned submit_rate_per_user;  /* [jobs]; a second; 0 = no limit */
         unsigned submit_burst_per_user; /* [jobs]; 0 = submit_rate_per_user */
         size_t max_message;             /* bytes, the biggest request accepted */
-        char *config_file;              /* owned: the file read; NULL = none (the default
+        /* [ipc] resource limits, for ServerLimits (server.h) */
+        unsigned max_connections;          /* open at once; 0 = from RLIMIT_NOFILE */
+        unsigned max_connections_per_user; /* open at once by one uid */
+        unsigned max_in_flight;            /* requests per connection; then it is not read */
+        size_t max_partial_bytes;          /* incomplete messages of all connections */
+        uint64_t read_timeout_ns;          /* a started message must be whole by then */
+        char *config_file;                 /* owned: the file read; NULL = none (the default
                                          * file is absent: built-in defaults) */
-        char *admin_group;              /* [access]; owned; "" = none */
-        char *submit_group;             /* [access]; owned; "" = everyone may submit */
-        gid_t admin_gid;                /* resolved at load; CONFIG_NO_GROUP = none/absent */
-        gid_t submit_gid;               /* resolved at load; CONFIG_NO_GROUP when "" */
-        int store_backend;              /* [store] backend: a StoreKind (store.h) */
-        char *store_path;               /* [store] path; owned; NULL or "" = the default */
+        char *admin_group;                 /* [access]; owned; "" = none */
+        char *submit_group;                /* [access]; owned; "" = everyone may submit */
+        gid_t admin_gid;                   /* resolved at load; CONFIG_NO_GROUP = none/absent */
+        gid_t submit_gid;                  /* resolved at load; CONFIG_NO_GROUP when "" */
+        int store_backend;                 /* [store] backend: a StoreKind (store.h) */
+        char *store_path;                  /* [store] path; owned; NULL or "" = the default */
         /* [store] backend = redis (store-redis.c): the fleet's shared stream */
         char *store_redis;            /* [store] redis: unix:/path or host:port; owned */
         char *store_stream;           /* [store] stream; owned */

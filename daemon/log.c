@@ -13,9 +13,12 @@
  * carrying FIBERD_JOB, FIBERD_PLUGIN and FIBERD_OWNER. Checked once (pthread_once).
  * Other lines stay on stderr, where journald reads their "<N>" priority.
  *
- * The text of a job line may come from a plugin (host->log, host->fail): it is escaped
- * (log_escape()), so it can neither start a new line with a forged "<0>" prefix nor
- * put control characters in a terminal or the journal.
+ * Every line's text is escaped (log_escape(): \n \r \t \\ and \xNN for the other
+ * control characters and DEL), and so is a plugin's name in a job line's prefix: text
+ * that came from a client (a path, an argument) or a plugin (host->log, host->fail)
+ * stays on its one line, after the priority fiberd chose — it can neither start a new
+ * line with a forged "<0>" prefix nor put control characters in a terminal or the
+ * journal. Priorities come only from fiberd.
  */
 #include "daemon/log.h"
 
@@ -86,16 +89,6 @@ static void log_write_line(char *buf, size_t off, size_t len)
         }
 }
 
-/* Appends the formatted text after @off bytes already in @buf and writes the line. */
-static void log_emit(char *buf, size_t off, const char *fmt, va_list ap)
-{
-        int n = vsnprintf(buf + off, LOG_LINE_MAX - off - 1, fmt, ap);
-
-        if (n < 0)
-                n = 0;
-        log_write_line(buf, off, off + (size_t)n);
-}
-
 /* Appends @text after @off bytes already in @buf and writes the line. */
 static void log_emit_text(char *buf, size_t off, const char *text)
 {
@@ -109,14 +102,23 @@ static void log_emit_text(char *buf, size_t off, const char *text)
 
 void log_msgv(int level, const char *fmt, va_list ap)
 {
-        char buf[LOG_LINE_MAX];
-        int off;
+        char buf[LOG_LINE_MAX], text[LOG_LINE_MAX];
+        int off, n;
         int saved = errno;
 
         if (level > log_get_level())
                 return;
+        n = vsnprintf(text, sizeof(text), fmt, ap);
+        if (n < 0)
+                n = 0;
+        if ((size_t)n >= sizeof(text))
+                n = sizeof(text) - 1;
+        /* a message's own trailing newline is not a line of its own, nor escaped */
+        while (n > 0 && text[n - 1] == '\n')
+                text[--n] = '\0';
         off = snprintf(buf, sizeof(buf), "<%d>", level & 7);
-        log_emit(buf, (size_t)off, fmt, ap);
+        log_escape(buf + off, sizeof(buf) - (size_t)off, text);
+        log_write_line(buf, (size_t)off, strlen(buf));
         errno = saved;
 }
 
@@ -158,7 +160,12 @@ size_t log_escape(char *dst, size_t size, const char *src)
                 return 0;
         for (; *src; src++) {
                 unsigned char c = (unsigned char)*src;
-                size_t need = c < 0x20 || c == 0x7f ? 4 : c == '\\' ? 2 : 1;
+                char short_esc = c == '\n'   ? 'n'
+                                 : c == '\r' ? 'r'
+                                 : c == '\t' ? 't'
+                                 : c == '\\' ? '\\'
+                                             : 0;
+                size_t need = short_esc ? 2 : c < 0x20 || c == 0x7f ? 4 : 1;
 
                 if (n + need + 1 > size) {
                         /* cut: "..." in place of what did not fit */
@@ -177,7 +184,7 @@ size_t log_escape(char *dst, size_t size, const char *src)
                         dst[n++] = hex[c & 15];
                 } else if (need == 2) {
                         dst[n++] = '\\';
-                        dst[n++] = '\\';
+                        dst[n++] = short_esc;
                 } else {
                         dst[n++] = (char)c;
                 }
@@ -188,14 +195,15 @@ size_t log_escape(char *dst, size_t size, const char *src)
 
 void log_job_text(int level, uint64_t id, const char *plugin, uid_t owner, const char *text)
 {
-        char buf[LOG_LINE_MAX];
+        char buf[LOG_LINE_MAX], name[4 * 64 + 1];
         int saved = errno;
         int off;
 
         if (level > log_get_level())
                 return;
-        if (!plugin)
-                plugin = "?";
+        /* the plugin's name comes from a file: escaped like the text */
+        log_escape(name, sizeof(name), plugin ? plugin : "?");
+        plugin = name;
         if (log_to_journal()) {
                 int r;
 

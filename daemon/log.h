@@ -11,6 +11,9 @@
  * sd_journal_send() instead, with the fields FIBERD_JOB=<id>, FIBERD_PLUGIN=<name> and,
  * when known, FIBERD_OWNER=<uid>, so `journalctl FIBERD_JOB=42` finds them.
  *
+ * The text of every line is escaped (control characters, DEL and backslash become \n,
+ * \t, \xNN, \\): whatever a client or a plugin put in it cannot start a line of its
+ * own or carry a priority; the "<N>" prefix is always fiberd's.
  * A line is formatted into a stack buffer and written with one write(2), so lines from
  * different worker threads never interleave; no allocation, no lock, safe from any
  * fiber or thread (errno is not read across a switch).
@@ -80,9 +83,11 @@ void log_job_ownerv(int level, uint64_t id, const char *plugin, uid_t owner, con
 void log_job_text(int level, uint64_t id, const char *plugin, uid_t owner, const char *text);
 
 /*
- * log_escape - copy @src into @dst (@size bytes, NUL-terminated) with every control
- * character (below 0x20, and 0x7f) written as \xNN and a backslash as two, cut with
- * "..." when it does not fit. Return: the length written. Context: any; pure.
+ * log_escape - copy @src into @dst (@size bytes, NUL-terminated) with newline, carriage
+ * return, tab and backslash written as \n \r \t \\, and every other control character
+ * (below 0x20, and 0x7f) as \xNN, cut with "..." when it does not fit. Every log line's
+ * text passes through it (log_msg() and log_job*() alike), so no client or plugin string
+ * can start a line of its own. Return: the length written. Context: any; pure.
  */
 size_t log_escape(char *dst, size_t size, const char *src);
 

@@ -235,6 +235,10 @@ static void daemon_reload(Daemon *d)
                                    nc.retention_max);
                 apply_quotas(d, &nc);
                 server_set_max_message(d->server, nc.max_message);
+                server_set_limits(d->server,
+                                  &(ServerLimits){nc.max_connections, nc.max_connections_per_user,
+                                                  nc.max_in_flight, nc.max_partial_bytes,
+                                                  nc.read_timeout_ns});
                 plugin_host_set_max_result(nc.max_message);
                 /* systemd's socket is what we listen on, whatever the file says */
                 if (d->socket_activated) {
@@ -753,6 +757,12 @@ int main(int argc, char **argv)
         }
         r = server_new(&d->server, listen_fd, d->server_group, d->cfg.max_message, methods_lookup,
                        d);
+        if (r == 0)
+                server_set_limits(d->server,
+                                  &(ServerLimits){d->cfg.max_connections,
+                                                  d->cfg.max_connections_per_user,
+                                                  d->cfg.max_in_flight, d->cfg.max_partial_bytes,
+                                                  d->cfg.read_timeout_ns});
         if (r < 0 || (r = server_start(d->server)) < 0) {
                 log_msg(LOG_ERR, "cannot start the server: %s", strerror(-r));
                 return EXIT_SOFTWARE;

@@ -11,18 +11,41 @@
  * Writes use fiber_write_all() with a deadline, so a client that stops reading cannot
  * hold a request fiber forever: when the deadline passes the connection is shut down.
  * SIGPIPE is ignored by main(), so writing to a closed peer is an -EPIPE here.
+ *
+ * Resource limits (ServerLimits, server.h), each a clear error for the client that hits
+ * it and never a lock-out for the others:
+ *  - connections in all and per uid: counted at accept; over a limit the new connection
+ *    gets a connection.error notification OVERLOADED (sent without blocking) and is
+ *    closed. Root has SERVER_ROOT_RESERVE more in all and no per-uid limit (it is the
+ *    admin; other users cannot exhaust what it needs).
+ *  - requests in flight per connection: a FiberSemaphore of max_in_flight slots. The
+ *    reader takes one per request before starting its fiber and the request fiber gives
+ *    it back, so a client that pipelines without reading its answers is simply not read
+ *    any more (its writes back up: backpressure) and holds at most max_in_flight fibers.
+ *  - incomplete messages: the bytes every connection's decoder holds of a message not
+ *    yet whole are summed; a connection holding more than one read's worth when the sum
+ *    is over max_partial_bytes is closed (OVERLOADED).
+ *  - a message begun must be whole within read_timeout_ns (one byte a second does not
+ *    keep a connection); an idle connection between messages waits as long as it likes.
+ *  - accept() failing with EMFILE/ENFILE: one log line when it starts and one when it
+ *    ends (at most one pair a minute), backing off from 10 ms to 1 s meanwhile; a spare fd kept open (nginx's and
+ *    libev's trick) is closed for a moment to accept the waiting client and tell it
+ *    OVERLOADED instead of leaving it hanging in the backlog.
  */
 #include "daemon/server.h"
 #include "daemon/log.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
 #include "ipc/value.h"
+#include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/epoll.h>
@@ -32,21 +55,37 @@
 
 /* How long one response may take to leave before the connection is dropped. */
 #define SERVER_WRITE_TIMEOUT_NS (30 * NSEC_PER_SEC)
-/* Requests in flight on one connection before new ones get OVERLOADED. */
-#define CONN_MAX_IN_FLIGHT 4096
+/* fds RLIMIT_NOFILE keeps for the daemon and its jobs before connections get half. */
+#define SERVER_FDS_KEPT 64
+/* Accept back-off while fds are exhausted. */
+#define ACCEPT_BACKOFF_MIN_NS (10 * NSEC_PER_MSEC)
+#define ACCEPT_BACKOFF_MAX_NS NSEC_PER_SEC
 /* How long a reader waits for a free fiber before answering OVERLOADED. */
 #define CONN_FIBER_RETRY_NS (5 * NSEC_PER_SEC)
 /* Bytes asked of the decoder per read. */
 #define CONN_READ_CHUNK 65536
 
+/* Connections open by one uid. */
+typedef struct UserConns {
+        uid_t uid;
+        unsigned n;
+} UserConns;
+
 struct Server {
         int listen_fd;
+        int spare_fd; /* /dev/null, closed to accept one client when fds run out; -1 */
         SchedulingGroup *group;
         size_t max_message; /* atomic */
         MethodLookupFn lookup;
         void *ctx;
         Fiber *accept_fiber; /* joinable */
         ServerStats stats;   /* atomic fields */
+
+        pthread_mutex_t lock; /* guards limits and users[]; never held across a switch */
+        ServerLimits limits;  /* max_connections resolved (never 0) */
+        UserConns *users;     /* uids with a connection open; unordered */
+        size_t n_users, cap_users;
+        uint64_t refused_logged_ns; /* when a connection refusal was last logged */
 };
 
 struct Conn {
@@ -59,10 +98,14 @@ struct Conn {
         int fds[IPC_FDS_QUEUED_MAX]; /* received, not yet claimed by a request: the
                                       * reader fiber's, oldest first */
         size_t n_fds;
-        bool closed;           /* atomic: shut down after an error */
-        unsigned in_flight;    /* atomic */
-        FiberMutex write_lock; /* one response on the wire at a time */
-        IpcDecoder *decoder;   /* the reader fiber's */
+        bool closed;            /* atomic: shut down after an error */
+        FiberSemaphore slots;   /* free request slots (max_in_flight at accept) */
+        FiberMutex write_lock;  /* one response on the wire at a time */
+        IpcDecoder *decoder;    /* the reader fiber's */
+        size_t partial;         /* reader's: bytes counted in stats.partial_bytes */
+        uint64_t partial_since; /* reader's: when the incomplete message began; 0 = none */
+        size_t max_partial;     /* reader's copies of the limits at accept */
+        uint64_t read_timeout_ns;
 };
 
 #define STAT_ADD(s, field, n) __atomic_add_fetch(&(s)->stats.field, (n), __ATOMIC_RELAXED)
@@ -159,6 +202,102 @@ out_close:
         return r;
 }
 
+/* ------------------------------------------------------------------ limits ------ */
+
+unsigned server_auto_max_connections(void)
+{
+        struct rlimit rl;
+        rlim_t n;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+                return 4096;
+        n = rl.rlim_cur > SERVER_FDS_KEPT ? (rl.rlim_cur - SERVER_FDS_KEPT) / 2 : 0;
+        return n < 8 ? 8 : n > 1000000 ? 1000000 : (unsigned)n;
+}
+
+void server_set_limits(Server *s, const ServerLimits *limits)
+{
+        pthread_mutex_lock(&s->lock);
+        s->limits = *limits;
+        if (!s->limits.max_connections)
+                s->limits.max_connections = server_auto_max_connections();
+        pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * Counts a new connection of @uid against the connection limits. Returns NULL when it
+ * may stay, else the sentence telling the client which limit it hit (static text).
+ * @ret_limits: out, the limits in force (for the connection's own ones).
+ */
+static const char *server_user_get(Server *s, uid_t uid, ServerLimits *ret_limits)
+{
+        uint64_t open = __atomic_load_n(&s->stats.connections, __ATOMIC_RELAXED);
+        const char *why = NULL;
+        UserConns *u = NULL;
+
+        pthread_mutex_lock(&s->lock);
+        *ret_limits = s->limits;
+        for (size_t i = 0; i < s->n_users; i++)
+                if (s->users[i].uid == uid)
+                        u = &s->users[i];
+        if (open >= s->limits.max_connections + (uid == 0 ? SERVER_ROOT_RESERVE : 0)) {
+                why = "fiberd has max_connections connections open; retry later";
+        } else if (u && uid != 0 && u->n >= s->limits.max_connections_per_user) {
+                why = "this user has max_connections_per_user connections open to fiberd; "
+                      "close some first";
+        } else if (!u) {
+                if (s->n_users == s->cap_users) {
+                        size_t cap = s->cap_users ? 2 * s->cap_users : 16;
+                        UserConns *n = realloc(s->users, cap * sizeof(*n));
+                        if (!n) {
+                                why = "fiberd is out of memory";
+                                goto out_unlock;
+                        }
+                        s->users = n;
+                        s->cap_users = cap;
+                }
+                u = &s->users[s->n_users++];
+                *u = (UserConns){.uid = uid};
+        }
+        if (!why)
+                u->n++;
+out_unlock:
+        pthread_mutex_unlock(&s->lock);
+        return why;
+}
+
+/* Uncounts a connection of @uid. */
+static void server_user_put(Server *s, uid_t uid)
+{
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->n_users; i++) {
+                if (s->users[i].uid != uid)
+                        continue;
+                if (--s->users[i].n == 0)
+                        s->users[i] = s->users[--s->n_users];
+                break;
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * Tells a client we will not serve ([2, "connection.error", [{code, message}]]) without
+ * waiting: the socket is new, its buffer empty. Then closes @fd.
+ */
+static void refuse_fd(int fd, const char *code, const char *text)
+{
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        if (ipc_pack_notification_begin(&pk, IPC_NOTIFY_CONNECTION_ERROR, 1) == 0 &&
+            ipc_pack_error_map(&pk, code, text) == 0)
+                (void)!send(fd, sb.data, sb.size, MSG_DONTWAIT | MSG_NOSIGNAL);
+        msgpack_sbuffer_destroy(&sb);
+        close(fd);
+}
+
 /* ------------------------------------------------------------------ conns ------- */
 
 static Conn *conn_ref(Conn *c)
@@ -177,6 +316,8 @@ static Conn *conn_unref(Conn *c)
         creds_unref(c->creds);
         ipc_decoder_free(c->decoder);
         STAT_ADD(c->server, connections, -1);
+        STAT_ADD(c->server, partial_bytes, -(uint64_t)c->partial);
+        server_user_put(c->server, c->uid);
         free(c);
         return NULL;
 }
@@ -301,7 +442,7 @@ static void request_main(void *arg)
         msgpack_sbuffer_destroy(&out);
         msgpack_sbuffer_destroy(&result);
         request_free(req);
-        __atomic_sub_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
+        fiber_sem_post(&c->slots, 1);
         STAT_ADD(s, in_flight, -1);
         conn_unref(c);
 }
@@ -354,16 +495,22 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
                 return;
         }
         STAT_ADD(s, requests, 1);
-        if (__atomic_load_n(&c->in_flight, __ATOMIC_RELAXED) >= CONN_MAX_IN_FLIGHT) {
-                conn_send_error(c, msg->msgid, IPC_OVERLOADED,
-                                "too many requests in flight on this connection; wait for "
-                                "some responses first");
+        /*
+         * A slot first: at max_in_flight the reader parks here and reads no more from
+         * this connection until a response has left (backpressure). It wakes when a
+         * request fiber ends, also when the connection was shut down meanwhile.
+         */
+        r = fiber_sem_wait(&c->slots, SCHED_FOREVER);
+        if (r < 0 || __atomic_load_n(&c->closed, __ATOMIC_ACQUIRE)) {
+                if (r == 0)
+                        fiber_sem_post(&c->slots, 1);
                 conn_drop_fds(c, msg);
                 ipc_message_clear(msg);
                 return;
         }
         req = calloc(1, sizeof(*req));
         if (!req) {
+                fiber_sem_post(&c->slots, 1);
                 conn_send_error(c, msg->msgid, IPC_OUT_OF_MEMORY, "fiberd is out of memory");
                 conn_drop_fds(c, msg);
                 ipc_message_clear(msg);
@@ -385,10 +532,10 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
                                                "with it (SCM_RIGHTS); see PROTOCOL.md, "
                                                "\"Passing files\"");
                 request_free(req);
+                fiber_sem_post(&c->slots, 1);
                 conn_unref(c);
                 return;
         }
-        __atomic_add_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
         STAT_ADD(s, in_flight, 1);
         /*
          * No fiber left in the group: stop reading this connection (the client's writes
@@ -407,7 +554,7 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
                 conn_send_error(c, req->msg.msgid, IPC_OVERLOADED,
                                 "fiberd has no fiber left for this request; retry later");
                 request_free(req);
-                __atomic_sub_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
+                fiber_sem_post(&c->slots, 1);
                 STAT_ADD(s, in_flight, -1);
                 conn_unref(c);
         }
@@ -426,19 +573,20 @@ static bool conn_protocol_error(Conn *c, int err)
         STAT_ADD(c->server, protocol_errors, 1);
         log_msg(LOG_NOTICE, "client uid %u pid %d: %s%s", (unsigned)c->uid, (int)c->pid,
                 text && *text ? text : strerror(-err), fatal ? "; closing its connection" : "");
+        /* never silence: without a msgid to answer, a connection.error notification */
         if (ipc_decoder_error_msgid(c->decoder, &msgid))
                 conn_send_error(c, msgid, code, text && *text ? text : strerror(-err));
-        else if (fatal)
+        else
                 conn_send_notice(c, code, text && *text ? text : strerror(-err));
         return fatal;
 }
 
 /*
- * Reads into @buf like fiber_read(), and queues the fds that come along (SCM_RIGHTS).
+ * Reads into @buf like fiber_read() (-ETIMEDOUT after @deadline), and queues the fds that come along (SCM_RIGHTS).
  * Return: bytes (0 at end of stream); -errno; -EMFILE when more fds arrive than the
  * queue holds (they are closed). Context: the reader fiber; parks.
  */
-static ssize_t conn_recv(Conn *c, void *buf, size_t len)
+static ssize_t conn_recv(Conn *c, void *buf, size_t len, uint64_t deadline)
 {
         union {
                 char buf[CMSG_SPACE(IPC_FDS_PER_REQUEST_MAX * sizeof(int))];
@@ -460,7 +608,7 @@ static ssize_t conn_recv(Conn *c, void *buf, size_t len)
                         continue;
                 if (errno != EAGAIN)
                         return -errno;
-                r = fiber_wait_fd(c->fd, EPOLLIN, SCHED_FOREVER);
+                r = fiber_wait_fd(c->fd, EPOLLIN, deadline);
                 if (r < 0)
                         return r;
         }
@@ -484,6 +632,41 @@ static ssize_t conn_recv(Conn *c, void *buf, size_t len)
         return n;
 }
 
+/*
+ * After a read: counts what the decoder holds of an incomplete message in the server's
+ * partial_bytes and dates the message's start (@progress: a message was completed, so
+ * what is left began now). Returns false when the connection must go because the sum is
+ * over max_partial_bytes (the notification is sent).
+ */
+static bool conn_account_partial(Conn *c, bool progress)
+{
+        Server *s = c->server;
+        size_t held = ipc_decoder_buffered(c->decoder);
+        uint64_t total;
+
+        if (held != c->partial) {
+                STAT_ADD(s, partial_bytes, (uint64_t)held - (uint64_t)c->partial);
+                c->partial = held;
+        }
+        if (!held)
+                c->partial_since = 0;
+        else if (progress || !c->partial_since)
+                c->partial_since = sched_now_ns();
+        total = __atomic_load_n(&s->stats.partial_bytes, __ATOMIC_RELAXED);
+        if (held > CONN_READ_CHUNK && total > c->max_partial) {
+                log_msg(LOG_NOTICE,
+                        "client uid %u pid %d: incomplete messages of all clients exceed "
+                        "max_partial_bytes (%zu); closing its connection",
+                        (unsigned)c->uid, (int)c->pid, c->max_partial);
+                STAT_ADD(s, refused, 1);
+                conn_send_notice(c, IPC_OVERLOADED,
+                                 "fiberd holds too many incomplete messages "
+                                 "(max_partial_bytes); send whole messages, retry later");
+                return false;
+        }
+        return true;
+}
+
 static void conn_reader(void *arg)
 {
         Conn *c = arg;
@@ -494,13 +677,16 @@ static void conn_reader(void *arg)
                 void *buf;
                 size_t len;
                 ssize_t n;
+                bool progress = false;
+                uint64_t deadline =
+                        c->partial_since ? c->partial_since + c->read_timeout_ns : SCHED_FOREVER;
                 int r = ipc_decoder_reserve(c->decoder, CONN_READ_CHUNK, &buf, &len);
 
                 if (r < 0) {
                         fatal = conn_protocol_error(c, r);
                         break;
                 }
-                n = conn_recv(c, buf, len);
+                n = conn_recv(c, buf, len, deadline);
                 if (n == -EMFILE) {
                         log_msg(LOG_NOTICE,
                                 "client uid %u pid %d sent more fds than fiberd keeps "
@@ -512,12 +698,26 @@ static void conn_reader(void *arg)
                         fatal = true;
                         break;
                 }
+                if (n == -ETIMEDOUT) {
+                        log_msg(LOG_NOTICE,
+                                "client uid %u pid %d: a message begun %llu ms ago is still "
+                                "incomplete (read_timeout_ms); closing its connection",
+                                (unsigned)c->uid, (int)c->pid,
+                                (unsigned long long)(c->read_timeout_ns / NSEC_PER_MSEC));
+                        conn_send_notice(c, IPC_DEADLINE_EXCEEDED,
+                                         "a message was not complete within read_timeout_ms");
+                        fatal = true;
+                        break;
+                }
                 if (n <= 0)
                         break; /* end of stream, reset, or cancelled */
                 ipc_decoder_commit(c->decoder, (size_t)n);
                 while ((r = ipc_decoder_next(c->decoder, &msg)) != 0) {
                         if (r == 1) {
+                                progress = true;
                                 conn_dispatch(c, &msg);
+                                if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
+                                        break;
                                 continue;
                         }
                         if (conn_protocol_error(c, r)) {
@@ -525,6 +725,10 @@ static void conn_reader(void *arg)
                                 break;
                         }
                 }
+                if (!fatal && !conn_account_partial(c, progress))
+                        fatal = true;
+                if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
+                        break;
         }
         if (fatal)
                 conn_shutdown(c);
@@ -533,35 +737,127 @@ static void conn_reader(void *arg)
 
 /* ------------------------------------------------------------------ accepting --- */
 
+/* Opens the spare fd (a no-op when it is open). */
+static void spare_open(Server *s)
+{
+        if (s->spare_fd < 0)
+                s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+/* The accept fiber's view of an fd shortage. */
+typedef struct AcceptState {
+        bool exhausted;      /* accept() is failing for want of fds or memory */
+        bool said;           /* ... and this episode was logged */
+        uint64_t backoff_ns; /* the next sleep */
+        uint64_t said_ns;    /* when an episode was last logged */
+} AcceptState;
+
+/*
+ * accept() failed with @err (EMFILE, ENFILE, ENOBUFS, ENOMEM): logs the episode's start
+ * (one line, and at most one a minute however the shortage flaps), gives the clients
+ * waiting in the backlog a clear OVERLOADED through the spare fd, and sleeps the back-off
+ * (doubling up to a second). Returns -ECANCELED when the fiber was cancelled.
+ */
+static int accept_exhausted(Server *s, int err, AcceptState *as)
+{
+        uint64_t now = sched_now_ns();
+
+        if (!as->exhausted) {
+                as->exhausted = true;
+                as->said = !as->said_ns || now - as->said_ns >= 60 * NSEC_PER_SEC;
+                if (as->said) {
+                        as->said_ns = now;
+                        log_msg(LOG_WARNING,
+                                "accept: %s; new clients are told OVERLOADED until fds are "
+                                "free (%llu connections open)",
+                                strerror(-err),
+                                (unsigned long long)__atomic_load_n(&s->stats.connections,
+                                                                    __ATOMIC_RELAXED));
+                }
+        }
+        /* the whole backlog, one client at a time through the spare fd */
+        for (int i = 0; i < SOMAXCONN && (err == -EMFILE || err == -ENFILE) && s->spare_fd >= 0;
+             i++) {
+                int fd;
+
+                close(s->spare_fd);
+                s->spare_fd = -1;
+                fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd >= 0) {
+                        STAT_ADD(s, refused, 1);
+                        refuse_fd(fd, IPC_OVERLOADED,
+                                  "fiberd has no file descriptor left for a connection; "
+                                  "retry later");
+                }
+                spare_open(s);
+                if (fd < 0)
+                        break;
+        }
+        if (fiber_sleep_for(as->backoff_ns) == -ECANCELED)
+                return -ECANCELED;
+        as->backoff_ns = MIN(as->backoff_ns * 2, ACCEPT_BACKOFF_MAX_NS);
+        return 0;
+}
+
 static void server_accept_loop(void *arg)
 {
         Server *s = arg;
+        AcceptState as = {.backoff_ns = ACCEPT_BACKOFF_MIN_NS};
 
+        spare_open(s);
         for (;;) {
                 FiberAttr attr = {.group = s->group, .detached = true};
                 Creds *creds;
+                ServerLimits lim;
+                const char *why;
                 Conn *c;
                 int fd = fiber_accept(s->listen_fd, SCHED_FOREVER);
 
                 if (fd == -ECANCELED)
                         return;
-                if (fd < 0) {
-                        log_msg(LOG_WARNING, "accept: %s", strerror(-fd));
-                        /* EMFILE and friends: give the fds a moment to come back */
-                        if (fiber_sleep_for(100 * NSEC_PER_MSEC) == -ECANCELED)
+                if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
+                        if (accept_exhausted(s, fd, &as) < 0)
                                 return;
                         continue;
                 }
+                if (fd < 0) {
+                        log_msg(LOG_WARNING, "accept: %s", strerror(-fd));
+                        if (fiber_sleep_for(ACCEPT_BACKOFF_MIN_NS) == -ECANCELED)
+                                return;
+                        continue;
+                }
+                spare_open(s);
+                if (as.exhausted) {
+                        if (as.said)
+                                log_msg(LOG_NOTICE, "accept: file descriptors are free again");
+                        as.exhausted = false;
+                        as.backoff_ns = ACCEPT_BACKOFF_MIN_NS;
+                }
                 if (creds_from_socket(fd, &creds) < 0) {
                         close(fd);
+                        continue;
+                }
+                why = server_user_get(s, creds->uid, &lim);
+                if (why) {
+                        uint64_t now = sched_now_ns();
+                        STAT_ADD(s, refused, 1);
+                        /* one line a second at most: the log is no amplifier */
+                        if (now - s->refused_logged_ns >= NSEC_PER_SEC) {
+                                s->refused_logged_ns = now;
+                                log_msg(LOG_NOTICE, "refused a connection of uid %u pid %d: %s",
+                                        (unsigned)creds->uid, (int)creds->pid, why);
+                        }
+                        creds_unref(creds);
+                        refuse_fd(fd, IPC_OVERLOADED, why);
                         continue;
                 }
                 c = calloc(1, sizeof(*c));
                 if (!c || ipc_decoder_new(&c->decoder,
                                           __atomic_load_n(&s->max_message, __ATOMIC_RELAXED)) < 0) {
                         free(c);
+                        server_user_put(s, creds->uid);
                         creds_unref(creds);
-                        close(fd);
+                        refuse_fd(fd, IPC_OUT_OF_MEMORY, "fiberd is out of memory");
                         continue;
                 }
                 c->server = s;
@@ -570,6 +866,9 @@ static void server_accept_loop(void *arg)
                 c->uid = creds->uid;
                 c->pid = creds->pid;
                 c->creds = creds;
+                c->max_partial = lim.max_partial_bytes;
+                c->read_timeout_ns = lim.read_timeout_ns;
+                fiber_sem_init(&c->slots, lim.max_in_flight);
                 fiber_mutex_init(&c->write_lock);
                 STAT_ADD(s, connections, 1);
                 STAT_ADD(s, accepted, 1);
@@ -588,10 +887,19 @@ int server_new(Server **ret, int listen_fd, SchedulingGroup *group, size_t max_m
         if (!s)
                 return -ENOMEM;
         s->listen_fd = listen_fd;
+        s->spare_fd = -1;
         s->group = group;
         s->max_message = max_message;
         s->lookup = lookup;
         s->ctx = ctx;
+        pthread_mutex_init(&s->lock, NULL);
+        s->limits = (ServerLimits){
+                .max_connections = server_auto_max_connections(),
+                .max_connections_per_user = 64,
+                .max_in_flight = 128,
+                .max_partial_bytes = 64 << 20,
+                .read_timeout_ns = 10 * NSEC_PER_SEC,
+        };
         *ret = s;
         return 0;
 }
@@ -638,6 +946,8 @@ void server_stats(const Server *s, ServerStats *ret)
         ret->requests = __atomic_load_n(&s->stats.requests, __ATOMIC_RELAXED);
         ret->in_flight = __atomic_load_n(&s->stats.in_flight, __ATOMIC_RELAXED);
         ret->protocol_errors = __atomic_load_n(&s->stats.protocol_errors, __ATOMIC_RELAXED);
+        ret->refused = __atomic_load_n(&s->stats.refused, __ATOMIC_RELAXED);
+        ret->partial_bytes = __atomic_load_n(&s->stats.partial_bytes, __ATOMIC_RELAXED);
 }
 
 Server *server_free(Server *s)
@@ -646,6 +956,10 @@ Server *server_free(Server *s)
                 return NULL;
         if (s->listen_fd >= 0)
                 close(s->listen_fd);
+        if (s->spare_fd >= 0)
+                close(s->spare_fd);
+        free(s->users);
+        pthread_mutex_destroy(&s->lock);
         free(s);
         return NULL;
 }

@@ -106,6 +106,43 @@ int server_drain(Server *s, uint64_t deadline_ns);
 /* server_set_max_message - new cap for connections accepted from now on (SIGHUP). */
 void server_set_max_message(Server *s, size_t max_message);
 
+/*
+ * What one client may hold of the server, so that exhausting it is a clear error for
+ * the one who tries and never a lock-out for the others (the [ipc] keys of config.h).
+ * Over a connection limit, a new connection gets the notification
+ * [2, "connection.error", [{code: OVERLOADED, message}]] and is closed; root may exceed
+ * max_connections by SERVER_ROOT_RESERVE so an admin can still get in, and has no
+ * per-user limit.
+ */
+typedef struct ServerLimits {
+        unsigned max_connections;          /* open at once; 0 = server_auto_max_connections() */
+        unsigned max_connections_per_user; /* open at once by one uid */
+        unsigned max_in_flight;   /* requests per connection being handled; at the limit the
+                                    * connection is not read until one is answered
+                                    * (backpressure: no fiber is pinned by the excess) */
+        size_t max_partial_bytes; /* bytes of incomplete messages over all connections; a
+                                    * connection that would go past it (holding more than
+                                    * one read's worth) is closed with OVERLOADED */
+        uint64_t read_timeout_ns; /* a message begun must be whole within this, ns; else
+                                    * DEADLINE_EXCEEDED and the connection is closed */
+} ServerLimits;
+
+#define SERVER_ROOT_RESERVE 4
+
+/*
+ * server_auto_max_connections - the default max_connections: half of what the soft
+ * RLIMIT_NOFILE leaves after 64 fds kept for the daemon and its jobs, at least 8.
+ * Context: any.
+ */
+unsigned server_auto_max_connections(void);
+
+/*
+ * server_set_limits - @limits for what happens from now on (new connections take the
+ * per-connection ones; SIGHUP calls it again). A 0 max_connections means
+ * server_auto_max_connections(). Context: any thread or fiber; does not yield.
+ */
+void server_set_limits(Server *s, const ServerLimits *limits);
+
 /* Counters for the stats endpoint. Context: any. */
 typedef struct ServerStats {
         uint64_t connections;     /* open now */
@@ -113,6 +150,8 @@ typedef struct ServerStats {
         uint64_t requests;        /* since start */
         uint64_t in_flight;       /* requests being handled now */
         uint64_t protocol_errors; /* malformed, oversized or non-msgpack input */
+        uint64_t refused;         /* connections refused by a ServerLimits limit or no fd */
+        uint64_t partial_bytes;   /* bytes of incomplete messages held now */
 } ServerStats;
 void server_stats(const Server *s, ServerStats *ret);
 

@@ -238,12 +238,14 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
         r |= pack_classes(pk, d->job_sched);
         server_stats(d->server, &ss);
         r |= ipc_pack_cstr(pk, IPC_KEY_SERVER);
-        r |= msgpack_pack_map(pk, 5);
+        r |= msgpack_pack_map(pk, 7);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_CONNECTIONS, ss.connections);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_ACCEPTED, ss.accepted);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_REQUESTS, ss.requests);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_IN_FLIGHT, ss.in_flight);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_PROTOCOL_ERRORS, ss.protocol_errors);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_REFUSED, ss.refused);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_PARTIAL_BYTES, ss.partial_bytes);
         r |= ipc_pack_cstr(pk, IPC_KEY_PROCESS);
         r |= pack_process(pk);
         return r ? -ENOMEM : 0;

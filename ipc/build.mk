@@ -15,18 +15,25 @@ $(LIBIPC): $(IPC_OBJS)
 all: $(LIBIPC)
 
 # Criterion tests of the codec: tests/integration/ipc_*.c, one binary each, linked with
-# libipc only (no runtime, no daemon).
+# the codec only (no runtime, no daemon). The codec is compiled for them once more with
+# UBSan that aborts (build/ipc-ubsan), so undefined behaviour in the decoder fails a test
+# in the plain `make check-integration` too (the empty method name once did).
+IPC_UBSAN := -fsanitize=undefined -fno-sanitize-recover=all
+IPC_UBSAN_OBJS := $(IPC_SRCS:ipc/%.c=$(BUILD)/ipc-ubsan/%.o)
+$(BUILD)/ipc-ubsan/%.o: ipc/%.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(IPC_UBSAN) -c -o $@ $<
 IPC_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,\
 	$(sort $(wildcard tests/integration/ipc_*.c)))
-$(IPC_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(LIBIPC)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBIPC) $(IPC_LIBS) -lcriterion
+$(IPC_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IPC_UBSAN_OBJS)
+	$(CC) $(LDFLAGS) $(IPC_UBSAN) -o $@ $< $(IPC_UBSAN_OBJS) $(IPC_LIBS) -lcriterion
 INTEGRATION_TESTS += $(IPC_TESTS)
 
-# libFuzzer target for the decoder (clang only; not part of `all` or `check`):
+# libFuzzer target for the decoder (clang only; tests/build.mk runs it in `make fuzz` and
+# `make check-fuzz`, with FUZZ_CFLAGS from there):
 #   make fuzz-ipc && build/fuzz/ipc_decoder -max_total_time=60
 .PHONY: fuzz-ipc
 fuzz-ipc: $(BUILD)/fuzz/ipc_decoder
 $(BUILD)/fuzz/ipc_decoder: tests/fuzz/ipc_decoder.c $(IPC_SRCS)
 	@mkdir -p $(dir $@)
-	clang $(filter-out -MMD -MP,$(CPPFLAGS)) -std=gnu11 -g -O1 $(IPC_CFLAGS) \
-		-fsanitize=fuzzer,address,undefined -o $@ $^ $(IPC_LIBS)
+	clang $(filter-out -MMD -MP,$(CPPFLAGS)) $(FUZZ_CFLAGS) $(IPC_CFLAGS) -o $@ $^ $(IPC_LIBS)

@@ -353,9 +353,12 @@ static bool is_array_header(uint8_t b)
  */
 static int decoder_scan(IpcDecoder *d)
 {
-        const uint8_t *p = (const uint8_t *)d->buf + d->start;
+        const uint8_t *p;
         size_t avail = d->end - d->start;
 
+        if (!d->buf)
+                return 0; /* nothing has arrived yet (NULL + 0 is undefined) */
+        p = (const uint8_t *)d->buf + d->start;
         if (d->msg_len)
                 return avail >= d->msg_len;
         if (d->depth == 0) {
@@ -494,14 +497,16 @@ static int decoder_envelope(IpcDecoder *d, const msgpack_object *o, IpcMessage *
         }
         if (method->type != MSGPACK_OBJECT_STR)
                 return invalid(d, "method must be a string");
-        if (memchr(method->via.str.ptr, '\0', method->via.str.size))
+        /* an empty string may come with a NULL ptr: memchr/memcpy must not see it */
+        if (method->via.str.size && memchr(method->via.str.ptr, '\0', method->via.str.size))
                 return invalid(d, "method contains a NUL byte");
         if (params->type != MSGPACK_OBJECT_ARRAY)
                 return invalid(d, "params must be an array");
         char *name = msgpack_zone_malloc(m->zone, method->via.str.size + 1);
         if (!name)
                 return -ENOMEM;
-        memcpy(name, method->via.str.ptr, method->via.str.size);
+        if (method->via.str.size)
+                memcpy(name, method->via.str.ptr, method->via.str.size);
         name[method->via.str.size] = '\0';
         m->method = name;
         m->method_len = method->via.str.size;

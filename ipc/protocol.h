@@ -177,6 +177,9 @@ enum {
 #define IPC_KEY_REQUESTS "requests"
 #define IPC_KEY_IN_FLIGHT "in_flight"
 #define IPC_KEY_PROTOCOL_ERRORS "protocol_errors"
+/* server resource limits (issue 10): connections refused by a limit or for want of fds
+ * (IPC_KEY_REFUSED, the same word as plugins.list's), bytes of incomplete messages held */
+#define IPC_KEY_PARTIAL_BYTES "partial_bytes"
 
 /* issue 9: stats' classes[] entries {name, shares, runtime_ns, vruntime, queued,
  * ready_to_run_p50_ns, ready_to_run_p99_ns}; groups[] entries' stalls, rescues,

@@ -297,13 +297,14 @@ static void mark_overwritten_locked(PluginLoader *l, const struct stat *st)
         }
 }
 
-/* A memfd holding a copy of @path's contents; its fd, or -errno. */
-static int copy_to_memfd(const char *path)
+/* A memfd holding a copy of the contents of @trusted_fd (the file open_trusted()
+ * checked; its offset is not moved); its fd, or -errno. */
+static int copy_to_memfd(int trusted_fd)
 {
         struct stat st;
         int in, fd, e;
 
-        in = open(path, O_RDONLY | O_CLOEXEC);
+        in = dup(trusted_fd);
         if (in < 0)
                 return -errno;
         fd = memfd_create("fiberd-plugin", MFD_CLOEXEC);
@@ -331,12 +332,14 @@ out_fail:
 }
 
 /*
- * dlopen() @path, or a private copy of it when a mapped instance has its path or inode
- * (a replacement). *@ret_copy_fd: the memfd to keep open while mapped, or -1.
+ * dlopen() the file open_trusted() checked and opened as @trusted_fd (through
+ * /proc/self/fd/N: what was checked is what is mapped), or a private copy of it when a
+ * mapped instance has its path or inode (a replacement: glibc would hand back the old
+ * mapping). *@ret_copy_fd: the memfd to keep open while mapped, or -1.
  * NULL with *@err set (dlerror()'s text) when it fails.
  */
-static void *open_instance(PluginLoader *l, const char *path, int *ret_copy_fd, char *err,
-                           size_t err_size)
+static void *open_instance(PluginLoader *l, const char *path, int trusted_fd, int *ret_copy_fd,
+                           char *err, size_t err_size)
 {
         char alias[64];
         struct stat st;
@@ -345,7 +348,7 @@ static void *open_instance(PluginLoader *l, const char *path, int *ret_copy_fd, 
         int fd;
 
         *ret_copy_fd = -1;
-        if (stat(path, &st) < 0) {
+        if (fstat(trusted_fd, &st) < 0) {
                 snprintf(err, err_size, "cannot stat: %s", strerror(errno));
                 return NULL;
         }
@@ -355,9 +358,10 @@ static void *open_instance(PluginLoader *l, const char *path, int *ret_copy_fd, 
         pthread_mutex_unlock(&l->lock);
         dlerror();
         if (!mapped) {
-                handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+                snprintf(alias, sizeof(alias), "/proc/self/fd/%d", trusted_fd);
+                handle = dlopen(alias, RTLD_NOW | RTLD_LOCAL);
         } else {
-                fd = copy_to_memfd(path);
+                fd = copy_to_memfd(trusted_fd);
                 if (fd < 0) {
                         snprintf(err, err_size, "cannot copy the new version: %s", strerror(-fd));
                         return NULL;
@@ -433,6 +437,9 @@ static void instance_unload(PluginLoader *l, LoadedPlugin *p)
         if (p->copy_fd >= 0)
                 close(p->copy_fd);
         p->copy_fd = -1;
+        if (p->fd >= 0)
+                close(p->fd); /* the checked file (open_trusted()) */
+        p->fd = -1;
 }
 
 /* Unloads every retired instance without references; under scan_lock. */
@@ -551,6 +558,143 @@ out_unlock:
         return r;
 }
 
+/* ------------------------------------------------------------------ trust -------- */
+
+/*
+ * Whether the files of a plugin directory can be trusted: plugins are code that runs
+ * with fiberd's privileges, so nobody but root and fiberd's own user may be able to
+ * change them — the checks sshd's StrictModes and sudo make. Each returns 0 or fills
+ * @why (a refusal reason) and returns a negative errno.
+ */
+static bool owner_trusted(uid_t uid)
+{
+        return uid == 0 || uid == geteuid();
+}
+
+/* @st (of @what, named @name) is owned by root or fiberd's user and writable by no one
+ * else; @sticky_ok: a sticky directory writable by others is fine (/tmp as a parent). */
+static int trust_stat(const struct stat *st, const char *what, const char *name, bool sticky_ok,
+                      char *why, size_t size)
+{
+        if (!owner_trusted(st->st_uid)) {
+                snprintf(why, size,
+                         "%s %.256s is owned by uid %u, not by root or fiberd's user (uid %u)",
+                         what, name, (unsigned)st->st_uid, (unsigned)geteuid());
+                return -EPERM;
+        }
+        if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(sticky_ok && (st->st_mode & S_ISVTX))) {
+                snprintf(why, size,
+                         "%s %.256s is writable by %s (mode %04o); only root or fiberd's user may "
+                         "be able to change plugins",
+                         what, name, (st->st_mode & S_IWOTH) ? "everyone" : "its group",
+                         (unsigned)(st->st_mode & 07777));
+                return -EPERM;
+        }
+        return 0;
+}
+
+/* @dir (resolved, absolute) and every directory above it. */
+static int trust_dirs(const char *dir, char *why, size_t size)
+{
+        char p[PATH_MAX];
+        struct stat st;
+        int r;
+
+        snprintf(p, sizeof(p), "%s", dir);
+        for (bool first = true;; first = false) {
+                char *slash;
+
+                if (stat(p, &st) < 0) {
+                        r = -errno;
+                        snprintf(why, size, "cannot stat directory %.256s: %s", p, strerror(-r));
+                        return r;
+                }
+                r = trust_stat(&st, first ? "plugin directory" : "directory", p, !first, why, size);
+                if (r < 0)
+                        return r;
+                if (strcmp(p, "/") == 0)
+                        return 0;
+                slash = strrchr(p, '/');
+                if (slash == p)
+                        slash[1] = '\0';
+                else
+                        *slash = '\0';
+        }
+}
+
+/*
+ * Opens @path for dlopen() once it passed every check: its directory and the ones above
+ * are trusted (trust_dirs()), a symlink stays inside that directory, and the file
+ * opened — O_NOFOLLOW, then fstat() of that very inode — is a regular file owned by root
+ * or fiberd's user and writable by no one else. dlopen() then maps that inode through
+ * /proc/self/fd, so a file swapped in after the checks is never the one loaded.
+ * @ret_fd: out, written only on success. Return: 0; a negative errno with @why filled.
+ */
+static int open_trusted(const char *path, int *ret_fd, char *why, size_t size)
+{
+        char dir[PATH_MAX], realdir[PATH_MAX], target[PATH_MAX];
+        const char *base, *open_path = path;
+        struct stat st;
+        size_t n;
+        int fd, r;
+
+        snprintf(dir, sizeof(dir), "%s", path);
+        base = strrchr(path, '/') + 1; /* load_file() made sure there is a '/' */
+        dir[base - path - 1 > 0 ? base - path - 1 : 1] = '\0';
+        if (!realpath(dir, realdir)) {
+                r = -errno;
+                snprintf(why, size, "cannot resolve its directory %.256s: %s", dir, strerror(-r));
+                return r;
+        }
+        r = trust_dirs(realdir, why, size);
+        if (r < 0)
+                return r;
+        if (lstat(path, &st) < 0) {
+                r = -errno;
+                snprintf(why, size, "cannot stat: %s", strerror(-r));
+                return r;
+        }
+        if (S_ISLNK(st.st_mode)) {
+                if (!realpath(path, target)) {
+                        snprintf(why, size, "a symlink that does not resolve: %s", strerror(errno));
+                        return -errno;
+                }
+                n = strlen(realdir);
+                if (strncmp(target, realdir, n) != 0 || (target[n] != '/' && n > 1)) {
+                        snprintf(why, size,
+                                 "a symlink to %.200s, outside the plugin directory %.200s", target,
+                                 realdir);
+                        return -EPERM;
+                }
+                open_path = target;
+        }
+        fd = open(open_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0) {
+                r = -errno;
+                snprintf(why, size, "cannot open: %s", strerror(-r));
+                return r;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                snprintf(why, size, "cannot stat: %s", strerror(-r));
+                goto out_close;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                snprintf(why, size, "not a regular file");
+                r = -ENOEXEC;
+                goto out_close;
+        }
+        r = trust_stat(&st, "file", open_path, false, why, size);
+        if (r < 0)
+                goto out_close;
+        *ret_fd = fd;
+        return 0;
+
+out_close:
+        close(fd);
+        return r;
+}
+
 /*
  * Loads @path. A path already loaded from the same, unchanged file is skipped silently
  * (-EEXIST); a changed one replaces its instance. @quiet_if_loaded is no longer used.
@@ -612,7 +756,7 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
         struct stat st;
         void *handle;
         bool loaded;
-        int copy_fd, r;
+        int copy_fd, fd = -1, r;
 
         /* plugins in place (issue 12): only a changed file at a loaded path loads again */
         if (path_unchanged(l, path))
@@ -633,9 +777,17 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
                 return load_file(l, rel, quiet_if_loaded);
         }
 
-        handle = open_instance(l, path, &copy_fd, why, sizeof(why));
-        if (!handle)
+        /* every check before dlopen(), which already runs the plugin's constructors */
+        r = open_trusted(path, &fd, why, sizeof(why));
+        if (r < 0)
+                return refuse(l, path, r, "%s", why);
+        /* the fd stays open while the plugin is loaded: glibc knows a library by its
+         * name, and /proc/self/fd/N must not name two at once */
+        handle = open_instance(l, path, fd, &copy_fd, why, sizeof(why));
+        if (!handle) {
+                close(fd);
                 return refuse(l, path, -ENOEXEC, "%s", why);
+        }
 
         d = dlsym(handle, FIBERD_PLUGIN_SYMBOL);
         if (!d) {
@@ -692,6 +844,7 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
                 goto out_free;
         p->handle = handle;
         p->copy_fd = copy_fd;
+        p->fd = fd;
 
         if (DESC_HAS(d, init) && d->init) {
                 why[0] = '\0';
@@ -735,6 +888,7 @@ out_close:
         dlclose(handle);
         if (copy_fd >= 0)
                 close(copy_fd);
+        close(fd);
         return r;
 }
 

@@ -18,6 +18,12 @@
  *     // SIGHUP: loader_set_dir(l, new_dir) (or loader_scan(l) if the dir is unchanged)
  *     l = loader_free(l);                                // at exit, after every job ended
  *
+ * Trust, before dlopen() runs any constructor (sshd StrictModes / sudo): the directory
+ * and every one above it, and the file, must be owned by root or fiberd's euid and not
+ * writable by group or others (a sticky directory above the plugin directory is fine);
+ * a symlink must not lead out of the directory. The file is opened with O_NOFOLLOW,
+ * checked with fstat() and loaded through /proc/self/fd/N, so the inode checked is the
+ * one mapped. A refusal's reason says which check failed.
  * Loading a file (redis's moduleLoad() shape): dlopen(RTLD_NOW|RTLD_LOCAL), dlsym
  * FIBERD_PLUGIN_SYMBOL, check abi_version before anything else, then size, name, run,
  * duplicate name, then init(). Each refusal is one log line naming the file and the
@@ -85,6 +91,7 @@ typedef struct LoadedPlugin {
         int copy_fd;         /* the memfd it was dlopen()ed from, or -1 */
         bool overwritten;    /* its file was written in place: its code is not what was
                               * loaded, so fini() and dlclose() are skipped (loader lock) */
+        int fd;              /* the checked file dlopen() mapped; loader-private */
 } LoadedPlugin;
 
 /* A refused file: the path and the reason, as logged. */

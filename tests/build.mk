@@ -69,3 +69,53 @@ check-systemd-boot: deps-systemd-boot all
 	tests/systemd/boot.sh
 
 -include tests/bench/bench.mk
+
+# ---- fuzzing: libFuzzer targets under ASan+UBSan (clang; tests/fuzz/*.c), each with a
+# seed corpus in tests/fuzz/corpus/NAME/:
+#   ipc_decoder     the msgpack-rpc stream decoder (ipc/build.mk builds it)
+#   daemon_request  envelope -> method -> params/options -> plugin args, no socket
+#   daemon_config   the config file parser
+# `make fuzz` runs each for FUZZ_SECONDS (new inputs go to $(BUILD)/fuzz/corpus/NAME, the
+# seeds stay as they are); `make check-fuzz` (part of `make check`) runs each for
+# FUZZ_CHECK_SECONDS. A crash leaves its input in $(BUILD)/fuzz/ and fails the target.
+# clang does not define __SANITIZE_ADDRESS__, so SCHED_ASAN is set by hand: the context
+# switch must tell ASan about fiber stacks (scheduler/runtime.h).
+FUZZ_SECONDS ?= 600
+FUZZ_CHECK_SECONDS ?= 20
+FUZZ_TARGETS := ipc_decoder daemon_request daemon_config
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer -pthread \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DSCHED_ASAN=1
+FUZZ_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+FUZZ_DAEMON_SRCS = $(filter-out daemon/main.c,$(DAEMON_SRCS)) plugins/loader.c $(IPC_SRCS) \
+	$(SCHED_SRCS) $(if $(filter asm,$(CONTEXT)),scheduler/context-x86_64.S)
+FUZZ_DAEMON_DEFS = -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"' \
+	-DFUZZ_PLUGIN_DIR='"$(abspath $(PLUGIN_BUILD_DIR))"'
+
+FUZZ_DAEMON_HDRS = $(wildcard daemon/*.h ipc/*.h plugins/*.h plugins/fiberd/*.h scheduler/*.h \
+	scheduler/base/*.h)
+$(BUILD)/fuzz/daemon_request $(BUILD)/fuzz/daemon_config: $(BUILD)/fuzz/%: tests/fuzz/%.c \
+		$(FUZZ_DAEMON_SRCS) $(FUZZ_DAEMON_HDRS) | deps
+	@mkdir -p $(dir $@)
+	clang $(filter-out -MMD -MP,$(CPPFLAGS)) $(FUZZ_DAEMON_DEFS) $(FUZZ_CFLAGS) \
+		$(IPC_CFLAGS) $(DAEMON_CFLAGS) -o $@ $(filter %.c %.S,$^) $(DAEMON_LIBS) $(IPC_LIBS) \
+		$(SCHED_LIBS)
+$(BUILD)/fuzz/daemon_request: $(BUNDLED_PLUGINS)
+
+.PHONY: fuzz fuzz-request fuzz-config check-fuzz
+fuzz-request: $(BUILD)/fuzz/daemon_request
+fuzz-config: $(BUILD)/fuzz/daemon_config
+
+# $(1): target name, $(2): seconds. -jobs=1: one process, the machines have 2 cores.
+define run_fuzzer
+	@mkdir -p $(BUILD)/fuzz/corpus/$(1)
+	$(FUZZ_ENV) $(BUILD)/fuzz/$(1) -max_total_time=$(2) -print_final_stats=1 \
+		-artifact_prefix=$(BUILD)/fuzz/$(1)- \
+		$(BUILD)/fuzz/corpus/$(1) tests/fuzz/corpus/$(1)
+
+endef
+fuzz: $(FUZZ_BINS)
+	$(foreach t,$(FUZZ_TARGETS),$(call run_fuzzer,$(t),$(FUZZ_SECONDS)))
+check-fuzz: $(FUZZ_BINS)
+	$(foreach t,$(FUZZ_TARGETS),$(call run_fuzzer,$(t),$(FUZZ_CHECK_SECONDS)))

@@ -342,3 +342,50 @@ Test(daemon_errors, not_a_request_keeps_connection)
         close(fd);
         bystander_ping();
 }
+
+/*
+ * [0, "x", "ping", []]: a request whose msgid cannot be read. Nothing can be answered to
+ * it, so fiberd sends a connection.error notification (never silence, which left the
+ * client waiting forever) and keeps the connection: the ping after it is answered.
+ */
+Test(daemon_errors, unreadable_msgid_gets_notification)
+{
+        static const unsigned char bad[] = {0x94, 0x00, 0xa1, 'x', 0xa4, 'p', 'i', 'n', 'g', 0x90};
+        static const unsigned char ping[] = {0x94, 0x00, 0x06, 0xa4, 'p', 'i', 'n', 'g', 0x90};
+        IpcDecoder *d;
+        IpcMessage m;
+        char buf[4096], code[64];
+        bool notified = false, answered = false;
+        int fd;
+
+        start_with_bystander();
+        fd = raw_connect();
+        raw_write(fd, bad, sizeof(bad));
+        raw_write(fd, ping, sizeof(ping));
+        cr_assert(ipc_decoder_new(&d, 0) == 0);
+        while (!notified || !answered) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                ssize_t n;
+
+                cr_assert(poll(&p, 1, 10000) == 1, "no answer (notified %d, answered %d)", notified,
+                          answered);
+                n = recv(fd, buf, sizeof(buf), 0);
+                cr_assert(n > 0, "the connection was closed");
+                ipc_decoder_feed(d, buf, (size_t)n);
+                while (ipc_decoder_next(d, &m) == 1) {
+                        if (m.type == IPC_NOTIFICATION) {
+                                cr_assert_str_eq(m.method, "connection.error");
+                                cr_assert_str_eq(error_code_of(&m, code, sizeof(code)),
+                                                 IPC_MALFORMED_MESSAGE);
+                                notified = true;
+                        } else {
+                                cr_assert(m.msgid == 6 && m.error.type == MSGPACK_OBJECT_NIL);
+                                answered = true;
+                        }
+                        ipc_message_clear(&m);
+                }
+        }
+        ipc_decoder_free(d);
+        close(fd);
+        bystander_ping();
+}

@@ -244,12 +244,11 @@ Test(daemon_metrics, job_logs_keeps_the_last_lines_escaped_and_says_how_many_dro
         cr_assert_eq(lines->via.array.size, 4);
         cr_expect_str_eq(map_str(&lines->via.array.ptr[0], IPC_KEY_TEXT), "line 1");
         cr_expect_eq(map_uint(&lines->via.array.ptr[0], IPC_KEY_LEVEL), 6);
-        cr_expect_str_eq(map_str(&lines->via.array.ptr[3], IPC_KEY_TEXT),
-                         "a\\x0ab<0>\\x1b[31m\\\\");
+        cr_expect_str_eq(map_str(&lines->via.array.ptr[3], IPC_KEY_TEXT), "a\\nb<0>\\x1b[31m\\\\");
         cr_expect_eq(map_uint(rp.result, IPC_KEY_DROPPED), 0);
         reply_clear(&rp);
         /* the journal-less stderr got the same escaped line, never a forged "<0>" line */
-        cr_expect(fiberd_log_contains(&fd_, "job 1 plugin log_lines: a\\x0ab<0>"));
+        cr_expect(fiberd_log_contains(&fd_, "job 1 plugin log_lines: a\\nb<0>"));
         cr_expect_not(fiberd_log_contains(&fd_, "\nb<0>"));
 
         id = run_done(c, "log_lines", many, ELEMENTSOF(many));

@@ -669,3 +669,98 @@ Test(plugins_loader, rescans_and_event_processing_may_overlap)
                 cr_assert_not_null(loader_find(l, names[i]));
         loader_free(l);
 }
+
+/* ------------------------------------------------------------------ trust ---------- */
+
+/* The refusal of @as, asserted to exist and to contain @needle. */
+static void assert_refused_for(PluginLoader *l, const char *as, const char *needle)
+{
+        char *reason = refusal_of(l, as);
+
+        cr_assert_not_null(reason, "%s was not refused", as);
+        cr_assert_not_null(strstr(reason, needle), "%s refused for: %s (want \"%s\")", as, reason,
+                           needle);
+        free(reason);
+}
+
+Test(plugins_loader, a_world_writable_directory_is_refused_before_any_constructor_runs)
+{
+        char marker[512];
+        PluginLoader *l = new_loader();
+
+        snprintf(marker, sizeof(marker), "%s/constructor-ran", tmpdir);
+        setenv("FIBERD_TEST_CTOR_MARKER", marker, 1);
+        put_bad("ctor_marker", "ctor_marker.so");
+        put_bundled("sleep", "sleep.so");
+        cr_assert_eq(chmod(plugdir, 0777), 0);
+
+        cr_assert_eq(loader_set_dir(l, plugdir), 0);
+        cr_assert_eq(loader_count(l), 0);
+        assert_refused_for(l, "ctor_marker.so", "writable by everyone");
+        assert_refused_for(l, "sleep.so", "plugin directory");
+        cr_assert_neq(access(marker, F_OK), 0, "the constructor ran before the check");
+
+        /* fixed: the next scan loads both (and the constructor runs, as it should) */
+        cr_assert_eq(chmod(plugdir, 0755), 0);
+        cr_assert_eq(loader_scan(l), 2);
+        cr_assert_eq(access(marker, F_OK), 0);
+        cr_assert_null(loader_free(l));
+}
+
+Test(plugins_loader, a_group_writable_file_is_refused)
+{
+        char path[512];
+        PluginLoader *l = new_loader();
+
+        put_bundled("sleep", "sleep.so");
+        put_bundled("spin", "spin.so");
+        snprintf(path, sizeof(path), "%s/sleep.so", plugdir);
+        cr_assert_eq(chmod(path, 0664), 0);
+        cr_assert_eq(loader_set_dir(l, plugdir), 1);
+        cr_assert_null(loader_find(l, "sleep"));
+        cr_assert_not_null(loader_find(l, "spin"));
+        assert_refused_for(l, "sleep.so", "writable by its group");
+        cr_assert_eq(log_lines_with("refused", "writable by its group"), 1);
+        cr_assert_null(loader_free(l));
+}
+
+Test(plugins_loader, a_file_owned_by_another_user_is_refused)
+{
+        char path[512];
+        PluginLoader *l;
+
+        if (geteuid() != 0)
+                cr_skip_test("needs root to give a file away");
+        l = new_loader();
+        put_bundled("sleep", "sleep.so");
+        snprintf(path, sizeof(path), "%s/sleep.so", plugdir);
+        cr_assert_eq(chown(path, 65534, 65534), 0);
+        cr_assert_eq(loader_set_dir(l, plugdir), 0);
+        assert_refused_for(l, "sleep.so", "owned by uid 65534");
+        cr_assert_null(loader_free(l));
+}
+
+Test(plugins_loader, a_symlink_may_not_leave_the_directory)
+{
+        char outside[256], src[512], link[512];
+        PluginLoader *l = new_loader();
+
+        /* a trusted file, but outside the plugin directory */
+        snprintf(outside, sizeof(outside), "%s/elsewhere", tmpdir);
+        cr_assert_eq(mkdir(outside, 0755), 0);
+        snprintf(src, sizeof(src), "%s/%s.so", TEST_PLUGIN_BUILD_DIR, "sleep");
+        snprintf(link, sizeof(link), "%s/sleep.so", outside);
+        copy_file(src, link);
+        snprintf(link, sizeof(link), "%s/sleep.so", plugdir);
+        cr_assert_eq(symlink("../elsewhere/sleep.so", link), 0);
+        /* a symlink inside the directory is fine: spin.so -> .spin-1.0.so */
+        put_bundled("spin", ".spin-1.0.so");
+        snprintf(link, sizeof(link), "%s/spin.so", plugdir);
+        cr_assert_eq(symlink(".spin-1.0.so", link), 0);
+
+        cr_assert_eq(loader_set_dir(l, plugdir), 1);
+        cr_assert_not_null(loader_find(l, "spin"));
+        cr_assert_null(loader_find(l, "sleep"));
+        assert_refused_for(l, "sleep.so", "outside the plugin directory");
+        cr_assert_null(loader_free(l));
+}

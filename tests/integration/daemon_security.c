@@ -1,0 +1,588 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_security.c — what a local user can do to fiberd by what it sends:
+ *  - forge log lines: a newline in a sha256 path must stay inside its one log line,
+ *    escaped, and never start a line with a priority of its own (daemon/log.c);
+ *  - exhaust the server (daemon/server.c's limits): pipelining without reading the
+ *    answers, many never-finished ~1 MiB messages, one byte a second, more connections
+ *    than allowed, and too few fds. During each attack a fresh client's ping must still
+ *    be answered; its latency is printed, never asserted (shared machines).
+ * Attacks are kept small (tens of connections) with the daemon's limits set low in its
+ * config, so each test runs in a few seconds.
+ */
+#include "tests/integration/fiberd_harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static Fiberd fd_;
+
+static void teardown(void)
+{
+        fiberd_stop(&fd_);
+}
+
+TestSuite(daemon_security, .fini = teardown, .timeout = 90);
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------- log forging ------ */
+
+/* Waits (bounded) for a log line containing @needle; copies the whole log to @buf. */
+static bool log_wait(const char *needle, char *buf, size_t size)
+{
+        uint64_t deadline = now_ms() + 10000;
+
+        while (now_ms() < deadline) {
+                FILE *f = fopen(fd_.log, "r");
+                size_t n = 0;
+
+                if (f) {
+                        n = fread(buf, 1, size - 1, f);
+                        fclose(f);
+                }
+                buf[n] = '\0';
+                if (strstr(buf, needle))
+                        return true;
+                usleep(10000);
+        }
+        return false;
+}
+
+Test(daemon_security, newline_in_a_path_is_escaped_in_the_log)
+{
+        static char log[1 << 16];
+        IpcStatus st;
+        Client *c;
+        Reply rp;
+        uint64_t id;
+
+        fiberd_start(&fd_, NULL);
+        c = fiberd_connect(&fd_);
+        id = rpc_submit(c, "sha256", (Arg[]){ARG_S("path", "/nonexistent/x\n<0>evil\ttab")}, 1, 0,
+                        0, &st);
+        cr_assert_neq(id, 0, "%s", st.message);
+        rpc_job_wait(c, id, 10000, &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "failed");
+        reply_clear(&rp);
+        cr_assert(log_wait("evil", log, sizeof(log)), "the failure was not logged:\n%s", log);
+        cr_assert(strstr(log, "/nonexistent/x\\n<0>evil\\ttab"),
+                  "the path is not escaped in its line:\n%s", log);
+        cr_assert_null(strstr(log, "\n<0>evil"), "a forged line:\n%s", log);
+        cr_assert_neq(strncmp(log, "<0>evil", 7), 0);
+        client_free(c);
+}
+
+/* ------------------------------------------------------------- raw clients ------ */
+
+static int raw_connect(void)
+{
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        cr_assert_geq(fd, 0);
+        snprintf(a.sun_path, sizeof(a.sun_path), "%s", fd_.sock);
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+                close(fd);
+                return -errno;
+        }
+        return fd;
+}
+
+/* Writes what the socket takes of @len bytes without blocking; returns bytes written. */
+static size_t write_some(int fd, const void *buf, size_t len)
+{
+        size_t done = 0;
+
+        while (done < len) {
+                ssize_t w =
+                        send(fd, (const char *)buf + done, len - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (w <= 0)
+                        break;
+                done += (size_t)w;
+        }
+        return done;
+}
+
+typedef enum Answer { ANSWER_NONE, ANSWER_RESPONSE, ANSWER_NOTICE, ANSWER_CLOSED } Answer;
+
+/*
+ * Reads @fd until the first message, the close, or @timeout_ms. @code gets the error code
+ * of a notification or error response ("" for a plain response).
+ */
+static Answer read_answer(int fd, int timeout_ms, char *code, size_t size)
+{
+        uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+        Answer a = ANSWER_NONE;
+        IpcDecoder *d;
+        char buf[4096];
+
+        code[0] = '\0';
+        cr_assert(ipc_decoder_new(&d, 0) == 0);
+        while (a == ANSWER_NONE && now_ms() < deadline) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                IpcMessage m;
+                ssize_t n;
+
+                if (poll(&p, 1, 20) <= 0)
+                        continue;
+                n = recv(fd, buf, sizeof(buf), 0);
+                if (n <= 0) {
+                        a = ANSWER_CLOSED;
+                        break;
+                }
+                ipc_decoder_feed(d, buf, (size_t)n);
+                if (ipc_decoder_next(d, &m) == 1) {
+                        const msgpack_object *err =
+                                m.type == IPC_RESPONSE ? &m.error : ipc_array_at(&m.params, 0);
+                        a = m.type == IPC_RESPONSE ? ANSWER_RESPONSE : ANSWER_NOTICE;
+                        if (err && err->type == MSGPACK_OBJECT_MAP)
+                                snprintf(code, size, "%s", map_str(err, "code"));
+                        ipc_message_clear(&m);
+                }
+        }
+        ipc_decoder_free(d);
+        return a;
+}
+
+static const unsigned char ping_bytes[] = {0x94, 0x00, 0x06, 0xa4, 'p', 'i', 'n', 'g', 0x90};
+
+/*
+ * A fresh client's ping on a new connection: what came back within 10 s (asserting it is
+ * an answer, never silence), its latency printed.
+ */
+static Answer fresh_ping(const char *during, char *code, size_t size)
+{
+        uint64_t t0 = now_ms();
+        int fd = raw_connect();
+        Answer a;
+
+        cr_assert_geq(fd, 0, "%s: cannot connect: %s", during, strerror(-fd));
+        cr_assert_eq(write_some(fd, ping_bytes, sizeof(ping_bytes)), sizeof(ping_bytes));
+        a = read_answer(fd, 10000, code, size);
+        close(fd);
+        cr_log_info("%s: a fresh ping got %s%s%s after %llu ms", during,
+                    a == ANSWER_RESPONSE ? "its answer"
+                    : a == ANSWER_NOTICE ? "a notification"
+                    : a == ANSWER_CLOSED ? "a close"
+                                         : "nothing",
+                    *code ? " " : "", code, (unsigned long long)(now_ms() - t0));
+        cr_assert_neq(a, ANSWER_NONE, "%s: a fresh ping got no answer within 10 s", during);
+        cr_assert_neq(a, ANSWER_CLOSED, "%s: a fresh ping's connection closed silently", during);
+        return a;
+}
+
+/* fresh_ping() that must be answered (not refused). */
+static void fresh_ping_answered(const char *during)
+{
+        char code[64];
+
+        cr_assert_eq(fresh_ping(during, code, sizeof(code)), ANSWER_RESPONSE,
+                     "%s: the ping was refused: %s", during, code);
+        cr_assert_str_eq(code, "", "%s: the ping failed: %s", during, code);
+}
+
+/* The server's counter @key from the stats method. */
+static uint64_t server_stat(const char *key)
+{
+        Client *c = fiberd_connect(&fd_);
+        uint64_t v;
+        Reply rp;
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
+        v = map_uint(map_get(rp.result, "server"), key);
+        reply_clear(&rp);
+        client_free(c);
+        return v;
+}
+
+/* The server group's fibers alive now (stats: groups[0], the server's). */
+static uint64_t server_fibers_alive(void)
+{
+        Client *c = fiberd_connect(&fd_);
+        const msgpack_object *groups;
+        uint64_t v;
+        Reply rp;
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
+        groups = map_get(rp.result, "groups");
+        cr_assert(groups && groups->type == MSGPACK_OBJECT_ARRAY && groups->via.array.size > 0);
+        v = map_uint(&groups->via.array.ptr[0], "fibers_alive");
+        reply_clear(&rp);
+        client_free(c);
+        return v;
+}
+
+/* The daemon's resident set (kB) and memory maps, for the log. */
+static void print_memory(const char *when)
+{
+        char path[64], line[256];
+        unsigned long rss = 0, maps = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)fd_.pid);
+        if ((f = fopen(path, "r"))) {
+                while (fgets(line, sizeof(line), f))
+                        sscanf(line, "VmRSS: %lu", &rss);
+                fclose(f);
+        }
+        snprintf(path, sizeof(path), "/proc/%d/maps", (int)fd_.pid);
+        if ((f = fopen(path, "r"))) {
+                while (fgets(line, sizeof(line), f))
+                        maps += strchr(line, '\n') != NULL;
+                fclose(f);
+        }
+        cr_log_info("%s: fiberd RSS %lu kB, %lu memory maps", when, rss, maps);
+}
+
+/* ------------------------------------------------------------- attacks ---------- */
+
+/*
+ * Five connections pipeline 5,000 pings each and never read an answer. Before, each
+ * pinned 4,097 request fibers and together they filled the server group (every new
+ * client refused for ~25 s). Now each is read only while it has max_in_flight (default
+ * 128) requests in flight: the fresh ping is answered and in_flight stays bounded.
+ */
+Test(daemon_security, pipelining_without_reading)
+{
+        enum { CONNS = 5, PINGS = 5000 };
+        static unsigned char burst[PINGS * sizeof(ping_bytes)];
+        int fds[CONNS];
+        uint64_t in_flight, baseline, alive, t0;
+
+        for (size_t i = 0; i < PINGS; i++)
+                memcpy(burst + i * sizeof(ping_bytes), ping_bytes, sizeof(ping_bytes));
+        fiberd_start(&fd_, NULL);
+        print_memory("before the attack");
+        baseline = server_fibers_alive();
+        for (int i = 0; i < CONNS; i++) {
+                fds[i] = raw_connect();
+                cr_assert_geq(fds[i], 0);
+                write_some(fds[i], burst, sizeof(burst));
+        }
+        /* the daemon has read what it will read once in_flight stops growing */
+        for (uint64_t prev = UINT64_MAX, deadline = now_ms() + 5000; now_ms() < deadline;) {
+                in_flight = server_stat("in_flight");
+                if (in_flight == prev && in_flight > 0)
+                        break;
+                prev = in_flight;
+                usleep(100000);
+        }
+        fresh_ping_answered("5 connections pipelining without reading");
+        in_flight = server_stat("in_flight");
+        cr_log_info("requests in flight: %llu", (unsigned long long)in_flight);
+        cr_assert_leq(in_flight, CONNS * 128 + 2, "in flight %llu: the excess was not held back",
+                      (unsigned long long)in_flight);
+        print_memory("during the attack");
+        for (int i = 0; i < CONNS; i++)
+                close(fds[i]);
+        /*
+         * The attack's fibers end once its connections are gone: at once as a rule, at
+         * the latest when a write blocked on the closed peer reaches the server's 30 s
+         * write deadline (server.c), so wait past that.
+         */
+        t0 = now_ms();
+        while (server_fibers_alive() > baseline && now_ms() < t0 + 40000)
+                usleep(20000);
+        alive = server_fibers_alive();
+        cr_log_info("server fibers back to %llu (%llu before) %llu ms after the close",
+                    (unsigned long long)alive, (unsigned long long)baseline,
+                    (unsigned long long)(now_ms() - t0));
+        cr_assert_leq(alive, baseline, "the attack's fibers stay: %llu alive, %llu in flight",
+                      (unsigned long long)alive, (unsigned long long)server_stat("in_flight"));
+        print_memory("after the attack");
+}
+
+/*
+ * Twenty connections each start a 1 MiB message and send 900 KiB of it, never the rest.
+ * With max_partial_bytes = 4 MiB, the connections past the budget are closed with an
+ * OVERLOADED notification; a fresh ping is answered meanwhile.
+ */
+Test(daemon_security, many_unfinished_big_messages)
+{
+        enum { CONNS = 20, BODY = 900 * 1024 };
+        static const unsigned char head[] = {0x94, 0x00, 0x07, 0xa4, 'p',  'i', 'n', 'g',
+                                             0x91, 0xc6, 0x00, 0x0f, 0x42, 0x40}; /* bin 1e6 */
+        static unsigned char body[BODY];
+        FiberdOpts o = {.config = "[ipc]\nmax_partial_bytes = 4194304\n"};
+        int fds[CONNS], overloaded = 0;
+        char code[64];
+
+        fiberd_start(&fd_, &o);
+        for (int i = 0; i < CONNS; i++) {
+                size_t done = 0;
+                uint64_t deadline = now_ms() + 5000;
+
+                fds[i] = raw_connect();
+                cr_assert_geq(fds[i], 0);
+                cr_assert_eq(write_some(fds[i], head, sizeof(head)), sizeof(head));
+                /* the daemon reads as it comes, or closes: then stop */
+                while (done < BODY && now_ms() < deadline) {
+                        ssize_t w =
+                                send(fds[i], body + done, BODY - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+                        if (w > 0)
+                                done += (size_t)w;
+                        else if (w < 0 && errno != EAGAIN)
+                                break;
+                        else
+                                usleep(1000);
+                }
+        }
+        fresh_ping_answered("20 unfinished 1 MiB messages");
+        for (int i = 0; i < CONNS; i++) {
+                Answer a = read_answer(fds[i], 200, code, sizeof(code));
+                if (a == ANSWER_NOTICE && strcmp(code, IPC_OVERLOADED) == 0)
+                        overloaded++;
+                close(fds[i]);
+        }
+        cr_log_info("%d of %d connections closed with OVERLOADED", overloaded, CONNS);
+        cr_assert_gt(overloaded, 0, "no connection was held to max_partial_bytes");
+        cr_assert_lt(overloaded, CONNS, "the budget refused even the first ones");
+}
+
+/*
+ * Ten connections send a message one byte every 100 ms. With read_timeout_ms = 500 each
+ * is closed with a DEADLINE_EXCEEDED notification instead of staying open for ever; a
+ * fresh ping is answered meanwhile.
+ */
+Test(daemon_security, one_byte_at_a_time)
+{
+        enum { CONNS = 10 };
+        static const unsigned char slow[] = {0x94, 0x00, 0x08, 0xb0, 'a', 'b', 'c', 'd',
+                                             'e',  'f',  'g',  'h',  'i', 'j', 'k', 'l',
+                                             'm',  'n',  'o',  'p',  'q', 'r', 's', 't'};
+        FiberdOpts o = {.config = "[ipc]\nread_timeout_ms = 500\n"};
+        int fds[CONNS], closed = 0;
+        char code[64];
+
+        fiberd_start(&fd_, &o);
+        for (int i = 0; i < CONNS; i++) {
+                fds[i] = raw_connect();
+                cr_assert_geq(fds[i], 0);
+        }
+        for (size_t b = 0; b < sizeof(slow) && closed < CONNS; b++) {
+                for (int i = 0; i < CONNS; i++)
+                        if (fds[i] >= 0)
+                                send(fds[i], &slow[b], 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (b == 3)
+                        fresh_ping_answered("10 connections sending a byte every 100 ms");
+                for (int i = 0; i < CONNS; i++) {
+                        if (fds[i] < 0)
+                                continue;
+                        Answer a = read_answer(fds[i], 10, code, sizeof(code));
+                        if (a == ANSWER_NONE)
+                                continue;
+                        cr_assert_eq(a, ANSWER_NOTICE, "closed without a word");
+                        cr_assert_str_eq(code, IPC_DEADLINE_EXCEEDED);
+                        close(fds[i]);
+                        fds[i] = -1;
+                        closed++;
+                }
+                usleep(100000);
+        }
+        cr_log_info("%d of %d slow connections closed by read_timeout_ms", closed, CONNS);
+        cr_assert_eq(closed, CONNS, "slow connections were kept open");
+}
+
+/* ------------------------------------------------------------- other users ------ */
+
+/* A process of another user holding connections open until told to go. */
+typedef struct Attacker {
+        pid_t pid;
+        int stop;   /* write end: closing it ends the attacker */
+        int opened; /* connections it has open (not refused) */
+        int refused;
+} Attacker;
+
+/*
+ * Forks a process with uid and gid @uid that opens @conns connections and reports how
+ * many fiberd kept and how many it refused with OVERLOADED (a connection.error notice
+ * or a close) within a moment. It holds the rest open until attacker_stop().
+ */
+static void attacker_start(Attacker *a, uid_t uid, int conns)
+{
+        int report[2], stop[2];
+        int counts[2];
+
+        cr_assert_eq(pipe(report), 0);
+        cr_assert_eq(pipe(stop), 0);
+        a->pid = fork();
+        cr_assert_geq(a->pid, 0);
+        if (a->pid == 0) {
+                static int fds[1024];
+                int kept = 0, refused = 0;
+                char c;
+
+                close(report[0]);
+                close(stop[1]);
+                if (setgid(uid) < 0 || setuid(uid) < 0)
+                        _exit(2);
+                for (int i = 0; i < conns && i < 1024; i++)
+                        fds[i] = raw_connect();
+                for (int i = 0; i < conns && i < 1024; i++) {
+                        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+                        if (fds[i] < 0 || poll(&p, 1, 20) == 1)
+                                refused++; /* a notification, then the close */
+                        else
+                                kept++;
+                }
+                counts[0] = kept;
+                counts[1] = refused;
+                if (write(report[1], counts, sizeof(counts)) != sizeof(counts))
+                        _exit(3);
+                (void)!read(stop[0], &c, 1); /* until the parent closes its end */
+                _exit(0);
+        }
+        close(report[1]);
+        close(stop[0]);
+        a->stop = stop[1];
+        cr_assert_eq(read(report[0], counts, sizeof(counts)), (ssize_t)sizeof(counts),
+                     "the attacker did not report");
+        close(report[0]);
+        a->opened = counts[0];
+        a->refused = counts[1];
+        cr_log_info("uid %u: %d connections kept, %d refused", (unsigned)uid, a->opened,
+                    a->refused);
+}
+
+static void attacker_stop(Attacker *a)
+{
+        int status;
+
+        close(a->stop);
+        cr_assert_eq(waitpid(a->pid, &status, 0), a->pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "attacker status 0x%x", status);
+}
+
+/* Other users connect too: the test's directory must be reachable (the socket is 0666). */
+static void start_for_other_users(const FiberdOpts *o)
+{
+        if (geteuid() != 0)
+                cr_skip_test("needs root to act as other users");
+        fiberd_start(&fd_, o);
+        cr_assert_eq(chmod(fd_.dir, 0755), 0);
+}
+
+static int log_count(const char *needle)
+{
+        static char log[1 << 20];
+        FILE *f = fopen(fd_.log, "r");
+        size_t n = f ? fread(log, 1, sizeof(log) - 1, f) : 0;
+        int count = 0;
+
+        if (f)
+                fclose(f);
+        log[n] = '\0';
+        for (const char *p = log; (p = strstr(p, needle)); p++)
+                count++;
+        return count;
+}
+
+/*
+ * Two users open 20 connections each against max_connections = 16 and
+ * max_connections_per_user = 8: each keeps 8, the rest are refused with a clear error,
+ * and root still gets in (its reserve) while the server is full.
+ */
+Test(daemon_security, connections_per_user_and_in_all)
+{
+        FiberdOpts o = {.config = "[ipc]\nmax_connections = 16\nmax_connections_per_user = 8\n"};
+        Attacker a, b;
+
+        start_for_other_users(&o);
+        attacker_start(&a, 65534, 20);
+        cr_assert_eq(a.opened, 8);
+        cr_assert_eq(a.refused, 12);
+        attacker_start(&b, 65533, 20);
+        cr_assert_eq(b.opened, 8);
+        cr_assert_eq(b.refused, 12);
+        fresh_ping_answered("two users at their limits, the server full");
+        cr_assert_leq(log_count("refused a connection"), 3, "a log line per refusal");
+        /* b holds a copy of a's stop pipe (forked after it): b goes first */
+        attacker_stop(&b);
+        attacker_stop(&a);
+}
+
+/* Lowers the soft RLIMIT_NOFILE for the fiberd about to start; returns the old limit. */
+static struct rlimit start_with_nofile(rlim_t n, const FiberdOpts *o)
+{
+        struct rlimit old, low;
+
+        cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+        low = old;
+        low.rlim_cur = n;
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+        start_for_other_users(o);
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+        return old;
+}
+
+/*
+ * fiberd with 64 fds and the default limits: max_connections comes from RLIMIT_NOFILE,
+ * so another user's 200 connections are refused before fds run out, and root's ping is
+ * answered.
+ */
+Test(daemon_security, few_fds_default_limits)
+{
+        Attacker a;
+
+        start_with_nofile(64, NULL);
+        attacker_start(&a, 65534, 200);
+        cr_assert_gt(a.refused, 0);
+        fresh_ping_answered("200 connections of another user, 64 fds");
+        cr_assert_eq(log_count("Too many open files"), 0, "fds ran out anyway");
+        attacker_stop(&a);
+}
+
+/*
+ * fiberd with 64 fds and max_connections set far above them: accept() fails with
+ * EMFILE. The waiting clients are told OVERLOADED instead of hanging, the log says so
+ * once (not ten times a second), and once the connections go fiberd accepts again.
+ */
+Test(daemon_security, fd_exhaustion_backs_off_and_resumes)
+{
+        FiberdOpts o = {.config = "[ipc]\nmax_connections = 1000\n"
+                                  "max_connections_per_user = 1000\n"};
+        Attacker a;
+        char code[64];
+        Answer ans;
+
+        start_with_nofile(64, &o);
+        attacker_start(&a, 65534, 100);
+        cr_assert_gt(a.refused, 0, "fds never ran out: the test proves nothing");
+        ans = fresh_ping("fds exhausted", code, sizeof(code));
+        if (ans == ANSWER_NOTICE)
+                cr_assert_str_eq(code, IPC_OVERLOADED);
+        usleep(1500000); /* let the back-off run several rounds: still one line */
+        cr_assert_eq(log_count("Too many open files"), 1, "the EMFILE line repeats");
+        attacker_stop(&a);
+        for (uint64_t deadline = now_ms() + 10000;
+             !fiberd_log_contains(&fd_, "free again") && now_ms() < deadline;) {
+                int fd = raw_connect(); /* an accept after the back-off notices */
+                if (fd >= 0)
+                        close(fd);
+                usleep(50000);
+        }
+        fresh_ping_answered("after the connections went");
+        cr_assert(fiberd_log_contains(&fd_, "free again"));
+}
