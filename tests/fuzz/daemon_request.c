@@ -27,9 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/creds.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/plugin_host.h"
+#include "daemon/store.h"
 #include "ipc/ipc.h"
 #include "scheduler/base/time-util.h"
 
@@ -52,8 +54,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         d->start_ns = sched_now_ns();
         if (sched_group_new(&d->server_group, &gcfg) < 0 || sched_new(&d->job_sched, &scfg) < 0)
                 abort();
-        if (jobtable_init(&d->jobs, d->job_sched, 0, 32, 0, 64) < 0)
+        if (jobtable_init(&d->jobs, d->job_sched, d->server_group, 0, 32, 0, 64) < 0)
                 abort();
+        /* the memory store, as a fiberd with [store] backend = memory; groups as an
+         * unconfigured fiberd (root alone is admin, everyone may submit) */
+        if (store_open(&d->store, STORE_MEMORY, NULL, NULL) < 0)
+                abort();
+        jobtable_set_store(&d->jobs, d->store);
+        d->cfg.admin_gid = d->cfg.submit_gid = CONFIG_NO_GROUP;
+        d->cfg.plugin_dir = (char *)FUZZ_PLUGIN_DIR;
+        d->cfg.max_message = 1 << 16;
         if (server_new(&d->server, -1, d->server_group, 1 << 16, methods_lookup, d) < 0)
                 abort();
         if (plugin_host_init(FUZZ_PLUGIN_DIR, 1 << 16) < 0 || plugin_host_count() == 0)
@@ -88,6 +98,7 @@ static void forget_jobs(JobTable *t)
 
 static void run_request(Daemon *d, uid_t uid, IpcMessage *msg)
 {
+        Creds *creds;
         Request req = {.uid = uid, .pid = 1, .msg = *msg};
         MethodFn fn = methods_lookup(msg->method, msg->method_len);
         IpcStatus st = {0};
@@ -98,6 +109,9 @@ static void run_request(Daemon *d, uid_t uid, IpcMessage *msg)
         if (!fn || strcmp(msg->method, IPC_METHOD_JOB_WAIT) == 0 ||
             strcmp(msg->method, IPC_METHOD_JOB_RUN) == 0)
                 return;
+        if (creds_new(uid, uid, NULL, 0, &creds) < 0)
+                abort();
+        req.creds = creds; /* the connection's, as SO_PEERCRED gives it */
         msgpack_sbuffer_init(&result);
         msgpack_packer_init(&pk, &result, msgpack_sbuffer_write);
         r = fn(d, &req, &pk, &st);
@@ -119,6 +133,7 @@ static void run_request(Daemon *d, uid_t uid, IpcMessage *msg)
                 msgpack_unpacked_destroy(&u);
         }
         msgpack_sbuffer_destroy(&result);
+        creds_unref(creds);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
