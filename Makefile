@@ -129,7 +129,7 @@ check-install: all
 check: deps format-check check-layering
 	$(MAKE) --no-print-directory check-unit check-integration check-systemd check-man \
 		check-completion check-install bench-smoke check-clientlib check-python check-plugin-pc \
-		check-tui check-fuzz
+		check-tui check-promtool check-fuzz
 	$(MAKE) --no-print-directory check-sanitizers
 
 DIST := $(BUILD)/fiberd-$(VERSION).tar.gz

@@ -95,6 +95,13 @@ uninstall-client:
 check-completion: $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
 	@bash tests/completion.sh $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
 
+# check-promtool: the OpenMetrics text of a real fiberd passes `promtool check metrics`
+# (tests/promtool.sh; promtool is taken out of Debian's prometheus package, not
+# installed, so no Prometheus server starts).
+.PHONY: check-promtool
+check-promtool: $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+	@bash tests/promtool.sh $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR) $(abspath $(BUILD))
+
 # check-tui: what a person sees on a terminal, in a detached tmux session against a real
 # fiberd (tests/tui.sh): tables with a 32-character plugin name, colour and NO_COLOR,
 # `fiberctl top` (headings, counts, q and Ctrl-C give the terminal back), the progress

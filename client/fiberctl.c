@@ -49,8 +49,10 @@ static const char help_text[] =
         "  logs ID                       the lines a job logged (kept with the job)\n"
         "  list [--state S] [--plugin P] [--limit N]\n"
         "                                jobs you can see (root: all)\n"
-        "  stats [--openmetrics]         daemon, job and scheduler counters; latency,\n"
-        "                                CPU, memory; or as OpenMetrics text\n"
+        "  stats [--openmetrics | --prometheus]\n"
+        "                                daemon, job and scheduler counters; latency,\n"
+        "                                CPU, memory; or as OpenMetrics or Prometheus\n"
+        "                                text\n"
         "  batch [--wait] [--window N] [--class NAME]\n"
         "                                submit JSON Lines job specs from stdin,\n"
         "                                {\"plugin\": ..., \"args\": {...}, \"options\": {...}};\n"
@@ -455,13 +457,19 @@ static void counts_row(Table *t, const char *name, const json_t *c)
                            int_of(c, IPC_KEY_STALLS));
 }
 
-/* stats --openmetrics: the `metrics` method's text, as is (it ends in "# EOF\n"). */
-static int stats_openmetrics(Ctl *ctl)
+/* stats --openmetrics / --prometheus: the `metrics` method's text, as is. */
+static int stats_openmetrics(Ctl *ctl, bool prometheus)
 {
+        IpcStatus st;
         json_t *res;
-        int r = simple_call(ctl, IPC_METHOD_METRICS, &res);
-        if (r)
+        int r = prometheus ? ctl_call(ctl, IPC_METHOD_METRICS,
+                                      json_pack("[s]", IPC_METRICS_PROMETHEUS), &res, &st)
+                           : simple_call(ctl, IPC_METHOD_METRICS, &res);
+        if (r) {
+                if (prometheus && strcmp(st.message, "(reported above)") != 0)
+                        ctl_error(st.code, r, "%s: %s", IPC_METHOD_METRICS, st.message);
                 return r;
+        }
         if (!json_is_string(res)) {
                 json_decref(res);
                 return ctl_error(IPC_MALFORMED_MESSAGE, EX_PROTOCOL,
@@ -504,7 +512,9 @@ static void print_latency_and_process(const json_t *res)
 
 static int verb_stats(Ctl *ctl, int argc, char **argv)
 {
-        static const struct option options[] = {{"openmetrics", no_argument, NULL, 'm'}, {0}};
+        static const struct option options[] = {{"openmetrics", no_argument, NULL, 'm'},
+                                                {"prometheus", no_argument, NULL, 'P'},
+                                                {0}};
         static const char *const jobs_cols[] = {"JOBS", "SUBMITTED", "QUEUED",    "RUNNING",
                                                 "DONE", "FAILED",    "CANCELLED", "STALLS"};
         static const char *const group_cols[] = {"GROUP",   "WORKERS", "SPINNING", "SLEEPING",
@@ -516,21 +526,22 @@ static int verb_stats(Ctl *ctl, int argc, char **argv)
                                                  "QUEUED", "P50(us)", "P99(us)"};
         json_t *res, *v;
         const char *key;
-        bool openmetrics = false;
+        bool openmetrics = false, prometheus = false;
         size_t i;
         Table *t;
         int c, r;
 
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "m", options, NULL)) != -1) {
-                if (c != 'm')
+        while ((c = getopt_long(argc, argv, "mP", options, NULL)) != -1) {
+                if (c != 'm' && c != 'P')
                         return ctl_usage("%s: unknown option '%s'", argv[0], argv[optind - 1]);
-                openmetrics = true;
+                openmetrics = c == 'm' || openmetrics;
+                prometheus = c == 'P' || prometheus;
         }
         if (optind < argc)
                 return ctl_usage("%s takes no arguments, got '%s'", argv[0], argv[optind]);
-        if (openmetrics)
-                return stats_openmetrics(ctl);
+        if (openmetrics || prometheus)
+                return stats_openmetrics(ctl, prometheus);
         r = simple_call(ctl, IPC_METHOD_STATS, &res);
         if (r)
                 return r;
@@ -656,11 +667,12 @@ static const Verb verbs[] = {
          "  -p, --plugin P      only jobs of plugin P\n"
          "  -n, --limit N       at most N jobs, the newest\n",
          " --state -S --plugin -p --limit -n "},
-        {"stats", verb_stats, "stats [--openmetrics]",
+        {"stats", verb_stats, "stats [--openmetrics | --prometheus]",
          "Job counts (all, per plugin), queue wait and run time per plugin and class,\n"
          "scheduling groups, job classes, server counters, fiberd's CPU, memory and fds.\n\n"
-         "  -m, --openmetrics   the same figures as OpenMetrics text (for a scraper or\n"
-         "                      node_exporter's textfile collector)\n",
+         "  -m, --openmetrics   the same figures as OpenMetrics text (for a scraper)\n"
+         "  -P, --prometheus    the same in Prometheus's text format (node_exporter's\n"
+         "                      textfile collector, promtool check metrics)\n",
          ""},
         {"logs", verb_logs, "logs ID",
          "The lines a job wrote to the log, kept with the job (the last 64 lines, 8 KiB);\n"

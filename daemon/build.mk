@@ -102,3 +102,4 @@ demo: $(FIBERD) $(DAEMON_FIBERCTL) $(BUNDLED_PLUGINS)
 		PLUGIN_DIR=$(abspath $(PLUGIN_BUILD_DIR)) sh daemon/demo.sh
 # daemon_inplace.c (issue 12, plugins in place) runs fiberctl too
 $(BUILD)/tests/integration/daemon_inplace: $(DAEMON_FIBERCTL)
+$(BUILD)/tests/integration/daemon_creds: $(DAEMON_FIBERCTL)

@@ -338,7 +338,8 @@ static int config_class_key(ConfigParse *p, const char *section, const char *nam
 {
         const char *cname = section + strlen(CLASS_SECTION_PREFIX);
         Config *c = p->cfg;
-        unsigned long v;
+        unsigned long v = 0;
+        bool admin_only = false;
         unsigned i;
 
         if (p->error)
@@ -349,13 +350,19 @@ static int config_class_key(ConfigParse *p, const char *section, const char *nam
                          SCHED_CLASS_NAME_MAX);
                 goto out_invalid;
         }
-        if (strcmp(name, "shares") != 0) {
+        if (strcmp(name, "shares") != 0 && strcmp(name, "admin_only") != 0) {
                 snprintf(p->message, sizeof(p->message),
-                         "unknown key '%s' in section [%s]; a class has only shares", name,
-                         section);
+                         "unknown key '%s' in section [%s]; a class has shares and admin_only",
+                         name, section);
                 goto out_invalid;
         }
-        if (parse_ulong(value, SCHED_SHARES_MIN, SCHED_SHARES_MAX, &v) < 0) {
+        if (strcmp(name, "admin_only") == 0 && parse_bool(value, &admin_only) < 0) {
+                snprintf(p->message, sizeof(p->message),
+                         "[%s] admin_only: bad value '%s' (want true or false)", section, value);
+                goto out_invalid;
+        }
+        if (strcmp(name, "shares") == 0 &&
+            parse_ulong(value, SCHED_SHARES_MIN, SCHED_SHARES_MAX, &v) < 0) {
                 snprintf(p->message, sizeof(p->message),
                          "[%s] shares: bad value '%s' (want %d..%d)", section, value,
                          SCHED_SHARES_MIN, SCHED_SHARES_MAX);
@@ -372,9 +379,14 @@ static int config_class_key(ConfigParse *p, const char *section, const char *nam
                         goto out_invalid;
                 }
                 snprintf(c->classes[i].name, sizeof(c->classes[i].name), "%s", cname);
+                c->classes[i].shares = 100; /* until its shares key says otherwise */
+                c->classes[i].admin_only = false;
                 c->nclasses++;
         }
-        c->classes[i].shares = (unsigned)v;
+        if (strcmp(name, "shares") == 0)
+                c->classes[i].shares = (unsigned)v;
+        else
+                c->classes[i].admin_only = admin_only;
         return 1;
 
 out_invalid:
@@ -644,7 +656,7 @@ unsigned config_sched_classes(const Config *c, SchedClassConfig *ret)
 }
 
 /* The class named @name in @c, or NULL. */
-static const ConfigClass *config_class_find(const Config *c, const char *name)
+const ConfigClass *config_class_find(const Config *c, const char *name)
 {
         for (unsigned i = 0; i < c->nclasses; i++)
                 if (strcmp(c->classes[i].name, name) == 0)
@@ -737,8 +749,9 @@ int config_print(const Config *c, FILE *f)
                 fprintf(f, "%s = %s\n", k->name, value);
         }
         for (unsigned i = 0; i < c->nclasses; i++)
-                fprintf(f, "[%s%s]\nshares = %u\n", CLASS_SECTION_PREFIX, c->classes[i].name,
-                        c->classes[i].shares);
+                fprintf(f, "[%s%s]\nshares = %u\nadmin_only = %s\n", CLASS_SECTION_PREFIX,
+                        c->classes[i].name, c->classes[i].shares,
+                        c->classes[i].admin_only ? "true" : "false");
         return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
 }
 
@@ -777,10 +790,13 @@ void config_diff(const Config *old, const Config *new, char *live, size_t live_s
         for (unsigned i = 0; i < new->nclasses; i++) {
                 const ConfigClass *o = config_class_find(old, new->classes[i].name);
 
-                if (o && o->shares == new->classes[i].shares)
+                if (o && o->shares == new->classes[i].shares &&
+                    o->admin_only == new->classes[i].admin_only)
                         continue;
                 snprintf(name, sizeof(name), "[%s%s]%s", CLASS_SECTION_PREFIX, new->classes[i].name,
-                         o ? " shares" : "");
+                         !o                                    ? ""
+                         : o->shares != new->classes[i].shares ? " shares"
+                                                               : " admin_only");
                 list_append(o ? live : restart, o ? live_size : restart_size, name);
         }
         for (unsigned i = 0; i < old->nclasses; i++)

@@ -128,6 +128,7 @@
 typedef struct ConfigClass {
         char name[SCHED_CLASS_NAME_MAX + 1];
         unsigned shares; /* SCHED_SHARES_MIN..SCHED_SHARES_MAX */
+        bool admin_only; /* only admins may submit to it (issue 10's tiers) */
 } ConfigClass;
 
 typedef struct Config {
@@ -173,6 +174,9 @@ typedef struct Config {
         ConfigClass classes[SCHED_MAX_CLASSES]; /* [0] is "default" */
         unsigned nclasses;                      /* 1..SCHED_MAX_CLASSES */
 } Config;
+
+/* config_class_find - the class named @name in @c, or NULL. Context: any. Pure. */
+const ConfigClass *config_class_find(const Config *c, const char *name);
 
 /* What the command line said; NULL / 0 / -1 = not given. Strings point into argv. */
 typedef struct ConfigArgs {

@@ -314,6 +314,8 @@ out_unlock:
         return r;
 }
 
+static void retire_locked(JobTable *t, Job *j);
+
 void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, const char *message)
 {
         if (job_state_final(j->state))
@@ -354,6 +356,16 @@ void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, c
         }
         fiber_event_set(&j->finished);
         jobtable_check_idle_locked(t);
+        /* retention_max holds at every finish, not only at the ticker's sweep: at 100k
+         * jobs/s a second's burst would otherwise keep 100k records alive (and the
+         * allocator keeps the memory they had). The one just finished stays, for its
+         * waiters; the table's reference is all that is dropped. */
+        while (t->fin_count > t->retention_max) {
+                Job *oldest = list_entry(list_first(&t->finished), Job, fin_link);
+                if (oldest == j)
+                        break;
+                retire_locked(t, oldest);
+        }
 }
 
 int jobtable_cancel(JobTable *t, Job *j, bool timed_out)

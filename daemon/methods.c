@@ -319,6 +319,16 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                                       (unsigned long long)timeout_ms);
         if (class_name && (r = class_from_option(d, class_name, class_len, &cls, st)) < 0)
                 return r;
+        {
+                /* a class reserved to admins ([class.NAME] admin_only; default too) */
+                const ConfigClass *k =
+                        config_class_find(&d->cfg, sched_class_name(d->job_sched, (unsigned)cls));
+                if (k && k->admin_only && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN) {
+                        char what[SCHED_CLASS_NAME_MAX + 16];
+                        snprintf(what, sizeof(what), "the class %s", k->name);
+                        return access_denied(d, ACCESS_ADMIN, what, st);
+                }
+        }
         p = plugin_host_find(name, name_len);
         if (!p) {
                 char loaded[512];
@@ -834,12 +844,25 @@ static int method_stats(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *
         return stats_pack(ctx, pk);
 }
 
-/* issue 12: the OpenMetrics text as one string (every client may read stats). */
+/* issue 12: the OpenMetrics text as one string (every client may read stats); with the
+ * param "prometheus", Prometheus's text format. */
 static int method_metrics(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
+        const msgpack_object *fmt = ipc_array_at(&req->msg.params, 0);
+        bool prometheus = false;
         char *text;
         size_t len;
-        int r = openmetrics_render(ctx, &text, &len);
+        int r;
+
+        if (fmt && !ipc_object_streq(fmt, IPC_METRICS_OPENMETRICS)) {
+                if (!ipc_object_streq(fmt, IPC_METRICS_PROMETHEUS))
+                        return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                              "metrics: the format is \"" IPC_METRICS_OPENMETRICS
+                                              "\" (the default) or \"" IPC_METRICS_PROMETHEUS
+                                              "\"");
+                prometheus = true;
+        }
+        r = openmetrics_render(ctx, prometheus, &text, &len);
 
         if (r < 0)
                 return r;

@@ -25,12 +25,28 @@
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* # TYPE, # HELP and, when @unit is not NULL, # UNIT of family @name. */
+/* The text being rendered is Prometheus's own format (text 0.0.4) rather than
+ * OpenMetrics: render() is one call on one thread that never yields. */
+static __thread bool prometheus_text;
+
+/*
+ * # TYPE, # HELP and, when @unit is not NULL, # UNIT of family @name. In the Prometheus
+ * text format a counter's TYPE and HELP name the sample (with its _total) and there is
+ * no UNIT line; the samples are the same in both formats.
+ */
 static void family(FILE *f, const char *name, const char *type, const char *unit, const char *help)
 {
+        if (prometheus_text) {
+                const char *total = strcmp(type, "counter") == 0 ? "_total" : "";
+                fprintf(f, "# HELP %s%s %s\n# TYPE %s%s %s\n", name, total, help, name, total,
+                        type);
+                return;
+        }
         fprintf(f, "# TYPE %s %s\n# HELP %s %s\n", name, type, name, help);
         if (unit)
                 fprintf(f, "# UNIT %s %s\n", name, unit);
@@ -326,7 +342,7 @@ static void server_and_process(FILE *f, Daemon *d)
         sample_uint(f, "fiberd_process_max_fds", NULL, NULL, NULL, NULL, ps.max_fds);
 }
 
-int openmetrics_render(Daemon *d, char **ret, size_t *ret_len)
+int openmetrics_render(Daemon *d, bool prometheus, char **ret, size_t *ret_len)
 {
         char *buf = NULL;
         size_t len = 0, ngroups = 0;
@@ -341,6 +357,7 @@ int openmetrics_render(Daemon *d, char **ret, size_t *ret_len)
                 free(rows);
                 return -ENOMEM;
         }
+        prometheus_text = prometheus;
         jobtable_lock(&d->jobs);
         jobs_by_plugin(f, &d->jobs);
         job_latency(f, &d->jobs.latency);
@@ -348,7 +365,9 @@ int openmetrics_render(Daemon *d, char **ret, size_t *ret_len)
         groups(f, rows, ngroups);
         classes(f, d->job_sched);
         server_and_process(f, d);
-        fputs("# EOF\n", f);
+        if (!prometheus)
+                fputs("# EOF\n", f);
+        prometheus_text = false;
         if (ferror(f))
                 r = -ENOMEM;
         if (fclose(f) != 0)

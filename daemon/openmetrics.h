@@ -11,20 +11,26 @@
  * # TYPE and # HELP (and # UNIT when it has one, its name ending in that unit), counters
  * are sampled as <name>_total, histograms as <name>_bucket{le=...}/_count/_sum with a
  * le="+Inf" bucket, and the text ends with "# EOF".
+ *
+ * The same figures also come in Prometheus's own text format (exposition format
+ * 0.0.4), for node_exporter's textfile collector and promtool: a counter's # TYPE and
+ * # HELP name its _total sample, there is no # UNIT and no # EOF.
  */
 #ifndef FIBERD_DAEMON_OPENMETRICS_H
 #define FIBERD_DAEMON_OPENMETRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct Daemon;
 
 /*
- * openmetrics_render - the exposition of @d's figures now.
+ * openmetrics_render - the exposition of @d's figures now: OpenMetrics text, or with
+ * @prometheus the Prometheus text format.
  * @ret: out, a NUL-terminated malloc'd string (the caller frees), @ret_len its length;
  * both written only on success. Return: 0; -ENOMEM.
  * Context: any fiber of the server group; takes the job table's lock; does not yield.
  */
-int openmetrics_render(struct Daemon *d, char **ret, size_t *ret_len);
+int openmetrics_render(struct Daemon *d, bool prometheus, char **ret, size_t *ret_len);
 
 #endif

@@ -87,7 +87,7 @@ _fiberctl() {
 	list) opts="--state --plugin --limit" ;;
 	batch) opts="--wait --window --class" ;;
 	plugins) opts="--clear" ;;
-	stats) opts="--openmetrics" ;;
+	stats) opts="--openmetrics --prometheus" ;;
 	top) opts="--delay --iterations" ;;
 	esac
 	if [[ $cur == -* ]]; then

@@ -521,3 +521,54 @@ Test(daemon_creds, submit_rate_per_user_answers_overloaded)
         run_as(USER_A, USER_A, over_rate_limit, NULL);
         run_as(USER_B, USER_B, submit_jobs, "E"); /* its own bucket */
 }
+
+/* ------------------------------------------------------------------ admin_only classes */
+
+#ifndef FIBERCTL_BIN
+#define FIBERCTL_BIN "build/fiberctl"
+#endif
+
+/* `fiberctl submit echo --class vip` on the test's fiberd: its exit status, and its
+ * stderr in @err. */
+static int submit_to_class(const char *cls, char *err, size_t size)
+{
+        char cmd[512];
+        FILE *f;
+        size_t n;
+
+        snprintf(cmd, sizeof(cmd), "%s -s %s submit echo --class %s 2>&1 >/dev/null", FIBERCTL_BIN,
+                 fd_.sock, cls);
+        f = popen(cmd, "r");
+        if (!f)
+                return -1;
+        n = fread(err, 1, size - 1, f);
+        err[n] = '\0';
+        return pclose(f);
+}
+
+static void vip_refused(const void *arg)
+{
+        char err[512];
+        int status = submit_to_class("vip", err, sizeof(err));
+
+        (void)arg;
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 0, "nobody submitted to vip: %s", err);
+        CHECK(strstr(err, "admin tier") && strstr(err, "class vip"), "the refusal: %s", err);
+        status = submit_to_class("open", err, sizeof(err));
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "nobody, class open: %s", err);
+}
+
+Test(daemon_creds, a_class_reserved_to_admins_refuses_other_users)
+{
+        char err[512];
+        int status;
+
+        cr_assert(geteuid() == 0, "this test needs root to act as another uid");
+        fiberd_start(&fd_, &(FiberdOpts){.config = "[class.vip]\nshares = 500\nadmin_only = true\n"
+                                                   "[class.open]\nshares = 50\n",
+                                         .plugins = "echo"});
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+        run_as(NOBODY, NOBODY, vip_refused, NULL);
+        status = submit_to_class("vip", err, sizeof(err));
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "root, class vip: %s", err);
+}

@@ -351,6 +351,32 @@ check "systemctl reload fiberd: SIGHUP reloads, the same process stays active" '
 	test "$(systemctl is-active fiberd)" = active
 	journal "$1" "SIGHUP: reloading configuration"' "$pid"
 
+# The job store (sqlite under StateDirectory=): a restart loses nothing. A finished job
+# stays queryable, a running retry-safe one (sleep) runs again with attempt 1, a running
+# one that is not (spin) ends cancelled, and ids go on from where they were.
+check "systemctl restart fiberd: finished, running and retry-safe jobs all keep a state" '
+	done_id=$(fiberctl submit echo x=1)
+	fiberctl wait --timeout 30s "$done_id"
+	sleep_id=$(fiberctl submit sleep ms=600000)
+	spin_id=$(fiberctl submit spin ms=600000)
+	i=0
+	until fiberctl --json status "$sleep_id" | grep -Eq "\"state\": ?\"running\"" &&
+		fiberctl --json status "$spin_id" | grep -Eq "\"state\": ?\"running\""; do
+		[ $i -lt 50 ] || { echo "jobs $sleep_id $spin_id are not running after 5 s"; exit 1; }
+		sleep 0.1; i=$((i + 1))
+	done
+	systemctl restart fiberd
+	test "$(prop fiberd.service MainPID)" != "$1"
+	test "$(systemctl is-active fiberd)" = active
+	fiberctl --json status "$done_id" | grep -Eq "\"state\": ?\"done\""
+	fiberctl --json status "$sleep_id" | grep -Eq "\"attempt\": ?1"
+	fiberctl --json status "$sleep_id" | grep -Eq "\"state\": ?\"(queued|running)\""
+	fiberctl --json status "$spin_id" | grep -Eq "\"state\": ?\"cancelled\""
+	new_id=$(fiberctl submit echo x=2)
+	test "$new_id" -gt "$spin_id"
+	fiberctl cancel "$sleep_id"' "$pid"
+pid=$(main_pid)
+
 check "systemctl stop fiberd with a job running: cancelled, exit 0, Result=success" '
 	id=$(fiberctl submit sleep ms=600000)
 	i=0
