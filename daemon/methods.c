@@ -858,8 +858,7 @@ static int method_metrics(void *ctx, Request *req, msgpack_packer *pk, IpcStatus
                 if (!ipc_object_streq(fmt, IPC_METRICS_PROMETHEUS))
                         return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
                                               "metrics: the format is \"" IPC_METRICS_OPENMETRICS
-                                              "\" (the default) or \"" IPC_METRICS_PROMETHEUS
-                                              "\"");
+                                              "\" (the default) or \"" IPC_METRICS_PROMETHEUS "\"");
                 prometheus = true;
         }
         r = openmetrics_render(ctx, prometheus, &text, &len);

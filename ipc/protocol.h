@@ -215,10 +215,10 @@ enum {
  * - stats gains latency: [{plugin, class, samples, queue_wait: {p50_ns, p90_ns, p99_ns,
  *   max_ns}, run_time: {...}}] and process: {user_cpu_ns, system_cpu_ns, rss_bytes,
  *   open_fds, max_fds}. */
-#define IPC_METHOD_METRICS "metrics"   /* [] or [format] */
+#define IPC_METHOD_METRICS "metrics"          /* [] or [format] */
 #define IPC_METRICS_OPENMETRICS "openmetrics" /* metrics' default format */
 #define IPC_METRICS_PROMETHEUS "prometheus"   /* Prometheus text format 0.0.4 */
-#define IPC_METHOD_JOB_LOGS "job.logs" /* [id] */
+#define IPC_METHOD_JOB_LOGS "job.logs"        /* [id] */
 #define IPC_METRICS_CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
 #define IPC_JOB_LOGS_MAX_LINES 64
 #define IPC_JOB_LOGS_MAX_BYTES 8192
