@@ -54,8 +54,8 @@ TestSuite(daemon_creds, .fini = teardown, .timeout = 60);
         } while (0)
 
 /* Runs @fn(@arg) in a child that is @uid/@gid with no supplementary group; asserts it
- * exited 0. */
-static void run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void *arg)
+ * exited 0 (its CHECKs failing exit 1). Returns true, for a test to assert on. */
+static bool run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void *arg)
 {
         int status;
         pid_t pid = fork();
@@ -77,6 +77,7 @@ static void run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "the child running as uid %u failed (status 0x%x); see its stderr", (unsigned)uid,
                   status);
+        return true;
 }
 
 static void sha256_hex_of(const char *path, char out[65])
@@ -325,8 +326,9 @@ static void tier_checks(const void *arg)
         client_free(c);
 }
 
-/* Runs tier_checks as nobody against a fiberd started with @config. */
-static void tiers_with(const char *config, bool may_submit, bool admin)
+/* Runs tier_checks as nobody against a fiberd started with @config; true when every
+ * check passed (a failed one fails the test at once). */
+static bool tiers_with(const char *config, bool may_submit, bool admin)
 {
         TierCase tc = {.may_submit = may_submit, .admin = admin};
         Client *c;
@@ -336,25 +338,26 @@ static void tiers_with(const char *config, bool may_submit, bool admin)
         cr_assert(chmod(fd_.dir, 0755) == 0);
         c = fiberd_connect(&fd_);
         tc.roots_job = rpc_submit_long(c, "sleep");
-        run_as(NOBODY, NOBODY, tier_checks, &tc);
+        bool ok = run_as(NOBODY, NOBODY, tier_checks, &tc);
         client_free(c);
+        return ok;
 }
 
 Test(daemon_creds, by_default_everyone_submits_and_only_root_is_admin)
 {
-        tiers_with(NULL, true, false);
+        cr_assert(tiers_with(NULL, true, false));
 }
 
 Test(daemon_creds, submit_group_limits_who_submits)
 {
         /* nobody (gid 65534, no other group) is not in group root */
-        tiers_with("[access]\nsubmit_group = root\n", false, false);
+        cr_assert(tiers_with("[access]\nsubmit_group = root\n", false, false));
 }
 
 Test(daemon_creds, admin_group_members_are_admins)
 {
         /* nobody's primary group 65534 is the admin group */
-        tiers_with("[access]\nadmin_group = 65534\n", true, true);
+        cr_assert(tiers_with("[access]\nadmin_group = 65534\n", true, true));
 }
 
 Test(daemon_creds, a_submit_group_that_does_not_exist_stops_fiberd)
@@ -487,8 +490,8 @@ static void over_queued_limit(const void *arg)
 Test(daemon_creds, max_queued_per_user_answers_overloaded)
 {
         start_as_root("[jobs]\nmax_running = 1\nmax_queued_per_user = 2\n");
-        run_as(USER_A, USER_A, over_queued_limit, NULL);
-        run_as(USER_B, USER_B, submit_jobs, "E"); /* another user still may */
+        cr_assert(run_as(USER_A, USER_A, over_queued_limit, NULL));
+        cr_assert(run_as(USER_B, USER_B, submit_jobs, "E")); /* another user still may */
         {
                 Client *c = fiberd_connect(&fd_); /* root is not limited */
                 for (int i = 0; i < 3; i++)
@@ -518,8 +521,8 @@ static void over_rate_limit(const void *arg)
 Test(daemon_creds, submit_rate_per_user_answers_overloaded)
 {
         start_as_root("[jobs]\nsubmit_rate_per_user = 1\nsubmit_burst_per_user = 5\n");
-        run_as(USER_A, USER_A, over_rate_limit, NULL);
-        run_as(USER_B, USER_B, submit_jobs, "E"); /* its own bucket */
+        cr_assert(run_as(USER_A, USER_A, over_rate_limit, NULL));
+        cr_assert(run_as(USER_B, USER_B, submit_jobs, "E")); /* its own bucket */
 }
 
 /* ------------------------------------------------------------------ admin_only classes */
