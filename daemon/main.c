@@ -329,27 +329,6 @@ static void ticker_fiber(void *arg)
         }
 }
 
-static void plugin_watch_fiber(void *arg)
-{
-        for (;;) {
-                int fd = plugin_host_watch_fd();
-                int r;
-
-                if (fd < 0)
-                        return;
-                r = fiber_wait_fd(fd, EPOLLIN, SCHED_FOREVER);
-                if (r == -ECANCELED)
-                        return;
-                if (r < 0) {
-                        log_msg(LOG_ERR, "watching the plugin directory: %s", strerror(-r));
-                        if (fiber_sleep_for(TICK_NS) == -ECANCELED)
-                                return;
-                        continue;
-                }
-                plugin_host_process_events();
-        }
-}
-
 /*
  * Sends WATCHDOG=1 every half of systemd's WatchdogSec= (@arg: the interval in
  * microseconds, from sd_watchdog_enabled()). It runs on the server group on purpose: a
@@ -777,8 +756,7 @@ int main(int argc, char **argv)
 
         /* after the ready line: a SIGHUP's reload then cannot race with it */
         if (start_fiber(d, signal_fiber, (void *)(intptr_t)sfd, "signals") < 0 ||
-            start_fiber(d, ticker_fiber, d, "ticker") < 0 ||
-            start_fiber(d, plugin_watch_fiber, NULL, "plugin-watch") < 0)
+            start_fiber(d, ticker_fiber, d, "ticker") < 0)
                 return EXIT_SOFTWARE;
         /* under WatchdogSec=: pings from the server group (watchdog_fiber()) */
         if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {

@@ -217,15 +217,6 @@ int plugin_host_rescan(const char *dir)
         return r < 0 ? r : 0;
 }
 
-int plugin_host_watch_fd(void)
-{
-        return -1;
-}
-
-void plugin_host_process_events(void)
-{
-}
-
 const Plugin *plugin_host_find(const char *name, size_t len)
 {
         return loader_findn(host_loader, name, len);

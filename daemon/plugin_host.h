@@ -58,13 +58,6 @@ void plugin_host_set_max_result(size_t max_result);
  */
 int plugin_host_rescan(const char *dir);
 
-/* plugin_host_watch_fd - -1 since issue 12: the plugin loader thread watches the
- * directory itself, so a watcher fiber that asks for the fd ends at once. */
-int plugin_host_watch_fd(void);
-
-/* plugin_host_process_events - nothing since issue 12 (the loader thread does it). */
-void plugin_host_process_events(void);
-
 /*
  * plugin_host_acquire - the current instance of the plugin called @name (@len bytes),
  * referenced, or NULL; plugin_host_release() drops the reference (NULL is fine). A

@@ -697,9 +697,9 @@ out_close:
 
 /*
  * Loads @path. A path already loaded from the same, unchanged file is skipped silently
- * (-EEXIST); a changed one replaces its instance. @quiet_if_loaded is no longer used.
+ * (-EEXIST); a changed one replaces its instance.
  */
-static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_loaded);
+static int load_file_unguarded(PluginLoader *l, const char *path);
 
 void loader_set_guard(PluginLoader *l, const LoaderGuard *g)
 {
@@ -707,7 +707,7 @@ void loader_set_guard(PluginLoader *l, const LoaderGuard *g)
 }
 
 /* load_file_unguarded() between the guard's before and after calls. */
-static int load_file(PluginLoader *l, const char *path, bool quiet_if_loaded)
+static int load_file(PluginLoader *l, const char *path)
 {
         char why[LOADER_REASON_MAX] = "";
         const LoadedPlugin *p;
@@ -717,11 +717,11 @@ static int load_file(PluginLoader *l, const char *path, bool quiet_if_loaded)
 
         loaded = path_unchanged(l, path);
         if (loaded || !l->guard.before || stat(path, &st) < 0 || !S_ISREG(st.st_mode))
-                return load_file_unguarded(l, path, quiet_if_loaded);
+                return load_file_unguarded(l, path);
         r = l->guard.before(l->guard.arg, path, &st, why, sizeof(why));
         if (r < 0)
                 return refuse(l, path, r, "%s", why[0] ? why : strerror(-r));
-        r = load_file_unguarded(l, path, quiet_if_loaded);
+        r = load_file_unguarded(l, path);
         pthread_mutex_lock(&l->lock);
         p = r == 0 ? find_path_locked(l, path) : NULL;
         pthread_mutex_unlock(&l->lock);
@@ -747,7 +747,7 @@ static int instance_fill(LoadedPlugin *p, const FiberdPlugin *d, const char *pat
         return p->path && p->name && p->version && p->description ? 0 : -ENOMEM;
 }
 
-static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_loaded)
+static int load_file_unguarded(PluginLoader *l, const char *path)
 {
         char dup_path[PATH_MAX];
         char why[LOADER_REASON_MAX];
@@ -761,7 +761,6 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
         /* plugins in place (issue 12): only a changed file at a loaded path loads again */
         if (path_unchanged(l, path))
                 return -EEXIST;
-        (void)quiet_if_loaded;
 
         if (stat(path, &st) < 0) {
                 int e = errno;
@@ -774,7 +773,7 @@ static int load_file_unguarded(PluginLoader *l, const char *path, bool quiet_if_
         if (!strchr(path, '/')) {
                 char rel[PATH_MAX];
                 snprintf(rel, sizeof(rel), "./%s", path);
-                return load_file(l, rel, quiet_if_loaded);
+                return load_file(l, rel);
         }
 
         /* every check before dlopen(), which already runs the plugin's constructors */
@@ -940,7 +939,7 @@ static int scan_dir(PluginLoader *l)
                 struct stat st;
 
                 if (len < (int)sizeof(path) && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-                    load_file(l, path, true) == 0)
+                    load_file(l, path) == 0)
                         loaded++;
                 free(entries[i]);
         }
@@ -1116,7 +1115,7 @@ static int process_events_locked(PluginLoader *l)
                                         remove_path_locked(l, path);
                                 continue;
                         }
-                        if (load_file(l, path, false) == 0)
+                        if (load_file(l, path) == 0)
                                 loaded++;
                 }
         }
@@ -1146,7 +1145,7 @@ int loader_load_file(PluginLoader *l, const char *path)
         int r;
 
         pthread_mutex_lock(&l->scan_lock);
-        r = load_file(l, path, false);
+        r = load_file(l, path);
         reap_locked(l); /* a version it replaced, if nothing holds it */
         pthread_mutex_unlock(&l->scan_lock);
         return r;
