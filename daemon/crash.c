@@ -16,6 +16,7 @@
 #include "daemon/crash.h"
 #include "daemon/log.h"
 #include "scheduler/sched.h"
+#include "scheduler/base/sigsafe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,25 +47,6 @@ static volatile sig_atomic_t exiting; /* crash_mark_clean() ran: exit() is ours 
 
 /* ------------------------------------------------------------------ the handler --- */
 
-static void put_str(char *buf, size_t *len, size_t cap, const char *s)
-{
-        while (s && *s && *len + 1 < cap)
-                buf[(*len)++] = *s++;
-}
-
-static void put_u64(char *buf, size_t *len, size_t cap, uint64_t v)
-{
-        char tmp[24];
-        int n = 0;
-
-        do {
-                tmp[n++] = (char)('0' + v % 10);
-                v /= 10;
-        } while (v);
-        while (n && *len + 1 < cap)
-                buf[(*len)++] = tmp[--n];
-}
-
 static const char *signal_name(int sig)
 {
         switch (sig) {
@@ -91,25 +73,25 @@ static void crash_report(int sig, const char *tag)
         size_t n = 0;
         int fd;
 
-        put_str(msg, &n, sizeof(msg), "<2>fiberd: ");
+        sigsafe_put_str(msg, &n, sizeof(msg), "<2>fiberd: ");
         if (sig) {
-                put_str(msg, &n, sizeof(msg), "fatal signal ");
-                put_str(msg, &n, sizeof(msg), signal_name(sig));
+                sigsafe_put_str(msg, &n, sizeof(msg), "fatal signal ");
+                sigsafe_put_str(msg, &n, sizeof(msg), signal_name(sig));
         } else {
-                put_str(msg, &n, sizeof(msg), "exit() called");
+                sigsafe_put_str(msg, &n, sizeof(msg), "exit() called");
         }
         if (tag) {
-                put_str(msg, &n, sizeof(msg), " in ");
-                put_str(msg, &n, sizeof(msg), tag);
+                sigsafe_put_str(msg, &n, sizeof(msg), " in ");
+                sigsafe_put_str(msg, &n, sizeof(msg), tag);
         } else if (loading) {
-                put_str(msg, &n, sizeof(msg), " while loading plugin file ");
-                put_str(msg, &n, sizeof(msg), loading);
+                sigsafe_put_str(msg, &n, sizeof(msg), " while loading plugin file ");
+                sigsafe_put_str(msg, &n, sizeof(msg), loading);
         } else {
-                put_str(msg, &n, sizeof(msg), " outside any job");
+                sigsafe_put_str(msg, &n, sizeof(msg), " outside any job");
         }
-        put_str(msg, &n, sizeof(msg),
-                "; fiberd dies with it. Its next start names this plugin; two crashes in a "
-                "row quarantine it\n");
+        sigsafe_put_str(msg, &n, sizeof(msg),
+                        "; fiberd dies with it. Its next start names this plugin; two crashes in a "
+                        "row quarantine it\n");
         if (write(STDERR_FILENO, msg, n) < 0) {
                 /* nothing more to do */
         }
@@ -119,13 +101,13 @@ static void crash_report(int sig, const char *tag)
         if (fd < 0)
                 return;
         n = 0;
-        put_str(msg, &n, sizeof(msg), "signal ");
-        put_u64(msg, &n, sizeof(msg), (uint64_t)sig);
-        put_str(msg, &n, sizeof(msg), "\ntag ");
-        put_str(msg, &n, sizeof(msg), tag ? tag : "-");
-        put_str(msg, &n, sizeof(msg), "\nloading ");
-        put_str(msg, &n, sizeof(msg), loading ? loading : "-");
-        put_str(msg, &n, sizeof(msg), "\n");
+        sigsafe_put_str(msg, &n, sizeof(msg), "signal ");
+        sigsafe_put_u64(msg, &n, sizeof(msg), (uint64_t)sig);
+        sigsafe_put_str(msg, &n, sizeof(msg), "\ntag ");
+        sigsafe_put_str(msg, &n, sizeof(msg), tag ? tag : "-");
+        sigsafe_put_str(msg, &n, sizeof(msg), "\nloading ");
+        sigsafe_put_str(msg, &n, sizeof(msg), loading ? loading : "-");
+        sigsafe_put_str(msg, &n, sizeof(msg), "\n");
         if (write(fd, msg, n) < 0 || fsync(fd) < 0) {
                 /* the report on fd 2 still names it */
         }
@@ -160,11 +142,12 @@ static void crash_overflow_hook(int sig, const char *tag)
                 int fd = open(note_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
                 if (fd < 0)
                         return;
-                put_str(msg, &n, sizeof(msg), "signal ");
-                put_u64(msg, &n, sizeof(msg), (uint64_t)sig);
-                put_str(msg, &n, sizeof(msg), "\ntag ");
-                put_str(msg, &n, sizeof(msg), tag && strncmp(tag, "job ", 4) == 0 ? tag : "-");
-                put_str(msg, &n, sizeof(msg), "\nloading -\n");
+                sigsafe_put_str(msg, &n, sizeof(msg), "signal ");
+                sigsafe_put_u64(msg, &n, sizeof(msg), (uint64_t)sig);
+                sigsafe_put_str(msg, &n, sizeof(msg), "\ntag ");
+                sigsafe_put_str(msg, &n, sizeof(msg),
+                                tag && strncmp(tag, "job ", 4) == 0 ? tag : "-");
+                sigsafe_put_str(msg, &n, sizeof(msg), "\nloading -\n");
                 if (write(fd, msg, n) < 0 || fsync(fd) < 0) {
                         /* nothing more to do */
                 }

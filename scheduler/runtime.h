@@ -16,7 +16,7 @@
  *    the reactor's fd table, each guarded by its own spinlock.
  *
  * The files, from the bottom layer up:
- *   base/          macro.h, list.h, time-util.h, spinlock.h: header-only, shared by every folder
+ *   base/          macro.h, list.h, time-util.h, spinlock.h, sigsafe.h: header-only, shared by every folder
  *   runq.h, runq.c the shared run queue (bounded MPMC ring)
  *   localq.h       a worker's local run queue (Chase-Lev deque)
  *   waitslot.h     a worker's wait slot (futex with a wake-up count)

@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "scheduler/base/macro.h"
+#include "scheduler/base/sigsafe.h"
 #include "scheduler/base/time-util.h"
 #include "scheduler/runtime.h"
 #include "scheduler/base/spinlock.h"
@@ -548,25 +549,6 @@ void stack_pool_term(SchedulingGroup *g)
 
 /* ------------------------------------------------------------------ overflow ------ */
 
-/* Async-signal-safe formatting: only write(2) and our own digits. */
-static void put_str(char *buf, size_t *len, size_t cap, const char *s)
-{
-        while (*s && *len + 1 < cap)
-                buf[(*len)++] = *s++;
-}
-
-static void put_u64(char *buf, size_t *len, size_t cap, uint64_t v)
-{
-        char tmp[24];
-        int n = 0;
-        do {
-                tmp[n++] = (char)('0' + v % 10);
-                v /= 10;
-        } while (v);
-        while (n && *len + 1 < cap)
-                buf[(*len)++] = tmp[--n];
-}
-
 static struct sigaction previous_segv;
 static int handler_installs;
 static SchedFatalFn fatal_hook; /* sched_set_fatal_hook() */
@@ -586,18 +568,18 @@ static void overflow_handler(int sig, siginfo_t *si, void *uctx)
         if (f && addr >= f->stack_lo - STACK_GUARD_SIZE - page_size() && addr < f->stack_lo) {
                 char msg[512];
                 size_t n = 0;
-                put_str(msg, &n, sizeof(msg), "<2>sched: stack overflow in fiber ");
-                put_u64(msg, &n, sizeof(msg), f->id);
-                put_str(msg, &n, sizeof(msg), " (");
-                put_str(msg, &n, sizeof(msg), f->tag ? f->tag : "no tag");
-                put_str(msg, &n, sizeof(msg), "): it used all of its ");
-                put_u64(msg, &n, sizeof(msg), f->stack_size);
-                put_str(msg, &n, sizeof(msg), "-byte stack and hit its ");
-                put_u64(msg, &n, sizeof(msg), STACK_GUARD_SIZE / 1024);
-                put_str(msg, &n, sizeof(msg),
-                        guard_mode == SCHED_GUARD_REGIONS ? " KiB guard region"
-                                                          : " KiB mprotect guard");
-                put_str(msg, &n, sizeof(msg), "; give it a larger stack_size. Aborting.\n");
+                sigsafe_put_str(msg, &n, sizeof(msg), "<2>sched: stack overflow in fiber ");
+                sigsafe_put_u64(msg, &n, sizeof(msg), f->id);
+                sigsafe_put_str(msg, &n, sizeof(msg), " (");
+                sigsafe_put_str(msg, &n, sizeof(msg), f->tag ? f->tag : "no tag");
+                sigsafe_put_str(msg, &n, sizeof(msg), "): it used all of its ");
+                sigsafe_put_u64(msg, &n, sizeof(msg), f->stack_size);
+                sigsafe_put_str(msg, &n, sizeof(msg), "-byte stack and hit its ");
+                sigsafe_put_u64(msg, &n, sizeof(msg), STACK_GUARD_SIZE / 1024);
+                sigsafe_put_str(msg, &n, sizeof(msg),
+                                guard_mode == SCHED_GUARD_REGIONS ? " KiB guard region"
+                                                                  : " KiB mprotect guard");
+                sigsafe_put_str(msg, &n, sizeof(msg), "; give it a larger stack_size. Aborting.\n");
                 if (write(STDERR_FILENO, msg, n) < 0) {
                         /* nothing more we can do */
                 }
