@@ -30,23 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The text being rendered is Prometheus's own format (text 0.0.4) rather than
- * OpenMetrics: render() is one call on one thread that never yields. */
-static __thread bool prometheus_text;
-
-/*
- * # TYPE, # HELP and, when @unit is not NULL, # UNIT of family @name. In the Prometheus
- * text format a counter's TYPE and HELP name the sample (with its _total) and there is
- * no UNIT line; the samples are the same in both formats.
- */
+/* # TYPE, # HELP and, when @unit is not NULL, # UNIT of family @name. */
 static void family(FILE *f, const char *name, const char *type, const char *unit, const char *help)
 {
-        if (prometheus_text) {
-                const char *total = strcmp(type, "counter") == 0 ? "_total" : "";
-                fprintf(f, "# HELP %s%s %s\n# TYPE %s%s %s\n", name, total, help, name, total,
-                        type);
-                return;
-        }
         fprintf(f, "# TYPE %s %s\n# HELP %s %s\n", name, type, name, help);
         if (unit)
                 fprintf(f, "# UNIT %s %s\n", name, unit);
@@ -342,6 +328,51 @@ static void server_and_process(FILE *f, Daemon *d)
         sample_uint(f, "fiberd_process_max_fds", NULL, NULL, NULL, NULL, ps.max_fds);
 }
 
+/*
+ * The same exposition in Prometheus's text format 0.0.4, derived line by line from the
+ * OpenMetrics text: the samples are the same; a counter's # TYPE and # HELP name its
+ * _total sample (family() writes TYPE before HELP, so the type is known by then); no
+ * # UNIT, no # EOF. @om is NUL-terminated; @ret malloc'd.
+ */
+static int to_prometheus_text(const char *om, char **ret, size_t *ret_len)
+{
+        char *buf = NULL;
+        size_t len = 0;
+        bool counter = false;
+        FILE *f = open_memstream(&buf, &len);
+
+        if (!f)
+                return -ENOMEM;
+        for (const char *line = om; *line;) {
+                const char *eol = strchrnul(line, '\n');
+                int n = (int)(eol - line);
+                bool type = !strncmp(line, "# TYPE ", 7), help = !strncmp(line, "# HELP ", 7);
+                const char *name = type || help ? line + 7 : line;
+                const char *sp = type || help ? memchr(name, ' ', (size_t)(eol - name)) : NULL;
+
+                if (!strncmp(line, "# UNIT ", 7) || !strncmp(line, "# EOF", 5)) {
+                        /* Prometheus's text format has neither */
+                } else if (sp && type) {
+                        counter = eol - sp == 8 && !strncmp(sp, " counter", 8);
+                        fprintf(f, "# TYPE %.*s%s%.*s\n", (int)(sp - name), name,
+                                counter ? "_total" : "", (int)(eol - sp), sp);
+                } else if (sp && counter && help) {
+                        fprintf(f, "# HELP %.*s_total%.*s\n", (int)(sp - name), name,
+                                (int)(eol - sp), sp);
+                } else {
+                        fprintf(f, "%.*s\n", n, line);
+                }
+                line = *eol ? eol + 1 : eol;
+        }
+        if (ferror(f) | (fclose(f) != 0)) {
+                free(buf);
+                return -ENOMEM;
+        }
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+}
+
 int openmetrics_render(Daemon *d, bool prometheus, char **ret, size_t *ret_len)
 {
         char *buf = NULL;
@@ -357,7 +388,6 @@ int openmetrics_render(Daemon *d, bool prometheus, char **ret, size_t *ret_len)
                 free(rows);
                 return -ENOMEM;
         }
-        prometheus_text = prometheus;
         jobtable_lock(&d->jobs);
         jobs_by_plugin(f, &d->jobs);
         job_latency(f, &d->jobs.latency);
@@ -365,15 +395,18 @@ int openmetrics_render(Daemon *d, bool prometheus, char **ret, size_t *ret_len)
         groups(f, rows, ngroups);
         classes(f, d->job_sched);
         server_and_process(f, d);
-        if (!prometheus)
-                fputs("# EOF\n", f);
-        prometheus_text = false;
+        fputs("# EOF\n", f);
         if (ferror(f))
                 r = -ENOMEM;
         if (fclose(f) != 0)
                 r = -ENOMEM;
         free(rows);
         if (r < 0) {
+                free(buf);
+                return r;
+        }
+        if (prometheus) {
+                r = to_prometheus_text(buf, ret, ret_len);
                 free(buf);
                 return r;
         }
