@@ -22,12 +22,9 @@ fiberctl=$(realpath "${3:?}")
 prefix=/usr/local
 fail() { echo "$me: FAIL: $*" >&2; exit 1; }
 
-mkdir -p "$scratch"
-scratch=$(cd "$scratch" && pwd)
-root=$scratch/root
-rm -rf "$root"
-make --no-print-directory -s install DESTDIR="$root" PREFIX=$prefix >"$scratch/make.log" 2>&1 ||
-	{ sed 's/^/    /' "$scratch/make.log" >&2; fail "make install failed"; }
+# shellcheck source=tests/stage.sh
+. tests/stage.sh
+stage_install "$scratch"
 
 unset PKG_CONFIG_SYSROOT_DIR
 export PKG_CONFIG_PATH=$root$prefix/lib/pkgconfig
