@@ -153,6 +153,9 @@ static void fiberd_start_workers(ProductServer *s, const char *workers)
                 if (!f || fprintf(f, "[store]\nbackend = %s\n", store) < 0 ||
                     (!strcmp(store, "redis") && fprintf(f, "redis = unix:%s\nnode = host%u\n",
                                                         bench_redis_socket, host++) < 0) ||
+                    /* more [store] keys, one "key = value" per line, to try a setting */
+                    (getenv("FIBERD_BENCH_STORE_CONF") &&
+                     fprintf(f, "%s\n", getenv("FIBERD_BENCH_STORE_CONF")) < 0) ||
                     fclose(f) != 0)
                         bench_die("cannot write %s", conf);
                 argv[6] = conf;
