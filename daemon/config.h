@@ -57,6 +57,8 @@
  *   group = fiberd                 ; its consumer group
  *   node =                         ; this host's consumer name; "" = hostname.pid
  *   claim_idle_ms = 30000          ; a dead host's jobs are taken over after this
+ *   commit_delay_us = 1000         ; busy (a batch of 16+ writes): gather the next
+ *                                  ; batch this long first; 0 = never (0..100000)
  *   [scheduler]                    ; how the job workers are split into scheduling
  *                                  ; groups (SchedConfig, scheduler/sched.h)
  *   optimize_for = neutral         ; compute-heavy, compute, neutral, io, io-heavy:
@@ -161,12 +163,13 @@ typedef struct Config {
         int store_backend;                 /* [store] backend: a StoreKind (store.h) */
         char *store_path;                  /* [store] path; owned; NULL or "" = the default */
         /* [store] backend = redis (store-redis.c): the fleet's shared stream */
-        char *store_redis;            /* [store] redis: unix:/path or host:port; owned */
-        char *store_stream;           /* [store] stream; owned */
-        char *store_group;            /* [store] group: the consumer group; owned */
-        char *store_node;             /* [store] node: the consumer name; owned; "" = host.pid */
-        uint64_t store_claim_idle_ns; /* [store] claim_idle_ms */
-        SchedConfig sched;            /* [scheduler]; .concurrency = workers once loaded,
+        char *store_redis;              /* [store] redis: unix:/path or host:port; owned */
+        char *store_stream;             /* [store] stream; owned */
+        char *store_group;              /* [store] group: the consumer group; owned */
+        char *store_node;               /* [store] node: the consumer name; owned; "" = host.pid */
+        uint64_t store_claim_idle_ns;   /* [store] claim_idle_ms */
+        uint64_t store_commit_delay_ns; /* [store] commit_delay_us */
+        SchedConfig sched;              /* [scheduler]; .concurrency = workers once loaded,
                                          * .steal_every_n and .control already in the
                                          * runtime's terms (UINT_MAX / SCHED_FOREVER =
                                          * never); pointers left NULL

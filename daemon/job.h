@@ -61,6 +61,16 @@ typedef struct LoadedPlugin Plugin;
 struct JobTable;
 
 /*
+ * StoreEntry - a place in the job store's write queue (store.h): a job waiting to have
+ * its record written, or a StoreWrite (a delete, a plugin file, a meta value). The
+ * store thread tells them apart by @is_job.
+ */
+typedef struct StoreEntry {
+        ListHead link; /* in Store.queue, under Store.lock */
+        bool is_job;
+} StoreEntry;
+
+/*
  * JobOrigin - what a submission brings besides plugin and arguments: who sent it and
  * the fds it passed (SCM_RIGHTS; the args refer to them by index, PROTOCOL.md).
  */
@@ -116,17 +126,26 @@ typedef struct Job {
         void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */
 
         /* job store (store.h) */
-        uint32_t attempt;   /* runs begun before this one (a retry-safe job requeued) */
-        bool interrupted;   /* cancelled by shutdown, not on request: a durable store
+        uint32_t attempt; /* runs begun before this one (a retry-safe job requeued) */
+        bool interrupted; /* cancelled by shutdown, not on request: a durable store
                              * keeps it (queued again when its plugin is retry-safe) */
-        bool requeued;      /* shutdown left it queued in the store: it is not final
+        bool requeued;    /* shutdown left it queued in the store: it is not final
                              * there, whatever this process's copy says */
-        bool fleet_copy;    /* not in this host's table: a fleet submission on its way to
+        bool fleet_copy;  /* not in this host's table: a fleet submission on its way to
                              * the shared queue, or a copy of a fleet job's shared record
                              * (store-redis.c); no fiber, never dispatched here */
-        int store_error;    /* set before `durable`: 0, or why the store failed */
-        FiberEvent durable; /* set once the submission is committed to the store */
-        JobLog log;         /* its host->log lines, bounded (joblog.h); its own lock */
+        /* under Store.lock (store.c): the job is queued at most once for a write; the
+         * store thread snapshots its record when it takes the batch, so the changes
+         * made meanwhile cost one row write, and none of them a copy on the caller */
+        StoreEntry store_entry; /* in Store.queue while store_queued */
+        bool store_queued;      /* its entry is queued (holds a reference) */
+        bool store_args;        /* the next write carries the arguments (the first one) */
+        bool store_notify;      /* set `durable` once the next write is committed */
+        bool run_early;         /* dispatched before its record was committed (the
+                                 * store was busy: jobtable_submit()) */
+        int store_error;        /* set before `durable`: 0, or why the store failed */
+        FiberEvent durable;     /* set once the submission is committed to the store */
+        JobLog log;             /* its host->log lines, bounded (joblog.h); its own lock */
 
         FiberEvent ran;      /* set by the job fiber when the entry point returned */
         FiberEvent finished; /* set once the state is final */

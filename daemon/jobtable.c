@@ -302,9 +302,18 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
                       "queued (owner %u, priority %d, timeout %llu ms)", (unsigned)j->owner,
                       priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
-        /* a durable store: jobtable_wait_durable() pumps once the job is on disk (a job
-         * started before waits for that in the plugin host anyway) */
-        if (r < 0 || !store_durable(t->store))
+        /*
+         * A durable store: with a commit in progress, this record waits for the next
+         * one, so under load the job is dispatched now and its record written with the
+         * state it reached by then (one row write for a trivial job, not three; a crash
+         * before the commit loses only a submission not answered yet). With the store
+         * idle, jobtable_wait_durable() dispatches it once it is on disk: it costs one
+         * fsync of latency either way, and a plugin that crashes fiberd at once then
+         * leaves an answered job with an INTERRUPTED record.
+         */
+        if (r == 0 && store_durable(t->store) && store_busy(t->store))
+                j->run_early = true;
+        if (r < 0 || !store_durable(t->store) || j->run_early)
                 dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
         return 0;
@@ -339,18 +348,9 @@ void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, c
         if (j->interrupted && t->store && store_durable(t->store) && t->hooks.retry_safe &&
             t->hooks.retry_safe(j)) {
                 /* shutdown cancelled a retry-safe job: the store keeps it queued for the
-                 * next start; this process's copy ends here */
-                JobState final = j->state;
-                uint64_t started = j->started_ms, finished = j->finished_ms;
-                j->state = JOB_QUEUED;
-                j->attempt++;
-                j->started_ms = j->finished_ms = 0;
+                 * next start (attempt + 1); this process's copy ends here */
+                j->requeued = true; /* its record says queued: store.c's snapshot */
                 jobtable_store_locked(t, j);
-                j->state = final;
-                j->attempt--;
-                j->started_ms = started;
-                j->finished_ms = finished;
-                j->requeued = true;
         } else {
                 jobtable_store_locked(t, j);
         }
@@ -531,7 +531,7 @@ int jobtable_wait_durable(JobTable *t, Job *j)
                         jobtable_cancel(t, j, false);
                 return r;
         }
-        if (t->store && store_durable(t->store)) {
+        if (!j->run_early && t->store && store_durable(t->store)) {
                 jobtable_lock(t);
                 dispatch_pump_locked(&t->dispatch);
                 jobtable_unlock(t);

@@ -151,8 +151,11 @@ void jobtable_restore_done(JobTable *t, uint64_t next_id);
 /*
  * jobtable_wait_durable - park the calling fiber until @j's submission is committed
  * to the store (at once without a durable store).
- * Return: 0; the store's error (negative errno): the job is then cancelled and the
- * submission must be answered with an error. Context: a fiber (yields); not a job's.
+ * Under load the job may have started (or ended) meanwhile (Job.run_early): its
+ * record is written with the state it reached by the time the store takes it.
+ * Return: 0; the store's error (negative errno): the job is then cancelled (when it
+ * has not ended yet) and the submission must be answered with an error.
+ * Context: a fiber (yields); not a job's.
  */
 int jobtable_wait_durable(JobTable *t, Job *j);
 

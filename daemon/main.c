@@ -659,6 +659,7 @@ int main(int argc, char **argv)
                                             .retention_ns = d->cfg.retention_ns});
         if (r < 0)
                 return EXIT_CONFIG;
+        store_set_commit_delay(d->store, d->cfg.store_commit_delay_ns);
         r = crash_init(d->store);
         if (r < 0)
                 return EXIT_CONFIG;

@@ -374,7 +374,8 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                 job_unref(j);
                 return ipc_status_set(st, IPC_INTERNAL, r,
                                       "the job store could not record the job (%s); it was "
-                                      "cancelled: see fiberd's log",
+                                      "cancelled unless it had ended already: see fiberd's "
+                                      "log",
                                       strerror(-r));
         }
         *ret = j;

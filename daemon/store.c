@@ -17,6 +17,7 @@
 #include "daemon/store.h"
 #include "daemon/jobtable.h"
 #include "daemon/log.h"
+#include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -99,7 +100,8 @@ static int store_make_parent(const char *path)
 
 /* ------------------------------------------------------------------ writes ------ */
 
-/* A StoreWrite with @j's record, its strings and blobs copied inline. */
+/* A StoreWrite with @j's record, its strings and blobs copied inline; the caller holds
+ * @j's table lock. */
 static StoreWrite *write_from_job(const Job *j, bool with_args)
 {
         msgpack_sbuffer sb = {0};
@@ -108,6 +110,7 @@ static StoreWrite *write_from_job(const Job *j, bool with_args)
         size_t code_len = j->error_code ? strlen(j->error_code) + 1 : 0;
         size_t msg_len = j->error_message ? strlen(j->error_message) + 1 : 0;
         size_t class_len = strlen(j->class_name) + 1;
+        bool requeued = j->requeued && job_state_final(j->state);
         StoreWrite *w;
         char *p;
 
@@ -127,17 +130,22 @@ static StoreWrite *write_from_job(const Job *j, bool with_args)
         }
         p = (char *)(w + 1);
         *w = (StoreWrite){.op = STORE_OP_PUT};
+        if (requeued) {
+                /* a retry-safe job that shutdown cancelled while it ran: this process's
+                 * copy ended, the store's is queued again for the next start */
+                code_len = msg_len = 0;
+        }
         w->rec = (StoreRecord){
                 .id = j->id,
-                .state = j->state,
+                .state = requeued ? JOB_QUEUED : j->state,
                 .owner = j->owner,
                 .gid = j->creds ? j->creds->gid : (gid_t)-1,
                 .priority = j->priority,
                 .timeout_ms = j->timeout_ns / NSEC_PER_MSEC,
                 .created_ms = j->submitted_ms,
-                .started_ms = j->started_ms,
-                .finished_ms = j->finished_ms,
-                .attempt = j->attempt,
+                .started_ms = requeued ? 0 : j->started_ms,
+                .finished_ms = requeued ? 0 : j->finished_ms,
+                .attempt = j->attempt + requeued,
                 .n_fds = (uint32_t)j->n_fds,
                 .progress_done = __atomic_load_n(&j->progress_done, __ATOMIC_RELAXED),
                 .progress_total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED),
@@ -166,7 +174,7 @@ static StoreWrite *write_from_job(const Job *j, bool with_args)
                 p += sb.size;
                 msgpack_sbuffer_destroy(&sb);
         }
-        if (j->result && j->state == JOB_DONE) {
+        if (j->result && j->state == JOB_DONE && !requeued) {
                 memcpy(p, j->result, j->result_len);
                 w->rec.result = p;
                 w->rec.result_len = j->result_len;
@@ -185,6 +193,15 @@ static void write_release(StoreWrite *w, int error)
         free(w);
 }
 
+/* Queues @e (a StoreWrite's or a job's entry); the caller holds s->lock. */
+static void queue_entry_locked(Store *s, StoreEntry *e)
+{
+        list_add_tail(&s->queue, &e->link);
+        s->queued++;
+        if (s->sleeping) /* a committing thread looks at the queue when it is done */
+                pthread_cond_signal(&s->wake);
+}
+
 static void store_enqueue(Store *s, StoreWrite *w)
 {
         if (!s->backend->commit) {
@@ -192,29 +209,48 @@ static void store_enqueue(Store *s, StoreWrite *w)
                 return;
         }
         pthread_mutex_lock(&s->lock);
-        list_add_tail(&s->queue, &w->link);
-        s->queued++;
-        if (s->sleeping) /* a committing thread looks at the queue when it is done */
-                pthread_cond_signal(&s->wake);
+        queue_entry_locked(s, &w->entry);
         pthread_mutex_unlock(&s->lock);
+}
+
+/* Marks @j for a write (store_put()); the caller holds s->lock. @ref: the caller gives
+ * the queue a reference of its own (consumed either way). */
+static void queue_job_locked(Store *s, Job *j, bool with_args, bool notify, bool ref)
+{
+        j->store_args |= with_args;
+        j->store_notify |= notify;
+        if (j->store_queued) {
+                if (ref)
+                        job_unref(j); /* not the last: the queue holds one */
+                return;
+        }
+        j->store_queued = true;
+        if (!ref)
+                job_ref(j);
+        queue_entry_locked(s, &j->store_entry);
 }
 
 int store_put(Store *s, Job *j, bool with_args, bool notify)
 {
-        StoreWrite *w;
-
         if (!s->backend->commit) {
                 if (notify)
                         fiber_event_set(&j->durable);
                 return 0;
         }
-        w = write_from_job(j, with_args);
-        if (!w)
-                return -ENOMEM;
-        if (notify)
-                w->notify = job_ref(j);
-        store_enqueue(s, w);
+        pthread_mutex_lock(&s->lock);
+        queue_job_locked(s, j, with_args, notify, false);
+        pthread_mutex_unlock(&s->lock);
         return 0;
+}
+
+void store_set_commit_delay(Store *s, uint64_t delay_ns)
+{
+        s->commit_delay_ns = MIN(delay_ns, (uint64_t)NSEC_PER_SEC - 1);
+}
+
+bool store_busy(Store *s)
+{
+        return __atomic_load_n(&s->committing, __ATOMIC_RELAXED);
 }
 
 int store_delete(Store *s, uint64_t id)
@@ -246,8 +282,7 @@ static int store_write_sync(Store *s, StoreWrite *w)
         pthread_mutex_lock(&s->lock);
         if (s->thread_started) {
                 uint64_t errors = s->commit_errors, batch = s->batches_taken + 1;
-                list_add_tail(&s->queue, &w->link);
-                s->queued++;
+                queue_entry_locked(s, &w->entry);
                 pthread_cond_signal(&s->wake);
                 /* the next batch taken holds it: wait for that one, not for an empty
                  * queue, which a steady load may never leave */
@@ -312,60 +347,98 @@ int store_plugin_files(Store *s, StorePluginFn fn, void *arg)
 
 /* ------------------------------------------------------------------ thread ------ */
 
-/*
- * Coalesces @batch (@n writes): of several puts of one job only the last is written,
- * carrying the arguments of an earlier one (freed with the batch, after the commit);
- * the dropped writes move to @dropped, to be released with the batch. Under load a
- * job's start and end often land in one batch: one row write instead of two. Without
- * memory for the table, nothing is coalesced.
- */
-static void batch_coalesce(ListHead *batch, size_t n, ListHead *dropped)
-{
-        size_t cap = 1, mask;
-        StoreWrite **seen;
-        ListHead *pos, *prev;
+/* The writes a batch must hold for the store to count as busy (commit_delay). */
+#define STORE_DELAY_MIN_BATCH 16
 
-        while (cap < 2 * n)
-                cap <<= 1;
-        mask = cap - 1;
-        seen = calloc(cap, sizeof(*seen));
-        if (!seen)
-                return;
-        /* newest first: the first put of an id met is the one kept */
-        for (pos = batch->prev; pos != batch; pos = prev) {
-                StoreWrite *w = list_entry(pos, StoreWrite, link);
-                size_t k;
-                prev = pos->prev;
-                if (w->op != STORE_OP_PUT && w->op != STORE_OP_DELETE)
-                        continue;
-                k = (size_t)(w->rec.id * 0x9e3779b97f4a7c15ULL) & mask;
-                while (seen[k] && seen[k]->rec.id != w->rec.id)
-                        k = (k + 1) & mask;
-                if (!seen[k]) {
-                        seen[k] = w;
-                        continue;
+/* StoreTaken - one entry the store thread took off the queue: a job with the flags it
+ * had then (the queue's reference), or a StoreWrite. */
+typedef struct StoreTaken {
+        Job *job;
+        StoreWrite *w;
+        bool args, notify;
+} StoreTaken;
+
+/* Makes s->taken hold @n entries; false when there is no memory for it. */
+static bool taken_reserve(Store *s, size_t n)
+{
+        StoreTaken *t;
+        size_t cap = s->taken_cap ? s->taken_cap : 64;
+
+        if (n <= s->taken_cap)
+                return true;
+        while (cap < n)
+                cap *= 2;
+        t = realloc(s->taken, cap * sizeof(*t));
+        if (!t)
+                return false;
+        s->taken = t;
+        s->taken_cap = cap;
+        return true;
+}
+
+/* Takes up to s->taken_cap queued entries into s->taken; the caller holds s->lock.
+ * A job taken is off the queue from here on: a change made to it while its snapshot is
+ * written queues it again, for the next batch. Return: how many. */
+static size_t take_locked(Store *s)
+{
+        size_t n = 0;
+        ListHead *e;
+
+        while (n < s->taken_cap && (e = list_pop_head(&s->queue))) {
+                StoreEntry *se = list_entry(e, StoreEntry, link);
+                StoreTaken *t = &s->taken[n++];
+                if (se->is_job) {
+                        Job *j = container_of(se, Job, store_entry);
+                        *t = (StoreTaken){
+                                .job = j, .args = j->store_args, .notify = j->store_notify};
+                        j->store_queued = j->store_args = j->store_notify = false;
+                } else {
+                        *t = (StoreTaken){.w = container_of(se, StoreWrite, entry)};
                 }
-                if (w->op != STORE_OP_PUT || seen[k]->op != STORE_OP_PUT)
-                        continue; /* a delete in between: keep both, in order */
-                if (w->rec.args && !seen[k]->rec.args) {
-                        seen[k]->rec.args = w->rec.args;
-                        seen[k]->rec.args_len = w->rec.args_len;
-                }
-                list_del(&w->link);
-                list_add_tail(dropped, &w->link);
+                s->queued--;
         }
-        free(seen);
+        return n;
+}
+
+/*
+ * The StoreWrite of a taken job: its record as it is now, read under its table's lock,
+ * so the submission, start and end that happened since it was queued are one write.
+ * Without memory for it, the job is queued again (a later batch writes it) and NULL is
+ * returned. Consumes @t's reference (handed to the write when it notifies).
+ */
+static StoreWrite *snapshot_job(Store *s, const StoreTaken *t)
+{
+        Job *j = t->job;
+        StoreWrite *w;
+
+        jobtable_lock(j->table);
+        w = write_from_job(j, t->args);
+        jobtable_unlock(j->table);
+        if (!w) {
+                log_job(LOG_WARNING, j->id, j->plugin_name,
+                        "out of memory writing its record to the job store: trying again");
+                pthread_mutex_lock(&s->lock);
+                queue_job_locked(s, j, t->args, t->notify, true);
+                pthread_mutex_unlock(&s->lock);
+                return NULL;
+        }
+        if (t->notify)
+                w->notify = j;
+        else
+                job_unref(j);
+        return w;
 }
 
 static void *store_thread(void *arg)
 {
         Store *s = arg;
+        size_t last_n = 0;
 
         pthread_mutex_lock(&s->lock);
         for (;;) {
-                ListHead batch, dropped, *e;
+                ListHead batch, *e;
                 char why[256] = "";
-                size_t n;
+                size_t n, nwrites = 0;
                 int r;
 
                 while (!s->queued && !s->closing) {
@@ -375,25 +448,45 @@ static void *store_thread(void *arg)
                 }
                 if (!s->queued)
                         break; /* closing, and everything committed */
-                list_init(&batch);
-                /* take the whole queue: everything that arrived during the last commit */
-                while ((e = list_pop_head(&s->queue)))
-                        list_add_tail(&batch, e);
-                n = s->queued;
-                s->queued = 0;
-                s->committing = true;
+                if (s->commit_delay_ns && last_n >= STORE_DELAY_MIN_BATCH && !s->closing) {
+                        /* busy: let the next batch gather for commit_delay, as
+                         * PostgreSQL's commit_delay does when commit_siblings
+                         * transactions are active: fewer, larger commits, and more of
+                         * each job's changes folded into one row write */
+                        struct timespec ts = {0, (long)s->commit_delay_ns};
+                        pthread_mutex_unlock(&s->lock);
+                        nanosleep(&ts, NULL);
+                        pthread_mutex_lock(&s->lock);
+                }
+                /* take the whole queue: everything that arrived during the last commit
+                 * (without memory for all of it, as much as fits) */
+                if (!taken_reserve(s, s->queued) && !s->taken_cap) {
+                        pthread_mutex_unlock(&s->lock);
+                        log_msg(LOG_WARNING, "job store %s: out of memory: retrying", s->path);
+                        usleep(10000);
+                        pthread_mutex_lock(&s->lock);
+                        continue;
+                }
+                n = take_locked(s);
+                last_n = n;
+                __atomic_store_n(&s->committing, true, __ATOMIC_RELAXED);
                 s->batches_taken++;
                 pthread_mutex_unlock(&s->lock);
 
-                list_init(&dropped);
-                batch_coalesce(&batch, n, &dropped);
-                r = s->backend->commit(s, &batch, why, sizeof(why));
+                list_init(&batch);
+                for (size_t i = 0; i < n; i++) {
+                        StoreWrite *w =
+                                s->taken[i].job ? snapshot_job(s, &s->taken[i]) : s->taken[i].w;
+                        if (w) {
+                                list_add_tail(&batch, &w->link);
+                                nwrites++;
+                        }
+                }
+                r = nwrites ? s->backend->commit(s, &batch, why, sizeof(why)) : 0;
                 if (r < 0)
                         log_msg(LOG_ERR, "job store %s: committing %zu records failed: %s", s->path,
-                                n, why[0] ? why : strerror(-r));
+                                nwrites, why[0] ? why : strerror(-r));
                 while ((e = list_pop_head(&batch)))
-                        write_release(list_entry(e, StoreWrite, link), r < 0 ? r : 0);
-                while ((e = list_pop_head(&dropped)))
                         write_release(list_entry(e, StoreWrite, link), r < 0 ? r : 0);
 
                 pthread_mutex_lock(&s->lock);
@@ -401,9 +494,9 @@ static void *store_thread(void *arg)
                         s->commit_errors++;
                 } else {
                         s->commits++;
-                        s->writes += n;
+                        s->writes += nwrites;
                 }
-                s->committing = false;
+                __atomic_store_n(&s->committing, false, __ATOMIC_RELAXED);
                 s->batches_done = s->batches_taken;
                 pthread_cond_broadcast(&s->idle);
         }
@@ -566,6 +659,7 @@ void store_close(Store *s)
         pthread_cond_destroy(&s->wake);
         pthread_cond_destroy(&s->idle);
         pthread_mutex_destroy(&s->lock);
+        free(s->taken);
         free(s->path);
         free(s);
 }

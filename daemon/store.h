@@ -8,8 +8,13 @@
  * job's `durable` event is set, and job.submit / job.run answer only after it is. The
  * job table (jobtable.c) keeps the live copy of every job and calls in here under its
  * lock at each change: the submission (with the arguments), the start, the final state
- * (result or error), a retention drop (store_delete()). Those calls only queue a copy
- * of the record; nothing here waits for a disk under the table lock.
+ * (result or error), a retention drop (store_delete()). Those calls only mark the job
+ * for a write (queued once, however often it changes before the store thread takes it);
+ * nothing here copies a record or waits for a disk under the table lock. The store
+ * thread reads each job's record when it takes the batch, so a trivial job that is
+ * submitted, run and finished during one commit costs one row write, not three: under
+ * load (a commit in progress, store_busy()) a job is dispatched before its record is
+ * committed, and a crash before the commit loses only a submission never answered.
  *
  * Group commit (store.c): one plain pthread, the store thread (never a job or server
  * worker: a commit blocks in fsync), takes every write queued while it committed the
@@ -111,9 +116,10 @@ typedef enum StoreOp {
         STORE_OP_META,   /* set meta_key to meta_value */
 } StoreOp;
 
-/* StoreWrite - one queued change (store.c allocates it with its strings inline). */
+/* StoreWrite - one change in a batch (store.c allocates it with its strings inline). */
 typedef struct StoreWrite {
-        ListHead link; /* in Store.queue / a batch */
+        StoreEntry entry; /* in Store.queue (a delete, plugin file or meta write) */
+        ListHead link;    /* in the batch handed to StoreBackend.commit */
         StoreOp op;
         StoreRecord rec;      /* STORE_OP_PUT; only rec.id for a delete */
         StorePluginFile pf;   /* STORE_OP_PLUGIN */
@@ -182,8 +188,11 @@ struct Store {
         bool committing;     /* the store thread holds a batch */
         bool sleeping;       /* the store thread waits on wake (signal only then) */
         uint64_t batches_taken, batches_done; /* store_flush() waits for a batch number */
-        ListHead queue; /* StoreWrite.link: written after the batch being committed */
+        ListHead queue; /* StoreEntry.link: written after the batch being committed */
         size_t queued;
+        struct StoreTaken *taken; /* the store thread's: the batch being snapshotted */
+        size_t taken_cap;
+        uint64_t commit_delay_ns; /* store_set_commit_delay() */
         bool closing;
         bool thread_started;
         pthread_t thread;
@@ -233,13 +242,33 @@ uint64_t store_next_id(Store *s);
 bool store_durable(const Store *s);
 
 /*
- * store_put - queue a copy of @j's record (the arguments too when @with_args: the first
- * write of a job); when @notify, set @j->durable (and @j->store_error on failure) once
- * it is committed. With the memory backend, @notify's event is set at once.
- * Return: 0; -ENOMEM (nothing queued; @notify's event is not set).
- * Context: the job table's lock held (reads @j's mutable fields); does not yield.
+ * store_put - queue @j for a write of its record (the arguments too when @with_args:
+ * the first write of a job); when @notify, set @j->durable (and @j->store_error on
+ * failure) once it is committed. With the memory backend, @notify's event is set at
+ * once. Nothing is copied here: @j is queued (referenced) at most once, and the store
+ * thread snapshots its record under the table lock when it takes the batch, so the
+ * submission, start and end of a job that all happen during one commit cost one row
+ * write. Return: 0 (it allocates nothing).
+ * Context: the job table's lock held, or any thread for a job in no table; does not
+ * yield.
  */
 int store_put(Store *s, Job *j, bool with_args, bool notify);
+
+/*
+ * store_set_commit_delay - after a batch of 16 writes or more (a busy store), the store
+ * thread waits @delay_ns (nanoseconds, below one second; 0 = never) before it takes
+ * the next batch: fewer, larger commits, as PostgreSQL's commit_delay. It adds at most
+ * @delay_ns to the latency of a submission under load, none at low load.
+ * Context: main thread, before store_load().
+ */
+void store_set_commit_delay(Store *s, uint64_t delay_ns);
+
+/*
+ * store_busy - true while the store thread commits a batch: a write queued now waits
+ * for that commit and the next (jobtable_submit() then dispatches without waiting).
+ * A hint, read without the lock. Context: any; does not block.
+ */
+bool store_busy(Store *s);
 
 /* store_delete - queue the removal of job @id (retention). Return 0; -ENOMEM.
  * Context: any; does not yield. */
