@@ -660,7 +660,8 @@ int main(int argc, char **argv)
                                             .group = d->cfg.store_group,
                                             .node = d->cfg.store_node,
                                             .claim_idle_ns = d->cfg.store_claim_idle_ns,
-                                            .retention_ns = d->cfg.retention_ns});
+                                            .retention_ns = d->cfg.retention_ns,
+                                            .retention_max = d->cfg.retention_max});
         if (r < 0)
                 return EXIT_CONFIG;
         r = crash_init(d->store);

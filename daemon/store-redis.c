@@ -62,6 +62,7 @@
 
 #define REDIS_KEY_NEXT_ID "fiberd:next_id"
 #define REDIS_KEY_INDEX "fiberd:index"
+#define REDIS_KEY_FINISHED "fiberd:finished"
 #define REDIS_JOB_KEY_FMT "fiberd:job:%" PRIu64
 #define REDIS_HOST_KEY_FMT "fiberd:host:%s:%s" /* the host's name, then plugins / meta */
 #define REDIS_ENTRY_BUCKETS 1024
@@ -85,6 +86,7 @@ typedef struct RedisStore {
         char *stream, *group;   /* owned copies of the options */
         uint64_t claim_idle_ms; /* a pending entry idle this long is taken over */
         uint64_t expire_s;      /* a final job's hash lives this long */
+        uint64_t keep_max;      /* and at most this many final jobs' hashes are kept */
 
         redisContext *w; /* the store thread's (commit); at start the main thread's */
 
@@ -574,6 +576,8 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
         q->expire_s = o->retention_ns / NSEC_PER_SEC;
         if (q->expire_s < 1)
                 q->expire_s = 1;
+        /* the job that just finished stays for its waiters, as in the job table */
+        q->keep_max = MAX(o->retention_max, (size_t)1);
 
         q->w = redis_connect(path, why, why_size);
         if (!q->w) {
@@ -611,6 +615,23 @@ static uint64_t redis_next_id(Store *s)
                 freeReplyObject(rep);
         return v + 1;
 }
+
+/*
+ * retention_max, fleet-wide: KEYS[1] is fiberd:finished (final job ids scored by their
+ * finished_ms), KEYS[2] fiberd:index; ARGV[1] how many to keep. The oldest beyond it
+ * lose their hash and their place in both sets. A script runs atomically, inside the
+ * batch's MULTI: no host sees a job finished and not yet trimmed for long.
+ */
+static const char commit_trim_script[] =
+        "local n = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[1])\n"
+        "if n <= 0 then return 0 end\n"
+        "local ids = redis.call('ZRANGE', KEYS[1], 0, n - 1)\n"
+        "for _, id in ipairs(ids) do\n"
+        "  redis.call('DEL', 'fiberd:job:' .. id)\n"
+        "  redis.call('ZREM', KEYS[2], id)\n"
+        "end\n"
+        "redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)\n"
+        "return n\n";
 
 /* Does Redis keep anything of @w? Retention drops are EXPIRE's (and the trim's). */
 static bool commit_kept(const StoreWrite *w)
@@ -669,6 +690,9 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 snprintf(expire, sizeof(expire), "%" PRIu64, q->expire_s);
                 redisAppendCommand(c, "EXPIRE %s %s", key, expire);
                 (*n)++;
+                redisAppendCommand(c, "ZADD %s %" PRIu64 " %s", REDIS_KEY_FINISHED,
+                                   rec->finished_ms, idbuf);
+                (*n)++;
                 if (entry_find(q, rec->id, entry)) {
                         redisAppendCommand(c, "XACK %s %s %s", q->stream, q->group, entry);
                         (*n)++;
@@ -683,7 +707,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         redisContext *c;
         redisReply *rep = NULL;
         ListHead *pos, *tmp;
-        size_t n = 0;
+        size_t n = 0, finals = 0;
         int r = 0;
 
         list_for_each_safe(pos, tmp, batch)
@@ -699,8 +723,16 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         redisAppendCommand(c, "MULTI");
         list_for_each_safe(pos, tmp, batch)
         {
+                const StoreWrite *w = list_entry(pos, StoreWrite, link);
                 if (r == 0)
-                        r = commit_append(q, c, list_entry(pos, StoreWrite, link), &n);
+                        r = commit_append(q, c, w, &n);
+                finals += w->op == STORE_OP_PUT && job_state_final(w->rec.state);
+        }
+        if (finals) {
+                /* one trim per batch, after its jobs joined fiberd:finished */
+                redisAppendCommand(c, "EVAL %s 2 %s %s %" PRIu64, commit_trim_script,
+                                   REDIS_KEY_FINISHED, REDIS_KEY_INDEX, q->keep_max);
+                n++;
         }
         if (r < 0) {
                 /* the commands sent so far are queued in the transaction: drop them */

@@ -19,6 +19,9 @@
  *  - kill -9 of the host running a long job: the other host takes it over once
  *    claim_idle_ms (500 ms here) passed and finishes it, as attempt 1 (its second run:
  *    sleep is retry-safe);
+ *  - retention_max holds fleet-wide: with retention_max = 5, after 20 jobs finished the
+ *    oldest is NOT_FOUND (also in Redis, not only in the host's table), the newest 5
+ *    are found, and at most 5 fiberd:job:* hashes are left;
  *  - crash-only plugins in fleet mode: a host under a fixed node name whose crash_run
  *    plugin crashes it twice in a row finds, at its next start, the plugin quarantined
  *    (its strikes are kept in Redis under fiberd:host:<node>:plugins): `fiberctl
@@ -312,6 +315,84 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
                   "the other host's log names the takeover");
         cr_assert_eq(host_jobs(other_c, "done"), 1);
         client_free(other_c);
+}
+
+/* ------------------------------------------------------------ retention_max ------ */
+
+/* Runs `redis-cli -s SOCK @args` and returns the integer it printed (-1 when none). */
+static long long redis_cli_int(const char *args)
+{
+        char cmd[512], out[64] = "";
+        long long v = -1;
+        FILE *p;
+
+        snprintf(cmd, sizeof(cmd), "redis-cli -s %s %s", redis_sock, args);
+        p = popen(cmd, "r");
+        cr_assert(p, "popen %s", cmd);
+        if (fgets(out, sizeof(out), p))
+                v = strtoll(out, NULL, 10);
+        pclose(p);
+        return v;
+}
+
+#define RETENTION_JOBS 20
+#define RETENTION_MAX 5
+
+Test(daemon_redis, retention_max_trims_the_shared_records)
+{
+        char config[512], state[32];
+        uint64_t ids[RETENTION_JOBS], deadline;
+        long long keys;
+        Client *a;
+        Reply rp;
+
+        redis_start();
+        snprintf(config, sizeof(config),
+                 "[jobs]\nmax_running = 1\nretention_max = %d\n"
+                 "[store]\nbackend = redis\nredis = unix:%s\nnode = a\nclaim_idle_ms = 500\n",
+                 RETENTION_MAX, redis_sock);
+        fiberd_start(&host_a, &(FiberdOpts){.config = config, .plugins = "echo"});
+        a = fiberd_connect(&host_a);
+        /* one at a time: they finish in id order, so the oldest are the lowest ids */
+        for (int i = 0; i < RETENTION_JOBS; i++) {
+                IpcStatus st = {0};
+                ids[i] = rpc_submit(a, "echo", (Arg[]){ARG_I("n", i)}, 1, 0, 0, &st);
+                cr_assert(ids[i] > 0, "submit %d: %s", i, st.message);
+                rpc_job_wait(a, ids[i], 15000, &rp);
+                cr_assert_eq(rp.r, 0, "wait %llu: %s", (unsigned long long)ids[i], rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                reply_clear(&rp);
+        }
+        /* the last finish's trim is committed after its waiters were answered: wait for
+         * the oldest to be gone from the fleet (the host's table dropped it long ago) */
+        deadline = now_ms() + 15000;
+        while (job_state(a, ids[0], state, NULL) == 0)
+                cr_assert(now_ms() < deadline, "job %llu is still %s after 15 s",
+                          (unsigned long long)ids[0], state);
+        rpc_simple(a, "job.status", 1, &ids[0], &rp);
+        cr_assert_str_eq(rp.st.code ? rp.st.code : "", "NOT_FOUND", "%s", rp.st.message);
+        reply_clear(&rp);
+        deadline = now_ms() + 15000;
+        while ((keys = redis_cli_int("EVAL \"return #redis.call('KEYS', 'fiberd:job:*')\" 0")) >
+               RETENTION_MAX)
+                cr_assert(now_ms() < deadline, "%lld fiberd:job:* hashes after 15 s", keys);
+        cr_assert_geq(keys, 0, "redis-cli gave no count");
+        for (int i = 0; i < RETENTION_JOBS - RETENTION_MAX; i++) {
+                char args[64];
+                snprintf(args, sizeof(args), "EXISTS fiberd:job:%llu", (unsigned long long)ids[i]);
+                cr_assert_eq(redis_cli_int(args), 0, "job %d (%llu) was kept", i,
+                             (unsigned long long)ids[i]);
+        }
+        for (int i = RETENTION_JOBS - RETENTION_MAX; i < RETENTION_JOBS; i++) {
+                char args[64];
+                snprintf(args, sizeof(args), "EXISTS fiberd:job:%llu", (unsigned long long)ids[i]);
+                cr_assert_eq(redis_cli_int(args), 1, "job %d (%llu) was dropped", i,
+                             (unsigned long long)ids[i]);
+                cr_assert_eq(job_state(a, ids[i], state, NULL), 0, "job.status %llu",
+                             (unsigned long long)ids[i]);
+                cr_assert_str_eq(state, "done");
+        }
+        client_free(a);
 }
 
 /* ------------------------------------------------------------ crash-only plugins - */
