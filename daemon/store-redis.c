@@ -10,11 +10,23 @@
  *                       them; one host's ids rise, the fleet's interleave by block;
  *   fiberd:job:<id>     a hash, the job record (StoreRecord's fields, plus `node`: the
  *                       consumer that wrote it last); EXPIRE'd retention_s after the job
- *                       reached a final state, so retention is Redis's job;
+ *                       reached a final state, so retention by time is Redis's job;
  *   fiberd:index        a sorted set of every job id (score = id): job.list's order;
  *                       an id whose hash expired is dropped when a listing meets it;
+ *   fiberd:finished     a sorted set of the final jobs' ids (score = finished_ms): the
+ *                       oldest beyond [jobs] retention_max lose their hash and their
+ *                       index entry (commit_trim_script, once per batch, inside its
+ *                       MULTI), so retention by count holds fleet-wide; the newest
+ *                       final job always stays, for its waiters, as in the job table;
  *   <stream>            one entry per fleet submission, {id: <id>}, read by every host
- *                       through the consumer group <group>.
+ *                       through the consumer group <group>;
+ *   fiberd:host:<name>:plugins, fiberd:host:<name>:meta
+ *                       one host's crash-only plugin state (crash.h): a hash of its
+ *                       plugin files (field = path, value = the StorePluginFile packed
+ *                       as a msgpack map) and one of its meta integers (the "clean"
+ *                       flag). <name> is the host's stable name, `node` when set, else
+ *                       its hostname (never hostname.pid: strikes must outlive the run
+ *                       that crashed). The crash note itself stays on the host (crash.c).
  *
  * Writes (the store thread, store.c's group commit): a batch is one MULTI/EXEC sent as
  * one pipeline, so a burst of submissions costs one round trip, as one fsync does in
@@ -41,9 +53,12 @@
  * store_new_id()) share a third connection under a mutex; each blocks the calling
  * worker for one round trip (tens of microseconds on a local socket).
  *
- * Not kept in Redis: the crash-only plugin records and the meta table (crash.h), which
- * are about one host's plugin files; with this backend they are not kept at all.
- * Retention by count (retention_max) is not applied to the shared hashes, only by time.
+ * A job submitted with file descriptors (SCM_RIGHTS) is not a fleet submission: fds
+ * cannot cross hosts, so it runs on the host that received it and never goes on the
+ * stream (its record is still written here, for job.status through any host).
+ *
+ * job.list through a host fetches each record it does not hold with one HGETALL, one
+ * round trip per job: pipelining them needs a batched fetch in StoreBackend.
  */
 #include "daemon/store.h"
 #include "daemon/log.h"
