@@ -276,8 +276,16 @@ int crash_init(Store *s)
         int sig = -1, r = 0;
 
         crash_store = s;
-        if (s->path)
+        if (store_fleet(s)) {
+                /* the path is the Redis server's: the note stays on this host, where the
+                 * sqlite database would be (its state directory) */
+                char *db = NULL;
+                if (store_default_path(&db) == 0)
+                        snprintf(note_path, sizeof(note_path), "%s-crash", db);
+                free(db);
+        } else if (s->path) {
                 snprintf(note_path, sizeof(note_path), "%s-crash", s->path);
+        }
         memset(&sa, 0, sizeof(sa));
         sa.sa_sigaction = crash_signal_handler;
         sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;

@@ -22,6 +22,9 @@
  *  - the job the crash happened in is not run again: it ends failed with INTERRUPTED.
  *
  * The memory store keeps nothing, so with it crashes are reported but not remembered.
+ * The redis store (a fleet) keeps each host's plugin files and flag in Redis under the
+ * host's stable name (store-redis.c); its note stays on the host, beside where the
+ * sqlite database would be (store_default_path(), then -crash).
  */
 #ifndef FIBERD_DAEMON_CRASH_H
 #define FIBERD_DAEMON_CRASH_H

@@ -548,12 +548,14 @@ static int restore_one(const StoreRecord *rec, void *arg)
 /*
  * The fleet's reader thread took @rec off the shared queue (store-redis.c): it queues
  * here like a job restored at start-up, and a record that says "running" (its host
- * stopped) ends INTERRUPTED or runs again, as after a crash. Context: the store's
+ * stopped) ends INTERRUPTED or runs again, as after a crash; the job this host crashed
+ * in (crash_job_message()) ends INTERRUPTED. Context: the store's
  * reader thread; does not yield.
  */
 static int fleet_take(const StoreRecord *rec, void *arg)
 {
         Daemon *d = arg;
+        const char *crashed = crash_job_message(rec->id);
         const Plugin *p;
         Job *j;
         int r;
@@ -566,14 +568,16 @@ static int fleet_take(const StoreRecord *rec, void *arg)
                 return 0;
         }
         p = plugin_host_find(rec->plugin, strlen(rec->plugin));
-        if (!p) {
+        if (!p && !crashed) {
                 /* another host may have it (a fleet need not load the same plugins): the
                  * entry stays pending, and is taken over after claim_idle_ms */
                 log_job(LOG_NOTICE, rec->id, rec->plugin,
                         "its plugin is not loaded on this host: left to another host");
                 return -ENOENT;
         }
-        r = jobtable_restore(&d->jobs, rec, p, NULL);
+        /* the job this host crashed in last time (its plugin may be quarantined now):
+         * failed, INTERRUPTED, never run again */
+        r = jobtable_restore(&d->jobs, rec, p, crashed);
         if (r < 0)
                 return r;
         jobtable_restore_done(&d->jobs, 0); /* starts it when a job worker is free */
@@ -656,7 +660,8 @@ int main(int argc, char **argv)
                                             .group = d->cfg.store_group,
                                             .node = d->cfg.store_node,
                                             .claim_idle_ns = d->cfg.store_claim_idle_ns,
-                                            .retention_ns = d->cfg.retention_ns});
+                                            .retention_ns = d->cfg.retention_ns,
+                                            .retention_max = d->cfg.retention_max});
         if (r < 0)
                 return EXIT_CONFIG;
         store_set_commit_delay(d->store, d->cfg.store_commit_delay_ns);

@@ -10,11 +10,23 @@
  *                       them; one host's ids rise, the fleet's interleave by block;
  *   fiberd:job:<id>     a hash, the job record (StoreRecord's fields, plus `node`: the
  *                       consumer that wrote it last); EXPIRE'd retention_s after the job
- *                       reached a final state, so retention is Redis's job;
+ *                       reached a final state, so retention by time is Redis's job;
  *   fiberd:index        a sorted set of every job id (score = id): job.list's order;
  *                       an id whose hash expired is dropped when a listing meets it;
+ *   fiberd:finished     a sorted set of the final jobs' ids (score = finished_ms): the
+ *                       oldest beyond [jobs] retention_max lose their hash and their
+ *                       index entry (commit_trim_script, once per batch, inside its
+ *                       MULTI), so retention by count holds fleet-wide; the newest
+ *                       final job always stays, for its waiters, as in the job table;
  *   <stream>            one entry per fleet submission, {id: <id>}, read by every host
- *                       through the consumer group <group>.
+ *                       through the consumer group <group>;
+ *   fiberd:host:<name>:plugins, fiberd:host:<name>:meta
+ *                       one host's crash-only plugin state (crash.h): a hash of its
+ *                       plugin files (field = path, value = the StorePluginFile packed
+ *                       as a msgpack map) and one of its meta integers (the "clean"
+ *                       flag). <name> is the host's stable name, `node` when set, else
+ *                       its hostname (never hostname.pid: strikes must outlive the run
+ *                       that crashed). The crash note itself stays on the host (crash.c).
  *
  * Writes (the store thread, store.c's group commit): a batch is one MULTI/EXEC sent as
  * one pipeline, so a burst of submissions costs one round trip, as one fsync does in
@@ -41,9 +53,12 @@
  * store_new_id()) share a third connection under a mutex; each blocks the calling
  * worker for one round trip (tens of microseconds on a local socket).
  *
- * Not kept in Redis: the crash-only plugin records and the meta table (crash.h), which
- * are about one host's plugin files; with this backend they are not kept at all.
- * Retention by count (retention_max) is not applied to the shared hashes, only by time.
+ * A job submitted with file descriptors (SCM_RIGHTS) is not a fleet submission: fds
+ * cannot cross hosts, so it runs on the host that received it and never goes on the
+ * stream (its record is still written here, for job.status through any host).
+ *
+ * job.list through a host fetches each record it does not hold with one HGETALL, one
+ * round trip per job: pipelining them needs a batched fetch in StoreBackend.
  */
 #include "daemon/store.h"
 #include "daemon/log.h"
@@ -53,6 +68,7 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +77,9 @@
 
 #define REDIS_KEY_NEXT_ID "fiberd:next_id"
 #define REDIS_KEY_INDEX "fiberd:index"
+#define REDIS_KEY_FINISHED "fiberd:finished"
 #define REDIS_JOB_KEY_FMT "fiberd:job:%" PRIu64
+#define REDIS_HOST_KEY_FMT "fiberd:host:%s:%s" /* the host's name, then plugins / meta */
 #define REDIS_ENTRY_BUCKETS 1024
 #define REDIS_CMD_MAX_ARGS 48
 #define REDIS_READ_COUNT 16
@@ -78,9 +96,12 @@ typedef struct RedisEntry {
 
 typedef struct RedisStore {
         char *consumer;         /* owned: the consumer name (node, or hostname.pid) */
+        char *plugins_key;      /* owned: fiberd:host:<node or hostname>:plugins */
+        char *meta_key;         /* owned: fiberd:host:<node or hostname>:meta */
         char *stream, *group;   /* owned copies of the options */
         uint64_t claim_idle_ms; /* a pending entry idle this long is taken over */
         uint64_t expire_s;      /* a final job's hash lives this long */
+        uint64_t keep_max;      /* and at most this many final jobs' hashes are kept */
 
         redisContext *w; /* the store thread's (commit); at start the main thread's */
 
@@ -374,6 +395,129 @@ static int record_parse(const redisReply *h, uint64_t id, StoreRecord *rec)
         return 0;
 }
 
+/* ------------------------------------------------------------------ plugin files - */
+
+static int pack_str_or_nil(msgpack_packer *pk, const char *v)
+{
+        if (!v)
+                return msgpack_pack_nil(pk);
+        return msgpack_pack_str_with_body(pk, v, strlen(v));
+}
+
+static int pack_key(msgpack_packer *pk, const char *k)
+{
+        return msgpack_pack_str_with_body(pk, k, strlen(k));
+}
+
+/*
+ * @pf packed as a msgpack map (its path is the hash field, not in the map) into @ret,
+ * to free with msgpack_sbuffer_destroy(); written only on success. Return 0; -ENOMEM.
+ */
+static int plugin_file_pack(const StorePluginFile *pf, msgpack_sbuffer *ret)
+{
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        int e = 0;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        e |= msgpack_pack_map(&pk, 8);
+        e |= pack_key(&pk, "name");
+        e |= pack_str_or_nil(&pk, pf->name);
+        e |= pack_key(&pk, "size");
+        e |= msgpack_pack_uint64(&pk, pf->size);
+        e |= pack_key(&pk, "ino");
+        e |= msgpack_pack_uint64(&pk, pf->ino);
+        e |= pack_key(&pk, "dev");
+        e |= msgpack_pack_uint64(&pk, pf->dev);
+        e |= pack_key(&pk, "mtime_ns");
+        e |= msgpack_pack_int64(&pk, pf->mtime_ns);
+        e |= pack_key(&pk, "loading");
+        e |= pf->loading ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+        e |= pack_key(&pk, "strikes");
+        e |= msgpack_pack_uint32(&pk, pf->strikes);
+        e |= pack_key(&pk, "reason");
+        e |= pack_str_or_nil(&pk, pf->reason);
+        if (e) {
+                msgpack_sbuffer_destroy(&sb);
+                return -ENOMEM;
+        }
+        *ret = sb;
+        return 0;
+}
+
+static bool obj_key_is(const msgpack_object *k, const char *name)
+{
+        return k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(name) &&
+               memcmp(k->via.str.ptr, name, k->via.str.size) == 0;
+}
+
+static uint64_t obj_u64(const msgpack_object *v)
+{
+        if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+                return v->via.u64;
+        if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+                return (uint64_t)v->via.i64;
+        return 0;
+}
+
+/* A copy of string @v into @buf (@size bytes), NULL when nil or not a string. */
+static const char *obj_str(const msgpack_object *v, char *buf, size_t size)
+{
+        if (v->type != MSGPACK_OBJECT_STR)
+                return NULL;
+        snprintf(buf, size, "%.*s", (int)MIN(v->via.str.size, (uint32_t)(size - 1)),
+                 v->via.str.ptr);
+        return buf;
+}
+
+/*
+ * Calls @fn with the plugin file at @path packed in @data (@len bytes).
+ * Return: @fn's; 0 for a value that is not such a map (skipped, logged).
+ */
+static int plugin_file_unpack(const char *path, const char *data, size_t len, StorePluginFn fn,
+                              void *arg)
+{
+        char name[256], reason[1024];
+        msgpack_unpacked u;
+        StorePluginFile pf = {.path = path};
+        int r = 0;
+
+        msgpack_unpacked_init(&u);
+        if (msgpack_unpack_next(&u, data, len, NULL) != MSGPACK_UNPACK_SUCCESS ||
+            u.data.type != MSGPACK_OBJECT_MAP) {
+                log_msg(LOG_ERR,
+                        "job store: redis: the stored plugin file %s is unreadable; "
+                        "it is ignored",
+                        path);
+                goto out_destroy;
+        }
+        for (uint32_t i = 0; i < u.data.via.map.size; i++) {
+                const msgpack_object *k = &u.data.via.map.ptr[i].key,
+                                     *v = &u.data.via.map.ptr[i].val;
+                if (obj_key_is(k, "name"))
+                        pf.name = obj_str(v, name, sizeof(name));
+                else if (obj_key_is(k, "size"))
+                        pf.size = obj_u64(v);
+                else if (obj_key_is(k, "ino"))
+                        pf.ino = obj_u64(v);
+                else if (obj_key_is(k, "dev"))
+                        pf.dev = obj_u64(v);
+                else if (obj_key_is(k, "mtime_ns"))
+                        pf.mtime_ns = (int64_t)obj_u64(v);
+                else if (obj_key_is(k, "loading"))
+                        pf.loading = v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
+                else if (obj_key_is(k, "strikes"))
+                        pf.strikes = (uint32_t)obj_u64(v);
+                else if (obj_key_is(k, "reason"))
+                        pf.reason = obj_str(v, reason, sizeof(reason));
+        }
+        r = fn(&pf, arg);
+out_destroy:
+        msgpack_unpacked_destroy(&u);
+        return r;
+}
+
 /* ------------------------------------------------------------------ backend ----- */
 
 static void redis_close(Store *s)
@@ -396,6 +540,8 @@ static void redis_close(Store *s)
         pthread_mutex_destroy(&q->id_lock);
         pthread_mutex_destroy(&q->map_lock);
         free(q->consumer);
+        free(q->plugins_key);
+        free(q->meta_key);
         free(q->stream);
         free(q->group);
         free(q);
@@ -420,6 +566,7 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
         q->group = strdup(o->group && *o->group ? o->group : "fiberd");
         if (o->node && *o->node) {
                 q->consumer = strdup(o->node);
+                snprintf(host, sizeof(host), "%s", o->node);
         } else {
                 if (gethostname(host, sizeof(host)) < 0)
                         snprintf(host, sizeof(host), "fiberd");
@@ -428,7 +575,13 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
                 if (r < 0)
                         q->consumer = NULL;
         }
-        if (!q->stream || !q->group || !q->consumer) {
+        /* the crash-only plugin state is this host's: keyed by its stable name (node, or
+         * the hostname), never by hostname.pid, which changes at every start */
+        if (asprintf(&q->plugins_key, REDIS_HOST_KEY_FMT, host, "plugins") < 0)
+                q->plugins_key = NULL;
+        if (asprintf(&q->meta_key, REDIS_HOST_KEY_FMT, host, "meta") < 0)
+                q->meta_key = NULL;
+        if (!q->stream || !q->group || !q->consumer || !q->plugins_key || !q->meta_key) {
                 redis_close(s);
                 return -ENOMEM;
         }
@@ -438,6 +591,8 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
         q->expire_s = o->retention_ns / NSEC_PER_SEC;
         if (q->expire_s < 1)
                 q->expire_s = 1;
+        /* the job that just finished stays for its waiters, as in the job table */
+        q->keep_max = MAX(o->retention_max, (size_t)1);
 
         q->w = redis_connect(path, why, why_size);
         if (!q->w) {
@@ -459,9 +614,7 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
                 return -EIO;
         }
         freeReplyObject(rep);
-        log_msg(LOG_INFO,
-                "job store: redis %s, stream %s, group %s, consumer %s, claim after %llu ms", path,
-                q->stream, q->group, q->consumer, (unsigned long long)q->claim_idle_ms);
+        /* logged by redis_fleet_start(): after a crash, crash_init()'s line is first */
         return 0;
 }
 
@@ -478,15 +631,63 @@ static uint64_t redis_next_id(Store *s)
         return v + 1;
 }
 
-/* Appends @w's commands to @c's pipeline; *@n counts them. */
-static void commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, size_t *n)
+/*
+ * retention_max, fleet-wide: KEYS[1] is fiberd:finished (final job ids scored by their
+ * finished_ms), KEYS[2] fiberd:index; ARGV[1] how many to keep. The oldest beyond it
+ * lose their hash and their place in both sets. A script runs atomically, inside the
+ * batch's MULTI: no host sees a job finished and not yet trimmed for long.
+ */
+static const char commit_trim_script[] =
+        "local n = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[1])\n"
+        "if n <= 0 then return 0 end\n"
+        "local ids = redis.call('ZRANGE', KEYS[1], 0, n - 1)\n"
+        "for _, id in ipairs(ids) do\n"
+        "  redis.call('DEL', 'fiberd:job:' .. id)\n"
+        "  redis.call('ZREM', KEYS[2], id)\n"
+        "end\n"
+        "redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)\n"
+        "return n\n";
+
+/* Does Redis keep anything of @w? Retention drops are EXPIRE's (and the trim's). */
+static bool commit_kept(const StoreWrite *w)
+{
+        return w->op == STORE_OP_PUT || w->op == STORE_OP_PLUGIN || w->op == STORE_OP_META;
+}
+
+/* Appends @w's commands to @c's pipeline; *@n counts them. Return 0; -ENOMEM. */
+static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, size_t *n)
 {
         const StoreRecord *rec = &w->rec;
         char key[64], idbuf[24], expire[24], entry[48];
         RedisCmd cmd;
 
+        if (w->op == STORE_OP_PLUGIN) {
+                msgpack_sbuffer sb;
+                int r = plugin_file_pack(&w->pf, &sb);
+                if (r < 0)
+                        return r;
+                cmd.argc = 0;
+                cmd_str(&cmd, "HSET");
+                cmd_str(&cmd, q->plugins_key);
+                cmd_str(&cmd, w->pf.path);
+                cmd_bin(&cmd, sb.data, sb.size);
+                redisAppendCommandArgv(c, cmd.argc, cmd.argv, cmd.len); /* copies */
+                msgpack_sbuffer_destroy(&sb);
+                (*n)++;
+                return 0;
+        }
+        if (w->op == STORE_OP_META) {
+                cmd.argc = 0;
+                cmd_str(&cmd, "HSET");
+                cmd_str(&cmd, q->meta_key);
+                cmd_str(&cmd, w->meta_key);
+                cmd_i64(&cmd, w->meta_value);
+                redisAppendCommandArgv(c, cmd.argc, cmd.argv, cmd.len);
+                (*n)++;
+                return 0;
+        }
         if (w->op != STORE_OP_PUT)
-                return; /* retention is EXPIRE's; plugin files and meta are not kept */
+                return 0; /* retention by time is EXPIRE's */
         snprintf(key, sizeof(key), REDIS_JOB_KEY_FMT, rec->id);
         snprintf(idbuf, sizeof(idbuf), "%" PRIu64, rec->id);
         cmd_hset(&cmd, key, rec, q->consumer);
@@ -504,11 +705,15 @@ static void commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, s
                 snprintf(expire, sizeof(expire), "%" PRIu64, q->expire_s);
                 redisAppendCommand(c, "EXPIRE %s %s", key, expire);
                 (*n)++;
+                redisAppendCommand(c, "ZADD %s %" PRIu64 " %s", REDIS_KEY_FINISHED,
+                                   rec->finished_ms, idbuf);
+                (*n)++;
                 if (entry_find(q, rec->id, entry)) {
                         redisAppendCommand(c, "XACK %s %s %s", q->stream, q->group, entry);
                         (*n)++;
                 }
         }
+        return 0;
 }
 
 static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
@@ -517,16 +722,15 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         redisContext *c;
         redisReply *rep = NULL;
         ListHead *pos, *tmp;
-        size_t n = 0;
+        size_t n = 0, finals = 0;
         int r = 0;
 
         list_for_each_safe(pos, tmp, batch)
         {
-                const StoreWrite *w = list_entry(pos, StoreWrite, link);
-                n += w->op == STORE_OP_PUT;
+                n += commit_kept(list_entry(pos, StoreWrite, link));
         }
         if (n == 0)
-                return 0; /* nothing Redis keeps (plugin files, meta, retention drops) */
+                return 0; /* nothing Redis keeps (retention drops) */
         c = redis_ensure(s, &q->w, why, why_size);
         if (!c)
                 return -EIO;
@@ -534,9 +738,24 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         redisAppendCommand(c, "MULTI");
         list_for_each_safe(pos, tmp, batch)
         {
-                commit_append(q, c, list_entry(pos, StoreWrite, link), &n);
+                const StoreWrite *w = list_entry(pos, StoreWrite, link);
+                if (r == 0)
+                        r = commit_append(q, c, w, &n);
+                finals += w->op == STORE_OP_PUT && job_state_final(w->rec.state);
         }
-        redisAppendCommand(c, "EXEC");
+        if (finals) {
+                /* one trim per batch, after its jobs joined fiberd:finished */
+                redisAppendCommand(c, "EVAL %s 2 %s %s %" PRIu64, commit_trim_script,
+                                   REDIS_KEY_FINISHED, REDIS_KEY_INDEX, q->keep_max);
+                n++;
+        }
+        if (r < 0) {
+                /* the commands sent so far are queued in the transaction: drop them */
+                snprintf(why, why_size, "redis: out of memory packing a plugin file");
+                redisAppendCommand(c, "DISCARD");
+        } else {
+                redisAppendCommand(c, "EXEC");
+        }
         /* MULTI, the n queued answers, EXEC */
         for (size_t i = 0; i < n + 2; i++) {
                 if (redisGetReply(c, (void **)&rep) != REDIS_OK || !rep) {
@@ -583,6 +802,46 @@ static redisReply *query(Store *s, int argc, const char **argv, const size_t *le
                 log_msg(LOG_ERR, "job store: redis %s: %s", s->path,
                         why[0] ? why : "connection lost");
         return rep;
+}
+
+static int redis_plugin_files(Store *s, StorePluginFn fn, void *arg)
+{
+        RedisStore *q = redis_of(s);
+        const char *argv[] = {"HGETALL", q->plugins_key};
+        redisReply *rep = query(s, 2, argv, NULL);
+        int r = 0;
+
+        if (!rep || rep->type != REDIS_REPLY_ARRAY) {
+                if (rep)
+                        freeReplyObject(rep);
+                return -EIO;
+        }
+        for (size_t i = 0; i + 1 < rep->elements && r == 0; i += 2) {
+                const redisReply *k = rep->element[i], *v = rep->element[i + 1];
+                if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
+                        r = plugin_file_unpack(k->str, v->str, v->len, fn, arg);
+        }
+        freeReplyObject(rep);
+        return r;
+}
+
+static int redis_meta_get(Store *s, const char *key, int64_t *ret)
+{
+        RedisStore *q = redis_of(s);
+        const char *argv[] = {"HGET", q->meta_key, key};
+        redisReply *rep = query(s, 3, argv, NULL);
+        int r = -ENOENT;
+
+        if (!rep)
+                return -EIO;
+        if (rep->type == REDIS_REPLY_STRING) {
+                *ret = strtoll(rep->str, NULL, 10);
+                r = 0;
+        } else if (rep->type != REDIS_REPLY_NIL) {
+                r = -EIO;
+        }
+        freeReplyObject(rep);
+        return r;
 }
 
 static int redis_new_id(Store *s, uint64_t *ret)
@@ -959,6 +1218,9 @@ static int redis_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void 
         q->take = take;
         q->room = room;
         q->take_arg = arg;
+        log_msg(LOG_INFO,
+                "job store: redis %s, stream %s, group %s, consumer %s, claim after %llu ms",
+                s->path, q->stream, q->group, q->consumer, (unsigned long long)q->claim_idle_ms);
         r = -pthread_create(&q->reader, NULL, redis_reader, s);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot start the job store's reader thread: %s", strerror(-r));
@@ -987,6 +1249,8 @@ const StoreBackend store_redis_backend = {
         .load = NULL, /* the stream is read by the reader thread, not at start-up */
         .next_id = redis_next_id,
         .commit = redis_commit,
+        .plugin_files = redis_plugin_files,
+        .meta_get = redis_meta_get,
         .close = redis_close,
         .new_id = redis_new_id,
         .fetch = redis_fetch,

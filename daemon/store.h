@@ -92,6 +92,7 @@ typedef struct StoreFleetOptions {
         const char *node;       /* this host's consumer name; NULL or "" = hostname.pid */
         uint64_t claim_idle_ns; /* a pending entry idle this long is taken over */
         uint64_t retention_ns;  /* a final job's hash expires this long after it ended */
+        size_t retention_max;   /* ... and at most this many final jobs are kept, fleet-wide */
 } StoreFleetOptions;
 
 /*

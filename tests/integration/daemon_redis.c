@@ -18,7 +18,14 @@
  *    (FAILED_PRECONDITION);
  *  - kill -9 of the host running a long job: the other host takes it over once
  *    claim_idle_ms (500 ms here) passed and finishes it, as attempt 1 (its second run:
- *    sleep is retry-safe).
+ *    sleep is retry-safe);
+ *  - retention_max holds fleet-wide: with retention_max = 5, after 20 jobs finished the
+ *    oldest is NOT_FOUND (also in Redis, not only in the host's table), the newest 5
+ *    are found, and at most 5 fiberd:job:* hashes are left;
+ *  - crash-only plugins in fleet mode: a host under a fixed node name whose crash_run
+ *    plugin crashes it twice in a row finds, at its next start, the plugin quarantined
+ *    (its strikes are kept in Redis under fiberd:host:<node>:plugins): `fiberctl
+ *    plugins` shows it refused with the reason, and fiberd stays up.
  */
 #include "tests/integration/fiberd_harness.h"
 
@@ -34,6 +41,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifndef FIBERCTL_BIN
+#define FIBERCTL_BIN "build/fiberctl"
+#endif
 
 static Fiberd host_a, host_b;
 static char redis_dir[64];
@@ -304,4 +315,211 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
                   "the other host's log names the takeover");
         cr_assert_eq(host_jobs(other_c, "done"), 1);
         client_free(other_c);
+}
+
+/* ------------------------------------------------------------ retention_max ------ */
+
+/* Runs `redis-cli -s SOCK @args` and returns the integer it printed (-1 when none). */
+static long long redis_cli_int(const char *args)
+{
+        char cmd[512], out[64] = "";
+        long long v = -1;
+        FILE *p;
+
+        snprintf(cmd, sizeof(cmd), "redis-cli -s %s %s", redis_sock, args);
+        p = popen(cmd, "r");
+        cr_assert(p, "popen %s", cmd);
+        if (fgets(out, sizeof(out), p))
+                v = strtoll(out, NULL, 10);
+        pclose(p);
+        return v;
+}
+
+#define RETENTION_JOBS 20
+#define RETENTION_MAX 5
+
+Test(daemon_redis, retention_max_trims_the_shared_records)
+{
+        char config[512], state[32];
+        uint64_t ids[RETENTION_JOBS], deadline;
+        long long keys;
+        Client *a;
+        Reply rp;
+
+        redis_start();
+        snprintf(config, sizeof(config),
+                 "[jobs]\nmax_running = 1\nretention_max = %d\n"
+                 "[store]\nbackend = redis\nredis = unix:%s\nnode = a\nclaim_idle_ms = 500\n",
+                 RETENTION_MAX, redis_sock);
+        fiberd_start(&host_a, &(FiberdOpts){.config = config, .plugins = "echo"});
+        a = fiberd_connect(&host_a);
+        /* one at a time: they finish in id order, so the oldest are the lowest ids */
+        for (int i = 0; i < RETENTION_JOBS; i++) {
+                IpcStatus st = {0};
+                ids[i] = rpc_submit(a, "echo", (Arg[]){ARG_I("n", i)}, 1, 0, 0, &st);
+                cr_assert(ids[i] > 0, "submit %d: %s", i, st.message);
+                rpc_job_wait(a, ids[i], 15000, &rp);
+                cr_assert_eq(rp.r, 0, "wait %llu: %s", (unsigned long long)ids[i], rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                reply_clear(&rp);
+        }
+        /* the last finish's trim is committed after its waiters were answered: wait for
+         * the oldest to be gone from the fleet (the host's table dropped it long ago) */
+        deadline = now_ms() + 15000;
+        while (job_state(a, ids[0], state, NULL) == 0)
+                cr_assert(now_ms() < deadline, "job %llu is still %s after 15 s",
+                          (unsigned long long)ids[0], state);
+        rpc_simple(a, "job.status", 1, &ids[0], &rp);
+        cr_assert_str_eq(rp.st.code ? rp.st.code : "", "NOT_FOUND", "%s", rp.st.message);
+        reply_clear(&rp);
+        deadline = now_ms() + 15000;
+        while ((keys = redis_cli_int("EVAL \"return #redis.call('KEYS', 'fiberd:job:*')\" 0")) >
+               RETENTION_MAX)
+                cr_assert(now_ms() < deadline, "%lld fiberd:job:* hashes after 15 s", keys);
+        cr_assert_geq(keys, 0, "redis-cli gave no count");
+        for (int i = 0; i < RETENTION_JOBS - RETENTION_MAX; i++) {
+                char args[64];
+                snprintf(args, sizeof(args), "EXISTS fiberd:job:%llu", (unsigned long long)ids[i]);
+                cr_assert_eq(redis_cli_int(args), 0, "job %d (%llu) was kept", i,
+                             (unsigned long long)ids[i]);
+        }
+        for (int i = RETENTION_JOBS - RETENTION_MAX; i < RETENTION_JOBS; i++) {
+                char args[64];
+                snprintf(args, sizeof(args), "EXISTS fiberd:job:%llu", (unsigned long long)ids[i]);
+                cr_assert_eq(redis_cli_int(args), 1, "job %d (%llu) was dropped", i,
+                             (unsigned long long)ids[i]);
+                cr_assert_eq(job_state(a, ids[i], state, NULL), 0, "job.status %llu",
+                             (unsigned long long)ids[i]);
+                cr_assert_str_eq(state, "done");
+        }
+        client_free(a);
+}
+
+/* ------------------------------------------------------------ crash-only plugins - */
+
+/* Waits for @d to die by itself; asserts it died of SIGSEGV. */
+static void wait_crash(Fiberd *d)
+{
+        int status = fiberd_signal_and_wait(d, 0, 15000);
+
+        cr_assert(status != -1, "fiberd did not crash");
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status 0x%x", status);
+}
+
+/* The first line of @d's current log into @buf. */
+static void first_log_line(const Fiberd *d, char *buf, size_t size)
+{
+        FILE *f = fopen(d->log, "r");
+
+        buf[0] = '\0';
+        cr_assert(f);
+        if (!fgets(buf, (int)size, f))
+                buf[0] = '\0';
+        fclose(f);
+}
+
+/* plugins.list: is @name loaded; is some refused file's reason containing @needle? */
+static void plugin_listed(Client *c, const char *name, bool *loaded, const char *needle,
+                          bool *refused)
+{
+        const msgpack_object *v;
+        Reply rp;
+
+        rpc_simple(c, "plugins.list", 0, NULL, &rp);
+        cr_assert(rp.r == 0);
+        *loaded = *refused = false;
+        v = map_get(rp.result, "plugins");
+        for (uint32_t i = 0; v && i < v->via.array.size; i++)
+                *loaded |= strcmp(map_str(&v->via.array.ptr[i], "name"), name) == 0;
+        v = map_get(rp.result, "refused");
+        for (uint32_t i = 0; v && i < v->via.array.size; i++)
+                *refused |= strstr(map_str(&v->via.array.ptr[i], "reason"), needle) != NULL;
+        reply_clear(&rp);
+}
+
+/* `fiberctl -s SOCK plugins` against @d: its stdout into @out (@size bytes). */
+static void fiberctl_plugins(const Fiberd *d, char *out, size_t size)
+{
+        char cmd[512], path[128];
+        size_t n = 0;
+        int status;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/ctl.out", d->dir);
+        snprintf(cmd, sizeof(cmd), "%s -s %s plugins >%s 2>&1", FIBERCTL_BIN, d->sock, path);
+        status = system(cmd);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fiberctl plugins: 0x%x", status);
+        f = fopen(path, "r");
+        cr_assert(f);
+        n = fread(out, 1, size - 1, f);
+        out[n] = '\0';
+        fclose(f);
+}
+
+Test(daemon_redis, plugin_crashing_in_run_is_quarantined_in_fleet_mode)
+{
+        char config[512], line[1024], out[8192], key[128], cmd[512];
+        bool loaded, refused;
+        uint64_t first, second;
+        IpcStatus st = {0};
+        Client *c;
+        Reply rp;
+
+        redis_start();
+        snprintf(config, sizeof(config),
+                 "[store]\nbackend = redis\nredis = unix:%s\nnode = crashy\n"
+                 "claim_idle_ms = 500\n",
+                 redis_sock);
+        fiberd_start(&host_a, &(FiberdOpts){.config = config,
+                                            .plugins = "echo",
+                                            .extra = FIBERD_TEST_PLUGIN_DIR "/crash_run.so"});
+        c = fiberd_connect(&host_a);
+        first = rpc_submit(c, "crash_run", NULL, 0, 0, 0, &st);
+        cr_assert_gt(first, 0, "submit: %s", st.message);
+        wait_crash(&host_a);
+        client_free(c);
+        cr_assert(fiberd_log_contains(&host_a, "plugin crash_run"), "no report naming it");
+
+        /* one strike: the start names it, the job it crashed in failed, it still loads */
+        fiberd_restart(&host_a);
+        first_log_line(&host_a, line, sizeof(line));
+        cr_assert(strstr(line, "crashed last time") && strstr(line, "crash_run"),
+                  "the first log line does not name the plugin: %s", line);
+        c = fiberd_connect(&host_a);
+        rpc_job_wait(c, first, 15000, &rp);
+        cr_assert_eq(rp.r, 0, "wait %llu: %s", (unsigned long long)first, rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "failed");
+        reply_clear(&rp);
+        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        cr_assert(loaded && !refused, "one crash quarantined it already");
+        /* the strike is in Redis, under the host's stable name */
+        snprintf(key, sizeof(key), "fiberd:host:crashy:plugins");
+        snprintf(cmd, sizeof(cmd), "redis-cli -s %s HLEN %s | grep -qx '[1-9][0-9]*'", redis_sock,
+                 key);
+        cr_assert_eq(system(cmd), 0, "%s holds no plugin file", key);
+        second = rpc_submit(c, "crash_run", NULL, 0, 0, 0, &st);
+        cr_assert_gt(second, first, "submit: %s", st.message);
+        wait_crash(&host_a);
+        client_free(c);
+
+        /* the second crash in a row: refused with the reason, and fiberd stays up */
+        fiberd_restart(&host_a);
+        c = fiberd_connect(&host_a);
+        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        cr_assert(!loaded && refused, "crash_run is not quarantined after two crashes");
+        fiberctl_plugins(&host_a, out, sizeof(out));
+        cr_assert(strstr(out, "crash_run") && strstr(out, "quarantined") && strstr(out, "SIGSEGV"),
+                  "fiberctl plugins does not show it refused with the reason:\n%s", out);
+        cr_assert_eq(rpc_submit(c, "crash_run", NULL, 0, 0, 0, &st), 0);
+        cr_assert_str_eq(st.code, "NOT_FOUND");
+        rpc_job_wait(c, second, 15000, &rp);
+        cr_assert_eq(rp.r, 0, "wait %llu: %s", (unsigned long long)second, rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "failed", "the job it crashed in");
+        reply_clear(&rp);
+        cr_assert_gt(rpc_submit(c, "echo", NULL, 0, 0, 0, &st), 0, "fiberd does not work: %s",
+                     st.message);
+        rpc_simple(c, "ping", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0);
+        reply_clear(&rp);
+        client_free(c);
 }
