@@ -82,7 +82,9 @@ $(DAEMON_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o \
 		$(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(FIBERD) $(BUNDLED_PLUGINS) \
 		$(TEST_PLUGINS)
 	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
-		-lcrypto -lcriterion
+		-lcrypto -lcriterion $(DAEMON_TEST_EXTRA_LIBS)
+# daemon_store.c reads the job store's database after fiberd stopped
+$(BUILD)/tests/integration/daemon_store: private DAEMON_TEST_EXTRA_LIBS = -lsqlite3
 # daemon_metrics.c (issue 12) checks `metrics` with tests/integration/openmetrics_check.c
 # and runs fiberctl
 DAEMON_METRICS_TEST := $(BUILD)/tests/integration/daemon_metrics

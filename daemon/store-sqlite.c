@@ -33,7 +33,7 @@
 
 typedef struct SqliteStore {
         sqlite3 *db;
-        sqlite3_stmt *put, *del, *set_next_id, *begin, *commit, *rollback;
+        sqlite3_stmt *put, *del, *del_range, *set_next_id, *begin, *commit, *rollback;
         sqlite3_stmt *put_plugin, *set_meta, *update;
         uint64_t next_id; /* meta.next_id as last read or written */
 } SqliteStore;
@@ -119,6 +119,7 @@ static void sqlite_close(Store *s)
                 return;
         sqlite3_finalize(q->put);
         sqlite3_finalize(q->del);
+        sqlite3_finalize(q->del_range);
         sqlite3_finalize(q->set_next_id);
         sqlite3_finalize(q->begin);
         sqlite3_finalize(q->commit);
@@ -216,6 +217,8 @@ static int sqlite_open(Store *s, const char *path, char *why, size_t why_size)
         if (sqlite3_prepare_v2(q->db, sqlite_put, -1, &q->put, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(q->db, "DELETE FROM jobs WHERE id = ?1", -1, &q->del, NULL) !=
                     SQLITE_OK ||
+            sqlite3_prepare_v2(q->db, "DELETE FROM jobs WHERE id BETWEEN ?1 AND ?2", -1,
+                               &q->del_range, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(q->db,
                                "UPDATE meta SET value = max(value, ?1) WHERE key = 'next_id'", -1,
                                &q->set_next_id, NULL) != SQLITE_OK ||
@@ -444,6 +447,27 @@ static int sqlite_meta_get(Store *s, const char *key, int64_t *ret)
         return r;
 }
 
+/* Deletes the rows of @ids (ascending): a run of consecutive ids is one range delete,
+ * one walk along the table instead of a search from its root for every row. */
+static int sqlite_delete(SqliteStore *q, const uint64_t *ids, size_t n)
+{
+        int rc = SQLITE_OK;
+
+        for (size_t i = 0, j; i < n && rc == SQLITE_OK; i = j) {
+                for (j = i + 1; j < n && ids[j] <= ids[j - 1] + 1; j++)
+                        ;
+                if (j - i == 1) {
+                        sqlite3_bind_int64(q->del, 1, (sqlite3_int64)ids[i]);
+                        rc = step_once(q->del);
+                } else {
+                        sqlite3_bind_int64(q->del_range, 1, (sqlite3_int64)ids[i]);
+                        sqlite3_bind_int64(q->del_range, 2, (sqlite3_int64)ids[j - 1]);
+                        rc = step_once(q->del_range);
+                }
+        }
+        return rc;
+}
+
 static int sqlite_commit(Store *s, ListHead *batch, char *why, size_t why_size)
 {
         SqliteStore *q = sqlite_of(s);
@@ -458,8 +482,7 @@ static int sqlite_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         {
                 StoreWrite *w = list_entry(pos, StoreWrite, link);
                 if (w->op == STORE_OP_DELETE) {
-                        sqlite3_bind_int64(q->del, 1, (sqlite3_int64)w->rec.id);
-                        rc = step_once(q->del);
+                        rc = sqlite_delete(q, w->ids, w->n_ids);
                 } else if (w->op == STORE_OP_PLUGIN) {
                         rc = sqlite_put_plugin(q, &w->pf);
                 } else if (w->op == STORE_OP_META) {

@@ -100,41 +100,112 @@ static int store_make_parent(const char *path)
 
 /* ------------------------------------------------------------------ writes ------ */
 
-/* A StoreWrite with @j's record, its strings and blobs copied inline; the caller holds
- * @j's table lock. */
-static StoreWrite *write_from_job(const Job *j, bool with_args)
+/*
+ * The store thread's memory for the writes of one batch: chunks kept from batch to
+ * batch (at most STORE_CHUNKS_KEPT of them), so a busy store does not call malloc()
+ * and free() for every job it writes. A write too large for a chunk is malloc'ed.
+ */
+#define STORE_CHUNK_SIZE (256 * 1024)
+#define STORE_CHUNKS_KEPT 8
+
+typedef struct StoreChunk {
+        struct StoreChunk *next;
+        char data[];
+} StoreChunk;
+
+/* @size bytes (16-aligned) from the batch's chunks; NULL: too large, or no memory. */
+static void *arena_alloc(Store *s, size_t size)
 {
-        msgpack_sbuffer sb = {0};
+        StoreChunk *c;
+        void *p;
+
+        size = (size + 15) & ~(size_t)15;
+        if (size > STORE_CHUNK_SIZE / 4)
+                return NULL;
+        if (!s->chunk || s->chunk_used + size > STORE_CHUNK_SIZE) {
+                c = s->chunk ? s->chunk->next : s->chunks;
+                if (!c) {
+                        c = malloc(sizeof(*c) + STORE_CHUNK_SIZE);
+                        if (!c)
+                                return NULL;
+                        c->next = NULL;
+                        if (s->chunk)
+                                s->chunk->next = c;
+                        else
+                                s->chunks = c;
+                }
+                s->chunk = c;
+                s->chunk_used = 0;
+        }
+        p = s->chunk->data + s->chunk_used;
+        s->chunk_used += size;
+        return p;
+}
+
+/* After a batch is released: its chunks are free again; a burst's extra ones go. */
+static void arena_reset(Store *s)
+{
+        StoreChunk *c = s->chunks, *next;
+        size_t n = 0;
+
+        for (; c && ++n < STORE_CHUNKS_KEPT; c = c->next)
+                ;
+        if (c) {
+                for (next = c->next, c->next = NULL; next; next = c) {
+                        c = next->next;
+                        free(next);
+                }
+        }
+        s->chunk = NULL;
+        s->chunk_used = 0;
+}
+
+static void arena_free(Store *s)
+{
+        for (StoreChunk *c = s->chunks, *next; c; c = next) {
+                next = c->next;
+                free(c);
+        }
+        s->chunks = s->chunk = NULL;
+}
+
+/* A StoreWrite with @j's record, its strings and blobs copied inline, from the batch's
+ * chunks (or malloc'ed); the caller is the store thread and holds @j's table lock. */
+static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
+{
+        msgpack_sbuffer *sb = &s->pack;
         msgpack_packer pk;
         size_t name_len = strlen(j->plugin_name) + 1;
         size_t code_len = j->error_code ? strlen(j->error_code) + 1 : 0;
         size_t msg_len = j->error_message ? strlen(j->error_message) + 1 : 0;
         size_t class_len = strlen(j->class_name) + 1;
         bool requeued = j->requeued && job_state_final(j->state);
+        size_t size;
         StoreWrite *w;
         char *p;
 
+        msgpack_sbuffer_clear(sb); /* its memory stays, for the next job */
         if (with_args) {
-                msgpack_sbuffer_init(&sb);
-                msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-                if (msgpack_pack_object(&pk, j->args) != 0) {
-                        msgpack_sbuffer_destroy(&sb);
+                msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+                if (msgpack_pack_object(&pk, j->args) != 0)
                         return NULL;
-                }
         }
-        w = malloc(sizeof(*w) + name_len + class_len + code_len + msg_len + sb.size +
-                   j->result_len);
-        if (!w) {
-                msgpack_sbuffer_destroy(&sb);
-                return NULL;
-        }
-        p = (char *)(w + 1);
-        *w = (StoreWrite){.op = STORE_OP_PUT};
         if (requeued) {
                 /* a retry-safe job that shutdown cancelled while it ran: this process's
                  * copy ended, the store's is queued again for the next start */
                 code_len = msg_len = 0;
         }
+        size = sizeof(*w) + name_len + class_len + code_len + msg_len + sb->size + j->result_len;
+        w = arena_alloc(s, size);
+        if (w) {
+                *w = (StoreWrite){.op = STORE_OP_PUT, .in_arena = true};
+        } else {
+                w = malloc(size);
+                if (!w)
+                        return NULL;
+                *w = (StoreWrite){.op = STORE_OP_PUT};
+        }
+        p = (char *)(w + 1);
         w->rec = (StoreRecord){
                 .id = j->id,
                 .state = requeued ? JOB_QUEUED : j->state,
@@ -168,11 +239,10 @@ static StoreWrite *write_from_job(const Job *j, bool with_args)
                 p += msg_len;
         }
         if (with_args) {
-                memcpy(p, sb.data, sb.size);
+                memcpy(p, sb->data, sb->size);
                 w->rec.args = p;
-                w->rec.args_len = sb.size;
-                p += sb.size;
-                msgpack_sbuffer_destroy(&sb);
+                w->rec.args_len = sb->size;
+                p += sb->size;
         }
         if (j->result && j->state == JOB_DONE && !requeued) {
                 memcpy(p, j->result, j->result_len);
@@ -190,7 +260,8 @@ static void write_release(StoreWrite *w, int error)
                 fiber_event_set(&w->notify->durable);
                 job_unref(w->notify);
         }
-        free(w);
+        if (!w->in_arena)
+                free(w);
 }
 
 /* Queues @e (a StoreWrite's or a job's entry); the caller holds s->lock. */
@@ -200,17 +271,6 @@ static void queue_entry_locked(Store *s, StoreEntry *e)
         s->queued++;
         if (s->sleeping) /* a committing thread looks at the queue when it is done */
                 pthread_cond_signal(&s->wake);
-}
-
-static void store_enqueue(Store *s, StoreWrite *w)
-{
-        if (!s->backend->commit) {
-                write_release(w, 0);
-                return;
-        }
-        pthread_mutex_lock(&s->lock);
-        queue_entry_locked(s, &w->entry);
-        pthread_mutex_unlock(&s->lock);
 }
 
 /* Marks @j for a write (store_put()); the caller holds s->lock. @ref: the caller gives
@@ -255,16 +315,24 @@ bool store_busy(Store *s)
 
 int store_delete(Store *s, uint64_t id)
 {
-        StoreWrite *w;
-
         if (!s->backend->commit)
                 return 0;
-        w = calloc(1, sizeof(*w));
-        if (!w)
-                return -ENOMEM;
-        w->op = STORE_OP_DELETE;
-        w->rec.id = id;
-        store_enqueue(s, w);
+        pthread_mutex_lock(&s->lock);
+        if (s->n_deletes == s->deletes_cap) {
+                size_t cap = s->deletes_cap ? 2 * s->deletes_cap : 256;
+                uint64_t *d = realloc(s->deletes, cap * sizeof(*d));
+                if (!d) {
+                        pthread_mutex_unlock(&s->lock);
+                        return -ENOMEM;
+                }
+                s->deletes = d;
+                s->deletes_cap = cap;
+        }
+        s->deletes[s->n_deletes++] = id;
+        s->queued++;
+        if (s->sleeping)
+                pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->lock);
         return 0;
 }
 
@@ -376,12 +444,15 @@ static bool taken_reserve(Store *s, size_t n)
         return true;
 }
 
-/* Takes up to s->taken_cap queued entries into s->taken; the caller holds s->lock.
- * A job taken is off the queue from here on: a change made to it while its snapshot is
- * written queues it again, for the next batch. Return: how many. */
-static size_t take_locked(Store *s)
+/* Takes up to s->taken_cap queued entries into s->taken, and the drops queued (into
+ * s->deletes_taken, *@n_del of them) when nothing is left behind; the caller holds
+ * s->lock. A job taken is off the queue from here on: a change made to it while its
+ * snapshot is written queues it again, for the next batch. Return: how many entries. */
+static size_t take_locked(Store *s, size_t *n_del)
 {
         size_t n = 0;
+
+        *n_del = 0;
         ListHead *e;
 
         while (n < s->taken_cap && (e = list_pop_head(&s->queue))) {
@@ -397,7 +468,26 @@ static size_t take_locked(Store *s)
                 }
                 s->queued--;
         }
+        /* the drops, once every put queued before them is taken */
+        if (list_empty(&s->queue) && s->n_deletes) {
+                uint64_t *d = s->deletes_taken;
+                size_t cap = s->deletes_taken_cap;
+                s->deletes_taken = s->deletes;
+                s->deletes_taken_cap = s->deletes_cap;
+                *n_del = s->n_deletes;
+                s->queued -= s->n_deletes;
+                s->deletes = d;
+                s->deletes_cap = cap;
+                s->n_deletes = 0;
+        }
         return n;
+}
+
+static int id_cmp(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+        return x < y ? -1 : x > y;
 }
 
 /*
@@ -412,7 +502,7 @@ static StoreWrite *snapshot_job(Store *s, const StoreTaken *t)
         StoreWrite *w;
 
         jobtable_lock(j->table);
-        w = write_from_job(j, t->args);
+        w = write_from_job(s, j, t->args);
         jobtable_unlock(j->table);
         if (!w) {
                 log_job(LOG_WARNING, j->id, j->plugin_name,
@@ -438,7 +528,8 @@ static void *store_thread(void *arg)
         for (;;) {
                 ListHead batch, *e;
                 char why[256] = "";
-                size_t n, nwrites = 0;
+                size_t n, n_del, nwrites = 0;
+                StoreWrite del;
                 int r;
 
                 while (!s->queued && !s->closing) {
@@ -467,7 +558,7 @@ static void *store_thread(void *arg)
                         pthread_mutex_lock(&s->lock);
                         continue;
                 }
-                n = take_locked(s);
+                n = take_locked(s, &n_del);
                 last_n = n;
                 __atomic_store_n(&s->committing, true, __ATOMIC_RELAXED);
                 s->batches_taken++;
@@ -482,12 +573,23 @@ static void *store_thread(void *arg)
                                 nwrites++;
                         }
                 }
+                if (n_del) {
+                        /* sorted: the backend deletes runs of ids as ranges */
+                        qsort(s->deletes_taken, n_del, sizeof(uint64_t), id_cmp);
+                        del = (StoreWrite){.op = STORE_OP_DELETE,
+                                           .ids = s->deletes_taken,
+                                           .n_ids = n_del,
+                                           .in_arena = true};
+                        list_add_tail(&batch, &del.link);
+                        nwrites += n_del;
+                }
                 r = nwrites ? s->backend->commit(s, &batch, why, sizeof(why)) : 0;
                 if (r < 0)
                         log_msg(LOG_ERR, "job store %s: committing %zu records failed: %s", s->path,
                                 nwrites, why[0] ? why : strerror(-r));
                 while ((e = list_pop_head(&batch)))
                         write_release(list_entry(e, StoreWrite, link), r < 0 ? r : 0);
+                arena_reset(s);
 
                 pthread_mutex_lock(&s->lock);
                 if (r < 0) {
@@ -527,6 +629,7 @@ int store_open(Store **ret, StoreKind kind, const char *path, const StoreFleetOp
         pthread_cond_init(&s->wake, NULL);
         pthread_cond_init(&s->idle, NULL);
         list_init(&s->queue);
+        msgpack_sbuffer_init(&s->pack);
         if (fleet)
                 s->fleet = *fleet;
         if (kind == STORE_REDIS) {
@@ -660,6 +763,10 @@ void store_close(Store *s)
         pthread_cond_destroy(&s->idle);
         pthread_mutex_destroy(&s->lock);
         free(s->taken);
+        free(s->deletes);
+        free(s->deletes_taken);
+        arena_free(s);
+        msgpack_sbuffer_destroy(&s->pack);
         free(s->path);
         free(s);
 }

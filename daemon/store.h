@@ -112,7 +112,7 @@ typedef struct StorePluginFile {
 
 typedef enum StoreOp {
         STORE_OP_PUT,    /* insert the record, or update every mutable column */
-        STORE_OP_DELETE, /* drop the record with this id */
+        STORE_OP_DELETE, /* drop the records of StoreWrite.ids (retention) */
         STORE_OP_PLUGIN, /* insert or replace a plugin file's row (StoreWrite.pf) */
         STORE_OP_META,   /* set meta_key to meta_value */
 } StoreOp;
@@ -122,11 +122,14 @@ typedef struct StoreWrite {
         StoreEntry entry; /* in Store.queue (a delete, plugin file or meta write) */
         ListHead link;    /* in the batch handed to StoreBackend.commit */
         StoreOp op;
-        StoreRecord rec;      /* STORE_OP_PUT; only rec.id for a delete */
+        StoreRecord rec;     /* STORE_OP_PUT */
+        const uint64_t *ids; /* STORE_OP_DELETE: the ids to drop, ascending (store.c's) */
+        size_t n_ids;
         StorePluginFile pf;   /* STORE_OP_PLUGIN */
         const char *meta_key; /* STORE_OP_META */
         int64_t meta_value;
-        Job *notify; /* referenced: its `durable` event is set once committed */
+        Job *notify;   /* referenced: its `durable` event is set once committed */
+        bool in_arena; /* in the store thread's batch memory (store.c), not malloc'ed */
 } StoreWrite;
 
 /* StorePluginFn - one stored plugin file; return 0 or a negative errno to stop. */
@@ -194,6 +197,14 @@ struct Store {
         struct StoreTaken *taken; /* the store thread's: the batch being snapshotted */
         size_t taken_cap;
         uint64_t commit_delay_ns; /* store_set_commit_delay() */
+        /* store_delete()'s ids, counted in `queued`: one sorted delete ends each batch
+         * (after the batch's puts, so a job's last write never lands after its drop) */
+        uint64_t *deletes, *deletes_taken;
+        size_t n_deletes, deletes_cap, deletes_taken_cap;
+        /* the store thread's: memory for a batch's writes, kept across batches */
+        struct StoreChunk *chunks, *chunk; /* all of them; the one being filled */
+        size_t chunk_used;
+        msgpack_sbuffer pack; /* a job's packed arguments */
         bool closing;
         bool thread_started;
         pthread_t thread;

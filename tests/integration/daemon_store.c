@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +336,50 @@ Test(daemon_store, ids_never_repeat_after_retention)
         again = rpc_submit(c, "echo", NULL, 0, 0, 0, NULL);
         cr_assert_gt(again, first, "id %llu handed out again", (unsigned long long)again);
         client_free(c);
+}
+
+Test(daemon_store, retention_deletes_the_rows)
+{
+        FiberdOpts o = {.config = "[jobs]\nretention_max = 3\n", .plugins = "echo"};
+        enum { N = 200 };
+        static uint64_t ids[N];
+        char db[256];
+        sqlite3 *h;
+        sqlite3_stmt *st;
+        int64_t rows = -1, oldest = -1;
+        Reply rp;
+        Client *c;
+        int status;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        /* many at once: the store is busy, the drops of a batch are runs of ids */
+        for (int i = 0; i < N; i++) {
+                ids[i] = rpc_submit(c, "echo", NULL, 0, 0, 0, NULL);
+                cr_assert_gt(ids[i], 0);
+        }
+        for (int i = N - 3; i < N; i++) {
+                rpc_job_wait(c, ids[i], 15000, &rp);
+                cr_assert(rp.r == 0, "job %llu: %s", (unsigned long long)ids[i], rp.st.message);
+                reply_clear(&rp);
+        }
+        client_free(c);
+        status = fiberd_signal_and_wait(&fd_, SIGTERM, 15000); /* every write committed */
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+
+        snprintf(db, sizeof(db), "%s/jobs.db", fd_.dir);
+        cr_assert(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        cr_assert(sqlite3_prepare_v2(h, "SELECT count(*), min(id) FROM jobs", -1, &st, NULL) ==
+                  SQLITE_OK);
+        cr_assert(sqlite3_step(st) == SQLITE_ROW);
+        rows = sqlite3_column_int64(st, 0);
+        oldest = sqlite3_column_int64(st, 1);
+        sqlite3_finalize(st);
+        sqlite3_close(h);
+        /* the three newest to finish are kept: the last three submitted, or near them */
+        cr_assert_eq(rows, 3, "%lld rows after %d jobs with retention_max = 3", (long long)rows, N);
+        cr_assert_gt((uint64_t)oldest, ids[N / 2], "row %lld should have been dropped",
+                     (long long)oldest);
 }
 
 /* ------------------------------------------------------------ damaged store ------ */
