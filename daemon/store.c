@@ -686,13 +686,17 @@ int store_load(Store *s, StoreLoadFn fn, void *arg)
         }
         /* only now: the backend's connection is the store thread's from here on, and
          * the writes @fn queued are committed first */
+        s->next_id = s->backend->next_id ? s->backend->next_id(s) : 1; /* before the thread */
         if (s->backend->commit && !s->thread_started) {
+                pthread_mutex_lock(&s->lock); /* store_write_sync() reads it on its thread */
                 r = -pthread_create(&s->thread, NULL, store_thread, s);
+                if (r == 0)
+                        s->thread_started = true;
+                pthread_mutex_unlock(&s->lock);
                 if (r < 0) {
                         log_msg(LOG_ERR, "cannot start the job store thread: %s", strerror(-r));
                         return r;
                 }
-                s->thread_started = true;
         }
         return 0;
 }
@@ -730,7 +734,7 @@ void store_fleet_stop(Store *s)
 
 uint64_t store_next_id(Store *s)
 {
-        return s->backend->next_id ? s->backend->next_id(s) : 1;
+        return s->next_id;
 }
 
 void store_flush(Store *s)

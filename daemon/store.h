@@ -206,7 +206,8 @@ struct Store {
         size_t chunk_used;
         msgpack_sbuffer pack; /* a job's packed arguments */
         bool closing;
-        bool thread_started;
+        bool thread_started; /* under lock once the store thread may run */
+        uint64_t next_id;    /* the backend's next id, read by store_load() */
         pthread_t thread;
 
         /* counters, under lock: what `stats` could show, and what tests read */
@@ -247,7 +248,8 @@ int store_open(Store **ret, StoreKind kind, const char *path, const StoreFleetOp
  */
 int store_load(Store *s, StoreLoadFn fn, void *arg);
 
-/* store_next_id - the first id that was never handed out. Context: main thread at start. */
+/* store_next_id - the first id that was never handed out, as store_load() found it.
+ * Context: main thread at start, after store_load(). */
 uint64_t store_next_id(Store *s);
 
 /* store_durable - true when the backend keeps anything (not memory). Context: any. */
