@@ -36,7 +36,9 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
                                 (__atomic_load_n(&w->next, __ATOMIC_RELAXED) != NULL);
                 hs[i] = &w->latency;
         }
-        s.fibers_alive = __atomic_load_n(&g->alive, __ATOMIC_RELAXED);
+        /* acquire, paired with the release at a fiber's end: a caller that reads 0
+         * sees everything the fibers did (daemon shutdown frees what they used) */
+        s.fibers_alive = __atomic_load_n(&g->alive, __ATOMIC_ACQUIRE);
         s.spinner_handoffs = __atomic_load_n(&g->spinner_handoffs, __ATOMIC_RELAXED);
         s.futex_wakeups = __atomic_load_n(&g->futex_wakeups, __ATOMIC_RELAXED);
         for (unsigned c = 0; c < g->nclasses; c++)
