@@ -638,7 +638,11 @@ static int open_trusted(const char *path, int *ret_fd, char *why, size_t size)
         size_t n;
         int fd, r;
 
-        snprintf(dir, sizeof(dir), "%s", path);
+        if (strlen(path) >= sizeof(dir)) {
+                snprintf(why, size, "its path is longer than %zu bytes", sizeof(dir) - 1);
+                return -ENAMETOOLONG;
+        }
+        memcpy(dir, path, strlen(path) + 1);
         base = strrchr(path, '/') + 1; /* load_file() made sure there is a '/' */
         dir[base - path - 1 > 0 ? base - path - 1 : 1] = '\0';
         if (!realpath(dir, realdir)) {
