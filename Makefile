@@ -131,6 +131,18 @@ check: deps format-check check-layering
 		check-completion check-install bench-smoke check-clientlib check-python check-plugin-pc \
 		check-tui check-promtool check-fuzz
 	$(MAKE) --no-print-directory check-sanitizers
+	$(MAKE) --no-print-directory check-daemon-sanitizers
+
+# check-daemon-sanitizers: fiberd itself built with TSan, then ASan+UBSan, under the
+# integration tests of its own threads (the job store, shutdown, runs and cancels); a
+# report fails it (tests/daemon-sanitizers.sh).
+DAEMON_SAN_TESTS := daemon_store daemon_lifecycle daemon_run daemon_cancel daemon_basic
+.PHONY: check-daemon-sanitizers
+check-daemon-sanitizers: deps
+	$(MAKE) --no-print-directory SANITIZE=thread build/thread/fiberd
+	$(MAKE) --no-print-directory SANITIZE=address,undefined build/address-undefined/fiberd
+	$(MAKE) --no-print-directory $(DAEMON_SAN_TESTS:%=$(BUILD)/tests/integration/%)
+	@bash tests/daemon-sanitizers.sh build $(DAEMON_SAN_TESTS:%=$(BUILD)/tests/integration/%)
 
 DIST := $(BUILD)/fiberd-$(VERSION).tar.gz
 # make dist: the committed tree (HEAD), not the work tree: what is not committed is not

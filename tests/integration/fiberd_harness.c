@@ -151,7 +151,7 @@ static void fiberd_spawn(Fiberd *d)
         d->pid = fork();
         cr_assert(d->pid >= 0);
         if (d->pid == 0) {
-                const char *argv[12];
+                const char *argv[12], *bin = FIBERD_BIN;
                 int argc = 0, fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -168,7 +168,11 @@ static void fiberd_spawn(Fiberd *d)
                         unsetenv("NOTIFY_SOCKET");
                 unsetenv("LISTEN_FDS");
                 unsetenv("LISTEN_PID");
-                argv[argc++] = FIBERD_BIN;
+                /* make check-daemon-sanitizers runs the same tests against a
+                 * sanitized build of fiberd */
+                if (getenv("FIBERD_TEST_BIN") && *getenv("FIBERD_TEST_BIN"))
+                        bin = getenv("FIBERD_TEST_BIN");
+                argv[argc++] = bin;
                 argv[argc++] = "--plugin-dir";
                 argv[argc++] = d->plugin_dir;
                 argv[argc++] = "--log-level";
@@ -182,7 +186,7 @@ static void fiberd_spawn(Fiberd *d)
                         argv[argc++] = workers;
                 }
                 argv[argc] = NULL;
-                execv(FIBERD_BIN, (char *const *)argv);
+                execv(bin, (char *const *)argv);
                 _exit(127);
         }
 }
