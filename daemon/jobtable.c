@@ -303,7 +303,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                       "queued (owner %u, priority %d, timeout %llu ms)", (unsigned)j->owner,
                       priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
         /*
-         * A durable store: with a commit in progress, this record waits for the next
+         * A durable store: with a busy commit in progress, this record waits for the next
          * one, so under load the job is dispatched now and its record written with the
          * state it reached by then (one row write for a trivial job, not three; a crash
          * before the commit loses only a submission not answered yet). With the store

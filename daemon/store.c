@@ -310,7 +310,7 @@ void store_set_commit_delay(Store *s, uint64_t delay_ns)
 
 bool store_busy(Store *s)
 {
-        return __atomic_load_n(&s->committing, __ATOMIC_RELAXED);
+        return __atomic_load_n(&s->busy, __ATOMIC_RELAXED);
 }
 
 int store_delete(Store *s, uint64_t id)
@@ -560,7 +560,9 @@ static void *store_thread(void *arg)
                 }
                 n = take_locked(s, &n_del);
                 last_n = n;
-                __atomic_store_n(&s->committing, true, __ATOMIC_RELAXED);
+                s->committing = true;
+                /* busy: a batch as large as the ones commit_delay waits for */
+                __atomic_store_n(&s->busy, n + n_del >= STORE_DELAY_MIN_BATCH, __ATOMIC_RELAXED);
                 s->batches_taken++;
                 pthread_mutex_unlock(&s->lock);
 
@@ -598,7 +600,8 @@ static void *store_thread(void *arg)
                         s->commits++;
                         s->writes += nwrites;
                 }
-                __atomic_store_n(&s->committing, false, __ATOMIC_RELAXED);
+                s->committing = false;
+                __atomic_store_n(&s->busy, false, __ATOMIC_RELAXED);
                 s->batches_done = s->batches_taken;
                 pthread_cond_broadcast(&s->idle);
         }

@@ -13,7 +13,7 @@
  * nothing here copies a record or waits for a disk under the table lock. The store
  * thread reads each job's record when it takes the batch, so a trivial job that is
  * submitted, run and finished during one commit costs one row write, not three: under
- * load (a commit in progress, store_busy()) a job is dispatched before its record is
+ * load (a commit of 16+ writes in progress, store_busy()) a job is dispatched before its record is
  * committed, and a crash before the commit loses only a submission never answered.
  *
  * Group commit (store.c): one plain pthread, the store thread (never a job or server
@@ -190,6 +190,7 @@ struct Store {
         pthread_cond_t wake; /* signalled when writes are queued or at close */
         pthread_cond_t idle; /* broadcast after each batch (store_flush()) */
         bool committing;     /* the store thread holds a batch */
+        bool busy;           /* ... of 16 writes or more (store_busy(); atomic) */
         bool sleeping;       /* the store thread waits on wake (signal only then) */
         uint64_t batches_taken, batches_done; /* store_flush() waits for a batch number */
         ListHead queue; /* StoreEntry.link: written after the batch being committed */
@@ -278,8 +279,10 @@ int store_put(Store *s, Job *j, bool with_args, bool notify);
 void store_set_commit_delay(Store *s, uint64_t delay_ns);
 
 /*
- * store_busy - true while the store thread commits a batch: a write queued now waits
- * for that commit and the next (jobtable_submit() then dispatches without waiting).
+ * store_busy - true while the store thread commits a batch of 16 writes or more (the
+ * size commit_delay waits after): a write queued now waits for that commit and the
+ * next, so jobtable_submit() dispatches without waiting. A few writes (a quiet store,
+ * a plugin file marked at start-up) do not count: a job then runs once it is on disk.
  * A hint, read without the lock. Context: any; does not block.
  */
 bool store_busy(Store *s);
