@@ -25,12 +25,17 @@
  *  - crash-only plugins in fleet mode: a host under a fixed node name whose crash_run
  *    plugin crashes it twice in a row finds, at its next start, the plugin quarantined
  *    (its strikes are kept in Redis under fiberd:host:<node>:plugins): `fiberctl
- *    plugins` shows it refused with the reason, and fiberd stays up.
+ *    plugins` shows it refused with the reason, and fiberd stays up;
+ *  - a job submitted with an fd runs on its host only, off the stream: its id is in
+ *    fiberd:host:<node>:local while it runs; kill -9 of that host and a restart under
+ *    the same node end it failed INTERRUPTED (job.status through it and through another
+ *    host), and the set no longer holds it.
  */
 #include "tests/integration/fiberd_harness.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -522,4 +527,105 @@ Test(daemon_redis, plugin_crashing_in_run_is_quarantined_in_fleet_mode)
         cr_assert_eq(rp.r, 0);
         reply_clear(&rp);
         client_free(c);
+}
+
+/* ------------------------------------------------------------ jobs with fds ------ */
+
+/* job.status of @id through @c: its state and error code (each 32 bytes). */
+static int job_state_code(Client *c, uint64_t id, char *state, char *code)
+{
+        const msgpack_object *err;
+        Reply rp;
+        int r;
+
+        rpc_simple(c, "job.status", 1, &id, &rp);
+        r = rp.r;
+        if (r == 0) {
+                err = map_get(rp.result, "error");
+                snprintf(state, 32, "%s", map_str(rp.result, "state"));
+                snprintf(code, 32, "%s",
+                         err && err->type == MSGPACK_OBJECT_MAP ? map_str(err, "code") : "");
+        }
+        reply_clear(&rp);
+        return r;
+}
+
+/* job.submit of sleep {ms: @ms, file: <fd 0>} with @fd passed: the job's id. */
+static uint64_t submit_sleep_with_fd(Client *c, int fd, uint64_t ms)
+{
+        static const char fd0[4] = {0, 0, 0, 0};
+        msgpack_packer *pk;
+        uint32_t msgid;
+        uint64_t id;
+        Reply rp;
+
+        cr_assert_eq(client_request_fds(c, &fd, 1), 0, "client_request_fds");
+        pk = client_request(c, "job.submit", 3, &msgid);
+        ipc_pack_cstr(pk, "sleep");
+        msgpack_pack_map(pk, 2);
+        ipc_pack_cstr(pk, "ms");
+        msgpack_pack_uint64(pk, ms);
+        ipc_pack_cstr(pk, "file");
+        msgpack_pack_ext(pk, 4, IPC_EXT_FD);
+        msgpack_pack_ext_body(pk, fd0, 4);
+        msgpack_pack_nil(pk);
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "submit with an fd: %s", rp.st.message);
+        id = map_uint(rp.result, "id");
+        reply_clear(&rp);
+        cr_assert_gt(id, 0);
+        return id;
+}
+
+Test(daemon_redis, a_killed_hosts_job_with_fds_ends_interrupted_at_its_restart)
+{
+        char config[512], state[32] = "", code[32] = "", args[128];
+        uint64_t id, deadline;
+        Client *a, *b;
+        int fd, status;
+
+        redis_start();
+        snprintf(config, sizeof(config),
+                 "[store]\nbackend = redis\nredis = unix:%s\nnode = fdhost\n"
+                 "claim_idle_ms = 500\n",
+                 redis_sock);
+        fiberd_start(&host_a, &(FiberdOpts){.config = config, .plugins = "echo sleep"});
+        a = fiberd_connect(&host_a);
+        fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        cr_assert(fd >= 0, "open /dev/null: %s", strerror(errno));
+        id = submit_sleep_with_fd(a, fd, 600000);
+        close(fd);
+        /* answered once its first write is committed: it is this host's local job */
+        snprintf(args, sizeof(args), "SISMEMBER fiberd:host:fdhost:local %llu",
+                 (unsigned long long)id);
+        cr_assert_eq(redis_cli_int(args), 1, "job %llu is not in the host's local set",
+                     (unsigned long long)id);
+        deadline = now_ms() + 15000;
+        while (job_state_code(a, id, state, code) == 0 && strcmp(state, "running") != 0)
+                cr_assert(now_ms() < deadline, "job %llu is %s after 15 s", (unsigned long long)id,
+                          state);
+        cr_assert_str_eq(state, "running");
+        client_free(a);
+        status = fiberd_signal_and_wait(&host_a, SIGKILL, 10000);
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status 0x%x", status);
+
+        /* restarted under the same node: the job it held ends, INTERRUPTED */
+        fiberd_restart(&host_a);
+        a = fiberd_connect(&host_a);
+        cr_assert_eq(job_state_code(a, id, state, code), 0, "job.status %llu",
+                     (unsigned long long)id);
+        cr_assert_str_eq(state, "failed");
+        cr_assert_str_eq(code, "INTERRUPTED");
+        /* the shared record says so too (its final write), for every host */
+        host_start(&host_b, "b", 1);
+        b = fiberd_connect(&host_b);
+        deadline = now_ms() + 15000;
+        while (job_state_code(b, id, state, code) != 0 || strcmp(state, "failed") != 0)
+                cr_assert(now_ms() < deadline, "job %llu is %s through b after 15 s",
+                          (unsigned long long)id, state);
+        cr_assert_str_eq(code, "INTERRUPTED");
+        cr_assert_eq(redis_cli_int(args), 0, "job %llu is still in the host's local set",
+                     (unsigned long long)id);
+        client_free(a);
+        client_free(b);
 }
