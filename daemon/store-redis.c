@@ -67,8 +67,9 @@
  * and that final write takes it out of the set. A host that never starts again under
  * the same name (`node`, or the hostname) leaves its local jobs as they were.
  *
- * job.list through a host fetches each record it does not hold with one HGETALL, one
- * round trip per job: pipelining them needs a batched fetch in StoreBackend.
+ * job.list through a host reads the records it does not hold a page of ids at a time
+ * (store_fetch_many()): one HGETALL per job, all of a page sent as one pipeline on the
+ * query connection and answered in one round trip, not one round trip per job.
  */
 #include "daemon/store.h"
 #include "daemon/log.h"
@@ -1005,6 +1006,59 @@ static int redis_fetch(Store *s, uint64_t id, StoreLoadFn fn, void *arg)
         return r;
 }
 
+/*
+ * The records of @ids in one pipeline (an HGETALL each, then every reply) on the query
+ * connection, under its lock; @fn is called after it is released, so it may query too.
+ */
+static int redis_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg)
+{
+        RedisStore *q = redis_of(s);
+        char why[256] = "";
+        redisReply **reps;
+        size_t got = 0;
+        int r = 0;
+
+        if (n == 0)
+                return 0;
+        reps = calloc(n, sizeof(*reps));
+        if (!reps)
+                return -ENOMEM;
+        pthread_mutex_lock(&q->q_lock);
+        /* a second try only when the connection was lost before any reply (as query()) */
+        for (int tries = 0; tries < 2 && got == 0; tries++) {
+                if (!redis_ensure(s, &q->q, why, sizeof(why)))
+                        continue;
+                for (size_t i = 0; i < n; i++)
+                        redisAppendCommand(q->q, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
+                for (got = 0; got < n; got++)
+                        if (redisGetReply(q->q, (void **)&reps[got]) != REDIS_OK || !reps[got])
+                                break;
+                if (got < n && !why[0])
+                        snprintf(why, sizeof(why), "%s",
+                                 q->q->errstr[0] ? q->q->errstr : "connection lost");
+        }
+        pthread_mutex_unlock(&q->q_lock);
+        if (got < n) {
+                log_msg(LOG_ERR, "job store: redis %s: %s", s->path,
+                        why[0] ? why : "connection lost");
+                r = -EIO;
+        }
+        for (size_t i = 0; i < got && r == 0; i++) {
+                StoreRecord rec;
+                int p = reps[i]->type == REDIS_REPLY_ERROR ? -EIO
+                                                           : record_parse(reps[i], ids[i], &rec);
+                if (p == 0)
+                        r = fn(&rec, arg);
+                else if (p == -EIO) /* one bad record hides no other */
+                        log_msg(LOG_ERR, "job store: redis: job %" PRIu64 " has a bad record",
+                                ids[i]);
+        }
+        for (size_t i = 0; i < got; i++)
+                freeReplyObject(reps[i]);
+        free(reps);
+        return r;
+}
+
 static int redis_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n)
 {
         char from[32], count[24];
@@ -1373,4 +1427,5 @@ const StoreBackend store_redis_backend = {
         .list = redis_list,
         .fleet_start = redis_fleet_start,
         .fleet_stop = redis_fleet_stop,
+        .fetch_many = redis_fetch_many,
 };

@@ -29,7 +29,10 @@
  *  - a job submitted with an fd runs on its host only, off the stream: its id is in
  *    fiberd:host:<node>:local while it runs; kill -9 of that host and a restart under
  *    the same node end it failed INTERRUPTED (job.status through it and through another
- *    host), and the set no longer holds it.
+ *    host), and the set no longer holds it;
+ *  - job.list through a host that holds none of the fleet's 300 jobs (their records
+ *    are read a page of ids at a time, store_fetch_many()): unpaged, and paged with a
+ *    limit of 128, every id comes back exactly once, newest first in the pages.
  */
 #include "tests/integration/fiberd_harness.h"
 
@@ -626,6 +629,110 @@ Test(daemon_redis, a_killed_hosts_job_with_fds_ends_interrupted_at_its_restart)
         cr_assert_str_eq(code, "INTERRUPTED");
         cr_assert_eq(redis_cli_int(args), 0, "job %llu is still in the host's local set",
                      (unsigned long long)id);
+        client_free(a);
+        client_free(b);
+}
+
+/* ------------------------------------------------------------ job.list, many ---- */
+
+#define LIST_JOBS 300
+
+/* job.list through @c with {cursor, limit} (@paged) or {} (unpaged). */
+static void list_call(Client *c, bool paged, uint64_t cursor, uint64_t limit, Reply *rp)
+{
+        msgpack_packer *pk;
+        uint32_t msgid;
+
+        pk = client_request(c, "job.list", 1, &msgid);
+        cr_assert(pk);
+        msgpack_pack_map(pk, paged ? 2 : 0);
+        if (paged) {
+                if (cursor)
+                        ipc_pack_kv_uint(pk, "cursor", cursor);
+                else
+                        ipc_pack_kv_nil(pk, "cursor");
+                ipc_pack_kv_uint(pk, "limit", limit);
+        }
+        rpc_wait_reply(c, msgid, rp);
+        cr_assert_eq(rp->r, 0, "job.list: %s", rp->st.message);
+}
+
+/* Counts @jobs' ids into @seen (@ids sorted ascending, LIST_JOBS of them). */
+static void list_count(const msgpack_object *jobs, const uint64_t *ids, unsigned *seen)
+{
+        cr_assert(jobs && jobs->type == MSGPACK_OBJECT_ARRAY);
+        for (uint32_t i = 0; i < jobs->via.array.size; i++) {
+                uint64_t id = map_uint(&jobs->via.array.ptr[i], "id");
+                unsigned k = 0;
+                while (k < LIST_JOBS && ids[k] != id)
+                        k++;
+                cr_assert_lt(k, LIST_JOBS, "job.list gave job %llu, not one of the fleet's",
+                             (unsigned long long)id);
+                seen[k]++;
+        }
+}
+
+Test(daemon_redis, list_through_another_host_gives_every_job_once)
+{
+        uint64_t ids[LIST_JOBS], cursor = 0, prev = UINT64_MAX;
+        unsigned seen[LIST_JOBS] = {0}, pages = 0;
+        Client *a, *b;
+        Reply rp;
+
+        redis_start();
+        host_start(&host_a, "a", 8);
+        a = fiberd_connect(&host_a);
+        for (int i = 0; i < LIST_JOBS; i++) {
+                IpcStatus st = {0};
+                ids[i] = rpc_submit(a, "echo", (Arg[]){ARG_I("n", i)}, 1, 0, 0, &st);
+                cr_assert(ids[i] > 0, "submit %d: %s", i, st.message);
+        }
+        for (int i = 0; i < LIST_JOBS; i++) {
+                rpc_job_wait(a, ids[i], 30000, &rp);
+                cr_assert_eq(rp.r, 0, "wait %llu: %s", (unsigned long long)ids[i], rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                reply_clear(&rp);
+        }
+        /* b starts once every job is done: its table holds none of them */
+        host_start(&host_b, "b", 1);
+        b = fiberd_connect(&host_b);
+
+        list_call(b, false, 0, 0, &rp);
+        list_count(rp.result, ids, seen);
+        reply_clear(&rp);
+        for (int i = 0; i < LIST_JOBS; i++) {
+                cr_assert_eq(seen[i], 1, "unpaged: job %llu listed %u times",
+                             (unsigned long long)ids[i], seen[i]);
+                seen[i] = 0;
+        }
+
+        for (;;) {
+                const msgpack_object *jobs, *next;
+                list_call(b, true, cursor, 128, &rp);
+                jobs = map_get(rp.result, "jobs");
+                next = map_get(rp.result, "next_cursor");
+                list_count(jobs, ids, seen);
+                cr_assert_leq(jobs->via.array.size, 128);
+                for (uint32_t i = 0; i < jobs->via.array.size; i++) {
+                        uint64_t id = map_uint(&jobs->via.array.ptr[i], "id");
+                        cr_assert_lt(id, prev, "not newest first: %llu after %llu",
+                                     (unsigned long long)id, (unsigned long long)prev);
+                        prev = id;
+                }
+                pages++;
+                cr_assert(next, "no next_cursor key");
+                if (next->type == MSGPACK_OBJECT_NIL) {
+                        reply_clear(&rp);
+                        break;
+                }
+                cursor = next->via.u64;
+                reply_clear(&rp);
+                cr_assert_lt(pages, 10, "more pages than the jobs fill");
+        }
+        cr_assert_geq(pages, 3, "%u pages of at most 128 for %d jobs", pages, LIST_JOBS);
+        for (int i = 0; i < LIST_JOBS; i++)
+                cr_assert_eq(seen[i], 1, "paged: job %llu listed %u times",
+                             (unsigned long long)ids[i], seen[i]);
         client_free(a);
         client_free(b);
 }
