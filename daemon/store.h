@@ -331,10 +331,11 @@ int store_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_
 /*
  * store_fetch_many - call @fn with the shared record of each job of @ids (@n of them),
  * in the order of @ids (its strings valid during the call only); a job with no record
- * (no such job, or its retention ended) is skipped, so is an unreadable one (logged). Every record is read in one round
- * trip, not one per job (job.list). Return: 0; @fn's error (the rest are not called);
- * -ENOTSUP (not a fleet store); -ENOMEM; -EIO. Context: any thread or fiber; blocks its
- * thread for one round trip.
+ * (no such job, or its retention ended) is skipped, so is an unreadable one (logged).
+ * Every record is read in one round trip, not one per job (job.list).
+ * Return: 0; @fn's error (the rest are not called); -ENOTSUP (not a fleet store);
+ * -ENOMEM; -EIO. Context: any thread or fiber; blocks its thread for one round trip;
+ * @fn runs on the calling thread, no store lock held.
  */
 int store_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg);
 
