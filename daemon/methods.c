@@ -647,9 +647,55 @@ static int list_pack_page(Daemon *d, const ListFilter *f, uint64_t cursor, uint6
         return r ? -ENOMEM : 0;
 }
 
+/* FleetPage - one page of ids of fleet_list(): the job of each, this host's or a copy. */
+typedef struct FleetPage {
+        JobTable *table;
+        const uint64_t *ids; /* the page's ids */
+        Job **jobs;          /* referenced; NULL: neither here nor in the shared store */
+        size_t n, next;      /* ids; where the next fetched record's id is looked for */
+} FleetPage;
+
+/* store_fetch_many()'s callback: the copy of @rec goes to its id's slot. */
+static int fleet_page_one(const StoreRecord *rec, void *arg)
+{
+        FleetPage *p = arg;
+
+        while (p->next < p->n && (p->ids[p->next] != rec->id || p->jobs[p->next]))
+                p->next++;
+        /* a record that cannot be copied is skipped, as fleet_get() skips it */
+        if (p->next < p->n && jobtable_fleet_copy(p->table, rec, &p->jobs[p->next]) < 0)
+                p->jobs[p->next] = NULL;
+        return 0;
+}
+
+/*
+ * The jobs of @p's ids: this host's where it has them, the others' shared records read
+ * in one round trip (store_fetch_many()); a job in neither (or a store that cannot be
+ * read: logged) stays NULL. Return 0; -ENOMEM.
+ */
+static int fleet_page_fill(Daemon *d, FleetPage *p)
+{
+        uint64_t *missing = malloc(p->n * sizeof(*missing));
+        size_t k = 0;
+
+        if (!missing)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n; i++) {
+                p->jobs[i] = jobtable_get(&d->jobs, p->ids[i]);
+                if (!p->jobs[i])
+                        missing[k++] = p->ids[i];
+        }
+        p->next = 0;
+        if (k)
+                (void)store_fetch_many(d->store, missing, k, fleet_page_one, p);
+        free(missing);
+        return 0;
+}
+
 /*
  * job.list in a fleet: the fleet's jobs, newest first from the shared index
- * (store_list()), this host's copy of each where it has one, else its shared record.
+ * (store_list()), this host's copy of each where it has one, else its shared record
+ * (one round trip per page of ids for all of those, store_fetch_many()).
  * Paged (@paged): one page below @cursor, as list_pack_page(). Unpaged: the newest
  * @limit matches, oldest first. At most FLEET_LIST_SCAN ids are looked at per answer:
  * a page that stops there says where to go on. Return: 0; -ENOMEM; an error in @st.
@@ -661,13 +707,18 @@ static int fleet_list(Daemon *d, const ListFilter *f, uint64_t cursor, uint64_t 
         size_t budget = list_budget(d), cap = 64, n = 0, bytes = 0, scanned = 0;
         uint64_t ids[256], next = 0, below = cursor;
         Job **jobs = malloc(cap * sizeof(*jobs));
+        Job **page = malloc(ELEMENTSOF(ids) * sizeof(*page));
+        FleetPage fp = {.table = &d->jobs, .ids = ids, .jobs = page};
         msgpack_sbuffer body;
         msgpack_packer bp;
         bool more = true, full = false;
         int r = 0;
 
-        if (!jobs)
+        if (!jobs || !page) {
+                free(jobs);
+                free(page);
                 return -ENOMEM;
+        }
         msgpack_sbuffer_init(&body);
         msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
         while (more && !full && r == 0) {
@@ -680,8 +731,12 @@ static int fleet_list(Daemon *d, const ListFilter *f, uint64_t cursor, uint64_t 
                         break;
                 }
                 more = got == ELEMENTSOF(ids);
+                fp.n = got;
+                if ((r = fleet_page_fill(d, &fp)) < 0)
+                        break;
                 for (size_t i = 0; i < got && !full; i++) {
-                        Job *j = fleet_get(d, ids[i]);
+                        Job *j = page[i];
+                        page[i] = NULL; /* ours now */
                         below = ids[i];
                         scanned++;
                         if (j && list_match(f, j) && n == limit) {
@@ -719,7 +774,11 @@ static int fleet_list(Daemon *d, const ListFilter *f, uint64_t cursor, uint64_t 
                                 full = true;
                         }
                 }
+                for (size_t i = 0; i < got; i++) /* the ones not looked at */
+                        if (page[i])
+                                page[i] = job_unref(page[i]);
         }
+        free(page);
         body.size = 0;
         for (size_t i = 0; i < n && r == 0; i++) {
                 /* a page: newest first; one array: oldest first */

@@ -27,6 +27,10 @@
  *                       flag). <name> is the host's stable name, `node` when set, else
  *                       its hostname (never hostname.pid: strikes must outlive the run
  *                       that crashed). The crash note itself stays on the host (crash.c).
+ *   fiberd:host:<name>:local
+ *                       a set of the ids of this host's jobs that are not on the stream
+ *                       (submitted with fds, below) and not final yet: SADD in the MULTI
+ *                       of a job's first write, SREM in the MULTI of its final one;
  *
  * Writes (the store thread, store.c's group commit): a batch is one MULTI/EXEC sent as
  * one pipeline, so a burst of submissions costs one round trip, as one fsync does in
@@ -55,10 +59,17 @@
  *
  * A job submitted with file descriptors (SCM_RIGHTS) is not a fleet submission: fds
  * cannot cross hosts, so it runs on the host that received it and never goes on the
- * stream (its record is still written here, for job.status through any host).
+ * stream (its record is still written here, for job.status through any host). No other
+ * host can take it over, so its host keeps it in fiberd:host:<name>:local until it is
+ * final; at start-up (redis_load(), store_load()) every id left there, by a host that
+ * died or stopped with jobs queued, goes through the recovery of the single-host
+ * stores (jobtable_restore()): queued with fds or running, it ends failed INTERRUPTED,
+ * and that final write takes it out of the set. A host that never starts again under
+ * the same name (`node`, or the hostname) leaves its local jobs as they were.
  *
- * job.list through a host fetches each record it does not hold with one HGETALL, one
- * round trip per job: pipelining them needs a batched fetch in StoreBackend.
+ * job.list through a host reads the records it does not hold a page of ids at a time
+ * (store_fetch_many()): one HGETALL per job, all of a page sent as one pipeline on the
+ * query connection and answered in one round trip, not one round trip per job.
  */
 #include "daemon/store.h"
 #include "daemon/log.h"
@@ -98,6 +109,7 @@ typedef struct RedisStore {
         char *consumer;         /* owned: the consumer name (node, or hostname.pid) */
         char *plugins_key;      /* owned: fiberd:host:<node or hostname>:plugins */
         char *meta_key;         /* owned: fiberd:host:<node or hostname>:meta */
+        char *local_key;        /* owned: fiberd:host:<node or hostname>:local */
         char *stream, *group;   /* owned copies of the options */
         uint64_t claim_idle_ms; /* a pending entry idle this long is taken over */
         uint64_t expire_s;      /* a final job's hash lives this long */
@@ -542,6 +554,7 @@ static void redis_close(Store *s)
         free(q->consumer);
         free(q->plugins_key);
         free(q->meta_key);
+        free(q->local_key);
         free(q->stream);
         free(q->group);
         free(q);
@@ -581,7 +594,11 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
                 q->plugins_key = NULL;
         if (asprintf(&q->meta_key, REDIS_HOST_KEY_FMT, host, "meta") < 0)
                 q->meta_key = NULL;
-        if (!q->stream || !q->group || !q->consumer || !q->plugins_key || !q->meta_key) {
+        /* so are the ids of its jobs that are not on the stream (redis_load()) */
+        if (asprintf(&q->local_key, REDIS_HOST_KEY_FMT, host, "local") < 0)
+                q->local_key = NULL;
+        if (!q->stream || !q->group || !q->consumer || !q->plugins_key || !q->meta_key ||
+            !q->local_key) {
                 redis_close(s);
                 return -ENOMEM;
         }
@@ -631,6 +648,95 @@ static uint64_t redis_next_id(Store *s)
         return v + 1;
 }
 
+static int id_compare(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/*
+ * At start-up: the jobs this host ran or queued outside the stream (submitted with fds)
+ * whose final state was never written, because the host stopped first (kill -9, a
+ * crash, a shutdown that left queued jobs). No other host can take them: each record
+ * goes to @fn, the recovery of the single-host stores (jobtable_restore(): queued with
+ * fds or running, it ends INTERRUPTED), whose final write drops it from the set. An id
+ * whose record is gone, unreadable or final already leaves the set here.
+ * Context: main thread at start-up (the store thread's connection is not in use yet).
+ */
+static int redis_load(Store *s, StoreLoadFn fn, void *arg, char *why, size_t why_size)
+{
+        RedisStore *q = redis_of(s);
+        redisContext *c = redis_ensure(s, &q->w, why, why_size);
+        redisReply *set;
+        uint64_t *ids = NULL;
+        size_t n = 0, restored = 0, drop = 0;
+        int r = 0;
+
+        if (!c)
+                return -EIO;
+        set = redisCommand(c, "SMEMBERS %s", q->local_key);
+        if (!set || set->type != REDIS_REPLY_ARRAY) {
+                snprintf(why, why_size, "redis SMEMBERS %s: %s", q->local_key,
+                         set && set->type == REDIS_REPLY_ERROR ? set->str
+                         : c->errstr[0]                        ? c->errstr
+                                                               : "no reply");
+                if (set)
+                        freeReplyObject(set);
+                return -EIO;
+        }
+        if (set->elements) {
+                ids = calloc(set->elements, sizeof(*ids));
+                if (!ids) {
+                        freeReplyObject(set);
+                        return -ENOMEM;
+                }
+        }
+        for (size_t i = 0; i < set->elements; i++)
+                if (set->element[i]->type == REDIS_REPLY_STRING)
+                        ids[n++] = strtoull(set->element[i]->str, NULL, 10);
+        freeReplyObject(set);
+        qsort(ids, n, sizeof(*ids), id_compare); /* in id order, as StoreBackend.load */
+        for (size_t i = 0; i < n; i++)
+                redisAppendCommand(c, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
+        for (size_t i = 0; i < n; i++) {
+                redisReply *h = NULL;
+                StoreRecord rec;
+                int p;
+
+                if (redisGetReply(c, (void **)&h) != REDIS_OK || !h) {
+                        snprintf(why, why_size, "redis: %s", c->errstr[0] ? c->errstr : "no reply");
+                        r = -EIO;
+                        break;
+                }
+                p = h->type == REDIS_REPLY_ERROR ? -EIO : record_parse(h, ids[i], &rec);
+                if (p == 0 && !job_state_final(rec.state) && r == 0) {
+                        r = fn(&rec, arg); /* its final write leaves the set */
+                        restored += r == 0;
+                } else if (p < 0 || job_state_final(rec.state)) {
+                        if (p == -EIO)
+                                log_msg(LOG_ERR,
+                                        "job store: redis: job %" PRIu64 " of this host has "
+                                        "a bad record; it is not restored",
+                                        ids[i]);
+                        ids[drop++] = ids[i]; /* nothing to end: only its place in the set */
+                }
+                freeReplyObject(h);
+        }
+        for (size_t i = 0; i < drop && r == 0; i++) {
+                /* after the pipeline's replies: a command now would read one of them */
+                redisReply *d = redisCommand(c, "SREM %s %" PRIu64, q->local_key, ids[i]);
+                if (d)
+                        freeReplyObject(d);
+        }
+        if (restored)
+                log_msg(LOG_NOTICE,
+                        "job store: redis: %zu job(s) this host held outside the stream "
+                        "were taken back",
+                        restored);
+        free(ids);
+        return r;
+}
+
 /*
  * retention_max, fleet-wide: KEYS[1] is fiberd:finished (final job ids scored by their
  * finished_ms), KEYS[2] fiberd:index; ARGV[1] how many to keep. The oldest beyond it
@@ -660,6 +766,7 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
         const StoreRecord *rec = &w->rec;
         char key[64], idbuf[24], expire[24], entry[48];
         RedisCmd cmd;
+        bool held;
 
         if (w->op == STORE_OP_PLUGIN) {
                 msgpack_sbuffer sb;
@@ -701,6 +808,12 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 redisAppendCommand(c, "XADD %s * id %s", q->stream, idbuf);
                 (*n)++;
         }
+        held = entry_find(q, rec->id, entry);
+        if (rec->args && !rec->enqueue && !job_state_final(rec->state)) {
+                /* a job that runs here only (fds): this host's, until its final write */
+                redisAppendCommand(c, "SADD %s %s", q->local_key, idbuf);
+                (*n)++;
+        }
         if (job_state_final(rec->state)) {
                 snprintf(expire, sizeof(expire), "%" PRIu64, q->expire_s);
                 redisAppendCommand(c, "EXPIRE %s %s", key, expire);
@@ -708,8 +821,12 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 redisAppendCommand(c, "ZADD %s %" PRIu64 " %s", REDIS_KEY_FINISHED,
                                    rec->finished_ms, idbuf);
                 (*n)++;
-                if (entry_find(q, rec->id, entry)) {
+                if (held) {
                         redisAppendCommand(c, "XACK %s %s %s", q->stream, q->group, entry);
+                        (*n)++;
+                } else {
+                        /* not off the stream: maybe in this host's local set */
+                        redisAppendCommand(c, "SREM %s %s", q->local_key, idbuf);
                         (*n)++;
                 }
         }
@@ -886,6 +1003,59 @@ static int redis_fetch(Store *s, uint64_t id, StoreLoadFn fn, void *arg)
         if (r == 0)
                 r = fn(&rec, arg);
         freeReplyObject(rep);
+        return r;
+}
+
+/*
+ * The records of @ids in one pipeline (an HGETALL each, then every reply) on the query
+ * connection, under its lock; @fn is called after it is released, so it may query too.
+ */
+static int redis_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg)
+{
+        RedisStore *q = redis_of(s);
+        char why[256] = "";
+        redisReply **reps;
+        size_t got = 0;
+        int r = 0;
+
+        if (n == 0)
+                return 0;
+        reps = calloc(n, sizeof(*reps));
+        if (!reps)
+                return -ENOMEM;
+        pthread_mutex_lock(&q->q_lock);
+        /* a second try only when the connection was lost before any reply (as query()) */
+        for (int tries = 0; tries < 2 && got == 0; tries++) {
+                if (!redis_ensure(s, &q->q, why, sizeof(why)))
+                        continue;
+                for (size_t i = 0; i < n; i++)
+                        redisAppendCommand(q->q, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
+                for (got = 0; got < n; got++)
+                        if (redisGetReply(q->q, (void **)&reps[got]) != REDIS_OK || !reps[got])
+                                break;
+                if (got < n && !why[0])
+                        snprintf(why, sizeof(why), "%s",
+                                 q->q->errstr[0] ? q->q->errstr : "connection lost");
+        }
+        pthread_mutex_unlock(&q->q_lock);
+        if (got < n) {
+                log_msg(LOG_ERR, "job store: redis %s: %s", s->path,
+                        why[0] ? why : "connection lost");
+                r = -EIO;
+        }
+        for (size_t i = 0; i < got && r == 0; i++) {
+                StoreRecord rec;
+                int p = reps[i]->type == REDIS_REPLY_ERROR ? -EIO
+                                                           : record_parse(reps[i], ids[i], &rec);
+                if (p == 0)
+                        r = fn(&rec, arg);
+                else if (p == -EIO) /* one bad record hides no other */
+                        log_msg(LOG_ERR, "job store: redis: job %" PRIu64 " has a bad record",
+                                ids[i]);
+        }
+        for (size_t i = 0; i < got; i++)
+                freeReplyObject(reps[i]);
+        free(reps);
         return r;
 }
 
@@ -1246,7 +1416,7 @@ static void redis_fleet_stop(Store *s)
 const StoreBackend store_redis_backend = {
         .name = "redis",
         .open = redis_open,
-        .load = NULL, /* the stream is read by the reader thread, not at start-up */
+        .load = redis_load, /* this host's local jobs; the stream is the reader's */
         .next_id = redis_next_id,
         .commit = redis_commit,
         .plugin_files = redis_plugin_files,
@@ -1257,4 +1427,5 @@ const StoreBackend store_redis_backend = {
         .list = redis_list,
         .fleet_start = redis_fleet_start,
         .fleet_stop = redis_fleet_stop,
+        .fetch_many = redis_fetch_many,
 };

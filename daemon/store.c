@@ -735,6 +735,11 @@ void store_fleet_stop(Store *s)
                 s->backend->fleet_stop(s);
 }
 
+int store_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg)
+{
+        return s->backend->fetch_many ? s->backend->fetch_many(s, ids, n, fn, arg) : -ENOTSUP;
+}
+
 uint64_t store_next_id(Store *s)
 {
         return s->next_id;

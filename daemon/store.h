@@ -174,6 +174,11 @@ typedef struct StoreBackend {
         /* fleet_start / fleet_stop - start / stop taking jobs off the shared queue. */
         int (*fleet_start)(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg);
         void (*fleet_stop)(Store *s);
+        /* fetch_many - @fn with the shared record of each of @ids (@n of them) that exists,
+         * in the order of @ids, all read in one round trip; a missing or unreadable one
+         * is skipped (the latter logged).
+         * Return 0; @fn's error; -ENOMEM; -EIO. Context: any thread. */
+        int (*fetch_many)(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg);
 } StoreBackend;
 
 extern const StoreBackend store_memory_backend;
@@ -338,6 +343,17 @@ int store_fetch(Store *s, uint64_t id, StoreLoadFn fn, void *arg);
  * Context: any thread or fiber; blocks its thread for one round trip.
  */
 int store_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n);
+
+/*
+ * store_fetch_many - call @fn with the shared record of each job of @ids (@n of them),
+ * in the order of @ids (its strings valid during the call only); a job with no record
+ * (no such job, or its retention ended) is skipped, so is an unreadable one (logged).
+ * Every record is read in one round trip, not one per job (job.list).
+ * Return: 0; @fn's error (the rest are not called); -ENOTSUP (not a fleet store);
+ * -ENOMEM; -EIO. Context: any thread or fiber; blocks its thread for one round trip;
+ * @fn runs on the calling thread, no store lock held.
+ */
+int store_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg);
 
 /*
  * store_fleet_start - start taking jobs off the shared queue: @take is called with each

@@ -25,12 +25,20 @@
  *  - crash-only plugins in fleet mode: a host under a fixed node name whose crash_run
  *    plugin crashes it twice in a row finds, at its next start, the plugin quarantined
  *    (its strikes are kept in Redis under fiberd:host:<node>:plugins): `fiberctl
- *    plugins` shows it refused with the reason, and fiberd stays up.
+ *    plugins` shows it refused with the reason, and fiberd stays up;
+ *  - a job submitted with an fd runs on its host only, off the stream: its id is in
+ *    fiberd:host:<node>:local while it runs; kill -9 of that host and a restart under
+ *    the same node end it failed INTERRUPTED (job.status through it and through another
+ *    host), and the set no longer holds it;
+ *  - job.list through a host that holds none of the fleet's 300 jobs (their records
+ *    are read a page of ids at a time, store_fetch_many()): unpaged, and paged with a
+ *    limit of 128, every id comes back exactly once, newest first in the pages.
  */
 #include "tests/integration/fiberd_harness.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -522,4 +530,209 @@ Test(daemon_redis, plugin_crashing_in_run_is_quarantined_in_fleet_mode)
         cr_assert_eq(rp.r, 0);
         reply_clear(&rp);
         client_free(c);
+}
+
+/* ------------------------------------------------------------ jobs with fds ------ */
+
+/* job.status of @id through @c: its state and error code (each 32 bytes). */
+static int job_state_code(Client *c, uint64_t id, char *state, char *code)
+{
+        const msgpack_object *err;
+        Reply rp;
+        int r;
+
+        rpc_simple(c, "job.status", 1, &id, &rp);
+        r = rp.r;
+        if (r == 0) {
+                err = map_get(rp.result, "error");
+                snprintf(state, 32, "%s", map_str(rp.result, "state"));
+                snprintf(code, 32, "%s",
+                         err && err->type == MSGPACK_OBJECT_MAP ? map_str(err, "code") : "");
+        }
+        reply_clear(&rp);
+        return r;
+}
+
+/* job.submit of sleep {ms: @ms, file: <fd 0>} with @fd passed: the job's id. */
+static uint64_t submit_sleep_with_fd(Client *c, int fd, uint64_t ms)
+{
+        static const char fd0[4] = {0, 0, 0, 0};
+        msgpack_packer *pk;
+        uint32_t msgid;
+        uint64_t id;
+        Reply rp;
+
+        cr_assert_eq(client_request_fds(c, &fd, 1), 0, "client_request_fds");
+        pk = client_request(c, "job.submit", 3, &msgid);
+        ipc_pack_cstr(pk, "sleep");
+        msgpack_pack_map(pk, 2);
+        ipc_pack_cstr(pk, "ms");
+        msgpack_pack_uint64(pk, ms);
+        ipc_pack_cstr(pk, "file");
+        msgpack_pack_ext(pk, 4, IPC_EXT_FD);
+        msgpack_pack_ext_body(pk, fd0, 4);
+        msgpack_pack_nil(pk);
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "submit with an fd: %s", rp.st.message);
+        id = map_uint(rp.result, "id");
+        reply_clear(&rp);
+        cr_assert_gt(id, 0);
+        return id;
+}
+
+Test(daemon_redis, a_killed_hosts_job_with_fds_ends_interrupted_at_its_restart)
+{
+        char config[512], state[32] = "", code[32] = "", args[128];
+        uint64_t id, deadline;
+        Client *a, *b;
+        int fd, status;
+
+        redis_start();
+        snprintf(config, sizeof(config),
+                 "[store]\nbackend = redis\nredis = unix:%s\nnode = fdhost\n"
+                 "claim_idle_ms = 500\n",
+                 redis_sock);
+        fiberd_start(&host_a, &(FiberdOpts){.config = config, .plugins = "echo sleep"});
+        a = fiberd_connect(&host_a);
+        fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        cr_assert(fd >= 0, "open /dev/null: %s", strerror(errno));
+        id = submit_sleep_with_fd(a, fd, 600000);
+        close(fd);
+        /* answered once its first write is committed: it is this host's local job */
+        snprintf(args, sizeof(args), "SISMEMBER fiberd:host:fdhost:local %llu",
+                 (unsigned long long)id);
+        cr_assert_eq(redis_cli_int(args), 1, "job %llu is not in the host's local set",
+                     (unsigned long long)id);
+        deadline = now_ms() + 15000;
+        while (job_state_code(a, id, state, code) == 0 && strcmp(state, "running") != 0)
+                cr_assert(now_ms() < deadline, "job %llu is %s after 15 s", (unsigned long long)id,
+                          state);
+        cr_assert_str_eq(state, "running");
+        client_free(a);
+        status = fiberd_signal_and_wait(&host_a, SIGKILL, 10000);
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status 0x%x", status);
+
+        /* restarted under the same node: the job it held ends, INTERRUPTED */
+        fiberd_restart(&host_a);
+        a = fiberd_connect(&host_a);
+        cr_assert_eq(job_state_code(a, id, state, code), 0, "job.status %llu",
+                     (unsigned long long)id);
+        cr_assert_str_eq(state, "failed");
+        cr_assert_str_eq(code, "INTERRUPTED");
+        /* the shared record says so too (its final write), for every host */
+        host_start(&host_b, "b", 1);
+        b = fiberd_connect(&host_b);
+        deadline = now_ms() + 15000;
+        while (job_state_code(b, id, state, code) != 0 || strcmp(state, "failed") != 0)
+                cr_assert(now_ms() < deadline, "job %llu is %s through b after 15 s",
+                          (unsigned long long)id, state);
+        cr_assert_str_eq(code, "INTERRUPTED");
+        cr_assert_eq(redis_cli_int(args), 0, "job %llu is still in the host's local set",
+                     (unsigned long long)id);
+        client_free(a);
+        client_free(b);
+}
+
+/* ------------------------------------------------------------ job.list, many ---- */
+
+#define LIST_JOBS 300
+
+/* job.list through @c with {cursor, limit} (@paged) or {} (unpaged). */
+static void list_call(Client *c, bool paged, uint64_t cursor, uint64_t limit, Reply *rp)
+{
+        msgpack_packer *pk;
+        uint32_t msgid;
+
+        pk = client_request(c, "job.list", 1, &msgid);
+        cr_assert(pk);
+        msgpack_pack_map(pk, paged ? 2 : 0);
+        if (paged) {
+                if (cursor)
+                        ipc_pack_kv_uint(pk, "cursor", cursor);
+                else
+                        ipc_pack_kv_nil(pk, "cursor");
+                ipc_pack_kv_uint(pk, "limit", limit);
+        }
+        rpc_wait_reply(c, msgid, rp);
+        cr_assert_eq(rp->r, 0, "job.list: %s", rp->st.message);
+}
+
+/* Counts @jobs' ids into @seen (@ids sorted ascending, LIST_JOBS of them). */
+static void list_count(const msgpack_object *jobs, const uint64_t *ids, unsigned *seen)
+{
+        cr_assert(jobs && jobs->type == MSGPACK_OBJECT_ARRAY);
+        for (uint32_t i = 0; i < jobs->via.array.size; i++) {
+                uint64_t id = map_uint(&jobs->via.array.ptr[i], "id");
+                unsigned k = 0;
+                while (k < LIST_JOBS && ids[k] != id)
+                        k++;
+                cr_assert_lt(k, LIST_JOBS, "job.list gave job %llu, not one of the fleet's",
+                             (unsigned long long)id);
+                seen[k]++;
+        }
+}
+
+Test(daemon_redis, list_through_another_host_gives_every_job_once)
+{
+        uint64_t ids[LIST_JOBS], cursor = 0, prev = UINT64_MAX;
+        unsigned seen[LIST_JOBS] = {0}, pages = 0;
+        Client *a, *b;
+        Reply rp;
+
+        redis_start();
+        host_start(&host_a, "a", 8);
+        a = fiberd_connect(&host_a);
+        for (int i = 0; i < LIST_JOBS; i++) {
+                IpcStatus st = {0};
+                ids[i] = rpc_submit(a, "echo", (Arg[]){ARG_I("n", i)}, 1, 0, 0, &st);
+                cr_assert(ids[i] > 0, "submit %d: %s", i, st.message);
+        }
+        for (int i = 0; i < LIST_JOBS; i++) {
+                rpc_job_wait(a, ids[i], 30000, &rp);
+                cr_assert_eq(rp.r, 0, "wait %llu: %s", (unsigned long long)ids[i], rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                reply_clear(&rp);
+        }
+        /* b starts once every job is done: its table holds none of them */
+        host_start(&host_b, "b", 1);
+        b = fiberd_connect(&host_b);
+
+        list_call(b, false, 0, 0, &rp);
+        list_count(rp.result, ids, seen);
+        reply_clear(&rp);
+        for (int i = 0; i < LIST_JOBS; i++) {
+                cr_assert_eq(seen[i], 1, "unpaged: job %llu listed %u times",
+                             (unsigned long long)ids[i], seen[i]);
+                seen[i] = 0;
+        }
+
+        for (;;) {
+                const msgpack_object *jobs, *next;
+                list_call(b, true, cursor, 128, &rp);
+                jobs = map_get(rp.result, "jobs");
+                next = map_get(rp.result, "next_cursor");
+                list_count(jobs, ids, seen);
+                cr_assert_leq(jobs->via.array.size, 128);
+                for (uint32_t i = 0; i < jobs->via.array.size; i++) {
+                        uint64_t id = map_uint(&jobs->via.array.ptr[i], "id");
+                        cr_assert_lt(id, prev, "not newest first: %llu after %llu",
+                                     (unsigned long long)id, (unsigned long long)prev);
+                        prev = id;
+                }
+                pages++;
+                cr_assert(next, "no next_cursor key");
+                if (next->type == MSGPACK_OBJECT_NIL) {
+                        reply_clear(&rp);
+                        break;
+                }
+                cursor = next->via.u64;
+                reply_clear(&rp);
+                cr_assert_lt(pages, 10, "more pages than the jobs fill");
+        }
+        cr_assert_geq(pages, 3, "%u pages of at most 128 for %d jobs", pages, LIST_JOBS);
+        for (int i = 0; i < LIST_JOBS; i++)
+                cr_assert_eq(seen[i], 1, "paged: job %llu listed %u times",
+                             (unsigned long long)ids[i], seen[i]);
+        client_free(a);
+        client_free(b);
 }
