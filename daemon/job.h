@@ -78,6 +78,8 @@ typedef struct JobOrigin {
         Creds *creds; /* the submitter: referenced by the job */
         int *fds;     /* taken over by the job on success (then set NULL, n_fds 0) */
         size_t n_fds;
+        bool answer_at_end; /* job.run: the submission is answered once the job ends
+                             * (its first store write may wait for that) */
 } JobOrigin;
 
 typedef struct Job {
@@ -137,15 +139,19 @@ typedef struct Job {
         /* under Store.lock (store.c): the job is queued at most once for a write; the
          * store thread snapshots its record when it takes the batch, so the changes
          * made meanwhile cost one row write, and none of them a copy on the caller */
-        StoreEntry store_entry; /* in Store.queue while store_queued */
-        bool store_queued;      /* its entry is queued (holds a reference) */
-        bool store_args;        /* the next write carries the arguments (the first one) */
-        bool store_notify;      /* set `durable` once the next write is committed */
-        bool run_early;         /* dispatched before its record was committed (the
+        StoreEntry store_entry;    /* in Store.queue while store_queued */
+        bool store_queued;         /* its entry is queued (holds a reference) */
+        bool store_args;           /* the next write carries the arguments (the first one) */
+        bool store_notify;         /* set `durable` once the next write is committed */
+        bool run_early;            /* dispatched before its record was committed (the
                                  * store was busy: jobtable_submit()) */
-        int store_error;        /* set before `durable`: 0, or why the store failed */
-        FiberEvent durable;     /* set once the submission is committed to the store */
-        JobLog log;             /* its host->log lines, bounded (joblog.h); its own lock */
+        bool store_deferred;       /* under the table lock: a job.run under load whose
+                                 * first write waits for its end (jobtable_submit()) */
+        int store_error;           /* set before `durable`: 0, or why the store failed */
+        FiberEvent durable;        /* set once the submission is committed to the store */
+        FiberEvent final_recorded; /* set once a write with its final state is committed
+                                    * (durable stores; store.c) */
+        JobLog log;                /* its host->log lines, bounded (joblog.h); its own lock */
 
         FiberEvent ran;      /* set by the job fiber when the entry point returned */
         FiberEvent finished; /* set once the state is final */

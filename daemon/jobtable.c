@@ -293,6 +293,16 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 pc->queued++;
         }
         *ret = job_ref(j);
+        if (origin->answer_at_end && store_durable(t->store) && store_busy(t->store)) {
+                /* job.run under load: nothing is answered before the job ends, so its
+                 * first write waits for that (jobtable_store_locked()): one row write,
+                 * and a crash before it loses only a submission never answered */
+                j->store_deferred = true;
+                j->run_early = true;
+                dispatch_pump_locked(&t->dispatch);
+                jobtable_unlock(t);
+                return 0;
+        }
         /* durable before job.submit answers: jobtable_wait_durable() */
         r = t->store ? store_put(t->store, j, true, true) : -ENODEV;
         if (r < 0) {
@@ -470,6 +480,7 @@ void jobtable_stop(JobTable *t)
                         /* kept queued in the store for the next start; its waiters
                          * answer UNAVAILABLE (they see a job that is not final) */
                         j->requeued = true;
+                        jobtable_record_locked(t, j); /* a job.run's first write */
                         fiber_event_set(&j->finished);
                         continue;
                 }
@@ -513,15 +524,52 @@ void jobtable_set_store(JobTable *t, Store *s)
 
 void jobtable_store_locked(JobTable *t, Job *j)
 {
-        if (t->store && store_put(t->store, j, false, false) < 0)
-                log_job(LOG_ERR, j->id, j->plugin_name,
-                        "out of memory: its %s state is not written to the store",
-                        job_state_name(j->state));
+        if (!t->store)
+                return;
+        if (j->store_deferred) {
+                /* its first write (jobtable_submit()) waits for its end, or for a
+                 * shutdown that leaves it queued */
+                if (job_state_final(j->state) || j->requeued)
+                        jobtable_record_locked(t, j);
+                return;
+        }
+        store_put(t->store, j, false, false);
+}
+
+void jobtable_record_locked(JobTable *t, Job *j)
+{
+        if (!j->store_deferred)
+                return;
+        j->store_deferred = false;
+        store_put(t->store, j, true, true); /* sets `durable` once committed */
+}
+
+int jobtable_wait_recorded(JobTable *t, Job *j)
+{
+        FiberEvent *ev;
+
+        if (!t->store || !store_durable(t->store))
+                return 0;
+        jobtable_lock(t);
+        jobtable_record_locked(t, j);
+        /* a final state: the write that carries it (store.c sets final_recorded) */
+        ev = job_state_final(j->state) && !j->requeued ? &j->final_recorded : &j->durable;
+        jobtable_unlock(t);
+        while (fiber_event_wait(ev, SCHED_FOREVER) < 0)
+                ; /* a request fiber is not cancelled; the store thread always answers */
+        return j->store_error;
 }
 
 int jobtable_wait_durable(JobTable *t, Job *j)
 {
+        bool deferred;
         int r;
+
+        jobtable_lock(t);
+        deferred = j->store_deferred;
+        jobtable_unlock(t);
+        if (deferred)
+                return 0; /* job.run: the answer waits for jobtable_wait_recorded() */
 
         while (fiber_event_wait(&j->durable, SCHED_FOREVER) < 0)
                 ; /* a request fiber is not cancelled; the store thread always answers */
@@ -633,6 +681,8 @@ static int restore_job(JobTable *t, const StoreRecord *rec, const Plugin *plugin
         }
         j->state = rec->state;
         fiber_event_set(&j->durable);
+        if (job_state_final(rec->state))
+                fiber_event_set(&j->final_recorded); /* read back from the store */
         msgpack_zone_destroy(&zone);
         *ret = j;
         return 0;

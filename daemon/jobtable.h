@@ -160,6 +160,21 @@ void jobtable_restore_done(JobTable *t, uint64_t next_id);
 int jobtable_wait_durable(JobTable *t, Job *j);
 
 /*
+ * jobtable_record_locked - write @j's record now if its first write was deferred (a
+ * job.run under load, Job.store_deferred): with its arguments, setting `durable` once
+ * committed. No-op otherwise. Context: the table lock held; does not yield.
+ */
+void jobtable_record_locked(JobTable *t, Job *j);
+
+/*
+ * jobtable_wait_recorded - before an answer that shows @j's state: write its record
+ * if it was deferred (jobtable_record_locked()), and park the calling fiber until its
+ * submission is on disk. Return: 0; the store's error (negative errno).
+ * Context: a fiber (yields); not a job's.
+ */
+int jobtable_wait_recorded(JobTable *t, Job *j);
+
+/*
  * jobtable_store_locked - queue a copy of @j's record for the store (no-op without
  * one); a write that cannot be queued is logged. Context: table lock held; no yield.
  */

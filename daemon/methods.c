@@ -261,7 +261,7 @@ static int class_from_option(Daemon *d, const char *name, size_t len, int *ret, 
  * three of job.run's) describe, owned by @req's uid: every check, error and limit of
  * job.submit is here. @ret: out, one reference, written only on success.
  */
-static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
+static int submit_from_params(Daemon *d, Request *req, bool answer_at_end, Job **ret, IpcStatus *st)
 {
         static const msgpack_object empty_map = {.type = MSGPACK_OBJECT_MAP};
         const msgpack_object *params = &req->msg.params;
@@ -339,7 +339,10 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
                                       *loaded ? loaded : "none");
         }
         snprintf(cname, sizeof(cname), "%s", plugin_host_name(p));
-        origin = (JobOrigin){.creds = req->creds, .fds = req->fds, .n_fds = req->n_fds};
+        origin = (JobOrigin){.creds = req->creds,
+                             .fds = req->fds,
+                             .n_fds = req->n_fds,
+                             .answer_at_end = answer_at_end};
         r = plugin_host_check_args(p, args, &origin, st); /* the plugin's check_args */
         if (r < 0)
                 return r;
@@ -385,7 +388,7 @@ static int submit_from_params(Daemon *d, Request *req, Job **ret, IpcStatus *st)
 static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Job *j;
-        int r = submit_from_params(ctx, req, &j, st);
+        int r = submit_from_params(ctx, req, false, &j, st);
 
         if (r < 0)
                 return r;
@@ -466,6 +469,15 @@ static int answer_when_final(Daemon *d, Request *req, Job *j, uint64_t timeout_m
                 job_unref(j);
                 return r;
         }
+        /* what the answer shows is on disk first: a final state (a job.run under load
+         * has no record before that), or at least the submission */
+        if (!j->fleet_copy && (r = jobtable_wait_recorded(&d->jobs, j)) < 0) {
+                job_unref(j);
+                return ipc_status_set(st, IPC_INTERNAL, r,
+                                      "the job store could not record job %llu (%s): see "
+                                      "fiberd's log",
+                                      (unsigned long long)j->id, strerror(-r));
+        }
         r = pack_record(d, j, pk);
         job_unref(j);
         return r;
@@ -499,7 +511,7 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
         r = wait_ms_from_params(req, IPC_RUN_PARAM_TIMEOUT_MS, &timeout_ms, st);
         if (r < 0)
                 return r;
-        r = submit_from_params(d, req, &j, st);
+        r = submit_from_params(d, req, true, &j, st);
         if (r < 0)
                 return r;
         return answer_when_final(d, req, j, timeout_ms, pk, st);

@@ -260,6 +260,12 @@ static void write_release(StoreWrite *w, int error)
                 fiber_event_set(&w->notify->durable);
                 job_unref(w->notify);
         }
+        if (w->notify_final) {
+                if (error)
+                        w->notify_final->store_error = error;
+                fiber_event_set(&w->notify_final->final_recorded);
+                job_unref(w->notify_final);
+        }
         if (!w->in_arena)
                 free(w);
 }
@@ -512,6 +518,8 @@ static StoreWrite *snapshot_job(Store *s, const StoreTaken *t)
                 pthread_mutex_unlock(&s->lock);
                 return NULL;
         }
+        if (job_state_final(w->rec.state))
+                w->notify_final = job_ref(j);
         if (t->notify)
                 w->notify = j;
         else

@@ -128,8 +128,9 @@ typedef struct StoreWrite {
         StorePluginFile pf;   /* STORE_OP_PLUGIN */
         const char *meta_key; /* STORE_OP_META */
         int64_t meta_value;
-        Job *notify;   /* referenced: its `durable` event is set once committed */
-        bool in_arena; /* in the store thread's batch memory (store.c), not malloc'ed */
+        Job *notify;       /* referenced: its `durable` event is set once committed */
+        Job *notify_final; /* referenced: a final state: its `final_recorded` event */
+        bool in_arena;     /* in the store thread's batch memory (store.c), not malloc'ed */
 } StoreWrite;
 
 /* StorePluginFn - one stored plugin file; return 0 or a negative errno to stop. */

@@ -192,6 +192,117 @@ Test(daemon_store, kill9_under_load_loses_no_answered_job)
         client_free(c);
 }
 
+/*
+ * job.run under pipelined load: the store is busy, so a job.run is dispatched before
+ * its record exists and its first write waits for its end (jobtable_submit()). Killed
+ * with -9 mid-stream, every job.run that was answered is on disk, done, after the
+ * restart; nothing is answered twice.
+ */
+#define RUN_CLIENTS 4
+#define RUN_WINDOW 64        /* job.run requests in flight per client */
+#define RUN_BEFORE_KILL 3000 /* answered job.runs, all clients, before the kill */
+
+typedef struct Runner {
+        pthread_t thread;
+        const char *sock;
+        uint64_t ids[LOAD_MAX * 4];
+        size_t n;
+        unsigned *total; /* atomic */
+} Runner;
+
+static void run_request(Client *c)
+{
+        uint32_t msgid;
+        msgpack_packer *pk = client_request(c, "job.run", 2, &msgid);
+
+        if (pk) {
+                ipc_pack_cstr(pk, "echo");
+                msgpack_pack_map(pk, 0);
+        }
+}
+
+/* Whether the record @m says state "done" (map_str()'s buffer is not for threads). */
+static bool record_done(const msgpack_object *m)
+{
+        if (!m || m->type != MSGPACK_OBJECT_MAP)
+                return false;
+        for (uint32_t i = 0; i < m->via.map.size; i++) {
+                const msgpack_object *k = &m->via.map.ptr[i].key, *v = &m->via.map.ptr[i].val;
+                if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == 5 &&
+                    !memcmp(k->via.str.ptr, "state", 5))
+                        return v->type == MSGPACK_OBJECT_STR && v->via.str.size == 4 &&
+                               !memcmp(v->via.str.ptr, "done", 4);
+        }
+        return false;
+}
+
+/* Keeps RUN_WINDOW job.run echo requests in flight until the daemon goes away; keeps
+ * the id of every one answered "done". A thread: no criterion asserts here. */
+static void *runner_main(void *arg)
+{
+        Runner *r = arg;
+        IpcStatus st = {0};
+        Client *c;
+
+        if (client_connect(&c, r->sock, &st) < 0)
+                return NULL;
+        for (int i = 0; i < RUN_WINDOW; i++)
+                run_request(c);
+        while (r->n < sizeof(r->ids) / sizeof(r->ids[0])) {
+                const msgpack_object *res;
+                IpcMessage m;
+                if (client_receive(c, &m, 30000, &st) != 1)
+                        break; /* killed */
+                if (client_result(&m, &res, &st) == 0 && record_done(res)) {
+                        r->ids[r->n++] = map_uint(res, "id");
+                        __atomic_add_fetch(r->total, 1, __ATOMIC_RELEASE);
+                }
+                ipc_message_clear(&m);
+                run_request(c);
+        }
+        client_free(c);
+        return NULL;
+}
+
+Test(daemon_store, kill9_under_pipelined_job_run_loses_no_answered_job)
+{
+        FiberdOpts o = {.config = "[jobs]\nretention_max = 100000\n", .plugins = "echo"};
+        static Runner runs[RUN_CLIENTS];
+        unsigned total = 0;
+        uint64_t deadline;
+        size_t checked = 0;
+        Client *c;
+
+        fiberd_start(&fd_, &o);
+        for (int i = 0; i < RUN_CLIENTS; i++) {
+                runs[i].sock = fd_.sock;
+                runs[i].total = &total;
+                cr_assert(pthread_create(&runs[i].thread, NULL, runner_main, &runs[i]) == 0);
+        }
+        deadline = now_ms() + 30000;
+        while (__atomic_load_n(&total, __ATOMIC_ACQUIRE) < RUN_BEFORE_KILL)
+                cr_assert(now_ms() < deadline, "%u job.runs answered after 30 s", total);
+        kill9(); /* with RUN_CLIENTS * RUN_WINDOW job.runs in flight */
+        for (int i = 0; i < RUN_CLIENTS; i++)
+                pthread_join(runs[i].thread, NULL);
+
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        for (int i = 0; i < RUN_CLIENTS; i++) {
+                for (size_t k = 0; k < runs[i].n; k++) {
+                        char state[32];
+                        int r = job_state(c, runs[i].ids[k], state, NULL, NULL);
+                        cr_assert(r == 0, "job %llu was answered done but is gone after kill -9",
+                                  (unsigned long long)runs[i].ids[k]);
+                        cr_assert_str_eq(state, "done", "job %llu",
+                                         (unsigned long long)runs[i].ids[k]);
+                        checked++;
+                }
+        }
+        cr_assert_geq(checked, RUN_BEFORE_KILL);
+        client_free(c);
+}
+
 /* ------------------------------------------------------------ recovery ----------- */
 
 Test(daemon_store, running_jobs_interrupted_or_retried)
