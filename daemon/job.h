@@ -145,8 +145,8 @@ typedef struct Job {
         bool store_notify;         /* set `durable` once the next write is committed */
         bool run_early;            /* dispatched before its record was committed (the
                                  * store was busy: jobtable_submit()) */
-        bool store_deferred;       /* under the table lock: a job.run under load whose
-                                 * first write waits for its end (jobtable_submit()) */
+        bool store_deferred;       /* under the table lock: a job.run, whose first
+                                 * write waits for its end (jobtable_submit()) */
         int store_error;           /* set before `durable`: 0, or why the store failed */
         FiberEvent durable;        /* set once the submission is committed to the store */
         FiberEvent final_recorded; /* set once a write with its final state is committed

@@ -293,9 +293,9 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 pc->queued++;
         }
         *ret = job_ref(j);
-        if (origin->answer_at_end && store_durable(t->store) && store_busy(t->store)) {
-                /* job.run under load: nothing is answered before the job ends, so its
-                 * first write waits for that (jobtable_store_locked()): one row write,
+        if (origin->answer_at_end && store_durable(t->store)) {
+                /* job.run: nothing is answered before the job ends, so its first write
+                 * waits for that (jobtable_store_locked()): one row write and one fsync,
                  * and a crash before it loses only a submission never answered */
                 j->store_deferred = true;
                 j->run_early = true;

@@ -161,7 +161,7 @@ int jobtable_wait_durable(JobTable *t, Job *j);
 
 /*
  * jobtable_record_locked - write @j's record now if its first write was deferred (a
- * job.run under load, Job.store_deferred): with its arguments, setting `durable` once
+ * job.run, Job.store_deferred): with its arguments, setting `durable` once
  * committed. No-op otherwise. Context: the table lock held; does not yield.
  */
 void jobtable_record_locked(JobTable *t, Job *j);

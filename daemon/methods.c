@@ -469,7 +469,7 @@ static int answer_when_final(Daemon *d, Request *req, Job *j, uint64_t timeout_m
                 job_unref(j);
                 return r;
         }
-        /* what the answer shows is on disk first: a final state (a job.run under load
+        /* what the answer shows is on disk first: a final state (a job.run
          * has no record before that), or at least the submission */
         if (!j->fleet_copy && (r = jobtable_wait_recorded(&d->jobs, j)) < 0) {
                 job_unref(j);
