@@ -414,37 +414,6 @@ static void wait_crash(Fiberd *d)
         cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status 0x%x", status);
 }
 
-/* The first line of @d's current log into @buf. */
-static void first_log_line(const Fiberd *d, char *buf, size_t size)
-{
-        FILE *f = fopen(d->log, "r");
-
-        buf[0] = '\0';
-        cr_assert(f);
-        if (!fgets(buf, (int)size, f))
-                buf[0] = '\0';
-        fclose(f);
-}
-
-/* plugins.list: is @name loaded; is some refused file's reason containing @needle? */
-static void plugin_listed(Client *c, const char *name, bool *loaded, const char *needle,
-                          bool *refused)
-{
-        const msgpack_object *v;
-        Reply rp;
-
-        rpc_simple(c, "plugins.list", 0, NULL, &rp);
-        cr_assert(rp.r == 0);
-        *loaded = *refused = false;
-        v = map_get(rp.result, "plugins");
-        for (uint32_t i = 0; v && i < v->via.array.size; i++)
-                *loaded |= strcmp(map_str(&v->via.array.ptr[i], "name"), name) == 0;
-        v = map_get(rp.result, "refused");
-        for (uint32_t i = 0; v && i < v->via.array.size; i++)
-                *refused |= strstr(map_str(&v->via.array.ptr[i], "reason"), needle) != NULL;
-        reply_clear(&rp);
-}
-
 /* `fiberctl -s SOCK plugins` against @d: its stdout into @out (@size bytes). */
 static void fiberctl_plugins(const Fiberd *d, char *out, size_t size)
 {
@@ -490,7 +459,7 @@ Test(daemon_redis, plugin_crashing_in_run_is_quarantined_in_fleet_mode)
 
         /* one strike: the start names it, the job it crashed in failed, it still loads */
         fiberd_restart(&host_a);
-        first_log_line(&host_a, line, sizeof(line));
+        fiberd_first_log_line(&host_a, line, sizeof(line));
         cr_assert(strstr(line, "crashed last time") && strstr(line, "crash_run"),
                   "the first log line does not name the plugin: %s", line);
         c = fiberd_connect(&host_a);
@@ -498,7 +467,7 @@ Test(daemon_redis, plugin_crashing_in_run_is_quarantined_in_fleet_mode)
         cr_assert_eq(rp.r, 0, "wait %llu: %s", (unsigned long long)first, rp.st.message);
         cr_assert_str_eq(map_str(rp.result, "state"), "failed");
         reply_clear(&rp);
-        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        rpc_plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
         cr_assert(loaded && !refused, "one crash quarantined it already");
         /* the strike is in Redis, under the host's stable name */
         snprintf(key, sizeof(key), "fiberd:host:crashy:plugins");
@@ -513,7 +482,7 @@ Test(daemon_redis, plugin_crashing_in_run_is_quarantined_in_fleet_mode)
         /* the second crash in a row: refused with the reason, and fiberd stays up */
         fiberd_restart(&host_a);
         c = fiberd_connect(&host_a);
-        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        rpc_plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
         cr_assert(!loaded && refused, "crash_run is not quarantined after two crashes");
         fiberctl_plugins(&host_a, out, sizeof(out));
         cr_assert(strstr(out, "crash_run") && strstr(out, "quarantined") && strstr(out, "SIGSEGV"),

@@ -521,44 +521,12 @@ Test(daemon_store, damaged_database_refused)
 
 /* ------------------------------------------------------------ crash-only plugins - */
 
-/* The first line of the current log. */
-static void first_log_line(char *buf, size_t size)
-{
-        FILE *f = fopen(fd_.log, "r");
-
-        buf[0] = '\0';
-        cr_assert(f);
-        if (!fgets(buf, (int)size, f))
-                buf[0] = '\0';
-        fclose(f);
-}
-
-/* Waits for fiberd to die by itself; asserts it died of SIGSEGV. */
 static void wait_crash(void)
 {
         int status = fiberd_signal_and_wait(&fd_, 0, 15000);
 
         cr_assert(status != -1, "fiberd did not crash");
         cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status 0x%x", status);
-}
-
-/* plugins.list: is @name loaded; is some refused file's reason containing @needle? */
-static void plugin_listed(Client *c, const char *name, bool *loaded, const char *needle,
-                          bool *refused)
-{
-        const msgpack_object *v;
-        Reply rp;
-
-        rpc_simple(c, "plugins.list", 0, NULL, &rp);
-        cr_assert(rp.r == 0);
-        *loaded = *refused = false;
-        v = map_get(rp.result, "plugins");
-        for (uint32_t i = 0; v && i < v->via.array.size; i++)
-                *loaded |= strcmp(map_str(&v->via.array.ptr[i], "name"), name) == 0;
-        v = map_get(rp.result, "refused");
-        for (uint32_t i = 0; v && i < v->via.array.size; i++)
-                *refused |= strstr(map_str(&v->via.array.ptr[i], "reason"), needle) != NULL;
-        reply_clear(&rp);
 }
 
 Test(daemon_store, plugin_crashing_in_run_is_quarantined_after_two_crashes)
@@ -582,14 +550,14 @@ Test(daemon_store, plugin_crashing_in_run_is_quarantined_after_two_crashes)
         cr_assert(fiberd_log_contains(&fd_, "plugin crash_run"));
 
         fiberd_restart(&fd_);
-        first_log_line(line, sizeof(line));
+        fiberd_first_log_line(&fd_, line, sizeof(line));
         cr_assert(strstr(line, "crashed last time") && strstr(line, "crash_run"),
                   "the first log line does not name the plugin: %s", line);
         c = fiberd_connect(&fd_);
         cr_assert(job_state(c, first, state, NULL, code) == 0);
         cr_assert_str_eq(state, "failed");
         cr_assert_str_eq(code, "INTERRUPTED");
-        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        rpc_plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
         cr_assert(loaded && !refused, "one crash quarantined it already");
         second = rpc_submit(c, "crash_run", NULL, 0, 0, 0, NULL);
         cr_assert_gt(second, first);
@@ -599,7 +567,7 @@ Test(daemon_store, plugin_crashing_in_run_is_quarantined_after_two_crashes)
         /* the second crash in a row: refused, and fiberd stays up */
         fiberd_restart(&fd_);
         c = fiberd_connect(&fd_);
-        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        rpc_plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
         cr_assert(!loaded && refused, "crash_run is not quarantined after two crashes");
         cr_assert_eq(rpc_submit(c, "crash_run", NULL, 0, 0, 0, &st), 0);
         cr_assert_str_eq(st.code, "NOT_FOUND");
@@ -617,7 +585,7 @@ Test(daemon_store, plugin_crashing_in_run_is_quarantined_after_two_crashes)
                 cr_assert(rp.r == 0, "plugins.clear: %s", rp.st.message);
                 reply_clear(&rp);
         }
-        plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        rpc_plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
         cr_assert(loaded && !refused, "plugins.clear did not load it again");
         client_free(c);
 }
@@ -638,13 +606,13 @@ Test(daemon_store, plugin_crashing_in_init_is_quarantined_and_fiberd_stays_up)
         /* the start loads it again and crashes again: a crash loop without the store */
         status = fiberd_restart_fails(&fd_, 15000);
         cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status 0x%x", status);
-        first_log_line(line, sizeof(line));
+        fiberd_first_log_line(&fd_, line, sizeof(line));
         cr_assert(strstr(line, "crashed last time") && strstr(line, "crash_init"),
                   "the first log line does not name the file: %s", line);
 
         fiberd_restart(&fd_);
         c = fiberd_connect(&fd_);
-        plugin_listed(c, "crash_init", &loaded, "quarantined", &refused);
+        rpc_plugin_listed(c, "crash_init", &loaded, "quarantined", &refused);
         cr_assert(!loaded && refused, "crash_init is not quarantined after two crashes");
         cr_assert_gt(rpc_submit(c, "echo", NULL, 0, 0, 0, NULL), 0, "fiberd does not work");
         client_free(c);
@@ -668,7 +636,7 @@ Test(daemon_store, plugin_calling_exit_is_reported_and_blamed)
         cr_assert(fiberd_log_contains(&fd_, "exit() called in job"), "exit() not reported");
 
         fiberd_restart(&fd_);
-        first_log_line(line, sizeof(line));
+        fiberd_first_log_line(&fd_, line, sizeof(line));
         cr_assert(strstr(line, "crashed last time") && strstr(line, "exit_run"),
                   "the first log line does not name the plugin: %s", line);
         c = fiberd_connect(&fd_);

@@ -491,3 +491,31 @@ uint64_t rpc_submit_long(Client *c, const char *plugin)
         cr_assert_neq(id, 0, "submit %s: %s", plugin, st.message);
         return id;
 }
+
+void fiberd_first_log_line(const Fiberd *d, char *buf, size_t size)
+{
+        FILE *f = fopen(d->log, "r");
+
+        buf[0] = '\0';
+        cr_assert(f, "cannot open %s", d->log);
+        if (!fgets(buf, (int)size, f))
+                buf[0] = '\0';
+        fclose(f);
+}
+
+void rpc_plugin_listed(Client *c, const char *name, bool *loaded, const char *needle, bool *refused)
+{
+        const msgpack_object *v;
+        Reply rp;
+
+        rpc_simple(c, "plugins.list", 0, NULL, &rp);
+        cr_assert(rp.r == 0, "plugins.list: %s", rp.st.message);
+        *loaded = *refused = false;
+        v = map_get(rp.result, "plugins");
+        for (uint32_t i = 0; v && i < v->via.array.size; i++)
+                *loaded |= strcmp(map_str(&v->via.array.ptr[i], "name"), name) == 0;
+        v = map_get(rp.result, "refused");
+        for (uint32_t i = 0; v && i < v->via.array.size; i++)
+                *refused |= strstr(map_str(&v->via.array.ptr[i], "reason"), needle) != NULL;
+        reply_clear(&rp);
+}

@@ -108,6 +108,17 @@ typedef struct Reply {
 /* reply_clear - free a Reply's message. */
 void reply_clear(Reply *rp);
 
+/* fiberd_first_log_line - the first line of @d's current log into @buf (asserts it
+ * opens; "" when empty). */
+void fiberd_first_log_line(const Fiberd *d, char *buf, size_t size);
+
+/*
+ * rpc_plugin_listed - plugins.list (asserting it answers): *@loaded when a plugin named
+ * @name is loaded; *@refused when some refused file's reason contains @needle.
+ */
+void rpc_plugin_listed(Client *c, const char *name, bool *loaded, const char *needle,
+                       bool *refused);
+
 /* rpc_wait_reply - wait (asserting, 30 s max) for the response to @msgid. */
 void rpc_wait_reply(Client *c, uint32_t msgid, Reply *rp);
 
