@@ -261,12 +261,8 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                  * only carries the submission to the store, and job.submit's answer */
                 j->fleet_copy = true;
                 t->counts.submitted++;
-                r = store_put(t->store, j, true, true);
+                store_put(t->store, j, true, true);
                 jobtable_unlock(t);
-                if (r < 0) {
-                        job_unref(j);
-                        return r;
-                }
                 log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
                               "queued in the fleet (owner %u, priority %d)", (unsigned)j->owner,
                               priority);
@@ -293,38 +289,37 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 pc->queued++;
         }
         *ret = job_ref(j);
-        if (origin->answer_at_end && store_durable(t->store)) {
-                /* job.run: nothing is answered before the job ends, so its first write
-                 * waits for that (jobtable_store_locked()): one row write and one fsync,
-                 * and a crash before it loses only a submission never answered */
-                j->store_deferred = true;
-                j->run_early = true;
-                dispatch_pump_locked(&t->dispatch);
-                jobtable_unlock(t);
-                return 0;
-        }
-        /* durable before job.submit answers: jobtable_wait_durable() */
-        r = t->store ? store_put(t->store, j, true, true) : -ENODEV;
-        if (r < 0) {
-                j->store_error = r == -ENODEV ? 0 : r;
-                fiber_event_set(&j->durable);
-        }
         log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
                       "queued (owner %u, priority %d, timeout %llu ms)", (unsigned)j->owner,
                       priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
-        /*
-         * A durable store: with a busy commit in progress, this record waits for the next
-         * one, so under load the job is dispatched now and its record written with the
-         * state it reached by then (one row write for a trivial job, not three; a crash
-         * before the commit loses only a submission not answered yet). With the store
-         * idle, jobtable_wait_durable() dispatches it once it is on disk: it costs one
-         * fsync of latency either way, and a plugin that crashes fiberd at once then
-         * leaves an answered job with an INTERRUPTED record.
-         */
-        if (r == 0 && store_durable(t->store) && store_busy(t->store))
-                j->run_early = true;
-        if (r < 0 || !store_durable(t->store) || j->run_early)
+        if (!t->store || !store_durable(t->store)) {
+                /* nothing kept: nothing to wait for */
+                fiber_event_set(&j->durable);
                 dispatch_pump_locked(&t->dispatch);
+        } else if (origin->answer_at_end) {
+                /* job.run: nothing is answered before the job ends, so its first write
+                 * waits for that (jobtable_store_locked()): one row write and one fsync,
+                 * and a crash before it loses only a submission never answered */
+                j->store_deferred = j->run_early = true;
+                dispatch_pump_locked(&t->dispatch);
+        } else {
+                /*
+                 * job.submit answers once the submission is on disk
+                 * (jobtable_wait_durable()). With a busy commit in progress this record
+                 * waits for the next one, so under load the job is dispatched now and its
+                 * record written with the state it reached by then (one row write for a
+                 * trivial job, not three; a crash before the commit loses only a
+                 * submission not answered yet). With the store idle,
+                 * jobtable_wait_durable() dispatches it once it is on disk: it costs one
+                 * fsync of latency either way, and a plugin that crashes fiberd at once
+                 * then leaves an answered job with an INTERRUPTED record.
+                 */
+                store_put(t->store, j, true, true);
+                if (store_busy(t->store)) {
+                        j->run_early = true;
+                        dispatch_pump_locked(&t->dispatch);
+                }
+        }
         jobtable_unlock(t);
         return 0;
 

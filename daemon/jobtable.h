@@ -175,8 +175,9 @@ void jobtable_record_locked(JobTable *t, Job *j);
 int jobtable_wait_recorded(JobTable *t, Job *j);
 
 /*
- * jobtable_store_locked - queue a copy of @j's record for the store (no-op without
- * one); a write that cannot be queued is logged. Context: table lock held; no yield.
+ * jobtable_store_locked - mark @j's record for a write to the store (no-op without
+ * one; a job.run's first write waits for its end: Job.store_deferred).
+ * Context: table lock held; no yield.
  */
 void jobtable_store_locked(JobTable *t, Job *j);
 

@@ -198,7 +198,7 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
         size = sizeof(*w) + name_len + class_len + code_len + msg_len + sb->size + j->result_len;
         w = arena_alloc(s, size);
         if (w) {
-                *w = (StoreWrite){.op = STORE_OP_PUT, .in_arena = true};
+                *w = (StoreWrite){.op = STORE_OP_PUT, .borrowed = true};
         } else {
                 w = malloc(size);
                 if (!w)
@@ -266,17 +266,23 @@ static void write_release(StoreWrite *w, int error)
                 fiber_event_set(&w->notify_final->final_recorded);
                 job_unref(w->notify_final);
         }
-        if (!w->in_arena)
+        if (!w->borrowed)
                 free(w);
+}
+
+/* One more write is queued (an entry or a drop); the caller holds s->lock. */
+static void queue_grew_locked(Store *s)
+{
+        s->queued++;
+        if (s->sleeping) /* a committing thread looks at the queue when it is done */
+                pthread_cond_signal(&s->wake);
 }
 
 /* Queues @e (a StoreWrite's or a job's entry); the caller holds s->lock. */
 static void queue_entry_locked(Store *s, StoreEntry *e)
 {
         list_add_tail(&s->queue, &e->link);
-        s->queued++;
-        if (s->sleeping) /* a committing thread looks at the queue when it is done */
-                pthread_cond_signal(&s->wake);
+        queue_grew_locked(s);
 }
 
 /* Marks @j for a write (store_put()); the caller holds s->lock. @ref: the caller gives
@@ -296,17 +302,16 @@ static void queue_job_locked(Store *s, Job *j, bool with_args, bool notify, bool
         queue_entry_locked(s, &j->store_entry);
 }
 
-int store_put(Store *s, Job *j, bool with_args, bool notify)
+void store_put(Store *s, Job *j, bool with_args, bool notify)
 {
         if (!s->backend->commit) {
                 if (notify)
                         fiber_event_set(&j->durable);
-                return 0;
+                return;
         }
         pthread_mutex_lock(&s->lock);
         queue_job_locked(s, j, with_args, notify, false);
         pthread_mutex_unlock(&s->lock);
-        return 0;
 }
 
 void store_set_commit_delay(Store *s, uint64_t delay_ns)
@@ -335,9 +340,7 @@ int store_delete(Store *s, uint64_t id)
                 s->deletes_cap = cap;
         }
         s->deletes[s->n_deletes++] = id;
-        s->queued++;
-        if (s->sleeping)
-                pthread_cond_signal(&s->wake);
+        queue_grew_locked(s);
         pthread_mutex_unlock(&s->lock);
         return 0;
 }
@@ -457,10 +460,9 @@ static bool taken_reserve(Store *s, size_t n)
 static size_t take_locked(Store *s, size_t *n_del)
 {
         size_t n = 0;
-
-        *n_del = 0;
         ListHead *e;
 
+        *n_del = 0;
         while (n < s->taken_cap && (e = list_pop_head(&s->queue))) {
                 StoreEntry *se = list_entry(e, StoreEntry, link);
                 StoreTaken *t = &s->taken[n++];
@@ -530,7 +532,7 @@ static StoreWrite *snapshot_job(Store *s, const StoreTaken *t)
 static void *store_thread(void *arg)
 {
         Store *s = arg;
-        size_t last_n = 0;
+        bool last_busy = false;
 
         pthread_mutex_lock(&s->lock);
         for (;;) {
@@ -547,7 +549,7 @@ static void *store_thread(void *arg)
                 }
                 if (!s->queued)
                         break; /* closing, and everything committed */
-                if (s->commit_delay_ns && last_n >= STORE_DELAY_MIN_BATCH && !s->closing) {
+                if (s->commit_delay_ns && last_busy && !s->closing) {
                         /* busy: let the next batch gather for commit_delay, as
                          * PostgreSQL's commit_delay does when commit_siblings
                          * transactions are active: fewer, larger commits, and more of
@@ -567,10 +569,9 @@ static void *store_thread(void *arg)
                         continue;
                 }
                 n = take_locked(s, &n_del);
-                last_n = n;
-                s->committing = true;
-                /* busy: a batch as large as the ones commit_delay waits for */
-                __atomic_store_n(&s->busy, n + n_del >= STORE_DELAY_MIN_BATCH, __ATOMIC_RELAXED);
+                /* busy: a batch as large as the ones commit_delay waits after */
+                last_busy = n + n_del >= STORE_DELAY_MIN_BATCH;
+                __atomic_store_n(&s->busy, last_busy, __ATOMIC_RELAXED);
                 s->batches_taken++;
                 pthread_mutex_unlock(&s->lock);
 
@@ -589,7 +590,7 @@ static void *store_thread(void *arg)
                         del = (StoreWrite){.op = STORE_OP_DELETE,
                                            .ids = s->deletes_taken,
                                            .n_ids = n_del,
-                                           .in_arena = true};
+                                           .borrowed = true};
                         list_add_tail(&batch, &del.link);
                         nwrites += n_del;
                 }
@@ -608,7 +609,6 @@ static void *store_thread(void *arg)
                         s->commits++;
                         s->writes += nwrites;
                 }
-                s->committing = false;
                 __atomic_store_n(&s->busy, false, __ATOMIC_RELAXED);
                 s->batches_done = s->batches_taken;
                 pthread_cond_broadcast(&s->idle);

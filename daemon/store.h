@@ -130,7 +130,7 @@ typedef struct StoreWrite {
         int64_t meta_value;
         Job *notify;       /* referenced: its `durable` event is set once committed */
         Job *notify_final; /* referenced: a final state: its `final_recorded` event */
-        bool in_arena;     /* in the store thread's batch memory (store.c), not malloc'ed */
+        bool borrowed;     /* not malloc'ed (the store thread's batch memory or stack): not freed */
 } StoreWrite;
 
 /* StorePluginFn - one stored plugin file; return 0 or a negative errno to stop. */
@@ -195,8 +195,8 @@ struct Store {
         pthread_mutex_t lock;
         pthread_cond_t wake; /* signalled when writes are queued or at close */
         pthread_cond_t idle; /* broadcast after each batch (store_flush()) */
-        bool committing;     /* the store thread holds a batch */
-        bool busy;           /* ... of 16 writes or more (store_busy(); atomic) */
+        bool busy;           /* the store thread commits a batch of 16 writes or more
+                              * (store_busy(); atomic) */
         bool sleeping;       /* the store thread waits on wake (signal only then) */
         uint64_t batches_taken, batches_done; /* store_flush() waits for a batch number */
         ListHead queue; /* StoreEntry.link: written after the batch being committed */
@@ -269,11 +269,11 @@ bool store_durable(const Store *s);
  * once. Nothing is copied here: @j is queued (referenced) at most once, and the store
  * thread snapshots its record under the table lock when it takes the batch, so the
  * submission, start and end of a job that all happen during one commit cost one row
- * write. Return: 0 (it allocates nothing).
+ * write. It allocates nothing, so it cannot fail.
  * Context: the job table's lock held, or any thread for a job in no table; does not
  * yield.
  */
-int store_put(Store *s, Job *j, bool with_args, bool notify);
+void store_put(Store *s, Job *j, bool with_args, bool notify);
 
 /*
  * store_set_commit_delay - after a batch of 16 writes or more (a busy store), the store
