@@ -100,22 +100,29 @@ static void log_emit_text(char *buf, size_t off, const char *text)
         log_write_line(buf, off, off + n);
 }
 
+/* @fmt and @ap into @text (@size bytes, cut to fit), without trailing newlines: a
+ * message's own trailing newline is not a line of its own, nor escaped. */
+static void log_format(char *text, size_t size, const char *fmt, va_list ap)
+{
+        int n = vsnprintf(text, size, fmt, ap);
+
+        if (n < 0)
+                n = 0;
+        if ((size_t)n >= size)
+                n = (int)size - 1;
+        while (n > 0 && text[n - 1] == '\n')
+                text[--n] = '\0';
+}
+
 void log_msgv(int level, const char *fmt, va_list ap)
 {
         char buf[LOG_LINE_MAX], text[LOG_LINE_MAX];
-        int off, n;
+        int off;
         int saved = errno;
 
         if (level > log_get_level())
                 return;
-        n = vsnprintf(text, sizeof(text), fmt, ap);
-        if (n < 0)
-                n = 0;
-        if ((size_t)n >= sizeof(text))
-                n = sizeof(text) - 1;
-        /* a message's own trailing newline is not a line of its own, nor escaped */
-        while (n > 0 && text[n - 1] == '\n')
-                text[--n] = '\0';
+        log_format(text, sizeof(text), fmt, ap);
         off = snprintf(buf, sizeof(buf), "<%d>", level & 7);
         log_escape(buf + off, sizeof(buf) - (size_t)off, text);
         log_write_line(buf, (size_t)off, strlen(buf));
@@ -239,18 +246,10 @@ void log_job_ownerv(int level, uint64_t id, const char *plugin, uid_t owner, con
 {
         char text[LOG_LINE_MAX], escaped[LOG_LINE_MAX];
         int saved = errno;
-        int n;
 
         if (level > log_get_level())
                 return;
-        n = vsnprintf(text, sizeof(text), fmt, ap);
-        if (n < 0)
-                n = 0;
-        if ((size_t)n >= sizeof(text))
-                n = sizeof(text) - 1;
-        /* a message's own trailing newline is not a line of its own, nor escaped */
-        while (n > 0 && text[n - 1] == '\n')
-                text[--n] = '\0';
+        log_format(text, sizeof(text), fmt, ap);
         log_escape(escaped, sizeof(escaped), text);
         log_job_text(level, id, plugin, owner, escaped);
         errno = saved;
