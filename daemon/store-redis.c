@@ -648,12 +648,6 @@ static uint64_t redis_next_id(Store *s)
         return v + 1;
 }
 
-static int id_compare(const void *a, const void *b)
-{
-        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-        return x < y ? -1 : x > y;
-}
-
 /*
  * At start-up: the jobs this host ran or queued outside the stream (submitted with fds)
  * whose final state was never written, because the host stopped first (kill -9, a
@@ -695,7 +689,7 @@ static int redis_load(Store *s, StoreLoadFn fn, void *arg, char *why, size_t why
                 if (set->element[i]->type == REDIS_REPLY_STRING)
                         ids[n++] = strtoull(set->element[i]->str, NULL, 10);
         freeReplyObject(set);
-        qsort(ids, n, sizeof(*ids), id_compare); /* in id order, as StoreBackend.load */
+        qsort(ids, n, sizeof(*ids), u64_compare); /* in id order, as StoreBackend.load */
         for (size_t i = 0; i < n; i++)
                 redisAppendCommand(c, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
         for (size_t i = 0; i < n; i++) {

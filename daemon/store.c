@@ -491,13 +491,6 @@ static size_t take_locked(Store *s, size_t *n_del)
         return n;
 }
 
-static int id_cmp(const void *a, const void *b)
-{
-        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-        return x < y ? -1 : x > y;
-}
-
 /*
  * The StoreWrite of a taken job: its record as it is now, read under its table's lock,
  * so the submission, start and end that happened since it was queued are one write.
@@ -586,7 +579,7 @@ static void *store_thread(void *arg)
                 }
                 if (n_del) {
                         /* sorted: the backend deletes runs of ids as ranges */
-                        qsort(s->deletes_taken, n_del, sizeof(uint64_t), id_cmp);
+                        qsort(s->deletes_taken, n_del, sizeof(uint64_t), u64_compare);
                         del = (StoreWrite){.op = STORE_OP_DELETE,
                                            .ids = s->deletes_taken,
                                            .n_ids = n_del,

@@ -11,6 +11,7 @@
 #define FIBERD_BASE_MACRO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* container_of - the struct of type @type whose member @member is at @ptr. */
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
@@ -25,5 +26,13 @@
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* u64_compare - qsort(3)/bsearch(3) comparator of two uint64_t, ascending. */
+static inline int u64_compare(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+        return x < y ? -1 : x > y;
+}
 
 #endif /* FIBERD_BASE_MACRO_H */

@@ -28,6 +28,7 @@
 
 #include "scheduler/sched.h"
 #include "tests/bench/bench.h"
+#include "scheduler/base/macro.h"
 
 #define FAIR_FIBERS 4 /* per class */
 
@@ -142,12 +143,6 @@ static void probe(void *arg)
         fiber_event_set(&p->done);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-        return x < y ? -1 : x > y;
-}
-
 int bench_control_preempt(int argc, char **argv)
 {
         uint64_t n = bench_parse_count(argc > 1 ? argv[1] : NULL, 200);
@@ -182,7 +177,7 @@ int bench_control_preempt(int argc, char **argv)
         __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
         fiber_join(f);
         sched_group_free(g);
-        qsort(lat, n, sizeof(*lat), cmp_u64);
+        qsort(lat, n, sizeof(*lat), u64_compare);
         printf("%.1f %.1f\n", (double)lat[n / 2] / 1000, (double)lat[(n * 99) / 100] / 1000);
         free(lat);
         free(probes);

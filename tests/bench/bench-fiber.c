@@ -41,6 +41,7 @@
 
 #include "scheduler/sched.h"
 #include "tests/bench/bench.h"
+#include "scheduler/base/macro.h"
 
 static SchedulingGroup *group_start_policy(unsigned workers, size_t max_fibers,
                                            SchedQueuePolicy policy)
@@ -449,12 +450,6 @@ static void lateness_fiber(void *arg)
         }
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-        return x < y ? -1 : x > y;
-}
-
 int bench_fiber_lateness(int argc, char **argv)
 {
         uint64_t nfibers = bench_parse_count(argc > 1 ? argv[1] : NULL, 100);
@@ -474,7 +469,7 @@ int bench_fiber_lateness(int argc, char **argv)
         for (uint64_t i = 0; i < nfibers; i++)
                 fiber_wait(h[i]);
         sched_group_free(g);
-        qsort(run.samples, total, sizeof(*run.samples), cmp_u64);
+        qsort(run.samples, total, sizeof(*run.samples), u64_compare);
         printf("%.1f %.1f\n", (double)run.samples[total * 50 / 100] / 1e3,
                (double)run.samples[total * 99 / 100] / 1e3);
         free(run.samples);

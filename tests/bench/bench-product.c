@@ -48,6 +48,7 @@
 #include "ipc/value.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/product.h"
+#include "scheduler/base/macro.h"
 
 #ifndef BENCH_FIBERD_BIN
 #define BENCH_FIBERD_BIN "build/fiberd"
@@ -545,12 +546,6 @@ static void job_ms(Client *c, const char *method, const char *plugin, uint32_t m
                 die_status(method, &st);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-        return x < y ? -1 : x > y;
-}
-
 int bench_product_preempt(int argc, char **argv)
 {
         uint64_t n = bench_parse_count(argc > 1 ? argv[1] : NULL, 200), *lat;
@@ -579,7 +574,7 @@ int bench_product_preempt(int argc, char **argv)
         }
         client_free(c);
         product_stop(&srv);
-        qsort(lat, n, sizeof(*lat), cmp_u64);
+        qsort(lat, n, sizeof(*lat), u64_compare);
         printf("%.1f %.1f\n", (double)lat[n / 2] / 1000, (double)lat[(n * 99) / 100] / 1000);
         free(lat);
         return 0;

@@ -26,6 +26,7 @@
 
 #include "tests/bench/bench.h"
 #include "tests/bench/product.h"
+#include "scheduler/base/macro.h"
 
 void product_parse(ProductLoad *ret, int argc, char **argv, bool allow_rss)
 {
@@ -258,12 +259,6 @@ void product_wait_until(uint64_t deadline_ns)
         }
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-        return x < y ? -1 : x > y;
-}
-
 void product_report(const ProductLoad *l, uint64_t elapsed_ns, uint64_t cpu_ns, uint64_t *lat_ns)
 {
         double secs = (double)elapsed_ns / (double)NSEC_PER_SEC;
@@ -273,7 +268,7 @@ void product_report(const ProductLoad *l, uint64_t elapsed_ns, uint64_t cpu_ns, 
                 printf("%.0f %.3f\n", (double)l->jobs / secs, cpu_ms * 1000.0 / (double)l->jobs);
                 return;
         }
-        qsort(lat_ns, l->jobs, sizeof(uint64_t), cmp_u64);
+        qsort(lat_ns, l->jobs, sizeof(uint64_t), u64_compare);
         printf("%.1f %.1f %.2f\n", (double)lat_ns[(l->jobs - 1) / 2] / 1000.0,
                (double)lat_ns[(l->jobs * 99 - 1) / 100] / 1000.0, cpu_ms / secs);
 }

@@ -10,6 +10,7 @@
  * test's directory (the harness sets STATE_DIRECTORY).
  */
 #include "tests/integration/fiberd_harness.h"
+#include "scheduler/base/macro.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -129,12 +130,6 @@ static void *submitter_main(void *arg)
         return NULL;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-        return x < y ? -1 : x > y;
-}
-
 Test(daemon_store, kill9_under_load_loses_no_answered_job)
 {
         FiberdOpts o = {.config = "[jobs]\nmax_running = 16\nmax_running_per_user = 16\n",
@@ -185,7 +180,7 @@ Test(daemon_store, kill9_under_load_loses_no_answered_job)
                 }
         }
         cr_assert(checked >= LOAD_ROUNDS * LOAD_PER_ROUND, "only %zu jobs checked", checked);
-        qsort(all, nall, sizeof(all[0]), cmp_u64);
+        qsort(all, nall, sizeof(all[0]), u64_compare);
         for (size_t k = 1; k < nall; k++)
                 cr_assert(all[k] != all[k - 1], "id %llu was answered twice across restarts",
                           (unsigned long long)all[k]);
