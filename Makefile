@@ -54,7 +54,8 @@ endif
 DEBS := build-essential pkg-config libcriterion-dev libmsgpack-dev libnuma-dev \
         libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git \
         scdoc man-db groff-base python3-msgpack python3-pytest libsqlite3-dev \
-        libsmartcols-dev tmux zsh redis-server libhiredis-dev clang libclang-rt-14-dev
+        libsmartcols-dev tmux zsh redis-server libhiredis-dev clang libclang-rt-14-dev \
+        liburing-dev libcurl4-openssl-dev
 BENCH_DEBS := golang-go beanstalkd gearman-job-server libgearman-dev
 
 .PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \

@@ -30,10 +30,14 @@ $(DAEMON_PREFIX_STAMP): daemon-prefix-check
 $(BUILD)/daemon/config.o $(BUILD)/daemon/main.o: $(DAEMON_PREFIX_STAMP)
 $(DAEMON_OBJS): CFLAGS += $(DAEMON_CFLAGS)
 
-# -rdynamic is deliberately absent: plugins see nothing of the daemon but the host table.
-$(FIBERD): $(DAEMON_OBJS) $(LOADER_OBJS) $(LIBIPC) $(LIBSCHED)
+# -rdynamic is deliberately absent: plugins see nothing of the daemon but the host table,
+# and the C library's blocking calls the runtime's hooks define (scheduler/hook.sym), so
+# that plugin code and the libraries it links park job fibers instead of workers.
+# hook.o is named first so that the executable defines every hooked call.
+$(FIBERD): $(DAEMON_OBJS) $(LOADER_OBJS) $(LIBIPC) $(LIBSCHED) scheduler/hook.sym
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJS) $(LOADER_OBJS) $(LIBIPC) $(LIBSCHED) \
+	$(CC) $(LDFLAGS) -Wl,--dynamic-list=scheduler/hook.sym -o $@ $(BUILD)/scheduler/hook.o \
+		$(DAEMON_OBJS) $(LOADER_OBJS) $(LIBIPC) $(LIBSCHED) \
 		$(SCHED_LIBS) $(DAEMON_LIBS) $(LOADER_LIBS)
 
 all: $(FIBERD)

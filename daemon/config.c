@@ -261,6 +261,8 @@ static const ConfigKey config_keys[] = {
         UKEY("scheduler", "rescue_after_ms", sched.control.rescue_after_ns, 0, 3600000,
              NSEC_PER_MSEC),
         UKEY("scheduler", "max_spare_workers", sched.control.max_spare_workers, 0, 64, 1),
+        {"scheduler", "hooks", KEY_BOOL, offsetof(Config, sched.control.hook_blocking_calls), 0, 0,
+         0, 0, NULL},
 };
 
 #define CLASS_SECTION_PREFIX "class."
@@ -564,7 +566,8 @@ int config_load(Config *ret, const ConfigArgs *args)
                           .control = {.task_quota_ns = 500 * NSEC_PER_USEC,
                                       .stall_threshold_ns = 100 * NSEC_PER_MSEC,
                                       .rescue_after_ns = 20 * NSEC_PER_MSEC,
-                                      .max_spare_workers = 0}},
+                                      .max_spare_workers = 0,
+                                      .hook_blocking_calls = true}},
                 .classes = {{.name = "default", .shares = 100}},
                 .nclasses = 1,
         };

@@ -92,12 +92,12 @@ static void crash_report(int sig, const char *tag)
         sigsafe_put_str(msg, &n, sizeof(msg),
                         "; fiberd dies with it. Its next start names this plugin; two crashes in a "
                         "row quarantine it\n");
-        if (write(STDERR_FILENO, msg, n) < 0) {
+        if (sigsafe_write(STDERR_FILENO, msg, n) < 0) {
                 /* nothing more to do */
         }
         if (!note_path[0])
                 return;
-        fd = open(note_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        fd = sigsafe_open(note_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0)
                 return;
         n = 0;
@@ -108,10 +108,10 @@ static void crash_report(int sig, const char *tag)
         sigsafe_put_str(msg, &n, sizeof(msg), "\nloading ");
         sigsafe_put_str(msg, &n, sizeof(msg), loading ? loading : "-");
         sigsafe_put_str(msg, &n, sizeof(msg), "\n");
-        if (write(fd, msg, n) < 0 || fsync(fd) < 0) {
+        if (sigsafe_write(fd, msg, n) < 0 || fsync(fd) < 0) {
                 /* the report on fd 2 still names it */
         }
-        close(fd);
+        sigsafe_close(fd);
 }
 
 static const char *current_tag(void)
@@ -139,7 +139,7 @@ static void crash_overflow_hook(int sig, const char *tag)
         {
                 char msg[1024];
                 size_t n = 0;
-                int fd = open(note_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                int fd = sigsafe_open(note_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
                 if (fd < 0)
                         return;
                 sigsafe_put_str(msg, &n, sizeof(msg), "signal ");
@@ -148,10 +148,10 @@ static void crash_overflow_hook(int sig, const char *tag)
                 sigsafe_put_str(msg, &n, sizeof(msg),
                                 tag && strncmp(tag, "job ", 4) == 0 ? tag : "-");
                 sigsafe_put_str(msg, &n, sizeof(msg), "\nloading -\n");
-                if (write(fd, msg, n) < 0 || fsync(fd) < 0) {
+                if (sigsafe_write(fd, msg, n) < 0 || fsync(fd) < 0) {
                         /* nothing more to do */
                 }
-                close(fd);
+                sigsafe_close(fd);
         }
 }
 

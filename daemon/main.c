@@ -491,6 +491,12 @@ static int start_job_scheduler(Daemon *d)
         for (line = strtok_r(layout, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
                 log_msg(LOG_INFO, "job %s", line);
         free(layout);
+        if (scfg.control.hook_blocking_calls)
+                log_msg(LOG_INFO, "hooks: plugin code's blocking calls park job fibers; %s",
+                        sched_hook_blockio());
+        else
+                log_msg(LOG_INFO, "hooks: off ([scheduler] hooks = false): plugin code's "
+                                  "blocking calls block job workers");
         return 0;
 }
 

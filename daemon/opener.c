@@ -41,8 +41,11 @@ typedef struct OpenRequest {
         int refs;        /* atomic: caller + opener */
         int state;       /* atomic: OPEN_* */
         Creds *creds;    /* referenced */
+        int dirfd;       /* what a relative @path is relative to; AT_FDCWD = / */
         char *path;      /* owned copy */
         int flags;       /* as the caller gave them */
+        mode_t mode;     /* for O_CREAT / O_TMPFILE */
+        bool any_type;   /* keep a FIFO, socket or device opened without O_NONBLOCK */
         int fd;          /* the result when >= 0 */
         int err;         /* the result when < 0 */
         FiberEvent done; /* set by the opener once state is DONE */
@@ -109,22 +112,22 @@ static void switch_back(void)
         }
 }
 
-static int open_resolved(const char *path, int flags)
+static int open_resolved(int dirfd, const char *path, int flags, mode_t mode)
 {
         struct open_how how = {
                 .flags = (uint64_t)flags,
-                .mode = (flags & (O_CREAT | O_TMPFILE)) ? 0666 : 0,
+                .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
                 .resolve = RESOLVE_NO_MAGICLINKS,
         };
         int fd;
 
         if (!__atomic_load_n(&opener_no_openat2, __ATOMIC_RELAXED)) {
-                fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+                fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
                 if (fd >= 0 || errno != ENOSYS)
                         return fd < 0 ? -errno : fd;
                 __atomic_store_n(&opener_no_openat2, true, __ATOMIC_RELAXED);
         }
-        fd = openat(AT_FDCWD, path, flags, (mode_t)how.mode);
+        fd = openat(dirfd, path, flags, (mode_t)how.mode);
         return fd < 0 ? -errno : fd;
 }
 
@@ -144,7 +147,8 @@ static int open_as(const OpenRequest *rq)
         } else if (rq->creds->uid != opener_uid) {
                 return -EACCES;
         }
-        fd = open_resolved(rq->path, rq->flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        fd = open_resolved(rq->dirfd, rq->path, rq->flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+                           rq->mode);
         if (opener_can_switch)
                 switch_back();
         if (fd < 0)
@@ -154,7 +158,7 @@ static int open_as(const OpenRequest *rq)
                 goto out_close;
         }
         if (!nonblock) {
-                if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+                if (!rq->any_type && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
                         r = -EINVAL;
                         goto out_close;
                 }
@@ -274,6 +278,12 @@ bool opener_switches(void)
 
 int opener_open(const Creds *creds, const char *path, int flags, int *ret_fd)
 {
+        return opener_openat(creds, AT_FDCWD, path, flags, 0666, false, ret_fd);
+}
+
+int opener_openat(const Creds *creds, int dirfd, const char *path, int flags, mode_t mode,
+                  bool any_type, int *ret_fd)
+{
         OpenRequest *rq = calloc(1, sizeof(*rq));
         int expected = OPEN_PENDING, r;
 
@@ -287,7 +297,10 @@ int opener_open(const Creds *creds, const char *path, int flags, int *ret_fd)
         rq->refs = 2;
         rq->state = OPEN_PENDING;
         rq->creds = creds_ref((Creds *)creds);
+        rq->dirfd = dirfd;
         rq->flags = flags;
+        rq->mode = mode;
+        rq->any_type = any_type;
         rq->fd = -1;
         fiber_event_init(&rq->done);
         pthread_mutex_lock(&opener_lock);

@@ -30,6 +30,7 @@
 #define FIBERD_DAEMON_OPENER_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "daemon/creds.h"
 
@@ -64,5 +65,17 @@ bool opener_switches(void);
  * Context: a fiber (parks it, never its worker); or a plain thread (blocks it).
  */
 int opener_open(const Creds *creds, const char *path, int flags, int *ret_fd);
+
+/*
+ * opener_openat - opener_open() for plugin code's own open(), openat(), creat() and
+ * fopen() (the runtime's hooks, sched_hook_set_open()): @path relative to @dirfd
+ * (AT_FDCWD: fiberd's working directory, /), created with @mode & ~umask, and with
+ * @any_type a FIFO, socket or device opened without O_NONBLOCK is kept (opened
+ * non-blocking, then made blocking again: the hooks park the fiber on it instead of
+ * its worker; a FIFO opened for writing with no reader fails with ENXIO instead of
+ * waiting for one). Return and context: as opener_open().
+ */
+int opener_openat(const Creds *creds, int dirfd, const char *path, int flags, mode_t mode,
+                  bool any_type, int *ret_fd);
 
 #endif

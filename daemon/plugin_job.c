@@ -142,11 +142,39 @@ static void child_unlist_locked(FiberdChild *c)
  * plugin_host_init(). */
 static int child_key = -1;
 
+/* The FiberdJob whose plugin code runs on the calling fiber (run() or a child), for the
+ * hooked open() of plugin code. */
+static int job_key = -1;
+
+/*
+ * Plugin code's own open(), openat(), creat() and fopen() (the runtime's hooks,
+ * sched_hook_set_open()): on a job's fibers they open as the job's submitter, like
+ * host->open, unless the plugin's descriptor asks for fiberd's own rights
+ * (FIBERD_PLUGIN_DAEMON_RIGHTS). Anywhere else, the real call.
+ */
+static int hook_open(int dirfd, const char *path, int flags, unsigned mode)
+{
+        FiberdJob *hj = job_key >= 0 ? fiber_local_get(job_key) : NULL;
+        int fd, r;
+
+        if (!hj || !hj->job || (hj->plugin->flags & FIBERD_PLUGIN_DAEMON_RIGHTS))
+                return -ENOSYS;
+        if (!path)
+                return -EFAULT;
+        r = opener_openat(hj->creds, dirfd, path, flags, (mode_t)mode, true, &fd);
+        return r < 0 ? r : fd;
+}
+
 int plugin_job_init(void)
 {
         if (child_key < 0)
                 child_key = fiber_key_create();
-        return child_key < 0 ? child_key : 0;
+        if (job_key < 0)
+                job_key = fiber_key_create();
+        if (child_key < 0 || job_key < 0)
+                return -ENOSPC;
+        sched_hook_set_open(hook_open);
+        return 0;
 }
 
 /* The un-joined children of the calling fiber of @hj: a child's own, or the job
@@ -494,7 +522,9 @@ static void child_main(void *arg)
         FiberdJob *hj = c->hj;
 
         fiber_local_set(child_key, c);
+        fiber_local_set(job_key, hj);
         c->ret = c->fn(hj, &plugin_host_functions, c->arg);
+        fiber_local_set(job_key, NULL);
         children_release(hj, &c->kids);
         fiber_event_set(&c->done);
         child_unref(c);
@@ -802,7 +832,9 @@ int plugin_host_run(Job *j)
         log_job_owner(LOG_DEBUG, j->id, j->plugin_name, j->owner, "running %s %s", hj->plugin->name,
                       hj->plugin->version);
 
+        fiber_local_set(job_key, hj);
         r = hj->plugin->desc->run(hj, &plugin_host_functions);
+        fiber_local_set(job_key, NULL);
 
         /* children run() never joined: cancel and let them go */
         children_release(hj, &hj->kids);

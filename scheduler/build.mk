@@ -6,7 +6,7 @@ ifeq ($(CONTEXT),asm)
 SCHED_OBJS += $(BUILD)/scheduler/context-x86_64.o
 endif
 LIBSCHED := $(BUILD)/libsched.a
-SCHED_LIBS := -lnuma
+SCHED_LIBS := -lnuma -luring -ldl
 
 $(LIBSCHED): $(SCHED_OBJS)
 	@mkdir -p $(dir $@)

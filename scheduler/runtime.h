@@ -39,6 +39,8 @@
  *   scheduler.c    a Scheduler: groups laid out, bound, wired for stealing
  *   sync.c         wait lists; mutex, condition, semaphore, latch, rwlock, event
  *   io.c           fiber-aware read/write/accept/connect, io_errno
+ *   hook.c         libgo's hooks: the C library's blocking calls, parked on fibers
+ *   blockio.h, blockio.c  file I/O and name lookups off the workers (io_uring, threads)
  */
 #ifndef FIBERD_RUNTIME_H
 #define FIBERD_RUNTIME_H
@@ -427,6 +429,7 @@ struct SchedulingGroup {
         uint64_t last_vruntime; /* the highest vruntime picked (seastar's
                                   * _last_vruntime): what an activated class inherits */
         uint64_t quota_tsc;     /* task quota, TSC ticks */
+        bool hooks;             /* SchedControl.hook_blocking_calls (hook.c) */
         uint64_t stall_ns;      /* stall threshold; 0 = off */
         uint64_t rescue_ns;     /* rescue after; 0 = off */
         uint64_t tick_ns;       /* the monitor's period while workers run */

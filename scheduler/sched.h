@@ -122,6 +122,8 @@ typedef struct SchedControl {
         uint64_t rescue_after_ns;    /* 0 = 20 ms; SCHED_FOREVER = no rescue */
         unsigned max_spare_workers;  /* per group; 0 = the group's size; capped so
                                       * workers + spares <= 64 */
+        bool hook_blocking_calls;    /* the group's fibers park in blocking C library
+                                      * calls (read, poll, usleep, ...): see "Hooks" */
 } SchedControl;
 
 typedef struct SchedGroupConfig {
@@ -497,6 +499,46 @@ ssize_t fiber_write(int fd, const void *buf, size_t len, uint64_t deadline_ns);
 ssize_t fiber_write_all(int fd, const void *buf, size_t len, uint64_t deadline_ns);
 int fiber_accept(int fd, uint64_t deadline_ns);
 int fiber_connect(int fd, const void *addr, unsigned addrlen, uint64_t deadline_ns);
+
+/* ---------------------------------------------------------------- hooks --------- */
+/*
+ * Hooks (libgo's, shared/seeds/004; scheduler/hook.c has the design): the program
+ * defines the C library's blocking calls — read/write/readv/writev/pread/pwrite,
+ * recv/recvfrom/recvmsg, send/sendto/sendmsg, connect, accept/accept4, poll/ppoll/select/pselect, sleep/usleep/
+ * nanosleep/clock_nanosleep, getaddrinfo/gethostbyname, open/openat/creat/fopen — and
+ * keeps the fd bookkeeping that makes them right (socket, socketpair, close, dup*,
+ * fcntl(F_SETFL), ioctl(FIONBIO), setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)). On a fiber of
+ * a group with SchedControl.hook_blocking_calls they park the fiber (reactor, timers,
+ * io_uring or blocking-I/O threads) and keep the call's meaning: a blocking socket still
+ * looks blocking, its timeouts hold, a sleep lasts as long. Anywhere else they are the
+ * real call. A cancelled fiber's hooked call fails with errno ECANCELED.
+ * Code outside the executable (plugins, the libraries they link) reaches them only when
+ * the executable exports them (fiberd: -Wl,--dynamic-list=scheduler/hook.sym).
+ */
+
+/*
+ * SchedHookOpenFn - the program's say over open(), openat(), creat() and fopen() made
+ * on a hooked fiber: open @path (relative to @dirfd, AT_FDCWD for the working
+ * directory) with open(2)'s @flags and @mode, or decline.
+ * Return: the fd (>= 0); -errno to fail the call with; -ENOSYS to decline (the real
+ * call is made). Called on the fiber; may park it.
+ */
+typedef int (*SchedHookOpenFn)(int dirfd, const char *path, int flags, unsigned mode);
+
+/* sched_hook_set_open - install @fn (NULL: every open is the real call). fiberd opens
+ * as a job's submitter there. Context: any, before fibers run. */
+void sched_hook_set_open(SchedHookOpenFn fn);
+
+/* sched_hook_active - true when the caller is a fiber whose blocking calls are hooked.
+ * Context: any. */
+bool sched_hook_active(void);
+
+/*
+ * sched_hook_blockio - one phrase saying how hooked file I/O leaves the workers
+ * (io_uring, or blocking-I/O threads and why), for the start-up log. Decides it at the
+ * first call. Context: any.
+ */
+const char *sched_hook_blockio(void);
 
 /* ---------------------------------------------------------------- sync ---------- */
 /*

@@ -580,7 +580,7 @@ static void overflow_handler(int sig, siginfo_t *si, void *uctx)
                                 guard_mode == SCHED_GUARD_REGIONS ? " KiB guard region"
                                                                   : " KiB mprotect guard");
                 sigsafe_put_str(msg, &n, sizeof(msg), "; give it a larger stack_size. Aborting.\n");
-                if (write(STDERR_FILENO, msg, n) < 0) {
+                if (sigsafe_write(STDERR_FILENO, msg, n) < 0) {
                         /* nothing more we can do */
                 }
                 SchedFatalFn hook = __atomic_load_n(&fatal_hook, __ATOMIC_ACQUIRE);

@@ -216,6 +216,15 @@ typedef struct FiberdPlugin {
  */
 #define FIBERD_PLUGIN_RETRY_SAFE (1u << 0)
 
+/*
+ * FIBERD_PLUGIN_DAEMON_RIGHTS - the plugin's own open(), openat(), creat() and fopen()
+ * calls act with fiberd's rights instead of the job submitter's. Meant for a plugin the
+ * administrator installed that reads its own configuration or secrets; never for paths
+ * a client names (use host->open for those). Without it, plugin code opens files as the
+ * submitter, exactly as host->open does (fiberd-plugin(7), "Blocking calls").
+ */
+#define FIBERD_PLUGIN_DAEMON_RIGHTS (1u << 1)
+
 /* The first two members of every descriptor. */
 #define FIBERD_PLUGIN_HEADER .abi_version = FIBERD_PLUGIN_ABI_VERSION, .size = sizeof(FiberdPlugin)
 

@@ -9,8 +9,33 @@
 #ifndef FIBERD_BASE_SIGSAFE_H
 #define FIBERD_BASE_SIGSAFE_H
 
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/*
+ * sigsafe_write / sigsafe_open / sigsafe_close - the raw system calls, for signal
+ * handlers and exit paths: the C library's write(), open() and close() are the
+ * runtime's hooks in fiberd (scheduler/hook.c), which may park the running fiber —
+ * never what a handler that interrupted it may do. Return: as the system calls (-1 and
+ * errno). Context: any, a signal handler included.
+ */
+static inline long sigsafe_write(int fd, const void *buf, size_t len)
+{
+        return syscall(SYS_write, fd, buf, len);
+}
+
+static inline int sigsafe_open(const char *path, int flags, unsigned mode)
+{
+        return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+}
+
+static inline int sigsafe_close(int fd)
+{
+        return (int)syscall(SYS_close, fd);
+}
 
 /* sigsafe_put_str - append @s (NULL: nothing) to @buf, which holds *@len of @cap bytes;
  * cut at cap - 1, so a NUL still fits. Context: any, a signal handler included. */

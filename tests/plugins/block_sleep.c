@@ -5,14 +5,16 @@
  * a blocking read() does: the runtime must hand the worker's other fibers to a spare
  * worker (rescue), and the daemon's supervision must not need the blocked worker.
  *
- * The sleep is to an absolute deadline and resumed after EINTR (the stall detector's
- * backtrace signal interrupts it), so the thread stays blocked for the whole time and
- * never yields. Progress {0, ms} is reported before the sleep, so a test knows the thread
+ * The sleep is the raw system call (syscall(2)), which fiberd's hooks do not reach, to
+ * an absolute deadline and resumed after EINTR, so the thread stays blocked for the whole
+ * time and never yields. Progress {0, ms} is reported before the sleep, so a test knows the thread
  * is blocked. Result {"slept_ms": ms}.
  */
 #include "plugins/fiberd/plugin.h"
 
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 static int block_sleep_run(FiberdJob *job, const FiberdHost *host)
 {
@@ -30,7 +32,8 @@ static int block_sleep_run(FiberdJob *job, const FiberdHost *host)
                 until.tv_sec++;
                 until.tv_nsec -= 1000000000L;
         }
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+        while (syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) < 0 &&
+               errno == EINTR)
                 ;
         return host->result_uint(job, "slept_ms", ms);
 }
