@@ -63,6 +63,14 @@ void blockio_call_put(BlockioCall *c);
 ssize_t blockio_readv(int fd, const struct iovec *iov, int iovcnt, off_t off);
 ssize_t blockio_writev(int fd, const struct iovec *iov, int iovcnt, off_t off);
 
+/*
+ * blockio_quiesce - wait until no executor (blocking-I/O thread, io_uring completion
+ * thread) is inside the wake-up of a fiber: the woken fiber may already have finished
+ * while its waker still touches the fiber's group. Called before a group is freed.
+ * Context: a thread outside the groups.
+ */
+void blockio_quiesce(void);
+
 /* blockio_describe - one phrase for the start-up log: how file I/O leaves the workers. */
 const char *blockio_describe(void);
 

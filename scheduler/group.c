@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scheduler/blockio.h"
 #include "scheduler/runtime.h"
 #include "scheduler/base/spinlock.h"
 
@@ -264,6 +265,7 @@ void group_stop(SchedulingGroup *g)
 
 void group_release(SchedulingGroup *g)
 {
+        blockio_quiesce(); /* no blocking-I/O thread is still inside a wake-up of ours */
         reactor_term(&g->reactor);
         group_destroy(g);
 }

@@ -31,7 +31,7 @@
  *    sharing the socket see exactly what they set (libgo sets O_NONBLOCK on every
  *    socket it creates and keeps the caller's wish aside; that leaks into fork+exec).
  *    connect() is the exception: it sets O_NONBLOCK for the length of the call.
- *  - another pollable fd the caller keeps blocking (a pipe, FIFO, tty, eventfd): the
+ *  - another pollable fd the caller keeps blocking (a pipe, FIFO, tty, eventfd, timerfd): the
  *    fiber parks until poll(2) says ready, then the real call; writes go in chunks of
  *    at most PIPE_BUF, each of which a ready pipe takes whole, until all is written.
  *    Another thread reading the same pipe can still take the data first: then the real
@@ -278,7 +278,9 @@ static FdKind fd_kind(int fd, HookFd **ret_e)
                 return FD_REAL; /* the real call says EBADF */
         if (S_ISREG(sb.st_mode))
                 return FD_FILE;
-        if (!S_ISSOCK(sb.st_mode) && !S_ISFIFO(sb.st_mode) && !S_ISCHR(sb.st_mode))
+        /* anonymous inodes (eventfd, timerfd, signalfd, inotify) have no type bits */
+        bool anon = (sb.st_mode & S_IFMT) == 0;
+        if (!S_ISSOCK(sb.st_mode) && !S_ISFIFO(sb.st_mode) && !S_ISCHR(sb.st_mode) && !anon)
                 return FD_REAL;
         int fl = real_fcntl()(fd, F_GETFL);
         if (fl < 0)
