@@ -793,8 +793,8 @@ int fiber_promise_new(FiberFuture **ret);
 /*
  * fiber_promise_set - give @f (from fiber_promise_new()) its value, wake its waiters,
  * drop the promise's reference. Call it exactly once.
- * Return: 0; -EALREADY when @f already has its value (a second call, or @f is an
- * async or then future; nothing is dropped then).
+ * Return: 0; -EALREADY when @f already has its value (a second call; nothing is
+ * dropped then); -EINVAL when @f is not a promise's (an async or then future).
  * Context: any thread, also one the runtime does not know; does not yield.
  */
 int fiber_promise_set(FiberFuture *f, void *value);
