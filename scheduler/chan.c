@@ -379,10 +379,12 @@ int fiber_chan_select(FiberChanCase *cases, size_t n, uint64_t deadline_ns)
 
         r = waiter_block(&sel.w, deadline_ns);
 
-        /* unlink what nobody popped; after holding each lock no claimer touches them */
+        /* unlink what nobody popped; after holding each lock no claimer touches them.
+         * The node that fired is not ours to look at: its claimer popped it and may
+         * have linked it on its wake batch (fiber_chan_close()). */
         select_lock(cases, lock, m);
         for (size_t i = 0; i < m; i++)
-                if (list_linked(&nodes[i].link))
+                if ((r < 0 || nodes[i].index != sel.fired) && list_linked(&nodes[i].link))
                         list_del(&nodes[i].link);
         select_unlock(cases, lock, m);
         if (r < 0)

@@ -160,12 +160,13 @@ int fiber_when_all(FiberFuture *const *futs, size_t n, uint64_t deadline_ns)
         return 0;
 }
 
-/* Unlink @nodes[0..@n) from futures that did not pop them. */
-static void when_any_unlink(FiberFuture *const *futs, FutureWaiter *nodes, size_t n)
+/* Unlink @nodes[0..@n) from futures that did not pop them. The node of @fired (-1:
+ * none) is skipped: its claimer popped it and may still have it on its wake batch. */
+static void when_any_unlink(FiberFuture *const *futs, FutureWaiter *nodes, size_t n, int fired)
 {
         for (size_t i = 0; i < n; i++) {
                 spin_lock(&futs[i]->lock);
-                if (list_linked(&nodes[i].link))
+                if ((int)i != fired && list_linked(&nodes[i].link))
                         list_del(&nodes[i].link);
                 spin_unlock(&futs[i]->lock);
         }
@@ -213,7 +214,7 @@ int fiber_when_any(FiberFuture *const *futs, size_t n, uint64_t deadline_ns)
         } else {
                 r = waiter_block(&wait.w, deadline_ns);
         }
-        when_any_unlink(futs, nodes, linked);
+        when_any_unlink(futs, nodes, linked, r < 0 ? -1 : wait.fired);
         return r < 0 ? r : wait.fired;
 }
 
