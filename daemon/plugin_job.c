@@ -32,6 +32,12 @@
  * order: table lock, then children_lock or the FiberdJob mutex; never the other way
  * round.
  *
+ * Channels and futures (ABI 3): a FiberdChan wraps a runtime FiberChan and is listed
+ * on its FiberdJob, so channels a plugin never freed go with the job's last reference;
+ * a FiberdFuture is a FiberdChild (async() is spawn()), so it is cancelled with the job
+ * and never outlives it, and future_get()/when_all() wait on the child's `done` event
+ * with a deadline without giving the handle up.
+ *
  * Plugins in place (issue 12): a FiberdJob holds a reference on the plugin instance it
  * runs (plugin_host_acquire() of the current one when the job starts), dropped with its
  * last reference, after the last child fiber ended, so a replaced or removed version
@@ -76,7 +82,15 @@ struct FiberdJob {
         pthread_mutex_t children_lock; /* adaptive: over cancelled, children, kids, sib */
         bool cancelled;                /* children were cancelled; spawn() refuses */
         ListHead children;             /* FiberdChild.link: every listed child, for cancellation */
-        ListHead kids; /* FiberdChild.sib: the job fiber's children not yet joined */
+        ListHead kids;  /* FiberdChild.sib: the job fiber's children not yet joined */
+        ListHead chans; /* FiberdChan.link: channels not freed yet; under lock */
+};
+
+/* A job's channel (ABI 3): the runtime's FiberChan, listed on its job so the ones a
+ * plugin never freed go with the job. */
+struct FiberdChan {
+        ListHead link; /* in hj->chans until chan_free(); hj->lock */
+        FiberChan *ch;
 };
 
 struct FiberdChild {
@@ -110,6 +124,12 @@ static FiberdJob *hj_unref(FiberdJob *hj)
                 return NULL;
         msgpack_sbuffer_destroy(&hj->kv);
         free(hj->raw);
+        /* channels the plugin never freed: no fiber of the job is left to use them */
+        for (ListHead *e; hj->chans.next && (e = list_pop_head(&hj->chans));) {
+                FiberdChan *ch = list_entry(e, FiberdChan, link);
+                fiber_chan_free(ch->ch);
+                free(ch);
+        }
         pthread_mutex_destroy(&hj->lock);
         pthread_mutex_destroy(&hj->children_lock);
         job_unref(hj->job);
@@ -617,6 +637,179 @@ static int host_join(FiberdJob *hj, FiberdChild *c, void *ret_arg)
         return r;
 }
 
+/* ------------------------------------------------------------------ channels ---- */
+/*
+ * ABI 3: the runtime's channels (scheduler/chan.c) behind an opaque FiberdChan listed
+ * on its job. A fiber of the job parked in one is parked in the runtime, so the job's
+ * cancellation (fiber_cancel() of the job fiber and of every child) ends the wait with
+ * -ECANCELED like any other blocking host call; host_cancelled() is checked first so a
+ * cancel request that has not reached the fiber yet is seen too.
+ */
+
+static int host_chan_new(FiberdJob *hj, FiberdChan **ret, size_t elem_size, size_t capacity)
+{
+        FiberdChan *ch;
+        int r;
+
+        if (!ret || !hj->job)
+                return -EINVAL;
+        ch = calloc(1, sizeof(*ch));
+        if (!ch)
+                return -ENOMEM;
+        r = fiber_chan_new(&ch->ch, elem_size, capacity);
+        if (r < 0) {
+                free(ch);
+                return r;
+        }
+        pthread_mutex_lock(&hj->lock);
+        list_add_tail(&hj->chans, &ch->link);
+        pthread_mutex_unlock(&hj->lock);
+        *ret = ch;
+        return 0;
+}
+
+static int host_chan_send(FiberdJob *hj, FiberdChan *ch, const void *elem, uint64_t deadline_ns)
+{
+        if (!ch || !hj->job)
+                return -EINVAL;
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        return fiber_chan_send(ch->ch, elem, deadline_ns);
+}
+
+static int host_chan_recv(FiberdJob *hj, FiberdChan *ch, void *ret_elem, uint64_t deadline_ns)
+{
+        if (!ch || !hj->job)
+                return -EINVAL;
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        return fiber_chan_recv(ch->ch, ret_elem, deadline_ns);
+}
+
+static int host_chan_close(FiberdJob *hj, FiberdChan *ch)
+{
+        if (!ch || !hj->job)
+                return -EINVAL;
+        return fiber_chan_close(ch->ch);
+}
+
+static int host_chan_select(FiberdJob *hj, FiberdChanCase *cases, size_t n, uint64_t deadline_ns)
+{
+        FiberChanCase k[FIBERD_CHAN_SELECT_MAX];
+        int r;
+
+        if (!hj->job || n > FIBERD_CHAN_SELECT_MAX || (n && !cases))
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (cases[i].op != FIBERD_CHAN_RECV && cases[i].op != FIBERD_CHAN_SEND)
+                        return -EINVAL;
+                k[i] = (FiberChanCase){
+                        .chan = cases[i].chan ? cases[i].chan->ch : NULL,
+                        .op = cases[i].op == FIBERD_CHAN_SEND ? FIBER_CHAN_SEND : FIBER_CHAN_RECV,
+                        .elem = cases[i].elem,
+                };
+        }
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        r = fiber_chan_select(k, n, deadline_ns);
+        if (r >= 0)
+                cases[r].result = k[r].result;
+        return r;
+}
+
+static void host_chan_free(FiberdJob *hj, FiberdChan *ch)
+{
+        if (!ch)
+                return;
+        pthread_mutex_lock(&hj->lock);
+        if (list_linked(&ch->link))
+                list_del(&ch->link);
+        pthread_mutex_unlock(&hj->lock);
+        fiber_chan_free(ch->ch);
+        free(ch);
+}
+
+/* ------------------------------------------------------------------ futures ----- */
+/*
+ * ABI 3: a FiberdFuture is a FiberdChild under another name (async() is spawn()), so a
+ * future is cancelled with the job, listed on its spawner, and let go when its spawner
+ * returns without freeing it, exactly as a child. What it adds is waiting with a
+ * deadline on the child's `done` event without giving the handle up, any number of
+ * times (future_get), and over many (when_all); future_free() is join() when the child
+ * has returned and join()'s "parent gave up" path when it has not.
+ */
+
+static FiberdChild *future_child(FiberdFuture *fut)
+{
+        return (FiberdChild *)fut;
+}
+
+static int host_async(FiberdJob *hj, FiberdFuture **ret, FiberdChildFn fn, const void *arg,
+                      size_t arg_size)
+{
+        FiberdChild *c;
+        int r;
+
+        if (!ret)
+                return -EINVAL;
+        r = host_spawn(hj, &c, fn, arg, arg_size);
+        if (r < 0)
+                return r;
+        *ret = (FiberdFuture *)c;
+        return 0;
+}
+
+static int host_future_get(FiberdJob *hj, FiberdFuture *fut, uint64_t deadline_ns, int *ret_value,
+                           void *ret_arg)
+{
+        FiberdChild *c = future_child(fut);
+        int r;
+
+        if (!c || !hj->job)
+                return -EINVAL;
+        if (host_cancelled(hj))
+                return -ECANCELED;
+        r = fiber_event_wait(&c->done, deadline_ns);
+        if (r < 0)
+                return r;
+        /* set before `done` (child_main), read after waiting on it */
+        if (ret_value)
+                *ret_value = c->ret;
+        if (ret_arg && c->arg_size)
+                memcpy(ret_arg, c->arg, c->arg_size);
+        return 0;
+}
+
+static int host_when_all(FiberdJob *hj, FiberdFuture *const *futs, size_t n, uint64_t deadline_ns)
+{
+        if (!hj->job || (n && !futs))
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                int r = host_future_get(hj, futs[i], deadline_ns, NULL, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static void host_future_free(FiberdJob *hj, FiberdFuture *fut)
+{
+        FiberdChild *c = future_child(fut);
+
+        if (!c)
+                return;
+        if (fiber_event_wait(&c->done, 0) == 0) {
+                host_join(hj, c, NULL); /* returned: join it, release it */
+                return;
+        }
+        pthread_mutex_lock(&hj->children_lock);
+        child_unlist_locked(c);
+        pthread_mutex_unlock(&hj->children_lock);
+        fiber_cancel(c->fiber);
+        fiber_detach(c->fiber);
+        child_unref(c);
+}
+
 /* ------------------------------------------------------------------ the submitter */
 
 static uid_t host_job_uid(FiberdJob *hj)
@@ -730,6 +923,16 @@ const FiberdHost plugin_host_functions = {
         .arg_fd = host_arg_fd,
         .need_preempt = host_need_preempt,
         .maybe_yield = host_maybe_yield,
+        .chan_new = host_chan_new,
+        .chan_send = host_chan_send,
+        .chan_recv = host_chan_recv,
+        .chan_close = host_chan_close,
+        .chan_select = host_chan_select,
+        .chan_free = host_chan_free,
+        .async = host_async,
+        .future_get = host_future_get,
+        .when_all = host_when_all,
+        .future_free = host_future_free,
 };
 
 /* ------------------------------------------------------------------ running ----- */
@@ -823,6 +1026,7 @@ int plugin_host_run(Job *j)
         msgpack_sbuffer_init(&hj->kv);
         list_init(&hj->children);
         list_init(&hj->kids);
+        list_init(&hj->chans);
 
         jobtable_lock(t);
         hj->cancelled = j->cancel_requested;

@@ -648,6 +648,199 @@ void sched_set_log(SchedLogFn fn);
 typedef void (*SchedFatalFn)(int sig, const char *tag);
 void sched_set_fatal_hook(SchedFatalFn fn);
 
+/* ---------------------------------------------------------------- channels ------ */
+/*
+ * FiberChan - Go's channel (libgo's co_chan, shared/seeds/004) for fibers and plain
+ * pthreads alike: a FIFO of fixed-size elements copied in and out with memcpy.
+ *  - buffered (capacity > 0): a ring of @capacity elements allocated once, at
+ *    fiber_chan_new(); a send parks only while the ring is full, a receive only while it
+ *    is empty;
+ *  - unbuffered (capacity 0): a rendezvous, as in Go: a send parks until a receiver has
+ *    taken the value (copied straight from the sender's memory into the receiver's);
+ *  - close: later sends fail with -EPIPE (never a panic); receivers drain what the ring
+ *    still holds, then get -EPIPE; every parked sender and receiver wakes with -EPIPE;
+ *  - fiber_chan_select(): Go's select over several sends and receives, a uniformly
+ *    random choice among the cases ready at once.
+ * Parked senders and receivers are served in FIFO order; a waiter never allocates (its
+ * node lives on its stack) and one spinlock per channel guards it. Like every blocking
+ * call here, a cancelled fiber gets -ECANCELED, and a deadline (absolute, CLOCK_MONOTONIC
+ * ns; 0 = do not wait, SCHED_FOREVER = none) that passes gives -ETIMEDOUT; then nothing
+ * was sent or received.
+ */
+typedef struct FiberChan FiberChan;
+
+/* Most cases one fiber_chan_select() takes (its waiter nodes live on the stack). */
+#define FIBER_CHAN_SELECT_MAX 64
+
+/*
+ * fiber_chan_new - a channel of @capacity elements (0 = unbuffered) of @elem_size bytes
+ * each (0 is fine: a channel of signals, Go's chan struct{}).
+ * @ret: out, the channel, written only on success; free with fiber_chan_free().
+ * Return: 0; -EINVAL when @elem_size * @capacity overflows; -ENOMEM.
+ * Context: any. Allocates (once, the ring with the channel); does not yield.
+ */
+int fiber_chan_new(FiberChan **ret, size_t elem_size, size_t capacity);
+
+/*
+ * fiber_chan_free - release @c and its ring. Nobody may be parked on it or use it any
+ * more (close it and let the waiters go first). Accepts NULL; returns NULL.
+ * Context: any.
+ */
+FiberChan *fiber_chan_free(FiberChan *c);
+
+/*
+ * fiber_chan_send - copy @elem_size bytes from @elem into the channel: into the ring, or
+ * straight to a parked receiver; parks while neither can take it (an unbuffered send
+ * parks until a receiver took the value).
+ * Return: 0 sent; -EPIPE when @c is closed (before or while parked: the value was not
+ * sent); -ETIMEDOUT (0 = fail at once when it would park); -ECANCELED.
+ * Context: any; parks the calling fiber (or blocks the calling pthread).
+ */
+int fiber_chan_send(FiberChan *c, const void *elem, uint64_t deadline_ns);
+
+/*
+ * fiber_chan_recv - take the oldest element into @ret_elem (@elem_size bytes; NULL to
+ * drop it), from the ring or straight from a parked sender; parks while there is none.
+ * Return: 0 received (@ret_elem written); -EPIPE when @c is closed and drained (Go's
+ * ok == false; @ret_elem untouched); -ETIMEDOUT; -ECANCELED.
+ * Context: any; parks the calling fiber (or blocks the calling pthread).
+ */
+int fiber_chan_recv(FiberChan *c, void *ret_elem, uint64_t deadline_ns);
+
+/*
+ * fiber_chan_close - close @c: wake every parked receiver and sender with -EPIPE;
+ * receivers that come later drain the ring first.
+ * Return: 0; -EPIPE when it was already closed. Context: any; does not yield.
+ */
+int fiber_chan_close(FiberChan *c);
+
+/* fiber_chan_len / fiber_chan_cap - elements in the ring now (a snapshot), and its
+ * capacity (0: unbuffered). Context: any. */
+size_t fiber_chan_len(FiberChan *c);
+size_t fiber_chan_cap(const FiberChan *c);
+
+typedef enum FiberChanOp {
+        FIBER_CHAN_RECV = 0,
+        FIBER_CHAN_SEND = 1,
+} FiberChanOp;
+
+/* One case of fiber_chan_select(). */
+typedef struct FiberChanCase {
+        FiberChan *chan; /* NULL: the case never fires (Go's nil channel) */
+        FiberChanOp op;
+        void *elem; /* SEND: the value, elem_size bytes, read; RECV: where the value goes
+                     * (NULL: dropped), written only when this case fires with 0 */
+        int result; /* out, for the case that fired: 0, or -EPIPE (RECV: closed and
+                     * drained; SEND: closed, nothing sent) */
+} FiberChanCase;
+
+/*
+ * fiber_chan_select - Go's select: perform exactly one of the @n operations in @cases,
+ * the first that can proceed, parking until one can or @deadline_ns passes. When several
+ * are ready at once one is picked uniformly at random (Go's pollorder), so no case
+ * starves. A closed channel's case is ready: it fires with result -EPIPE.
+ * deadline_ns 0 is Go's `default:` case: -ETIMEDOUT at once when none is ready.
+ * Channels are locked in address order (Go's lockorder), so selects over the same
+ * channels never deadlock; a select parked on several channels is claimed by exactly
+ * one waker (a compare-and-swap on its one Waiter, Go's selectDone), and the others
+ * skip it. A channel may appear in several cases (also as send and receive).
+ * Return: the index of the case that fired (>= 0; see its .result); -ETIMEDOUT;
+ * -ECANCELED; -EINVAL when @n > FIBER_CHAN_SELECT_MAX. With @n == 0 (or all channels
+ * NULL) it waits for the deadline or cancellation, as Go's empty select.
+ * Context: any; parks the calling fiber (or blocks the calling pthread).
+ */
+int fiber_chan_select(FiberChanCase *cases, size_t n, uint64_t deadline_ns);
+
+/* ---------------------------------------------------------------- futures ------- */
+/*
+ * FiberFuture - the result of a computation that may not have finished (flare's and
+ * tRPC-Cpp's Future/Promise, shared/seeds/000, 001): made by fiber_async() (a new fiber
+ * computes it), by fiber_future_then() (a continuation of another future), or by
+ * fiber_promise_new() (anyone, a plain pthread too, fulfils it with fiber_promise_set()).
+ * The value is one pointer-sized word, a void *: a pointer the fiber returns, or an
+ * integer cast through intptr_t; what it points to is the program's business.
+ *
+ * Ownership: a future is reference counted. The caller of fiber_async(), then() and
+ * promise_new() owns one reference and drops it with fiber_future_free(), whether or
+ * not the future is ready; the producer (the async fiber, the continuation fiber, the
+ * promise) holds its own until it has set the value, so freeing early never cuts a
+ * running computation short (nor cancels it: cancellation stays fiber_cancel()'s).
+ * Any number of fibers and pthreads may wait on one future at once.
+ */
+typedef struct FiberFuture FiberFuture;
+
+/* The body of an async fiber: its return value becomes the future's value. */
+typedef void *(*FiberAsyncFn)(void *arg);
+/* A continuation: given the value of the future it follows, returns the new value. */
+typedef void *(*FiberThenFn)(void *value, void *arg);
+
+/*
+ * fiber_async - run @fn(@arg) in a new detached fiber made with @attr (NULL: the
+ * caller's group, so from a pthread @attr must name a group or a scheduler; .detached
+ * is ignored), and return the future of its value.
+ * @ret: out, written only on success.
+ * Return: 0; the errors of fiber_create() (-EAGAIN: the group is full; -EINVAL;
+ * -ENOMEM); -ENOMEM for the future. Context: any; does not yield. Allocates the future.
+ */
+int fiber_async(FiberFuture **ret, const FiberAttr *attr, FiberAsyncFn fn, void *arg);
+
+/*
+ * fiber_future_get - wait until @f is ready and copy its value to @ret_value (NULL to
+ * skip; written only on success). Any number of calls, from any number of waiters.
+ * Return: 0; -ETIMEDOUT (0 = poll); -ECANCELED.
+ * Context: any; parks the calling fiber (or blocks the calling pthread).
+ */
+int fiber_future_get(FiberFuture *f, void **ret_value, uint64_t deadline_ns);
+
+/* fiber_future_ready - true once @f has its value. Context: any; never blocks. */
+bool fiber_future_ready(FiberFuture *f);
+
+/*
+ * fiber_future_then - the future of @fn(value of @f, @arg), run in a new fiber made with
+ * @attr (as fiber_async) once @f is ready. The continuation fiber is created now and
+ * parks on @f (it holds its own reference on @f: freeing @f at once is fine), so an
+ * error comes back here and not later. If the continuation fiber is cancelled while it
+ * waits, @fn is not run and the new future's value is (void *)(intptr_t)-ECANCELED.
+ * @ret: out, written only on success.
+ * Return: 0; the errors of fiber_async(). Context: any; does not yield.
+ */
+int fiber_future_then(FiberFuture **ret, FiberFuture *f, const FiberAttr *attr, FiberThenFn fn,
+                      void *arg);
+
+/*
+ * fiber_when_all - wait until all @n futures of @futs are ready (their values: get
+ * each with deadline 0 afterwards). Return: 0; -ETIMEDOUT; -ECANCELED.
+ * fiber_when_any - wait until at least one is ready. Return: the index of a ready
+ * future (the lowest ready when several already are); -ETIMEDOUT; -ECANCELED; -EINVAL
+ * for @n == 0 or @n > FIBER_CHAN_SELECT_MAX (its waiter nodes are on the stack).
+ * Context: any; park the calling fiber (or block the calling pthread).
+ */
+int fiber_when_all(FiberFuture *const *futs, size_t n, uint64_t deadline_ns);
+int fiber_when_any(FiberFuture *const *futs, size_t n, uint64_t deadline_ns);
+
+/*
+ * fiber_future_free - drop the caller's reference; the future goes once its producer
+ * has set it too. Accepts NULL; returns NULL. Context: any; does not yield.
+ */
+FiberFuture *fiber_future_free(FiberFuture *f);
+
+/*
+ * fiber_promise_new - a future with no fiber behind it, fulfilled by one call of
+ * fiber_promise_set(). @ret gets two references in one: the caller's (drop it with
+ * fiber_future_free()) and the promise's (dropped by fiber_promise_set()); hand the
+ * pointer to whoever fulfils it. Return: 0; -ENOMEM. Context: any.
+ */
+int fiber_promise_new(FiberFuture **ret);
+
+/*
+ * fiber_promise_set - give @f (from fiber_promise_new()) its value, wake its waiters,
+ * drop the promise's reference. Call it exactly once.
+ * Return: 0; -EALREADY when @f already has its value (a second call; nothing is
+ * dropped then); -EINVAL when @f is not a promise's (an async or then future).
+ * Context: any thread, also one the runtime does not know; does not yield.
+ */
+int fiber_promise_set(FiberFuture *f, void *value);
+
 #ifdef __cplusplus
 }
 #endif

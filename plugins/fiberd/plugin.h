@@ -103,8 +103,12 @@ extern "C" {
  *      (job_uid, job_gid, open, arg_fd), preemption points (need_preempt,
  *      maybe_yield), the descriptor's flags (FIBERD_PLUGIN_RETRY_SAFE) and check_args.
  *      A plugin built against version 2 that must run on a version-1 fiberd checks
- *      FIBERD_HOST_HAS(). */
-#define FIBERD_PLUGIN_ABI_VERSION 2
+ *      FIBERD_HOST_HAS().
+ *   3  compatible growth: channels (chan_new ... chan_free, FiberdChan, FiberdChanCase)
+ *      and futures (async, future_get, when_all, future_free, FiberdFuture) between the
+ *      fibers of one job. Version-1 and -2 plugins still load; a version-3 plugin on an
+ *      older fiberd checks FIBERD_HOST_HAS(host, chan_new) / (host, async). */
+#define FIBERD_PLUGIN_ABI_VERSION 3
 #define FIBERD_PLUGIN_ABI_MIN 1
 
 /* The name of the descriptor symbol, as the loader passes it to dlsym(). */
@@ -123,6 +127,31 @@ typedef struct FiberdJob FiberdJob;
 typedef struct FiberdChild FiberdChild;
 
 typedef struct FiberdHost FiberdHost;
+
+/* An opaque channel of one job (ABI 3), from chan_new() until chan_free() or the job's
+ * end. */
+typedef struct FiberdChan FiberdChan;
+
+/* An opaque future of one job (ABI 3): a child fiber started by async(), from async()
+ * until future_free() or the return of the fiber that called async(). */
+typedef struct FiberdFuture FiberdFuture;
+
+/* The operation of one FiberdChanCase. */
+#define FIBERD_CHAN_RECV 0
+#define FIBERD_CHAN_SEND 1
+
+/* Most cases one chan_select() takes. */
+#define FIBERD_CHAN_SELECT_MAX 64
+
+/* One case of host->chan_select() (ABI 3): Go's `case v := <-ch:` or `case ch <- v:`. */
+typedef struct FiberdChanCase {
+        FiberdChan *chan; /* NULL: the case never fires (Go's nil channel) */
+        int op;           /* FIBERD_CHAN_RECV or FIBERD_CHAN_SEND */
+        void *elem;       /* SEND: the value (elem_size bytes, read); RECV: where the value
+                           * goes (NULL: dropped), written only when this case fires with 0 */
+        int result;       /* out, for the case that fired: 0, or -EPIPE (the channel is
+                           * closed: RECV found it drained, SEND sent nothing) */
+} FiberdChanCase;
 
 /* msgpack-c's decoded object (<msgpack.h>); only needed by plugins using args_object(). */
 struct msgpack_object;
@@ -436,6 +465,115 @@ struct FiberdHost {
          * loop that calls it stops promptly even when it never yields).
          */
         int (*maybe_yield)(FiberdJob *job);
+
+        /* ---- channels (ABI 3): Go's channels between the fibers of one job ----
+         * Appended after maybe_yield: check FIBERD_HOST_HAS(host, chan_new) first. A
+         * channel carries elements of a fixed size, copied in and out (memcpy): buffered
+         * (a ring of `capacity` elements allocated once, by chan_new) or unbuffered
+         * (capacity 0: a send waits until a receiver has taken the value, as in Go).
+         * Parked senders and receivers are served first come, first served. It belongs
+         * to the job: any fiber of the job (run() or a child, or a future) may use it,
+         * never another job; it is freed by chan_free() or, at the latest, once the
+         * job has ended (after its last child). Deadlines are absolute now_ns()
+         * nanoseconds: 0 = do not wait (-ETIMEDOUT at once when the call would wait),
+         * UINT64_MAX = no deadline. Waiting calls yield, and return -ECANCELED once the
+         * job is cancelled, also while they wait (job.cancel or the job's timeout
+         * interrupts a fiber parked in chan_recv). After -ETIMEDOUT or -ECANCELED
+         * nothing was sent or received. The runtime behind them: scheduler/chan.c. */
+
+        /*
+         * chan_new - a channel of @capacity elements (0 = unbuffered) of @elem_size bytes
+         * (0 is fine: a channel of signals). @ret: out, written only on success.
+         * Return: 0; -EINVAL (no job: check_args; @elem_size * @capacity overflows);
+         * -ENOMEM. Does not yield.
+         */
+        int (*chan_new)(FiberdJob *job, FiberdChan **ret, size_t elem_size, size_t capacity);
+
+        /*
+         * chan_send - copy @elem (elem_size bytes) into @ch: to a waiting receiver, else
+         * into the ring; waits while neither can take it. Yields when it waits.
+         * Return: 0 sent; -EPIPE when @ch is closed (before or while waiting: not sent);
+         * -ETIMEDOUT; -ECANCELED; -EINVAL (no job).
+         */
+        int (*chan_send)(FiberdJob *job, FiberdChan *ch, const void *elem, uint64_t deadline_ns);
+
+        /*
+         * chan_recv - take the oldest element into @ret_elem (elem_size bytes; NULL to
+         * drop it); waits while there is none. Yields when it waits.
+         * Return: 0 received; -EPIPE once @ch is closed and drained (Go's ok == false;
+         * @ret_elem untouched); -ETIMEDOUT; -ECANCELED; -EINVAL (no job).
+         */
+        int (*chan_recv)(FiberdJob *job, FiberdChan *ch, void *ret_elem, uint64_t deadline_ns);
+
+        /*
+         * chan_close - close @ch: every waiting sender and receiver returns -EPIPE;
+         * later receivers drain what the ring holds, then get -EPIPE; later sends fail
+         * with -EPIPE (never a crash, unlike Go's panic). Does not yield.
+         * Return: 0; -EPIPE when already closed; -EINVAL (no job).
+         */
+        int (*chan_close)(FiberdJob *job, FiberdChan *ch);
+
+        /*
+         * chan_select - Go's select: perform exactly one of the @n (at most
+         * FIBERD_CHAN_SELECT_MAX) operations of @cases, the first that can proceed,
+         * waiting until one can or @deadline_ns passes (0: Go's `default:`). Among cases
+         * ready at once one is chosen at random, so none starves; a closed channel's
+         * case is ready and fires with result -EPIPE. Yields when it waits.
+         * Return: the index of the case that fired (>= 0; read its .result);
+         * -ETIMEDOUT; -ECANCELED; -EINVAL (no job, @n too large, a bad op).
+         */
+        int (*chan_select)(FiberdJob *job, FiberdChanCase *cases, size_t n, uint64_t deadline_ns);
+
+        /*
+         * chan_free - free @ch now (NULL is fine). Nobody may wait on it or use it any
+         * more: close it and let its users finish first. Channels not freed are freed
+         * when the job ends. Does not yield.
+         */
+        void (*chan_free)(FiberdJob *job, FiberdChan *ch);
+
+        /* ---- futures (ABI 3): a child fiber whose end can be awaited with a deadline ----
+         * Appended after chan_free: check FIBERD_HOST_HAS(host, async) first. A future
+         * is a child fiber of the job (spawn()'s mechanism): cancelled with the job, and
+         * never outliving it; its value is what its function returns (0 or a negative
+         * errno) plus its arg block, which it may write results into. */
+
+        /*
+         * async - start @fn(job, host, copy of @arg) in a new child fiber of the job, as
+         * spawn() does (the host copies @arg_size bytes of @arg), and return its future.
+         * @ret: out, written only on success. Release it with future_free(), from the
+         * fiber that called async(); one not released when that fiber returns is
+         * cancelled and let go then (as an un-joined child). Does not yield.
+         * Return: 0; -EAGAIN (no room for another fiber now); -ECANCELED (the job is
+         * cancelled); -EINVAL (no job, @fn NULL); -ENOMEM.
+         */
+        int (*async)(FiberdJob *job, FiberdFuture **ret, FiberdChildFn fn, const void *arg,
+                     size_t arg_size);
+
+        /*
+         * future_get - wait until @fut's function has returned, then write its return
+         * value into @ret_value and copy its arg block (arg_size bytes) into @ret_arg
+         * (either may be NULL). May be called any number of times, from any fiber of the
+         * job, while @fut is not freed. Yields when it waits.
+         * Return: 0 (the value is in @ret_value); -ETIMEDOUT (0 = poll; @fut stays valid,
+         * call again); -ECANCELED (the calling fiber's job is cancelled); -EINVAL.
+         */
+        int (*future_get)(FiberdJob *job, FiberdFuture *fut, uint64_t deadline_ns, int *ret_value,
+                          void *ret_arg);
+
+        /*
+         * when_all - wait until every one of the @n futures of @futs has returned (read
+         * each with future_get(..., 0, ...) afterwards). Yields when it waits.
+         * Return: 0; -ETIMEDOUT; -ECANCELED; -EINVAL.
+         */
+        int (*when_all)(FiberdJob *job, FiberdFuture *const *futs, size_t n, uint64_t deadline_ns);
+
+        /*
+         * future_free - release @fut (NULL is fine), from the fiber that called async().
+         * One whose function has not returned yet is cancelled and let go: it winds
+         * down on its own, with its own copy of the arg block. Does not wait for it
+         * (at most for a fiber that has already returned to finish leaving).
+         */
+        void (*future_free)(FiberdJob *job, FiberdFuture *fut);
 };
 
 /* True when the running daemon's @host has @member (appended in a later version). */

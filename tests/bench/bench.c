@@ -125,6 +125,12 @@ enum {
         J_IMB_BAL,
         J_IMB_STEAL,
         J_IMB_NOSTEAL,
+        J_CHAN_PP0, /* channels and futures (bench-chan.c) */
+        J_GO_CHAN_PP0,
+        J_CHAN_PP1,
+        J_GO_CHAN_PP1,
+        J_FUT_FAN,
+        J_GO_FAN,
         J_P_FIBERD_1, /* product rows (bench-product.c, peers/) */
         J_P_BEAN_1,
         J_P_GEAR_1,
@@ -281,6 +287,12 @@ static const Row rows[] = {
          J_P_PREEMPT, -1, 0, "µs", NULL, CMP_LIMIT, 2000, "<= 4 task quotas"},
         {"19b. the same, p99 (µs; the client, server worker and reactor share the other core)",
          J_P_PREEMPT, -1, 1, "µs", NULL, CMP_INFO, 0, "(measured)"},
+        {"20. ping-pong over two unbuffered FiberChans, 2 workers (ns/round trip)", J_CHAN_PP0,
+         J_GO_CHAN_PP0, 0, "ns", "Go unbuffered chan, GOMAXPROCS=2", CMP_TIMES, 0, "(measured)"},
+        {"20. ping-pong over two FiberChans of capacity 1, 2 workers (ns/round trip)", J_CHAN_PP1,
+         J_GO_CHAN_PP1, 0, "ns", "Go chan of capacity 1, GOMAXPROCS=2", CMP_TIMES, 0, "(measured)"},
+        {"21. fan-out: fiber_async 10,000 futures, when_all, 2 workers (ns/future)", J_FUT_FAN,
+         J_GO_FAN, 0, "ns", "Go goroutines + WaitGroup", CMP_TIMES, 0, "(measured)"},
 };
 
 typedef struct Options {
@@ -493,6 +505,18 @@ static void jobs_setup(Job *jobs, const Options *o)
                 jobs[sched_jobs[i].job].max_fibers = bench_fibers_cap(skynet ? 112500 : 65536);
                 jobs[sched_jobs[i].job].groups = strchr(sched_jobs[i].spec, '2') ? 2 : 1;
         }
+        job_set(&jobs[J_CHAN_PP0], "chan", "fiberd chan ping-pong", false, "chan-pingpong", r,
+                s ? "2000" : "200000", "0");
+        job_set(&jobs[J_GO_CHAN_PP0], "chan", "Go chan ping-pong", true, "pingpong", r, "200000",
+                NULL);
+        job_set(&jobs[J_CHAN_PP1], "chan", "fiberd chan(1) ping-pong", false, "chan-pingpong", r,
+                s ? "2000" : "200000", "1");
+        job_set(&jobs[J_GO_CHAN_PP1], "chan", "Go chan(1) ping-pong", true, "pingpong-buffered", r,
+                "200000", NULL);
+        job_set(&jobs[J_FUT_FAN], "future", "fiberd future fan-out", false, "future-fanout", r,
+                s ? "1000" : "10000", NULL);
+        jobs[J_FUT_FAN].max_fibers = bench_fibers_cap(10016);
+        job_set(&jobs[J_GO_FAN], "future", "Go fan-out", true, "fanout", r, "10000", NULL);
         const char *fair_ms = s ? "300" : "10000";
         job_set(&jobs[J_CTL_FAIR1], "control-fair", "shares 1 group", false, "control-fair", 1,
                 "1g", fair_ms);
@@ -972,6 +996,9 @@ static const struct {
         {"control-preempt", bench_control_preempt, "[N] p50 p99 µs behind a CPU-bound fiber"},
         {"product-preempt", bench_product_preempt,
          "[N] p50 p99 µs of job.run sleep ms=0 behind spin jobs, 1 job worker"},
+        {"chan-pingpong", bench_chan_pingpong,
+         "[N [CAP]] ns per round trip over 2 channels of capacity CAP, 2 workers"},
+        {"future-fanout", bench_future_fanout, "[N] ns per future, async N + when_all"},
         {"floor", bench_peer_floor, "[N]        ns per bare context_switch"},
         {"ucontext", bench_peer_ucontext, "[N]     ns per swapcontext"},
         {"pthread", bench_peer_pthread, "[N]      ns per pthread_create+join"},

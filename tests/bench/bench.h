@@ -13,6 +13,8 @@
  *                 imbalance with and without stealing, fan-out
  *  bench-control.c  CPU control: class shares against their targets, the wait behind a
  *                 CPU-bound fiber
+ *  bench-chan.c   channels (ping-pong, unbuffered and buffered) and futures (a fan-out
+ *                 joined with when_all), each against its Go peer
  *  bench-peers.c  the C peers: the bare two-context switch (the floor), ucontext
  *                 swapcontext, pthread_create/join
  *  bench-util.c   clock, bench_die, counts, resident memory (libc only)
@@ -83,6 +85,8 @@ int bench_sched_skynet(int argc, char **argv);    /* ms, per policy and group co
 int bench_sched_create(int argc, char **argv);    /* ns per fiber, per policy and groups */
 int bench_sched_fanout(int argc, char **argv);    /* µs per spawn-and-join of 1,000 */
 int bench_sched_imbalance(int argc, char **argv); /* ms, balanced / steal / nosteal */
+int bench_chan_pingpong(int argc, char **argv);   /* ns per round trip over channels */
+int bench_future_fanout(int argc, char **argv);   /* ns per future, async + when_all */
 int bench_peer_floor(int argc, char **argv);      /* ns per bare context switch */
 int bench_peer_ucontext(int argc, char **argv);   /* ns per swapcontext */
 int bench_peer_pthread(int argc, char **argv);    /* ns per pthread_create + join */

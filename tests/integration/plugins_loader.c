@@ -283,7 +283,7 @@ Test(plugins_loader, refuses_each_bad_plugin_with_its_reason)
                 const char *file;   /* as copied into the plugin directory */
                 const char *reason; /* a part of the recorded reason */
         } bad[] = {
-                {"bad_abi.so", "ABI version 43, fiberd speaks 1 to 2"},
+                {"bad_abi.so", "ABI version 44, fiberd speaks 1 to 3"},
                 {"no_descriptor.so", "no descriptor"},
                 {"sleep_dup.so", "duplicate name \"sleep\": already loaded from "},
                 {"init_fails.so", "the device it needs is missing"},

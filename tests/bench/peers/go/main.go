@@ -15,6 +15,9 @@
 //	                must be 499999500000: ms for the whole tree
 //	pingpong N      2 goroutines, GOMAXPROCS=2, unbuffered channels, N round trips:
 //	                ns per round trip
+//	pingpong-buffered N  the same over channels of capacity 1
+//	fanout N        N goroutines started from main, each writing its index into a
+//	                slice, a sync.WaitGroup, then the sum (checked): ns per goroutine
 //	sleepers N      N goroutines blocked in time.Sleep at once: resident bytes per
 //	                goroutine, (RSS with them - RSS before) / N from /proc/self/statm
 //	lateness G K    G goroutines each sleeping 1 ms K times: lateness (wake - deadline)
@@ -90,6 +93,29 @@ func benchCreate(n int) {
 	fmt.Printf("%.2f\n", float64(el.Nanoseconds())/float64(n))
 }
 
+func benchFanOut(n int) {
+	vals := make([]int64, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			vals[i] = int64(i)
+			wg.Done()
+		}(i)
+	}
+	wg.Wait()
+	var sum int64
+	for _, v := range vals {
+		sum += v
+	}
+	el := time.Since(start)
+	if want := int64(n) * int64(n-1) / 2; sum != want {
+		fail("fanout: sum %d, want %d", sum, want)
+	}
+	fmt.Printf("%.2f\n", float64(el.Nanoseconds())/float64(n))
+}
+
 func skynet(c chan int, num int, size int, div int) {
 	if size == 1 {
 		c <- num
@@ -120,9 +146,13 @@ func benchSkynet() {
 }
 
 func benchPingPong(n int) {
+	benchPingPongCap(n, 0)
+}
+
+func benchPingPongCap(n int, capacity int) {
 	runtime.GOMAXPROCS(2)
-	ping := make(chan int)
-	pong := make(chan int)
+	ping := make(chan int, capacity)
+	pong := make(chan int, capacity)
 	done := make(chan bool)
 	go func() {
 		for i := 0; i < n; i++ {
@@ -218,6 +248,10 @@ func main() {
 		benchSkynet()
 	case "pingpong":
 		benchPingPong(arg(2, 200000))
+	case "pingpong-buffered":
+		benchPingPongCap(arg(2, 200000), 1)
+	case "fanout":
+		benchFanOut(arg(2, 10000))
 	case "sleepers":
 		benchSleepers(arg(2, 1000000))
 	case "lateness":
