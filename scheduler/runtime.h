@@ -39,6 +39,8 @@
  *   scheduler.c    a Scheduler: groups laid out, bound, wired for stealing
  *   sync.c         wait lists; mutex, condition, semaphore, latch, rwlock, event
  *   io.c           fiber-aware read/write/accept/connect, io_errno
+ *   chan.c         Go channels: buffered, unbuffered, close, select
+ *   future.c       flare/tRPC futures and promises: async, then, when_all/when_any
  *   hook.c         libgo's hooks: the C library's blocking calls, parked on fibers
  *   blockio.h, blockio.c  file I/O and name lookups off the workers (io_uring, threads)
  */
