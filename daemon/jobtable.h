@@ -19,7 +19,8 @@
  *  - the hooks into whoever runs a job's code (JobTableHooks), so the table and the
  *    dispatcher call up into the plugin host without including it;
  *  - counters: submitted, the current number queued and running, and how many ended
- *    done / failed / cancelled since start, in total and per plugin name.
+ *    done / failed / cancelled since start, in total and per plugin name; and how many
+ *    ended jobs still have a fiber running plugin code (detached: dispatch.c).
  */
 #ifndef FIBERD_DAEMON_JOBTABLE_H
 #define FIBERD_DAEMON_JOBTABLE_H
