@@ -54,7 +54,8 @@ int stats_pack(Daemon *d, msgpack_packer *pk);
 /*
  * stats_status_line - the one-line summary sent as sd_notify STATUS= about once a second,
  * e.g. "2 running, 3 queued, 110 done, 4 failed, 1 cancelled; 4 job workers in 2 groups"
- * (the job workers summed over the job scheduler's groups).
+ * (the job workers summed over the job scheduler's groups; ", N detached" follows
+ * "cancelled" while N ended jobs' code still runs: dispatch.c).
  */
 void stats_status_line(Daemon *d, char *buf, size_t size);
 

@@ -27,10 +27,10 @@
  *    job group: a job that blocks its worker thread, or spins without yielding, on
  *    every job worker at once must not keep its own --timeout or a job.cancel from
  *    being acted on): creates the job fiber joinable, publishes its handle in
- *    job->fiber so job.cancel can fiber_cancel() it, waits on job->ran until the job's
- *    deadline, cancels the job fiber when the deadline passes, then clears job->fiber
- *    under the table lock and joins it — in that order, so a handle that the lock lets
- *    anyone see is never a joined one;
+ *    job->fiber so job.cancel can fiber_cancel() it, waits on job->wake until the job's
+ *    deadline, cancels the job fiber when the deadline passes, waits on job->ran, then
+ *    clears job->fiber under the table lock and joins it — in that order, so a handle
+ *    that the lock lets anyone see is never a joined one;
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
  *    reports), on one of the job scheduler's groups, in the job's class (its children
  *    inherit it): calls the table's run hook (JobTableHooks.run: the plugin host's
@@ -42,6 +42,20 @@
  * cancellation was requested (cooperative: a job that ignored it still ends cancelled),
  * failed if the entry point returned a negative errno, done otherwise; it wakes the
  * job's waiters and pumps the queue.
+ *
+ * Detaching. A fiber cannot be killed, and cancellation only reaches code that comes back
+ * to a yield point: a CPU loop that never yields, or a blocking system call, keeps its
+ * worker thread whatever fiberd does. So the job lets go of the fiber instead. A cancel
+ * of a running job (job.cancel, its timeout, shutdown: jobtable.c notes the time and
+ * sets job->wake) gives its fiber JOB_DETACH_GRACE_NS to return; past that the
+ * supervisor ends the job without it (job_detach_locked(): the same final state, error
+ * and store write a returning job would get, its waiters answered), gives back its
+ * max_running slot (global and its user's) so queued jobs start, counts the fiber in the
+ * detached gauge (JobCounts.detached) and logs a warning. It keeps waiting on job->ran
+ * (a parked fiber on the server group, nothing more); when the code returns, whatever
+ * it returned is discarded (plugin_host_run() sees the final state), the gauge goes
+ * down and the fiber is joined. The FiberdJob (plugin_job.c) holds the job and the
+ * plugin instance until then, so a replaced plugin is not unloaded under running code.
  */
 #include "daemon/dispatch.h"
 #include "daemon/jobtable.h"
@@ -307,21 +321,27 @@ static void job_fiber_main(void *arg)
         else
                 j->run_result = h->run ? h->run(j) : -ENOSYS;
         fiber_event_set(&j->ran);
+        fiber_event_set(&j->wake);
 }
 
-/* Final state and error for a job whose entry point returned. Under the lock. */
-static void job_conclude_locked(JobTable *t, Job *j)
+/* Final state and error for a job whose entry point returned, or that ends without it
+ * (@detached: its code did not return after the cancel). Under the lock. */
+static void job_conclude_locked(JobTable *t, Job *j, bool detached)
 {
+        const char *left = detached ? " (its code did not return to a yield point; it "
+                                      "runs on, detached, and its result is discarded)"
+                                    : "";
         char msg[512];
 
         if (j->cancel_requested) {
                 if (j->timed_out)
-                        snprintf(msg, sizeof(msg), "the job's timeout of %llu ms passed",
-                                 (unsigned long long)(j->timeout_ns / NSEC_PER_MSEC));
+                        snprintf(msg, sizeof(msg), "the job's timeout of %llu ms passed%s",
+                                 (unsigned long long)(j->timeout_ns / NSEC_PER_MSEC), left);
                 else
-                        snprintf(msg, sizeof(msg), "%s",
+                        snprintf(msg, sizeof(msg), "%s%s",
                                  t->stopping ? "cancelled: fiberd is shutting down"
-                                             : "cancelled on request");
+                                             : "cancelled on request",
+                                 left);
                 jobtable_finish_locked(t, j, JOB_CANCELLED,
                                        j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED, msg);
         } else if (j->run_result < 0) {
@@ -336,6 +356,83 @@ static void job_conclude_locked(JobTable *t, Job *j)
         }
 }
 
+/* @j stops holding a max_running slot (its own and its user's): start what waits. Under
+ * the lock. */
+static void job_release_locked(JobTable *t, Job *j)
+{
+        Dispatcher *d = &t->dispatch;
+
+        d->running--;
+        user_stopped_locked(d, j);
+        d->pump_blocked = false; /* a fiber was freed: worth another try */
+        dispatch_pump_locked(d);
+        jobtable_check_idle_locked(t);
+}
+
+/*
+ * The job fiber of @j has not returned JOB_DETACH_GRACE_NS after its cancel: the job ends
+ * now (cancelled, its waiters answered, its record written; a no-op when it had ended
+ * already) and gives back its slot. When the fiber is inside the plugin's run()
+ * (Job.host_job), it counts as detached until it returns. A fiber that has not started
+ * yet (every job worker is held) skips the plugin when it starts, and one outside run()
+ * returns without running plugin code: neither is detached.
+ * Return: the job has a detached fiber. Under the lock.
+ */
+static bool job_detach_locked(JobTable *t, Job *j)
+{
+        bool in_plugin = j->fiber_started && j->host_job;
+
+        job_conclude_locked(t, j, in_plugin);
+        job_release_locked(t, j);
+        if (in_plugin)
+                jobtable_set_detached_locked(t, j, true);
+        return in_plugin;
+}
+
+/*
+ * Waits, in @j's supervisor, until @j's job fiber has returned: at once when it did (the
+ * wake came from it); after a cancel, until JOB_DETACH_GRACE_NS past it, then the job
+ * ends without the fiber (job_detach_locked()) and the wait goes on for as long as the
+ * code runs. Return: true when the job ended (and gave back its slot) before its fiber
+ * returned. Context: the supervisor fiber; yields.
+ */
+static bool job_wait_ran(JobTable *t, Job *j)
+{
+        uint64_t cancel_ns, ran_for_ms = 0;
+        const char *why = "cancel", *state = "";
+        bool detached;
+        int r;
+
+        jobtable_lock(t);
+        cancel_ns = j->cancel_mono_ns;
+        jobtable_unlock(t);
+        r = fiber_event_wait(&j->ran, cancel_ns ? cancel_ns + JOB_DETACH_GRACE_NS : SCHED_FOREVER);
+        if (r != -ETIMEDOUT) {
+                if (r < 0)
+                        log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
+                                      "supervisor wait failed (%s); joining the job fiber",
+                                      strerror(-r));
+                return false;
+        }
+        jobtable_lock(t);
+        detached = job_detach_locked(t, j);
+        ran_for_ms = (sched_now_ns() - j->started_mono_ns) / NSEC_PER_MSEC;
+        why = j->timed_out ? "timeout" : t->stopping ? "shutdown's cancel" : "cancel";
+        state = job_state_name(j->state);
+        jobtable_unlock(t);
+        if (detached)
+                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
+                              "its code did not return to a yield point within %llu ms of the "
+                              "%s (running for %llu ms): the job ended %s, and its fiber "
+                              "keeps running detached, holding a worker thread, until the "
+                              "code returns",
+                              (unsigned long long)(JOB_DETACH_GRACE_NS / NSEC_PER_MSEC), why,
+                              (unsigned long long)ran_for_ms, state);
+        while ((r = fiber_event_wait(&j->ran, SCHED_FOREVER)) < 0)
+                ; /* a supervisor is never cancelled; the fiber returns when its code does */
+        return true;
+}
+
 static void job_supervise(void *arg)
 {
         Job *j = arg;
@@ -343,6 +440,7 @@ static void job_supervise(void *arg)
         Dispatcher *d = &t->dispatch;
         /* not our group (the server group): the runtime picks one of d->sched's */
         FiberAttr attr = {.tag = j->tag, .scheduler = d->sched, .sched_class = j->sched_class};
+        bool released;
         Fiber *f;
         int r;
 
@@ -367,7 +465,7 @@ static void job_supervise(void *arg)
                 j->run_result = r;
                 free(j->error_message);
                 j->error_message = strdup("no fiber could be created for the job");
-                job_conclude_locked(t, j);
+                job_conclude_locked(t, j, false);
                 jobtable_unlock(t);
                 log_job_owner(LOG_ERR, j->id, j->plugin_name, j->owner,
                               "cannot create the job fiber: %s", strerror(-r));
@@ -381,14 +479,10 @@ static void job_supervise(void *arg)
                 fiber_cancel(f);
         jobtable_unlock(t);
 
-        r = fiber_event_wait(&j->ran, j->deadline_ns);
-        if (r == -ETIMEDOUT) {
+        /* the fiber returns, or a cancel (job.cancel, shutdown) comes, or the deadline */
+        if (fiber_event_wait(&j->wake, j->deadline_ns) == -ETIMEDOUT)
                 jobtable_cancel(t, j, true);
-                r = fiber_event_wait(&j->ran, SCHED_FOREVER);
-        }
-        if (r < 0)
-                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
-                              "supervisor wait failed (%s); joining the job fiber", strerror(-r));
+        released = job_wait_ran(t, j);
 
         jobtable_lock(t);
         j->fiber = NULL;
@@ -397,12 +491,24 @@ static void job_supervise(void *arg)
                 ;
 
         jobtable_lock(t);
-        job_conclude_locked(t, j);
-        d->running--;
-        user_stopped_locked(d, j);
-        d->pump_blocked = false; /* a fiber was freed: worth another try */
-        dispatch_pump_locked(d);
-        jobtable_check_idle_locked(t);
+        if (released) {
+                /* the job ended long ago: its result and errors are not looked at, and
+                 * only the count of detached fibers changes */
+                bool detached = j->detached;
+                uint64_t after_ms = (sched_now_ns() - j->finished_mono_ns) / NSEC_PER_MSEC;
+
+                jobtable_set_detached_locked(t, j, false);
+                jobtable_unlock(t);
+                if (detached)
+                        log_job_owner(LOG_NOTICE, j->id, j->plugin_name, j->owner,
+                                      "its detached code returned %llu ms after the job ended; "
+                                      "what it returned is discarded",
+                                      (unsigned long long)after_ms);
+                job_unref(j);
+                return;
+        }
+        job_conclude_locked(t, j, false);
+        job_release_locked(t, j);
         jobtable_unlock(t);
         if (j->state == JOB_FAILED)
                 log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner, "failed: %s",

@@ -20,7 +20,21 @@
 #include <stddef.h>
 
 #include "daemon/job.h"
+#include "scheduler/base/time-util.h"
 #include "scheduler/sched.h"
+
+/*
+ * JOB_DETACH_GRACE_NS - how long a running job's fiber has, after its cancel or timeout,
+ * to return before the job ends without it (detached; dispatch.c). 100 ms: a job that
+ * cooperates stops at its next yield point, within one task quota (0.5 ms by default)
+ * once a worker runs it, and under load it may first wait in a run queue, or behind a
+ * blocked worker until a spare takes its place (rescue_after_ms, 20 ms by default); so
+ * the grace is kept well above both, to detach only code that truly did not come back.
+ * It is also the default stall threshold, the time the runtime already reports a fiber
+ * for not switching. Short next to any timeout_ms worth setting: it is how long a
+ * cancelled job that never yields may still hold its max_running slot.
+ */
+#define JOB_DETACH_GRACE_NS (100 * NSEC_PER_MSEC)
 
 /*
  * JobQuotas - per-user limits ([jobs] in the config). They bind every uid but root and

@@ -148,6 +148,7 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         list_init(&j->all_link);
         list_init(&j->fin_link);
         fiber_event_init(&j->ran);
+        fiber_event_init(&j->wake);
         fiber_event_init(&j->finished);
         fiber_event_init(&j->durable);
         fiber_event_init(&j->final_recorded);

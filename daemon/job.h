@@ -14,12 +14,17 @@
  *
  *     queued ──dispatch──▶ running ──plugin returns 0────────▶ done
  *       │                     ├──────plugin returns < 0──────▶ failed
- *       │                     └──cancel / timeout, then returns▶ cancelled
+ *       │                     ├──cancel / timeout, then returns▶ cancelled
+ *       │                     └──cancel / timeout, no return───▶ cancelled, detached
+ *       │                        within JOB_DETACH_GRACE_NS
  *       └──cancel / timeout while queued──────────────────────▶ cancelled
  *
  * "cancelled" wins over the plugin's return value once cancellation was requested:
- * cancellation is cooperative (the job's blocking calls return -ECANCELED), and a job
- * that ignores it still ends cancelled when it returns.
+ * cancellation is cooperative (the job's blocking calls return -ECANCELED). A job whose
+ * code does not come back to a yield point (a CPU loop that never yields, a blocking
+ * system call) cannot be stopped, since a fiber cannot be killed: its job ends without
+ * it once the grace has passed (dispatch.c), and the fiber, still running, is
+ * "detached" from it until it returns; what it returns then is discarded.
  */
 #ifndef FIBERD_DAEMON_JOB_H
 #define FIBERD_DAEMON_JOB_H
@@ -127,6 +132,15 @@ typedef struct Job {
         const char *fail_code;  /* IPC_* code the plugin's failure maps to; NULL = errno's */
         void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */
 
+        /* detaching (dispatch.c), under the table lock */
+        uint64_t cancel_mono_ns; /* CLOCK_MONOTONIC ns when cancellation was requested
+                                  * while it ran; 0 = never: its supervisor gives the
+                                  * fiber JOB_DETACH_GRACE_NS from then to return */
+        bool detached;           /* the job ended while its fiber still ran plugin code
+                                  * (it did not return within the grace); cleared once
+                                  * the fiber has returned. Written with an atomic
+                                  * store; host functions read it with job_detached() */
+
         /* job store (store.h) */
         uint32_t attempt; /* runs begun before this one (a retry-safe job requeued) */
         bool interrupted; /* cancelled by shutdown, not on request: a durable store
@@ -154,6 +168,8 @@ typedef struct Job {
         JobLog log;                /* its host->log lines, bounded (joblog.h); its own lock */
 
         FiberEvent ran;      /* set by the job fiber when the entry point returned */
+        FiberEvent wake;     /* set when the job fiber returned or cancellation was
+                              * requested while it ran: wakes its supervisor */
         FiberEvent finished; /* set once the state is final */
 
         /* table links (jobtable.c), under the table lock */
@@ -197,6 +213,13 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result);
 static inline void job_set_cancel_requested(Job *j)
 {
         __atomic_store_n(&j->cancel_requested, true, __ATOMIC_RELEASE);
+}
+
+/* job_detached - Job.detached (atomic load): the job has ended and its fiber still runs
+ * plugin code, whose outcome is discarded. Context: any; no lock needed. */
+static inline bool job_detached(const Job *j)
+{
+        return __atomic_load_n(&j->detached, __ATOMIC_ACQUIRE);
 }
 
 /* job_now_ms - CLOCK_REALTIME in milliseconds. Context: any. */

@@ -209,6 +209,25 @@ void jobtable_set_state_locked(JobTable *t, Job *j, JobState s)
         j->state = s;
 }
 
+void jobtable_set_detached_locked(JobTable *t, Job *j, bool detached)
+{
+        JobCounts *pc;
+
+        if (j->detached == detached)
+                return;
+        pc = plugin_counts_locked(t, j->plugin_name);
+        __atomic_store_n(&j->detached, detached, __ATOMIC_RELEASE);
+        if (detached) {
+                t->counts.detached++;
+                if (pc)
+                        pc->detached++;
+        } else {
+                t->counts.detached--;
+                if (pc && pc->detached)
+                        pc->detached--;
+        }
+}
+
 void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts *pc, void *arg),
                      void *arg)
 {
@@ -373,6 +392,22 @@ void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, c
         }
 }
 
+/*
+ * Asks a running @j to stop: its flag, its fiber and its children cancelled, the time
+ * noted and its supervisor woken, which gives its fiber JOB_DETACH_GRACE_NS to return
+ * (dispatch.c). The caller sets timed_out / interrupted first. Under the lock.
+ */
+static void cancel_running_locked(JobTable *t, Job *j)
+{
+        job_set_cancel_requested(j);
+        j->cancel_mono_ns = sched_now_ns();
+        if (j->fiber)
+                fiber_cancel(j->fiber);
+        if (t->hooks.cancel)
+                t->hooks.cancel(j);
+        fiber_event_set(&j->wake);
+}
+
 int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
 {
         int r = 0;
@@ -391,12 +426,8 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                         jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_CANCELLED,
                                                "cancelled while queued");
         } else if (!j->cancel_requested) {
-                job_set_cancel_requested(j);
                 j->timed_out = timed_out;
-                if (j->fiber)
-                        fiber_cancel(j->fiber);
-                if (t->hooks.cancel)
-                        t->hooks.cancel(j);
+                cancel_running_locked(t, j);
                 /* Its fiber waits for a job worker that may be stuck for long (issue 9):
                  * no plugin code of it ran, so it ends now; the fiber, when it runs,
                  * skips the plugin, and its supervisor still joins it. */
@@ -486,12 +517,8 @@ void jobtable_stop(JobTable *t)
         for (j = jobtable_next_locked(t, NULL); j; j = jobtable_next_locked(t, j)) {
                 if (j->state != JOB_RUNNING || j->cancel_requested)
                         continue;
-                job_set_cancel_requested(j);
                 j->interrupted = true;
-                if (j->fiber)
-                        fiber_cancel(j->fiber);
-                if (t->hooks.cancel)
-                        t->hooks.cancel(j);
+                cancel_running_locked(t, j);
         }
         jobtable_check_idle_locked(t);
         jobtable_unlock(t);

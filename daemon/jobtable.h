@@ -19,7 +19,8 @@
  *  - the hooks into whoever runs a job's code (JobTableHooks), so the table and the
  *    dispatcher call up into the plugin host without including it;
  *  - counters: submitted, the current number queued and running, and how many ended
- *    done / failed / cancelled since start, in total and per plugin name.
+ *    done / failed / cancelled since start, in total and per plugin name; and how many
+ *    ended jobs still have a fiber running plugin code (detached: dispatch.c).
  */
 #ifndef FIBERD_DAEMON_JOBTABLE_H
 #define FIBERD_DAEMON_JOBTABLE_H
@@ -39,6 +40,8 @@ typedef struct JobCounts {
         uint64_t submitted;               /* since start */
         uint64_t queued, running;         /* now */
         uint64_t done, failed, cancelled; /* since start */
+        uint64_t detached; /* now: ended jobs whose fiber still runs plugin code (job.h),
+                            * each holding a worker thread; not a state of its own */
 } JobCounts;
 
 typedef struct PluginCounts {
@@ -209,7 +212,8 @@ Job *jobtable_get(JobTable *t, uint64_t id);
  * jobtable_cancel - request cancellation: a queued job ends cancelled at once; so does a
  * running one whose job fiber has not started yet (it waits for a job worker; its
  * supervisor still joins it); a running job gets fiber_cancel() and ends cancelled when
- * its entry point returns.
+ * its entry point returns, or, when it has not returned JOB_DETACH_GRACE_NS later, ends
+ * cancelled without it (detached: dispatch.h).
  * @timed_out: the request comes from the job's deadline (error DEADLINE_EXCEEDED instead
  * of CANCELLED). Return: 0; -EALREADY when the job had already ended.
  * Context: any; does not yield.
@@ -294,5 +298,13 @@ void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, c
 
 /* jobtable_check_idle_locked - set t->idle when stopping and nothing queued or running. */
 void jobtable_check_idle_locked(JobTable *t);
+
+/*
+ * jobtable_set_detached_locked - @detached: @j, already final, has a fiber still running
+ * plugin code (counted in JobCounts.detached, in total and for its plugin); false: that
+ * fiber has returned. Each call changes the gauge only when Job.detached changes.
+ * Context: table lock held; does not yield.
+ */
+void jobtable_set_detached_locked(JobTable *t, Job *j, bool detached);
 
 #endif

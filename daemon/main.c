@@ -26,10 +26,11 @@
  *
  * Shutdown (SIGTERM / SIGINT): STOPPING=1; stop accepting (and unlink the socket we
  * bound); refuse new jobs and cancel queued and running ones; wait up to
- * stop_timeout_ms for running jobs to return (cancellation is cooperative); wait for
- * in-flight requests — waiting job.wait calls are answered with the final states —
- * then exit 0. Jobs still running after the grace period are reported by id and
- * plugin and abandoned with the process.
+ * stop_timeout_ms for running jobs to return (cancellation is cooperative; a job whose
+ * code does not return ends anyway, detached: dispatch.c); wait for in-flight requests
+ * — waiting job.wait calls are answered with the final states — then exit 0. Jobs, or
+ * detached code, still running when stop_timeout_ms has passed are reported by id and
+ * plugin and abandoned with the process (_exit, without the plugins' fini()).
  *
  * SIGHUP: RELOADING=1, re-read the config with the same flags, apply what can change
  * while running, log in one line what changed and what of it needs a restart
@@ -366,6 +367,19 @@ static int report_unfinished(Job *j, void *arg)
         return 0;
 }
 
+/* Names a job whose code still runs after the job ended (detached: dispatch.c). Under the
+ * table lock (jobtable_foreach()). */
+static int report_detached(Job *j, void *arg)
+{
+        if (j->detached)
+                log_job(LOG_WARNING, j->id, j->plugin_name,
+                        "its detached code still runs, %llu ms after the job ended: left "
+                        "running at exit",
+                        (unsigned long long)((sched_now_ns() - j->finished_mono_ns) /
+                                             NSEC_PER_MSEC));
+        return 0;
+}
+
 /* Fibers alive on every group of the job scheduler (each count read on its own). */
 static uint64_t job_fibers_alive(const Daemon *d)
 {
@@ -416,15 +430,18 @@ static int daemon_shutdown(Daemon *d)
          * Plugins' fini() and the libraries' exit handlers may only run once no plugin
          * code runs: no job fiber and no child fiber left on any job group. Otherwise
          * leave without them (_exit), the way a job that ignores cancellation is left.
+         * Every job may be final while detached fibers still run its code (dispatch.c):
+         * they get what is left of stop_timeout_ms to return, and no more.
          */
         for (int i = 0;; i++) {
                 /* job fibers and children finish a moment after the final states are set */
                 alive = job_fibers_alive(d);
-                if (!idle || alive == 0 || i == 200)
+                if (!idle || alive == 0 || (i >= 200 && sched_now_ns() >= deadline))
                         break;
                 fiber_sleep_for(5 * NSEC_PER_MSEC);
         }
         if (!idle || alive > 0) {
+                jobtable_foreach(&d->jobs, report_detached, NULL);
                 log_msg(LOG_WARNING,
                         "%llu fibers still run plugin code; exiting without "
                         "calling the plugins' fini()",

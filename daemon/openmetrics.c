@@ -121,6 +121,12 @@ static void jobs_by_plugin(FILE *f, const JobTable *t)
                                     "state", finals[s].state,
                                     *(const uint64_t *)((const char *)&t->plugins[i].counts +
                                                         finals[s].offset));
+        family(f, "fiberd_jobs_detached", "gauge", NULL,
+               "Ended jobs whose code still runs: it did not return to a yield point after "
+               "a cancel or timeout; each holds a worker thread.");
+        for (size_t i = 0; i < t->nplugins; i++)
+                sample_uint(f, "fiberd_jobs_detached", "plugin", t->plugins[i].name, NULL, NULL,
+                            t->plugins[i].counts.detached);
         family(f, "fiberd_job_stalls", "counter", NULL,
                "Stall reports about the plugin's job fibers (ran too long without switching).");
         for (size_t i = 0; i < t->nplugins; i++)

@@ -98,7 +98,9 @@ int plugin_host_check_args(const Plugin *p, const msgpack_object *args, const Jo
 /*
  * plugin_host_run - the job table's run hook (JobTableHooks.run): call
  * the plugin's run() for @j with the host table, then store the result (or the
- * failure's code and message) in @j under the lock of @j's table (Job.table).
+ * failure's code and message) in @j under the lock of @j's table (Job.table) — unless
+ * @j has ended meanwhile (its code did not return after the cancel: detached,
+ * dispatch.c), whose record stays as it ended: then both are dropped.
  * Return: what run() returned (0 or a negative errno).
  * Context: @j's job fiber; yields as the plugin does.
  */

@@ -38,6 +38,10 @@
  * and never outlives it, and future_get()/when_all() wait on the child's `done` event
  * with a deadline without giving the handle up.
  *
+ * A job whose run() does not return after its cancel ends without it (detached:
+ * dispatch.c). plugin_host_run() then keeps the job's record as it ended: the result and
+ * the recorded error are dropped when run() returns, and progress is no longer written.
+ *
  * Plugins in place (issue 12): a FiberdJob holds a reference on the plugin instance it
  * runs (plugin_host_acquire() of the current one when the job starts), dropped with its
  * last reference, after the last child fiber ended, so a replaced or removed version
@@ -475,8 +479,9 @@ static int host_result_msgpack(FiberdJob *hj, const void *buf, size_t len)
 
 static void host_progress(FiberdJob *hj, uint64_t done, uint64_t total)
 {
-        if (!hj->job)
-                return;
+        if (!hj->job || job_detached(hj->job))
+                return; /* a detached job's record stays as it ended (a call racing
+                         * the detach may still land) */
         /* read by job records under the table lock; a torn pair is harmless */
         __atomic_store_n(&hj->job->progress_total, total, __ATOMIC_RELAXED);
         __atomic_store_n(&hj->job->progress_done, done, __ATOMIC_RELAXED);
@@ -1047,7 +1052,11 @@ int plugin_host_run(Job *j)
                 r = -ENOMEM;
         jobtable_lock(t);
         j->host_job = NULL;
-        if (r == 0) {
+        if (job_state_final(j->state)) {
+                /* the job ended without this fiber (detached, dispatch.c): its record
+                 * stays as it ended; what run() returned is dropped */
+                free(result);
+        } else if (r == 0) {
                 free(j->result);
                 j->result = result;
                 j->result_len = result_len;

@@ -26,7 +26,7 @@ static int pack_counts(msgpack_packer *pk, const JobCounts *c, const uint64_t *s
 {
         int r = 0;
 
-        r |= msgpack_pack_map(pk, stalls ? 7 : 6);
+        r |= msgpack_pack_map(pk, stalls ? 8 : 7);
         if (stalls)
                 r |= ipc_pack_kv_uint(pk, IPC_KEY_STALLS, *stalls);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_SUBMITTED, c->submitted);
@@ -35,6 +35,7 @@ static int pack_counts(msgpack_packer *pk, const JobCounts *c, const uint64_t *s
         r |= ipc_pack_kv_uint(pk, IPC_KEY_DONE, c->done);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_FAILED, c->failed);
         r |= ipc_pack_kv_uint(pk, IPC_KEY_CANCELLED, c->cancelled);
+        r |= ipc_pack_kv_uint(pk, IPC_KEY_DETACHED, c->detached);
         return r;
 }
 
@@ -254,14 +255,18 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
 void stats_status_line(Daemon *d, char *buf, size_t size)
 {
         unsigned ngroups = sched_groups(d->job_sched);
+        char detached[48] = "";
         JobCounts c;
 
         jobtable_counts(&d->jobs, &c, NULL, NULL);
+        if (c.detached) /* only when there are: each holds a worker thread */
+                snprintf(detached, sizeof(detached), ", %llu detached",
+                         (unsigned long long)c.detached);
         snprintf(buf, size,
-                 "%llu running, %llu queued, %llu done, %llu failed, %llu cancelled; "
+                 "%llu running, %llu queued, %llu done, %llu failed, %llu cancelled%s; "
                  "%u job workers in %u group%s",
                  (unsigned long long)c.running, (unsigned long long)c.queued,
                  (unsigned long long)c.done, (unsigned long long)c.failed,
-                 (unsigned long long)c.cancelled, stats_job_workers(d), ngroups,
+                 (unsigned long long)c.cancelled, detached, stats_job_workers(d), ngroups,
                  ngroups == 1 ? "" : "s");
 }

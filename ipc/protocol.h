@@ -136,7 +136,8 @@ enum {
 #define IPC_KEY_DRAINING "draining"
 
 /* stats' result: {uptime_ms, jobs, plugins, groups, layout, server}; the counts maps
- * (jobs, and each plugin's) have submitted, queued, running, done, failed, cancelled. */
+ * (jobs, and each plugin's) have submitted, queued, running, done, failed, cancelled,
+ * detached. */
 #define IPC_KEY_JOBS "jobs"
 #define IPC_KEY_LAYOUT "layout"
 #define IPC_KEY_SERVER "server"
@@ -145,6 +146,9 @@ enum {
 #define IPC_KEY_RUNNING IPC_STATE_RUNNING
 #define IPC_KEY_FAILED IPC_STATE_FAILED
 #define IPC_KEY_CANCELLED IPC_STATE_CANCELLED
+/* the counts maps' gauge of ended jobs whose fiber still runs plugin code (detached:
+ * their code did not return after a cancel or timeout) */
+#define IPC_KEY_DETACHED "detached"
 
 /* stats' groups[] entries (sched_group_stats()), layout and server maps */
 #define IPC_KEY_WORKERS "workers"

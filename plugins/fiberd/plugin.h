@@ -48,7 +48,12 @@
  *    (100 ms by default) without switching is logged with a backtrace;
  *  - fiber-aware calls return -ECANCELED once the job is cancelled (the user cancelled
  *    it, or its timeout passed): return promptly then (returning any value is fine; the
- *    job ends "cancelled" either way).
+ *    job ends "cancelled" either way). A fiber cannot be killed, so code that never
+ *    comes back to a yield point (a loop without host calls, a blocking system call) is
+ *    not stopped: 100 ms after the cancel its job ends "cancelled" without it, its slot
+ *    goes to the next job, and the code runs on, "detached", holding its worker thread;
+ *    when run() returns, its return value, result and progress are discarded (the
+ *    plugin stays loaded until then).
  * Host functions may be called from run() and from the job's child fibers (concurrently),
  * always with the FiberdJob they were given; never from threads the plugin makes itself,
  * and never after run() has returned (except through children still being joined).
