@@ -69,7 +69,10 @@ TEST_PLUGINS := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.so,\
 	$(sort $(wildcard tests/plugins/*.c)))
 $(BUILD)/tests/plugins/%.so: tests/plugins/%.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(PLUGIN_CFLAGS) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(PLUGIN_CFLAGS) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $< \
+		$(TEST_PLUGIN_LIBS)
+# curl_fetch.so links libcurl, as a plugin author's would: the hooks must reach into it.
+$(BUILD)/tests/plugins/curl_fetch.so: TEST_PLUGIN_LIBS = $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
 
 # The loader's tests: tests/integration/plugins_*.c, one binary each, linked with the
 # loader (and the runtime, for the tests that run bundled plugins through a test host).

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_hooks.c — plugin code written for threads runs on fibers (the runtime's hooks,
+ * scheduler/hook.c) in a real fiberd: plain usleep/poll/select/nanosleep, a blocking
+ * read that only a cancel or timeout ends, connect+read to a slow local server, and
+ * libcurl fetching from a slow local HTTP server, all on a job group of 2 workers.
+ * The hooks are proven by what could not happen without them: no spare worker is
+ * started (rescues stay 0, the thread count stays within workers + 4 of its baseline),
+ * a sleep lasts its whole time with the stall detector on, a cancelled or timed-out
+ * job's blocked call returns (the job is never detached), and plugin code's own open()
+ * acts as the submitter. Every wait is bounded; none is a sleep that decides an outcome.
+ */
+#include "tests/integration/fiberd_harness.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOBODY 65534
+#define WAIT_MS 30000
+
+static Fiberd fd_;
+
+static void teardown(void)
+{
+        fiberd_stop(&fd_);
+}
+
+TestSuite(daemon_hooks, .fini = teardown, .timeout = 120);
+
+#define HOOK_PLUGINS                                                                               \
+        FIBERD_TEST_PLUGIN_DIR "/block_calls.so " FIBERD_TEST_PLUGIN_DIR "/curl_fetch.so"
+
+/* stall detector on and short, rescue on: a blocked worker would show */
+#define HOOK_CONFIG                                                                                \
+        "[scheduler]\ngroups = 1\ngroup_size = 2\nstall_threshold_ms = 50\nrescue_after_ms = "     \
+        "20\n[jobs]\nmax_running = 1024\n"
+
+static uint64_t mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static unsigned thread_count(void)
+{
+        char path[64];
+        struct dirent *e;
+        unsigned n = 0;
+        DIR *d;
+
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)fd_.pid);
+        d = opendir(path);
+        cr_assert(d, "cannot open %s", path);
+        while ((e = readdir(d)))
+                n += e->d_name[0] != '.';
+        closedir(d);
+        return n;
+}
+
+/* The job group's rescue count (stats: groups[1] is the job group). */
+static uint64_t job_rescues(Client *c)
+{
+        Reply rp;
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0);
+        const msgpack_object *groups = map_get(rp.result, "groups");
+        uint64_t r = 0;
+        for (uint32_t i = 0; groups && i < groups->via.array.size; i++) {
+                const msgpack_object *g = &groups->via.array.ptr[i];
+                if (strncmp(map_str(g, "name"), "fiberd-job", 10) == 0 ||
+                    strstr(map_str(g, "name"), "job"))
+                        r += map_uint(g, "rescues");
+        }
+        reply_clear(&rp);
+        return r;
+}
+
+/* The final record of @id (asserted final within WAIT_MS); the caller clears it. */
+static void job_final(Client *c, uint64_t id, Reply *rp)
+{
+        rpc_job_wait(c, id, WAIT_MS, rp);
+        cr_assert_eq(rp->r, 0, "job.wait %lu: %s", (unsigned long)id, rp->st.message);
+}
+
+static const msgpack_object *job_result(const Reply *rp)
+{
+        return map_get(rp->result, "result");
+}
+
+static int64_t result_int(const Reply *rp, const char *key)
+{
+        const msgpack_object *o = map_get(job_result(rp), key);
+        cr_assert(o, "no %s in the result", key);
+        return o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? o->via.i64 : (int64_t)o->via.u64;
+}
+
+/* Wait until job @id reports progress (it has started its call). */
+static void wait_started(Client *c, uint64_t id)
+{
+        for (uint64_t deadline = mono_ms() + WAIT_MS; mono_ms() < deadline; usleep(2000)) {
+                Reply rp;
+                rpc_simple(c, "job.status", 1, &id, &rp);
+                cr_assert_eq(rp.r, 0);
+                bool started = map_get(rp.result, "progress") != NULL &&
+                               strcmp(map_str(rp.result, "state"), "running") == 0;
+                reply_clear(&rp);
+                if (started)
+                        return;
+        }
+        cr_assert_fail("job %lu never started", (unsigned long)id);
+}
+
+/* ------------------------------------------------------------------ sleeps -------- */
+
+/* A sleep lasts its whole time although the stall detector (50 ms) watches the worker:
+ * the hooked call parks the fiber, and no signal cuts it short. */
+Test(daemon_hooks, sleeps_last_their_time_with_the_stall_detector_on)
+{
+        static const char *calls[] = {"usleep", "nanosleep", "poll", "select"};
+        FiberdOpts o = {.config = HOOK_CONFIG, .workers = 2, .extra = HOOK_PLUGINS};
+        uint64_t ids[4];
+        IpcStatus st;
+
+        fiberd_start(&fd_, &o);
+        Client *c = fiberd_connect(&fd_);
+        for (int i = 0; i < 4; i++) {
+                ids[i] = rpc_submit(c, "block_calls",
+                                    (Arg[]){ARG_S("call", calls[i]), ARG_I("ms", 1000)}, 2, 0, 0,
+                                    &st);
+                cr_assert_neq(ids[i], 0, "%s", st.message);
+        }
+        for (int i = 0; i < 4; i++) {
+                Reply rp;
+                job_final(c, ids[i], &rp);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done", "%s", calls[i]);
+                cr_assert_eq(result_int(&rp, "rc"), 0, "%s returned %ld (errno %ld)", calls[i],
+                             (long)result_int(&rp, "rc"), (long)result_int(&rp, "errno"));
+                cr_assert_geq(result_int(&rp, "elapsed_ms"), 1000, "%s(1 s) returned after %ld ms",
+                              calls[i], (long)result_int(&rp, "elapsed_ms"));
+                reply_clear(&rp);
+        }
+        cr_assert_eq(job_rescues(c), 0, "a worker was blocked long enough to be rescued");
+        cr_assert(!fiberd_log_contains(&fd_, "stall"), "a sleeping job was reported as a stall");
+        client_free(c);
+}
+
+/* 200 jobs each sleeping 300 ms in usleep() on 2 workers: no spare thread, no rescue,
+ * and a quick job submitted behind them finishes while they still sleep. */
+Test(daemon_hooks, two_hundred_sleeping_jobs_need_no_thread)
+{
+        FiberdOpts o = {.config = HOOK_CONFIG, .workers = 2, .extra = HOOK_PLUGINS};
+        uint64_t ids[200], quick;
+        unsigned baseline, peak = 0;
+        IpcStatus st;
+        Reply rp;
+
+        fiberd_start(&fd_, &o);
+        Client *c = fiberd_connect(&fd_);
+        rpc_simple(c, "ping", 0, NULL, &rp);
+        reply_clear(&rp);
+        baseline = thread_count();
+        for (int i = 0; i < 200; i++) {
+                ids[i] = rpc_submit(c, "block_calls",
+                                    (Arg[]){ARG_S("call", "usleep"), ARG_I("ms", 3000)}, 2, 0, 0,
+                                    &st);
+                cr_assert_neq(ids[i], 0, "%s", st.message);
+        }
+        wait_started(c, ids[199]);
+        quick = rpc_submit(c, "block_calls", (Arg[]){ARG_S("call", "usleep"), ARG_I("ms", 1)}, 2, 0,
+                           0, &st);
+        cr_assert_neq(quick, 0, "%s", st.message);
+        job_final(c, quick, &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        reply_clear(&rp);
+        rpc_simple(c, "job.status", 1, &ids[0], &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "running",
+                         "the quick job waited for the sleepers");
+        reply_clear(&rp);
+        for (int i = 0; i < 200; i++) {
+                unsigned now = thread_count();
+                peak = now > peak ? now : peak;
+                job_final(c, ids[i], &rp);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                cr_assert_geq(result_int(&rp, "elapsed_ms"), 3000);
+                reply_clear(&rp);
+        }
+        cr_log_info("threads: %u before, %u at most while 200 jobs slept", baseline, peak);
+        cr_assert_leq(peak, baseline + 4, "%u threads while sleeping, %u before", peak, baseline);
+        cr_assert_eq(job_rescues(c), 0);
+        client_free(c);
+}
+
+/* ------------------------------------------------------------------ cancel -------- */
+
+/* A cancel, or a timeout, wakes a job blocked in read() of a pipe nobody writes to: its
+ * call fails, the job returns, and it is never detached. */
+static void check_blocked_read_ends(bool by_timeout)
+{
+        FiberdOpts o = {.config = HOOK_CONFIG, .workers = 2, .extra = HOOK_PLUGINS};
+        IpcStatus st;
+        Reply rp;
+
+        fiberd_start(&fd_, &o);
+        Client *c = fiberd_connect(&fd_);
+        uint64_t id = rpc_submit(c, "block_calls", (Arg[]){ARG_S("call", "read_forever")}, 1, 0,
+                                 by_timeout ? 300 : 0, &st);
+        cr_assert_neq(id, 0, "%s", st.message);
+        wait_started(c, id);
+        uint64_t t0 = mono_ms();
+        if (!by_timeout) {
+                rpc_simple(c, "job.cancel", 1, &id, &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                reply_clear(&rp);
+        }
+        job_final(c, id, &rp);
+        uint64_t took = mono_ms() - t0;
+        cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
+        cr_assert_str_eq(map_str(map_get(rp.result, "error"), "code"),
+                         by_timeout ? "DEADLINE_EXCEEDED" : "CANCELLED");
+        reply_clear(&rp);
+        cr_log_info("a job blocked in read() ended %lu ms after its %s", (unsigned long)took,
+                    by_timeout ? "start (timeout 300 ms)" : "cancel");
+        cr_assert(!fiberd_log_contains(&fd_, "did not return"),
+                  "the blocked read was not woken: the job had to be detached");
+        cr_assert_eq(job_rescues(c), 0);
+        client_free(c);
+}
+
+Test(daemon_hooks, cancel_reaches_a_job_blocked_in_read)
+{
+        check_blocked_read_ends(false);
+}
+
+Test(daemon_hooks, timeout_reaches_a_job_blocked_in_read)
+{
+        check_blocked_read_ends(true);
+}
+
+/* ------------------------------------------------------------------ slow servers -- */
+
+typedef struct SlowServer {
+        int lfd;
+        unsigned delay_ms;
+        unsigned conns; /* to serve, then stop */
+        bool http;      /* answer an HTTP/1.1 request */
+        pthread_t thread;
+} SlowServer;
+
+typedef struct SlowConn {
+        int fd;
+        unsigned delay_ms;
+        bool http;
+} SlowConn;
+
+static void *slow_conn(void *arg)
+{
+        SlowConn *sc = arg;
+        char buf[4096];
+        if (sc->http) {
+                /* read the request head */
+                size_t got = 0;
+                while (got < sizeof(buf) - 1) {
+                        ssize_t n = read(sc->fd, buf + got, sizeof(buf) - 1 - got);
+                        if (n <= 0)
+                                break;
+                        got += (size_t)n;
+                        buf[got] = 0;
+                        if (strstr(buf, "\r\n\r\n"))
+                                break;
+                }
+        }
+        usleep(sc->delay_ms * 1000); /* a plain thread: the real sleep */
+        if (sc->http) {
+                static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n"
+                                           "Content-Type: text/plain\r\nConnection: close\r\n\r\n"
+                                           "hello fiber";
+                if (write(sc->fd, resp, sizeof(resp) - 1) < 0) {
+                        /* the client gave up */
+                }
+        } else if (write(sc->fd, "!", 1) < 0) {
+                /* the client gave up */
+        }
+        close(sc->fd);
+        free(sc);
+        return NULL;
+}
+
+static void *slow_server(void *arg)
+{
+        SlowServer *s = arg;
+        for (unsigned i = 0; i < s->conns; i++) {
+                int c = accept(s->lfd, NULL, NULL);
+                if (c < 0)
+                        break;
+                SlowConn *sc = malloc(sizeof(*sc));
+                *sc = (SlowConn){.fd = c, .delay_ms = s->delay_ms, .http = s->http};
+                pthread_t t;
+                pthread_attr_t a;
+                pthread_attr_init(&a);
+                pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+                pthread_create(&t, &a, slow_conn, sc);
+                pthread_attr_destroy(&a);
+        }
+        return NULL;
+}
+
+/* 50 jobs connect to a Unix socket whose server answers each after 500 ms, and block in
+ * read(): all answered, no spare thread. */
+Test(daemon_hooks, connect_and_read_from_a_slow_server)
+{
+        FiberdOpts o = {.config = HOOK_CONFIG, .workers = 2, .extra = HOOK_PLUGINS};
+        SlowServer srv = {.delay_ms = 500, .conns = 50};
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        uint64_t ids[50];
+        IpcStatus st;
+        Reply rp;
+
+        fiberd_start(&fd_, &o);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/slow.sock", fd_.dir);
+        srv.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert_eq(bind(srv.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        cr_assert_eq(listen(srv.lfd, 64), 0);
+        cr_assert_eq(pthread_create(&srv.thread, NULL, slow_server, &srv), 0);
+
+        Client *c = fiberd_connect(&fd_);
+        unsigned baseline = thread_count(), peak = 0;
+        for (int i = 0; i < 50; i++) {
+                ids[i] = rpc_submit(
+                        c, "block_calls",
+                        (Arg[]){ARG_S("call", "connect_recv"), ARG_S("path", sa.sun_path)}, 2, 0, 0,
+                        &st);
+                cr_assert_neq(ids[i], 0, "%s", st.message);
+        }
+        for (int i = 0; i < 50; i++) {
+                unsigned now = thread_count();
+                peak = now > peak ? now : peak;
+                job_final(c, ids[i], &rp);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                cr_assert_eq(result_int(&rp, "bytes"), 1, "job %d: rc %ld errno %ld", i,
+                             (long)result_int(&rp, "rc"), (long)result_int(&rp, "errno"));
+                reply_clear(&rp);
+        }
+        pthread_join(srv.thread, NULL);
+        close(srv.lfd);
+        cr_assert_leq(peak, baseline + 4, "%u threads, %u before", peak, baseline);
+        cr_assert_eq(job_rescues(c), 0);
+        client_free(c);
+}
+
+/* libcurl, linked by a plugin, fetches from a local HTTP server that answers after
+ * 300 ms: 40 fetches at once on 2 workers, each gets the body, no spare thread. */
+Test(daemon_hooks, libcurl_plugin_fetches_on_fibers)
+{
+        FiberdOpts o = {.config = HOOK_CONFIG, .workers = 2, .extra = HOOK_PLUGINS};
+        SlowServer srv = {.delay_ms = 300, .conns = 40, .http = true};
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof(sa);
+        char url[64];
+        uint64_t ids[40];
+        IpcStatus st;
+        Reply rp;
+
+        fiberd_start(&fd_, &o);
+        srv.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert_eq(bind(srv.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        cr_assert_eq(listen(srv.lfd, 64), 0);
+        cr_assert_eq(getsockname(srv.lfd, (struct sockaddr *)&sa, &len), 0);
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u/x", (unsigned)ntohs(sa.sin_port));
+        cr_assert_eq(pthread_create(&srv.thread, NULL, slow_server, &srv), 0);
+
+        Client *c = fiberd_connect(&fd_);
+        unsigned baseline = thread_count(), peak = 0;
+        for (int i = 0; i < 40; i++) {
+                ids[i] = rpc_submit(c, "curl_fetch", (Arg[]){ARG_S("url", url)}, 1, 0, 0, &st);
+                cr_assert_neq(ids[i], 0, "%s", st.message);
+        }
+        for (int i = 0; i < 40; i++) {
+                unsigned now = thread_count();
+                peak = now > peak ? now : peak;
+                job_final(c, ids[i], &rp);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done", "%s",
+                                 map_str(map_get(rp.result, "error"), "message"));
+                cr_assert_str_eq(map_str(job_result(&rp), "body"), "hello fiber");
+                cr_assert_eq(result_int(&rp, "status"), 200);
+                reply_clear(&rp);
+        }
+        pthread_join(srv.thread, NULL);
+        close(srv.lfd);
+        cr_log_info("threads: %u before, %u at most during 40 fetches", baseline, peak);
+        cr_assert_leq(peak, baseline + 4, "%u threads, %u before", peak, baseline);
+        cr_assert_eq(job_rescues(c), 0);
+        client_free(c);
+}
+
+/* ------------------------------------------------------------------ rights -------- */
+
+#define CHECK(cond, ...)                                                                           \
+        do {                                                                                       \
+                if (!(cond)) {                                                                     \
+                        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);   \
+                        fprintf(stderr, __VA_ARGS__);                                              \
+                        fputc('\n', stderr);                                                       \
+                        _exit(1);                                                                  \
+                }                                                                                  \
+        } while (0)
+
+/* As the user nobody: plugin code's own open() and fopen() of /etc/shadow fail with
+ * EACCES although fiberd runs as root, and the user's own 0600 file opens. */
+static void nobody_opens(const char *own)
+{
+        static const char *calls[] = {"open", "fopen"};
+        Client *c = fiberd_connect(&fd_);
+        for (int i = 0; i < 2; i++) {
+                IpcStatus st = {0};
+                Reply rp;
+                uint64_t id =
+                        rpc_submit(c, "block_calls",
+                                   (Arg[]){ARG_S("call", calls[i]), ARG_S("path", "/etc/shadow")},
+                                   2, 0, 0, &st);
+                CHECK(id != 0, "%s", st.message);
+                rpc_job_wait(c, id, WAIT_MS, &rp);
+                CHECK(rp.r == 0, "%s", rp.st.message);
+                CHECK(result_int(&rp, "errno") == EACCES,
+                      "%s(/etc/shadow) as nobody: rc %ld errno %ld", calls[i],
+                      (long)result_int(&rp, "rc"), (long)result_int(&rp, "errno"));
+                reply_clear(&rp);
+
+                id = rpc_submit(c, "block_calls",
+                                (Arg[]){ARG_S("call", calls[i]), ARG_S("path", own)}, 2, 0, 0, &st);
+                CHECK(id != 0, "%s", st.message);
+                rpc_job_wait(c, id, WAIT_MS, &rp);
+                CHECK(rp.r == 0, "%s", rp.st.message);
+                CHECK(result_int(&rp, "errno") == 0 && result_int(&rp, "bytes") == 18,
+                      "%s(own file): errno %ld, %ld bytes", calls[i],
+                      (long)result_int(&rp, "errno"), (long)result_int(&rp, "bytes"));
+                reply_clear(&rp);
+        }
+        client_free(c);
+}
+
+Test(daemon_hooks, plugin_open_acts_as_the_submitter)
+{
+        FiberdOpts o = {.config = HOOK_CONFIG, .workers = 2, .extra = HOOK_PLUGINS};
+        char own[192];
+        int status, fd;
+
+        cr_assert_eq(geteuid(), 0, "this test runs fiberd as root");
+        fiberd_start(&fd_, &o);
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+        snprintf(own, sizeof(own), "%s/own", fd_.dir);
+        fd = open(own, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        cr_assert(fd >= 0);
+        cr_assert(write(fd, "nobody's own data\n", 18) == 18);
+        close(fd);
+        cr_assert(chown(own, NOBODY, NOBODY) == 0);
+
+        pid_t pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+                if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
+                        _exit(2);
+                nobody_opens(own);
+                _exit(0);
+        }
+        cr_assert(waitpid(pid, &status, 0) == pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the checks as nobody failed (status 0x%x); see stderr", status);
+}
