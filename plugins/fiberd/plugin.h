@@ -38,9 +38,16 @@
  * 128 KiB by default, guarded: an overflow is reported and kills the daemon) on one of the
  * daemon's worker threads; other jobs share those threads. So:
  *  - keep big buffers off the stack (malloc them);
- *  - never block the thread: no sleep(3), no blocking reads of pipes/sockets, no
- *    pthread_cond_wait; use host->sleep_until / host->wait_fd / host->yield instead.
- *    Reading regular files is fine in chunks, with host->yield between them;
+ *  - blocking C library calls are fine: fiberd hooks them (libgo's hooks), so read,
+ *    write, recv, send, connect, accept, poll, select, sleep, usleep, nanosleep,
+ *    getaddrinfo, and file reads and writes — made by the plugin or by a library it
+ *    links, such as libcurl — park the job's fiber, not the worker thread; they keep
+ *    their meaning (a blocking socket stays blocking, SO_RCVTIMEO holds, a sleep lasts
+ *    its time) and fail with errno ECANCELED once the job is cancelled. The plugin's
+ *    open(), openat(), creat() and fopen() act as the job's submitter, like host->open
+ *    (FIBERD_PLUGIN_DAEMON_RIGHTS asks for fiberd's own). Not hooked: raw syscall(2),
+ *    pthread_cond_wait and pthread_mutex_lock, stdio's own buffer refills (fread on a
+ *    FILE reads the file inline); fiberd-plugin(7), "BLOCKING CALLS", lists them all;
  *  - a long computation calls host->maybe_yield often (in its inner loop: it is a clock
  *    read and a compare, and yields only once the job has used its task quota, 0.5 ms
  *    by default), or host->yield now and then (every millisecond or so); that is also
