@@ -222,8 +222,12 @@ int blockio_call(BlockioCall *c)
         pthread_mutex_lock(&queue_lock);
         threads_grow_locked();
         if (!threads_started) {
+                /* no thread could be started: the call blocks this worker, as without
+                 * hooks, rather than failing */
                 pthread_mutex_unlock(&queue_lock);
-                return -EAGAIN;
+                c->refs = 1;
+                c->run(c);
+                return 0;
         }
         list_add_tail(&queue, &c->link);
         pthread_cond_signal(&queue_cond);
@@ -305,10 +309,6 @@ static ssize_t file_call(int fd, const struct iovec *iov, int iovcnt, off_t off,
                         r = blockio_call(&fc->call); /* the ring is full: a thread */
         } else {
                 r = blockio_call(&fc->call);
-        }
-        if (r == -EAGAIN) {
-                file_free(&fc->call);
-                return r;
         }
         if (r < 0)
                 return r;

@@ -35,8 +35,8 @@ struct BlockioCall {
  * first call.
  * Return: 0 once it ran: read the answer from the object, then blockio_call_put();
  * -ECANCELED when the caller was cancelled first: the object is no longer the caller's
- * (the thread frees it); -EAGAIN when no thread could be started (nothing ran, the
- * object is still the caller's alone: free it).
+ * (the thread frees it). When no thread can be started, @c->run runs inline (blocking
+ * the worker, as without hooks) and 0 is returned.
  * Context: any.
  */
 int blockio_call(BlockioCall *c);

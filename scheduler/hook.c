@@ -50,6 +50,9 @@
  * is not EINTR on purpose: libraries retry EINTR in a loop, and treat an errno they do
  * not know as a hard error and return — which is what a cancelled job should do.
  *
+ * epoll_wait/epoll_pwait park on the epoll fd itself. A child that plugin code forks
+ * from a fiber makes only real calls (a pthread_atfork handler forgets the worker).
+ *
  * Not hooked: calls glibc makes internally (fread on a FILE, getaddrinfo's own sockets
  * — getaddrinfo itself runs on the blocking-I/O threads, see below), raw syscall(2),
  * and inline system calls. The hooks are no sandbox: they make honest code cheap and
@@ -61,6 +64,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +148,8 @@ REAL(open)
 REAL(openat)
 REAL(creat)
 REAL(fopen)
+REAL(epoll_wait)
+REAL(epoll_pwait)
 REAL(getaddrinfo)
 REAL(gethostbyname)
 
@@ -154,6 +160,24 @@ static SchedHookOpenFn hook_open_fn;
 void sched_hook_set_open(SchedHookOpenFn fn)
 {
         __atomic_store_n(&hook_open_fn, fn, __ATOMIC_RELEASE);
+}
+
+/* In a child that plugin code forked from a fiber, the worker's thread pointer is a
+ * copy of a scheduler that does not exist there: every call is the real one. */
+static void hook_atfork_child(void)
+{
+        worker_set_self(NULL);
+}
+
+static pthread_once_t hook_atfork_once = PTHREAD_ONCE_INIT;
+static void hook_atfork_register(void)
+{
+        pthread_atfork(NULL, NULL, hook_atfork_child);
+}
+
+void hook_init(void)
+{
+        pthread_once(&hook_atfork_once, hook_atfork_register);
 }
 
 /* The calling fiber when it runs on a group that hooks blocking calls, else NULL. */
@@ -676,8 +700,23 @@ HOOK int connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
                 return real_connect()(fd, addr, addrlen);
         int r = real_connect()(fd, addr, addrlen);
         int err = r < 0 ? io_errno() : 0;
+        uint64_t deadline = sock_deadline(e, true);
+        /* a Unix socket whose listener's backlog is full says EAGAIN where a blocking
+         * connect would wait, and gives no readiness to wait for: try again shortly */
+        while (r < 0 && err == EAGAIN && addr && addr->sa_family == AF_UNIX) {
+                if (sched_now_ns() >= deadline) {
+                        err = ETIMEDOUT;
+                        break;
+                }
+                if (fiber_sleep_for(NSEC_PER_MSEC) == -ECANCELED) {
+                        err = ECANCELED;
+                        break;
+                }
+                r = real_connect()(fd, addr, addrlen);
+                err = r < 0 ? io_errno() : 0;
+        }
         if (r < 0 && err == EINPROGRESS) {
-                r = park(fd, EPOLLOUT, sock_deadline(e, true));
+                r = park(fd, EPOLLOUT, deadline);
                 err = r < 0 ? errno : 0;
                 if (r == 0) {
                         int soerr = 0;
@@ -946,6 +985,34 @@ HOOK int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct time
         if (!hooked() || (ts && ts->tv_sec == 0 && ts->tv_nsec == 0))
                 return real_pselect()(nfds, rd, wr, ex, ts, sigmask);
         return hooked_select(nfds, rd, wr, ex, deadline_ts(ts));
+}
+
+/* An epoll set is itself pollable: wait for it as for any fd, then take the events. */
+static int hooked_epoll_wait(int epfd, struct epoll_event *events, int max, uint64_t deadline_ns)
+{
+        for (;;) {
+                int n = real_epoll_wait()(epfd, events, max, 0);
+                if (n != 0 || deadline_ns == 0 || sched_now_ns() >= deadline_ns)
+                        return n;
+                if (park(epfd, EPOLLIN, deadline_ns) < 0)
+                        return errno == EAGAIN ? 0 : -1; /* the deadline: nothing */
+        }
+}
+
+HOOK int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
+{
+        if (!hooked() || timeout == 0)
+                return real_epoll_wait()(epfd, events, maxevents, timeout);
+        return hooked_epoll_wait(epfd, events, maxevents, deadline_ms(timeout));
+}
+
+HOOK int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int timeout,
+                     const sigset_t *sigmask)
+{
+        /* the signal mask is not applied on a fiber, as for ppoll */
+        if (!hooked() || timeout == 0)
+                return real_epoll_pwait()(epfd, events, maxevents, timeout, sigmask);
+        return hooked_epoll_wait(epfd, events, maxevents, deadline_ms(timeout));
 }
 
 /* ------------------------------------------------------------------ sleeps -------- */
