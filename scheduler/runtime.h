@@ -291,8 +291,11 @@ struct Worker {
         uint64_t stall_seq;       /* run_seq of the last stall reported (monitor only) */
         int spare_futex;          /* a spare parked in reserve waits here */
         int thread_state;         /* WORKER_THREAD_*: monitor and the thread (atomic) */
+        pid_t tid;                /* the thread's kernel id, for /proc/self/task/<tid>
+                                   * (atomic: written by the thread, read by the monitor) */
         void *bt[64];             /* the stall backtrace, taken by the signal handler */
-        Fiber *bt_fiber;          /* the fiber running when it was taken */
+        uint64_t bt_seq;          /* run_seq when it was taken: whose frames they are */
+        bool bt_intr;             /* the signal cut a syscall short (it returned EINTR) */
         int bt_n;                 /* frames in bt; -1 while asked for (atomic) */
 #ifdef SCHED_ASAN
         void *asan_stack_bottom;

@@ -97,7 +97,8 @@ typedef enum SchedQueuePolicy {
  *
  * Stall detector: a fiber that runs stall_threshold_ns without switching is reported
  * once per stall through the stall hook (sched_set_stall_hook), with a backtrace taken
- * on its worker thread (a signal to that thread).
+ * on its worker thread (a signal to that thread) when it runs user code, or with the
+ * syscall it is blocked in, unsignalled, so the syscall runs its full course.
  *
  * Rescue of blocked workers (libgo's Dispatcher, shared/seeds/004; Go's sysmon
  * hand-off): when a worker has been inside one fiber for rescue_after_ns while its
@@ -458,10 +459,17 @@ typedef struct SchedStall {
         uint64_t fiber_id;
         const char *tag; /* FiberAttr.tag of the stalled fiber (may be NULL) */
         const char *class_name;
-        uint64_t ran_ns;       /* how long it has run without switching so far */
-        const char *backtrace; /* newline-separated frames, resolved where symbols are
+        uint64_t ran_ns;          /* how long it has run without switching so far */
+        const char *backtrace;    /* newline-separated frames, resolved where symbols are
                                 * (dladdr), taken on the stalled worker's thread;
-                                * "" when the worker did not answer in time */
+                                * "" when blocked in a syscall (no signal is sent into
+                                * one) or the worker did not answer in time */
+        long syscall;             /* the syscall its thread is blocked in (its number on
+                                   * this architecture); -1 when it runs user code */
+        const char *syscall_name; /* "read", "poll", "nanosleep", ...; NULL when
+                                   * syscall is -1 or not one of the common ones */
+        bool interrupted;         /* the backtrace signal met the thread as it entered a
+                                   * syscall, which returned EINTR (a rare race) */
 } SchedStall;
 typedef void (*SchedStallFn)(const SchedStall *stall, void *arg);
 /* sched_set_stall_hook - where stall reports go; NULL (the default) logs them through
