@@ -698,6 +698,7 @@ int main(int argc, char **argv)
         }
 
         sched_set_stall_hook(stall_hook, d);
+        sched_set_symbolizer(plugin_host_symbolize, NULL); /* plugin frames by file */
         gcfg.workers = 1;
         gcfg.max_fibers = 0; /* 16384: connections and requests in flight */
         gcfg.name = "fiberd-srv";

@@ -25,9 +25,11 @@
  * backtrace is taken on the stalled worker's own thread: the monitor sends it SIGURG
  * (Go's preemption signal, ignored by default by everything else) and the handler, on
  * the worker's sigaltstack, calls backtrace(3) into the worker's buffer. The monitor
- * resolves the frames (backtrace_symbols(3): dladdr) and hands the report to the stall hook. At most 10 reports per second per
- * group; the stalls counter counts every stall that names a fiber. The window between
- * the syscall check and the signal is described at stall_report().
+ * resolves the frames (the program's symbolizer, sched_set_symbolizer(), else
+ * backtrace_symbols(3): dladdr) and hands the report to the stall hook. At most 10
+ * reports per second per group; the stalls counter counts every stall that names a
+ * fiber. The window between the syscall check and the signal is described at
+ * stall_report().
  *
  * Rescue (libgo's Dispatcher marks a processer whose coroutine has not switched for a
  * while as blocking and moves its work; Go's sysmon retakes a P from an M stuck in a
@@ -69,6 +71,15 @@ void sched_set_stall_hook(SchedStallFn fn, void *arg)
 {
         __atomic_store_n(&stall_hook_arg, arg, __ATOMIC_RELEASE);
         __atomic_store_n(&stall_hook, fn, __ATOMIC_RELEASE);
+}
+
+static SchedSymbolizeFn symbolizer;
+static void *symbolizer_arg;
+
+void sched_set_symbolizer(SchedSymbolizeFn fn, void *arg)
+{
+        __atomic_store_n(&symbolizer_arg, arg, __ATOMIC_RELEASE);
+        __atomic_store_n(&symbolizer, fn, __ATOMIC_RELEASE);
 }
 
 static int futex_wait(int *word, int val, uint64_t timeout_ns)
@@ -368,10 +379,18 @@ static void stall_report(SchedulingGroup *g, Worker *w, uint64_t seq, uint64_t r
 
         out = open_memstream(&text, &len);
         if (out && n > 0) {
+                SchedSymbolizeFn fn = __atomic_load_n(&symbolizer, __ATOMIC_ACQUIRE);
+                void *arg = __atomic_load_n(&symbolizer_arg, __ATOMIC_ACQUIRE);
                 char **sym = backtrace_symbols(w->bt, n);
+                char line[512];
                 /* frame 0 is the handler, 1 the signal trampoline */
-                for (int i = 2; i < n; i++)
-                        fprintf(out, "#%d %s\n", i - 2, sym ? sym[i] : "?");
+                for (int i = 2; i < n; i++) {
+                        line[0] = 0;
+                        if (fn && fn(w->bt[i], line, sizeof(line), arg))
+                                fprintf(out, "#%d %.*s\n", i - 2, (int)sizeof(line), line);
+                        else
+                                fprintf(out, "#%d %s\n", i - 2, sym ? sym[i] : "?");
+                }
                 free(sym);
         }
         if (out)

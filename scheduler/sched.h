@@ -476,6 +476,22 @@ typedef void (*SchedStallFn)(const SchedStall *stall, void *arg);
  * sched_set_log()'s hook at LOG_WARNING. Context: any, before groups start. */
 void sched_set_stall_hook(SchedStallFn fn, void *arg);
 
+/*
+ * SchedSymbolizeFn - name the code at @addr (a return address of a stall backtrace):
+ * write one line, NUL-terminated, no newline, of at most @len bytes into @buf (fiberd:
+ * "hello.so 1.2 (/usr/lib/fiberd/plugins/hello.so)+0x13d3 hello_run+0x1c") and return
+ * true; return false for an address it does not know (the runtime then prints
+ * backtrace_symbols(3)'s "file(function+offset) [address]").
+ * Context: a group's monitor pthread, not a signal handler and not a fiber, possibly
+ * several monitors at once: it may take pthread locks, call dladdr(), allocate; it
+ * should not block for long (the monitor also watches for stalls and rescues).
+ * sched_set_symbolizer - use @fn (with @arg) for stall reports; NULL (the default)
+ * removes it. Whatever @fn reads must stay valid until the groups are freed or @fn is
+ * removed. Context: any, before groups start (as sched_set_stall_hook()).
+ */
+typedef bool (*SchedSymbolizeFn)(const void *addr, char *buf, size_t len, void *arg);
+void sched_set_symbolizer(SchedSymbolizeFn fn, void *arg);
+
 /* ---------------------------------------------------------------- fd waits ------ */
 
 /*
