@@ -23,7 +23,7 @@
  *    slots, pending wake-up: flare's fiber scheduling (shared/seeds/000, 003);
  *  - one timer+fd reactor thread per group: tRPC-Cpp Fiber's TimerWorker role
  *    (shared/seeds/001), with epoll and a CLOCK_MONOTONIC timerfd;
- *  - stacks with a guard page and a LIFO cache, control block at the top of the stack:
+ *  - stacks with a guard (2 MiB, stack.c) and a LIFO cache, control block at the top:
  *    flare / libdill;
  *  - an event a plain pthread can set to wake fibers: tRPC's FiberEvent.
  */
