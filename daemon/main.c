@@ -126,22 +126,34 @@ static void stall_hook(const SchedStall *st, void *arg)
                 jobtable_count_stall(&d->jobs, plugin);
         if (!stall_rate_ok(&dropped))
                 return;
+        /* "has run 120 ms without switching; backtrace:", or "has been blocked in
+         * syscall 35 (nanosleep) for 120 ms" (no backtrace: no signal goes into a
+         * syscall, see monitor.c) */
+        char what[128];
+        if (st->syscall >= 0)
+                snprintf(what, sizeof(what), "has been blocked in syscall %ld (%s) for %llu ms",
+                         st->syscall, st->syscall_name ? st->syscall_name : "?",
+                         (unsigned long long)(st->ran_ns / NSEC_PER_MSEC));
+        else
+                snprintf(what, sizeof(what), "has run %llu ms without switching%s",
+                         (unsigned long long)(st->ran_ns / NSEC_PER_MSEC),
+                         st->interrupted ? " (the backtrace signal cut a syscall short)" : "");
         if (is_job)
                 log_job(LOG_WARNING, id, plugin,
-                        "stall: class %s, group %s worker %u, fiber %llu has run %llu ms without "
-                        "switching%s; backtrace:",
+                        "stall: class %s, group %s worker %u, fiber %llu %s%s%s",
                         st->class_name ? st->class_name : "?", st->group ? st->group : "?",
-                        st->worker, (unsigned long long)st->fiber_id,
-                        (unsigned long long)(st->ran_ns / NSEC_PER_MSEC),
-                        dropped ? " (more stalls were not logged: rate limit)" : "");
+                        st->worker, (unsigned long long)st->fiber_id, what,
+                        dropped ? " (more stalls were not logged: rate limit)" : "",
+                        st->syscall >= 0 ? "" : "; backtrace:");
         else
-                log_msg(LOG_WARNING,
-                        "stall: fiber %llu (%s), class %s, group %s worker %u, has run %llu ms "
-                        "without switching%s; backtrace:",
+                log_msg(LOG_WARNING, "stall: fiber %llu (%s), class %s, group %s worker %u, %s%s%s",
                         (unsigned long long)st->fiber_id, st->tag ? st->tag : "no tag",
                         st->class_name ? st->class_name : "?", st->group ? st->group : "?",
-                        st->worker, (unsigned long long)(st->ran_ns / NSEC_PER_MSEC),
-                        dropped ? " (more stalls were not logged: rate limit)" : "");
+                        st->worker, what,
+                        dropped ? " (more stalls were not logged: rate limit)" : "",
+                        st->syscall >= 0 ? "" : "; backtrace:");
+        if (st->syscall >= 0)
+                return;
         for (frame = st->backtrace ? st->backtrace : ""; *frame; frame = *end ? end + 1 : end) {
                 end = strchrnul(frame, '\n');
                 if (end == frame)
@@ -709,6 +721,7 @@ int main(int argc, char **argv)
         }
 
         sched_set_stall_hook(stall_hook, d);
+        sched_set_symbolizer(plugin_host_symbolize, NULL); /* plugin frames by file */
         gcfg.workers = 1;
         gcfg.max_fibers = 0; /* 16384: connections and requests in flight */
         gcfg.name = "fiberd-srv";

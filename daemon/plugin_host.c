@@ -31,6 +31,9 @@
 #include <unistd.h>
 
 static PluginLoader *host_loader;
+/* host_loader's creation and end against the stall symbolizer, which runs on the
+ * runtime's monitor threads at any time (plugin_host_symbolize()) */
+static pthread_rwlock_t symbolize_lock = PTHREAD_RWLOCK_INITIALIZER;
 static LoaderGuard host_guard; /* crash-only plugins (crash.h) */
 
 /* A rescan for the loader thread (issue 12). */
@@ -78,7 +81,9 @@ int plugin_host_init(const char *dir, size_t max_result)
         r = plugin_job_init();
         if (r < 0)
                 return r;
+        pthread_rwlock_wrlock(&symbolize_lock);
         r = loader_new(&host_loader, &plugin_host_functions, loader_log);
+        pthread_rwlock_unlock(&symbolize_lock);
         if (r < 0)
                 return r;
         loader_set_guard(host_loader, &host_guard);
@@ -302,6 +307,17 @@ void plugin_host_names(char *buf, size_t size)
         loader_list_free(l);
 }
 
+bool plugin_host_symbolize(const void *addr, char *buf, size_t len, void *arg)
+{
+        bool named;
+
+        (void)arg;
+        pthread_rwlock_rdlock(&symbolize_lock);
+        named = host_loader && loader_symbolize(host_loader, addr, buf, len);
+        pthread_rwlock_unlock(&symbolize_lock);
+        return named;
+}
+
 size_t plugin_host_count(void)
 {
         return host_loader ? loader_count(host_loader) : 0;
@@ -319,5 +335,7 @@ void plugin_host_free(void)
                 close(host_wake_fd);
                 host_wake_fd = -1;
         }
+        pthread_rwlock_wrlock(&symbolize_lock);
         host_loader = loader_free(host_loader);
+        pthread_rwlock_unlock(&symbolize_lock);
 }

@@ -45,6 +45,15 @@ int plugin_host_init(const char *dir, size_t max_result);
  * no fiber-local key left. Context: start-up, one thread. */
 int plugin_job_init(void);
 
+/*
+ * plugin_host_symbolize - the runtime's symbolizer (sched_set_symbolizer()): names a
+ * stall backtrace's frame in a plugin by its file, version and path instead of the
+ * /proc/self/fd/N it was mapped through (loader_symbolize()). @arg is unused.
+ * Return: true when @addr is in a loaded plugin. Context: a monitor pthread; takes the
+ * loader's state lock briefly.
+ */
+bool plugin_host_symbolize(const void *addr, char *buf, size_t len, void *arg);
+
 /* plugin_host_set_max_result - a new result cap (SIGHUP). */
 void plugin_host_set_max_result(size_t max_result);
 

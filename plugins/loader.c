@@ -739,8 +739,12 @@ static int instance_fill(LoadedPlugin *p, const FiberdPlugin *d, const char *pat
 {
         struct stat st;
 
+        Dl_info info;
+
         p->refs = 1; /* the loader's, while current */
         p->desc = d;
+        if (dladdr(d, &info) && info.dli_fbase)
+                p->base = info.dli_fbase;
         p->flags = DESC_HAS(d, flags) ? d->flags : 0;
         if (stat(path, &st) == 0)
                 file_id_of(&st, p->file_id);
@@ -1168,6 +1172,42 @@ const LoadedPlugin *loader_findn(PluginLoader *l, const char *name, size_t len)
 const LoadedPlugin *loader_find(PluginLoader *l, const char *name)
 {
         return loader_findn(l, name, strlen(name));
+}
+
+/* The mapped instance loaded at @base, current or retired. Under l->lock. */
+static const LoadedPlugin *find_base_locked(PluginLoader *l, const void *base)
+{
+        for (size_t i = 0; i < l->n_loaded; i++)
+                if (l->loaded[i]->base == base)
+                        return l->loaded[i];
+        for (size_t i = 0; i < l->n_retired; i++)
+                if (l->retired[i]->base == base && !l->retired[i]->unloaded)
+                        return l->retired[i];
+        return NULL;
+}
+
+bool loader_symbolize(PluginLoader *l, const void *addr, char *buf, size_t len)
+{
+        const LoadedPlugin *p;
+        char sym[256] = "";
+        Dl_info info;
+
+        /* dladdr outside the state lock: it takes glibc's loader lock */
+        if (!l || !len || !dladdr(addr, &info) || !info.dli_fbase)
+                return false;
+        if (info.dli_sname && info.dli_saddr)
+                snprintf(sym, sizeof(sym), " %s+%#tx", info.dli_sname,
+                         (const char *)addr - (const char *)info.dli_saddr);
+        pthread_mutex_lock(&l->lock);
+        p = find_base_locked(l, info.dli_fbase);
+        if (p) {
+                const char *file = strrchr(p->path, '/');
+                snprintf(buf, len, "%s%s%s (%s)+%#tx%s", file ? file + 1 : p->path,
+                         p->version[0] ? " " : "", p->version, p->path,
+                         (const char *)addr - (const char *)info.dli_fbase, sym);
+        }
+        pthread_mutex_unlock(&l->lock);
+        return p != NULL;
 }
 
 size_t loader_count(PluginLoader *l)

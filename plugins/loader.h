@@ -64,6 +64,7 @@
 #ifndef FIBERD_PLUGINS_LOADER_H
 #define FIBERD_PLUGINS_LOADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -92,6 +93,8 @@ typedef struct LoadedPlugin {
         bool overwritten;    /* its file was written in place: its code is not what was
                               * loaded, so fini() and dlclose() are skipped (loader lock) */
         int fd;              /* the checked file dlopen() mapped; loader-private */
+        const void *base;    /* where the .so is mapped (dladdr()'s dli_fbase of desc):
+                              * stall backtraces name frames by it, loader_symbolize() */
 } LoadedPlugin;
 
 /* A refused file: the path and the reason, as logged. */
@@ -208,6 +211,20 @@ int loader_load_file(PluginLoader *l, const char *path);
  */
 const LoadedPlugin *loader_find(PluginLoader *l, const char *name);
 const LoadedPlugin *loader_findn(PluginLoader *l, const char *name, size_t len);
+
+/*
+ * loader_symbolize - name the code at @addr if it lies in a plugin instance that is
+ * loaded (current or retired, not unloaded): one line into @buf (@len bytes,
+ * NUL-terminated, truncated to fit), "FILE VERSION (PATH)+0xOFFSET [SYMBOL+0xOFF]",
+ * e.g. "hello.so 1.2 (/usr/lib/fiberd/plugins/hello.so)+0x13d3 hello_run+0x1c": FILE
+ * is the base name of the path it was loaded from (not the /proc/self/fd/N it was
+ * mapped through), OFFSET counts from where the .so is mapped (what addr2line -e PATH
+ * takes), SYMBOL is the nearest exported one (absent when none is). An unversioned
+ * plugin has no VERSION.
+ * Return: true when @addr is a plugin's; false (and @buf untouched) otherwise.
+ * Context: any thread, not a signal handler (dladdr, the state lock); does not yield.
+ */
+bool loader_symbolize(PluginLoader *l, const void *addr, char *buf, size_t len);
 
 /*
  * loader_list - a consistent snapshot of loaded plugins and refused files.

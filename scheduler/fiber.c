@@ -124,7 +124,7 @@ static inline void note_running(Worker *w, Fiber *f)
                 __atomic_store_n(&f->ready_tsc, 0, __ATOMIC_RELAXED);
         }
         account_switch(w, f);
-        w->current = f;
+        __atomic_store_n(&w->current, f, __ATOMIC_RELAXED); /* the monitor reads it */
         __atomic_store_n(&w->switches, w->switches + 1, __ATOMIC_RELAXED);
 }
 
@@ -140,7 +140,7 @@ static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
         } else {
                 account_switch(w, NULL);
                 __atomic_store_n(&w->running, false, __ATOMIC_RELAXED);
-                w->current = NULL;
+                __atomic_store_n(&w->current, NULL, __ATOMIC_RELAXED);
                 switch_to(&self->ctx, &w->sched_ctx, NULL, w, action == FIBER_ACT_EXIT);
         }
         fiber_finish_switch(worker_self());

@@ -223,8 +223,11 @@ void fiber_release(Fiber *f);
 
 /* ------------------------------------------------------------------ worker.c ------ */
 
-/* Fiber stacks (stack.c): the guard below each stack, STACK_GUARD_SIZE bytes. */
-#define STACK_GUARD_SIZE (64 * 1024)
+/* Fiber stacks (stack.c): the guard below each stack, STACK_GUARD_SIZE bytes: 2 MiB, so
+ * a frame of up to about 1.9 MiB in code built without -fstack-clash-protection (which
+ * moves the stack pointer once and writes wherever it likes in the frame) lands in the
+ * guard of a 128 KiB stack instead of jumping it into another fiber's stack. */
+#define STACK_GUARD_SIZE (2 * 1024 * 1024)
 
 typedef struct StackCache {
         char **slot; /* LIFO of cached stacks, by lowest byte (default size only) */
@@ -244,6 +247,7 @@ typedef struct StackPool {
         size_t free_n, free_cap;
         StackArena *arenas;          /* guard regions: reserved arenas, newest first */
         char *carve, *carve_end;     /* the newest arena's part not yet carved into slots */
+        size_t arena_next;           /* bytes of the next arena: doubles per arena */
         pthread_mutex_t arena_mutex; /* one thread grows the arenas at a time */
         size_t maps_reserved;        /* mprotect guards: this group's share of the budget */
 } StackPool;
@@ -295,8 +299,11 @@ struct Worker {
         uint64_t stall_seq;       /* run_seq of the last stall reported (monitor only) */
         int spare_futex;          /* a spare parked in reserve waits here */
         int thread_state;         /* WORKER_THREAD_*: monitor and the thread (atomic) */
+        pid_t tid;                /* the thread's kernel id, for /proc/self/task/<tid>
+                                   * (atomic: written by the thread, read by the monitor) */
         void *bt[64];             /* the stall backtrace, taken by the signal handler */
-        Fiber *bt_fiber;          /* the fiber running when it was taken */
+        uint64_t bt_seq;          /* run_seq when it was taken: whose frames they are */
+        bool bt_intr;             /* the signal cut a syscall short (it returned EINTR) */
         int bt_n;                 /* frames in bt; -1 while asked for (atomic) */
 #ifdef SCHED_ASAN
         void *asan_stack_bottom;

@@ -23,7 +23,7 @@
  *    slots, pending wake-up: flare's fiber scheduling (shared/seeds/000, 003);
  *  - one timer+fd reactor thread per group: tRPC-Cpp Fiber's TimerWorker role
  *    (shared/seeds/001), with epoll and a CLOCK_MONOTONIC timerfd;
- *  - stacks with a guard page and a LIFO cache, control block at the top of the stack:
+ *  - stacks with a guard (2 MiB, stack.c) and a LIFO cache, control block at the top:
  *    flare / libdill;
  *  - an event a plain pthread can set to wake fibers: tRPC's FiberEvent.
  */
@@ -97,7 +97,8 @@ typedef enum SchedQueuePolicy {
  *
  * Stall detector: a fiber that runs stall_threshold_ns without switching is reported
  * once per stall through the stall hook (sched_set_stall_hook), with a backtrace taken
- * on its worker thread (a signal to that thread).
+ * on its worker thread (a signal to that thread) when it runs user code, or with the
+ * syscall it is blocked in, unsignalled, so the syscall runs its full course.
  *
  * Rescue of blocked workers (libgo's Dispatcher, shared/seeds/004; Go's sysmon
  * hand-off): when a worker has been inside one fiber for rescue_after_ns while its
@@ -460,15 +461,38 @@ typedef struct SchedStall {
         uint64_t fiber_id;
         const char *tag; /* FiberAttr.tag of the stalled fiber (may be NULL) */
         const char *class_name;
-        uint64_t ran_ns;       /* how long it has run without switching so far */
-        const char *backtrace; /* newline-separated frames, resolved where symbols are
+        uint64_t ran_ns;          /* how long it has run without switching so far */
+        const char *backtrace;    /* newline-separated frames, resolved where symbols are
                                 * (dladdr), taken on the stalled worker's thread;
-                                * "" when the worker did not answer in time */
+                                * "" when blocked in a syscall (no signal is sent into
+                                * one) or the worker did not answer in time */
+        long syscall;             /* the syscall its thread is blocked in (its number on
+                                   * this architecture); -1 when it runs user code */
+        const char *syscall_name; /* "read", "poll", "nanosleep", ...; NULL when
+                                   * syscall is -1 or not one of the common ones */
+        bool interrupted;         /* the backtrace signal met the thread as it entered a
+                                   * syscall, which returned EINTR (a rare race) */
 } SchedStall;
 typedef void (*SchedStallFn)(const SchedStall *stall, void *arg);
 /* sched_set_stall_hook - where stall reports go; NULL (the default) logs them through
  * sched_set_log()'s hook at LOG_WARNING. Context: any, before groups start. */
 void sched_set_stall_hook(SchedStallFn fn, void *arg);
+
+/*
+ * SchedSymbolizeFn - name the code at @addr (a return address of a stall backtrace):
+ * write one line, NUL-terminated, no newline, of at most @len bytes into @buf (fiberd:
+ * "hello.so 1.2 (/usr/lib/fiberd/plugins/hello.so)+0x13d3 hello_run+0x1c") and return
+ * true; return false for an address it does not know (the runtime then prints
+ * backtrace_symbols(3)'s "file(function+offset) [address]").
+ * Context: a group's monitor pthread, not a signal handler and not a fiber, possibly
+ * several monitors at once: it may take pthread locks, call dladdr(), allocate; it
+ * should not block for long (the monitor also watches for stalls and rescues).
+ * sched_set_symbolizer - use @fn (with @arg) for stall reports; NULL (the default)
+ * removes it. Whatever @fn reads must stay valid until the groups are freed or @fn is
+ * removed. Context: any, before groups start (as sched_set_stall_hook()).
+ */
+typedef bool (*SchedSymbolizeFn)(const void *addr, char *buf, size_t len, void *arg);
+void sched_set_symbolizer(SchedSymbolizeFn fn, void *arg);
 
 /* ---------------------------------------------------------------- fd waits ------ */
 

@@ -6,18 +6,29 @@
  * signal stack that reports an overflow into the guard.
  *
  * Two ways to guard a stack, chosen once per process (stack_guard_mode()):
- *  - Guard regions (Linux >= 6.13). A group reserves large arenas (STACK_ARENA_BYTES of
- *    MAP_NORESERVE address space, bound whole to the group's NUMA node) and carves
- *    [guard | stack] slots out of them; each slot's guard is installed with
- *    madvise(MADV_GUARD_INSTALL), which puts markers in the page tables instead of
- *    splitting the mapping (kernel Documentation/mm/process_addrs.rst, madvise(2)). An
- *    arena stays one memory map however many stacks it holds, so a million fibers fit
- *    in the kernel's default vm.max_map_count of 65530, and a guard costs no memory, so
- *    it is STACK_GUARD_SIZE (64 KiB) deep, not one page.
+ *  - Guard regions (Linux >= 6.13). A group reserves large arenas (MAP_NORESERVE address
+ *    space, bound whole to the group's NUMA node; the first STACK_ARENA_BYTES, each next
+ *    one twice the last up to STACK_ARENA_MAX_BYTES) and carves [guard | stack] slots
+ *    out of them; each slot's guard is installed with madvise(MADV_GUARD_INSTALL), which
+ *    puts markers in the page tables instead of splitting the mapping (kernel
+ *    Documentation/mm/process_addrs.rst, madvise(2)). An arena stays one memory map
+ *    however many stacks it holds, so a million fibers fit in a few dozen maps, far
+ *    below the kernel's default vm.max_map_count of 65530.
  *  - mprotect (older kernels, where the madvise answers EINVAL, or
  *    FIBERD_STACK_GUARD=mprotect): each stack is its own mmap with a PROT_NONE guard, two
  *    memory maps per stack, so the process's groups together reserve 2 * max_fibers maps
  *    each against vm.max_map_count (stack_budget_reserve()).
+ *
+ * The guard is STACK_GUARD_SIZE (2 MiB) deep, not a page: code built without
+ * -fstack-clash-protection moves the stack pointer past a big frame at once and writes
+ * wherever it likes in it, so a guard smaller than the frame is jumped, and the write
+ * lands in the slot below, another fiber's stack, unreported. 2 MiB catches any frame up
+ * to 2 MiB minus the stack's used part (a 1 MiB frame on a 128 KiB stack with room to
+ * spare). Its cost is address space (2 MiB per slot: 32 GiB for 16384 fibers, of the
+ * 128 TiB x86-64 gives a process) and, with guard regions, the page tables that hold
+ * the markers (one 4 KiB page per 2 MiB, about 4 KiB per slot: measured 68 MiB of page
+ * tables for 16384 live fibers, against 6 MiB with a 64 KiB guard). A PROT_NONE
+ * mprotect guard needs no page tables.
  *
  * Caching (libdill's stack.c, flare; batches as Go's gfget/gfput move goroutines
  * between a P's free list and the global one): each worker keeps a capped LIFO of
@@ -61,8 +72,11 @@
 /* One batch of stacks given back at once: bounds the work done by the one free that
  * fills it (64 stacks: about 15 us when they are neighbours). */
 #define STACK_RELEASE_BATCH 64
-/* Address space reserved per arena; halved on ENOMEM (strict overcommit). */
+/* Address space reserved for a group's first arena; each next one doubles, up to
+ * STACK_ARENA_MAX_BYTES, so a group of a few fibers reserves 1 GiB and one of a million
+ * (2 TiB of slots) a dozen maps. Halved on ENOMEM (strict overcommit). */
 #define STACK_ARENA_BYTES (1UL << 30)
+#define STACK_ARENA_MAX_BYTES (256UL << 30)
 /* Memory maps left for everything else in the process (libraries, heaps, threads). */
 #define STACK_MAP_SLACK 4096
 
@@ -113,7 +127,7 @@ static void guard_mode_detect(void)
         if (guard_mode == SCHED_GUARD_REGIONS)
                 sched_log(LOG_INFO,
                           "fiber stacks: guard regions (MADV_GUARD_INSTALL), %zu KiB guard, "
-                          "arenas of %lu MiB: no memory map per fiber",
+                          "arenas from %lu MiB: no memory map per fiber",
                           (size_t)STACK_GUARD_SIZE / 1024, STACK_ARENA_BYTES >> 20);
         else
                 sched_log(LOG_INFO,
@@ -263,7 +277,8 @@ static int arena_grow(SchedulingGroup *g)
 {
         StackPool *sp = &g->stacks;
         size_t slot = STACK_GUARD_SIZE + g->stack_size;
-        size_t n = STACK_ARENA_BYTES / slot ? STACK_ARENA_BYTES / slot : 1;
+        size_t want = sp->arena_next ? sp->arena_next : STACK_ARENA_BYTES;
+        size_t n = want / slot ? want / slot : 1;
         StackArena *a = malloc(sizeof(*a));
         char *p = MAP_FAILED;
 
@@ -281,6 +296,7 @@ static int arena_grow(SchedulingGroup *g)
         }
         a->base = p;
         a->size = n * slot;
+        sp->arena_next = MIN(2 * want, STACK_ARENA_MAX_BYTES); /* under arena_mutex */
         /* Bound whole, so the arena stays one memory map with one policy. */
         if (g->bind && g->node >= 0)
                 numa_prefer_range(p, a->size, g->node);
@@ -572,9 +588,10 @@ static void overflow_handler(int sig, siginfo_t *si, void *uctx)
                 sigsafe_put_u64(msg, &n, sizeof(msg), f->id);
                 sigsafe_put_str(msg, &n, sizeof(msg), " (");
                 sigsafe_put_str(msg, &n, sizeof(msg), f->tag ? f->tag : "no tag");
-                sigsafe_put_str(msg, &n, sizeof(msg), "): it used all of its ");
+                sigsafe_put_str(msg, &n, sizeof(msg), "): it ran past its ");
                 sigsafe_put_u64(msg, &n, sizeof(msg), f->stack_size);
-                sigsafe_put_str(msg, &n, sizeof(msg), "-byte stack and hit its ");
+                sigsafe_put_str(msg, &n, sizeof(msg),
+                                "-byte stack (deep calls, or one frame too big for it) into its ");
                 sigsafe_put_u64(msg, &n, sizeof(msg), STACK_GUARD_SIZE / 1024);
                 sigsafe_put_str(msg, &n, sizeof(msg),
                                 guard_mode == SCHED_GUARD_REGIONS ? " KiB guard region"

@@ -201,6 +201,7 @@ static void thread_init(Worker *w)
 
         snprintf(name, sizeof(name), "%.9s-w%u", w->group->name, w->index);
         pthread_setname_np(pthread_self(), name);
+        __atomic_store_n(&w->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
         worker_set_self(w);
 #ifdef SCHED_ASAN
         {

@@ -25,8 +25,13 @@ TEST_RUNNER :=
 TEST_LIBS := -lcriterion
 endif
 
-# test_stack.c's big-frame overflow is compiled as plugins are (plugins/build.mk).
+# test_stack.c's big-frame overflow is compiled as plugins are (plugins/build.mk);
+# stack_frame.c's 1 MiB frame as a plugin built without that protection is, and linked
+# into test_stack.
 $(BUILD)/tests/unit/test_stack.o: CFLAGS += -fstack-clash-protection
+$(BUILD)/tests/unit/stack_frame.o: CFLAGS += -fno-stack-clash-protection
+$(BUILD)/tests/unit/test_stack: $(BUILD)/tests/unit/stack_frame.o
+$(BUILD)/tests/unit/test_stack: private LDFLAGS += $(BUILD)/tests/unit/stack_frame.o
 
 # test_control.c's stall test finds its own function in a backtrace (dladdr).
 $(BUILD)/tests/unit/test_control: LDFLAGS += -rdynamic

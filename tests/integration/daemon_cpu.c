@@ -197,6 +197,14 @@ Test(daemon_cpu, stall_reported_once_with_backtrace)
         cr_assert(log_wait(head, "class default", 10000), "no stall report \"%s ...\"", head);
         cr_assert(log_wait(head, "stall_spin_busy", 10000),
                   "the stall report's backtrace does not name stall_spin_busy");
+        /* plugin frames are named by file, version and path (the daemon's symbolizer),
+         * not by the /proc/self/fd/N the loader mapped the file through */
+        cr_assert(log_wait(head, "#0 stall_spin.so 1.0 (", 10000),
+                  "the stalled frame does not name the plugin's file and version");
+        cr_assert(log_count(head, "/stall_spin.so)+0x") >= 1, "no path and offset");
+        cr_assert(log_count(head, ")+0x") >= 1 && log_count(head, " stall_spin_busy+0x") >= 1,
+                  "no symbol and offset");
+        cr_assert(log_count(head, "/proc/self/fd/") == 0, "a frame named by its fd");
         cr_assert(log_count(head, "without switching") == 1, "%u stall reports for one stall",
                   log_count(head, "without switching"));
         cr_assert(log_count(head, "worker 0") == 1, "the report does not name the worker");

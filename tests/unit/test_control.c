@@ -8,9 +8,13 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -270,6 +274,139 @@ Test(control, a_stall_is_reported_once_with_its_backtrace)
         cr_assert(seen.ran_ns >= 100 * MS_NS);
         cr_assert(strstr(seen.backtrace, "test_stall_busy"),
                   "no test_stall_busy in the backtrace:\n%s", seen.backtrace);
+        SchedGroupStats st;
+        sched_group_stats(g, &st);
+        cr_assert_eq(st.stalls, 1);
+        sched_group_free(g);
+}
+
+/* Every report of a run, in order (at most 8). */
+typedef struct StallLog {
+        int count; /* atomic */
+        struct {
+                uint64_t fiber_id;
+                char tag[64];
+                long syscall;
+                char syscall_name[32];
+                char backtrace[4096];
+        } r[8];
+} StallLog;
+
+static void on_stall_log(const SchedStall *st, void *arg)
+{
+        StallLog *s = arg;
+        int i = __atomic_load_n(&s->count, __ATOMIC_ACQUIRE);
+
+        if (i < 8) {
+                s->r[i].fiber_id = st->fiber_id;
+                snprintf(s->r[i].tag, sizeof(s->r[i].tag), "%s", st->tag ? st->tag : "");
+                s->r[i].syscall = st->syscall;
+                snprintf(s->r[i].syscall_name, sizeof(s->r[i].syscall_name), "%s",
+                         st->syscall_name ? st->syscall_name : "");
+                snprintf(s->r[i].backtrace, sizeof(s->r[i].backtrace), "%s", st->backtrace);
+        }
+        __atomic_store_n(&s->count, i + 1, __ATOMIC_RELEASE);
+}
+
+typedef struct Sleeper {
+        long nanosleep_ret, poll_ret;
+        int nanosleep_errno, poll_errno;
+        uint64_t nanosleep_ns, poll_ns; /* how long each took */
+} Sleeper;
+
+/* Raw syscalls, as a plugin or a library makes them: nothing of the runtime knows. The
+ * worker thread sleeps 300 ms twice, far past the 20 ms threshold. */
+static void sleep_raw(void *arg)
+{
+        Sleeper *s = arg;
+        struct timespec ts = {.tv_nsec = 300 * MS_NS}, rem;
+        uint64_t t0 = sched_now_ns();
+
+        s->nanosleep_ret = syscall(SYS_nanosleep, &ts, &rem);
+        s->nanosleep_errno = errno;
+        s->nanosleep_ns = sched_now_ns() - t0;
+        t0 = sched_now_ns();
+        s->poll_ret = poll(NULL, 0, 300);
+        s->poll_errno = errno;
+        s->poll_ns = sched_now_ns() - t0;
+}
+
+Test(control, a_stall_in_a_syscall_is_reported_without_cutting_the_syscall_short)
+{
+        static StallLog log;
+        SchedulingGroup *g = control_group(
+                1, NULL, 0,
+                (SchedControl){.stall_threshold_ns = 20 * MS_NS, .rescue_after_ns = SCHED_FOREVER});
+        FiberAttr a = {.group = g, .tag = "job 8 plugin sleepy"};
+        Sleeper s = {0};
+        Fiber *f;
+
+        sched_set_stall_hook(on_stall_log, &log);
+        cr_assert_eq(fiber_create(&f, &a, sleep_raw, &s), 0);
+        cr_assert_eq(fiber_join(f), 0);
+        cr_assert_eq(s.nanosleep_ret, 0, "nanosleep: %s after %" PRIu64 " ms",
+                     strerror(s.nanosleep_errno), s.nanosleep_ns / MS_NS);
+        cr_assert_geq(s.nanosleep_ns, 300 * MS_NS);
+        cr_assert_eq(s.poll_ret, 0, "poll: %s after %" PRIu64 " ms", strerror(s.poll_errno),
+                     s.poll_ns / MS_NS);
+        cr_assert_geq(s.poll_ns, 299 * MS_NS); /* poll's timeout is in ms, rounded up */
+        /* one fiber that never switched: one stall, found in its first syscall */
+        cr_assert_eq(__atomic_load_n(&log.count, __ATOMIC_ACQUIRE), 1, "%d reports", log.count);
+        cr_assert_eq(log.r[0].syscall, SYS_nanosleep, "syscall %ld", log.r[0].syscall);
+        cr_assert_str_eq(log.r[0].syscall_name, "nanosleep");
+        cr_assert_str_eq(log.r[0].backtrace, "");
+        cr_assert_str_eq(log.r[0].tag, "job 8 plugin sleepy");
+
+        /* the same kind of group still takes a CPU-bound fiber's backtrace */
+        a.tag = "job 9 plugin busy";
+        cr_assert_eq(fiber_create(&f, &a, stall_fiber, NULL), 0);
+        cr_assert_eq(fiber_join(f), 0);
+        sched_set_stall_hook(NULL, NULL);
+        cr_assert_eq(__atomic_load_n(&log.count, __ATOMIC_ACQUIRE), 2, "%d reports", log.count);
+        cr_assert_eq(log.r[1].syscall, -1);
+        cr_assert_str_eq(log.r[1].tag, "job 9 plugin busy");
+        cr_assert(strstr(log.r[1].backtrace, "test_stall_busy"),
+                  "no test_stall_busy in the backtrace:\n%s", log.r[1].backtrace);
+        SchedGroupStats st;
+        sched_group_stats(g, &st);
+        cr_assert_eq(st.stalls, 2);
+        sched_group_free(g);
+}
+
+/* Spins with the backtrace signal blocked, so the worker never answers it. */
+static void stall_deaf(void *arg)
+{
+        sigset_t urg, old;
+
+        (void)arg;
+        sigemptyset(&urg);
+        sigaddset(&urg, SIGURG);
+        pthread_sigmask(SIG_BLOCK, &urg, &old);
+        test_stall_busy(300 * MS_NS);
+        pthread_sigmask(SIG_SETMASK, &old, NULL); /* the handler runs now, and does nothing */
+}
+
+Test(control, a_stall_report_names_its_fiber_even_without_a_backtrace)
+{
+        static StallLog log;
+        SchedulingGroup *g = control_group(
+                1, NULL, 0,
+                (SchedControl){.stall_threshold_ns = 50 * MS_NS, .rescue_after_ns = SCHED_FOREVER});
+        FiberAttr a = {.group = g, .tag = "job 10 plugin deaf"};
+        Fiber *f;
+        uint64_t id;
+
+        sched_set_stall_hook(on_stall_log, &log);
+        cr_assert_eq(fiber_create(&f, &a, stall_deaf, NULL), 0);
+        id = fiber_id(f);
+        cr_assert_eq(fiber_join(f), 0);
+        sched_set_stall_hook(NULL, NULL);
+        cr_assert_eq(__atomic_load_n(&log.count, __ATOMIC_ACQUIRE), 1, "%d reports", log.count);
+        cr_assert_eq(log.r[0].fiber_id, id, "fiber %" PRIu64 ", not %" PRIu64, log.r[0].fiber_id,
+                     id);
+        cr_assert_str_eq(log.r[0].tag, "job 10 plugin deaf");
+        cr_assert_str_eq(log.r[0].backtrace, "",
+                         "a backtrace from a worker that blocks the signal");
         SchedGroupStats st;
         sched_group_stats(g, &st);
         cr_assert_eq(st.stalls, 1);
