@@ -148,10 +148,8 @@ enum {
         J_HK_GO_READ_L,
         J_HK_CURL,
         J_HK_GO_HTTP,
-        J_HK_COST_T_HOOK,
-        J_HK_COST_T_REAL,
-        J_HK_COST_F_HOOK,
-        J_HK_COST_F_REAL,
+        J_HK_COST_T, /* hooked and real in one process: 2 numbers */
+        J_HK_COST_F,
         J_P_FIBERD_1, /* product rows (bench-product.c, peers/) */
         J_P_BEAN_1,
         J_P_GEAR_1,
@@ -194,7 +192,7 @@ typedef enum Cmp {
 
 typedef struct Row {
         const char *figure;
-        int ours, peer; /* job indexes; peer -1 for none */
+        int ours, peer; /* job indexes; peer -1 for none, ours: the next number of its line */
         int value;      /* which number of the result line */
         const char *unit;
         const char *peer_name;
@@ -377,11 +375,11 @@ static const Row rows[] = {
          "Go net/http", CMP_LIMIT, 6, "<= workers + 4"},
         {"23. the same: threads the idle daemon did not have", J_HK_CURL, -1, 2, "threads", NULL,
          CMP_LIMIT, 4, "<= +4"},
-        {"24. poll() of a ready pipe from a plain thread of a binary with the hooks (ns/call)",
-         J_HK_COST_T_HOOK, J_HK_COST_T_REAL, 0, "ns", "syscall(SYS_poll)", CMP_DIFF, 5, "<= +5 ns"},
+        {"24. poll(fd, 1, 1000) of a ready pipe from a plain thread of a binary with the hooks "
+         "(ns/call)",
+         J_HK_COST_T, J_HK_COST_T, 0, "ns", "syscall(SYS_poll)", CMP_DIFF, 5, "<= +5 ns"},
         {"24. the same on a fiber of a hook_blocking_calls group, nothing to park (ns/call)",
-         J_HK_COST_F_HOOK, J_HK_COST_F_REAL, 0, "ns", "syscall(SYS_poll)", CMP_DIFF, 0,
-         "(measured)"},
+         J_HK_COST_F, J_HK_COST_F, 0, "ns", "syscall(SYS_poll)", CMP_DIFF, 0, "(measured)"},
 };
 
 typedef struct Options {
@@ -562,16 +560,12 @@ static void hooks_jobs_setup(Job *jobs, const Options *o)
                 "2000");
         jobs[J_HK_GO_HTTP].go_self = true;
         jobs[J_HK_GO_HTTP].values = 2;
-        job_set(&jobs[J_HK_COST_T_HOOK], "hooks-cost", "hooked poll, thread", false, "hook-cost", r,
-                "thread", "hooked");
-        job_set(&jobs[J_HK_COST_T_REAL], "hooks-cost", "syscall poll, thread", false, "hook-cost",
-                r, "thread", "real");
-        job_set(&jobs[J_HK_COST_F_HOOK], "hooks-cost", "hooked poll, fiber", false, "hook-cost", r,
-                "fiber", "hooked");
-        job_set(&jobs[J_HK_COST_F_REAL], "hooks-cost", "syscall poll, fiber", false, "hook-cost", r,
-                "fiber", "real");
-        for (int i = J_HK_COST_T_HOOK; i <= J_HK_COST_F_REAL; i++)
-                snprintf(jobs[i].args[2], sizeof(jobs[i].args[2]), "%s", s ? "20000" : "2000000");
+        job_set(&jobs[J_HK_COST_T], "hooks-cost", "poll, thread", false, "hook-cost", r, "thread",
+                s ? "20000" : "2000000");
+        jobs[J_HK_COST_T].values = 2;
+        job_set(&jobs[J_HK_COST_F], "hooks-cost", "poll, fiber", false, "hook-cost", r, "fiber",
+                s ? "20000" : "2000000");
+        jobs[J_HK_COST_F].values = 2;
 }
 
 /* Fill @jobs with the counts of a full run or of a smoke run. */
@@ -939,10 +933,11 @@ static void print_row(const Row *row, const Job *jobs)
 
         if (row->peer >= 0) {
                 const Job *p = &jobs[row->peer];
-                have_peer = format_cell(cell, sizeof(cell), p, row->value, row->unit);
+                int pv = row->value + (row->peer == row->ours);
+                have_peer = format_cell(cell, sizeof(cell), p, pv, row->unit);
                 snprintf(peer, sizeof(peer), "%s: %s", row->peer_name, cell);
                 if (have_peer)
-                        b = job_median(p, row->value);
+                        b = job_median(p, pv);
         } else {
                 snprintf(peer, sizeof(peer), "—");
         }
@@ -1118,6 +1113,12 @@ static int table_main(int argc, char **argv)
                "handed to the client in memory). Server CPU is the server process's utime + "
                "stime. 14-15: one connection, jobs sent on a fixed schedule, latency from the "
                "scheduled send (tests/bench/product.h). 16: one run, 8 connections.\n");
+        printf("22-23: each run starts its own fiberd (2 job workers, max_running 16384, memory "
+               "store) and submits all N jobs on one connection, then waits for all; time from "
+               "the first submit to the last final record; threads sampled every ms from "
+               "/proc/PID/status, \"did not have\": beyond the connected idle daemon. The slow "
+               "servers and the thread sampling of the Go peer run in fiberd-bench "
+               "(tests/bench/bench-hooks.c). 24: one process alternates the two calls.\n");
         if (o.smoke)
                 printf("Reproduce: make bench-smoke (= %s table --smoke)\n", self);
         else
@@ -1164,7 +1165,8 @@ static const struct {
         {"hooks-curl", bench_hooks_curl, "[N]  ms, peak threads: N curl_fetch jobs, 50 ms server"},
         {"hooks-go", bench_hooks_go,
          "nanosleep|poll|read|http [N]  the same through the Go peer ($FIBERD_BENCH_GO)"},
-        {"hook-cost", bench_hook_cost, "thread|fiber hooked|real [N]  ns per poll() of a ready fd"},
+        {"hook-cost", bench_hook_cost,
+         "thread|fiber [N]  ns per poll() of a ready fd: hooked, then syscall(2)"},
         {"floor", bench_peer_floor, "[N]        ns per bare context_switch"},
         {"ucontext", bench_peer_ucontext, "[N]     ns per swapcontext"},
         {"pthread", bench_peer_pthread, "[N]      ns per pthread_create+join"},

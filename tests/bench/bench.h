@@ -93,7 +93,7 @@ int bench_future_fanout(int argc, char **argv);   /* ns per future, async + when
 int bench_hooks_fiberd(int argc, char **argv);    /* ms, peak fiberd threads */
 int bench_hooks_curl(int argc, char **argv);      /* ms, peak fiberd threads */
 int bench_hooks_go(int argc, char **argv);        /* ms, peak Go threads */
-int bench_hook_cost(int argc, char **argv);       /* ns per poll() of a ready fd */
+int bench_hook_cost(int argc, char **argv);       /* ns per poll(), hooked and real */
 int bench_peer_floor(int argc, char **argv);      /* ns per bare context switch */
 int bench_peer_ucontext(int argc, char **argv);   /* ns per swapcontext */
 int bench_peer_pthread(int argc, char **argv);    /* ns per pthread_create + join */
