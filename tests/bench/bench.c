@@ -79,6 +79,7 @@ typedef struct Job {
         const char *label;  /* for progress lines */
         bool go;            /* run the Go peer binary instead of ourselves */
         bool gearman;       /* run fiberd-bench-gearman (beside this binary) instead */
+        bool go_self;       /* with go: run ourselves, which runs the Go peer (hooks-go) */
         const char *cmd;    /* subcommand */
         char args[4][24];   /* counts, "" when absent */
         unsigned runs;      /* rounds it takes part in */
@@ -131,6 +132,24 @@ enum {
         J_GO_CHAN_PP1,
         J_FUT_FAN,
         J_GO_FAN,
+        J_HK_SLEEP_S, /* hooks (bench-hooks.c): 200 jobs, each one 100 ms call */
+        J_HK_USLEEP_S,
+        J_HK_POLL_S,
+        J_HK_READ_S,
+        J_HK_GO_NANO_S,
+        J_HK_GO_POLL_S,
+        J_HK_GO_READ_S,
+        J_HK_SLEEP_L, /* the same, 10,000 jobs */
+        J_HK_USLEEP_L,
+        J_HK_POLL_L,
+        J_HK_READ_L,
+        J_HK_GO_NANO_L,
+        J_HK_GO_POLL_L,
+        J_HK_GO_READ_L,
+        J_HK_CURL,
+        J_HK_GO_HTTP,
+        J_HK_COST_T, /* hooked and real in one process: 2 numbers */
+        J_HK_COST_F,
         J_P_FIBERD_1, /* product rows (bench-product.c, peers/) */
         J_P_BEAN_1,
         J_P_GEAR_1,
@@ -168,11 +187,12 @@ typedef enum Cmp {
         CMP_INFO,   /* numbers only */
         CMP_TIMES,  /* ours / peer shown; <= target when target > 0 */
         CMP_RATE,   /* ours / peer >= target (throughput: higher is better) */
+        CMP_DIFF,   /* ours - peer <= target when target > 0 ("+x ns") */
 } Cmp;
 
 typedef struct Row {
         const char *figure;
-        int ours, peer; /* job indexes; peer -1 for none */
+        int ours, peer; /* job indexes; peer -1 for none, ours: the next number of its line */
         int value;      /* which number of the result line */
         const char *unit;
         const char *peer_name;
@@ -293,6 +313,73 @@ static const Row rows[] = {
          J_GO_CHAN_PP1, 0, "ns", "Go chan of capacity 1, GOMAXPROCS=2", CMP_TIMES, 0, "(measured)"},
         {"21. fan-out: fiber_async 10,000 futures, when_all, 2 workers (ns/future)", J_FUT_FAN,
          J_GO_FAN, 0, "ns", "Go goroutines + WaitGroup", CMP_TIMES, 0, "(measured)"},
+        {"22. 200 jobs through fiberd's socket, each one 100 ms call, 2 job workers, all "
+         "submitted then all waited for: the bundled sleep plugin (host->sleep_until) (ms)",
+         J_HK_SLEEP_S, J_HK_GO_NANO_S, 0, "ms", "Go syscall.Nanosleep", CMP_TIMES, 0,
+         "(the floor)"},
+        {"22. 200 jobs, plain usleep(100 ms) (ms)", J_HK_USLEEP_S, J_HK_SLEEP_S, 0, "ms",
+         "sleep plugin", CMP_FLOOR, 1.2, "<= 1.2x floor"},
+        {"22. 200 jobs, plain usleep(100 ms) (ms)", J_HK_USLEEP_S, J_HK_GO_NANO_S, 0, "ms",
+         "Go syscall.Nanosleep", CMP_TIMES, 1, "<= Go"},
+        {"22. 200 jobs, usleep: peak threads of the process", J_HK_USLEEP_S, J_HK_GO_NANO_S, 1,
+         "threads", "Go syscall.Nanosleep", CMP_LIMIT, 6, "<= workers + 4"},
+        {"22. 200 jobs, usleep: threads the idle daemon did not have", J_HK_USLEEP_S, -1, 2,
+         "threads", NULL, CMP_LIMIT, 4, "<= +4"},
+        {"22. 200 jobs, plain poll(NULL, 0, 100) (ms)", J_HK_POLL_S, J_HK_SLEEP_S, 0, "ms",
+         "sleep plugin", CMP_FLOOR, 1.2, "<= 1.2x floor"},
+        {"22. 200 jobs, plain poll(NULL, 0, 100) (ms)", J_HK_POLL_S, J_HK_GO_POLL_S, 0, "ms",
+         "Go poll(2) syscall", CMP_TIMES, 1, "<= Go"},
+        {"22. 200 jobs, poll: peak threads of the process", J_HK_POLL_S, J_HK_GO_POLL_S, 1,
+         "threads", "Go poll(2) syscall", CMP_LIMIT, 6, "<= workers + 4"},
+        {"22. 200 jobs, poll: threads the idle daemon did not have", J_HK_POLL_S, -1, 2, "threads",
+         NULL, CMP_LIMIT, 4, "<= +4"},
+        {"22. 200 jobs, plain connect + blocking read(), slow Unix server (ms)", J_HK_READ_S,
+         J_HK_SLEEP_S, 0, "ms", "sleep plugin", CMP_FLOOR, 1.2, "<= 1.2x floor"},
+        {"22. 200 jobs, plain connect + blocking read(), slow Unix server (ms)", J_HK_READ_S,
+         J_HK_GO_READ_S, 0, "ms", "Go read(2), blocking socket", CMP_TIMES, 1, "<= Go"},
+        {"22. 200 jobs, read: peak threads of the process", J_HK_READ_S, J_HK_GO_READ_S, 1,
+         "threads", "Go read(2), blocking socket", CMP_LIMIT, 6, "<= workers + 4"},
+        {"22. 200 jobs, read: threads the idle daemon did not have", J_HK_READ_S, -1, 2, "threads",
+         NULL, CMP_LIMIT, 4, "<= +4"},
+        {"22. 10,000 jobs through fiberd's socket, each one 100 ms call, 2 job workers, all "
+         "submitted then all waited for: the bundled sleep plugin (host->sleep_until) (ms)",
+         J_HK_SLEEP_L, J_HK_GO_NANO_L, 0, "ms", "Go syscall.Nanosleep", CMP_TIMES, 0,
+         "(the floor)"},
+        {"22. 10,000 jobs, plain usleep(100 ms) (ms)", J_HK_USLEEP_L, J_HK_SLEEP_L, 0, "ms",
+         "sleep plugin", CMP_FLOOR, 1.2, "<= 1.2x floor"},
+        {"22. 10,000 jobs, plain usleep(100 ms) (ms)", J_HK_USLEEP_L, J_HK_GO_NANO_L, 0, "ms",
+         "Go syscall.Nanosleep", CMP_TIMES, 1, "<= Go"},
+        {"22. 10,000 jobs, usleep: peak threads of the process", J_HK_USLEEP_L, J_HK_GO_NANO_L, 1,
+         "threads", "Go syscall.Nanosleep", CMP_LIMIT, 6, "<= workers + 4"},
+        {"22. 10,000 jobs, usleep: threads the idle daemon did not have", J_HK_USLEEP_L, -1, 2,
+         "threads", NULL, CMP_LIMIT, 4, "<= +4"},
+        {"22. 10,000 jobs, plain poll(NULL, 0, 100) (ms)", J_HK_POLL_L, J_HK_SLEEP_L, 0, "ms",
+         "sleep plugin", CMP_FLOOR, 1.2, "<= 1.2x floor"},
+        {"22. 10,000 jobs, plain poll(NULL, 0, 100) (ms)", J_HK_POLL_L, J_HK_GO_POLL_L, 0, "ms",
+         "Go poll(2) syscall", CMP_TIMES, 1, "<= Go"},
+        {"22. 10,000 jobs, poll: peak threads of the process", J_HK_POLL_L, J_HK_GO_POLL_L, 1,
+         "threads", "Go poll(2) syscall", CMP_LIMIT, 6, "<= workers + 4"},
+        {"22. 10,000 jobs, poll: threads the idle daemon did not have", J_HK_POLL_L, -1, 2,
+         "threads", NULL, CMP_LIMIT, 4, "<= +4"},
+        {"22. 10,000 jobs, plain connect + blocking read(), slow Unix server (ms)", J_HK_READ_L,
+         J_HK_SLEEP_L, 0, "ms", "sleep plugin", CMP_FLOOR, 1.2, "<= 1.2x floor"},
+        {"22. 10,000 jobs, plain connect + blocking read(), slow Unix server (ms)", J_HK_READ_L,
+         J_HK_GO_READ_L, 0, "ms", "Go read(2), blocking socket", CMP_TIMES, 1, "<= Go"},
+        {"22. 10,000 jobs, read: peak threads of the process", J_HK_READ_L, J_HK_GO_READ_L, 1,
+         "threads", "Go read(2), blocking socket", CMP_LIMIT, 6, "<= workers + 4"},
+        {"22. 10,000 jobs, read: threads the idle daemon did not have", J_HK_READ_L, -1, 2,
+         "threads", NULL, CMP_LIMIT, 4, "<= +4"},
+        {"23. 2,000 HTTP fetches, server answers after 50 ms: libcurl in curl_fetch jobs (ms)",
+         J_HK_CURL, J_HK_GO_HTTP, 0, "ms", "Go net/http, 2,000 goroutines", CMP_TIMES, 1, "<= Go"},
+        {"23. the same: peak threads of the process", J_HK_CURL, J_HK_GO_HTTP, 1, "threads",
+         "Go net/http", CMP_LIMIT, 6, "<= workers + 4"},
+        {"23. the same: threads the idle daemon did not have", J_HK_CURL, -1, 2, "threads", NULL,
+         CMP_LIMIT, 4, "<= +4"},
+        {"24. poll(fd, 1, 1000) of a ready pipe from a plain thread of a binary with the hooks "
+         "(ns/call)",
+         J_HK_COST_T, J_HK_COST_T, 0, "ns", "syscall(SYS_poll)", CMP_DIFF, 5, "<= +5 ns"},
+        {"24. the same on a fiber of a hook_blocking_calls group, nothing to park (ns/call)",
+         J_HK_COST_F, J_HK_COST_F, 0, "ns", "syscall(SYS_poll)", CMP_DIFF, 0, "(measured)"},
 };
 
 typedef struct Options {
@@ -398,6 +485,9 @@ static void product_jobs_filter(Job *jobs)
         bool gear = product_find_server("gearmand", path, sizeof(path));
         bool redis = product_find_server("redis-server", path, sizeof(path));
 
+        for (int i = J_HK_SLEEP_S; i <= J_HK_GO_HTTP; i++)
+                if (!jobs[i].skip[0] && !jobs[i].go && !fiberd)
+                        snprintf(jobs[i].skip, sizeof(jobs[i].skip), "%s", why);
         for (int i = J_P_FIBERD_1; i < J_COUNT; i++) {
                 Job *j = &jobs[i];
                 if (j->skip[0] || j->go)
@@ -423,6 +513,59 @@ static void product_jobs_filter(Job *jobs)
                         if (!fiberd)
                                 snprintf(j->skip, sizeof(j->skip), "%s", why);
         }
+}
+
+/*
+ * The hooks rows' jobs (bench-hooks.c): 200 and 10,000 jobs of one 100 ms call each, the
+ * Go peers through `hooks-go` (which runs the slow server and samples Go's threads),
+ * 2,000 fetches, 2,000,000 polls; smoke sizes take a few hundred milliseconds per run.
+ */
+static void hooks_jobs_setup(Job *jobs, const Options *o)
+{
+        static const struct {
+                int job;
+                const char *cmd, *call, *label;
+                bool large, go;
+        } h[] = {
+                {J_HK_SLEEP_S, "hooks-fiberd", "sleep", "fiberd 200 sleep", 0, 0},
+                {J_HK_USLEEP_S, "hooks-fiberd", "usleep", "fiberd 200 usleep", 0, 0},
+                {J_HK_POLL_S, "hooks-fiberd", "poll", "fiberd 200 poll", 0, 0},
+                {J_HK_READ_S, "hooks-fiberd", "read", "fiberd 200 read", 0, 0},
+                {J_HK_GO_NANO_S, "hooks-go", "nanosleep", "Go 200 nanosleep", 0, 1},
+                {J_HK_GO_POLL_S, "hooks-go", "poll", "Go 200 poll", 0, 1},
+                {J_HK_GO_READ_S, "hooks-go", "read", "Go 200 read", 0, 1},
+                {J_HK_SLEEP_L, "hooks-fiberd", "sleep", "fiberd 10k sleep", 1, 0},
+                {J_HK_USLEEP_L, "hooks-fiberd", "usleep", "fiberd 10k usleep", 1, 0},
+                {J_HK_POLL_L, "hooks-fiberd", "poll", "fiberd 10k poll", 1, 0},
+                {J_HK_READ_L, "hooks-fiberd", "read", "fiberd 10k read", 1, 0},
+                {J_HK_GO_NANO_L, "hooks-go", "nanosleep", "Go 10k nanosleep", 1, 1},
+                {J_HK_GO_POLL_L, "hooks-go", "poll", "Go 10k poll", 1, 1},
+                {J_HK_GO_READ_L, "hooks-go", "read", "Go 10k read", 1, 1},
+        };
+        unsigned r = o->runs;
+        bool s = o->smoke;
+
+        for (size_t i = 0; i < ELEMENTSOF(h); i++) {
+                Job *j = &jobs[h[i].job];
+                job_set(j, "hooks-block", h[i].label, h[i].go, h[i].cmd, r, h[i].call,
+                        h[i].large ? (s ? "50" : "10000") : (s ? "20" : "200"));
+                j->go_self = h[i].go;
+                j->values = h[i].go ? 2 : 3;
+                j->timeout_s = 120;
+        }
+        job_set(&jobs[J_HK_CURL], "hooks-curl", "fiberd 2k curl", false, "hooks-curl", r,
+                s ? "20" : "2000", NULL);
+        jobs[J_HK_CURL].values = 3;
+        job_set(&jobs[J_HK_GO_HTTP], "hooks-curl", "Go 2k net/http", true, "hooks-go", r, "http",
+                "2000");
+        jobs[J_HK_GO_HTTP].go_self = true;
+        jobs[J_HK_GO_HTTP].values = 2;
+        job_set(&jobs[J_HK_COST_T], "hooks-cost", "poll, thread", false, "hook-cost", r, "thread",
+                s ? "20000" : "2000000");
+        jobs[J_HK_COST_T].values = 2;
+        job_set(&jobs[J_HK_COST_F], "hooks-cost", "poll, fiber", false, "hook-cost", r, "fiber",
+                s ? "20000" : "2000000");
+        jobs[J_HK_COST_F].values = 2;
 }
 
 /* Fill @jobs with the counts of a full run or of a smoke run. */
@@ -530,6 +673,7 @@ static void jobs_setup(Job *jobs, const Options *o)
         job_set(&jobs[J_P_PREEMPT], "control-preempt", "fiberd behind spin", false,
                 "product-preempt", r, s ? "20" : "300", NULL);
         jobs[J_P_PREEMPT].values = 2;
+        hooks_jobs_setup(jobs, o);
         product_jobs_setup(jobs, o);
 }
 
@@ -697,7 +841,7 @@ static void job_run(Job *j, const char *self, const char *go, unsigned round, un
         char out[256], why[300];
         int n = 0;
 
-        argv[n++] = (char *)(j->go ? go : j->gearman ? bench_gearman_path : self);
+        argv[n++] = (char *)(j->go && !j->go_self ? go : j->gearman ? bench_gearman_path : self);
         argv[n++] = (char *)j->cmd;
         for (int i = 0; i < 4; i++)
                 if (j->args[i][0])
@@ -749,7 +893,7 @@ static double job_median(const Job *j, int value)
 
 static void format_value(char *buf, size_t size, double v, const char *unit)
 {
-        if (v >= 100)
+        if (v >= 100 || !strcmp(unit, "threads"))
                 snprintf(buf, size, "%.0f %s", v, unit);
         else if (v >= 1)
                 snprintf(buf, size, "%.1f %s", v, unit);
@@ -789,10 +933,11 @@ static void print_row(const Row *row, const Job *jobs)
 
         if (row->peer >= 0) {
                 const Job *p = &jobs[row->peer];
-                have_peer = format_cell(cell, sizeof(cell), p, row->value, row->unit);
+                int pv = row->value + (row->peer == row->ours);
+                have_peer = format_cell(cell, sizeof(cell), p, pv, row->unit);
                 snprintf(peer, sizeof(peer), "%s: %s", row->peer_name, cell);
                 if (have_peer)
-                        b = job_median(p, row->value);
+                        b = job_median(p, pv);
         } else {
                 snprintf(peer, sizeof(peer), "—");
         }
@@ -829,6 +974,14 @@ static void print_row(const Row *row, const Job *jobs)
                         q = a / b;
                         snprintf(ratio, sizeof(ratio), "%.2fx %s", q, row->peer_name);
                         snprintf(met, sizeof(met), "%s", q >= row->target ? "yes" : "**no**");
+                        break;
+                case CMP_DIFF:
+                        q = a - b;
+                        snprintf(ratio, sizeof(ratio), "%+.1f %s", q, row->unit);
+                        snprintf(met, sizeof(met), "%s",
+                                 row->target <= 0   ? "—"
+                                 : q <= row->target ? "yes"
+                                                    : "**no**");
                         break;
                 case CMP_MEMORY:
                         q = a / b;
@@ -915,6 +1068,8 @@ static int table_main(int argc, char **argv)
         snprintf(bench_gearman_path, sizeof(bench_gearman_path), "%.*s/fiberd-bench-gearman",
                  (int)(strrchr(self, '/') - self), self);
 
+        if (o.go)
+                setenv("FIBERD_BENCH_GO", o.go, 1); /* for hooks-go, which runs it */
         jobs_setup(jobs, &o);
         if (!o.smoke)
                 jobs_filter(jobs, &o);
@@ -958,6 +1113,12 @@ static int table_main(int argc, char **argv)
                "handed to the client in memory). Server CPU is the server process's utime + "
                "stime. 14-15: one connection, jobs sent on a fixed schedule, latency from the "
                "scheduled send (tests/bench/product.h). 16: one run, 8 connections.\n");
+        printf("22-23: each run starts its own fiberd (2 job workers, max_running 16384, memory "
+               "store) and submits all N jobs on one connection, then waits for all; time from "
+               "the first submit to the last final record; threads sampled every ms from "
+               "/proc/PID/status, \"did not have\": beyond the connected idle daemon. The slow "
+               "servers and the thread sampling of the Go peer run in fiberd-bench "
+               "(tests/bench/bench-hooks.c). 24: one process alternates the two calls.\n");
         if (o.smoke)
                 printf("Reproduce: make bench-smoke (= %s table --smoke)\n", self);
         else
@@ -999,6 +1160,13 @@ static const struct {
         {"chan-pingpong", bench_chan_pingpong,
          "[N [CAP]] ns per round trip over 2 channels of capacity CAP, 2 workers"},
         {"future-fanout", bench_future_fanout, "[N] ns per future, async N + when_all"},
+        {"hooks-fiberd", bench_hooks_fiberd,
+         "sleep|usleep|poll|read [N]  ms, peak threads: N jobs of one 100 ms call"},
+        {"hooks-curl", bench_hooks_curl, "[N]  ms, peak threads: N curl_fetch jobs, 50 ms server"},
+        {"hooks-go", bench_hooks_go,
+         "nanosleep|poll|read|http [N]  the same through the Go peer ($FIBERD_BENCH_GO)"},
+        {"hook-cost", bench_hook_cost,
+         "thread|fiber [N]  ns per poll() of a ready fd: hooked, then syscall(2)"},
         {"floor", bench_peer_floor, "[N]        ns per bare context_switch"},
         {"ucontext", bench_peer_ucontext, "[N]     ns per swapcontext"},
         {"pthread", bench_peer_pthread, "[N]      ns per pthread_create+join"},

@@ -15,6 +15,9 @@
  *                 CPU-bound fiber
  *  bench-chan.c   channels (ping-pong, unbuffered and buffered) and futures (a fan-out
  *                 joined with when_all), each against its Go peer
+ *  bench-hooks.c  the hooks rows: plain blocking calls and libcurl in fiberd jobs against
+ *                 Go's raw blocking syscalls and net/http; the cost of a hooked call
+ *  slow-server.c  their slow local server (Unix socket or HTTP), one epoll thread
  *  bench-peers.c  the C peers: the bare two-context switch (the floor), ucontext
  *                 swapcontext, pthread_create/join
  *  bench-util.c   clock, bench_die, counts, resident memory (libc only)
@@ -87,6 +90,10 @@ int bench_sched_fanout(int argc, char **argv);    /* µs per spawn-and-join of 1
 int bench_sched_imbalance(int argc, char **argv); /* ms, balanced / steal / nosteal */
 int bench_chan_pingpong(int argc, char **argv);   /* ns per round trip over channels */
 int bench_future_fanout(int argc, char **argv);   /* ns per future, async + when_all */
+int bench_hooks_fiberd(int argc, char **argv);    /* ms, peak fiberd threads */
+int bench_hooks_curl(int argc, char **argv);      /* ms, peak fiberd threads */
+int bench_hooks_go(int argc, char **argv);        /* ms, peak Go threads */
+int bench_hook_cost(int argc, char **argv);       /* ns per poll(), hooked and real */
 int bench_peer_floor(int argc, char **argv);      /* ns per bare context switch */
 int bench_peer_ucontext(int argc, char **argv);   /* ns per swapcontext */
 int bench_peer_pthread(int argc, char **argv);    /* ns per pthread_create + join */

@@ -25,7 +25,8 @@ BENCH_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tests/bench/*.c)) \
               tests/bench/peers/beanstalk.c)
 BENCH_GEARMAN_OBJS := $(patsubst %.c,$(BUILD)/%.o,tests/bench/peers/gearman.c \
                       tests/bench/product.c tests/bench/bench-util.c)
-BENCH_PRODUCT_DEPS = $(FIBERD) $(DAEMON_FIBERCTL) $(BUNDLED_PLUGINS)
+BENCH_PRODUCT_DEPS = $(FIBERD) $(DAEMON_FIBERCTL) $(BUNDLED_PLUGINS) \
+                     $(BUILD)/tests/plugins/block_calls.so $(BUILD)/tests/plugins/curl_fetch.so
 GEARMAN_CFLAGS = $(shell pkg-config --cflags gearmand 2>/dev/null)
 GEARMAN_LIBS = $(shell pkg-config --libs gearmand 2>/dev/null || echo -lgearman)
 BENCH_GO_SRCS := $(wildcard tests/bench/peers/go/*.go) tests/bench/peers/go/go.mod
@@ -39,8 +40,11 @@ BENCH_GO_ENV := GOCACHE=$(abspath $(BUILD))/go/cache GOPATH=$(abspath $(BUILD))/
 .PHONY: bench bench-smoke
 all: $(BENCH_BIN)
 
-# The fiberd generator starts the binaries of this tree: their paths are compiled in.
-$(BUILD)/tests/bench/bench-product.o: CPPFLAGS += -DBENCH_FIBERD_BIN='"$(abspath $(FIBERD))"' \
+# The fiberd generators start the binaries of this tree: their paths are compiled in. The
+# hooks rows (bench-hooks.c) also copy the test plugins block_calls and curl_fetch.
+$(BUILD)/tests/bench/bench-hooks.o: CPPFLAGS += \
+	-DBENCH_TEST_PLUGIN_DIR='"$(abspath $(BUILD))/tests/plugins"'
+$(BUILD)/tests/bench/bench-product.o $(BUILD)/tests/bench/bench-hooks.o: CPPFLAGS += -DBENCH_FIBERD_BIN='"$(abspath $(FIBERD))"' \
 	-DBENCH_FIBERCTL_BIN='"$(abspath $(DAEMON_FIBERCTL))"' \
 	-DBENCH_PLUGIN_DIR='"$(abspath $(PLUGIN_BUILD_DIR))"'
 

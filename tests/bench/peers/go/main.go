@@ -22,6 +22,7 @@
 //	                goroutine, (RSS with them - RSS before) / N from /proc/self/statm
 //	lateness G K    G goroutines each sleeping 1 ms K times: lateness (wake - deadline)
 //	                p50 and p99 in µs
+//	block, http     the hooks rows' peers: see blocking.go
 //	version         the Go release the peers were built with, for the table's header
 //
 // Errors go to stderr with exit status 1, so the driver reports a failed row instead of
@@ -256,6 +257,20 @@ func main() {
 		benchSleepers(arg(2, 1000000))
 	case "lateness":
 		benchLateness(arg(2, 100), arg(3, 200))
+	case "block":
+		if len(os.Args) < 4 {
+			fail("usage: block nanosleep|poll|read N [PATH]")
+		}
+		path := ""
+		if len(os.Args) > 4 {
+			path = os.Args[4]
+		}
+		benchBlock(os.Args[2], arg(3, 200), path)
+	case "http":
+		if len(os.Args) < 4 {
+			fail("usage: http N URL")
+		}
+		benchHTTP(arg(2, 2000), os.Args[3])
 	default:
 		fail("unknown figure %q", os.Args[1])
 	}
