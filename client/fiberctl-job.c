@@ -707,7 +707,7 @@ static bool valid_state(const char *s)
 {
         static const char *const states[] = {IPC_STATE_QUEUED, IPC_STATE_RUNNING, IPC_STATE_DONE,
                                              IPC_STATE_FAILED, IPC_STATE_CANCELLED};
-        for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+        for (size_t i = 0; i < ELEMENTSOF(states); i++)
                 if (strcmp(s, states[i]) == 0)
                         return true;
         return false;

@@ -27,6 +27,7 @@
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
 #include "ipc/value.h"
+#include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -979,7 +980,7 @@ static const struct {
 
 MethodFn methods_lookup(const char *name, size_t len)
 {
-        for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        for (size_t i = 0; i < ELEMENTSOF(methods); i++)
                 if (strlen(methods[i].name) == len && memcmp(methods[i].name, name, len) == 0)
                         return methods[i].fn;
         return NULL;
