@@ -145,9 +145,3 @@ int ipc_pack_kv_nil(msgpack_packer *pk, const char *key)
         PACK(msgpack_pack_nil(pk));
         return 0;
 }
-
-int ipc_pack_object(msgpack_packer *pk, const msgpack_object *o)
-{
-        PACK(msgpack_pack_object(pk, *o));
-        return 0;
-}

@@ -71,10 +71,4 @@ int ipc_pack_kv_bool(msgpack_packer *pk, const char *key, bool value);
 int ipc_pack_kv_double(msgpack_packer *pk, const char *key, double value);
 int ipc_pack_kv_nil(msgpack_packer *pk, const char *key);
 
-/*
- * ipc_pack_object - a decoded msgpack_object (e.g. a job's args or a plugin's result)
- * copied verbatim. Wraps msgpack_pack_object() with this file's return convention.
- */
-int ipc_pack_object(msgpack_packer *pk, const msgpack_object *o);
-
 #endif /* FIBERD_IPC_ENCODER_H */
