@@ -180,14 +180,12 @@ static int pack_record(Daemon *d, Job *j, msgpack_packer *pk)
 static int method_ping(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
-        int r = 0;
+        int r = IPC_PACK_MAP(
+                pk, IPC_KV_CSTR(IPC_KEY_VERSION, FIBERD_VERSION),
+                IPC_KV_UINT(IPC_KEY_PROTOCOL, FIBERD_PROTOCOL_VERSION),
+                IPC_KV_UINT(IPC_KEY_PID, (uint64_t)getpid()),
+                IPC_KV_UINT(IPC_KEY_UPTIME_MS, (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC));
 
-        r |= msgpack_pack_map(pk, 4);
-        r |= ipc_pack_kv_cstr(pk, IPC_KEY_VERSION, FIBERD_VERSION);
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_PROTOCOL, FIBERD_PROTOCOL_VERSION);
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_PID, (uint64_t)getpid());
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_UPTIME_MS,
-                              (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC);
         return r ? -ENOMEM : 0;
 }
 
