@@ -148,7 +148,8 @@ void ctl_print_job_line(const Ctl *ctl, const json_t *r)
         putchar('\n');
 }
 
-void ctl_print_job_record(const Ctl *ctl, const json_t *r)
+/* The long form of `status`. */
+static void ctl_print_job_record(const Ctl *ctl, const json_t *r)
 {
         char buf[64];
 

@@ -79,7 +79,8 @@ static const char help_text[] =
         "75 try again (overloaded, timed out, not finished), 76 protocol error,\n"
         "77 permission denied.\n";
 
-int ctl_exit_code(const IpcStatus *st)
+/* The exit code for an error status (0 for a clear one). */
+static int ctl_exit_code(const IpcStatus *st)
 {
         /* the protocol's error table holds each code's exit status (ipc/protocol.c) */
         return ipc_protocol_exit_status(st ? st->code : NULL);

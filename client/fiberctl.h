@@ -41,9 +41,6 @@ typedef struct Ctl {
         FiberdClient *client; /* connected by ctl_connect() (libfiberd-client) */
 } Ctl;
 
-/* ctl_exit_code - the exit code for an error status (0 for a clear one). */
-int ctl_exit_code(const IpcStatus *st);
-
 /* Where a call to fiberd failed: what its message says, and so how it is reported. */
 typedef enum CtlStep {
         CTL_STEP_ANSWER,  /* fiberd's error answer, or the connection failed meanwhile */
@@ -60,7 +57,7 @@ typedef struct CtlStatus {
 /*
  * ctl_exit_status - the exit status for @cs: EX_NOPERM or EX_UNAVAILABLE for a failed
  * connect, EX_SOFTWARE for a request that could not be encoded, else the wire code's
- * (ctl_exit_code(); EX_SOFTWARE for a code without one).
+ * (the protocol table's, ipc_protocol_exit_status(); EX_SOFTWARE for none).
  */
 int ctl_exit_status(const CtlStatus *cs);
 
@@ -143,9 +140,6 @@ int ctl_job_exit(const json_t *record);
 /* ctl_print_job_line - one line about a finished (or waited-for) job record: human
  * "17 sha256 done 65ms {result}" or, with --json, the record itself. */
 void ctl_print_job_line(const Ctl *ctl, const json_t *record);
-
-/* ctl_print_job_record - the long form of `status`. */
-void ctl_print_job_record(const Ctl *ctl, const json_t *record);
 
 /* Verbs: each gets the argv that starts with the verb's name; returns the exit code. */
 int verb_submit(Ctl *ctl, int argc, char **argv);
