@@ -90,13 +90,15 @@ deps-bench: deps
 # The release named in ipc/protocol.h (FIBERD_VERSION), the one `fiberd --version` prints.
 VERSION := $(shell sed -n 's/^\#define FIBERD_VERSION "\(.*\)"/\1/p' ipc/protocol.h)
 
+# Plain include, not -include: a missing folder makefile is an error, not a tree that
+# silently builds less.
 include scheduler/build.mk
--include ipc/build.mk
--include plugins/build.mk
--include client/build.mk
--include daemon/build.mk
--include docs/build.mk
--include systemd/build.mk
+include ipc/build.mk
+include plugins/build.mk
+include client/build.mk
+include daemon/build.mk
+include docs/build.mk
+include systemd/build.mk
 include tests/build.mk
 
 $(BUILD)/%.o: %.c | deps

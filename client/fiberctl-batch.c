@@ -84,6 +84,16 @@ static void slot_release(Batch *b, BatchSlot *s)
         b->busy--;
 }
 
+/* ctl_send() for the batch: 0, or the exit code of a failure (reported), which stops it. */
+static int batch_send(Batch *b, const char *method, json_t *params, uint32_t *ret_msgid)
+{
+        CtlStatus cs;
+
+        if (ctl_send(b->ctl, method, params, ret_msgid, &cs) < 0)
+                return ctl_fail(&cs);
+        return 0;
+}
+
 /* Reads one line and queues its job.submit in a free slot. 0, or an exit code. */
 static int batch_read_line(Batch *b)
 {
@@ -149,9 +159,9 @@ static int batch_read_line(Batch *b)
         json_decref(spec);
         if (b->wait && !b->no_run) {
                 s->params = json_incref(params);
-                return ctl_send(b->ctl, IPC_METHOD_JOB_RUN, params, &s->msgid);
+                return batch_send(b, IPC_METHOD_JOB_RUN, params, &s->msgid);
         }
-        return ctl_send(b->ctl, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
+        return batch_send(b, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
 }
 
 static void batch_print_submitted(Batch *b, const BatchSlot *s)
@@ -189,7 +199,7 @@ static int batch_handle(Batch *b, FiberdClientReply *m)
                         json_t *params = s->params;
                         b->no_run = true;
                         s->params = NULL;
-                        return ctl_send(b->ctl, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
+                        return batch_send(b, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
                 }
                 batch_print_error(b, s->line, st.code, st.message);
                 b->failed++;
@@ -211,11 +221,11 @@ static int batch_handle(Batch *b, FiberdClientReply *m)
                         return 0;
                 }
                 s->waiting = true;
-                return ctl_send(b->ctl, IPC_METHOD_JOB_WAIT, json_pack("[I]", s->id), &s->msgid);
+                return batch_send(b, IPC_METHOD_JOB_WAIT, json_pack("[I]", s->id), &s->msgid);
         }
         if (!ctl_job_is_final(res)) { /* the daemon gave up waiting: ask again */
                 json_decref(res);
-                return ctl_send(b->ctl, IPC_METHOD_JOB_WAIT, json_pack("[I]", s->id), &s->msgid);
+                return batch_send(b, IPC_METHOD_JOB_WAIT, json_pack("[I]", s->id), &s->msgid);
         }
         if (b->ctl->json && json_is_object(res)) {
                 json_object_set_new(res, "line", json_integer((json_int_t)s->line));
@@ -264,9 +274,9 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                 return ctl_usage("batch reads job specs from stdin and takes no arguments, "
                                  "got '%s'",
                                  argv[optind]);
-        r = ctl_connect(ctl);
-        if (r)
-                return r;
+        CtlStatus cs;
+        if (ctl_connect(ctl, &cs) < 0)
+                return ctl_fail(&cs);
         b.slots = calloc(b.window, sizeof(*b.slots));
         if (!b.slots)
                 return EX_OSERR;
@@ -279,7 +289,6 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                         continue;
                 FiberdClientReply *m;
                 FiberdClientError err;
-                IpcStatus st;
                 int e = fiberd_client_receive(ctl->client, b.progress.on ? PROGRESS_TICK_MS : -1,
                                               &m, &err);
                 if (e == -ETIMEDOUT && b.progress.on) {
@@ -288,8 +297,9 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                 }
                 if (e < 0) {
                         progress_clear(&b.progress);
-                        ctl_status(&st, &err);
-                        r = ctl_fail(&st);
+                        cs.step = CTL_STEP_ANSWER;
+                        ctl_status(&cs.st, &err);
+                        r = ctl_fail(&cs);
                         break;
                 }
                 r = batch_handle(&b, m);

@@ -148,7 +148,8 @@ void ctl_print_job_line(const Ctl *ctl, const json_t *r)
         putchar('\n');
 }
 
-void ctl_print_job_record(const Ctl *ctl, const json_t *r)
+/* The long form of `status`. */
+static void ctl_print_job_record(const Ctl *ctl, const json_t *r)
 {
         char buf[64];
 
@@ -200,14 +201,12 @@ void ctl_print_job_record(const Ctl *ctl, const json_t *r)
 }
 
 /* Reports a failed call about job @id; returns the exit code. */
-static int job_fail(int code, uint64_t id, const IpcStatus *st)
+static int job_fail(const CtlStatus *cs, uint64_t id)
 {
-        if (strcmp(st->message, "(reported above)") == 0)
-                return code;
         /* fiberd's messages about a job name it already ("no job 99"): said once */
-        if (ctl_mentions_job(st->message, id))
-                return ctl_error(st->code, code, "%s", st->message);
-        return ctl_error(st->code, code, "job %" PRIu64 ": %s", id, st->message);
+        if (cs->step != CTL_STEP_ANSWER || ctl_mentions_job(cs->st.message, id))
+                return ctl_fail(cs);
+        return ctl_fail_on(cs, "job %" PRIu64, id);
 }
 
 /* The one ID a verb takes; returns 0 or the usage exit code. */
@@ -235,17 +234,17 @@ static int no_options(int argc, char **argv)
 /*
  * For the verbs that take exactly one job id and no options: parse them, then call
  * @method with [id]. Return: a usage exit code (nothing was called), or 0 with the
- * call's own code (0, or ctl_call's exit code) in *ret_call.
+ * call's own result (0, or ctl_call's negative errno, the reason in @cs) in *ret_call.
  */
 static int call_on_one_id(Ctl *ctl, int argc, char **argv, const char *method, uint64_t *id,
-                          json_t **res, IpcStatus *st, int *ret_call)
+                          json_t **res, CtlStatus *cs, int *ret_call)
 {
         int r = no_options(argc, argv);
         if (r == 0)
                 r = one_id(argc, argv, id);
         if (r)
                 return r;
-        *ret_call = ctl_call(ctl, method, json_pack("[I]", (json_int_t)*id), res, st);
+        *ret_call = ctl_call(ctl, method, json_pack("[I]", (json_int_t)*id), res, cs);
         return 0;
 }
 
@@ -273,18 +272,13 @@ static int answer_id(json_t *res, json_int_t *ret_id)
 }
 
 /*
- * The end of `submit`: @r is the exit code of the call that accepted the job (@st its
- * reason, printed here) or 0 with @record, the job record from job.run or job.wait
- * (reference taken). A record that is not final yet (job.run's wait ended early) is
- * waited for with job.wait. Prints the final record; returns the exit code.
+ * The end of `submit`: @record, the job record from job.run or job.wait (reference
+ * taken). A record that is not final yet (job.run's wait ended early) is waited for
+ * with job.wait. Prints the final record; returns the exit code.
  */
-static int submit_report(Ctl *ctl, const char *plugin, int r, const IpcStatus *st, json_t *record)
+static int submit_report(Ctl *ctl, json_t *record)
 {
-        if (r) {
-                if (st && strcmp(st->message, "(reported above)") != 0)
-                        ctl_error(st->code, r, "submit %s: %s", plugin, st->message);
-                return r;
-        }
+        int r;
         json_int_t id;
         r = answer_id(record, &id);
         if (r)
@@ -336,20 +330,19 @@ static void passed_files_close(PassedFiles *pf)
         pf->n = 0;
 }
 
-/* ctl_call() with @pf's fds going along. */
+/* ctl_call() with @pf's fds going along: 0 or a negative errno (the reason in @cs). */
 static int call_with_files(Ctl *ctl, const char *method, json_t *params, PassedFiles *pf,
-                           json_t **ret, IpcStatus *st)
+                           json_t **ret, CtlStatus *cs)
 {
-        int r = pf->n ? ctl_connect(ctl) : 0;
+        int r = pf->n ? ctl_connect(ctl, cs) : 0;
 
-        if (r) {
+        if (r < 0) {
                 json_decref(params);
-                ipc_status_set(st, IPC_INTERNAL, 0, "(reported above)");
                 return r;
         }
         if (pf->n)
                 fiberd_client_request_fds(ctl->client, pf->fds, pf->n);
-        return ctl_call(ctl, method, params, ret, st);
+        return ctl_call(ctl, method, params, ret, cs);
 }
 
 int verb_submit(Ctl *ctl, int argc, char **argv)
@@ -428,25 +421,27 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
                 return r;
         }
 
-        IpcStatus st;
+        CtlStatus cs;
         /* job.run answers only at the end; on a terminal, submit and then wait, so the
          * progress line can ask for the job's progress meanwhile */
         if (wait && !progress_enabled(ctl)) {
                 r = call_with_files(ctl, IPC_METHOD_JOB_RUN, json_pack("[sOO]", plugin, args, opts),
-                                    &files, &res, &st);
-                if (r == 0 || !ctl_method_unknown(&st)) {
+                                    &files, &res, &cs);
+                if (r == 0 || cs.step != CTL_STEP_ANSWER || !ctl_method_unknown(&cs.st)) {
                         passed_files_close(&files);
                         json_decref(args);
                         json_decref(opts);
-                        return submit_report(ctl, plugin, r, &st, res);
+                        if (r < 0)
+                                return ctl_fail_on(&cs, "submit %s", plugin);
+                        return submit_report(ctl, res);
                 }
                 /* a fiberd older than job.run: submit, then wait */
         }
         r = call_with_files(ctl, IPC_METHOD_JOB_SUBMIT, json_pack("[soo]", plugin, args, opts),
-                            &files, &res, &st);
+                            &files, &res, &cs);
         passed_files_close(&files);
-        if (r)
-                return submit_report(ctl, plugin, r, &st, NULL);
+        if (r < 0)
+                return ctl_fail_on(&cs, "submit %s", plugin);
         json_int_t id;
         r = answer_id(res, &id);
         if (r)
@@ -461,20 +456,21 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
         }
         json_decref(res);
         r = wait_one(ctl, (uint64_t)id, &res);
-        return submit_report(ctl, plugin, r, NULL, res);
+        if (r)
+                return r;
+        return submit_report(ctl, res);
 }
 
 int verb_status(Ctl *ctl, int argc, char **argv)
 {
         uint64_t id;
         json_t *res;
-        IpcStatus st;
-        int rc, r = call_on_one_id(ctl, argc, argv, IPC_METHOD_JOB_STATUS, &id, &res, &st, &rc);
+        CtlStatus cs;
+        int rc, r = call_on_one_id(ctl, argc, argv, IPC_METHOD_JOB_STATUS, &id, &res, &cs, &rc);
         if (r)
                 return r;
-        r = rc;
-        if (r)
-                return job_fail(r, id, &st);
+        if (rc < 0)
+                return job_fail(&cs, id);
         ctl_print_job_record(ctl, res);
         json_decref(res);
         return 0;
@@ -515,37 +511,40 @@ static int wait_jobs(Ctl *ctl, Waiting *w, size_t n, json_t *timeout, json_t **r
         int worst = 0;
 
         for (size_t i = 0; i < n; i++) {
-                int r = ctl_send(ctl, IPC_METHOD_JOB_WAIT,
-                                 json_pack("[IO]", (json_int_t)w[i].id, timeout), &w[i].msgid);
-                if (r)
-                        return r;
+                CtlStatus cs;
+                if (ctl_send(ctl, IPC_METHOD_JOB_WAIT,
+                             json_pack("[IO]", (json_int_t)w[i].id, timeout), &w[i].msgid, &cs) < 0)
+                        return ctl_fail(&cs);
         }
         progress_init(&pg, ctl);
         progress_draw(&pg, 0, n, true, NULL, true);
         for (size_t left = n; left > 0;) {
                 FiberdClientReply *m;
                 FiberdClientError err;
-                IpcStatus st;
+                CtlStatus cs = {.step = CTL_STEP_ANSWER};
                 json_t *rec;
                 int r = fiberd_client_receive(ctl->client, pg.on ? PROGRESS_TICK_MS : -1, &m, &err);
                 if (r == -ETIMEDOUT && pg.on) {
                         if (n == 1 && status_msgid == 0 &&
                             ctl_send(ctl, IPC_METHOD_JOB_STATUS,
-                                     json_pack("[I]", (json_int_t)w[0].id), &status_msgid) != 0)
+                                     json_pack("[I]", (json_int_t)w[0].id), &status_msgid,
+                                     &cs) < 0) {
+                                ctl_fail(&cs); /* said, and the wait goes on */
                                 status_msgid = 0;
+                        }
                         progress_draw(&pg, n - left, n, true, job_progress, false);
                         continue;
                 }
                 if (r < 0) {
                         progress_clear(&pg);
                         json_decref(job_progress);
-                        ctl_status(&st, &err);
-                        return ctl_fail(&st);
+                        ctl_status(&cs.st, &err);
+                        return ctl_fail(&cs);
                 }
                 uint32_t msgid = fiberd_client_reply_msgid(m);
                 if (status_msgid != 0 && msgid == status_msgid) { /* the plugin's progress */
                         status_msgid = 0;
-                        if (ctl_response(m, &rec, &st) == 0) {
+                        if (ctl_response(m, &rec, &cs.st) == 0) {
                                 json_decref(job_progress);
                                 job_progress = json_incref(json_object_get(rec, IPC_KEY_PROGRESS));
                                 json_decref(rec);
@@ -564,11 +563,11 @@ static int wait_jobs(Ctl *ctl, Waiting *w, size_t n, json_t *timeout, json_t **r
                 }
                 w[i].answered = true;
                 left--;
-                r = ctl_response(m, &rec, &st);
+                r = ctl_response(m, &rec, &cs.st);
                 fiberd_client_reply_free(m);
                 progress_clear(&pg);
                 if (r < 0) {
-                        worst = worse_exit(worst, job_fail(ctl_exit_code(&st), w[i].id, &st));
+                        worst = worse_exit(worst, job_fail(&cs, w[i].id));
                         continue;
                 }
                 worst = worse_exit(worst, ctl_job_exit(rec));
@@ -646,30 +645,29 @@ int verb_result(Ctl *ctl, int argc, char **argv)
 {
         uint64_t id;
         json_t *res;
-        IpcStatus st;
-        int rc, r = call_on_one_id(ctl, argc, argv, IPC_METHOD_JOB_RESULT, &id, &res, &st, &rc);
+        CtlStatus cs;
+        int rc, r = call_on_one_id(ctl, argc, argv, IPC_METHOD_JOB_RESULT, &id, &res, &cs, &rc);
         if (r)
                 return r;
-        r = rc;
-        if (r) {
+        if (rc < 0) {
                 /* A failed or cancelled job answers with its own error: say so, exit 1. */
                 json_t *rec = NULL;
-                IpcStatus st2;
+                CtlStatus cs2;
                 if (ctl->client &&
                     ctl_call(ctl, IPC_METHOD_JOB_STATUS, json_pack("[I]", (json_int_t)id), &rec,
-                             &st2) == 0 &&
+                             &cs2) == 0 &&
                     ctl_job_exit(rec) == EXIT_JOB_FAILED) {
                         /* "job 3 failed: <why>" from fiberd is the whole story */
-                        if (ctl_mentions_job(st.message, id))
-                                ctl_error(st.code, EXIT_JOB_FAILED, "%s", st.message);
+                        if (ctl_mentions_job(cs.st.message, id))
+                                ctl_error(cs.st.code, EXIT_JOB_FAILED, "%s", cs.st.message);
                         else
-                                ctl_error(st.code, EXIT_JOB_FAILED, "job %" PRIu64 " %s: %s", id,
-                                          str_of(rec, IPC_KEY_STATE, "?"), st.message);
+                                ctl_error(cs.st.code, EXIT_JOB_FAILED, "job %" PRIu64 " %s: %s", id,
+                                          str_of(rec, IPC_KEY_STATE, "?"), cs.st.message);
                         json_decref(rec);
                         return EXIT_JOB_FAILED;
                 }
                 json_decref(rec);
-                return job_fail(r, id, &st);
+                return job_fail(&cs, id);
         }
         char *s = json_dumps(res, JSON_ENCODE_ANY | (ctl->json ? JSON_COMPACT : JSON_INDENT(2)));
         if (s)
@@ -683,13 +681,12 @@ int verb_cancel(Ctl *ctl, int argc, char **argv)
 {
         uint64_t id;
         json_t *res;
-        IpcStatus st;
-        int rc, r = call_on_one_id(ctl, argc, argv, IPC_METHOD_JOB_CANCEL, &id, &res, &st, &rc);
+        CtlStatus cs;
+        int rc, r = call_on_one_id(ctl, argc, argv, IPC_METHOD_JOB_CANCEL, &id, &res, &cs, &rc);
         if (r)
                 return r;
-        r = rc;
-        if (r)
-                return job_fail(r, id, &st);
+        if (rc < 0)
+                return job_fail(&cs, id);
         if (ctl->json)
                 ctl_print_json(res);
         else if (ctl_job_is_final(res))
@@ -707,7 +704,7 @@ static bool valid_state(const char *s)
 {
         static const char *const states[] = {IPC_STATE_QUEUED, IPC_STATE_RUNNING, IPC_STATE_DONE,
                                              IPC_STATE_FAILED, IPC_STATE_CANCELLED};
-        for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+        for (size_t i = 0; i < ELEMENTSOF(states); i++)
                 if (strcmp(s, states[i]) == 0)
                         return true;
         return false;
@@ -770,7 +767,7 @@ int verb_list(Ctl *ctl, int argc, char **argv)
         Table *table = NULL;
         uint64_t limit = UINT64_MAX, listed = 0;
         bool paged = true;
-        IpcStatus st;
+        CtlStatus cs;
         int c, r = 0;
 
         opterr = 0;
@@ -824,15 +821,15 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                         json_object_set(f, IPC_FILTER_CURSOR, cursor);
                 if (limit != UINT64_MAX)
                         json_object_set_new(f, IPC_FILTER_LIMIT, json_integer((json_int_t)left));
-                r = ctl_call(ctl, IPC_METHOD_JOB_LIST, json_pack("[o]", f), &res, &st);
-                if (r && paged && listed == 0 && json_is_null(cursor) && st.code &&
-                    strcmp(st.code, IPC_INVALID_ARGUMENT) == 0) {
+                r = ctl_call(ctl, IPC_METHOD_JOB_LIST, json_pack("[o]", f), &res, &cs);
+                if (r < 0 && paged && listed == 0 && json_is_null(cursor) &&
+                    cs.step == CTL_STEP_ANSWER && cs.st.code &&
+                    strcmp(cs.st.code, IPC_INVALID_ARGUMENT) == 0) {
                         paged = false; /* a fiberd from before pages */
                         continue;
                 }
-                if (r) {
-                        if (strcmp(st.message, "(reported above)") != 0)
-                                ctl_error(st.code, r, "list: %s", st.message);
+                if (r < 0) {
+                        r = ctl_fail_on(&cs, "list");
                         break;
                 }
                 if (json_is_array(res))

@@ -41,7 +41,7 @@ int verb_logs(Ctl *ctl, int argc, char **argv)
         static const struct option none[] = {{0}};
         json_t *res, *line;
         json_int_t dropped;
-        IpcStatus st;
+        CtlStatus cs;
         uint64_t id;
         size_t i;
         int r;
@@ -53,18 +53,16 @@ int verb_logs(Ctl *ctl, int argc, char **argv)
                 return ctl_usage("%s takes one job id", argv[0]);
         if (!ctl_parse_id(argv[optind], &id))
                 return ctl_usage("'%s' is not a job id (a positive integer)", argv[optind]);
-        r = ctl_call(ctl, IPC_METHOD_JOB_LOGS, json_pack("[I]", (json_int_t)id), &res, &st);
-        if (r) {
-                if (strcmp(st.message, "(reported above)") == 0)
-                        return r;
-                if (ctl_method_unknown(&st))
-                        return ctl_error(st.code, r,
+        r = ctl_call(ctl, IPC_METHOD_JOB_LOGS, json_pack("[I]", (json_int_t)id), &res, &cs);
+        if (r < 0) {
+                if (cs.step == CTL_STEP_ANSWER && ctl_method_unknown(&cs.st))
+                        return ctl_error(cs.st.code, ctl_exit_status(&cs),
                                          "this fiberd keeps no job logs (it is older than "
                                          "fiberctl): see journalctl FIBERD_JOB=%" PRIu64,
                                          id);
-                if (ctl_mentions_job(st.message, id))
-                        return ctl_error(st.code, r, "%s", st.message);
-                return ctl_error(st.code, r, "job %" PRIu64 ": %s", id, st.message);
+                if (cs.step != CTL_STEP_ANSWER || ctl_mentions_job(cs.st.message, id))
+                        return ctl_fail(&cs);
+                return ctl_fail_on(&cs, "job %" PRIu64, id);
         }
         if (ctl->json) {
                 ctl_print_json(res);

@@ -338,19 +338,20 @@ static void top_frame(const Ctl *ctl, Frame *f, const json_t *stats, json_t *lis
         free(running);
 }
 
-/* One frame's data: `stats` and the running jobs. 0 or an exit code (the reason in @st). */
-static int top_fetch(Ctl *ctl, json_t **ret_stats, json_t **ret_list, IpcStatus *st)
+/* One frame's data: `stats` and the running jobs. 0 or a negative errno (the reason in
+ * @cs). */
+static int top_fetch(Ctl *ctl, json_t **ret_stats, json_t **ret_list, CtlStatus *cs)
 {
         json_t *stats, *list;
-        int r = ctl_call(ctl, IPC_METHOD_STATS, json_array(), &stats, st);
+        int r = ctl_call(ctl, IPC_METHOD_STATS, json_array(), &stats, cs);
 
-        if (r)
+        if (r < 0)
                 return r;
         r = ctl_call(ctl, IPC_METHOD_JOB_LIST,
                      json_pack("[{s:s, s:n, s:i}]", IPC_FILTER_STATE, IPC_STATE_RUNNING,
                                IPC_FILTER_CURSOR, IPC_FILTER_LIMIT, TOP_RUNNING_PAGE),
-                     &list, st);
-        if (r) {
+                     &list, cs);
+        if (r < 0) {
                 json_decref(stats);
                 return r;
         }
@@ -460,13 +461,12 @@ int verb_top(Ctl *ctl, int argc, char **argv)
         if (ctl->json)
                 return ctl_usage("top is for a terminal; for JSON use 'fiberctl stats --json' "
                                  "and 'fiberctl list --state running --json'");
-        r = ctl_connect(ctl);
-        if (r)
-                return r;
+        CtlStatus cs;
+        if (ctl_connect(ctl, &cs) < 0)
+                return ctl_fail(&cs);
 
         bool live = term_is_tty(stdout);
         bool colour = term_colour(stdout);
-        IpcStatus st;
         if (live)
                 top_take_terminal();
         for (uint64_t frame = 0; frame < frames; frame++) {
@@ -478,8 +478,8 @@ int verb_top(Ctl *ctl, int argc, char **argv)
                                           ? ws.ws_row
                                           : TOP_MIN_HEIGHT;
 
-                r = top_fetch(ctl, &stats, &list, &st);
-                if (r)
+                r = top_fetch(ctl, &stats, &list, &cs);
+                if (r < 0)
                         break;
                 top_frame(ctl, &f, stats, list, live ? width : 0, live ? height : UINT32_MAX / 2,
                           colour);
@@ -496,7 +496,7 @@ int verb_top(Ctl *ctl, int argc, char **argv)
                         break;
         }
         top_restore_terminal();
-        if (r)
-                return strcmp(st.message, "(reported above)") == 0 ? r : ctl_fail(&st);
+        if (r < 0)
+                return ctl_fail(&cs);
         return top_stop_signal && top_stop_signal != SIGINT ? 128 + top_stop_signal : 0;
 }

@@ -79,7 +79,8 @@ static const char help_text[] =
         "75 try again (overloaded, timed out, not finished), 76 protocol error,\n"
         "77 permission denied.\n";
 
-int ctl_exit_code(const IpcStatus *st)
+/* The exit code for an error status (0 for a clear one). */
+static int ctl_exit_code(const IpcStatus *st)
 {
         /* the protocol's error table holds each code's exit status (ipc/protocol.c) */
         return ipc_protocol_exit_status(st ? st->code : NULL);
@@ -120,11 +121,39 @@ int ctl_error(const char *code, int exit_code, const char *fmt, ...)
         return exit_code;
 }
 
-int ctl_fail(const IpcStatus *st)
+int ctl_exit_status(const CtlStatus *cs)
 {
-        int code = ctl_exit_code(st) ? ctl_exit_code(st) : EX_SOFTWARE;
+        switch (cs->step) {
+        case CTL_STEP_CONNECT:
+                return cs->st.error == -EACCES || cs->st.error == -EPERM ? EX_NOPERM
+                                                                         : EX_UNAVAILABLE;
+        case CTL_STEP_ENCODE:
+                return EX_SOFTWARE;
+        case CTL_STEP_ANSWER:
+                break;
+        }
+        return ctl_exit_code(&cs->st) ? ctl_exit_code(&cs->st) : EX_SOFTWARE;
+}
 
-        return ctl_error(st->code, code, "%s", st->message[0] ? st->message : st->code);
+int ctl_fail(const CtlStatus *cs)
+{
+        const IpcStatus *st = &cs->st;
+
+        return ctl_error(st->code, ctl_exit_status(cs), "%s",
+                         st->message[0] ? st->message : st->code);
+}
+
+int ctl_fail_on(const CtlStatus *cs, const char *fmt, ...)
+{
+        char what[512];
+        va_list ap;
+
+        if (cs->step != CTL_STEP_ANSWER)
+                return ctl_fail(cs);
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        return ctl_error(cs->st.code, ctl_exit_status(cs), "%s: %s", what, cs->st.message);
 }
 
 int ctl_usage(const char *fmt, ...)
@@ -150,26 +179,26 @@ bool ctl_mentions_job(const char *message, uint64_t id)
         return false;
 }
 
-int ctl_connect(Ctl *ctl)
+int ctl_connect(Ctl *ctl, CtlStatus *cs)
 {
         FiberdClientError err;
-        IpcStatus st;
 
         if (ctl->client)
                 return 0;
         int r = fiberd_client_connect(&ctl->client, ctl->socket, &err);
-        if (r < 0)
-                ctl_status(&st, &err);
-        if (r < 0)
-                return ctl_error(st.code, r == -EACCES || r == -EPERM ? EX_NOPERM : EX_UNAVAILABLE,
-                                 "%s", st.message);
+        if (r < 0) {
+                ctl_status(&cs->st, &err);
+                cs->st.error = r; /* the exit status tells EACCES / EPERM apart */
+                cs->step = CTL_STEP_CONNECT;
+                return r;
+        }
         return 0;
 }
 
-int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid)
+int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid, CtlStatus *cs)
 {
-        int r = ctl_connect(ctl);
-        if (r) {
+        int r = ctl_connect(ctl, cs);
+        if (r < 0) {
                 json_decref(params);
                 return r;
         }
@@ -185,8 +214,9 @@ int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid)
         }
         json_decref(params);
         if (e < 0) {
-                return ctl_error(IPC_INTERNAL, EX_SOFTWARE, "cannot encode the %s request: %s",
-                                 method, strerror(-e));
+                cs->step = CTL_STEP_ENCODE;
+                return ipc_status_set(&cs->st, IPC_INTERNAL, e, "cannot encode the %s request: %s",
+                                      method, strerror(-e));
         }
         return 0;
 }
@@ -214,29 +244,23 @@ int ctl_response(const FiberdClientReply *resp, json_t **ret_result, IpcStatus *
         return 0;
 }
 
-int ctl_call(Ctl *ctl, const char *method, json_t *params, json_t **ret_result, IpcStatus *st)
+int ctl_call(Ctl *ctl, const char *method, json_t *params, json_t **ret_result, CtlStatus *cs)
 {
         uint32_t msgid;
         FiberdClientReply *resp;
         FiberdClientError err;
-        int r = ctl_send(ctl, method, params, &msgid);
-        if (r) {
-                ipc_status_set(st, IPC_INTERNAL, 0, "(reported above)");
+        int r = ctl_send(ctl, method, params, &msgid, cs);
+        if (r < 0)
                 return r;
-        }
+        cs->step = CTL_STEP_ANSWER;
         r = fiberd_client_wait_reply(ctl->client, msgid, -1, &resp, &err);
         if (r < 0) {
-                ctl_status(st, &err);
-                int code = ctl_exit_code(st);
-                return code ? code : EX_SOFTWARE;
+                ctl_status(&cs->st, &err);
+                return r;
         }
-        r = ctl_response(resp, ret_result, st);
+        r = ctl_response(resp, ret_result, &cs->st);
         fiberd_client_reply_free(resp);
-        if (r < 0) {
-                int code = ctl_exit_code(st);
-                return code ? code : EX_SOFTWARE;
-        }
-        return 0;
+        return r;
 }
 
 void ctl_print_json(const json_t *j)
@@ -265,11 +289,11 @@ bool ctl_parse_id(const char *s, uint64_t *ret)
 /* A call whose failure is printed as is; for the verbs without a job id. */
 static int simple_call(Ctl *ctl, const char *method, json_t **ret_result)
 {
-        IpcStatus st;
-        int r = ctl_call(ctl, method, json_array(), ret_result, &st);
-        if (r && strcmp(st.message, "(reported above)") != 0)
-                ctl_error(st.code, r, "%s: %s", method, st.message);
-        return r;
+        CtlStatus cs;
+        int r = ctl_call(ctl, method, json_array(), ret_result, &cs);
+        if (r < 0)
+                return ctl_fail_on(&cs, "%s", method);
+        return 0;
 }
 
 static double now_s(void)
@@ -287,12 +311,12 @@ static int no_args(int argc, char **argv)
 static int verb_ping(Ctl *ctl, int argc, char **argv)
 {
         json_t *res;
+        CtlStatus cs;
         int r = no_args(argc, argv);
         if (r)
                 return r;
-        r = ctl_connect(ctl);
-        if (r)
-                return r;
+        if (ctl_connect(ctl, &cs) < 0)
+                return ctl_fail(&cs);
         double t0 = now_s();
         r = simple_call(ctl, IPC_METHOD_PING, &res);
         if (r)
@@ -328,15 +352,11 @@ static const char *str_or(const json_t *o, const char *key, const char *dflt)
 /* fiberctl plugins --clear NAME: plugins.clear (the job store's quarantine). */
 static int plugins_clear(Ctl *ctl, const char *name)
 {
-        IpcStatus st;
+        CtlStatus cs;
         json_t *res;
-        int r = ctl_call(ctl, IPC_METHOD_PLUGINS_CLEAR, json_pack("[s]", name), &res, &st);
 
-        if (r) {
-                if (strcmp(st.message, "(reported above)") != 0)
-                        ctl_error(st.code, r, "%s: %s", IPC_METHOD_PLUGINS_CLEAR, st.message);
-                return r;
-        }
+        if (ctl_call(ctl, IPC_METHOD_PLUGINS_CLEAR, json_pack("[s]", name), &res, &cs) < 0)
+                return ctl_fail_on(&cs, "%s", IPC_METHOD_PLUGINS_CLEAR);
         if (ctl->json)
                 ctl_print_json(res);
         else
@@ -460,15 +480,16 @@ static void counts_row(Table *t, const char *name, const json_t *c)
 /* stats --openmetrics / --prometheus: the `metrics` method's text, as is. */
 static int stats_openmetrics(Ctl *ctl, bool prometheus)
 {
-        IpcStatus st;
+        CtlStatus cs;
         json_t *res;
-        int r = prometheus ? ctl_call(ctl, IPC_METHOD_METRICS,
-                                      json_pack("[s]", IPC_METRICS_PROMETHEUS), &res, &st)
-                           : simple_call(ctl, IPC_METHOD_METRICS, &res);
-        if (r) {
-                if (prometheus && strcmp(st.message, "(reported above)") != 0)
-                        ctl_error(st.code, r, "%s: %s", IPC_METHOD_METRICS, st.message);
-                return r;
+
+        if (!prometheus) {
+                int r = simple_call(ctl, IPC_METHOD_METRICS, &res);
+                if (r)
+                        return r;
+        } else if (ctl_call(ctl, IPC_METHOD_METRICS, json_pack("[s]", IPC_METRICS_PROMETHEUS), &res,
+                            &cs) < 0) {
+                return ctl_fail_on(&cs, "%s", IPC_METHOD_METRICS);
         }
         if (!json_is_string(res)) {
                 json_decref(res);

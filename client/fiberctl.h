@@ -8,6 +8,11 @@
  * as a JSON array (jansson), calls ctl_call(), and prints the JSON result — as a table or
  * sentence by default, as JSON with --json. Every verb returns the process exit code.
  *
+ * Errors: the ctl_connect() / ctl_send() / ctl_call() helpers print nothing and return
+ * a negative errno with the reason in a CtlStatus; the verb reports it once
+ * (ctl_fail(), ctl_fail_on(), or its own words) and only there does it become an exit
+ * status (ctl_exit_status()), as main() turns the verb's into the process' own.
+ *
  * Exit codes (sysexits.h), also in the README:
  *   0   success                       1   a job ended failed or cancelled
  *   64  usage error (EX_USAGE)        65  the daemon refused an argument (INVALID_ARGUMENT)
@@ -36,8 +41,25 @@ typedef struct Ctl {
         FiberdClient *client; /* connected by ctl_connect() (libfiberd-client) */
 } Ctl;
 
-/* ctl_exit_code - the exit code for an error status (0 for a clear one). */
-int ctl_exit_code(const IpcStatus *st);
+/* Where a call to fiberd failed: what its message says, and so how it is reported. */
+typedef enum CtlStep {
+        CTL_STEP_ANSWER,  /* fiberd's error answer, or the connection failed meanwhile */
+        CTL_STEP_CONNECT, /* no connection to fiberd; the message is whole */
+        CTL_STEP_ENCODE,  /* the request could not be encoded; the message is whole */
+} CtlStep;
+
+/* CtlStatus - why a call failed, not yet reported. */
+typedef struct CtlStatus {
+        IpcStatus st; /* the wire code (IPC_*), negative errno and message */
+        CtlStep step;
+} CtlStatus;
+
+/*
+ * ctl_exit_status - the exit status for @cs: EX_NOPERM or EX_UNAVAILABLE for a failed
+ * connect, EX_SOFTWARE for a request that could not be encoded, else the wire code's
+ * (the protocol table's, ipc_protocol_exit_status(); EX_SOFTWARE for none).
+ */
+int ctl_exit_status(const CtlStatus *cs);
 
 /* The code of a usage error in --json errors (not a wire code: no request was made). */
 #define CTL_USAGE "USAGE"
@@ -51,8 +73,15 @@ int ctl_exit_code(const IpcStatus *st);
 __attribute__((format(printf, 3, 4))) int ctl_error(const char *code, int exit_code,
                                                     const char *fmt, ...);
 
-/* ctl_fail - ctl_error() for @st: its code, message and exit code. */
-int ctl_fail(const IpcStatus *st);
+/* ctl_fail - ctl_error() for @cs: its code, its message alone, ctl_exit_status(). */
+int ctl_fail(const CtlStatus *cs);
+
+/*
+ * ctl_fail_on - report @cs once: fiberd's answer as "<what>: <message>" (@fmt, printf
+ * style, says what was asked: a method, "job 7"); a failure before fiberd answered
+ * (connect, encode) as its message alone. Returns ctl_exit_status(@cs).
+ */
+__attribute__((format(printf, 2, 3))) int ctl_fail_on(const CtlStatus *cs, const char *fmt, ...);
 
 /* ctl_mentions_job - whether @message already names "job <id>", so a caller does not
  * add "job <id>: " in front of it again. */
@@ -61,14 +90,16 @@ bool ctl_mentions_job(const char *message, uint64_t id);
 /* ctl_usage - print "fiberctl: <printf>" and the help hint to stderr; returns 64. */
 __attribute__((format(printf, 1, 2))) int ctl_usage(const char *fmt, ...);
 
-/* ctl_connect - connect once (idempotent). Return 0 or an exit code (message printed). */
-int ctl_connect(Ctl *ctl);
+/* ctl_connect - connect once (idempotent). Return: 0; a negative errno with the reason
+ * in @cs (CTL_STEP_CONNECT; not printed). */
+int ctl_connect(Ctl *ctl, CtlStatus *cs);
 
 /*
- * ctl_send - queue @method with @params (a JSON array; reference stolen) and return its
- * msgid in @ret_msgid. Return 0 or an exit code (message printed).
+ * ctl_send - connect if needed, queue @method with @params (a JSON array; reference
+ * stolen) and return its msgid in @ret_msgid. Return: 0; a negative errno with the
+ * reason in @cs (CTL_STEP_CONNECT or CTL_STEP_ENCODE; not printed).
  */
-int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid);
+int ctl_send(Ctl *ctl, const char *method, json_t *params, uint32_t *ret_msgid, CtlStatus *cs);
 
 /*
  * ctl_response - turn a reply into its JSON result (@ret_result, new reference) or an
@@ -81,10 +112,10 @@ int ctl_status(IpcStatus *st, const FiberdClientError *err);
 
 /*
  * ctl_call - connect if needed, send @method(@params), wait for its response.
- * Return: 0 and *@ret_result (new reference); or an exit code with the reason in @st
- * (not printed: the caller decides, e.g. to add the job id).
+ * Return: 0 and *@ret_result (new reference); or a negative errno with the reason in
+ * @cs (not printed: the caller decides, e.g. to add the job id).
  */
-int ctl_call(Ctl *ctl, const char *method, json_t *params, json_t **ret_result, IpcStatus *st);
+int ctl_call(Ctl *ctl, const char *method, json_t *params, json_t **ret_result, CtlStatus *cs);
 
 /*
  * ctl_method_unknown - true when @st is the daemon's METHOD_NOT_FOUND: a fiberd older than
@@ -109,9 +140,6 @@ int ctl_job_exit(const json_t *record);
 /* ctl_print_job_line - one line about a finished (or waited-for) job record: human
  * "17 sha256 done 65ms {result}" or, with --json, the record itself. */
 void ctl_print_job_line(const Ctl *ctl, const json_t *record);
-
-/* ctl_print_job_record - the long form of `status`. */
-void ctl_print_job_record(const Ctl *ctl, const json_t *record);
 
 /* Verbs: each gets the argv that starts with the verb's name; returns the exit code. */
 int verb_submit(Ctl *ctl, int argc, char **argv);

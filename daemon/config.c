@@ -289,7 +289,7 @@ static int parse_bool(const char *s, bool *ret)
         static const char *const yes[] = {"true", "yes", "on", "1"};
         static const char *const no[] = {"false", "no", "off", "0"};
 
-        for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
                 if (strcasecmp(s, yes[i]) == 0) {
                         *ret = true;
                         return 0;
@@ -405,7 +405,7 @@ static int config_ini_handler(void *user, const char *section, const char *name,
         if (strncmp(section, CLASS_SECTION_PREFIX, strlen(CLASS_SECTION_PREFIX)) == 0)
                 return config_class_key(p, section, name, value);
 
-        for (size_t i = 0; i < sizeof(config_keys) / sizeof(config_keys[0]); i++) {
+        for (size_t i = 0; i < ELEMENTSOF(config_keys); i++) {
                 const ConfigKey *k = &config_keys[i];
                 char *field = (char *)p->cfg + k->offset;
                 unsigned long v;

@@ -16,7 +16,9 @@
 #include "daemon/crash.h"
 #include "daemon/log.h"
 #include "scheduler/sched.h"
+#include "scheduler/base/macro.h"
 #include "scheduler/base/sigsafe.h"
+#include "scheduler/base/time-util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -221,7 +223,7 @@ static bool same_file(const StorePluginFile *pf, const struct stat *st)
 {
         return pf->size == (uint64_t)st->st_size && pf->ino == (uint64_t)st->st_ino &&
                pf->dev == (uint64_t)st->st_dev &&
-               pf->mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+               pf->mtime_ns == (int64_t)timespec_load_ns(&st->st_mtim);
 }
 
 /* ------------------------------------------------------------------ start-up ----- */
@@ -290,7 +292,7 @@ int crash_init(Store *s)
         sa.sa_sigaction = crash_signal_handler;
         sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
         sigemptyset(&sa.sa_mask);
-        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
                 sigaction(sigs[i], &sa, NULL);
         sched_set_fatal_hook(crash_overflow_hook);
         atexit(crash_atexit);
@@ -426,7 +428,7 @@ static int guard_before(void *arg, const char *path, const struct stat *st, char
                 f->pf.size = (uint64_t)st->st_size;
                 f->pf.ino = (uint64_t)st->st_ino;
                 f->pf.dev = (uint64_t)st->st_dev;
-                f->pf.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+                f->pf.mtime_ns = (int64_t)timespec_load_ns(&st->st_mtim);
                 f->pf.strikes = 0;
         } else if (f->pf.strikes >= CRASH_STRIKES_MAX) {
                 snprintf(why, why_size,

@@ -77,14 +77,6 @@ void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_g
                           .max_running = max_running ? max_running : 1};
 }
 
-void dispatch_done(Dispatcher *d)
-{
-        for (size_t i = 0; i < d->n_users; i++)
-                free(d->users[i].queue.v);
-        free(d->users);
-        *d = (Dispatcher){0};
-}
-
 void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running)
 {
         d->max_running = max_running ? max_running : 1;

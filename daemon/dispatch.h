@@ -89,9 +89,6 @@ typedef struct Dispatcher {
 void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
                    unsigned max_running);
 
-/* dispatch_done - free the queue (not the jobs: the table owns them). Context: main thread. */
-void dispatch_done(Dispatcher *d);
-
 /* dispatch_set_max_running_locked - a new bound (SIGHUP), 0 taken as 1. Table lock held. */
 void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running);
 

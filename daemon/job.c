@@ -188,51 +188,60 @@ Job *job_unref(Job *j)
         return NULL;
 }
 
-static int pack_ms_or_nil(msgpack_packer *pk, const char *key, uint64_t ms)
+/* progress: {done, total}, or nil before the plugin says any (written without the
+ * lock: host_progress) */
+static int pack_progress(msgpack_packer *pk, const void *arg)
 {
-        return ms ? ipc_pack_kv_uint(pk, key, ms) : ipc_pack_kv_nil(pk, key);
+        const Job *j = arg;
+        uint64_t done = __atomic_load_n(&j->progress_done, __ATOMIC_RELAXED);
+        uint64_t total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED);
+
+        if (!total && !done)
+                return msgpack_pack_nil(pk);
+        return IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_DONE, done), IPC_KV_UINT(IPC_KEY_TOTAL, total));
+}
+
+/* result: the plugin's bytes as they are, once done; else nil */
+static int pack_result(msgpack_packer *pk, const void *arg)
+{
+        const Job *j = arg;
+
+        if (j->result && j->state == JOB_DONE)
+                return pk->callback(pk->data, j->result, j->result_len);
+        return msgpack_pack_nil(pk);
+}
+
+static int pack_error(msgpack_packer *pk, const void *arg)
+{
+        const Job *j = arg;
+
+        if (!j->error_code)
+                return msgpack_pack_nil(pk);
+        return ipc_pack_error_map(pk, j->error_code, j->error_message ? j->error_message : "");
+}
+
+static int pack_ms_or_nil(msgpack_packer *pk, const void *arg)
+{
+        uint64_t ms = *(const uint64_t *)arg;
+
+        return ms ? msgpack_pack_uint64(pk, ms) : msgpack_pack_nil(pk);
 }
 
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
 {
-        uint64_t done, total;
-        int r = 0;
+        int r = IPC_PACK_MAP(
+                pk, IPC_KV_UINT(IPC_KEY_ID, j->id), IPC_KV_CSTR(IPC_KEY_PLUGIN, j->plugin_name),
+                IPC_KV_CSTR(IPC_KEY_CLASS, j->class_name), IPC_KV_UINT(IPC_KEY_OWNER, j->owner),
+                IPC_KV_CSTR(IPC_KEY_STATE, job_state_name(j->state)),
+                IPC_KV_INT(IPC_KEY_PRIORITY, j->priority),
+                IPC_KV_UINT(IPC_KEY_TIMEOUT_MS, j->timeout_ns / NSEC_PER_MSEC),
+                IPC_KV_PACK(IPC_KEY_CREATED_MS, pack_ms_or_nil, &j->submitted_ms),
+                IPC_KV_PACK(IPC_KEY_STARTED_MS, pack_ms_or_nil, &j->started_ms),
+                IPC_KV_PACK(IPC_KEY_FINISHED_MS, pack_ms_or_nil, &j->finished_ms),
+                IPC_KV_PACK(IPC_KEY_PROGRESS, pack_progress, j),
+                IPC_KV_PACK_IF(with_result, IPC_KEY_RESULT, pack_result, j),
+                IPC_KV_PACK(IPC_KEY_ERROR, pack_error, j),
+                IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt));
 
-        r |= msgpack_pack_map(pk, with_result ? 14 : 13);
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_ID, j->id);
-        r |= ipc_pack_kv_cstr(pk, IPC_KEY_PLUGIN, j->plugin_name);
-        r |= ipc_pack_kv_cstr(pk, IPC_KEY_CLASS, j->class_name);
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_OWNER, j->owner);
-        r |= ipc_pack_kv_cstr(pk, IPC_KEY_STATE, job_state_name(j->state));
-        r |= ipc_pack_kv_int(pk, IPC_KEY_PRIORITY, j->priority);
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_TIMEOUT_MS, j->timeout_ns / NSEC_PER_MSEC);
-        r |= pack_ms_or_nil(pk, IPC_KEY_CREATED_MS, j->submitted_ms);
-        r |= pack_ms_or_nil(pk, IPC_KEY_STARTED_MS, j->started_ms);
-        r |= pack_ms_or_nil(pk, IPC_KEY_FINISHED_MS, j->finished_ms);
-        /* progress is written by the plugin without the lock (host_progress) */
-        done = __atomic_load_n(&j->progress_done, __ATOMIC_RELAXED);
-        total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED);
-        r |= ipc_pack_cstr(pk, IPC_KEY_PROGRESS);
-        if (total || done) {
-                r |= msgpack_pack_map(pk, 2);
-                r |= ipc_pack_kv_uint(pk, IPC_KEY_DONE, done);
-                r |= ipc_pack_kv_uint(pk, IPC_KEY_TOTAL, total);
-        } else {
-                r |= msgpack_pack_nil(pk);
-        }
-        if (with_result) {
-                r |= ipc_pack_cstr(pk, IPC_KEY_RESULT);
-                if (j->result && j->state == JOB_DONE)
-                        r |= pk->callback(pk->data, j->result, j->result_len);
-                else
-                        r |= msgpack_pack_nil(pk);
-        }
-        r |= ipc_pack_cstr(pk, IPC_KEY_ERROR);
-        if (j->error_code)
-                r |= ipc_pack_error_map(pk, j->error_code,
-                                        j->error_message ? j->error_message : "");
-        else
-                r |= msgpack_pack_nil(pk);
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_ATTEMPT, j->attempt);
         return r ? -ENOMEM : 0;
 }

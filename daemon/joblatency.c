@@ -50,14 +50,3 @@ int joblatency_record(JobLatencies *l, const char *plugin, const char *class_nam
         duration_histogram_add(&e->run_time, run_ns);
         return 0;
 }
-
-void joblatency_done(JobLatencies *l)
-{
-        for (size_t i = 0; i < l->n; i++) {
-                free(l->v[i]->plugin);
-                free(l->v[i]);
-        }
-        free(l->v);
-        l->v = NULL;
-        l->n = 0;
-}

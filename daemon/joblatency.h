@@ -42,8 +42,4 @@ typedef struct JobLatencies {
 int joblatency_record(JobLatencies *l, const char *plugin, const char *class_name, uint64_t wait_ns,
                       uint64_t run_ns);
 
-/* joblatency_done - free every entry; @l is empty afterwards. Context: main thread at
- * exit. */
-void joblatency_done(JobLatencies *l);
-
 #endif

@@ -73,27 +73,32 @@ int joblog_append(JobLog *l, int level, uint64_t time_ms, const char *text, size
         return 0;
 }
 
-int joblog_pack(JobLog *l, uint64_t id, msgpack_packer *pk)
+/* lines: [{time_ms, level, text}...], oldest first. Context: @l's lock held. */
+static int pack_lines(msgpack_packer *pk, const void *arg)
 {
+        JobLog *l = (JobLog *)arg;
         ListHead *pos, *tmp;
-        int r = 0;
+        int r = msgpack_pack_array(pk, (uint32_t)l->n_lines);
 
-        pthread_mutex_lock(&l->lock);
-        r |= msgpack_pack_map(pk, 4);
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_ID, id);
-        r |= ipc_pack_cstr(pk, IPC_KEY_LINES);
-        r |= msgpack_pack_array(pk, (uint32_t)l->n_lines);
         list_for_each_safe(pos, tmp, &l->lines)
         {
-                JobLogLine *line = list_entry(pos, JobLogLine, link);
+                const JobLogLine *line = list_entry(pos, JobLogLine, link);
 
-                r |= msgpack_pack_map(pk, 3);
-                r |= ipc_pack_kv_uint(pk, IPC_KEY_TIME_MS, line->time_ms);
-                r |= ipc_pack_kv_uint(pk, IPC_KEY_LEVEL, (uint64_t)line->level);
-                r |= ipc_pack_kv_cstr(pk, IPC_KEY_TEXT, line->text);
+                r |= IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_TIME_MS, line->time_ms),
+                                  IPC_KV_UINT(IPC_KEY_LEVEL, (uint64_t)line->level),
+                                  IPC_KV_CSTR(IPC_KEY_TEXT, line->text));
         }
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_DROPPED, l->dropped);
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_BYTES, l->bytes);
+        return r;
+}
+
+int joblog_pack(JobLog *l, uint64_t id, msgpack_packer *pk)
+{
+        int r;
+
+        pthread_mutex_lock(&l->lock);
+        r = IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_ID, id), IPC_KV_PACK(IPC_KEY_LINES, pack_lines, l),
+                         IPC_KV_UINT(IPC_KEY_DROPPED, l->dropped),
+                         IPC_KV_UINT(IPC_KEY_BYTES, l->bytes));
         pthread_mutex_unlock(&l->lock);
         return r ? -ENOMEM : 0;
 }

@@ -55,24 +55,6 @@ void jobtable_set_hooks(JobTable *t, const JobTableHooks *hooks)
         jobtable_unlock(t);
 }
 
-void jobtable_done(JobTable *t)
-{
-        ListHead *pos, *tmp;
-
-        list_for_each_safe(pos, tmp, &t->all)
-        {
-                job_unref(list_entry(pos, Job, all_link));
-        }
-        for (size_t i = 0; i < t->nplugins; i++)
-                free(t->plugins[i].name);
-        free(t->plugins);
-        joblatency_done(&t->latency);
-        free(t->buckets);
-        dispatch_done(&t->dispatch);
-        pthread_mutex_destroy(&t->lock);
-        memset(t, 0, sizeof(*t));
-}
-
 void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, uint64_t retention_ns,
                         size_t retention_max)
 {

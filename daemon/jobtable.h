@@ -184,9 +184,6 @@ int jobtable_wait_recorded(JobTable *t, Job *j);
  */
 void jobtable_store_locked(JobTable *t, Job *j);
 
-/* jobtable_done - drop every job. Context: main thread once no fiber uses @t. */
-void jobtable_done(JobTable *t);
-
 /* jobtable_configure - new limits (SIGHUP); may start queued jobs. Context: any. */
 void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, uint64_t retention_ns,
                         size_t retention_max);

@@ -58,14 +58,9 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sysexits.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
-
-/* sysexits.h values used here */
-#define EXIT_USAGE 64
-#define EXIT_SOFTWARE 70
-#define EXIT_OSERR 71
-#define EXIT_CONFIG 78
 
 #define TICK_NS NSEC_PER_SEC
 
@@ -499,12 +494,12 @@ static int start_job_scheduler(Daemon *d)
                         "no scheduling group layout fits workers = %u, groups = %u, "
                         "group_size = %u (at most 64 workers per group)",
                         d->cfg.workers, scfg.groups, scfg.group_size);
-                return EXIT_CONFIG;
+                return EX_CONFIG;
         }
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot start the job scheduler (%u workers): %s", d->cfg.workers,
                         strerror(-r));
-                return EXIT_OSERR;
+                return EX_OSERR;
         }
         sched_get_plan(d->job_sched, &plan);
         log_msg(LOG_INFO,
@@ -656,12 +651,12 @@ static int daemon_restore(Daemon *d)
                         "cannot take back the jobs of the store: %s; fiberd stops "
                         "rather than start without them",
                         strerror(-r));
-                return EXIT_CONFIG;
+                return EX_CONFIG;
         }
         jobtable_restore_done(&d->jobs, store_next_id(d->store));
         r = store_fleet_start(d->store, fleet_take, fleet_room, d); /* redis: the shared queue */
         if (r < 0)
-                return EXIT_OSERR;
+                return EX_OSERR;
         jobtable_counts(&d->jobs, &c, NULL, NULL);
         if (c.queued || c.running || c.failed)
                 log_msg(LOG_NOTICE,
@@ -681,12 +676,12 @@ int main(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         r = config_parse_args(&d->args, argc, argv);
         if (r != 0)
-                return r > 0 ? 0 : EXIT_USAGE;
+                return r > 0 ? 0 : EX_USAGE;
         if (d->args.check_config)
                 return check_config(&d->args);
         r = config_load(&d->cfg, &d->args);
         if (r < 0)
-                return EXIT_CONFIG;
+                return EX_CONFIG;
         log_set_level(d->cfg.log_level);
         /* the job store first: after a crash, the first log line names the plugin */
         r = store_open(&d->store, (StoreKind)d->cfg.store_backend,
@@ -698,11 +693,11 @@ int main(int argc, char **argv)
                                             .retention_ns = d->cfg.retention_ns,
                                             .retention_max = d->cfg.retention_max});
         if (r < 0)
-                return EXIT_CONFIG;
+                return EX_CONFIG;
         store_set_commit_delay(d->store, d->cfg.store_commit_delay_ns);
         r = crash_init(d->store);
         if (r < 0)
-                return EXIT_CONFIG;
+                return EX_CONFIG;
         log_msg(LOG_INFO, "job store: %s%s%s", store_kind_name((StoreKind)d->cfg.store_backend),
                 d->store->path ? " at " : "", d->store->path ? d->store->path : "");
         sched_set_log(log_sched_hook);
@@ -717,7 +712,7 @@ int main(int argc, char **argv)
         sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         if (sfd < 0) {
                 log_msg(LOG_ERR, "signalfd: %m");
-                return EXIT_OSERR;
+                return EX_OSERR;
         }
 
         sched_set_stall_hook(stall_hook, d);
@@ -733,7 +728,7 @@ int main(int argc, char **argv)
         r = sched_group_new(&d->server_group, &gcfg);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot start the server scheduling group: %s", strerror(-r));
-                return EXIT_OSERR;
+                return EX_OSERR;
         }
         r = start_job_scheduler(d);
         if (r != 0)
@@ -741,7 +736,7 @@ int main(int argc, char **argv)
         r = jobtable_init(&d->jobs, d->job_sched, d->server_group, d->cfg.max_running,
                           d->cfg.max_queued, d->cfg.retention_ns, d->cfg.retention_max);
         if (r < 0)
-                return EXIT_OSERR;
+                return EX_OSERR;
         apply_quotas(d, &d->cfg);
         /* main.c owns both the table and the plugin host: it wires one to the other */
         jobtable_set_hooks(&d->jobs, &(JobTableHooks){.run = plugin_host_run,
@@ -750,14 +745,14 @@ int main(int argc, char **argv)
         r = opener_start(0);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot start the opener threads: %s", strerror(-r));
-                return EXIT_OSERR;
+                return EX_OSERR;
         }
         plugin_host_set_guard(crash_loader_guard()); /* crash-only plugins (crash.h) */
         r = plugin_host_init(d->cfg.plugin_dir, d->cfg.max_message);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot load plugins from %s: %s", d->cfg.plugin_dir,
                         strerror(-r));
-                return EXIT_CONFIG;
+                return EX_CONFIG;
         }
 
         r = daemon_restore(d);
@@ -767,7 +762,7 @@ int main(int argc, char **argv)
         r = server_listen(d->cfg.socket_path, &listen_fd, &d->socket_activated);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot listen on %s: %s", d->cfg.socket_path, strerror(-r));
-                return EXIT_OSERR;
+                return EX_OSERR;
         }
         if (d->socket_activated) {
                 /* name the socket systemd gave us, not the configured path, in the logs */
@@ -790,7 +785,7 @@ int main(int argc, char **argv)
                                                   d->cfg.read_timeout_ns});
         if (r < 0 || (r = server_start(d->server)) < 0) {
                 log_msg(LOG_ERR, "cannot start the server: %s", strerror(-r));
-                return EXIT_SOFTWARE;
+                return EX_SOFTWARE;
         }
         log_msg(LOG_INFO, "fiberd %s ready on %s%s: %u job workers in %u group%s, plugins from %s",
                 FIBERD_VERSION, d->socket_activated ? "systemd's socket " : "", d->cfg.socket_path,
@@ -803,12 +798,12 @@ int main(int argc, char **argv)
         /* after the ready line: a SIGHUP's reload then cannot race with it */
         if (start_fiber(d, signal_fiber, (void *)(intptr_t)sfd, "signals") < 0 ||
             start_fiber(d, ticker_fiber, d, "ticker") < 0)
-                return EXIT_SOFTWARE;
+                return EX_SOFTWARE;
         /* under WatchdogSec=: pings from the server group (watchdog_fiber()) */
         if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
                 if (start_fiber(d, watchdog_fiber, (void *)(uintptr_t)watchdog_usec, "watchdog") <
                     0)
-                        return EXIT_SOFTWARE;
+                        return EX_SOFTWARE;
                 log_msg(LOG_INFO,
                         "systemd watchdog: WATCHDOG=1 every %llu ms from the server group",
                         (unsigned long long)(watchdog_usec / 2 / USEC_PER_MSEC));

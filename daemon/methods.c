@@ -27,6 +27,7 @@
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
 #include "ipc/value.h"
+#include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -179,14 +180,12 @@ static int pack_record(Daemon *d, Job *j, msgpack_packer *pk)
 static int method_ping(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
-        int r = 0;
+        int r = IPC_PACK_MAP(
+                pk, IPC_KV_CSTR(IPC_KEY_VERSION, FIBERD_VERSION),
+                IPC_KV_UINT(IPC_KEY_PROTOCOL, FIBERD_PROTOCOL_VERSION),
+                IPC_KV_UINT(IPC_KEY_PID, (uint64_t)getpid()),
+                IPC_KV_UINT(IPC_KEY_UPTIME_MS, (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC));
 
-        r |= msgpack_pack_map(pk, 4);
-        r |= ipc_pack_kv_cstr(pk, IPC_KEY_VERSION, FIBERD_VERSION);
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_PROTOCOL, FIBERD_PROTOCOL_VERSION);
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_PID, (uint64_t)getpid());
-        r |= ipc_pack_kv_uint(pk, IPC_KEY_UPTIME_MS,
-                              (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC);
         return r ? -ENOMEM : 0;
 }
 
@@ -979,7 +978,7 @@ static const struct {
 
 MethodFn methods_lookup(const char *name, size_t len)
 {
-        for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        for (size_t i = 0; i < ELEMENTSOF(methods); i++)
                 if (strlen(methods[i].name) == len && memcmp(methods[i].name, name, len) == 0)
                         return methods[i].fn;
         return NULL;

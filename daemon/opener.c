@@ -271,11 +271,6 @@ void opener_stop(void)
         opener_groups = NULL;
 }
 
-bool opener_switches(void)
-{
-        return opener_can_switch;
-}
-
 int opener_open(const Creds *creds, const char *path, int flags, int *ret_fd)
 {
         return opener_openat(creds, AT_FDCWD, path, flags, 0666, false, ret_fd);

@@ -50,9 +50,6 @@ int opener_start(unsigned threads);
  */
 void opener_stop(void);
 
-/* opener_switches - true when opens take the client's identity (see the top). */
-bool opener_switches(void);
-
 /*
  * opener_open - open @path (absolute, or relative to fiberd's working directory, which
  * is /) with @flags (open(2)'s; O_CLOEXEC and O_NOCTTY are added, O_CREAT makes mode

@@ -257,13 +257,36 @@ static int pack_instances(msgpack_packer *pk, const LoadedPlugin **v, size_t n, 
         for (size_t i = 0; i < n; i++) {
                 const LoadedPlugin *p = v[i];
                 int refs = __atomic_load_n(&p->refs, __ATOMIC_RELAXED) - own;
-                r |= msgpack_pack_map(pk, 5);
-                r |= ipc_pack_kv_cstr(pk, IPC_KEY_NAME, p->name);
-                r |= ipc_pack_kv_cstr(pk, IPC_KEY_VERSION, p->version);
-                r |= ipc_pack_kv_cstr(pk, IPC_KEY_DESCRIPTION, p->description);
-                r |= ipc_pack_kv_cstr(pk, IPC_KEY_PATH, p->path);
-                r |= ipc_pack_kv_uint(pk, IPC_KEY_RUNNING, refs > 0 ? (uint64_t)refs : 0);
+                r |= IPC_PACK_MAP(pk, IPC_KV_CSTR(IPC_KEY_NAME, p->name),
+                                  IPC_KV_CSTR(IPC_KEY_VERSION, p->version),
+                                  IPC_KV_CSTR(IPC_KEY_DESCRIPTION, p->description),
+                                  IPC_KV_CSTR(IPC_KEY_PATH, p->path),
+                                  IPC_KV_UINT(IPC_KEY_RUNNING, refs > 0 ? (uint64_t)refs : 0));
         }
+        return r;
+}
+
+static int pack_loaded(msgpack_packer *pk, const void *arg)
+{
+        const PluginList *l = arg;
+        return pack_instances(pk, l->loaded, l->n_loaded, 1);
+}
+
+static int pack_draining(msgpack_packer *pk, const void *arg)
+{
+        const PluginList *l = arg;
+        return pack_instances(pk, l->draining, l->n_draining, 0);
+}
+
+/* the files the loader refused, {path, reason} each */
+static int pack_refused(msgpack_packer *pk, const void *arg)
+{
+        const PluginList *l = arg;
+        int r = msgpack_pack_array(pk, (uint32_t)l->n_refused);
+
+        for (size_t i = 0; i < l->n_refused; i++)
+                r |= IPC_PACK_MAP(pk, IPC_KV_CSTR(IPC_KEY_PATH, l->refused[i].path),
+                                  IPC_KV_CSTR(IPC_KEY_REASON, l->refused[i].reason));
         return r;
 }
 
@@ -274,18 +297,9 @@ int plugin_host_pack_list(msgpack_packer *pk)
 
         if (r < 0)
                 return r;
-        r |= msgpack_pack_map(pk, 3);
-        r |= ipc_pack_cstr(pk, IPC_KEY_PLUGINS);
-        r |= pack_instances(pk, l->loaded, l->n_loaded, 1);
-        r |= ipc_pack_cstr(pk, IPC_KEY_DRAINING);
-        r |= pack_instances(pk, l->draining, l->n_draining, 0);
-        r |= ipc_pack_cstr(pk, IPC_KEY_REFUSED);
-        r |= msgpack_pack_array(pk, (uint32_t)l->n_refused);
-        for (size_t i = 0; i < l->n_refused; i++) {
-                r |= msgpack_pack_map(pk, 2);
-                r |= ipc_pack_kv_cstr(pk, IPC_KEY_PATH, l->refused[i].path);
-                r |= ipc_pack_kv_cstr(pk, IPC_KEY_REASON, l->refused[i].reason);
-        }
+        r |= IPC_PACK_MAP(pk, IPC_KV_PACK(IPC_KEY_PLUGINS, pack_loaded, l),
+                          IPC_KV_PACK(IPC_KEY_DRAINING, pack_draining, l),
+                          IPC_KV_PACK(IPC_KEY_REFUSED, pack_refused, l));
         loader_list_free(l);
         return r ? -ENOMEM : 0;
 }

@@ -949,17 +949,3 @@ void server_stats(const Server *s, ServerStats *ret)
         ret->refused = __atomic_load_n(&s->stats.refused, __ATOMIC_RELAXED);
         ret->partial_bytes = __atomic_load_n(&s->stats.partial_bytes, __ATOMIC_RELAXED);
 }
-
-Server *server_free(Server *s)
-{
-        if (!s)
-                return NULL;
-        if (s->listen_fd >= 0)
-                close(s->listen_fd);
-        if (s->spare_fd >= 0)
-                close(s->spare_fd);
-        free(s->users);
-        pthread_mutex_destroy(&s->lock);
-        free(s);
-        return NULL;
-}

@@ -82,7 +82,8 @@ int server_listen(const char *path, int *ret_fd, bool *ret_activated);
  * server_new - a server on @listen_fd (taken over), running its fibers on @group.
  * @max_message: request size cap, bytes. @lookup: the method table; @ctx its argument.
  * @ret: out, written only on success. Return: 0; -ENOMEM.
- * Context: main thread.
+ * Context: main thread. The server lives until the process exits: its connection fibers
+ * may still run then (daemon_shutdown() in main.c), so there is no server_free().
  */
 int server_new(Server **ret, int listen_fd, SchedulingGroup *group, size_t max_message,
                MethodLookupFn lookup, void *ctx);
@@ -157,8 +158,5 @@ void server_stats(const Server *s, ServerStats *ret);
 
 /* request_conn_closed - true once @req's connection is gone (a waiting method gives up). */
 bool request_conn_closed(const Request *req);
-
-/* server_free - free what is left (at exit, once nothing runs). Accepts NULL. */
-Server *server_free(Server *s);
 
 #endif

@@ -73,6 +73,7 @@
  */
 #include "daemon/store.h"
 #include "daemon/log.h"
+#include "ipc/encoder.h"
 #include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
@@ -409,18 +410,6 @@ static int record_parse(const redisReply *h, uint64_t id, StoreRecord *rec)
 
 /* ------------------------------------------------------------------ plugin files - */
 
-static int pack_str_or_nil(msgpack_packer *pk, const char *v)
-{
-        if (!v)
-                return msgpack_pack_nil(pk);
-        return msgpack_pack_str_with_body(pk, v, strlen(v));
-}
-
-static int pack_key(msgpack_packer *pk, const char *k)
-{
-        return msgpack_pack_str_with_body(pk, k, strlen(k));
-}
-
 /*
  * @pf packed as a msgpack map (its path is the hash field, not in the map) into @ret,
  * to free with msgpack_sbuffer_destroy(); written only on success. Return 0; -ENOMEM.
@@ -433,23 +422,10 @@ static int plugin_file_pack(const StorePluginFile *pf, msgpack_sbuffer *ret)
 
         msgpack_sbuffer_init(&sb);
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        e |= msgpack_pack_map(&pk, 8);
-        e |= pack_key(&pk, "name");
-        e |= pack_str_or_nil(&pk, pf->name);
-        e |= pack_key(&pk, "size");
-        e |= msgpack_pack_uint64(&pk, pf->size);
-        e |= pack_key(&pk, "ino");
-        e |= msgpack_pack_uint64(&pk, pf->ino);
-        e |= pack_key(&pk, "dev");
-        e |= msgpack_pack_uint64(&pk, pf->dev);
-        e |= pack_key(&pk, "mtime_ns");
-        e |= msgpack_pack_int64(&pk, pf->mtime_ns);
-        e |= pack_key(&pk, "loading");
-        e |= pf->loading ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
-        e |= pack_key(&pk, "strikes");
-        e |= msgpack_pack_uint32(&pk, pf->strikes);
-        e |= pack_key(&pk, "reason");
-        e |= pack_str_or_nil(&pk, pf->reason);
+        e |= IPC_PACK_MAP(&pk, IPC_KV_CSTR("name", pf->name), IPC_KV_UINT("size", pf->size),
+                          IPC_KV_UINT("ino", pf->ino), IPC_KV_UINT("dev", pf->dev),
+                          IPC_KV_INT("mtime_ns", pf->mtime_ns), IPC_KV_BOOL("loading", pf->loading),
+                          IPC_KV_UINT("strikes", pf->strikes), IPC_KV_CSTR("reason", pf->reason));
         if (e) {
                 msgpack_sbuffer_destroy(&sb);
                 return -ENOMEM;

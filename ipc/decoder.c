@@ -74,11 +74,6 @@ size_t ipc_decoder_buffered(const IpcDecoder *d)
         return d->end - d->start;
 }
 
-size_t ipc_decoder_max_message(const IpcDecoder *d)
-{
-        return d->max_message;
-}
-
 const char *ipc_decoder_error_text(const IpcDecoder *d)
 {
         return d->text;

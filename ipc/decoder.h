@@ -150,7 +150,4 @@ const char *ipc_decoder_error_text(const IpcDecoder *d);
 /* ipc_decoder_buffered - bytes fed and not yet handed out as messages. */
 size_t ipc_decoder_buffered(const IpcDecoder *d);
 
-/* ipc_decoder_max_message - the cap given at creation (resolved default). */
-size_t ipc_decoder_max_message(const IpcDecoder *d);
-
 #endif /* FIBERD_IPC_DECODER_H */

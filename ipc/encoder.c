@@ -146,8 +146,38 @@ int ipc_pack_kv_nil(msgpack_packer *pk, const char *key)
         return 0;
 }
 
-int ipc_pack_object(msgpack_packer *pk, const msgpack_object *o)
+int ipc_pack_map_kv(msgpack_packer *pk, const IpcKv *kv, size_t n)
 {
-        PACK(msgpack_pack_object(pk, *o));
+        uint32_t count = 0;
+
+        for (size_t i = 0; i < n; i++)
+                count += kv[i].type != IPC_KV_TYPE_SKIP;
+        PACK(msgpack_pack_map(pk, count));
+        for (size_t i = 0; i < n; i++) {
+                switch (kv[i].type) {
+                case IPC_KV_TYPE_SKIP:
+                        break;
+                case IPC_KV_TYPE_UINT:
+                        PACK(ipc_pack_kv_uint(pk, kv[i].key, kv[i].u));
+                        break;
+                case IPC_KV_TYPE_INT:
+                        PACK(ipc_pack_kv_int(pk, kv[i].key, kv[i].i));
+                        break;
+                case IPC_KV_TYPE_CSTR:
+                        PACK(ipc_pack_kv_cstr(pk, kv[i].key, kv[i].s));
+                        break;
+                case IPC_KV_TYPE_BOOL:
+                        PACK(ipc_pack_kv_bool(pk, kv[i].key, kv[i].b));
+                        break;
+                case IPC_KV_TYPE_NIL:
+                        PACK(ipc_pack_kv_nil(pk, kv[i].key));
+                        break;
+                case IPC_KV_TYPE_PACK:
+                        PACK(ipc_pack_cstr(pk, kv[i].key));
+                        if (kv[i].pack.fn(pk, kv[i].pack.arg) != 0)
+                                return -ENOMEM;
+                        break;
+                }
+        }
         return 0;
 }

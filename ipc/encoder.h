@@ -30,6 +30,7 @@
 #include <msgpack.h>
 
 #include "ipc/status.h"
+#include "scheduler/base/macro.h"
 
 /* [0, msgid, method, params...]: writes the array header of @nparams params. */
 int ipc_pack_request_begin(msgpack_packer *pk, uint32_t msgid, const char *method,
@@ -72,9 +73,85 @@ int ipc_pack_kv_double(msgpack_packer *pk, const char *key, double value);
 int ipc_pack_kv_nil(msgpack_packer *pk, const char *key);
 
 /*
- * ipc_pack_object - a decoded msgpack_object (e.g. a job's args or a plugin's result)
- * copied verbatim. Wraps msgpack_pack_object() with this file's return convention.
+ * A map packed from a table, so its size is counted, never written by hand: adding a
+ * key cannot leave the header and the pairs out of step.
+ *
+ *     r |= IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_ID, j->id),
+ *                       IPC_KV_CSTR(IPC_KEY_STATE, name),
+ *                       IPC_KV_UINT_IF(stalls != NULL, IPC_KEY_STALLS, stalls ? *stalls : 0),
+ *                       IPC_KV_PACK(IPC_KEY_PROGRESS, pack_progress, j));
+ *
+ * Each entry packs as the ipc_pack_kv_*() of its type would, in table order; an *_IF
+ * entry whose condition is false is left out (and not counted). An IPC_KV_PACK entry
+ * packs its key, then calls @fn(pk, @arg) for the value, which must pack exactly one
+ * object and return 0 or nonzero on failure.
  */
-int ipc_pack_object(msgpack_packer *pk, const msgpack_object *o);
+typedef int IpcPackFn(msgpack_packer *pk, const void *arg);
+
+typedef enum IpcKvType {
+        IPC_KV_TYPE_SKIP, /* left out: an *_IF entry whose condition was false */
+        IPC_KV_TYPE_UINT,
+        IPC_KV_TYPE_INT,
+        IPC_KV_TYPE_CSTR, /* NULL packs nil */
+        IPC_KV_TYPE_BOOL,
+        IPC_KV_TYPE_NIL,
+        IPC_KV_TYPE_PACK, /* the value is packed by a callback */
+} IpcKvType;
+
+typedef struct IpcKv {
+        const char *key;
+        IpcKvType type;
+        union {
+                uint64_t u;
+                int64_t i;
+                const char *s;
+                bool b;
+                struct {
+                        IpcPackFn *fn;
+                        const void *arg;
+                } pack;
+        };
+} IpcKv;
+
+#define IPC_KV_UINT(k, v)                                                                          \
+        {                                                                                          \
+                .key = (k), .type = IPC_KV_TYPE_UINT, .u = (v)                                     \
+        }
+#define IPC_KV_INT(k, v)                                                                           \
+        {                                                                                          \
+                .key = (k), .type = IPC_KV_TYPE_INT, .i = (v)                                      \
+        }
+#define IPC_KV_CSTR(k, v)                                                                          \
+        {                                                                                          \
+                .key = (k), .type = IPC_KV_TYPE_CSTR, .s = (v)                                     \
+        }
+#define IPC_KV_BOOL(k, v)                                                                          \
+        {                                                                                          \
+                .key = (k), .type = IPC_KV_TYPE_BOOL, .b = (v)                                     \
+        }
+#define IPC_KV_NIL(k)                                                                              \
+        {                                                                                          \
+                .key = (k), .type = IPC_KV_TYPE_NIL                                                \
+        }
+#define IPC_KV_PACK(k, f, a)                                                                       \
+        {                                                                                          \
+                .key = (k), .type = IPC_KV_TYPE_PACK, .pack = {(f), (a) }                          \
+        }
+#define IPC_KV_UINT_IF(c, k, v)                                                                    \
+        {                                                                                          \
+                .key = (k), .type = (c) ? IPC_KV_TYPE_UINT : IPC_KV_TYPE_SKIP, .u = (v)            \
+        }
+#define IPC_KV_PACK_IF(c, k, f, a)                                                                 \
+        {                                                                                          \
+                .key = (k), .type = (c) ? IPC_KV_TYPE_PACK : IPC_KV_TYPE_SKIP, .pack = {(f), (a) } \
+        }
+
+/* ipc_pack_map_kv - the map of the @n entries of @kv (SKIP entries left out). */
+int ipc_pack_map_kv(msgpack_packer *pk, const IpcKv *kv, size_t n);
+
+/* IPC_PACK_MAP - ipc_pack_map_kv() over the entries given, counted by the compiler. */
+#define IPC_PACK_MAP(pk, ...)                                                                      \
+        ipc_pack_map_kv((pk), (const IpcKv[]){__VA_ARGS__},                                        \
+                        ELEMENTSOF(((const IpcKv[]){__VA_ARGS__})))
 
 #endif /* FIBERD_IPC_ENCODER_H */

@@ -10,6 +10,7 @@
  * EX_PROTOCOL; a cancelled job is a job that did not succeed (1).
  */
 #include "ipc/protocol.h"
+#include "scheduler/base/macro.h"
 
 #include <errno.h>
 #include <string.h>
@@ -33,7 +34,7 @@ const IpcErrorSpec ipc_protocol_errors[] = {
         {IPC_INTERNAL, -EIO, EX_SOFTWARE},
 };
 
-const size_t ipc_protocol_nerrors = sizeof(ipc_protocol_errors) / sizeof(ipc_protocol_errors[0]);
+const size_t ipc_protocol_nerrors = ELEMENTSOF(ipc_protocol_errors);
 
 const IpcErrorSpec *ipc_protocol_error(const char *code, size_t len)
 {

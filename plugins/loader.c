@@ -240,7 +240,7 @@ static void file_id_of(const struct stat *st, uint64_t id[4])
         id[0] = (uint64_t)st->st_dev;
         id[1] = (uint64_t)st->st_ino;
         id[2] = (uint64_t)st->st_size;
-        id[3] = (uint64_t)st->st_mtim.tv_sec * NSEC_PER_SEC + (uint64_t)st->st_mtim.tv_nsec;
+        id[3] = timespec_load_ns(&st->st_mtim);
 }
 
 /* True when the current instance loaded from @path was loaded from this very file

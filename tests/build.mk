@@ -73,7 +73,7 @@ deps-systemd-boot: deps
 check-systemd-boot: deps-systemd-boot all
 	tests/systemd/boot.sh
 
--include tests/bench/bench.mk
+include tests/bench/bench.mk
 
 # ---- fuzzing: libFuzzer targets under ASan+UBSan (clang; tests/fuzz/*.c), each with a
 # seed corpus in tests/fuzz/corpus/NAME/:

@@ -11,6 +11,11 @@
 #   client/           may include client/, ipc/, scheduler/base/ only
 # Every folder may include scheduler/base/. tests/ is exempt.
 #
+# Of scheduler/ itself only sched.h (and base/) is public: its private headers
+# (PRIVATE_SCHED below: runtime.h, localq.h, runq.h, waitslot.h, context.h, blockio.h)
+# may be included from scheduler/ only, so a folder above uses the runtime through
+# sched.h and nothing else.
+#
 # Reads every `#include "..."` (and `#include <...>` naming a tree folder, or
 # <fiberd/...>, which is plugins/fiberd/) in the .c, .h and .S files git tracks under
 # those folders, resolves it as the compiler does (next to the including file first,
@@ -26,6 +31,19 @@
 set -euo pipefail
 
 FOLDERS=(scheduler ipc plugins daemon client)
+
+# The scheduler's private headers: scheduler/ only (every other folder goes through
+# scheduler/sched.h and scheduler/base/*.h).
+PRIVATE_SCHED=(runtime.h localq.h runq.h waitslot.h context.h blockio.h)
+
+# is_private_sched PATH: is PATH one of the scheduler's private headers?
+is_private_sched() {
+	local h
+	for h in "${PRIVATE_SCHED[@]}"; do
+		[ "$1" = "scheduler/$h" ] && return 0
+	done
+	return 1
+}
 
 # The layer a tree path belongs to: base, scheduler, ipc, plugins, daemon, client, or
 # nothing (a path outside the checked folders, e.g. a system or test header).
@@ -133,6 +151,9 @@ check() {
 			if ! allowed "$from" "$to"; then
 				echo "layering: $file:$num: includes $text ($target): $(rule_of "$from")"
 				bad=1
+			elif [ "$from" != scheduler ] && is_private_sched "$target"; then
+				echo "layering: $file:$num: includes $text ($target): $from/ may include only scheduler/sched.h and scheduler/base/ of the scheduler (its other headers are private)"
+				bad=1
 			fi
 		done < <(grep -n '^[[:space:]]*#[[:space:]]*include' "$root/$file" || true)
 	done
@@ -193,6 +214,12 @@ self_test() {
 		'printf "#  include \"../plugins/fiberd/plugin.h\"\n" >>ipc/ipc.h' || fails=1
 	expect "plugins/ including daemon/" 1 \
 		'printf "#include \"daemon/main.c\"\n" >>plugins/loader.c' || fails=1
+	expect "daemon/ including a private scheduler header" 1 \
+		'printf "#include \"scheduler/runtime.h\"\n" >>daemon/main.c' || fails=1
+	expect "ipc/ including a private scheduler header by a relative path" 1 \
+		'printf "#include \"../scheduler/runq.h\"\n" >>ipc/ipc.h' || fails=1
+	expect "plugins/ including a private scheduler header through <...>" 1 \
+		'printf "#include <scheduler/waitslot.h>\n" >>plugins/loader.c' || fails=1
 	expect "client/ including the scheduler above base" 1 \
 		'printf "#include \"scheduler/sched.h\"\n" >>client/fiberctl.c' || fails=1
 	expect "client/ including plugins/ through <fiberd/...>" 1 \

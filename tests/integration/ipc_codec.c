@@ -628,3 +628,47 @@ Test(ipc_decoder, next_before_any_byte)
         cr_assert_eq(ipc_decoder_next(d, &m), 0);
         ipc_decoder_free(d);
 }
+
+static int pack_pair(msgpack_packer *pk, const void *arg)
+{
+        const int *v = arg;
+        return msgpack_pack_array(pk, 2) | msgpack_pack_int(pk, v[0]) | msgpack_pack_int(pk, v[1]);
+}
+
+/* IPC_PACK_MAP counts its entries (the *_IF ones only when their condition holds) and
+ * packs the very bytes a hand-counted map of the same pairs would. */
+Test(ipc_encoder, pack_map_counts_its_entries)
+{
+        static const int pair[2] = {4, 5};
+        for (int with = 0; with <= 1; with++) {
+                Buf a, b;
+                buf_init(&a);
+                buf_init(&b);
+                cr_assert_eq(IPC_PACK_MAP(&a.pk, IPC_KV_UINT("u", UINT64_MAX),
+                                          IPC_KV_UINT_IF(with, "maybe", 7), IPC_KV_INT("i", -3),
+                                          IPC_KV_CSTR("s", "text"), IPC_KV_CSTR("none", NULL),
+                                          IPC_KV_BOOL("b", true), IPC_KV_NIL("n"),
+                                          IPC_KV_PACK("p", pack_pair, pair),
+                                          IPC_KV_PACK_IF(!with, "q", pack_pair, pair)),
+                             0);
+                cr_assert_eq(msgpack_pack_map(&b.pk, 8), 0);
+                cr_assert_eq(ipc_pack_kv_uint(&b.pk, "u", UINT64_MAX), 0);
+                if (with)
+                        cr_assert_eq(ipc_pack_kv_uint(&b.pk, "maybe", 7), 0);
+                cr_assert_eq(ipc_pack_kv_int(&b.pk, "i", -3), 0);
+                cr_assert_eq(ipc_pack_kv_cstr(&b.pk, "s", "text"), 0);
+                cr_assert_eq(ipc_pack_kv_cstr(&b.pk, "none", NULL), 0);
+                cr_assert_eq(ipc_pack_kv_bool(&b.pk, "b", true), 0);
+                cr_assert_eq(ipc_pack_kv_nil(&b.pk, "n"), 0);
+                cr_assert_eq(ipc_pack_cstr(&b.pk, "p"), 0);
+                cr_assert_eq(pack_pair(&b.pk, pair), 0);
+                if (!with) {
+                        cr_assert_eq(ipc_pack_cstr(&b.pk, "q"), 0);
+                        cr_assert_eq(pack_pair(&b.pk, pair), 0);
+                }
+                cr_assert_eq(a.sb.size, b.sb.size);
+                cr_assert_eq(memcmp(a.sb.data, b.sb.data, a.sb.size), 0);
+                buf_done(&a);
+                buf_done(&b);
+        }
+}
