@@ -58,6 +58,11 @@
  * and inline system calls. The hooks are no sandbox: they make honest code cheap and
  * act for the right user; the unit's sandbox is the boundary against dishonest code.
  */
+/* The C library's own names are defined below, each once: its headers must not turn
+ * open() into open64() and the like (a -D_FILE_OFFSET_BITS=64 from some library's
+ * pkg-config flags would), which on LP64 changes no type anyway. */
+#undef _FILE_OFFSET_BITS
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
