@@ -108,7 +108,7 @@ uninstall-plugins:
 	rmdir $(DESTDIR)$(PLUGIN_INSTALL_DIR) $(DESTDIR)$(PREFIX)/lib/fiberd \
 		$(DESTDIR)$(PREFIX)/include/fiberd 2>/dev/null || true
 
-# check-plugin-pc (issue 12): hello.c built with only `pkg-config --cflags fiberd-plugin`
+# check-plugin-pc: hello.c built with only `pkg-config --cflags fiberd-plugin`
 # against a `make install DESTDIR=` tree (no PKG_CONFIG_SYSROOT_DIR), loaded by a real
 # fiberd (tests/plugin-pc.sh).
 .PHONY: check-plugin-pc
