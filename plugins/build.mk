@@ -54,7 +54,7 @@ $(BUILD)/fiberd-plugin.pc: plugins/fiberd-plugin.pc.in plugins/fiberd/plugin.h
 	@mkdir -p $(dir $@)
 	$(call gen_plugin_pc,$@)
 
-# The README's example plugin, compiled as an author would (<fiberd/plugin.h> found through
+# The example plugin of docs/plugins.md, compiled as an author would (<fiberd/plugin.h> found through
 # -Iplugins, like the installed header through pkg-config); the tests run it.
 EXAMPLE_PLUGIN := $(BUILD)/plugins/example/hello.so
 $(BUILD)/plugins/example/hello.o: CFLAGS += $(PLUGIN_CFLAGS) -Iplugins
