@@ -122,6 +122,15 @@ check-layering:
 	@bash tests/layering.sh --self-test
 	@bash tests/layering.sh
 
+# check-docs: the docs stay true: the README within its budget, the maps (the README's
+# folders, docs/design.md's files) in step with the tracked files, no tracker issue
+# numbers in the tree (tests/docs.sh has the rules); the self-test first proves the check
+# can fail. It needs python3, which the deps step brings (python3-msgpack).
+.PHONY: check-docs
+check-docs: deps
+	@bash tests/docs.sh --self-test
+	@bash tests/docs.sh
+
 # check-install: `make install DESTDIR=` into a scratch tree, every file where it belongs,
 # then `make uninstall` must leave no file behind; `make dist` must give a tarball that
 # holds the tree under fiberd-$(VERSION)/ (tests/install.sh).
@@ -129,7 +138,7 @@ check-layering:
 check-install: all
 	@bash tests/install.sh $(BUILD)/install-test
 
-check: deps format-check check-layering
+check: deps format-check check-layering check-docs
 	$(MAKE) --no-print-directory check-unit check-integration check-systemd check-man \
 		check-completion check-install bench-smoke check-clientlib check-python check-plugin-pc \
 		check-tui check-promtool check-fuzz

@@ -432,7 +432,7 @@ static int verb_plugins(Ctl *ctl, int argc, char **argv)
                                str_or(p, IPC_KEY_REASON, "?"));
                 }
         }
-        /* issue 12, plugins in place: old versions still finishing their jobs */
+        /* plugins in place: old versions still finishing their jobs */
         json_t *draining = json_object_get(res, IPC_KEY_DRAINING);
         if (r == 0 && json_array_size(draining) > 0) {
                 printf("\ndraining (replaced or removed, unloaded when their jobs end):\n");
@@ -501,7 +501,7 @@ static int stats_openmetrics(Ctl *ctl, bool prometheus)
         return 0;
 }
 
-/* The LATENCY and PROCESS sections of `stats` (issue 12). */
+/* The LATENCY and PROCESS sections of `stats`. */
 static void print_latency_and_process(const json_t *res)
 {
         const json_t *v, *p = json_object_get(res, IPC_KEY_PROCESS);

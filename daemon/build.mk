@@ -89,7 +89,7 @@ $(DAEMON_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o \
 		-lcrypto -lcriterion $(DAEMON_TEST_EXTRA_LIBS)
 # daemon_store.c reads the job store's database after fiberd stopped
 $(BUILD)/tests/integration/daemon_store: private DAEMON_TEST_EXTRA_LIBS = -lsqlite3
-# daemon_metrics.c (issue 12) checks `metrics` with tests/integration/openmetrics_check.c
+# daemon_metrics.c checks `metrics` with tests/integration/openmetrics_check.c
 # and runs fiberctl
 DAEMON_METRICS_TEST := $(BUILD)/tests/integration/daemon_metrics
 DAEMON_OM_CHECK := $(BUILD)/tests/integration/openmetrics_check.o
@@ -106,6 +106,6 @@ INTEGRATION_TESTS += $(DAEMON_TESTS)
 demo: $(FIBERD) $(DAEMON_FIBERCTL) $(BUNDLED_PLUGINS)
 	FIBERD=$(abspath $(FIBERD)) FIBERCTL=$(abspath $(DAEMON_FIBERCTL)) \
 		PLUGIN_DIR=$(abspath $(PLUGIN_BUILD_DIR)) sh daemon/demo.sh
-# daemon_inplace.c (issue 12, plugins in place) runs fiberctl too
+# daemon_inplace.c (plugins in place) runs fiberctl too
 $(BUILD)/tests/integration/daemon_inplace: $(DAEMON_FIBERCTL)
 $(BUILD)/tests/integration/daemon_creds: $(DAEMON_FIBERCTL)

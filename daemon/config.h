@@ -130,7 +130,7 @@
 typedef struct ConfigClass {
         char name[SCHED_CLASS_NAME_MAX + 1];
         unsigned shares; /* SCHED_SHARES_MIN..SCHED_SHARES_MAX */
-        bool admin_only; /* only admins may submit to it (issue 10's tiers) */
+        bool admin_only; /* only admins may submit to it (the access tiers) */
 } ConfigClass;
 
 typedef struct Config {

@@ -2,7 +2,7 @@
 /*
  * crash.h — crash-only plugins: plugins run inside fiberd, so a plugin that segfaults,
  * aborts or calls exit() takes the daemon down with it. This module makes such a crash
- * visible and stops it from repeating forever (issue 11):
+ * visible and stops it from repeating forever:
  *
  *  - a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, and the runtime's
  *    stack-overflow report) writes a report to fd 2 naming the job and plugin (the

@@ -410,7 +410,7 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
         } else if (!j->cancel_requested) {
                 j->timed_out = timed_out;
                 cancel_running_locked(t, j);
-                /* Its fiber waits for a job worker that may be stuck for long (issue 9):
+                /* Its fiber waits for a job worker that may be stuck for long:
                  * no plugin code of it ran, so it ends now; the fiber, when it runs,
                  * skips the plugin, and its supervisor still joins it. */
                 if (!j->fiber_started)

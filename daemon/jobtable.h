@@ -93,7 +93,7 @@ typedef struct JobTable {
         size_t nplugins;
 
         Store *store; /* where every change is written (store.h); NULL = nowhere; not owned */
-        JobLatencies latency; /* queue wait and run time per plugin and class (issue 12) */
+        JobLatencies latency; /* queue wait and run time per plugin and class */
 } JobTable;
 
 /*

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * methods.c — the RPC methods of ipc/PROTOCOL.md: ping, plugins.list, job.submit,
- * job.status, job.wait, job.result, job.cancel, job.list, stats, and issue 12's metrics
+ * job.status, job.wait, job.result, job.cancel, job.list, stats, and the metrics
  * (OpenMetrics text, openmetrics.c) and job.logs (the job's host->log lines, joblog.h;
  * its owner or an admin, as every job method).
  *
@@ -915,7 +915,7 @@ static int method_stats(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *
         return stats_pack(ctx, pk);
 }
 
-/* issue 12: the OpenMetrics text as one string (every client may read stats); with the
+/* The OpenMetrics text as one string (every client may read stats); with the
  * param "prometheus", Prometheus's text format. */
 static int method_metrics(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
@@ -941,7 +941,7 @@ static int method_metrics(void *ctx, Request *req, msgpack_packer *pk, IpcStatus
         return r ? -ENOMEM : 0;
 }
 
-/* issue 12: the lines a job wrote with host->log; job_from_params() lets only its owner
+/* The lines a job wrote with host->log; job_from_params() lets only its owner
  * and admins see the job. */
 static int method_job_logs(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
@@ -969,9 +969,9 @@ static const struct {
         {IPC_METHOD_JOB_CANCEL, method_cancel},
         {IPC_METHOD_JOB_LIST, method_list},
         {IPC_METHOD_STATS, method_stats},
-        /* job store (issue 11) */
+        /* job store */
         {IPC_METHOD_PLUGINS_CLEAR, method_plugins_clear},
-        /* issue 12 */
+        /* metrics and job logs */
         {IPC_METHOD_METRICS, method_metrics},
         {IPC_METHOD_JOB_LOGS, method_job_logs},
 };

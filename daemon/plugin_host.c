@@ -2,7 +2,7 @@
 /*
  * plugin_host.c — the daemon's adapter over the plugin loader (plugins/loader.h): one
  * PluginLoader for the process, its log lines routed through log.c, plugins.list packed
- * from a loader_list() snapshot, and (issue 12) the plugin loader thread.
+ * from a loader_list() snapshot, and the plugin loader thread.
  *
  * The plugin loader thread: a plain pthread, not a fiber, because dlopen() and a
  * plugin's init() block for as long as they like, and the server group has one worker.
@@ -36,7 +36,7 @@ static PluginLoader *host_loader;
 static pthread_rwlock_t symbolize_lock = PTHREAD_RWLOCK_INITIALIZER;
 static LoaderGuard host_guard; /* crash-only plugins (crash.h) */
 
-/* A rescan for the loader thread (issue 12). */
+/* A rescan for the loader thread. */
 typedef struct RescanRequest {
         int refs;        /* atomic: the asking fiber + the loader thread */
         char *dir;       /* owned */
@@ -165,7 +165,7 @@ static void *loader_thread_main(void *arg)
         }
 }
 
-/* Starts the plugin loader thread (issue 12). Return: 0; -errno. */
+/* Starts the plugin loader thread. Return: 0; -errno. */
 static int plugin_host_thread_start(void)
 {
         int r;

@@ -9,7 +9,7 @@
  * plugin_host_cancel() to jobtable_set_hooks(), so daemon/'s includes stay a DAG
  * (job.h, dispatch.h, jobtable.h below; plugin_host.h above them).
  *
- * Plugins in place (issue 12): after the first scan at start, every load, init(),
+ * Plugins in place: after the first scan at start, every load, init(),
  * fini() and dlclose() happens on one plain pthread, the plugin loader thread (it
  * waits in poll(2) on the directory's inotify fd, the loader's reap eventfd and its
  * own request eventfd), never on the server group, so a slow init() delays no request.
@@ -122,7 +122,7 @@ int plugin_host_run(Job *j);
  */
 void plugin_host_cancel(Job *j);
 
-/* plugin_host_pack_list - the plugins.list result: loaded plugins, then (issue 12)
+/* plugin_host_pack_list - the plugins.list result: loaded plugins, then
  * replaced or removed versions still draining, with "state": "draining". Return: 0;
  * -ENOMEM. */
 int plugin_host_pack_list(msgpack_packer *pk);

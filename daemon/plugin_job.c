@@ -42,7 +42,7 @@
  * dispatch.c). plugin_host_run() then keeps the job's record as it ended: the result and
  * the recorded error are dropped when run() returns, and progress is no longer written.
  *
- * Plugins in place (issue 12): a FiberdJob holds a reference on the plugin instance it
+ * Plugins in place: a FiberdJob holds a reference on the plugin instance it
  * runs (plugin_host_acquire() of the current one when the job starts), dropped with its
  * last reference, after the last child fiber ended, so a replaced or removed version
  * stays mapped exactly as long as code of it may run. check_args gets a FiberdJob too,
@@ -137,7 +137,7 @@ static FiberdJob *hj_unref(FiberdJob *hj)
         pthread_mutex_destroy(&hj->lock);
         pthread_mutex_destroy(&hj->children_lock);
         job_unref(hj->job);
-        plugin_host_release(hj->plugin); /* may let a replaced version go (issue 12) */
+        plugin_host_release(hj->plugin); /* may let a replaced version go */
         free(hj);
         return NULL;
 }
@@ -1008,7 +1008,7 @@ int plugin_host_run(Job *j)
                 j->fail_code = NULL;
                 return -ENOMEM;
         }
-        /* the instance current now runs the job (issue 12: a queued job of a replaced
+        /* the instance current now runs the job (plugins in place: a queued job of a replaced
          * plugin runs the new version; of a removed one, fails) */
         hj->plugin = plugin_host_acquire(j->plugin_name, strlen(j->plugin_name));
         if (!hj->plugin) {

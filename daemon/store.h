@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * store.h — the job store: where fiberd keeps every job it accepted, so that a crash,
- * a kill -9 or a restart loses none of them (issue 11).
+ * a kill -9 or a restart loses none of them.
  *
  * The store is a write-behind log of job records with one promise: a record handed to
  * store_put() with a Job to notify is on disk (committed and fsync'ed) before that
@@ -80,7 +80,7 @@ typedef struct StoreRecord {
         const char *error_code;    /* IPC_* code; NULL = none */
         const char *error_message; /* NULL = none */
         uint64_t progress_done, progress_total;
-        const char *class_name; /* its job class (issue 9); NULL = "default" */
+        const char *class_name; /* its job class; NULL = "default" */
         bool enqueue; /* a fleet submission: put it on the shared queue for any host to run
                        * (store-redis.c); false for every other write */
 } StoreRecord;

@@ -30,7 +30,7 @@ const IpcErrorSpec ipc_protocol_errors[] = {
         {IPC_MALFORMED_MESSAGE, -EBADMSG, EX_PROTOCOL},
         {IPC_MESSAGE_TOO_LARGE, -EMSGSIZE, EX_PROTOCOL},
         {IPC_OUT_OF_MEMORY, -ENOMEM, EX_SOFTWARE},
-        {IPC_INTERRUPTED, -EOWNERDEAD, IPC_EXIT_JOB_FAILED}, /* job store (issue 11) */
+        {IPC_INTERRUPTED, -EOWNERDEAD, IPC_EXIT_JOB_FAILED}, /* job store */
         {IPC_INTERNAL, -EIO, EX_SOFTWARE},
 };
 

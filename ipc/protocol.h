@@ -27,7 +27,7 @@
 
 #define IPC_METHOD_PING "ping"                 /* [] */
 #define IPC_METHOD_PLUGINS_LIST "plugins.list" /* [] */
-/* job store (issue 11): forget a quarantined plugin's crashes, load it again (admin) */
+/* job store: forget a quarantined plugin's crashes, load it again (admin) */
 #define IPC_METHOD_PLUGINS_CLEAR "plugins.clear" /* [name] -> {cleared} */
 #define IPC_KEY_CLEARED "cleared"
 #define IPC_METHOD_JOB_SUBMIT "job.submit" /* [plugin, args, options] */
@@ -81,7 +81,7 @@ enum {
 /* job.submit options and job.list filter keys */
 #define IPC_OPT_PRIORITY "priority"
 #define IPC_OPT_TIMEOUT_MS "timeout_ms"
-#define IPC_OPT_CLASS "class" /* issue 9: the job's class ([class.NAME]); absent = default */
+#define IPC_OPT_CLASS "class" /* CPU control: the job's class ([class.NAME]); absent = default */
 #define IPC_FILTER_STATE "state"
 #define IPC_FILTER_PLUGIN "plugin"
 #define IPC_FILTER_LIMIT "limit"
@@ -101,8 +101,8 @@ enum {
 #define IPC_KEY_TOTAL "total"
 #define IPC_KEY_RESULT "result"
 #define IPC_KEY_ERROR "error" /* {code, message} */
-#define IPC_KEY_CLASS "class" /* issue 9: the job's class name */
-/* job store (issue 11): runs begun before this one (a retry-safe job requeued) */
+#define IPC_KEY_CLASS "class" /* CPU control: the job's class name */
+/* job store: runs begun before this one (a retry-safe job requeued) */
 #define IPC_KEY_ATTEMPT "attempt"
 
 /* The error map, in responses, job records and IPC_NOTIFY_CONNECTION_ERROR. */
@@ -130,7 +130,7 @@ enum {
 #define IPC_KEY_DESCRIPTION "description"
 #define IPC_KEY_PATH "path"
 #define IPC_KEY_REASON "reason"
-/* issue 12, plugins in place: plugins.list's versions replaced or removed but still
+/* plugins in place: plugins.list's versions replaced or removed but still
  * running jobs ({name, version, description, path, running}); `running` also on each
  * loaded plugin: the jobs (and argument checks) using that version now */
 #define IPC_KEY_DRAINING "draining"
@@ -181,11 +181,11 @@ enum {
 #define IPC_KEY_REQUESTS "requests"
 #define IPC_KEY_IN_FLIGHT "in_flight"
 #define IPC_KEY_PROTOCOL_ERRORS "protocol_errors"
-/* server resource limits (issue 10): connections refused by a limit or for want of fds
+/* server resource limits: connections refused by a limit or for want of fds
  * (IPC_KEY_REFUSED, the same word as plugins.list's), bytes of incomplete messages held */
 #define IPC_KEY_PARTIAL_BYTES "partial_bytes"
 
-/* issue 9: stats' classes[] entries {name, shares, runtime_ns, vruntime, queued,
+/* CPU control: stats' classes[] entries {name, shares, runtime_ns, vruntime, queued,
  * ready_to_run_p50_ns, ready_to_run_p99_ns}; groups[] entries' stalls, rescues,
  * spares_running, threads; each plugin's counts' stalls */
 #define IPC_KEY_CLASSES "classes"
@@ -211,7 +211,7 @@ enum {
 #define IPC_KEY_NEXT_CURSOR "next_cursor"
 #define IPC_LIST_PAGE_MAX 1000
 
-/* issue 12, metrics and job logs (PROTOCOL.md, "stats", "metrics", "job.logs"):
+/* metrics and job logs (PROTOCOL.md, "stats", "metrics", "job.logs"):
  * - `metrics` [] answers a string: the OpenMetrics text exposition (IPC_METRICS_CONTENT_TYPE);
  * - `job.logs` [id] answers {id, lines: [{time_ms, level, text}], dropped, bytes}: the
  *   lines the job wrote with host->log (the newest IPC_JOB_LOGS_MAX_LINES, at most
@@ -269,7 +269,7 @@ enum {
 #define IPC_MALFORMED_MESSAGE "MALFORMED_MESSAGE"     /* -EBADMSG -EPROTO */
 #define IPC_MESSAGE_TOO_LARGE "MESSAGE_TOO_LARGE"     /* -EMSGSIZE */
 #define IPC_OUT_OF_MEMORY "OUT_OF_MEMORY"             /* -ENOMEM */
-/* job store (issue 11): a job that was running when fiberd died, not retried */
+/* job store: a job that was running when fiberd died, not retried */
 #define IPC_INTERRUPTED "INTERRUPTED" /* -EOWNERDEAD (in a job record's error only) */
 #define IPC_INTERNAL "INTERNAL"       /* anything else */
 

@@ -70,7 +70,7 @@ const char *ipc_status_code_from_errno(int error)
                 return IPC_MESSAGE_TOO_LARGE;
         case -ENOMEM:
                 return IPC_OUT_OF_MEMORY;
-        case -EOWNERDEAD: /* job store (issue 11): the fiberd that ran the job died */
+        case -EOWNERDEAD: /* job store: the fiberd that ran the job died */
                 return IPC_INTERRUPTED;
         default:
                 return IPC_INTERNAL;

@@ -54,7 +54,7 @@ $(BUILD)/fiberd-plugin.pc: plugins/fiberd-plugin.pc.in plugins/fiberd/plugin.h
 	@mkdir -p $(dir $@)
 	$(call gen_plugin_pc,$@)
 
-# The README's example plugin, compiled as an author would (<fiberd/plugin.h> found through
+# The example plugin of docs/plugins.md, compiled as an author would (<fiberd/plugin.h> found through
 # -Iplugins, like the installed header through pkg-config); the tests run it.
 EXAMPLE_PLUGIN := $(BUILD)/plugins/example/hello.so
 $(BUILD)/plugins/example/hello.o: CFLAGS += $(PLUGIN_CFLAGS) -Iplugins
@@ -108,7 +108,7 @@ uninstall-plugins:
 	rmdir $(DESTDIR)$(PLUGIN_INSTALL_DIR) $(DESTDIR)$(PREFIX)/lib/fiberd \
 		$(DESTDIR)$(PREFIX)/include/fiberd 2>/dev/null || true
 
-# check-plugin-pc (issue 12): hello.c built with only `pkg-config --cflags fiberd-plugin`
+# check-plugin-pc: hello.c built with only `pkg-config --cflags fiberd-plugin`
 # against a `make install DESTDIR=` tree (no PKG_CONFIG_SYSROOT_DIR), loaded by a real
 # fiberd (tests/plugin-pc.sh).
 .PHONY: check-plugin-pc

@@ -62,7 +62,7 @@ static int echo_run(FiberdJob *job, const FiberdHost *host)
 }
 
 /* Every map of arguments is an answer echo can give: it accepts them all, and says so
- * (a descriptor without check_args would mean the same; issue 12). */
+ * (a descriptor without check_args would mean the same). */
 static int echo_check(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size)
 {
         return host->args_object(args) ? 0 : -EINVAL;

@@ -28,7 +28,7 @@
  * twice loads once (the second time its path is already loaded). IN_Q_OVERFLOW means
  * events were lost: rescan.
  *
- * Plugins in place (issue 12): an instance is current (found by name) until its file is
+ * Plugins in place: an instance is current (found by name) until its file is
  * replaced or removed, then retired; jobs hold references (loader_acquire()), the
  * loader one on each current instance. The last release of a retired instance only
  * pokes an eventfd: loader_reap(), on the loading thread, runs fini() and dlclose(), so
@@ -82,7 +82,7 @@ struct PluginLoader {
 
         LoaderGuard guard; /* crash-only plugins (loader_set_guard()) */
 
-        /* plugins in place (issue 12), under lock */
+        /* plugins in place, under lock */
         LoadedPlugin **retired; /* replaced or removed instances, unloaded or draining */
         size_t n_retired, cap_retired;
         int reap_fd; /* eventfd: a retired instance lost its last reference */
@@ -766,7 +766,7 @@ static int load_file_unguarded(PluginLoader *l, const char *path)
         bool loaded;
         int copy_fd, fd = -1, r;
 
-        /* plugins in place (issue 12): only a changed file at a loaded path loads again */
+        /* plugins in place: only a changed file at a loaded path loads again */
         if (path_unchanged(l, path))
                 return -EEXIST;
 
@@ -829,7 +829,7 @@ static int load_file_unguarded(PluginLoader *l, const char *path)
         {
                 LoadedPlugin *other = find_name_locked(l, d->name, strlen(d->name));
                 if (other && strcmp(other->path, path) == 0)
-                        other = NULL; /* its replacement (issue 12) */
+                        other = NULL; /* its replacement */
                 if (other)
                         snprintf(dup_path, sizeof(dup_path), "%s", other->path);
                 loaded = other != NULL;

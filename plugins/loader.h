@@ -31,7 +31,7 @@
  * on. Only regular files named "*.so" not starting with "." are considered, so an editor
  * or installer writing ".x.so.tmp" then renaming is fine.
  *
- * Lifetime (plugins in place, issue 12): each load makes a plugin *instance*. The
+ * Lifetime (plugins in place): each load makes a plugin *instance*. The
  * instance loaded from a path is that name's current one until the file is replaced (a
  * new inode: install(1), mv; or new contents written in place: IN_CLOSE_WRITE) or
  * removed; then it is *retired*: loader_find() answers the new instance (or nothing),
@@ -83,7 +83,7 @@ typedef struct LoadedPlugin {
         uint64_t loaded_ns;       /* CLOCK_MONOTONIC nanoseconds when it was loaded */
         void *handle;             /* dlopen() handle; loader-private */
 
-        /* ---- plugins in place (issue 12) ---- */
+        /* ---- plugins in place ---- */
         uint32_t flags;      /* desc->flags (0 when the descriptor predates them) */
         int refs;            /* atomic: 1 for the loader while current + loader_acquire()s */
         bool retired;        /* replaced or removed (under the loader's lock) */
@@ -110,7 +110,7 @@ typedef struct PluginList {
         size_t n_refused;
         PluginRefusal *refused; /* sorted by path; copies owned by the list */
         size_t n_draining;
-        const LoadedPlugin **draining; /* retired, not unloaded yet (issue 12), by name */
+        const LoadedPlugin **draining; /* retired, not unloaded yet, by name */
 } PluginList;
 
 /*
@@ -132,7 +132,7 @@ typedef void (*LoaderLogFn)(int level, const char *msg);
  */
 int loader_new(PluginLoader **ret, const FiberdHost *host, LoaderLogFn log);
 
-/* ---- crash-only plugins (issue 11, the daemon's job store) ---- */
+/* ---- crash-only plugins (the daemon's job store) ---- */
 /*
  * LoaderGuard - calls around every load attempt, so the daemon can note on disk which
  * file is being loaded (a crash in dlopen()/init() then names it) and refuse files it
@@ -157,7 +157,7 @@ void loader_set_guard(PluginLoader *l, const LoaderGuard *g);
  * loader_set_dir - watch @dir (replacing the directory watched before, if any) and scan
  * it: load every candidate file not loaded yet, retrying files refused before; a file
  * changed since it was loaded replaces its instance, and an instance of this directory
- * whose file is gone is retired (issue 12). Plugins loaded from a previous directory
+ * whose file is gone is retired. Plugins loaded from a previous directory
  * stay loaded. Refusals of files no longer
  * present are forgotten.
  * Return: the number of plugins newly loaded (>= 0; refusals are not errors);
@@ -241,7 +241,7 @@ PluginList *loader_list_free(PluginList *list);
  */
 size_t loader_count(PluginLoader *l);
 
-/* ---- plugins in place (issue 12) ---- */
+/* ---- plugins in place ---- */
 
 /*
  * loader_acquire - the current instance named @name (@len bytes), with one reference

@@ -155,7 +155,7 @@ out_close:
 }
 
 /*
- * "path" must be a string or a passed file, checked at job.submit (issue 12): a missing
+ * "path" must be a string or a passed file, checked at job.submit: a missing
  * or mistyped path answers INVALID_ARGUMENT and no job is made. Whether the file opens is
  * run()'s business: as the submitter, at run time.
  */

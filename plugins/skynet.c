@@ -107,7 +107,7 @@ static int skynet_args(FiberdJob *job, const FiberdHost *host, SkynetNode *root)
         return 0;
 }
 
-/* Bad "size" or "div" are refused at job.submit: INVALID_ARGUMENT, no job (issue 12). */
+/* Bad "size" or "div" are refused at job.submit: INVALID_ARGUMENT, no job. */
 static int skynet_check(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size)
 {
         SkynetNode root = {.num = 0, .size = 1000000, .div = 10};

@@ -27,7 +27,7 @@ static int sleep_args(FiberdJob *job, const FiberdHost *host, uint64_t *ret_ms)
         return 0;
 }
 
-/* A bad "ms" is refused at job.submit: INVALID_ARGUMENT, no job (issue 12). */
+/* A bad "ms" is refused at job.submit: INVALID_ARGUMENT, no job. */
 static int sleep_check(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size)
 {
         uint64_t ms;

@@ -19,7 +19,7 @@
  *
  * No system call runs under an entry's spinlock: the reactor's fd_ready() and a fiber
  * registering would otherwise spin behind each other's epoll_ctl() and futex wake (13%
- * of fiberd's samples under trivial-job load, issue 8). A registration bumps the
+ * of fiberd's samples under trivial-job load). A registration bumps the
  * entry's gen; one thread at a time (fd_sync()) calls epoll_ctl() with the interest of
  * the waiters it finds and goes round until the interest it set is the latest, the
  * pattern timer.c uses for the timerfd.

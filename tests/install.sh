@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/install.sh — `make check-install`: the packaging round trip.
 #
-#   1. `make install DESTDIR=<scratch>` puts every file where the README says;
+#   1. `make install DESTDIR=<scratch>` puts every file where docs/operations.md says;
 #   2. `make uninstall DESTDIR=<scratch>` leaves no file behind (only empty directories
 #      that other packages own on a real system: bin/, lib/systemd/system/, ...);
 #   3. an operator's edited config file survives uninstall (it is theirs now);

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # tests/plugin-pc.sh — `make check-plugin-pc`: writing a plugin as an author gets the
-# plugin kit (issue 12).
+# plugin kit.
 #
 #   1. `make install DESTDIR=<scratch>` and nothing else; PKG_CONFIG_PATH points at the
 #      staged lib/pkgconfig and PKG_CONFIG_SYSROOT_DIR is unset: fiberd-plugin.pc must

@@ -222,14 +222,14 @@ typedef struct FiberdPlugin {
          */
         void (*fini)(const FiberdHost *host);
 
-        /* ---- job store (issue 11) ---- */
+        /* ---- job store ---- */
         /*
          * flags - optional; FIBERD_PLUGIN_* bits below. A plugin built before this member
          * existed has none (its size says so).
          */
         uint32_t flags;
 
-        /* ---- plugins in place (issue 12): refusing bad arguments at submission ---- */
+        /* ---- plugins in place: refusing bad arguments at submission ---- */
         /*
          * check_args - optional; called at job.submit and job.run before a job is
          * created, in the server's request fiber. @args is a FiberdJob handle over just
@@ -423,7 +423,7 @@ struct FiberdHost {
         void (*log)(FiberdJob *job, int level, const char *fmt, ...)
                 __attribute__((format(printf, 3, 4)));
 
-        /* ---- the submitter's rights (issue 10): who submitted the job, and files opened
+        /* ---- the submitter's rights: who submitted the job, and files opened
          * as that user. A plugin never opens a path a client named with open(2): fiberd
          * may run as root, and the client must not get fiberd's rights. ---- */
 
@@ -455,7 +455,7 @@ struct FiberdHost {
          * Records an INVALID_ARGUMENT message as arg_str() does.
          */
         int (*arg_fd)(FiberdJob *job, const char *key);
-        /* ---- issue 9: preemption points ----
+        /* ---- CPU control: preemption points ----
          * Appended after log: check FIBERD_HOST_HAS(host, maybe_yield) before calling
          * either (a daemon built before them does not have them), then call them from
          * run() or a child fiber like every other member. Time-based, seastar's

@@ -160,10 +160,10 @@ enum {
         J_P_BEAN_RATE,
         J_P_GEAR_RATE,
         J_P_FIBERD_RSS,
-        J_P_FIBERD_SQL_8,      /* job store (issue 11): fiberd with the sqlite store (the */
+        J_P_FIBERD_SQL_8,      /* job store: fiberd with the sqlite store (the */
         J_P_BEANB_8,           /* default; the rows above: memory), beanstalkd with its */
         J_P_FIBERD_SQL_RATE,   /* binlog (-b, -f0), the sqlite store at 1,000 jobs/s */
-        J_P_FIBERD_REDIS_8,    /* fleet mode (issue 11): the redis store, 1 and 2 fiberd */
+        J_P_FIBERD_REDIS_8,    /* fleet mode: the redis store, 1 and 2 fiberd */
         J_P_FIBERD_REDIS2_8,   /* hosts on one private redis-server, 8 connections and */
         J_P_FIBERD_REDIS_RATE, /* at 1,000 jobs/s */
         J_P_FIBERD_REDIS2_RATE,

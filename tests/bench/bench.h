@@ -104,7 +104,7 @@ int bench_product_preempt(int argc, char **argv);
 /* p50 p99 µs of sleep-0 behind spin */             /* product.h's loads through fiberd */
 int bench_product_skynet(int argc, char **argv);    /* ms of skynet through fiberctl */
 int bench_product_beanstalk(int argc, char **argv); /* product.h's loads, beanstalkd */
-/* job store (issue 11): product-fiberd runs the memory store (like its in-memory peers);
+/* job store: product-fiberd runs the memory store (like its in-memory peers);
  * these: fiberd with the sqlite store (its default), beanstalkd with its binlog (-b) */
 int bench_product_fiberd_sqlite(int argc, char **argv);
 int bench_product_fiberd_redis(int argc, char **argv);

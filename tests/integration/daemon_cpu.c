@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon_cpu.c — issue 9 end to end, against a real fiberd and the test plugins
+ * daemon_cpu.c — CPU control end to end, against a real fiberd and the test plugins
  * stall_spin (runs 300 ms without yielding) and block_sleep (blocks its worker thread in
  * clock_nanosleep):
  *  - a stall is reported once, naming the job and plugin, with stall_spin_busy in the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon_creds.c — jobs act with their submitter's rights (issue 10, item 1): fiberd runs
+ * daemon_creds.c — jobs act with their submitter's rights: fiberd runs
  * as root (the test runs as root), a client connects as uid 65534 ("nobody": a forked
  * child that drops every group and id before it connects), and the bundled sha256
  * plugin, which opens paths through host->open, must

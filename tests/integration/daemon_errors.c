@@ -133,7 +133,7 @@ Test(daemon_errors, bad_args_fail_the_job)
 
         start_with_bystander();
         c = fiberd_connect(&fd_);
-        /* issue 12: the bundled plugins' check_args refuse these at submission */
+        /* The bundled plugins' check_args refuse these at submission */
         id = rpc_submit(c, "sha256", (Arg[]){ARG_I("path", 42)}, 1, 0, 0, &st);
         cr_assert_eq(id, 0, "no job for a bad argument");
         cr_assert_str_eq(st.code, IPC_INVALID_ARGUMENT);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon_inplace.c — plugins in place (issue 12, item 8) against a real fiberd:
+ * daemon_inplace.c — plugins in place against a real fiberd:
  *
  *  - a plugin whose init() takes 3 s (tests/plugins/slow_init.c) is loaded off the
  *    server group: `ping` keeps answering while it loads;

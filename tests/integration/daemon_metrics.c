@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon_metrics.c — issue 12's observability end to end: the `metrics` method's
+ * daemon_metrics.c — observability end to end: the `metrics` method's
  * OpenMetrics text passes a strict checker (openmetrics_check.c; and promtool when it
  * is installed), and the checker itself rejects broken texts; `stats` carries queue
  * wait and run time per plugin and class and the process figures; job.logs keeps a

@@ -449,7 +449,7 @@ static size_t n_draining(PluginLoader *l)
         return n;
 }
 
-/* issue 12: install(1)/mv over a loaded file loads the new version next to the old; the
+/* Plugins in place: install(1)/mv over a loaded file loads the new version next to the old; the
  * old one is retired, stays mapped while referenced, and is unloaded by loader_reap(). */
 Test(plugins_loader, a_new_file_at_a_loaded_path_replaces_it_and_the_old_one_drains)
 {
@@ -489,7 +489,7 @@ Test(plugins_loader, a_new_file_at_a_loaded_path_replaces_it_and_the_old_one_dra
         loader_free(l);
 }
 
-/* issue 12: the same file seen again (a rescan, a second event) is not loaded twice. */
+/* Plugins in place: the same file seen again (a rescan, a second event) is not loaded twice. */
 Test(plugins_loader, an_unchanged_file_is_not_loaded_again)
 {
         PluginLoader *l = new_loader();
@@ -506,7 +506,7 @@ Test(plugins_loader, an_unchanged_file_is_not_loaded_again)
         loader_free(l);
 }
 
-/* issue 12: removing the file retires the plugin: not found by name any more, unloaded
+/* Plugins in place: removing the file retires the plugin: not found by name any more, unloaded
  * at once when nothing holds it, after the last release otherwise. */
 Test(plugins_loader, a_removed_file_unloads_its_plugin_after_its_last_job)
 {

@@ -2,7 +2,7 @@
 /*
  * inplace.h — the body of the test plugin "inplace", built twice (inplace_v1.c,
  * inplace_v2.c) with INPLACE_VERSION "1" and "2", to replace one with the other under a
- * running job (issue 12, plugins in place).
+ * running job (plugins in place).
  *
  * run: with {"until": PATH}, waits (10 ms naps on the runtime's timer) until PATH
  * exists, so a test holds the job running as long as it likes without timing; then the

@@ -3,7 +3,7 @@
  * slow_init.c — a valid test plugin whose init() takes 3 seconds (it blocks its thread
  * in sleep(3), as a plugin that reads a big model or warms a cache would). fiberd must
  * go on answering requests meanwhile: init() runs on the plugin loader thread, not on
- * the server group (issue 12). It logs one line as init() begins, so a test knows the
+ * the server group. It logs one line as init() begins, so a test knows the
  * load is under way.
  */
 #include <unistd.h>
