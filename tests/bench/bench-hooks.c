@@ -27,10 +27,11 @@
  *                  goroutines, net/http GETs), GOMAXPROCS=2. Prints "ms peak_threads"
  *                  of the Go process, sampled the same way.
  *  hook-cost thread|fiber [N]   ns per poll(&pfd, 1, 1000) of a pipe that holds a byte
- *                  (ready: nothing waits, nothing parks), N calls in 20 batches that
+ *                  (ready: nothing waits, nothing parks), N calls in 60 batches that
  *                  alternate poll() — in this binary the hook (libsched.a's hook.o
- *                  defines it, so this file's calls bind to it) — and syscall(SYS_poll),
- *                  no hook at all. Prints "hooked_ns real_ns", each the best of its 10
+ *                  defines it, so this file's calls bind to it) — and the C library's own
+ *                  poll() (dlsym(RTLD_NEXT), as the hook finds it),
+ *                  no hook at all. Prints "hooked_ns real_ns", each the best of its 30
  *                  batches: alternating in one process keeps a noisy neighbour's burst
  *                  from landing on one side only. thread: on this plain thread (the
  *                  hook's early exit); fiber: on a fiber of a 1-worker group with
@@ -42,6 +43,7 @@
  * as the loader refuses symbolic links. The bench runs as root, so no per-user limit
  * applies; [ipc] max_in_flight is raised so the waits can all be outstanding.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -486,10 +488,12 @@ int bench_hooks_go(int argc, char **argv)
 
 typedef struct HookCost {
         uint64_t calls;
-        double best_ns[2]; /* per call, the best batch: [0] poll(), [1] syscall(SYS_poll) */
+        double best_ns[2]; /* per call, the best batch: [0] poll(), the hook; [1] the C
+                            * library's poll(), found with dlsym(RTLD_NEXT) as the hook
+                            * finds it: the difference is the hook's own cost */
 } HookCost;
 
-#define COST_BATCHES 20      /* alternating: hooked, real, hooked, ... */
+#define COST_BATCHES 60      /* alternating: hooked, real, hooked, ... */
 #define COST_TIMEOUT_MS 1000 /* never waited: the fd is ready, so nothing parks */
 
 static void hook_cost_loop(void *arg)
@@ -501,6 +505,10 @@ static void hook_cost_loop(void *arg)
         if (pipe2(p, O_CLOEXEC) < 0 || syscall(SYS_write, p[1], "x", 1) != 1)
                 bench_die("hook-cost: pipe: %s", strerror(errno));
         struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+        int (*libc_poll)(struct pollfd *, nfds_t, int) =
+                (int (*)(struct pollfd *, nfds_t, int))dlsym(RTLD_NEXT, "poll");
+        if (!libc_poll)
+                bench_die("hook-cost: dlsym(poll): %s", dlerror());
         hc->best_ns[0] = hc->best_ns[1] = 1e18;
         for (int b = 0; b < COST_BATCHES; b++) {
                 bool real = b & 1;
@@ -511,7 +519,7 @@ static void hook_cost_loop(void *arg)
                                         bench_die("hook-cost: poll did not find the pipe ready");
                 } else {
                         for (uint64_t i = 0; i < per; i++)
-                                if (syscall(SYS_poll, &pfd, 1, COST_TIMEOUT_MS) != 1)
+                                if (libc_poll(&pfd, 1, COST_TIMEOUT_MS) != 1)
                                         bench_die("hook-cost: poll did not find the pipe ready");
                 }
                 double ns = (double)(bench_now_ns() - t0) / (double)per;
