@@ -74,21 +74,6 @@ static bool log_wait(const char *a, const char *b, unsigned ms)
 }
 
 /* The daemon's OS threads now (/proc/PID/task). */
-static unsigned thread_count(void)
-{
-        char path[64];
-        struct dirent *e;
-        unsigned n = 0;
-        DIR *d;
-
-        snprintf(path, sizeof(path), "/proc/%d/task", (int)fd_.pid);
-        d = opendir(path);
-        cr_assert(d, "cannot open %s", path);
-        while ((e = readdir(d)))
-                n += e->d_name[0] != '.';
-        closedir(d);
-        return n;
-}
 
 /* job.status: copies the state into @state; returns the error code ("" if none). */
 static const char *job_state(Client *c, uint64_t id, char *state, size_t size)
@@ -244,7 +229,7 @@ Test(daemon_cpu, blocked_worker_rescued)
         c = fiberd_connect(&fd_);
         rpc_simple(c, "ping", 0, NULL, &rp);
         reply_clear(&rp);
-        baseline = thread_count();
+        baseline = fiberd_thread_count(&fd_);
 
         block = rpc_submit(c, "block_sleep", (Arg[]){ARG_I("ms", 2000)}, 1, 0, 0, &st);
         cr_assert_neq(block, 0, "%s", st.message);
@@ -273,7 +258,7 @@ Test(daemon_cpu, blocked_worker_rescued)
                   (unsigned long)rescues);
         /* the spare parks, then its thread exits: back to the baseline */
         for (uint64_t deadline = mono_ms() + 30000; mono_ms() < deadline; usleep(20000)) {
-                now = thread_count();
+                now = fiberd_thread_count(&fd_);
                 if (now <= baseline)
                         break;
         }

@@ -42,17 +42,6 @@ static void teardown(void)
 
 TestSuite(daemon_creds, .fini = teardown, .timeout = 60);
 
-/* In the child: print the failed check and exit 1. */
-#define CHECK(cond, ...)                                                                           \
-        do {                                                                                       \
-                if (!(cond)) {                                                                     \
-                        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);   \
-                        fprintf(stderr, __VA_ARGS__);                                              \
-                        fputc('\n', stderr);                                                       \
-                        _exit(1);                                                                  \
-                }                                                                                  \
-        } while (0)
-
 /* Runs @fn(@arg) in a child that is @uid/@gid with no supplementary group; asserts it
  * exited 0 (its CHECKs failing exit 1). Returns true, for a test to assert on. */
 static bool run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void *arg)

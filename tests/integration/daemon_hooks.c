@@ -56,22 +56,6 @@ static uint64_t mono_ms(void)
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static unsigned thread_count(void)
-{
-        char path[64];
-        struct dirent *e;
-        unsigned n = 0;
-        DIR *d;
-
-        snprintf(path, sizeof(path), "/proc/%d/task", (int)fd_.pid);
-        d = opendir(path);
-        cr_assert(d, "cannot open %s", path);
-        while ((e = readdir(d)))
-                n += e->d_name[0] != '.';
-        closedir(d);
-        return n;
-}
-
 /* The job group's rescue count (stats: groups[1] is the job group). */
 static uint64_t job_rescues(Client *c)
 {
@@ -173,7 +157,7 @@ Test(daemon_hooks, two_hundred_sleeping_jobs_need_no_thread)
         Client *c = fiberd_connect(&fd_);
         rpc_simple(c, "ping", 0, NULL, &rp);
         reply_clear(&rp);
-        baseline = thread_count();
+        baseline = fiberd_thread_count(&fd_);
         for (int i = 0; i < 200; i++) {
                 ids[i] = rpc_submit(c, "block_calls",
                                     (Arg[]){ARG_S("call", "usleep"), ARG_I("ms", 3000)}, 2, 0, 0,
@@ -192,7 +176,7 @@ Test(daemon_hooks, two_hundred_sleeping_jobs_need_no_thread)
                          "the quick job waited for the sleepers");
         reply_clear(&rp);
         for (int i = 0; i < 200; i++) {
-                unsigned now = thread_count();
+                unsigned now = fiberd_thread_count(&fd_);
                 peak = now > peak ? now : peak;
                 job_final(c, ids[i], &rp);
                 cr_assert_str_eq(map_str(rp.result, "state"), "done");
@@ -346,7 +330,7 @@ Test(daemon_hooks, connect_and_read_from_a_slow_server)
         cr_assert_eq(pthread_create(&srv.thread, NULL, slow_server, &srv), 0);
 
         Client *c = fiberd_connect(&fd_);
-        unsigned baseline = thread_count(), peak = 0;
+        unsigned baseline = fiberd_thread_count(&fd_), peak = 0;
         for (int i = 0; i < 50; i++) {
                 ids[i] = rpc_submit(
                         c, "block_calls",
@@ -355,7 +339,7 @@ Test(daemon_hooks, connect_and_read_from_a_slow_server)
                 cr_assert_neq(ids[i], 0, "%s", st.message);
         }
         for (int i = 0; i < 50; i++) {
-                unsigned now = thread_count();
+                unsigned now = fiberd_thread_count(&fd_);
                 peak = now > peak ? now : peak;
                 job_final(c, ids[i], &rp);
                 cr_assert_str_eq(map_str(rp.result, "state"), "done");
@@ -394,13 +378,13 @@ Test(daemon_hooks, libcurl_plugin_fetches_on_fibers)
         cr_assert_eq(pthread_create(&srv.thread, NULL, slow_server, &srv), 0);
 
         Client *c = fiberd_connect(&fd_);
-        unsigned baseline = thread_count(), peak = 0;
+        unsigned baseline = fiberd_thread_count(&fd_), peak = 0;
         for (int i = 0; i < 40; i++) {
                 ids[i] = rpc_submit(c, "curl_fetch", (Arg[]){ARG_S("url", url)}, 1, 0, 0, &st);
                 cr_assert_neq(ids[i], 0, "%s", st.message);
         }
         for (int i = 0; i < 40; i++) {
-                unsigned now = thread_count();
+                unsigned now = fiberd_thread_count(&fd_);
                 peak = now > peak ? now : peak;
                 job_final(c, ids[i], &rp);
                 cr_assert_str_eq(map_str(rp.result, "state"), "done", "%s",
@@ -419,16 +403,6 @@ Test(daemon_hooks, libcurl_plugin_fetches_on_fibers)
 }
 
 /* ------------------------------------------------------------------ rights -------- */
-
-#define CHECK(cond, ...)                                                                           \
-        do {                                                                                       \
-                if (!(cond)) {                                                                     \
-                        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);   \
-                        fprintf(stderr, __VA_ARGS__);                                              \
-                        fputc('\n', stderr);                                                       \
-                        _exit(1);                                                                  \
-                }                                                                                  \
-        } while (0)
 
 /* As the user nobody: plugin code's own open() and fopen() of /etc/shadow fail with
  * EACCES although fiberd runs as root, and the user's own 0600 file opens. */

@@ -6,6 +6,7 @@
 #include "tests/integration/fiberd_harness.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -362,6 +363,22 @@ bool fiberd_notify_wait(Fiberd *d, const char *needle, int timeout_ms)
                 if (strstr(buf, needle))
                         return true;
         }
+}
+
+unsigned fiberd_thread_count(const Fiberd *d)
+{
+        char path[64];
+        struct dirent *e;
+        unsigned n = 0;
+        DIR *dir;
+
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)d->pid);
+        dir = opendir(path);
+        cr_assert(dir, "cannot open %s", path);
+        while ((e = readdir(dir)))
+                n += e->d_name[0] != '.';
+        closedir(dir);
+        return n;
 }
 
 Client *fiberd_connect(const Fiberd *d)

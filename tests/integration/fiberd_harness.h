@@ -22,7 +22,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "client/client.h"
 #include "ipc/ipc.h"
@@ -81,6 +83,25 @@ bool fiberd_notify_wait(Fiberd *d, const char *needle, int timeout_ms);
 
 /* fiberd_connect - a client on the daemon's socket (asserts). */
 Client *fiberd_connect(const Fiberd *d);
+
+/* fiberd_thread_count - the threads of @d's fiberd process now (/proc/PID/task;
+ * asserts it can read it). */
+unsigned fiberd_thread_count(const Fiberd *d);
+
+/*
+ * CHECK - for code in a child process the test forked (running as another user, say):
+ * print the failed check and exit 1, which the parent asserts on through the child's
+ * exit status (criterion's asserts belong to the test's own process).
+ */
+#define CHECK(cond, ...)                                                                           \
+        do {                                                                                       \
+                if (!(cond)) {                                                                     \
+                        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);   \
+                        fprintf(stderr, __VA_ARGS__);                                              \
+                        fputc('\n', stderr);                                                       \
+                        _exit(1);                                                                  \
+                }                                                                                  \
+        } while (0)
 
 /* fiberd_copy_plugin - copy @src to plugin_dir/@name the way an installer does (a
  * temporary file, then rename(2)), so the daemon sees one IN_MOVED_TO. */

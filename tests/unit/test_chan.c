@@ -502,7 +502,8 @@ static void mpmc_consumer(void *arg)
         __atomic_add_fetch(&m->sum, sum, __ATOMIC_RELAXED);
 }
 
-static void mpmc_run(size_t cap)
+/* Returns the items received (asserted to be all of them), for the test to check. */
+static long mpmc_run(size_t cap)
 {
         SchedulingGroup *g = test_group(2);
         Mpmc m = {.c = chan(sizeof(int), cap), .per_producer = ITEMS / 5};
@@ -524,14 +525,15 @@ static void mpmc_run(size_t cap)
         cr_assert_eq(m.sum, 5L * m.per_producer * (m.per_producer + 1) / 2);
         fiber_chan_free(m.c);
         sched_group_free(g);
+        return (long)m.received;
 }
 
 Test(chan, many_producers_and_consumers_buffered)
 {
-        mpmc_run(16);
+        cr_assert_eq(mpmc_run(16), 5L * (ITEMS / 5));
 }
 
 Test(chan, many_producers_and_consumers_unbuffered)
 {
-        mpmc_run(0);
+        cr_assert_eq(mpmc_run(0), 5L * (ITEMS / 5));
 }

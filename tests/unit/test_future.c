@@ -220,6 +220,7 @@ typedef struct FanOut {
         SchedulingGroup *g;
         FiberFuture **futs;
         int n;
+        long long sum, expect; /* what when_all gathered, and what it should have */
 } FanOut;
 
 static void fan_out(void *arg)
@@ -239,6 +240,8 @@ static void fan_out(void *arg)
                 fiber_future_free(fo->futs[i]);
         }
         cr_assert_eq(sum, expect);
+        fo->sum = sum;
+        fo->expect = expect;
 }
 
 Test(future, when_all_over_a_fan_out)
@@ -247,6 +250,8 @@ Test(future, when_all_over_a_fan_out)
 
         fo.futs = calloc(FANOUT, sizeof(*fo.futs));
         run_in_fiber(fo.g, fan_out, &fo);
+        cr_assert_eq(fo.sum, fo.expect);
+        cr_assert_neq(fo.expect, 0);
         free(fo.futs);
         sched_group_free(fo.g);
 }
@@ -284,6 +289,7 @@ Test(future, when_any_returns_the_one_set)
 typedef struct AnyRace {
         FiberFuture *p[3];
         int rounds;
+        int won; /* rounds whose when_any named a ready future */
 } AnyRace;
 
 static void any_set(void *arg)
@@ -306,6 +312,7 @@ static void any_race(void *arg)
                 k = fiber_when_any(p, 3, sched_deadline_after(60 * SEC_NS));
                 cr_assert(k >= 0 && k < 3, "when_any returned %d", k);
                 cr_assert(fiber_future_ready(p[k]));
+                r->won++;
                 cr_assert_eq(fiber_when_all(p, 3, sched_deadline_after(60 * SEC_NS)), 0);
                 for (int j = 0; j < 3; j++)
                         fiber_future_free(p[j]);
@@ -319,6 +326,7 @@ Test(future, when_any_races_with_setters)
         AnyRace r = {.rounds = FANOUT / 10};
 
         run_in_fiber(g, any_race, &r);
+        cr_assert_eq(r.won, r.rounds);
         sched_group_free(g);
 }
 
@@ -330,9 +338,15 @@ static void *wait_then_return(void *arg)
         return V(9);
 }
 
+typedef struct FreeEarly {
+        SchedulingGroup *g;
+        bool producers_done; /* every producer has returned */
+} FreeEarly;
+
 static void free_early(void *arg)
 {
-        SchedulingGroup *g = arg;
+        FreeEarly *fe = arg;
+        SchedulingGroup *g = fe->g;
         FiberEvent go;
         FiberFuture *f = NULL, *t = NULL;
 
@@ -343,11 +357,13 @@ static void free_early(void *arg)
         fiber_future_free(t);
         fiber_event_set(&go);
         wait_idle(g, 1); /* the producers set and free them: ASan checks the rest */
+        fe->producers_done = true;
 }
 
 Test(future, freed_before_ready_is_finished_by_its_producer)
 {
-        SchedulingGroup *g = test_group(2);
-        run_in_fiber(g, free_early, g);
-        sched_group_free(g);
+        FreeEarly fe = {.g = test_group(2)};
+        run_in_fiber(fe.g, free_early, &fe);
+        cr_assert(fe.producers_done);
+        sched_group_free(fe.g);
 }
