@@ -27,7 +27,7 @@ limit=${FIBERD_BOOT_TIMEOUT:-1200}
 host_debs="debootstrap systemd-container util-linux procps"
 # In the container: systemd as init, and the libraries `ldd` names for build/fiberd,
 # build/fiberctl and build/plugins/*.so (libcrypto.so.3 is in libssl3).
-ct_debs="systemd,systemd-sysv,dbus,libmsgpackc2,libnuma1,libsystemd0,libssl3,libjansson4,libinih1,libsqlite3-0,libhiredis0.14,libsmartcols1"
+ct_debs="systemd,systemd-sysv,dbus,libmsgpackc2,libnuma1,libsystemd0,libssl3,libjansson4,libinih1,libsqlite3-0,libhiredis0.14,libsmartcols1,liburing2"
 ct_path=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 start=$SECONDS
