@@ -317,7 +317,8 @@ static void job_fiber_main(void *arg)
 }
 
 /* Final state and error for a job whose entry point returned, or that ends without it
- * (@detached: its code did not return after the cancel). Under the lock. */
+ * (@detached: its code did not return after the cancel); a no-op for a job that ended
+ * already (cancelled before its fiber started). Under the lock. */
 static void job_conclude_locked(JobTable *t, Job *j, bool detached)
 {
         const char *left = detached ? " (its code did not return to a yield point; it "
@@ -325,6 +326,8 @@ static void job_conclude_locked(JobTable *t, Job *j, bool detached)
                                     : "";
         char msg[512];
 
+        if (job_state_final(j->state))
+                return;
         if (j->cancel_requested) {
                 if (j->timed_out)
                         snprintf(msg, sizeof(msg), "the job's timeout of %llu ms passed%s",
@@ -334,17 +337,23 @@ static void job_conclude_locked(JobTable *t, Job *j, bool detached)
                                  t->stopping ? "cancelled: fiberd is shutting down"
                                              : "cancelled on request",
                                  left);
-                jobtable_finish_locked(t, j, JOB_CANCELLED,
-                                       j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED, msg);
+                job_transition(
+                        &t->machine, j,
+                        detached       ? JOB_EV_DETACH
+                        : j->timed_out ? JOB_EV_TIMEOUT
+                                       : JOB_EV_CANCEL,
+                        &(JobChange){.code = j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
+                                     .message = msg});
         } else if (j->run_result < 0) {
                 snprintf(msg, sizeof(msg), "%s",
                          j->error_message ? j->error_message : strerror(-j->run_result));
-                jobtable_finish_locked(t, j, JOB_FAILED,
-                                       j->fail_code ? j->fail_code
-                                                    : ipc_status_code_from_errno(j->run_result),
-                                       msg);
+                job_transition(&t->machine, j, JOB_EV_RETURN_ERR,
+                               &(JobChange){.code = j->fail_code ? j->fail_code
+                                                                 : ipc_status_code_from_errno(
+                                                                           j->run_result),
+                                            .message = msg});
         } else {
-                jobtable_finish_locked(t, j, JOB_DONE, NULL, NULL);
+                job_transition(&t->machine, j, JOB_EV_RETURN_OK, NULL);
         }
 }
 
@@ -443,10 +452,7 @@ static void job_supervise(void *arg)
                 user_stopped_locked(d, j);
                 if (r == -EAGAIN && !j->cancel_requested && !t->stopping) {
                         /* the group is full: back to the queue, the ticker retries */
-                        jobtable_set_state_locked(t, j, JOB_QUEUED);
-                        j->started_ms = 0;
-                        jobtable_store_locked(t, j);
-                        j->started_mono_ns = 0;
+                        job_transition(&t->machine, j, JOB_EV_REQUEUE, NULL);
                         if (dispatch_push_locked(d, j) == 0) {
                                 d->pump_blocked = true;
                                 jobtable_unlock(t);
@@ -533,9 +539,11 @@ void dispatch_pump_locked(Dispatcher *d)
                                 dispatch_remove_locked(d, j);
                                 j->timed_out = true;
                                 job_set_cancel_requested(j);
-                                jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_DEADLINE_EXCEEDED,
-                                                       "the job's timeout passed while it "
-                                                       "was queued");
+                                job_transition(&t->machine, j, JOB_EV_TIMEOUT,
+                                               &(JobChange){.code = IPC_DEADLINE_EXCEEDED,
+                                                            .message = "the job's timeout "
+                                                                       "passed while it was "
+                                                                       "queued"});
                                 continue;
                         }
                 }
@@ -553,9 +561,7 @@ void dispatch_pump_locked(Dispatcher *d)
                 d->running++;
                 d->users[j->dispatch_user].running++;
                 d->users[j->dispatch_user].last_start = ++d->starts;
-                jobtable_set_state_locked(t, j, JOB_RUNNING);
-                j->started_ms = job_now_ms();
-                jobtable_store_locked(t, j); /* store.h: which plugin runs, for recovery */
-                j->started_mono_ns = sched_now_ns();
+                /* its record says which plugin runs, for recovery (the store listener) */
+                job_transition(&t->machine, j, JOB_EV_DISPATCH, NULL);
         }
 }

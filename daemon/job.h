@@ -10,7 +10,8 @@
  * job table's lock; the immutable fields (id, owner, plugin, args, options) may be read
  * without it by whoever holds a reference.
  *
- * The lifecycle (PROTOCOL.md, "Jobs"):
+ * The lifecycle (PROTOCOL.md, "Jobs"; the transition table and its one writer,
+ * job_transition(), are jobstate.h):
  *
  *     queued ──dispatch──▶ running ──plugin returns 0────────▶ done
  *       │                     ├──────plugin returns < 0──────▶ failed
@@ -38,26 +39,9 @@
 
 #include "daemon/creds.h"
 #include "daemon/joblog.h"
+#include "daemon/jobstate.h"
 #include "scheduler/base/list.h"
 #include "scheduler/sched.h"
-
-typedef enum JobState {
-        JOB_QUEUED,
-        JOB_RUNNING,
-        JOB_DONE,
-        JOB_FAILED,
-        JOB_CANCELLED,
-        JOB_STATE_COUNT,
-} JobState;
-
-/* job_state_name - "queued", "running", ... Context: any. */
-const char *job_state_name(JobState s);
-
-/* job_state_parse - the reverse. Return: 0 and *@ret; -EINVAL for an unknown name. */
-int job_state_parse(const char *name, size_t len, JobState *ret);
-
-/* job_state_final - true for done, failed and cancelled. */
-bool job_state_final(JobState s);
 
 /* A loaded plugin (plugins/loader.h): stays loaded until fiberd exits, so jobs hold the
  * pointer without a reference. */
@@ -110,7 +94,7 @@ typedef struct Job {
         int refs; /* atomic */
 
         /* under the table lock */
-        JobState state;
+        JobState state;                         /* written by job_transition() only (jobstate.h) */
         uint64_t submitted_ms;                  /* CLOCK_REALTIME, milliseconds since the epoch */
         uint64_t started_ms, finished_ms;       /* 0 = not yet */
         uint64_t finished_mono_ns;              /* for retention */
@@ -181,8 +165,8 @@ typedef struct Job {
 } Job;
 
 /*
- * job_new - a queued job of @table (kept in Job.table, not referenced) holding a copy of
- * @args (a msgpack map; deep-copied into the job's own zone) for @plugin, owned by
+ * job_new - a new job (JOB_NEW, until jobtable_submit() or a restore moves it on) of
+ * @table (kept in Job.table, not referenced) holding a copy of @args (a msgpack map; deep-copied into the job's own zone) for @plugin, owned by
  * @origin's creds (referenced) and holding its fds (taken: @origin's are cleared), in the
  * job class @cls (0-based index; @class_name copied).
  * @ret: out, one reference, written only on success.

@@ -32,6 +32,7 @@
 
 #include "daemon/dispatch.h"
 #include "daemon/job.h"
+#include "daemon/jobstate.h"
 #include "daemon/store.h"
 #include "daemon/joblatency.h"
 #include "scheduler/sched.h"
@@ -91,6 +92,8 @@ typedef struct JobTable {
         JobCounts counts;
         PluginCounts *plugins;
         size_t nplugins;
+
+        JobMachine machine; /* its jobs' transitions (jobstate.h): the listeners of jobtable.c */
 
         Store *store; /* where every change is written (store.h); NULL = nowhere; not owned */
         JobLatencies latency; /* queue wait and run time per plugin and class (issue 12) */
@@ -283,15 +286,6 @@ void jobtable_lock(JobTable *t);
 void jobtable_unlock(JobTable *t);
 
 /* ---- used by dispatch.c, under the lock ------------------------------------------ */
-
-/* jobtable_set_state_locked - move @j to @s, keeping the counters right. */
-void jobtable_set_state_locked(JobTable *t, Job *j, JobState s);
-
-/*
- * jobtable_finish_locked - give @j its final state @s (with error @code / @message when
- * not done), stamp it, move it to the finished list and wake its waiters.
- */
-void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, const char *message);
 
 /* jobtable_check_idle_locked - set t->idle when stopping and nothing queued or running. */
 void jobtable_check_idle_locked(JobTable *t);
