@@ -71,6 +71,29 @@ typedef struct JobOrigin {
                              * (its first store write may wait for that) */
 } JobOrigin;
 
+/*
+ * JobDurability - where a job's first write to the store stands against its run: one
+ * value instead of the flags that said it (store.h has the promise it keeps). The
+ * outcome of that write, committed or failed, is not a value here: the store thread
+ * sets Job.store_error and then the `durable` event, which is what waiters park on.
+ *
+ *     none ──────── nothing to wait for: the memory store (`durable` set at once), or
+ *                   a record read back from the store (restored, a fleet copy)
+ *     pending ───── its first write is queued; the job runs only once it is committed
+ *                   (plugin_host_run() waits, jobtable_wait_durable() dispatches)
+ *     early ─────── its first write is queued; the job was dispatched at once (the
+ *                   store was busy: the record carries the state it reached by then)
+ *     deferred ──── job.run: nothing is answered before the job ends, so its first
+ *                   write waits for that (or for a shutdown that leaves it queued);
+ *                   dispatched at once; ──jobtable_record_locked()──▶ early
+ */
+typedef enum JobDurability {
+        DUR_NONE,
+        DUR_PENDING,
+        DUR_EARLY,
+        DUR_DEFERRED,
+} JobDurability;
+
 typedef struct Job {
         /* immutable after job_new() */
         uint64_t id;            /* from 1, never reused */
@@ -141,11 +164,11 @@ typedef struct Job {
         bool store_queued;         /* its entry is queued (holds a reference) */
         bool store_args;           /* the next write carries the arguments (the first one) */
         bool store_notify;         /* set `durable` once the next write is committed */
-        bool run_early;            /* dispatched before its record was committed (the
-                                 * store was busy: jobtable_submit()) */
-        bool store_deferred;       /* under the table lock: a job.run, whose first
-                                 * write waits for its end (jobtable_submit()) */
-        int store_error;           /* set before `durable`: 0, or why the store failed */
+        JobDurability durability;  /* how its first write and its run relate; written
+                                    * by jobtable.c's store paths only, under the table
+                                    * lock, before the job can be dispatched */
+        int store_error;           /* store.c's, set before `durable`: 0, or why the
+                                    * store failed (the outcome of the first write) */
         FiberEvent durable;        /* set once the submission is committed to the store */
         FiberEvent final_recorded; /* set once a write with its final state is committed
                                     * (durable stores; store.c) */

@@ -384,6 +384,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                  * only carries the submission to the store, and job.submit's answer */
                 j->fleet_copy = true;
                 job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
+                j->durability = DUR_PENDING; /* job.submit answers once it is shared */
                 store_put(t->store, j, true, true);
                 jobtable_unlock(t);
                 log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
@@ -417,7 +418,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 /* job.run: nothing is answered before the job ends, so its first write
                  * waits for that (jobtable_store_locked()): one row write and one fsync,
                  * and a crash before it loses only a submission never answered */
-                j->store_deferred = j->run_early = true;
+                j->durability = DUR_DEFERRED;
                 dispatch_pump_locked(&t->dispatch);
         } else {
                 /*
@@ -431,11 +432,10 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                  * fsync of latency either way, and a plugin that crashes fiberd at once
                  * then leaves an answered job with an INTERRUPTED record.
                  */
+                j->durability = store_busy(t->store) ? DUR_EARLY : DUR_PENDING;
                 store_put(t->store, j, true, true);
-                if (store_busy(t->store)) {
-                        j->run_early = true;
+                if (j->durability == DUR_EARLY)
                         dispatch_pump_locked(&t->dispatch);
-                }
         }
         jobtable_unlock(t);
         return 0;
@@ -609,7 +609,7 @@ void jobtable_store_locked(JobTable *t, Job *j)
 {
         if (!t->store)
                 return;
-        if (j->store_deferred) {
+        if (j->durability == DUR_DEFERRED) {
                 /* its first write (jobtable_submit()) waits for its end, or for a
                  * shutdown that leaves it queued */
                 if (job_state_final(j->state) || j->requeued)
@@ -621,9 +621,9 @@ void jobtable_store_locked(JobTable *t, Job *j)
 
 void jobtable_record_locked(JobTable *t, Job *j)
 {
-        if (!j->store_deferred)
+        if (j->durability != DUR_DEFERRED)
                 return;
-        j->store_deferred = false;
+        j->durability = DUR_EARLY;          /* it was dispatched at once */
         store_put(t->store, j, true, true); /* sets `durable` once committed */
 }
 
@@ -645,13 +645,13 @@ int jobtable_wait_recorded(JobTable *t, Job *j)
 
 int jobtable_wait_durable(JobTable *t, Job *j)
 {
-        bool deferred;
+        JobDurability durability;
         int r;
 
         jobtable_lock(t);
-        deferred = j->store_deferred;
+        durability = j->durability;
         jobtable_unlock(t);
-        if (deferred)
+        if (durability == DUR_DEFERRED)
                 return 0; /* job.run: the answer waits for jobtable_wait_recorded() */
 
         while (fiber_event_wait(&j->durable, SCHED_FOREVER) < 0)
@@ -662,7 +662,7 @@ int jobtable_wait_durable(JobTable *t, Job *j)
                         jobtable_cancel(t, j, false);
                 return r;
         }
-        if (!j->run_early && t->store && store_durable(t->store)) {
+        if (durability == DUR_PENDING) { /* it waited for the disk to be dispatched */
                 jobtable_lock(t);
                 dispatch_pump_locked(&t->dispatch);
                 jobtable_unlock(t);

@@ -157,7 +157,7 @@ void jobtable_restore_done(JobTable *t, uint64_t next_id);
 /*
  * jobtable_wait_durable - park the calling fiber until @j's submission is committed
  * to the store (at once without a durable store).
- * Under load the job may have started (or ended) meanwhile (Job.run_early): its
+ * Under load the job may have started (or ended) meanwhile (DUR_EARLY): its
  * record is written with the state it reached by the time the store takes it.
  * Return: 0; the store's error (negative errno): the job is then cancelled (when it
  * has not ended yet) and the submission must be answered with an error.
@@ -167,7 +167,7 @@ int jobtable_wait_durable(JobTable *t, Job *j);
 
 /*
  * jobtable_record_locked - write @j's record now if its first write was deferred (a
- * job.run, Job.store_deferred): with its arguments, setting `durable` once
+ * job.run, DUR_DEFERRED): with its arguments, setting `durable` once
  * committed. No-op otherwise. Context: the table lock held; does not yield.
  */
 void jobtable_record_locked(JobTable *t, Job *j);
@@ -182,7 +182,7 @@ int jobtable_wait_recorded(JobTable *t, Job *j);
 
 /*
  * jobtable_store_locked - mark @j's record for a write to the store (no-op without
- * one; a job.run's first write waits for its end: Job.store_deferred).
+ * one; a job.run's first write waits for its end: DUR_DEFERRED).
  * Context: table lock held; no yield.
  */
 void jobtable_store_locked(JobTable *t, Job *j);
