@@ -33,8 +33,10 @@
  *    that the lock lets anyone see is never a joined one;
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
  *    reports), on one of the job scheduler's groups, in the job's class (its children
- *    inherit it): calls the table's run hook (JobTableHooks.run: the plugin host's
- *    entry point call, set by main.c) and sets job->ran.
+ *    inherit it): waits, when the store says so (Job.durability), until the job's record
+ *    is on disk, then calls the table's run hook (JobTableHooks.run: the plugin host's
+ *    entry point call, set by main.c, which knows nothing of the store) and sets
+ *    job->ran.
  * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
  * at once (jobtable_cancel()): every job worker may be stuck for long, and no plugin
  * code of it has run; the fiber, when it gets a worker, sees the final state and skips
@@ -297,11 +299,32 @@ static void user_stopped_locked(Dispatcher *d, Job *j)
 
 /* ------------------------------------------------------------------ fibers ------ */
 
+/*
+ * The job store (store.h): with the store idle (DUR_PENDING), no plugin code runs for a
+ * job that is not on disk yet, so a plugin that crashes fiberd at once leaves an
+ * answered submission and a record naming it; under load (DUR_EARLY) the job runs while
+ * its record is committed (jobtable_submit()). Return: 0 to run it; -ECANCELED when its
+ * record could not be written (the submitter cancels it); the wait's error.
+ * Context: @j's job fiber, before its run hook; yields.
+ */
+static int job_wait_disk(Job *j)
+{
+        int r;
+
+        if (j->durability != DUR_PENDING)
+                return 0;
+        r = fiber_event_wait(&j->durable, SCHED_FOREVER);
+        if (r == 0 && j->store_error < 0)
+                r = -ECANCELED;
+        return r;
+}
+
 static void job_fiber_main(void *arg)
 {
         Job *j = arg;
         const JobTableHooks *h = &j->table->hooks;
         bool ended;
+        int r;
 
         /* under the lock: jobtable_cancel() ends a job at once only before this */
         jobtable_lock(j->table);
@@ -310,6 +333,8 @@ static void job_fiber_main(void *arg)
         jobtable_unlock(j->table);
         if (ended) /* cancelled, or timed out, while it waited for a worker */
                 j->run_result = -ECANCELED;
+        else if ((r = job_wait_disk(j)) < 0)
+                j->run_result = r; /* no plugin code ran */
         else
                 j->run_result = h->run ? h->run(j) : -ENOSYS;
         fiber_event_set(&j->ran);

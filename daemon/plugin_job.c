@@ -992,20 +992,8 @@ int plugin_host_run(Job *j)
         FiberdJob *hj = calloc(1, sizeof(*hj));
         char *result = NULL;
         size_t result_len = 0;
-        bool pending;
         int r;
 
-        /* the job store (store.h): with the store idle, no plugin code runs for a job
-         * that is not on disk yet, so a plugin that crashes fiberd at once leaves an
-         * answered submission and a record naming it; under load (DUR_EARLY) the job
-         * runs while its record is committed (jobtable_submit()) */
-        pending = j->durability == DUR_PENDING;
-        r = pending ? fiber_event_wait(&j->durable, SCHED_FOREVER) : 0;
-        if (r < 0 || (pending && j->store_error < 0)) {
-                free(hj);
-                j->fail_code = NULL;
-                return r < 0 ? r : -ECANCELED;
-        }
         if (!hj) {
                 j->fail_code = NULL;
                 return -ENOMEM;
