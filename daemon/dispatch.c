@@ -33,8 +33,10 @@
  *    that the lock lets anyone see is never a joined one;
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
  *    reports), on one of the job scheduler's groups, in the job's class (its children
- *    inherit it): calls the table's run hook (JobTableHooks.run: the plugin host's
- *    entry point call, set by main.c) and sets job->ran.
+ *    inherit it): waits, when the store says so (Job.durability), until the job's record
+ *    is on disk, then calls the table's run hook (JobTableHooks.run: the plugin host's
+ *    entry point call, set by main.c, which knows nothing of the store) and sets
+ *    job->ran.
  * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
  * at once (jobtable_cancel()): every job worker may be stuck for long, and no plugin
  * code of it has run; the fiber, when it gets a worker, sees the final state and skips
@@ -297,11 +299,32 @@ static void user_stopped_locked(Dispatcher *d, Job *j)
 
 /* ------------------------------------------------------------------ fibers ------ */
 
+/*
+ * The job store (store.h): with the store idle (DUR_PENDING), no plugin code runs for a
+ * job that is not on disk yet, so a plugin that crashes fiberd at once leaves an
+ * answered submission and a record naming it; under load (DUR_EARLY) the job runs while
+ * its record is committed (jobtable_submit()). Return: 0 to run it; -ECANCELED when its
+ * record could not be written (the submitter cancels it); the wait's error.
+ * Context: @j's job fiber, before its run hook; yields.
+ */
+static int job_wait_disk(Job *j)
+{
+        int r;
+
+        if (j->durability != DUR_PENDING)
+                return 0;
+        r = fiber_event_wait(&j->durable, SCHED_FOREVER);
+        if (r == 0 && j->store_error < 0)
+                r = -ECANCELED;
+        return r;
+}
+
 static void job_fiber_main(void *arg)
 {
         Job *j = arg;
         const JobTableHooks *h = &j->table->hooks;
         bool ended;
+        int r;
 
         /* under the lock: jobtable_cancel() ends a job at once only before this */
         jobtable_lock(j->table);
@@ -310,6 +333,8 @@ static void job_fiber_main(void *arg)
         jobtable_unlock(j->table);
         if (ended) /* cancelled, or timed out, while it waited for a worker */
                 j->run_result = -ECANCELED;
+        else if ((r = job_wait_disk(j)) < 0)
+                j->run_result = r; /* no plugin code ran */
         else
                 j->run_result = h->run ? h->run(j) : -ENOSYS;
         fiber_event_set(&j->ran);
@@ -317,7 +342,8 @@ static void job_fiber_main(void *arg)
 }
 
 /* Final state and error for a job whose entry point returned, or that ends without it
- * (@detached: its code did not return after the cancel). Under the lock. */
+ * (@detached: its code did not return after the cancel); a no-op for a job that ended
+ * already (cancelled before its fiber started). Under the lock. */
 static void job_conclude_locked(JobTable *t, Job *j, bool detached)
 {
         const char *left = detached ? " (its code did not return to a yield point; it "
@@ -325,6 +351,8 @@ static void job_conclude_locked(JobTable *t, Job *j, bool detached)
                                     : "";
         char msg[512];
 
+        if (job_state_final(j->state))
+                return;
         if (j->cancel_requested) {
                 if (j->timed_out)
                         snprintf(msg, sizeof(msg), "the job's timeout of %llu ms passed%s",
@@ -334,17 +362,23 @@ static void job_conclude_locked(JobTable *t, Job *j, bool detached)
                                  t->stopping ? "cancelled: fiberd is shutting down"
                                              : "cancelled on request",
                                  left);
-                jobtable_finish_locked(t, j, JOB_CANCELLED,
-                                       j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED, msg);
+                job_transition(
+                        &t->machine, j,
+                        detached       ? JOB_EV_DETACH
+                        : j->timed_out ? JOB_EV_TIMEOUT
+                                       : JOB_EV_CANCEL,
+                        &(JobChange){.code = j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
+                                     .message = msg});
         } else if (j->run_result < 0) {
                 snprintf(msg, sizeof(msg), "%s",
                          j->error_message ? j->error_message : strerror(-j->run_result));
-                jobtable_finish_locked(t, j, JOB_FAILED,
-                                       j->fail_code ? j->fail_code
-                                                    : ipc_status_code_from_errno(j->run_result),
-                                       msg);
+                job_transition(&t->machine, j, JOB_EV_RETURN_ERR,
+                               &(JobChange){.code = j->fail_code ? j->fail_code
+                                                                 : ipc_status_code_from_errno(
+                                                                           j->run_result),
+                                            .message = msg});
         } else {
-                jobtable_finish_locked(t, j, JOB_DONE, NULL, NULL);
+                job_transition(&t->machine, j, JOB_EV_RETURN_OK, NULL);
         }
 }
 
@@ -443,10 +477,7 @@ static void job_supervise(void *arg)
                 user_stopped_locked(d, j);
                 if (r == -EAGAIN && !j->cancel_requested && !t->stopping) {
                         /* the group is full: back to the queue, the ticker retries */
-                        jobtable_set_state_locked(t, j, JOB_QUEUED);
-                        j->started_ms = 0;
-                        jobtable_store_locked(t, j);
-                        j->started_mono_ns = 0;
+                        job_transition(&t->machine, j, JOB_EV_REQUEUE, NULL);
                         if (dispatch_push_locked(d, j) == 0) {
                                 d->pump_blocked = true;
                                 jobtable_unlock(t);
@@ -533,9 +564,11 @@ void dispatch_pump_locked(Dispatcher *d)
                                 dispatch_remove_locked(d, j);
                                 j->timed_out = true;
                                 job_set_cancel_requested(j);
-                                jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_DEADLINE_EXCEEDED,
-                                                       "the job's timeout passed while it "
-                                                       "was queued");
+                                job_transition(&t->machine, j, JOB_EV_TIMEOUT,
+                                               &(JobChange){.code = IPC_DEADLINE_EXCEEDED,
+                                                            .message = "the job's timeout "
+                                                                       "passed while it was "
+                                                                       "queued"});
                                 continue;
                         }
                 }
@@ -553,9 +586,7 @@ void dispatch_pump_locked(Dispatcher *d)
                 d->running++;
                 d->users[j->dispatch_user].running++;
                 d->users[j->dispatch_user].last_start = ++d->starts;
-                jobtable_set_state_locked(t, j, JOB_RUNNING);
-                j->started_ms = job_now_ms();
-                jobtable_store_locked(t, j); /* store.h: which plugin runs, for recovery */
-                j->started_mono_ns = sched_now_ns();
+                /* its record says which plugin runs, for recovery (the store listener) */
+                job_transition(&t->machine, j, JOB_EV_DISPATCH, NULL);
         }
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * job.c — the Job object: creation with a private copy of the arguments, reference
- * counting, state names and the wire record (see job.h).
+ * counting and the wire record (see job.h); its states are jobstate.c's.
  *
  * The arguments arrive inside a request's msgpack zone, which dies with the request,
  * so job_new() re-packs them and unpacks the bytes again into a zone of the job's own
@@ -18,34 +18,6 @@
 #include <string.h>
 #include <unistd.h>
 #include <time.h>
-
-static const char *const job_state_names[JOB_STATE_COUNT] = {
-        [JOB_QUEUED] = IPC_STATE_QUEUED,       [JOB_RUNNING] = IPC_STATE_RUNNING,
-        [JOB_DONE] = IPC_STATE_DONE,           [JOB_FAILED] = IPC_STATE_FAILED,
-        [JOB_CANCELLED] = IPC_STATE_CANCELLED,
-};
-
-const char *job_state_name(JobState s)
-{
-        return s < JOB_STATE_COUNT ? job_state_names[s] : "unknown";
-}
-
-int job_state_parse(const char *name, size_t len, JobState *ret)
-{
-        for (int s = 0; s < JOB_STATE_COUNT; s++) {
-                if (strlen(job_state_names[s]) == len &&
-                    memcmp(job_state_names[s], name, len) == 0) {
-                        *ret = (JobState)s;
-                        return 0;
-                }
-        }
-        return -EINVAL;
-}
-
-bool job_state_final(JobState s)
-{
-        return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED;
-}
 
 uint64_t job_now_ms(void)
 {
@@ -140,9 +112,6 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->deadline_ns = timeout_ns ? sched_deadline_after(timeout_ns) : SCHED_FOREVER;
         snprintf(j->tag, sizeof(j->tag), "job %llu plugin %s", (unsigned long long)id, plugin_name);
         j->refs = 1;
-        j->state = JOB_QUEUED;
-        j->submitted_ms = job_now_ms();
-        j->submitted_mono_ns = sched_now_ns();
         joblog_init(&j->log);
         j->heap_index = SIZE_MAX;
         list_init(&j->all_link);

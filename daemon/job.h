@@ -10,7 +10,8 @@
  * job table's lock; the immutable fields (id, owner, plugin, args, options) may be read
  * without it by whoever holds a reference.
  *
- * The lifecycle (PROTOCOL.md, "Jobs"):
+ * The lifecycle (PROTOCOL.md, "Jobs"; the transition table and its one writer,
+ * job_transition(), are jobstate.h):
  *
  *     queued ──dispatch──▶ running ──plugin returns 0────────▶ done
  *       │                     ├──────plugin returns < 0──────▶ failed
@@ -38,26 +39,9 @@
 
 #include "daemon/creds.h"
 #include "daemon/joblog.h"
+#include "daemon/jobstate.h"
 #include "scheduler/base/list.h"
 #include "scheduler/sched.h"
-
-typedef enum JobState {
-        JOB_QUEUED,
-        JOB_RUNNING,
-        JOB_DONE,
-        JOB_FAILED,
-        JOB_CANCELLED,
-        JOB_STATE_COUNT,
-} JobState;
-
-/* job_state_name - "queued", "running", ... Context: any. */
-const char *job_state_name(JobState s);
-
-/* job_state_parse - the reverse. Return: 0 and *@ret; -EINVAL for an unknown name. */
-int job_state_parse(const char *name, size_t len, JobState *ret);
-
-/* job_state_final - true for done, failed and cancelled. */
-bool job_state_final(JobState s);
 
 /* A loaded plugin (plugins/loader.h): stays loaded until fiberd exits, so jobs hold the
  * pointer without a reference. */
@@ -87,6 +71,29 @@ typedef struct JobOrigin {
                              * (its first store write may wait for that) */
 } JobOrigin;
 
+/*
+ * JobDurability - where a job's first write to the store stands against its run: one
+ * value instead of the flags that said it (store.h has the promise it keeps). The
+ * outcome of that write, committed or failed, is not a value here: the store thread
+ * sets Job.store_error and then the `durable` event, which is what waiters park on.
+ *
+ *     none ──────── nothing to wait for: the memory store (`durable` set at once), or
+ *                   a record read back from the store (restored, a fleet copy)
+ *     pending ───── its first write is queued; the job runs only once it is committed
+ *                   (plugin_host_run() waits, jobtable_wait_durable() dispatches)
+ *     early ─────── its first write is queued; the job was dispatched at once (the
+ *                   store was busy: the record carries the state it reached by then)
+ *     deferred ──── job.run: nothing is answered before the job ends, so its first
+ *                   write waits for that (or for a shutdown that leaves it queued);
+ *                   dispatched at once; ──jobtable_record_locked()──▶ early
+ */
+typedef enum JobDurability {
+        DUR_NONE,
+        DUR_PENDING,
+        DUR_EARLY,
+        DUR_DEFERRED,
+} JobDurability;
+
 typedef struct Job {
         /* immutable after job_new() */
         uint64_t id;            /* from 1, never reused */
@@ -110,7 +117,7 @@ typedef struct Job {
         int refs; /* atomic */
 
         /* under the table lock */
-        JobState state;
+        JobState state;                         /* written by job_transition() only (jobstate.h) */
         uint64_t submitted_ms;                  /* CLOCK_REALTIME, milliseconds since the epoch */
         uint64_t started_ms, finished_ms;       /* 0 = not yet */
         uint64_t finished_mono_ns;              /* for retention */
@@ -157,11 +164,11 @@ typedef struct Job {
         bool store_queued;         /* its entry is queued (holds a reference) */
         bool store_args;           /* the next write carries the arguments (the first one) */
         bool store_notify;         /* set `durable` once the next write is committed */
-        bool run_early;            /* dispatched before its record was committed (the
-                                 * store was busy: jobtable_submit()) */
-        bool store_deferred;       /* under the table lock: a job.run, whose first
-                                 * write waits for its end (jobtable_submit()) */
-        int store_error;           /* set before `durable`: 0, or why the store failed */
+        JobDurability durability;  /* how its first write and its run relate; written
+                                    * by jobtable.c's store paths only, under the table
+                                    * lock, before the job can be dispatched */
+        int store_error;           /* store.c's, set before `durable`: 0, or why the
+                                    * store failed (the outcome of the first write) */
         FiberEvent durable;        /* set once the submission is committed to the store */
         FiberEvent final_recorded; /* set once a write with its final state is committed
                                     * (durable stores; store.c) */
@@ -181,8 +188,8 @@ typedef struct Job {
 } Job;
 
 /*
- * job_new - a queued job of @table (kept in Job.table, not referenced) holding a copy of
- * @args (a msgpack map; deep-copied into the job's own zone) for @plugin, owned by
+ * job_new - a new job (JOB_NEW, until jobtable_submit() or a restore moves it on) of
+ * @table (kept in Job.table, not referenced) holding a copy of @args (a msgpack map; deep-copied into the job's own zone) for @plugin, owned by
  * @origin's creds (referenced) and holding its fds (taken: @origin's are cleared), in the
  * job class @cls (0-based index; @class_name copied).
  * @ret: out, one reference, written only on success.

@@ -4,7 +4,7 @@
  * finished jobs, one pair of histograms (duration_histogram.h) per plugin and job class, for
  * `stats` ("latency") and `metrics` (PROTOCOL.md).
  *
- * A job is recorded once, when it reaches its final state (jobtable_finish_locked()),
+ * A job is recorded once, when it reaches its final state (jobtable.c's latency listener),
  * if it had started: a job cancelled while queued ran nothing and is only counted as
  * cancelled. Times are CLOCK_MONOTONIC nanoseconds (Job.submitted_mono_ns,
  * Job.started_mono_ns), not the records' wall-clock milliseconds.

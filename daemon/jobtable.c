@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void machine_init(JobTable *t);
+
 void jobtable_lock(JobTable *t)
 {
         pthread_mutex_lock(&t->lock);
@@ -45,6 +47,7 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
         list_init(&t->all);
         list_init(&t->finished);
         fiber_event_init(&t->idle);
+        machine_init(t);
         return 0;
 }
 
@@ -158,6 +161,8 @@ void jobtable_count_stall(JobTable *t, const char *plugin_name)
         jobtable_unlock(t);
 }
 
+/* The counter of @s in @c: a gauge (queued, running) or a total since start; NULL for
+ * a state nothing counts (new, and those not reachable yet). */
 static uint64_t *count_field(JobCounts *c, JobState s)
 {
         switch (s) {
@@ -169,26 +174,20 @@ static uint64_t *count_field(JobCounts *c, JobState s)
                 return &c->done;
         case JOB_FAILED:
                 return &c->failed;
-        default:
+        case JOB_CANCELLED:
                 return &c->cancelled;
+        default:
+                return NULL;
         }
 }
 
-void jobtable_set_state_locked(JobTable *t, Job *j, JobState s)
+/* @c's counter of @s, by @delta (+1 / -1), when @s has one. */
+static void count_add(JobCounts *c, JobState s, int delta)
 {
-        JobCounts *pc = plugin_counts_locked(t, j->plugin_name);
-        JobState old = j->state;
+        uint64_t *n = c ? count_field(c, s) : NULL;
 
-        /* queued and running are gauges: leave the old one */
-        if (old == JOB_QUEUED || old == JOB_RUNNING) {
-                (*count_field(&t->counts, old))--;
-                if (pc)
-                        (*count_field(pc, old))--;
-        }
-        (*count_field(&t->counts, s))++;
-        if (pc)
-                (*count_field(pc, s))++;
-        j->state = s;
+        if (n)
+                *n += (uint64_t)(int64_t)delta;
 }
 
 void jobtable_set_detached_locked(JobTable *t, Job *j, bool detached)
@@ -222,6 +221,130 @@ void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts 
 
 /* ------------------------------------------------------------------ lifecycle --- */
 
+/*
+ * The job table's machine (jobstate.h): what each transition of a listed job tells the
+ * rest of the daemon, in this order. Each runs under the table lock. A fleet copy
+ * (Job.fleet_copy: not listed here, never run here) is only counted as submitted.
+ */
+
+/* counts: the queued and running gauges, the totals since start, in all and per plugin.
+ * A restored final job is not counted: it did not end since this start. */
+static void listen_counts(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+        JobCounts *pc;
+
+        if (j->fleet_copy) {
+                if (ev == JOB_EV_SUBMIT)
+                        t->counts.submitted++;
+                return;
+        }
+        if (ev == JOB_EV_RESTORE && !job_state_active(j->state))
+                return;
+        pc = plugin_counts_locked(t, j->plugin_name);
+        if (ev == JOB_EV_SUBMIT) {
+                t->counts.submitted++;
+                if (pc)
+                        pc->submitted++;
+        }
+        if (job_state_active(from)) { /* queued and running are gauges: leave the old one */
+                count_add(&t->counts, from, -1);
+                count_add(pc, from, -1);
+        }
+        count_add(&t->counts, j->state, +1);
+        count_add(pc, j->state, +1);
+}
+
+/* latency: a job that started and ends now adds its queue wait and run time. */
+static void listen_latency(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+
+        if (j->fleet_copy || ev == JOB_EV_RESTORE || !job_state_final(j->state) ||
+            !j->started_mono_ns)
+                return;
+        joblatency_record(&t->latency, j->plugin_name, j->class_name,
+                          j->started_mono_ns - j->submitted_mono_ns,
+                          j->finished_mono_ns - j->started_mono_ns);
+}
+
+/* log: one debug line a transition (the lines that say why stay with their callers). */
+static void listen_log(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        (void)ctx;
+        if (log_get_level() < LOG_DEBUG)
+                return;
+        log_job(LOG_DEBUG, j->id, j->plugin_name, "%s --%s--> %s", job_state_name(from),
+                job_event_name(ev), job_state_name(j->state));
+}
+
+/* store: every change after the first write is queued for the store (the submission's
+ * own write, and when it happens, is jobtable_submit()'s). A retry-safe job that
+ * shutdown cancelled while it ran is kept queued there for the next start. */
+static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+
+        if (j->fleet_copy || ev == JOB_EV_SUBMIT || ev == JOB_EV_RESTORE)
+                return;
+        if (job_state_final(j->state) && j->interrupted && t->store && store_durable(t->store) &&
+            t->hooks.retry_safe && t->hooks.retry_safe(j))
+                j->requeued = true; /* its record says queued: store.c's snapshot */
+        jobtable_store_locked(t, j);
+}
+
+/* waiters: `finished` once the state is final; the table's `idle` when it stops. */
+static void listen_waiters(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+
+        if (j->fleet_copy || !job_state_final(j->state))
+                return;
+        fiber_event_set(&j->finished);
+        if (ev != JOB_EV_RESTORE)
+                jobtable_check_idle_locked(t);
+}
+
+static void retire_locked(JobTable *t, Job *j);
+static void restore_finished_locked(JobTable *t, Job *j);
+
+/* retention: a final job joins the finished list; retention_max holds at every finish,
+ * not only at the ticker's sweep: at 100k jobs/s a second's burst would otherwise keep
+ * 100k records alive (and the allocator keeps the memory they had). The one just
+ * finished stays, for its waiters; the table's reference is all that is dropped. */
+static void listen_retention(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+
+        if (j->fleet_copy || !job_state_final(j->state))
+                return;
+        if (ev == JOB_EV_RESTORE) {
+                restore_finished_locked(t, j);
+                return;
+        }
+        list_add_tail(&t->finished, &j->fin_link);
+        t->fin_count++;
+        while (t->fin_count > t->retention_max) {
+                Job *oldest = list_entry(list_first(&t->finished), Job, fin_link);
+                if (oldest == j)
+                        break;
+                retire_locked(t, oldest);
+        }
+}
+
+static const JobStateListener jobtable_listeners[] = {
+        {"counts", listen_counts}, {"latency", listen_latency}, {"log", listen_log},
+        {"store", listen_store},   {"waiters", listen_waiters}, {"retention", listen_retention},
+};
+
+/* The table's machine: its listeners above, in that order, told about @t's jobs. */
+static void machine_init(JobTable *t)
+{
+        t->machine = (JobMachine){.listeners = jobtable_listeners,
+                                  .n_listeners = ELEMENTSOF(jobtable_listeners),
+                                  .ctx = t};
+}
+
 void jobtable_check_idle_locked(JobTable *t)
 {
         if (t->stopping && dispatch_idle_locked(&t->dispatch))
@@ -234,7 +357,6 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
 {
         bool fleet = t->store && store_fleet(t->store);
         uint64_t id = 0;
-        JobCounts *pc;
         Job *j;
         int r;
 
@@ -261,7 +383,8 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 /* the shared queue runs it, on whichever host reads it first: this copy
                  * only carries the submission to the store, and job.submit's answer */
                 j->fleet_copy = true;
-                t->counts.submitted++;
+                job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
+                j->durability = DUR_PENDING; /* job.submit answers once it is shared */
                 store_put(t->store, j, true, true);
                 jobtable_unlock(t);
                 log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
@@ -282,13 +405,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         t->buckets[bucket_of(t, j->id)] = j;
         t->count++;
         list_add_tail(&t->all, &j->all_link);
-        t->counts.submitted++;
-        t->counts.queued++;
-        pc = plugin_counts_locked(t, plugin_name);
-        if (pc) {
-                pc->submitted++;
-                pc->queued++;
-        }
+        job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
         *ret = job_ref(j);
         log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
                       "queued (owner %u, priority %d, timeout %llu ms)", (unsigned)j->owner,
@@ -301,7 +418,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 /* job.run: nothing is answered before the job ends, so its first write
                  * waits for that (jobtable_store_locked()): one row write and one fsync,
                  * and a crash before it loses only a submission never answered */
-                j->store_deferred = j->run_early = true;
+                j->durability = DUR_DEFERRED;
                 dispatch_pump_locked(&t->dispatch);
         } else {
                 /*
@@ -315,11 +432,10 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                  * fsync of latency either way, and a plugin that crashes fiberd at once
                  * then leaves an answered job with an INTERRUPTED record.
                  */
+                j->durability = store_busy(t->store) ? DUR_EARLY : DUR_PENDING;
                 store_put(t->store, j, true, true);
-                if (store_busy(t->store)) {
-                        j->run_early = true;
+                if (j->durability == DUR_EARLY)
                         dispatch_pump_locked(&t->dispatch);
-                }
         }
         jobtable_unlock(t);
         return 0;
@@ -327,51 +443,6 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
 out_unlock:
         jobtable_unlock(t);
         return r;
-}
-
-static void retire_locked(JobTable *t, Job *j);
-
-void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, const char *message)
-{
-        if (job_state_final(j->state))
-                return;
-        jobtable_set_state_locked(t, j, s);
-        j->finished_ms = job_now_ms();
-        j->finished_mono_ns = sched_now_ns();
-        /* the one place a job becomes final: its queue wait and run time, if it started */
-        if (j->started_mono_ns)
-                joblatency_record(&t->latency, j->plugin_name, j->class_name,
-                                  j->started_mono_ns - j->submitted_mono_ns,
-                                  j->finished_mono_ns - j->started_mono_ns);
-        if (code) {
-                char *m = strdup(message ? message : "");
-                j->error_code = code;
-                free(j->error_message);
-                j->error_message = m;
-        }
-        list_add_tail(&t->finished, &j->fin_link);
-        t->fin_count++;
-        if (j->interrupted && t->store && store_durable(t->store) && t->hooks.retry_safe &&
-            t->hooks.retry_safe(j)) {
-                /* shutdown cancelled a retry-safe job: the store keeps it queued for the
-                 * next start (attempt + 1); this process's copy ends here */
-                j->requeued = true; /* its record says queued: store.c's snapshot */
-                jobtable_store_locked(t, j);
-        } else {
-                jobtable_store_locked(t, j);
-        }
-        fiber_event_set(&j->finished);
-        jobtable_check_idle_locked(t);
-        /* retention_max holds at every finish, not only at the ticker's sweep: at 100k
-         * jobs/s a second's burst would otherwise keep 100k records alive (and the
-         * allocator keeps the memory they had). The one just finished stays, for its
-         * waiters; the table's reference is all that is dropped. */
-        while (t->fin_count > t->retention_max) {
-                Job *oldest = list_entry(list_first(&t->finished), Job, fin_link);
-                if (oldest == j)
-                        break;
-                retire_locked(t, oldest);
-        }
 }
 
 /*
@@ -402,11 +473,14 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                 job_set_cancel_requested(j);
                 j->timed_out = timed_out;
                 if (timed_out)
-                        jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_DEADLINE_EXCEEDED,
-                                               "the job's timeout passed while it was queued");
+                        job_transition(&t->machine, j, JOB_EV_TIMEOUT,
+                                       &(JobChange){.code = IPC_DEADLINE_EXCEEDED,
+                                                    .message = "the job's timeout passed while "
+                                                               "it was queued"});
                 else
-                        jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_CANCELLED,
-                                               "cancelled while queued");
+                        job_transition(&t->machine, j, JOB_EV_CANCEL,
+                                       &(JobChange){.code = IPC_CANCELLED,
+                                                    .message = "cancelled while queued"});
         } else if (!j->cancel_requested) {
                 j->timed_out = timed_out;
                 cancel_running_locked(t, j);
@@ -414,11 +488,14 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                  * no plugin code of it ran, so it ends now; the fiber, when it runs,
                  * skips the plugin, and its supervisor still joins it. */
                 if (!j->fiber_started)
-                        jobtable_finish_locked(t, j, JOB_CANCELLED,
-                                               timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
-                                               timed_out ? "the job's timeout passed before it "
-                                                           "started running"
-                                                         : "cancelled before it started running");
+                        job_transition(&t->machine, j, timed_out ? JOB_EV_TIMEOUT : JOB_EV_CANCEL,
+                                       &(JobChange){.code = timed_out ? IPC_DEADLINE_EXCEEDED
+                                                                      : IPC_CANCELLED,
+                                                    .message = timed_out
+                                                                       ? "the job's timeout passed "
+                                                                         "before it started running"
+                                                                       : "cancelled before it "
+                                                                         "started running"});
         }
         jobtable_unlock(t);
         if (r == 0)
@@ -493,8 +570,10 @@ void jobtable_stop(JobTable *t)
                         continue;
                 }
                 job_set_cancel_requested(j);
-                jobtable_finish_locked(t, j, JOB_CANCELLED, IPC_CANCELLED,
-                                       "cancelled while queued: fiberd is shutting down");
+                job_transition(&t->machine, j, JOB_EV_CANCEL,
+                               &(JobChange){.code = IPC_CANCELLED,
+                                            .message = "cancelled while queued: fiberd is "
+                                                       "shutting down"});
         }
         for (j = jobtable_next_locked(t, NULL); j; j = jobtable_next_locked(t, j)) {
                 if (j->state != JOB_RUNNING || j->cancel_requested)
@@ -530,7 +609,7 @@ void jobtable_store_locked(JobTable *t, Job *j)
 {
         if (!t->store)
                 return;
-        if (j->store_deferred) {
+        if (j->durability == DUR_DEFERRED) {
                 /* its first write (jobtable_submit()) waits for its end, or for a
                  * shutdown that leaves it queued */
                 if (job_state_final(j->state) || j->requeued)
@@ -542,9 +621,9 @@ void jobtable_store_locked(JobTable *t, Job *j)
 
 void jobtable_record_locked(JobTable *t, Job *j)
 {
-        if (!j->store_deferred)
+        if (j->durability != DUR_DEFERRED)
                 return;
-        j->store_deferred = false;
+        j->durability = DUR_EARLY;          /* it was dispatched at once */
         store_put(t->store, j, true, true); /* sets `durable` once committed */
 }
 
@@ -566,13 +645,13 @@ int jobtable_wait_recorded(JobTable *t, Job *j)
 
 int jobtable_wait_durable(JobTable *t, Job *j)
 {
-        bool deferred;
+        JobDurability durability;
         int r;
 
         jobtable_lock(t);
-        deferred = j->store_deferred;
+        durability = j->durability;
         jobtable_unlock(t);
-        if (deferred)
+        if (durability == DUR_DEFERRED)
                 return 0; /* job.run: the answer waits for jobtable_wait_recorded() */
 
         while (fiber_event_wait(&j->durable, SCHED_FOREVER) < 0)
@@ -583,7 +662,7 @@ int jobtable_wait_durable(JobTable *t, Job *j)
                         jobtable_cancel(t, j, false);
                 return r;
         }
-        if (!j->run_early && t->store && store_durable(t->store)) {
+        if (durability == DUR_PENDING) { /* it waited for the disk to be dispatched */
                 jobtable_lock(t);
                 dispatch_pump_locked(&t->dispatch);
                 jobtable_unlock(t);
@@ -591,24 +670,12 @@ int jobtable_wait_durable(JobTable *t, Job *j)
         return 0;
 }
 
-/* One more queued or running job (@j's state) in the gauges, restored at start-up. */
-static void restore_count_locked(JobTable *t, Job *j)
-{
-        JobCounts *pc = plugin_counts_locked(t, j->plugin_name);
-
-        (*count_field(&t->counts, j->state))++;
-        if (pc)
-                (*count_field(pc, j->state))++;
-}
-
-/* Where a restored final job goes in the finished list: by finish time. */
+/* Where a restored final job goes in the finished list: by finish time (its
+ * finished_mono_ns, which job_transition() derived from the record). */
 static void restore_finished_locked(JobTable *t, Job *j)
 {
-        uint64_t now_ms = job_now_ms(), now_ns = sched_now_ns();
-        uint64_t age_ns = j->finished_ms < now_ms ? (now_ms - j->finished_ms) * NSEC_PER_MSEC : 0;
         ListHead *pos = t->finished.prev;
 
-        j->finished_mono_ns = age_ns < now_ns ? now_ns - age_ns : 0;
         while (pos != &t->finished &&
                list_entry(pos, Job, fin_link)->finished_mono_ns > j->finished_mono_ns)
                 pos = pos->prev;
@@ -618,7 +685,6 @@ static void restore_finished_locked(JobTable *t, Job *j)
         pos->next->prev = &j->fin_link;
         pos->next = &j->fin_link;
         t->fin_count++;
-        fiber_event_set(&j->finished);
 }
 
 /* @rec's job as a Job (not listed). */
@@ -683,7 +749,6 @@ static int restore_job(JobTable *t, const StoreRecord *rec, const Plugin *plugin
                         goto out_job;
                 }
         }
-        j->state = rec->state;
         fiber_event_set(&j->durable);
         if (job_state_final(rec->state))
                 fiber_event_set(&j->final_recorded); /* read back from the store */
@@ -706,6 +771,7 @@ int jobtable_fleet_copy(JobTable *t, const StoreRecord *rec, Job **ret)
         if (r < 0)
                 return r;
         j->fleet_copy = true;
+        job_transition(&t->machine, j, JOB_EV_RESTORE, &(JobChange){.restored = rec->state});
         *ret = j;
         return 0;
 }
@@ -741,40 +807,36 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
         list_add_tail(&t->all, &j->all_link);
         if (j->id >= t->next_id)
                 t->next_id = j->id + 1;
+        job_transition(&t->machine, j, JOB_EV_RESTORE, &(JobChange){.restored = rec->state});
 
         if (job_state_final(j->state)) {
-                restore_finished_locked(t, j);
                 jobtable_unlock(t);
                 return 0;
         }
         if (crashed) {
-                restore_count_locked(t, j);
-                jobtable_finish_locked(t, j, JOB_FAILED, IPC_INTERRUPTED, crashed);
+                job_transition(&t->machine, j, JOB_EV_INTERRUPT,
+                               &(JobChange){.code = IPC_INTERRUPTED, .message = crashed});
                 jobtable_unlock(t);
                 log_job(LOG_WARNING, j->id, j->plugin_name, "failed: %s", crashed);
                 return 0;
         }
         if (j->state == JOB_RUNNING) {
-                restore_count_locked(t, j);
                 if (!plugin || !t->hooks.retry_safe || !t->hooks.retry_safe(j) || rec->n_fds) {
-                        jobtable_finish_locked(t, j, JOB_FAILED, IPC_INTERRUPTED,
-                                               "fiberd stopped while this job ran; it was not "
-                                               "retried");
+                        job_transition(&t->machine, j, JOB_EV_INTERRUPT,
+                                       &(JobChange){.code = IPC_INTERRUPTED,
+                                                    .message = "fiberd stopped while this job "
+                                                               "ran; it was not retried"});
                         jobtable_unlock(t);
                         log_job(LOG_WARNING, j->id, j->plugin_name,
                                 "was running when fiberd stopped: failed (INTERRUPTED)");
                         return 0;
                 }
-                /* retry-safe: queued again */
-                jobtable_set_state_locked(t, j, JOB_QUEUED);
+                /* retry-safe: queued again (the requeue writes it back) */
                 j->attempt++;
-                j->started_ms = 0;
-                jobtable_store_locked(t, j);
+                job_transition(&t->machine, j, JOB_EV_REQUEUE, NULL);
                 log_job(LOG_NOTICE, j->id, j->plugin_name,
                         "was running when fiberd stopped: queued again (attempt %u)",
                         j->attempt + 1);
-        } else {
-                restore_count_locked(t, j);
         }
         if (!plugin || rec->n_fds) {
                 if (!plugin)
@@ -786,16 +848,18 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
                                  "fiberd stopped before this job ran, and the %u file "
                                  "descriptor(s) passed with it did not survive",
                                  rec->n_fds);
-                jobtable_finish_locked(t, j, JOB_FAILED, plugin ? IPC_INTERRUPTED : IPC_NOT_FOUND,
-                                       msg);
+                job_transition(&t->machine, j, JOB_EV_INTERRUPT,
+                               &(JobChange){.code = plugin ? IPC_INTERRUPTED : IPC_NOT_FOUND,
+                                            .message = msg});
                 jobtable_unlock(t);
                 log_job(LOG_WARNING, j->id, j->plugin_name, "not restored: %s", msg);
                 return 0;
         }
         r = dispatch_push_locked(&t->dispatch, j);
         if (r < 0)
-                jobtable_finish_locked(t, j, JOB_FAILED, IPC_OUT_OF_MEMORY,
-                                       "out of memory while fiberd restarted");
+                job_transition(&t->machine, j, JOB_EV_INTERRUPT,
+                               &(JobChange){.code = IPC_OUT_OF_MEMORY,
+                                            .message = "out of memory while fiberd restarted"});
         jobtable_unlock(t);
         return 0;
 }

@@ -32,6 +32,7 @@
 
 #include "daemon/dispatch.h"
 #include "daemon/job.h"
+#include "daemon/jobstate.h"
 #include "daemon/store.h"
 #include "daemon/joblatency.h"
 #include "scheduler/sched.h"
@@ -91,6 +92,8 @@ typedef struct JobTable {
         JobCounts counts;
         PluginCounts *plugins;
         size_t nplugins;
+
+        JobMachine machine; /* its jobs' transitions (jobstate.h): the listeners of jobtable.c */
 
         Store *store; /* where every change is written (store.h); NULL = nowhere; not owned */
         JobLatencies latency; /* queue wait and run time per plugin and class */
@@ -154,7 +157,7 @@ void jobtable_restore_done(JobTable *t, uint64_t next_id);
 /*
  * jobtable_wait_durable - park the calling fiber until @j's submission is committed
  * to the store (at once without a durable store).
- * Under load the job may have started (or ended) meanwhile (Job.run_early): its
+ * Under load the job may have started (or ended) meanwhile (DUR_EARLY): its
  * record is written with the state it reached by the time the store takes it.
  * Return: 0; the store's error (negative errno): the job is then cancelled (when it
  * has not ended yet) and the submission must be answered with an error.
@@ -164,7 +167,7 @@ int jobtable_wait_durable(JobTable *t, Job *j);
 
 /*
  * jobtable_record_locked - write @j's record now if its first write was deferred (a
- * job.run, Job.store_deferred): with its arguments, setting `durable` once
+ * job.run, DUR_DEFERRED): with its arguments, setting `durable` once
  * committed. No-op otherwise. Context: the table lock held; does not yield.
  */
 void jobtable_record_locked(JobTable *t, Job *j);
@@ -179,7 +182,7 @@ int jobtable_wait_recorded(JobTable *t, Job *j);
 
 /*
  * jobtable_store_locked - mark @j's record for a write to the store (no-op without
- * one; a job.run's first write waits for its end: Job.store_deferred).
+ * one; a job.run's first write waits for its end: DUR_DEFERRED).
  * Context: table lock held; no yield.
  */
 void jobtable_store_locked(JobTable *t, Job *j);
@@ -283,15 +286,6 @@ void jobtable_lock(JobTable *t);
 void jobtable_unlock(JobTable *t);
 
 /* ---- used by dispatch.c, under the lock ------------------------------------------ */
-
-/* jobtable_set_state_locked - move @j to @s, keeping the counters right. */
-void jobtable_set_state_locked(JobTable *t, Job *j, JobState s);
-
-/*
- * jobtable_finish_locked - give @j its final state @s (with error @code / @message when
- * not done), stamp it, move it to the finished list and wake its waiters.
- */
-void jobtable_finish_locked(JobTable *t, Job *j, JobState s, const char *code, const char *message);
 
 /* jobtable_check_idle_locked - set t->idle when stopping and nothing queued or running. */
 void jobtable_check_idle_locked(JobTable *t);

@@ -46,6 +46,7 @@
 #include "daemon/opener.h"
 #include "daemon/crash.h"
 #include "daemon/plugin_host.h"
+#include "daemon/plugin_job.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -748,7 +749,9 @@ int main(int argc, char **argv)
                 return EX_OSERR;
         }
         plugin_host_set_guard(crash_loader_guard()); /* crash-only plugins (crash.h) */
-        r = plugin_host_init(d->cfg.plugin_dir, d->cfg.max_message);
+        r = plugin_job_init(d->cfg.max_message);
+        if (r >= 0)
+                r = plugin_host_init(d->cfg.plugin_dir, &plugin_host_functions);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot load plugins from %s: %s", d->cfg.plugin_dir,
                         strerror(-r));

@@ -24,6 +24,7 @@
 #include "daemon/crash.h"
 #include "daemon/openmetrics.h"
 #include "daemon/plugin_host.h"
+#include "daemon/plugin_job.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
 #include "ipc/value.h"

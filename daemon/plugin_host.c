@@ -73,16 +73,12 @@ static void loader_log(int level, const char *msg)
         log_msg(level, "plugins: %s", msg);
 }
 
-int plugin_host_init(const char *dir, size_t max_result)
+int plugin_host_init(const char *dir, const FiberdHost *host)
 {
         int r;
 
-        plugin_host_set_max_result(max_result);
-        r = plugin_job_init();
-        if (r < 0)
-                return r;
         pthread_rwlock_wrlock(&symbolize_lock);
-        r = loader_new(&host_loader, &plugin_host_functions, loader_log);
+        r = loader_new(&host_loader, host, loader_log);
         pthread_rwlock_unlock(&symbolize_lock);
         if (r < 0)
                 return r;

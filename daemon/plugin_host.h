@@ -6,8 +6,10 @@
  * job table (plugin_job.c).
  *
  * The job table does not call in here by name: main.c hands plugin_host_run() and
- * plugin_host_cancel() to jobtable_set_hooks(), so daemon/'s includes stay a DAG
- * (job.h, dispatch.h, jobtable.h below; plugin_host.h above them).
+ * plugin_host_cancel() (plugin_job.h) to jobtable_set_hooks(), so daemon/'s includes
+ * stay a DAG (job.h, dispatch.h, jobtable.h below; plugin_host.h, then plugin_job.h
+ * above them). This file is the registry of plugins and knows nothing of a running
+ * job: the host function table it hands the loader comes from its caller.
  *
  * Plugins in place: after the first scan at start, every load, init(),
  * fini() and dlclose() happens on one plain pthread, the plugin loader thread (it
@@ -33,17 +35,13 @@
 #include "plugins/loader.h"
 
 /*
- * plugin_host_init - fill the host table, create the loader, watch and scan @dir. A
- * missing directory is logged and fiberd runs with no plugins until SIGHUP.
- * @max_result: the biggest result a plugin may build, bytes.
- * Return: 0; -errno (inotify, memory). Context: main thread at start-up.
+ * plugin_host_init - create the loader with the host function table @host (what
+ * plugins call: plugin_job.h's plugin_host_functions; not owned, it must outlive the
+ * loader), watch and scan @dir. A missing directory is logged and fiberd runs with no
+ * plugins until SIGHUP. Return: 0; -errno (inotify, memory).
+ * Context: main thread at start-up, after plugin_job_init().
  */
-int plugin_host_init(const char *dir, size_t max_result);
-
-/* plugin_job_init - the fiber-local key a plugin's child fibers are found by
- * (plugin_job.c); plugin_host_init() calls it. Return: 0; -ENOSPC when the runtime has
- * no fiber-local key left. Context: start-up, one thread. */
-int plugin_job_init(void);
+int plugin_host_init(const char *dir, const FiberdHost *host);
 
 /*
  * plugin_host_symbolize - the runtime's symbolizer (sched_set_symbolizer()): names a
@@ -53,9 +51,6 @@ int plugin_job_init(void);
  * loader's state lock briefly.
  */
 bool plugin_host_symbolize(const void *addr, char *buf, size_t len, void *arg);
-
-/* plugin_host_set_max_result - a new result cap (SIGHUP). */
-void plugin_host_set_max_result(size_t max_result);
 
 /*
  * plugin_host_rescan - SIGHUP: watch and scan @dir (it may have changed): new files load,
@@ -93,35 +88,6 @@ void plugin_host_set_guard(const LoaderGuard *g);
  */
 bool plugin_host_retry_safe(const Job *j);
 
-/*
- * plugin_host_check_args - refuse bad args before a job is created: @args must be a
- * map, and the current instance of @p's plugin, when its descriptor has check_args
- * (plugin.h), must accept them; it reads them, and @origin's fds and creds (borrowed,
- * nothing taken), through a job-less FiberdJob handle (plugin_job.c).
- * Return: 0; a negative errno with @st filled with INVALID_ARGUMENT and the plugin's
- * reason. Context: a request fiber; does not yield (unless the plugin breaks the rule).
- */
-int plugin_host_check_args(const Plugin *p, const msgpack_object *args, const JobOrigin *origin,
-                           IpcStatus *st);
-
-/*
- * plugin_host_run - the job table's run hook (JobTableHooks.run): call
- * the plugin's run() for @j with the host table, then store the result (or the
- * failure's code and message) in @j under the lock of @j's table (Job.table) — unless
- * @j has ended meanwhile (its code did not return after the cancel: detached,
- * dispatch.c), whose record stays as it ended: then both are dropped.
- * Return: what run() returned (0 or a negative errno).
- * Context: @j's job fiber; yields as the plugin does.
- */
-int plugin_host_run(Job *j);
-
-/*
- * plugin_host_cancel - the job table's cancel hook (JobTableHooks.cancel):
- * cancel every live child fiber of @j's FiberdJob; nothing when @j is not inside its
- * plugin's run(). Context: caller holds the table lock; does not yield.
- */
-void plugin_host_cancel(Job *j);
-
 /* plugin_host_pack_list - the plugins.list result: loaded plugins, then
  * replaced or removed versions still draining, with "state": "draining". Return: 0;
  * -ENOMEM. */
@@ -136,8 +102,5 @@ size_t plugin_host_count(void);
 /* plugin_host_free - stop the plugin loader thread, fini() every plugin and free the
  * loader; only once no job runs. */
 void plugin_host_free(void);
-
-/* The FiberdHost table (plugin_job.c), filled once at start. */
-extern const FiberdHost plugin_host_functions;
 
 #endif

@@ -53,6 +53,7 @@
 #include "daemon/log.h"
 #include "daemon/opener.h"
 #include "daemon/plugin_host.h"
+#include "daemon/plugin_job.h"
 #include "ipc/value.h"
 #include "plugins/loader.h"
 #include "scheduler/base/list.h"
@@ -163,7 +164,7 @@ static void child_unlist_locked(FiberdChild *c)
 /* Each child fiber finds its FiberdChild here (fiber-local storage), so that what it
  * spawns goes on its own list and a returning fiber lets go of its own un-joined
  * children in O(their number), not by walking every child of the job. Made once by
- * plugin_host_init(). */
+ * plugin_job_init(). */
 static int child_key = -1;
 
 /* The FiberdJob whose plugin code runs on the calling fiber (run() or a child), for the
@@ -189,8 +190,9 @@ static int hook_open(int dirfd, const char *path, int flags, unsigned mode)
         return r < 0 ? r : fd;
 }
 
-int plugin_job_init(void)
+int plugin_job_init(size_t max_result)
 {
+        plugin_host_set_max_result(max_result);
         if (child_key < 0)
                 child_key = fiber_key_create();
         if (job_key < 0)
@@ -994,16 +996,6 @@ int plugin_host_run(Job *j)
         size_t result_len = 0;
         int r;
 
-        /* the job store (store.h): with the store idle, no plugin code runs for a job
-         * that is not on disk yet, so a plugin that crashes fiberd at once leaves an
-         * answered submission and a record naming it; under load (run_early) the job
-         * runs while its record is committed (jobtable_submit()) */
-        r = j->run_early ? 0 : fiber_event_wait(&j->durable, SCHED_FOREVER);
-        if (r < 0 || (!j->run_early && j->store_error < 0)) {
-                free(hj);
-                j->fail_code = NULL;
-                return r < 0 ? r : -ECANCELED;
-        }
         if (!hj) {
                 j->fail_code = NULL;
                 return -ENOMEM;

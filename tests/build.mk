@@ -124,3 +124,20 @@ fuzz: $(FUZZ_BINS)
 	$(foreach t,$(FUZZ_TARGETS),$(call run_fuzzer,$(t),$(FUZZ_SECONDS)))
 check-fuzz: $(FUZZ_BINS)
 	$(foreach t,$(FUZZ_TARGETS),$(call run_fuzzer,$(t),$(FUZZ_CHECK_SECONDS)))
+
+# ---- daemon unit tests: tests/daemon-unit/test_*.c test one daemon module without a
+# running fiberd (no socket, no plugin, no store): each links the daemon objects it tests
+# (DAEMON_UNIT_OBJS, compiled as fiberd's are) with libipc and libsched. Run by
+# `make check-daemon-unit`, which `make check` runs.
+DAEMON_UNIT_TESTS := $(patsubst tests/daemon-unit/%.c,$(BUILD)/tests/daemon-unit/%,\
+	$(sort $(wildcard tests/daemon-unit/test_*.c)))
+DAEMON_UNIT_OBJS = $(addprefix $(BUILD)/daemon/,jobstate.o job.o creds.o joblog.o log.o)
+$(DAEMON_UNIT_TESTS:%=%.o): CFLAGS += $(DAEMON_CFLAGS)
+$(DAEMON_UNIT_TESTS:%=%.o): CPPFLAGS += -DFIBERD_SOURCE_DIR='"$(abspath .)"'
+$(DAEMON_UNIT_TESTS): %: %.o $(DAEMON_UNIT_OBJS) $(LIBIPC) $(LIBSCHED)
+	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_UNIT_OBJS) $(LIBIPC) $(LIBSCHED) $(IPC_LIBS) \
+		$(SCHED_LIBS) $(DAEMON_LIBS) -lcriterion
+
+.PHONY: check-daemon-unit
+check-daemon-unit: $(DAEMON_UNIT_TESTS)
+	@set -e; for t in $(DAEMON_UNIT_TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS); done

@@ -31,6 +31,7 @@
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/plugin_host.h"
+#include "daemon/plugin_job.h"
 #include "daemon/store.h"
 #include "ipc/ipc.h"
 #include "scheduler/base/time-util.h"
@@ -66,7 +67,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         d->cfg.max_message = 1 << 16;
         if (server_new(&d->server, -1, d->server_group, 1 << 16, methods_lookup, d) < 0)
                 abort();
-        if (plugin_host_init(FUZZ_PLUGIN_DIR, 1 << 16) < 0 || plugin_host_count() == 0)
+        if (plugin_job_init(1 << 16) < 0 ||
+            plugin_host_init(FUZZ_PLUGIN_DIR, &plugin_host_functions) < 0 ||
+            plugin_host_count() == 0)
                 abort();
         return 0;
 }
