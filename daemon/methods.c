@@ -12,15 +12,15 @@
  * (PERMISSION_DENIED naming the tier); another user's job is visible to admins only,
  * and to anyone else answers NOT_FOUND worded as for an id that never existed.
  *
- * job.wait parks on the job's `finished` event in slices of at most a second, so a
- * waiter whose connection broke stops waiting instead of holding its fiber until the
- * job ends. job.run is job.submit followed by that same wait (wait_final()) in one
- * request, gearman's SUBMIT_JOB: one round trip per job. The job is accepted before the
- * wait starts, so a client that goes away leaves it running, as after job.submit.
+ * job.wait parks on the job's `finished` event (jobwait.c). job.run is job.submit
+ * followed by that same wait (jobwait_answer()) in one request, gearman's SUBMIT_JOB:
+ * one round trip per job. The job is accepted before the wait starts, so a client that
+ * goes away leaves it running, as after job.submit.
  *
  * What a handler does beyond its params and its answer lives in the module it calls:
- * job.list's walk of the table is joblist.c's, and a fleet's reads (job.status, job.wait
- * and job.list of jobs another host holds) are fleet.c's.
+ * job.list's walk of the table is joblist.c's, the wait of job.wait and job.run is
+ * jobwait.c's, and a fleet's reads (job.status, job.wait and job.list of jobs another
+ * host holds) are fleet.c's.
  */
 #include "daemon/access.h"
 #include "daemon/daemon.h"
@@ -28,6 +28,7 @@
 #include "daemon/crash.h"
 #include "daemon/fleet.h"
 #include "daemon/joblist.h"
+#include "daemon/jobwait.h"
 #include "daemon/openmetrics.h"
 #include "daemon/plugin_host.h"
 #include "daemon/plugin_job.h"
@@ -42,8 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define WAIT_SLICE_NS NSEC_PER_SEC
 
 static uint64_t retention_minutes(const Daemon *d)
 {
@@ -352,66 +351,6 @@ static int wait_ms_from_params(Request *req, size_t i, uint64_t *ret_ms, IpcStat
         return 0;
 }
 
-/*
- * Parks the request fiber on @j's `finished` event until the job is final, @deadline
- * passes (absolute; SCHED_FOREVER = no limit) or @req's connection is gone (checked
- * once per WAIT_SLICE_NS slice). Never an error: the caller packs the record as it is.
- */
-static void wait_final(Request *req, Job *j, uint64_t deadline)
-{
-        for (;;) {
-                uint64_t now = sched_now_ns(), slice;
-
-                if (now >= deadline)
-                        break;
-                slice = deadline - now > WAIT_SLICE_NS ? now + WAIT_SLICE_NS : deadline;
-                if (fiber_event_wait(&j->finished, slice) != -ETIMEDOUT || request_conn_closed(req))
-                        break;
-        }
-}
-
-/* Waits (at most @timeout_ms) for @j to be final, then answers with its record, final
- * or as it stands; drops the caller's reference. Context: a request fiber. */
-static int answer_when_final(Daemon *d, Request *req, Job *j, uint64_t timeout_ms,
-                             msgpack_packer *pk, IpcStatus *st)
-{
-        uint64_t deadline =
-                timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
-                        ? SCHED_FOREVER
-                        : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
-        bool unavailable;
-        int r;
-
-        if (j->fleet_copy) /* run by the fleet: its shared record until this host has it */
-                j = fleet_wait(&d->jobs, d->store, req, j, timeout_ms ? deadline : 0);
-        if (timeout_ms && !j->fleet_copy)
-                wait_final(req, j, deadline);
-        jobtable_lock(&d->jobs);
-        /* shutdown left the job queued in the store (store.h): not this process's to end */
-        unavailable = d->jobs.stopping && (j->requeued || !job_state_final(j->state));
-        jobtable_unlock(&d->jobs);
-        if (unavailable) {
-                r = ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
-                                   "fiberd is shutting down; job %llu stays queued in its "
-                                   "store: wait for it again once fiberd is back",
-                                   (unsigned long long)j->id);
-                job_unref(j);
-                return r;
-        }
-        /* what the answer shows is on disk first: a final state (a job.run
-         * has no record before that), or at least the submission */
-        if (!j->fleet_copy && (r = jobtable_wait_recorded(&d->jobs, j)) < 0) {
-                job_unref(j);
-                return ipc_status_set(st, IPC_INTERNAL, r,
-                                      "the job store could not record job %llu (%s): see "
-                                      "fiberd's log",
-                                      (unsigned long long)j->id, strerror(-r));
-        }
-        r = pack_record(d, j, pk);
-        job_unref(j);
-        return r;
-}
-
 static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
@@ -425,7 +364,7 @@ static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
         r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
         if (r < 0)
                 return r;
-        return answer_when_final(d, req, j, timeout_ms, pk, st);
+        return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);
 }
 
 /* job.run [plugin, args, options, timeout_ms]: job.submit, then job.wait on that job. The
@@ -443,7 +382,7 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
         r = submit_from_params(d, req, true, &j, st);
         if (r < 0)
                 return r;
-        return answer_when_final(d, req, j, timeout_ms, pk, st);
+        return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);
 }
 
 static int method_result(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
