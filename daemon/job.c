@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * job.c — the Job object: creation with a private copy of the arguments, reference
- * counting and the wire record (see job.h); its states are jobstate.c's.
+ * counting, the wire record and its states' names (see job.h); the transitions
+ * between the states are jobstate.c's.
  *
  * The arguments arrive inside a request's msgpack zone, which dies with the request,
  * so job_new() re-packs them and unpacks the bytes again into a zone of the job's own
@@ -213,4 +214,46 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
                 IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt));
 
         return r ? -ENOMEM : 0;
+}
+
+static const char *const job_state_names[JOB_STATE_COUNT] = {
+        [JOB_NEW] = "new",
+        [JOB_QUEUED] = IPC_STATE_QUEUED,
+        [JOB_RUNNING] = IPC_STATE_RUNNING,
+        [JOB_DONE] = IPC_STATE_DONE,
+        [JOB_FAILED] = IPC_STATE_FAILED,
+        [JOB_CANCELLED] = IPC_STATE_CANCELLED,
+        [JOB_SCHEDULED] = "scheduled",
+        [JOB_RETRYING] = "retrying",
+        [JOB_WAITING] = "waiting",
+        [JOB_PAUSED] = "paused",
+        [JOB_DEAD] = "dead",
+};
+
+const char *job_state_name(JobState s)
+{
+        return (unsigned)s < JOB_STATE_COUNT ? job_state_names[s] : "unknown";
+}
+
+int job_state_parse(const char *name, size_t len, JobState *ret)
+{
+        /* only what the wire knows (PROTOCOL.md): queued .. cancelled */
+        for (int s = JOB_QUEUED; s <= JOB_CANCELLED; s++) {
+                if (strlen(job_state_names[s]) == len &&
+                    memcmp(job_state_names[s], name, len) == 0) {
+                        *ret = (JobState)s;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+bool job_state_final(JobState s)
+{
+        return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED;
+}
+
+bool job_state_active(JobState s)
+{
+        return s == JOB_QUEUED || s == JOB_RUNNING;
 }

@@ -10,8 +10,8 @@
  * job table's lock; the immutable fields (id, owner, plugin, args, options) may be read
  * without it by whoever holds a reference.
  *
- * The lifecycle (PROTOCOL.md, "Jobs"; the transition table and its one writer,
- * job_transition(), are jobstate.h):
+ * The lifecycle (PROTOCOL.md, "Jobs"; the states are JobState below, the transition
+ * table and its one writer, job_transition(), are jobstate.h):
  *
  *     queued ──dispatch──▶ running ──plugin returns 0────────▶ done
  *       │                     ├──────plugin returns < 0──────▶ failed
@@ -39,9 +39,29 @@
 
 #include "daemon/creds.h"
 #include "daemon/joblog.h"
-#include "daemon/jobstate.h"
 #include "scheduler/base/list.h"
 #include "scheduler/sched.h"
+
+/*
+ * JobState - where a job is in its life (the diagram above; the transitions between
+ * them and their one writer, job_transition(), are jobstate.h's).
+ */
+typedef enum JobState {
+        JOB_NEW, /* built (job_new(), calloc's zero), not yet submitted or restored:
+                  * no listener has heard of it; nothing moves a job back here */
+        JOB_QUEUED,
+        JOB_RUNNING,
+        JOB_DONE,
+        JOB_FAILED,
+        JOB_CANCELLED,
+        /* not yet reachable: declared for job scheduling, no row leads to them */
+        JOB_SCHEDULED, /* waits for its start time */
+        JOB_RETRYING,  /* failed, waits for its next attempt */
+        JOB_WAITING,   /* waits for the jobs it depends on */
+        JOB_PAUSED,    /* held by an operator */
+        JOB_DEAD,      /* out of attempts: final */
+        JOB_STATE_COUNT,
+} JobState;
 
 /* A loaded plugin (plugins/loader.h): stays loaded until fiberd exits, so jobs hold the
  * pointer without a reference. */
@@ -231,5 +251,18 @@ static inline bool job_detached(const Job *j)
 
 /* job_now_ms - CLOCK_REALTIME in milliseconds. Context: any. */
 uint64_t job_now_ms(void);
+
+/* job_state_name - "queued", "running", ... Context: any. */
+const char *job_state_name(JobState s);
+
+/* job_state_parse - a state the wire names (queued .. cancelled) from its name.
+ * Return: 0 and *@ret; -EINVAL for an unknown (or not yet reachable) name. */
+int job_state_parse(const char *name, size_t len, JobState *ret);
+
+/* job_state_final - true for done, failed and cancelled. Context: any. */
+bool job_state_final(JobState s);
+
+/* job_state_active - true for queued and running (the gauges). Context: any. */
+bool job_state_active(JobState s);
 
 #endif

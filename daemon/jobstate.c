@@ -124,20 +124,6 @@ int job_transition(const JobMachine *m, Job *j, JobEvent event, const JobChange 
         return 0;
 }
 
-static const char *const job_state_names[JOB_STATE_COUNT] = {
-        [JOB_NEW] = "new",
-        [JOB_QUEUED] = IPC_STATE_QUEUED,
-        [JOB_RUNNING] = IPC_STATE_RUNNING,
-        [JOB_DONE] = IPC_STATE_DONE,
-        [JOB_FAILED] = IPC_STATE_FAILED,
-        [JOB_CANCELLED] = IPC_STATE_CANCELLED,
-        [JOB_SCHEDULED] = "scheduled",
-        [JOB_RETRYING] = "retrying",
-        [JOB_WAITING] = "waiting",
-        [JOB_PAUSED] = "paused",
-        [JOB_DEAD] = "dead",
-};
-
 static const char *const job_event_names[JOB_EVENT_COUNT] = {
         [JOB_EV_SUBMIT] = "submit",       [JOB_EV_RESTORE] = "restore",
         [JOB_EV_DISPATCH] = "dispatch",   [JOB_EV_REQUEUE] = "requeue",
@@ -146,35 +132,7 @@ static const char *const job_event_names[JOB_EVENT_COUNT] = {
         [JOB_EV_DETACH] = "detach",       [JOB_EV_INTERRUPT] = "interrupt",
 };
 
-const char *job_state_name(JobState s)
-{
-        return (unsigned)s < JOB_STATE_COUNT ? job_state_names[s] : "unknown";
-}
-
 const char *job_event_name(JobEvent e)
 {
         return (unsigned)e < JOB_EVENT_COUNT ? job_event_names[e] : "unknown";
-}
-
-int job_state_parse(const char *name, size_t len, JobState *ret)
-{
-        /* only what the wire knows (PROTOCOL.md): queued .. cancelled */
-        for (int s = JOB_QUEUED; s <= JOB_CANCELLED; s++) {
-                if (strlen(job_state_names[s]) == len &&
-                    memcmp(job_state_names[s], name, len) == 0) {
-                        *ret = (JobState)s;
-                        return 0;
-                }
-        }
-        return -EINVAL;
-}
-
-bool job_state_final(JobState s)
-{
-        return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED;
-}
-
-bool job_state_active(JobState s)
-{
-        return s == JOB_QUEUED || s == JOB_RUNNING;
 }

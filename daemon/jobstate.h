@@ -26,6 +26,10 @@
  * docs/design.md ("The job state machine") lists the same rows; the unit test
  * (tests/daemon-unit/test_jobstate.c) holds it against job_transitions[].
  *
+ * The states themselves (JobState, their names on the wire, job_state_final()) are the
+ * Job's, job.h: a record names its state, and job.c packs records without calling in
+ * here, so the machine depends on the job and not the other way round.
+ *
  * Room to grow. JOB_SCHEDULED, JOB_RETRYING, JOB_WAITING, JOB_PAUSED and JOB_DEAD are
  * declared for the job-scheduling work and reached by no row yet: a state is added by
  * giving it events and rows in job_transitions[] (and a name on the wire in
@@ -38,24 +42,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct Job;
-
-typedef enum JobState {
-        JOB_NEW, /* built (job_new(), calloc's zero), not yet submitted or restored:
-                  * no listener has heard of it; nothing moves a job back here */
-        JOB_QUEUED,
-        JOB_RUNNING,
-        JOB_DONE,
-        JOB_FAILED,
-        JOB_CANCELLED,
-        /* not yet reachable: declared for job scheduling, no row leads to them */
-        JOB_SCHEDULED, /* waits for its start time */
-        JOB_RETRYING,  /* failed, waits for its next attempt */
-        JOB_WAITING,   /* waits for the jobs it depends on */
-        JOB_PAUSED,    /* held by an operator */
-        JOB_DEAD,      /* out of attempts: final */
-        JOB_STATE_COUNT,
-} JobState;
+#include "daemon/job.h"
 
 typedef enum JobEvent {
         JOB_EV_SUBMIT,     /* new → queued: accepted (jobtable_submit()) */
@@ -135,20 +122,7 @@ int job_state_next(JobState from, JobEvent event, JobState restored, JobState *r
  */
 int job_transition(const JobMachine *m, struct Job *j, JobEvent event, const JobChange *change);
 
-/* job_state_name - "queued", "running", ... Context: any. */
-const char *job_state_name(JobState s);
-
 /* job_event_name - "submit", "dispatch", ... Context: any. */
 const char *job_event_name(JobEvent e);
-
-/* job_state_parse - a state the wire names (queued .. cancelled) from its name.
- * Return: 0 and *@ret; -EINVAL for an unknown (or not yet reachable) name. */
-int job_state_parse(const char *name, size_t len, JobState *ret);
-
-/* job_state_final - true for done, failed and cancelled. Context: any. */
-bool job_state_final(JobState s);
-
-/* job_state_active - true for queued and running (the gauges). Context: any. */
-bool job_state_active(JobState s);
 
 #endif

@@ -12,16 +12,23 @@
  * (PERMISSION_DENIED naming the tier); another user's job is visible to admins only,
  * and to anyone else answers NOT_FOUND worded as for an id that never existed.
  *
- * job.wait parks on the job's `finished` event in slices of at most a second, so a
- * waiter whose connection broke stops waiting instead of holding its fiber until the
- * job ends. job.run is job.submit followed by that same wait (wait_final()) in one
- * request, gearman's SUBMIT_JOB: one round trip per job. The job is accepted before the
- * wait starts, so a client that goes away leaves it running, as after job.submit.
+ * job.wait parks on the job's `finished` event (jobwait.c). job.run is job.submit
+ * followed by that same wait (jobwait_answer()) in one request, gearman's SUBMIT_JOB:
+ * one round trip per job. The job is accepted before the wait starts, so a client that
+ * goes away leaves it running, as after job.submit.
+ *
+ * What a handler does beyond its params and its answer lives in the module it calls:
+ * job.list's walk of the table is joblist.c's, the wait of job.wait and job.run is
+ * jobwait.c's, and a fleet's reads (job.status, job.wait and job.list of jobs another
+ * host holds) are fleet.c's.
  */
 #include "daemon/access.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/crash.h"
+#include "daemon/fleet.h"
+#include "daemon/joblist.h"
+#include "daemon/jobwait.h"
 #include "daemon/openmetrics.h"
 #include "daemon/plugin_host.h"
 #include "daemon/plugin_job.h"
@@ -37,83 +44,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define WAIT_SLICE_NS NSEC_PER_SEC
-
 static uint64_t retention_minutes(const Daemon *d)
 {
         return d->jobs.retention_ns / (60 * NSEC_PER_SEC);
-}
-
-/* ------------------------------------------------------------------ fleet ------- */
-
-/*
- * A fleet (store-redis.c) runs a job on whichever host read it off the shared queue:
- * an id this host's table does not hold is looked up in the shared store, and the
- * answer is built from a copy of its record (jobtable_fleet_copy()). job.wait on such a
- * copy polls, from FLEET_POLL_MIN_NS doubling to FLEET_POLL_MAX_NS: this host's table
- * each time (it waits on the job itself as soon as the table holds it), the shared
- * record once the pause reached FLEET_POLL_REMOTE_NS (after 0.2 + 0.4 + 0.8 ms).
- */
-#define FLEET_POLL_MIN_NS (200 * NSEC_PER_USEC)
-#define FLEET_POLL_MAX_NS (100 * NSEC_PER_MSEC)
-#define FLEET_POLL_REMOTE_NS (1600 * NSEC_PER_USEC) /* polls before: local only */
-
-typedef struct FleetFetch {
-        JobTable *table;
-        Job *job;
-} FleetFetch;
-
-static int fleet_copy_one(const StoreRecord *rec, void *arg)
-{
-        FleetFetch *f = arg;
-        return jobtable_fleet_copy(f->table, rec, &f->job);
-}
-
-/* Job @id of the fleet: this host's (referenced), else a copy of its shared record; NULL
- * when neither exists (or the store cannot be read: logged). */
-static Job *fleet_get(Daemon *d, uint64_t id)
-{
-        FleetFetch f = {.table = &d->jobs};
-        Job *j = jobtable_get(&d->jobs, id);
-
-        if (j || !d->store || !store_fleet(d->store))
-                return j;
-        return store_fetch(d->store, id, fleet_copy_one, &f) == 0 ? f.job : NULL;
-}
-
-/*
- * job.wait on a fleet copy @j (reference taken): polls its shared record until it is
- * final, @deadline passes or @req's connection closed; once this host runs the job,
- * waits on it instead. Returns the newest copy or the local job (referenced).
- */
-static Job *fleet_wait(Daemon *d, Request *req, Job *j, uint64_t deadline)
-{
-        uint64_t pause = FLEET_POLL_MIN_NS;
-
-        while (j->fleet_copy && !job_state_final(j->state)) {
-                uint64_t now = sched_now_ns();
-                Job *n = jobtable_get(&d->jobs, j->id);
-
-                if (n) { /* this host took it: its own events from here on */
-                        job_unref(j);
-                        return n;
-                }
-                if (now >= deadline || request_conn_closed(req))
-                        break;
-                fiber_sleep_until(deadline - now > pause ? now + pause : deadline);
-                pause = pause * 2 < FLEET_POLL_MAX_NS ? pause * 2 : FLEET_POLL_MAX_NS;
-                /* the first polls look here only: most jobs are taken within a few ms,
-                 * by this host as often as not, and a read of the shared record costs
-                 * the server worker a round trip */
-                if (pause < FLEET_POLL_REMOTE_NS)
-                        continue;
-                n = fleet_get(d, j->id);
-                if (n) {
-                        job_unref(j);
-                        j = n;
-                }
-        }
-        return j;
 }
 
 /* Reads params[@i] as a job id and returns the job (referenced) if @req may see it. */
@@ -125,7 +58,7 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
 
         if (r < 0)
                 return r;
-        j = fleet_get(d, id); /* this host's table, else a fleet's shared store */
+        j = fleet_get(&d->jobs, d->store, id); /* this host's table, else the fleet's */
         if (j && j->owner != req->uid && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN) {
                 /* not yours: as if it did not exist, so ids leak nothing */
                 j = job_unref(j);
@@ -168,12 +101,7 @@ static int access_denied(Daemon *d, AccessTier needed, const char *what, IpcStat
 
 static int pack_record(Daemon *d, Job *j, msgpack_packer *pk)
 {
-        int r;
-
-        jobtable_lock(&d->jobs);
-        r = job_pack_record(pk, j, true);
-        jobtable_unlock(&d->jobs);
-        return r;
+        return joblist_pack_record(&d->jobs, j, pk);
 }
 
 /* ------------------------------------------------------------------ methods ----- */
@@ -423,66 +351,6 @@ static int wait_ms_from_params(Request *req, size_t i, uint64_t *ret_ms, IpcStat
         return 0;
 }
 
-/*
- * Parks the request fiber on @j's `finished` event until the job is final, @deadline
- * passes (absolute; SCHED_FOREVER = no limit) or @req's connection is gone (checked
- * once per WAIT_SLICE_NS slice). Never an error: the caller packs the record as it is.
- */
-static void wait_final(Request *req, Job *j, uint64_t deadline)
-{
-        for (;;) {
-                uint64_t now = sched_now_ns(), slice;
-
-                if (now >= deadline)
-                        break;
-                slice = deadline - now > WAIT_SLICE_NS ? now + WAIT_SLICE_NS : deadline;
-                if (fiber_event_wait(&j->finished, slice) != -ETIMEDOUT || request_conn_closed(req))
-                        break;
-        }
-}
-
-/* Waits (at most @timeout_ms) for @j to be final, then answers with its record, final
- * or as it stands; drops the caller's reference. Context: a request fiber. */
-static int answer_when_final(Daemon *d, Request *req, Job *j, uint64_t timeout_ms,
-                             msgpack_packer *pk, IpcStatus *st)
-{
-        uint64_t deadline =
-                timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
-                        ? SCHED_FOREVER
-                        : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
-        bool unavailable;
-        int r;
-
-        if (j->fleet_copy) /* run by the fleet: its shared record until this host has it */
-                j = fleet_wait(d, req, j, timeout_ms ? deadline : 0);
-        if (timeout_ms && !j->fleet_copy)
-                wait_final(req, j, deadline);
-        jobtable_lock(&d->jobs);
-        /* shutdown left the job queued in the store (store.h): not this process's to end */
-        unavailable = d->jobs.stopping && (j->requeued || !job_state_final(j->state));
-        jobtable_unlock(&d->jobs);
-        if (unavailable) {
-                r = ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
-                                   "fiberd is shutting down; job %llu stays queued in its "
-                                   "store: wait for it again once fiberd is back",
-                                   (unsigned long long)j->id);
-                job_unref(j);
-                return r;
-        }
-        /* what the answer shows is on disk first: a final state (a job.run
-         * has no record before that), or at least the submission */
-        if (!j->fleet_copy && (r = jobtable_wait_recorded(&d->jobs, j)) < 0) {
-                job_unref(j);
-                return ipc_status_set(st, IPC_INTERNAL, r,
-                                      "the job store could not record job %llu (%s): see "
-                                      "fiberd's log",
-                                      (unsigned long long)j->id, strerror(-r));
-        }
-        r = pack_record(d, j, pk);
-        job_unref(j);
-        return r;
-}
-
 static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
@@ -496,7 +364,7 @@ static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
         r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
         if (r < 0)
                 return r;
-        return answer_when_final(d, req, j, timeout_ms, pk, st);
+        return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);
 }
 
 /* job.run [plugin, args, options, timeout_ms]: job.submit, then job.wait on that job. The
@@ -514,7 +382,7 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
         r = submit_from_params(d, req, true, &j, st);
         if (r < 0)
                 return r;
-        return answer_when_final(d, req, j, timeout_ms, pk, st);
+        return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);
 }
 
 static int method_result(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
@@ -574,259 +442,13 @@ static int method_cancel(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
         return r;
 }
 
-typedef struct ListFilter {
-        bool by_state;
-        JobState state;
-        const char *plugin; /* view, NULL = any */
-        size_t plugin_len;
-        uid_t uid;
-        bool all; /* every user's jobs (an admin asks) */
-} ListFilter;
-
-static bool list_match(const ListFilter *f, const Job *j)
-{
-        if (!f->all && f->uid != j->owner)
-                return false;
-        if (f->by_state && j->state != f->state)
-                return false;
-        if (f->plugin && (strlen(j->plugin_name) != f->plugin_len ||
-                          memcmp(j->plugin_name, f->plugin, f->plugin_len) != 0))
-                return false;
-        return true;
-}
-
-/* The bytes a job.list answer's records may take: under the daemon's message cap and
- * the client decoder's default one, less room for the envelope. */
-static size_t list_budget(const Daemon *d)
-{
-        size_t cap = d->cfg.max_message < IPC_DEFAULT_MAX_MESSAGE ? d->cfg.max_message
-                                                                  : IPC_DEFAULT_MAX_MESSAGE;
-        return cap - cap / 16;
-}
-
-/* Appends the @len bytes at @buf to @pk's output as they are (already msgpack). */
-static int list_pack_raw(msgpack_packer *pk, const char *buf, size_t len)
-{
-        return len ? pk->callback(pk->data, buf, len) : 0;
-}
-
-/*
- * One page of job.list: the jobs matching @f with an id below @cursor (0: from the
- * newest), newest first, at most @limit of them and no more bytes than list_budget()
- * (one record at least, so every page moves on). Packs {jobs, next_cursor}: the id of
- * the page's last job when more match, else nil. Return: 0; -ENOMEM.
- */
-static int list_pack_page(Daemon *d, const ListFilter *f, uint64_t cursor, uint64_t limit,
-                          msgpack_packer *pk)
-{
-        size_t budget = list_budget(d);
-        msgpack_sbuffer body;
-        msgpack_packer bp;
-        uint64_t next = 0, last = 0;
-        uint32_t n = 0;
-        int r = 0;
-
-        msgpack_sbuffer_init(&body);
-        msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
-        jobtable_lock(&d->jobs);
-        for (Job *j = jobtable_prev_locked(&d->jobs, NULL); j;
-             j = jobtable_prev_locked(&d->jobs, j)) {
-                size_t before = body.size;
-
-                if ((cursor && j->id >= cursor) || !list_match(f, j))
-                        continue;
-                if (n == limit) {
-                        next = last;
-                        break;
-                }
-                if ((r = job_pack_record(&bp, j, true)) < 0)
-                        break;
-                if (body.size > budget && n > 0) {
-                        body.size = before; /* this record starts the next page */
-                        next = last;
-                        break;
-                }
-                n++;
-                last = j->id;
-        }
-        jobtable_unlock(&d->jobs);
-        if (r == 0)
-                r = msgpack_pack_map(pk, 2) | ipc_pack_cstr(pk, IPC_KEY_JOBS) |
-                    msgpack_pack_array(pk, n) | list_pack_raw(pk, body.data, body.size) |
-                    (next ? ipc_pack_kv_uint(pk, IPC_KEY_NEXT_CURSOR, next)
-                          : ipc_pack_kv_nil(pk, IPC_KEY_NEXT_CURSOR));
-        msgpack_sbuffer_destroy(&body);
-        return r ? -ENOMEM : 0;
-}
-
-/* FleetPage - one page of ids of fleet_list(): the job of each, this host's or a copy. */
-typedef struct FleetPage {
-        JobTable *table;
-        const uint64_t *ids; /* the page's ids */
-        Job **jobs;          /* referenced; NULL: neither here nor in the shared store */
-        size_t n, next;      /* ids; where the next fetched record's id is looked for */
-} FleetPage;
-
-/* store_fetch_many()'s callback: the copy of @rec goes to its id's slot. */
-static int fleet_page_one(const StoreRecord *rec, void *arg)
-{
-        FleetPage *p = arg;
-
-        while (p->next < p->n && (p->ids[p->next] != rec->id || p->jobs[p->next]))
-                p->next++;
-        /* a record that cannot be copied is skipped, as fleet_get() skips it */
-        if (p->next < p->n && jobtable_fleet_copy(p->table, rec, &p->jobs[p->next]) < 0)
-                p->jobs[p->next] = NULL;
-        return 0;
-}
-
-/*
- * The jobs of @p's ids: this host's where it has them, the others' shared records read
- * in one round trip (store_fetch_many()); a job in neither (or a store that cannot be
- * read: logged) stays NULL. Return 0; -ENOMEM.
- */
-static int fleet_page_fill(Daemon *d, FleetPage *p)
-{
-        uint64_t *missing = malloc(p->n * sizeof(*missing));
-        size_t k = 0;
-
-        if (!missing)
-                return -ENOMEM;
-        for (size_t i = 0; i < p->n; i++) {
-                p->jobs[i] = jobtable_get(&d->jobs, p->ids[i]);
-                if (!p->jobs[i])
-                        missing[k++] = p->ids[i];
-        }
-        p->next = 0;
-        if (k)
-                (void)store_fetch_many(d->store, missing, k, fleet_page_one, p);
-        free(missing);
-        return 0;
-}
-
-/*
- * job.list in a fleet: the fleet's jobs, newest first from the shared index
- * (store_list()), this host's copy of each where it has one, else its shared record
- * (one round trip per page of ids for all of those, store_fetch_many()).
- * Paged (@paged): one page below @cursor, as list_pack_page(). Unpaged: the newest
- * @limit matches, oldest first. At most FLEET_LIST_SCAN ids are looked at per answer:
- * a page that stops there says where to go on. Return: 0; -ENOMEM; an error in @st.
- */
-#define FLEET_LIST_SCAN 4096
-static int fleet_list(Daemon *d, const ListFilter *f, uint64_t cursor, uint64_t limit, bool paged,
-                      msgpack_packer *pk, IpcStatus *st)
-{
-        size_t budget = list_budget(d), cap = 64, n = 0, bytes = 0, scanned = 0;
-        uint64_t ids[256], next = 0, below = cursor;
-        Job **jobs = malloc(cap * sizeof(*jobs));
-        Job **page = malloc(ELEMENTSOF(ids) * sizeof(*page));
-        FleetPage fp = {.table = &d->jobs, .ids = ids, .jobs = page};
-        msgpack_sbuffer body;
-        msgpack_packer bp;
-        bool more = true, full = false;
-        int r = 0;
-
-        if (!jobs || !page) {
-                free(jobs);
-                free(page);
-                return -ENOMEM;
-        }
-        msgpack_sbuffer_init(&body);
-        msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
-        while (more && !full && r == 0) {
-                size_t got = 0;
-                r = store_list(d->store, below, ELEMENTSOF(ids), ids, &got);
-                if (r < 0) {
-                        r = ipc_status_set(st, IPC_UNAVAILABLE, r,
-                                           "the fleet's job store cannot be read: see "
-                                           "fiberd's log");
-                        break;
-                }
-                more = got == ELEMENTSOF(ids);
-                fp.n = got;
-                if ((r = fleet_page_fill(d, &fp)) < 0)
-                        break;
-                for (size_t i = 0; i < got && !full; i++) {
-                        Job *j = page[i];
-                        page[i] = NULL; /* ours now */
-                        below = ids[i];
-                        scanned++;
-                        if (j && list_match(f, j) && n == limit) {
-                                next = n ? jobs[n - 1]->id : 0;
-                                full = true;
-                        } else if (j && list_match(f, j)) {
-                                size_t before = body.size, size;
-                                Job **grown;
-                                if ((r = pack_record(d, j, &bp)) < 0) {
-                                        job_unref(j);
-                                        break;
-                                }
-                                size = body.size - before;
-                                body.size = before; /* packed again below, in order */
-                                if (bytes + size > budget && n > 0) {
-                                        next = jobs[n - 1]->id;
-                                        full = true;
-                                        bytes += size; /* unpaged: too large an answer */
-                                } else if (n == cap &&
-                                           !(grown = reallocarray(jobs, cap * 2, sizeof(*jobs)))) {
-                                        r = -ENOMEM;
-                                } else {
-                                        if (n == cap) {
-                                                jobs = grown;
-                                                cap *= 2;
-                                        }
-                                        jobs[n++] = job_ref(j);
-                                        bytes += size;
-                                }
-                        }
-                        if (j)
-                                job_unref(j);
-                        if (scanned == FLEET_LIST_SCAN && paged && !full) {
-                                next = below; /* go on below the last id looked at */
-                                full = true;
-                        }
-                }
-                for (size_t i = 0; i < got; i++) /* the ones not looked at */
-                        if (page[i])
-                                page[i] = job_unref(page[i]);
-        }
-        free(page);
-        body.size = 0;
-        for (size_t i = 0; i < n && r == 0; i++) {
-                /* a page: newest first; one array: oldest first */
-                r = pack_record(d, jobs[paged ? i : n - 1 - i], &bp);
-        }
-        for (size_t i = 0; i < n; i++)
-                job_unref(jobs[i]);
-        free(jobs);
-        if (r == 0 && !paged && (bytes > budget || body.size > budget))
-                r = ipc_status_set(st, IPC_MESSAGE_TOO_LARGE, -EMSGSIZE,
-                                   "%zu jobs match, more than one answer holds: ask for pages "
-                                   "with the filter key \"cursor\" (fiberctl list does), or "
-                                   "set a limit",
-                                   n);
-        else if (r == 0 && paged)
-                r = msgpack_pack_map(pk, 2) | ipc_pack_cstr(pk, IPC_KEY_JOBS) |
-                                    msgpack_pack_array(pk, (uint32_t)n) |
-                                    list_pack_raw(pk, body.data, body.size) |
-                                    (next ? ipc_pack_kv_uint(pk, IPC_KEY_NEXT_CURSOR, next)
-                                          : ipc_pack_kv_nil(pk, IPC_KEY_NEXT_CURSOR))
-                            ? -ENOMEM
-                            : 0;
-        else if (r == 0)
-                r = msgpack_pack_array(pk, (uint32_t)n) | list_pack_raw(pk, body.data, body.size)
-                            ? -ENOMEM
-                            : 0;
-        msgpack_sbuffer_destroy(&body);
-        return r;
-}
-
 static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
         const msgpack_object *filter = NULL, *o;
-        ListFilter f = {.uid = req->uid, .all = access_tier(&d->cfg, req->creds) == ACCESS_ADMIN};
-        uint64_t limit = UINT64_MAX, matches = 0, skip, cursor = 0;
+        JobListFilter f = {.uid = req->uid,
+                           .all = access_tier(&d->cfg, req->creds) == ACCESS_ADMIN};
+        uint64_t limit = UINT64_MAX, cursor = 0;
         bool paged = false;
         const char *sv;
         size_t sl;
@@ -866,49 +488,14 @@ static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
                 }
         }
         if (store_fleet(d->store))
-                return fleet_list(d, &f, cursor,
+                return fleet_list(&d->jobs, d->store, &f, cursor,
                                   paged && limit > IPC_LIST_PAGE_MAX ? IPC_LIST_PAGE_MAX : limit,
-                                  paged, pk, st);
+                                  paged, joblist_budget(d->cfg.max_message), pk, st);
         if (paged)
-                return list_pack_page(d, &f, cursor,
-                                      limit < IPC_LIST_PAGE_MAX ? limit : IPC_LIST_PAGE_MAX, pk);
-        /* Without a cursor: one array, oldest first, as before pages; refused rather than
-         * sent when it would pass the message cap (the client could not read it). */
-        msgpack_sbuffer body;
-        msgpack_packer bp;
-        uint64_t count;
-
-        msgpack_sbuffer_init(&body);
-        msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
-        jobtable_lock(&d->jobs);
-        for (Job *j = jobtable_next_locked(&d->jobs, NULL); j;
-             j = jobtable_next_locked(&d->jobs, j))
-                matches += list_match(&f, j);
-        skip = matches > limit ? matches - limit : 0;
-        count = matches - skip;
-        for (Job *j = jobtable_next_locked(&d->jobs, NULL);
-             j && r == 0 && body.size <= list_budget(d); j = jobtable_next_locked(&d->jobs, j)) {
-                if (!list_match(&f, j))
-                        continue;
-                if (skip) {
-                        skip--;
-                        continue;
-                }
-                r |= job_pack_record(&bp, j, true);
-        }
-        jobtable_unlock(&d->jobs);
-        if (r != 0)
-                r = -ENOMEM;
-        else if (body.size > list_budget(d))
-                r = ipc_status_set(st, IPC_MESSAGE_TOO_LARGE, -EMSGSIZE,
-                                   "%llu jobs match, more than one answer holds: ask for pages "
-                                   "with the filter key \"cursor\" (fiberctl list does), or "
-                                   "set a limit",
-                                   (unsigned long long)count);
-        else if (msgpack_pack_array(pk, (uint32_t)count) | list_pack_raw(pk, body.data, body.size))
-                r = -ENOMEM;
-        msgpack_sbuffer_destroy(&body);
-        return r;
+                return joblist_pack_page(&d->jobs, &f, cursor,
+                                         limit < IPC_LIST_PAGE_MAX ? limit : IPC_LIST_PAGE_MAX,
+                                         joblist_budget(d->cfg.max_message), pk);
+        return joblist_pack_all(&d->jobs, &f, limit, joblist_budget(d->cfg.max_message), pk, st);
 }
 
 static int method_stats(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
