@@ -598,8 +598,21 @@ int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg)
 
 /* ------------------------------------------------------------------ store ------- */
 
+/* StoreSnapshotFn of the table's store: the store thread reads @j under the lock of
+ * its table, the one every change of @j is made under (@arg, the table, is unused:
+ * a job knows its table). */
+static void jobtable_snapshot(Job *j, StoreReadFn read, void *ctx, void *arg)
+{
+        (void)arg;
+        jobtable_lock(j->table);
+        read(j, ctx);
+        jobtable_unlock(j->table);
+}
+
 void jobtable_set_store(JobTable *t, Store *s)
 {
+        if (s)
+                store_set_source(s, jobtable_snapshot, t);
         jobtable_lock(t);
         t->store = s;
         jobtable_unlock(t);
