@@ -13,8 +13,16 @@
  * made ready at once and the run queues would run them in FIFO order), and it keeps
  * each group's live fibers well below max_fibers, so fiber_create() does not refuse
  * with -EAGAIN under load; if it still does (plugins spawning many children), the job
- * goes back to the queue and the next finishing job or the ticker (jobtable_sweep())
- * retries.
+ * goes back to the queue and the next finishing job or the owner's ticker (the job
+ * table's sweep) retries.
+ *
+ * The owner. dispatch.c never names the job table: its lock, the run hook, the cancel of
+ * a job past its deadline, the idle and detached bookkeeping come as DispatchOps at
+ * dispatch_init(), and a job finds its dispatcher through Job.dispatcher. The table
+ * calls down into the dispatcher, never the reverse, so the two are layers rather than
+ * a call circle (a table-specific ops struct was the smallest change: moving the lock
+ * into a lower module would still leave the cancel and the counters behind), and the
+ * dispatcher is unit-tested with a fake owner (tests/daemon-unit/test_dispatch.c).
  *
  * Placement: every job fiber is created with FiberAttr.scheduler = d->sched and no
  * group, so the runtime places it: its supervisor runs outside the job scheduler, so
@@ -34,11 +42,11 @@
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
  *    reports), on one of the job scheduler's groups, in the job's class (its children
  *    inherit it): waits, when the store says so (Job.durability), until the job's record
- *    is on disk, then calls the table's run hook (JobTableHooks.run: the plugin host's
+ *    is on disk, then calls the owner's run hook (DispatchOps.run: the plugin host's
  *    entry point call, set by main.c, which knows nothing of the store) and sets
  *    job->ran.
  * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
- * at once (jobtable_cancel()): every job worker may be stuck for long, and no plugin
+ * at once (the owner's cancel): every job worker may be stuck for long, and no plugin
  * code of it has run; the fiber, when it gets a worker, sees the final state and skips
  * the plugin. Otherwise the supervisor gives the job its final state: cancelled if
  * cancellation was requested (cooperative: a job that ignored it still ends cancelled),
@@ -48,7 +56,7 @@
  * Detaching. A fiber cannot be killed, and cancellation only reaches code that comes back
  * to a yield point: a CPU loop that never yields, or a blocking system call, keeps its
  * worker thread whatever fiberd does. So the job lets go of the fiber instead. A cancel
- * of a running job (job.cancel, its timeout, shutdown: jobtable.c notes the time and
+ * of a running job (job.cancel, its timeout, shutdown: the owner notes the time and
  * sets job->wake) gives its fiber JOB_DETACH_GRACE_NS to return; past that the
  * supervisor ends the job without it (job_detach_locked(): the same final state, error
  * and store write a returning job would get, its waiters answered), gives back its
@@ -60,7 +68,6 @@
  * plugin instance until then, so a replaced plugin is not unloaded under running code.
  */
 #include "daemon/dispatch.h"
-#include "daemon/jobtable.h"
 #include "daemon/log.h"
 #include "ipc/status.h"
 #include "scheduler/base/time-util.h"
@@ -72,9 +79,13 @@
 /* ------------------------------------------------------------------ queue ------- */
 
 void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
-                   unsigned max_running)
+                   unsigned max_running, const DispatchOps *ops, void *owner,
+                   const JobMachine *machine)
 {
-        *d = (Dispatcher){.sched = sched,
+        *d = (Dispatcher){.ops = ops,
+                          .owner = owner,
+                          .machine = machine,
+                          .sched = sched,
                           .supervise_group = supervise_group,
                           .max_running = max_running ? max_running : 1};
 }
@@ -234,6 +245,7 @@ int dispatch_push_locked(Dispatcher *d, Job *j)
         if (r < 0)
                 return r;
         j->dispatch_user = (uint32_t)(u - d->users);
+        j->dispatcher = d;
         d->queued++;
         return 0;
 }
@@ -303,7 +315,7 @@ static void user_stopped_locked(Dispatcher *d, Job *j)
  * The job store (store.h): with the store idle (DUR_PENDING), no plugin code runs for a
  * job that is not on disk yet, so a plugin that crashes fiberd at once leaves an
  * answered submission and a record naming it; under load (DUR_EARLY) the job runs while
- * its record is committed (jobtable_submit()). Return: 0 to run it; -ECANCELED when its
+ * its record is committed (the table's submit). Return: 0 to run it; -ECANCELED when its
  * record could not be written (the submitter cancels it); the wait's error.
  * Context: @j's job fiber, before its run hook; yields.
  */
@@ -322,21 +334,21 @@ static int job_wait_disk(Job *j)
 static void job_fiber_main(void *arg)
 {
         Job *j = arg;
-        const JobTableHooks *h = &j->table->hooks;
+        Dispatcher *d = j->dispatcher;
         bool ended;
         int r;
 
-        /* under the lock: jobtable_cancel() ends a job at once only before this */
-        jobtable_lock(j->table);
+        /* under the lock: the owner's cancel ends a job at once only before this */
+        d->ops->lock(d->owner);
         j->fiber_started = true;
         ended = job_state_final(j->state);
-        jobtable_unlock(j->table);
+        d->ops->unlock(d->owner);
         if (ended) /* cancelled, or timed out, while it waited for a worker */
                 j->run_result = -ECANCELED;
         else if ((r = job_wait_disk(j)) < 0)
                 j->run_result = r; /* no plugin code ran */
         else
-                j->run_result = h->run ? h->run(j) : -ENOSYS;
+                j->run_result = d->ops->run(d->owner, j);
         fiber_event_set(&j->ran);
         fiber_event_set(&j->wake);
 }
@@ -344,7 +356,7 @@ static void job_fiber_main(void *arg)
 /* Final state and error for a job whose entry point returned, or that ends without it
  * (@detached: its code did not return after the cancel); a no-op for a job that ended
  * already (cancelled before its fiber started). Under the lock. */
-static void job_conclude_locked(JobTable *t, Job *j, bool detached)
+static void job_conclude_locked(Dispatcher *d, Job *j, bool detached)
 {
         const char *left = detached ? " (its code did not return to a yield point; it "
                                       "runs on, detached, and its result is discarded)"
@@ -359,11 +371,12 @@ static void job_conclude_locked(JobTable *t, Job *j, bool detached)
                                  (unsigned long long)(j->timeout_ns / NSEC_PER_MSEC), left);
                 else
                         snprintf(msg, sizeof(msg), "%s%s",
-                                 t->stopping ? "cancelled: fiberd is shutting down"
-                                             : "cancelled on request",
+                                 d->ops->stopping_locked(d->owner)
+                                         ? "cancelled: fiberd is shutting down"
+                                         : "cancelled on request",
                                  left);
                 job_transition(
-                        &t->machine, j,
+                        d->machine, j,
                         detached       ? JOB_EV_DETACH
                         : j->timed_out ? JOB_EV_TIMEOUT
                                        : JOB_EV_CANCEL,
@@ -372,27 +385,25 @@ static void job_conclude_locked(JobTable *t, Job *j, bool detached)
         } else if (j->run_result < 0) {
                 snprintf(msg, sizeof(msg), "%s",
                          j->error_message ? j->error_message : strerror(-j->run_result));
-                job_transition(&t->machine, j, JOB_EV_RETURN_ERR,
+                job_transition(d->machine, j, JOB_EV_RETURN_ERR,
                                &(JobChange){.code = j->fail_code ? j->fail_code
                                                                  : ipc_status_code_from_errno(
                                                                            j->run_result),
                                             .message = msg});
         } else {
-                job_transition(&t->machine, j, JOB_EV_RETURN_OK, NULL);
+                job_transition(d->machine, j, JOB_EV_RETURN_OK, NULL);
         }
 }
 
 /* @j stops holding a max_running slot (its own and its user's): start what waits. Under
  * the lock. */
-static void job_release_locked(JobTable *t, Job *j)
+static void job_release_locked(Dispatcher *d, Job *j)
 {
-        Dispatcher *d = &t->dispatch;
-
         d->running--;
         user_stopped_locked(d, j);
         d->pump_blocked = false; /* a fiber was freed: worth another try */
         dispatch_pump_locked(d);
-        jobtable_check_idle_locked(t);
+        d->ops->idle_locked(d->owner);
 }
 
 /*
@@ -404,14 +415,14 @@ static void job_release_locked(JobTable *t, Job *j)
  * returns without running plugin code: neither is detached.
  * Return: the job has a detached fiber. Under the lock.
  */
-static bool job_detach_locked(JobTable *t, Job *j)
+static bool job_detach_locked(Dispatcher *d, Job *j)
 {
         bool in_plugin = j->fiber_started && j->host_job;
 
-        job_conclude_locked(t, j, in_plugin);
-        job_release_locked(t, j);
+        job_conclude_locked(d, j, in_plugin);
+        job_release_locked(d, j);
         if (in_plugin)
-                jobtable_set_detached_locked(t, j, true);
+                d->ops->set_detached_locked(d->owner, j, true);
         return in_plugin;
 }
 
@@ -422,16 +433,16 @@ static bool job_detach_locked(JobTable *t, Job *j)
  * code runs. Return: true when the job ended (and gave back its slot) before its fiber
  * returned. Context: the supervisor fiber; yields.
  */
-static bool job_wait_ran(JobTable *t, Job *j)
+static bool job_wait_ran(Dispatcher *d, Job *j)
 {
         uint64_t cancel_ns, ran_for_ms = 0;
         const char *why = "cancel", *state = "";
         bool detached;
         int r;
 
-        jobtable_lock(t);
+        d->ops->lock(d->owner);
         cancel_ns = j->cancel_mono_ns;
-        jobtable_unlock(t);
+        d->ops->unlock(d->owner);
         r = fiber_event_wait(&j->ran, cancel_ns ? cancel_ns + JOB_DETACH_GRACE_NS : SCHED_FOREVER);
         if (r != -ETIMEDOUT) {
                 if (r < 0)
@@ -440,12 +451,14 @@ static bool job_wait_ran(JobTable *t, Job *j)
                                       strerror(-r));
                 return false;
         }
-        jobtable_lock(t);
-        detached = job_detach_locked(t, j);
+        d->ops->lock(d->owner);
+        detached = job_detach_locked(d, j);
         ran_for_ms = (sched_now_ns() - j->started_mono_ns) / NSEC_PER_MSEC;
-        why = j->timed_out ? "timeout" : t->stopping ? "shutdown's cancel" : "cancel";
+        why = j->timed_out                        ? "timeout"
+              : d->ops->stopping_locked(d->owner) ? "shutdown's cancel"
+                                                  : "cancel";
         state = job_state_name(j->state);
-        jobtable_unlock(t);
+        d->ops->unlock(d->owner);
         if (detached)
                 log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
                               "its code did not return to a yield point within %llu ms of the "
@@ -462,8 +475,7 @@ static bool job_wait_ran(JobTable *t, Job *j)
 static void job_supervise(void *arg)
 {
         Job *j = arg;
-        JobTable *t = j->table;
-        Dispatcher *d = &t->dispatch;
+        Dispatcher *d = j->dispatcher;
         /* not our group (the server group): the runtime picks one of d->sched's */
         FiberAttr attr = {.tag = j->tag, .scheduler = d->sched, .sched_class = j->sched_class};
         bool released;
@@ -472,15 +484,15 @@ static void job_supervise(void *arg)
 
         r = fiber_create(&f, &attr, job_fiber_main, j);
         if (r < 0) {
-                jobtable_lock(t);
+                d->ops->lock(d->owner);
                 d->running--;
                 user_stopped_locked(d, j);
-                if (r == -EAGAIN && !j->cancel_requested && !t->stopping) {
+                if (r == -EAGAIN && !j->cancel_requested && !d->ops->stopping_locked(d->owner)) {
                         /* the group is full: back to the queue, the ticker retries */
-                        job_transition(&t->machine, j, JOB_EV_REQUEUE, NULL);
+                        job_transition(d->machine, j, JOB_EV_REQUEUE, NULL);
                         if (dispatch_push_locked(d, j) == 0) {
                                 d->pump_blocked = true;
-                                jobtable_unlock(t);
+                                d->ops->unlock(d->owner);
                                 job_unref(j);
                                 return;
                         }
@@ -488,40 +500,40 @@ static void job_supervise(void *arg)
                 j->run_result = r;
                 free(j->error_message);
                 j->error_message = strdup("no fiber could be created for the job");
-                job_conclude_locked(t, j, false);
-                jobtable_unlock(t);
+                job_conclude_locked(d, j, false);
+                d->ops->unlock(d->owner);
                 log_job_owner(LOG_ERR, j->id, j->plugin_name, j->owner,
                               "cannot create the job fiber: %s", strerror(-r));
                 job_unref(j);
                 return;
         }
 
-        jobtable_lock(t);
+        d->ops->lock(d->owner);
         j->fiber = f;
         if (j->cancel_requested)
                 fiber_cancel(f);
-        jobtable_unlock(t);
+        d->ops->unlock(d->owner);
 
         /* the fiber returns, or a cancel (job.cancel, shutdown) comes, or the deadline */
         if (fiber_event_wait(&j->wake, j->deadline_ns) == -ETIMEDOUT)
-                jobtable_cancel(t, j, true);
-        released = job_wait_ran(t, j);
+                d->ops->cancel(d->owner, j, true);
+        released = job_wait_ran(d, j);
 
-        jobtable_lock(t);
+        d->ops->lock(d->owner);
         j->fiber = NULL;
-        jobtable_unlock(t);
+        d->ops->unlock(d->owner);
         while (fiber_join(f) == -ECANCELED)
                 ;
 
-        jobtable_lock(t);
+        d->ops->lock(d->owner);
         if (released) {
                 /* the job ended long ago: its result and errors are not looked at, and
                  * only the count of detached fibers changes */
                 bool detached = j->detached;
                 uint64_t after_ms = (sched_now_ns() - j->finished_mono_ns) / NSEC_PER_MSEC;
 
-                jobtable_set_detached_locked(t, j, false);
-                jobtable_unlock(t);
+                d->ops->set_detached_locked(d->owner, j, false);
+                d->ops->unlock(d->owner);
                 if (detached)
                         log_job_owner(LOG_NOTICE, j->id, j->plugin_name, j->owner,
                                       "its detached code returned %llu ms after the job ended; "
@@ -530,9 +542,9 @@ static void job_supervise(void *arg)
                 job_unref(j);
                 return;
         }
-        job_conclude_locked(t, j, false);
-        job_release_locked(t, j);
-        jobtable_unlock(t);
+        job_conclude_locked(d, j, false);
+        job_release_locked(d, j);
+        d->ops->unlock(d->owner);
         if (j->state == JOB_FAILED)
                 log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner, "failed: %s",
                               j->error_message);
@@ -553,7 +565,6 @@ void dispatch_pump_locked(Dispatcher *d)
 
         while (!d->pump_blocked && d->queued && d->running < d->max_running && (u = user_next(d))) {
                 Job *j = u->queue.v[0];
-                JobTable *t = j->table;
                 FiberAttr attr = {.group = d->supervise_group, .detached = true};
                 int r;
 
@@ -564,7 +575,7 @@ void dispatch_pump_locked(Dispatcher *d)
                                 dispatch_remove_locked(d, j);
                                 j->timed_out = true;
                                 job_set_cancel_requested(j);
-                                job_transition(&t->machine, j, JOB_EV_TIMEOUT,
+                                job_transition(d->machine, j, JOB_EV_TIMEOUT,
                                                &(JobChange){.code = IPC_DEADLINE_EXCEEDED,
                                                             .message = "the job's timeout "
                                                                        "passed while it was "
@@ -587,6 +598,6 @@ void dispatch_pump_locked(Dispatcher *d)
                 d->users[j->dispatch_user].running++;
                 d->users[j->dispatch_user].last_start = ++d->starts;
                 /* its record says which plugin runs, for recovery (the store listener) */
-                job_transition(&t->machine, j, JOB_EV_DISPATCH, NULL);
+                job_transition(d->machine, j, JOB_EV_DISPATCH, NULL);
         }
 }

@@ -4,14 +4,18 @@
  * run at once, and the supervisor and job fibers that run them (dispatch.c has the
  * design).
  *
- * A Dispatcher lives inside its JobTable (jobtable.h, field `dispatch`) and is guarded
- * by the table's lock: every function here named *_locked is called with that lock
- * held, and none of them yields. A queued job reaches its table through Job.table, so
- * nothing here needs a global.
+ * A Dispatcher lives inside its owner (the JobTable, jobtable.h, field `dispatch`) and
+ * is guarded by the owner's lock: every function here named *_locked is called with that
+ * lock held, and none of them yields. A queued job reaches its dispatcher through
+ * Job.dispatcher, so nothing here needs a global.
  *
- * Who runs a job's code is not the dispatcher's business: the job fiber calls the
- * table's run hook (JobTableHooks.run, set by whoever owns both the table and the
- * plugin host: main.c), so this layer does not know about plugins.
+ * The dispatcher never calls its owner by name: what it needs from it (the lock, the run
+ * hook, a cancel, the idle and detached bookkeeping) comes as a DispatchOps at
+ * dispatch_init(), the pattern JobTableHooks uses for the plugin host. So jobtable.c
+ * calls down into dispatch.c and never the other way: the two are layers, not a call
+ * circle, and the dispatcher can be tested with a fake owner (tests/daemon-unit/).
+ * Who runs a job's code is not the dispatcher's business either: DispatchOps.run (the
+ * table's run hook, set by main.c), so this layer does not know about plugins.
  */
 #ifndef FIBERD_DAEMON_DISPATCH_H
 #define FIBERD_DAEMON_DISPATCH_H
@@ -20,6 +24,7 @@
 #include <stddef.h>
 
 #include "daemon/job.h"
+#include "daemon/jobstate.h"
 #include "scheduler/base/time-util.h"
 #include "scheduler/sched.h"
 
@@ -65,7 +70,37 @@ typedef struct DispatchUser {
         uint64_t refill_ns;  /* when tokens was last topped up */
 } DispatchUser;
 
+/*
+ * DispatchOps - what the dispatcher needs from its owner, handed over at dispatch_init()
+ * (not copied: usually a static const struct). @owner is dispatch_init()'s. Every
+ * function is required.
+ */
+typedef struct DispatchOps {
+        /* lock / unlock - the owner's lock, the one every *_locked function is called
+         * under. Context: any fiber or thread; a plain mutex (never parks a fiber). */
+        void (*lock)(void *owner);
+        void (*unlock)(void *owner);
+        /* run - run @j's code, return 0 or a negative errno (JobTableHooks.run).
+         * Context: @j's job fiber, no lock held; yields as the job does. */
+        int (*run)(void *owner, Job *j);
+        /* cancel - @j's deadline passed while it ran: cancel it as a timeout (the owner
+         * ends it or asks its fiber to stop). Return 0; -EALREADY when it had ended.
+         * Context: its supervisor fiber, no lock held; does not yield. */
+        int (*cancel)(void *owner, Job *j, bool timed_out);
+        /* stopping_locked - the owner is shutting down (cancel messages say so). */
+        bool (*stopping_locked)(void *owner);
+        /* idle_locked - a job gave back its slot: the owner checks whether it is idle
+         * now (dispatch_idle_locked()). Lock held; must not take it. */
+        void (*idle_locked)(void *owner);
+        /* set_detached_locked - @j, already final, has (@detached) or no longer has a
+         * fiber running its code (the owner's gauge). Lock held; must not take it. */
+        void (*set_detached_locked)(void *owner, Job *j, bool detached);
+} DispatchOps;
+
 typedef struct Dispatcher {
+        const DispatchOps *ops;    /* the owner's (not owned) */
+        void *owner;               /* their argument: the JobTable */
+        const JobMachine *machine; /* its jobs' transitions (jobstate.h); not owned */
         Scheduler *sched; /* where job fibers run: its groups, placed by the runtime; not owned */
         SchedulingGroup *supervise_group; /* where supervisors run: the server group, so
                                            * timeouts and cancel work while every job
@@ -84,10 +119,14 @@ typedef struct Dispatcher {
  * dispatch_init - an empty queue whose jobs run on the groups of @sched and whose
  * supervisors run on @supervise_group (the daemon's server group; neither owned, both
  * must outlive every job fiber). @max_running: jobs running at once, 0 taken as 1.
+ * @ops and @owner: what the dispatcher needs from its owner (DispatchOps; @ops not
+ * copied); @machine: the machine every state change goes through (not owned). All
+ * must outlive every job fiber.
  * Context: main thread at start-up. Cannot fail (the queue grows on first push).
  */
 void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
-                   unsigned max_running);
+                   unsigned max_running, const DispatchOps *ops, void *owner,
+                   const JobMachine *machine);
 
 /* dispatch_set_max_running_locked - a new bound (SIGHUP), 0 taken as 1. Table lock held. */
 void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running);
@@ -140,8 +179,8 @@ Job *dispatch_at_locked(const Dispatcher *d, size_t i);
  * longest ago (round robin), so one user's flood cannot starve another's job of equal
  * priority; each gets a supervisor fiber on d->supervise_group that starts the job
  * fiber on a group of d->sched, enforces its deadline and joins it. A job whose deadline passed while
- * queued ends cancelled (DEADLINE_EXCEEDED) instead. Jobs reach their table (for state
- * changes) through Job.table.
+ * queued ends cancelled (DEADLINE_EXCEEDED) instead. Every state change goes through
+ * d->machine.
  * Context: any fiber or thread; the table lock held; does not yield.
  */
 void dispatch_pump_locked(Dispatcher *d);

@@ -201,10 +201,11 @@ typedef struct Job {
 
         /* table links (jobtable.c), under the table lock */
         struct Job *hash_next;
-        ListHead all_link;      /* in JobTable.all: every job, by id */
-        ListHead fin_link;      /* in JobTable.finished once final, by finish time */
-        size_t heap_index;      /* in its user's queue (dispatch.h); SIZE_MAX = not */
-        uint32_t dispatch_user; /* its DispatchUser, once queued (dispatch.c) */
+        ListHead all_link;             /* in JobTable.all: every job, by id */
+        ListHead fin_link;             /* in JobTable.finished once final, by finish time */
+        size_t heap_index;             /* in its user's queue (dispatch.h); SIZE_MAX = not */
+        uint32_t dispatch_user;        /* its DispatchUser, once queued (dispatch.c) */
+        struct Dispatcher *dispatcher; /* the one it was queued in (dispatch_push_locked()) */
 } Job;
 
 /*

@@ -3,6 +3,13 @@
  * jobtable.c — the job hash, the id-ordered and finish-ordered lists, retention and
  * counters (see jobtable.h). The dispatcher's queue lives in dispatch.c.
  *
+ * The table owns its Dispatcher and calls down into it; the dispatcher reaches back
+ * only through the DispatchOps handed over at dispatch_init() (jobtable_dispatch_ops
+ * below: the lock, the run hook, the cancel, the idle and detached bookkeeping), and
+ * the store reads a job's record through jobtable_snapshot(), handed over by
+ * jobtable_set_store(). So neither dispatch.c nor store.c names the table, and the
+ * three are layers (table over dispatcher and store), not one call circle.
+ *
  * All lists are intrusive (links inside Job), so nothing but job_new() and the
  * occasional hash doubling allocates. The table holds one reference to every job it
  * lists; dropping a job from the hash and lists drops that reference.
@@ -18,6 +25,7 @@
 #include <string.h>
 
 static void machine_init(JobTable *t);
+static const DispatchOps jobtable_dispatch_ops;
 
 void jobtable_lock(JobTable *t)
 {
@@ -40,7 +48,8 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
                 return -ENOMEM;
         pthread_mutex_init(&t->lock, NULL);
         t->next_id = 1;
-        dispatch_init(&t->dispatch, sched, supervise_group, max_running);
+        dispatch_init(&t->dispatch, sched, supervise_group, max_running, &jobtable_dispatch_ops, t,
+                      &t->machine);
         t->max_queued = max_queued;
         t->retention_ns = retention_ns;
         t->retention_max = retention_max;
@@ -351,6 +360,55 @@ void jobtable_check_idle_locked(JobTable *t)
                 fiber_event_set(&t->idle);
 }
 
+/* ---- the dispatcher's view of its owner (DispatchOps, dispatch.h) ---- */
+
+static void dispatch_op_lock(void *owner)
+{
+        jobtable_lock(owner);
+}
+
+static void dispatch_op_unlock(void *owner)
+{
+        jobtable_unlock(owner);
+}
+
+static int dispatch_op_run(void *owner, Job *j)
+{
+        JobTable *t = owner;
+
+        return t->hooks.run ? t->hooks.run(j) : -ENOSYS;
+}
+
+static int dispatch_op_cancel(void *owner, Job *j, bool timed_out)
+{
+        return jobtable_cancel(owner, j, timed_out);
+}
+
+static bool dispatch_op_stopping_locked(void *owner)
+{
+        return ((JobTable *)owner)->stopping;
+}
+
+static void dispatch_op_idle_locked(void *owner)
+{
+        jobtable_check_idle_locked(owner);
+}
+
+static void dispatch_op_set_detached_locked(void *owner, Job *j, bool detached)
+{
+        jobtable_set_detached_locked(owner, j, detached);
+}
+
+static const DispatchOps jobtable_dispatch_ops = {
+        .lock = dispatch_op_lock,
+        .unlock = dispatch_op_unlock,
+        .run = dispatch_op_run,
+        .cancel = dispatch_op_cancel,
+        .stopping_locked = dispatch_op_stopping_locked,
+        .idle_locked = dispatch_op_idle_locked,
+        .set_detached_locked = dispatch_op_set_detached_locked,
+};
+
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
                     const char *class_name, Job **ret)
@@ -598,8 +656,21 @@ int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg)
 
 /* ------------------------------------------------------------------ store ------- */
 
+/* StoreSnapshotFn of the table's store: the store thread reads @j under the lock of
+ * its table, the one every change of @j is made under (@arg, the table, is unused:
+ * a job knows its table). */
+static void jobtable_snapshot(Job *j, StoreReadFn read, void *ctx, void *arg)
+{
+        (void)arg;
+        jobtable_lock(j->table);
+        read(j, ctx);
+        jobtable_unlock(j->table);
+}
+
 void jobtable_set_store(JobTable *t, Store *s)
 {
+        if (s)
+                store_set_source(s, jobtable_snapshot, t);
         jobtable_lock(t);
         t->store = s;
         jobtable_unlock(t);

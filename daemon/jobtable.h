@@ -285,7 +285,7 @@ void jobtable_count_stall(JobTable *t, const char *plugin_name);
 void jobtable_lock(JobTable *t);
 void jobtable_unlock(JobTable *t);
 
-/* ---- used by dispatch.c, under the lock ------------------------------------------ */
+/* ---- the dispatcher's DispatchOps (jobtable.c), under the lock ------------------- */
 
 /* jobtable_check_idle_locked - set t->idle when stopping and nothing queued or running. */
 void jobtable_check_idle_locked(JobTable *t);

@@ -15,7 +15,6 @@
  * client never holds an id the store does not have. The next batch is tried afresh.
  */
 #include "daemon/store.h"
-#include "daemon/jobtable.h"
 #include "daemon/log.h"
 #include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
@@ -170,7 +169,8 @@ static void arena_free(Store *s)
 }
 
 /* A StoreWrite with @j's record, its strings and blobs copied inline, from the batch's
- * chunks (or malloc'ed); the caller is the store thread and holds @j's table lock. */
+ * chunks (or malloc'ed); the caller is the store thread, inside the owner's snapshot
+ * (store_set_source()), so @j's mutable fields hold still. */
 static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
 {
         msgpack_sbuffer *sb = &s->pack;
@@ -311,6 +311,14 @@ void store_put(Store *s, Job *j, bool with_args, bool notify)
         }
         pthread_mutex_lock(&s->lock);
         queue_job_locked(s, j, with_args, notify, false);
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_set_source(Store *s, StoreSnapshotFn snapshot, void *arg)
+{
+        pthread_mutex_lock(&s->lock);
+        s->snapshot = snapshot;
+        s->snapshot_arg = arg;
         pthread_mutex_unlock(&s->lock);
 }
 
@@ -491,20 +499,40 @@ static size_t take_locked(Store *s, size_t *n_del)
         return n;
 }
 
+/* What snapshot_job() hands the owner's snapshot function, and gets back. */
+typedef struct StoreRead {
+        Store *s;
+        bool with_args;
+        StoreWrite *w; /* out: the copy; NULL without memory */
+} StoreRead;
+
+/* StoreReadFn of snapshot_job(): the copy, made while the owner holds @j still. */
+static void read_job(const Job *j, void *ctx)
+{
+        StoreRead *rd = ctx;
+
+        rd->w = write_from_job(rd->s, j, rd->with_args);
+}
+
 /*
- * The StoreWrite of a taken job: its record as it is now, read under its table's lock,
- * so the submission, start and end that happened since it was queued are one write.
- * Without memory for it, the job is queued again (a later batch writes it) and NULL is
- * returned. Consumes @t's reference (handed to the write when it notifies).
+ * The StoreWrite of a taken job: its record as it is now, read inside the owner's
+ * snapshot function (the job table's takes its lock), so the submission, start and end
+ * that happened since it was queued are one write. Without memory for it, the job is
+ * queued again (a later batch writes it) and NULL is returned. Consumes @t's reference
+ * (handed to the write when it notifies).
  */
 static StoreWrite *snapshot_job(Store *s, const StoreTaken *t)
 {
         Job *j = t->job;
         StoreWrite *w;
 
-        jobtable_lock(j->table);
-        w = write_from_job(s, j, t->args);
-        jobtable_unlock(j->table);
+        StoreRead rd = {.s = s, .with_args = t->args};
+
+        if (s->snapshot)
+                s->snapshot(j, read_job, &rd, s->snapshot_arg);
+        else
+                read_job(j, &rd); /* no owner: a job in no table, nothing else writes it */
+        w = rd.w;
         if (!w) {
                 log_job(LOG_WARNING, j->id, j->plugin_name,
                         "out of memory writing its record to the job store: trying again");

@@ -144,6 +144,20 @@ typedef size_t (*StoreRoomFn)(void *arg);
 /* StoreLoadFn - one stored record, in id order; return 0 or a negative errno to stop. */
 typedef int (*StoreLoadFn)(const StoreRecord *rec, void *arg);
 
+/* StoreReadFn - the store's copy of @j's record into the batch being written (store.c);
+ * @ctx is the store's. Called only inside a StoreSnapshotFn. */
+typedef void (*StoreReadFn)(const Job *j, void *ctx);
+
+/*
+ * StoreSnapshotFn - the owner's (store_set_source()): call @read(@j, @ctx) exactly once,
+ * while nothing changes @j's mutable fields (the job table holds its lock around it),
+ * and return. A record of pointers into the job would not do: its error message and
+ * result are freed and replaced under that lock, so the copy is made inside it.
+ * @arg: the owner's, from store_set_source(). Context: the store thread; must not
+ * yield or block for long (@read allocates at most).
+ */
+typedef void (*StoreSnapshotFn)(Job *j, StoreReadFn read, void *ctx, void *arg);
+
 /* StoreBackend - what a backend implements; every function runs on one thread at a time. */
 typedef struct StoreBackend {
         const char *name;
@@ -204,6 +218,8 @@ struct Store {
         struct StoreTaken *taken; /* the store thread's: the batch being snapshotted */
         size_t taken_cap;
         uint64_t commit_delay_ns; /* store_set_commit_delay() */
+        StoreSnapshotFn snapshot; /* store_set_source(): how a job's record is read */
+        void *snapshot_arg;
         /* store_delete()'s ids, counted in `queued`: one sorted delete ends each batch
          * (after the batch's puts, so a job's last write never lands after its drop) */
         uint64_t *deletes, *deletes_taken;
@@ -267,13 +283,21 @@ bool store_durable(const Store *s);
  * the first write of a job); when @notify, set @j->durable (and @j->store_error on
  * failure) once it is committed. With the memory backend, @notify's event is set at
  * once. Nothing is copied here: @j is queued (referenced) at most once, and the store
- * thread snapshots its record under the table lock when it takes the batch, so the
+ * thread snapshots its record (store_set_source()) when it takes the batch, so the
  * submission, start and end of a job that all happen during one commit cost one row
  * write. It allocates nothing, so it cannot fail.
  * Context: the job table's lock held, or any thread for a job in no table; does not
  * yield.
  */
 void store_put(Store *s, Job *j, bool with_args, bool notify);
+
+/*
+ * store_set_source - how the store thread reads a queued job's record: @snapshot(@arg)
+ * (see StoreSnapshotFn); the job table passes its own, which takes its lock, so the
+ * store never names the table. NULL: the record is read with nothing held (jobs in no
+ * table; unit tests). Context: main thread at start-up, before store_load().
+ */
+void store_set_source(Store *s, StoreSnapshotFn snapshot, void *arg);
 
 /*
  * store_set_commit_delay - after a batch of 16 writes or more (a busy store), the store

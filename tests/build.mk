@@ -126,12 +126,13 @@ check-fuzz: $(FUZZ_BINS)
 	$(foreach t,$(FUZZ_TARGETS),$(call run_fuzzer,$(t),$(FUZZ_CHECK_SECONDS)))
 
 # ---- daemon unit tests: tests/daemon-unit/test_*.c test one daemon module without a
-# running fiberd (no socket, no plugin, no store): each links the daemon objects it tests
+# running fiberd (no socket, no plugin, no disk): each links the daemon objects it tests
 # (DAEMON_UNIT_OBJS, compiled as fiberd's are) with libipc and libsched. Run by
 # `make check-daemon-unit`, which `make check` runs.
 DAEMON_UNIT_TESTS := $(patsubst tests/daemon-unit/%.c,$(BUILD)/tests/daemon-unit/%,\
 	$(sort $(wildcard tests/daemon-unit/test_*.c)))
-DAEMON_UNIT_OBJS = $(addprefix $(BUILD)/daemon/,jobstate.o job.o creds.o joblog.o log.o)
+DAEMON_UNIT_OBJS = $(addprefix $(BUILD)/daemon/,jobstate.o job.o creds.o joblog.o log.o \
+	store.o store-memory.o store-sqlite.o store-redis.o dispatch.o)
 $(DAEMON_UNIT_TESTS:%=%.o): CFLAGS += $(DAEMON_CFLAGS)
 $(DAEMON_UNIT_TESTS:%=%.o): CPPFLAGS += -DFIBERD_SOURCE_DIR='"$(abspath .)"'
 $(DAEMON_UNIT_TESTS): %: %.o $(DAEMON_UNIT_OBJS) $(LIBIPC) $(LIBSCHED)
