@@ -6,7 +6,7 @@ DAEMON_CFLAGS = $(shell pkg-config --cflags $(DAEMON_PKGS) 2>/dev/null)
 DAEMON_LIBS = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null || echo -lmsgpackc -linih -lsystemd -lsqlite3 -lhiredis) -ldl
 
 FIBERD_PLUGIN_DIR ?= $(or $(PLUGIN_INSTALL_DIR),$(PREFIX)/lib/fiberd/plugins)
-DAEMON_SRCS := $(sort $(wildcard daemon/*.c))
+DAEMON_SRCS := $(sort $(wildcard daemon/*.c daemon/*/*.c))
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 FIBERD := $(BUILD)/fiberd
 

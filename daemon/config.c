@@ -11,8 +11,8 @@
  * sections are the one exception: their section name is data (config_class_key()).
  */
 #include "daemon/config.h"
-#include "daemon/log.h"
-#include "daemon/store.h"
+#include "daemon/obs/log.h"
+#include "daemon/store/store.h"
 #include "ipc/protocol.h"
 #include "ipc/socket_path.h"
 #include "scheduler/base/macro.h"

@@ -21,8 +21,8 @@
 #include <stdint.h>
 
 #include "daemon/config.h"
-#include "daemon/jobtable.h"
-#include "daemon/server.h"
+#include "daemon/job/jobtable.h"
+#include "daemon/server/server.h"
 #include "ipc/protocol.h"
 #include "scheduler/sched.h"
 

@@ -42,11 +42,11 @@
  * and the process's end releases everything at once.
  */
 #include "daemon/daemon.h"
-#include "daemon/log.h"
-#include "daemon/opener.h"
-#include "daemon/crash.h"
-#include "daemon/plugin_host.h"
-#include "daemon/plugin_job.h"
+#include "daemon/obs/log.h"
+#include "daemon/plugin/opener.h"
+#include "daemon/plugin/crash.h"
+#include "daemon/plugin/plugin_host.h"
+#include "daemon/plugin/plugin_job.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>

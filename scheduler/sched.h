@@ -666,7 +666,7 @@ void sched_set_log(SchedLogFn fn);
  * sched_set_fatal_hook - called from the stack-overflow handler (a SIGSEGV handler on
  * the worker's alternate stack) after its report and before abort(), with the signal
  * and the overflowing fiber's tag (may be NULL), so the program can leave a note of
- * what crashed (fiberd's job store: daemon/crash.c). @fn must be async-signal-safe.
+ * what crashed (fiberd's job store: daemon/plugin/crash.c). @fn must be async-signal-safe.
  * NULL removes it. Context: any, before groups start.
  */
 typedef void (*SchedFatalFn)(int sig, const char *tag);

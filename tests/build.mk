@@ -98,7 +98,7 @@ FUZZ_DAEMON_SRCS = $(filter-out daemon/main.c,$(DAEMON_SRCS)) plugins/loader.c $
 FUZZ_DAEMON_DEFS = -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"' \
 	-DFUZZ_PLUGIN_DIR='"$(abspath $(PLUGIN_BUILD_DIR))"'
 
-FUZZ_DAEMON_HDRS = $(wildcard daemon/*.h ipc/*.h plugins/*.h plugins/fiberd/*.h scheduler/*.h \
+FUZZ_DAEMON_HDRS = $(wildcard daemon/*.h daemon/*/*.h ipc/*.h plugins/*.h plugins/fiberd/*.h scheduler/*.h \
 	scheduler/base/*.h)
 $(BUILD)/fuzz/daemon_request $(BUILD)/fuzz/daemon_config: $(BUILD)/fuzz/%: tests/fuzz/%.c \
 		$(FUZZ_DAEMON_SRCS) $(FUZZ_DAEMON_HDRS) | deps
@@ -131,8 +131,9 @@ check-fuzz: $(FUZZ_BINS)
 # `make check-daemon-unit`, which `make check` runs.
 DAEMON_UNIT_TESTS := $(patsubst tests/daemon-unit/%.c,$(BUILD)/tests/daemon-unit/%,\
 	$(sort $(wildcard tests/daemon-unit/test_*.c)))
-DAEMON_UNIT_OBJS = $(addprefix $(BUILD)/daemon/,jobstate.o job.o creds.o joblog.o log.o \
-	store.o store-memory.o store-sqlite.o store-redis.o dispatch.o)
+DAEMON_UNIT_OBJS = $(addprefix $(BUILD)/daemon/,job/jobstate.o job/job.o server/creds.o \
+	job/joblog.o obs/log.o store/store.o store/store-memory.o store/store-sqlite.o \
+	store/store-redis.o job/dispatch.o)
 $(DAEMON_UNIT_TESTS:%=%.o): CFLAGS += $(DAEMON_CFLAGS)
 $(DAEMON_UNIT_TESTS:%=%.o): CPPFLAGS += -DFIBERD_SOURCE_DIR='"$(abspath .)"'
 $(DAEMON_UNIT_TESTS): %: %.o $(DAEMON_UNIT_OBJS) $(LIBIPC) $(LIBSCHED)

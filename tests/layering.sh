@@ -174,7 +174,7 @@ make_tree() {
 	printf '#include <stdint.h>\n' >"$t/plugins/fiberd/plugin.h"
 	printf '#include <fiberd/plugin.h>\n' >"$t/plugins/hello.c"
 	printf '#include "plugins/fiberd/plugin.h"\n#include "ipc/ipc.h"\n#include "scheduler/sched.h"\n' >"$t/daemon/main.c"
-	printf '#include "daemon/../daemon/main.c"\n#include "plugins/loader.c"\n' >"$t/daemon/job.c"
+	printf '#include "daemon/../daemon/main.c"\n#include "plugins/loader.c"\n' >"$t/daemon/job/job.c"
 	printf '#include "ipc/ipc.h"\n#include "scheduler/base/list.h"\n#include "client.h"\n' >"$t/client/fiberctl.c"
 	printf '/* #include "daemon/daemon.h" only in a comment */\n' >"$t/client/client.h"
 	git -C "$t" init -q

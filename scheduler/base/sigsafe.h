@@ -4,7 +4,7 @@
  * numbers to a fixed buffer with no libc call that is not async-signal-safe
  * (signal-safety(7)), for a report a handler then writes with one write(2). The stack
  * overflow report (scheduler/stack.c) and the fatal-signal report of a plugin's crash
- * (daemon/crash.c) use it. Header-only, libc only: every folder may include it.
+ * (daemon/plugin/crash.c) use it. Header-only, libc only: every folder may include it.
  */
 #ifndef FIBERD_BASE_SIGSAFE_H
 #define FIBERD_BASE_SIGSAFE_H

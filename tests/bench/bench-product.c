@@ -11,10 +11,10 @@
  * this tree, default settings but for the job store, log level warning) on a socket in
  * a temporary directory, and stops it at the end. The job store is memory, like the
  * in-memory peers it is compared with, unless FIBERD_BENCH_STORE says otherwise
- * (product-fiberd-sqlite: the durable default, daemon/store.h). product-fiberd-redis and
+ * (product-fiberd-sqlite: the durable default, daemon/store/store.h). product-fiberd-redis and
  * product-fiberd-redis2 start a private redis-server on a Unix socket in their own
  * temporary directory and one or two fiberd hosts with [store] backend = redis sharing
- * its stream (fleet mode, daemon/store-redis.c); the connections are spread over the
+ * its stream (fleet mode, daemon/store/store-redis.c); the connections are spread over the
  * hosts, a job runs on whichever host reads it, and the server CPU counts every fiberd
  * and the redis-server.
  *
@@ -147,7 +147,7 @@ static void fiberd_start_workers(ProductServer *s, const char *workers)
         product_tmpdir(s);
         setenv("STATE_DIRECTORY", s->dir, 1); /* its job store: this run's, not /var/lib */
         if (store && *store) {
-                /* the job store backend (daemon/store.h): sqlite (the default) or memory */
+                /* the job store backend (daemon/store/store.h): sqlite (the default) or memory */
                 FILE *f;
                 snprintf(conf, sizeof(conf), "%s/fiberd.conf", s->dir);
                 f = fopen(conf, "w");
@@ -369,7 +369,7 @@ static void conn_open_loop(Conn *k)
 }
 
 /* product-fiberd-sqlite: the same loads with the sqlite job store, fiberd's default
- * (daemon/store.h): what durability costs (bench.c's "job store" rows). */
+ * (daemon/store/store.h): what durability costs (bench.c's "job store" rows). */
 int bench_product_fiberd_sqlite(int argc, char **argv)
 {
         setenv("FIBERD_BENCH_STORE", "sqlite", 1);

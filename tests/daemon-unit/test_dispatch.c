@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The dispatcher (daemon/dispatch.c) with a fake owner instead of the job table: its
+/* The dispatcher (daemon/job/dispatch.c) with a fake owner instead of the job table: its
  * DispatchOps are a mutex, a run hook that parks each job until the test lets it go,
  * and a listener that records the order jobs start in. A small Scheduler runs the
  * supervisor and job fibers. Admission (per-user queue cap, token bucket), the
@@ -11,10 +11,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/creds.h"
-#include "daemon/dispatch.h"
-#include "daemon/job.h"
-#include "daemon/jobstate.h"
+#include "daemon/server/creds.h"
+#include "daemon/job/dispatch.h"
+#include "daemon/job/job.h"
+#include "daemon/job/jobstate.h"
 
 enum { MAX_JOBS = 16 };
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The job state machine (daemon/jobstate.c) without a daemon: every row of the table
+/* The job state machine (daemon/job/jobstate.c) without a daemon: every row of the table
  * goes where it says, everything else is refused and changes nothing, the listeners
  * hear each transition once and in order, the times and errors are stamped, and
  * docs/design.md lists the same rows as the table. */
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/job.h"
-#include "daemon/jobstate.h"
+#include "daemon/job/job.h"
+#include "daemon/job/jobstate.h"
 #include "ipc/protocol.h"
 
 enum { MAX_CALLS = 16 };

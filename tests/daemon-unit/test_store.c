@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The job store's queue and store thread (daemon/store.c) without a daemon or a disk:
+/* The job store's queue and store thread (daemon/store/store.c) without a daemon or a disk:
  * a fake backend kept in memory (its commit can be held shut or made to fail) stands
  * in for SQLite, and a fake owner's snapshot function stands in for the job table. A
  * burst of writes queued during one commit is the next commit, a job's `durable` event
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/creds.h"
-#include "daemon/job.h"
-#include "daemon/store.h"
+#include "daemon/server/creds.h"
+#include "daemon/job/job.h"
+#include "daemon/store/store.h"
 
 enum { MAX_COMMITS = 16, MAX_IDS = 64 };
 

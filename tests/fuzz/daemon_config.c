@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "daemon/config.h"
-#include "daemon/log.h"
+#include "daemon/obs/log.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

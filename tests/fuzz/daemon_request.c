@@ -27,12 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/creds.h"
+#include "daemon/server/creds.h"
 #include "daemon/daemon.h"
-#include "daemon/log.h"
-#include "daemon/plugin_host.h"
-#include "daemon/plugin_job.h"
-#include "daemon/store.h"
+#include "daemon/obs/log.h"
+#include "daemon/plugin/plugin_host.h"
+#include "daemon/plugin/plugin_job.h"
+#include "daemon/store/store.h"
 #include "ipc/ipc.h"
 #include "scheduler/base/time-util.h"
 

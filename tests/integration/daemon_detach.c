@@ -2,7 +2,7 @@
 /*
  * daemon_detach.c — a job whose code never comes back to a yield point (the no_yield
  * test plugin: a CPU loop, or one raw blocking read(2)) still ends at its timeout or
- * cancel, without its fiber (detached, daemon/dispatch.c):
+ * cancel, without its fiber (detached, daemon/job/dispatch.c):
  *  - it reaches its final state (cancelled, with DEADLINE_EXCEEDED or CANCELLED) well
  *    before its code returns, and job.wait answers then;
  *  - its max_running slot is given back: a job queued behind it starts and ends while

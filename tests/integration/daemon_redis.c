@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon_redis.c — the fleet: [store] backend = redis (daemon/store-redis.c) with two
+ * daemon_redis.c — the fleet: [store] backend = redis (daemon/store/store-redis.c) with two
  * real fiberd processes sharing one stream of a private redis-server.
  *
  * Each test starts its own redis-server on a Unix socket in a temporary directory (no

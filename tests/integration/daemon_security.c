@@ -2,8 +2,8 @@
 /*
  * daemon_security.c — what a local user can do to fiberd by what it sends:
  *  - forge log lines: a newline in a sha256 path must stay inside its one log line,
- *    escaped, and never start a line with a priority of its own (daemon/log.c);
- *  - exhaust the server (daemon/server.c's limits): pipelining without reading the
+ *    escaped, and never start a line with a priority of its own (daemon/obs/log.c);
+ *  - exhaust the server (daemon/server/server.c's limits): pipelining without reading the
  *    answers, many never-finished ~1 MiB messages, one byte a second, more connections
  *    than allowed, and too few fds. During each attack a fresh client's ping must still
  *    be answered; its latency is printed, never asserted (shared machines).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon_store.c — the job store (daemon/store.h) seen from outside: fiberd killed with
+ * daemon_store.c — the job store (daemon/store/store.h) seen from outside: fiberd killed with
  * SIGKILL under load loses no job whose submission was answered and never hands out an
  * id twice; a job running at the kill ends INTERRUPTED, or runs again with its attempt
  * counted when its plugin is retry-safe (sleep); queued jobs run again in their order;

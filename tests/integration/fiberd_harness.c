@@ -161,7 +161,7 @@ static void fiberd_spawn(Fiberd *d)
                         dup2(fd, STDOUT_FILENO);
                 }
                 setenv("FIBERD_SOCKET", d->sock, 1);
-                /* the job store's default place (daemon/store.h): this test's directory */
+                /* the job store's default place (daemon/store/store.h): this test's directory */
                 setenv("STATE_DIRECTORY", d->dir, 1);
                 if (d->notify_fd >= 0)
                         setenv("NOTIFY_SOCKET", d->notify, 1);

@@ -395,7 +395,7 @@ static gid_t h_job_gid(FiberdJob *job)
         return getgid();
 }
 
-/* As the test's own user; the same checks as fiberd's opener (daemon/opener.h). */
+/* As the test's own user; the same checks as fiberd's opener (daemon/plugin/opener.h). */
 static int h_open(FiberdJob *job, const char *path, int flags)
 {
         struct stat st;

@@ -2,7 +2,7 @@
 /*
  * crash_init.c — a test plugin whose init() dereferences NULL: fiberd dies of SIGSEGV
  * while loading it, at every start while the file is there. The job store's crash-only
- * plugins (daemon/crash.h) must name the file and quarantine it after two crashes in a
+ * plugins (daemon/plugin/crash.h) must name the file and quarantine it after two crashes in a
  * row, so that fiberd then stays up.
  */
 #include "plugins/fiberd/plugin.h"

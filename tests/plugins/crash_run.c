@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * crash_run.c — a test plugin whose run() dereferences NULL: fiberd dies of SIGSEGV in
- * the job. The job store's crash-only plugins (daemon/crash.h) must report the job and
+ * the job. The job store's crash-only plugins (daemon/plugin/crash.h) must report the job and
  * plugin, fail that job with INTERRUPTED at the next start, and quarantine the plugin
  * after two such crashes in a row.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * exit_run.c — a test plugin whose run() calls exit(3): the whole daemon exits with it.
- * The job store's crash-only plugins (daemon/crash.h) must report it as such, naming the
+ * The job store's crash-only plugins (daemon/plugin/crash.h) must report it as such, naming the
  * job and plugin, and count it as a crash of this plugin at the next start.
  */
 #include <stdlib.h>

@@ -1,0 +1,603 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dispatch.c — the dispatcher: which queued job runs next, and the fibers that run it.
+ *
+ * Queued jobs wait in one binary min-heap per user (uid) ordered by (priority, id): a
+ * lower priority value runs first, equal priorities in submission order. The next job
+ * is the best of the users' heap tops: lowest priority value, then the user with the
+ * fewest jobs running, then the user served longest ago (round robin) — so a user who queued thousands of jobs gets
+ * every other slot at most while someone else waits at the same priority. A user at
+ * max_running_per_user is passed over until one of its jobs ends; root and fiberd's
+ * own uid are not limited. Finding the next user is O(users that ever submitted),
+ * which local users keep small. At most d->max_running jobs run at once. That bound is what makes priority real (without it every job would be
+ * made ready at once and the run queues would run them in FIFO order), and it keeps
+ * each group's live fibers well below max_fibers, so fiber_create() does not refuse
+ * with -EAGAIN under load; if it still does (plugins spawning many children), the job
+ * goes back to the queue and the next finishing job or the owner's ticker (the job
+ * table's sweep) retries.
+ *
+ * The owner. dispatch.c never names the job table: its lock, the run hook, the cancel of
+ * a job past its deadline, the idle and detached bookkeeping come as DispatchOps at
+ * dispatch_init(), and a job finds its dispatcher through Job.dispatcher. The table
+ * calls down into the dispatcher, never the reverse, so the two are layers rather than
+ * a call circle (a table-specific ops struct was the smallest change: moving the lock
+ * into a lower module would still leave the cancel and the counters behind), and the
+ * dispatcher is unit-tested with a fake owner (tests/daemon-unit/test_dispatch.c).
+ *
+ * Placement: every job fiber is created with FiberAttr.scheduler = d->sched and no
+ * group, so the runtime places it: its supervisor runs outside the job scheduler, so
+ * sched_pick_group() chooses a group on the caller's NUMA node, round robin; the
+ * plugin's children stay in the job fiber's group. Idle workers of other groups may
+ * still steal them.
+ *
+ * A running job has two fibers:
+ *  - the supervisor (detached), on d->supervise_group (the daemon's server group, not a
+ *    job group: a job that blocks its worker thread, or spins without yielding, on
+ *    every job worker at once must not keep its own --timeout or a job.cancel from
+ *    being acted on): creates the job fiber joinable, publishes its handle in
+ *    job->fiber so job.cancel can fiber_cancel() it, waits on job->wake until the job's
+ *    deadline, cancels the job fiber when the deadline passes, waits on job->ran, then
+ *    clears job->fiber under the table lock and joins it — in that order, so a handle
+ *    that the lock lets anyone see is never a joined one;
+ *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
+ *    reports), on one of the job scheduler's groups, in the job's class (its children
+ *    inherit it): waits, when the store says so (Job.durability), until the job's record
+ *    is on disk, then calls the owner's run hook (DispatchOps.run: the plugin host's
+ *    entry point call, set by main.c, which knows nothing of the store) and sets
+ *    job->ran.
+ * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
+ * at once (the owner's cancel): every job worker may be stuck for long, and no plugin
+ * code of it has run; the fiber, when it gets a worker, sees the final state and skips
+ * the plugin. Otherwise the supervisor gives the job its final state: cancelled if
+ * cancellation was requested (cooperative: a job that ignored it still ends cancelled),
+ * failed if the entry point returned a negative errno, done otherwise; it wakes the
+ * job's waiters and pumps the queue.
+ *
+ * Detaching. A fiber cannot be killed, and cancellation only reaches code that comes back
+ * to a yield point: a CPU loop that never yields, or a blocking system call, keeps its
+ * worker thread whatever fiberd does. So the job lets go of the fiber instead. A cancel
+ * of a running job (job.cancel, its timeout, shutdown: the owner notes the time and
+ * sets job->wake) gives its fiber JOB_DETACH_GRACE_NS to return; past that the
+ * supervisor ends the job without it (job_detach_locked(): the same final state, error
+ * and store write a returning job would get, its waiters answered), gives back its
+ * max_running slot (global and its user's) so queued jobs start, counts the fiber in the
+ * detached gauge (JobCounts.detached) and logs a warning. It keeps waiting on job->ran
+ * (a parked fiber on the server group, nothing more); when the code returns, whatever
+ * it returned is discarded (plugin_host_run() sees the final state), the gauge goes
+ * down and the fiber is joined. The FiberdJob (plugin_job.c) holds the job and the
+ * plugin instance until then, so a replaced plugin is not unloaded under running code.
+ */
+#include "daemon/job/dispatch.h"
+#include "daemon/obs/log.h"
+#include "ipc/status.h"
+#include "scheduler/base/time-util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ queue ------- */
+
+void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
+                   unsigned max_running, const DispatchOps *ops, void *owner,
+                   const JobMachine *machine)
+{
+        *d = (Dispatcher){.ops = ops,
+                          .owner = owner,
+                          .machine = machine,
+                          .sched = sched,
+                          .supervise_group = supervise_group,
+                          .max_running = max_running ? max_running : 1};
+}
+
+void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running)
+{
+        d->max_running = max_running ? max_running : 1;
+}
+
+void dispatch_set_quotas_locked(Dispatcher *d, const JobQuotas *q)
+{
+        d->quotas = *q;
+}
+
+static bool job_before(const Job *a, const Job *b)
+{
+        if (a->priority != b->priority)
+                return a->priority < b->priority;
+        return a->id < b->id;
+}
+
+static void heap_set(JobHeap *h, size_t i, Job *j)
+{
+        h->v[i] = j;
+        j->heap_index = i;
+}
+
+static void heap_up(JobHeap *h, size_t i)
+{
+        Job *j = h->v[i];
+
+        while (i > 0) {
+                size_t parent = (i - 1) / 2;
+                if (!job_before(j, h->v[parent]))
+                        break;
+                heap_set(h, i, h->v[parent]);
+                i = parent;
+        }
+        heap_set(h, i, j);
+}
+
+static void heap_down(JobHeap *h, size_t i)
+{
+        Job *j = h->v[i];
+
+        for (;;) {
+                size_t l = 2 * i + 1, m = i;
+                Job *best = j;
+                if (l < h->len && job_before(h->v[l], best))
+                        m = l, best = h->v[l];
+                if (l + 1 < h->len && job_before(h->v[l + 1], best))
+                        m = l + 1, best = h->v[l + 1];
+                if (m == i)
+                        break;
+                heap_set(h, i, best);
+                i = m;
+        }
+        heap_set(h, i, j);
+}
+
+static int heap_push(JobHeap *h, Job *j)
+{
+        if (h->len == h->cap) {
+                size_t cap = h->cap ? h->cap * 2 : 16;
+                Job **v = realloc(h->v, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                h->v = v;
+                h->cap = cap;
+        }
+        heap_set(h, h->len++, j);
+        heap_up(h, j->heap_index);
+        return 0;
+}
+
+static bool heap_remove(JobHeap *h, Job *j)
+{
+        size_t i = j->heap_index;
+
+        if (i == SIZE_MAX || i >= h->len || h->v[i] != j)
+                return false;
+        j->heap_index = SIZE_MAX;
+        h->len--;
+        if (i < h->len) {
+                heap_set(h, i, h->v[h->len]);
+                heap_up(h, i);
+                heap_down(h, h->v[i]->heap_index);
+        }
+        return true;
+}
+
+/* The DispatchUser of @uid, made when @create; NULL when absent (or out of memory). */
+static DispatchUser *user_find(Dispatcher *d, uid_t uid, bool create)
+{
+        for (size_t i = 0; i < d->n_users; i++)
+                if (d->users[i].uid == uid)
+                        return &d->users[i];
+        if (!create)
+                return NULL;
+        if (d->n_users == d->cap_users) {
+                size_t cap = d->cap_users ? d->cap_users * 2 : 8;
+                DispatchUser *u = realloc(d->users, cap * sizeof(*u));
+                if (!u)
+                        return NULL;
+                d->users = u;
+                d->cap_users = cap;
+        }
+        d->users[d->n_users] = (DispatchUser){.uid = uid, .tokens = -1};
+        return &d->users[d->n_users++];
+}
+
+static bool user_exempt(const Dispatcher *d, uid_t uid)
+{
+        return uid == 0 || uid == d->quotas.exempt_uid;
+}
+
+int dispatch_admit_locked(Dispatcher *d, uid_t uid)
+{
+        const JobQuotas *q = &d->quotas;
+        DispatchUser *u;
+        double burst;
+        uint64_t now;
+
+        if (user_exempt(d, uid))
+                return 0;
+        u = user_find(d, uid, true);
+        if (!u)
+                return -ENOMEM;
+        if (q->max_queued_per_user && u->queue.len >= q->max_queued_per_user)
+                return -EDQUOT;
+        if (!q->submit_rate_per_user)
+                return 0;
+        burst = q->submit_burst_per_user ? q->submit_burst_per_user : q->submit_rate_per_user;
+        now = sched_now_ns();
+        if (u->tokens < 0) { /* first submission: a full bucket */
+                u->tokens = burst;
+        } else {
+                u->tokens += (double)(now - u->refill_ns) * q->submit_rate_per_user / NSEC_PER_SEC;
+                if (u->tokens > burst)
+                        u->tokens = burst;
+        }
+        u->refill_ns = now;
+        if (u->tokens < 1)
+                return -EBUSY;
+        u->tokens -= 1;
+        return 0;
+}
+
+int dispatch_push_locked(Dispatcher *d, Job *j)
+{
+        DispatchUser *u = user_find(d, j->owner, true);
+        int r;
+
+        if (!u)
+                return -ENOMEM;
+        r = heap_push(&u->queue, j);
+        if (r < 0)
+                return r;
+        j->dispatch_user = (uint32_t)(u - d->users);
+        j->dispatcher = d;
+        d->queued++;
+        return 0;
+}
+
+void dispatch_remove_locked(Dispatcher *d, Job *j)
+{
+        if (j->heap_index == SIZE_MAX || j->dispatch_user >= d->n_users)
+                return;
+        if (heap_remove(&d->users[j->dispatch_user].queue, j))
+                d->queued--;
+}
+
+Job *dispatch_first_locked(const Dispatcher *d)
+{
+        for (size_t i = 0; i < d->n_users; i++)
+                if (d->users[i].queue.len)
+                        return d->users[i].queue.v[0];
+        return NULL;
+}
+
+Job *dispatch_at_locked(const Dispatcher *d, size_t i)
+{
+        for (size_t u = 0; u < d->n_users; u++) {
+                if (i < d->users[u].queue.len)
+                        return d->users[u].queue.v[i];
+                i -= d->users[u].queue.len;
+        }
+        return NULL;
+}
+
+/* The user whose job runs next (see dispatch_pump_locked()), or NULL. */
+static DispatchUser *user_next(Dispatcher *d)
+{
+        unsigned cap = d->quotas.max_running_per_user;
+        DispatchUser *best = NULL;
+
+        for (size_t i = 0; i < d->n_users; i++) {
+                DispatchUser *u = &d->users[i];
+                const Job *j, *b;
+                if (!u->queue.len || (cap && u->running >= cap && !user_exempt(d, u->uid)))
+                        continue;
+                if (!best) {
+                        best = u;
+                        continue;
+                }
+                j = u->queue.v[0];
+                b = best->queue.v[0];
+                if (j->priority != b->priority          ? j->priority < b->priority
+                    : u->running != best->running       ? u->running < best->running
+                    : u->last_start != best->last_start ? u->last_start < best->last_start
+                                                        : j->id < b->id)
+                        best = u;
+        }
+        return best;
+}
+
+/* A job of @j's user stopped running (ended, or went back to the queue). */
+static void user_stopped_locked(Dispatcher *d, Job *j)
+{
+        if (j->dispatch_user < d->n_users && d->users[j->dispatch_user].running)
+                d->users[j->dispatch_user].running--;
+}
+
+/* ------------------------------------------------------------------ fibers ------ */
+
+/*
+ * The job store (store.h): with the store idle (DUR_PENDING), no plugin code runs for a
+ * job that is not on disk yet, so a plugin that crashes fiberd at once leaves an
+ * answered submission and a record naming it; under load (DUR_EARLY) the job runs while
+ * its record is committed (the table's submit). Return: 0 to run it; -ECANCELED when its
+ * record could not be written (the submitter cancels it); the wait's error.
+ * Context: @j's job fiber, before its run hook; yields.
+ */
+static int job_wait_disk(Job *j)
+{
+        int r;
+
+        if (j->durability != DUR_PENDING)
+                return 0;
+        r = fiber_event_wait(&j->durable, SCHED_FOREVER);
+        if (r == 0 && j->store_error < 0)
+                r = -ECANCELED;
+        return r;
+}
+
+static void job_fiber_main(void *arg)
+{
+        Job *j = arg;
+        Dispatcher *d = j->dispatcher;
+        bool ended;
+        int r;
+
+        /* under the lock: the owner's cancel ends a job at once only before this */
+        d->ops->lock(d->owner);
+        j->fiber_started = true;
+        ended = job_state_final(j->state);
+        d->ops->unlock(d->owner);
+        if (ended) /* cancelled, or timed out, while it waited for a worker */
+                j->run_result = -ECANCELED;
+        else if ((r = job_wait_disk(j)) < 0)
+                j->run_result = r; /* no plugin code ran */
+        else
+                j->run_result = d->ops->run(d->owner, j);
+        fiber_event_set(&j->ran);
+        fiber_event_set(&j->wake);
+}
+
+/* Final state and error for a job whose entry point returned, or that ends without it
+ * (@detached: its code did not return after the cancel); a no-op for a job that ended
+ * already (cancelled before its fiber started). Under the lock. */
+static void job_conclude_locked(Dispatcher *d, Job *j, bool detached)
+{
+        const char *left = detached ? " (its code did not return to a yield point; it "
+                                      "runs on, detached, and its result is discarded)"
+                                    : "";
+        char msg[512];
+
+        if (job_state_final(j->state))
+                return;
+        if (j->cancel_requested) {
+                if (j->timed_out)
+                        snprintf(msg, sizeof(msg), "the job's timeout of %llu ms passed%s",
+                                 (unsigned long long)(j->timeout_ns / NSEC_PER_MSEC), left);
+                else
+                        snprintf(msg, sizeof(msg), "%s%s",
+                                 d->ops->stopping_locked(d->owner)
+                                         ? "cancelled: fiberd is shutting down"
+                                         : "cancelled on request",
+                                 left);
+                job_transition(
+                        d->machine, j,
+                        detached       ? JOB_EV_DETACH
+                        : j->timed_out ? JOB_EV_TIMEOUT
+                                       : JOB_EV_CANCEL,
+                        &(JobChange){.code = j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
+                                     .message = msg});
+        } else if (j->run_result < 0) {
+                snprintf(msg, sizeof(msg), "%s",
+                         j->error_message ? j->error_message : strerror(-j->run_result));
+                job_transition(d->machine, j, JOB_EV_RETURN_ERR,
+                               &(JobChange){.code = j->fail_code ? j->fail_code
+                                                                 : ipc_status_code_from_errno(
+                                                                           j->run_result),
+                                            .message = msg});
+        } else {
+                job_transition(d->machine, j, JOB_EV_RETURN_OK, NULL);
+        }
+}
+
+/* @j stops holding a max_running slot (its own and its user's): start what waits. Under
+ * the lock. */
+static void job_release_locked(Dispatcher *d, Job *j)
+{
+        d->running--;
+        user_stopped_locked(d, j);
+        d->pump_blocked = false; /* a fiber was freed: worth another try */
+        dispatch_pump_locked(d);
+        d->ops->idle_locked(d->owner);
+}
+
+/*
+ * The job fiber of @j has not returned JOB_DETACH_GRACE_NS after its cancel: the job ends
+ * now (cancelled, its waiters answered, its record written; a no-op when it had ended
+ * already) and gives back its slot. When the fiber is inside the plugin's run()
+ * (Job.host_job), it counts as detached until it returns. A fiber that has not started
+ * yet (every job worker is held) skips the plugin when it starts, and one outside run()
+ * returns without running plugin code: neither is detached.
+ * Return: the job has a detached fiber. Under the lock.
+ */
+static bool job_detach_locked(Dispatcher *d, Job *j)
+{
+        bool in_plugin = j->fiber_started && j->host_job;
+
+        job_conclude_locked(d, j, in_plugin);
+        job_release_locked(d, j);
+        if (in_plugin)
+                d->ops->set_detached_locked(d->owner, j, true);
+        return in_plugin;
+}
+
+/*
+ * Waits, in @j's supervisor, until @j's job fiber has returned: at once when it did (the
+ * wake came from it); after a cancel, until JOB_DETACH_GRACE_NS past it, then the job
+ * ends without the fiber (job_detach_locked()) and the wait goes on for as long as the
+ * code runs. Return: true when the job ended (and gave back its slot) before its fiber
+ * returned. Context: the supervisor fiber; yields.
+ */
+static bool job_wait_ran(Dispatcher *d, Job *j)
+{
+        uint64_t cancel_ns, ran_for_ms = 0;
+        const char *why = "cancel", *state = "";
+        bool detached;
+        int r;
+
+        d->ops->lock(d->owner);
+        cancel_ns = j->cancel_mono_ns;
+        d->ops->unlock(d->owner);
+        r = fiber_event_wait(&j->ran, cancel_ns ? cancel_ns + JOB_DETACH_GRACE_NS : SCHED_FOREVER);
+        if (r != -ETIMEDOUT) {
+                if (r < 0)
+                        log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
+                                      "supervisor wait failed (%s); joining the job fiber",
+                                      strerror(-r));
+                return false;
+        }
+        d->ops->lock(d->owner);
+        detached = job_detach_locked(d, j);
+        ran_for_ms = (sched_now_ns() - j->started_mono_ns) / NSEC_PER_MSEC;
+        why = j->timed_out                        ? "timeout"
+              : d->ops->stopping_locked(d->owner) ? "shutdown's cancel"
+                                                  : "cancel";
+        state = job_state_name(j->state);
+        d->ops->unlock(d->owner);
+        if (detached)
+                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
+                              "its code did not return to a yield point within %llu ms of the "
+                              "%s (running for %llu ms): the job ended %s, and its fiber "
+                              "keeps running detached, holding a worker thread, until the "
+                              "code returns",
+                              (unsigned long long)(JOB_DETACH_GRACE_NS / NSEC_PER_MSEC), why,
+                              (unsigned long long)ran_for_ms, state);
+        while ((r = fiber_event_wait(&j->ran, SCHED_FOREVER)) < 0)
+                ; /* a supervisor is never cancelled; the fiber returns when its code does */
+        return true;
+}
+
+static void job_supervise(void *arg)
+{
+        Job *j = arg;
+        Dispatcher *d = j->dispatcher;
+        /* not our group (the server group): the runtime picks one of d->sched's */
+        FiberAttr attr = {.tag = j->tag, .scheduler = d->sched, .sched_class = j->sched_class};
+        bool released;
+        Fiber *f;
+        int r;
+
+        r = fiber_create(&f, &attr, job_fiber_main, j);
+        if (r < 0) {
+                d->ops->lock(d->owner);
+                d->running--;
+                user_stopped_locked(d, j);
+                if (r == -EAGAIN && !j->cancel_requested && !d->ops->stopping_locked(d->owner)) {
+                        /* the group is full: back to the queue, the ticker retries */
+                        job_transition(d->machine, j, JOB_EV_REQUEUE, NULL);
+                        if (dispatch_push_locked(d, j) == 0) {
+                                d->pump_blocked = true;
+                                d->ops->unlock(d->owner);
+                                job_unref(j);
+                                return;
+                        }
+                }
+                j->run_result = r;
+                free(j->error_message);
+                j->error_message = strdup("no fiber could be created for the job");
+                job_conclude_locked(d, j, false);
+                d->ops->unlock(d->owner);
+                log_job_owner(LOG_ERR, j->id, j->plugin_name, j->owner,
+                              "cannot create the job fiber: %s", strerror(-r));
+                job_unref(j);
+                return;
+        }
+
+        d->ops->lock(d->owner);
+        j->fiber = f;
+        if (j->cancel_requested)
+                fiber_cancel(f);
+        d->ops->unlock(d->owner);
+
+        /* the fiber returns, or a cancel (job.cancel, shutdown) comes, or the deadline */
+        if (fiber_event_wait(&j->wake, j->deadline_ns) == -ETIMEDOUT)
+                d->ops->cancel(d->owner, j, true);
+        released = job_wait_ran(d, j);
+
+        d->ops->lock(d->owner);
+        j->fiber = NULL;
+        d->ops->unlock(d->owner);
+        while (fiber_join(f) == -ECANCELED)
+                ;
+
+        d->ops->lock(d->owner);
+        if (released) {
+                /* the job ended long ago: its result and errors are not looked at, and
+                 * only the count of detached fibers changes */
+                bool detached = j->detached;
+                uint64_t after_ms = (sched_now_ns() - j->finished_mono_ns) / NSEC_PER_MSEC;
+
+                d->ops->set_detached_locked(d->owner, j, false);
+                d->ops->unlock(d->owner);
+                if (detached)
+                        log_job_owner(LOG_NOTICE, j->id, j->plugin_name, j->owner,
+                                      "its detached code returned %llu ms after the job ended; "
+                                      "what it returned is discarded",
+                                      (unsigned long long)after_ms);
+                job_unref(j);
+                return;
+        }
+        job_conclude_locked(d, j, false);
+        job_release_locked(d, j);
+        d->ops->unlock(d->owner);
+        if (j->state == JOB_FAILED)
+                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner, "failed: %s",
+                              j->error_message);
+        else if (j->state == JOB_CANCELLED)
+                log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner, "cancelled: %s",
+                              j->error_message);
+        else
+                log_job_owner(LOG_DEBUG, j->id, j->plugin_name, j->owner, "%s",
+                              job_state_name(j->state));
+        job_unref(j);
+}
+
+void dispatch_pump_locked(Dispatcher *d)
+{
+        uint64_t now = 0;
+
+        DispatchUser *u;
+
+        while (!d->pump_blocked && d->queued && d->running < d->max_running && (u = user_next(d))) {
+                Job *j = u->queue.v[0];
+                FiberAttr attr = {.group = d->supervise_group, .detached = true};
+                int r;
+
+                if (j->deadline_ns != SCHED_FOREVER) {
+                        if (!now)
+                                now = sched_now_ns();
+                        if (j->deadline_ns <= now) {
+                                dispatch_remove_locked(d, j);
+                                j->timed_out = true;
+                                job_set_cancel_requested(j);
+                                job_transition(d->machine, j, JOB_EV_TIMEOUT,
+                                               &(JobChange){.code = IPC_DEADLINE_EXCEEDED,
+                                                            .message = "the job's timeout "
+                                                                       "passed while it was "
+                                                                       "queued"});
+                                continue;
+                        }
+                }
+                r = fiber_create(NULL, &attr, job_supervise, job_ref(j));
+                if (r < 0) {
+                        job_unref(j);
+                        d->pump_blocked = true;
+                        log_msg(LOG_WARNING,
+                                "dispatcher: cannot create a supervisor fiber (%s); %zu jobs "
+                                "wait",
+                                strerror(-r), d->queued);
+                        break;
+                }
+                dispatch_remove_locked(d, j);
+                d->running++;
+                d->users[j->dispatch_user].running++;
+                d->users[j->dispatch_user].last_start = ++d->starts;
+                /* its record says which plugin runs, for recovery (the store listener) */
+                job_transition(d->machine, j, JOB_EV_DISPATCH, NULL);
+        }
+}

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dispatch.h — the dispatcher: the queue of jobs waiting to run, the bound on how many
+ * run at once, and the supervisor and job fibers that run them (dispatch.c has the
+ * design).
+ *
+ * A Dispatcher lives inside its owner (the JobTable, jobtable.h, field `dispatch`) and
+ * is guarded by the owner's lock: every function here named *_locked is called with that
+ * lock held, and none of them yields. A queued job reaches its dispatcher through
+ * Job.dispatcher, so nothing here needs a global.
+ *
+ * The dispatcher never calls its owner by name: what it needs from it (the lock, the run
+ * hook, a cancel, the idle and detached bookkeeping) comes as a DispatchOps at
+ * dispatch_init(), the pattern JobTableHooks uses for the plugin host. So jobtable.c
+ * calls down into dispatch.c and never the other way: the two are layers, not a call
+ * circle, and the dispatcher can be tested with a fake owner (tests/daemon-unit/).
+ * Who runs a job's code is not the dispatcher's business either: DispatchOps.run (the
+ * table's run hook, set by main.c), so this layer does not know about plugins.
+ */
+#ifndef FIBERD_DAEMON_DISPATCH_H
+#define FIBERD_DAEMON_DISPATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "daemon/job/job.h"
+#include "daemon/job/jobstate.h"
+#include "scheduler/base/time-util.h"
+#include "scheduler/sched.h"
+
+/*
+ * JOB_DETACH_GRACE_NS - how long a running job's fiber has, after its cancel or timeout,
+ * to return before the job ends without it (detached; dispatch.c). 100 ms: a job that
+ * cooperates stops at its next yield point, within one task quota (0.5 ms by default)
+ * once a worker runs it, and under load it may first wait in a run queue, or behind a
+ * blocked worker until a spare takes its place (rescue_after_ms, 20 ms by default); so
+ * the grace is kept well above both, to detach only code that truly did not come back.
+ * It is also the default stall threshold, the time the runtime already reports a fiber
+ * for not switching. Short next to any timeout_ms worth setting: it is how long a
+ * cancelled job that never yields may still hold its max_running slot.
+ */
+#define JOB_DETACH_GRACE_NS (100 * NSEC_PER_MSEC)
+
+/*
+ * JobQuotas - per-user limits ([jobs] in the config). They bind every uid but root and
+ * fiberd's own (@exempt_uid): those could raise the limits anyway.
+ */
+typedef struct JobQuotas {
+        unsigned max_running_per_user;  /* running jobs of one uid; 0 = no cap */
+        size_t max_queued_per_user;     /* queued jobs of one uid; 0 = no cap */
+        unsigned submit_rate_per_user;  /* submissions a second (token bucket); 0 = no limit */
+        unsigned submit_burst_per_user; /* the bucket's size; 0 = submit_rate_per_user */
+        uid_t exempt_uid;               /* fiberd's own uid */
+} JobQuotas;
+
+/* A binary min-heap of queued jobs by (priority, id); Job.heap_index is the position. */
+typedef struct JobHeap {
+        Job **v; /* owned array */
+        size_t len, cap;
+} JobHeap;
+
+/* One uid that has submitted: its queued jobs, its running count, its token bucket.
+ * Kept until exit (a few bytes per uid that ever submitted). */
+typedef struct DispatchUser {
+        uid_t uid;
+        JobHeap queue;       /* its queued jobs */
+        unsigned running;    /* its jobs with a supervisor fiber */
+        uint64_t last_start; /* Dispatcher.starts when a job of its last started; 0 = never */
+        double tokens;       /* submissions it may make now */
+        uint64_t refill_ns;  /* when tokens was last topped up */
+} DispatchUser;
+
+/*
+ * DispatchOps - what the dispatcher needs from its owner, handed over at dispatch_init()
+ * (not copied: usually a static const struct). @owner is dispatch_init()'s. Every
+ * function is required.
+ */
+typedef struct DispatchOps {
+        /* lock / unlock - the owner's lock, the one every *_locked function is called
+         * under. Context: any fiber or thread; a plain mutex (never parks a fiber). */
+        void (*lock)(void *owner);
+        void (*unlock)(void *owner);
+        /* run - run @j's code, return 0 or a negative errno (JobTableHooks.run).
+         * Context: @j's job fiber, no lock held; yields as the job does. */
+        int (*run)(void *owner, Job *j);
+        /* cancel - @j's deadline passed while it ran: cancel it as a timeout (the owner
+         * ends it or asks its fiber to stop). Return 0; -EALREADY when it had ended.
+         * Context: its supervisor fiber, no lock held; does not yield. */
+        int (*cancel)(void *owner, Job *j, bool timed_out);
+        /* stopping_locked - the owner is shutting down (cancel messages say so). */
+        bool (*stopping_locked)(void *owner);
+        /* idle_locked - a job gave back its slot: the owner checks whether it is idle
+         * now (dispatch_idle_locked()). Lock held; must not take it. */
+        void (*idle_locked)(void *owner);
+        /* set_detached_locked - @j, already final, has (@detached) or no longer has a
+         * fiber running its code (the owner's gauge). Lock held; must not take it. */
+        void (*set_detached_locked)(void *owner, Job *j, bool detached);
+} DispatchOps;
+
+typedef struct Dispatcher {
+        const DispatchOps *ops;    /* the owner's (not owned) */
+        void *owner;               /* their argument: the JobTable */
+        const JobMachine *machine; /* its jobs' transitions (jobstate.h); not owned */
+        Scheduler *sched; /* where job fibers run: its groups, placed by the runtime; not owned */
+        SchedulingGroup *supervise_group; /* where supervisors run: the server group, so
+                                           * timeouts and cancel work while every job
+                                           * worker is blocked; not owned */
+        DispatchUser *users;              /* owned array; Job.dispatch_user indexes it */
+        size_t n_users, cap_users;
+        size_t queued;        /* queued jobs of every user */
+        unsigned running;     /* jobs with a supervisor fiber */
+        unsigned max_running; /* bound: keeps the run queue from refusing fibers */
+        uint64_t starts;      /* jobs started since start-up */
+        JobQuotas quotas;
+        bool pump_blocked; /* fiber_create said -EAGAIN: retry on the next tick */
+} Dispatcher;
+
+/*
+ * dispatch_init - an empty queue whose jobs run on the groups of @sched and whose
+ * supervisors run on @supervise_group (the daemon's server group; neither owned, both
+ * must outlive every job fiber). @max_running: jobs running at once, 0 taken as 1.
+ * @ops and @owner: what the dispatcher needs from its owner (DispatchOps; @ops not
+ * copied); @machine: the machine every state change goes through (not owned). All
+ * must outlive every job fiber.
+ * Context: main thread at start-up. Cannot fail (the queue grows on first push).
+ */
+void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
+                   unsigned max_running, const DispatchOps *ops, void *owner,
+                   const JobMachine *machine);
+
+/* dispatch_set_max_running_locked - a new bound (SIGHUP), 0 taken as 1. Table lock held. */
+void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running);
+
+/* dispatch_set_quotas_locked - new per-user limits (copied; start-up, SIGHUP). */
+void dispatch_set_quotas_locked(Dispatcher *d, const JobQuotas *q);
+
+/*
+ * dispatch_admit_locked - may @uid submit one more job now? Checks its queued jobs
+ * against max_queued_per_user and takes a token from its bucket.
+ * Return: 0; -EDQUOT (max_queued_per_user); -EBUSY (submit_rate_per_user); -ENOMEM.
+ * Context: table lock held.
+ */
+int dispatch_admit_locked(Dispatcher *d, uid_t uid);
+
+/* dispatch_queued_locked - jobs waiting in the queue. Table lock held. */
+static inline size_t dispatch_queued_locked(const Dispatcher *d)
+{
+        return d->queued;
+}
+
+/* dispatch_idle_locked - nothing queued and nothing running. Table lock held. */
+static inline bool dispatch_idle_locked(const Dispatcher *d)
+{
+        return d->queued == 0 && d->running == 0;
+}
+
+/*
+ * dispatch_push_locked - queue @j (state queued) by (priority, id); the queue does not
+ * take a reference (the table holds one while the job is listed).
+ * Return: 0; -ENOMEM (the job is not queued). Context: table lock held.
+ */
+int dispatch_push_locked(Dispatcher *d, Job *j);
+
+/* dispatch_remove_locked - take a queued @j out of the queue; no-op if not queued. */
+void dispatch_remove_locked(Dispatcher *d, Job *j);
+
+/* dispatch_first_locked - some queued job (the best of the first user with one), or NULL
+ * when none waits. */
+Job *dispatch_first_locked(const Dispatcher *d);
+
+/* dispatch_at_locked - the @i-th queued job, user by user in heap order
+ * (@i < dispatch_queued_locked()); O(users). */
+Job *dispatch_at_locked(const Dispatcher *d, size_t i);
+
+/*
+ * dispatch_pump_locked - start queued jobs while fewer than max_running run: among the
+ * users below max_running_per_user, the one whose best job has the lowest priority
+ * value, then the one with the fewest jobs running, then the one whose last start is
+ * longest ago (round robin), so one user's flood cannot starve another's job of equal
+ * priority; each gets a supervisor fiber on d->supervise_group that starts the job
+ * fiber on a group of d->sched, enforces its deadline and joins it. A job whose deadline passed while
+ * queued ends cancelled (DEADLINE_EXCEEDED) instead. Every state change goes through
+ * d->machine.
+ * Context: any fiber or thread; the table lock held; does not yield.
+ */
+void dispatch_pump_locked(Dispatcher *d);
+
+#endif

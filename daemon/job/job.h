@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * job.h — fiberd's job: one plugin invocation with msgpack arguments, run as a fiber.
+ *
+ * A Job is reference counted (job_ref() / job_unref(); atomic, any thread). The job
+ * table (jobtable.h) holds one reference from submission until retention drops it;
+ * a running job's supervisor fiber holds one; a request handler that looks a job up
+ * gets its own. Every field that changes after submission (state, timestamps, progress,
+ * result, error, cancel flag, fiber handle, links) is read and written only under the
+ * job table's lock; the immutable fields (id, owner, plugin, args, options) may be read
+ * without it by whoever holds a reference.
+ *
+ * The lifecycle (PROTOCOL.md, "Jobs"; the states are JobState below, the transition
+ * table and its one writer, job_transition(), are jobstate.h):
+ *
+ *     queued ──dispatch──▶ running ──plugin returns 0────────▶ done
+ *       │                     ├──────plugin returns < 0──────▶ failed
+ *       │                     ├──cancel / timeout, then returns▶ cancelled
+ *       │                     └──cancel / timeout, no return───▶ cancelled, detached
+ *       │                        within JOB_DETACH_GRACE_NS
+ *       └──cancel / timeout while queued──────────────────────▶ cancelled
+ *
+ * "cancelled" wins over the plugin's return value once cancellation was requested:
+ * cancellation is cooperative (the job's blocking calls return -ECANCELED). A job whose
+ * code does not come back to a yield point (a CPU loop that never yields, a blocking
+ * system call) cannot be stopped, since a fiber cannot be killed: its job ends without
+ * it once the grace has passed (dispatch.c), and the fiber, still running, is
+ * "detached" from it until it returns; what it returns then is discarded.
+ */
+#ifndef FIBERD_DAEMON_JOB_H
+#define FIBERD_DAEMON_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <msgpack.h>
+
+#include "daemon/server/creds.h"
+#include "daemon/job/joblog.h"
+#include "scheduler/base/list.h"
+#include "scheduler/sched.h"
+
+/*
+ * JobState - where a job is in its life (the diagram above; the transitions between
+ * them and their one writer, job_transition(), are jobstate.h's).
+ */
+typedef enum JobState {
+        JOB_NEW, /* built (job_new(), calloc's zero), not yet submitted or restored:
+                  * no listener has heard of it; nothing moves a job back here */
+        JOB_QUEUED,
+        JOB_RUNNING,
+        JOB_DONE,
+        JOB_FAILED,
+        JOB_CANCELLED,
+        /* not yet reachable: declared for job scheduling, no row leads to them */
+        JOB_SCHEDULED, /* waits for its start time */
+        JOB_RETRYING,  /* failed, waits for its next attempt */
+        JOB_WAITING,   /* waits for the jobs it depends on */
+        JOB_PAUSED,    /* held by an operator */
+        JOB_DEAD,      /* out of attempts: final */
+        JOB_STATE_COUNT,
+} JobState;
+
+/* A loaded plugin (plugins/loader.h): stays loaded until fiberd exits, so jobs hold the
+ * pointer without a reference. */
+typedef struct LoadedPlugin Plugin;
+
+struct JobTable;
+
+/*
+ * StoreEntry - a place in the job store's write queue (store.h): a job waiting to have
+ * its record written, or a StoreWrite (a delete, a plugin file, a meta value). The
+ * store thread tells them apart by @is_job.
+ */
+typedef struct StoreEntry {
+        ListHead link; /* in Store.queue, under Store.lock */
+        bool is_job;
+} StoreEntry;
+
+/*
+ * JobOrigin - what a submission brings besides plugin and arguments: who sent it and
+ * the fds it passed (SCM_RIGHTS; the args refer to them by index, PROTOCOL.md).
+ */
+typedef struct JobOrigin {
+        Creds *creds; /* the submitter: referenced by the job */
+        int *fds;     /* taken over by the job on success (then set NULL, n_fds 0) */
+        size_t n_fds;
+        bool answer_at_end; /* job.run: the submission is answered once the job ends
+                             * (its first store write may wait for that) */
+} JobOrigin;
+
+/*
+ * JobDurability - where a job's first write to the store stands against its run: one
+ * value instead of the flags that said it (store.h has the promise it keeps). The
+ * outcome of that write, committed or failed, is not a value here: the store thread
+ * sets Job.store_error and then the `durable` event, which is what waiters park on.
+ *
+ *     none ──────── nothing to wait for: the memory store (`durable` set at once), or
+ *                   a record read back from the store (restored, a fleet copy)
+ *     pending ───── its first write is queued; the job runs only once it is committed
+ *                   (plugin_host_run() waits, jobtable_wait_durable() dispatches)
+ *     early ─────── its first write is queued; the job was dispatched at once (the
+ *                   store was busy: the record carries the state it reached by then)
+ *     deferred ──── job.run: nothing is answered before the job ends, so its first
+ *                   write waits for that (or for a shutdown that leaves it queued);
+ *                   dispatched at once; ──jobtable_record_locked()──▶ early
+ */
+typedef enum JobDurability {
+        DUR_NONE,
+        DUR_PENDING,
+        DUR_EARLY,
+        DUR_DEFERRED,
+} JobDurability;
+
+typedef struct Job {
+        /* immutable after job_new() */
+        uint64_t id;            /* from 1, never reused */
+        struct JobTable *table; /* the table that lists it (not owned: outlives its fibers) */
+        uid_t owner;            /* the submitting client's uid (SO_PEERCRED) */
+        Creds *creds;           /* the submitter's uid, gid and groups; referenced */
+        int *fds;               /* owned: the fds passed with the submission, closed at free */
+        size_t n_fds;
+        const Plugin *plugin;    /* the loaded plugin (valid until exit) */
+        char *plugin_name;       /* owned copy, for logs and records */
+        msgpack_object args;     /* a map; lives in args_zone */
+        msgpack_zone *args_zone; /* owned */
+        int priority;            /* lower runs first */
+        uint64_t timeout_ns;     /* 0 = none */
+        uint64_t deadline_ns;    /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
+        char tag[96];            /* the fiber tag: "job 42 plugin sha256" */
+        unsigned sched_class;    /* FiberAttr.sched_class of the job fiber: 1 + the class
+                                  * index (sched_class_find()) */
+        char class_name[SCHED_CLASS_NAME_MAX + 1]; /* its name, for records and logs */
+
+        int refs; /* atomic */
+
+        /* under the table lock */
+        JobState state;                         /* written by job_transition() only (jobstate.h) */
+        uint64_t submitted_ms;                  /* CLOCK_REALTIME, milliseconds since the epoch */
+        uint64_t started_ms, finished_ms;       /* 0 = not yet */
+        uint64_t finished_mono_ns;              /* for retention */
+        uint64_t submitted_mono_ns;             /* CLOCK_MONOTONIC ns: queue wait (joblatency.h) */
+        uint64_t started_mono_ns;               /* CLOCK_MONOTONIC ns; 0 = not started */
+        uint64_t progress_done, progress_total; /* atomic: the plugin writes them unlocked */
+        char *result; /* packed msgpack object, owned; NULL = none (nil) */
+        size_t result_len;
+        const char *error_code; /* IPC_* constant; NULL = none */
+        char *error_message;    /* owned */
+        bool cancel_requested;  /* written with job_set_cancel_requested(); host
+                                     * functions read it atomically without the lock */
+        bool timed_out;         /* the cancellation came from the deadline */
+        Fiber *fiber;           /* joinable job fiber while it may be cancelled */
+        bool fiber_started;     /* the job fiber has begun: a job cancelled before that
+                                 * ends at once (jobtable_cancel()), even while every job
+                                 * worker is busy, and its fiber then skips the plugin */
+        int run_result;         /* what the plugin's entry point returned */
+        const char *fail_code;  /* IPC_* code the plugin's failure maps to; NULL = errno's */
+        void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */
+
+        /* detaching (dispatch.c), under the table lock */
+        uint64_t cancel_mono_ns; /* CLOCK_MONOTONIC ns when cancellation was requested
+                                  * while it ran; 0 = never: its supervisor gives the
+                                  * fiber JOB_DETACH_GRACE_NS from then to return */
+        bool detached;           /* the job ended while its fiber still ran plugin code
+                                  * (it did not return within the grace); cleared once
+                                  * the fiber has returned. Written with an atomic
+                                  * store; host functions read it with job_detached() */
+
+        /* job store (store.h) */
+        uint32_t attempt; /* runs begun before this one (a retry-safe job requeued) */
+        bool interrupted; /* cancelled by shutdown, not on request: a durable store
+                             * keeps it (queued again when its plugin is retry-safe) */
+        bool requeued;    /* shutdown left it queued in the store: it is not final
+                             * there, whatever this process's copy says */
+        bool fleet_copy;  /* not in this host's table: a fleet submission on its way to
+                             * the shared queue, or a copy of a fleet job's shared record
+                             * (store-redis.c); no fiber, never dispatched here */
+        /* under Store.lock (store.c): the job is queued at most once for a write; the
+         * store thread snapshots its record when it takes the batch, so the changes
+         * made meanwhile cost one row write, and none of them a copy on the caller */
+        StoreEntry store_entry;    /* in Store.queue while store_queued */
+        bool store_queued;         /* its entry is queued (holds a reference) */
+        bool store_args;           /* the next write carries the arguments (the first one) */
+        bool store_notify;         /* set `durable` once the next write is committed */
+        JobDurability durability;  /* how its first write and its run relate; written
+                                    * by jobtable.c's store paths only, under the table
+                                    * lock, before the job can be dispatched */
+        int store_error;           /* store.c's, set before `durable`: 0, or why the
+                                    * store failed (the outcome of the first write) */
+        FiberEvent durable;        /* set once the submission is committed to the store */
+        FiberEvent final_recorded; /* set once a write with its final state is committed
+                                    * (durable stores; store.c) */
+        JobLog log;                /* its host->log lines, bounded (joblog.h); its own lock */
+
+        FiberEvent ran;      /* set by the job fiber when the entry point returned */
+        FiberEvent wake;     /* set when the job fiber returned or cancellation was
+                              * requested while it ran: wakes its supervisor */
+        FiberEvent finished; /* set once the state is final */
+
+        /* table links (jobtable.c), under the table lock */
+        struct Job *hash_next;
+        ListHead all_link;             /* in JobTable.all: every job, by id */
+        ListHead fin_link;             /* in JobTable.finished once final, by finish time */
+        size_t heap_index;             /* in its user's queue (dispatch.h); SIZE_MAX = not */
+        uint32_t dispatch_user;        /* its DispatchUser, once queued (dispatch.c) */
+        struct Dispatcher *dispatcher; /* the one it was queued in (dispatch_push_locked()) */
+} Job;
+
+/*
+ * job_new - a new job (JOB_NEW, until jobtable_submit() or a restore moves it on) of
+ * @table (kept in Job.table, not referenced) holding a copy of @args (a msgpack map; deep-copied into the job's own zone) for @plugin, owned by
+ * @origin's creds (referenced) and holding its fds (taken: @origin's are cleared), in the
+ * job class @cls (0-based index; @class_name copied).
+ * @ret: out, one reference, written only on success.
+ * Return: 0; -ENOMEM. Context: any; does not yield.
+ */
+int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, const Plugin *plugin,
+            const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns,
+            unsigned cls, const char *class_name);
+
+/* job_ref - one more reference; returns @j. Context: any. */
+Job *job_ref(Job *j);
+
+/* job_unref - drop a reference, freeing the job at zero. Accepts NULL; returns NULL. */
+Job *job_unref(Job *j);
+
+/*
+ * job_pack_record - the job record (PROTOCOL.md, "Job record") as one msgpack map:
+ * id, plugin, class, owner, state, priority, timeout_ms, created_ms / started_ms / finished_ms
+ * (ms since the epoch, nil when not yet), progress {done, total} (nil when never
+ * reported), result (the plugin's object, nil unless done), error ({code, message}, nil
+ * unless failed/cancelled), attempt (runs begun before this one). @with_result false
+ * leaves result out.
+ * Context: caller holds the table lock (reads mutable fields). Return: 0; -ENOMEM.
+ */
+int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result);
+
+/* job_set_cancel_requested - set the flag (atomic store). Context: table lock held. */
+static inline void job_set_cancel_requested(Job *j)
+{
+        __atomic_store_n(&j->cancel_requested, true, __ATOMIC_RELEASE);
+}
+
+/* job_detached - Job.detached (atomic load): the job has ended and its fiber still runs
+ * plugin code, whose outcome is discarded. Context: any; no lock needed. */
+static inline bool job_detached(const Job *j)
+{
+        return __atomic_load_n(&j->detached, __ATOMIC_ACQUIRE);
+}
+
+/* job_now_ms - CLOCK_REALTIME in milliseconds. Context: any. */
+uint64_t job_now_ms(void);
+
+/* job_state_name - "queued", "running", ... Context: any. */
+const char *job_state_name(JobState s);
+
+/* job_state_parse - a state the wire names (queued .. cancelled) from its name.
+ * Return: 0 and *@ret; -EINVAL for an unknown (or not yet reachable) name. */
+int job_state_parse(const char *name, size_t len, JobState *ret);
+
+/* job_state_final - true for done, failed and cancelled. Context: any. */
+bool job_state_final(JobState s);
+
+/* job_state_active - true for queued and running (the gauges). Context: any. */
+bool job_state_active(JobState s);
+
+#endif

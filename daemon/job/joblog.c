@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * joblog.c — the bounded per-job line buffer of joblog.h: one allocation per line (a
+ * header and the text), a list oldest first, the oldest freed while over a bound.
+ */
+#include "daemon/job/joblog.h"
+#include "ipc/encoder.h"
+#include "ipc/protocol.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct JobLogLine {
+        ListHead link;    /* in JobLog.lines */
+        uint64_t time_ms; /* CLOCK_REALTIME ms */
+        int level;        /* syslog priority */
+        size_t len;       /* of text, without the NUL */
+        char text[];
+} JobLogLine;
+
+void joblog_init(JobLog *l)
+{
+        pthread_mutex_init(&l->lock, NULL);
+        list_init(&l->lines);
+        l->n_lines = 0;
+        l->bytes = 0;
+        l->dropped = 0;
+}
+
+static void drop_oldest_locked(JobLog *l)
+{
+        ListHead *e = list_pop_head(&l->lines);
+        JobLogLine *line = list_entry(e, JobLogLine, link);
+
+        l->n_lines--;
+        l->bytes -= line->len;
+        l->dropped++;
+        free(line);
+}
+
+void joblog_done(JobLog *l)
+{
+        while (l->n_lines)
+                drop_oldest_locked(l);
+        pthread_mutex_destroy(&l->lock);
+}
+
+int joblog_append(JobLog *l, int level, uint64_t time_ms, const char *text, size_t len)
+{
+        JobLogLine *line;
+
+        if (len > JOBLOG_MAX_BYTES)
+                len = JOBLOG_MAX_BYTES;
+        line = malloc(sizeof(*line) + len + 1);
+        pthread_mutex_lock(&l->lock);
+        if (!line) {
+                l->dropped++;
+                pthread_mutex_unlock(&l->lock);
+                return -ENOMEM;
+        }
+        line->time_ms = time_ms;
+        line->level = level;
+        line->len = len;
+        memcpy(line->text, text, len);
+        line->text[len] = '\0';
+        while (l->n_lines && (l->n_lines >= JOBLOG_MAX_LINES || l->bytes + len > JOBLOG_MAX_BYTES))
+                drop_oldest_locked(l);
+        list_add_tail(&l->lines, &line->link);
+        l->n_lines++;
+        l->bytes += len;
+        pthread_mutex_unlock(&l->lock);
+        return 0;
+}
+
+/* lines: [{time_ms, level, text}...], oldest first. Context: @l's lock held. */
+static int pack_lines(msgpack_packer *pk, const void *arg)
+{
+        JobLog *l = (JobLog *)arg;
+        ListHead *pos, *tmp;
+        int r = msgpack_pack_array(pk, (uint32_t)l->n_lines);
+
+        list_for_each_safe(pos, tmp, &l->lines)
+        {
+                const JobLogLine *line = list_entry(pos, JobLogLine, link);
+
+                r |= IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_TIME_MS, line->time_ms),
+                                  IPC_KV_UINT(IPC_KEY_LEVEL, (uint64_t)line->level),
+                                  IPC_KV_CSTR(IPC_KEY_TEXT, line->text));
+        }
+        return r;
+}
+
+int joblog_pack(JobLog *l, uint64_t id, msgpack_packer *pk)
+{
+        int r;
+
+        pthread_mutex_lock(&l->lock);
+        r = IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_ID, id), IPC_KV_PACK(IPC_KEY_LINES, pack_lines, l),
+                         IPC_KV_UINT(IPC_KEY_DROPPED, l->dropped),
+                         IPC_KV_UINT(IPC_KEY_BYTES, l->bytes));
+        pthread_mutex_unlock(&l->lock);
+        return r ? -ENOMEM : 0;
+}

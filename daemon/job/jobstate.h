@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jobstate.h — a job's life as a state machine: its states, the events that move it, the
+ * one table of allowed transitions, and job_transition(), the only writer of Job.state.
+ *
+ * beanstalkd keeps a job's whole life in job.c and acts on it from prot.c; fiberd keeps
+ * the states and their transitions here, and the job table (jobtable.c) and the
+ * dispatcher (dispatch.c) fire events. A transition looks up (state, event) in the
+ * table (jobstate.c, job_transitions[]), refuses what is not there (-EINVAL, Job left as
+ * it was), stamps the times the new state starts, records the error of a final state,
+ * writes Job.state, and then tells the listeners of its machine, in their order, once
+ * each. The job table's machine (jobtable.c) has a fixed list: the counts, the latency
+ * histograms, the daemon's log, the store (a write is queued), the waiters (`finished`,
+ * the table's idle event) and retention (the finished list). Nobody else writes
+ * Job.state; everyone else reads it under the table lock.
+ *
+ *     new ──submit──▶ queued ──dispatch──▶ running ──return_ok──▶ done
+ *      │                │  ▲                  ├──return_err──────▶ failed
+ *      │                │  └─────requeue──────┤
+ *      │                │                     ├──cancel / timeout / detach──▶ cancelled
+ *      │                ├──cancel / timeout───┼─────────────────────────────▶ cancelled
+ *      │                └──interrupt──────────┴──interrupt──────────────────▶ failed
+ *      └──restore──▶ the state its stored record names (queued, running, done, failed,
+ *                    cancelled)
+ *
+ * docs/design.md ("The job state machine") lists the same rows; the unit test
+ * (tests/daemon-unit/test_jobstate.c) holds it against job_transitions[].
+ *
+ * The states themselves (JobState, their names on the wire, job_state_final()) are the
+ * Job's, job.h: a record names its state, and job.c packs records without calling in
+ * here, so the machine depends on the job and not the other way round.
+ *
+ * Room to grow. JOB_SCHEDULED, JOB_RETRYING, JOB_WAITING, JOB_PAUSED and JOB_DEAD are
+ * declared for the job-scheduling work and reached by no row yet: a state is added by
+ * giving it events and rows in job_transitions[] (and a name on the wire in
+ * ipc/protocol.h), and its side effects by what the listeners do when they see it;
+ * nothing else has to change for a job to pass through it.
+ */
+#ifndef FIBERD_DAEMON_JOBSTATE_H
+#define FIBERD_DAEMON_JOBSTATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "daemon/job/job.h"
+
+typedef enum JobEvent {
+        JOB_EV_SUBMIT,     /* new → queued: accepted (jobtable_submit()) */
+        JOB_EV_RESTORE,    /* new → its stored record's state (start-up, a fleet copy) */
+        JOB_EV_DISPATCH,   /* queued → running: the dispatcher gave it a slot */
+        JOB_EV_REQUEUE,    /* running → queued: no fiber for it now (-EAGAIN), or a
+                            * retry-safe job found running at start-up */
+        JOB_EV_RETURN_OK,  /* running → done: its entry point returned 0 */
+        JOB_EV_RETURN_ERR, /* running → failed: it returned a negative errno (or it
+                            * could not start: no fiber) */
+        JOB_EV_CANCEL,     /* queued, running → cancelled: job.cancel, shutdown */
+        JOB_EV_TIMEOUT,    /* queued, running → cancelled: its deadline passed */
+        JOB_EV_DETACH,     /* running → cancelled: cancelled, its code did not return
+                            * within JOB_DETACH_GRACE_NS (dispatch.c) */
+        JOB_EV_INTERRUPT,  /* queued, running → failed: found at start-up running, or
+                            * crashed in, or not runnable any more (plugin gone, fds
+                            * lost, no memory) */
+        JOB_EVENT_COUNT,
+} JobEvent;
+
+/* JobTransition - one row of the table: @event moves a job in @from to @to. */
+typedef struct JobTransition {
+        JobState from;
+        JobEvent event;
+        JobState to;
+} JobTransition;
+
+/* job_transitions - every allowed transition, once (jobstate.c); @ret_n: how many. */
+const JobTransition *job_transitions(size_t *ret_n);
+
+/*
+ * JobChange - what a transition carries besides its event; every field may be 0.
+ * @restored: JOB_EV_RESTORE only: the state the stored record names.
+ * @code, @message: a final state's error (an IPC_* constant, not copied; the message is
+ * copied); NULL code: none (done, or a restored record that carries its own).
+ */
+typedef struct JobChange {
+        JobState restored;
+        const char *code;
+        const char *message;
+} JobChange;
+
+/*
+ * JobStateListener - hears every transition of a machine's jobs, after Job.state and
+ * the times are written: @j->state is the new state, @from the old one. It must not
+ * yield or fire another transition of @j. Context: whatever the machine's owner holds
+ * (the job table's lock for the table's machine).
+ */
+typedef struct JobStateListener {
+        const char *name;
+        void (*changed)(void *ctx, struct Job *j, JobState from, JobEvent ev);
+} JobStateListener;
+
+/* JobMachine - the listeners (called in array order) and the context they get. */
+typedef struct JobMachine {
+        const JobStateListener *listeners; /* not owned; usually a static const array */
+        size_t n_listeners;
+        void *ctx;
+} JobMachine;
+
+/*
+ * job_state_next - where @event takes a job in @from (@restored: the target a
+ * JOB_EV_RESTORE names). Return: 0 and *@ret; -EINVAL: no such row.
+ * Context: any; pure.
+ */
+int job_state_next(JobState from, JobEvent event, JobState restored, JobState *ret);
+
+/*
+ * job_transition - the one writer of Job.state: moves @j by @event (@change: see
+ * JobChange; NULL = none) as the table says, stamps the times (submit: submitted_*;
+ * restore: submitted_mono_ns now, finished_mono_ns from the record's finished_ms;
+ * dispatch: started_*; requeue: started_* cleared; a final state: finished_*), sets a
+ * final state's error from @change, then calls every listener of @m in order, once.
+ * Return: 0; -EINVAL: not an allowed transition (logged at LOG_DEBUG; an assertion
+ * with FIBERD_DEBUG_STATES): nothing changed and no listener called.
+ * Context: @j's machine's lock held (the job table's); does not yield.
+ */
+int job_transition(const JobMachine *m, struct Job *j, JobEvent event, const JobChange *change);
+
+/* job_event_name - "submit", "dispatch", ... Context: any. */
+const char *job_event_name(JobEvent e);
+
+#endif

@@ -1,0 +1,945 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jobtable.c — the job hash, the id-ordered and finish-ordered lists, retention and
+ * counters (see jobtable.h). The dispatcher's queue lives in dispatch.c.
+ *
+ * The table owns its Dispatcher and calls down into it; the dispatcher reaches back
+ * only through the DispatchOps handed over at dispatch_init() (jobtable_dispatch_ops
+ * below: the lock, the run hook, the cancel, the idle and detached bookkeeping), and
+ * the store reads a job's record through jobtable_snapshot(), handed over by
+ * jobtable_set_store(). So neither dispatch.c nor store.c names the table, and the
+ * three are layers (table over dispatcher and store), not one call circle.
+ *
+ * All lists are intrusive (links inside Job), so nothing but job_new() and the
+ * occasional hash doubling allocates. The table holds one reference to every job it
+ * lists; dropping a job from the hash and lists drops that reference.
+ */
+#include "daemon/job/jobtable.h"
+#include "daemon/obs/log.h"
+#include "ipc/protocol.h"
+#include "ipc/status.h"
+#include "scheduler/base/time-util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void machine_init(JobTable *t);
+static const DispatchOps jobtable_dispatch_ops;
+
+void jobtable_lock(JobTable *t)
+{
+        pthread_mutex_lock(&t->lock);
+}
+
+void jobtable_unlock(JobTable *t)
+{
+        pthread_mutex_unlock(&t->lock);
+}
+
+int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_group,
+                  unsigned max_running, size_t max_queued, uint64_t retention_ns,
+                  size_t retention_max)
+{
+        memset(t, 0, sizeof(*t));
+        t->nbuckets = 1024;
+        t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+        if (!t->buckets)
+                return -ENOMEM;
+        pthread_mutex_init(&t->lock, NULL);
+        t->next_id = 1;
+        dispatch_init(&t->dispatch, sched, supervise_group, max_running, &jobtable_dispatch_ops, t,
+                      &t->machine);
+        t->max_queued = max_queued;
+        t->retention_ns = retention_ns;
+        t->retention_max = retention_max;
+        list_init(&t->all);
+        list_init(&t->finished);
+        fiber_event_init(&t->idle);
+        machine_init(t);
+        return 0;
+}
+
+void jobtable_set_hooks(JobTable *t, const JobTableHooks *hooks)
+{
+        jobtable_lock(t);
+        t->hooks = *hooks;
+        jobtable_unlock(t);
+}
+
+void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, uint64_t retention_ns,
+                        size_t retention_max)
+{
+        jobtable_lock(t);
+        dispatch_set_max_running_locked(&t->dispatch, max_running);
+        t->max_queued = max_queued;
+        t->retention_ns = retention_ns;
+        t->retention_max = retention_max;
+        dispatch_pump_locked(&t->dispatch);
+        jobtable_unlock(t);
+}
+
+/* ------------------------------------------------------------------ hash -------- */
+
+static size_t bucket_of(const JobTable *t, uint64_t id)
+{
+        /* ids are dense: a multiplicative hash spreads consecutive ids anyway */
+        return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 20) & (t->nbuckets - 1);
+}
+
+static void hash_grow_locked(JobTable *t)
+{
+        size_t n = t->nbuckets * 2;
+        Job **b = calloc(n, sizeof(*b));
+        Job **old = t->buckets;
+        size_t oldn = t->nbuckets;
+
+        if (!b)
+                return; /* longer chains, still correct */
+        t->buckets = b;
+        t->nbuckets = n;
+        for (size_t i = 0; i < oldn; i++) {
+                Job *j = old[i];
+                while (j) {
+                        Job *next = j->hash_next;
+                        size_t k = bucket_of(t, j->id);
+                        j->hash_next = b[k];
+                        b[k] = j;
+                        j = next;
+                }
+        }
+        free(old);
+}
+
+static void hash_remove_locked(JobTable *t, Job *j)
+{
+        Job **p = &t->buckets[bucket_of(t, j->id)];
+
+        while (*p && *p != j)
+                p = &(*p)->hash_next;
+        if (*p)
+                *p = j->hash_next;
+        j->hash_next = NULL;
+        t->count--;
+}
+
+Job *jobtable_get(JobTable *t, uint64_t id)
+{
+        Job *j;
+
+        jobtable_lock(t);
+        for (j = t->buckets[bucket_of(t, id)]; j; j = j->hash_next)
+                if (j->id == id)
+                        break;
+        if (j)
+                job_ref(j);
+        jobtable_unlock(t);
+        return j;
+}
+
+/* ------------------------------------------------------------------ counters ---- */
+
+static JobCounts *plugin_counts_locked(JobTable *t, const char *name)
+{
+        PluginCounts *p;
+
+        for (size_t i = 0; i < t->nplugins; i++)
+                if (strcmp(t->plugins[i].name, name) == 0)
+                        return &t->plugins[i].counts;
+        p = realloc(t->plugins, (t->nplugins + 1) * sizeof(*p));
+        if (!p)
+                return NULL;
+        t->plugins = p;
+        p = &t->plugins[t->nplugins];
+        memset(p, 0, sizeof(*p));
+        p->name = strdup(name);
+        if (!p->name)
+                return NULL;
+        t->nplugins++;
+        return &p->counts;
+}
+
+void jobtable_count_stall(JobTable *t, const char *plugin_name)
+{
+        jobtable_lock(t);
+        for (size_t i = 0; i < t->nplugins; i++)
+                if (strcmp(t->plugins[i].name, plugin_name) == 0) {
+                        t->plugins[i].stalls++;
+                        break;
+                }
+        jobtable_unlock(t);
+}
+
+/* The counter of @s in @c: a gauge (queued, running) or a total since start; NULL for
+ * a state nothing counts (new, and those not reachable yet). */
+static uint64_t *count_field(JobCounts *c, JobState s)
+{
+        switch (s) {
+        case JOB_QUEUED:
+                return &c->queued;
+        case JOB_RUNNING:
+                return &c->running;
+        case JOB_DONE:
+                return &c->done;
+        case JOB_FAILED:
+                return &c->failed;
+        case JOB_CANCELLED:
+                return &c->cancelled;
+        default:
+                return NULL;
+        }
+}
+
+/* @c's counter of @s, by @delta (+1 / -1), when @s has one. */
+static void count_add(JobCounts *c, JobState s, int delta)
+{
+        uint64_t *n = c ? count_field(c, s) : NULL;
+
+        if (n)
+                *n += (uint64_t)(int64_t)delta;
+}
+
+void jobtable_set_detached_locked(JobTable *t, Job *j, bool detached)
+{
+        JobCounts *pc;
+
+        if (j->detached == detached)
+                return;
+        pc = plugin_counts_locked(t, j->plugin_name);
+        __atomic_store_n(&j->detached, detached, __ATOMIC_RELEASE);
+        if (detached) {
+                t->counts.detached++;
+                if (pc)
+                        pc->detached++;
+        } else {
+                t->counts.detached--;
+                if (pc && pc->detached)
+                        pc->detached--;
+        }
+}
+
+void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts *pc, void *arg),
+                     void *arg)
+{
+        jobtable_lock(t);
+        *ret = t->counts;
+        for (size_t i = 0; fn && i < t->nplugins; i++)
+                fn(&t->plugins[i], arg);
+        jobtable_unlock(t);
+}
+
+/* ------------------------------------------------------------------ lifecycle --- */
+
+/*
+ * The job table's machine (jobstate.h): what each transition of a listed job tells the
+ * rest of the daemon, in this order. Each runs under the table lock. A fleet copy
+ * (Job.fleet_copy: not listed here, never run here) is only counted as submitted.
+ */
+
+/* counts: the queued and running gauges, the totals since start, in all and per plugin.
+ * A restored final job is not counted: it did not end since this start. */
+static void listen_counts(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+        JobCounts *pc;
+
+        if (j->fleet_copy) {
+                if (ev == JOB_EV_SUBMIT)
+                        t->counts.submitted++;
+                return;
+        }
+        if (ev == JOB_EV_RESTORE && !job_state_active(j->state))
+                return;
+        pc = plugin_counts_locked(t, j->plugin_name);
+        if (ev == JOB_EV_SUBMIT) {
+                t->counts.submitted++;
+                if (pc)
+                        pc->submitted++;
+        }
+        if (job_state_active(from)) { /* queued and running are gauges: leave the old one */
+                count_add(&t->counts, from, -1);
+                count_add(pc, from, -1);
+        }
+        count_add(&t->counts, j->state, +1);
+        count_add(pc, j->state, +1);
+}
+
+/* latency: a job that started and ends now adds its queue wait and run time. */
+static void listen_latency(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+
+        if (j->fleet_copy || ev == JOB_EV_RESTORE || !job_state_final(j->state) ||
+            !j->started_mono_ns)
+                return;
+        joblatency_record(&t->latency, j->plugin_name, j->class_name,
+                          j->started_mono_ns - j->submitted_mono_ns,
+                          j->finished_mono_ns - j->started_mono_ns);
+}
+
+/* log: one debug line a transition (the lines that say why stay with their callers). */
+static void listen_log(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        (void)ctx;
+        if (log_get_level() < LOG_DEBUG)
+                return;
+        log_job(LOG_DEBUG, j->id, j->plugin_name, "%s --%s--> %s", job_state_name(from),
+                job_event_name(ev), job_state_name(j->state));
+}
+
+/* store: every change after the first write is queued for the store (the submission's
+ * own write, and when it happens, is jobtable_submit()'s). A retry-safe job that
+ * shutdown cancelled while it ran is kept queued there for the next start. */
+static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+
+        if (j->fleet_copy || ev == JOB_EV_SUBMIT || ev == JOB_EV_RESTORE)
+                return;
+        if (job_state_final(j->state) && j->interrupted && t->store && store_durable(t->store) &&
+            t->hooks.retry_safe && t->hooks.retry_safe(j))
+                j->requeued = true; /* its record says queued: store.c's snapshot */
+        jobtable_store_locked(t, j);
+}
+
+/* waiters: `finished` once the state is final; the table's `idle` when it stops. */
+static void listen_waiters(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+
+        if (j->fleet_copy || !job_state_final(j->state))
+                return;
+        fiber_event_set(&j->finished);
+        if (ev != JOB_EV_RESTORE)
+                jobtable_check_idle_locked(t);
+}
+
+static void retire_locked(JobTable *t, Job *j);
+static void restore_finished_locked(JobTable *t, Job *j);
+
+/* retention: a final job joins the finished list; retention_max holds at every finish,
+ * not only at the ticker's sweep: at 100k jobs/s a second's burst would otherwise keep
+ * 100k records alive (and the allocator keeps the memory they had). The one just
+ * finished stays, for its waiters; the table's reference is all that is dropped. */
+static void listen_retention(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+
+        if (j->fleet_copy || !job_state_final(j->state))
+                return;
+        if (ev == JOB_EV_RESTORE) {
+                restore_finished_locked(t, j);
+                return;
+        }
+        list_add_tail(&t->finished, &j->fin_link);
+        t->fin_count++;
+        while (t->fin_count > t->retention_max) {
+                Job *oldest = list_entry(list_first(&t->finished), Job, fin_link);
+                if (oldest == j)
+                        break;
+                retire_locked(t, oldest);
+        }
+}
+
+static const JobStateListener jobtable_listeners[] = {
+        {"counts", listen_counts}, {"latency", listen_latency}, {"log", listen_log},
+        {"store", listen_store},   {"waiters", listen_waiters}, {"retention", listen_retention},
+};
+
+/* The table's machine: its listeners above, in that order, told about @t's jobs. */
+static void machine_init(JobTable *t)
+{
+        t->machine = (JobMachine){.listeners = jobtable_listeners,
+                                  .n_listeners = ELEMENTSOF(jobtable_listeners),
+                                  .ctx = t};
+}
+
+void jobtable_check_idle_locked(JobTable *t)
+{
+        if (t->stopping && dispatch_idle_locked(&t->dispatch))
+                fiber_event_set(&t->idle);
+}
+
+/* ---- the dispatcher's view of its owner (DispatchOps, dispatch.h) ---- */
+
+static void dispatch_op_lock(void *owner)
+{
+        jobtable_lock(owner);
+}
+
+static void dispatch_op_unlock(void *owner)
+{
+        jobtable_unlock(owner);
+}
+
+static int dispatch_op_run(void *owner, Job *j)
+{
+        JobTable *t = owner;
+
+        return t->hooks.run ? t->hooks.run(j) : -ENOSYS;
+}
+
+static int dispatch_op_cancel(void *owner, Job *j, bool timed_out)
+{
+        return jobtable_cancel(owner, j, timed_out);
+}
+
+static bool dispatch_op_stopping_locked(void *owner)
+{
+        return ((JobTable *)owner)->stopping;
+}
+
+static void dispatch_op_idle_locked(void *owner)
+{
+        jobtable_check_idle_locked(owner);
+}
+
+static void dispatch_op_set_detached_locked(void *owner, Job *j, bool detached)
+{
+        jobtable_set_detached_locked(owner, j, detached);
+}
+
+static const DispatchOps jobtable_dispatch_ops = {
+        .lock = dispatch_op_lock,
+        .unlock = dispatch_op_unlock,
+        .run = dispatch_op_run,
+        .cancel = dispatch_op_cancel,
+        .stopping_locked = dispatch_op_stopping_locked,
+        .idle_locked = dispatch_op_idle_locked,
+        .set_detached_locked = dispatch_op_set_detached_locked,
+};
+
+int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
+                    const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
+                    const char *class_name, Job **ret)
+{
+        bool fleet = t->store && store_fleet(t->store);
+        uint64_t id = 0;
+        Job *j;
+        int r;
+
+        /* a fleet (store-redis.c): the id comes from the shared counter, outside the lock */
+        if (fleet && (r = store_new_id(t->store, &id)) < 0)
+                return r;
+        jobtable_lock(t);
+        if (t->stopping) {
+                r = -ESHUTDOWN;
+                goto out_unlock;
+        }
+        if (dispatch_queued_locked(&t->dispatch) >= t->max_queued) {
+                r = -EAGAIN;
+                goto out_unlock;
+        }
+        r = dispatch_admit_locked(&t->dispatch, origin->creds->uid);
+        if (r < 0)
+                goto out_unlock;
+        r = job_new(&j, t, fleet ? id : t->next_id, origin, plugin, plugin_name, args, priority,
+                    timeout_ns, cls, class_name);
+        if (r < 0)
+                goto out_unlock;
+        if (fleet && !j->n_fds) {
+                /* the shared queue runs it, on whichever host reads it first: this copy
+                 * only carries the submission to the store, and job.submit's answer */
+                j->fleet_copy = true;
+                job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
+                j->durability = DUR_PENDING; /* job.submit answers once it is shared */
+                store_put(t->store, j, true, true);
+                jobtable_unlock(t);
+                log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
+                              "queued in the fleet (owner %u, priority %d)", (unsigned)j->owner,
+                              priority);
+                *ret = j;
+                return 0;
+        }
+        r = dispatch_push_locked(&t->dispatch, j);
+        if (r < 0) {
+                job_unref(j);
+                goto out_unlock;
+        }
+        t->next_id++;
+        if (t->count >= t->nbuckets)
+                hash_grow_locked(t);
+        j->hash_next = t->buckets[bucket_of(t, j->id)];
+        t->buckets[bucket_of(t, j->id)] = j;
+        t->count++;
+        list_add_tail(&t->all, &j->all_link);
+        job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
+        *ret = job_ref(j);
+        log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
+                      "queued (owner %u, priority %d, timeout %llu ms)", (unsigned)j->owner,
+                      priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
+        if (!t->store || !store_durable(t->store)) {
+                /* nothing kept: nothing to wait for */
+                fiber_event_set(&j->durable);
+                dispatch_pump_locked(&t->dispatch);
+        } else if (origin->answer_at_end) {
+                /* job.run: nothing is answered before the job ends, so its first write
+                 * waits for that (jobtable_store_locked()): one row write and one fsync,
+                 * and a crash before it loses only a submission never answered */
+                j->durability = DUR_DEFERRED;
+                dispatch_pump_locked(&t->dispatch);
+        } else {
+                /*
+                 * job.submit answers once the submission is on disk
+                 * (jobtable_wait_durable()). With a busy commit in progress this record
+                 * waits for the next one, so under load the job is dispatched now and its
+                 * record written with the state it reached by then (one row write for a
+                 * trivial job, not three; a crash before the commit loses only a
+                 * submission not answered yet). With the store idle,
+                 * jobtable_wait_durable() dispatches it once it is on disk: it costs one
+                 * fsync of latency either way, and a plugin that crashes fiberd at once
+                 * then leaves an answered job with an INTERRUPTED record.
+                 */
+                j->durability = store_busy(t->store) ? DUR_EARLY : DUR_PENDING;
+                store_put(t->store, j, true, true);
+                if (j->durability == DUR_EARLY)
+                        dispatch_pump_locked(&t->dispatch);
+        }
+        jobtable_unlock(t);
+        return 0;
+
+out_unlock:
+        jobtable_unlock(t);
+        return r;
+}
+
+/*
+ * Asks a running @j to stop: its flag, its fiber and its children cancelled, the time
+ * noted and its supervisor woken, which gives its fiber JOB_DETACH_GRACE_NS to return
+ * (dispatch.c). The caller sets timed_out / interrupted first. Under the lock.
+ */
+static void cancel_running_locked(JobTable *t, Job *j)
+{
+        job_set_cancel_requested(j);
+        j->cancel_mono_ns = sched_now_ns();
+        if (j->fiber)
+                fiber_cancel(j->fiber);
+        if (t->hooks.cancel)
+                t->hooks.cancel(j);
+        fiber_event_set(&j->wake);
+}
+
+int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
+{
+        int r = 0;
+
+        jobtable_lock(t);
+        if (job_state_final(j->state)) {
+                r = -EALREADY;
+        } else if (j->state == JOB_QUEUED) {
+                dispatch_remove_locked(&t->dispatch, j);
+                job_set_cancel_requested(j);
+                j->timed_out = timed_out;
+                if (timed_out)
+                        job_transition(&t->machine, j, JOB_EV_TIMEOUT,
+                                       &(JobChange){.code = IPC_DEADLINE_EXCEEDED,
+                                                    .message = "the job's timeout passed while "
+                                                               "it was queued"});
+                else
+                        job_transition(&t->machine, j, JOB_EV_CANCEL,
+                                       &(JobChange){.code = IPC_CANCELLED,
+                                                    .message = "cancelled while queued"});
+        } else if (!j->cancel_requested) {
+                j->timed_out = timed_out;
+                cancel_running_locked(t, j);
+                /* Its fiber waits for a job worker that may be stuck for long:
+                 * no plugin code of it ran, so it ends now; the fiber, when it runs,
+                 * skips the plugin, and its supervisor still joins it. */
+                if (!j->fiber_started)
+                        job_transition(&t->machine, j, timed_out ? JOB_EV_TIMEOUT : JOB_EV_CANCEL,
+                                       &(JobChange){.code = timed_out ? IPC_DEADLINE_EXCEEDED
+                                                                      : IPC_CANCELLED,
+                                                    .message = timed_out
+                                                                       ? "the job's timeout passed "
+                                                                         "before it started running"
+                                                                       : "cancelled before it "
+                                                                         "started running"});
+        }
+        jobtable_unlock(t);
+        if (r == 0)
+                log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner, "%s",
+                              timed_out ? "timeout passed, cancelling" : "cancel requested");
+        return r;
+}
+
+/* Unlinks @j from the hash and both lists and drops the table's reference. */
+static void retire_locked(JobTable *t, Job *j)
+{
+        if (t->store && store_delete(t->store, j->id) < 0)
+                log_job(LOG_WARNING, j->id, j->plugin_name,
+                        "out of memory: the store keeps its record until the next start");
+        hash_remove_locked(t, j);
+        list_del(&j->all_link);
+        list_del(&j->fin_link);
+        t->fin_count--;
+        job_unref(j);
+}
+
+void jobtable_set_quotas(JobTable *t, const JobQuotas *q)
+{
+        jobtable_lock(t);
+        dispatch_set_quotas_locked(&t->dispatch, q);
+        dispatch_pump_locked(&t->dispatch);
+        jobtable_unlock(t);
+}
+
+void jobtable_sweep(JobTable *t)
+{
+        uint64_t now = sched_now_ns();
+        Job *expired[64];
+        size_t nexpired = 0;
+
+        jobtable_lock(t);
+        for (ListHead *e; (e = list_first(&t->finished));) {
+                Job *oldest = list_entry(e, Job, fin_link);
+                if (t->fin_count <= t->retention_max &&
+                    oldest->finished_mono_ns + t->retention_ns > now)
+                        break;
+                retire_locked(t, oldest);
+        }
+        for (size_t i = 0; i < dispatch_queued_locked(&t->dispatch) && nexpired < 64; i++) {
+                Job *q = dispatch_at_locked(&t->dispatch, i);
+                if (q->deadline_ns <= now)
+                        expired[nexpired++] = job_ref(q);
+        }
+        t->dispatch.pump_blocked = false;
+        dispatch_pump_locked(&t->dispatch);
+        jobtable_unlock(t);
+        for (size_t i = 0; i < nexpired; i++) {
+                jobtable_cancel(t, expired[i], true);
+                job_unref(expired[i]);
+        }
+}
+
+void jobtable_stop(JobTable *t)
+{
+        Job *j;
+
+        jobtable_lock(t);
+        t->stopping = true;
+        while ((j = dispatch_first_locked(&t->dispatch))) {
+                dispatch_remove_locked(&t->dispatch, j);
+                if (t->store && store_durable(t->store)) {
+                        /* kept queued in the store for the next start; its waiters
+                         * answer UNAVAILABLE (they see a job that is not final) */
+                        j->requeued = true;
+                        jobtable_record_locked(t, j); /* a job.run's first write */
+                        fiber_event_set(&j->finished);
+                        continue;
+                }
+                job_set_cancel_requested(j);
+                job_transition(&t->machine, j, JOB_EV_CANCEL,
+                               &(JobChange){.code = IPC_CANCELLED,
+                                            .message = "cancelled while queued: fiberd is "
+                                                       "shutting down"});
+        }
+        for (j = jobtable_next_locked(t, NULL); j; j = jobtable_next_locked(t, j)) {
+                if (j->state != JOB_RUNNING || j->cancel_requested)
+                        continue;
+                j->interrupted = true;
+                cancel_running_locked(t, j);
+        }
+        jobtable_check_idle_locked(t);
+        jobtable_unlock(t);
+}
+
+int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg)
+{
+        int r = 0;
+
+        jobtable_lock(t);
+        for (Job *j = jobtable_next_locked(t, NULL); j && r == 0; j = jobtable_next_locked(t, j))
+                r = fn(j, arg);
+        jobtable_unlock(t);
+        return r;
+}
+
+/* ------------------------------------------------------------------ store ------- */
+
+/* StoreSnapshotFn of the table's store: the store thread reads @j under the lock of
+ * its table, the one every change of @j is made under (@arg, the table, is unused:
+ * a job knows its table). */
+static void jobtable_snapshot(Job *j, StoreReadFn read, void *ctx, void *arg)
+{
+        (void)arg;
+        jobtable_lock(j->table);
+        read(j, ctx);
+        jobtable_unlock(j->table);
+}
+
+void jobtable_set_store(JobTable *t, Store *s)
+{
+        if (s)
+                store_set_source(s, jobtable_snapshot, t);
+        jobtable_lock(t);
+        t->store = s;
+        jobtable_unlock(t);
+}
+
+void jobtable_store_locked(JobTable *t, Job *j)
+{
+        if (!t->store)
+                return;
+        if (j->durability == DUR_DEFERRED) {
+                /* its first write (jobtable_submit()) waits for its end, or for a
+                 * shutdown that leaves it queued */
+                if (job_state_final(j->state) || j->requeued)
+                        jobtable_record_locked(t, j);
+                return;
+        }
+        store_put(t->store, j, false, false);
+}
+
+void jobtable_record_locked(JobTable *t, Job *j)
+{
+        if (j->durability != DUR_DEFERRED)
+                return;
+        j->durability = DUR_EARLY;          /* it was dispatched at once */
+        store_put(t->store, j, true, true); /* sets `durable` once committed */
+}
+
+int jobtable_wait_recorded(JobTable *t, Job *j)
+{
+        FiberEvent *ev;
+
+        if (!t->store || !store_durable(t->store))
+                return 0;
+        jobtable_lock(t);
+        jobtable_record_locked(t, j);
+        /* a final state: the write that carries it (store.c sets final_recorded) */
+        ev = job_state_final(j->state) && !j->requeued ? &j->final_recorded : &j->durable;
+        jobtable_unlock(t);
+        while (fiber_event_wait(ev, SCHED_FOREVER) < 0)
+                ; /* a request fiber is not cancelled; the store thread always answers */
+        return j->store_error;
+}
+
+int jobtable_wait_durable(JobTable *t, Job *j)
+{
+        JobDurability durability;
+        int r;
+
+        jobtable_lock(t);
+        durability = j->durability;
+        jobtable_unlock(t);
+        if (durability == DUR_DEFERRED)
+                return 0; /* job.run: the answer waits for jobtable_wait_recorded() */
+
+        while (fiber_event_wait(&j->durable, SCHED_FOREVER) < 0)
+                ; /* a request fiber is not cancelled; the store thread always answers */
+        r = j->store_error;
+        if (r < 0) {
+                if (!j->fleet_copy) /* a fleet submission was never in the table */
+                        jobtable_cancel(t, j, false);
+                return r;
+        }
+        if (durability == DUR_PENDING) { /* it waited for the disk to be dispatched */
+                jobtable_lock(t);
+                dispatch_pump_locked(&t->dispatch);
+                jobtable_unlock(t);
+        }
+        return 0;
+}
+
+/* Where a restored final job goes in the finished list: by finish time (its
+ * finished_mono_ns, which job_transition() derived from the record). */
+static void restore_finished_locked(JobTable *t, Job *j)
+{
+        ListHead *pos = t->finished.prev;
+
+        while (pos != &t->finished &&
+               list_entry(pos, Job, fin_link)->finished_mono_ns > j->finished_mono_ns)
+                pos = pos->prev;
+        /* insert after pos */
+        j->fin_link.prev = pos;
+        j->fin_link.next = pos->next;
+        pos->next->prev = &j->fin_link;
+        pos->next = &j->fin_link;
+        t->fin_count++;
+}
+
+/* @rec's job as a Job (not listed). */
+static int restore_job(JobTable *t, const StoreRecord *rec, const Plugin *plugin, Job **ret)
+{
+        msgpack_object args = {.type = MSGPACK_OBJECT_MAP};
+        msgpack_zone zone;
+        Creds *creds;
+        JobOrigin origin;
+        Job *j;
+        int r;
+
+        if (!msgpack_zone_init(&zone, 1024))
+                return -ENOMEM;
+        if (rec->args && rec->args_len) {
+                size_t off = 0;
+                if (msgpack_unpack(rec->args, rec->args_len, &off, &zone, &args) !=
+                            MSGPACK_UNPACK_SUCCESS ||
+                    args.type != MSGPACK_OBJECT_MAP) {
+                        r = -EIO;
+                        goto out_zone;
+                }
+        }
+        r = creds_new(rec->owner, rec->gid, NULL, 0, &creds);
+        if (r < 0)
+                goto out_zone;
+        origin = (JobOrigin){.creds = creds};
+        /* its class, if the configuration still has it; else the default class */
+        const char *class_name = rec->class_name ? rec->class_name : "default";
+        int cls = t->dispatch.sched ? sched_class_find(t->dispatch.sched, class_name) : 0;
+        if (cls < 0) {
+                log_job(LOG_WARNING, rec->id, rec->plugin,
+                        "its class '%s' is no longer configured: it runs in 'default'", class_name);
+                cls = 0;
+                class_name = "default";
+        }
+        r = job_new(&j, t, rec->id, &origin, plugin, rec->plugin, &args, rec->priority,
+                    rec->timeout_ms * NSEC_PER_MSEC, (unsigned)cls, class_name);
+        creds_unref(creds);
+        if (r < 0)
+                goto out_zone;
+        j->submitted_ms = rec->created_ms;
+        j->started_ms = rec->started_ms;
+        j->finished_ms = rec->finished_ms;
+        j->attempt = rec->attempt;
+        j->progress_done = rec->progress_done;
+        j->progress_total = rec->progress_total;
+        if (rec->result && rec->result_len) {
+                j->result = malloc(rec->result_len);
+                if (!j->result) {
+                        r = -ENOMEM;
+                        goto out_job;
+                }
+                memcpy(j->result, rec->result, rec->result_len);
+                j->result_len = rec->result_len;
+        }
+        if (rec->error_code) {
+                j->error_code = ipc_status_canonical_code(rec->error_code, strlen(rec->error_code));
+                j->error_message = strdup(rec->error_message ? rec->error_message : "");
+                if (!j->error_message) {
+                        r = -ENOMEM;
+                        goto out_job;
+                }
+        }
+        fiber_event_set(&j->durable);
+        if (job_state_final(rec->state))
+                fiber_event_set(&j->final_recorded); /* read back from the store */
+        msgpack_zone_destroy(&zone);
+        *ret = j;
+        return 0;
+
+out_job:
+        job_unref(j);
+out_zone:
+        msgpack_zone_destroy(&zone);
+        return r;
+}
+
+int jobtable_fleet_copy(JobTable *t, const StoreRecord *rec, Job **ret)
+{
+        Job *j;
+        int r = restore_job(t, rec, NULL, &j);
+
+        if (r < 0)
+                return r;
+        j->fleet_copy = true;
+        job_transition(&t->machine, j, JOB_EV_RESTORE, &(JobChange){.restored = rec->state});
+        *ret = j;
+        return 0;
+}
+
+bool jobtable_stopping(JobTable *t)
+{
+        bool stopping;
+
+        jobtable_lock(t);
+        stopping = t->stopping;
+        jobtable_unlock(t);
+        return stopping;
+}
+
+int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, const char *crashed)
+{
+        char msg[256];
+        Job *j;
+        int r;
+
+        r = restore_job(t, rec, plugin, &j);
+        if (r < 0) {
+                log_job(LOG_ERR, rec->id, rec->plugin, "cannot be restored from the store: %s",
+                        strerror(-r));
+                return r;
+        }
+        jobtable_lock(t);
+        if (t->count >= t->nbuckets)
+                hash_grow_locked(t);
+        j->hash_next = t->buckets[bucket_of(t, j->id)];
+        t->buckets[bucket_of(t, j->id)] = j;
+        t->count++;
+        list_add_tail(&t->all, &j->all_link);
+        if (j->id >= t->next_id)
+                t->next_id = j->id + 1;
+        job_transition(&t->machine, j, JOB_EV_RESTORE, &(JobChange){.restored = rec->state});
+
+        if (job_state_final(j->state)) {
+                jobtable_unlock(t);
+                return 0;
+        }
+        if (crashed) {
+                job_transition(&t->machine, j, JOB_EV_INTERRUPT,
+                               &(JobChange){.code = IPC_INTERRUPTED, .message = crashed});
+                jobtable_unlock(t);
+                log_job(LOG_WARNING, j->id, j->plugin_name, "failed: %s", crashed);
+                return 0;
+        }
+        if (j->state == JOB_RUNNING) {
+                if (!plugin || !t->hooks.retry_safe || !t->hooks.retry_safe(j) || rec->n_fds) {
+                        job_transition(&t->machine, j, JOB_EV_INTERRUPT,
+                                       &(JobChange){.code = IPC_INTERRUPTED,
+                                                    .message = "fiberd stopped while this job "
+                                                               "ran; it was not retried"});
+                        jobtable_unlock(t);
+                        log_job(LOG_WARNING, j->id, j->plugin_name,
+                                "was running when fiberd stopped: failed (INTERRUPTED)");
+                        return 0;
+                }
+                /* retry-safe: queued again (the requeue writes it back) */
+                j->attempt++;
+                job_transition(&t->machine, j, JOB_EV_REQUEUE, NULL);
+                log_job(LOG_NOTICE, j->id, j->plugin_name,
+                        "was running when fiberd stopped: queued again (attempt %u)",
+                        j->attempt + 1);
+        }
+        if (!plugin || rec->n_fds) {
+                if (!plugin)
+                        snprintf(msg, sizeof(msg),
+                                 "no plugin named \"%s\" is loaded after fiberd restarted",
+                                 j->plugin_name);
+                else
+                        snprintf(msg, sizeof(msg),
+                                 "fiberd stopped before this job ran, and the %u file "
+                                 "descriptor(s) passed with it did not survive",
+                                 rec->n_fds);
+                job_transition(&t->machine, j, JOB_EV_INTERRUPT,
+                               &(JobChange){.code = plugin ? IPC_INTERRUPTED : IPC_NOT_FOUND,
+                                            .message = msg});
+                jobtable_unlock(t);
+                log_job(LOG_WARNING, j->id, j->plugin_name, "not restored: %s", msg);
+                return 0;
+        }
+        r = dispatch_push_locked(&t->dispatch, j);
+        if (r < 0)
+                job_transition(&t->machine, j, JOB_EV_INTERRUPT,
+                               &(JobChange){.code = IPC_OUT_OF_MEMORY,
+                                            .message = "out of memory while fiberd restarted"});
+        jobtable_unlock(t);
+        return 0;
+}
+
+void jobtable_restore_done(JobTable *t, uint64_t next_id)
+{
+        jobtable_lock(t);
+        if (next_id > t->next_id)
+                t->next_id = next_id;
+        dispatch_pump_locked(&t->dispatch);
+        jobtable_unlock(t);
+}

@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jobtable.h — every job the daemon knows, the dispatcher's queue, and the counters the
+ * stats endpoint reports.
+ *
+ * One JobTable per daemon. Its lock is a plain pthread mutex, held only for short,
+ * non-yielding sections (hash look-ups, list and heap updates, fiber_create(),
+ * fiber_cancel()), so it may be taken by any fiber of any scheduling group or by a
+ * plain thread, and a cancelled job fiber can still take it (a FiberMutex would
+ * return -ECANCELED there). Nothing that can park a fiber happens under it.
+ *
+ * What the table keeps:
+ *  - a hash from id to Job (chained, power-of-two buckets, doubled when full);
+ *  - every job in id order (job.list walks it);
+ *  - finished jobs in the order they finished: retention (jobtable_sweep()) drops from
+ *    the front while a job is older than retention_ns or there are more than
+ *    retention_max of them;
+ *  - the dispatcher (dispatch.h): the priority queue and the running count;
+ *  - the hooks into whoever runs a job's code (JobTableHooks), so the table and the
+ *    dispatcher call up into the plugin host without including it;
+ *  - counters: submitted, the current number queued and running, and how many ended
+ *    done / failed / cancelled since start, in total and per plugin name; and how many
+ *    ended jobs still have a fiber running plugin code (detached: dispatch.c).
+ */
+#ifndef FIBERD_DAEMON_JOBTABLE_H
+#define FIBERD_DAEMON_JOBTABLE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/job/dispatch.h"
+#include "daemon/job/job.h"
+#include "daemon/job/jobstate.h"
+#include "daemon/store/store.h"
+#include "daemon/job/joblatency.h"
+#include "scheduler/sched.h"
+
+typedef struct JobCounts {
+        uint64_t submitted;               /* since start */
+        uint64_t queued, running;         /* now */
+        uint64_t done, failed, cancelled; /* since start */
+        uint64_t detached; /* now: ended jobs whose fiber still runs plugin code (job.h),
+                            * each holding a worker thread; not a state of its own */
+} JobCounts;
+
+typedef struct PluginCounts {
+        char *name; /* owned */
+        JobCounts counts;
+        uint64_t stalls; /* stall reports about its job fibers (jobtable_count_stall()) */
+} PluginCounts;
+
+/*
+ * JobTableHooks - the calls up from the table into the code that runs jobs (the plugin
+ * host: plugin_job.c), set by whoever owns both (main.c) with jobtable_set_hooks(). A
+ * NULL hook does nothing (run: the job fails with -ENOSYS).
+ */
+typedef struct JobTableHooks {
+        /* run - run @j's entry point and store its result or error in @j under the table
+         * lock; return what the entry point returned (0 or a negative errno).
+         * Context: @j's job fiber; yields as the job does. */
+        int (*run)(Job *j);
+        /* cancel - @j was asked to cancel while running: cancel what it started (child
+         * fibers). Context: table lock held; must not yield or take the table lock. */
+        void (*cancel)(Job *j);
+        /* retry_safe - may @j run again after an interruption (its plugin says so:
+         * FIBERD_PLUGIN_RETRY_SAFE)? NULL = never. Context: any; does not yield. */
+        bool (*retry_safe)(const Job *j);
+} JobTableHooks;
+
+typedef struct JobTable {
+        pthread_mutex_t lock;
+        uint64_t next_id;
+        JobTableHooks hooks;
+
+        Job **buckets;     /* hash by id */
+        size_t nbuckets;   /* power of two */
+        size_t count;      /* jobs in the hash */
+        ListHead all;      /* Job.all_link, by id */
+        ListHead finished; /* Job.fin_link, by finish time */
+        size_t fin_count;
+
+        Dispatcher dispatch; /* queued and running jobs (dispatch.h) */
+        size_t max_queued;   /* job.submit says OVERLOADED beyond this */
+
+        uint64_t retention_ns;
+        size_t retention_max;
+        bool stopping;   /* no more submissions; everything is being cancelled */
+        FiberEvent idle; /* set when stopping and nothing queued or running */
+
+        JobCounts counts;
+        PluginCounts *plugins;
+        size_t nplugins;
+
+        JobMachine machine; /* its jobs' transitions (jobstate.h): the listeners of jobtable.c */
+
+        Store *store; /* where every change is written (store.h); NULL = nowhere; not owned */
+        JobLatencies latency; /* queue wait and run time per plugin and class */
+} JobTable;
+
+/*
+ * jobtable_init - an empty table whose jobs run on the groups of @sched and whose
+ * supervisors run on @supervise_group (the server group; dispatch.h). Neither is
+ * owned; both must outlive the table's fibers.
+ * Return: 0; -ENOMEM. Context: main thread at start-up.
+ */
+int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_group,
+                  unsigned max_running, size_t max_queued, uint64_t retention_ns,
+                  size_t retention_max);
+
+/*
+ * jobtable_set_hooks - where jobs run and how a running job is cancelled (copied).
+ * Context: main thread at start-up, before the first submission.
+ */
+void jobtable_set_hooks(JobTable *t, const JobTableHooks *hooks);
+
+/*
+ * jobtable_set_store - write every job's changes to @s (not owned: it must outlive the
+ * table's use). Context: main thread at start-up, before jobtable_restore().
+ */
+void jobtable_set_store(JobTable *t, Store *s);
+
+/*
+ * jobtable_restore - take back one job @rec read from the store at start-up
+ * (store_load()'s callback), with @plugin its loaded plugin (NULL: no longer loaded).
+ * A final job is listed until its retention ends; a queued job is queued again (not
+ * started before jobtable_restore_done()); a job that was running ends failed with
+ * INTERRUPTED, or is queued again with attempt + 1 when the retry_safe hook says so; a
+ * queued job whose plugin is gone ends failed (NOT_FOUND), one that was passed fds
+ * ends failed (INTERRUPTED: the fds did not survive). @crashed (NULL = no): the last
+ * run crashed inside this job (crash.h): unless final it ends failed, INTERRUPTED, with
+ * this message, never retried. Changes are written back.
+ * Return: 0; -ENOMEM; -EIO (its arguments do not decode). Context: main thread.
+ */
+int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin,
+                     const char *crashed);
+
+/*
+ * jobtable_fleet_copy - a Job built from a fleet job's shared record @rec (store_fetch()),
+ * not listed in @t and never run (Job.fleet_copy): what job.status and job.wait answer
+ * for a job another host runs. @ret: out, referenced, written only on success.
+ * Return: 0; -ENOMEM; -EIO (its arguments do not decode). Context: any; does not yield.
+ */
+int jobtable_fleet_copy(JobTable *t, const StoreRecord *rec, Job **ret);
+
+/* jobtable_stopping - jobtable_stop() ran. Context: any; takes the lock briefly. */
+bool jobtable_stopping(JobTable *t);
+
+/*
+ * jobtable_restore_done - after the last jobtable_restore(): new ids start at
+ * @next_id (or after the highest restored one) and the restored queue starts.
+ * Context: main thread at start-up.
+ */
+void jobtable_restore_done(JobTable *t, uint64_t next_id);
+
+/*
+ * jobtable_wait_durable - park the calling fiber until @j's submission is committed
+ * to the store (at once without a durable store).
+ * Under load the job may have started (or ended) meanwhile (DUR_EARLY): its
+ * record is written with the state it reached by the time the store takes it.
+ * Return: 0; the store's error (negative errno): the job is then cancelled (when it
+ * has not ended yet) and the submission must be answered with an error.
+ * Context: a fiber (yields); not a job's.
+ */
+int jobtable_wait_durable(JobTable *t, Job *j);
+
+/*
+ * jobtable_record_locked - write @j's record now if its first write was deferred (a
+ * job.run, DUR_DEFERRED): with its arguments, setting `durable` once
+ * committed. No-op otherwise. Context: the table lock held; does not yield.
+ */
+void jobtable_record_locked(JobTable *t, Job *j);
+
+/*
+ * jobtable_wait_recorded - before an answer that shows @j's state: write its record
+ * if it was deferred (jobtable_record_locked()), and park the calling fiber until its
+ * submission is on disk. Return: 0; the store's error (negative errno).
+ * Context: a fiber (yields); not a job's.
+ */
+int jobtable_wait_recorded(JobTable *t, Job *j);
+
+/*
+ * jobtable_store_locked - mark @j's record for a write to the store (no-op without
+ * one; a job.run's first write waits for its end: DUR_DEFERRED).
+ * Context: table lock held; no yield.
+ */
+void jobtable_store_locked(JobTable *t, Job *j);
+
+/* jobtable_configure - new limits (SIGHUP); may start queued jobs. Context: any. */
+void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, uint64_t retention_ns,
+                        size_t retention_max);
+
+/*
+ * jobtable_submit - create a queued job in class @cls (0-based; @class_name copied) and
+ * hand it to the dispatcher, owned by @origin's creds and holding its fds (job_new():
+ * taken on success).
+ * @ret: out, a reference to the job (caller unrefs), written only on success.
+ * Return: 0; -ENOMEM; -EAGAIN when max_queued jobs wait already; -EDQUOT when the
+ * submitter has max_queued_per_user queued; -EBUSY when it is over
+ * submit_rate_per_user (dispatch_admit_locked()); -ESHUTDOWN once jobtable_stop() ran.
+ * Context: any fiber or thread; does not yield.
+ */
+int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
+                    const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
+                    const char *class_name, Job **ret);
+
+/* jobtable_get - the job with @id, referenced, or NULL (never existed or retired). */
+Job *jobtable_get(JobTable *t, uint64_t id);
+
+/*
+ * jobtable_cancel - request cancellation: a queued job ends cancelled at once; so does a
+ * running one whose job fiber has not started yet (it waits for a job worker; its
+ * supervisor still joins it); a running job gets fiber_cancel() and ends cancelled when
+ * its entry point returns, or, when it has not returned JOB_DETACH_GRACE_NS later, ends
+ * cancelled without it (detached: dispatch.h).
+ * @timed_out: the request comes from the job's deadline (error DEADLINE_EXCEEDED instead
+ * of CANCELLED). Return: 0; -EALREADY when the job had already ended.
+ * Context: any; does not yield.
+ */
+int jobtable_cancel(JobTable *t, Job *j, bool timed_out);
+
+/* jobtable_set_quotas - new per-user limits (copied; dispatch.h); may start queued jobs.
+ * Context: any; does not yield. */
+void jobtable_set_quotas(JobTable *t, const JobQuotas *q);
+
+/*
+ * jobtable_sweep - once a second (the daemon's ticker fiber): drop finished jobs past
+ * retention, cancel queued jobs past their deadline, retry a blocked dispatch.
+ * Context: any; does not yield.
+ */
+void jobtable_sweep(JobTable *t);
+
+/*
+ * jobtable_stop - refuse new jobs and cancel every queued and running one; @t->idle is
+ * set once nothing is queued or running. With a durable store (store_durable()), queued
+ * jobs are not cancelled but left queued in the store (their waiters are woken to
+ * answer UNAVAILABLE), and running jobs are marked interrupted: a retry-safe one is
+ * written back queued, with attempt + 1, when it returns. Context: any; does not yield.
+ */
+void jobtable_stop(JobTable *t);
+
+/*
+ * jobtable_counts - copy the totals into @ret and call @fn for each plugin's counts,
+ * under the lock (@fn must not yield or take the lock). Context: any.
+ */
+void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts *pc, void *arg),
+                     void *arg);
+
+/*
+ * jobtable_foreach - call @fn for every job in id order, under the lock (@fn must not
+ * yield or take the lock); stops early when @fn returns non-zero and returns that.
+ */
+int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg);
+
+/*
+ * jobtable_next_locked - the job after @j in id order (@j NULL: the first one), or NULL
+ * after the last. Not referenced: valid while the lock is held. Context: table lock held.
+ */
+static inline Job *jobtable_next_locked(JobTable *t, Job *j)
+{
+        ListHead *e = j ? j->all_link.next : t->all.next;
+        return e == &t->all ? NULL : list_entry(e, Job, all_link);
+}
+
+/*
+ * jobtable_prev_locked - the job before @j in id order (@j NULL: the newest), or NULL
+ * before the first: job.list's pages walk newest first. Context: table lock held.
+ */
+static inline Job *jobtable_prev_locked(JobTable *t, Job *j)
+{
+        ListHead *e = j ? j->all_link.prev : t->all.prev;
+        return e == &t->all ? NULL : list_entry(e, Job, all_link);
+}
+
+/*
+ * jobtable_count_stall - one more stall report about a fiber of a @plugin_name job (the
+ * stall hook, main.c). A name no job was ever submitted with is not counted.
+ * Context: any thread (the runtime's monitor threads included); takes the table lock
+ * briefly; does not yield.
+ */
+void jobtable_count_stall(JobTable *t, const char *plugin_name);
+
+/* Lock helpers for code that reads a job's mutable fields (job.h). */
+void jobtable_lock(JobTable *t);
+void jobtable_unlock(JobTable *t);
+
+/* ---- the dispatcher's DispatchOps (jobtable.c), under the lock ------------------- */
+
+/* jobtable_check_idle_locked - set t->idle when stopping and nothing queued or running. */
+void jobtable_check_idle_locked(JobTable *t);
+
+/*
+ * jobtable_set_detached_locked - @detached: @j, already final, has a fiber still running
+ * plugin code (counted in JobCounts.detached, in total and for its plugin); false: that
+ * fiber has returned. Each call changes the gauge only when Job.detached changes.
+ * Context: table lock held; does not yield.
+ */
+void jobtable_set_detached_locked(JobTable *t, Job *j, bool detached);
+
+#endif

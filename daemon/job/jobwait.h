@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jobwait.h — the wait of job.wait and job.run (PROTOCOL.md): park until a job is
+ * final or a limit passes, then answer with its record. See jobwait.c.
+ */
+#ifndef FIBERD_DAEMON_JOBWAIT_H
+#define FIBERD_DAEMON_JOBWAIT_H
+
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#include "daemon/job/jobtable.h"
+#include "daemon/server/server.h"
+#include "daemon/store/store.h"
+#include "ipc/status.h"
+
+/*
+ * jobwait_answer - wait (at most @timeout_ms; UINT64_MAX = no limit, 0 = not at all)
+ * for @j of @t to be final, then pack its record into @pk, final or as it stands. A
+ * fleet copy (Job.fleet_copy) is polled through @s (fleet_wait()) until this host holds
+ * the job. The wait ends early when @req's connection closes.
+ * Ownership: takes over the caller's reference to @j (dropped on every path).
+ * Return: 0; -ENOMEM; an error set in @st: UNAVAILABLE (-ESHUTDOWN: shutdown leaves the
+ * job queued in the store), INTERNAL (the store could not record the job).
+ * Context: a request fiber; yields while it waits; no lock held on entry.
+ */
+int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout_ms,
+                   msgpack_packer *pk, IpcStatus *st);
+
+#endif

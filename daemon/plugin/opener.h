@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * opener.h — opening files as a client: the host->open() of the plugin ABI.
+ *
+ * A job must never use fiberd's own rights on its submitter's behalf, so a path a
+ * client names is opened by a small pool of opener threads that take on the
+ * submitter's file-system identity for that one call: setfsuid(2), setfsgid(2) and the
+ * raw setgroups system call change only the calling thread's credentials on Linux
+ * (glibc's setgroups() wrapper changes every thread, so it is not used) — the way
+ * knfsd and Samba act for many users in one process. The path is resolved with
+ * openat2(RESOLVE_NO_MAGICLINKS), so /proc/self/fd/N and friends cannot reach fiberd's
+ * own open files; kernels without openat2 (before 5.6) fall back to openat(2).
+ *
+ * The file is opened O_NONBLOCK and fstat()ed: unless the caller asked for O_NONBLOCK
+ * itself (it then promises to wait with host->wait_fd), anything but a regular file or a
+ * directory — a FIFO, a socket, a device — is refused with -EINVAL, and O_NONBLOCK is
+ * cleared again on what is kept. So a FIFO can neither block an opener thread in open(2)
+ * nor a job worker in read(2).
+ *
+ * Identity: when fiberd runs as root, or holds CAP_SETUID and CAP_SETGID, every open
+ * takes the client's uid, gid and supplementary groups. Otherwise it cannot switch: it
+ * opens as itself for a client of its own uid and refuses every other uid with -EACCES
+ * (a per-user fiberd serves its user; it never lends that user's files to others).
+ *
+ * The calling fiber parks on a FiberEvent the opener thread sets, so a slow open (NFS,
+ * FUSE) holds an opener thread, never a job worker. A job cancelled while it waits gets
+ * -ECANCELED at once; the opener closes the fd it opens later.
+ */
+#ifndef FIBERD_DAEMON_OPENER_H
+#define FIBERD_DAEMON_OPENER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "daemon/server/creds.h"
+
+/* Opener threads started by opener_start(0). */
+#define OPENER_THREADS_DEFAULT 4
+
+/*
+ * opener_start - start @threads opener threads (0: OPENER_THREADS_DEFAULT) and find out
+ * whether they may switch credentials. Return: 0; -errno of pthread_create.
+ * Context: main thread at start-up, before any job runs.
+ */
+int opener_start(unsigned threads);
+
+/*
+ * opener_stop - stop and join the opener threads. Requests still queued are answered
+ * -ESHUTDOWN. Context: main thread at exit, once no job runs.
+ */
+void opener_stop(void);
+
+/*
+ * opener_open - open @path (absolute, or relative to fiberd's working directory, which
+ * is /) with @flags (open(2)'s; O_CLOEXEC and O_NOCTTY are added, O_CREAT makes mode
+ * 0666 & ~umask files) as @creds.
+ * @ret_fd: out, an fd the caller owns, written only on success.
+ * Return: 0; -errno of openat2(2)/openat(2) (-ENOENT, -EACCES, ...); -EINVAL for a FIFO,
+ * socket or device when @flags lacks O_NONBLOCK; -EACCES when fiberd cannot switch to
+ * @creds; -ECANCELED when the calling fiber is cancelled while it waits; -ESHUTDOWN
+ * when the openers are stopped; -ENOMEM.
+ * Context: a fiber (parks it, never its worker); or a plain thread (blocks it).
+ */
+int opener_open(const Creds *creds, const char *path, int flags, int *ret_fd);
+
+/*
+ * opener_openat - opener_open() for plugin code's own open(), openat(), creat() and
+ * fopen() (the runtime's hooks, sched_hook_set_open()): @path relative to @dirfd
+ * (AT_FDCWD: fiberd's working directory, /), created with @mode & ~umask, and with
+ * @any_type a FIFO, socket or device opened without O_NONBLOCK is kept (opened
+ * non-blocking, then made blocking again: the hooks park the fiber on it instead of
+ * its worker; a FIFO opened for writing with no reader fails with ENXIO instead of
+ * waiting for one). Return and context: as opener_open().
+ */
+int opener_openat(const Creds *creds, int dirfd, const char *path, int flags, mode_t mode,
+                  bool any_type, int *ret_fd);
+
+#endif

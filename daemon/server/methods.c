@@ -1,0 +1,573 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * methods.c — the RPC methods of ipc/PROTOCOL.md: ping, plugins.list, job.submit,
+ * job.status, job.wait, job.result, job.cancel, job.list, stats, and the metrics
+ * (OpenMetrics text, openmetrics.c) and job.logs (the job's host->log lines, joblog.h;
+ * its owner or an admin, as every job method).
+ *
+ * Each runs in its own request fiber (server.c), reads its params with ipc/value.h
+ * (which words the INVALID_ARGUMENT messages), and packs one result object. Access
+ * (access.h): every client may ping, list plugins, read stats and its own jobs; job.submit
+ * and job.run need the submit tier, a negative priority the admin tier
+ * (PERMISSION_DENIED naming the tier); another user's job is visible to admins only,
+ * and to anyone else answers NOT_FOUND worded as for an id that never existed.
+ *
+ * job.wait parks on the job's `finished` event (jobwait.c). job.run is job.submit
+ * followed by that same wait (jobwait_answer()) in one request, gearman's SUBMIT_JOB:
+ * one round trip per job. The job is accepted before the wait starts, so a client that
+ * goes away leaves it running, as after job.submit.
+ *
+ * What a handler does beyond its params and its answer lives in the module it calls:
+ * job.list's walk of the table is joblist.c's, the wait of job.wait and job.run is
+ * jobwait.c's, and a fleet's reads (job.status, job.wait and job.list of jobs another
+ * host holds) are fleet.c's.
+ */
+#include "daemon/server/access.h"
+#include "daemon/daemon.h"
+#include "daemon/obs/log.h"
+#include "daemon/plugin/crash.h"
+#include "daemon/store/fleet.h"
+#include "daemon/job/joblist.h"
+#include "daemon/job/jobwait.h"
+#include "daemon/obs/openmetrics.h"
+#include "daemon/plugin/plugin_host.h"
+#include "daemon/plugin/plugin_job.h"
+#include "ipc/encoder.h"
+#include "ipc/protocol.h"
+#include "ipc/value.h"
+#include "scheduler/base/macro.h"
+#include "scheduler/base/time-util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint64_t retention_minutes(const Daemon *d)
+{
+        return d->jobs.retention_ns / (60 * NSEC_PER_SEC);
+}
+
+/* Reads params[@i] as a job id and returns the job (referenced) if @req may see it. */
+static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStatus *st)
+{
+        uint64_t id;
+        Job *j;
+        int r = ipc_read_uint(ipc_array_at(&req->msg.params, i), "job id", &id, st);
+
+        if (r < 0)
+                return r;
+        j = fleet_get(&d->jobs, d->store, id); /* this host's table, else the fleet's */
+        if (j && j->owner != req->uid && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN) {
+                /* not yours: as if it did not exist, so ids leak nothing */
+                j = job_unref(j);
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                      "no job %llu of yours (finished jobs are kept for %llu "
+                                      "minutes)",
+                                      (unsigned long long)id,
+                                      (unsigned long long)retention_minutes(d));
+        }
+        if (!j) {
+                if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                        return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                              "no job %llu of yours (finished jobs are kept "
+                                              "for %llu minutes)",
+                                              (unsigned long long)id,
+                                              (unsigned long long)retention_minutes(d));
+                if (id == 0 || (id >= d->jobs.next_id && !store_fleet(d->store)))
+                        return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT, "no job %llu",
+                                              (unsigned long long)id);
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                      "no job %llu (finished jobs are kept for %llu minutes)",
+                                      (unsigned long long)id,
+                                      (unsigned long long)retention_minutes(d));
+        }
+        *ret = j;
+        return 0;
+}
+
+/* PERMISSION_DENIED for @what, naming the tier it needs and who has it. */
+static int access_denied(Daemon *d, AccessTier needed, const char *what, IpcStatus *st)
+{
+        char who[160];
+
+        access_who_has(&d->cfg, needed, who, sizeof(who));
+        return ipc_status_set(st, IPC_PERMISSION_DENIED, -EACCES,
+                              "%s needs the %s tier (held by %s; see [access] in fiberd's "
+                              "config)",
+                              what, access_tier_name(needed), who);
+}
+
+static int pack_record(Daemon *d, Job *j, msgpack_packer *pk)
+{
+        return joblist_pack_record(&d->jobs, j, pk);
+}
+
+/* ------------------------------------------------------------------ methods ----- */
+
+static int method_ping(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        int r = IPC_PACK_MAP(
+                pk, IPC_KV_CSTR(IPC_KEY_VERSION, FIBERD_VERSION),
+                IPC_KV_UINT(IPC_KEY_PROTOCOL, FIBERD_PROTOCOL_VERSION),
+                IPC_KV_UINT(IPC_KEY_PID, (uint64_t)getpid()),
+                IPC_KV_UINT(IPC_KEY_UPTIME_MS, (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC));
+
+        return r ? -ENOMEM : 0;
+}
+
+static int method_plugins_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        return plugin_host_pack_list(pk);
+}
+
+/* plugins.clear [name]: forget the crashes of a quarantined plugin (crash.h) and scan
+ * the plugin directory again, so it loads. Admin tier. */
+static int method_plugins_clear(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        const char *name;
+        size_t len;
+        int r;
+
+        if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                return access_denied(d, ACCESS_ADMIN, "clearing a plugin's quarantine", st);
+        r = ipc_read_strv(ipc_array_at(&req->msg.params, 0), "name", &name, &len, st);
+        if (r < 0)
+                return r;
+        r = crash_clear(name, len);
+        if (r < 0)
+                return ipc_status_errno(st, r, "cannot clear the quarantine: %s", strerror(-r));
+        if (r == 0)
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                      "no quarantined plugin named \"%.*s\" (see fiberctl "
+                                      "plugins)",
+                                      (int)(len > 64 ? 64 : len), name);
+        log_msg(LOG_NOTICE, "uid %u cleared the quarantine of plugin %.*s; loading it again",
+                (unsigned)req->uid, (int)(len > 64 ? 64 : len), name);
+        plugin_host_rescan(d->cfg.plugin_dir);
+        return msgpack_pack_map(pk, 1) | ipc_pack_kv_uint(pk, IPC_KEY_CLEARED, (uint64_t)r)
+                       ? -ENOMEM
+                       : 0;
+}
+
+/*
+ * The index of the job class named by the `class` option (@name, @len bytes, not
+ * NUL-terminated), or INVALID_ARGUMENT "unknown class NAME (known: a, b)".
+ */
+static int class_from_option(Daemon *d, const char *name, size_t len, int *ret, IpcStatus *st)
+{
+        char want[SCHED_CLASS_NAME_MAX + 1], known[SCHED_MAX_CLASSES * (SCHED_CLASS_NAME_MAX + 2)];
+        size_t n = 0;
+        int cls = -ENOENT;
+
+        if (len < sizeof(want) && !memchr(name, '\0', len)) {
+                memcpy(want, name, len);
+                want[len] = '\0';
+                cls = sched_class_find(d->job_sched, want);
+        }
+        if (cls >= 0) {
+                *ret = cls;
+                return 0;
+        }
+        known[0] = '\0';
+        for (unsigned i = 0; i < sched_classes(d->job_sched) && n < sizeof(known); i++) {
+                int w = snprintf(known + n, sizeof(known) - n, "%s%s", i ? ", " : "",
+                                 sched_class_name(d->job_sched, i));
+                if (w < 0)
+                        break;
+                n += (size_t)w;
+        }
+        return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL, "unknown class %.*s (known: %s)",
+                              (int)(len > 64 ? 64 : len), name, known);
+}
+
+/*
+ * Accepts the job that params [plugin, args, options] (job.submit's, also the first
+ * three of job.run's) describe, owned by @req's uid: every check, error and limit of
+ * job.submit is here. @ret: out, one reference, written only on success.
+ */
+static int submit_from_params(Daemon *d, Request *req, bool answer_at_end, Job **ret, IpcStatus *st)
+{
+        static const msgpack_object empty_map = {.type = MSGPACK_OBJECT_MAP};
+        const msgpack_object *params = &req->msg.params;
+        const msgpack_object *args = &empty_map, *opts = NULL, *o;
+        const char *name;
+        size_t name_len;
+        int64_t priority = 0;
+        uint64_t timeout_ms = 0;
+        const char *class_name = NULL;
+        size_t class_len = 0;
+        int cls = 0;
+        char cname[128];
+        const Plugin *p;
+        JobOrigin origin;
+        Job *j;
+        int r;
+
+        if (access_tier(&d->cfg, req->creds) < ACCESS_SUBMIT)
+                return access_denied(d, ACCESS_SUBMIT, "submitting a job", st);
+        r = ipc_read_strv(ipc_array_at(params, IPC_SUBMIT_PARAM_PLUGIN), "plugin", &name, &name_len,
+                          st);
+        if (r < 0)
+                return r;
+        o = ipc_array_at(params, IPC_SUBMIT_PARAM_ARGS);
+        if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "args", &args, st)) < 0)
+                return r;
+        o = ipc_array_at(params, IPC_SUBMIT_PARAM_OPTIONS);
+        if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "options", &opts, st)) < 0)
+                return r;
+        for (uint32_t i = 0; opts && i < opts->via.map.size; i++) {
+                const msgpack_object_kv *kv = &opts->via.map.ptr[i];
+                if (ipc_object_streq(&kv->key, IPC_OPT_PRIORITY))
+                        r = ipc_read_int_range(&kv->val, IPC_OPT_PRIORITY, INT_MIN, INT_MAX,
+                                               &priority, st);
+                else if (ipc_object_streq(&kv->key, IPC_OPT_TIMEOUT_MS))
+                        r = ipc_read_uint(&kv->val, IPC_OPT_TIMEOUT_MS, &timeout_ms, st);
+                else if (ipc_object_streq(&kv->key, IPC_OPT_CLASS))
+                        r = ipc_read_strv(&kv->val, IPC_OPT_CLASS, &class_name, &class_len, st);
+                else
+                        r = ipc_status_set(
+                                st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                "unknown option %s%.*s; the options are priority, "
+                                "timeout_ms and class",
+                                kv->key.type == MSGPACK_OBJECT_STR ? "" : "(not a string)",
+                                kv->key.type == MSGPACK_OBJECT_STR ? (int)kv->key.via.str.size : 0,
+                                kv->key.type == MSGPACK_OBJECT_STR ? kv->key.via.str.ptr : "");
+                if (r < 0)
+                        return r;
+        }
+        if (priority < 0 && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                return access_denied(d, ACCESS_ADMIN, "a negative priority", st);
+        if (timeout_ms > UINT64_MAX / NSEC_PER_MSEC)
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -ERANGE,
+                                      "timeout_ms: %llu is too large",
+                                      (unsigned long long)timeout_ms);
+        if (class_name && (r = class_from_option(d, class_name, class_len, &cls, st)) < 0)
+                return r;
+        {
+                /* a class reserved to admins ([class.NAME] admin_only; default too) */
+                const ConfigClass *k =
+                        config_class_find(&d->cfg, sched_class_name(d->job_sched, (unsigned)cls));
+                if (k && k->admin_only && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN) {
+                        char what[SCHED_CLASS_NAME_MAX + 16];
+                        snprintf(what, sizeof(what), "the class %s", k->name);
+                        return access_denied(d, ACCESS_ADMIN, what, st);
+                }
+        }
+        p = plugin_host_find(name, name_len);
+        if (!p) {
+                char loaded[512];
+                plugin_host_names(loaded, sizeof(loaded));
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                      "no plugin named \"%.*s\" (loaded: %s); see fiberctl plugins",
+                                      (int)(name_len > 64 ? 64 : name_len), name,
+                                      *loaded ? loaded : "none");
+        }
+        snprintf(cname, sizeof(cname), "%s", plugin_host_name(p));
+        origin = (JobOrigin){.creds = req->creds,
+                             .fds = req->fds,
+                             .n_fds = req->n_fds,
+                             .answer_at_end = answer_at_end};
+        r = plugin_host_check_args(p, args, &origin, st); /* the plugin's check_args */
+        if (r < 0)
+                return r;
+        r = jobtable_submit(&d->jobs, &origin, p, cname, args, (int)priority,
+                            timeout_ms * NSEC_PER_MSEC, (unsigned)cls,
+                            sched_class_name(d->job_sched, (unsigned)cls), &j);
+        req->fds = origin.fds; /* NULL when the job took them */
+        req->n_fds = origin.n_fds;
+        if (r == -EAGAIN)
+                return ipc_status_set(st, IPC_OVERLOADED, r,
+                                      "%zu jobs are queued already (max_queued); retry later",
+                                      d->jobs.max_queued);
+        if (r == -EDQUOT)
+                return ipc_status_set(st, IPC_OVERLOADED, r,
+                                      "uid %u has %zu jobs queued already "
+                                      "(max_queued_per_user); retry later",
+                                      (unsigned)req->uid,
+                                      d->jobs.dispatch.quotas.max_queued_per_user);
+        if (r == -EBUSY)
+                return ipc_status_set(st, IPC_OVERLOADED, r,
+                                      "uid %u submits faster than %u jobs a second "
+                                      "(submit_rate_per_user); retry later",
+                                      (unsigned)req->uid,
+                                      d->jobs.dispatch.quotas.submit_rate_per_user);
+        if (r == -ESHUTDOWN)
+                return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
+        if (r < 0)
+                return ipc_status_errno(st, r, "cannot queue the job: %s", strerror(-r));
+        /* the job store (store.h): answer only once the job is on disk */
+        r = jobtable_wait_durable(&d->jobs, j);
+        if (r < 0) {
+                job_unref(j);
+                return ipc_status_set(st, IPC_INTERNAL, r,
+                                      "the job store could not record the job (%s); it was "
+                                      "cancelled unless it had ended already: see fiberd's "
+                                      "log",
+                                      strerror(-r));
+        }
+        *ret = j;
+        return 0;
+}
+
+static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Job *j;
+        int r = submit_from_params(ctx, req, false, &j, st);
+
+        if (r < 0)
+                return r;
+        r = msgpack_pack_map(pk, 1) | ipc_pack_kv_uint(pk, IPC_KEY_ID, j->id);
+        job_unref(j);
+        return r ? -ENOMEM : 0;
+}
+
+static int method_status(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        Job *j;
+        int r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
+
+        if (r < 0)
+                return r;
+        r = pack_record(d, j, pk);
+        job_unref(j);
+        return r;
+}
+
+/* Reads the wait limit at params[@i] (nil or absent = no limit) into *@ret_ms. */
+static int wait_ms_from_params(Request *req, size_t i, uint64_t *ret_ms, IpcStatus *st)
+{
+        const msgpack_object *o = ipc_array_at(&req->msg.params, i);
+        uint64_t ms = UINT64_MAX;
+        int r;
+
+        if (!ipc_object_is_nil(o) && (r = ipc_read_uint(o, IPC_OPT_TIMEOUT_MS, &ms, st)) < 0)
+                return r;
+        *ret_ms = ms;
+        return 0;
+}
+
+static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        uint64_t timeout_ms;
+        Job *j;
+        int r;
+
+        r = wait_ms_from_params(req, IPC_WAIT_PARAM_TIMEOUT_MS, &timeout_ms, st);
+        if (r < 0)
+                return r;
+        r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
+        if (r < 0)
+                return r;
+        return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);
+}
+
+/* job.run [plugin, args, options, timeout_ms]: job.submit, then job.wait on that job. The
+ * wait limit is read first, so a bad one refuses the request before a job is queued. */
+static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        uint64_t timeout_ms;
+        Job *j;
+        int r;
+
+        r = wait_ms_from_params(req, IPC_RUN_PARAM_TIMEOUT_MS, &timeout_ms, st);
+        if (r < 0)
+                return r;
+        r = submit_from_params(d, req, true, &j, st);
+        if (r < 0)
+                return r;
+        return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);
+}
+
+static int method_result(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        Job *j;
+        int r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
+
+        if (r < 0)
+                return r;
+        jobtable_lock(&d->jobs);
+        switch (j->state) {
+        case JOB_DONE:
+                if (j->result)
+                        r = pk->callback(pk->data, j->result, j->result_len) ? -ENOMEM : 0;
+                else
+                        r = msgpack_pack_nil(pk) ? -ENOMEM : 0;
+                break;
+        case JOB_FAILED:
+        case JOB_CANCELLED:
+                r = ipc_status_set(st, j->error_code ? j->error_code : IPC_INTERNAL, 0,
+                                   "job %llu %s: %s", (unsigned long long)j->id,
+                                   job_state_name(j->state),
+                                   j->error_message ? j->error_message : "no reason given");
+                break;
+        default:
+                r = ipc_status_set(st, IPC_FAILED_PRECONDITION, -EINPROGRESS,
+                                   "job %llu is %s; use job.wait", (unsigned long long)j->id,
+                                   job_state_name(j->state));
+                break;
+        }
+        jobtable_unlock(&d->jobs);
+        job_unref(j);
+        return r;
+}
+
+static int method_cancel(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        Job *j;
+        int r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
+
+        if (r < 0)
+                return r;
+        if (j->fleet_copy && !job_state_final(j->state)) {
+                r = ipc_status_set(st, IPC_FAILED_PRECONDITION, -EREMOTE,
+                                   "job %llu is %s in the fleet, not on this fiberd host: "
+                                   "only the host that runs it can cancel it",
+                                   (unsigned long long)j->id, job_state_name(j->state));
+                job_unref(j);
+                return r;
+        }
+        if (!j->fleet_copy)
+                jobtable_cancel(&d->jobs, j, false); /* -EALREADY: finished, not an error */
+        r = pack_record(d, j, pk);
+        job_unref(j);
+        return r;
+}
+
+static int method_list(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        const msgpack_object *filter = NULL, *o;
+        JobListFilter f = {.uid = req->uid,
+                           .all = access_tier(&d->cfg, req->creds) == ACCESS_ADMIN};
+        uint64_t limit = UINT64_MAX, cursor = 0;
+        bool paged = false;
+        const char *sv;
+        size_t sl;
+        int r = 0;
+
+        o = ipc_array_at(&req->msg.params, IPC_LIST_PARAM_FILTER);
+        if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "filter", &filter, st)) < 0)
+                return r;
+        for (uint32_t i = 0; filter && i < filter->via.map.size; i++) {
+                const msgpack_object_kv *kv = &filter->via.map.ptr[i];
+                if (ipc_object_streq(&kv->key, IPC_FILTER_STATE)) {
+                        if ((r = ipc_read_strv(&kv->val, IPC_FILTER_STATE, &sv, &sl, st)) < 0)
+                                return r;
+                        if (job_state_parse(sv, sl, &f.state) < 0)
+                                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                                      "state: \"%.*s\" is not one of queued, "
+                                                      "running, done, failed, cancelled",
+                                                      (int)(sl > 32 ? 32 : sl), sv);
+                        f.by_state = true;
+                } else if (ipc_object_streq(&kv->key, IPC_FILTER_PLUGIN)) {
+                        if ((r = ipc_read_strv(&kv->val, IPC_FILTER_PLUGIN, &f.plugin,
+                                               &f.plugin_len, st)) < 0)
+                                return r;
+                } else if (ipc_object_streq(&kv->key, IPC_FILTER_LIMIT)) {
+                        if ((r = ipc_read_uint(&kv->val, IPC_FILTER_LIMIT, &limit, st)) < 0)
+                                return r;
+                } else if (ipc_object_streq(&kv->key, IPC_FILTER_CURSOR)) {
+                        /* nil or 0: the first page */
+                        if (!ipc_object_is_nil(&kv->val) &&
+                            (r = ipc_read_uint(&kv->val, IPC_FILTER_CURSOR, &cursor, st)) < 0)
+                                return r;
+                        paged = true;
+                } else {
+                        return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                              "unknown filter key; the keys are state, plugin, "
+                                              "limit and cursor");
+                }
+        }
+        if (store_fleet(d->store))
+                return fleet_list(&d->jobs, d->store, &f, cursor,
+                                  paged && limit > IPC_LIST_PAGE_MAX ? IPC_LIST_PAGE_MAX : limit,
+                                  paged, joblist_budget(d->cfg.max_message), pk, st);
+        if (paged)
+                return joblist_pack_page(&d->jobs, &f, cursor,
+                                         limit < IPC_LIST_PAGE_MAX ? limit : IPC_LIST_PAGE_MAX,
+                                         joblist_budget(d->cfg.max_message), pk);
+        return joblist_pack_all(&d->jobs, &f, limit, joblist_budget(d->cfg.max_message), pk, st);
+}
+
+static int method_stats(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        return stats_pack(ctx, pk);
+}
+
+/* The OpenMetrics text as one string (every client may read stats); with the
+ * param "prometheus", Prometheus's text format. */
+static int method_metrics(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        const msgpack_object *fmt = ipc_array_at(&req->msg.params, 0);
+        bool prometheus = false;
+        char *text;
+        size_t len;
+        int r;
+
+        if (fmt && !ipc_object_streq(fmt, IPC_METRICS_OPENMETRICS)) {
+                if (!ipc_object_streq(fmt, IPC_METRICS_PROMETHEUS))
+                        return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                              "metrics: the format is \"" IPC_METRICS_OPENMETRICS
+                                              "\" (the default) or \"" IPC_METRICS_PROMETHEUS "\"");
+                prometheus = true;
+        }
+        r = openmetrics_render(ctx, prometheus, &text, &len);
+
+        if (r < 0)
+                return r;
+        r = ipc_pack_strn(pk, text, len);
+        free(text);
+        return r ? -ENOMEM : 0;
+}
+
+/* The lines a job wrote with host->log; job_from_params() lets only its owner
+ * and admins see the job. */
+static int method_job_logs(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Job *j;
+        int r = job_from_params(ctx, req, IPC_JOB_PARAM_ID, &j, st);
+
+        if (r < 0)
+                return r;
+        r = joblog_pack(&j->log, j->id, pk);
+        job_unref(j);
+        return r;
+}
+
+static const struct {
+        const char *name;
+        MethodFn fn;
+} methods[] = {
+        {IPC_METHOD_PING, method_ping},
+        {IPC_METHOD_PLUGINS_LIST, method_plugins_list},
+        {IPC_METHOD_JOB_SUBMIT, method_submit},
+        {IPC_METHOD_JOB_RUN, method_run},
+        {IPC_METHOD_JOB_STATUS, method_status},
+        {IPC_METHOD_JOB_WAIT, method_wait},
+        {IPC_METHOD_JOB_RESULT, method_result},
+        {IPC_METHOD_JOB_CANCEL, method_cancel},
+        {IPC_METHOD_JOB_LIST, method_list},
+        {IPC_METHOD_STATS, method_stats},
+        /* job store */
+        {IPC_METHOD_PLUGINS_CLEAR, method_plugins_clear},
+        /* metrics and job logs */
+        {IPC_METHOD_METRICS, method_metrics},
+        {IPC_METHOD_JOB_LOGS, method_job_logs},
+};
+
+MethodFn methods_lookup(const char *name, size_t len)
+{
+        for (size_t i = 0; i < ELEMENTSOF(methods); i++)
+                if (strlen(methods[i].name) == len && memcmp(methods[i].name, name, len) == 0)
+                        return methods[i].fn;
+        return NULL;
+}

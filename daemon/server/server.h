@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server.h — the MessagePack-RPC server on fiberd's Unix socket.
+ *
+ * Fibers, all on the server scheduling group:
+ *  - one accept fiber: fiber_accept() on the listening socket, one Conn per client,
+ *    the peer's uid from SO_PEERCRED;
+ *  - one reader fiber per connection: reads into the connection's IpcDecoder
+ *    (ipc/decoder.h) and, for every whole request, starts a request fiber;
+ *  - one request fiber per request: runs the method (methods.c) and writes the response.
+ *    A long job.wait parks only its own fiber, so other requests on the same connection
+ *    and on other connections go on; responses may leave out of order, which
+ *    MessagePack-RPC allows (the msgid pairs them).
+ * Responses are written whole under the connection's FiberMutex, so two request fibers
+ * never interleave bytes. A message over the size cap, or bytes that are not msgpack,
+ * get an error response when the msgid could be read, then that connection (only) is
+ * closed; a msgpack value that is not an RPC request gets MALFORMED_MESSAGE and the
+ * connection stays open (ipc/decoder.h explains which errors are recoverable).
+ *
+ * A Conn is reference counted: the reader holds one, every request fiber one; the fd
+ * is closed when the last goes.
+ *
+ * Credentials and fds: the peer's uid, gid and groups are read once at accept
+ * (creds.h) and every request carries them. The reader receives with recvmsg(2), so
+ * fds a client sends as SCM_RIGHTS are queued on the connection in arrival order; each
+ * request takes as many from the front as its params refer to (ipc_object_fds_needed():
+ * PROTOCOL.md, "Passing files"), and a request that refers to more than were sent gets
+ * INVALID_ARGUMENT. Fds nobody claims are closed with the connection.
+ */
+#ifndef FIBERD_DAEMON_SERVER_H
+#define FIBERD_DAEMON_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <msgpack.h>
+
+#include "daemon/server/creds.h"
+#include "ipc/decoder.h"
+#include "ipc/status.h"
+#include "scheduler/sched.h"
+
+typedef struct Server Server;
+typedef struct Conn Conn;
+
+/* One request, handed to a method (methods.h). */
+typedef struct Request {
+        Server *server;
+        Conn *conn;
+        uid_t uid; /* the client's uid (SO_PEERCRED) */
+        pid_t pid;
+        Creds *creds; /* the client's uid, gid and groups: the connection's, referenced */
+        int *fds;     /* owned: the fds sent with this request (SCM_RIGHTS), in order; a
+                         * method may take the array (set it NULL); closed with the request */
+        size_t n_fds;
+        IpcMessage msg; /* owned: params live in msg.zone */
+} Request;
+
+/*
+ * A method: packs exactly one result object into @result and returns 0, or fills @st
+ * and returns a negative errno (then nothing it packed is sent). May yield (it runs
+ * in its own fiber). @ctx is what server_new() was given.
+ */
+typedef int (*MethodFn)(void *ctx, Request *req, msgpack_packer *result, IpcStatus *st);
+
+/* Looks up the method for @name (@len bytes); NULL = METHOD_NOT_FOUND. */
+typedef MethodFn (*MethodLookupFn)(const char *name, size_t len);
+
+/*
+ * server_listen - the listening socket: the one systemd passed (sd_listen_fds(), must be
+ * a Unix stream socket), else a new one bound at @path (a stale socket file left by a
+ * dead fiberd is replaced; a live one is an error: -EADDRINUSE).
+ * @ret_fd: out, non-blocking, written only on success. @ret_activated: true when it
+ * came from systemd (then fiberd does not unlink it at exit).
+ * Return: 0; -errno. Context: main thread at start-up.
+ */
+int server_listen(const char *path, int *ret_fd, bool *ret_activated);
+
+/*
+ * server_new - a server on @listen_fd (taken over), running its fibers on @group.
+ * @max_message: request size cap, bytes. @lookup: the method table; @ctx its argument.
+ * @ret: out, written only on success. Return: 0; -ENOMEM.
+ * Context: main thread. The server lives until the process exits: its connection fibers
+ * may still run then (daemon_shutdown() in main.c), so there is no server_free().
+ */
+int server_new(Server **ret, int listen_fd, SchedulingGroup *group, size_t max_message,
+               MethodLookupFn lookup, void *ctx);
+
+/* server_start - start the accept fiber. Return: 0; -errno from fiber_create. */
+int server_start(Server *s);
+
+/*
+ * server_stop_accepting - cancel the accept fiber, join it and close the listening
+ * socket (existing connections stay open). Context: any thread outside the server
+ * group's fibers it joins (the main thread); may block.
+ */
+void server_stop_accepting(Server *s);
+
+/*
+ * server_drain - wait until no request is in flight or @deadline_ns passes.
+ * Return: 0; -ETIMEDOUT. Context: main thread or any fiber; parks/blocks.
+ */
+int server_drain(Server *s, uint64_t deadline_ns);
+
+/* server_set_max_message - new cap for connections accepted from now on (SIGHUP). */
+void server_set_max_message(Server *s, size_t max_message);
+
+/*
+ * What one client may hold of the server, so that exhausting it is a clear error for
+ * the one who tries and never a lock-out for the others (the [ipc] keys of config.h).
+ * Over a connection limit, a new connection gets the notification
+ * [2, "connection.error", [{code: OVERLOADED, message}]] and is closed; root may exceed
+ * max_connections by SERVER_ROOT_RESERVE so an admin can still get in, and has no
+ * per-user limit.
+ */
+typedef struct ServerLimits {
+        unsigned max_connections;          /* open at once; 0 = server_auto_max_connections() */
+        unsigned max_connections_per_user; /* open at once by one uid */
+        unsigned max_in_flight;   /* requests per connection being handled; at the limit the
+                                    * connection is not read until one is answered
+                                    * (backpressure: no fiber is pinned by the excess) */
+        size_t max_partial_bytes; /* bytes of incomplete messages over all connections; a
+                                    * connection that would go past it (holding more than
+                                    * one read's worth) is closed with OVERLOADED */
+        uint64_t read_timeout_ns; /* a message begun must be whole within this, ns; else
+                                    * DEADLINE_EXCEEDED and the connection is closed */
+} ServerLimits;
+
+#define SERVER_ROOT_RESERVE 4
+
+/*
+ * server_auto_max_connections - the default max_connections: half of what the soft
+ * RLIMIT_NOFILE leaves after 64 fds kept for the daemon and its jobs, at least 8.
+ * Context: any.
+ */
+unsigned server_auto_max_connections(void);
+
+/*
+ * server_set_limits - @limits for what happens from now on (new connections take the
+ * per-connection ones; SIGHUP calls it again). A 0 max_connections means
+ * server_auto_max_connections(). Context: any thread or fiber; does not yield.
+ */
+void server_set_limits(Server *s, const ServerLimits *limits);
+
+/* Counters for the stats endpoint. Context: any. */
+typedef struct ServerStats {
+        uint64_t connections;     /* open now */
+        uint64_t accepted;        /* since start */
+        uint64_t requests;        /* since start */
+        uint64_t in_flight;       /* requests being handled now */
+        uint64_t protocol_errors; /* malformed, oversized or non-msgpack input */
+        uint64_t refused;         /* connections refused by a ServerLimits limit or no fd */
+        uint64_t partial_bytes;   /* bytes of incomplete messages held now */
+} ServerStats;
+void server_stats(const Server *s, ServerStats *ret);
+
+/* request_conn_closed - true once @req's connection is gone (a waiting method gives up). */
+bool request_conn_closed(const Request *req);
+
+#endif

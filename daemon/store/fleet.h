@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fleet.h — fleet reads: job.status, job.wait and job.list for jobs this host does not
+ * hold, answered from the fleet's shared records (store-redis.c). See fleet.c for what
+ * a read costs and where it runs.
+ *
+ * Every function runs in a request fiber of the server group and blocks its worker for
+ * the store round trips it makes (store_fetch(), store_list(), store_fetch_many():
+ * the store's query connection, under its mutex). None takes a lock across a round
+ * trip; the job table's lock is taken briefly to look ids up and pack records.
+ */
+#ifndef FIBERD_DAEMON_FLEET_H
+#define FIBERD_DAEMON_FLEET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#include "daemon/job/joblist.h"
+#include "daemon/job/jobtable.h"
+#include "daemon/server/server.h"
+#include "daemon/store/store.h"
+#include "ipc/status.h"
+
+/*
+ * fleet_get - job @id of the fleet: @t's own (referenced), else a copy of its shared
+ * record in @s (jobtable_fleet_copy(), Job.fleet_copy; referenced). NULL when neither
+ * exists, when @s is NULL or not a fleet store, or when the store cannot be read
+ * (logged by the backend). Context: a request fiber; blocks its worker for one round
+ * trip when @t does not hold the job.
+ */
+Job *fleet_get(JobTable *t, Store *s, uint64_t id);
+
+/*
+ * fleet_wait - job.wait on a fleet copy @j (the caller's reference, taken over): polls
+ * until the job is final, @deadline_ns (absolute CLOCK_MONOTONIC; 0 = don't wait)
+ * passes or @req's connection closed; once @t holds the job (this host took it off the
+ * shared queue), returns @t's job instead and the caller waits on its events.
+ * The pause between polls doubles from FLEET_POLL_MIN_NS to FLEET_POLL_MAX_NS; the
+ * shared record is read only once the pause reached FLEET_POLL_REMOTE_NS.
+ * Return: the newest copy or @t's job, referenced (never NULL). Context: a request
+ * fiber; sleeps (yields) between polls; one round trip per remote poll.
+ */
+Job *fleet_wait(JobTable *t, Store *s, Request *req, Job *j, uint64_t deadline_ns);
+
+/*
+ * fleet_list - job.list in a fleet: the jobs of @s's shared index matching @f, newest
+ * first, @t's copy of each where it has one, else its shared record (one round trip
+ * per page of ids for all of those, store_fetch_many()). Paged (@paged): one page below
+ * @cursor, packed as joblist_pack_page() does. Unpaged: the newest @limit matches,
+ * oldest first, as joblist_pack_all(). Records take at most @budget bytes
+ * (joblist_budget()); at most FLEET_LIST_SCAN ids are looked at per answer, and a page
+ * that stops there says where to go on.
+ * Return: 0; -ENOMEM; an error set in @st (UNAVAILABLE: the index cannot be read;
+ * MESSAGE_TOO_LARGE). Context: a request fiber; blocks its worker for two round trips
+ * per 256 ids looked at.
+ */
+int fleet_list(JobTable *t, Store *s, const JobListFilter *f, uint64_t cursor, uint64_t limit,
+               bool paged, size_t budget, msgpack_packer *pk, IpcStatus *st);
+
+#endif

@@ -1,0 +1,1401 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store-redis.c — the Redis backend of the job store (store.h): many fiberd hosts share
+ * one queue, in the way Sidekiq and Faktory keep theirs in Redis, on Redis Streams.
+ *
+ * What lives in Redis (keys fixed, the stream and group names from [store]):
+ *   fiberd:next_id      the last job id handed out: a host takes ids in blocks of
+ *                       REDIS_ID_BLOCK (INCRBY, store_new_id()), so no host ever hands
+ *                       out an id another host had, also after a restart of all of
+ *                       them; one host's ids rise, the fleet's interleave by block;
+ *   fiberd:job:<id>     a hash, the job record (StoreRecord's fields, plus `node`: the
+ *                       consumer that wrote it last); EXPIRE'd retention_s after the job
+ *                       reached a final state, so retention by time is Redis's job;
+ *   fiberd:index        a sorted set of every job id (score = id): job.list's order;
+ *                       an id whose hash expired is dropped when a listing meets it;
+ *   fiberd:finished     a sorted set of the final jobs' ids (score = finished_ms): the
+ *                       oldest beyond [jobs] retention_max lose their hash and their
+ *                       index entry (commit_trim_script, once per batch, inside its
+ *                       MULTI), so retention by count holds fleet-wide; the newest
+ *                       final job always stays, for its waiters, as in the job table;
+ *   <stream>            one entry per fleet submission, {id: <id>}, read by every host
+ *                       through the consumer group <group>;
+ *   fiberd:host:<name>:plugins, fiberd:host:<name>:meta
+ *                       one host's crash-only plugin state (crash.h): a hash of its
+ *                       plugin files (field = path, value = the StorePluginFile packed
+ *                       as a msgpack map) and one of its meta integers (the "clean"
+ *                       flag). <name> is the host's stable name, `node` when set, else
+ *                       its hostname (never hostname.pid: strikes must outlive the run
+ *                       that crashed). The crash note itself stays on the host (crash.c).
+ *   fiberd:host:<name>:local
+ *                       a set of the ids of this host's jobs that are not on the stream
+ *                       (submitted with fds, below) and not final yet: SADD in the MULTI
+ *                       of a job's first write, SREM in the MULTI of its final one;
+ *
+ * Writes (the store thread, store.c's group commit): a batch is one MULTI/EXEC sent as
+ * one pipeline, so a burst of submissions costs one round trip, as one fsync does in
+ * the sqlite backend. A fleet submission (StoreRecord.enqueue) is HSET + ZADD + XADD in
+ * that transaction: when job.submit answers, the job is in Redis, as durable as the
+ * server's own persistence makes it (appendonly yes, appendfsync always for a promise
+ * like sqlite's). A job's later writes are HSETs; the one that makes it final also
+ * EXPIREs the hash and XACKs the job's stream entry, in the same transaction.
+ *
+ * Reads of the queue (the reader thread, a plain pthread with its own connection,
+ * never a worker): XREADGROUP ... BLOCK (at most 500 ms, so store_fleet_stop() is
+ * prompt) hands each entry's job to the job table through the `take` callback (main.c),
+ * which queues it there as a restored job (jobtable_restore()). The entry stays pending
+ * in the group, owned by this host's consumer, until the job is final (the XACK above).
+ * While this host holds an entry, the reader re-claims it every claim_idle_ms / 3
+ * (XCLAIM ... JUSTID: a heartbeat that resets its idle time); an entry idle longer than
+ * claim_idle_ms belongs to a host that stopped, and XAUTOCLAIM gives it to this one.
+ * Its record then says what happened: still queued runs; running ends INTERRUPTED, or
+ * runs again with attempt + 1 when the plugin is retry-safe, exactly as the sqlite
+ * recovery at start-up does. At start, the reader first re-reads this consumer's own
+ * pending entries (a host restarted under the same `node` name takes its jobs back).
+ *
+ * Queries (job.status, job.wait, job.list for ids not in the local table, and
+ * store_new_id()) share a third connection under a mutex; each blocks the calling
+ * worker for one round trip (tens of microseconds on a local socket).
+ *
+ * A job submitted with file descriptors (SCM_RIGHTS) is not a fleet submission: fds
+ * cannot cross hosts, so it runs on the host that received it and never goes on the
+ * stream (its record is still written here, for job.status through any host). No other
+ * host can take it over, so its host keeps it in fiberd:host:<name>:local until it is
+ * final; at start-up (redis_load(), store_load()) every id left there, by a host that
+ * died or stopped with jobs queued, goes through the recovery of the single-host
+ * stores (jobtable_restore()): queued with fds or running, it ends failed INTERRUPTED,
+ * and that final write takes it out of the set. A host that never starts again under
+ * the same name (`node`, or the hostname) leaves its local jobs as they were.
+ *
+ * job.list through a host reads the records it does not hold a page of ids at a time
+ * (store_fetch_many()): one HGETALL per job, all of a page sent as one pipeline on the
+ * query connection and answered in one round trip, not one round trip per job.
+ */
+#include "daemon/store/store.h"
+#include "daemon/obs/log.h"
+#include "ipc/encoder.h"
+#include "scheduler/base/macro.h"
+#include "scheduler/base/time-util.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REDIS_KEY_NEXT_ID "fiberd:next_id"
+#define REDIS_KEY_INDEX "fiberd:index"
+#define REDIS_KEY_FINISHED "fiberd:finished"
+#define REDIS_JOB_KEY_FMT "fiberd:job:%" PRIu64
+#define REDIS_HOST_KEY_FMT "fiberd:host:%s:%s" /* the host's name, then plugins / meta */
+#define REDIS_ENTRY_BUCKETS 1024
+#define REDIS_CMD_MAX_ARGS 48
+#define REDIS_READ_COUNT 16
+#define REDIS_IO_TIMEOUT_S 5
+#define REDIS_ID_BLOCK 64 /* ids a host takes from fiberd:next_id at once */
+#define REDIS_ID_BLOCK_STR "64"
+
+/* RedisEntry - a stream entry this host holds: its job runs or waits here. */
+typedef struct RedisEntry {
+        uint64_t id;    /* the job */
+        char entry[48]; /* its stream entry id, "ms-seq" */
+        struct RedisEntry *next;
+} RedisEntry;
+
+typedef struct RedisStore {
+        char *consumer;         /* owned: the consumer name (node, or hostname.pid) */
+        char *plugins_key;      /* owned: fiberd:host:<node or hostname>:plugins */
+        char *meta_key;         /* owned: fiberd:host:<node or hostname>:meta */
+        char *local_key;        /* owned: fiberd:host:<node or hostname>:local */
+        char *stream, *group;   /* owned copies of the options */
+        uint64_t claim_idle_ms; /* a pending entry idle this long is taken over */
+        uint64_t expire_s;      /* a final job's hash lives this long */
+        uint64_t keep_max;      /* and at most this many final jobs' hashes are kept */
+
+        redisContext *w; /* the store thread's (commit); at start the main thread's */
+
+        pthread_mutex_t q_lock; /* guards q */
+        redisContext *q;        /* queries: ids, records, listings */
+
+        pthread_mutex_t id_lock;  /* guards the id block */
+        uint64_t id_next, id_end; /* this host's ids left: [id_next, id_end) */
+
+        pthread_mutex_t map_lock;                 /* guards entries */
+        RedisEntry *entries[REDIS_ENTRY_BUCKETS]; /* held entries, by job id */
+        size_t held;                              /* entries in the map */
+
+        redisContext *r; /* the reader's */
+        pthread_t reader;
+        bool reader_started;
+        bool stop; /* atomic: the reader leaves */
+        StoreLoadFn take;
+        StoreRoomFn room;
+        void *take_arg;
+        uint64_t taken, claimed; /* entries read / taken over (reader thread only) */
+} RedisStore;
+
+static RedisStore *redis_of(Store *s)
+{
+        return s->backend_data;
+}
+
+/* ------------------------------------------------------------------ connection -- */
+
+/* Connects to @addr: "unix:/path", "/path", or "host:port" (port 6379 when absent). */
+static redisContext *redis_connect(const char *addr, char *why, size_t why_size)
+{
+        struct timeval tv = {.tv_sec = REDIS_IO_TIMEOUT_S};
+        redisContext *c;
+
+        if (strncmp(addr, "unix:", 5) == 0 || addr[0] == '/') {
+                c = redisConnectUnixWithTimeout(addr[0] == '/' ? addr : addr + 5, tv);
+        } else {
+                char host[256];
+                const char *colon = strrchr(addr, ':');
+                int port = colon ? atoi(colon + 1) : 6379;
+                size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+                snprintf(host, sizeof(host), "%.*s", (int)MIN(n, sizeof(host) - 1), addr);
+                c = redisConnectWithTimeout(host, port > 0 ? port : 6379, tv);
+        }
+        if (!c) {
+                snprintf(why, why_size, "cannot connect to redis at %s: out of memory", addr);
+                return NULL;
+        }
+        if (c->err) {
+                snprintf(why, why_size, "cannot connect to redis at %s: %s", addr, c->errstr);
+                redisFree(c);
+                return NULL;
+        }
+        redisSetTimeout(c, tv);
+        return c;
+}
+
+/* *@c, connected again if a failure dropped it; NULL when the server is away. */
+static redisContext *redis_ensure(Store *s, redisContext **c, char *why, size_t why_size)
+{
+        if (*c && (*c)->err) {
+                redisFree(*c);
+                *c = NULL;
+        }
+        if (!*c)
+                *c = redis_connect(s->path, why, why_size);
+        return *c;
+}
+
+/* ------------------------------------------------------------------ commands ---- */
+
+/* RedisCmd - one command's arguments, numbers formatted in place. */
+typedef struct RedisCmd {
+        int argc;
+        const char *argv[REDIS_CMD_MAX_ARGS];
+        size_t len[REDIS_CMD_MAX_ARGS];
+        char num[REDIS_CMD_MAX_ARGS][24];
+} RedisCmd;
+
+static void cmd_bin(RedisCmd *c, const void *p, size_t len)
+{
+        c->argv[c->argc] = p;
+        c->len[c->argc] = len;
+        c->argc++;
+}
+
+static void cmd_str(RedisCmd *c, const char *s)
+{
+        cmd_bin(c, s ? s : "", s ? strlen(s) : 0);
+}
+
+static void cmd_u64(RedisCmd *c, uint64_t v)
+{
+        int n = snprintf(c->num[c->argc], sizeof(c->num[0]), "%" PRIu64, v);
+        cmd_bin(c, c->num[c->argc], (size_t)n);
+}
+
+static void cmd_i64(RedisCmd *c, int64_t v)
+{
+        int n = snprintf(c->num[c->argc], sizeof(c->num[0]), "%" PRId64, v);
+        cmd_bin(c, c->num[c->argc], (size_t)n);
+}
+
+/* HSET of every field of @rec (the arguments only when given), by @consumer. */
+static void cmd_hset(RedisCmd *c, char *key, const StoreRecord *rec, const char *consumer)
+{
+        c->argc = 0;
+        cmd_str(c, "HSET");
+        cmd_str(c, key);
+        cmd_str(c, "state");
+        cmd_str(c, job_state_name(rec->state));
+        cmd_str(c, "plugin");
+        cmd_str(c, rec->plugin);
+        cmd_str(c, "owner");
+        cmd_u64(c, rec->owner);
+        cmd_str(c, "gid");
+        cmd_u64(c, rec->gid);
+        cmd_str(c, "priority");
+        cmd_i64(c, rec->priority);
+        cmd_str(c, "timeout_ms");
+        cmd_u64(c, rec->timeout_ms);
+        cmd_str(c, "created_ms");
+        cmd_u64(c, rec->created_ms);
+        cmd_str(c, "started_ms");
+        cmd_u64(c, rec->started_ms);
+        cmd_str(c, "finished_ms");
+        cmd_u64(c, rec->finished_ms);
+        cmd_str(c, "attempt");
+        cmd_u64(c, rec->attempt);
+        cmd_str(c, "n_fds");
+        cmd_u64(c, rec->n_fds);
+        if (rec->args) {
+                cmd_str(c, "args");
+                cmd_bin(c, rec->args, rec->args_len);
+        }
+        cmd_str(c, "result"); /* "" = nil: a packed object is never empty */
+        cmd_bin(c, rec->result ? rec->result : "", rec->result ? rec->result_len : 0);
+        cmd_str(c, "error_code");
+        cmd_str(c, rec->error_code);
+        cmd_str(c, "error_message");
+        cmd_str(c, rec->error_message);
+        cmd_str(c, "progress_done");
+        cmd_u64(c, rec->progress_done);
+        cmd_str(c, "progress_total");
+        cmd_u64(c, rec->progress_total);
+        cmd_str(c, "class");
+        cmd_str(c, rec->class_name ? rec->class_name : "default");
+        cmd_str(c, "node");
+        cmd_str(c, rec->enqueue ? "" : consumer);
+}
+
+/* ------------------------------------------------------------------ held entries - */
+
+static size_t entry_bucket(uint64_t id)
+{
+        return (size_t)(id * 0x9e3779b97f4a7c15ULL >> 32) % REDIS_ENTRY_BUCKETS;
+}
+
+/* The entry held for job @id copied into @ret (48 bytes); false when none. */
+static bool entry_find(RedisStore *q, uint64_t id, char *ret)
+{
+        bool found = false;
+
+        pthread_mutex_lock(&q->map_lock);
+        for (RedisEntry *e = q->entries[entry_bucket(id)]; e; e = e->next)
+                if (e->id == id) {
+                        memcpy(ret, e->entry, sizeof(e->entry));
+                        found = true;
+                        break;
+                }
+        pthread_mutex_unlock(&q->map_lock);
+        return found;
+}
+
+/* Holds @entry for job @id; false when one is held already (or no memory). */
+static bool entry_add(RedisStore *q, uint64_t id, const char *entry, size_t len)
+{
+        RedisEntry *e, **head = &q->entries[entry_bucket(id)];
+
+        if (len >= sizeof(e->entry))
+                return false;
+        pthread_mutex_lock(&q->map_lock);
+        for (e = *head; e; e = e->next)
+                if (e->id == id) {
+                        pthread_mutex_unlock(&q->map_lock);
+                        return false;
+                }
+        e = calloc(1, sizeof(*e));
+        if (e) {
+                e->id = id;
+                memcpy(e->entry, entry, len);
+                e->next = *head;
+                *head = e;
+                q->held++;
+        }
+        pthread_mutex_unlock(&q->map_lock);
+        return e != NULL;
+}
+
+static void entry_remove(RedisStore *q, uint64_t id)
+{
+        pthread_mutex_lock(&q->map_lock);
+        for (RedisEntry **pe = &q->entries[entry_bucket(id)]; *pe; pe = &(*pe)->next)
+                if ((*pe)->id == id) {
+                        RedisEntry *e = *pe;
+                        *pe = e->next;
+                        free(e);
+                        q->held--;
+                        break;
+                }
+        pthread_mutex_unlock(&q->map_lock);
+}
+
+/* ------------------------------------------------------------------ records ----- */
+
+static bool field_is(const redisReply *k, const char *name)
+{
+        return k->type == REDIS_REPLY_STRING && k->len == strlen(name) &&
+               memcmp(k->str, name, k->len) == 0;
+}
+
+static uint64_t field_u64(const redisReply *v)
+{
+        return v->type == REDIS_REPLY_STRING ? strtoull(v->str, NULL, 10) : 0;
+}
+
+/* The string of @v, NULL when empty. */
+static const char *field_str(const redisReply *v)
+{
+        return v->type == REDIS_REPLY_STRING && v->len ? v->str : NULL;
+}
+
+/*
+ * Fills @rec from an HGETALL reply @h for job @id (pointers into @h).
+ * Return: 0; -ENOENT (no such hash); -EIO (no state or plugin).
+ */
+static int record_parse(const redisReply *h, uint64_t id, StoreRecord *rec)
+{
+        const char *state = NULL;
+
+        if (h->type != REDIS_REPLY_ARRAY)
+                return -EIO;
+        if (h->elements == 0)
+                return -ENOENT;
+        *rec = (StoreRecord){.id = id};
+        for (size_t i = 0; i + 1 < h->elements; i += 2) {
+                const redisReply *k = h->element[i], *v = h->element[i + 1];
+                if (field_is(k, "state"))
+                        state = field_str(v);
+                else if (field_is(k, "plugin"))
+                        rec->plugin = field_str(v);
+                else if (field_is(k, "owner"))
+                        rec->owner = (uid_t)field_u64(v);
+                else if (field_is(k, "gid"))
+                        rec->gid = (gid_t)field_u64(v);
+                else if (field_is(k, "priority"))
+                        rec->priority = v->type == REDIS_REPLY_STRING ? atoi(v->str) : 0;
+                else if (field_is(k, "timeout_ms"))
+                        rec->timeout_ms = field_u64(v);
+                else if (field_is(k, "created_ms"))
+                        rec->created_ms = field_u64(v);
+                else if (field_is(k, "started_ms"))
+                        rec->started_ms = field_u64(v);
+                else if (field_is(k, "finished_ms"))
+                        rec->finished_ms = field_u64(v);
+                else if (field_is(k, "attempt"))
+                        rec->attempt = (uint32_t)field_u64(v);
+                else if (field_is(k, "n_fds"))
+                        rec->n_fds = (uint32_t)field_u64(v);
+                else if (field_is(k, "args") && v->type == REDIS_REPLY_STRING) {
+                        rec->args = v->str;
+                        rec->args_len = v->len;
+                } else if (field_is(k, "result") && v->type == REDIS_REPLY_STRING && v->len) {
+                        rec->result = v->str;
+                        rec->result_len = v->len;
+                } else if (field_is(k, "error_code"))
+                        rec->error_code = field_str(v);
+                else if (field_is(k, "error_message"))
+                        rec->error_message = field_str(v);
+                else if (field_is(k, "progress_done"))
+                        rec->progress_done = field_u64(v);
+                else if (field_is(k, "progress_total"))
+                        rec->progress_total = field_u64(v);
+                else if (field_is(k, "class"))
+                        rec->class_name = field_str(v);
+        }
+        if (!state || !rec->plugin || job_state_parse(state, strlen(state), &rec->state) < 0)
+                return -EIO;
+        return 0;
+}
+
+/* ------------------------------------------------------------------ plugin files - */
+
+/*
+ * @pf packed as a msgpack map (its path is the hash field, not in the map) into @ret,
+ * to free with msgpack_sbuffer_destroy(); written only on success. Return 0; -ENOMEM.
+ */
+static int plugin_file_pack(const StorePluginFile *pf, msgpack_sbuffer *ret)
+{
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        int e = 0;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        e |= IPC_PACK_MAP(&pk, IPC_KV_CSTR("name", pf->name), IPC_KV_UINT("size", pf->size),
+                          IPC_KV_UINT("ino", pf->ino), IPC_KV_UINT("dev", pf->dev),
+                          IPC_KV_INT("mtime_ns", pf->mtime_ns), IPC_KV_BOOL("loading", pf->loading),
+                          IPC_KV_UINT("strikes", pf->strikes), IPC_KV_CSTR("reason", pf->reason));
+        if (e) {
+                msgpack_sbuffer_destroy(&sb);
+                return -ENOMEM;
+        }
+        *ret = sb;
+        return 0;
+}
+
+static bool obj_key_is(const msgpack_object *k, const char *name)
+{
+        return k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(name) &&
+               memcmp(k->via.str.ptr, name, k->via.str.size) == 0;
+}
+
+static uint64_t obj_u64(const msgpack_object *v)
+{
+        if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+                return v->via.u64;
+        if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+                return (uint64_t)v->via.i64;
+        return 0;
+}
+
+/* A copy of string @v into @buf (@size bytes), NULL when nil or not a string. */
+static const char *obj_str(const msgpack_object *v, char *buf, size_t size)
+{
+        if (v->type != MSGPACK_OBJECT_STR)
+                return NULL;
+        snprintf(buf, size, "%.*s", (int)MIN(v->via.str.size, (uint32_t)(size - 1)),
+                 v->via.str.ptr);
+        return buf;
+}
+
+/*
+ * Calls @fn with the plugin file at @path packed in @data (@len bytes).
+ * Return: @fn's; 0 for a value that is not such a map (skipped, logged).
+ */
+static int plugin_file_unpack(const char *path, const char *data, size_t len, StorePluginFn fn,
+                              void *arg)
+{
+        char name[256], reason[1024];
+        msgpack_unpacked u;
+        StorePluginFile pf = {.path = path};
+        int r = 0;
+
+        msgpack_unpacked_init(&u);
+        if (msgpack_unpack_next(&u, data, len, NULL) != MSGPACK_UNPACK_SUCCESS ||
+            u.data.type != MSGPACK_OBJECT_MAP) {
+                log_msg(LOG_ERR,
+                        "job store: redis: the stored plugin file %s is unreadable; "
+                        "it is ignored",
+                        path);
+                goto out_destroy;
+        }
+        for (uint32_t i = 0; i < u.data.via.map.size; i++) {
+                const msgpack_object *k = &u.data.via.map.ptr[i].key,
+                                     *v = &u.data.via.map.ptr[i].val;
+                if (obj_key_is(k, "name"))
+                        pf.name = obj_str(v, name, sizeof(name));
+                else if (obj_key_is(k, "size"))
+                        pf.size = obj_u64(v);
+                else if (obj_key_is(k, "ino"))
+                        pf.ino = obj_u64(v);
+                else if (obj_key_is(k, "dev"))
+                        pf.dev = obj_u64(v);
+                else if (obj_key_is(k, "mtime_ns"))
+                        pf.mtime_ns = (int64_t)obj_u64(v);
+                else if (obj_key_is(k, "loading"))
+                        pf.loading = v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
+                else if (obj_key_is(k, "strikes"))
+                        pf.strikes = (uint32_t)obj_u64(v);
+                else if (obj_key_is(k, "reason"))
+                        pf.reason = obj_str(v, reason, sizeof(reason));
+        }
+        r = fn(&pf, arg);
+out_destroy:
+        msgpack_unpacked_destroy(&u);
+        return r;
+}
+
+/* ------------------------------------------------------------------ backend ----- */
+
+static void redis_close(Store *s)
+{
+        RedisStore *q = redis_of(s);
+
+        if (!q)
+                return;
+        if (q->w)
+                redisFree(q->w);
+        if (q->q)
+                redisFree(q->q);
+        for (size_t i = 0; i < REDIS_ENTRY_BUCKETS; i++)
+                while (q->entries[i]) {
+                        RedisEntry *e = q->entries[i];
+                        q->entries[i] = e->next;
+                        free(e);
+                }
+        pthread_mutex_destroy(&q->q_lock);
+        pthread_mutex_destroy(&q->id_lock);
+        pthread_mutex_destroy(&q->map_lock);
+        free(q->consumer);
+        free(q->plugins_key);
+        free(q->meta_key);
+        free(q->local_key);
+        free(q->stream);
+        free(q->group);
+        free(q);
+        s->backend_data = NULL;
+}
+
+static int redis_open(Store *s, const char *path, char *why, size_t why_size)
+{
+        const StoreFleetOptions *o = &s->fleet;
+        RedisStore *q = calloc(1, sizeof(*q));
+        redisReply *rep;
+        char host[256];
+        int r;
+
+        if (!q)
+                return -ENOMEM;
+        s->backend_data = q;
+        pthread_mutex_init(&q->q_lock, NULL);
+        pthread_mutex_init(&q->id_lock, NULL);
+        pthread_mutex_init(&q->map_lock, NULL);
+        q->stream = strdup(o->stream && *o->stream ? o->stream : "fiberd:jobs");
+        q->group = strdup(o->group && *o->group ? o->group : "fiberd");
+        if (o->node && *o->node) {
+                q->consumer = strdup(o->node);
+                snprintf(host, sizeof(host), "%s", o->node);
+        } else {
+                if (gethostname(host, sizeof(host)) < 0)
+                        snprintf(host, sizeof(host), "fiberd");
+                host[sizeof(host) - 1] = '\0';
+                r = asprintf(&q->consumer, "%s.%ld", host, (long)getpid());
+                if (r < 0)
+                        q->consumer = NULL;
+        }
+        /* the crash-only plugin state is this host's: keyed by its stable name (node, or
+         * the hostname), never by hostname.pid, which changes at every start */
+        if (asprintf(&q->plugins_key, REDIS_HOST_KEY_FMT, host, "plugins") < 0)
+                q->plugins_key = NULL;
+        if (asprintf(&q->meta_key, REDIS_HOST_KEY_FMT, host, "meta") < 0)
+                q->meta_key = NULL;
+        /* so are the ids of its jobs that are not on the stream (redis_load()) */
+        if (asprintf(&q->local_key, REDIS_HOST_KEY_FMT, host, "local") < 0)
+                q->local_key = NULL;
+        if (!q->stream || !q->group || !q->consumer || !q->plugins_key || !q->meta_key ||
+            !q->local_key) {
+                redis_close(s);
+                return -ENOMEM;
+        }
+        q->claim_idle_ms = o->claim_idle_ns ? o->claim_idle_ns / NSEC_PER_MSEC : 30000;
+        if (q->claim_idle_ms < 3)
+                q->claim_idle_ms = 3;
+        q->expire_s = o->retention_ns / NSEC_PER_SEC;
+        if (q->expire_s < 1)
+                q->expire_s = 1;
+        /* the job that just finished stays for its waiters, as in the job table */
+        q->keep_max = MAX(o->retention_max, (size_t)1);
+
+        q->w = redis_connect(path, why, why_size);
+        if (!q->w) {
+                redis_close(s);
+                return -ECONNREFUSED;
+        }
+        /* the group, from the stream's first entry (jobs submitted before any host read
+         * it are read too); BUSYGROUP: it exists already */
+        rep = redisCommand(q->w, "XGROUP CREATE %s %s 0 MKSTREAM", q->stream, q->group);
+        if (!rep || (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "BUSYGROUP", 9) != 0)) {
+                snprintf(why, why_size, "cannot create the consumer group %s of stream %s: %s",
+                         q->group, q->stream,
+                         rep               ? rep->str
+                         : q->w->errstr[0] ? q->w->errstr
+                                           : "connection lost");
+                if (rep)
+                        freeReplyObject(rep);
+                redis_close(s);
+                return -EIO;
+        }
+        freeReplyObject(rep);
+        /* logged by redis_fleet_start(): after a crash, crash_init()'s line is first */
+        return 0;
+}
+
+static uint64_t redis_next_id(Store *s)
+{
+        RedisStore *q = redis_of(s);
+        redisReply *rep = redisCommand(q->w, "GET " REDIS_KEY_NEXT_ID);
+        uint64_t v = 0;
+
+        if (rep && rep->type == REDIS_REPLY_STRING)
+                v = strtoull(rep->str, NULL, 10);
+        if (rep)
+                freeReplyObject(rep);
+        return v + 1;
+}
+
+/*
+ * At start-up: the jobs this host ran or queued outside the stream (submitted with fds)
+ * whose final state was never written, because the host stopped first (kill -9, a
+ * crash, a shutdown that left queued jobs). No other host can take them: each record
+ * goes to @fn, the recovery of the single-host stores (jobtable_restore(): queued with
+ * fds or running, it ends INTERRUPTED), whose final write drops it from the set. An id
+ * whose record is gone, unreadable or final already leaves the set here.
+ * Context: main thread at start-up (the store thread's connection is not in use yet).
+ */
+static int redis_load(Store *s, StoreLoadFn fn, void *arg, char *why, size_t why_size)
+{
+        RedisStore *q = redis_of(s);
+        redisContext *c = redis_ensure(s, &q->w, why, why_size);
+        redisReply *set;
+        uint64_t *ids = NULL;
+        size_t n = 0, restored = 0, drop = 0;
+        int r = 0;
+
+        if (!c)
+                return -EIO;
+        set = redisCommand(c, "SMEMBERS %s", q->local_key);
+        if (!set || set->type != REDIS_REPLY_ARRAY) {
+                snprintf(why, why_size, "redis SMEMBERS %s: %s", q->local_key,
+                         set && set->type == REDIS_REPLY_ERROR ? set->str
+                         : c->errstr[0]                        ? c->errstr
+                                                               : "no reply");
+                if (set)
+                        freeReplyObject(set);
+                return -EIO;
+        }
+        if (set->elements) {
+                ids = calloc(set->elements, sizeof(*ids));
+                if (!ids) {
+                        freeReplyObject(set);
+                        return -ENOMEM;
+                }
+        }
+        for (size_t i = 0; i < set->elements; i++)
+                if (set->element[i]->type == REDIS_REPLY_STRING)
+                        ids[n++] = strtoull(set->element[i]->str, NULL, 10);
+        freeReplyObject(set);
+        qsort(ids, n, sizeof(*ids), u64_compare); /* in id order, as StoreBackend.load */
+        for (size_t i = 0; i < n; i++)
+                redisAppendCommand(c, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
+        for (size_t i = 0; i < n; i++) {
+                redisReply *h = NULL;
+                StoreRecord rec;
+                int p;
+
+                if (redisGetReply(c, (void **)&h) != REDIS_OK || !h) {
+                        snprintf(why, why_size, "redis: %s", c->errstr[0] ? c->errstr : "no reply");
+                        r = -EIO;
+                        break;
+                }
+                p = h->type == REDIS_REPLY_ERROR ? -EIO : record_parse(h, ids[i], &rec);
+                if (p == 0 && !job_state_final(rec.state) && r == 0) {
+                        r = fn(&rec, arg); /* its final write leaves the set */
+                        restored += r == 0;
+                } else if (p < 0 || job_state_final(rec.state)) {
+                        if (p == -EIO)
+                                log_msg(LOG_ERR,
+                                        "job store: redis: job %" PRIu64 " of this host has "
+                                        "a bad record; it is not restored",
+                                        ids[i]);
+                        ids[drop++] = ids[i]; /* nothing to end: only its place in the set */
+                }
+                freeReplyObject(h);
+        }
+        for (size_t i = 0; i < drop && r == 0; i++) {
+                /* after the pipeline's replies: a command now would read one of them */
+                redisReply *d = redisCommand(c, "SREM %s %" PRIu64, q->local_key, ids[i]);
+                if (d)
+                        freeReplyObject(d);
+        }
+        if (restored)
+                log_msg(LOG_NOTICE,
+                        "job store: redis: %zu job(s) this host held outside the stream "
+                        "were taken back",
+                        restored);
+        free(ids);
+        return r;
+}
+
+/*
+ * retention_max, fleet-wide: KEYS[1] is fiberd:finished (final job ids scored by their
+ * finished_ms), KEYS[2] fiberd:index; ARGV[1] how many to keep. The oldest beyond it
+ * lose their hash and their place in both sets. A script runs atomically, inside the
+ * batch's MULTI: no host sees a job finished and not yet trimmed for long.
+ */
+static const char commit_trim_script[] =
+        "local n = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[1])\n"
+        "if n <= 0 then return 0 end\n"
+        "local ids = redis.call('ZRANGE', KEYS[1], 0, n - 1)\n"
+        "for _, id in ipairs(ids) do\n"
+        "  redis.call('DEL', 'fiberd:job:' .. id)\n"
+        "  redis.call('ZREM', KEYS[2], id)\n"
+        "end\n"
+        "redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)\n"
+        "return n\n";
+
+/* Does Redis keep anything of @w? Retention drops are EXPIRE's (and the trim's). */
+static bool commit_kept(const StoreWrite *w)
+{
+        return w->op == STORE_OP_PUT || w->op == STORE_OP_PLUGIN || w->op == STORE_OP_META;
+}
+
+/* Appends @w's commands to @c's pipeline; *@n counts them. Return 0; -ENOMEM. */
+static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, size_t *n)
+{
+        const StoreRecord *rec = &w->rec;
+        char key[64], idbuf[24], expire[24], entry[48];
+        RedisCmd cmd;
+        bool held;
+
+        if (w->op == STORE_OP_PLUGIN) {
+                msgpack_sbuffer sb;
+                int r = plugin_file_pack(&w->pf, &sb);
+                if (r < 0)
+                        return r;
+                cmd.argc = 0;
+                cmd_str(&cmd, "HSET");
+                cmd_str(&cmd, q->plugins_key);
+                cmd_str(&cmd, w->pf.path);
+                cmd_bin(&cmd, sb.data, sb.size);
+                redisAppendCommandArgv(c, cmd.argc, cmd.argv, cmd.len); /* copies */
+                msgpack_sbuffer_destroy(&sb);
+                (*n)++;
+                return 0;
+        }
+        if (w->op == STORE_OP_META) {
+                cmd.argc = 0;
+                cmd_str(&cmd, "HSET");
+                cmd_str(&cmd, q->meta_key);
+                cmd_str(&cmd, w->meta_key);
+                cmd_i64(&cmd, w->meta_value);
+                redisAppendCommandArgv(c, cmd.argc, cmd.argv, cmd.len);
+                (*n)++;
+                return 0;
+        }
+        if (w->op != STORE_OP_PUT)
+                return 0; /* retention by time is EXPIRE's */
+        snprintf(key, sizeof(key), REDIS_JOB_KEY_FMT, rec->id);
+        snprintf(idbuf, sizeof(idbuf), "%" PRIu64, rec->id);
+        cmd_hset(&cmd, key, rec, q->consumer);
+        redisAppendCommandArgv(c, cmd.argc, cmd.argv, cmd.len);
+        (*n)++;
+        if (rec->args) {
+                redisAppendCommand(c, "ZADD %s %s %s", REDIS_KEY_INDEX, idbuf, idbuf);
+                (*n)++;
+        }
+        if (rec->enqueue) {
+                redisAppendCommand(c, "XADD %s * id %s", q->stream, idbuf);
+                (*n)++;
+        }
+        held = entry_find(q, rec->id, entry);
+        if (rec->args && !rec->enqueue && !job_state_final(rec->state)) {
+                /* a job that runs here only (fds): this host's, until its final write */
+                redisAppendCommand(c, "SADD %s %s", q->local_key, idbuf);
+                (*n)++;
+        }
+        if (job_state_final(rec->state)) {
+                snprintf(expire, sizeof(expire), "%" PRIu64, q->expire_s);
+                redisAppendCommand(c, "EXPIRE %s %s", key, expire);
+                (*n)++;
+                redisAppendCommand(c, "ZADD %s %" PRIu64 " %s", REDIS_KEY_FINISHED,
+                                   rec->finished_ms, idbuf);
+                (*n)++;
+                if (held) {
+                        redisAppendCommand(c, "XACK %s %s %s", q->stream, q->group, entry);
+                        (*n)++;
+                } else {
+                        /* not off the stream: maybe in this host's local set */
+                        redisAppendCommand(c, "SREM %s %s", q->local_key, idbuf);
+                        (*n)++;
+                }
+        }
+        return 0;
+}
+
+static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
+{
+        RedisStore *q = redis_of(s);
+        redisContext *c;
+        redisReply *rep = NULL;
+        ListHead *pos, *tmp;
+        size_t n = 0, finals = 0;
+        int r = 0;
+
+        list_for_each_safe(pos, tmp, batch)
+        {
+                n += commit_kept(list_entry(pos, StoreWrite, link));
+        }
+        if (n == 0)
+                return 0; /* nothing Redis keeps (retention drops) */
+        c = redis_ensure(s, &q->w, why, why_size);
+        if (!c)
+                return -EIO;
+        n = 0;
+        redisAppendCommand(c, "MULTI");
+        list_for_each_safe(pos, tmp, batch)
+        {
+                const StoreWrite *w = list_entry(pos, StoreWrite, link);
+                if (r == 0)
+                        r = commit_append(q, c, w, &n);
+                finals += w->op == STORE_OP_PUT && job_state_final(w->rec.state);
+        }
+        if (finals) {
+                /* one trim per batch, after its jobs joined fiberd:finished */
+                redisAppendCommand(c, "EVAL %s 2 %s %s %" PRIu64, commit_trim_script,
+                                   REDIS_KEY_FINISHED, REDIS_KEY_INDEX, q->keep_max);
+                n++;
+        }
+        if (r < 0) {
+                /* the commands sent so far are queued in the transaction: drop them */
+                snprintf(why, why_size, "redis: out of memory packing a plugin file");
+                redisAppendCommand(c, "DISCARD");
+        } else {
+                redisAppendCommand(c, "EXEC");
+        }
+        /* MULTI, the n queued answers, EXEC */
+        for (size_t i = 0; i < n + 2; i++) {
+                if (redisGetReply(c, (void **)&rep) != REDIS_OK || !rep) {
+                        snprintf(why, why_size, "redis: %s", c->errstr[0] ? c->errstr : "no reply");
+                        return -EIO;
+                }
+                if (rep->type == REDIS_REPLY_ERROR && r == 0) {
+                        snprintf(why, why_size, "redis: %s", rep->str);
+                        r = -EIO;
+                }
+                if (i == n + 1 && rep->type == REDIS_REPLY_ARRAY)
+                        for (size_t k = 0; k < rep->elements && r == 0; k++)
+                                if (rep->element[k]->type == REDIS_REPLY_ERROR) {
+                                        snprintf(why, why_size, "redis: %s", rep->element[k]->str);
+                                        r = -EIO;
+                                }
+                freeReplyObject(rep);
+        }
+        if (r < 0)
+                return r;
+        /* acknowledged: the final jobs' entries are no longer held here */
+        list_for_each_safe(pos, tmp, batch)
+        {
+                const StoreWrite *w = list_entry(pos, StoreWrite, link);
+                if (w->op == STORE_OP_PUT && job_state_final(w->rec.state))
+                        entry_remove(q, w->rec.id);
+        }
+        return 0;
+}
+
+/* One command on the query connection, under its lock; reconnects once after a loss. */
+static redisReply *query(Store *s, int argc, const char **argv, const size_t *len)
+{
+        RedisStore *q = redis_of(s);
+        char why[256] = "";
+        redisReply *rep = NULL;
+
+        pthread_mutex_lock(&q->q_lock);
+        for (int tries = 0; tries < 2 && !rep; tries++)
+                if (redis_ensure(s, &q->q, why, sizeof(why)))
+                        rep = redisCommandArgv(q->q, argc, argv, len);
+        pthread_mutex_unlock(&q->q_lock);
+        if (!rep)
+                log_msg(LOG_ERR, "job store: redis %s: %s", s->path,
+                        why[0] ? why : "connection lost");
+        return rep;
+}
+
+static int redis_plugin_files(Store *s, StorePluginFn fn, void *arg)
+{
+        RedisStore *q = redis_of(s);
+        const char *argv[] = {"HGETALL", q->plugins_key};
+        redisReply *rep = query(s, 2, argv, NULL);
+        int r = 0;
+
+        if (!rep || rep->type != REDIS_REPLY_ARRAY) {
+                if (rep)
+                        freeReplyObject(rep);
+                return -EIO;
+        }
+        for (size_t i = 0; i + 1 < rep->elements && r == 0; i += 2) {
+                const redisReply *k = rep->element[i], *v = rep->element[i + 1];
+                if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
+                        r = plugin_file_unpack(k->str, v->str, v->len, fn, arg);
+        }
+        freeReplyObject(rep);
+        return r;
+}
+
+static int redis_meta_get(Store *s, const char *key, int64_t *ret)
+{
+        RedisStore *q = redis_of(s);
+        const char *argv[] = {"HGET", q->meta_key, key};
+        redisReply *rep = query(s, 3, argv, NULL);
+        int r = -ENOENT;
+
+        if (!rep)
+                return -EIO;
+        if (rep->type == REDIS_REPLY_STRING) {
+                *ret = strtoll(rep->str, NULL, 10);
+                r = 0;
+        } else if (rep->type != REDIS_REPLY_NIL) {
+                r = -EIO;
+        }
+        freeReplyObject(rep);
+        return r;
+}
+
+static int redis_new_id(Store *s, uint64_t *ret)
+{
+        RedisStore *q = redis_of(s);
+        const char *argv[] = {"INCRBY", REDIS_KEY_NEXT_ID, REDIS_ID_BLOCK_STR};
+        redisReply *rep;
+        int r = 0;
+
+        pthread_mutex_lock(&q->id_lock);
+        if (q->id_next == q->id_end) {
+                /* a block of ids for this host: one round trip per REDIS_ID_BLOCK jobs */
+                rep = query(s, 3, argv, NULL);
+                if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer >= REDIS_ID_BLOCK) {
+                        q->id_end = (uint64_t)rep->integer + 1;
+                        q->id_next = q->id_end - REDIS_ID_BLOCK;
+                } else {
+                        r = -EIO;
+                }
+                if (rep)
+                        freeReplyObject(rep);
+        }
+        if (r == 0)
+                *ret = q->id_next++;
+        pthread_mutex_unlock(&q->id_lock);
+        return r;
+}
+
+static int redis_fetch(Store *s, uint64_t id, StoreLoadFn fn, void *arg)
+{
+        char key[64];
+        const char *argv[] = {"HGETALL", key};
+        redisReply *rep;
+        StoreRecord rec;
+        int r;
+
+        snprintf(key, sizeof(key), REDIS_JOB_KEY_FMT, id);
+        rep = query(s, 2, argv, NULL);
+        if (!rep)
+                return -EIO;
+        r = rep->type == REDIS_REPLY_ERROR ? -EIO : record_parse(rep, id, &rec);
+        if (r == 0)
+                r = fn(&rec, arg);
+        freeReplyObject(rep);
+        return r;
+}
+
+/*
+ * The records of @ids in one pipeline (an HGETALL each, then every reply) on the query
+ * connection, under its lock; @fn is called after it is released, so it may query too.
+ */
+static int redis_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg)
+{
+        RedisStore *q = redis_of(s);
+        char why[256] = "";
+        redisReply **reps;
+        size_t got = 0;
+        int r = 0;
+
+        if (n == 0)
+                return 0;
+        reps = calloc(n, sizeof(*reps));
+        if (!reps)
+                return -ENOMEM;
+        pthread_mutex_lock(&q->q_lock);
+        /* a second try only when the connection was lost before any reply (as query()) */
+        for (int tries = 0; tries < 2 && got == 0; tries++) {
+                if (!redis_ensure(s, &q->q, why, sizeof(why)))
+                        continue;
+                for (size_t i = 0; i < n; i++)
+                        redisAppendCommand(q->q, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
+                for (got = 0; got < n; got++)
+                        if (redisGetReply(q->q, (void **)&reps[got]) != REDIS_OK || !reps[got])
+                                break;
+                if (got < n && !why[0])
+                        snprintf(why, sizeof(why), "%s",
+                                 q->q->errstr[0] ? q->q->errstr : "connection lost");
+        }
+        pthread_mutex_unlock(&q->q_lock);
+        if (got < n) {
+                log_msg(LOG_ERR, "job store: redis %s: %s", s->path,
+                        why[0] ? why : "connection lost");
+                r = -EIO;
+        }
+        for (size_t i = 0; i < got && r == 0; i++) {
+                StoreRecord rec;
+                int p = reps[i]->type == REDIS_REPLY_ERROR ? -EIO
+                                                           : record_parse(reps[i], ids[i], &rec);
+                if (p == 0)
+                        r = fn(&rec, arg);
+                else if (p == -EIO) /* one bad record hides no other */
+                        log_msg(LOG_ERR, "job store: redis: job %" PRIu64 " has a bad record",
+                                ids[i]);
+        }
+        for (size_t i = 0; i < got; i++)
+                freeReplyObject(reps[i]);
+        free(reps);
+        return r;
+}
+
+static int redis_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n)
+{
+        char from[32], count[24];
+        const char *argv[] = {
+                "ZREVRANGEBYSCORE", REDIS_KEY_INDEX, from, "-inf", "LIMIT", "0", count};
+        redisReply *rep;
+        size_t n = 0;
+
+        if (below)
+                snprintf(from, sizeof(from), "(%" PRIu64, below);
+        else
+                snprintf(from, sizeof(from), "+inf");
+        snprintf(count, sizeof(count), "%zu", max);
+        rep = query(s, (int)ELEMENTSOF(argv), argv, NULL);
+        if (!rep || rep->type != REDIS_REPLY_ARRAY) {
+                if (rep)
+                        freeReplyObject(rep);
+                return -EIO;
+        }
+        for (size_t i = 0; i < rep->elements && n < max; i++)
+                if (rep->element[i]->type == REDIS_REPLY_STRING)
+                        ids[n++] = strtoull(rep->element[i]->str, NULL, 10);
+        freeReplyObject(rep);
+        *ret_n = n;
+        return 0;
+}
+
+/* ------------------------------------------------------------------ reader ------ */
+
+static bool reader_stopping(RedisStore *q)
+{
+        return __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
+}
+
+/* Sleeps @ms in short steps, returning early once stopping. */
+static void reader_pause(RedisStore *q, uint64_t ms)
+{
+        for (uint64_t slept = 0; slept < ms && !reader_stopping(q); slept += 50) {
+                struct timespec ts = {.tv_nsec = 50 * NSEC_PER_MSEC};
+                nanosleep(&ts, NULL);
+        }
+}
+
+static void reader_ack(RedisStore *q, const char *entry)
+{
+        redisReply *rep = redisCommand(q->r, "XACK %s %s %s", q->stream, q->group, entry);
+
+        if (rep)
+                freeReplyObject(rep);
+}
+
+/* The stream entry id (into @entry, 48 bytes) and job id of entry @e; 0 when none. */
+static uint64_t entry_parse(const redisReply *e, char *entry)
+{
+        const redisReply *eid, *fields;
+        uint64_t id = 0;
+
+        entry[0] = '\0';
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2)
+                return 0;
+        eid = e->element[0];
+        fields = e->element[1];
+        if (eid->type != REDIS_REPLY_STRING || eid->len >= 48)
+                return 0;
+        memcpy(entry, eid->str, eid->len + 1);
+        if (fields->type == REDIS_REPLY_ARRAY)
+                for (size_t i = 0; i + 1 < fields->elements; i += 2)
+                        if (field_is(fields->element[i], "id"))
+                                id = field_u64(fields->element[i + 1]);
+        return id;
+}
+
+/*
+ * Stream entry @entry of job @id, read or claimed by this host, with @h its record
+ * (HGETALL): the job goes to the job table unless it is final or gone.
+ */
+static void reader_take(Store *s, const char *entry, uint64_t id, const redisReply *h, bool claimed)
+{
+        RedisStore *q = redis_of(s);
+        StoreRecord rec;
+        int r = h->type == REDIS_REPLY_ERROR ? -EIO : record_parse(h, id, &rec);
+
+        if (r < 0 || job_state_final(rec.state)) {
+                /* its record is gone (retention), unreadable, or the job ended before its
+                 * host could acknowledge it */
+                if (r == -EIO)
+                        log_msg(LOG_ERR,
+                                "job store: redis: job %" PRIu64 " has a bad record; "
+                                "its stream entry %s is dropped",
+                                id, entry);
+                reader_ack(q, entry);
+                return;
+        }
+        if (!entry_add(q, id, entry, strlen(entry)))
+                return; /* held here already (a pending entry read again) */
+        if (claimed) {
+                q->claimed++;
+                log_msg(LOG_NOTICE, "job %" PRIu64 ": taken over from a silent host (%s)", id,
+                        job_state_name(rec.state));
+        }
+        q->taken++;
+        r = q->take(&rec, q->take_arg);
+        if (r < 0)
+                entry_remove(q, id); /* left pending: another host (or this one) takes it */
+}
+
+/*
+ * Each entry of an XREADGROUP / XAUTOCLAIM entry array, their records read in one
+ * pipeline; the last entry id in @last. Return the entries seen.
+ */
+static size_t reader_handle_all(Store *s, const redisReply *entries, bool claimed, char *last,
+                                size_t last_size)
+{
+        RedisStore *q = redis_of(s);
+        char entry[REDIS_READ_COUNT][48];
+        uint64_t ids[REDIS_READ_COUNT];
+        size_t n, asked = 0;
+
+        if (!entries || entries->type != REDIS_REPLY_ARRAY)
+                return 0;
+        n = MIN(entries->elements, (size_t)REDIS_READ_COUNT);
+        for (size_t i = 0; i < n; i++) {
+                ids[i] = entry_parse(entries->element[i], entry[i]);
+                if (entry[i][0] && last)
+                        snprintf(last, last_size, "%.47s", entry[i]);
+                if (!ids[i]) {
+                        if (entry[i][0]) /* not a job: nothing to run */
+                                reader_ack(q, entry[i]);
+                        continue;
+                }
+                if (entry_find(q, ids[i], (char[48]){0})) {
+                        ids[i] = 0; /* held here already (a pending entry read again) */
+                        continue;
+                }
+                redisAppendCommand(q->r, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
+                asked++;
+        }
+        for (size_t i = 0; i < n && asked; i++) {
+                redisReply *h = NULL;
+                if (!ids[i])
+                        continue;
+                asked--;
+                if (redisGetReply(q->r, (void **)&h) != REDIS_OK || !h)
+                        break; /* connection lost: the entries stay pending, read again */
+                if (!reader_stopping(q))
+                        reader_take(s, entry[i], ids[i], h, claimed);
+                freeReplyObject(h);
+        }
+        return n;
+}
+
+/* XCLAIM ... JUSTID of every entry held here: they are not idle, their jobs live. */
+static void reader_heartbeat(RedisStore *q)
+{
+        char(*ids)[48] = NULL;
+        const char **argv = NULL;
+        size_t k = 0, n = 0;
+        redisReply *rep;
+
+        pthread_mutex_lock(&q->map_lock);
+        if (q->held) {
+                /* copies: the store thread drops entries as their jobs end */
+                ids = malloc(q->held * sizeof(*ids));
+                for (size_t b = 0; ids && b < REDIS_ENTRY_BUCKETS; b++)
+                        for (RedisEntry *e = q->entries[b]; e; e = e->next)
+                                memcpy(ids[k++], e->entry, sizeof(e->entry));
+        }
+        pthread_mutex_unlock(&q->map_lock);
+        if (k)
+                argv = malloc((k + 6) * sizeof(*argv));
+        if (argv) {
+                argv[n++] = "XCLAIM";
+                argv[n++] = q->stream;
+                argv[n++] = q->group;
+                argv[n++] = q->consumer;
+                argv[n++] = "0";
+                for (size_t i = 0; i < k; i++)
+                        argv[n++] = ids[i];
+                argv[n++] = "JUSTID";
+                rep = redisCommandArgv(q->r, (int)n, argv, NULL);
+                if (rep)
+                        freeReplyObject(rep);
+        }
+        free(argv);
+        free(ids);
+}
+
+/* XAUTOCLAIM of every entry idle longer than claim_idle_ms: their hosts stopped. */
+static void reader_autoclaim(Store *s)
+{
+        RedisStore *q = redis_of(s);
+        char cursor[48] = "0-0", idle[24];
+
+        snprintf(idle, sizeof(idle), "%" PRIu64, q->claim_idle_ms);
+        for (int rounds = 0; rounds < 64 && !reader_stopping(q); rounds++) {
+                redisReply *rep =
+                        redisCommand(q->r, "XAUTOCLAIM %s %s %s %s %s COUNT %d", q->stream,
+                                     q->group, q->consumer, idle, cursor, REDIS_READ_COUNT);
+                bool more;
+                if (!rep)
+                        return;
+                if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
+                    rep->element[0]->type != REDIS_REPLY_STRING) {
+                        if (rep->type == REDIS_REPLY_ERROR)
+                                log_msg(LOG_ERR, "job store: redis XAUTOCLAIM: %s", rep->str);
+                        freeReplyObject(rep);
+                        return;
+                }
+                snprintf(cursor, sizeof(cursor), "%s", rep->element[0]->str);
+                reader_handle_all(s, rep->element[1], true, NULL, 0);
+                more = strcmp(cursor, "0-0") != 0;
+                freeReplyObject(rep);
+                if (!more)
+                        return;
+        }
+}
+
+/*
+ * One XREADGROUP: this consumer's own pending entries after @pending_from when
+ * @pending_from is set (a restart under the same name), else new entries, blocking at
+ * most @block_ms. Return the entries read; -1 on a lost connection.
+ */
+static long reader_read(Store *s, char *pending_from, size_t from_size, uint64_t block_ms,
+                        size_t want)
+{
+        RedisStore *q = redis_of(s);
+        char count[16], block[24];
+        const char *argv[] = {"XREADGROUP",
+                              "GROUP",
+                              q->group,
+                              q->consumer,
+                              "COUNT",
+                              count,
+                              "BLOCK",
+                              block,
+                              "STREAMS",
+                              q->stream,
+                              pending_from ? pending_from : ">"};
+        redisReply *rep;
+        long n = 0;
+
+        snprintf(count, sizeof(count), "%zu", MIN(want, (size_t)REDIS_READ_COUNT));
+        snprintf(block, sizeof(block), "%" PRIu64, block_ms);
+        if (pending_from) { /* no BLOCK: the history answers at once */
+                argv[6] = "STREAMS";
+                argv[7] = q->stream;
+                argv[8] = pending_from;
+        }
+        rep = redisCommandArgv(q->r, pending_from ? 9 : 11, argv, NULL);
+        if (!rep)
+                return -1;
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+            rep->element[0]->type == REDIS_REPLY_ARRAY && rep->element[0]->elements >= 2)
+                n = (long)reader_handle_all(s, rep->element[0]->element[1], false, pending_from,
+                                            from_size);
+        else if (rep->type == REDIS_REPLY_ERROR)
+                log_msg(LOG_ERR, "job store: redis XREADGROUP: %s", rep->str);
+        freeReplyObject(rep);
+        return n;
+}
+
+static void *redis_reader(void *arg)
+{
+        Store *s = arg;
+        RedisStore *q = redis_of(s);
+        uint64_t beat_ns = q->claim_idle_ms * NSEC_PER_MSEC / 3;
+        uint64_t block_ms = MIN(q->claim_idle_ms / 3, 500);
+        uint64_t next_beat = 0, next_claim = 0;
+        char pending[48] = "0";
+        bool own_pending = true;
+        bool logged = false;
+
+        if (block_ms == 0)
+                block_ms = 1;
+        while (!reader_stopping(q)) {
+                char why[256] = "";
+                uint64_t now;
+                size_t want;
+                long n;
+
+                if (!redis_ensure(s, &q->r, why, sizeof(why))) {
+                        if (!logged)
+                                log_msg(LOG_ERR, "job store: %s; retrying", why);
+                        logged = true;
+                        reader_pause(q, 500);
+                        continue;
+                }
+                if (logged)
+                        log_msg(LOG_NOTICE, "job store: redis %s is back", s->path);
+                logged = false;
+                now = clock_now_ns(CLOCK_MONOTONIC);
+                if (now >= next_beat) {
+                        reader_heartbeat(q);
+                        next_beat = now + beat_ns;
+                }
+                if (now >= next_claim) {
+                        reader_autoclaim(s);
+                        next_claim = now + beat_ns;
+                }
+                if (own_pending) {
+                        /* this consumer's own entries: its jobs whatever the room */
+                        n = reader_read(s, pending, sizeof(pending), 0, REDIS_READ_COUNT);
+                        if (n == 0)
+                                own_pending = false;
+                        continue;
+                }
+                want = q->room ? q->room(q->take_arg) : REDIS_READ_COUNT;
+                if (want == 0) {
+                        /* full: the jobs wait in the stream for a host with room */
+                        reader_pause(q, MIN(block_ms, 50));
+                        continue;
+                }
+                reader_read(s, NULL, 0, block_ms, want);
+        }
+        if (q->r) {
+                redisFree(q->r);
+                q->r = NULL;
+        }
+        return NULL;
+}
+
+static int redis_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg)
+{
+        RedisStore *q = redis_of(s);
+        int r;
+
+        q->take = take;
+        q->room = room;
+        q->take_arg = arg;
+        log_msg(LOG_INFO,
+                "job store: redis %s, stream %s, group %s, consumer %s, claim after %llu ms",
+                s->path, q->stream, q->group, q->consumer, (unsigned long long)q->claim_idle_ms);
+        r = -pthread_create(&q->reader, NULL, redis_reader, s);
+        if (r < 0) {
+                log_msg(LOG_ERR, "cannot start the job store's reader thread: %s", strerror(-r));
+                return r;
+        }
+        q->reader_started = true;
+        return 0;
+}
+
+static void redis_fleet_stop(Store *s)
+{
+        RedisStore *q = redis_of(s);
+
+        if (!q || !q->reader_started)
+                return;
+        __atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
+        pthread_join(q->reader, NULL);
+        q->reader_started = false;
+        log_msg(LOG_INFO, "job store: took %llu jobs off stream %s (%llu from silent hosts)",
+                (unsigned long long)q->taken, q->stream, (unsigned long long)q->claimed);
+}
+
+const StoreBackend store_redis_backend = {
+        .name = "redis",
+        .open = redis_open,
+        .load = redis_load, /* this host's local jobs; the stream is the reader's */
+        .next_id = redis_next_id,
+        .commit = redis_commit,
+        .plugin_files = redis_plugin_files,
+        .meta_get = redis_meta_get,
+        .close = redis_close,
+        .new_id = redis_new_id,
+        .fetch = redis_fetch,
+        .list = redis_list,
+        .fleet_start = redis_fleet_start,
+        .fleet_stop = redis_fleet_stop,
+        .fetch_many = redis_fetch_many,
+};

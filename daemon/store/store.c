@@ -1,0 +1,813 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.c — the backend-neutral half of the job store (see store.h): the write queue,
+ * the store thread and its group commit, the default path.
+ *
+ * The group commit is the one of PostgreSQL's and InnoDB's logs, reduced to a queue: a
+ * writer appends a StoreWrite under Store.lock and signals; the store thread swaps the
+ * whole queue out, commits it as one transaction (one fsync), then, without the lock,
+ * sets the `durable` event of every submission in it and frees the batch. Whatever
+ * arrives while a commit runs waits for the next one, so the batch grows with the load
+ * and the fsyncs per second stay bounded by the disk, not by the submissions.
+ *
+ * A failed commit (disk full, I/O error) is logged; the submissions in that batch get
+ * the error in Job.store_error and job.submit answers it (the job is cancelled), so a
+ * client never holds an id the store does not have. The next batch is tried afresh.
+ */
+#include "daemon/store/store.h"
+#include "daemon/obs/log.h"
+#include "scheduler/base/macro.h"
+#include "scheduler/base/time-util.h"
+
+#include <errno.h>
+#include <msgpack.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const StoreBackend *const store_backends[STORE_KIND_COUNT] = {
+        [STORE_SQLITE] = &store_sqlite_backend,
+        [STORE_MEMORY] = &store_memory_backend,
+        [STORE_REDIS] = &store_redis_backend,
+};
+
+const char *store_kind_name(StoreKind k)
+{
+        return k < STORE_KIND_COUNT ? store_backends[k]->name : "unknown";
+}
+
+/* ------------------------------------------------------------------ path -------- */
+
+int store_default_path(char **ret)
+{
+        const char *env = getenv("STATE_DIRECTORY");
+        char *p = NULL;
+        int n;
+
+        if (env && *env) {
+                /* StateDirectory=a b gives "a:b": ours is the first */
+                size_t len = strcspn(env, ":");
+                n = asprintf(&p, "%.*s/jobs.db", (int)len, env);
+        } else if (geteuid() == 0) {
+                n = asprintf(&p, "/var/lib/fiberd/jobs.db");
+        } else if ((env = getenv("XDG_STATE_HOME")) && *env == '/') {
+                n = asprintf(&p, "%s/fiberd/jobs.db", env);
+        } else {
+                const char *home = getenv("HOME");
+                struct passwd *pw;
+                if (!home || *home != '/') {
+                        pw = getpwuid(geteuid());
+                        home = pw ? pw->pw_dir : NULL;
+                }
+                if (!home || *home != '/')
+                        return -ENOENT;
+                n = asprintf(&p, "%s/.local/state/fiberd/jobs.db", home);
+        }
+        if (n < 0)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
+/* mkdir -p of @path's parent directory, 0700 for the parts created. */
+static int store_make_parent(const char *path)
+{
+        char *dir = strdup(path), *slash;
+        int r = 0;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = '\0';
+                /* each prefix ending before a '/', then the whole directory */
+                for (char *p = strchr(dir + 1, '/');; p = strchr(p + 1, '/')) {
+                        if (p)
+                                *p = '\0';
+                        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                                r = -errno;
+                        if (!p || r < 0)
+                                break;
+                        *p = '/';
+                }
+        }
+        free(dir);
+        return r;
+}
+
+/* ------------------------------------------------------------------ writes ------ */
+
+/*
+ * The store thread's memory for the writes of one batch: chunks kept from batch to
+ * batch (at most STORE_CHUNKS_KEPT of them), so a busy store does not call malloc()
+ * and free() for every job it writes. A write too large for a chunk is malloc'ed.
+ */
+#define STORE_CHUNK_SIZE (256 * 1024)
+#define STORE_CHUNKS_KEPT 8
+
+typedef struct StoreChunk {
+        struct StoreChunk *next;
+        char data[];
+} StoreChunk;
+
+/* @size bytes (16-aligned) from the batch's chunks; NULL: too large, or no memory. */
+static void *arena_alloc(Store *s, size_t size)
+{
+        StoreChunk *c;
+        void *p;
+
+        size = (size + 15) & ~(size_t)15;
+        if (size > STORE_CHUNK_SIZE / 4)
+                return NULL;
+        if (!s->chunk || s->chunk_used + size > STORE_CHUNK_SIZE) {
+                c = s->chunk ? s->chunk->next : s->chunks;
+                if (!c) {
+                        c = malloc(sizeof(*c) + STORE_CHUNK_SIZE);
+                        if (!c)
+                                return NULL;
+                        c->next = NULL;
+                        if (s->chunk)
+                                s->chunk->next = c;
+                        else
+                                s->chunks = c;
+                }
+                s->chunk = c;
+                s->chunk_used = 0;
+        }
+        p = s->chunk->data + s->chunk_used;
+        s->chunk_used += size;
+        return p;
+}
+
+/* After a batch is released: its chunks are free again; a burst's extra ones go. */
+static void arena_reset(Store *s)
+{
+        StoreChunk *c = s->chunks, *next;
+        size_t n = 0;
+
+        for (; c && ++n < STORE_CHUNKS_KEPT; c = c->next)
+                ;
+        if (c) {
+                for (next = c->next, c->next = NULL; next; next = c) {
+                        c = next->next;
+                        free(next);
+                }
+        }
+        s->chunk = NULL;
+        s->chunk_used = 0;
+}
+
+static void arena_free(Store *s)
+{
+        for (StoreChunk *c = s->chunks, *next; c; c = next) {
+                next = c->next;
+                free(c);
+        }
+        s->chunks = s->chunk = NULL;
+}
+
+/* A StoreWrite with @j's record, its strings and blobs copied inline, from the batch's
+ * chunks (or malloc'ed); the caller is the store thread, inside the owner's snapshot
+ * (store_set_source()), so @j's mutable fields hold still. */
+static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
+{
+        msgpack_sbuffer *sb = &s->pack;
+        msgpack_packer pk;
+        size_t name_len = strlen(j->plugin_name) + 1;
+        size_t code_len = j->error_code ? strlen(j->error_code) + 1 : 0;
+        size_t msg_len = j->error_message ? strlen(j->error_message) + 1 : 0;
+        size_t class_len = strlen(j->class_name) + 1;
+        bool requeued = j->requeued && job_state_final(j->state);
+        size_t size;
+        StoreWrite *w;
+        char *p;
+
+        msgpack_sbuffer_clear(sb); /* its memory stays, for the next job */
+        if (with_args) {
+                msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+                if (msgpack_pack_object(&pk, j->args) != 0)
+                        return NULL;
+        }
+        if (requeued) {
+                /* a retry-safe job that shutdown cancelled while it ran: this process's
+                 * copy ended, the store's is queued again for the next start */
+                code_len = msg_len = 0;
+        }
+        size = sizeof(*w) + name_len + class_len + code_len + msg_len + sb->size + j->result_len;
+        w = arena_alloc(s, size);
+        if (w) {
+                *w = (StoreWrite){.op = STORE_OP_PUT, .borrowed = true};
+        } else {
+                w = malloc(size);
+                if (!w)
+                        return NULL;
+                *w = (StoreWrite){.op = STORE_OP_PUT};
+        }
+        p = (char *)(w + 1);
+        w->rec = (StoreRecord){
+                .id = j->id,
+                .state = requeued ? JOB_QUEUED : j->state,
+                .owner = j->owner,
+                .gid = j->creds ? j->creds->gid : (gid_t)-1,
+                .priority = j->priority,
+                .timeout_ms = j->timeout_ns / NSEC_PER_MSEC,
+                .created_ms = j->submitted_ms,
+                .started_ms = requeued ? 0 : j->started_ms,
+                .finished_ms = requeued ? 0 : j->finished_ms,
+                .attempt = j->attempt + requeued,
+                .n_fds = (uint32_t)j->n_fds,
+                .progress_done = __atomic_load_n(&j->progress_done, __ATOMIC_RELAXED),
+                .progress_total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED),
+                .enqueue = with_args && j->fleet_copy,
+        };
+        memcpy(p, j->plugin_name, name_len);
+        w->rec.plugin = p;
+        p += name_len;
+        memcpy(p, j->class_name, class_len);
+        w->rec.class_name = p;
+        p += class_len;
+        if (code_len) {
+                memcpy(p, j->error_code, code_len);
+                w->rec.error_code = p;
+                p += code_len;
+        }
+        if (msg_len) {
+                memcpy(p, j->error_message, msg_len);
+                w->rec.error_message = p;
+                p += msg_len;
+        }
+        if (with_args) {
+                memcpy(p, sb->data, sb->size);
+                w->rec.args = p;
+                w->rec.args_len = sb->size;
+                p += sb->size;
+        }
+        if (j->result && j->state == JOB_DONE && !requeued) {
+                memcpy(p, j->result, j->result_len);
+                w->rec.result = p;
+                w->rec.result_len = j->result_len;
+        }
+        return w;
+}
+
+/* Sets the durable event of @w's job (with @error) and frees @w. */
+static void write_release(StoreWrite *w, int error)
+{
+        if (w->notify) {
+                w->notify->store_error = error;
+                fiber_event_set(&w->notify->durable);
+                job_unref(w->notify);
+        }
+        if (w->notify_final) {
+                if (error)
+                        w->notify_final->store_error = error;
+                fiber_event_set(&w->notify_final->final_recorded);
+                job_unref(w->notify_final);
+        }
+        if (!w->borrowed)
+                free(w);
+}
+
+/* One more write is queued (an entry or a drop); the caller holds s->lock. */
+static void queue_grew_locked(Store *s)
+{
+        s->queued++;
+        if (s->sleeping) /* a committing thread looks at the queue when it is done */
+                pthread_cond_signal(&s->wake);
+}
+
+/* Queues @e (a StoreWrite's or a job's entry); the caller holds s->lock. */
+static void queue_entry_locked(Store *s, StoreEntry *e)
+{
+        list_add_tail(&s->queue, &e->link);
+        queue_grew_locked(s);
+}
+
+/* Marks @j for a write (store_put()); the caller holds s->lock. @ref: the caller gives
+ * the queue a reference of its own (consumed either way). */
+static void queue_job_locked(Store *s, Job *j, bool with_args, bool notify, bool ref)
+{
+        j->store_args |= with_args;
+        j->store_notify |= notify;
+        if (j->store_queued) {
+                if (ref)
+                        job_unref(j); /* not the last: the queue holds one */
+                return;
+        }
+        j->store_queued = true;
+        if (!ref)
+                job_ref(j);
+        queue_entry_locked(s, &j->store_entry);
+}
+
+void store_put(Store *s, Job *j, bool with_args, bool notify)
+{
+        if (!s->backend->commit) {
+                if (notify)
+                        fiber_event_set(&j->durable);
+                return;
+        }
+        pthread_mutex_lock(&s->lock);
+        queue_job_locked(s, j, with_args, notify, false);
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_set_source(Store *s, StoreSnapshotFn snapshot, void *arg)
+{
+        pthread_mutex_lock(&s->lock);
+        s->snapshot = snapshot;
+        s->snapshot_arg = arg;
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_set_commit_delay(Store *s, uint64_t delay_ns)
+{
+        s->commit_delay_ns = MIN(delay_ns, (uint64_t)NSEC_PER_SEC - 1);
+}
+
+bool store_busy(Store *s)
+{
+        return __atomic_load_n(&s->busy, __ATOMIC_RELAXED);
+}
+
+int store_delete(Store *s, uint64_t id)
+{
+        if (!s->backend->commit)
+                return 0;
+        pthread_mutex_lock(&s->lock);
+        if (s->n_deletes == s->deletes_cap) {
+                size_t cap = s->deletes_cap ? 2 * s->deletes_cap : 256;
+                uint64_t *d = realloc(s->deletes, cap * sizeof(*d));
+                if (!d) {
+                        pthread_mutex_unlock(&s->lock);
+                        return -ENOMEM;
+                }
+                s->deletes = d;
+                s->deletes_cap = cap;
+        }
+        s->deletes[s->n_deletes++] = id;
+        queue_grew_locked(s);
+        pthread_mutex_unlock(&s->lock);
+        return 0;
+}
+
+/* Commits @w now and waits for it: on this thread before the store thread runs. */
+static int store_write_sync(Store *s, StoreWrite *w)
+{
+        char why[256] = "";
+        ListHead one;
+        int r;
+
+        if (!s->backend->commit) {
+                free(w);
+                return 0;
+        }
+        pthread_mutex_lock(&s->lock);
+        if (s->thread_started) {
+                uint64_t errors = s->commit_errors, batch = s->batches_taken + 1;
+                queue_entry_locked(s, &w->entry);
+                pthread_cond_signal(&s->wake);
+                /* the next batch taken holds it: wait for that one, not for an empty
+                 * queue, which a steady load may never leave */
+                while (s->batches_done < batch)
+                        pthread_cond_wait(&s->idle, &s->lock);
+                r = s->commit_errors != errors ? -EIO : 0; /* logged by the store thread */
+                pthread_mutex_unlock(&s->lock);
+                return r;
+        }
+        pthread_mutex_unlock(&s->lock);
+        list_init(&one);
+        list_add_tail(&one, &w->link);
+        r = s->backend->commit(s, &one, why, sizeof(why));
+        if (r < 0)
+                log_msg(LOG_ERR, "job store %s: %s", s->path, why[0] ? why : strerror(-r));
+        free(w);
+        return r;
+}
+
+int store_put_plugin_file(Store *s, const StorePluginFile *pf)
+{
+        size_t lp = strlen(pf->path) + 1, ln = pf->name ? strlen(pf->name) + 1 : 0;
+        size_t lr = pf->reason ? strlen(pf->reason) + 1 : 0;
+        StoreWrite *w = calloc(1, sizeof(*w) + lp + ln + lr);
+        char *p;
+
+        if (!w)
+                return -ENOMEM;
+        p = (char *)(w + 1);
+        w->op = STORE_OP_PLUGIN;
+        w->pf = *pf;
+        w->pf.path = memcpy(p, pf->path, lp);
+        p += lp;
+        w->pf.name = ln ? memcpy(p, pf->name, ln) : NULL;
+        p += ln;
+        w->pf.reason = lr ? memcpy(p, pf->reason, lr) : NULL;
+        return store_write_sync(s, w);
+}
+
+int store_set_meta(Store *s, const char *key, int64_t value)
+{
+        size_t lk = strlen(key) + 1;
+        StoreWrite *w = calloc(1, sizeof(*w) + lk);
+
+        if (!w)
+                return -ENOMEM;
+        w->op = STORE_OP_META;
+        w->meta_key = memcpy(w + 1, key, lk);
+        w->meta_value = value;
+        return store_write_sync(s, w);
+}
+
+int store_get_meta(Store *s, const char *key, int64_t *ret)
+{
+        return s->backend->meta_get ? s->backend->meta_get(s, key, ret) : -ENOENT;
+}
+
+int store_plugin_files(Store *s, StorePluginFn fn, void *arg)
+{
+        return s->backend->plugin_files ? s->backend->plugin_files(s, fn, arg) : 0;
+}
+
+/* ------------------------------------------------------------------ thread ------ */
+
+/* The writes a batch must hold for the store to count as busy (commit_delay). */
+#define STORE_DELAY_MIN_BATCH 16
+
+/* StoreTaken - one entry the store thread took off the queue: a job with the flags it
+ * had then (the queue's reference), or a StoreWrite. */
+typedef struct StoreTaken {
+        Job *job;
+        StoreWrite *w;
+        bool args, notify;
+} StoreTaken;
+
+/* Makes s->taken hold @n entries; false when there is no memory for it. */
+static bool taken_reserve(Store *s, size_t n)
+{
+        StoreTaken *t;
+        size_t cap = s->taken_cap ? s->taken_cap : 64;
+
+        if (n <= s->taken_cap)
+                return true;
+        while (cap < n)
+                cap *= 2;
+        t = realloc(s->taken, cap * sizeof(*t));
+        if (!t)
+                return false;
+        s->taken = t;
+        s->taken_cap = cap;
+        return true;
+}
+
+/* Takes up to s->taken_cap queued entries into s->taken, and the drops queued (into
+ * s->deletes_taken, *@n_del of them) when nothing is left behind; the caller holds
+ * s->lock. A job taken is off the queue from here on: a change made to it while its
+ * snapshot is written queues it again, for the next batch. Return: how many entries. */
+static size_t take_locked(Store *s, size_t *n_del)
+{
+        size_t n = 0;
+        ListHead *e;
+
+        *n_del = 0;
+        while (n < s->taken_cap && (e = list_pop_head(&s->queue))) {
+                StoreEntry *se = list_entry(e, StoreEntry, link);
+                StoreTaken *t = &s->taken[n++];
+                if (se->is_job) {
+                        Job *j = container_of(se, Job, store_entry);
+                        *t = (StoreTaken){
+                                .job = j, .args = j->store_args, .notify = j->store_notify};
+                        j->store_queued = j->store_args = j->store_notify = false;
+                } else {
+                        *t = (StoreTaken){.w = container_of(se, StoreWrite, entry)};
+                }
+                s->queued--;
+        }
+        /* the drops, once every put queued before them is taken */
+        if (list_empty(&s->queue) && s->n_deletes) {
+                uint64_t *d = s->deletes_taken;
+                size_t cap = s->deletes_taken_cap;
+                s->deletes_taken = s->deletes;
+                s->deletes_taken_cap = s->deletes_cap;
+                *n_del = s->n_deletes;
+                s->queued -= s->n_deletes;
+                s->deletes = d;
+                s->deletes_cap = cap;
+                s->n_deletes = 0;
+        }
+        return n;
+}
+
+/* What snapshot_job() hands the owner's snapshot function, and gets back. */
+typedef struct StoreRead {
+        Store *s;
+        bool with_args;
+        StoreWrite *w; /* out: the copy; NULL without memory */
+} StoreRead;
+
+/* StoreReadFn of snapshot_job(): the copy, made while the owner holds @j still. */
+static void read_job(const Job *j, void *ctx)
+{
+        StoreRead *rd = ctx;
+
+        rd->w = write_from_job(rd->s, j, rd->with_args);
+}
+
+/*
+ * The StoreWrite of a taken job: its record as it is now, read inside the owner's
+ * snapshot function (the job table's takes its lock), so the submission, start and end
+ * that happened since it was queued are one write. Without memory for it, the job is
+ * queued again (a later batch writes it) and NULL is returned. Consumes @t's reference
+ * (handed to the write when it notifies).
+ */
+static StoreWrite *snapshot_job(Store *s, const StoreTaken *t)
+{
+        Job *j = t->job;
+        StoreWrite *w;
+
+        StoreRead rd = {.s = s, .with_args = t->args};
+
+        if (s->snapshot)
+                s->snapshot(j, read_job, &rd, s->snapshot_arg);
+        else
+                read_job(j, &rd); /* no owner: a job in no table, nothing else writes it */
+        w = rd.w;
+        if (!w) {
+                log_job(LOG_WARNING, j->id, j->plugin_name,
+                        "out of memory writing its record to the job store: trying again");
+                pthread_mutex_lock(&s->lock);
+                queue_job_locked(s, j, t->args, t->notify, true);
+                pthread_mutex_unlock(&s->lock);
+                return NULL;
+        }
+        if (job_state_final(w->rec.state))
+                w->notify_final = job_ref(j);
+        if (t->notify)
+                w->notify = j;
+        else
+                job_unref(j);
+        return w;
+}
+
+static void *store_thread(void *arg)
+{
+        Store *s = arg;
+        bool last_busy = false;
+
+        pthread_mutex_lock(&s->lock);
+        for (;;) {
+                ListHead batch, *e;
+                char why[256] = "";
+                size_t n, n_del, nwrites = 0;
+                StoreWrite del;
+                int r;
+
+                while (!s->queued && !s->closing) {
+                        s->sleeping = true;
+                        pthread_cond_wait(&s->wake, &s->lock);
+                        s->sleeping = false;
+                }
+                if (!s->queued)
+                        break; /* closing, and everything committed */
+                if (s->commit_delay_ns && last_busy && !s->closing) {
+                        /* busy: let the next batch gather for commit_delay, as
+                         * PostgreSQL's commit_delay does when commit_siblings
+                         * transactions are active: fewer, larger commits, and more of
+                         * each job's changes folded into one row write */
+                        struct timespec ts = {0, (long)s->commit_delay_ns};
+                        pthread_mutex_unlock(&s->lock);
+                        nanosleep(&ts, NULL);
+                        pthread_mutex_lock(&s->lock);
+                }
+                /* take the whole queue: everything that arrived during the last commit
+                 * (without memory for all of it, as much as fits) */
+                if (!taken_reserve(s, s->queued) && !s->taken_cap) {
+                        pthread_mutex_unlock(&s->lock);
+                        log_msg(LOG_WARNING, "job store %s: out of memory: retrying", s->path);
+                        usleep(10000);
+                        pthread_mutex_lock(&s->lock);
+                        continue;
+                }
+                n = take_locked(s, &n_del);
+                /* busy: a batch as large as the ones commit_delay waits after */
+                last_busy = n + n_del >= STORE_DELAY_MIN_BATCH;
+                __atomic_store_n(&s->busy, last_busy, __ATOMIC_RELAXED);
+                s->batches_taken++;
+                pthread_mutex_unlock(&s->lock);
+
+                list_init(&batch);
+                for (size_t i = 0; i < n; i++) {
+                        StoreWrite *w =
+                                s->taken[i].job ? snapshot_job(s, &s->taken[i]) : s->taken[i].w;
+                        if (w) {
+                                list_add_tail(&batch, &w->link);
+                                nwrites++;
+                        }
+                }
+                if (n_del) {
+                        /* sorted: the backend deletes runs of ids as ranges */
+                        qsort(s->deletes_taken, n_del, sizeof(uint64_t), u64_compare);
+                        del = (StoreWrite){.op = STORE_OP_DELETE,
+                                           .ids = s->deletes_taken,
+                                           .n_ids = n_del,
+                                           .borrowed = true};
+                        list_add_tail(&batch, &del.link);
+                        nwrites += n_del;
+                }
+                r = nwrites ? s->backend->commit(s, &batch, why, sizeof(why)) : 0;
+                if (r < 0)
+                        log_msg(LOG_ERR, "job store %s: committing %zu records failed: %s", s->path,
+                                nwrites, why[0] ? why : strerror(-r));
+                while ((e = list_pop_head(&batch)))
+                        write_release(list_entry(e, StoreWrite, link), r < 0 ? r : 0);
+                arena_reset(s);
+
+                pthread_mutex_lock(&s->lock);
+                if (r < 0) {
+                        s->commit_errors++;
+                } else {
+                        s->commits++;
+                        s->writes += nwrites;
+                }
+                __atomic_store_n(&s->busy, false, __ATOMIC_RELAXED);
+                s->batches_done = s->batches_taken;
+                pthread_cond_broadcast(&s->idle);
+        }
+        pthread_mutex_unlock(&s->lock);
+        return NULL;
+}
+
+/* ------------------------------------------------------------------ life -------- */
+
+bool store_durable(const Store *s)
+{
+        return s->backend->commit != NULL;
+}
+
+int store_open(Store **ret, StoreKind kind, const char *path, const StoreFleetOptions *fleet)
+{
+        Store *s;
+        char why[512] = "";
+        int r;
+
+        if (kind >= STORE_KIND_COUNT)
+                return -EINVAL;
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->backend = store_backends[kind];
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->wake, NULL);
+        pthread_cond_init(&s->idle, NULL);
+        list_init(&s->queue);
+        msgpack_sbuffer_init(&s->pack);
+        if (fleet)
+                s->fleet = *fleet;
+        if (kind == STORE_REDIS) {
+                s->path = strdup(path && *path ? path : "127.0.0.1:6379");
+                r = s->path ? 0 : -ENOMEM;
+                if (r < 0)
+                        goto out_free_store;
+        } else if (kind != STORE_MEMORY) {
+                if (path && *path) {
+                        s->path = strdup(path);
+                        r = s->path ? 0 : -ENOMEM;
+                } else {
+                        r = store_default_path(&s->path);
+                        if (r == -ENOENT)
+                                snprintf(why, sizeof(why),
+                                         "no default place for it: set [store] path, or HOME, "
+                                         "XDG_STATE_HOME or STATE_DIRECTORY");
+                }
+                if (r < 0)
+                        goto out_free_store;
+                r = store_make_parent(s->path);
+                if (r < 0) {
+                        snprintf(why, sizeof(why), "cannot create its directory: %s", strerror(-r));
+                        goto out_free_store;
+                }
+        }
+        r = s->backend->open(s, s->path, why, sizeof(why));
+        if (r < 0)
+                goto out_free_store;
+        *ret = s;
+        return 0;
+
+out_free_store:
+        log_msg(LOG_ERR, "cannot open the %s job store%s%s: %s", s->backend->name,
+                s->path ? " " : "", s->path ? s->path : "", why[0] ? why : strerror(-r));
+        pthread_cond_destroy(&s->wake);
+        pthread_cond_destroy(&s->idle);
+        pthread_mutex_destroy(&s->lock);
+        free(s->path);
+        free(s);
+        return r;
+}
+
+int store_load(Store *s, StoreLoadFn fn, void *arg)
+{
+        char why[512] = "";
+        int r = s->backend->load ? s->backend->load(s, fn, arg, why, sizeof(why)) : 0;
+
+        if (r < 0) {
+                if (why[0])
+                        log_msg(LOG_ERR, "job store %s: %s", s->path ? s->path : s->backend->name,
+                                why);
+                return r;
+        }
+        /* only now: the backend's connection is the store thread's from here on, and
+         * the writes @fn queued are committed first */
+        s->next_id = s->backend->next_id ? s->backend->next_id(s) : 1; /* before the thread */
+        if (s->backend->commit && !s->thread_started) {
+                pthread_mutex_lock(&s->lock); /* store_write_sync() reads it on its thread */
+                r = -pthread_create(&s->thread, NULL, store_thread, s);
+                if (r == 0)
+                        s->thread_started = true;
+                pthread_mutex_unlock(&s->lock);
+                if (r < 0) {
+                        log_msg(LOG_ERR, "cannot start the job store thread: %s", strerror(-r));
+                        return r;
+                }
+        }
+        return 0;
+}
+
+bool store_fleet(const Store *s)
+{
+        return s && s->backend->new_id != NULL;
+}
+
+int store_new_id(Store *s, uint64_t *ret)
+{
+        return s->backend->new_id ? s->backend->new_id(s, ret) : -ENOTSUP;
+}
+
+int store_fetch(Store *s, uint64_t id, StoreLoadFn fn, void *arg)
+{
+        return s->backend->fetch ? s->backend->fetch(s, id, fn, arg) : -ENOTSUP;
+}
+
+int store_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n)
+{
+        return s->backend->list ? s->backend->list(s, below, max, ids, ret_n) : -ENOTSUP;
+}
+
+int store_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg)
+{
+        return s->backend->fleet_start ? s->backend->fleet_start(s, take, room, arg) : 0;
+}
+
+void store_fleet_stop(Store *s)
+{
+        if (s && s->backend->fleet_stop)
+                s->backend->fleet_stop(s);
+}
+
+int store_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg)
+{
+        return s->backend->fetch_many ? s->backend->fetch_many(s, ids, n, fn, arg) : -ENOTSUP;
+}
+
+uint64_t store_next_id(Store *s)
+{
+        return s->next_id;
+}
+
+void store_flush(Store *s)
+{
+        if (!s || !s->thread_started)
+                return;
+        pthread_mutex_lock(&s->lock);
+        {
+                uint64_t batch = s->batches_taken + (s->queued ? 1 : 0);
+                while (s->batches_done < batch)
+                        pthread_cond_wait(&s->idle, &s->lock);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_close(Store *s)
+{
+        if (!s)
+                return;
+        store_fleet_stop(s); /* no job taken once the table is gone */
+        if (s->thread_started) {
+                pthread_mutex_lock(&s->lock);
+                s->closing = true;
+                pthread_cond_signal(&s->wake);
+                pthread_mutex_unlock(&s->lock);
+                pthread_join(s->thread, NULL);
+        }
+        s->backend->close(s);
+        pthread_cond_destroy(&s->wake);
+        pthread_cond_destroy(&s->idle);
+        pthread_mutex_destroy(&s->lock);
+        free(s->taken);
+        free(s->deletes);
+        free(s->deletes_taken);
+        arena_free(s);
+        msgpack_sbuffer_destroy(&s->pack);
+        free(s->path);
+        free(s);
+}

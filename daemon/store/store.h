@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.h — the job store: where fiberd keeps every job it accepted, so that a crash,
+ * a kill -9 or a restart loses none of them.
+ *
+ * The store is a write-behind log of job records with one promise: a record handed to
+ * store_put() with a Job to notify is on disk (committed and fsync'ed) before that
+ * job's `durable` event is set, and job.submit / job.run answer only after it is. The
+ * job table (jobtable.c) keeps the live copy of every job and calls in here under its
+ * lock at each change: the submission (with the arguments), the start, the final state
+ * (result or error), a retention drop (store_delete()). Those calls only mark the job
+ * for a write (queued once, however often it changes before the store thread takes it);
+ * nothing here copies a record or waits for a disk under the table lock. The store
+ * thread reads each job's record when it takes the batch, so a trivial job that is
+ * submitted, run and finished during one commit costs one row write, not three: under
+ * load (a commit of 16+ writes in progress, store_busy()) a job is dispatched before its record is
+ * committed, and a crash before the commit loses only a submission never answered.
+ *
+ * Group commit (store.c): one plain pthread, the store thread (never a job or server
+ * worker: a commit blocks in fsync), takes every write queued while it committed the
+ * previous batch and commits them as one transaction with one fsync, then sets the
+ * events of the submissions in that batch. Under load a batch holds many jobs, so
+ * durability costs latency (one fsync), not throughput. The submitting request fiber
+ * parks on the job's FiberEvent, never its worker.
+ *
+ * The backends, one file each, behind StoreBackend:
+ *   store-memory.c  no state: today's behaviour, for tests and users who want none;
+ *                   writes are dropped at once and the event is set at once.
+ *   store-sqlite.c  the default: one SQLite database in WAL mode, synchronous=FULL.
+ *   store-redis.c   a fleet: many fiberd hosts share one Redis stream and its job
+ *                   hashes; the store's own thread reads the stream (store_fleet_start())
+ *                   and hands each job it takes to the job table.
+ * The record format (StoreRecord) is the job record of PROTOCOL.md plus what recovery
+ * needs: the packed arguments, the submitter's gid, the attempt count, the fd count.
+ *
+ * Recovery (jobtable_restore(), at start-up): store_load() hands every stored record
+ * to a callback in id order; store_next_id() says where new ids start, so ids never
+ * repeat across restarts, also after retention deleted every row.
+ */
+#ifndef FIBERD_DAEMON_STORE_H
+#define FIBERD_DAEMON_STORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/job/job.h"
+#include "scheduler/base/list.h"
+
+/* [store] backend (config.h). */
+typedef enum StoreKind {
+        STORE_SQLITE,
+        STORE_MEMORY,
+        STORE_REDIS,
+        STORE_KIND_COUNT,
+} StoreKind;
+
+/*
+ * StoreRecord - one job as the store keeps it. Strings and blobs point into whoever
+ * built it (a StoreWrite's own copy, or a backend's row while store_load()'s callback
+ * runs).
+ */
+typedef struct StoreRecord {
+        uint64_t id;
+        JobState state;
+        const char *plugin; /* the plugin's name */
+        uid_t owner;
+        gid_t gid; /* the submitter's primary group (its supplementary ones are not kept) */
+        int priority;
+        uint64_t timeout_ms;                          /* 0 = none */
+        uint64_t created_ms, started_ms, finished_ms; /* CLOCK_REALTIME ms; 0 = not yet */
+        uint32_t attempt;                             /* runs begun before this one; 0 first */
+        uint32_t n_fds;                               /* fds passed with the submission */
+        const char *args; /* packed msgpack map; NULL in an update: keep the stored one */
+        size_t args_len;
+        const char *result; /* packed msgpack object; NULL = nil */
+        size_t result_len;
+        const char *error_code;    /* IPC_* code; NULL = none */
+        const char *error_message; /* NULL = none */
+        uint64_t progress_done, progress_total;
+        const char *class_name; /* its job class; NULL = "default" */
+        bool enqueue; /* a fleet submission: put it on the shared queue for any host to run
+                       * (store-redis.c); false for every other write */
+} StoreRecord;
+
+/* StoreFleetOptions - [store] keys of the redis backend (config.h); strings not owned. */
+typedef struct StoreFleetOptions {
+        const char *stream;     /* the stream every host reads ("fiberd:jobs") */
+        const char *group;      /* its consumer group ("fiberd") */
+        const char *node;       /* this host's consumer name; NULL or "" = hostname.pid */
+        uint64_t claim_idle_ns; /* a pending entry idle this long is taken over */
+        uint64_t retention_ns;  /* a final job's hash expires this long after it ended */
+        size_t retention_max;   /* ... and at most this many final jobs are kept, fleet-wide */
+} StoreFleetOptions;
+
+/*
+ * StorePluginFile - what the store knows about one plugin file, for crash-only plugins
+ * (crash.h): its identity when last seen, whether it was being loaded, and how many
+ * crashes in a row it was blamed for.
+ */
+typedef struct StorePluginFile {
+        const char *path;
+        const char *name; /* the plugin's name once loaded; NULL = not known */
+        uint64_t size, ino, dev;
+        int64_t mtime_ns;
+        bool loading;       /* dlopen()/init() in progress (a crash there blames it) */
+        uint32_t strikes;   /* crashes in a row it was blamed for */
+        const char *reason; /* the last crash blamed on it; NULL = none */
+} StorePluginFile;
+
+typedef enum StoreOp {
+        STORE_OP_PUT,    /* insert the record, or update every mutable column */
+        STORE_OP_DELETE, /* drop the records of StoreWrite.ids (retention) */
+        STORE_OP_PLUGIN, /* insert or replace a plugin file's row (StoreWrite.pf) */
+        STORE_OP_META,   /* set meta_key to meta_value */
+} StoreOp;
+
+/* StoreWrite - one change in a batch (store.c allocates it with its strings inline). */
+typedef struct StoreWrite {
+        StoreEntry entry; /* in Store.queue (a delete, plugin file or meta write) */
+        ListHead link;    /* in the batch handed to StoreBackend.commit */
+        StoreOp op;
+        StoreRecord rec;     /* STORE_OP_PUT */
+        const uint64_t *ids; /* STORE_OP_DELETE: the ids to drop, ascending (store.c's) */
+        size_t n_ids;
+        StorePluginFile pf;   /* STORE_OP_PLUGIN */
+        const char *meta_key; /* STORE_OP_META */
+        int64_t meta_value;
+        Job *notify;       /* referenced: its `durable` event is set once committed */
+        Job *notify_final; /* referenced: a final state: its `final_recorded` event */
+        bool borrowed;     /* not malloc'ed (the store thread's batch memory or stack): not freed */
+} StoreWrite;
+
+/* StorePluginFn - one stored plugin file; return 0 or a negative errno to stop. */
+typedef int (*StorePluginFn)(const StorePluginFile *pf, void *arg);
+
+typedef struct Store Store;
+
+/* StoreRoomFn - how many more fleet jobs this host wants now (0: none for now). */
+typedef size_t (*StoreRoomFn)(void *arg);
+
+/* StoreLoadFn - one stored record, in id order; return 0 or a negative errno to stop. */
+typedef int (*StoreLoadFn)(const StoreRecord *rec, void *arg);
+
+/* StoreReadFn - the store's copy of @j's record into the batch being written (store.c);
+ * @ctx is the store's. Called only inside a StoreSnapshotFn. */
+typedef void (*StoreReadFn)(const Job *j, void *ctx);
+
+/*
+ * StoreSnapshotFn - the owner's (store_set_source()): call @read(@j, @ctx) exactly once,
+ * while nothing changes @j's mutable fields (the job table holds its lock around it),
+ * and return. A record of pointers into the job would not do: its error message and
+ * result are freed and replaced under that lock, so the copy is made inside it.
+ * @arg: the owner's, from store_set_source(). Context: the store thread; must not
+ * yield or block for long (@read allocates at most).
+ */
+typedef void (*StoreSnapshotFn)(Job *j, StoreReadFn read, void *ctx, void *arg);
+
+/* StoreBackend - what a backend implements; every function runs on one thread at a time. */
+typedef struct StoreBackend {
+        const char *name;
+        /* open - open or create the store at @path; log nothing (store_open() does).
+         * Return 0; negative errno with a reason in @why (at most @why_size bytes). */
+        int (*open)(Store *s, const char *path, char *why, size_t why_size);
+        /* load - every record in id order. Return 0, @fn's error, or -EIO with @why. */
+        int (*load)(Store *s, StoreLoadFn fn, void *arg, char *why, size_t why_size);
+        /* next_id - the smallest id never handed out (1 on an empty store). */
+        uint64_t (*next_id)(Store *s);
+        /* commit - apply @batch (StoreWrite.link, in order) in one transaction.
+         * NULL: nothing is kept (the memory backend). Context: the store thread. */
+        int (*commit)(Store *s, ListHead *batch, char *why, size_t why_size);
+        /* plugin_files - every stored plugin file. NULL: none are kept. */
+        int (*plugin_files)(Store *s, StorePluginFn fn, void *arg);
+        /* meta_get - an integer of the meta table; -ENOENT when absent. NULL: none. */
+        int (*meta_get)(Store *s, const char *key, int64_t *ret);
+        /* close - release everything; NULL-safe on a store that failed to open. */
+        void (*close)(Store *s);
+
+        /* The fleet (store-redis.c); NULL in the single-host backends. */
+        /* new_id - a job id no host of the fleet ever had. Context: any thread. */
+        int (*new_id)(Store *s, uint64_t *ret);
+        /* fetch - @fn with job @id's shared record; -ENOENT; -EIO. Context: any thread. */
+        int (*fetch)(Store *s, uint64_t id, StoreLoadFn fn, void *arg);
+        /* list - up to @max ids below @below (0 = from the newest), newest first, into
+         * @ids; *@ret_n how many. Context: any thread. */
+        int (*list)(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n);
+        /* fleet_start / fleet_stop - start / stop taking jobs off the shared queue. */
+        int (*fleet_start)(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg);
+        void (*fleet_stop)(Store *s);
+        /* fetch_many - @fn with the shared record of each of @ids (@n of them) that exists,
+         * in the order of @ids, all read in one round trip; a missing or unreadable one
+         * is skipped (the latter logged).
+         * Return 0; @fn's error; -ENOMEM; -EIO. Context: any thread. */
+        int (*fetch_many)(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg);
+} StoreBackend;
+
+extern const StoreBackend store_memory_backend;
+extern const StoreBackend store_sqlite_backend;
+extern const StoreBackend store_redis_backend;
+
+struct Store {
+        const StoreBackend *backend;
+        char *path;              /* owned; NULL for the memory backend; the server for redis */
+        StoreFleetOptions fleet; /* redis only; strings point into the Config */
+        void *backend_data;      /* the backend's state */
+
+        pthread_mutex_t lock;
+        pthread_cond_t wake; /* signalled when writes are queued or at close */
+        pthread_cond_t idle; /* broadcast after each batch (store_flush()) */
+        bool busy;           /* the store thread commits a batch of 16 writes or more
+                              * (store_busy(); atomic) */
+        bool sleeping;       /* the store thread waits on wake (signal only then) */
+        uint64_t batches_taken, batches_done; /* store_flush() waits for a batch number */
+        ListHead queue; /* StoreEntry.link: written after the batch being committed */
+        size_t queued;
+        struct StoreTaken *taken; /* the store thread's: the batch being snapshotted */
+        size_t taken_cap;
+        uint64_t commit_delay_ns; /* store_set_commit_delay() */
+        StoreSnapshotFn snapshot; /* store_set_source(): how a job's record is read */
+        void *snapshot_arg;
+        /* store_delete()'s ids, counted in `queued`: one sorted delete ends each batch
+         * (after the batch's puts, so a job's last write never lands after its drop) */
+        uint64_t *deletes, *deletes_taken;
+        size_t n_deletes, deletes_cap, deletes_taken_cap;
+        /* the store thread's: memory for a batch's writes, kept across batches */
+        struct StoreChunk *chunks, *chunk; /* all of them; the one being filled */
+        size_t chunk_used;
+        msgpack_sbuffer pack; /* a job's packed arguments */
+        bool closing;
+        bool thread_started; /* under lock once the store thread may run */
+        uint64_t next_id;    /* the backend's next id, read by store_load() */
+        pthread_t thread;
+
+        /* counters, under lock: what `stats` could show, and what tests read */
+        uint64_t commits; /* transactions committed */
+        uint64_t writes;  /* records written */
+        uint64_t commit_errors;
+};
+
+/* store_kind_name - "sqlite", "memory", "redis". Context: any. */
+const char *store_kind_name(StoreKind k);
+
+/*
+ * store_default_path - where the sqlite database lives when [store] path is not set:
+ * $STATE_DIRECTORY/jobs.db under systemd's StateDirectory= (the first entry), else
+ * /var/lib/fiberd/jobs.db for root, else $XDG_STATE_HOME/fiberd/jobs.db, else
+ * ~/.local/state/fiberd/jobs.db. @ret: out, malloc'ed, written only on success.
+ * Return: 0; -ENOENT (no HOME to fall back on); -ENOMEM. Context: any.
+ */
+int store_default_path(char **ret);
+
+/*
+ * store_open - open the store of @kind at @path (NULL or "": store_default_path()),
+ * creating the database and its parent directory (0700) when absent (store_load()
+ * starts the store thread). For redis, @path is the server (unix:/path or host:port)
+ * and @fleet its options (copied; the strings must outlive the store); NULL otherwise. A database that exists but cannot be read is an error, never an empty
+ * store: the message names the file and what an operator can do.
+ * @ret: out, written only on success; free with store_close().
+ * Return: 0; -EIO / -EACCES / ... with the reason logged (LOG_ERR). Context: main
+ * thread at start-up.
+ */
+int store_open(Store **ret, StoreKind kind, const char *path, const StoreFleetOptions *fleet);
+
+/*
+ * store_load - call @fn for every stored record in id order, then start the store
+ * thread: writes queued before (by @fn too) are committed once it runs. Call it once,
+ * before the first submission. Return: 0; @fn's error; -EIO (logged); the error of
+ * pthread_create(). Context: main thread at start-up.
+ */
+int store_load(Store *s, StoreLoadFn fn, void *arg);
+
+/* store_next_id - the first id that was never handed out, as store_load() found it.
+ * Context: main thread at start, after store_load(). */
+uint64_t store_next_id(Store *s);
+
+/* store_durable - true when the backend keeps anything (not memory). Context: any. */
+bool store_durable(const Store *s);
+
+/*
+ * store_put - queue @j for a write of its record (the arguments too when @with_args:
+ * the first write of a job); when @notify, set @j->durable (and @j->store_error on
+ * failure) once it is committed. With the memory backend, @notify's event is set at
+ * once. Nothing is copied here: @j is queued (referenced) at most once, and the store
+ * thread snapshots its record (store_set_source()) when it takes the batch, so the
+ * submission, start and end of a job that all happen during one commit cost one row
+ * write. It allocates nothing, so it cannot fail.
+ * Context: the job table's lock held, or any thread for a job in no table; does not
+ * yield.
+ */
+void store_put(Store *s, Job *j, bool with_args, bool notify);
+
+/*
+ * store_set_source - how the store thread reads a queued job's record: @snapshot(@arg)
+ * (see StoreSnapshotFn); the job table passes its own, which takes its lock, so the
+ * store never names the table. NULL: the record is read with nothing held (jobs in no
+ * table; unit tests). Context: main thread at start-up, before store_load().
+ */
+void store_set_source(Store *s, StoreSnapshotFn snapshot, void *arg);
+
+/*
+ * store_set_commit_delay - after a batch of 16 writes or more (a busy store), the store
+ * thread waits @delay_ns (nanoseconds, below one second; 0 = never) before it takes
+ * the next batch: fewer, larger commits, as PostgreSQL's commit_delay. It adds at most
+ * @delay_ns to the latency of a submission under load, none at low load.
+ * Context: main thread, before store_load().
+ */
+void store_set_commit_delay(Store *s, uint64_t delay_ns);
+
+/*
+ * store_busy - true while the store thread commits a batch of 16 writes or more (the
+ * size commit_delay waits after): a write queued now waits for that commit and the
+ * next, so jobtable_submit() dispatches without waiting. A few writes (a quiet store,
+ * a plugin file marked at start-up) do not count: a job then runs once it is on disk.
+ * A hint, read without the lock. Context: any; does not block.
+ */
+bool store_busy(Store *s);
+
+/* store_delete - queue the removal of job @id (retention). Return 0; -ENOMEM.
+ * Context: any; does not yield. */
+int store_delete(Store *s, uint64_t id);
+
+/*
+ * store_put_plugin_file - write @pf (copied) and wait until it is committed: a marker
+ * that must be on disk before the risky step it announces (dlopen, init). Before the
+ * store thread runs, the calling thread commits it itself.
+ * Return: 0; -ENOMEM; the backend's error. Context: a thread that may block on a
+ * commit (the main thread, the loader): not a job fiber.
+ */
+int store_put_plugin_file(Store *s, const StorePluginFile *pf);
+
+/*
+ * store_set_meta - write meta @key = @value and wait for the commit (as above).
+ * Return: 0; -ENOMEM; the backend's error.
+ */
+int store_set_meta(Store *s, const char *key, int64_t value);
+
+/* store_get_meta - meta @key; -ENOENT when absent (or the backend keeps none). */
+int store_get_meta(Store *s, const char *key, int64_t *ret);
+
+/* store_plugin_files - @fn for every stored plugin file (see StoreBackend).
+ * Context: main thread at start-up, before store_load(). */
+int store_plugin_files(Store *s, StorePluginFn fn, void *arg);
+
+/* store_fleet - true when many hosts share this store (redis): ids come from
+ * store_new_id(), jobs from the shared queue. Context: any. */
+bool store_fleet(const Store *s);
+
+/*
+ * store_new_id - a job id never handed out by any host sharing the store.
+ * Return: 0; -ENOTSUP (not a fleet store); -EIO (the server failed; logged).
+ * Context: any thread or fiber; blocks its thread for one round trip to the server.
+ */
+int store_new_id(Store *s, uint64_t *ret);
+
+/*
+ * store_fetch - call @fn with the shared record of job @id (its strings valid during
+ * the call only). Return: 0; @fn's error; -ENOENT (no such job, or its retention
+ * ended); -ENOTSUP (not a fleet store); -EIO. Context: any thread or fiber; blocks its
+ * thread for one round trip.
+ */
+int store_fetch(Store *s, uint64_t id, StoreLoadFn fn, void *arg);
+
+/*
+ * store_list - the ids of the fleet's jobs below @below (0 = from the newest), newest
+ * first, at most @max into @ids. Return: 0 (*@ret_n set); -ENOTSUP; -EIO.
+ * Context: any thread or fiber; blocks its thread for one round trip.
+ */
+int store_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n);
+
+/*
+ * store_fetch_many - call @fn with the shared record of each job of @ids (@n of them),
+ * in the order of @ids (its strings valid during the call only); a job with no record
+ * (no such job, or its retention ended) is skipped, so is an unreadable one (logged).
+ * Every record is read in one round trip, not one per job (job.list).
+ * Return: 0; @fn's error (the rest are not called); -ENOTSUP (not a fleet store);
+ * -ENOMEM; -EIO. Context: any thread or fiber; blocks its thread for one round trip;
+ * @fn runs on the calling thread, no store lock held.
+ */
+int store_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg);
+
+/*
+ * store_fleet_start - start taking jobs off the shared queue: @take is called with each
+ * record taken, on the store's reader thread; it returns 0 once the job is in the job
+ * table (or ended there), or a negative errno to leave it to another host. @room says
+ * how many more jobs this host wants: the reader reads no more than that (a host does
+ * not take jobs it could not start soon while another host is idle).
+ * Return: 0 (also for a store that is not a fleet); the error of pthread_create().
+ * Context: main thread at start-up, after store_load().
+ */
+int store_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg);
+
+/* store_fleet_stop - take no more jobs (joins the reader). Context: main thread. */
+void store_fleet_stop(Store *s);
+
+/*
+ * store_flush - wait until every write queued so far is committed (or failed).
+ * Context: a plain thread or the main thread (blocks the thread, not a fiber).
+ */
+void store_flush(Store *s);
+
+/*
+ * store_close - commit what is queued, stop the store thread and close the backend.
+ * Accepts NULL. Context: main thread, at exit, once nothing calls store_put().
+ */
+void store_close(Store *s);
+
+#endif
