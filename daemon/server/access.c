@@ -6,6 +6,7 @@
  */
 #include "daemon/server/access.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 static bool access_is_admin(const Config *cfg, const Creds *c)
@@ -56,4 +57,15 @@ void access_who_has(const Config *cfg, AccessTier t, char *buf, size_t size)
                          cfg->admin_group);
         else
                 snprintf(buf, size, "root only: [access] admin_group is empty");
+}
+
+int access_denied(const Config *cfg, AccessTier needed, const char *what, IpcStatus *st)
+{
+        char who[160];
+
+        access_who_has(cfg, needed, who, sizeof(who));
+        return ipc_status_set(st, IPC_PERMISSION_DENIED, -EACCES,
+                              "%s needs the %s tier (held by %s; see [access] in fiberd's "
+                              "config)",
+                              what, access_tier_name(needed), who);
 }

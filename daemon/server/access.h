@@ -23,6 +23,7 @@
 
 #include "daemon/config.h"
 #include "daemon/server/creds.h"
+#include "ipc/status.h"
 
 typedef enum AccessTier {
         ACCESS_READ,
@@ -41,5 +42,12 @@ const char *access_tier_name(AccessTier t);
  * messages: "root and members of group fiberd-admin". Written to @buf (@size bytes).
  */
 void access_who_has(const Config *cfg, AccessTier t, char *buf, size_t size);
+
+/*
+ * access_denied - fill @st with PERMISSION_DENIED for @what ("submitting a job"),
+ * naming the tier it needs (@needed) and who holds it under @cfg.
+ * Return: -EACCES. Context: any; does not yield.
+ */
+int access_denied(const Config *cfg, AccessTier needed, const char *what, IpcStatus *st);
 
 #endif

@@ -18,7 +18,7 @@
  * goes away leaves it running, as after job.submit.
  *
  * What a handler does beyond its params and its answer lives in the module it calls:
- * job.list's walk of the table is joblist.c's, the wait of job.wait and job.run is
+ * a submission's checks, limits and store wait are submit.c's, job.list's walk of the table is joblist.c's, the wait of job.wait and job.run is
  * jobwait.c's, and a fleet's reads (job.status, job.wait and job.list of jobs another
  * host holds) are fleet.c's.
  */
@@ -31,7 +31,7 @@
 #include "daemon/job/jobwait.h"
 #include "daemon/obs/openmetrics.h"
 #include "daemon/plugin/plugin_host.h"
-#include "daemon/plugin/plugin_job.h"
+#include "daemon/server/submit.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
 #include "ipc/value.h"
@@ -39,7 +39,6 @@
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -87,18 +86,6 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
         return 0;
 }
 
-/* PERMISSION_DENIED for @what, naming the tier it needs and who has it. */
-static int access_denied(Daemon *d, AccessTier needed, const char *what, IpcStatus *st)
-{
-        char who[160];
-
-        access_who_has(&d->cfg, needed, who, sizeof(who));
-        return ipc_status_set(st, IPC_PERMISSION_DENIED, -EACCES,
-                              "%s needs the %s tier (held by %s; see [access] in fiberd's "
-                              "config)",
-                              what, access_tier_name(needed), who);
-}
-
 static int pack_record(Daemon *d, Job *j, msgpack_packer *pk)
 {
         return joblist_pack_record(&d->jobs, j, pk);
@@ -133,7 +120,7 @@ static int method_plugins_clear(void *ctx, Request *req, msgpack_packer *pk, Ipc
         int r;
 
         if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
-                return access_denied(d, ACCESS_ADMIN, "clearing a plugin's quarantine", st);
+                return access_denied(&d->cfg, ACCESS_ADMIN, "clearing a plugin's quarantine", st);
         r = ipc_read_strv(ipc_array_at(&req->msg.params, 0), "name", &name, &len, st);
         if (r < 0)
                 return r;
@@ -153,170 +140,10 @@ static int method_plugins_clear(void *ctx, Request *req, msgpack_packer *pk, Ipc
                        : 0;
 }
 
-/*
- * The index of the job class named by the `class` option (@name, @len bytes, not
- * NUL-terminated), or INVALID_ARGUMENT "unknown class NAME (known: a, b)".
- */
-static int class_from_option(Daemon *d, const char *name, size_t len, int *ret, IpcStatus *st)
-{
-        char want[SCHED_CLASS_NAME_MAX + 1], known[SCHED_MAX_CLASSES * (SCHED_CLASS_NAME_MAX + 2)];
-        size_t n = 0;
-        int cls = -ENOENT;
-
-        if (len < sizeof(want) && !memchr(name, '\0', len)) {
-                memcpy(want, name, len);
-                want[len] = '\0';
-                cls = sched_class_find(d->job_sched, want);
-        }
-        if (cls >= 0) {
-                *ret = cls;
-                return 0;
-        }
-        known[0] = '\0';
-        for (unsigned i = 0; i < sched_classes(d->job_sched) && n < sizeof(known); i++) {
-                int w = snprintf(known + n, sizeof(known) - n, "%s%s", i ? ", " : "",
-                                 sched_class_name(d->job_sched, i));
-                if (w < 0)
-                        break;
-                n += (size_t)w;
-        }
-        return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL, "unknown class %.*s (known: %s)",
-                              (int)(len > 64 ? 64 : len), name, known);
-}
-
-/*
- * Accepts the job that params [plugin, args, options] (job.submit's, also the first
- * three of job.run's) describe, owned by @req's uid: every check, error and limit of
- * job.submit is here. @ret: out, one reference, written only on success.
- */
-static int submit_from_params(Daemon *d, Request *req, bool answer_at_end, Job **ret, IpcStatus *st)
-{
-        static const msgpack_object empty_map = {.type = MSGPACK_OBJECT_MAP};
-        const msgpack_object *params = &req->msg.params;
-        const msgpack_object *args = &empty_map, *opts = NULL, *o;
-        const char *name;
-        size_t name_len;
-        int64_t priority = 0;
-        uint64_t timeout_ms = 0;
-        const char *class_name = NULL;
-        size_t class_len = 0;
-        int cls = 0;
-        char cname[128];
-        const Plugin *p;
-        JobOrigin origin;
-        Job *j;
-        int r;
-
-        if (access_tier(&d->cfg, req->creds) < ACCESS_SUBMIT)
-                return access_denied(d, ACCESS_SUBMIT, "submitting a job", st);
-        r = ipc_read_strv(ipc_array_at(params, IPC_SUBMIT_PARAM_PLUGIN), "plugin", &name, &name_len,
-                          st);
-        if (r < 0)
-                return r;
-        o = ipc_array_at(params, IPC_SUBMIT_PARAM_ARGS);
-        if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "args", &args, st)) < 0)
-                return r;
-        o = ipc_array_at(params, IPC_SUBMIT_PARAM_OPTIONS);
-        if (!ipc_object_is_nil(o) && (r = ipc_read_map(o, "options", &opts, st)) < 0)
-                return r;
-        for (uint32_t i = 0; opts && i < opts->via.map.size; i++) {
-                const msgpack_object_kv *kv = &opts->via.map.ptr[i];
-                if (ipc_object_streq(&kv->key, IPC_OPT_PRIORITY))
-                        r = ipc_read_int_range(&kv->val, IPC_OPT_PRIORITY, INT_MIN, INT_MAX,
-                                               &priority, st);
-                else if (ipc_object_streq(&kv->key, IPC_OPT_TIMEOUT_MS))
-                        r = ipc_read_uint(&kv->val, IPC_OPT_TIMEOUT_MS, &timeout_ms, st);
-                else if (ipc_object_streq(&kv->key, IPC_OPT_CLASS))
-                        r = ipc_read_strv(&kv->val, IPC_OPT_CLASS, &class_name, &class_len, st);
-                else
-                        r = ipc_status_set(
-                                st, IPC_INVALID_ARGUMENT, -EINVAL,
-                                "unknown option %s%.*s; the options are priority, "
-                                "timeout_ms and class",
-                                kv->key.type == MSGPACK_OBJECT_STR ? "" : "(not a string)",
-                                kv->key.type == MSGPACK_OBJECT_STR ? (int)kv->key.via.str.size : 0,
-                                kv->key.type == MSGPACK_OBJECT_STR ? kv->key.via.str.ptr : "");
-                if (r < 0)
-                        return r;
-        }
-        if (priority < 0 && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
-                return access_denied(d, ACCESS_ADMIN, "a negative priority", st);
-        if (timeout_ms > UINT64_MAX / NSEC_PER_MSEC)
-                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -ERANGE,
-                                      "timeout_ms: %llu is too large",
-                                      (unsigned long long)timeout_ms);
-        if (class_name && (r = class_from_option(d, class_name, class_len, &cls, st)) < 0)
-                return r;
-        {
-                /* a class reserved to admins ([class.NAME] admin_only; default too) */
-                const ConfigClass *k =
-                        config_class_find(&d->cfg, sched_class_name(d->job_sched, (unsigned)cls));
-                if (k && k->admin_only && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN) {
-                        char what[SCHED_CLASS_NAME_MAX + 16];
-                        snprintf(what, sizeof(what), "the class %s", k->name);
-                        return access_denied(d, ACCESS_ADMIN, what, st);
-                }
-        }
-        p = plugin_host_find(name, name_len);
-        if (!p) {
-                char loaded[512];
-                plugin_host_names(loaded, sizeof(loaded));
-                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
-                                      "no plugin named \"%.*s\" (loaded: %s); see fiberctl plugins",
-                                      (int)(name_len > 64 ? 64 : name_len), name,
-                                      *loaded ? loaded : "none");
-        }
-        snprintf(cname, sizeof(cname), "%s", plugin_host_name(p));
-        origin = (JobOrigin){.creds = req->creds,
-                             .fds = req->fds,
-                             .n_fds = req->n_fds,
-                             .answer_at_end = answer_at_end};
-        r = plugin_host_check_args(p, args, &origin, st); /* the plugin's check_args */
-        if (r < 0)
-                return r;
-        r = jobtable_submit(&d->jobs, &origin, p, cname, args, (int)priority,
-                            timeout_ms * NSEC_PER_MSEC, (unsigned)cls,
-                            sched_class_name(d->job_sched, (unsigned)cls), &j);
-        req->fds = origin.fds; /* NULL when the job took them */
-        req->n_fds = origin.n_fds;
-        if (r == -EAGAIN)
-                return ipc_status_set(st, IPC_OVERLOADED, r,
-                                      "%zu jobs are queued already (max_queued); retry later",
-                                      d->jobs.max_queued);
-        if (r == -EDQUOT)
-                return ipc_status_set(st, IPC_OVERLOADED, r,
-                                      "uid %u has %zu jobs queued already "
-                                      "(max_queued_per_user); retry later",
-                                      (unsigned)req->uid,
-                                      d->jobs.dispatch.quotas.max_queued_per_user);
-        if (r == -EBUSY)
-                return ipc_status_set(st, IPC_OVERLOADED, r,
-                                      "uid %u submits faster than %u jobs a second "
-                                      "(submit_rate_per_user); retry later",
-                                      (unsigned)req->uid,
-                                      d->jobs.dispatch.quotas.submit_rate_per_user);
-        if (r == -ESHUTDOWN)
-                return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
-        if (r < 0)
-                return ipc_status_errno(st, r, "cannot queue the job: %s", strerror(-r));
-        /* the job store (store.h): answer only once the job is on disk */
-        r = jobtable_wait_durable(&d->jobs, j);
-        if (r < 0) {
-                job_unref(j);
-                return ipc_status_set(st, IPC_INTERNAL, r,
-                                      "the job store could not record the job (%s); it was "
-                                      "cancelled unless it had ended already: see fiberd's "
-                                      "log",
-                                      strerror(-r));
-        }
-        *ret = j;
-        return 0;
-}
-
 static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Job *j;
-        int r = submit_from_params(ctx, req, false, &j, st);
+        int r = submit_request(ctx, req, false, &j, st);
 
         if (r < 0)
                 return r;
@@ -379,7 +206,7 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
         r = wait_ms_from_params(req, IPC_RUN_PARAM_TIMEOUT_MS, &timeout_ms, st);
         if (r < 0)
                 return r;
-        r = submit_from_params(d, req, true, &j, st);
+        r = submit_request(d, req, true, &j, st);
         if (r < 0)
                 return r;
         return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * submit.h — a job.submit or job.run request made into an accepted, recorded job
+ * (submit.c has the steps in order and which errors come from where).
+ */
+#ifndef FIBERD_DAEMON_SUBMIT_H
+#define FIBERD_DAEMON_SUBMIT_H
+
+#include <stdbool.h>
+
+#include "daemon/daemon.h"
+#include "daemon/job/job.h"
+#include "daemon/server/server.h"
+#include "ipc/status.h"
+
+/*
+ * submit_request - accept the job that @req's params [plugin, args, options] describe
+ * (job.submit's, also the first three of job.run's), owned by @req's uid, and wait
+ * until the job store has its record. @answer_at_end: job.run (the answer waits for
+ * the job's end, and so may its first store write). The job takes @req's fds on
+ * success (req->fds is then NULL).
+ * @ret: out, one reference (caller unrefs), written only on success.
+ * Return: 0; a negative errno with @st filled (every refusal of job.submit).
+ * Context: a request fiber of the server group (yields while the store writes).
+ */
+int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, IpcStatus *st);
+
+#endif
