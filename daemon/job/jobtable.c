@@ -233,8 +233,27 @@ void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts 
 /*
  * The job table's machine (jobstate.h): what each transition of a listed job tells the
  * rest of the daemon, in this order. Each runs under the table lock. A fleet copy
- * (Job.fleet_copy: not listed here, never run here) is only counted as submitted.
+ * (Job.fleet_copy: not listed here, never run here) is only counted as submitted and
+ * its submission written to the shared store.
  */
+
+/* table: a job submitted or restored here joins the hash and the id-ordered list (the
+ * table's reference is the one job_new() gave), and new ids start after it. */
+static void listen_table(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+
+        if (j->fleet_copy || (ev != JOB_EV_SUBMIT && ev != JOB_EV_RESTORE))
+                return;
+        if (t->count >= t->nbuckets)
+                hash_grow_locked(t);
+        j->hash_next = t->buckets[bucket_of(t, j->id)];
+        t->buckets[bucket_of(t, j->id)] = j;
+        t->count++;
+        list_add_tail(&t->all, &j->all_link);
+        if (j->id >= t->next_id)
+                t->next_id = j->id + 1;
+}
 
 /* counts: the queued and running gauges, the totals since start, in all and per plugin.
  * A restored final job is not counted: it did not end since this start. */
@@ -287,14 +306,21 @@ static void listen_log(void *ctx, Job *j, JobState from, JobEvent ev)
                 job_event_name(ev), job_state_name(j->state));
 }
 
-/* store: every change after the first write is queued for the store (the submission's
- * own write, and when it happens, is jobtable_submit()'s). A retry-safe job that
- * shutdown cancelled while it ran is kept queued there for the next start. */
+/* store: a submission's first write as its Job.durability says (job.h; the plan is
+ * jobtable_submit()'s), then every change is queued for the store. A retry-safe job
+ * that shutdown cancelled while it ran is kept queued there for the next start. */
 static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
 {
         JobTable *t = ctx;
 
-        if (j->fleet_copy || ev == JOB_EV_SUBMIT || ev == JOB_EV_RESTORE)
+        if (ev == JOB_EV_SUBMIT) {
+                if (j->durability == DUR_NONE)
+                        fiber_event_set(&j->durable);   /* nothing kept: nothing to wait for */
+                else if (j->durability != DUR_DEFERRED) /* deferred: at its end */
+                        store_put(t->store, j, true, true);
+                return;
+        }
+        if (j->fleet_copy || ev == JOB_EV_RESTORE)
                 return;
         if (job_state_final(j->state) && j->interrupted && t->store && store_durable(t->store) &&
             t->hooks.retry_safe && t->hooks.retry_safe(j))
@@ -342,8 +368,10 @@ static void listen_retention(void *ctx, Job *j, JobState from, JobEvent ev)
 }
 
 static const JobStateListener jobtable_listeners[] = {
-        {"counts", listen_counts}, {"latency", listen_latency}, {"log", listen_log},
-        {"store", listen_store},   {"waiters", listen_waiters}, {"retention", listen_retention},
+        {"table", listen_table},         {"counts", listen_counts},
+        {"latency", listen_latency},     {"log", listen_log},
+        {"store", listen_store},         {"waiters", listen_waiters},
+        {"retention", listen_retention},
 };
 
 /* The table's machine: its listeners above, in that order, told about @t's jobs. */
@@ -409,76 +437,35 @@ static const DispatchOps jobtable_dispatch_ops = {
         .set_detached_locked = dispatch_op_set_detached_locked,
 };
 
-int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
-                    const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
-                    const char *class_name, Job **ret)
+/*
+ * A submission's plan, made before the table lock is taken: a fleet's id is a round
+ * trip to the shared store, and where the job's first write stands against its run
+ * (Job.durability, job.h) is the store's to say.
+ */
+typedef struct SubmitPlan {
+        uint64_t id;     /* the fleet's shared counter; 0: the table's next_id, under the lock */
+        bool fleet_copy; /* the shared queue runs it, on whichever host reads it first */
+        JobDurability durability;
+} SubmitPlan;
+
+static int plan_submission(JobTable *t, const JobOrigin *origin, SubmitPlan *p)
 {
         bool fleet = t->store && store_fleet(t->store);
-        uint64_t id = 0;
-        Job *j;
         int r;
 
-        /* a fleet (store-redis.c): the id comes from the shared counter, outside the lock */
-        if (fleet && (r = store_new_id(t->store, &id)) < 0)
+        *p = (SubmitPlan){.fleet_copy = fleet && !origin->n_fds};
+        if (fleet && (r = store_new_id(t->store, &p->id)) < 0)
                 return r;
-        jobtable_lock(t);
-        if (t->stopping) {
-                r = -ESHUTDOWN;
-                goto out_unlock;
-        }
-        if (dispatch_queued_locked(&t->dispatch) >= t->max_queued) {
-                r = -EAGAIN;
-                goto out_unlock;
-        }
-        r = dispatch_admit_locked(&t->dispatch, origin->creds->uid);
-        if (r < 0)
-                goto out_unlock;
-        r = job_new(&j, t, fleet ? id : t->next_id, origin, plugin, plugin_name, args, priority,
-                    timeout_ns, cls, class_name);
-        if (r < 0)
-                goto out_unlock;
-        if (fleet && !j->n_fds) {
-                /* the shared queue runs it, on whichever host reads it first: this copy
-                 * only carries the submission to the store, and job.submit's answer */
-                j->fleet_copy = true;
-                job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
-                j->durability = DUR_PENDING; /* job.submit answers once it is shared */
-                store_put(t->store, j, true, true);
-                jobtable_unlock(t);
-                log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
-                              "queued in the fleet (owner %u, priority %d)", (unsigned)j->owner,
-                              priority);
-                *ret = j;
-                return 0;
-        }
-        r = dispatch_push_locked(&t->dispatch, j);
-        if (r < 0) {
-                job_unref(j);
-                goto out_unlock;
-        }
-        t->next_id++;
-        if (t->count >= t->nbuckets)
-                hash_grow_locked(t);
-        j->hash_next = t->buckets[bucket_of(t, j->id)];
-        t->buckets[bucket_of(t, j->id)] = j;
-        t->count++;
-        list_add_tail(&t->all, &j->all_link);
-        job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
-        *ret = job_ref(j);
-        log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
-                      "queued (owner %u, priority %d, timeout %llu ms)", (unsigned)j->owner,
-                      priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
-        if (!t->store || !store_durable(t->store)) {
-                /* nothing kept: nothing to wait for */
-                fiber_event_set(&j->durable);
-                dispatch_pump_locked(&t->dispatch);
-        } else if (origin->answer_at_end) {
+        if (p->fleet_copy)
+                p->durability = DUR_PENDING; /* job.submit answers once it is shared */
+        else if (!t->store || !store_durable(t->store))
+                p->durability = DUR_NONE; /* nothing kept: nothing to wait for */
+        else if (origin->answer_at_end)
                 /* job.run: nothing is answered before the job ends, so its first write
                  * waits for that (jobtable_store_locked()): one row write and one fsync,
                  * and a crash before it loses only a submission never answered */
-                j->durability = DUR_DEFERRED;
-                dispatch_pump_locked(&t->dispatch);
-        } else {
+                p->durability = DUR_DEFERRED;
+        else
                 /*
                  * job.submit answers once the submission is on disk
                  * (jobtable_wait_durable()). With a busy commit in progress this record
@@ -490,16 +477,62 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                  * fsync of latency either way, and a plugin that crashes fiberd at once
                  * then leaves an answered job with an INTERRUPTED record.
                  */
-                j->durability = store_busy(t->store) ? DUR_EARLY : DUR_PENDING;
-                store_put(t->store, j, true, true);
-                if (j->durability == DUR_EARLY)
+                p->durability = store_busy(t->store) ? DUR_EARLY : DUR_PENDING;
+        return 0;
+}
+
+/* Admission: may @uid queue one more job now? The errnos of jobtable_submit(). Locked. */
+static int admit_locked(JobTable *t, uid_t uid)
+{
+        if (t->stopping)
+                return -ESHUTDOWN;
+        if (dispatch_queued_locked(&t->dispatch) >= t->max_queued)
+                return -EAGAIN;
+        return dispatch_admit_locked(&t->dispatch, uid);
+}
+
+/*
+ * The steps: the plan (id, first write), admission, the job, the dispatcher's queue
+ * (a fleet copy is queued by the store instead: the shared queue), then the submit
+ * transition, whose listeners list the job in the table (listen_table) and queue its
+ * first write (listen_store); last, dispatch unless the job waits for the disk first
+ * (DUR_PENDING: jobtable_wait_durable() dispatches it).
+ */
+int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
+                    const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
+                    const char *class_name, Job **ret)
+{
+        SubmitPlan plan;
+        Job *j = NULL;
+        int r = plan_submission(t, origin, &plan);
+
+        if (r < 0)
+                return r;
+        jobtable_lock(t);
+        r = admit_locked(t, origin->creds->uid);
+        if (r == 0)
+                r = job_new(&j, t, plan.id ? plan.id : t->next_id, origin, plugin, plugin_name,
+                            args, priority, timeout_ns, cls, class_name);
+        if (r == 0 && !plan.fleet_copy && (r = dispatch_push_locked(&t->dispatch, j)) < 0)
+                j = job_unref(j);
+        if (r == 0) {
+                j->fleet_copy = plan.fleet_copy;
+                j->durability = plan.durability;
+                job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
+                if (j->durability != DUR_PENDING)
                         dispatch_pump_locked(&t->dispatch);
+                /* the caller's reference: a fleet copy's only one, else beside the table's */
+                *ret = j->fleet_copy ? j : job_ref(j);
         }
         jobtable_unlock(t);
-        return 0;
-
-out_unlock:
-        jobtable_unlock(t);
+        if (r == 0 && plan.fleet_copy)
+                log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
+                              "queued in the fleet (owner %u, priority %d)", (unsigned)j->owner,
+                              priority);
+        else if (r == 0)
+                log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
+                              "queued (owner %u, priority %d, timeout %llu ms)", (unsigned)j->owner,
+                              priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
         return r;
 }
 
@@ -870,14 +903,6 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
                 return r;
         }
         jobtable_lock(t);
-        if (t->count >= t->nbuckets)
-                hash_grow_locked(t);
-        j->hash_next = t->buckets[bucket_of(t, j->id)];
-        t->buckets[bucket_of(t, j->id)] = j;
-        t->count++;
-        list_add_tail(&t->all, &j->all_link);
-        if (j->id >= t->next_id)
-                t->next_id = j->id + 1;
         job_transition(&t->machine, j, JOB_EV_RESTORE, &(JobChange){.restored = rec->state});
 
         if (job_state_final(j->state)) {
