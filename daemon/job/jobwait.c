@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jobwait.c — job.wait's and job.run's wait (see jobwait.h).
+ * jobwait.c — job.wait's and job.run's wait, and job.result's answer that does not wait
+ * (see jobwait.h).
  *
  * A waiter parks its request fiber on the job's `finished` event in slices of at most
  * WAIT_SLICE_NS, so a waiter whose connection broke stops waiting instead of holding
@@ -76,5 +77,34 @@ int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout
         }
         r = joblist_pack_record(t, j, pk);
         job_unref(j);
+        return r;
+}
+
+int jobwait_pack_result(JobTable *t, Job *j, msgpack_packer *pk, IpcStatus *st)
+{
+        int r;
+
+        jobtable_lock(t);
+        switch (j->state) {
+        case JOB_DONE:
+                if (j->result)
+                        r = pk->callback(pk->data, j->result, j->result_len) ? -ENOMEM : 0;
+                else
+                        r = msgpack_pack_nil(pk) ? -ENOMEM : 0;
+                break;
+        case JOB_FAILED:
+        case JOB_CANCELLED:
+                r = ipc_status_set(st, j->error_code ? j->error_code : IPC_INTERNAL, 0,
+                                   "job %llu %s: %s", (unsigned long long)j->id,
+                                   job_state_name(j->state),
+                                   j->error_message ? j->error_message : "no reason given");
+                break;
+        default:
+                r = ipc_status_set(st, IPC_FAILED_PRECONDITION, -EINPROGRESS,
+                                   "job %llu is %s; use job.wait", (unsigned long long)j->id,
+                                   job_state_name(j->state));
+                break;
+        }
+        jobtable_unlock(t);
         return r;
 }

@@ -28,4 +28,13 @@
 int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout_ms,
                    msgpack_packer *pk, IpcStatus *st);
 
+/*
+ * jobwait_pack_result - job.result's answer for @j as it stands now: a done job's result
+ * (nil when it returned none); a failed or cancelled one's error in @st; FAILED_PRECONDITION
+ * ("use job.wait") while it is queued or running. Does not wait.
+ * Return: 0; -ENOMEM; a negative errno with @st filled. Context: any fiber; takes the
+ * table lock briefly; @j stays the caller's.
+ */
+int jobwait_pack_result(JobTable *t, Job *j, msgpack_packer *pk, IpcStatus *st);
+
 #endif

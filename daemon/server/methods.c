@@ -220,28 +220,7 @@ static int method_result(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
 
         if (r < 0)
                 return r;
-        jobtable_lock(&d->jobs);
-        switch (j->state) {
-        case JOB_DONE:
-                if (j->result)
-                        r = pk->callback(pk->data, j->result, j->result_len) ? -ENOMEM : 0;
-                else
-                        r = msgpack_pack_nil(pk) ? -ENOMEM : 0;
-                break;
-        case JOB_FAILED:
-        case JOB_CANCELLED:
-                r = ipc_status_set(st, j->error_code ? j->error_code : IPC_INTERNAL, 0,
-                                   "job %llu %s: %s", (unsigned long long)j->id,
-                                   job_state_name(j->state),
-                                   j->error_message ? j->error_message : "no reason given");
-                break;
-        default:
-                r = ipc_status_set(st, IPC_FAILED_PRECONDITION, -EINPROGRESS,
-                                   "job %llu is %s; use job.wait", (unsigned long long)j->id,
-                                   job_state_name(j->state));
-                break;
-        }
-        jobtable_unlock(&d->jobs);
+        r = jobwait_pack_result(&d->jobs, j, pk, st);
         job_unref(j);
         return r;
 }
