@@ -354,9 +354,10 @@ static int park(int fd, uint32_t events, uint64_t deadline_ns)
         return fail(-r);
 }
 
-/* Park until the blocking, pollable, non-socket @fd is ready for @events (a POLL*
- * mask), checking first with a zero-timeout poll(2). Return: 0; -1 with errno. */
-static int park_until_ready(int fd, short events)
+/* Park until the blocking, pollable @fd is ready for @events (a POLL* mask) or
+ * @deadline_ns, checking first with a zero-timeout poll(2). Return: 0; -1 with errno
+ * (EAGAIN at the deadline, ECANCELED). */
+static int park_until_ready(int fd, short events, uint64_t deadline_ns)
 {
         struct pollfd p = {.fd = fd, .events = events};
         for (;;) {
@@ -367,7 +368,7 @@ static int park_until_ready(int fd, short events)
                         return -1;
                 if (n == 0 &&
                     park(fd, (events & POLLOUT ? EPOLLOUT : 0) | (events & POLLIN ? EPOLLIN : 0),
-                         SCHED_FOREVER) < 0) {
+                         deadline_ns) < 0) {
                         if (errno == EPERM)
                                 return 0; /* epoll cannot watch it: the real call */
                         return -1;
@@ -446,7 +447,7 @@ static ssize_t hooked_readv(int fd, const struct iovec *iov, int iovcnt, off_t o
                 return sock_io(fd, e, EPOLLIN, try_recvmsg, &m);
         }
         case FD_POLL:
-                if (park_until_ready(fd, POLLIN) < 0)
+                if (park_until_ready(fd, POLLIN, SCHED_FOREVER) < 0)
                         return -1;
                 return -2;
         case FD_FILE:
@@ -477,7 +478,7 @@ static ssize_t hooked_writev(int fd, const struct iovec *iov, int iovcnt, off_t 
                         const char *p = iov[i].iov_base;
                         size_t left = iov[i].iov_len;
                         while (left > 0) {
-                                if (park_until_ready(fd, POLLOUT) < 0)
+                                if (park_until_ready(fd, POLLOUT, SCHED_FOREVER) < 0)
                                         return done ? (ssize_t)done : -1;
                                 ssize_t n = real_write()(fd, p, MIN(left, (size_t)PIPE_BUF));
                                 if (n < 0) {
@@ -748,19 +749,9 @@ static int hooked_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int 
                 c = four ? real_accept4()(fd, addr, addrlen, flags)
                          : real_accept()(fd, addr, addrlen);
         } else {
-                uint64_t deadline = sock_deadline(e, false);
-                for (;;) {
-                        struct pollfd p = {.fd = fd, .events = POLLIN};
-                        int n = real_poll()(&p, 1, 0);
-                        if (n > 0) {
-                                c = real_accept4()(fd, addr, addrlen, flags);
-                                break;
-                        }
-                        if (n < 0 && io_errno() != EINTR)
-                                return -1;
-                        if (n == 0 && park(fd, EPOLLIN, deadline) < 0)
-                                return -1;
-                }
+                if (park_until_ready(fd, POLLIN, sock_deadline(e, false)) < 0)
+                        return -1;
+                c = real_accept4()(fd, addr, addrlen, flags);
         }
         if (c >= 0)
                 hfd_set(c, HFD_SOCK | (flags & SOCK_NONBLOCK ? HFD_USER_NB : 0));
@@ -778,6 +769,18 @@ HOOK int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags)
 }
 
 /* ------------------------------------------------------------------ poll, select -- */
+
+/* Nanoseconds from now until @deadline_ns; 0 once it has passed. */
+static uint64_t ns_left(uint64_t deadline_ns)
+{
+        uint64_t now = sched_now_ns();
+        return deadline_ns > now ? deadline_ns - now : 0;
+}
+
+static bool timespec_valid(const struct timespec *ts)
+{
+        return ts && ts->tv_sec >= 0 && ts->tv_nsec >= 0 && ts->tv_nsec < (long)NSEC_PER_SEC;
+}
 
 /*
  * Wait until one of @fds is ready or @deadline_ns, on a hooked fiber: the real poll with
@@ -966,22 +969,15 @@ HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv
 {
         if (!hooked() || (tv && tv->tv_sec == 0 && tv->tv_usec == 0))
                 return real_select()(nfds, rd, wr, ex, tv);
-        uint64_t deadline = SCHED_FOREVER;
-        if (tv) {
-                uint64_t start = sched_now_ns();
-                deadline = sched_deadline_after((uint64_t)tv->tv_sec * NSEC_PER_SEC +
-                                                (uint64_t)tv->tv_usec * NSEC_PER_USEC);
-                int rc = hooked_select(nfds, rd, wr, ex, deadline);
-                /* Linux writes the time left back */
-                uint64_t spent = sched_now_ns() - start;
-                uint64_t total =
-                        (uint64_t)tv->tv_sec * NSEC_PER_SEC + (uint64_t)tv->tv_usec * NSEC_PER_USEC;
-                uint64_t left = total > spent ? total - spent : 0;
-                tv->tv_sec = (time_t)(left / NSEC_PER_SEC);
-                tv->tv_usec = (suseconds_t)(left % NSEC_PER_SEC / NSEC_PER_USEC);
-                return rc;
-        }
-        return hooked_select(nfds, rd, wr, ex, deadline);
+        if (!tv)
+                return hooked_select(nfds, rd, wr, ex, SCHED_FOREVER);
+        uint64_t deadline = sched_deadline_after((uint64_t)tv->tv_sec * NSEC_PER_SEC +
+                                                 (uint64_t)tv->tv_usec * NSEC_PER_USEC);
+        int rc = hooked_select(nfds, rd, wr, ex, deadline);
+        uint64_t left = ns_left(deadline); /* Linux writes the time left back */
+        tv->tv_sec = (time_t)(left / NSEC_PER_SEC);
+        tv->tv_usec = (suseconds_t)(left % NSEC_PER_SEC / NSEC_PER_USEC);
+        return rc;
 }
 
 HOOK int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
@@ -1022,26 +1018,16 @@ HOOK int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int ti
 
 /* ------------------------------------------------------------------ sleeps -------- */
 
-/* Park until @deadline_ns. Return: 0; -ECANCELED. */
-static int hooked_sleep_until(uint64_t deadline_ns)
-{
-        return fiber_sleep_until(deadline_ns);
-}
-
 HOOK int nanosleep(const struct timespec *req, struct timespec *rem)
 {
         if (!hooked())
                 return real_nanosleep()(req, rem);
-        if (!req || req->tv_nsec < 0 || req->tv_nsec >= (long)NSEC_PER_SEC || req->tv_sec < 0)
+        if (!timespec_valid(req))
                 return fail(EINVAL);
         uint64_t deadline = sched_deadline_after(timespec_load_ns(req));
-        if (hooked_sleep_until(deadline) < 0) {
-                if (rem) {
-                        uint64_t now = sched_now_ns();
-                        uint64_t left = deadline > now ? deadline - now : 0;
-                        rem->tv_sec = (time_t)(left / NSEC_PER_SEC);
-                        rem->tv_nsec = (long)(left % NSEC_PER_SEC);
-                }
+        if (fiber_sleep_until(deadline) < 0) {
+                if (rem)
+                        *rem = timespec_store_ns(ns_left(deadline));
                 return fail(ECANCELED);
         }
         return 0;
@@ -1053,7 +1039,7 @@ HOOK int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req,
         if (!hooked() ||
             (clock != CLOCK_MONOTONIC && clock != CLOCK_REALTIME && clock != CLOCK_BOOTTIME))
                 return real_clock_nanosleep()(clock, flags, req, rem);
-        if (!req || req->tv_nsec < 0 || req->tv_nsec >= (long)NSEC_PER_SEC || req->tv_sec < 0)
+        if (!timespec_valid(req))
                 return EINVAL;
         uint64_t ns = timespec_load_ns(req), deadline;
         if (flags & TIMER_ABSTIME) {
@@ -1064,13 +1050,9 @@ HOOK int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req,
         } else {
                 deadline = sched_deadline_after(ns);
         }
-        if (deadline && hooked_sleep_until(deadline) < 0) {
-                if (rem && !(flags & TIMER_ABSTIME)) {
-                        uint64_t now = sched_now_ns();
-                        uint64_t left = deadline > now ? deadline - now : 0;
-                        rem->tv_sec = (time_t)(left / NSEC_PER_SEC);
-                        rem->tv_nsec = (long)(left % NSEC_PER_SEC);
-                }
+        if (deadline && fiber_sleep_until(deadline) < 0) {
+                if (rem && !(flags & TIMER_ABSTIME))
+                        *rem = timespec_store_ns(ns_left(deadline));
                 return ECANCELED;
         }
         return 0;
@@ -1080,7 +1062,7 @@ HOOK int usleep(useconds_t usec)
 {
         if (!hooked())
                 return real_usleep()(usec);
-        if (hooked_sleep_until(sched_deadline_after((uint64_t)usec * NSEC_PER_USEC)) < 0)
+        if (fiber_sleep_until(sched_deadline_after((uint64_t)usec * NSEC_PER_USEC)) < 0)
                 return fail(ECANCELED);
         return 0;
 }
@@ -1090,11 +1072,8 @@ HOOK unsigned int sleep(unsigned int seconds)
         if (!hooked())
                 return real_sleep()(seconds);
         uint64_t deadline = sched_deadline_after((uint64_t)seconds * NSEC_PER_SEC);
-        if (hooked_sleep_until(deadline) < 0) {
-                uint64_t now = sched_now_ns();
-                uint64_t left = deadline > now ? deadline - now : 0;
-                return (unsigned)((left + NSEC_PER_SEC - 1) / NSEC_PER_SEC);
-        }
+        if (fiber_sleep_until(deadline) < 0)
+                return (unsigned)((ns_left(deadline) + NSEC_PER_SEC - 1) / NSEC_PER_SEC);
         return 0;
 }
 
