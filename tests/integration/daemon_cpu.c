@@ -37,14 +37,6 @@ TestSuite(daemon_cpu, .fini = teardown, .timeout = 90);
 #define TEST_PLUGINS                                                                               \
         FIBERD_TEST_PLUGIN_DIR "/stall_spin.so " FIBERD_TEST_PLUGIN_DIR "/block_sleep.so"
 
-static uint64_t mono_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Lines of the daemon's log containing every one of @a and @b (@b may be NULL). */
 static unsigned log_count(const char *a, const char *b)
 {
@@ -63,10 +55,10 @@ static unsigned log_count(const char *a, const char *b)
 /* Waits (at most @ms) until log_count(@a, @b) > 0. */
 static bool log_wait(const char *a, const char *b, unsigned ms)
 {
-        uint64_t deadline = mono_ms() + ms;
+        uint64_t deadline = fiberd_now_ms() + ms;
 
         while (log_count(a, b) == 0) {
-                if (mono_ms() > deadline)
+                if (fiberd_now_ms() > deadline)
                         return false;
                 usleep(10000);
         }
@@ -93,27 +85,6 @@ static bool job_final(const char *state)
 {
         return strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 ||
                strcmp(state, "cancelled") == 0;
-}
-
-/* Waits (bounded) until a block_sleep job has reported its progress: its plugin runs,
- * so its worker thread is blocked. */
-static void wait_blocking(Client *c, uint64_t id)
-{
-        for (int i = 0; i < 1000; i++) {
-                Reply rp;
-                const msgpack_object *p;
-                bool started;
-
-                rpc_simple(c, "job.status", 1, &id, &rp);
-                cr_assert_eq(rp.r, 0);
-                p = map_get(rp.result, "progress");
-                started = p && p->type == MSGPACK_OBJECT_MAP;
-                reply_clear(&rp);
-                if (started)
-                        return;
-                usleep(10000);
-        }
-        cr_assert_fail("block_sleep job %lu never started", (unsigned long)id);
 }
 
 /* job.submit with a `class` option (and @args); the id, or 0 with @st set. */
@@ -233,12 +204,12 @@ Test(daemon_cpu, blocked_worker_rescued)
 
         block = rpc_submit(c, "block_sleep", (Arg[]){ARG_I("ms", 2000)}, 1, 0, 0, &st);
         cr_assert_neq(block, 0, "%s", st.message);
-        wait_blocking(c, block);
-        t0 = mono_ms();
+        rpc_wait_progress(c, block, 10000);
+        t0 = fiberd_now_ms();
         quick = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 0)}, 1, 0, 0, &st);
         cr_assert_neq(quick, 0, "%s", st.message);
         rpc_job_wait(c, quick, 30000, &rp);
-        latency = mono_ms() - t0;
+        latency = fiberd_now_ms() - t0;
         cr_assert_str_eq(map_str(rp.result, "state"), "done");
         reply_clear(&rp);
         job_state(c, block, state, sizeof(state));
@@ -257,7 +228,8 @@ Test(daemon_cpu, blocked_worker_rescued)
         cr_assert(rescues >= 1 && rescues != UINT64_MAX, "jobs-0 counted %lu rescues",
                   (unsigned long)rescues);
         /* the spare parks, then its thread exits: back to the baseline */
-        for (uint64_t deadline = mono_ms() + 30000; mono_ms() < deadline; usleep(20000)) {
+        for (uint64_t deadline = fiberd_now_ms() + 30000; fiberd_now_ms() < deadline;
+             usleep(20000)) {
                 now = fiberd_thread_count(&fd_);
                 if (now <= baseline)
                         break;
@@ -288,7 +260,7 @@ Test(daemon_cpu, timeout_and_cancel_while_every_job_worker_is_blocked)
                 cr_assert_neq(block[i], 0, "%s", st.message);
         }
         for (int i = 0; i < 2; i++)
-                wait_blocking(c, block[i]);
+                rpc_wait_progress(c, block[i], 10000);
 
         /* a timeout: the supervisor (server group) ends the job */
         timed = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 60000)}, 1, 0, 300, &st);
@@ -442,7 +414,8 @@ Test(daemon_cpu, shares_split_one_worker_loosely)
                 cr_assert_neq(ids[i], 0, "%s", st.message);
         }
         /* until the two have had about 2 s of CPU between them */
-        for (uint64_t deadline = mono_ms() + 30000; mono_ms() < deadline; usleep(50000)) {
+        for (uint64_t deadline = fiberd_now_ms() + 30000; fiberd_now_ms() < deadline;
+             usleep(50000)) {
                 rpc_simple(c, "stats", 0, NULL, &rp);
                 cr_assert_eq(rp.r, 0, "%s", rp.st.message);
                 ra = map_uint(stats_class(&rp, "a"), "runtime_ns");

@@ -49,13 +49,6 @@ TestSuite(daemon_hooks, .fini = teardown, .timeout = 120);
         "[scheduler]\ngroups = 1\ngroup_size = 2\nstall_threshold_ms = 50\nrescue_after_ms = "     \
         "20\n[jobs]\nmax_running = 1024\n"
 
-static uint64_t mono_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The job group's rescue count (stats: groups[1] is the job group). */
 static uint64_t job_rescues(Client *c)
 {
@@ -93,20 +86,25 @@ static int64_t result_int(const Reply *rp, const char *key)
         return o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? o->via.i64 : (int64_t)o->via.u64;
 }
 
-/* Wait until job @id reports progress (it has started its call). */
-static void wait_started(Client *c, uint64_t id)
+/*
+ * Wait for every job in @ids (n of them) to end, hand each final record to @check, and
+ * sample fiberd's thread count before each wait. Return: the most threads seen.
+ */
+typedef void (*JobCheck)(const Reply *rp, int i);
+static unsigned finish_all(Client *c, const uint64_t *ids, int n, JobCheck check)
 {
-        for (uint64_t deadline = mono_ms() + WAIT_MS; mono_ms() < deadline; usleep(2000)) {
+        unsigned peak = 0;
+        for (int i = 0; i < n; i++) {
+                unsigned now = fiberd_thread_count(&fd_);
                 Reply rp;
-                rpc_simple(c, "job.status", 1, &id, &rp);
-                cr_assert_eq(rp.r, 0);
-                bool started = map_get(rp.result, "progress") != NULL &&
-                               strcmp(map_str(rp.result, "state"), "running") == 0;
+                peak = now > peak ? now : peak;
+                job_final(c, ids[i], &rp);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done", "job %d: %s", i,
+                                 map_str(map_get(rp.result, "error"), "message"));
+                check(&rp, i);
                 reply_clear(&rp);
-                if (started)
-                        return;
         }
-        cr_assert_fail("job %lu never started", (unsigned long)id);
+        return peak;
 }
 
 /* ------------------------------------------------------------------ sleeps -------- */
@@ -143,6 +141,11 @@ Test(daemon_hooks, sleeps_last_their_time_with_the_stall_detector_on)
         client_free(c);
 }
 
+static void slept_3s(const Reply *rp, int i)
+{
+        cr_assert_geq(result_int(rp, "elapsed_ms"), 3000, "job %d", i);
+}
+
 /* 200 jobs each sleeping 300 ms in usleep() on 2 workers: no spare thread, no rescue,
  * and a quick job submitted behind them finishes while they still sleep. */
 Test(daemon_hooks, two_hundred_sleeping_jobs_need_no_thread)
@@ -164,7 +167,7 @@ Test(daemon_hooks, two_hundred_sleeping_jobs_need_no_thread)
                                     &st);
                 cr_assert_neq(ids[i], 0, "%s", st.message);
         }
-        wait_started(c, ids[199]);
+        rpc_wait_progress(c, ids[199], WAIT_MS);
         quick = rpc_submit(c, "block_calls", (Arg[]){ARG_S("call", "usleep"), ARG_I("ms", 1)}, 2, 0,
                            0, &st);
         cr_assert_neq(quick, 0, "%s", st.message);
@@ -175,14 +178,7 @@ Test(daemon_hooks, two_hundred_sleeping_jobs_need_no_thread)
         cr_assert_str_eq(map_str(rp.result, "state"), "running",
                          "the quick job waited for the sleepers");
         reply_clear(&rp);
-        for (int i = 0; i < 200; i++) {
-                unsigned now = fiberd_thread_count(&fd_);
-                peak = now > peak ? now : peak;
-                job_final(c, ids[i], &rp);
-                cr_assert_str_eq(map_str(rp.result, "state"), "done");
-                cr_assert_geq(result_int(&rp, "elapsed_ms"), 3000);
-                reply_clear(&rp);
-        }
+        peak = finish_all(c, ids, 200, slept_3s);
         cr_log_info("threads: %u before, %u at most while 200 jobs slept", baseline, peak);
         cr_assert_leq(peak, baseline + 4, "%u threads while sleeping, %u before", peak, baseline);
         client_free(c);
@@ -203,15 +199,15 @@ static bool check_blocked_read_ends(bool by_timeout)
         uint64_t id = rpc_submit(c, "block_calls", (Arg[]){ARG_S("call", "read_forever")}, 1, 0,
                                  by_timeout ? 300 : 0, &st);
         cr_assert_neq(id, 0, "%s", st.message);
-        wait_started(c, id);
-        uint64_t t0 = mono_ms();
+        rpc_wait_progress(c, id, WAIT_MS);
+        uint64_t t0 = fiberd_now_ms();
         if (!by_timeout) {
                 rpc_simple(c, "job.cancel", 1, &id, &rp);
                 cr_assert_eq(rp.r, 0, "%s", rp.st.message);
                 reply_clear(&rp);
         }
         job_final(c, id, &rp);
-        uint64_t took = mono_ms() - t0;
+        uint64_t took = fiberd_now_ms() - t0;
         cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
         cr_assert_str_eq(map_str(map_get(rp.result, "error"), "code"),
                          by_timeout ? "DEADLINE_EXCEEDED" : "CANCELLED");
@@ -310,6 +306,12 @@ static void *slow_server(void *arg)
         return NULL;
 }
 
+static void read_one_byte(const Reply *rp, int i)
+{
+        cr_assert_eq(result_int(rp, "bytes"), 1, "job %d: rc %ld errno %ld", i,
+                     (long)result_int(rp, "rc"), (long)result_int(rp, "errno"));
+}
+
 /* 50 jobs connect to a Unix socket whose server answers each after 1 s, and block in
  * read(): all answered, all waiting at once (a blocked worker would let at most workers +
  * spares wait together), no spare thread. */
@@ -320,7 +322,6 @@ Test(daemon_hooks, connect_and_read_from_a_slow_server)
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         uint64_t ids[50];
         IpcStatus st;
-        Reply rp;
 
         fiberd_start(&fd_, &o);
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/slow.sock", fd_.dir);
@@ -330,7 +331,7 @@ Test(daemon_hooks, connect_and_read_from_a_slow_server)
         cr_assert_eq(pthread_create(&srv.thread, NULL, slow_server, &srv), 0);
 
         Client *c = fiberd_connect(&fd_);
-        unsigned baseline = fiberd_thread_count(&fd_), peak = 0;
+        unsigned baseline = fiberd_thread_count(&fd_), peak;
         for (int i = 0; i < 50; i++) {
                 ids[i] = rpc_submit(
                         c, "block_calls",
@@ -338,15 +339,7 @@ Test(daemon_hooks, connect_and_read_from_a_slow_server)
                         &st);
                 cr_assert_neq(ids[i], 0, "%s", st.message);
         }
-        for (int i = 0; i < 50; i++) {
-                unsigned now = fiberd_thread_count(&fd_);
-                peak = now > peak ? now : peak;
-                job_final(c, ids[i], &rp);
-                cr_assert_str_eq(map_str(rp.result, "state"), "done");
-                cr_assert_eq(result_int(&rp, "bytes"), 1, "job %d: rc %ld errno %ld", i,
-                             (long)result_int(&rp, "rc"), (long)result_int(&rp, "errno"));
-                reply_clear(&rp);
-        }
+        peak = finish_all(c, ids, 50, read_one_byte);
         pthread_join(srv.thread, NULL);
         close(srv.lfd);
         cr_log_info("%u of 50 jobs waited on the server at once; %u threads, %u before", srv.peak,
@@ -354,6 +347,12 @@ Test(daemon_hooks, connect_and_read_from_a_slow_server)
         cr_assert_geq(srv.peak, 40, "only %u jobs waited at once", srv.peak);
         cr_assert_leq(peak, baseline + 4, "%u threads, %u before", peak, baseline);
         client_free(c);
+}
+
+static void fetched_body(const Reply *rp, int i)
+{
+        cr_assert_str_eq(map_str(job_result(rp), "body"), "hello fiber", "fetch %d", i);
+        cr_assert_eq(result_int(rp, "status"), 200, "fetch %d", i);
 }
 
 /* libcurl, linked by a plugin, fetches from a local HTTP server that answers after
@@ -367,7 +366,6 @@ Test(daemon_hooks, libcurl_plugin_fetches_on_fibers)
         char url[64];
         uint64_t ids[40];
         IpcStatus st;
-        Reply rp;
 
         fiberd_start(&fd_, &o);
         srv.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -378,21 +376,12 @@ Test(daemon_hooks, libcurl_plugin_fetches_on_fibers)
         cr_assert_eq(pthread_create(&srv.thread, NULL, slow_server, &srv), 0);
 
         Client *c = fiberd_connect(&fd_);
-        unsigned baseline = fiberd_thread_count(&fd_), peak = 0;
+        unsigned baseline = fiberd_thread_count(&fd_), peak;
         for (int i = 0; i < 40; i++) {
                 ids[i] = rpc_submit(c, "curl_fetch", (Arg[]){ARG_S("url", url)}, 1, 0, 0, &st);
                 cr_assert_neq(ids[i], 0, "%s", st.message);
         }
-        for (int i = 0; i < 40; i++) {
-                unsigned now = fiberd_thread_count(&fd_);
-                peak = now > peak ? now : peak;
-                job_final(c, ids[i], &rp);
-                cr_assert_str_eq(map_str(rp.result, "state"), "done", "%s",
-                                 map_str(map_get(rp.result, "error"), "message"));
-                cr_assert_str_eq(map_str(job_result(&rp), "body"), "hello fiber");
-                cr_assert_eq(result_int(&rp, "status"), 200);
-                reply_clear(&rp);
-        }
+        peak = finish_all(c, ids, 40, fetched_body);
         pthread_join(srv.thread, NULL);
         close(srv.lfd);
         cr_log_info("%u of 40 fetches waited at once; threads: %u before, %u at most", srv.peak,

@@ -41,14 +41,6 @@ TestSuite(daemon_inplace, .fini = teardown, .timeout = 90);
 
 /* ------------------------------------------------------------------ helpers ------ */
 
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The version of the plugin @name in plugins.list's @key array ("plugins" or
  * "draining"), copied to @buf ("" when absent); its `running` count in *@running. */
 static void listed(Client *c, const char *key, const char *name, char *buf, size_t size,
@@ -148,24 +140,24 @@ Test(daemon_inplace, a_slow_init_never_delays_a_request)
         Client *c = fiberd_connect(&fd_);
         fiberd_copy_plugin(&fd_, FIBERD_TEST_PLUGIN_DIR "/slow_init.so", "slow_init.so");
         wait_log("slow_init: init begins");
-        uint64_t start = now_ms();
+        uint64_t start = fiberd_now_ms();
         for (;;) {
                 Reply rp;
-                uint64_t t0 = now_ms(), t1, t2;
+                uint64_t t0 = fiberd_now_ms(), t1, t2;
 
                 rpc_simple(c, "ping", 0, NULL, &rp);
-                t1 = now_ms();
+                t1 = fiberd_now_ms();
                 cr_assert_eq(rp.r, 0, "%s", rp.st.message);
                 reply_clear(&rp);
                 listed(c, "plugins", "slow_init", v, sizeof(v), &running);
-                t2 = now_ms();
+                t2 = fiberd_now_ms();
                 /* both requests count: either could wait behind a blocked server worker */
                 worst = t1 - t0 > worst ? t1 - t0 : worst;
                 worst = t2 - t1 > worst ? t2 - t1 : worst;
                 if (v[0])
                         break; /* loaded: the requests before overlapped init() */
                 pings++;
-                cr_assert_lt(now_ms() - start, 30000, "slow_init did not load within 30 s");
+                cr_assert_lt(fiberd_now_ms() - start, 30000, "slow_init did not load within 30 s");
                 usleep(50000);
         }
         printf("daemon_inplace: %llu pings while slow_init's init() ran, the slowest request "

@@ -59,13 +59,6 @@ static char redis_dir[64];
 static char redis_sock[96];
 static pid_t redis_pid;
 
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Is redis-server on PATH? */
 static bool redis_server_found(void)
 {
@@ -116,7 +109,7 @@ static void redis_start(void)
                        redis_dir, "--logfile", logfile, (char *)NULL);
                 _exit(127);
         }
-        deadline = now_ms() + 10000;
+        deadline = fiberd_now_ms() + 10000;
         while (!redis_answers()) {
                 int status;
                 if (waitpid(redis_pid, &status, WNOHANG) == redis_pid) {
@@ -129,7 +122,7 @@ static void redis_start(void)
                                      "%s/redis.log)",
                                      status, redis_dir);
                 }
-                cr_assert(now_ms() < deadline, "redis-server did not answer within 10 s");
+                cr_assert(fiberd_now_ms() < deadline, "redis-server did not answer within 10 s");
                 usleep(10000);
         }
 }
@@ -284,7 +277,7 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
         id = rpc_submit(a, "sleep", &arg, 1, 0, 0, &st);
         cr_assert(id > 0, "submit: %s", st.message);
         /* which host runs it: the one whose running counter says so */
-        deadline = now_ms() + 10000;
+        deadline = fiberd_now_ms() + 10000;
         for (;;) {
                 if (host_jobs(a, "running") == 1) {
                         runner = &host_a;
@@ -300,7 +293,8 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
                         other_c = a;
                         break;
                 }
-                cr_assert(now_ms() < deadline, "no host started job %llu", (unsigned long long)id);
+                cr_assert(fiberd_now_ms() < deadline, "no host started job %llu",
+                          (unsigned long long)id);
                 usleep(5000);
         }
         /* only the host running it can cancel it */
@@ -373,17 +367,17 @@ Test(daemon_redis, retention_max_trims_the_shared_records)
         }
         /* the last finish's trim is committed after its waiters were answered: wait for
          * the oldest to be gone from the fleet (the host's table dropped it long ago) */
-        deadline = now_ms() + 15000;
+        deadline = fiberd_now_ms() + 15000;
         while (job_state(a, ids[0], state, NULL) == 0)
-                cr_assert(now_ms() < deadline, "job %llu is still %s after 15 s",
+                cr_assert(fiberd_now_ms() < deadline, "job %llu is still %s after 15 s",
                           (unsigned long long)ids[0], state);
         rpc_simple(a, "job.status", 1, &ids[0], &rp);
         cr_assert_str_eq(rp.st.code ? rp.st.code : "", "NOT_FOUND", "%s", rp.st.message);
         reply_clear(&rp);
-        deadline = now_ms() + 15000;
+        deadline = fiberd_now_ms() + 15000;
         while ((keys = redis_cli_int("EVAL \"return #redis.call('KEYS', 'fiberd:job:*')\" 0")) >
                RETENTION_MAX)
-                cr_assert(now_ms() < deadline, "%lld fiberd:job:* hashes after 15 s", keys);
+                cr_assert(fiberd_now_ms() < deadline, "%lld fiberd:job:* hashes after 15 s", keys);
         cr_assert_geq(keys, 0, "redis-cli gave no count");
         for (int i = 0; i < RETENTION_JOBS - RETENTION_MAX; i++) {
                 char args[64];
@@ -572,10 +566,10 @@ Test(daemon_redis, a_killed_hosts_job_with_fds_ends_interrupted_at_its_restart)
                  (unsigned long long)id);
         cr_assert_eq(redis_cli_int(args), 1, "job %llu is not in the host's local set",
                      (unsigned long long)id);
-        deadline = now_ms() + 15000;
+        deadline = fiberd_now_ms() + 15000;
         while (job_state_code(a, id, state, code) == 0 && strcmp(state, "running") != 0)
-                cr_assert(now_ms() < deadline, "job %llu is %s after 15 s", (unsigned long long)id,
-                          state);
+                cr_assert(fiberd_now_ms() < deadline, "job %llu is %s after 15 s",
+                          (unsigned long long)id, state);
         cr_assert_str_eq(state, "running");
         client_free(a);
         status = fiberd_signal_and_wait(&host_a, SIGKILL, 10000);
@@ -591,9 +585,9 @@ Test(daemon_redis, a_killed_hosts_job_with_fds_ends_interrupted_at_its_restart)
         /* the shared record says so too (its final write), for every host */
         host_start(&host_b, "b", 1);
         b = fiberd_connect(&host_b);
-        deadline = now_ms() + 15000;
+        deadline = fiberd_now_ms() + 15000;
         while (job_state_code(b, id, state, code) != 0 || strcmp(state, "failed") != 0)
-                cr_assert(now_ms() < deadline, "job %llu is %s through b after 15 s",
+                cr_assert(fiberd_now_ms() < deadline, "job %llu is %s through b after 15 s",
                           (unsigned long long)id, state);
         cr_assert_str_eq(code, "INTERRUPTED");
         cr_assert_eq(redis_cli_int(args), 0, "job %llu is still in the host's local set",

@@ -37,22 +37,14 @@ static void teardown(void)
 
 TestSuite(daemon_security, .fini = teardown, .timeout = 90);
 
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ------------------------------------------------------------- log forging ------ */
 
 /* Waits (bounded) for a log line containing @needle; copies the whole log to @buf. */
 static bool log_wait(const char *needle, char *buf, size_t size)
 {
-        uint64_t deadline = now_ms() + 10000;
+        uint64_t deadline = fiberd_now_ms() + 10000;
 
-        while (now_ms() < deadline) {
+        while (fiberd_now_ms() < deadline) {
                 FILE *f = fopen(fd_.log, "r");
                 size_t n = 0;
 
@@ -131,14 +123,14 @@ typedef enum Answer { ANSWER_NONE, ANSWER_RESPONSE, ANSWER_NOTICE, ANSWER_CLOSED
  */
 static Answer read_answer(int fd, int timeout_ms, char *code, size_t size)
 {
-        uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+        uint64_t deadline = fiberd_now_ms() + (uint64_t)timeout_ms;
         Answer a = ANSWER_NONE;
         IpcDecoder *d;
         char buf[4096];
 
         code[0] = '\0';
         cr_assert(ipc_decoder_new(&d, 0) == 0);
-        while (a == ANSWER_NONE && now_ms() < deadline) {
+        while (a == ANSWER_NONE && fiberd_now_ms() < deadline) {
                 struct pollfd p = {.fd = fd, .events = POLLIN};
                 IpcMessage m;
                 ssize_t n;
@@ -172,7 +164,7 @@ static const unsigned char ping_bytes[] = {0x94, 0x00, 0x06, 0xa4, 'p', 'i', 'n'
  */
 static Answer fresh_ping(const char *during, char *code, size_t size)
 {
-        uint64_t t0 = now_ms();
+        uint64_t t0 = fiberd_now_ms();
         int fd = raw_connect();
         Answer a;
 
@@ -185,7 +177,7 @@ static Answer fresh_ping(const char *during, char *code, size_t size)
                     : a == ANSWER_NOTICE ? "a notification"
                     : a == ANSWER_CLOSED ? "a close"
                                          : "nothing",
-                    *code ? " " : "", code, (unsigned long long)(now_ms() - t0));
+                    *code ? " " : "", code, (unsigned long long)(fiberd_now_ms() - t0));
         cr_assert_neq(a, ANSWER_NONE, "%s: a fresh ping got no answer within 10 s", during);
         cr_assert_neq(a, ANSWER_CLOSED, "%s: a fresh ping's connection closed silently", during);
         return a;
@@ -282,7 +274,8 @@ Test(daemon_security, pipelining_without_reading)
                 write_some(fds[i], burst, sizeof(burst));
         }
         /* the daemon has read what it will read once in_flight stops growing */
-        for (uint64_t prev = UINT64_MAX, deadline = now_ms() + 5000; now_ms() < deadline;) {
+        for (uint64_t prev = UINT64_MAX, deadline = fiberd_now_ms() + 5000;
+             fiberd_now_ms() < deadline;) {
                 in_flight = server_stat("in_flight");
                 if (in_flight == prev && in_flight > 0)
                         break;
@@ -302,13 +295,13 @@ Test(daemon_security, pipelining_without_reading)
          * the latest when a write blocked on the closed peer reaches the server's 30 s
          * write deadline (server.c), so wait past that.
          */
-        t0 = now_ms();
-        while (server_fibers_alive() > baseline && now_ms() < t0 + 40000)
+        t0 = fiberd_now_ms();
+        while (server_fibers_alive() > baseline && fiberd_now_ms() < t0 + 40000)
                 usleep(20000);
         alive = server_fibers_alive();
         cr_log_info("server fibers back to %llu (%llu before) %llu ms after the close",
                     (unsigned long long)alive, (unsigned long long)baseline,
-                    (unsigned long long)(now_ms() - t0));
+                    (unsigned long long)(fiberd_now_ms() - t0));
         cr_assert_leq(alive, baseline, "the attack's fibers stay: %llu alive, %llu in flight",
                       (unsigned long long)alive, (unsigned long long)server_stat("in_flight"));
         print_memory("after the attack");
@@ -332,13 +325,13 @@ Test(daemon_security, many_unfinished_big_messages)
         fiberd_start(&fd_, &o);
         for (int i = 0; i < CONNS; i++) {
                 size_t done = 0;
-                uint64_t deadline = now_ms() + 5000;
+                uint64_t deadline = fiberd_now_ms() + 5000;
 
                 fds[i] = raw_connect();
                 cr_assert_geq(fds[i], 0);
                 cr_assert_eq(write_some(fds[i], head, sizeof(head)), sizeof(head));
                 /* the daemon reads as it comes, or closes: then stop */
-                while (done < BODY && now_ms() < deadline) {
+                while (done < BODY && fiberd_now_ms() < deadline) {
                         ssize_t w =
                                 send(fds[i], body + done, BODY - done, MSG_DONTWAIT | MSG_NOSIGNAL);
                         if (w > 0)
@@ -576,8 +569,8 @@ Test(daemon_security, fd_exhaustion_backs_off_and_resumes)
         usleep(1500000); /* let the back-off run several rounds: still one line */
         cr_assert_eq(log_count("Too many open files"), 1, "the EMFILE line repeats");
         attacker_stop(&a);
-        for (uint64_t deadline = now_ms() + 10000;
-             !fiberd_log_contains(&fd_, "free again") && now_ms() < deadline;) {
+        for (uint64_t deadline = fiberd_now_ms() + 10000;
+             !fiberd_log_contains(&fd_, "free again") && fiberd_now_ms() < deadline;) {
                 int fd = raw_connect(); /* an accept after the back-off notices */
                 if (fd >= 0)
                         close(fd);

@@ -34,13 +34,6 @@ static void teardown(void)
 
 TestSuite(daemon_store, .fini = teardown, .timeout = 60);
 
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* job.status of @id: its state into @state (size 32) and attempt; the call's error. */
 static int job_state(Client *c, uint64_t id, char *state, uint64_t *attempt, char *code)
 {
@@ -66,11 +59,11 @@ static int job_state(Client *c, uint64_t id, char *state, uint64_t *attempt, cha
 /* Polls job.status until @id is in @want (bounded: asserts after 15 s). */
 static void wait_state(Client *c, uint64_t id, const char *want)
 {
-        uint64_t deadline = now_ms() + 15000;
+        uint64_t deadline = fiberd_now_ms() + 15000;
         char state[32] = "";
 
         while (job_state(c, id, state, NULL, NULL) != 0 || strcmp(state, want) != 0) {
-                cr_assert(now_ms() < deadline, "job %llu is %s, not %s, after 15 s",
+                cr_assert(fiberd_now_ms() < deadline, "job %llu is %s, not %s, after 15 s",
                           (unsigned long long)id, state, want);
                 usleep(5000);
         }
@@ -143,7 +136,7 @@ Test(daemon_store, kill9_under_load_loses_no_answered_job)
         for (int round = 0; round < LOAD_ROUNDS; round++) {
                 unsigned total = 0;
                 bool stop = false;
-                uint64_t deadline = now_ms() + 20000;
+                uint64_t deadline = fiberd_now_ms() + 20000;
 
                 if (round > 0)
                         fiberd_restart(&fd_);
@@ -155,8 +148,8 @@ Test(daemon_store, kill9_under_load_loses_no_answered_job)
                                   0);
                 }
                 while (__atomic_load_n(&total, __ATOMIC_ACQUIRE) < LOAD_PER_ROUND)
-                        cr_assert(now_ms() < deadline, "round %d: %u answered after 20 s", round,
-                                  total);
+                        cr_assert(fiberd_now_ms() < deadline, "round %d: %u answered after 20 s",
+                                  round, total);
                 /* the kill lands while every client has a submission in flight */
                 kill9();
                 __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
@@ -274,9 +267,9 @@ Test(daemon_store, kill9_under_pipelined_job_run_loses_no_answered_job)
                 runs[i].total = &total;
                 cr_assert(pthread_create(&runs[i].thread, NULL, runner_main, &runs[i]) == 0);
         }
-        deadline = now_ms() + 30000;
+        deadline = fiberd_now_ms() + 30000;
         while (__atomic_load_n(&total, __ATOMIC_ACQUIRE) < RUN_BEFORE_KILL)
-                cr_assert(now_ms() < deadline, "%u job.runs answered after 30 s", total);
+                cr_assert(fiberd_now_ms() < deadline, "%u job.runs answered after 30 s", total);
         kill9(); /* with RUN_CLIENTS * RUN_WINDOW job.runs in flight */
         for (int i = 0; i < RUN_CLIENTS; i++)
                 pthread_join(runs[i].thread, NULL);
@@ -430,9 +423,9 @@ Test(daemon_store, ids_never_repeat_after_retention)
         c = fiberd_connect(&fd_);
         first = rpc_submit(c, "echo", NULL, 0, 0, 0, NULL);
         cr_assert_gt(first, 0);
-        deadline = now_ms() + 15000;
+        deadline = fiberd_now_ms() + 15000;
         while (job_state(c, first, state, NULL, NULL) == 0)
-                cr_assert(now_ms() < deadline, "job %llu not dropped by retention",
+                cr_assert(fiberd_now_ms() < deadline, "job %llu not dropped by retention",
                           (unsigned long long)first);
         client_free(c);
         kill9(); /* retention's delete is on disk before the kill or not: ids must not care */

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t now_ms(void)
+uint64_t fiberd_now_ms(void)
 {
         struct timespec ts;
 
@@ -199,7 +199,7 @@ static void fiberd_wait_ready(Fiberd *d)
 
         /* Started means accepting and past its start-up log: the server answers as soon as
          * it listens, a moment before main() writes the ready line. */
-        deadline = now_ms() + 15000;
+        deadline = fiberd_now_ms() + 15000;
         while (!try_connect(d->sock) || !fiberd_log_contains(d, " ready on ")) {
                 int status;
                 if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
@@ -207,7 +207,7 @@ static void fiberd_wait_ready(Fiberd *d)
                         dump_log(d);
                         cr_assert_fail("fiberd exited during start-up (status 0x%x)", status);
                 }
-                if (now_ms() > deadline) {
+                if (fiberd_now_ms() > deadline) {
                         dump_log(d);
                         cr_assert_fail("fiberd did not accept on %s and log its ready line "
                                        "within 15 s",
@@ -237,7 +237,7 @@ void fiberd_restart(Fiberd *d)
 
 int fiberd_restart_fails(Fiberd *d, int timeout_ms)
 {
-        uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+        uint64_t deadline = fiberd_now_ms() + (uint64_t)timeout_ms;
         int status;
 
         cr_assert(d->pid == 0, "fiberd_restart_fails: fiberd still runs");
@@ -248,7 +248,7 @@ int fiberd_restart_fails(Fiberd *d, int timeout_ms)
                         d->pid = 0;
                         return status;
                 }
-                if (now_ms() > deadline) {
+                if (fiberd_now_ms() > deadline) {
                         kill(d->pid, SIGKILL);
                         waitpid(d->pid, NULL, 0);
                         d->pid = 0;
@@ -260,7 +260,7 @@ int fiberd_restart_fails(Fiberd *d, int timeout_ms)
 
 int fiberd_signal_and_wait(Fiberd *d, int sig, int timeout_ms)
 {
-        uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+        uint64_t deadline = fiberd_now_ms() + (uint64_t)timeout_ms;
         int status = -1;
 
         if (d->pid <= 0)
@@ -272,7 +272,7 @@ int fiberd_signal_and_wait(Fiberd *d, int sig, int timeout_ms)
                         d->pid = 0;
                         return status;
                 }
-                if (now_ms() > deadline)
+                if (fiberd_now_ms() > deadline)
                         return -1;
                 usleep(2000);
         }
@@ -343,13 +343,13 @@ bool fiberd_log_contains(const Fiberd *d, const char *needle)
 
 bool fiberd_notify_wait(Fiberd *d, const char *needle, int timeout_ms)
 {
-        uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+        uint64_t deadline = fiberd_now_ms() + (uint64_t)timeout_ms;
 
         cr_assert(d->notify_fd >= 0);
         for (;;) {
                 char buf[4096];
                 struct pollfd p = {.fd = d->notify_fd, .events = POLLIN};
-                uint64_t now = now_ms();
+                uint64_t now = fiberd_now_ms();
                 ssize_t n;
 
                 if (now >= deadline)
@@ -362,6 +362,28 @@ bool fiberd_notify_wait(Fiberd *d, const char *needle, int timeout_ms)
                 buf[n] = '\0';
                 if (strstr(buf, needle))
                         return true;
+        }
+}
+
+void rpc_wait_progress(Client *c, uint64_t id, int64_t timeout_ms)
+{
+        uint64_t deadline = fiberd_now_ms() + (uint64_t)timeout_ms;
+
+        for (;;) {
+                const msgpack_object *p;
+                bool runs;
+                Reply rp;
+
+                rpc_simple(c, "job.status", 1, &id, &rp);
+                cr_assert_eq(rp.r, 0, "job.status %lu: %s", (unsigned long)id, rp.st.message);
+                p = map_get(rp.result, "progress");
+                runs = p && p->type == MSGPACK_OBJECT_MAP;
+                reply_clear(&rp);
+                if (runs)
+                        return;
+                cr_assert_lt(fiberd_now_ms(), deadline, "job %lu never started its code",
+                             (unsigned long)id);
+                usleep(2000);
         }
 }
 

@@ -84,6 +84,10 @@ bool fiberd_notify_wait(Fiberd *d, const char *needle, int timeout_ms);
 /* fiberd_connect - a client on the daemon's socket (asserts). */
 Client *fiberd_connect(const Fiberd *d);
 
+/* fiberd_now_ms - CLOCK_MONOTONIC now, milliseconds: the clock of every bounded wait in
+ * the tests. */
+uint64_t fiberd_now_ms(void);
+
 /* fiberd_thread_count - the threads of @d's fiberd process now (/proc/PID/task;
  * asserts it can read it). */
 unsigned fiberd_thread_count(const Fiberd *d);
@@ -157,6 +161,10 @@ uint32_t rpc_submit_send(Client *c, const char *plugin, const Arg *args, size_t 
 uint64_t rpc_submit_long(Client *c, const char *plugin);
 uint64_t rpc_submit(Client *c, const char *plugin, const Arg *args, size_t nargs, int priority,
                     uint64_t timeout_ms, IpcStatus *st);
+
+/* rpc_wait_progress - wait (asserting, at most @timeout_ms) until job @id has reported
+ * progress: its plugin code runs (the test plugins report {0, N} before their call). */
+void rpc_wait_progress(Client *c, uint64_t id, int64_t timeout_ms);
 
 /* rpc_job_wait - job.wait [id, timeout_ms] (timeout_ms < 0: nil = forever). */
 void rpc_job_wait(Client *c, uint64_t id, int64_t timeout_ms, Reply *rp);
