@@ -264,6 +264,21 @@ static void file_free(BlockioCall *c)
         free(fc);
 }
 
+/* Copy @len bytes between the bounce buffer @buf and @iov: into @buf when @in, else out
+ * of it. */
+static void bounce_copy(char *buf, size_t len, const struct iovec *iov, int iovcnt, bool in)
+{
+        size_t at = 0;
+        for (int i = 0; i < iovcnt && at < len; i++) {
+                size_t n = MIN(iov[i].iov_len, len - at);
+                if (in)
+                        memcpy(buf + at, iov[i].iov_base, n);
+                else
+                        memcpy(iov[i].iov_base, buf + at, n);
+                at += n;
+        }
+}
+
 /* One read or write of at most BLOCKIO_BOUNCE_MAX bytes off the worker. For a write,
  * @iov holds the data to copy in; for a read, it receives what was read.
  * Return: bytes; -errno; -ECANCELED. */
@@ -288,14 +303,8 @@ static ssize_t file_call(int fd, const struct iovec *iov, int iovcnt, off_t off,
         fc->len = total;
         fc->call.run = file_run;
         fc->call.free = file_free;
-        if (write) {
-                size_t at = 0;
-                for (int i = 0; i < iovcnt && at < total; i++) {
-                        size_t n = MIN(iov[i].iov_len, total - at);
-                        memcpy(fc->buf + at, iov[i].iov_base, n);
-                        at += n;
-                }
-        }
+        if (write)
+                bounce_copy(fc->buf, total, iov, iovcnt, true);
 
         int r;
         pthread_once(&blockio_once, blockio_setup);
@@ -313,14 +322,8 @@ static ssize_t file_call(int fd, const struct iovec *iov, int iovcnt, off_t off,
         if (r < 0)
                 return r;
         ssize_t n = fc->res;
-        if (!write && n > 0) {
-                size_t at = 0;
-                for (int i = 0; i < iovcnt && at < (size_t)n; i++) {
-                        size_t k = MIN(iov[i].iov_len, (size_t)n - at);
-                        memcpy(iov[i].iov_base, fc->buf + at, k);
-                        at += k;
-                }
-        }
+        if (!write && n > 0)
+                bounce_copy(fc->buf, (size_t)n, iov, iovcnt, false);
         blockio_call_put(&fc->call);
         return n;
 }
