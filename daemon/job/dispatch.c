@@ -69,6 +69,7 @@
  */
 #include "daemon/job/dispatch.h"
 #include "daemon/obs/log.h"
+#include "daemon/store/store.h"
 #include "ipc/status.h"
 #include "scheduler/base/time-util.h"
 
@@ -325,10 +326,8 @@ static int job_wait_disk(Job *j)
 
         if (j->durability != DUR_PENDING)
                 return 0;
-        r = fiber_event_wait(&j->durable, SCHED_FOREVER);
-        if (r == 0 && j->store_error < 0)
-                r = -ECANCELED;
-        return r;
+        r = store_wait(j, false, true);
+        return r < 0 ? -ECANCELED : 0; /* the store failed: job.submit cancels it */
 }
 
 static void job_fiber_main(void *arg)

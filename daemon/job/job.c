@@ -120,9 +120,9 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         fiber_event_init(&j->ran);
         fiber_event_init(&j->wake);
         fiber_event_init(&j->finished);
-        fiber_event_init(&j->durable);
-        fiber_event_init(&j->final_recorded);
-        j->store_entry.is_job = true;
+        fiber_event_init(&j->store.committed); /* the store part's (job.h) */
+        fiber_event_init(&j->store.final_committed);
+        j->store.entry.is_job = true;
         *ret = j;
         return 0;
 

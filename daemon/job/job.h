@@ -94,13 +94,13 @@ typedef struct JobOrigin {
 /*
  * JobDurability - where a job's first write to the store stands against its run: one
  * value instead of the flags that said it (store.h has the promise it keeps). The
- * outcome of that write, committed or failed, is not a value here: the store thread
- * sets Job.store_error and then the `durable` event, which is what waiters park on.
+ * outcome of that write, committed or failed, is the store's (JobStorePart below, asked
+ * with store_wait()): this is the plan, the job table's alone.
  *
- *     none ──────── nothing to wait for: the memory store (`durable` set at once), or
+ *     none ──────── nothing to wait for: the memory store (store_settle() at once), or
  *                   a record read back from the store (restored, a fleet copy)
  *     pending ───── its first write is queued; the job runs only once it is committed
- *                   (plugin_host_run() waits, jobtable_wait_durable() dispatches)
+ *                   (its job fiber waits, dispatch.c; jobtable_wait_durable() pumps)
  *     early ─────── its first write is queued; the job was dispatched at once (the
  *                   store was busy: the record carries the state it reached by then)
  *     deferred ──── job.run: nothing is answered before the job ends, so its first
@@ -113,6 +113,29 @@ typedef enum JobDurability {
         DUR_EARLY,
         DUR_DEFERRED,
 } JobDurability;
+
+/*
+ * JobStorePart - a job's place in the job store and what its writes came to: written by
+ * store.c alone (through store_put(), store_settle() and the store thread), read by
+ * nobody else; the job table asks store_wait() for the outcome. job_new() initializes
+ * it (the events and the entry's kind); everything else starts at calloc's zero.
+ *
+ * The job is queued at most once for a write: the store thread snapshots its record when
+ * it takes the batch, so the changes made meanwhile cost one row write, and none of them
+ * a copy on the caller.
+ */
+typedef struct JobStorePart {
+        /* under Store.lock */
+        StoreEntry entry; /* in Store.queue while @queued */
+        bool queued;      /* @entry is queued (holds a reference) */
+        bool args;        /* the next write carries the arguments (the first one) */
+        bool notify;      /* set @committed once the next write is committed */
+        /* outcome: @error is written before the event that publishes it */
+        int error;                  /* 0, or why the store failed (first or final write) */
+        FiberEvent committed;       /* the submission is committed (or failed: @error) */
+        FiberEvent final_committed; /* a write carrying its final state is committed,
+                                     * or there is none to wait for */
+} JobStorePart;
 
 typedef struct Job {
         /* immutable after job_new() */
@@ -177,21 +200,10 @@ typedef struct Job {
         bool fleet_copy;  /* not in this host's table: a fleet submission on its way to
                              * the shared queue, or a copy of a fleet job's shared record
                              * (store-redis.c); no fiber, never dispatched here */
-        /* under Store.lock (store.c): the job is queued at most once for a write; the
-         * store thread snapshots its record when it takes the batch, so the changes
-         * made meanwhile cost one row write, and none of them a copy on the caller */
-        StoreEntry store_entry;    /* in Store.queue while store_queued */
-        bool store_queued;         /* its entry is queued (holds a reference) */
-        bool store_args;           /* the next write carries the arguments (the first one) */
-        bool store_notify;         /* set `durable` once the next write is committed */
-        JobDurability durability;  /* how its first write and its run relate; written
-                                    * by jobtable.c's store paths only, under the table
-                                    * lock, before the job can be dispatched */
-        int store_error;           /* store.c's, set before `durable`: 0, or why the
-                                    * store failed (the outcome of the first write) */
-        FiberEvent durable;        /* set once the submission is committed to the store */
-        FiberEvent final_recorded; /* set once a write with its final state is committed
-                                    * (durable stores; store.c) */
+        JobDurability durability; /* how its first write and its run relate; written
+                                   * by jobtable.c's store paths only, under the table
+                                   * lock, before the job can be dispatched */
+        JobStorePart store;       /* store.c's alone: its writes and their outcome */
         JobLog log;                /* its host->log lines, bounded (joblog.h); its own lock */
 
         FiberEvent ran;      /* set by the job fiber when the entry point returned */

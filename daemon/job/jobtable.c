@@ -315,7 +315,7 @@ static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
 
         if (ev == JOB_EV_SUBMIT) {
                 if (j->durability == DUR_NONE)
-                        fiber_event_set(&j->durable);   /* nothing kept: nothing to wait for */
+                        store_settle(j, false); /* nothing kept: nothing to wait for */
                 else if (j->durability != DUR_DEFERRED) /* deferred: at its end */
                         store_put(t->store, j, true, true);
                 return;
@@ -728,23 +728,20 @@ void jobtable_record_locked(JobTable *t, Job *j)
         if (j->durability != DUR_DEFERRED)
                 return;
         j->durability = DUR_EARLY;          /* it was dispatched at once */
-        store_put(t->store, j, true, true); /* sets `durable` once committed */
+        store_put(t->store, j, true, true); /* store_wait() answers once committed */
 }
 
 int jobtable_wait_recorded(JobTable *t, Job *j)
 {
-        FiberEvent *ev;
+        bool final;
 
         if (!t->store || !store_durable(t->store))
                 return 0;
         jobtable_lock(t);
         jobtable_record_locked(t, j);
-        /* a final state: the write that carries it (store.c sets final_recorded) */
-        ev = job_state_final(j->state) && !j->requeued ? &j->final_recorded : &j->durable;
+        final = job_state_final(j->state) && !j->requeued; /* the write that carries it */
         jobtable_unlock(t);
-        while (fiber_event_wait(ev, SCHED_FOREVER) < 0)
-                ; /* a request fiber is not cancelled; the store thread always answers */
-        return j->store_error;
+        return store_wait(j, final, false);
 }
 
 int jobtable_wait_durable(JobTable *t, Job *j)
@@ -758,9 +755,7 @@ int jobtable_wait_durable(JobTable *t, Job *j)
         if (durability == DUR_DEFERRED)
                 return 0; /* job.run: the answer waits for jobtable_wait_recorded() */
 
-        while (fiber_event_wait(&j->durable, SCHED_FOREVER) < 0)
-                ; /* a request fiber is not cancelled; the store thread always answers */
-        r = j->store_error;
+        r = store_wait(j, false, false);
         if (r < 0) {
                 if (!j->fleet_copy) /* a fleet submission was never in the table */
                         jobtable_cancel(t, j, false);
@@ -853,9 +848,7 @@ static int restore_job(JobTable *t, const StoreRecord *rec, const Plugin *plugin
                         goto out_job;
                 }
         }
-        fiber_event_set(&j->durable);
-        if (job_state_final(rec->state))
-                fiber_event_set(&j->final_recorded); /* read back from the store */
+        store_settle(j, job_state_final(rec->state)); /* read back from the store */
         msgpack_zone_destroy(&zone);
         *ret = j;
         return 0;

@@ -11,7 +11,7 @@
  * and the fsyncs per second stay bounded by the disk, not by the submissions.
  *
  * A failed commit (disk full, I/O error) is logged; the submissions in that batch get
- * the error in Job.store_error and job.submit answers it (the job is cancelled), so a
+ * the error in the job's store part (JobStorePart) and job.submit answers it (the job is cancelled), so a
  * client never holds an id the store does not have. The next batch is tried afresh.
  */
 #include "daemon/store/store.h"
@@ -252,18 +252,18 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
         return w;
 }
 
-/* Sets the durable event of @w's job (with @error) and frees @w. */
+/* Publishes @w's outcome (@error) to the jobs it notifies and frees @w. */
 static void write_release(StoreWrite *w, int error)
 {
         if (w->notify) {
-                w->notify->store_error = error;
-                fiber_event_set(&w->notify->durable);
+                w->notify->store.error = error;
+                fiber_event_set(&w->notify->store.committed);
                 job_unref(w->notify);
         }
         if (w->notify_final) {
                 if (error)
-                        w->notify_final->store_error = error;
-                fiber_event_set(&w->notify_final->final_recorded);
+                        w->notify_final->store.error = error;
+                fiber_event_set(&w->notify_final->store.final_committed);
                 job_unref(w->notify_final);
         }
         if (!w->borrowed)
@@ -289,29 +289,47 @@ static void queue_entry_locked(Store *s, StoreEntry *e)
  * the queue a reference of its own (consumed either way). */
 static void queue_job_locked(Store *s, Job *j, bool with_args, bool notify, bool ref)
 {
-        j->store_args |= with_args;
-        j->store_notify |= notify;
-        if (j->store_queued) {
+        j->store.args |= with_args;
+        j->store.notify |= notify;
+        if (j->store.queued) {
                 if (ref)
                         job_unref(j); /* not the last: the queue holds one */
                 return;
         }
-        j->store_queued = true;
+        j->store.queued = true;
         if (!ref)
                 job_ref(j);
-        queue_entry_locked(s, &j->store_entry);
+        queue_entry_locked(s, &j->store.entry);
 }
 
 void store_put(Store *s, Job *j, bool with_args, bool notify)
 {
         if (!s->backend->commit) {
                 if (notify)
-                        fiber_event_set(&j->durable);
+                        fiber_event_set(&j->store.committed);
                 return;
         }
         pthread_mutex_lock(&s->lock);
         queue_job_locked(s, j, with_args, notify, false);
         pthread_mutex_unlock(&s->lock);
+}
+
+void store_settle(Job *j, bool final)
+{
+        fiber_event_set(&j->store.committed);
+        if (final)
+                fiber_event_set(&j->store.final_committed);
+}
+
+int store_wait(Job *j, bool final, bool cancellable)
+{
+        FiberEvent *ev = final ? &j->store.final_committed : &j->store.committed;
+        int r;
+
+        /* the store thread always answers: a wait that may not be cancelled retries */
+        while ((r = fiber_event_wait(ev, SCHED_FOREVER)) < 0 && !cancellable)
+                ;
+        return r < 0 ? r : j->store.error;
 }
 
 void store_set_source(Store *s, StoreSnapshotFn snapshot, void *arg)
@@ -475,10 +493,10 @@ static size_t take_locked(Store *s, size_t *n_del)
                 StoreEntry *se = list_entry(e, StoreEntry, link);
                 StoreTaken *t = &s->taken[n++];
                 if (se->is_job) {
-                        Job *j = container_of(se, Job, store_entry);
+                        Job *j = container_of(se, Job, store.entry);
                         *t = (StoreTaken){
-                                .job = j, .args = j->store_args, .notify = j->store_notify};
-                        j->store_queued = j->store_args = j->store_notify = false;
+                                .job = j, .args = j->store.args, .notify = j->store.notify};
+                        j->store.queued = j->store.args = j->store.notify = false;
                 } else {
                         *t = (StoreTaken){.w = container_of(se, StoreWrite, entry)};
                 }

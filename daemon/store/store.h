@@ -128,8 +128,8 @@ typedef struct StoreWrite {
         StorePluginFile pf;   /* STORE_OP_PLUGIN */
         const char *meta_key; /* STORE_OP_META */
         int64_t meta_value;
-        Job *notify;       /* referenced: its `durable` event is set once committed */
-        Job *notify_final; /* referenced: a final state: its `final_recorded` event */
+        Job *notify;       /* referenced: store_wait(j, false) answers once committed */
+        Job *notify_final; /* referenced: a final state: store_wait(j, true) answers */
         bool borrowed;     /* not malloc'ed (the store thread's batch memory or stack): not freed */
 } StoreWrite;
 
@@ -280,9 +280,8 @@ bool store_durable(const Store *s);
 
 /*
  * store_put - queue @j for a write of its record (the arguments too when @with_args:
- * the first write of a job); when @notify, set @j->durable (and @j->store_error on
- * failure) once it is committed. With the memory backend, @notify's event is set at
- * once. Nothing is copied here: @j is queued (referenced) at most once, and the store
+ * the first write of a job); when @notify, publish the outcome to store_wait(@j, false)
+ * once it is committed (or failed). With the memory backend, that is at once. Nothing is copied here: @j is queued (referenced) at most once, and the store
  * thread snapshots its record (store_set_source()) when it takes the batch, so the
  * submission, start and end of a job that all happen during one commit cost one row
  * write. It allocates nothing, so it cannot fail.
@@ -290,6 +289,24 @@ bool store_durable(const Store *s);
  * yield.
  */
 void store_put(Store *s, Job *j, bool with_args, bool notify);
+
+/*
+ * store_settle - @j has nothing to write and nothing to wait for (the memory store, a
+ * record read back from the store, a fleet copy): store_wait(@j, false) answers 0 at
+ * once, and so does store_wait(@j, true) when @final (its final state is the stored
+ * one). Context: any; does not yield.
+ */
+void store_settle(Job *j, bool final);
+
+/*
+ * store_wait - wait until @j's submission (@final false) or a write carrying its final
+ * state (@final true) is committed, and say how it went.
+ * Return: 0; the store's error (a negative errno: the write failed, nothing of it is on
+ * disk); -ECANCELED when @cancellable and the calling fiber was cancelled meanwhile
+ * (otherwise a cancellation is ignored: the store thread always answers).
+ * Context: a fiber (request or job fiber); yields; no lock held.
+ */
+int store_wait(Job *j, bool final, bool cancellable);
 
 /*
  * store_set_source - how the store thread reads a queued job's record: @snapshot(@arg)

@@ -4,7 +4,7 @@
  * in for SQLite, and a fake owner's snapshot function stands in for the job table. A
  * burst of writes queued during one commit is the next commit, a job's `durable` event
  * is set only once its write is committed, a failed commit reaches the job
- * (store_error) and a synchronous writer, and records are read on the store thread. */
+ * (JobStorePart.error) and a synchronous writer, and records are read on the store thread. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
@@ -127,7 +127,7 @@ static Job *new_job(uint64_t id, const char *plugin)
 
 static bool durable(Job *j)
 {
-        return __atomic_load_n(&j->durable.set, __ATOMIC_ACQUIRE) != 0;
+        return __atomic_load_n(&j->store.committed.set, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* Waits (10 s at most) until the fake's commit is held at the shut gate. */
@@ -184,7 +184,7 @@ Test(store, a_burst_during_a_commit_is_the_next_commit)
         pthread_mutex_unlock(&fake.lock);
         for (int i = 0; i < 6; i++) {
                 cr_assert(durable(j[i]), "job %d not durable after the commit", i);
-                cr_assert_eq(j[i]->store_error, 0);
+                cr_assert_eq(j[i]->store.error, 0);
         }
         cr_assert_eq(s->commits, 2);
         cr_assert_eq(s->writes, 6);
@@ -203,7 +203,7 @@ Test(store, a_failed_commit_reaches_the_job_and_the_waiter)
         store_put(s, j, true, true);
         store_flush(s);
         cr_assert(durable(j), "the job's waiters were never woken");
-        cr_assert_eq(j->store_error, -EIO, "store_error %d", j->store_error);
+        cr_assert_eq(j->store.error, -EIO, "store.error %d", j->store.error);
         cr_assert_eq(s->commit_errors, 1);
         cr_assert_eq(s->commits, 0);
         /* a synchronous writer hears it as well */
