@@ -192,19 +192,19 @@ typedef struct Job {
                                   * store; host functions read it with job_detached() */
 
         /* job store (store.h) */
-        uint32_t attempt; /* runs begun before this one (a retry-safe job requeued) */
-        bool interrupted; /* cancelled by shutdown, not on request: a durable store
+        uint32_t attempt;         /* runs begun before this one (a retry-safe job requeued) */
+        bool interrupted;         /* cancelled by shutdown, not on request: a durable store
                              * keeps it (queued again when its plugin is retry-safe) */
-        bool requeued;    /* shutdown left it queued in the store: it is not final
+        bool requeued;            /* shutdown left it queued in the store: it is not final
                              * there, whatever this process's copy says */
-        bool fleet_copy;  /* not in this host's table: a fleet submission on its way to
+        bool fleet_copy;          /* not in this host's table: a fleet submission on its way to
                              * the shared queue, or a copy of a fleet job's shared record
                              * (store-redis.c); no fiber, never dispatched here */
         JobDurability durability; /* how its first write and its run relate; written
                                    * by jobtable.c's store paths only, under the table
                                    * lock, before the job can be dispatched */
         JobStorePart store;       /* store.c's alone: its writes and their outcome */
-        JobLog log;                /* its host->log lines, bounded (joblog.h); its own lock */
+        JobLog log;               /* its host->log lines, bounded (joblog.h); its own lock */
 
         FiberEvent ran;      /* set by the job fiber when the entry point returned */
         FiberEvent wake;     /* set when the job fiber returned or cancellation was

@@ -315,7 +315,7 @@ static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
 
         if (ev == JOB_EV_SUBMIT) {
                 if (j->durability == DUR_NONE)
-                        store_settle(j, false); /* nothing kept: nothing to wait for */
+                        store_settle(j, false);         /* nothing kept: nothing to wait for */
                 else if (j->durability != DUR_DEFERRED) /* deferred: at its end */
                         store_put(t->store, j, true, true);
                 return;
