@@ -82,6 +82,20 @@ enum {
 #define IPC_OPT_PRIORITY "priority"
 #define IPC_OPT_TIMEOUT_MS "timeout_ms"
 #define IPC_OPT_CLASS "class" /* CPU control: the job's class ([class.NAME]); absent = default */
+/* job scheduling (PROTOCOL.md, "Scheduling jobs") */
+#define IPC_OPT_DELAY_MS "delay_ms"             /* unsigned: run no sooner than now + this */
+#define IPC_OPT_RUN_AT "run_at"                 /* unsigned ms since the epoch (UTC) */
+#define IPC_OPT_MAX_ATTEMPTS "max_attempts"     /* 1..IPC_MAX_ATTEMPTS_MAX */
+#define IPC_OPT_BACKOFF_MS "backoff_ms"         /* the first retry's wait (default 1000) */
+#define IPC_OPT_BACKOFF_MAX_MS "backoff_max_ms" /* its cap (default 3600000) */
+#define IPC_OPT_AFTER "after"                   /* [id, ...]: run once all are done */
+#define IPC_OPT_KEY "key"                       /* idempotency key, 1..IPC_KEY_MAX bytes */
+#define IPC_MAX_ATTEMPTS_MAX 100
+#define IPC_BACKOFF_MS_DEFAULT 1000
+#define IPC_BACKOFF_MAX_MS_DEFAULT 3600000
+#define IPC_AFTER_MAX 64
+#define IPC_IDEMPOTENCY_KEY_MAX 128
+#define IPC_RUN_AT_MAX_AHEAD_MS (10ull * 366 * 24 * 3600 * 1000) /* 10 years */
 #define IPC_FILTER_STATE "state"
 #define IPC_FILTER_PLUGIN "plugin"
 #define IPC_FILTER_LIMIT "limit"
@@ -104,6 +118,14 @@ enum {
 #define IPC_KEY_CLASS "class" /* CPU control: the job's class name */
 /* job store: runs begun before this one (a retry-safe job requeued) */
 #define IPC_KEY_ATTEMPT "attempt"
+#define IPC_KEY_MAX_ATTEMPTS "max_attempts"
+#define IPC_KEY_NEXT_ATTEMPT_MS "next_attempt_ms" /* while retrying; else nil */
+#define IPC_KEY_RUN_AT_MS "run_at_ms"             /* the due time asked; nil = none */
+#define IPC_KEY_AFTER "after"                     /* [ids] it waits for */
+#define IPC_KEY_KEY "key"                         /* its idempotency key; nil = none */
+#define IPC_KEY_ERRORS "errors" /* [{attempt, code, message, finished_ms}], oldest first */
+#define IPC_JOB_ERRORS_MAX 16   /* runs whose errors a record keeps (the last ones) */
+#define IPC_KEY_EXISTING "existing" /* job.submit: a key matched an earlier job */
 
 /* The error map, in responses, job records and IPC_NOTIFY_CONNECTION_ERROR. */
 #define IPC_KEY_CODE "code"
@@ -115,6 +137,49 @@ enum {
 #define IPC_STATE_DONE "done"
 #define IPC_STATE_FAILED "failed"
 #define IPC_STATE_CANCELLED "cancelled"
+#define IPC_STATE_SCHEDULED "scheduled" /* waits for its due time */
+#define IPC_STATE_WAITING "waiting"     /* waits for the jobs of its `after` */
+#define IPC_STATE_RETRYING "retrying"   /* failed a run, waits for its next attempt */
+#define IPC_STATE_DEAD "dead"           /* out of attempts: final */
+
+/* job.retry [ids] or [{all: true}] -> {retried: [ids]};
+ * job.discard [ids] or [{all: true}] -> {discarded: [ids]} */
+#define IPC_METHOD_JOB_RETRY "job.retry"
+#define IPC_METHOD_JOB_DISCARD "job.discard"
+#define IPC_KEY_ALL "all"
+#define IPC_KEY_RETRIED "retried"
+#define IPC_KEY_DISCARDED "discarded"
+
+/* pause / resume [kind, name] (admin) -> {kind, name, paused, queued} */
+#define IPC_METHOD_PAUSE "pause"
+#define IPC_METHOD_RESUME "resume"
+#define IPC_PAUSE_KIND_CLASS "class"
+#define IPC_PAUSE_KIND_PLUGIN "plugin"
+#define IPC_KEY_KIND "kind"
+#define IPC_KEY_PAUSED "paused" /* also stats: {classes: [names], plugins: [names]} */
+
+/* schedule.add [name, spec, plugin, args, options] -> schedule;
+ * schedule.list [] -> [schedule]; schedule.remove|pause|resume [name, owner?] -> schedule.
+ * A schedule: {name, owner, cron, tz, every_ms, missed, plugin, args, options, paused,
+ * next_ms, last_ms, last_job}; spec: {cron, tz} or {every_ms}, plus missed. */
+#define IPC_METHOD_SCHEDULE_ADD "schedule.add"
+#define IPC_METHOD_SCHEDULE_LIST "schedule.list"
+#define IPC_METHOD_SCHEDULE_REMOVE "schedule.remove"
+#define IPC_METHOD_SCHEDULE_PAUSE "schedule.pause"
+#define IPC_METHOD_SCHEDULE_RESUME "schedule.resume"
+#define IPC_KEY_CRON "cron"
+#define IPC_KEY_TZ "tz"
+#define IPC_KEY_EVERY_MS "every_ms"
+#define IPC_KEY_MISSED "missed"
+#define IPC_MISSED_SKIP "skip"
+#define IPC_MISSED_RUN_ONCE "run_once"
+#define IPC_KEY_ARGS "args"
+#define IPC_KEY_OPTIONS "options"
+#define IPC_KEY_NEXT_MS "next_ms"
+#define IPC_KEY_LAST_MS "last_ms"
+#define IPC_KEY_LAST_JOB "last_job"
+#define IPC_SCHEDULE_NAME_MAX 64
+#define IPC_SCHEDULE_EVERY_MS_MIN 1000
 
 /* ping's result */
 #define IPC_KEY_VERSION "version"   /* FIBERD_VERSION */
