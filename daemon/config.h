@@ -24,6 +24,9 @@
  *   max_queued = 100000            ; jobs waiting at most; beyond, job.submit is OVERLOADED
  *   retention_s = 600              ; finished jobs stay queryable this long
  *   retention_max = 10000          ; and at most this many of them
+ *   dead_retention_s = 604800      ; dead jobs (out of attempts) stay this long
+ *   dead_retention_max = 10000     ; and at most this many of them
+ *   idempotency_window_s = 86400   ; a key answers repeats this long after its job ended
  *   max_running_per_user = 64      ; running jobs of one uid; 0 = no cap (per-user
  *                                  ; limits bind every uid but root and fiberd's own)
  *   max_queued_per_user = 10000    ; queued jobs of one uid; 0 = no cap
@@ -143,6 +146,10 @@ typedef struct Config {
         size_t max_queued;              /* queued jobs at most */
         uint64_t retention_ns;          /* finished jobs are dropped this long after they end */
         size_t retention_max;           /* ... or when more than this many are finished */
+        uint64_t dead_retention_ns;     /* dead jobs are dropped this long after they died */
+        size_t dead_retention_max;      /* ... or when more than this many are dead */
+        uint64_t key_window_ms;         /* an idempotency key answers this long after its
+                                         * job ended */
         unsigned max_running_per_user;  /* [jobs]; 0 = no cap */
         size_t max_queued_per_user;     /* [jobs]; 0 = no cap */
         unsigned submit_rate_per_user;  /* [jobs]; a second; 0 = no limit */

@@ -180,6 +180,8 @@ static void apply_quotas(Daemon *d, const Config *c)
         };
 
         jobtable_set_quotas(&d->jobs, &q);
+        jobtable_set_scheduling(&d->jobs, c->dead_retention_ns, c->dead_retention_max,
+                                c->key_window_ms);
 }
 
 /* Gives every class of @nc that the job scheduler already has its new shares at once
@@ -322,6 +324,14 @@ static void signal_fiber(void *arg)
                         break;
                 }
         }
+}
+
+/* The due set's timer: queues scheduled and retrying jobs as they come due (jobhold.h). */
+static void due_fiber(void *arg)
+{
+        Daemon *d = arg;
+
+        jobtable_run_timer(&d->jobs);
 }
 
 static void ticker_fiber(void *arg)
@@ -800,7 +810,8 @@ int main(int argc, char **argv)
 
         /* after the ready line: a SIGHUP's reload then cannot race with it */
         if (start_fiber(d, signal_fiber, (void *)(intptr_t)sfd, "signals") < 0 ||
-            start_fiber(d, ticker_fiber, d, "ticker") < 0)
+            start_fiber(d, ticker_fiber, d, "ticker") < 0 ||
+            start_fiber(d, due_fiber, d, "due") < 0)
                 return EX_SOFTWARE;
         /* under WatchdogSec=: pings from the server group (watchdog_fiber()) */
         if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {

@@ -746,6 +746,9 @@ static int instance_fill(LoadedPlugin *p, const FiberdPlugin *d, const char *pat
         if (dladdr(d, &info) && info.dli_fbase)
                 p->base = info.dli_fbase;
         p->flags = DESC_HAS(d, flags) ? d->flags : 0;
+        p->max_attempts = DESC_HAS(d, max_attempts) && d->max_attempts ? d->max_attempts : 1;
+        if (p->max_attempts > 100)
+                p->max_attempts = 100;
         if (stat(path, &st) == 0)
                 file_id_of(&st, p->file_id);
         p->path = strdup(path);

@@ -84,7 +84,8 @@ typedef struct LoadedPlugin {
         void *handle;             /* dlopen() handle; loader-private */
 
         /* ---- plugins in place ---- */
-        uint32_t flags;      /* desc->flags (0 when the descriptor predates them) */
+        uint32_t flags;        /* desc->flags (0 when the descriptor predates them) */
+        uint32_t max_attempts; /* desc->max_attempts, 1..100 (1 when it predates it) */
         int refs;            /* atomic: 1 for the loader while current + loader_acquire()s */
         bool retired;        /* replaced or removed (under the loader's lock) */
         bool unloaded;       /* fini() ran, dlclose()d: desc is gone (loader's lock) */

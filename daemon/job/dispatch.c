@@ -382,13 +382,13 @@ static void job_conclude_locked(Dispatcher *d, Job *j, bool detached)
                         &(JobChange){.code = j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
                                      .message = msg});
         } else if (j->run_result < 0) {
+                /* failed: again later when it has attempts left (job_retry_event()) */
+                const char *code = j->fail_code ? j->fail_code
+                                                : ipc_status_code_from_errno(j->run_result);
                 snprintf(msg, sizeof(msg), "%s",
                          j->error_message ? j->error_message : strerror(-j->run_result));
-                job_transition(d->machine, j, JOB_EV_RETURN_ERR,
-                               &(JobChange){.code = j->fail_code ? j->fail_code
-                                                                 : ipc_status_code_from_errno(
-                                                                           j->run_result),
-                                            .message = msg});
+                job_transition(d->machine, j, job_retry_event(j, code),
+                               &(JobChange){.code = code, .message = msg});
         } else {
                 job_transition(d->machine, j, JOB_EV_RETURN_OK, NULL);
         }
@@ -544,9 +544,14 @@ static void job_supervise(void *arg)
         job_conclude_locked(d, j, false);
         job_release_locked(d, j);
         d->ops->unlock(d->owner);
-        if (j->state == JOB_FAILED)
-                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner, "failed: %s",
+        if (j->state == JOB_FAILED || j->state == JOB_DEAD)
+                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner, "%s: %s",
+                              j->state == JOB_DEAD ? "dead (out of attempts)" : "failed",
                               j->error_message);
+        else if (j->state == JOB_RETRYING)
+                log_job_owner(LOG_NOTICE, j->id, j->plugin_name, j->owner,
+                              "attempt %u of %u failed; the next one is due at %llu ms",
+                              j->attempt, j->max_attempts, (unsigned long long)j->due_ms);
         else if (j->state == JOB_CANCELLED)
                 log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner, "cancelled: %s",
                               j->error_message);

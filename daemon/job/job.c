@@ -12,6 +12,7 @@
 #include "daemon/job/job.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
+#include "ipc/status.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -115,6 +116,10 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->refs = 1;
         joblog_init(&j->log);
         j->heap_index = SIZE_MAX;
+        j->due_index = SIZE_MAX;
+        j->max_attempts = 1;
+        j->backoff_ms = IPC_BACKOFF_MS_DEFAULT;
+        j->backoff_max_ms = IPC_BACKOFF_MAX_MS_DEFAULT;
         list_init(&j->all_link);
         list_init(&j->fin_link);
         fiber_event_init(&j->ran);
@@ -153,9 +158,78 @@ Job *job_unref(Job *j)
         free(j->plugin_name);
         free(j->result);
         free(j->error_message);
+        free(j->after);
+        free(j->key);
+        for (size_t i = 0; j->errors && i < IPC_JOB_ERRORS_MAX; i++)
+                free(j->errors[i].message);
+        free(j->errors);
+        for (size_t i = 0; i < j->n_dependents; i++)
+                job_unref(j->dependents[i]);
+        free(j->dependents);
         joblog_done(&j->log);
         free(j);
         return NULL;
+}
+
+int job_set_plan(Job *j, const JobPlan *plan)
+{
+        uint64_t *after = NULL;
+        char *key = NULL;
+
+        if (plan->n_after) {
+                after = malloc(plan->n_after * sizeof(*after));
+                if (!after)
+                        return -ENOMEM;
+                memcpy(after, plan->after, plan->n_after * sizeof(*after));
+        }
+        if (plan->key && !(key = strdup(plan->key))) {
+                free(after);
+                return -ENOMEM;
+        }
+        free(j->after);
+        free(j->key);
+        j->after = after;
+        j->n_after = plan->n_after;
+        j->key = key;
+        j->run_at_ms = plan->run_at_ms;
+        j->max_attempts = plan->max_attempts ? plan->max_attempts : 1;
+        j->backoff_ms = plan->backoff_ms ? plan->backoff_ms : IPC_BACKOFF_MS_DEFAULT;
+        j->backoff_max_ms = plan->backoff_max_ms ? plan->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT;
+        return 0;
+}
+
+void job_add_run_error(Job *j, const char *code, const char *message, uint64_t finished_ms)
+{
+        JobRunError *e;
+
+        if (!j->errors && !(j->errors = calloc(IPC_JOB_ERRORS_MAX, sizeof(*j->errors))))
+                return; /* the record lists one failed run fewer */
+        e = &j->errors[j->n_errors % IPC_JOB_ERRORS_MAX];
+        free(e->message);
+        *e = (JobRunError){.attempt = j->attempt,
+                           .code = code,
+                           .message = strdup(message ? message : ""),
+                           .finished_ms = finished_ms};
+        j->n_errors++;
+}
+
+uint64_t job_backoff_ms(const Job *j, uint32_t attempt)
+{
+        uint64_t wait = j->backoff_ms, r;
+
+        for (uint32_t i = 1; i < attempt && wait < j->backoff_max_ms; i++)
+                wait *= 2;
+        if (wait > j->backoff_max_ms)
+                wait = j->backoff_max_ms;
+        /* 50-100 %: a per-thread xorshift seeded from the clock and the job */
+        static __thread uint64_t seed;
+        if (!seed)
+                seed = clock_now_ns(CLOCK_MONOTONIC) ^ (j->id * 0x9e3779b97f4a7c15ULL) ^ 1;
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        r = wait / 2 ? seed % (wait / 2 + 1) : 0;
+        return wait - wait / 2 + r;
 }
 
 /* progress: {done, total}, or nil before the plugin says any (written without the
@@ -197,8 +271,170 @@ static int pack_ms_or_nil(msgpack_packer *pk, const void *arg)
         return ms ? msgpack_pack_uint64(pk, ms) : msgpack_pack_nil(pk);
 }
 
+static int pack_after(msgpack_packer *pk, const void *arg)
+{
+        const Job *j = arg;
+        int r = msgpack_pack_array(pk, j->n_after);
+
+        for (size_t i = 0; r == 0 && i < j->n_after; i++)
+                r = msgpack_pack_uint64(pk, j->after[i]);
+        return r;
+}
+
+static int pack_key(msgpack_packer *pk, const void *arg)
+{
+        const char *key = arg;
+
+        return key ? ipc_pack_cstr(pk, key) : msgpack_pack_nil(pk);
+}
+
+int job_pack_run_errors(msgpack_packer *pk, const Job *j)
+{
+        uint32_t n = !j->errors                         ? 0
+                     : j->n_errors < IPC_JOB_ERRORS_MAX ? j->n_errors
+                                                        : IPC_JOB_ERRORS_MAX;
+        int r = msgpack_pack_array(pk, n);
+
+        for (uint32_t i = j->n_errors - n; r == 0 && i < j->n_errors; i++) {
+                const JobRunError *e = &j->errors[i % IPC_JOB_ERRORS_MAX];
+                r = IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_ATTEMPT, e->attempt),
+                                 IPC_KV_CSTR(IPC_KEY_CODE, e->code ? e->code : IPC_INTERNAL),
+                                 IPC_KV_CSTR(IPC_KEY_MESSAGE, e->message ? e->message : ""),
+                                 IPC_KV_UINT(IPC_KEY_FINISHED_MS, e->finished_ms));
+        }
+        return r;
+}
+
+static int pack_errors(msgpack_packer *pk, const void *arg)
+{
+        return job_pack_run_errors(pk, arg);
+}
+
+bool job_has_schedule(const Job *j)
+{
+        return j->run_at_ms || j->due_ms || j->max_attempts > 1 || j->n_after || j->key ||
+               j->n_errors;
+}
+
+/* the schedule's own keys (the store's, not the wire's) */
+#define SCHED_KEY_DUE_MS "due_ms"
+
+int job_pack_schedule(msgpack_packer *pk, const Job *j)
+{
+        return IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_RUN_AT_MS, j->run_at_ms),
+                            IPC_KV_UINT(SCHED_KEY_DUE_MS, j->due_ms),
+                            IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts),
+                            IPC_KV_UINT(IPC_OPT_BACKOFF_MS, j->backoff_ms),
+                            IPC_KV_UINT(IPC_OPT_BACKOFF_MAX_MS, j->backoff_max_ms),
+                            IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j),
+                            IPC_KV_PACK(IPC_KEY_KEY, pack_key, j->key),
+                            IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j));
+}
+
+static bool obj_key_is(const msgpack_object *k, const char *name)
+{
+        return k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(name) &&
+               memcmp(k->via.str.ptr, name, k->via.str.size) == 0;
+}
+
+static uint64_t obj_u64(const msgpack_object *o)
+{
+        return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
+}
+
+static char *obj_strdup(const msgpack_object *o)
+{
+        return o->type == MSGPACK_OBJECT_STR ? strndup(o->via.str.ptr, o->via.str.size) : NULL;
+}
+
+/* errors: [{attempt, code, message, finished_ms}] back into the ring */
+static void unpack_errors(Job *j, const msgpack_object *o)
+{
+        if (o->type != MSGPACK_OBJECT_ARRAY)
+                return;
+        for (uint32_t i = 0; i < o->via.array.size; i++) {
+                const msgpack_object *e = &o->via.array.ptr[i];
+                uint32_t attempt = j->attempt;
+                const char *code = IPC_INTERNAL;
+                char *msg = NULL;
+                uint64_t finished_ms = 0;
+                if (e->type != MSGPACK_OBJECT_MAP)
+                        continue;
+                for (uint32_t k = 0; k < e->via.map.size; k++) {
+                        const msgpack_object_kv *kv = &e->via.map.ptr[k];
+                        if (obj_key_is(&kv->key, IPC_KEY_ATTEMPT))
+                                attempt = (uint32_t)obj_u64(&kv->val);
+                        else if (obj_key_is(&kv->key, IPC_KEY_CODE) &&
+                                 kv->val.type == MSGPACK_OBJECT_STR)
+                                code = ipc_status_canonical_code(kv->val.via.str.ptr,
+                                                                 kv->val.via.str.size);
+                        else if (obj_key_is(&kv->key, IPC_KEY_MESSAGE))
+                                msg = obj_strdup(&kv->val);
+                        else if (obj_key_is(&kv->key, IPC_KEY_FINISHED_MS))
+                                finished_ms = obj_u64(&kv->val);
+                }
+                uint32_t keep = j->attempt;
+                j->attempt = attempt;
+                job_add_run_error(j, code, msg, finished_ms);
+                j->attempt = keep;
+                free(msg);
+        }
+}
+
+int job_unpack_schedule(Job *j, const char *buf, size_t len)
+{
+        msgpack_unpacked u;
+        size_t off = 0;
+        int r = -EINVAL;
+
+        msgpack_unpacked_init(&u);
+        if (msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+            u.data.type != MSGPACK_OBJECT_MAP)
+                goto out;
+        for (uint32_t i = 0; i < u.data.via.map.size; i++) {
+                const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
+                if (obj_key_is(&kv->key, IPC_KEY_RUN_AT_MS))
+                        j->run_at_ms = obj_u64(&kv->val);
+                else if (obj_key_is(&kv->key, SCHED_KEY_DUE_MS))
+                        j->due_ms = obj_u64(&kv->val);
+                else if (obj_key_is(&kv->key, IPC_KEY_MAX_ATTEMPTS))
+                        j->max_attempts = (uint32_t)obj_u64(&kv->val);
+                else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MS))
+                        j->backoff_ms = obj_u64(&kv->val);
+                else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MAX_MS))
+                        j->backoff_max_ms = obj_u64(&kv->val);
+                else if (obj_key_is(&kv->key, IPC_KEY_KEY)) {
+                        free(j->key);
+                        j->key = obj_strdup(&kv->val);
+                } else if (obj_key_is(&kv->key, IPC_KEY_AFTER) &&
+                           kv->val.type == MSGPACK_OBJECT_ARRAY && kv->val.via.array.size) {
+                        uint32_t n = kv->val.via.array.size;
+                        uint64_t *a = calloc(n, sizeof(*a));
+                        if (!a) {
+                                r = -ENOMEM;
+                                goto out;
+                        }
+                        for (uint32_t k = 0; k < n; k++)
+                                a[k] = obj_u64(&kv->val.via.array.ptr[k]);
+                        free(j->after);
+                        j->after = a;
+                        j->n_after = n;
+                } else if (obj_key_is(&kv->key, IPC_KEY_ERRORS)) {
+                        unpack_errors(j, &kv->val);
+                }
+        }
+        if (!j->max_attempts)
+                j->max_attempts = 1;
+        r = 0;
+out:
+        msgpack_unpacked_destroy(&u);
+        return r;
+}
+
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
 {
+        uint64_t next_attempt_ms = j->state == JOB_RETRYING ? j->due_ms : 0;
+
         int r = IPC_PACK_MAP(
                 pk, IPC_KV_UINT(IPC_KEY_ID, j->id), IPC_KV_CSTR(IPC_KEY_PLUGIN, j->plugin_name),
                 IPC_KV_CSTR(IPC_KEY_CLASS, j->class_name), IPC_KV_UINT(IPC_KEY_OWNER, j->owner),
@@ -211,7 +447,12 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
                 IPC_KV_PACK(IPC_KEY_PROGRESS, pack_progress, j),
                 IPC_KV_PACK_IF(with_result, IPC_KEY_RESULT, pack_result, j),
                 IPC_KV_PACK(IPC_KEY_ERROR, pack_error, j),
-                IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt));
+                IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt),
+                IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts ? j->max_attempts : 1),
+                IPC_KV_PACK(IPC_KEY_NEXT_ATTEMPT_MS, pack_ms_or_nil, &next_attempt_ms),
+                IPC_KV_PACK(IPC_KEY_RUN_AT_MS, pack_ms_or_nil, &j->run_at_ms),
+                IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j), IPC_KV_PACK(IPC_KEY_KEY, pack_key, j->key),
+                IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j));
 
         return r ? -ENOMEM : 0;
 }
@@ -223,11 +464,10 @@ static const char *const job_state_names[JOB_STATE_COUNT] = {
         [JOB_DONE] = IPC_STATE_DONE,
         [JOB_FAILED] = IPC_STATE_FAILED,
         [JOB_CANCELLED] = IPC_STATE_CANCELLED,
-        [JOB_SCHEDULED] = "scheduled",
-        [JOB_RETRYING] = "retrying",
-        [JOB_WAITING] = "waiting",
-        [JOB_PAUSED] = "paused",
-        [JOB_DEAD] = "dead",
+        [JOB_SCHEDULED] = IPC_STATE_SCHEDULED,
+        [JOB_RETRYING] = IPC_STATE_RETRYING,
+        [JOB_WAITING] = IPC_STATE_WAITING,
+        [JOB_DEAD] = IPC_STATE_DEAD,
 };
 
 const char *job_state_name(JobState s)
@@ -237,8 +477,8 @@ const char *job_state_name(JobState s)
 
 int job_state_parse(const char *name, size_t len, JobState *ret)
 {
-        /* only what the wire knows (PROTOCOL.md): queued .. cancelled */
-        for (int s = JOB_QUEUED; s <= JOB_CANCELLED; s++) {
+        /* only what the wire knows (PROTOCOL.md): queued .. dead, not new */
+        for (int s = JOB_QUEUED; s < JOB_STATE_COUNT; s++) {
                 if (strlen(job_state_names[s]) == len &&
                     memcmp(job_state_names[s], name, len) == 0) {
                         *ret = (JobState)s;
@@ -250,7 +490,12 @@ int job_state_parse(const char *name, size_t len, JobState *ret)
 
 bool job_state_final(JobState s)
 {
-        return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED;
+        return s == JOB_DONE || s == JOB_FAILED || s == JOB_CANCELLED || s == JOB_DEAD;
+}
+
+bool job_state_held(JobState s)
+{
+        return s == JOB_SCHEDULED || s == JOB_WAITING || s == JOB_RETRYING;
 }
 
 bool job_state_active(JobState s)

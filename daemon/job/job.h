@@ -39,6 +39,7 @@
 
 #include "daemon/server/creds.h"
 #include "daemon/job/joblog.h"
+#include "ipc/protocol.h"
 #include "scheduler/base/list.h"
 #include "scheduler/sched.h"
 
@@ -54,11 +55,10 @@ typedef enum JobState {
         JOB_DONE,
         JOB_FAILED,
         JOB_CANCELLED,
-        /* not yet reachable: declared for job scheduling, no row leads to them */
-        JOB_SCHEDULED, /* waits for its start time */
-        JOB_RETRYING,  /* failed, waits for its next attempt */
-        JOB_WAITING,   /* waits for the jobs it depends on */
-        JOB_PAUSED,    /* held by an operator */
+        /* job scheduling (PROTOCOL.md, "Scheduling jobs") */
+        JOB_SCHEDULED, /* waits for its due time (JobPlan.run_at_ms; jobtimer.h) */
+        JOB_RETRYING,  /* a run failed, waits for its next attempt (jobtimer.h) */
+        JOB_WAITING,   /* waits for the jobs of its `after` (jobdeps.h) */
         JOB_DEAD,      /* out of attempts: final */
         JOB_STATE_COUNT,
 } JobState;
@@ -137,6 +137,28 @@ typedef struct JobStorePart {
                                      * or there is none to wait for */
 } JobStorePart;
 
+/*
+ * JobPlan - what a submission asks of the job's schedule (PROTOCOL.md, "Scheduling
+ * jobs"): read by submit.c, checked there, kept by the job. Every field may be 0.
+ */
+typedef struct JobPlan {
+        uint64_t run_at_ms;      /* CLOCK_REALTIME ms: not before (delay_ms / run_at); 0 = now */
+        uint32_t max_attempts;   /* runs it may get; 0 taken as 1 */
+        uint64_t backoff_ms;     /* the first retry's wait; 0 = IPC_BACKOFF_MS_DEFAULT */
+        uint64_t backoff_max_ms; /* its cap; 0 = IPC_BACKOFF_MAX_MS_DEFAULT */
+        const uint64_t *after;   /* ids it runs after (copied by job_new()) */
+        size_t n_after;
+        const char *key; /* idempotency key (copied); NULL = none */
+} JobPlan;
+
+/* JobRunError - one failed run, as the record's `errors` lists it. */
+typedef struct JobRunError {
+        uint32_t attempt;   /* Job.attempt of that run */
+        const char *code;   /* IPC_* constant */
+        char *message;      /* owned */
+        uint64_t finished_ms;
+} JobRunError;
+
 typedef struct Job {
         /* immutable after job_new() */
         uint64_t id;            /* from 1, never reused */
@@ -191,8 +213,27 @@ typedef struct Job {
                                   * the fiber has returned. Written with an atomic
                                   * store; host functions read it with job_detached() */
 
+        /* job scheduling (PROTOCOL.md, "Scheduling jobs"): the plan is immutable after
+         * job_set_plan() (before submission or restore); the rest is under the table lock */
+        uint64_t run_at_ms;    /* due time asked; 0 = none */
+        uint32_t max_attempts; /* >= 1 */
+        uint64_t backoff_ms, backoff_max_ms;
+        uint64_t *after; /* owned: the ids it runs after */
+        size_t n_after;
+        char *key;                /* owned: its idempotency key; NULL = none */
+        uint64_t due_ms;          /* scheduled, retrying: when it is queued (REALTIME ms) */
+        size_t due_index;         /* in JobTable.due (jobtimer.c); SIZE_MAX = not */
+        uint32_t deps_pending;    /* waiting: ids of @after not done yet (jobdeps.c) */
+        struct Job **dependents;  /* referenced: waiting jobs that run after this one */
+        size_t n_dependents, cap_dependents;
+        JobRunError *errors; /* owned ring of IPC_JOB_ERRORS_MAX, from the first failed
+                              * run on (NULL before): the last failed runs */
+        uint32_t n_errors;                       /* failed runs ever (the ring holds the last) */
+        bool fail_permanent; /* the plugin said its failure is permanent: no retry */
+
         /* job store (store.h) */
-        uint32_t attempt;         /* runs begun before this one (a retry-safe job requeued) */
+        uint32_t attempt; /* runs begun before this one (a retry, or a retry-safe job
+                           * requeued) */
         bool interrupted;         /* cancelled by shutdown, not on request: a durable store
                              * keeps it (queued again when its plugin is retry-safe) */
         bool requeued;            /* shutdown left it queued in the store: it is not final
@@ -232,6 +273,28 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
             const char *plugin_name, const msgpack_object *args, int priority, uint64_t timeout_ns,
             unsigned cls, const char *class_name);
 
+/*
+ * job_set_plan - copy @plan into @j (the after ids and the key; max_attempts 0 → 1,
+ * backoffs 0 → the defaults). Return: 0; -ENOMEM (@j unchanged).
+ * Context: before @j is submitted or restored (nobody else sees it yet).
+ */
+int job_set_plan(Job *j, const JobPlan *plan);
+
+/*
+ * job_add_run_error - note a failed run of @j: its attempt, @code (an IPC_* constant, not
+ * copied) and @message (copied; NULL = "") at @finished_ms. The ring keeps the last
+ * IPC_JOB_ERRORS_MAX. Context: table lock held (or @j in no table).
+ */
+void job_add_run_error(Job *j, const char *code, const char *message, uint64_t finished_ms);
+
+/*
+ * job_backoff_ms - the wait before @j's next attempt, after @attempt runs failed (from
+ * 1): min(backoff_max_ms, backoff_ms * 2^(attempt-1)), then a random 50-100 % of it
+ * (jitter: many jobs failing together do not retry together). Sidekiq's and Faktory's
+ * exponential retry, with AWS's "equal jitter". Context: any.
+ */
+uint64_t job_backoff_ms(const Job *j, uint32_t attempt);
+
 /* job_ref - one more reference; returns @j. Context: any. */
 Job *job_ref(Job *j);
 
@@ -248,6 +311,27 @@ Job *job_unref(Job *j);
  * Context: caller holds the table lock (reads mutable fields). Return: 0; -ENOMEM.
  */
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result);
+
+/* job_has_schedule - @j has anything job_pack_schedule() would keep (a due time, more
+ * than one attempt, dependencies, a key, failed runs). Context: table lock held. */
+bool job_has_schedule(const Job *j);
+
+/*
+ * job_pack_schedule - @j's scheduling fields as the store keeps them (StoreRecord.sched):
+ * one msgpack map of run_at_ms, due_ms, max_attempts, backoff_ms, backoff_max_ms, after,
+ * key, errors. Context: table lock held. Return: 0; msgpack's error.
+ */
+int job_pack_schedule(msgpack_packer *pk, const Job *j);
+
+/*
+ * job_unpack_schedule - the reverse, into @j (a restore, before the job is listed):
+ * unknown keys are skipped. Return: 0; -EINVAL (not a map); -ENOMEM.
+ */
+int job_unpack_schedule(Job *j, const char *buf, size_t len);
+
+/* job_pack_run_errors - the record's `errors`: an array of {attempt, code, message,
+ * finished_ms}, oldest first. Context: table lock held. Return: 0; msgpack's error. */
+int job_pack_run_errors(msgpack_packer *pk, const Job *j);
 
 /* job_set_cancel_requested - set the flag (atomic store). Context: table lock held. */
 static inline void job_set_cancel_requested(Job *j)
@@ -268,14 +352,18 @@ uint64_t job_now_ms(void);
 /* job_state_name - "queued", "running", ... Context: any. */
 const char *job_state_name(JobState s);
 
-/* job_state_parse - a state the wire names (queued .. cancelled) from its name.
+/* job_state_parse - a state the wire names (queued .. dead) from its name.
  * Return: 0 and *@ret; -EINVAL for an unknown (or not yet reachable) name. */
 int job_state_parse(const char *name, size_t len, JobState *ret);
 
-/* job_state_final - true for done, failed and cancelled. Context: any. */
+/* job_state_final - true for done, failed, cancelled and dead. Context: any. */
 bool job_state_final(JobState s);
 
-/* job_state_active - true for queued and running (the gauges). Context: any. */
+/* job_state_active - true for queued and running (the dispatcher's). Context: any. */
 bool job_state_active(JobState s);
+
+/* job_state_held - true for scheduled, waiting and retrying: accepted, not final, not
+ * in the dispatcher's queue. Context: any. */
+bool job_state_held(JobState s);
 
 #endif

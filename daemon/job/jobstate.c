@@ -30,15 +30,19 @@ static const JobTransition job_transition_table[] = {
         {JOB_RUNNING, JOB_EV_RETURN_ERR, JOB_FAILED}, {JOB_RUNNING, JOB_EV_CANCEL, JOB_CANCELLED},
         {JOB_RUNNING, JOB_EV_TIMEOUT, JOB_CANCELLED}, {JOB_RUNNING, JOB_EV_DETACH, JOB_CANCELLED},
         {JOB_RUNNING, JOB_EV_INTERRUPT, JOB_FAILED},
-        /*
-         * Extension point, job scheduling (none of these is reachable yet; each needs
-         * its event first):
-         *   new ──schedule──▶ scheduled ──due──▶ queued
-         *   new ──depend──▶ waiting ──deps_done──▶ queued
-         *   running ──return_err (attempts left)──▶ retrying ──due──▶ queued
-         *   running ──return_err (none left)──▶ dead
-         *   queued, scheduled, waiting ──pause──▶ paused ──resume──▶ where it was
-         */
+        {JOB_NEW, JOB_EV_RESTORE, JOB_SCHEDULED},     {JOB_NEW, JOB_EV_RESTORE, JOB_WAITING},
+        {JOB_NEW, JOB_EV_RESTORE, JOB_RETRYING},      {JOB_NEW, JOB_EV_RESTORE, JOB_DEAD},
+        {JOB_NEW, JOB_EV_SCHEDULE, JOB_SCHEDULED},    {JOB_NEW, JOB_EV_WAIT, JOB_WAITING},
+        {JOB_SCHEDULED, JOB_EV_DUE, JOB_QUEUED},      {JOB_RETRYING, JOB_EV_DUE, JOB_QUEUED},
+        {JOB_WAITING, JOB_EV_RELEASE, JOB_QUEUED},    {JOB_WAITING, JOB_EV_SCHEDULE, JOB_SCHEDULED},
+        {JOB_WAITING, JOB_EV_DEP_FAILED, JOB_FAILED}, {JOB_RUNNING, JOB_EV_RETRY, JOB_RETRYING},
+        {JOB_RUNNING, JOB_EV_EXHAUST, JOB_DEAD},      {JOB_SCHEDULED, JOB_EV_CANCEL, JOB_CANCELLED},
+        {JOB_SCHEDULED, JOB_EV_TIMEOUT, JOB_CANCELLED}, {JOB_SCHEDULED, JOB_EV_INTERRUPT, JOB_FAILED},
+        {JOB_WAITING, JOB_EV_CANCEL, JOB_CANCELLED},  {JOB_WAITING, JOB_EV_TIMEOUT, JOB_CANCELLED},
+        {JOB_WAITING, JOB_EV_INTERRUPT, JOB_FAILED},  {JOB_RETRYING, JOB_EV_CANCEL, JOB_CANCELLED},
+        {JOB_RETRYING, JOB_EV_TIMEOUT, JOB_CANCELLED}, {JOB_RETRYING, JOB_EV_INTERRUPT, JOB_FAILED},
+        {JOB_FAILED, JOB_EV_REVIVE, JOB_QUEUED},      {JOB_CANCELLED, JOB_EV_REVIVE, JOB_QUEUED},
+        {JOB_DEAD, JOB_EV_REVIVE, JOB_QUEUED},
 };
 
 const JobTransition *job_transitions(size_t *ret_n)
@@ -89,6 +93,16 @@ static void stamp(Job *j, JobEvent event, JobState to)
                 j->started_ms = 0;
                 j->started_mono_ns = 0;
                 return;
+        case JOB_EV_DUE:
+        case JOB_EV_RELEASE:
+        case JOB_EV_REVIVE:
+                /* a new run: its queue wait and its timeout count from now */
+                j->started_ms = j->finished_ms = 0;
+                j->started_mono_ns = j->finished_mono_ns = 0;
+                j->submitted_mono_ns = sched_now_ns();
+                j->deadline_ns = j->timeout_ns ? sched_deadline_after(j->timeout_ns)
+                                               : SCHED_FOREVER;
+                return;
         default:
                 if (job_state_final(to)) {
                         j->finished_ms = job_now_ms();
@@ -112,7 +126,14 @@ int job_transition(const JobMachine *m, Job *j, JobEvent event, const JobChange 
                 return r;
         }
         stamp(j, event, to);
-        if (change && change->code && event != JOB_EV_RESTORE) {
+        if (event == JOB_EV_RETURN_ERR || event == JOB_EV_RETRY || event == JOB_EV_EXHAUST)
+                job_add_run_error(j, change ? change->code : NULL, change ? change->message : NULL,
+                                  job_now_ms());
+        if (event == JOB_EV_REVIVE) { /* a new life: the errors of the old runs stay listed */
+                j->error_code = NULL;
+                free(j->error_message);
+                j->error_message = NULL;
+        } else if (change && change->code && event != JOB_EV_RESTORE && job_state_final(to)) {
                 char *msg = strdup(change->message ? change->message : "");
                 j->error_code = change->code;
                 free(j->error_message);
@@ -124,12 +145,40 @@ int job_transition(const JobMachine *m, Job *j, JobEvent event, const JobChange 
         return 0;
 }
 
+/* Errors a retry cannot mend: bad arguments, rights, a plugin that is gone, an end asked
+ * for (cancel, timeout). */
+static bool code_retryable(const char *code)
+{
+        static const char *const permanent[] = {IPC_INVALID_ARGUMENT, IPC_PERMISSION_DENIED,
+                                                IPC_NOT_FOUND, IPC_CANCELLED,
+                                                IPC_DEADLINE_EXCEEDED};
+
+        for (size_t i = 0; i < ELEMENTSOF(permanent); i++)
+                if (code && strcmp(code, permanent[i]) == 0)
+                        return false;
+        return true;
+}
+
+JobEvent job_retry_event(const Job *j, const char *code)
+{
+        if (j->max_attempts <= 1 || j->fail_permanent || !code_retryable(code))
+                return JOB_EV_RETURN_ERR;
+        if (j->attempt + 1 < j->max_attempts)
+                return JOB_EV_RETRY;
+        return JOB_EV_EXHAUST;
+}
+
+
 static const char *const job_event_names[JOB_EVENT_COUNT] = {
         [JOB_EV_SUBMIT] = "submit",       [JOB_EV_RESTORE] = "restore",
         [JOB_EV_DISPATCH] = "dispatch",   [JOB_EV_REQUEUE] = "requeue",
         [JOB_EV_RETURN_OK] = "return_ok", [JOB_EV_RETURN_ERR] = "return_err",
         [JOB_EV_CANCEL] = "cancel",       [JOB_EV_TIMEOUT] = "timeout",
         [JOB_EV_DETACH] = "detach",       [JOB_EV_INTERRUPT] = "interrupt",
+        [JOB_EV_SCHEDULE] = "schedule",   [JOB_EV_WAIT] = "wait",
+        [JOB_EV_DUE] = "due",             [JOB_EV_RELEASE] = "release",
+        [JOB_EV_DEP_FAILED] = "dep_failed", [JOB_EV_RETRY] = "retry",
+        [JOB_EV_EXHAUST] = "exhaust",     [JOB_EV_REVIVE] = "revive",
 };
 
 const char *job_event_name(JobEvent e)

@@ -20,8 +20,16 @@
  *      │                │                     ├──cancel / timeout / detach──▶ cancelled
  *      │                ├──cancel / timeout───┼─────────────────────────────▶ cancelled
  *      │                └──interrupt──────────┴──interrupt──────────────────▶ failed
- *      └──restore──▶ the state its stored record names (queued, running, done, failed,
- *                    cancelled)
+ *      ├──schedule──▶ scheduled ──due──▶ queued
+ *      ├──wait──▶ waiting ──release──▶ queued
+ *      │            ├──schedule──▶ scheduled
+ *      │            └──dep_failed──▶ failed
+ *      │          running ──retry──▶ retrying ──due──▶ queued
+ *      │          running ──exhaust──▶ dead
+ *      │          scheduled, waiting, retrying ──cancel / timeout──▶ cancelled
+ *      │          scheduled, waiting, retrying ──interrupt──▶ failed
+ *      │          failed, cancelled, dead ──revive──▶ queued
+ *      └──restore──▶ the state its stored record names (any but new)
  *
  * docs/design.md ("The job state machine") lists the same rows; the unit test
  * (tests/daemon-unit/test_jobstate.c) holds it against job_transitions[].
@@ -30,11 +38,11 @@
  * Job's, job.h: a record names its state, and job.c packs records without calling in
  * here, so the machine depends on the job and not the other way round.
  *
- * Room to grow. JOB_SCHEDULED, JOB_RETRYING, JOB_WAITING, JOB_PAUSED and JOB_DEAD are
- * declared for the job-scheduling work and reached by no row yet: a state is added by
- * giving it events and rows in job_transitions[] (and a name on the wire in
- * ipc/protocol.h), and its side effects by what the listeners do when they see it;
- * nothing else has to change for a job to pass through it.
+ * Adding a state: give it events and rows in job_transitions[] (and a name on the wire
+ * in ipc/protocol.h), and its side effects to what the listeners do when they see it;
+ * nothing else has to change for a job to pass through it. The held states (scheduled,
+ * waiting, retrying) came that way: the table's timer (jobtimer.c) and dependencies
+ * (jobdeps.c) are listeners.
  */
 #ifndef FIBERD_DAEMON_JOBSTATE_H
 #define FIBERD_DAEMON_JOBSTATE_H
@@ -57,9 +65,18 @@ typedef enum JobEvent {
         JOB_EV_TIMEOUT,    /* queued, running → cancelled: its deadline passed */
         JOB_EV_DETACH,     /* running → cancelled: cancelled, its code did not return
                             * within JOB_DETACH_GRACE_NS (dispatch.c) */
-        JOB_EV_INTERRUPT,  /* queued, running → failed: found at start-up running, or
-                            * crashed in, or not runnable any more (plugin gone, fds
+        JOB_EV_INTERRUPT,  /* queued, running, held → failed: found at start-up running,
+                            * or crashed in, or not runnable any more (plugin gone, fds
                             * lost, no memory) */
+        /* job scheduling (PROTOCOL.md, "Scheduling jobs") */
+        JOB_EV_SCHEDULE,   /* new, waiting → scheduled: its due time is ahead */
+        JOB_EV_WAIT,       /* new → waiting: jobs of its `after` are not done yet */
+        JOB_EV_DUE,        /* scheduled, retrying → queued: its due time came */
+        JOB_EV_RELEASE,    /* waiting → queued: every job of its `after` is done */
+        JOB_EV_DEP_FAILED, /* waiting → failed: one of its `after` ended otherwise */
+        JOB_EV_RETRY,      /* running → retrying: a retryable failure, attempts left */
+        JOB_EV_EXHAUST,    /* running → dead: a retryable failure, none left */
+        JOB_EV_REVIVE,     /* failed, cancelled, dead → queued: job.retry */
         JOB_EVENT_COUNT,
 } JobEvent;
 
@@ -121,6 +138,14 @@ int job_state_next(JobState from, JobEvent event, JobState restored, JobState *r
  * Context: @j's machine's lock held (the job table's); does not yield.
  */
 int job_transition(const JobMachine *m, struct Job *j, JobEvent event, const JobChange *change);
+
+/*
+ * job_retry_event - what a failed run of @j with error @code becomes: JOB_EV_RETRY
+ * (attempts left, a retryable error), JOB_EV_EXHAUST (none left, and it had more than
+ * one), JOB_EV_RETURN_ERR (no retry asked, or a permanent error: bad arguments,
+ * permission, not found, or the plugin's fail_permanent). Context: table lock held; pure.
+ */
+JobEvent job_retry_event(const Job *j, const char *code);
 
 /* job_event_name - "submit", "dispatch", ... Context: any. */
 const char *job_event_name(JobEvent e);

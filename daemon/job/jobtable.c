@@ -15,6 +15,7 @@
  * lists; dropping a job from the hash and lists drops that reference.
  */
 #include "daemon/job/jobtable.h"
+#include "daemon/job/jobhold.h"
 #include "daemon/obs/log.h"
 #include "ipc/protocol.h"
 #include "ipc/status.h"
@@ -55,6 +56,11 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
         t->retention_max = retention_max;
         list_init(&t->all);
         list_init(&t->finished);
+        list_init(&t->dead);
+        t->dead_retention_ns = 7ull * 24 * 3600 * NSEC_PER_SEC;
+        t->dead_retention_max = 10000;
+        t->key_window_ms = 24ull * 3600 * 1000;
+        jobtimer_init(&t->due);
         fiber_event_init(&t->idle);
         machine_init(t);
         return 0;
@@ -81,9 +87,9 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
 
 /* ------------------------------------------------------------------ hash -------- */
 
+/* The hash's bucket of @id: jobtable_find_locked()'s (jobtable.h). */
 static size_t bucket_of(const JobTable *t, uint64_t id)
 {
-        /* ids are dense: a multiplicative hash spreads consecutive ids anyway */
         return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 20) & (t->nbuckets - 1);
 }
 
@@ -128,9 +134,7 @@ Job *jobtable_get(JobTable *t, uint64_t id)
         Job *j;
 
         jobtable_lock(t);
-        for (j = t->buckets[bucket_of(t, id)]; j; j = j->hash_next)
-                if (j->id == id)
-                        break;
+        j = jobtable_find_locked(t, id);
         if (j)
                 job_ref(j);
         jobtable_unlock(t);
@@ -170,8 +174,8 @@ void jobtable_count_stall(JobTable *t, const char *plugin_name)
         jobtable_unlock(t);
 }
 
-/* The counter of @s in @c: a gauge (queued, running) or a total since start; NULL for
- * a state nothing counts (new, and those not reachable yet). */
+/* The counter of @s in @c: a gauge (queued, running, the held states) or a total since
+ * start; NULL for new. */
 static uint64_t *count_field(JobCounts *c, JobState s)
 {
         switch (s) {
@@ -185,6 +189,14 @@ static uint64_t *count_field(JobCounts *c, JobState s)
                 return &c->failed;
         case JOB_CANCELLED:
                 return &c->cancelled;
+        case JOB_SCHEDULED:
+                return &c->scheduled;
+        case JOB_WAITING:
+                return &c->waiting;
+        case JOB_RETRYING:
+                return &c->retrying;
+        case JOB_DEAD:
+                return &c->dead;
         default:
                 return NULL;
         }
@@ -243,7 +255,7 @@ static void listen_table(void *ctx, Job *j, JobState from, JobEvent ev)
 {
         JobTable *t = ctx;
 
-        if (j->fleet_copy || (ev != JOB_EV_SUBMIT && ev != JOB_EV_RESTORE))
+        if (j->fleet_copy || from != JOB_NEW)
                 return;
         if (t->count >= t->nbuckets)
                 hash_grow_locked(t);
@@ -267,15 +279,15 @@ static void listen_counts(void *ctx, Job *j, JobState from, JobEvent ev)
                         t->counts.submitted++;
                 return;
         }
-        if (ev == JOB_EV_RESTORE && !job_state_active(j->state))
+        if (ev == JOB_EV_RESTORE && job_state_final(j->state))
                 return;
         pc = plugin_counts_locked(t, j->plugin_name);
-        if (ev == JOB_EV_SUBMIT) {
+        if (from == JOB_NEW && ev != JOB_EV_RESTORE) { /* accepted: submit, schedule, wait */
                 t->counts.submitted++;
                 if (pc)
                         pc->submitted++;
         }
-        if (job_state_active(from)) { /* queued and running are gauges: leave the old one */
+        if (job_state_active(from) || job_state_held(from)) { /* gauges: leave the old one */
                 count_add(&t->counts, from, -1);
                 count_add(pc, from, -1);
         }
@@ -313,7 +325,7 @@ static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
 {
         JobTable *t = ctx;
 
-        if (ev == JOB_EV_SUBMIT) {
+        if (from == JOB_NEW && ev != JOB_EV_RESTORE) { /* accepted */
                 if (j->durability == DUR_NONE)
                         store_settle(j, false);         /* nothing kept: nothing to wait for */
                 else if (j->durability != DUR_DEFERRED) /* deferred: at its end */
@@ -351,10 +363,32 @@ static void listen_retention(void *ctx, Job *j, JobState from, JobEvent ev)
 {
         JobTable *t = ctx;
 
-        if (j->fleet_copy || !job_state_final(j->state))
+        if (j->fleet_copy)
+                return;
+        if (job_state_final(from) && !job_state_final(j->state)) { /* revived */
+                list_del(&j->fin_link);
+                list_init(&j->fin_link);
+                if (from == JOB_DEAD)
+                        t->dead_count--;
+                else
+                        t->fin_count--;
+                return;
+        }
+        if (!job_state_final(j->state))
                 return;
         if (ev == JOB_EV_RESTORE) {
                 restore_finished_locked(t, j);
+                return;
+        }
+        if (j->state == JOB_DEAD) { /* the dead set: its own retention */
+                list_add_tail(&t->dead, &j->fin_link);
+                t->dead_count++;
+                while (t->dead_count > t->dead_retention_max) {
+                        Job *oldest = list_entry(list_first(&t->dead), Job, fin_link);
+                        if (oldest == j)
+                                break;
+                        retire_locked(t, oldest);
+                }
                 return;
         }
         list_add_tail(&t->finished, &j->fin_link);
@@ -371,7 +405,7 @@ static const JobStateListener jobtable_listeners[] = {
         {"table", listen_table},         {"counts", listen_counts},
         {"latency", listen_latency},     {"log", listen_log},
         {"store", listen_store},         {"waiters", listen_waiters},
-        {"retention", listen_retention},
+        {"retention", listen_retention}, {"held", jobhold_listen},
 };
 
 /* The table's machine: its listeners above, in that order, told about @t's jobs. */
@@ -481,48 +515,97 @@ static int plan_submission(JobTable *t, const JobOrigin *origin, SubmitPlan *p)
         return 0;
 }
 
-/* Admission: may @uid queue one more job now? The errnos of jobtable_submit(). Locked. */
+/* Admission: may @uid queue one more job now? The errnos of jobtable_submit(). Held jobs
+ * (scheduled, waiting, retrying) count as queued for the global bound. Locked. */
 static int admit_locked(JobTable *t, uid_t uid)
 {
         if (t->stopping)
                 return -ESHUTDOWN;
-        if (dispatch_queued_locked(&t->dispatch) >= t->max_queued)
+        if (dispatch_queued_locked(&t->dispatch) + t->counts.scheduled + t->counts.waiting +
+                    t->counts.retrying >=
+            t->max_queued)
                 return -EAGAIN;
         return dispatch_admit_locked(&t->dispatch, uid);
 }
 
+/* An earlier job of @uid with @key that still answers for it (jobkeys.h), referenced,
+ * or its id alone in *@ret_id when its record is gone. Locked. */
+static bool key_match_locked(JobTable *t, uid_t uid, const char *key, Job **ret, uint64_t *ret_id)
+{
+        uint64_t id;
+
+        if (!key || !jobkeys_find_locked(&t->keys, uid, key, job_now_ms(), t->key_window_ms, &id))
+                return false;
+        *ret_id = id;
+        *ret = jobtable_find_locked(t, id);
+        if (*ret)
+                job_ref(*ret);
+        return true;
+}
+
 /*
- * The steps: the plan (id, first write), admission, the job, the dispatcher's queue
- * (a fleet copy is queued by the store instead: the shared queue), then the submit
- * transition, whose listeners list the job in the table (listen_table) and queue its
- * first write (listen_store); last, dispatch unless the job waits for the disk first
+ * The steps: the plan (id, first write), an idempotency key's earlier job, admission,
+ * the job, then its first transition (jobhold_accept_locked(): queued, scheduled or
+ * waiting; a fleet copy is queued by the store instead: the shared queue), whose
+ * listeners list the job in the table (listen_table) and queue its first write
+ * (listen_store); last, dispatch unless the job waits for the disk first
  * (DUR_PENDING: jobtable_wait_durable() dispatches it).
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
-                    const char *class_name, Job **ret)
+                    const char *class_name, const JobPlan *jp, Job **ret, uint64_t *ret_existing)
 {
+        static const JobPlan no_plan;
+        Job *deps[IPC_AFTER_MAX];
         SubmitPlan plan;
         Job *j = NULL;
-        int r = plan_submission(t, origin, &plan);
+        bool queued = false;
+        uint64_t existing = 0;
+        int r;
 
+        if (!jp)
+                jp = &no_plan;
+        if (jp->n_after > IPC_AFTER_MAX)
+                return -E2BIG;
+        r = plan_submission(t, origin, &plan);
         if (r < 0)
                 return r;
         jobtable_lock(t);
+        if (key_match_locked(t, origin->creds->uid, jp->key, &j, &existing)) {
+                jobtable_unlock(t);
+                *ret = j;
+                *ret_existing = existing;
+                return 0;
+        }
         r = admit_locked(t, origin->creds->uid);
         if (r == 0)
                 r = job_new(&j, t, plan.id ? plan.id : t->next_id, origin, plugin, plugin_name,
                             args, priority, timeout_ns, cls, class_name);
-        if (r == 0 && !plan.fleet_copy && (r = dispatch_push_locked(&t->dispatch, j)) < 0)
+        if (r == 0 && (r = job_set_plan(j, jp)) < 0)
                 j = job_unref(j);
         if (r == 0) {
                 j->fleet_copy = plan.fleet_copy;
                 j->durability = plan.durability;
-                job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
-                if (j->durability != DUR_PENDING)
+                if (plan.fleet_copy) {
+                        job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
+                } else {
+                        for (size_t i = 0; i < jp->n_after; i++)
+                                deps[i] = jobtable_find_locked(t, jp->after[i]);
+                        r = jobhold_accept_locked(t, j, deps, jp->n_after, &queued);
+                        if (r < 0)
+                                j = job_unref(j);
+                }
+        }
+        if (r == 0 && jp->key && !job_state_final(j->state) &&
+            jobkeys_put_locked(&t->keys, j->owner, jp->key, j->id, 0) < 0)
+                log_job(LOG_WARNING, j->id, plugin_name,
+                        "out of memory: its idempotency key does not answer repeats");
+        if (r == 0) {
+                if (queued && j->durability != DUR_PENDING)
                         dispatch_pump_locked(&t->dispatch);
                 /* the caller's reference: a fleet copy's only one, else beside the table's */
                 *ret = j->fleet_copy ? j : job_ref(j);
+                *ret_existing = 0;
         }
         jobtable_unlock(t);
         if (r == 0 && plan.fleet_copy)
@@ -531,8 +614,9 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                               priority);
         else if (r == 0)
                 log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
-                              "queued (owner %u, priority %d, timeout %llu ms)", (unsigned)j->owner,
-                              priority, (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
+                              "%s (owner %u, priority %d, timeout %llu ms)",
+                              job_state_name(j->state), (unsigned)j->owner, priority,
+                              (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
         return r;
 }
 
@@ -559,6 +643,14 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
         jobtable_lock(t);
         if (job_state_final(j->state)) {
                 r = -EALREADY;
+        } else if (job_state_held(j->state)) {
+                job_set_cancel_requested(j);
+                j->timed_out = timed_out;
+                job_transition(&t->machine, j, timed_out ? JOB_EV_TIMEOUT : JOB_EV_CANCEL,
+                               &(JobChange){.code = timed_out ? IPC_DEADLINE_EXCEEDED
+                                                              : IPC_CANCELLED,
+                                            .message = timed_out ? "the job's timeout passed"
+                                                                 : "cancelled before it ran"});
         } else if (j->state == JOB_QUEUED) {
                 dispatch_remove_locked(&t->dispatch, j);
                 job_set_cancel_requested(j);
@@ -604,8 +696,57 @@ static void retire_locked(JobTable *t, Job *j)
         hash_remove_locked(t, j);
         list_del(&j->all_link);
         list_del(&j->fin_link);
-        t->fin_count--;
+        if (j->state == JOB_DEAD)
+                t->dead_count--;
+        else
+                t->fin_count--;
         job_unref(j);
+}
+
+int jobtable_retry(JobTable *t, Job *j)
+{
+        int r;
+
+        jobtable_lock(t);
+        r = jobhold_revive_locked(t, j);
+        if (r == 0)
+                dispatch_pump_locked(&t->dispatch);
+        jobtable_unlock(t);
+        if (r == 0)
+                log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner, "queued again (job.retry)");
+        return r;
+}
+
+int jobtable_discard(JobTable *t, Job *j)
+{
+        int r = 0;
+
+        jobtable_lock(t);
+        if (!job_state_final(j->state) || j->fleet_copy)
+                r = -EALREADY;
+        else if (j->detached || j->fiber)
+                r = -EBUSY;
+        else if (j->hash_next || jobtable_find_locked(t, j->id) == j)
+                retire_locked(t, j);
+        else
+                r = -ENOENT; /* retired already */
+        jobtable_unlock(t);
+        return r;
+}
+
+void jobtable_run_timer(JobTable *t)
+{
+        jobhold_timer(t);
+}
+
+void jobtable_set_scheduling(JobTable *t, uint64_t dead_retention_ns, size_t dead_retention_max,
+                             uint64_t key_window_ms)
+{
+        jobtable_lock(t);
+        t->dead_retention_ns = dead_retention_ns;
+        t->dead_retention_max = dead_retention_max;
+        t->key_window_ms = key_window_ms;
+        jobtable_unlock(t);
 }
 
 void jobtable_set_quotas(JobTable *t, const JobQuotas *q)
@@ -630,6 +771,14 @@ void jobtable_sweep(JobTable *t)
                         break;
                 retire_locked(t, oldest);
         }
+        for (ListHead *e; (e = list_first(&t->dead));) {
+                Job *oldest = list_entry(e, Job, fin_link);
+                if (t->dead_count <= t->dead_retention_max &&
+                    oldest->finished_mono_ns + t->dead_retention_ns > now)
+                        break;
+                retire_locked(t, oldest);
+        }
+        jobkeys_sweep_locked(&t->keys, job_now_ms(), t->key_window_ms);
         for (size_t i = 0; i < dispatch_queued_locked(&t->dispatch) && nexpired < 64; i++) {
                 Job *q = dispatch_at_locked(&t->dispatch, i);
                 if (q->deadline_ns <= now)
@@ -666,7 +815,23 @@ void jobtable_stop(JobTable *t)
                                             .message = "cancelled while queued: fiberd is "
                                                        "shutting down"});
         }
+        fiber_event_set(&t->due.wake); /* the due set's timer returns */
         for (j = jobtable_next_locked(t, NULL); j; j = jobtable_next_locked(t, j)) {
+                if (job_state_held(j->state)) {
+                        if (t->store && store_durable(t->store)) {
+                                /* kept held in the store for the next start; its waiters
+                                 * answer UNAVAILABLE, as for a queued one */
+                                jobtable_record_locked(t, j);
+                                fiber_event_set(&j->finished);
+                        } else {
+                                job_set_cancel_requested(j);
+                                job_transition(&t->machine, j, JOB_EV_CANCEL,
+                                               &(JobChange){.code = IPC_CANCELLED,
+                                                            .message = "cancelled before it ran: "
+                                                                       "fiberd is shutting down"});
+                        }
+                        continue;
+                }
                 if (j->state != JOB_RUNNING || j->cancel_requested)
                         continue;
                 j->interrupted = true;
@@ -828,6 +993,10 @@ static int restore_job(JobTable *t, const StoreRecord *rec, const Plugin *plugin
         j->submitted_ms = rec->created_ms;
         j->started_ms = rec->started_ms;
         j->finished_ms = rec->finished_ms;
+        if (rec->sched && (r = job_unpack_schedule(j, rec->sched, rec->sched_len)) < 0) {
+                job_unref(j);
+                goto out_zone;
+        }
         j->attempt = rec->attempt;
         j->progress_done = rec->progress_done;
         j->progress_total = rec->progress_total;
@@ -897,6 +1066,10 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
         }
         jobtable_lock(t);
         job_transition(&t->machine, j, JOB_EV_RESTORE, &(JobChange){.restored = rec->state});
+        if (j->key && jobkeys_put_locked(&t->keys, j->owner, j->key, j->id,
+                                         job_state_final(j->state) ? j->finished_ms : 0) < 0)
+                log_job(LOG_WARNING, j->id, j->plugin_name,
+                        "out of memory: its idempotency key does not answer repeats");
 
         if (job_state_final(j->state)) {
                 jobtable_unlock(t);
@@ -942,6 +1115,10 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
                                             .message = msg});
                 jobtable_unlock(t);
                 log_job(LOG_WARNING, j->id, j->plugin_name, "not restored: %s", msg);
+                return 0;
+        }
+        if (j->state != JOB_QUEUED) { /* held: the due set or its dependencies have it */
+                jobtable_unlock(t);
                 return 0;
         }
         r = dispatch_push_locked(&t->dispatch, j);

@@ -31,6 +31,8 @@
 #include <stdint.h>
 
 #include "daemon/job/dispatch.h"
+#include "daemon/job/jobkeys.h"
+#include "daemon/job/jobtimer.h"
 #include "daemon/job/job.h"
 #include "daemon/job/jobstate.h"
 #include "daemon/store/store.h"
@@ -38,9 +40,10 @@
 #include "scheduler/sched.h"
 
 typedef struct JobCounts {
-        uint64_t submitted;               /* since start */
-        uint64_t queued, running;         /* now */
-        uint64_t done, failed, cancelled; /* since start */
+        uint64_t submitted;                        /* since start */
+        uint64_t queued, running;                  /* now */
+        uint64_t scheduled, waiting, retrying;     /* now: held (jobhold.h) */
+        uint64_t done, failed, cancelled, dead;    /* since start */
         uint64_t detached; /* now: ended jobs whose fiber still runs plugin code (job.h),
                             * each holding a worker thread; not a state of its own */
 } JobCounts;
@@ -78,8 +81,16 @@ typedef struct JobTable {
         size_t nbuckets;   /* power of two */
         size_t count;      /* jobs in the hash */
         ListHead all;      /* Job.all_link, by id */
-        ListHead finished; /* Job.fin_link, by finish time */
+        ListHead finished; /* Job.fin_link, by finish time (dead ones: @dead) */
         size_t fin_count;
+        ListHead dead; /* Job.fin_link of dead jobs, by finish time: their own retention */
+        size_t dead_count;
+        uint64_t dead_retention_ns;
+        size_t dead_retention_max;
+
+        JobTimer due;           /* scheduled and retrying jobs by due time (jobtimer.h) */
+        JobKeys keys;           /* idempotency keys (jobkeys.h) */
+        uint64_t key_window_ms; /* a finished job's key answers repeats this long */
 
         Dispatcher dispatch; /* queued and running jobs (dispatch.h) */
         size_t max_queued;   /* job.submit says OVERLOADED beyond this */
@@ -192,10 +203,17 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
                         size_t retention_max);
 
 /*
- * jobtable_submit - create a queued job in class @cls (0-based; @class_name copied) and
- * hand it to the dispatcher, owned by @origin's creds and holding its fds (job_new():
- * taken on success).
- * @ret: out, a reference to the job (caller unrefs), written only on success.
+ * jobtable_submit - create a job in class @cls (0-based; @class_name copied), owned by
+ * @origin's creds and holding its fds (job_new(): taken on success), and hand it to the
+ * dispatcher, or hold it as @plan says (NULL: no plan; jobhold.h): scheduled, waiting
+ * (its `after` ids are looked up here: one the table no longer lists counts as done),
+ * or failed at once when a job it runs after ended otherwise. A plan's key that matches
+ * an earlier job of the same owner (jobkeys.h) makes no job: *@ret_existing is that
+ * job's id and *@ret the job (referenced) or NULL when its record is gone.
+ * @ret: out, a reference to the job (caller unrefs), written only on success;
+ * @ret_existing: out, 0 for a new job.
+ * A plan is ignored for a fleet submission (the caller refuses one).
+ * -E2BIG: more than IPC_AFTER_MAX ids in @plan's after.
  * Return: 0; -ENOMEM; -EAGAIN when max_queued jobs wait already; -EDQUOT when the
  * submitter has max_queued_per_user queued; -EBUSY when it is over
  * submit_rate_per_user (dispatch_admit_locked()); -ESHUTDOWN once jobtable_stop() ran.
@@ -203,7 +221,50 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
-                    const char *class_name, Job **ret);
+                    const char *class_name, const JobPlan *plan, Job **ret,
+                    uint64_t *ret_existing);
+
+/*
+ * jobtable_retry - job.retry: queue a failed, cancelled or dead @j again (attempt 0; its
+ * errors stay). Return: 0; -EALREADY: not final, or done; -EBUSY: its last run's code
+ * still runs (detached) or its run is still ending; -ENOMEM.
+ * Context: any; does not yield.
+ */
+int jobtable_retry(JobTable *t, Job *j);
+
+/*
+ * jobtable_discard - job.discard: drop a final @j's record now (memory and store).
+ * Return: 0; -EALREADY: not final; -EBUSY: its code still runs; -ENOENT: dropped already.
+ * Context: any; does not yield.
+ */
+int jobtable_discard(JobTable *t, Job *j);
+
+/*
+ * jobtable_run_timer - the due set's timer (jobhold.h): queues scheduled and retrying
+ * jobs as they come due; returns once the table stops. Context: a fiber of the server
+ * group (main.c starts one); yields.
+ */
+void jobtable_run_timer(JobTable *t);
+
+/*
+ * jobtable_set_scheduling - the dead set's retention (@dead_retention_ns after a job
+ * died, at most @dead_retention_max dead jobs) and the idempotency window (@key_window_ms
+ * after a keyed job ended). Context: any (start-up, SIGHUP).
+ */
+void jobtable_set_scheduling(JobTable *t, uint64_t dead_retention_ns, size_t dead_retention_max,
+                             uint64_t key_window_ms);
+
+/* jobtable_find_locked - the job with @id, not referenced (valid while the lock is
+ * held), or NULL. Context: table lock held. */
+static inline Job *jobtable_find_locked(const JobTable *t, uint64_t id)
+{
+        /* ids are dense: a multiplicative hash spreads consecutive ids anyway */
+        Job *j = t->buckets[(size_t)((id * 0x9e3779b97f4a7c15ULL) >> 20) & (t->nbuckets - 1)];
+
+        while (j && j->id != id)
+                j = j->hash_next;
+        return j;
+}
 
 /* jobtable_get - the job with @id, referenced, or NULL (never existed or retired). */
 Job *jobtable_get(JobTable *t, uint64_t id);

@@ -97,16 +97,21 @@ static void jobs_by_plugin(FILE *f, const JobTable *t)
                 const char *state;
                 size_t offset;
         } gauges[] = {{IPC_STATE_QUEUED, offsetof(JobCounts, queued)},
-                      {IPC_STATE_RUNNING, offsetof(JobCounts, running)}},
+                      {IPC_STATE_RUNNING, offsetof(JobCounts, running)},
+                      {IPC_STATE_SCHEDULED, offsetof(JobCounts, scheduled)},
+                      {IPC_STATE_WAITING, offsetof(JobCounts, waiting)},
+                      {IPC_STATE_RETRYING, offsetof(JobCounts, retrying)}},
           finals[] = {{IPC_STATE_DONE, offsetof(JobCounts, done)},
                       {IPC_STATE_FAILED, offsetof(JobCounts, failed)},
-                      {IPC_STATE_CANCELLED, offsetof(JobCounts, cancelled)}};
+                      {IPC_STATE_CANCELLED, offsetof(JobCounts, cancelled)},
+                      {IPC_STATE_DEAD, offsetof(JobCounts, dead)}};
 
         family(f, "fiberd_jobs_submitted", "counter", NULL, "Jobs accepted by job.submit.");
         for (size_t i = 0; i < t->nplugins; i++)
                 sample_uint(f, "fiberd_jobs_submitted_total", "plugin", t->plugins[i].name, NULL,
                             NULL, t->plugins[i].counts.submitted);
-        family(f, "fiberd_jobs", "gauge", NULL, "Jobs queued or running now.");
+        family(f, "fiberd_jobs", "gauge", NULL,
+               "Jobs queued, running, scheduled, waiting or retrying now.");
         for (size_t i = 0; i < t->nplugins; i++)
                 for (size_t s = 0; s < ELEMENTSOF(gauges); s++)
                         sample_uint(f, "fiberd_jobs", "plugin", t->plugins[i].name, "state",
@@ -114,7 +119,7 @@ static void jobs_by_plugin(FILE *f, const JobTable *t)
                                     *(const uint64_t *)((const char *)&t->plugins[i].counts +
                                                         gauges[s].offset));
         family(f, "fiberd_jobs_finished", "counter", NULL,
-               "Jobs that reached a final state (done, failed, cancelled).");
+               "Jobs that reached a final state (done, failed, cancelled, dead).");
         for (size_t i = 0; i < t->nplugins; i++)
                 for (size_t s = 0; s < ELEMENTSOF(finals); s++)
                         sample_uint(f, "fiberd_jobs_finished_total", "plugin", t->plugins[i].name,

@@ -30,7 +30,10 @@ static int pack_counts(msgpack_packer *pk, const JobCounts *c, const uint64_t *s
                 IPC_KV_UINT(IPC_KEY_QUEUED, c->queued), IPC_KV_UINT(IPC_KEY_RUNNING, c->running),
                 IPC_KV_UINT(IPC_KEY_DONE, c->done), IPC_KV_UINT(IPC_KEY_FAILED, c->failed),
                 IPC_KV_UINT(IPC_KEY_CANCELLED, c->cancelled),
-                IPC_KV_UINT(IPC_KEY_DETACHED, c->detached));
+                IPC_KV_UINT(IPC_KEY_DETACHED, c->detached),
+                IPC_KV_UINT(IPC_STATE_SCHEDULED, c->scheduled),
+                IPC_KV_UINT(IPC_STATE_WAITING, c->waiting),
+                IPC_KV_UINT(IPC_STATE_RETRYING, c->retrying), IPC_KV_UINT(IPC_STATE_DEAD, c->dead));
 }
 
 static int pack_group(msgpack_packer *pk, const char *name, const SchedulingGroup *g)

@@ -239,6 +239,11 @@ const char *plugin_host_name(const Plugin *p)
         return p->name;
 }
 
+unsigned plugin_host_max_attempts(const Plugin *p)
+{
+        return p && p->max_attempts ? p->max_attempts : 1;
+}
+
 bool plugin_host_retry_safe(const Job *j)
 {
         /* the loader's copy of the flags: the instance may be unloaded by now */

@@ -74,6 +74,10 @@ void plugin_host_release(const Plugin *p);
 /* plugin_host_find - the loaded plugin called @name (@len bytes), or NULL. */
 const Plugin *plugin_host_find(const char *name, size_t len);
 
+/* plugin_host_max_attempts - the runs a job of @p gets when its submission does not say
+ * (FiberdPlugin.max_attempts; 1 = no retry). Context: any. */
+unsigned plugin_host_max_attempts(const Plugin *p);
+
 /* plugin_host_name - the plugin's name. */
 const char *plugin_host_name(const Plugin *p);
 

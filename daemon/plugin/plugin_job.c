@@ -83,6 +83,7 @@ struct FiberdJob {
         size_t raw_len;
         int fail_err;          /* the errno the recorded message is about; 0 = none */
         const char *fail_code; /* IPC_* */
+        bool fail_permanent;   /* host->fail_permanent(): no retry (job.h) */
         char fail_msg[FAIL_MESSAGE_MAX];
         pthread_mutex_t children_lock; /* adaptive: over cancelled, children, kids, sib */
         bool cancelled;                /* children were cancelled; spawn() refuses */
@@ -289,6 +290,21 @@ static int host_fail(FiberdJob *hj, int err, const char *fmt, ...)
         va_start(ap, fmt);
         hj_record(hj, err, ipc_status_code_from_errno(err), fmt, ap);
         va_end(ap);
+        return err;
+}
+
+static int host_fail_permanent(FiberdJob *hj, int err, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err > 0)
+                err = -err;
+        va_start(ap, fmt);
+        hj_record(hj, err, ipc_status_code_from_errno(err), fmt, ap);
+        va_end(ap);
+        pthread_mutex_lock(&hj->lock);
+        hj->fail_permanent = true;
+        pthread_mutex_unlock(&hj->lock);
         return err;
 }
 
@@ -940,6 +956,7 @@ const FiberdHost plugin_host_functions = {
         .future_get = host_future_get,
         .when_all = host_when_all,
         .future_free = host_future_free,
+        .fail_permanent = host_fail_permanent,
 };
 
 /* ------------------------------------------------------------------ running ----- */
@@ -1056,6 +1073,7 @@ int plugin_host_run(Job *j)
                 free(j->error_message);
                 j->error_message = strdup(hj->fail_msg);
                 j->fail_code = hj->fail_code;
+                j->fail_permanent = hj->fail_permanent;
         }
         jobtable_unlock(t);
         hj_unref(hj);

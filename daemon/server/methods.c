@@ -31,6 +31,7 @@
 #include "daemon/job/jobwait.h"
 #include "daemon/obs/openmetrics.h"
 #include "daemon/plugin/plugin_host.h"
+#include "daemon/server/deadset.h"
 #include "daemon/server/submit.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
@@ -143,11 +144,14 @@ static int method_plugins_clear(void *ctx, Request *req, msgpack_packer *pk, Ipc
 static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Job *j;
-        int r = submit_request(ctx, req, false, &j, st);
+        uint64_t existing;
+        int r = submit_request(ctx, req, false, &j, &existing, st);
 
         if (r < 0)
                 return r;
-        r = msgpack_pack_map(pk, 1) | ipc_pack_kv_uint(pk, IPC_KEY_ID, j->id);
+        r = existing ? IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_ID, existing),
+                                    IPC_KV_BOOL(IPC_KEY_EXISTING, true))
+                     : IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_ID, j->id));
         job_unref(j);
         return r ? -ENOMEM : 0;
 }
@@ -199,16 +203,21 @@ static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
 static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
-        uint64_t timeout_ms;
+        uint64_t timeout_ms, existing;
         Job *j;
         int r;
 
         r = wait_ms_from_params(req, IPC_RUN_PARAM_TIMEOUT_MS, &timeout_ms, st);
         if (r < 0)
                 return r;
-        r = submit_request(d, req, true, &j, st);
+        r = submit_request(d, req, true, &j, &existing, st);
         if (r < 0)
                 return r;
+        if (!j)
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                      "job %llu, which had this key, has ended and its record is "
+                                      "gone",
+                                      (unsigned long long)existing);
         return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);
 }
 
@@ -349,6 +358,16 @@ static int method_job_logs(void *ctx, Request *req, msgpack_packer *pk, IpcStatu
         return r;
 }
 
+static int method_job_retry(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        return deadset_retry(ctx, req, pk, st);
+}
+
+static int method_job_discard(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        return deadset_discard(ctx, req, pk, st);
+}
+
 static const struct {
         const char *name;
         MethodFn fn;
@@ -368,6 +387,9 @@ static const struct {
         /* metrics and job logs */
         {IPC_METHOD_METRICS, method_metrics},
         {IPC_METHOD_JOB_LOGS, method_job_logs},
+        /* job scheduling */
+        {IPC_METHOD_JOB_RETRY, method_job_retry},
+        {IPC_METHOD_JOB_DISCARD, method_job_discard},
 };
 
 MethodFn methods_lookup(const char *name, size_t len)

@@ -45,7 +45,50 @@ typedef struct SubmitParams {
         uint64_t timeout_ms;
         const char *class_name; /* NULL: the default class; else class_len bytes */
         size_t class_len;
+        /* job scheduling (PROTOCOL.md, "Scheduling jobs") */
+        bool has_delay, has_run_at, has_attempts;
+        uint64_t delay_ms, run_at, max_attempts, backoff_ms, backoff_max_ms;
+        uint64_t after[IPC_AFTER_MAX];
+        size_t n_after;
+        char key[IPC_IDEMPOTENCY_KEY_MAX + 1]; /* "" = none */
 } SubmitParams;
+
+/* The `after` option: an array of at most IPC_AFTER_MAX job ids. */
+static int read_after(const msgpack_object *o, SubmitParams *p, IpcStatus *st)
+{
+        const msgpack_object *a;
+        int r = ipc_read_array(o, IPC_OPT_AFTER, &a, st);
+
+        if (r < 0)
+                return r;
+        if (a->via.array.size > IPC_AFTER_MAX)
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -E2BIG,
+                                      "after: %u ids; at most %d", a->via.array.size,
+                                      IPC_AFTER_MAX);
+        for (uint32_t i = 0; i < a->via.array.size; i++)
+                if ((r = ipc_read_uint(&a->via.array.ptr[i], "after: a job id", &p->after[i], st)) <
+                    0)
+                        return r;
+        p->n_after = a->via.array.size;
+        return 0;
+}
+
+/* The `key` option: 1..IPC_IDEMPOTENCY_KEY_MAX bytes, no NUL. */
+static int read_key(const msgpack_object *o, SubmitParams *p, IpcStatus *st)
+{
+        const char *k;
+        size_t len;
+        int r = ipc_read_strv(o, IPC_OPT_KEY, &k, &len, st);
+
+        if (r < 0)
+                return r;
+        if (!len || len > IPC_IDEMPOTENCY_KEY_MAX || memchr(k, '\0', len))
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                      "key: 1 to %d bytes, no NUL byte", IPC_IDEMPOTENCY_KEY_MAX);
+        memcpy(p->key, k, len);
+        p->key[len] = '\0';
+        return 0;
+}
 
 /* Step 2: reads params [plugin, args, options] into @p. */
 static int read_params(const msgpack_object *params, SubmitParams *p, IpcStatus *st)
@@ -75,11 +118,32 @@ static int read_params(const msgpack_object *params, SubmitParams *p, IpcStatus 
                 else if (ipc_object_streq(&kv->key, IPC_OPT_CLASS))
                         r = ipc_read_strv(&kv->val, IPC_OPT_CLASS, &p->class_name, &p->class_len,
                                           st);
+                else if (ipc_object_streq(&kv->key, IPC_OPT_DELAY_MS))
+                        p->has_delay = true,
+                        r = ipc_read_uint(&kv->val, IPC_OPT_DELAY_MS, &p->delay_ms, st);
+                else if (ipc_object_streq(&kv->key, IPC_OPT_RUN_AT))
+                        p->has_run_at = true,
+                        r = ipc_read_uint(&kv->val, IPC_OPT_RUN_AT, &p->run_at, st);
+                else if (ipc_object_streq(&kv->key, IPC_OPT_MAX_ATTEMPTS)) {
+                        int64_t v;
+                        p->has_attempts = true;
+                        r = ipc_read_int_range(&kv->val, IPC_OPT_MAX_ATTEMPTS, 1,
+                                               IPC_MAX_ATTEMPTS_MAX, &v, st);
+                        p->max_attempts = (uint64_t)v;
+                } else if (ipc_object_streq(&kv->key, IPC_OPT_BACKOFF_MS))
+                        r = ipc_read_uint(&kv->val, IPC_OPT_BACKOFF_MS, &p->backoff_ms, st);
+                else if (ipc_object_streq(&kv->key, IPC_OPT_BACKOFF_MAX_MS))
+                        r = ipc_read_uint(&kv->val, IPC_OPT_BACKOFF_MAX_MS, &p->backoff_max_ms, st);
+                else if (ipc_object_streq(&kv->key, IPC_OPT_AFTER))
+                        r = read_after(&kv->val, p, st);
+                else if (ipc_object_streq(&kv->key, IPC_OPT_KEY))
+                        r = read_key(&kv->val, p, st);
                 else
                         r = ipc_status_set(
                                 st, IPC_INVALID_ARGUMENT, -EINVAL,
                                 "unknown option %s%.*s; the options are priority, "
-                                "timeout_ms and class",
+                                "timeout_ms, class, delay_ms, run_at, max_attempts, "
+                                "backoff_ms, backoff_max_ms, after and key",
                                 kv->key.type == MSGPACK_OBJECT_STR ? "" : "(not a string)",
                                 kv->key.type == MSGPACK_OBJECT_STR ? (int)kv->key.via.str.size : 0,
                                 kv->key.type == MSGPACK_OBJECT_STR ? kv->key.via.str.ptr : "");
@@ -136,6 +200,28 @@ static int check_options(Daemon *d, const Request *req, const SubmitParams *p, i
                                       (unsigned long long)p->timeout_ms);
         if (p->class_name && (r = class_from_option(d, p->class_name, p->class_len, &cls, st)) < 0)
                 return r;
+        if (p->has_delay && p->has_run_at)
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                      "delay_ms and run_at: give one of them, not both");
+        if (p->delay_ms > IPC_RUN_AT_MAX_AHEAD_MS ||
+            (p->run_at && p->run_at > job_now_ms() + IPC_RUN_AT_MAX_AHEAD_MS))
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -ERANGE,
+                                      "%s: more than 10 years ahead",
+                                      p->has_delay ? IPC_OPT_DELAY_MS : IPC_OPT_RUN_AT);
+        if (p->backoff_ms > IPC_BACKOFF_MAX_MS_DEFAULT * 24 ||
+            p->backoff_max_ms > IPC_BACKOFF_MAX_MS_DEFAULT * 24)
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -ERANGE,
+                                      "backoff_ms and backoff_max_ms: at most a day");
+        if (p->backoff_max_ms && p->backoff_max_ms < p->backoff_ms)
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                      "backoff_max_ms (%llu) is below backoff_ms (%llu)",
+                                      (unsigned long long)p->backoff_max_ms,
+                                      (unsigned long long)p->backoff_ms);
+        if (store_fleet(d->store) && (p->has_delay || p->has_run_at || p->max_attempts > 1 ||
+                                      p->n_after || p->key[0]))
+                return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EOPNOTSUPP,
+                                      "delay_ms, run_at, max_attempts, after and key are not "
+                                      "available in fleet mode ([store] backend = redis) yet");
         /* a class reserved to admins ([class.NAME] admin_only; default too) */
         k = config_class_find(&d->cfg, sched_class_name(d->job_sched, (unsigned)cls));
         if (k && k->admin_only && !admin) {
@@ -144,6 +230,35 @@ static int check_options(Daemon *d, const Request *req, const SubmitParams *p, i
                 return access_denied(&d->cfg, ACCESS_ADMIN, what, st);
         }
         *ret_cls = cls;
+        return 0;
+}
+
+/* Step 3, the `after` ids: jobs the submitter may see (its own; an admin's: any), not
+ * ended otherwise than done. */
+static int check_after(Daemon *d, const Request *req, const SubmitParams *p, IpcStatus *st)
+{
+        bool admin = access_tier(&d->cfg, req->creds) >= ACCESS_ADMIN;
+
+        for (size_t i = 0; i < p->n_after; i++) {
+                Job *dep = jobtable_get(&d->jobs, p->after[i]);
+                JobState state;
+                if (!dep || (dep->owner != req->uid && !admin)) {
+                        job_unref(dep);
+                        return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
+                                              "after: no job %llu of yours (finished jobs are "
+                                              "kept for a while only)",
+                                              (unsigned long long)p->after[i]);
+                }
+                jobtable_lock(&d->jobs);
+                state = dep->state;
+                jobtable_unlock(&d->jobs);
+                job_unref(dep);
+                if (job_state_final(state) && state != JOB_DONE)
+                        return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EALREADY,
+                                              "after: job %llu ended %s; it will never be done",
+                                              (unsigned long long)p->after[i],
+                                              job_state_name(state));
+        }
         return 0;
 }
 
@@ -184,13 +299,19 @@ static int refused(Daemon *d, const Request *req, int r, IpcStatus *st)
                                       d->jobs.dispatch.quotas.submit_rate_per_user);
         case -ESHUTDOWN:
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
+        case -E2BIG:
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, r, "after: at most %d ids",
+                                      IPC_AFTER_MAX);
         default:
                 return ipc_status_errno(st, r, "cannot queue the job: %s", strerror(-r));
         }
 }
 
-int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, IpcStatus *st)
+int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, uint64_t *ret_existing,
+                   IpcStatus *st)
 {
+        uint64_t existing = 0;
+        JobPlan plan;
         SubmitParams p;
         char cname[128];
         const Plugin *plugin;
@@ -204,6 +325,8 @@ int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, IpcSt
         if (r < 0)
                 return r;
         r = check_options(d, req, &p, &cls, st);
+        if (r == 0)
+                r = check_after(d, req, &p, st);
         if (r < 0)
                 return r;
         r = find_plugin(&p, &plugin, st);
@@ -217,13 +340,28 @@ int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, IpcSt
         r = plugin_host_check_args(plugin, p.args, &origin, st); /* the plugin's check_args */
         if (r < 0)
                 return r;
+        plan = (JobPlan){
+                .run_at_ms = p.has_delay ? job_now_ms() + p.delay_ms : p.run_at,
+                .max_attempts = (uint32_t)(p.has_attempts ? p.max_attempts
+                                                          : plugin_host_max_attempts(plugin)),
+                .backoff_ms = p.backoff_ms,
+                .backoff_max_ms = p.backoff_max_ms,
+                .after = p.after,
+                .n_after = p.n_after,
+                .key = p.key[0] ? p.key : NULL,
+        };
         r = jobtable_submit(&d->jobs, &origin, plugin, cname, p.args, (int)p.priority,
                             p.timeout_ms * NSEC_PER_MSEC, (unsigned)cls,
-                            sched_class_name(d->job_sched, (unsigned)cls), &j);
+                            sched_class_name(d->job_sched, (unsigned)cls), &plan, &j, &existing);
         req->fds = origin.fds; /* NULL when the job took them */
         req->n_fds = origin.n_fds;
         if (r < 0)
                 return refused(d, req, r, st);
+        *ret_existing = existing;
+        if (existing && !j) { /* its record is gone: the id is the answer */
+                *ret = NULL;
+                return 0;
+        }
         /* the job store (store.h): answer only once the job is on disk */
         r = jobtable_wait_durable(&d->jobs, j);
         if (r < 0) {

@@ -19,10 +19,13 @@
  * until the job store has its record. @answer_at_end: job.run (the answer waits for
  * the job's end, and so may its first store write). The job takes @req's fds on
  * success (req->fds is then NULL).
- * @ret: out, one reference (caller unrefs), written only on success.
+ * @ret: out, one reference (caller unrefs), written only on success; NULL when an
+ * idempotency key matched a job whose record is gone (jobtable_submit()).
+ * @ret_existing: out: that earlier job's id when a key matched one; else 0.
  * Return: 0; a negative errno with @st filled (every refusal of job.submit).
  * Context: a request fiber of the server group (yields while the store writes).
  */
-int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, IpcStatus *st);
+int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, uint64_t *ret_existing,
+                   IpcStatus *st);
 
 #endif

@@ -264,6 +264,8 @@ static void cmd_hset(RedisCmd *c, char *key, const StoreRecord *rec, const char 
         cmd_u64(c, rec->progress_total);
         cmd_str(c, "class");
         cmd_str(c, rec->class_name ? rec->class_name : "default");
+        cmd_str(c, "sched"); /* "" = none: a packed map is never empty */
+        cmd_bin(c, rec->sched ? rec->sched : "", rec->sched ? rec->sched_len : 0);
         cmd_str(c, "node");
         cmd_str(c, rec->enqueue ? "" : consumer);
 }
@@ -402,6 +404,10 @@ static int record_parse(const redisReply *h, uint64_t id, StoreRecord *rec)
                         rec->progress_total = field_u64(v);
                 else if (field_is(k, "class"))
                         rec->class_name = field_str(v);
+                else if (field_is(k, "sched") && v->type == REDIS_REPLY_STRING && v->len) {
+                        rec->sched = v->str;
+                        rec->sched_len = v->len;
+                }
         }
         if (!state || !rec->plugin || job_state_parse(state, strlen(state), &rec->state) < 0)
                 return -EIO;

@@ -48,7 +48,8 @@ static const char sqlite_schema[] =
         " started_ms INTEGER NOT NULL, finished_ms INTEGER NOT NULL,"
         " attempt INTEGER NOT NULL, n_fds INTEGER NOT NULL, args BLOB,"
         " result BLOB, error_code TEXT, error_message TEXT,"
-        " progress_done INTEGER NOT NULL, progress_total INTEGER NOT NULL, class TEXT);"
+        " progress_done INTEGER NOT NULL, progress_total INTEGER NOT NULL, class TEXT,"
+        " sched BLOB);"
         "CREATE TABLE IF NOT EXISTS plugin_files ("
         " path TEXT PRIMARY KEY, name TEXT, size INTEGER NOT NULL, ino INTEGER NOT NULL,"
         " dev INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, loading INTEGER NOT NULL,"
@@ -58,26 +59,26 @@ static const char sqlite_schema[] =
 static const char sqlite_put[] =
         "INSERT INTO jobs (id, state, plugin, owner, gid, priority, timeout_ms, created_ms,"
         " started_ms, finished_ms, attempt, n_fds, args, result, error_code, error_message,"
-        " progress_done, progress_total, class)"
+        " progress_done, progress_total, class, sched)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
-        " ?18, ?19)"
+        " ?18, ?19, ?20)"
         " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
         " started_ms = excluded.started_ms, finished_ms = excluded.finished_ms,"
         " attempt = excluded.attempt, args = coalesce(excluded.args, args),"
         " result = excluded.result, error_code = excluded.error_code,"
         " error_message = excluded.error_message, progress_done = excluded.progress_done,"
-        " progress_total = excluded.progress_total";
+        " progress_total = excluded.progress_total, sched = excluded.sched";
 
 /* A later write of a job (no arguments): only the mutable columns, no insert attempt. */
 static const char sqlite_update[] =
         "UPDATE jobs SET state = ?2, started_ms = ?9, finished_ms = ?10, attempt = ?11,"
         " result = ?14, error_code = ?15, error_message = ?16, progress_done = ?17,"
-        " progress_total = ?18 WHERE id = ?1";
+        " progress_total = ?18, sched = ?20 WHERE id = ?1";
 
 static const char sqlite_load[] =
         "SELECT id, state, plugin, owner, gid, priority, timeout_ms, created_ms, started_ms,"
         " finished_ms, attempt, n_fds, args, result, error_code, error_message,"
-        " progress_done, progress_total, class FROM jobs ORDER BY id";
+        " progress_done, progress_total, class, sched FROM jobs ORDER BY id";
 
 /* What an operator can do about a database fiberd cannot read. */
 #define SQLITE_ADVICE                                                                              \
@@ -214,6 +215,13 @@ static int sqlite_open(Store *s, const char *path, char *why, size_t why_size)
                          sqlite3_errmsg(q->db));
                 goto out_close;
         }
+        /* ... and from before job scheduling: the sched column */
+        rc = sqlite3_exec(q->db, "ALTER TABLE jobs ADD COLUMN sched BLOB", NULL, NULL, NULL);
+        if (rc != SQLITE_OK && !strstr(sqlite3_errmsg(q->db), "duplicate column")) {
+                snprintf(detail, sizeof(detail), "cannot add the sched column: %s",
+                         sqlite3_errmsg(q->db));
+                goto out_close;
+        }
         if (sqlite3_prepare_v2(q->db, sqlite_put, -1, &q->put, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(q->db, "DELETE FROM jobs WHERE id = ?1", -1, &q->del, NULL) !=
                     SQLITE_OK ||
@@ -302,6 +310,8 @@ static int sqlite_load_rows(Store *s, StoreLoadFn fn, void *arg, char *why, size
                         .progress_done = (uint64_t)sqlite3_column_int64(st, 16),
                         .progress_total = (uint64_t)sqlite3_column_int64(st, 17),
                         .class_name = col_text(st, 18),
+                        .sched = sqlite3_column_blob(st, 19),
+                        .sched_len = (size_t)sqlite3_column_bytes(st, 19),
                 };
                 const char *state = col_text(st, 1);
                 if (!state || !rec.plugin ||
@@ -365,6 +375,7 @@ static int sqlite_bind_step(sqlite3_stmt *st, const StoreRecord *r)
         sqlite3_bind_int64(st, 17, (sqlite3_int64)r->progress_done);
         sqlite3_bind_int64(st, 18, (sqlite3_int64)r->progress_total);
         bind_text_or_null(st, 19, r->class_name);
+        bind_blob_or_null(st, 20, r->sched, r->sched_len);
         return step_once(st);
 }
 

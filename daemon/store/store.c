@@ -184,10 +184,18 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
         StoreWrite *w;
         char *p;
 
+        msgpack_sbuffer *ss = &s->pack_sched;
+
         msgpack_sbuffer_clear(sb); /* its memory stays, for the next job */
+        msgpack_sbuffer_clear(ss);
         if (with_args) {
                 msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
                 if (msgpack_pack_object(&pk, j->args) != 0)
+                        return NULL;
+        }
+        if (job_has_schedule(j)) {
+                msgpack_packer_init(&pk, ss, msgpack_sbuffer_write);
+                if (job_pack_schedule(&pk, j) != 0)
                         return NULL;
         }
         if (requeued) {
@@ -195,7 +203,8 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                  * copy ended, the store's is queued again for the next start */
                 code_len = msg_len = 0;
         }
-        size = sizeof(*w) + name_len + class_len + code_len + msg_len + sb->size + j->result_len;
+        size = sizeof(*w) + name_len + class_len + code_len + msg_len + sb->size + ss->size +
+               j->result_len;
         w = arena_alloc(s, size);
         if (w) {
                 *w = (StoreWrite){.op = STORE_OP_PUT, .borrowed = true};
@@ -237,6 +246,12 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                 memcpy(p, j->error_message, msg_len);
                 w->rec.error_message = p;
                 p += msg_len;
+        }
+        if (ss->size) {
+                memcpy(p, ss->data, ss->size);
+                w->rec.sched = p;
+                w->rec.sched_len = ss->size;
+                p += ss->size;
         }
         if (with_args) {
                 memcpy(p, sb->data, sb->size);
@@ -680,6 +695,7 @@ int store_open(Store **ret, StoreKind kind, const char *path, const StoreFleetOp
         pthread_cond_init(&s->idle, NULL);
         list_init(&s->queue);
         msgpack_sbuffer_init(&s->pack);
+        msgpack_sbuffer_init(&s->pack_sched);
         if (fleet)
                 s->fleet = *fleet;
         if (kind == STORE_REDIS) {
@@ -826,6 +842,7 @@ void store_close(Store *s)
         free(s->deletes_taken);
         arena_free(s);
         msgpack_sbuffer_destroy(&s->pack);
+        msgpack_sbuffer_destroy(&s->pack_sched);
         free(s->path);
         free(s);
 }

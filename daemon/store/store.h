@@ -81,6 +81,9 @@ typedef struct StoreRecord {
         const char *error_message; /* NULL = none */
         uint64_t progress_done, progress_total;
         const char *class_name; /* its job class; NULL = "default" */
+        const char *sched; /* its schedule (job_pack_schedule(): run_at, due time, attempts,
+                            * backoff, after, key, errors), packed msgpack; NULL = none */
+        size_t sched_len;
         bool enqueue; /* a fleet submission: put it on the shared queue for any host to run
                        * (store-redis.c); false for every other write */
 } StoreRecord;
@@ -227,7 +230,8 @@ struct Store {
         /* the store thread's: memory for a batch's writes, kept across batches */
         struct StoreChunk *chunks, *chunk; /* all of them; the one being filled */
         size_t chunk_used;
-        msgpack_sbuffer pack; /* a job's packed arguments */
+        msgpack_sbuffer pack;       /* a job's packed arguments */
+        msgpack_sbuffer pack_sched; /* ... and its packed schedule */
         bool closing;
         bool thread_started; /* under lock once the store thread may run */
         uint64_t next_id;    /* the backend's next id, read by store_load() */

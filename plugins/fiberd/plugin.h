@@ -120,7 +120,7 @@ extern "C" {
  *      and futures (async, future_get, when_all, future_free, FiberdFuture) between the
  *      fibers of one job. Version-1 and -2 plugins still load; a version-3 plugin on an
  *      older fiberd checks FIBERD_HOST_HAS(host, chan_new) / (host, async). */
-#define FIBERD_PLUGIN_ABI_VERSION 3
+#define FIBERD_PLUGIN_ABI_VERSION 4
 #define FIBERD_PLUGIN_ABI_MIN 1
 
 /* The name of the descriptor symbol, as the loader passes it to dlsym(). */
@@ -247,6 +247,17 @@ typedef struct FiberdPlugin {
          * none (its size says so): every map of arguments is accepted.
          */
         int (*check_args)(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size);
+
+        /* ---- job scheduling (ABI 4) ---- */
+        /*
+         * max_attempts - optional; how many runs a job of this plugin gets by default
+         * when its submission does not say (the max_attempts option, 1..100): a run
+         * that fails with a retryable error is tried again after a backoff, and a job
+         * out of attempts ends "dead" (ipc/PROTOCOL.md, "Scheduling jobs"). 0 or 1 = no
+         * retry; values above 100 count as 100. A plugin built before this member has
+         * none (its size says so).
+         */
+        uint32_t max_attempts;
 } FiberdPlugin;
 
 /*
@@ -586,6 +597,18 @@ struct FiberdHost {
          * (at most for a fiber that has already returned to finish leaving).
          */
         void (*future_free)(FiberdJob *job, FiberdFuture *fut);
+
+        /* ---- job scheduling (ABI 4) ---- */
+
+        /*
+         * fail_permanent - as fail(), and the failure is permanent: the job is not
+         * retried whatever attempts it has left (it ends "failed"). Use it for errors
+         * a second run cannot mend (a missing file, a refused request). Errors with the
+         * codes INVALID_ARGUMENT, PERMISSION_DENIED and NOT_FOUND are never retried
+         * anyway. Returns @err.
+         */
+        int (*fail_permanent)(FiberdJob *job, int err, const char *fmt, ...)
+                __attribute__((format(printf, 3, 4)));
 };
 
 /* True when the running daemon's @host has @member (appended in a later version). */
