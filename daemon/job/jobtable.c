@@ -1082,6 +1082,19 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
                 log_job(LOG_WARNING, j->id, j->plugin_name, "failed: %s", crashed);
                 return 0;
         }
+        if (j->state == JOB_RUNNING && plugin && !rec->n_fds && j->max_attempts > 1 &&
+            !(t->hooks.retry_safe && t->hooks.retry_safe(j))) {
+                /* it asked for retries: the run fiberd stopped in is a failed attempt */
+                JobEvent ev = job_retry_event(j, IPC_INTERRUPTED);
+                job_transition(&t->machine, j, ev,
+                               &(JobChange){.code = IPC_INTERRUPTED,
+                                            .message = "fiberd stopped while this run was "
+                                                       "going on"});
+                jobtable_unlock(t);
+                log_job(LOG_NOTICE, j->id, j->plugin_name,
+                        "was running when fiberd stopped: %s", job_state_name(j->state));
+                return 0;
+        }
         if (j->state == JOB_RUNNING) {
                 if (!plugin || !t->hooks.retry_safe || !t->hooks.retry_safe(j) || rec->n_fds) {
                         job_transition(&t->machine, j, JOB_EV_INTERRUPT,
