@@ -147,15 +147,17 @@ Test(jobstate, everything_else_is_refused_and_changes_nothing)
         cr_assert_gt(refused, 0);
 }
 
-Test(jobstate, final_states_and_reserved_states_are_dead_ends_for_now)
+Test(jobstate, final_states_are_left_only_by_revive)
 {
         size_t n;
         const JobTransition *rows = job_transitions(&n);
 
         for (size_t i = 0; i < n; i++) {
-                cr_assert(!job_state_final(rows[i].from), "a row leaves a final state");
-                cr_assert(rows[i].from <= JOB_CANCELLED && rows[i].to <= JOB_CANCELLED,
-                          "a row touches a state not reachable yet");
+                cr_assert(!job_state_final(rows[i].from) ||
+                                  (rows[i].event == JOB_EV_REVIVE && rows[i].from != JOB_DONE &&
+                                   rows[i].to == JOB_QUEUED),
+                          "a row leaves a final state: %s --%s-->",
+                          job_state_name(rows[i].from), job_event_name(rows[i].event));
                 cr_assert_neq(rows[i].to, JOB_NEW);
                 for (size_t k = 0; k < i; k++)
                         cr_assert(!(rows[k].from == rows[i].from &&
@@ -212,18 +214,18 @@ Test(jobstate, restore_keeps_the_record_and_dates_retention_from_it)
         cr_assert_leq(j.finished_mono_ns + 900 * 1000000ull, j.submitted_mono_ns);
 }
 
-Test(jobstate, wire_names_parse_and_reserved_ones_do_not)
+Test(jobstate, wire_names_parse_and_new_does_not)
 {
         JobState s;
 
-        for (int k = JOB_QUEUED; k <= JOB_CANCELLED; k++) {
+        for (int k = JOB_QUEUED; k < JOB_STATE_COUNT; k++) {
                 const char *name = job_state_name((JobState)k);
                 cr_assert_eq(job_state_parse(name, strlen(name), &s), 0);
                 cr_assert_eq(s, k);
         }
+        cr_assert_str_eq(job_state_name(JOB_DEAD), "dead");
         cr_assert_eq(job_state_parse("new", 3, &s), -EINVAL);
         cr_assert_eq(job_state_parse("paused", 6, &s), -EINVAL);
-        cr_assert_eq(job_state_parse("dead", 4, &s), -EINVAL);
 }
 
 /* docs/design.md's table: "| from | event | to |" rows between the markers. */
@@ -268,4 +270,81 @@ Test(jobstate, design_doc_lists_the_same_rows)
                           job_state_name(rows[i].to));
         cr_assert_eq(found, n);
         free(seen);
+}
+
+/* A failed run: retried while attempts are left and the code is retryable, dead once
+ * none are, failed when no retry was asked or the failure cannot be mended. */
+Test(jobstate, a_failed_run_retries_exhausts_or_fails)
+{
+        Job j;
+
+        memset(&j, 0, sizeof(j));
+        j.max_attempts = 3;
+        cr_assert_eq(job_retry_event(&j, IPC_INTERNAL), JOB_EV_RETRY);
+        j.attempt = 1;
+        cr_assert_eq(job_retry_event(&j, IPC_OVERLOADED), JOB_EV_RETRY);
+        j.attempt = 2;
+        cr_assert_eq(job_retry_event(&j, IPC_INTERNAL), JOB_EV_EXHAUST);
+        j.attempt = 0;
+        cr_assert_eq(job_retry_event(&j, IPC_INVALID_ARGUMENT), JOB_EV_RETURN_ERR);
+        cr_assert_eq(job_retry_event(&j, IPC_PERMISSION_DENIED), JOB_EV_RETURN_ERR);
+        cr_assert_eq(job_retry_event(&j, IPC_NOT_FOUND), JOB_EV_RETURN_ERR);
+        j.fail_permanent = true;
+        cr_assert_eq(job_retry_event(&j, IPC_INTERNAL), JOB_EV_RETURN_ERR);
+        j.fail_permanent = false;
+        j.max_attempts = 1;
+        cr_assert_eq(job_retry_event(&j, IPC_INTERNAL), JOB_EV_RETURN_ERR);
+}
+
+/* The backoff doubles from backoff_ms, stops at backoff_max_ms, and its jitter keeps it
+ * within 50-100 % of that. */
+Test(jobstate, backoff_is_exponential_capped_and_jittered)
+{
+        Job j;
+
+        memset(&j, 0, sizeof(j));
+        j.id = 7;
+        j.backoff_ms = 1000;
+        j.backoff_max_ms = 60000;
+        for (int round = 0; round < 200; round++) {
+                uint64_t want[] = {1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000};
+                for (uint32_t a = 1; a <= 8; a++) {
+                        uint64_t w = job_backoff_ms(&j, a);
+                        cr_assert(w >= want[a - 1] / 2 && w <= want[a - 1],
+                                  "attempt %u: %llu ms, not within 50-100 %% of %llu", a,
+                                  (unsigned long long)w, (unsigned long long)want[a - 1]);
+                }
+        }
+        /* and it is jittered: not every wait is the same */
+        uint64_t first = job_backoff_ms(&j, 3);
+        bool differs = false;
+        for (int i = 0; i < 50 && !differs; i++)
+                differs = job_backoff_ms(&j, 3) != first;
+        cr_assert(differs, "no jitter");
+}
+
+/* A run's error joins the ring, each with its attempt; the ring keeps the last ones. */
+Test(jobstate, failed_runs_are_listed_and_the_oldest_drop_out)
+{
+        Heard h;
+        JobMachine m = machine(&h);
+        Job j;
+
+        job_in(&j, JOB_RUNNING);
+        j.max_attempts = 3;
+        cr_assert_eq(job_transition(&m, &j, JOB_EV_RETRY,
+                                    &(JobChange){.code = IPC_INTERNAL, .message = "first"}),
+                     0);
+        cr_assert_eq(j.state, JOB_RETRYING);
+        cr_assert_null(j.error_code, "a retrying job has no final error");
+        cr_assert_eq(j.n_errors, 1);
+        cr_assert_str_eq(j.errors[0].message, "first");
+        for (int i = 0; i < IPC_JOB_ERRORS_MAX + 3; i++)
+                job_add_run_error(&j, IPC_INTERNAL, "more", 1);
+        cr_assert_eq(j.n_errors, IPC_JOB_ERRORS_MAX + 4);
+        for (int i = 0; i < IPC_JOB_ERRORS_MAX; i++)
+                cr_assert_str_eq(j.errors[i].message, "more", "the oldest error stayed");
+        for (int i = 0; i < IPC_JOB_ERRORS_MAX; i++)
+                free(j.errors[i].message);
+        free(j.errors);
 }
