@@ -203,6 +203,14 @@ static bool user_exempt(const Dispatcher *d, uid_t uid)
         return uid == 0 || uid == d->quotas.exempt_uid;
 }
 
+void dispatch_count_held_locked(Dispatcher *d, uid_t uid, int delta)
+{
+        DispatchUser *u = user_find(d, uid, true);
+
+        if (u && (delta > 0 || u->held))
+                u->held += (uint64_t)(int64_t)delta;
+}
+
 int dispatch_admit_locked(Dispatcher *d, uid_t uid)
 {
         const JobQuotas *q = &d->quotas;
@@ -215,7 +223,7 @@ int dispatch_admit_locked(Dispatcher *d, uid_t uid)
         u = user_find(d, uid, true);
         if (!u)
                 return -ENOMEM;
-        if (q->max_queued_per_user && u->queue.len >= q->max_queued_per_user)
+        if (q->max_queued_per_user && u->queue.len + u->held >= q->max_queued_per_user)
                 return -EDQUOT;
         if (!q->submit_rate_per_user)
                 return 0;

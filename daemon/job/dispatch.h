@@ -64,6 +64,7 @@ typedef struct JobHeap {
 typedef struct DispatchUser {
         uid_t uid;
         JobHeap queue;       /* its queued jobs */
+        uint64_t held;       /* its scheduled, waiting and retrying jobs (jobhold.c) */
         unsigned running;    /* its jobs with a supervisor fiber */
         uint64_t last_start; /* Dispatcher.starts when a job of its last started; 0 = never */
         double tokens;       /* submissions it may make now */
@@ -135,12 +136,19 @@ void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running);
 void dispatch_set_quotas_locked(Dispatcher *d, const JobQuotas *q);
 
 /*
- * dispatch_admit_locked - may @uid submit one more job now? Checks its queued jobs
- * against max_queued_per_user and takes a token from its bucket.
+ * dispatch_admit_locked - may @uid submit one more job now? Checks its queued and held
+ * jobs against max_queued_per_user and takes a token from its bucket.
  * Return: 0; -EDQUOT (max_queued_per_user); -EBUSY (submit_rate_per_user); -ENOMEM.
  * Context: table lock held.
  */
 int dispatch_admit_locked(Dispatcher *d, uid_t uid);
+
+/*
+ * dispatch_count_held_locked - @uid has one more (@delta +1) or one fewer (-1) job held
+ * outside the queue (scheduled, waiting, retrying): max_queued_per_user counts them too.
+ * Context: table lock held; does not yield.
+ */
+void dispatch_count_held_locked(Dispatcher *d, uid_t uid, int delta);
 
 /* dispatch_queued_locked - jobs waiting in the queue. Table lock held. */
 static inline size_t dispatch_queued_locked(const Dispatcher *d)

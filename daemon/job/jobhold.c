@@ -188,6 +188,9 @@ void jobhold_listen(void *ctx, Job *j, JobState from, JobEvent ev)
 
         if (j->fleet_copy)
                 return;
+        if (job_state_held(from) != job_state_held(j->state)) /* max_queued_per_user */
+                dispatch_count_held_locked(&t->dispatch, j->owner,
+                                           job_state_held(j->state) ? 1 : -1);
         if ((from == JOB_SCHEDULED || from == JOB_RETRYING) && j->state != from)
                 jobtimer_remove_locked(&t->due, j);
         switch (j->state) {

@@ -287,7 +287,7 @@ static int refused(Daemon *d, const Request *req, int r, IpcStatus *st)
                                       d->jobs.max_queued);
         case -EDQUOT:
                 return ipc_status_set(st, IPC_OVERLOADED, r,
-                                      "uid %u has %zu jobs queued already "
+                                      "uid %u has %zu jobs queued or scheduled already "
                                       "(max_queued_per_user); retry later",
                                       (unsigned)req->uid,
                                       d->jobs.dispatch.quotas.max_queued_per_user);
