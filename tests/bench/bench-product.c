@@ -92,6 +92,10 @@ typedef struct Conn {
 /* The trivial job, chosen once per run. */
 static char trivial_plugin[64];
 static bool trivial_run; /* the daemon has job.run */
+/* FIBERD_BENCH_JOB_OPTS: "max_attempts" (3 attempts, never needed) or "after" (after one
+ * job done before the run): what a retry plan or a dependency costs a trivial job */
+static bool trivial_attempts;
+static uint64_t trivial_after; /* 0: none */
 
 static void die_status(const char *what, const IpcStatus *st)
 {
@@ -157,6 +161,9 @@ static void fiberd_start_workers(ProductServer *s, const char *workers)
                     /* more [store] keys, one "key = value" per line, to try a setting */
                     (getenv("FIBERD_BENCH_STORE_CONF") &&
                      fprintf(f, "%s\n", getenv("FIBERD_BENCH_STORE_CONF")) < 0) ||
+                    /* other sections: the text as given, its section headers included */
+                    (getenv("FIBERD_BENCH_CONF") &&
+                     fprintf(f, "%s\n", getenv("FIBERD_BENCH_CONF")) < 0) ||
                     fclose(f) != 0)
                         bench_die("cannot write %s", conf);
                 argv[6] = conf;
@@ -214,7 +221,16 @@ static void pack_job(Client *c, const char *method, uint32_t *ret_id)
                 msgpack_pack_str_with_body(pk, "ms", 2);
                 msgpack_pack_uint32(pk, 0);
         }
-        msgpack_pack_map(pk, 0);
+        msgpack_pack_map(pk, trivial_attempts + !!trivial_after);
+        if (trivial_attempts) {
+                msgpack_pack_str_with_body(pk, IPC_OPT_MAX_ATTEMPTS, strlen(IPC_OPT_MAX_ATTEMPTS));
+                msgpack_pack_uint32(pk, 3);
+        }
+        if (trivial_after) {
+                msgpack_pack_str_with_body(pk, IPC_OPT_AFTER, strlen(IPC_OPT_AFTER));
+                msgpack_pack_array(pk, 1);
+                msgpack_pack_uint64(pk, trivial_after);
+        }
 }
 
 /* Pick the trivial job's plugin and whether job.run exists, on @c. */
@@ -249,6 +265,13 @@ static void trivial_choose(Client *c)
                 trivial_run = false;
         else
                 die_status(IPC_METHOD_JOB_RUN, &st);
+        /* the job the "after" option names: this one, done */
+        if (r == 0 && getenv("FIBERD_BENCH_JOB_OPTS") &&
+            !strcmp(getenv("FIBERD_BENCH_JOB_OPTS"), "after") &&
+            ipc_read_uint(ipc_map_find(res, IPC_KEY_ID), IPC_KEY_ID, &trivial_after, &st) < 0)
+                die_status(IPC_METHOD_JOB_RUN, &st);
+        trivial_attempts = getenv("FIBERD_BENCH_JOB_OPTS") &&
+                           !strcmp(getenv("FIBERD_BENCH_JOB_OPTS"), "max_attempts");
         ipc_message_clear(&resp);
 }
 
@@ -378,6 +401,21 @@ int bench_product_fiberd_sqlite(int argc, char **argv)
 
 /* product-fiberd-redis / -redis2: the same loads in fleet mode, 1 or 2 fiberd hosts on
  * one private redis-server (bench.c's "redis store" rows). */
+/* product-fiberd-attempts / -after: every trivial job with max_attempts 3 (never used: it
+ * succeeds) or after one job done before the run: what the plan costs a job. The store
+ * is memory unless FIBERD_BENCH_STORE says otherwise (the sqlite rows set it). */
+int bench_product_fiberd_attempts(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_JOB_OPTS", "max_attempts", 1);
+        return bench_product_fiberd(argc, argv);
+}
+
+int bench_product_fiberd_after(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_JOB_OPTS", "after", 1);
+        return bench_product_fiberd(argc, argv);
+}
+
 int bench_product_fiberd_redis(int argc, char **argv)
 {
         setenv("FIBERD_BENCH_STORE", "redis", 1);
@@ -577,5 +615,216 @@ int bench_product_preempt(int argc, char **argv)
         qsort(lat, n, sizeof(*lat), u64_compare);
         printf("%.1f %.1f\n", (double)lat[n / 2] / 1000, (double)lat[(n * 99) / 100] / 1000);
         free(lat);
+        return 0;
+}
+
+/* ------------------------------------------------------------ due jobs -------------- */
+
+/*
+ * product-due FAR RATE SECONDS: what a due set costs. FAR echo jobs are scheduled at
+ * random times over the next hour (from 2 minutes on: none comes due during the run), and
+ * the RSS they add is divided among them; then RATE jobs a second for SECONDS seconds
+ * are submitted with delay_ms 1000, so RATE a second come due beside the FAR ones, and
+ * each one's lateness is its record's started_ms - run_at_ms (milliseconds: the record's
+ * resolution). Prints "p50 p99 bytes": lateness p50 and p99 in ms, resident bytes per
+ * scheduled job. The memory store unless FIBERD_BENCH_STORE says otherwise.
+ */
+
+/* Sends @n requests built by @pack(@i) on @c, at most @window outstanding, and hands
+ * each answer's result to @take (may be NULL). Dies on an error answer. */
+static void pipeline(Client *c, uint64_t n, unsigned window,
+                     void (*pack)(Client *c, uint64_t i, uint32_t *msgid, void *arg),
+                     void (*take)(const msgpack_object *res, void *arg), void *arg)
+{
+        uint64_t sent = 0, got = 0;
+        IpcStatus st = {0};
+        IpcMessage m;
+
+        while (got < n) {
+                const msgpack_object *res;
+                uint32_t msgid;
+                while (sent < n && sent - got < window)
+                        pack(c, sent++, &msgid, arg);
+                if (client_receive(c, &m, RECEIVE_TIMEOUT_MS, &st) < 0)
+                        die_status("receive", &st);
+                if (client_result(&m, &res, &st) < 0)
+                        die_status("a pipelined request", &st);
+                if (take)
+                        take(res, arg);
+                ipc_message_clear(&m);
+                got++;
+        }
+}
+
+typedef struct DueRun {
+        uint64_t base_ms;  /* CLOCK_REALTIME at the start */
+        uint64_t *ids;     /* the near jobs' ids, in answer order */
+        uint64_t n_ids;
+        uint64_t *late_ms; /* their lateness */
+        uint64_t n_late;
+} DueRun;
+
+static uint64_t due_wall_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* job.submit echo {} {@key: @value} */
+static void pack_echo_at(Client *c, const char *key, uint64_t value, uint32_t *msgid)
+{
+        msgpack_packer *pk = client_request(c, IPC_METHOD_JOB_SUBMIT, IPC_SUBMIT_NPARAMS, msgid);
+
+        if (!pk)
+                bench_die("job.submit: out of memory");
+        msgpack_pack_str_with_body(pk, "echo", 4);
+        msgpack_pack_map(pk, 0);
+        msgpack_pack_map(pk, 1);
+        msgpack_pack_str_with_body(pk, key, strlen(key));
+        msgpack_pack_uint64(pk, value);
+}
+
+static void pack_far(Client *c, uint64_t i, uint32_t *msgid, void *arg)
+{
+        const DueRun *d = arg;
+        /* spread over [2 min, 1 h) from the start, a multiplicative hash of i */
+        uint64_t off = 120000 + (i * 0x9e3779b97f4a7c15ULL >> 11) % (3600000 - 120000);
+
+        pack_echo_at(c, IPC_OPT_RUN_AT, d->base_ms + off, msgid);
+}
+
+static void take_id(const msgpack_object *res, void *arg)
+{
+        DueRun *d = arg;
+        IpcStatus st = {0};
+
+        if (ipc_read_uint(ipc_map_find(res, IPC_KEY_ID), IPC_KEY_ID, &d->ids[d->n_ids++], &st) < 0)
+                die_status(IPC_METHOD_JOB_SUBMIT, &st);
+}
+
+static void pack_status(Client *c, uint64_t i, uint32_t *msgid, void *arg)
+{
+        const DueRun *d = arg;
+        msgpack_packer *pk = client_request(c, IPC_METHOD_JOB_STATUS, IPC_JOB_NPARAMS, msgid);
+
+        if (!pk)
+                bench_die("job.status: out of memory");
+        msgpack_pack_uint64(pk, d->ids[i]);
+}
+
+static void take_lateness(const msgpack_object *res, void *arg)
+{
+        DueRun *d = arg;
+        IpcStatus st = {0};
+        uint64_t started, due;
+
+        if (ipc_read_uint(ipc_map_find(res, IPC_KEY_STARTED_MS), "started_ms", &started, &st) < 0 ||
+            ipc_read_uint(ipc_map_find(res, IPC_KEY_RUN_AT_MS), "run_at_ms", &due, &st) < 0)
+                die_status("a due job's record", &st);
+        d->late_ms[d->n_late++] = started > due ? started - due : 0;
+}
+
+/* stats' jobs.done */
+static uint64_t jobs_done(Client *c)
+{
+        const msgpack_object *res;
+        IpcMessage resp;
+        IpcStatus st = {0};
+        uint64_t done = 0;
+
+        if (call(c, IPC_METHOD_STATS, &resp, &res, &st) < 0 ||
+            ipc_read_uint(ipc_map_find(ipc_map_find(res, IPC_KEY_JOBS), IPC_KEY_DONE), "done",
+                          &done, &st) < 0)
+                die_status(IPC_METHOD_STATS, &st);
+        ipc_message_clear(&resp);
+        return done;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+        return x < y ? -1 : x > y;
+}
+
+int bench_product_due(int argc, char **argv)
+{
+        char conf[160];
+        ProductServer srv = {0};
+        DueRun d = {0};
+        Client *c;
+        uint64_t far, rate, secs, near, rss0, rss1, start, deadline;
+
+        if (argc != 4)
+                bench_die("usage: product-due FAR RATE SECONDS");
+        far = strtoull(argv[1], NULL, 10);
+        rate = strtoull(argv[2], NULL, 10);
+        secs = strtoull(argv[3], NULL, 10);
+        near = rate * secs;
+        if (!rate || !secs)
+                bench_die("product-due: RATE and SECONDS must be positive");
+        /* room for every job of the run, as an operator would configure it */
+        snprintf(conf, sizeof(conf), "[jobs]\nmax_queued = %llu\nmax_queued_per_user = 0",
+                 (unsigned long long)(far + near + 1000));
+        setenv("FIBERD_BENCH_CONF", conf, 1);
+        setenv("FIBERD_BENCH_STORE", "memory", 0);
+        d.ids = calloc(near, sizeof(*d.ids));
+        d.late_ms = calloc(near, sizeof(*d.late_ms));
+        if (!d.ids || !d.late_ms)
+                bench_die("out of memory");
+        fiberd_start(&srv);
+        c = connect_or_die(&srv);
+
+        rss0 = product_rss_bytes(srv.pid);
+        d.base_ms = due_wall_ms();
+        pipeline(c, far, 512, pack_far, NULL, &d);
+        rss1 = product_rss_bytes(srv.pid);
+
+        /* RATE a second, each due a second after it is sent */
+        start = bench_now_ns();
+        for (uint64_t i = 0; i < near; i++) {
+                IpcStatus st = {0};
+                IpcMessage m;
+                const msgpack_object *res;
+                uint32_t msgid;
+                product_wait_until(start + i * (NSEC_PER_SEC / rate));
+                pack_echo_at(c, IPC_OPT_DELAY_MS, 1000, &msgid);
+                if (client_flush(c, RECEIVE_TIMEOUT_MS, &st) < 0)
+                        die_status("send", &st);
+                while (client_receive(c, &m, 0, &st) == 1) {
+                        if (client_result(&m, &res, &st) < 0)
+                                die_status(IPC_METHOD_JOB_SUBMIT, &st);
+                        take_id(res, &d);
+                        ipc_message_clear(&m);
+                }
+        }
+        while (d.n_ids < near) {
+                IpcStatus st = {0};
+                IpcMessage m;
+                const msgpack_object *res;
+                if (client_receive(c, &m, RECEIVE_TIMEOUT_MS, &st) < 0 ||
+                    client_result(&m, &res, &st) < 0)
+                        die_status(IPC_METHOD_JOB_SUBMIT, &st);
+                take_id(res, &d);
+                ipc_message_clear(&m);
+        }
+        deadline = bench_now_ns() + 60 * NSEC_PER_SEC;
+        while (jobs_done(c) < near + 0) {
+                if (bench_now_ns() > deadline)
+                        bench_die("product-due: the due jobs did not all run within a minute");
+                product_wait_until(bench_now_ns() + 20 * NSEC_PER_MSEC);
+        }
+        pipeline(c, near, 512, pack_status, take_lateness, &d);
+        client_free(c);
+        product_stop(&srv);
+
+        qsort(d.late_ms, d.n_late, sizeof(*d.late_ms), cmp_u64);
+        printf("%llu %llu %.0f\n", (unsigned long long)d.late_ms[d.n_late / 2],
+               (unsigned long long)d.late_ms[d.n_late * 99 / 100],
+               (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)(far ? far : 1));
+        free(d.ids);
+        free(d.late_ms);
         return 0;
 }

@@ -1183,6 +1183,14 @@ static const struct {
         {"product-beanstalk-binlog", bench_product_beanstalk_binlog,
          "tput N C W | rate N RATE: product-beanstalk with its binlog (-b, -f0)"},
         {"product-skynet", bench_product_skynet, "[LEAVES] ms of fiberctl submit skynet --wait"},
+        {"product-due", bench_product_due,
+         "FAR RATE SECONDS: lateness p50 p99 ms of due jobs, bytes per scheduled job"},
+        {"product-beanstalk-due", bench_product_beanstalk_due,
+         "FAR RATE SECONDS: the same with beanstalkd's delayed jobs"},
+        {"product-fiberd-attempts", bench_product_fiberd_attempts,
+         "tput N C W: product-fiberd, every job with max_attempts 3"},
+        {"product-fiberd-after", bench_product_fiberd_after,
+         "tput N C W: product-fiberd, every job after one done job"},
 };
 
 int main(int argc, char **argv)

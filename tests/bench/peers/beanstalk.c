@@ -343,3 +343,137 @@ int bench_product_beanstalk(int argc, char **argv)
         free(bs_clients);
         return 0;
 }
+
+/* ------------------------------------------------------------ due jobs -------------- */
+
+/*
+ * product-beanstalk-due FAR RATE SECONDS: beanstalkd's delayed jobs under the load of
+ * bench-product.c's product-due: FAR jobs put with delays over the next hour (from 2
+ * minutes), their RSS per job, then RATE puts a second for SECONDS seconds with delay 1
+ * (beanstalkd's delays are whole seconds); two workers reserve them, and a job's lateness
+ * is the time its reserve returned minus its put time plus 1 s. Prints "p50 p99 bytes"
+ * (ms, ms, bytes per delayed job).
+ */
+static uint64_t *due_late_ns;
+static uint64_t due_near, due_seen;
+static pthread_mutex_t due_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *bs_due_worker(void *arg)
+{
+        BsWorker *w = arg;
+        char line[128], body[64], cmd[64];
+        unsigned long long id, seq, sent_ns;
+        size_t bytes;
+
+        bs_write(&w->conn, "reserve\r\n", 9);
+        for (;;) {
+                if (!bs_line(&w->conn, line, sizeof(line)))
+                        return NULL;
+                if (sscanf(line, "RESERVED %llu %zu", &id, &bytes) != 2)
+                        bench_die("beanstalkd: reserve answered '%s'", line);
+                if (!bs_body(&w->conn, bytes, body, sizeof(body)))
+                        return NULL;
+                uint64_t now = bench_now_ns();
+                if (sscanf(body, "near %llu %llu", &seq, &sent_ns) != 2 || seq >= due_near)
+                        bench_die("beanstalkd: a job body '%s' that is not due yet", body);
+                bs_write(&w->conn, cmd,
+                         (size_t)snprintf(cmd, sizeof(cmd), "delete %llu\r\nreserve\r\n", id));
+                if (!bs_line(&w->conn, line, sizeof(line)))
+                        return NULL;
+                if (strcmp(line, "DELETED"))
+                        bench_die("beanstalkd: delete answered '%s'", line);
+                pthread_mutex_lock(&due_lock);
+                due_late_ns[seq] = now > sent_ns + NSEC_PER_SEC ? now - sent_ns - NSEC_PER_SEC : 0;
+                due_seen++;
+                pthread_mutex_unlock(&due_lock);
+        }
+}
+
+static int cmp_ns(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+        return x < y ? -1 : x > y;
+}
+
+int bench_product_beanstalk_due(int argc, char **argv)
+{
+        ProductServer srv = {0};
+        BsWorker workers[2];
+        BsConn *put = malloc(sizeof(*put));
+        char *out = malloc(512 * 64);
+        uint64_t far, rate, secs, rss0, rss1, start, deadline;
+
+        if (argc != 4 || !put || !out)
+                bench_die("usage: product-beanstalk-due FAR RATE SECONDS");
+        far = strtoull(argv[1], NULL, 10);
+        rate = strtoull(argv[2], NULL, 10);
+        secs = strtoull(argv[3], NULL, 10);
+        due_near = rate * secs;
+        if (!rate || !secs || !(due_late_ns = calloc(due_near, sizeof(*due_late_ns))))
+                bench_die("product-beanstalk-due: RATE and SECONDS must be positive");
+        bs_server_start(&srv);
+        bs_connect(put, srv.port);
+        rss0 = product_rss_bytes(srv.pid);
+        for (uint64_t i = 0; i < far;) {
+                size_t n = 0;
+                unsigned count = 0;
+                for (; count < 512 && i < far; count++, i++) {
+                        unsigned delay =
+                                120 + (unsigned)((i * 0x9e3779b97f4a7c15ULL >> 11) % (3600 - 120));
+                        n += (size_t)sprintf(out + n, "put 0 %u 60 7\r\nfar-job\r\n", delay);
+                }
+                bs_write(put, out, n);
+                for (unsigned k = 0; k < count; k++) {
+                        char line[128];
+                        bs_line(put, line, sizeof(line));
+                        if (strncmp(line, "INSERTED ", 9))
+                                bench_die("beanstalkd: put answered '%s'", line);
+                }
+        }
+        rss1 = product_rss_bytes(srv.pid);
+        for (unsigned k = 0; k < 2; k++) {
+                bs_connect(&workers[k].conn, srv.port);
+                if (pthread_create(&workers[k].thread, NULL, bs_due_worker, &workers[k]))
+                        bench_die("pthread_create failed");
+        }
+        start = bench_now_ns();
+        for (uint64_t i = 0; i < due_near; i++) {
+                char body[64], line[128];
+                uint64_t at = start + i * (NSEC_PER_SEC / rate);
+                int len;
+                product_wait_until(at);
+                len = snprintf(body, sizeof(body), "near %llu %llu", (unsigned long long)i,
+                               (unsigned long long)bench_now_ns());
+                bs_write(put, out, (size_t)sprintf(out, "put 0 1 60 %d\r\n%s\r\n", len, body));
+                bs_line(put, line, sizeof(line));
+                if (strncmp(line, "INSERTED ", 9))
+                        bench_die("beanstalkd: put answered '%s'", line);
+        }
+        deadline = bench_now_ns() + 60 * NSEC_PER_SEC;
+        for (;;) {
+                pthread_mutex_lock(&due_lock);
+                bool all = due_seen >= due_near;
+                pthread_mutex_unlock(&due_lock);
+                if (all)
+                        break;
+                if (bench_now_ns() > deadline)
+                        bench_die("product-beanstalk-due: the due jobs did not all come");
+                product_wait_until(bench_now_ns() + 20 * NSEC_PER_MSEC);
+        }
+        bs_stopping = 1;
+        product_stop(&srv);
+        for (unsigned k = 0; k < 2; k++) {
+                pthread_join(workers[k].thread, NULL);
+                close(workers[k].conn.fd);
+        }
+        close(put->fd);
+        qsort(due_late_ns, due_near, sizeof(*due_late_ns), cmp_ns);
+        printf("%.1f %.1f %.0f\n", (double)due_late_ns[due_near / 2] / 1e6,
+               (double)due_late_ns[due_near * 99 / 100] / 1e6,
+               (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)(far ? far : 1));
+        free(due_late_ns);
+        free(out);
+        free(put);
+        return 0;
+}
