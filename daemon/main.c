@@ -47,6 +47,7 @@
 #include "daemon/plugin/crash.h"
 #include "daemon/plugin/plugin_host.h"
 #include "daemon/plugin/plugin_job.h"
+#include "daemon/server/pause.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -663,8 +664,8 @@ static size_t fleet_room(void *arg)
 }
 
 /*
- * Opens the job store ([store]) and takes back what it holds: queued jobs queue again,
- * interrupted ones end or requeue (jobtable_restore()). A store that cannot be opened
+ * Opens the job store ([store]) and takes back what it holds: the pauses (pause.c), then
+ * the jobs: queued jobs queue again, interrupted ones end or requeue (jobtable_restore()). A store that cannot be opened
  * or read stops the start (the reason was logged, naming the file): fiberd never starts
  * empty in its place. Return: 0 or the exit status.
  */
@@ -674,6 +675,9 @@ static int daemon_restore(Daemon *d)
         int r;
 
         jobtable_set_store(&d->jobs, d->store);
+        /* the pauses first: no restored job of a paused class or plugin starts */
+        if (pause_restore(d) < 0)
+                return EX_CONFIG;
         r = store_load(d->store, restore_one, d);
         if (r < 0) {
                 log_msg(LOG_ERR,
