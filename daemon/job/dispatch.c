@@ -9,8 +9,8 @@
  * fewest jobs running, then the user served longest ago (round robin) — so a user who queued thousands of jobs gets
  * every other slot at most while someone else waits at the same priority. A user at
  * max_running_per_user is passed over until one of its jobs ends; root and fiberd's
- * own uid are not limited. Finding the next user is O(users that ever submitted),
- * which local users keep small. At most d->max_running jobs run at once. That bound is what makes priority real (without it every job would be
+ * own uid are not limited. Finding the next user is O(lanes of the users that ever
+ * submitted), which local users keep small. At most d->max_running jobs run at once. That bound is what makes priority real (without it every job would be
  * made ready at once and the run queues would run them in FIFO order), and it keeps
  * each group's live fibers well below max_fibers, so fiber_create() does not refuse
  * with -EAGAIN under load; if it still does (plugins spawning many children), the job

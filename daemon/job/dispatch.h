@@ -223,7 +223,7 @@ int dispatch_pause_plugin_locked(Dispatcher *d, const char *name, bool paused);
  * Job.sched_class, SCHED_MAX_CLASSES + 1 entries, [0] unused) and of each plugin in
  * @plugins (@n of them; names copied); plugins not named lose their cap. 0 = no cap.
  * Pumps the queue (a raised cap lets jobs start). At start-up and on reload.
- * Return: 0; -ENOMEM (the caps of the plugins not yet set stay as they were).
+ * Return: 0; -ENOMEM (the plugins from the one that failed on have no cap).
  * Context: table lock held; does not yield.
  */
 int dispatch_set_caps_locked(Dispatcher *d, const unsigned *class_max,
@@ -248,11 +248,12 @@ Job *dispatch_at_locked(const Dispatcher *d, size_t i);
 /*
  * dispatch_pump_locked - start queued jobs while fewer than max_running run: among the
  * users below max_running_per_user, the one whose best job that no pause or class or
- * plugin cap holds has the lowest priority value, then the one with the fewest jobs running, then the one whose last start is
- * longest ago (round robin), so one user's flood cannot starve another's job of equal
- * priority; each gets a supervisor fiber on d->supervise_group that starts the job
- * fiber on a group of d->sched, enforces its deadline and joins it. A job whose deadline passed while
- * queued ends cancelled (DEADLINE_EXCEEDED) instead. Every state change goes through
+ * plugin cap holds has the lowest priority value, then the one with the fewest jobs
+ * running, then the one whose last start is longest ago (round robin), so one user's
+ * flood cannot starve another's job of equal priority; each gets a supervisor fiber on
+ * d->supervise_group that starts the job fiber on a group of d->sched, enforces its
+ * deadline and joins it. A job whose deadline passed while queued ends cancelled
+ * (DEADLINE_EXCEEDED) instead. Every state change goes through
  * d->machine.
  * Context: any fiber or thread; the table lock held; does not yield.
  */
