@@ -8,7 +8,8 @@
  * file format, the error messages and config.h's comment stay in step. Keys with a
  * fixed set of words ([scheduler] optimize_for, numa, queue_policy) carry their word
  * list in the row, so a bad value's message names the words accepted. The [class.NAME]
- * sections are the one exception: their section name is data (config_class_key()).
+ * and [plugin.NAME] sections are the exceptions: their section name is data
+ * (config_class_key(), config_plugin_key()).
  */
 #include "daemon/config.h"
 #include "daemon/obs/log.h"
@@ -269,6 +270,7 @@ static const ConfigKey config_keys[] = {
 };
 
 #define CLASS_SECTION_PREFIX "class."
+#define PLUGIN_SECTION_PREFIX "plugin."
 
 /* [A-Za-z0-9_.-]{1,SCHED_CLASS_NAME_MAX} */
 static bool class_name_valid(const char *name)
@@ -356,10 +358,18 @@ static int config_class_key(ConfigParse *p, const char *section, const char *nam
                          SCHED_CLASS_NAME_MAX);
                 goto out_invalid;
         }
-        if (strcmp(name, "shares") != 0 && strcmp(name, "admin_only") != 0) {
+        if (strcmp(name, "shares") != 0 && strcmp(name, "admin_only") != 0 &&
+            strcmp(name, "max_running") != 0) {
                 snprintf(p->message, sizeof(p->message),
-                         "unknown key '%s' in section [%s]; a class has shares and admin_only",
+                         "unknown key '%s' in section [%s]; a class has shares, admin_only "
+                         "and max_running",
                          name, section);
+                goto out_invalid;
+        }
+        if (strcmp(name, "max_running") == 0 && parse_ulong(value, 0, UINT_MAX, &v) < 0) {
+                snprintf(p->message, sizeof(p->message),
+                         "[%s] max_running: bad value '%s' (want 0..%u; 0 = no cap)", section,
+                         value, UINT_MAX);
                 goto out_invalid;
         }
         if (strcmp(name, "admin_only") == 0 && parse_bool(value, &admin_only) < 0) {
@@ -391,8 +401,74 @@ static int config_class_key(ConfigParse *p, const char *section, const char *nam
         }
         if (strcmp(name, "shares") == 0)
                 c->classes[i].shares = (unsigned)v;
+        else if (strcmp(name, "max_running") == 0)
+                c->classes[i].max_running = (unsigned)v;
         else
                 c->classes[i].admin_only = admin_only;
+        return 1;
+
+out_invalid:
+        p->error = -EINVAL;
+        return 0;
+}
+
+bool config_plugin_name_valid(const char *name, size_t len)
+{
+        if (len == 0 || len > CONFIG_PLUGIN_NAME_MAX)
+                return false;
+        for (size_t i = 0; i < len; i++) {
+                char ch = name[i];
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+                      ch == '-'))
+                        return false;
+        }
+        return true;
+}
+
+/* One key of a [plugin.NAME] section: finds or appends the plugin. Return: 1 (inih's
+ * "go on"), 0 with p->error and p->message set. */
+static int config_plugin_key(ConfigParse *p, const char *section, const char *name,
+                             const char *value)
+{
+        const char *pname = section + strlen(PLUGIN_SECTION_PREFIX);
+        Config *c = p->cfg;
+        unsigned long v;
+        unsigned i;
+
+        if (p->error)
+                return 0;
+        if (!config_plugin_name_valid(pname, strlen(pname))) {
+                snprintf(p->message, sizeof(p->message),
+                         "[%s]: bad plugin name (want 1..%d of a-z 0-9 _ -)", section,
+                         CONFIG_PLUGIN_NAME_MAX);
+                goto out_invalid;
+        }
+        if (strcmp(name, "max_running") != 0) {
+                snprintf(p->message, sizeof(p->message),
+                         "unknown key '%s' in section [%s]; a plugin section has max_running", name,
+                         section);
+                goto out_invalid;
+        }
+        if (parse_ulong(value, 0, UINT_MAX, &v) < 0) {
+                snprintf(p->message, sizeof(p->message),
+                         "[%s] max_running: bad value '%s' (want 0..%u; 0 = no cap)", section,
+                         value, UINT_MAX);
+                goto out_invalid;
+        }
+        for (i = 0; i < c->nplugins; i++)
+                if (strcmp(c->plugins[i].name, pname) == 0)
+                        break;
+        if (i == c->nplugins) {
+                if (c->nplugins == CONFIG_MAX_PLUGINS) {
+                        snprintf(p->message, sizeof(p->message),
+                                 "[%s]: too many plugin sections (at most %d)", section,
+                                 CONFIG_MAX_PLUGINS);
+                        goto out_invalid;
+                }
+                snprintf(c->plugins[i].name, sizeof(c->plugins[i].name), "%s", pname);
+                c->nplugins++;
+        }
+        c->plugins[i].max_running = (unsigned)v;
         return 1;
 
 out_invalid:
@@ -407,6 +483,8 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 
         if (strncmp(section, CLASS_SECTION_PREFIX, strlen(CLASS_SECTION_PREFIX)) == 0)
                 return config_class_key(p, section, name, value);
+        if (strncmp(section, PLUGIN_SECTION_PREFIX, strlen(PLUGIN_SECTION_PREFIX)) == 0)
+                return config_plugin_key(p, section, name, value);
 
         for (size_t i = 0; i < ELEMENTSOF(config_keys); i++) {
                 const ConfigKey *k = &config_keys[i];
@@ -675,6 +753,14 @@ const ConfigClass *config_class_find(const Config *c, const char *name)
         return NULL;
 }
 
+const ConfigPlugin *config_plugin_find(const Config *c, const char *name)
+{
+        for (unsigned i = 0; i < c->nplugins; i++)
+                if (strcmp(c->plugins[i].name, name) == 0)
+                        return &c->plugins[i];
+        return NULL;
+}
+
 /* ---------------------------------------------------------- print, diff ---- */
 
 /* The names log_level_parse() reads, by syslog priority; below LOG_ERR, the digit. */
@@ -760,9 +846,12 @@ int config_print(const Config *c, FILE *f)
                 fprintf(f, "%s = %s\n", k->name, value);
         }
         for (unsigned i = 0; i < c->nclasses; i++)
-                fprintf(f, "[%s%s]\nshares = %u\nadmin_only = %s\n", CLASS_SECTION_PREFIX,
-                        c->classes[i].name, c->classes[i].shares,
-                        c->classes[i].admin_only ? "true" : "false");
+                fprintf(f, "[%s%s]\nshares = %u\nadmin_only = %s\nmax_running = %u\n",
+                        CLASS_SECTION_PREFIX, c->classes[i].name, c->classes[i].shares,
+                        c->classes[i].admin_only ? "true" : "false", c->classes[i].max_running);
+        for (unsigned i = 0; i < c->nplugins; i++)
+                fprintf(f, "[%s%s]\nmax_running = %u\n", PLUGIN_SECTION_PREFIX, c->plugins[i].name,
+                        c->plugins[i].max_running);
         return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
 }
 
@@ -797,19 +886,38 @@ void config_diff(const Config *old, const Config *new, char *live, size_t live_s
                 else
                         list_append(restart, restart_size, name);
         }
-        /* classes: new shares apply at once; a class added or removed waits for a restart */
+        /* classes: new shares, admin_only and max_running apply at once; a class added
+         * or removed waits for a restart */
         for (unsigned i = 0; i < new->nclasses; i++) {
                 const ConfigClass *o = config_class_find(old, new->classes[i].name);
 
                 if (o && o->shares == new->classes[i].shares &&
-                    o->admin_only == new->classes[i].admin_only)
+                    o->admin_only == new->classes[i].admin_only &&
+                    o->max_running == new->classes[i].max_running)
                         continue;
                 snprintf(name, sizeof(name), "[%s%s]%s", CLASS_SECTION_PREFIX, new->classes[i].name,
-                         !o                                    ? ""
-                         : o->shares != new->classes[i].shares ? " shares"
-                                                               : " admin_only");
+                         !o                                            ? ""
+                         : o->shares != new->classes[i].shares         ? " shares"
+                         : o->admin_only != new->classes[i].admin_only ? " admin_only"
+                                                                       : " max_running");
                 list_append(o ? live : restart, o ? live_size : restart_size, name);
         }
+        /* plugin sections: all live */
+        for (unsigned i = 0; i < new->nplugins; i++) {
+                const ConfigPlugin *o = config_plugin_find(old, new->plugins[i].name);
+
+                if (o && o->max_running == new->plugins[i].max_running)
+                        continue;
+                snprintf(name, sizeof(name), "[%s%s] max_running", PLUGIN_SECTION_PREFIX,
+                         new->plugins[i].name);
+                list_append(live, live_size, name);
+        }
+        for (unsigned i = 0; i < old->nplugins; i++)
+                if (!config_plugin_find(new, old->plugins[i].name)) {
+                        snprintf(name, sizeof(name), "[%s%s] (removed)", PLUGIN_SECTION_PREFIX,
+                                 old->plugins[i].name);
+                        list_append(live, live_size, name);
+                }
         for (unsigned i = 0; i < old->nclasses; i++)
                 if (!config_class_find(new, old->classes[i].name)) {
                         snprintf(name, sizeof(name), "[%s%s] (removed)", CLASS_SECTION_PREFIX,

@@ -91,6 +91,12 @@
  *   shares = 100                   ; 1..1000: its CPU share against the other classes'
  *                                  ; (seastar's shares); required: a section without
  *                                  ; it is ignored
+ *   admin_only = false             ; only admins may submit to it
+ *   max_running = 0                ; its jobs running at once; 0 = no cap (live)
+ *   [plugin.NAME]                  ; limits of one plugin's jobs; NAME is the plugin's
+ *                                  ; name, [a-z0-9_-]{1,32}, loaded or not; at most
+ *                                  ; CONFIG_MAX_PLUGINS sections
+ *   max_running = 0                ; its jobs running at once; 0 = no cap (live)
  *
  * The built-in class "default" (100 shares; the jobs that name no class) is always
  * class 0; a [class.default] section may change its shares. The others follow in the
@@ -102,7 +108,7 @@
  *
  * SIGHUP re-reads the file (config_load() again with the same ConfigArgs) and applies
  * what can change while running (log level, plugin dir, stop timeout, [jobs], [ipc],
- * the shares of classes that already exist); socket, workers, the [scheduler] keys and
+ * the shares and max_running of classes that already exist, [plugin.NAME]); socket, workers, the [scheduler] keys and
  * adding or removing a class need a restart: config_diff() names the keys of each kind
  * that changed, and the reload logs them in one line.
  */
@@ -132,9 +138,21 @@
 /* One [class.NAME] section (or the built-in "default"). */
 typedef struct ConfigClass {
         char name[SCHED_CLASS_NAME_MAX + 1];
-        unsigned shares; /* SCHED_SHARES_MIN..SCHED_SHARES_MAX */
-        bool admin_only; /* only admins may submit to it (the access tiers) */
+        unsigned shares;      /* SCHED_SHARES_MIN..SCHED_SHARES_MAX */
+        bool admin_only;      /* only admins may submit to it (the access tiers) */
+        unsigned max_running; /* its jobs running at once (dispatch.h); 0 = no cap */
 } ConfigClass;
+
+/* [plugin.NAME] sections at most. */
+#define CONFIG_MAX_PLUGINS 64
+/* Longest plugin name (FIBERD_PLUGIN_NAME_MAX, plugins/fiberd/plugin.h). */
+#define CONFIG_PLUGIN_NAME_MAX 32
+
+/* One [plugin.NAME] section: limits of the jobs of the plugin named NAME. */
+typedef struct ConfigPlugin {
+        char name[CONFIG_PLUGIN_NAME_MAX + 1]; /* [a-z0-9_-]{1,32} */
+        unsigned max_running;                  /* its jobs running at once; 0 = no cap */
+} ConfigPlugin;
 
 typedef struct Config {
         char *socket_path;              /* owned */
@@ -181,12 +199,23 @@ typedef struct Config {
                                          * runtime's terms (UINT_MAX / SCHED_FOREVER =
                                          * never); pointers left NULL
                                          * (config_sched_classes()) */
-        ConfigClass classes[SCHED_MAX_CLASSES]; /* [0] is "default" */
-        unsigned nclasses;                      /* 1..SCHED_MAX_CLASSES */
+        ConfigClass classes[SCHED_MAX_CLASSES];   /* [0] is "default" */
+        unsigned nclasses;                        /* 1..SCHED_MAX_CLASSES */
+        ConfigPlugin plugins[CONFIG_MAX_PLUGINS]; /* [plugin.NAME], in file order */
+        unsigned nplugins;
 } Config;
 
 /* config_class_find - the class named @name in @c, or NULL. Context: any. Pure. */
 const ConfigClass *config_class_find(const Config *c, const char *name);
+
+/* config_plugin_find - the [plugin.NAME] section of @name in @c, or NULL. Context: any. */
+const ConfigPlugin *config_plugin_find(const Config *c, const char *name);
+
+/*
+ * config_plugin_name_valid - @name (@len bytes, not NUL-terminated) is a name a plugin may
+ * have: 1..CONFIG_PLUGIN_NAME_MAX of [a-z0-9_-] (plugins/fiberd/plugin.h). Context: any.
+ */
+bool config_plugin_name_valid(const char *name, size_t len);
 
 /* What the command line said; NULL / 0 / -1 = not given. Strings point into argv. */
 typedef struct ConfigArgs {
@@ -235,8 +264,9 @@ int config_print(const Config *c, FILE *f);
  * config_diff - the keys whose values differ between @old and @new, as "socket,
  * [scheduler] numa" (the [fiberd] section unnamed), in two lists: @live for the keys a
  * reload applies, @restart for those that take effect at the next start. Classes: new
- * shares of a class in both are live ("[class.batch] shares"); a class added or removed
- * needs a restart ("[class.new]", "[class.old] (removed)"). Each list is NUL-terminated
+ * shares, admin_only or max_running of a class in both are live ("[class.batch]
+ * shares"); a class added or removed needs a restart ("[class.new]", "[class.old]
+ * (removed)"). [plugin.NAME] sections changed, added or removed are live. Each list is NUL-terminated
  * and truncated to its size ("" when none). Context: any. Pure.
  */
 void config_diff(const Config *old, const Config *new, char *live, size_t live_size, char *restart,

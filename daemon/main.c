@@ -47,6 +47,7 @@
 #include "daemon/plugin/crash.h"
 #include "daemon/plugin/plugin_host.h"
 #include "daemon/plugin/plugin_job.h"
+#include "daemon/server/pause.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -184,6 +185,29 @@ static void apply_quotas(Daemon *d, const Config *c)
                                 c->key_window_ms);
 }
 
+/* The caps of @c on the running jobs of each class and plugin ([class.NAME] and
+ * [plugin.NAME] max_running) for the dispatcher; a class the job scheduler does not run
+ * (added since the start) waits for the restart that adds it. */
+static void apply_caps(Daemon *d, const Config *c)
+{
+        unsigned class_max[SCHED_MAX_CLASSES + 1] = {0};
+        DispatchPluginCap plugins[CONFIG_MAX_PLUGINS];
+        int r;
+
+        for (unsigned i = 0; i < c->nclasses; i++) {
+                int cls = sched_class_find(d->job_sched, c->classes[i].name);
+                if (cls >= 0 && cls < SCHED_MAX_CLASSES)
+                        class_max[1 + cls] = c->classes[i].max_running;
+        }
+        for (unsigned i = 0; i < c->nplugins; i++)
+                plugins[i] = (DispatchPluginCap){c->plugins[i].name, c->plugins[i].max_running};
+        jobtable_lock(&d->jobs);
+        r = dispatch_set_caps_locked(&d->jobs.dispatch, class_max, plugins, c->nplugins);
+        jobtable_unlock(&d->jobs);
+        if (r < 0)
+                log_msg(LOG_ERR, "cannot set the plugins' max_running: %s", strerror(-r));
+}
+
 /* Gives every class of @nc that the job scheduler already has its new shares at once
  * (sched_class_set_shares()), one log line per change; new classes wait for a restart
  * (config_diff() says so). */
@@ -209,7 +233,8 @@ static void reload_class_shares(Daemon *d, const Config *nc)
 }
 
 /* The classes that run after a reload: @run's set (adding or removing one needs a
- * restart), with @nc's shares for those that stay (applied at once); written to @nc. */
+ * restart), with @nc's shares, admin_only and max_running for those that stay (applied
+ * at once); written to @nc. */
 static void keep_running_classes(const Config *run, Config *nc)
 {
         ConfigClass kept[SCHED_MAX_CLASSES];
@@ -217,8 +242,11 @@ static void keep_running_classes(const Config *run, Config *nc)
         for (unsigned i = 0; i < run->nclasses; i++) {
                 kept[i] = run->classes[i];
                 for (unsigned k = 0; k < nc->nclasses; k++)
-                        if (strcmp(nc->classes[k].name, kept[i].name) == 0)
+                        if (strcmp(nc->classes[k].name, kept[i].name) == 0) {
                                 kept[i].shares = nc->classes[k].shares;
+                                kept[i].admin_only = nc->classes[k].admin_only;
+                                kept[i].max_running = nc->classes[k].max_running;
+                        }
         }
         memcpy(nc->classes, kept, run->nclasses * sizeof(kept[0]));
         nc->nclasses = run->nclasses;
@@ -245,6 +273,7 @@ static void daemon_reload(Daemon *d)
                 jobtable_configure(&d->jobs, nc.max_running, nc.max_queued, nc.retention_ns,
                                    nc.retention_max);
                 apply_quotas(d, &nc);
+                apply_caps(d, &nc);
                 server_set_max_message(d->server, nc.max_message);
                 server_set_limits(d->server,
                                   &(ServerLimits){nc.max_connections, nc.max_connections_per_user,
@@ -645,8 +674,8 @@ static size_t fleet_room(void *arg)
 }
 
 /*
- * Opens the job store ([store]) and takes back what it holds: queued jobs queue again,
- * interrupted ones end or requeue (jobtable_restore()). A store that cannot be opened
+ * Opens the job store ([store]) and takes back what it holds: the pauses (pause.c), then
+ * the jobs: queued jobs queue again, interrupted ones end or requeue (jobtable_restore()). A store that cannot be opened
  * or read stops the start (the reason was logged, naming the file): fiberd never starts
  * empty in its place. Return: 0 or the exit status.
  */
@@ -656,6 +685,9 @@ static int daemon_restore(Daemon *d)
         int r;
 
         jobtable_set_store(&d->jobs, d->store);
+        /* the pauses first: no restored job of a paused class or plugin starts */
+        if (pause_restore(d) < 0)
+                return EX_CONFIG;
         r = store_load(d->store, restore_one, d);
         if (r < 0) {
                 log_msg(LOG_ERR,
@@ -749,6 +781,7 @@ int main(int argc, char **argv)
         if (r < 0)
                 return EX_OSERR;
         apply_quotas(d, &d->cfg);
+        apply_caps(d, &d->cfg);
         /* main.c owns both the table and the plugin host: it wires one to the other */
         jobtable_set_hooks(&d->jobs, &(JobTableHooks){.run = plugin_host_run,
                                                       .cancel = plugin_host_cancel,

@@ -214,6 +214,8 @@ enum {
 /* the counts maps' gauge of ended jobs whose fiber still runs plugin code (detached:
  * their code did not return after a cancel or timeout) */
 #define IPC_KEY_DETACHED "detached"
+/* the jobs map's gauge of queued jobs a pause or a class's or plugin's max_running holds */
+#define IPC_KEY_HELD "held"
 
 /* stats' groups[] entries (sched_group_stats()), layout and server maps */
 #define IPC_KEY_WORKERS "workers"

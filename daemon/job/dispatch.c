@@ -2,19 +2,39 @@
 /*
  * dispatch.c — the dispatcher: which queued job runs next, and the fibers that run it.
  *
- * Queued jobs wait in one binary min-heap per user (uid) ordered by (priority, id): a
- * lower priority value runs first, equal priorities in submission order. The next job
- * is the best of the users' heap tops: lowest priority value, then the user with the
+ * Queued jobs wait in binary min-heaps per user (uid), one per class and plugin it used
+ * (its lanes, below), ordered by (priority, id): a lower priority value runs first,
+ * equal priorities in submission order. The next job is the best of the users' best
+ * tops that no pause or cap holds: lowest priority value, then the user with the
  * fewest jobs running, then the user served longest ago (round robin) — so a user who queued thousands of jobs gets
  * every other slot at most while someone else waits at the same priority. A user at
  * max_running_per_user is passed over until one of its jobs ends; root and fiberd's
- * own uid are not limited. Finding the next user is O(users that ever submitted),
- * which local users keep small. At most d->max_running jobs run at once. That bound is what makes priority real (without it every job would be
+ * own uid are not limited. Finding the next user is O(lanes of the users that ever
+ * submitted), which local users keep small. At most d->max_running jobs run at once. That bound is what makes priority real (without it every job would be
  * made ready at once and the run queues would run them in FIFO order), and it keeps
  * each group's live fibers well below max_fibers, so fiber_create() does not refuse
  * with -EAGAIN under load; if it still does (plugins spawning many children), the job
  * goes back to the queue and the next finishing job or the owner's ticker (the job
  * table's sweep) retries.
+ *
+ * Pauses and caps. An admin's pause (the `pause` method) holds the queued jobs of a
+ * class or of a plugin; [class.NAME] and [plugin.NAME] max_running cap how many jobs of
+ * a class or of a plugin run at once. A held job stays queued, its state untouched, so
+ * job.cancel, the deadline sweep, shutdown and the store see it as any queued job. It
+ * must not block what is queued behind it: a user whose best job is in a paused class
+ * would otherwise see none of its other jobs start (head-of-line blocking). So a user's
+ * queued jobs are not one heap but one *lane* per (class, plugin name) it used, each a
+ * min-heap by (priority, id) (DispatchLane): every job of a lane has the same class and
+ * plugin, so a pause or a cap holds whole lanes, and a user's next job is the best top
+ * among its lanes that nothing holds. Holding and releasing move no job: a resume, a
+ * raised cap or a job of a capped class ending only makes lanes eligible again at the
+ * next pump. A pick costs O(lanes) instead of O(users) (a user has a lane per class and
+ * plugin it queued: a handful), and a cap of 2 on a plugin with 10,000 jobs queued costs
+ * nothing per finishing job. (Moving held jobs to a list per class or plugin would move
+ * a capped backlog back at every finish, or release it in (priority, id) order and lose
+ * the round robin between users; skipping held jobs inside one heap costs O(queued) per
+ * pick.) Jobs running per class and per plugin name (DispatchKey.running) are counted
+ * where a job takes and gives back its max_running slot, beside its user's count.
  *
  * The owner. dispatch.c never names the job table: its lock, the run hook, the cancel of
  * a job past its deadline, the idle and detached bookkeeping come as DispatchOps at
@@ -203,6 +223,88 @@ static bool user_exempt(const Dispatcher *d, uid_t uid)
         return uid == 0 || uid == d->quotas.exempt_uid;
 }
 
+/* The Dispatcher.plugins index of @name (NULL taken as ""), or SIZE_MAX. */
+static size_t plugin_find(const Dispatcher *d, const char *name)
+{
+        if (!name)
+                name = "";
+        for (size_t i = 0; i < d->n_plugins; i++)
+                if (strcmp(d->plugins[i].name, name) == 0)
+                        return i;
+        return SIZE_MAX;
+}
+
+/* The same, made when absent; SIZE_MAX when out of memory. */
+static size_t plugin_add(Dispatcher *d, const char *name)
+{
+        size_t i = plugin_find(d, name);
+        char *copy;
+
+        if (i != SIZE_MAX)
+                return i;
+        if (d->n_plugins == d->cap_plugins) {
+                size_t cap = d->cap_plugins ? d->cap_plugins * 2 : 8;
+                DispatchPlugin *p = realloc(d->plugins, cap * sizeof(*p));
+                if (!p)
+                        return SIZE_MAX;
+                d->plugins = p;
+                d->cap_plugins = cap;
+        }
+        copy = strdup(name ? name : "");
+        if (!copy)
+                return SIZE_MAX;
+        d->plugins[d->n_plugins] = (DispatchPlugin){.name = copy};
+        return d->n_plugins++;
+}
+
+/* Job.sched_class as an index of Dispatcher.classes (0, which nothing pauses or caps,
+ * for a value out of range). */
+static unsigned job_class(const Job *j)
+{
+        return j->sched_class <= SCHED_MAX_CLASSES ? j->sched_class : 0;
+}
+
+/* A pause, or a cap reached, holds @k's queued jobs. */
+static bool key_holds(const DispatchKey *k)
+{
+        return k->paused || (k->max_running && k->running >= k->max_running);
+}
+
+static bool lane_held(const Dispatcher *d, const DispatchLane *l)
+{
+        return key_holds(&d->classes[l->cls]) || key_holds(&d->plugins[l->plugin].key);
+}
+
+/* @u's lane for class @cls and plugin index @plugin, made when absent; NULL when out of
+ * memory. */
+static DispatchLane *lane_get(DispatchUser *u, unsigned cls, size_t plugin)
+{
+        for (size_t i = 0; i < u->n_lanes; i++)
+                if (u->lanes[i].cls == cls && u->lanes[i].plugin == plugin)
+                        return &u->lanes[i];
+        if (u->n_lanes == u->cap_lanes) {
+                size_t cap = u->cap_lanes ? u->cap_lanes * 2 : 4;
+                DispatchLane *l = realloc(u->lanes, cap * sizeof(*l));
+                if (!l)
+                        return NULL;
+                u->lanes = l;
+                u->cap_lanes = cap;
+        }
+        u->lanes[u->n_lanes] = (DispatchLane){.cls = cls, .plugin = plugin};
+        return &u->lanes[u->n_lanes++];
+}
+
+/* The lane of @u whose heap holds @j, or NULL: no name compared, the slot tells. */
+static DispatchLane *lane_of(const DispatchUser *u, const Job *j)
+{
+        size_t i = j->heap_index;
+
+        for (size_t k = 0; i != SIZE_MAX && k < u->n_lanes; k++)
+                if (i < u->lanes[k].queue.len && u->lanes[k].queue.v[i] == j)
+                        return &u->lanes[k];
+        return NULL;
+}
+
 void dispatch_count_held_locked(Dispatcher *d, uid_t uid, int delta)
 {
         DispatchUser *u = user_find(d, uid, true);
@@ -223,7 +325,7 @@ int dispatch_admit_locked(Dispatcher *d, uid_t uid)
         u = user_find(d, uid, true);
         if (!u)
                 return -ENOMEM;
-        if (q->max_queued_per_user && u->queue.len + u->held >= q->max_queued_per_user)
+        if (q->max_queued_per_user && u->queued + u->held >= q->max_queued_per_user)
                 return -EDQUOT;
         if (!q->submit_rate_per_user)
                 return 0;
@@ -246,76 +348,193 @@ int dispatch_admit_locked(Dispatcher *d, uid_t uid)
 int dispatch_push_locked(Dispatcher *d, Job *j)
 {
         DispatchUser *u = user_find(d, j->owner, true);
+        DispatchLane *l;
+        size_t plugin;
         int r;
 
         if (!u)
                 return -ENOMEM;
-        r = heap_push(&u->queue, j);
+        plugin = plugin_add(d, j->plugin_name);
+        if (plugin == SIZE_MAX)
+                return -ENOMEM;
+        l = lane_get(u, job_class(j), plugin);
+        if (!l)
+                return -ENOMEM;
+        r = heap_push(&l->queue, j);
         if (r < 0)
                 return r;
         j->dispatch_user = (uint32_t)(u - d->users);
         j->dispatcher = d;
+        u->queued++;
         d->queued++;
         return 0;
 }
 
 void dispatch_remove_locked(Dispatcher *d, Job *j)
 {
+        DispatchUser *u;
+        DispatchLane *l;
+
         if (j->heap_index == SIZE_MAX || j->dispatch_user >= d->n_users)
                 return;
-        if (heap_remove(&d->users[j->dispatch_user].queue, j))
+        u = &d->users[j->dispatch_user];
+        l = lane_of(u, j);
+        if (l && heap_remove(&l->queue, j)) {
+                u->queued--;
                 d->queued--;
+        }
 }
 
 Job *dispatch_first_locked(const Dispatcher *d)
 {
         for (size_t i = 0; i < d->n_users; i++)
-                if (d->users[i].queue.len)
-                        return d->users[i].queue.v[0];
+                for (size_t k = 0; d->users[i].queued && k < d->users[i].n_lanes; k++)
+                        if (d->users[i].lanes[k].queue.len)
+                                return d->users[i].lanes[k].queue.v[0];
         return NULL;
 }
 
 Job *dispatch_at_locked(const Dispatcher *d, size_t i)
 {
         for (size_t u = 0; u < d->n_users; u++) {
-                if (i < d->users[u].queue.len)
-                        return d->users[u].queue.v[i];
-                i -= d->users[u].queue.len;
+                const DispatchUser *du = &d->users[u];
+                if (i >= du->queued) {
+                        i -= du->queued;
+                        continue;
+                }
+                for (size_t k = 0; k < du->n_lanes; k++) {
+                        if (i < du->lanes[k].queue.len)
+                                return du->lanes[k].queue.v[i];
+                        i -= du->lanes[k].queue.len;
+                }
         }
         return NULL;
 }
 
-/* The user whose job runs next (see dispatch_pump_locked()), or NULL. */
-static DispatchUser *user_next(Dispatcher *d)
+int dispatch_pause_class_locked(Dispatcher *d, unsigned sched_class, bool paused)
 {
-        unsigned cap = d->quotas.max_running_per_user;
-        DispatchUser *best = NULL;
+        if (sched_class == 0 || sched_class > SCHED_MAX_CLASSES)
+                return -EINVAL;
+        d->classes[sched_class].paused = paused;
+        if (!paused)
+                dispatch_pump_locked(d);
+        return 0;
+}
 
-        for (size_t i = 0; i < d->n_users; i++) {
-                DispatchUser *u = &d->users[i];
-                const Job *j, *b;
-                if (!u->queue.len || (cap && u->running >= cap && !user_exempt(d, u->uid)))
-                        continue;
-                if (!best) {
-                        best = u;
-                        continue;
+int dispatch_pause_plugin_locked(Dispatcher *d, const char *name, bool paused)
+{
+        size_t p = paused ? plugin_add(d, name) : plugin_find(d, name);
+
+        if (p == SIZE_MAX) /* resuming a name never heard of: nothing was held */
+                return paused ? -ENOMEM : 0;
+        d->plugins[p].key.paused = paused;
+        if (!paused)
+                dispatch_pump_locked(d);
+        return 0;
+}
+
+int dispatch_set_caps_locked(Dispatcher *d, const unsigned *class_max,
+                             const DispatchPluginCap *plugins, size_t n)
+{
+        int r = 0;
+
+        for (unsigned c = 1; c <= SCHED_MAX_CLASSES; c++)
+                d->classes[c].max_running = class_max ? class_max[c] : 0;
+        for (size_t i = 0; i < d->n_plugins; i++)
+                d->plugins[i].key.max_running = 0;
+        for (size_t i = 0; i < n; i++) {
+                size_t p = plugin_add(d, plugins[i].name);
+                if (p == SIZE_MAX) {
+                        r = -ENOMEM;
+                        break;
                 }
-                j = u->queue.v[0];
-                b = best->queue.v[0];
-                if (j->priority != b->priority          ? j->priority < b->priority
-                    : u->running != best->running       ? u->running < best->running
-                    : u->last_start != best->last_start ? u->last_start < best->last_start
-                                                        : j->id < b->id)
-                        best = u;
+                d->plugins[p].key.max_running = plugins[i].max_running;
+        }
+        dispatch_pump_locked(d);
+        return r;
+}
+
+size_t dispatch_count_locked(const Dispatcher *d, unsigned sched_class, const char *plugin,
+                             bool held_only)
+{
+        size_t p = plugin ? plugin_find(d, plugin) : SIZE_MAX, n = 0;
+
+        if (plugin && p == SIZE_MAX)
+                return 0; /* no job of that plugin was ever queued */
+        for (size_t i = 0; i < d->n_users; i++)
+                for (size_t k = 0; d->users[i].queued && k < d->users[i].n_lanes; k++) {
+                        const DispatchLane *l = &d->users[i].lanes[k];
+                        if (!l->queue.len || (sched_class && l->cls != sched_class) ||
+                            (plugin && l->plugin != p) || (held_only && !lane_held(d, l)))
+                                continue;
+                        n += l->queue.len;
+                }
+        return n;
+}
+
+/* The lane of @u whose best job runs next: the lowest (priority, id) among the tops of
+ * the lanes that no pause or cap holds; NULL when every lane is empty or held. */
+static DispatchLane *user_lane_next(const Dispatcher *d, DispatchUser *u)
+{
+        DispatchLane *best = NULL;
+
+        for (size_t i = 0; i < u->n_lanes; i++) {
+                DispatchLane *l = &u->lanes[i];
+                if (!l->queue.len || lane_held(d, l))
+                        continue;
+                if (!best || job_before(l->queue.v[0], best->queue.v[0]))
+                        best = l;
         }
         return best;
 }
 
-/* A job of @j's user stopped running (ended, or went back to the queue). */
-static void user_stopped_locked(Dispatcher *d, Job *j)
+/* The lane whose top job runs next, of the user dispatch_pump_locked() says, or NULL. */
+static DispatchLane *lane_next(Dispatcher *d)
 {
+        unsigned cap = d->quotas.max_running_per_user;
+        DispatchUser *best = NULL;
+        DispatchLane *best_lane = NULL;
+
+        for (size_t i = 0; i < d->n_users; i++) {
+                DispatchUser *u = &d->users[i];
+                DispatchLane *l;
+                const Job *j, *b;
+                if (!u->queued || (cap && u->running >= cap && !user_exempt(d, u->uid)))
+                        continue;
+                l = user_lane_next(d, u);
+                if (!l)
+                        continue;
+                if (!best) {
+                        best = u;
+                        best_lane = l;
+                        continue;
+                }
+                j = l->queue.v[0];
+                b = best_lane->queue.v[0];
+                if (j->priority != b->priority          ? j->priority < b->priority
+                    : u->running != best->running       ? u->running < best->running
+                    : u->last_start != best->last_start ? u->last_start < best->last_start
+                                                        : j->id < b->id) {
+                        best = u;
+                        best_lane = l;
+                }
+        }
+        return best_lane;
+}
+
+/* @j stopped running (ended, or went back to the queue): its user's, class's and
+ * plugin's running counts. */
+static void job_stopped_locked(Dispatcher *d, Job *j)
+{
+        DispatchKey *cls = &d->classes[job_class(j)];
+        size_t p = plugin_find(d, j->plugin_name);
+
         if (j->dispatch_user < d->n_users && d->users[j->dispatch_user].running)
                 d->users[j->dispatch_user].running--;
+        if (cls->running)
+                cls->running--;
+        if (p != SIZE_MAX && d->plugins[p].key.running)
+                d->plugins[p].key.running--;
 }
 
 /* ------------------------------------------------------------------ fibers ------ */
@@ -407,7 +626,7 @@ static void job_conclude_locked(Dispatcher *d, Job *j, bool detached)
 static void job_release_locked(Dispatcher *d, Job *j)
 {
         d->running--;
-        user_stopped_locked(d, j);
+        job_stopped_locked(d, j);
         d->pump_blocked = false; /* a fiber was freed: worth another try */
         dispatch_pump_locked(d);
         d->ops->idle_locked(d->owner);
@@ -493,7 +712,7 @@ static void job_supervise(void *arg)
         if (r < 0) {
                 d->ops->lock(d->owner);
                 d->running--;
-                user_stopped_locked(d, j);
+                job_stopped_locked(d, j);
                 if (r == -EAGAIN && !j->cancel_requested && !d->ops->stopping_locked(d->owner)) {
                         /* the group is full: back to the queue, the ticker retries */
                         job_transition(d->machine, j, JOB_EV_REQUEUE, NULL);
@@ -573,10 +792,12 @@ void dispatch_pump_locked(Dispatcher *d)
 {
         uint64_t now = 0;
 
-        DispatchUser *u;
+        DispatchLane *l;
 
-        while (!d->pump_blocked && d->queued && d->running < d->max_running && (u = user_next(d))) {
-                Job *j = u->queue.v[0];
+        while (!d->pump_blocked && d->queued && d->running < d->max_running && (l = lane_next(d))) {
+                Job *j = l->queue.v[0];
+                unsigned cls = l->cls;
+                size_t plugin = l->plugin;
                 FiberAttr attr = {.group = d->supervise_group, .detached = true};
                 int r;
 
@@ -609,6 +830,8 @@ void dispatch_pump_locked(Dispatcher *d)
                 d->running++;
                 d->users[j->dispatch_user].running++;
                 d->users[j->dispatch_user].last_start = ++d->starts;
+                d->classes[cls].running++;
+                d->plugins[plugin].key.running++;
                 /* its record says which plugin runs, for recovery (the store listener) */
                 job_transition(d->machine, j, JOB_EV_DISPATCH, NULL);
         }

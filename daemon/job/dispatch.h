@@ -15,7 +15,8 @@
  * calls down into dispatch.c and never the other way: the two are layers, not a call
  * circle, and the dispatcher can be tested with a fake owner (tests/daemon-unit/).
  * Who runs a job's code is not the dispatcher's business either: DispatchOps.run (the
- * table's run hook, set by main.c), so this layer does not know about plugins.
+ * table's run hook, set by main.c), so this layer does not know about plugins beyond
+ * their names, which pauses and caps are keyed by.
  */
 #ifndef FIBERD_DAEMON_DISPATCH_H
 #define FIBERD_DAEMON_DISPATCH_H
@@ -59,11 +60,46 @@ typedef struct JobHeap {
         size_t len, cap;
 } JobHeap;
 
+/*
+ * DispatchKey - what may hold back the queued jobs of one class or one plugin: an
+ * operator's pause (the `pause` method) and a cap on how many of them run at once
+ * ([class.NAME] / [plugin.NAME] max_running). Held jobs stay queued (dispatch.c).
+ */
+typedef struct DispatchKey {
+        unsigned running;     /* its jobs with a supervisor fiber */
+        unsigned max_running; /* 0 = no cap */
+        bool paused;
+} DispatchKey;
+
+/* A plugin name the dispatcher has heard of (a queued job, a pause, a cap), whether or
+ * not such a plugin is loaded. Kept until exit. */
+typedef struct DispatchPlugin {
+        char *name; /* owned */
+        DispatchKey key;
+} DispatchPlugin;
+
+/* DispatchPluginCap - one [plugin.NAME] max_running (dispatch_set_caps_locked()). */
+typedef struct DispatchPluginCap {
+        const char *name;
+        unsigned max_running; /* 0 = no cap */
+} DispatchPluginCap;
+
+/* A lane: the queued jobs of one user in one class and of one plugin, a min-heap by
+ * (priority, id). A pause or a cap holds a whole lane or none of it. */
+typedef struct DispatchLane {
+        unsigned cls;  /* Job.sched_class of its jobs */
+        size_t plugin; /* Dispatcher.plugins index of their plugin name */
+        JobHeap queue; /* Job.heap_index is the position here */
+} DispatchLane;
+
 /* One uid that has submitted: its queued jobs, its running count, its token bucket.
- * Kept until exit (a few bytes per uid that ever submitted). */
+ * Kept until exit (a few bytes per uid that ever submitted, and per class and plugin
+ * it used). */
 typedef struct DispatchUser {
         uid_t uid;
-        JobHeap queue;       /* its queued jobs */
+        DispatchLane *lanes; /* owned array: its queued jobs, by class and plugin */
+        size_t n_lanes, cap_lanes;
+        size_t queued;       /* its queued jobs, in all its lanes */
         uint64_t held;       /* its scheduled, waiting and retrying jobs (jobhold.c) */
         unsigned running;    /* its jobs with a supervisor fiber */
         uint64_t last_start; /* Dispatcher.starts when a job of its last started; 0 = never */
@@ -113,6 +149,10 @@ typedef struct Dispatcher {
         unsigned max_running; /* bound: keeps the run queue from refusing fibers */
         uint64_t starts;      /* jobs started since start-up */
         JobQuotas quotas;
+        /* pauses and per-class / per-plugin caps */
+        DispatchKey classes[SCHED_MAX_CLASSES + 1]; /* by Job.sched_class (1 + class index) */
+        DispatchPlugin *plugins;                    /* owned array; DispatchLane.plugin */
+        size_t n_plugins, cap_plugins;
         bool pump_blocked; /* fiber_create said -EAGAIN: retry on the next tick */
 } Dispatcher;
 
@@ -172,22 +212,56 @@ int dispatch_push_locked(Dispatcher *d, Job *j);
 /* dispatch_remove_locked - take a queued @j out of the queue; no-op if not queued. */
 void dispatch_remove_locked(Dispatcher *d, Job *j);
 
-/* dispatch_first_locked - some queued job (the best of the first user with one), or NULL
- * when none waits. */
+/*
+ * dispatch_pause_class_locked - hold (@paused) or release the queued jobs of class
+ * @sched_class (Job.sched_class: 1 + the class index); releasing pumps the queue.
+ * Running jobs are not touched; new ones queue behind the pause.
+ * Return: 0; -EINVAL (@sched_class out of range). Context: table lock held; no yield.
+ */
+int dispatch_pause_class_locked(Dispatcher *d, unsigned sched_class, bool paused);
+
+/*
+ * dispatch_pause_plugin_locked - the same for the jobs of plugin @name (copied), loaded or
+ * not. Return: 0; -ENOMEM. Context: table lock held; does not yield.
+ */
+int dispatch_pause_plugin_locked(Dispatcher *d, const char *name, bool paused);
+
+/*
+ * dispatch_set_caps_locked - the caps on running jobs of each class (@class_max, by
+ * Job.sched_class, SCHED_MAX_CLASSES + 1 entries, [0] unused) and of each plugin in
+ * @plugins (@n of them; names copied); plugins not named lose their cap. 0 = no cap.
+ * Pumps the queue (a raised cap lets jobs start). At start-up and on reload.
+ * Return: 0; -ENOMEM (the plugins from the one that failed on have no cap).
+ * Context: table lock held; does not yield.
+ */
+int dispatch_set_caps_locked(Dispatcher *d, const unsigned *class_max,
+                             const DispatchPluginCap *plugins, size_t n);
+
+/*
+ * dispatch_count_locked - queued jobs of class @sched_class (0 = any class) and of plugin
+ * @plugin (NULL = any plugin); with @held_only, only those a pause or a cap holds now.
+ * O(lanes). Context: table lock held.
+ */
+size_t dispatch_count_locked(const Dispatcher *d, unsigned sched_class, const char *plugin,
+                             bool held_only);
+
+/* dispatch_first_locked - some queued job (the best of the first lane with one), or NULL
+ * when none waits; held ones included. */
 Job *dispatch_first_locked(const Dispatcher *d);
 
-/* dispatch_at_locked - the @i-th queued job, user by user in heap order
- * (@i < dispatch_queued_locked()); O(users). */
+/* dispatch_at_locked - the @i-th queued job, user by user and lane by lane in heap
+ * order (@i < dispatch_queued_locked()); O(lanes). */
 Job *dispatch_at_locked(const Dispatcher *d, size_t i);
 
 /*
  * dispatch_pump_locked - start queued jobs while fewer than max_running run: among the
- * users below max_running_per_user, the one whose best job has the lowest priority
- * value, then the one with the fewest jobs running, then the one whose last start is
- * longest ago (round robin), so one user's flood cannot starve another's job of equal
- * priority; each gets a supervisor fiber on d->supervise_group that starts the job
- * fiber on a group of d->sched, enforces its deadline and joins it. A job whose deadline passed while
- * queued ends cancelled (DEADLINE_EXCEEDED) instead. Every state change goes through
+ * users below max_running_per_user, the one whose best job that no pause or class or
+ * plugin cap holds has the lowest priority value, then the one with the fewest jobs
+ * running, then the one whose last start is longest ago (round robin), so one user's
+ * flood cannot starve another's job of equal priority; each gets a supervisor fiber on
+ * d->supervise_group that starts the job fiber on a group of d->sched, enforces its
+ * deadline and joins it. A job whose deadline passed while queued ends cancelled
+ * (DEADLINE_EXCEEDED) instead. Every state change goes through
  * d->machine.
  * Context: any fiber or thread; the table lock held; does not yield.
  */

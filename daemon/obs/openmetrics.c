@@ -132,6 +132,12 @@ static void jobs_by_plugin(FILE *f, const JobTable *t)
         for (size_t i = 0; i < t->nplugins; i++)
                 sample_uint(f, "fiberd_jobs_detached", "plugin", t->plugins[i].name, NULL, NULL,
                             t->plugins[i].counts.detached);
+        family(f, "fiberd_jobs_held", "gauge", NULL,
+               "Queued jobs held now by a pause of their class or plugin, or by a class's "
+               "or plugin's max_running (also counted queued).");
+        for (size_t i = 0; i < t->nplugins; i++)
+                sample_uint(f, "fiberd_jobs_held", "plugin", t->plugins[i].name, NULL, NULL,
+                            dispatch_count_locked(&t->dispatch, 0, t->plugins[i].name, true));
         family(f, "fiberd_job_stalls", "counter", NULL,
                "Stall reports about the plugin's job fibers (ran too long without switching).");
         for (size_t i = 0; i < t->nplugins; i++)

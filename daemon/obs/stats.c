@@ -9,8 +9,9 @@
  * job scheduler's layout from sched_get_plan(), the job classes from sched_class_stats()
  * (summed over the job groups), server counters from server_stats(), queue wait and run
  * time per plugin and class from the job table's JobLatencies (joblatency.h), and the
- * process' CPU, RSS and fds from procstats_read().
- * See PROTOCOL.md, "stats", for the shape.
+ * process' CPU, RSS and fds from procstats_read(), and from the dispatcher (dispatch.h)
+ * what is paused and how many queued jobs a pause or a cap holds, under the same hold of
+ * the table's lock as the job counts. See PROTOCOL.md, "stats", for the shape.
  */
 #include "daemon/daemon.h"
 #include "daemon/obs/procstats.h"
@@ -21,11 +22,14 @@
 #include <errno.h>
 #include <stdio.h>
 
-/* The counts map; with @stalls (a plugin's), one key more. */
-static int pack_counts(msgpack_packer *pk, const JobCounts *c, const uint64_t *stalls)
+/* The counts map; with @stalls (a plugin's), one key more; with @held (the total's),
+ * one more. */
+static int pack_counts(msgpack_packer *pk, const JobCounts *c, const uint64_t *stalls,
+                       const uint64_t *held)
 {
         return IPC_PACK_MAP(
                 pk, IPC_KV_UINT_IF(stalls, IPC_KEY_STALLS, stalls ? *stalls : 0),
+                IPC_KV_UINT_IF(held, IPC_KEY_HELD, held ? *held : 0),
                 IPC_KV_UINT(IPC_KEY_SUBMITTED, c->submitted),
                 IPC_KV_UINT(IPC_KEY_QUEUED, c->queued), IPC_KV_UINT(IPC_KEY_RUNNING, c->running),
                 IPC_KV_UINT(IPC_KEY_DONE, c->done), IPC_KV_UINT(IPC_KEY_FAILED, c->failed),
@@ -186,7 +190,7 @@ static void pack_plugin(const PluginCounts *pc, void *arg)
         PluginPack *pp = arg;
 
         pp->r |= ipc_pack_cstr(pp->pk, pc->name);
-        pp->r |= pack_counts(pp->pk, &pc->counts, &pc->stalls);
+        pp->r |= pack_counts(pp->pk, &pc->counts, &pc->stalls, NULL);
 }
 
 /* Bytes packed ahead of the map that holds them, copied in as they are. */
@@ -202,16 +206,44 @@ static int pack_packed(msgpack_packer *pk, const void *arg)
         return pk->callback(pk->data, p->data, p->len);
 }
 
+/* paused: {classes: [names], plugins: [names]}, the dispatcher's pauses (dispatch.h).
+ * Context: the table lock held. */
+static int pack_paused(msgpack_packer *pk, const Dispatcher *d)
+{
+        uint32_t nclasses = 0, nplugins = 0;
+        int r = 0;
+
+        for (unsigned c = 1; c <= SCHED_MAX_CLASSES; c++)
+                nclasses += d->classes[c].paused;
+        for (size_t i = 0; i < d->n_plugins; i++)
+                nplugins += d->plugins[i].key.paused;
+        r |= msgpack_pack_map(pk, 2);
+        r |= ipc_pack_cstr(pk, IPC_KEY_CLASSES);
+        r |= msgpack_pack_array(pk, nclasses);
+        for (unsigned c = 1; c <= SCHED_MAX_CLASSES; c++) {
+                const char *name = d->sched ? sched_class_name(d->sched, c - 1) : NULL;
+                if (d->classes[c].paused)
+                        r |= ipc_pack_cstr(pk, name ? name : "?");
+        }
+        r |= ipc_pack_cstr(pk, IPC_KEY_PLUGINS);
+        r |= msgpack_pack_array(pk, nplugins);
+        for (size_t i = 0; i < d->n_plugins; i++)
+                if (d->plugins[i].key.paused)
+                        r |= ipc_pack_cstr(pk, d->plugins[i].name);
+        return r;
+}
+
 /*
- * The values of jobs, plugins and latency, one after the other into @sb, read under one
- * hold of the table's lock so that they agree (the plugin map's size must be known
- * before its entries); @ret_end: where each ends in @sb. Return: 0; -ENOMEM.
+ * The values of jobs, plugins, latency and paused, one after the other into @sb, read
+ * under one hold of the table's lock so that they agree (the plugin map's size must be
+ * known before its entries); @ret_end: where each ends in @sb. Return: 0; -ENOMEM.
  */
-static int pack_job_values(JobTable *t, msgpack_sbuffer *sb, size_t ret_end[3])
+static int pack_job_values(JobTable *t, msgpack_sbuffer *sb, size_t ret_end[4])
 {
         PluginPack pp;
         msgpack_packer pk;
         JobCounts total;
+        uint64_t held;
         size_t nplugins;
         int r = 0;
 
@@ -220,7 +252,8 @@ static int pack_job_values(JobTable *t, msgpack_sbuffer *sb, size_t ret_end[3])
         jobtable_lock(t);
         nplugins = t->nplugins;
         total = t->counts;
-        r |= pack_counts(&pk, &total, NULL);
+        held = dispatch_count_locked(&t->dispatch, 0, NULL, true);
+        r |= pack_counts(&pk, &total, NULL, &held);
         ret_end[0] = sb->size;
         r |= msgpack_pack_map(&pk, (uint32_t)nplugins);
         for (size_t i = 0; i < nplugins; i++)
@@ -228,6 +261,8 @@ static int pack_job_values(JobTable *t, msgpack_sbuffer *sb, size_t ret_end[3])
         ret_end[1] = sb->size;
         r |= pack_latency(&pk, &t->latency);
         ret_end[2] = sb->size;
+        r |= pack_paused(&pk, &t->dispatch);
+        ret_end[3] = sb->size;
         jobtable_unlock(t);
         return r | pp.r ? -ENOMEM : 0;
 }
@@ -266,7 +301,7 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
 {
         uint64_t uptime_ms = (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC;
         msgpack_sbuffer sb;
-        size_t end[3];
+        size_t end[4];
         int r;
 
         msgpack_sbuffer_init(&sb);
@@ -275,6 +310,7 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
                 Packed jobs = {sb.data, end[0]};
                 Packed plugins = {sb.data + end[0], end[1] - end[0]};
                 Packed latency = {sb.data + end[1], end[2] - end[1]};
+                Packed paused = {sb.data + end[2], end[3] - end[2]};
 
                 r = IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_UPTIME_MS, uptime_ms),
                                  IPC_KV_PACK(IPC_KEY_JOBS, pack_packed, &jobs),
@@ -283,6 +319,7 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
                                  IPC_KV_PACK(IPC_KEY_GROUPS, pack_groups, d),
                                  IPC_KV_PACK(IPC_KEY_LAYOUT, pack_layout, d->job_sched),
                                  IPC_KV_PACK(IPC_KEY_CLASSES, pack_classes, d->job_sched),
+                                 IPC_KV_PACK(IPC_KEY_PAUSED, pack_packed, &paused),
                                  IPC_KV_PACK(IPC_KEY_SERVER, pack_server, d->server),
                                  IPC_KV_PACK(IPC_KEY_PROCESS, pack_process, NULL));
         }

@@ -2,8 +2,8 @@
 /*
  * methods.c — the RPC methods of ipc/PROTOCOL.md: ping, plugins.list, job.submit,
  * job.status, job.wait, job.result, job.cancel, job.list, stats, and the metrics
- * (OpenMetrics text, openmetrics.c) and job.logs (the job's host->log lines, joblog.h;
- * its owner or an admin, as every job method).
+ * (OpenMetrics text, openmetrics.c), job.logs (the job's host->log lines, joblog.h;
+ * its owner or an admin, as every job method) and pause / resume (admins; pause.c).
  *
  * Each runs in its own request fiber (server.c), reads its params with ipc/value.h
  * (which words the INVALID_ARGUMENT messages), and packs one result object. Access
@@ -18,7 +18,7 @@
  * goes away leaves it running, as after job.submit.
  *
  * What a handler does beyond its params and its answer lives in the module it calls:
- * a submission's checks, limits and store wait are submit.c's, job.list's walk of the table is joblist.c's, the wait of job.wait and job.run is
+ * a submission's checks, limits and store wait are submit.c's, a pause's pause.c's, job.list's walk of the table is joblist.c's, the wait of job.wait and job.run is
  * jobwait.c's, and a fleet's reads (job.status, job.wait and job.list of jobs another
  * host holds) are fleet.c's.
  */
@@ -32,6 +32,7 @@
 #include "daemon/obs/openmetrics.h"
 #include "daemon/plugin/plugin_host.h"
 #include "daemon/server/deadset.h"
+#include "daemon/server/pause.h"
 #include "daemon/server/submit.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
@@ -368,6 +369,26 @@ static int method_job_discard(void *ctx, Request *req, msgpack_packer *pk, IpcSt
         return deadset_discard(ctx, req, pk, st);
 }
 
+/* pause / resume [kind, name]: hold or release a class's or a plugin's queued jobs,
+ * kept in the job store. Admin tier. */
+static int method_pause(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+
+        if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                return access_denied(&d->cfg, ACCESS_ADMIN, "pausing a class or plugin", st);
+        return pause_request(d, req, true, pk, st);
+}
+
+static int method_resume(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+
+        if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                return access_denied(&d->cfg, ACCESS_ADMIN, "resuming a class or plugin", st);
+        return pause_request(d, req, false, pk, st);
+}
+
 static const struct {
         const char *name;
         MethodFn fn;
@@ -390,6 +411,8 @@ static const struct {
         /* job scheduling */
         {IPC_METHOD_JOB_RETRY, method_job_retry},
         {IPC_METHOD_JOB_DISCARD, method_job_discard},
+        {IPC_METHOD_PAUSE, method_pause},
+        {IPC_METHOD_RESUME, method_resume},
 };
 
 MethodFn methods_lookup(const char *name, size_t len)

@@ -24,7 +24,8 @@
  *                       one host's crash-only plugin state (crash.h): a hash of its
  *                       plugin files (field = path, value = the StorePluginFile packed
  *                       as a msgpack map) and one of its meta integers (the "clean"
- *                       flag). <name> is the host's stable name, `node` when set, else
+ *                       flag; the pauses of pause.c, so a pause holds this host's
+ *                       jobs, not the fleet's). <name> is the host's stable name, `node` when set, else
  *                       its hostname (never hostname.pid: strikes must outlive the run
  *                       that crashed). The crash note itself stays on the host (crash.c).
  *   fiberd:host:<name>:local
@@ -937,6 +938,29 @@ static int redis_meta_get(Store *s, const char *key, int64_t *ret)
         return r;
 }
 
+static int redis_meta_list(Store *s, const char *prefix, StoreMetaFn fn, void *arg)
+{
+        RedisStore *q = redis_of(s);
+        const char *argv[] = {"HGETALL", q->meta_key};
+        redisReply *rep = query(s, 2, argv, NULL);
+        size_t n = strlen(prefix);
+        int r = 0;
+
+        if (!rep || rep->type != REDIS_REPLY_ARRAY) {
+                if (rep)
+                        freeReplyObject(rep);
+                return -EIO;
+        }
+        for (size_t i = 0; i + 1 < rep->elements && r == 0; i += 2) {
+                const redisReply *k = rep->element[i], *v = rep->element[i + 1];
+                if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING &&
+                    strncmp(k->str, prefix, n) == 0)
+                        r = fn(k->str, strtoll(v->str, NULL, 10), arg);
+        }
+        freeReplyObject(rep);
+        return r;
+}
+
 static int redis_new_id(Store *s, uint64_t *ret)
 {
         RedisStore *q = redis_of(s);
@@ -1397,6 +1421,7 @@ const StoreBackend store_redis_backend = {
         .commit = redis_commit,
         .plugin_files = redis_plugin_files,
         .meta_get = redis_meta_get,
+        .meta_list = redis_meta_list,
         .close = redis_close,
         .new_id = redis_new_id,
         .fetch = redis_fetch,

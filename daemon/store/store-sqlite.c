@@ -5,7 +5,8 @@
  * One database file (default /var/lib/fiberd/jobs.db, store_default_path()) with two
  * tables: `jobs`, one row per job the daemon still knows (a retention drop deletes
  * it), and `meta`, holding `next_id` (the first id never handed out), so ids do not
- * repeat once retention has emptied `jobs`.
+ * repeat once retention has emptied `jobs`, and the other integers fiberd keeps
+ * (crash.h's `clean`, the pauses of pause.c).
  *
  * Durability settings: journal_mode=WAL (a commit appends to the -wal file: one write
  * and one fsync, readers never block the writer) and synchronous=FULL (WAL's NORMAL
@@ -458,6 +459,27 @@ static int sqlite_meta_get(Store *s, const char *key, int64_t *ret)
         return r;
 }
 
+static int sqlite_meta_list(Store *s, const char *prefix, StoreMetaFn fn, void *arg)
+{
+        SqliteStore *q = sqlite_of(s);
+        sqlite3_stmt *st;
+        int r = 0;
+
+        if (sqlite3_prepare_v2(q->db,
+                               "SELECT key, value FROM meta WHERE substr(key, 1, length(?1)) = ?1"
+                               " ORDER BY key",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
+        while (r == 0 && sqlite3_step(st) == SQLITE_ROW) {
+                const char *key = col_text(st, 0);
+                if (key)
+                        r = fn(key, sqlite3_column_int64(st, 1), arg);
+        }
+        sqlite3_finalize(st);
+        return r;
+}
+
 /* Deletes the rows of @ids (ascending): a run of consecutive ids is one range delete,
  * one walk along the table instead of a search from its root for every row. */
 static int sqlite_delete(SqliteStore *q, const uint64_t *ids, size_t n)
@@ -537,5 +559,6 @@ const StoreBackend store_sqlite_backend = {
         .commit = sqlite_commit,
         .plugin_files = sqlite_plugin_files,
         .meta_get = sqlite_meta_get,
+        .meta_list = sqlite_meta_list,
         .close = sqlite_close,
 };

@@ -458,6 +458,11 @@ int store_get_meta(Store *s, const char *key, int64_t *ret)
         return s->backend->meta_get ? s->backend->meta_get(s, key, ret) : -ENOENT;
 }
 
+int store_meta_list(Store *s, const char *prefix, StoreMetaFn fn, void *arg)
+{
+        return s->backend->meta_list ? s->backend->meta_list(s, prefix, fn, arg) : 0;
+}
+
 int store_plugin_files(Store *s, StorePluginFn fn, void *arg)
 {
         return s->backend->plugin_files ? s->backend->plugin_files(s, fn, arg) : 0;

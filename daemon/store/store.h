@@ -144,6 +144,10 @@ typedef struct Store Store;
 /* StoreRoomFn - how many more fleet jobs this host wants now (0: none for now). */
 typedef size_t (*StoreRoomFn)(void *arg);
 
+/* StoreMetaFn - one meta integer, @key (valid during the call) = @value
+ * (store_meta_list()); return 0 or a negative errno to stop. */
+typedef int (*StoreMetaFn)(const char *key, int64_t value, void *arg);
+
 /* StoreLoadFn - one stored record, in id order; return 0 or a negative errno to stop. */
 typedef int (*StoreLoadFn)(const StoreRecord *rec, void *arg);
 
@@ -178,6 +182,9 @@ typedef struct StoreBackend {
         int (*plugin_files)(Store *s, StorePluginFn fn, void *arg);
         /* meta_get - an integer of the meta table; -ENOENT when absent. NULL: none. */
         int (*meta_get)(Store *s, const char *key, int64_t *ret);
+        /* meta_list - @fn for every meta integer whose key begins with @prefix. Return 0,
+         * @fn's error, -EIO. NULL: none kept. */
+        int (*meta_list)(Store *s, const char *prefix, StoreMetaFn fn, void *arg);
         /* close - release everything; NULL-safe on a store that failed to open. */
         void (*close)(Store *s);
 
@@ -359,6 +366,13 @@ int store_set_meta(Store *s, const char *key, int64_t value);
 
 /* store_get_meta - meta @key; -ENOENT when absent (or the backend keeps none). */
 int store_get_meta(Store *s, const char *key, int64_t *ret);
+
+/*
+ * store_meta_list - @fn for every meta integer whose key begins with @prefix (sqlite: in
+ * key order; redis: this host's, in no order); none when the backend keeps none.
+ * Return: 0; @fn's error; -EIO. Context: main thread at start-up, before store_load().
+ */
+int store_meta_list(Store *s, const char *prefix, StoreMetaFn fn, void *arg);
 
 /* store_plugin_files - @fn for every stored plugin file (see StoreBackend).
  * Context: main thread at start-up, before store_load(). */

@@ -4,7 +4,10 @@
  * and a listener that records the order jobs start in. A small Scheduler runs the
  * supervisor and job fibers. Admission (per-user queue cap, token bucket), the
  * max_running and per-user bounds, priority then submission order, a removed job
- * leaving the queue, and round robin between users at equal priority. */
+ * leaving the queue, round robin between users at equal priority; pauses of a class or
+ * a plugin and caps on a class's or a plugin's running jobs hold their jobs queued
+ * without holding up the same user's other jobs, and let them go on resume, on a
+ * raised cap or when one of theirs ends. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
@@ -103,9 +106,12 @@ static const JobStateListener listeners[] = {{"test", heard}};
 
 static void setup(unsigned max_running)
 {
+        static const SchedClassConfig classes[] = {{"default", 100}, {"batch", 100}};
         SchedConfig c = {.groups = 1,
                          .group_size = 2,
                          .no_binding = true,
+                         .classes = classes,
+                         .nclasses = 2,
                          .control = {.stall_threshold_ns = SCHED_FOREVER}};
 
         memset(&o, 0, sizeof(o));
@@ -119,8 +125,9 @@ static void setup(unsigned max_running)
         dispatch_init(&o.d, sched, supervise, max_running, &ops, &o, &o.machine);
 }
 
-/* A job @id of @uid at @priority, submitted (queued) and in the dispatcher's queue. */
-static Job *push(uint64_t id, uid_t uid, int priority)
+/* A job @id of @uid at @priority in class @cls (0-based: Job.sched_class is 1 + it) of
+ * plugin @plugin, submitted (queued) and in the dispatcher's queue. */
+static Job *push_to(uint64_t id, uid_t uid, int priority, unsigned cls, const char *plugin)
 {
         msgpack_object args = {.type = MSGPACK_OBJECT_MAP};
         JobOrigin origin = {0};
@@ -129,7 +136,8 @@ static Job *push(uint64_t id, uid_t uid, int priority)
 
         cr_assert_eq(creds_new(uid, uid, NULL, 0, &c), 0);
         origin.creds = c;
-        cr_assert_eq(job_new(&j, NULL, id, &origin, NULL, "echo", &args, priority, 0, 0, "default"),
+        cr_assert_eq(job_new(&j, NULL, id, &origin, NULL, plugin, &args, priority, 0, cls,
+                             cls ? "batch" : "default"),
                      0);
         creds_unref(c);
         pthread_mutex_lock(&o.lock);
@@ -137,6 +145,12 @@ static Job *push(uint64_t id, uid_t uid, int priority)
         cr_assert_eq(dispatch_push_locked(&o.d, j), 0);
         pthread_mutex_unlock(&o.lock);
         return j;
+}
+
+/* A job of plugin "echo" in the default class. */
+static Job *push(uint64_t id, uid_t uid, int priority)
+{
+        return push_to(id, uid, priority, 0, "echo");
 }
 
 static void pump(void)
@@ -314,6 +328,173 @@ Test(dispatch, users_take_turns_at_equal_priority)
         for (int i = 0; i < 6; i++)
                 cr_assert_eq(o.started[i], want[i], "start %d was job %llu, not %llu", i,
                              (unsigned long long)o.started[i], (unsigned long long)want[i]);
+        for (int i = 0; i < 6; i++)
+                drop(j[i]);
+}
+
+/* ------------------------------------------------------------ pauses and caps ---- */
+
+/* Queued jobs now: in all, and those a pause or a cap holds. */
+static void assert_queued(size_t queued, size_t held)
+{
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(dispatch_queued_locked(&o.d), queued, "%zu queued, not %zu",
+                     dispatch_queued_locked(&o.d), queued);
+        cr_assert_eq(dispatch_count_locked(&o.d, 0, NULL, true), held, "%zu held, not %zu",
+                     dispatch_count_locked(&o.d, 0, NULL, true), held);
+        pthread_mutex_unlock(&o.lock);
+}
+
+/* The dispatch transition happens inside the pump, under the lock: what has started is
+ * known as soon as it returns. */
+static int started_now(void)
+{
+        int n;
+
+        pthread_mutex_lock(&o.lock);
+        n = o.n_started;
+        pthread_mutex_unlock(&o.lock);
+        return n;
+}
+
+Test(dispatch, a_paused_class_holds_its_jobs_and_not_the_others)
+{
+        Job *j[4];
+
+        setup(4);
+        j[0] = push_to(1, 1000, 0, 1, "echo"); /* batch (sched_class 2), its best job */
+        j[1] = push_to(2, 1000, 5, 0, "echo"); /* default */
+        j[2] = push_to(3, 1001, 0, 1, "echo"); /* batch, another user */
+        j[3] = push_to(4, 1001, 0, 1, "echo");
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(dispatch_pause_class_locked(&o.d, 2, true), 0);
+        cr_assert_eq(dispatch_pause_class_locked(&o.d, 0, true), -EINVAL);
+        cr_assert_eq(dispatch_pause_class_locked(&o.d, SCHED_MAX_CLASSES + 1, true), -EINVAL);
+        pthread_mutex_unlock(&o.lock);
+        pump();
+        cr_assert_eq(started_now(), 1, "%d started with batch paused", started_now());
+        cr_assert_eq(o.started[0], 2, "job %llu started, not the default class's",
+                     (unsigned long long)o.started[0]);
+        assert_queued(3, 3);
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(dispatch_count_locked(&o.d, 2, NULL, false), 3);
+        cr_assert_eq(dispatch_count_locked(&o.d, 1, NULL, false), 0);
+        cr_assert_eq(dispatch_count_locked(&o.d, 0, "echo", false), 3);
+        cr_assert_eq(dispatch_count_locked(&o.d, 0, "never", false), 0);
+        dispatch_remove_locked(&o.d, j[3]); /* a held job is cancelled as any queued one */
+        cr_assert_eq(j[3]->heap_index, SIZE_MAX);
+        pthread_mutex_unlock(&o.lock);
+        assert_queued(2, 2);
+
+        /* running jobs are not touched, and one ending starts nothing held */
+        fiber_event_set(&o.release[2]);
+        wait_for(1, 1);
+        cr_assert_eq(started_now(), 1);
+        assert_queued(2, 2);
+
+        /* resume pumps: both start at once */
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(dispatch_pause_class_locked(&o.d, 2, false), 0);
+        pthread_mutex_unlock(&o.lock);
+        cr_assert_eq(started_now(), 3);
+        assert_queued(0, 0);
+        fiber_event_set(&o.release[1]);
+        fiber_event_set(&o.release[3]);
+        wait_for(3, 3);
+        for (int i = 0; i < 3; i++)
+                drop(j[i]);
+        job_unref(j[3]);
+}
+
+Test(dispatch, a_paused_plugin_does_not_hold_up_its_users_other_jobs)
+{
+        Job *j[3];
+
+        setup(1);
+        j[0] = push_to(1, 1000, 0, 0, "slow"); /* the user's best job, paused */
+        j[1] = push_to(2, 1000, 9, 0, "echo");
+        j[2] = push_to(3, 1000, 9, 0, "echo");
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(dispatch_pause_plugin_locked(&o.d, "slow", true), 0);
+        cr_assert_eq(dispatch_pause_plugin_locked(&o.d, "not-loaded", true), 0);
+        cr_assert_eq(dispatch_pause_plugin_locked(&o.d, "never-paused", false), 0);
+        pthread_mutex_unlock(&o.lock);
+        pump();
+        cr_assert_eq(started_now(), 1);
+        cr_assert_eq(o.started[0], 2, "job %llu started first", (unsigned long long)o.started[0]);
+        assert_queued(2, 1);
+        fiber_event_set(&o.release[2]);
+        wait_for(2, 1); /* its end pumps: the next echo job, not the paused one */
+        cr_assert_eq(o.started[1], 3);
+        assert_queued(1, 1);
+        fiber_event_set(&o.release[3]);
+        wait_for(2, 2);
+        cr_assert_eq(started_now(), 2, "the paused plugin's job started");
+
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(dispatch_count_locked(&o.d, 0, "slow", true), 1);
+        cr_assert_eq(dispatch_pause_plugin_locked(&o.d, "slow", false), 0);
+        pthread_mutex_unlock(&o.lock);
+        cr_assert_eq(started_now(), 3, "resume did not start it");
+        cr_assert_eq(o.started[2], 1);
+        fiber_event_set(&o.release[1]);
+        wait_for(3, 3);
+        for (int i = 0; i < 3; i++)
+                drop(j[i]);
+}
+
+Test(dispatch, class_and_plugin_caps_hold_until_a_job_ends_or_the_cap_rises)
+{
+        static const unsigned no_caps[SCHED_MAX_CLASSES + 1];
+        unsigned class_max[SCHED_MAX_CLASSES + 1] = {[2] = 1};
+        DispatchPluginCap p2 = {"p", 2};
+        Job *j[6];
+
+        setup(8);
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(dispatch_set_caps_locked(&o.d, class_max, &p2, 1), 0);
+        pthread_mutex_unlock(&o.lock);
+        j[0] = push_to(1, 1000, 0, 1, "x"); /* batch, capped at 1 */
+        j[1] = push_to(2, 1000, 0, 1, "x");
+        j[2] = push_to(3, 1000, 0, 0, "p"); /* plugin p, capped at 2 */
+        j[3] = push_to(4, 1000, 0, 0, "p");
+        j[4] = push_to(5, 1000, 0, 0, "p");
+        j[5] = push_to(6, 1000, 0, 0, "x"); /* neither */
+        pump();
+        cr_assert_eq(started_now(), 4);
+        cr_assert_eq(o.started[0], 1);
+        cr_assert_eq(o.started[1], 3);
+        cr_assert_eq(o.started[2], 4);
+        cr_assert_eq(o.started[3], 6, "job 6 waited behind the capped ones");
+        assert_queued(2, 2);
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(o.d.classes[2].running, 1);
+        cr_assert_eq(dispatch_count_locked(&o.d, 0, "p", true), 1);
+        cr_assert_eq(dispatch_count_locked(&o.d, 2, NULL, true), 1);
+        pthread_mutex_unlock(&o.lock);
+
+        /* one of p's ends: its next job takes the slot */
+        fiber_event_set(&o.release[3]);
+        wait_for(5, 1);
+        cr_assert_eq(o.started[4], 5);
+        assert_queued(1, 1);
+
+        /* the class's cap lifted (a reload): its job starts at once */
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(dispatch_set_caps_locked(&o.d, no_caps, &p2, 1), 0);
+        cr_assert_eq(o.d.classes[2].max_running, 0);
+        pthread_mutex_unlock(&o.lock);
+        cr_assert_eq(started_now(), 6);
+        cr_assert_eq(o.started[5], 2);
+        assert_queued(0, 0);
+        for (int id = 1; id <= 6; id++)
+                fiber_event_set(&o.release[id]);
+        wait_for(6, 6);
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(o.d.classes[2].running, 0, "class count %u after every job ended",
+                     o.d.classes[2].running);
+        cr_assert(dispatch_idle_locked(&o.d));
+        pthread_mutex_unlock(&o.lock);
         for (int i = 0; i < 6; i++)
                 drop(j[i]);
 }
