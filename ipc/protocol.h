@@ -123,8 +123,8 @@ enum {
 #define IPC_KEY_RUN_AT_MS "run_at_ms"             /* the due time asked; nil = none */
 #define IPC_KEY_AFTER "after"                     /* [ids] it waits for */
 #define IPC_KEY_KEY "key"                         /* its idempotency key; nil = none */
-#define IPC_KEY_ERRORS "errors" /* [{attempt, code, message, finished_ms}], oldest first */
-#define IPC_JOB_ERRORS_MAX 16   /* runs whose errors a record keeps (the last ones) */
+#define IPC_KEY_ERRORS "errors"     /* [{attempt, code, message, finished_ms}], oldest first */
+#define IPC_JOB_ERRORS_MAX 16       /* runs whose errors a record keeps (the last ones) */
 #define IPC_KEY_EXISTING "existing" /* job.submit: a key matched an earlier job */
 
 /* The error map, in responses, job records and IPC_NOTIFY_CONNECTION_ERROR. */

@@ -86,15 +86,15 @@ typedef struct LoadedPlugin {
         /* ---- plugins in place ---- */
         uint32_t flags;        /* desc->flags (0 when the descriptor predates them) */
         uint32_t max_attempts; /* desc->max_attempts, 1..100 (1 when it predates it) */
-        int refs;            /* atomic: 1 for the loader while current + loader_acquire()s */
-        bool retired;        /* replaced or removed (under the loader's lock) */
-        bool unloaded;       /* fini() ran, dlclose()d: desc is gone (loader's lock) */
-        uint64_t file_id[4]; /* st_dev, st_ino, st_size, st_mtim in ns of the file loaded */
-        int copy_fd;         /* the memfd it was dlopen()ed from, or -1 */
-        bool overwritten;    /* its file was written in place: its code is not what was
+        int refs;              /* atomic: 1 for the loader while current + loader_acquire()s */
+        bool retired;          /* replaced or removed (under the loader's lock) */
+        bool unloaded;         /* fini() ran, dlclose()d: desc is gone (loader's lock) */
+        uint64_t file_id[4];   /* st_dev, st_ino, st_size, st_mtim in ns of the file loaded */
+        int copy_fd;           /* the memfd it was dlopen()ed from, or -1 */
+        bool overwritten;      /* its file was written in place: its code is not what was
                               * loaded, so fini() and dlclose() are skipped (loader lock) */
-        int fd;              /* the checked file dlopen() mapped; loader-private */
-        const void *base;    /* where the .so is mapped (dladdr()'s dli_fbase of desc):
+        int fd;                /* the checked file dlopen() mapped; loader-private */
+        const void *base;      /* where the .so is mapped (dladdr()'s dli_fbase of desc):
                               * stall backtraces name frames by it, loader_symbolize() */
 } LoadedPlugin;
 

@@ -610,8 +610,8 @@ static void job_conclude_locked(Dispatcher *d, Job *j, bool detached)
                                      .message = msg});
         } else if (j->run_result < 0) {
                 /* failed: again later when it has attempts left (job_retry_event()) */
-                const char *code = j->fail_code ? j->fail_code
-                                                : ipc_status_code_from_errno(j->run_result);
+                const char *code =
+                        j->fail_code ? j->fail_code : ipc_status_code_from_errno(j->run_result);
                 snprintf(msg, sizeof(msg), "%s",
                          j->error_message ? j->error_message : strerror(-j->run_result));
                 job_transition(d->machine, j, job_retry_event(j, code),
@@ -777,8 +777,8 @@ static void job_supervise(void *arg)
                               j->error_message);
         else if (j->state == JOB_RETRYING)
                 log_job_owner(LOG_NOTICE, j->id, j->plugin_name, j->owner,
-                              "attempt %u of %u failed; the next one is due at %llu ms",
-                              j->attempt, j->max_attempts, (unsigned long long)j->due_ms);
+                              "attempt %u of %u failed; the next one is due at %llu ms", j->attempt,
+                              j->max_attempts, (unsigned long long)j->due_ms);
         else if (j->state == JOB_CANCELLED)
                 log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner, "cancelled: %s",
                               j->error_message);

@@ -194,7 +194,8 @@ int job_set_plan(Job *j, const JobPlan *plan)
         j->run_at_ms = plan->run_at_ms;
         j->max_attempts = plan->max_attempts ? plan->max_attempts : 1;
         j->backoff_ms = plan->backoff_ms ? plan->backoff_ms : IPC_BACKOFF_MS_DEFAULT;
-        j->backoff_max_ms = plan->backoff_max_ms ? plan->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT;
+        j->backoff_max_ms =
+                plan->backoff_max_ms ? plan->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT;
         return 0;
 }
 
@@ -446,12 +447,12 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
                 IPC_KV_PACK(IPC_KEY_FINISHED_MS, pack_ms_or_nil, &j->finished_ms),
                 IPC_KV_PACK(IPC_KEY_PROGRESS, pack_progress, j),
                 IPC_KV_PACK_IF(with_result, IPC_KEY_RESULT, pack_result, j),
-                IPC_KV_PACK(IPC_KEY_ERROR, pack_error, j),
-                IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt),
+                IPC_KV_PACK(IPC_KEY_ERROR, pack_error, j), IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt),
                 IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts ? j->max_attempts : 1),
                 IPC_KV_PACK(IPC_KEY_NEXT_ATTEMPT_MS, pack_ms_or_nil, &next_attempt_ms),
                 IPC_KV_PACK(IPC_KEY_RUN_AT_MS, pack_ms_or_nil, &j->run_at_ms),
-                IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j), IPC_KV_PACK(IPC_KEY_KEY, pack_key, j->key),
+                IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j),
+                IPC_KV_PACK(IPC_KEY_KEY, pack_key, j->key),
                 IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j));
 
         return r ? -ENOMEM : 0;

@@ -153,9 +153,9 @@ typedef struct JobPlan {
 
 /* JobRunError - one failed run, as the record's `errors` lists it. */
 typedef struct JobRunError {
-        uint32_t attempt;   /* Job.attempt of that run */
-        const char *code;   /* IPC_* constant */
-        char *message;      /* owned */
+        uint32_t attempt; /* Job.attempt of that run */
+        const char *code; /* IPC_* constant */
+        char *message;    /* owned */
         uint64_t finished_ms;
 } JobRunError;
 
@@ -220,19 +220,19 @@ typedef struct Job {
         uint64_t backoff_ms, backoff_max_ms;
         uint64_t *after; /* owned: the ids it runs after */
         size_t n_after;
-        char *key;                /* owned: its idempotency key; NULL = none */
-        uint64_t due_ms;          /* scheduled, retrying: when it is queued (REALTIME ms) */
-        size_t due_index;         /* in JobTable.due (jobtimer.c); SIZE_MAX = not */
-        uint32_t deps_pending;    /* waiting: ids of @after not done yet (jobdeps.c) */
-        struct Job **dependents;  /* referenced: waiting jobs that run after this one */
+        char *key;               /* owned: its idempotency key; NULL = none */
+        uint64_t due_ms;         /* scheduled, retrying: when it is queued (REALTIME ms) */
+        size_t due_index;        /* in JobTable.due (jobtimer.c); SIZE_MAX = not */
+        uint32_t deps_pending;   /* waiting: ids of @after not done yet (jobdeps.c) */
+        struct Job **dependents; /* referenced: waiting jobs that run after this one */
         size_t n_dependents, cap_dependents;
         JobRunError *errors; /* owned ring of IPC_JOB_ERRORS_MAX, from the first failed
                               * run on (NULL before): the last failed runs */
-        uint32_t n_errors;                       /* failed runs ever (the ring holds the last) */
+        uint32_t n_errors;   /* failed runs ever (the ring holds the last) */
         bool fail_permanent; /* the plugin said its failure is permanent: no retry */
 
         /* job store (store.h) */
-        uint32_t attempt; /* runs begun before this one (a retry, or a retry-safe job
+        uint32_t attempt;         /* runs begun before this one (a retry, or a retry-safe job
                            * requeued) */
         bool interrupted;         /* cancelled by shutdown, not on request: a durable store
                              * keeps it (queued again when its plugin is retry-safe) */

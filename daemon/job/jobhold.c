@@ -140,9 +140,9 @@ static void dependency_ended_locked(JobTable *t, Job *dep)
                         snprintf(msg, sizeof(msg), "job %llu, which this job runs after, ended %s",
                                  (unsigned long long)dep->id, job_state_name(dep->state));
                         j->deps_pending = 0;
-                        job_transition(&t->machine, j, JOB_EV_DEP_FAILED,
-                                       &(JobChange){.code = IPC_FAILED_PRECONDITION,
-                                                    .message = msg});
+                        job_transition(
+                                &t->machine, j, JOB_EV_DEP_FAILED,
+                                &(JobChange){.code = IPC_FAILED_PRECONDITION, .message = msg});
                 }
                 job_unref(j);
         }
@@ -170,12 +170,11 @@ static void restore_waiting_locked(JobTable *t, Job *j)
                 /* the store missed its end: settle it now */
                 if (failed) {
                         char msg[160];
-                        snprintf(msg, sizeof(msg),
-                                 "job %llu, which this job runs after, ended %s",
+                        snprintf(msg, sizeof(msg), "job %llu, which this job runs after, ended %s",
                                  (unsigned long long)failed->id, job_state_name(failed->state));
-                        job_transition(&t->machine, j, JOB_EV_DEP_FAILED,
-                                       &(JobChange){.code = IPC_FAILED_PRECONDITION,
-                                                    .message = msg});
+                        job_transition(
+                                &t->machine, j, JOB_EV_DEP_FAILED,
+                                &(JobChange){.code = IPC_FAILED_PRECONDITION, .message = msg});
                 } else {
                         release_locked(t, j, JOB_EV_RELEASE);
                 }

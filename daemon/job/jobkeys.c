@@ -77,8 +77,7 @@ static void grow(JobKeys *k)
         k->nbuckets = n;
 }
 
-int jobkeys_put_locked(JobKeys *k, uid_t owner, const char *key, uint64_t id,
-                       uint64_t finished_ms)
+int jobkeys_put_locked(JobKeys *k, uid_t owner, const char *key, uint64_t id, uint64_t finished_ms)
 {
         size_t h = key_hash(owner, key), len = strlen(key);
         JobKey *e = lookup(k, owner, key, h);

@@ -41,8 +41,7 @@ bool jobkeys_find_locked(const JobKeys *k, uid_t owner, const char *key, uint64_
  * jobkeys_put_locked - @owner's @key (copied) names job @id, final at @finished_ms (0 =
  * not final); replaces an entry of the same pair. Return: 0; -ENOMEM.
  */
-int jobkeys_put_locked(JobKeys *k, uid_t owner, const char *key, uint64_t id,
-                       uint64_t finished_ms);
+int jobkeys_put_locked(JobKeys *k, uid_t owner, const char *key, uint64_t id, uint64_t finished_ms);
 
 /* jobkeys_sweep_locked - drop the entries of jobs that ended before @now_ms - @window_ms.
  * Return: how many. */

@@ -21,27 +21,47 @@
 #include <string.h>
 
 static const JobTransition job_transition_table[] = {
-        {JOB_NEW, JOB_EV_SUBMIT, JOB_QUEUED},         {JOB_NEW, JOB_EV_RESTORE, JOB_QUEUED},
-        {JOB_NEW, JOB_EV_RESTORE, JOB_RUNNING},       {JOB_NEW, JOB_EV_RESTORE, JOB_DONE},
-        {JOB_NEW, JOB_EV_RESTORE, JOB_FAILED},        {JOB_NEW, JOB_EV_RESTORE, JOB_CANCELLED},
-        {JOB_QUEUED, JOB_EV_DISPATCH, JOB_RUNNING},   {JOB_QUEUED, JOB_EV_CANCEL, JOB_CANCELLED},
-        {JOB_QUEUED, JOB_EV_TIMEOUT, JOB_CANCELLED},  {JOB_QUEUED, JOB_EV_INTERRUPT, JOB_FAILED},
-        {JOB_RUNNING, JOB_EV_REQUEUE, JOB_QUEUED},    {JOB_RUNNING, JOB_EV_RETURN_OK, JOB_DONE},
-        {JOB_RUNNING, JOB_EV_RETURN_ERR, JOB_FAILED}, {JOB_RUNNING, JOB_EV_CANCEL, JOB_CANCELLED},
-        {JOB_RUNNING, JOB_EV_TIMEOUT, JOB_CANCELLED}, {JOB_RUNNING, JOB_EV_DETACH, JOB_CANCELLED},
+        {JOB_NEW, JOB_EV_SUBMIT, JOB_QUEUED},
+        {JOB_NEW, JOB_EV_RESTORE, JOB_QUEUED},
+        {JOB_NEW, JOB_EV_RESTORE, JOB_RUNNING},
+        {JOB_NEW, JOB_EV_RESTORE, JOB_DONE},
+        {JOB_NEW, JOB_EV_RESTORE, JOB_FAILED},
+        {JOB_NEW, JOB_EV_RESTORE, JOB_CANCELLED},
+        {JOB_QUEUED, JOB_EV_DISPATCH, JOB_RUNNING},
+        {JOB_QUEUED, JOB_EV_CANCEL, JOB_CANCELLED},
+        {JOB_QUEUED, JOB_EV_TIMEOUT, JOB_CANCELLED},
+        {JOB_QUEUED, JOB_EV_INTERRUPT, JOB_FAILED},
+        {JOB_RUNNING, JOB_EV_REQUEUE, JOB_QUEUED},
+        {JOB_RUNNING, JOB_EV_RETURN_OK, JOB_DONE},
+        {JOB_RUNNING, JOB_EV_RETURN_ERR, JOB_FAILED},
+        {JOB_RUNNING, JOB_EV_CANCEL, JOB_CANCELLED},
+        {JOB_RUNNING, JOB_EV_TIMEOUT, JOB_CANCELLED},
+        {JOB_RUNNING, JOB_EV_DETACH, JOB_CANCELLED},
         {JOB_RUNNING, JOB_EV_INTERRUPT, JOB_FAILED},
-        {JOB_NEW, JOB_EV_RESTORE, JOB_SCHEDULED},     {JOB_NEW, JOB_EV_RESTORE, JOB_WAITING},
-        {JOB_NEW, JOB_EV_RESTORE, JOB_RETRYING},      {JOB_NEW, JOB_EV_RESTORE, JOB_DEAD},
-        {JOB_NEW, JOB_EV_SCHEDULE, JOB_SCHEDULED},    {JOB_NEW, JOB_EV_WAIT, JOB_WAITING},
-        {JOB_SCHEDULED, JOB_EV_DUE, JOB_QUEUED},      {JOB_RETRYING, JOB_EV_DUE, JOB_QUEUED},
-        {JOB_WAITING, JOB_EV_RELEASE, JOB_QUEUED},    {JOB_WAITING, JOB_EV_SCHEDULE, JOB_SCHEDULED},
-        {JOB_WAITING, JOB_EV_DEP_FAILED, JOB_FAILED}, {JOB_RUNNING, JOB_EV_RETRY, JOB_RETRYING},
-        {JOB_RUNNING, JOB_EV_EXHAUST, JOB_DEAD},      {JOB_SCHEDULED, JOB_EV_CANCEL, JOB_CANCELLED},
-        {JOB_SCHEDULED, JOB_EV_TIMEOUT, JOB_CANCELLED}, {JOB_SCHEDULED, JOB_EV_INTERRUPT, JOB_FAILED},
-        {JOB_WAITING, JOB_EV_CANCEL, JOB_CANCELLED},  {JOB_WAITING, JOB_EV_TIMEOUT, JOB_CANCELLED},
-        {JOB_WAITING, JOB_EV_INTERRUPT, JOB_FAILED},  {JOB_RETRYING, JOB_EV_CANCEL, JOB_CANCELLED},
-        {JOB_RETRYING, JOB_EV_TIMEOUT, JOB_CANCELLED}, {JOB_RETRYING, JOB_EV_INTERRUPT, JOB_FAILED},
-        {JOB_FAILED, JOB_EV_REVIVE, JOB_QUEUED},      {JOB_CANCELLED, JOB_EV_REVIVE, JOB_QUEUED},
+        {JOB_NEW, JOB_EV_RESTORE, JOB_SCHEDULED},
+        {JOB_NEW, JOB_EV_RESTORE, JOB_WAITING},
+        {JOB_NEW, JOB_EV_RESTORE, JOB_RETRYING},
+        {JOB_NEW, JOB_EV_RESTORE, JOB_DEAD},
+        {JOB_NEW, JOB_EV_SCHEDULE, JOB_SCHEDULED},
+        {JOB_NEW, JOB_EV_WAIT, JOB_WAITING},
+        {JOB_SCHEDULED, JOB_EV_DUE, JOB_QUEUED},
+        {JOB_RETRYING, JOB_EV_DUE, JOB_QUEUED},
+        {JOB_WAITING, JOB_EV_RELEASE, JOB_QUEUED},
+        {JOB_WAITING, JOB_EV_SCHEDULE, JOB_SCHEDULED},
+        {JOB_WAITING, JOB_EV_DEP_FAILED, JOB_FAILED},
+        {JOB_RUNNING, JOB_EV_RETRY, JOB_RETRYING},
+        {JOB_RUNNING, JOB_EV_EXHAUST, JOB_DEAD},
+        {JOB_SCHEDULED, JOB_EV_CANCEL, JOB_CANCELLED},
+        {JOB_SCHEDULED, JOB_EV_TIMEOUT, JOB_CANCELLED},
+        {JOB_SCHEDULED, JOB_EV_INTERRUPT, JOB_FAILED},
+        {JOB_WAITING, JOB_EV_CANCEL, JOB_CANCELLED},
+        {JOB_WAITING, JOB_EV_TIMEOUT, JOB_CANCELLED},
+        {JOB_WAITING, JOB_EV_INTERRUPT, JOB_FAILED},
+        {JOB_RETRYING, JOB_EV_CANCEL, JOB_CANCELLED},
+        {JOB_RETRYING, JOB_EV_TIMEOUT, JOB_CANCELLED},
+        {JOB_RETRYING, JOB_EV_INTERRUPT, JOB_FAILED},
+        {JOB_FAILED, JOB_EV_REVIVE, JOB_QUEUED},
+        {JOB_CANCELLED, JOB_EV_REVIVE, JOB_QUEUED},
         {JOB_DEAD, JOB_EV_REVIVE, JOB_QUEUED},
 };
 
@@ -100,8 +120,8 @@ static void stamp(Job *j, JobEvent event, JobState to)
                 j->started_ms = j->finished_ms = 0;
                 j->started_mono_ns = j->finished_mono_ns = 0;
                 j->submitted_mono_ns = sched_now_ns();
-                j->deadline_ns = j->timeout_ns ? sched_deadline_after(j->timeout_ns)
-                                               : SCHED_FOREVER;
+                j->deadline_ns =
+                        j->timeout_ns ? sched_deadline_after(j->timeout_ns) : SCHED_FOREVER;
                 return;
         default:
                 if (job_state_final(to)) {
@@ -168,17 +188,25 @@ JobEvent job_retry_event(const Job *j, const char *code)
         return JOB_EV_EXHAUST;
 }
 
-
 static const char *const job_event_names[JOB_EVENT_COUNT] = {
-        [JOB_EV_SUBMIT] = "submit",       [JOB_EV_RESTORE] = "restore",
-        [JOB_EV_DISPATCH] = "dispatch",   [JOB_EV_REQUEUE] = "requeue",
-        [JOB_EV_RETURN_OK] = "return_ok", [JOB_EV_RETURN_ERR] = "return_err",
-        [JOB_EV_CANCEL] = "cancel",       [JOB_EV_TIMEOUT] = "timeout",
-        [JOB_EV_DETACH] = "detach",       [JOB_EV_INTERRUPT] = "interrupt",
-        [JOB_EV_SCHEDULE] = "schedule",   [JOB_EV_WAIT] = "wait",
-        [JOB_EV_DUE] = "due",             [JOB_EV_RELEASE] = "release",
-        [JOB_EV_DEP_FAILED] = "dep_failed", [JOB_EV_RETRY] = "retry",
-        [JOB_EV_EXHAUST] = "exhaust",     [JOB_EV_REVIVE] = "revive",
+        [JOB_EV_SUBMIT] = "submit",
+        [JOB_EV_RESTORE] = "restore",
+        [JOB_EV_DISPATCH] = "dispatch",
+        [JOB_EV_REQUEUE] = "requeue",
+        [JOB_EV_RETURN_OK] = "return_ok",
+        [JOB_EV_RETURN_ERR] = "return_err",
+        [JOB_EV_CANCEL] = "cancel",
+        [JOB_EV_TIMEOUT] = "timeout",
+        [JOB_EV_DETACH] = "detach",
+        [JOB_EV_INTERRUPT] = "interrupt",
+        [JOB_EV_SCHEDULE] = "schedule",
+        [JOB_EV_WAIT] = "wait",
+        [JOB_EV_DUE] = "due",
+        [JOB_EV_RELEASE] = "release",
+        [JOB_EV_DEP_FAILED] = "dep_failed",
+        [JOB_EV_RETRY] = "retry",
+        [JOB_EV_EXHAUST] = "exhaust",
+        [JOB_EV_REVIVE] = "revive",
 };
 
 const char *job_event_name(JobEvent e)

@@ -646,11 +646,11 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
         } else if (job_state_held(j->state)) {
                 job_set_cancel_requested(j);
                 j->timed_out = timed_out;
-                job_transition(&t->machine, j, timed_out ? JOB_EV_TIMEOUT : JOB_EV_CANCEL,
-                               &(JobChange){.code = timed_out ? IPC_DEADLINE_EXCEEDED
-                                                              : IPC_CANCELLED,
-                                            .message = timed_out ? "the job's timeout passed"
-                                                                 : "cancelled before it ran"});
+                job_transition(
+                        &t->machine, j, timed_out ? JOB_EV_TIMEOUT : JOB_EV_CANCEL,
+                        &(JobChange){.code = timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
+                                     .message = timed_out ? "the job's timeout passed"
+                                                          : "cancelled before it ran"});
         } else if (j->state == JOB_QUEUED) {
                 dispatch_remove_locked(&t->dispatch, j);
                 job_set_cancel_requested(j);
@@ -713,7 +713,8 @@ int jobtable_retry(JobTable *t, Job *j)
                 dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
         if (r == 0)
-                log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner, "queued again (job.retry)");
+                log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner,
+                              "queued again (job.retry)");
         return r;
 }
 
@@ -1091,8 +1092,8 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
                                             .message = "fiberd stopped while this run was "
                                                        "going on"});
                 jobtable_unlock(t);
-                log_job(LOG_NOTICE, j->id, j->plugin_name,
-                        "was running when fiberd stopped: %s", job_state_name(j->state));
+                log_job(LOG_NOTICE, j->id, j->plugin_name, "was running when fiberd stopped: %s",
+                        job_state_name(j->state));
                 return 0;
         }
         if (j->state == JOB_RUNNING) {

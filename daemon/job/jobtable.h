@@ -40,10 +40,10 @@
 #include "scheduler/sched.h"
 
 typedef struct JobCounts {
-        uint64_t submitted;                        /* since start */
-        uint64_t queued, running;                  /* now */
-        uint64_t scheduled, waiting, retrying;     /* now: held (jobhold.h) */
-        uint64_t done, failed, cancelled, dead;    /* since start */
+        uint64_t submitted;                     /* since start */
+        uint64_t queued, running;               /* now */
+        uint64_t scheduled, waiting, retrying;  /* now: held (jobhold.h) */
+        uint64_t done, failed, cancelled, dead; /* since start */
         uint64_t detached; /* now: ended jobs whose fiber still runs plugin code (job.h),
                             * each holding a worker thread; not a state of its own */
 } JobCounts;
@@ -221,8 +221,7 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
-                    const char *class_name, const JobPlan *plan, Job **ret,
-                    uint64_t *ret_existing);
+                    const char *class_name, const JobPlan *plan, Job **ret, uint64_t *ret_existing);
 
 /*
  * jobtable_retry - job.retry: queue a failed, cancelled or dead @j again (attempt 0; its

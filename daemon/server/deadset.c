@@ -22,9 +22,9 @@
 #define DEADSET_IDS_MAX 1000 /* ids in one request */
 
 typedef struct DeadsetOp {
-        const char *verb;    /* "retry", for messages */
-        const char *key;     /* the answer's key */
-        bool done_ok;        /* a done job is acceptable (discard) */
+        const char *verb; /* "retry", for messages */
+        const char *key;  /* the answer's key */
+        bool done_ok;     /* a done job is acceptable (discard) */
         int (*act)(JobTable *t, Job *j);
 } DeadsetOp;
 
@@ -86,7 +86,8 @@ static int collect_ids(Daemon *d, Request *req, const msgpack_object *ids, bool 
                         return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EALREADY,
                                               "job %llu is %s: only a %s job can be %s",
                                               (unsigned long long)id, job_state_name(state),
-                                              op->done_ok ? "finished" : "failed, cancelled or dead",
+                                              op->done_ok ? "finished"
+                                                          : "failed, cancelled or dead",
                                               op->done_ok ? "discarded" : "retried");
         }
         return 0;
@@ -153,8 +154,7 @@ int deadset_retry(Daemon *d, Request *req, msgpack_packer *pk, IpcStatus *st)
 
 int deadset_discard(Daemon *d, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
-        static const DeadsetOp op = {"discarding a job", IPC_KEY_DISCARDED, true,
-                                     jobtable_discard};
+        static const DeadsetOp op = {"discarding a job", IPC_KEY_DISCARDED, true, jobtable_discard};
 
         return deadset_run(d, req, &op, pk, st);
 }

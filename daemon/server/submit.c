@@ -62,9 +62,8 @@ static int read_after(const msgpack_object *o, SubmitParams *p, IpcStatus *st)
         if (r < 0)
                 return r;
         if (a->via.array.size > IPC_AFTER_MAX)
-                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -E2BIG,
-                                      "after: %u ids; at most %d", a->via.array.size,
-                                      IPC_AFTER_MAX);
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -E2BIG, "after: %u ids; at most %d",
+                                      a->via.array.size, IPC_AFTER_MAX);
         for (uint32_t i = 0; i < a->via.array.size; i++)
                 if ((r = ipc_read_uint(&a->via.array.ptr[i], "after: a job id", &p->after[i], st)) <
                     0)
@@ -217,8 +216,8 @@ static int check_options(Daemon *d, const Request *req, const SubmitParams *p, i
                                       "backoff_max_ms (%llu) is below backoff_ms (%llu)",
                                       (unsigned long long)p->backoff_max_ms,
                                       (unsigned long long)p->backoff_ms);
-        if (store_fleet(d->store) && (p->has_delay || p->has_run_at || p->max_attempts > 1 ||
-                                      p->n_after || p->key[0]))
+        if (store_fleet(d->store) &&
+            (p->has_delay || p->has_run_at || p->max_attempts > 1 || p->n_after || p->key[0]))
                 return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EOPNOTSUPP,
                                       "delay_ms, run_at, max_attempts, after and key are not "
                                       "available in fleet mode ([store] backend = redis) yet");

@@ -81,7 +81,7 @@ typedef struct StoreRecord {
         const char *error_message; /* NULL = none */
         uint64_t progress_done, progress_total;
         const char *class_name; /* its job class; NULL = "default" */
-        const char *sched; /* its schedule (job_pack_schedule(): run_at, due time, attempts,
+        const char *sched;      /* its schedule (job_pack_schedule(): run_at, due time, attempts,
                             * backoff, after, key, errors), packed msgpack; NULL = none */
         size_t sched_len;
         bool enqueue; /* a fleet submission: put it on the shared queue for any host to run

@@ -657,8 +657,8 @@ static void pipeline(Client *c, uint64_t n, unsigned window,
 }
 
 typedef struct DueRun {
-        uint64_t base_ms;  /* CLOCK_REALTIME at the start */
-        uint64_t *ids;     /* the near jobs' ids, in answer order */
+        uint64_t base_ms; /* CLOCK_REALTIME at the start */
+        uint64_t *ids;    /* the near jobs' ids, in answer order */
         uint64_t n_ids;
         uint64_t *late_ms; /* their lateness */
         uint64_t n_late;

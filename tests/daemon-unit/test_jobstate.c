@@ -156,8 +156,8 @@ Test(jobstate, final_states_are_left_only_by_revive)
                 cr_assert(!job_state_final(rows[i].from) ||
                                   (rows[i].event == JOB_EV_REVIVE && rows[i].from != JOB_DONE &&
                                    rows[i].to == JOB_QUEUED),
-                          "a row leaves a final state: %s --%s-->",
-                          job_state_name(rows[i].from), job_event_name(rows[i].event));
+                          "a row leaves a final state: %s --%s-->", job_state_name(rows[i].from),
+                          job_event_name(rows[i].event));
                 cr_assert_neq(rows[i].to, JOB_NEW);
                 for (size_t k = 0; k < i; k++)
                         cr_assert(!(rows[k].from == rows[i].from &&

@@ -24,8 +24,7 @@ static void fill(JobTimer *tm, unsigned seed)
                 memset(&jobs[i], 0, sizeof(jobs[i]));
                 jobs[i].id = i + 1;
                 jobs[i].due_index = SIZE_MAX;
-                cr_assert_eq(jobtimer_add_locked(tm, &jobs[i], 1000 + (uint64_t)(rand() % 500)),
-                             0);
+                cr_assert_eq(jobtimer_add_locked(tm, &jobs[i], 1000 + (uint64_t)(rand() % 500)), 0);
         }
 }
 

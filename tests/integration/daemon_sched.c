@@ -54,8 +54,8 @@ typedef struct Opts {
 
 /* job.submit @plugin {@args} with @o; the id (0 on error: *@st says why); *@existing
  * when the answer says a key matched an earlier job. */
-static uint64_t submit(Client *c, const char *plugin, const Arg *args, size_t nargs,
-                       const Opts *o, IpcStatus *st, bool *existing)
+static uint64_t submit(Client *c, const char *plugin, const Arg *args, size_t nargs, const Opts *o,
+                       IpcStatus *st, bool *existing)
 {
         uint32_t msgid, n = 0;
         msgpack_packer *pk = client_request(c, "job.submit", 3, &msgid);
@@ -198,9 +198,9 @@ Test(daemon_sched, run_at_in_the_past_runs_now_and_bad_times_are_refused)
         c = fiberd_connect(&fd_);
         id = submit(c, "echo", NULL, 0, &(Opts){.run_at = wall_ms() - 60000}, NULL, NULL);
         wait_state(c, id, "done");
-        cr_assert_eq(submit(c, "echo", NULL, 0, &(Opts){.delay_ms = 10, .run_at = wall_ms()},
-                            &st, NULL),
-                     0);
+        cr_assert_eq(
+                submit(c, "echo", NULL, 0, &(Opts){.delay_ms = 10, .run_at = wall_ms()}, &st, NULL),
+                0);
         cr_assert_str_eq(st.code, "INVALID_ARGUMENT");
         cr_assert(strstr(st.message, "delay_ms and run_at"), "%s", st.message);
         cr_assert_eq(submit(c, "echo", NULL, 0,
@@ -354,8 +354,7 @@ Test(daemon_sched, a_job_waits_for_its_dependencies_and_fails_with_them)
         start();
         c = fiberd_connect(&fd_);
         a = submit(c, "sleep", (Arg[]){ARG_I("ms", 200)}, 1, &(Opts){0}, NULL, NULL);
-        f = submit(c, "flaky", (Arg[]){ARG_I("fail", 1)}, 1, &(Opts){.delay_ms = 100}, NULL,
-                   NULL);
+        f = submit(c, "flaky", (Arg[]){ARG_I("fail", 1)}, 1, &(Opts){.delay_ms = 100}, NULL, NULL);
         ids[0] = a;
         ids[1] = f;
         b = submit(c, "echo", NULL, 0, &(Opts){.after = ids, .n_after = 1}, NULL, NULL);
@@ -384,12 +383,10 @@ Test(daemon_sched, a_job_waits_for_its_dependencies_and_fails_with_them)
         reply_clear(&rp);
         /* an id that never existed, and one that failed already */
         ids[0] = 999999;
-        cr_assert_eq(submit(c, "echo", NULL, 0, &(Opts){.after = ids, .n_after = 1}, &st, NULL),
-                     0);
+        cr_assert_eq(submit(c, "echo", NULL, 0, &(Opts){.after = ids, .n_after = 1}, &st, NULL), 0);
         cr_assert_str_eq(st.code, "NOT_FOUND");
         ids[0] = f;
-        cr_assert_eq(submit(c, "echo", NULL, 0, &(Opts){.after = ids, .n_after = 1}, &st, NULL),
-                     0);
+        cr_assert_eq(submit(c, "echo", NULL, 0, &(Opts){.after = ids, .n_after = 1}, &st, NULL), 0);
         cr_assert_str_eq(st.code, "FAILED_PRECONDITION");
         client_free(c);
 }
@@ -408,8 +405,7 @@ Test(daemon_sched, a_repeated_key_answers_the_first_job)
         cr_assert(!existing);
         wait_state(c, first, "done");
         again = submit(c, "echo", NULL, 0, &(Opts){.key = "invoice-17"}, NULL, &existing);
-        cr_assert_eq(again, first, "a repeat of the key made job %llu",
-                     (unsigned long long)again);
+        cr_assert_eq(again, first, "a repeat of the key made job %llu", (unsigned long long)again);
         cr_assert(existing, "the answer does not say the job existed");
         other = submit(c, "echo", NULL, 0, &(Opts){.key = "invoice-18"}, NULL, &existing);
         cr_assert_neq(other, first);
