@@ -416,6 +416,18 @@ int bench_product_fiberd_after(int argc, char **argv)
         return bench_product_fiberd(argc, argv);
 }
 
+int bench_product_fiberd_sqlite_attempts(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_STORE", "sqlite", 1);
+        return bench_product_fiberd_attempts(argc, argv);
+}
+
+int bench_product_fiberd_sqlite_after(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_STORE", "sqlite", 1);
+        return bench_product_fiberd_after(argc, argv);
+}
+
 int bench_product_fiberd_redis(int argc, char **argv)
 {
         setenv("FIBERD_BENCH_STORE", "redis", 1);

@@ -167,6 +167,12 @@ enum {
         J_P_FIBERD_REDIS2_8,   /* hosts on one private redis-server, 8 connections and */
         J_P_FIBERD_REDIS_RATE, /* at 1,000 jobs/s */
         J_P_FIBERD_REDIS2_RATE,
+        J_P_DUE,            /* job scheduling: due jobs' lateness and memory, fiberd */
+        J_P_BEAN_DUE,       /* and beanstalkd's delayed jobs */
+        J_P_ATT_8,          /* trivial jobs with max_attempts 3, memory store */
+        J_P_AFTER_8,        /* trivial jobs after one done job, memory store */
+        J_P_SQL_ATT_8,      /* the same two with the sqlite store */
+        J_P_SQL_AFTER_8,
         J_P_SKYNET,
         J_P_GO_SKYNET,
         J_CTL_FAIR1, /* CPU control (bench-control.c) */
@@ -380,6 +386,20 @@ static const Row rows[] = {
          J_HK_COST_T, J_HK_COST_T, 0, "ns", "the C library's poll()", CMP_DIFF, 5, "<= +5 ns"},
         {"24. the same on a fiber of a hook_blocking_calls group, nothing to park (ns/call)",
          J_HK_COST_F, J_HK_COST_F, 0, "ns", "the C library's poll()", CMP_DIFF, 0, "(measured)"},
+        {"25. due jobs: lateness p50, 1M scheduled over the next hour, 10,000/s coming due (ms)",
+         J_P_DUE, J_P_BEAN_DUE, 0, "ms", "beanstalkd delayed jobs", CMP_TIMES, 0, "(measured)"},
+        {"25. the same: lateness p99 (ms)", J_P_DUE, J_P_BEAN_DUE, 1, "ms",
+         "beanstalkd delayed jobs", CMP_TIMES, 0, "(measured)"},
+        {"25. the same: resident bytes per scheduled job", J_P_DUE, J_P_BEAN_DUE, 2, "B",
+         "beanstalkd delayed jobs", CMP_TIMES, 0, "(measured)"},
+        {"26. trivial jobs with max_attempts 3 (never needed), 8 connections (jobs/s)", J_P_ATT_8,
+         J_P_FIBERD_8, 0, "/s", "plain submission", CMP_TIMES, 0, "(measured)"},
+        {"26. trivial jobs after one done job, 8 connections (jobs/s)", J_P_AFTER_8, J_P_FIBERD_8,
+         0, "/s", "plain submission", CMP_TIMES, 0, "(measured)"},
+        {"26. the same with the sqlite store: max_attempts 3 (jobs/s)", J_P_SQL_ATT_8,
+         J_P_FIBERD_SQL_8, 0, "/s", "plain submission, sqlite", CMP_TIMES, 0, "(measured)"},
+        {"26. the same with the sqlite store: after one done job (jobs/s)", J_P_SQL_AFTER_8,
+         J_P_FIBERD_SQL_8, 0, "/s", "plain submission, sqlite", CMP_TIMES, 0, "(measured)"},
 };
 
 typedef struct Options {
@@ -446,6 +466,14 @@ static void product_jobs_setup(Job *jobs, const Options *o)
                  "product-fiberd-redis", "rate", 1, 0},
                 {J_P_FIBERD_REDIS2_RATE, "product-rate", "fiberd redis store 2 hosts 1k/s",
                  "product-fiberd-redis2", "rate", 1, 0},
+                {J_P_ATT_8, "product-sched", "fiberd max_attempts 3, 8 conns",
+                 "product-fiberd-attempts", "tput", 8, 0},
+                {J_P_AFTER_8, "product-sched", "fiberd after a done job, 8 conns",
+                 "product-fiberd-after", "tput", 8, 0},
+                {J_P_SQL_ATT_8, "product-sched", "fiberd sqlite max_attempts 3, 8 conns",
+                 "product-fiberd-sqlite-attempts", "tput", 8, 0},
+                {J_P_SQL_AFTER_8, "product-sched", "fiberd sqlite after a done job, 8 conns",
+                 "product-fiberd-sqlite-after", "tput", 8, 0},
         };
         unsigned r = o->runs, few = r < 3 ? r : 3;
         bool s = o->smoke;
@@ -468,6 +496,16 @@ static void product_jobs_setup(Job *jobs, const Options *o)
                 }
                 if (rss)
                         j->timeout_s = 600;
+        }
+        /* due jobs: 1M scheduled over the next hour, 10,000 a second coming due for 5 s */
+        job_set(&jobs[J_P_DUE], "product-sched", "fiberd due jobs", false, "product-due", few,
+                s ? "2000" : "1000000", s ? "1000" : "10000");
+        job_set(&jobs[J_P_BEAN_DUE], "product-sched", "beanstalkd delayed jobs", false,
+                "product-beanstalk-due", few, s ? "2000" : "1000000", s ? "1000" : "10000");
+        for (int k = J_P_DUE; k <= J_P_BEAN_DUE; k++) {
+                snprintf(jobs[k].args[2], sizeof(jobs[k].args[2]), "%s", s ? "1" : "5");
+                jobs[k].values = 3;
+                jobs[k].timeout_s = 300;
         }
         job_set(&jobs[J_P_SKYNET], "product-skynet", "fiberd skynet job", false, "product-skynet",
                 few, s ? "1000" : "1000000", NULL);
@@ -509,7 +547,7 @@ static void product_jobs_filter(Job *jobs)
                                  "beanstalkd not installed (apt-get install beanstalkd, or make "
                                  "deps-bench)");
                 else if (!strncmp(j->cmd, "product-f", 9) || !strcmp(j->cmd, "product-skynet") ||
-                         !strcmp(j->cmd, "product-preempt"))
+                         !strcmp(j->cmd, "product-preempt") || !strcmp(j->cmd, "product-due"))
                         if (!fiberd)
                                 snprintf(j->skip, sizeof(j->skip), "%s", why);
         }
@@ -1191,6 +1229,10 @@ static const struct {
          "tput N C W: product-fiberd, every job with max_attempts 3"},
         {"product-fiberd-after", bench_product_fiberd_after,
          "tput N C W: product-fiberd, every job after one done job"},
+        {"product-fiberd-sqlite-attempts", bench_product_fiberd_sqlite_attempts,
+         "tput N C W: product-fiberd-attempts with the sqlite job store"},
+        {"product-fiberd-sqlite-after", bench_product_fiberd_sqlite_after,
+         "tput N C W: product-fiberd-after with the sqlite job store"},
 };
 
 int main(int argc, char **argv)

@@ -116,6 +116,8 @@ int bench_product_beanstalk_due(int argc, char **argv);
 /* the product rows with options on every job (FIBERD_BENCH_JOB_OPTS) */
 int bench_product_fiberd_attempts(int argc, char **argv);
 int bench_product_fiberd_after(int argc, char **argv);
+int bench_product_fiberd_sqlite_attempts(int argc, char **argv);
+int bench_product_fiberd_sqlite_after(int argc, char **argv);
 
 /* bench_product_fiberd_built - whether the fiberd, fiberctl and plugins this tree built
  * are there; if not, why, in @why. Context: any. */

@@ -462,12 +462,14 @@ int bench_product_beanstalk_due(int argc, char **argv)
                 product_wait_until(bench_now_ns() + 20 * NSEC_PER_MSEC);
         }
         bs_stopping = 1;
-        product_stop(&srv);
+        for (unsigned k = 0; k < 2; k++)
+                shutdown(workers[k].conn.fd, SHUT_RDWR);
         for (unsigned k = 0; k < 2; k++) {
                 pthread_join(workers[k].thread, NULL);
                 close(workers[k].conn.fd);
         }
         close(put->fd);
+        product_stop(&srv);
         qsort(due_late_ns, due_near, sizeof(*due_late_ns), cmp_ns);
         printf("%.1f %.1f %.0f\n", (double)due_late_ns[due_near / 2] / 1e6,
                (double)due_late_ns[due_near * 99 / 100] / 1e6,
