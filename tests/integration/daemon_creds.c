@@ -42,33 +42,6 @@ static void teardown(void)
 
 TestSuite(daemon_creds, .fini = teardown, .timeout = 60);
 
-/* Runs @fn(@arg) in a child that is @uid/@gid with no supplementary group; asserts it
- * exited 0 (its CHECKs failing exit 1). Returns true, for a test to assert on. */
-static bool run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void *arg)
-{
-        int status;
-        pid_t pid = fork();
-
-        cr_assert(pid >= 0);
-        if (pid == 0) {
-                if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0) {
-                        perror("dropping privileges");
-                        _exit(2);
-                }
-                if (getuid() != uid || geteuid() != uid || setuid(0) == 0) {
-                        fprintf(stderr, "still privileged\n");
-                        _exit(2);
-                }
-                fn(arg);
-                _exit(0);
-        }
-        cr_assert(waitpid(pid, &status, 0) == pid);
-        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "the child running as uid %u failed (status 0x%x); see its stderr", (unsigned)uid,
-                  status);
-        return true;
-}
-
 static void sha256_hex_of(const char *path, char out[65])
 {
         unsigned char md[EVP_MAX_MD_SIZE], buf[4096];
@@ -230,7 +203,7 @@ Test(daemon_creds, a_user_reads_only_what_the_user_may)
         cr_assert(geteuid() == 0, "this test needs root: fiberd must run as root");
         fiberd_start(&fd_, &(FiberdOpts){.plugins = "sha256 echo", .workers = 1});
         setup_files(&f);
-        run_as(NOBODY, NOBODY, nobody_checks, &f);
+        fiberd_run_as(NOBODY, NOBODY, nobody_checks, &f);
         /* and root still reads root's file */
         {
                 Client *c = fiberd_connect(&fd_);
@@ -327,7 +300,7 @@ static bool tiers_with(const char *config, bool may_submit, bool admin)
         cr_assert(chmod(fd_.dir, 0755) == 0);
         c = fiberd_connect(&fd_);
         tc.roots_job = rpc_submit_long(c, "sleep");
-        bool ok = run_as(NOBODY, NOBODY, tier_checks, &tc);
+        bool ok = fiberd_run_as(NOBODY, NOBODY, tier_checks, &tc);
         client_free(c);
         return ok;
 }
@@ -426,8 +399,8 @@ Test(daemon_creds, a_flooding_user_does_not_starve_another)
 
         /* one slot, no per-user cap: only the choice of the next job is tested */
         start_as_root("[jobs]\nmax_running = 1\nmax_running_per_user = 0\n");
-        run_as(USER_A, USER_A, submit_jobs, "LLLLLL"); /* jobs 1..6: 1 runs, 5 wait */
-        run_as(USER_B, USER_B, submit_jobs, "E");      /* job 7 */
+        fiberd_run_as(USER_A, USER_A, submit_jobs, "LLLLLL"); /* jobs 1..6: 1 runs, 5 wait */
+        fiberd_run_as(USER_B, USER_B, submit_jobs, "E");      /* job 7 */
         c = fiberd_connect(&fd_);
         /* the slot frees once: the next job must be B's, not A's second sleep */
         {
@@ -446,8 +419,8 @@ Test(daemon_creds, a_user_at_its_running_cap_leaves_the_slots_to_others)
         Client *c;
 
         start_as_root("[jobs]\nmax_running = 2\nmax_running_per_user = 1\n");
-        run_as(USER_A, USER_A, submit_jobs, "LLL"); /* 1 runs, 2 wait at the cap */
-        run_as(USER_B, USER_B, submit_jobs, "E");   /* job 4: takes the free slot */
+        fiberd_run_as(USER_A, USER_A, submit_jobs, "LLL"); /* 1 runs, 2 wait at the cap */
+        fiberd_run_as(USER_B, USER_B, submit_jobs, "E");   /* job 4: takes the free slot */
         c = fiberd_connect(&fd_);
         cr_assert_str_eq(state_after_wait(c, 4), "done");
         {
@@ -479,8 +452,8 @@ static void over_queued_limit(const void *arg)
 Test(daemon_creds, max_queued_per_user_answers_overloaded)
 {
         start_as_root("[jobs]\nmax_running = 1\nmax_queued_per_user = 2\n");
-        cr_assert(run_as(USER_A, USER_A, over_queued_limit, NULL));
-        cr_assert(run_as(USER_B, USER_B, submit_jobs, "E")); /* another user still may */
+        cr_assert(fiberd_run_as(USER_A, USER_A, over_queued_limit, NULL));
+        cr_assert(fiberd_run_as(USER_B, USER_B, submit_jobs, "E")); /* another user still may */
         {
                 Client *c = fiberd_connect(&fd_); /* root is not limited */
                 for (int i = 0; i < 3; i++)
@@ -510,8 +483,8 @@ static void over_rate_limit(const void *arg)
 Test(daemon_creds, submit_rate_per_user_answers_overloaded)
 {
         start_as_root("[jobs]\nsubmit_rate_per_user = 1\nsubmit_burst_per_user = 5\n");
-        cr_assert(run_as(USER_A, USER_A, over_rate_limit, NULL));
-        cr_assert(run_as(USER_B, USER_B, submit_jobs, "E")); /* its own bucket */
+        cr_assert(fiberd_run_as(USER_A, USER_A, over_rate_limit, NULL));
+        cr_assert(fiberd_run_as(USER_B, USER_B, submit_jobs, "E")); /* its own bucket */
 }
 
 /* ------------------------------------------------------------------ admin_only classes */
@@ -560,7 +533,7 @@ Test(daemon_creds, a_class_reserved_to_admins_refuses_other_users)
                                                    "[class.open]\nshares = 50\n",
                                          .plugins = "echo"});
         cr_assert(chmod(fd_.dir, 0755) == 0);
-        run_as(NOBODY, NOBODY, vip_refused, NULL);
+        fiberd_run_as(NOBODY, NOBODY, vip_refused, NULL);
         status = submit_to_class("vip", err, sizeof(err));
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "root, class vip: %s", err);
 }

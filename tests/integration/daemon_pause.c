@@ -212,28 +212,6 @@ static void nobody_pauses(const void *arg)
         client_free(c);
 }
 
-/* Runs @fn in a child that is @uid/@gid with no supplementary group; asserts it exited
- * 0 (a failed CHECK exits 1). */
-static void run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void *arg)
-{
-        int status;
-        pid_t pid = fork();
-
-        cr_assert(pid >= 0);
-        if (pid == 0) {
-                if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0) {
-                        perror("dropping privileges");
-                        _exit(2);
-                }
-                fn(arg);
-                _exit(0);
-        }
-        cr_assert(waitpid(pid, &status, 0) == pid);
-        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "the child running as uid %u failed (status 0x%x); see its stderr", (unsigned)uid,
-                  status);
-}
-
 static void assert_refused(Client *c, const char *kind, const char *name, const char *needle)
 {
         Reply rp;
@@ -254,7 +232,7 @@ Test(daemon_pause, pause_needs_the_admin_tier_and_checks_its_params)
         fiberd_start(&fd_,
                      &(FiberdOpts){.config = "[class.batch]\nshares = 50\n", .plugins = "echo"});
         cr_assert(chmod(fd_.dir, 0755) == 0); /* nobody reaches the socket */
-        run_as(NOBODY, NOBODY, nobody_pauses, NULL);
+        fiberd_run_as(NOBODY, NOBODY, nobody_pauses, NULL);
 
         c = fiberd_connect(&fd_);
         assert_refused(c, "class", "nope", "default, batch");

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -464,5 +465,68 @@ Test(daemon_sched, scheduled_retrying_and_waiting_jobs_survive_kill_9)
         again = submit(c, "echo", NULL, 0, &(Opts){.key = "k1"}, NULL, &existing);
         cr_assert_eq(again, key, "the key was forgotten across the restart");
         cr_assert(existing);
+        client_free(c);
+}
+
+/* ------------------------------------------------------------ access ------------- */
+
+#define NOBODY 65534
+
+static uint64_t root_dead_id;
+
+/* As nobody: root's dead job is as unknown to job.retry and job.discard as to
+ * job.status; `after` may not name it; {all: true} retries none of it. */
+static void nobody_touches_roots_jobs(const void *arg)
+{
+        Client *c = fiberd_connect(&fd_);
+        const char *methods[] = {"job.retry", "job.discard"};
+        IpcStatus st;
+        Reply rp;
+
+        (void)arg;
+        for (size_t i = 0; i < ELEMENTSOF(methods); i++) {
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(c, methods[i], 1, &msgid);
+                msgpack_pack_array(pk, 1);
+                msgpack_pack_uint64(pk, root_dead_id);
+                rpc_wait_reply(c, msgid, &rp);
+                CHECK(rp.r < 0 && strcmp(rp.st.code, "NOT_FOUND") == 0, "%s of root's job: %d %s",
+                      methods[i], rp.r, rp.st.code ? rp.st.code : "");
+                reply_clear(&rp);
+        }
+        {
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(c, "job.retry", 1, &msgid);
+                msgpack_pack_map(pk, 1);
+                ipc_pack_cstr(pk, "all");
+                msgpack_pack_true(pk);
+                rpc_wait_reply(c, msgid, &rp);
+                CHECK(rp.r == 0 && map_get(rp.result, "retried")->via.array.size == 0,
+                      "retry --all as nobody touched root's jobs");
+                reply_clear(&rp);
+        }
+        CHECK(submit(c, "echo", NULL, 0, &(Opts){.after = &root_dead_id, .n_after = 1}, &st,
+                     NULL) == 0 &&
+                      strcmp(st.code, "NOT_FOUND") == 0,
+              "after root's job: %s", st.code ? st.code : "accepted");
+        client_free(c);
+}
+
+Test(daemon_sched, another_users_jobs_cannot_be_retried_discarded_or_waited_on)
+{
+        Client *c;
+        Reply rp;
+
+        cr_assert(geteuid() == 0, "this test needs root to act as another uid");
+        start();
+        cr_assert(chmod(fd_.dir, 0755) == 0); /* nobody reaches the socket */
+        c = fiberd_connect(&fd_);
+        root_dead_id = submit(c, "flaky", (Arg[]){ARG_I("fail", 5)}, 1,
+                              &(Opts){.max_attempts = 2, .backoff_ms = 10}, NULL, NULL);
+        wait_state(c, root_dead_id, "dead");
+        fiberd_run_as(NOBODY, NOBODY, nobody_touches_roots_jobs, NULL);
+        status(c, root_dead_id, &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "dead", "nobody changed root's job");
+        reply_clear(&rp);
         client_free(c);
 }

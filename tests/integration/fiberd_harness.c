@@ -7,6 +7,7 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -557,4 +558,29 @@ void rpc_plugin_listed(Client *c, const char *name, bool *loaded, const char *ne
         for (uint32_t i = 0; v && i < v->via.array.size; i++)
                 *refused |= strstr(map_str(&v->via.array.ptr[i], "reason"), needle) != NULL;
         reply_clear(&rp);
+}
+
+bool fiberd_run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void *arg)
+{
+        int status;
+        pid_t pid = fork();
+
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+                if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0) {
+                        perror("dropping privileges");
+                        _exit(2);
+                }
+                if (getuid() != uid || geteuid() != uid || setuid(0) == 0) {
+                        fprintf(stderr, "still privileged\n");
+                        _exit(2);
+                }
+                fn(arg);
+                _exit(0);
+        }
+        cr_assert(waitpid(pid, &status, 0) == pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the child running as uid %u failed (status 0x%x); see its stderr", (unsigned)uid,
+                  status);
+        return true;
 }

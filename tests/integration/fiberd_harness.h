@@ -107,6 +107,13 @@ unsigned fiberd_thread_count(const Fiberd *d);
                 }                                                                                  \
         } while (0)
 
+/*
+ * fiberd_run_as - run @fn(@arg) in a child that is @uid/@gid with no supplementary group
+ * (root drops to it and checks it cannot come back); asserts the child exited 0 (a failed
+ * CHECK exits 1). Returns true, for a test to assert on. Needs root.
+ */
+bool fiberd_run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void *arg);
+
 /* fiberd_copy_plugin - copy @src to plugin_dir/@name the way an installer does (a
  * temporary file, then rename(2)), so the daemon sees one IN_MOVED_TO. */
 void fiberd_copy_plugin(const Fiberd *d, const char *src, const char *name);
