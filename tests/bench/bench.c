@@ -167,11 +167,11 @@ enum {
         J_P_FIBERD_REDIS2_8,   /* hosts on one private redis-server, 8 connections and */
         J_P_FIBERD_REDIS_RATE, /* at 1,000 jobs/s */
         J_P_FIBERD_REDIS2_RATE,
-        J_P_DUE,            /* job scheduling: due jobs' lateness and memory, fiberd */
-        J_P_BEAN_DUE,       /* and beanstalkd's delayed jobs */
-        J_P_ATT_8,          /* trivial jobs with max_attempts 3, memory store */
-        J_P_AFTER_8,        /* trivial jobs after one done job, memory store */
-        J_P_SQL_ATT_8,      /* the same two with the sqlite store */
+        J_P_DUE,       /* job scheduling: due jobs' lateness and memory, fiberd */
+        J_P_BEAN_DUE,  /* and beanstalkd's delayed jobs */
+        J_P_ATT_8,     /* trivial jobs with max_attempts 3, memory store */
+        J_P_AFTER_8,   /* trivial jobs after one done job, memory store */
+        J_P_SQL_ATT_8, /* the same two with the sqlite store */
         J_P_SQL_AFTER_8,
         J_P_SKYNET,
         J_P_GO_SKYNET,
