@@ -149,8 +149,7 @@ static void dependency_ended_locked(JobTable *t, Job *dep)
         free(a);
 }
 
-/* A restored waiting job: its dependencies, restored before it (smaller ids). */
-static void restore_waiting_locked(JobTable *t, Job *j)
+void jobhold_restore_waiting_locked(JobTable *t, Job *j)
 {
         const Job *failed = NULL;
 
@@ -210,10 +209,6 @@ void jobhold_listen(void *ctx, Job *j, JobState from, JobEvent ev)
                 if (jobtimer_add_locked(&t->due, j, j->due_ms) < 0)
                         log_job(LOG_ERR, j->id, j->plugin_name,
                                 "out of memory: its next attempt is not watched until a restart");
-                break;
-        case JOB_WAITING:
-                if (ev == JOB_EV_RESTORE)
-                        restore_waiting_locked(t, j);
                 break;
         default:
                 break;

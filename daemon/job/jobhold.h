@@ -43,6 +43,15 @@ int jobhold_accept_locked(JobTable *t, Job *j, Job *const *deps, size_t n_deps, 
 void jobhold_listen(void *ctx, Job *j, JobState from, JobEvent ev);
 
 /*
+ * jobhold_restore_waiting_locked - a waiting @j just restored (its plugin loaded): link
+ * it to its dependencies, restored before it (smaller ids); one the table no longer
+ * lists counts as done. Released into the queue when none is pending, failed when one
+ * ended otherwise (the store missed that while fiberd stopped).
+ * Context: table lock held, at start-up; does not yield.
+ */
+void jobhold_restore_waiting_locked(JobTable *t, Job *j);
+
+/*
  * jobhold_run_due_locked - queue every held job due at @now_ms (CLOCK_REALTIME ms).
  * Return: how many were queued. Context: table lock held; does not yield.
  */

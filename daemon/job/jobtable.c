@@ -727,7 +727,7 @@ int jobtable_discard(JobTable *t, Job *j)
                 r = -EALREADY;
         else if (j->detached || j->fiber)
                 r = -EBUSY;
-        else if (j->hash_next || jobtable_find_locked(t, j->id) == j)
+        else if (jobtable_find_locked(t, j->id) == j)
                 retire_locked(t, j);
         else
                 r = -ENOENT; /* retired already */
@@ -1131,7 +1131,11 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
                 log_job(LOG_WARNING, j->id, j->plugin_name, "not restored: %s", msg);
                 return 0;
         }
-        if (j->state != JOB_QUEUED) { /* held: the due set or its dependencies have it */
+        if (j->state == JOB_WAITING) /* its dependencies, restored before it */
+                jobhold_restore_waiting_locked(t, j);
+        if (j->state != JOB_QUEUED || j->heap_index != SIZE_MAX) {
+                /* held (the due set or its dependencies have it), or released into the
+                 * queue just now */
                 jobtable_unlock(t);
                 return 0;
         }

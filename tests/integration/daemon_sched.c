@@ -419,7 +419,7 @@ Test(daemon_sched, scheduled_retrying_and_waiting_jobs_survive_kill_9)
 {
         Client *c;
         Reply rp;
-        uint64_t sched, due, retrying, dep, waiting, key, again, t0;
+        uint64_t sched, due, retrying, dep, waiting, dep2, waiting2, key, again, t0;
         bool existing;
 
         start();
@@ -432,6 +432,8 @@ Test(daemon_sched, scheduled_retrying_and_waiting_jobs_survive_kill_9)
         dep = submit(c, "sleep", (Arg[]){ARG_I("ms", 60000)}, 1, &(Opts){.delay_ms = 1200}, NULL,
                      NULL);
         waiting = submit(c, "echo", NULL, 0, &(Opts){.after = &dep, .n_after = 1}, NULL, NULL);
+        dep2 = submit(c, "echo", NULL, 0, &(Opts){.delay_ms = 1300}, NULL, NULL);
+        waiting2 = submit(c, "echo", NULL, 0, &(Opts){.after = &dep2, .n_after = 1}, NULL, NULL);
         key = submit(c, "echo", NULL, 0, &(Opts){.key = "k1", .delay_ms = 100000}, NULL, NULL);
         wait_state(c, retrying, "retrying");
         state_of(c, waiting, (char[32]){0});
@@ -462,6 +464,7 @@ Test(daemon_sched, scheduled_retrying_and_waiting_jobs_survive_kill_9)
         rpc_simple(c, "job.cancel", 1, &dep, &rp);
         reply_clear(&rp);
         wait_state(c, waiting, "failed");
+        wait_state(c, waiting2, "done"); /* released by a dependency that ran after the restart */
         again = submit(c, "echo", NULL, 0, &(Opts){.key = "k1"}, NULL, &existing);
         cr_assert_eq(again, key, "the key was forgotten across the restart");
         cr_assert(existing);
