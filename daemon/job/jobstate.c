@@ -90,6 +90,10 @@ static void stamp(Job *j, JobEvent event, JobState to)
 {
         switch (event) {
         case JOB_EV_SUBMIT:
+        case JOB_EV_SCHEDULE:
+        case JOB_EV_WAIT:
+                if (j->state != JOB_NEW)
+                        return; /* waiting → scheduled: submitted long ago */
                 j->submitted_ms = job_now_ms();
                 j->submitted_mono_ns = sched_now_ns();
                 return;

@@ -176,6 +176,9 @@ Test(daemon_sched, a_delayed_job_is_scheduled_until_due_then_runs)
         id = submit(c, "echo", NULL, 0, &(Opts){.delay_ms = 300}, NULL, NULL);
         status(c, id, &rp);
         cr_assert_str_eq(map_str(rp.result, "state"), "scheduled");
+        cr_assert(map_uint(rp.result, "created_ms") != UINT64_MAX &&
+                          map_uint(rp.result, "created_ms") >= before,
+                  "a scheduled job has no created_ms");
         run_at = map_uint(rp.result, "run_at_ms");
         cr_assert(run_at >= before + 300 && run_at <= wall_ms() + 300, "run_at_ms %llu",
                   (unsigned long long)run_at);
@@ -363,6 +366,8 @@ Test(daemon_sched, a_job_waits_for_its_dependencies_and_fails_with_them)
         state_of(c, b, (char[32]){0});
         status(c, b, &rp);
         cr_assert_str_eq(map_str(rp.result, "state"), "waiting");
+        cr_assert_neq(map_uint(rp.result, "created_ms"), UINT64_MAX,
+                      "a waiting job has no created_ms");
         cr_assert_eq(map_get(rp.result, "after")->via.array.size, 1);
         reply_clear(&rp);
         wait_state(c, b, "done");
