@@ -21,7 +21,8 @@ CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-m
 LIBCLIENT_OBJS := $(CLIENT_LIB_SRCS:%.c=$(BUILD)/%.o)
 FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
-	client/fiberctl-batch.c client/fiberctl-logs.c client/fiberctl-top.c client/convert.c client/progress.c client/table.c client/term.c)
+	client/fiberctl-batch.c client/fiberctl-logs.c client/fiberctl-top.c client/convert.c client/progress.c client/table.c client/term.c \
+	client/batchref.c)
 $(FIBERCTL_OBJS): CFLAGS += $(FIBERCTL_CFLAGS)
 
 $(LIBCLIENT): $(LIBCLIENT_OBJS)
@@ -120,6 +121,11 @@ $(CLIENT_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(
 		$(LIBIPC) $(FIBERCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) $(CLIENT_LIBS) -lcriterion
 INTEGRATION_TESTS += $(CLIENT_TESTS)
+# client_convert.c tests fiberctl's pure conversions (durations, times, batch
+# references): it links those objects of fiberctl's.
+CLIENT_CONVERT_OBJS := $(BUILD)/client/convert.o $(BUILD)/client/batchref.o
+$(BUILD)/tests/integration/client_convert: $(CLIENT_CONVERT_OBJS)
+$(BUILD)/tests/integration/client_convert: private LDFLAGS += $(CLIENT_CONVERT_OBJS)
 
 # check-clientlib: a program built only with `pkg-config --cflags --libs fiberd-client`
 # against a `make install DESTDIR=` tree submits jobs to a real fiberd (tests/clientlib.sh).
