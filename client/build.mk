@@ -21,7 +21,8 @@ CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-m
 LIBCLIENT_OBJS := $(CLIENT_LIB_SRCS:%.c=$(BUILD)/%.o)
 FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
-	client/fiberctl-batch.c client/fiberctl-logs.c client/fiberctl-top.c client/convert.c client/progress.c client/table.c client/term.c \
+	client/fiberctl-batch.c client/fiberctl-opts.c client/fiberctl-retry.c \
+	client/fiberctl-schedule.c client/fiberctl-logs.c client/fiberctl-top.c client/convert.c client/progress.c client/table.c client/term.c \
 	client/batchref.c)
 $(FIBERCTL_OBJS): CFLAGS += $(FIBERCTL_CFLAGS)
 
