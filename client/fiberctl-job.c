@@ -92,12 +92,16 @@ static void format_time(char *buf, size_t size, const json_t *ms)
         snprintf(buf, size, "%s.%03d", date, (int)(v % (json_int_t)MSEC_PER_SEC));
 }
 
-/* The job's run time so far (or in total), from its timestamps. */
+/* The job's run time so far (or in total), from its timestamps; -1 when it is not
+ * running and not final (a retrying job's last run ended, a scheduled or waiting one has
+ * not begun, a requeued one waits again). */
 static json_int_t job_duration_ms(const json_t *r)
 {
         json_t *start = json_object_get(r, IPC_KEY_STARTED_MS);
         json_t *end = json_object_get(r, IPC_KEY_FINISHED_MS);
         if (!json_is_integer(start))
+                return -1;
+        if (!json_is_integer(end) && strcmp(str_of(r, IPC_KEY_STATE, ""), IPC_STATE_RUNNING) != 0)
                 return -1;
         json_int_t e;
         if (json_is_integer(end)) {
@@ -819,7 +823,7 @@ static const struct {
         [LIST_CLASS] = {"CLASS", TABLE_TRUNC},     [LIST_STATE] = {"STATE", 0},
         [LIST_OWNER] = {"OWNER", TABLE_RIGHT},     [LIST_CREATED] = {"CREATED", 0},
         [LIST_RAN] = {"RAN", TABLE_RIGHT},         [LIST_PROGRESS] = {"PROGRESS", 0},
-        [LIST_ATTEMPT] = {"ATTEMPT", TABLE_RIGHT}, [LIST_DUE] = {"DUE IN", TABLE_RIGHT},
+        [LIST_ATTEMPT] = {"ATTEMPT", TABLE_RIGHT}, [LIST_DUE] = {"DUE", TABLE_RIGHT},
         [LIST_ERROR] = {"ERROR", TABLE_TRUNC},
 };
 

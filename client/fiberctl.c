@@ -700,7 +700,7 @@ static const Verb verbs[] = {
          "Ask a job to stop; a running job stops at its next yield.\n", ""},
         {"list", verb_list, "list [--state S] [--plugin P] [--limit N]",
          "The jobs you may see (root: all), newest first, fetched page by page. Columns\n"
-         "ATTEMPT, DUE IN and ERROR appear when a job is retried, scheduled or dead.\n\n"
+         "ATTEMPT, DUE and ERROR appear when a job is retried, scheduled or dead.\n\n"
          "  -S, --state S       queued, running, done, failed, cancelled, scheduled,\n"
          "                      waiting, retrying or dead\n"
          "  -p, --plugin P      only jobs of plugin P\n"
