@@ -17,7 +17,8 @@ FIBERCTL_CFLAGS = $(shell pkg-config --cflags smartcols 2>/dev/null)
 CFLAGS += $(CLIENT_CFLAGS)
 
 LIBCLIENT := $(BUILD)/libfiberclient.a
-CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-method.c
+CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-method.c \
+	client/fiberd-client-compat.c
 LIBCLIENT_OBJS := $(CLIENT_LIB_SRCS:%.c=$(BUILD)/%.o)
 FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
@@ -37,7 +38,7 @@ $(FIBERCTL): $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC)
 # The shared library's version: MAJOR is the soname's, raised when the ABI breaks (a
 # function removed or changed); MINOR when functions are added.
 CLIENT_SO_MAJOR := 0
-CLIENT_SO_VERSION := $(CLIENT_SO_MAJOR).1.0
+CLIENT_SO_VERSION := $(CLIENT_SO_MAJOR).2.0
 CLIENT_SONAME := libfiberd-client.so.$(CLIENT_SO_MAJOR)
 LIBCLIENT_SO := $(BUILD)/libfiberd-client.so.$(CLIENT_SO_VERSION)
 LIBCLIENT_SO_OBJS := $(patsubst %.c,$(BUILD)/pic/%.o,$(CLIENT_LIB_SRCS) $(IPC_SRCS))

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "client/fiberd/client.h"
 #include "ipc/ipc.h"
 
 #ifndef FIBERCTL_PATH
@@ -1619,4 +1620,143 @@ Test(fiberctl, batch_after_names_earlier_lines, .init = setup_normal, .fini = fa
         RUN(&r, "{\"plugin\": \"echo\", \"after\": [1], \"options\": {\"after\": [2]}}\n", "batch");
         cr_assert_eq(r.status, 65, "%s", r.out);
         assert_contains(r.out, "line 1: INVALID_ARGUMENT: \"after\" is given twice");
+}
+
+/* ---------------------------------------------------------------- libfiberd-client */
+
+Test(client_lib, job_options_are_packed_as_the_protocol_names_them, .init = setup_normal,
+     .fini = fake_stop)
+{
+        static const uint64_t after[] = {3, 4};
+        FiberdClientJobOptions all = {.has_priority = true,
+                                      .priority = -1,
+                                      .timeout_ms = 5000,
+                                      .job_class = "batch",
+                                      .delay_ms = 5400000,
+                                      .max_attempts = 3,
+                                      .backoff_ms = 500,
+                                      .backoff_max_ms = 120000,
+                                      .after = after,
+                                      .n_after = 2,
+                                      .key = "k1"};
+        FiberdClientJobOptions at = {.run_at_ms = 1796086800000ULL}, none = {0};
+        FiberdClient *c;
+        FiberdClientError err;
+        FiberdClientReply *rec;
+        uint32_t msgid = 0;
+        uint64_t id;
+
+        cr_assert_eq(fiberd_client_connect(&c, fake.path, &err), 0, "%s", err.message);
+        fake_methods_clear();
+        cr_assert_eq(fiberd_client_submit(c, "echo", NULL, 0, &all, 5000, &id, &err), 0, "%s",
+                     err.message);
+        cr_assert_str_eq(fake_params(),
+                         "job.submit [\"echo\", {}, {\"priority\"=>-1, \"timeout_ms\"=>5000, "
+                         "\"class\"=>\"batch\", \"delay_ms\"=>5400000, \"max_attempts\"=>3, "
+                         "\"backoff_ms\"=>500, \"backoff_max_ms\"=>120000, \"after\"=>[3, 4], "
+                         "\"key\"=>\"k1\"}]\n");
+        fake_methods_clear();
+        cr_assert_eq(fiberd_client_job_run(c, "echo", NULL, 0, &at, -1, 5000, &rec, &err), 0, "%s",
+                     err.message);
+        fiberd_client_reply_free(rec);
+        cr_assert_eq(fiberd_client_submit(c, "echo", NULL, 0, &none, 5000, &id, &err), 0);
+        cr_assert_str_eq(fake_params(), "job.run [\"echo\", {}, {\"run_at\"=>1796086800000}, nil]\n"
+                                        "job.submit [\"echo\", {}, {}]\n");
+
+        /* an after count without its array is refused, and nothing is queued */
+        FiberdClientJobOptions bad = {.n_after = 2};
+        cr_assert_eq(fiberd_client_send_submit(c, "echo", NULL, 0, &bad, &msgid), -EINVAL);
+        cr_assert_eq(msgid, 0u);
+        cr_assert_eq(fiberd_client_pending_output(c), 0u);
+        fiberd_client_free(c);
+}
+
+Test(client_lib, scheduling_methods_are_packed_as_the_protocol_says, .init = setup_normal,
+     .fini = fake_stop)
+{
+        static const uint64_t ids[] = {1, 2};
+        FiberdClientScheduleSpec cron = {
+                .cron = "0 3 * * *", .tz = "Europe/Berlin", .missed = "run_once"};
+        FiberdClientScheduleSpec every = {.every_ms = 300000}, neither = {0};
+        FiberdClientJobOptions twice = {.max_attempts = 2};
+        FiberdClient *c;
+        FiberdClientError err;
+        FiberdClientReply *rep;
+        uint32_t msgid = 0;
+        Run r;
+
+        RUN(&r, NULL, "submit", "doomed");
+        RUN(&r, NULL, "submit", "doomed");
+        cr_assert_eq(fiberd_client_connect(&c, fake.path, &err), 0, "%s", err.message);
+        fake_methods_clear();
+        cr_assert_eq(fiberd_client_job_retry(c, ids, 2, false, 5000, &rep, &err), 0, "%s",
+                     err.message);
+        const msgpack_object *retried =
+                fiberd_client_object_get(fiberd_client_reply_result(rep), "retried");
+        cr_assert(retried && retried->type == MSGPACK_OBJECT_ARRAY && retried->via.array.size == 2);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_job_discard(c, NULL, 0, true, 5000, &rep, &err), 0, "%s",
+                     err.message);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_job_retry(c, ids, 1, false, 5000, &rep, &err), 0);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_pause(c, "class", "batch", 5000, &rep, &err), 0, "%s",
+                     err.message);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_resume(c, "plugin", "sleep", 5000, &rep, &err), 0);
+        fiberd_client_reply_free(rep);
+        cr_assert_str_eq(fake_params(), "job.retry [[1, 2]]\n"
+                                        "job.discard [{\"all\"=>true}]\n"
+                                        "job.retry [[1]]\n"
+                                        "pause [\"class\", \"batch\"]\n"
+                                        "resume [\"plugin\", \"sleep\"]\n");
+
+        fake_methods_clear();
+        cr_assert_eq(fiberd_client_schedule_add(c, "nightly", &cron, "echo", NULL, 0, &twice, 5000,
+                                                &rep, &err),
+                     0, "%s", err.message);
+        cr_assert(ipc_object_streq(
+                fiberd_client_object_get(fiberd_client_reply_result(rep), "name"), "nightly"));
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_add(c, "often", &every, "echo", NULL, 0, NULL, 5000,
+                                                &rep, &err),
+                     0, "%s", err.message);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_list(c, 5000, &rep, &err), 0);
+        cr_assert_eq(fiberd_client_reply_result(rep)->via.array.size, 2u);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_pause(c, "nightly", -1, 5000, &rep, &err), 0);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_resume(c, "nightly", -1, 5000, &rep, &err), 0);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_remove(c, "nightly", 1000, 5000, &rep, &err), 0);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_remove(c, "nightly", -1, 5000, &rep, &err), -ENOENT);
+        cr_assert_eq(err.code, FIBERD_CLIENT_NOT_FOUND);
+        cr_assert_str_eq(fake_params(),
+                         "schedule.add [\"nightly\", {\"cron\"=>\"0 3 * * *\", "
+                         "\"tz\"=>\"Europe/Berlin\", \"missed\"=>\"run_once\"}, \"echo\", {}, "
+                         "{\"max_attempts\"=>2}]\n"
+                         "schedule.add [\"often\", {\"every_ms\"=>300000}, \"echo\", {}, {}]\n"
+                         "schedule.list []\n"
+                         "schedule.pause [\"nightly\"]\n"
+                         "schedule.resume [\"nightly\"]\n"
+                         "schedule.remove [\"nightly\", 1000]\n"
+                         "schedule.remove [\"nightly\"]\n");
+
+        /* refused before anything is queued */
+        cr_assert_eq(fiberd_client_send_retry(c, NULL, 0, false, &msgid), -EINVAL, "neither");
+        cr_assert_eq(fiberd_client_send_retry(c, ids, 2, true, &msgid), -EINVAL, "both");
+        cr_assert_eq(fiberd_client_send_discard(c, NULL, 2, false, &msgid), -EINVAL);
+        cr_assert_eq(fiberd_client_send_pause(c, NULL, "x", &msgid), -EINVAL);
+        cr_assert_eq(
+                fiberd_client_send_schedule_add(c, "n", &neither, "echo", NULL, 0, NULL, &msgid),
+                -EINVAL);
+        cr_assert_eq(fiberd_client_send_schedule_add(c, "n", NULL, "echo", NULL, 0, NULL, &msgid),
+                     -EINVAL);
+        cr_assert_eq(fiberd_client_send_schedule_remove(c, "n", (int64_t)UINT32_MAX + 1, &msgid),
+                     -EINVAL);
+        cr_assert_eq(msgid, 0u);
+        cr_assert_eq(fiberd_client_pending_output(c), 0u);
+        fiberd_client_free(c);
 }
