@@ -237,7 +237,7 @@ static double duration_unit(const char *p, size_t *ret_len)
 
 int convert_duration_ms_max(const char *s, uint64_t max_ms, uint64_t *ret)
 {
-        double total = 0;
+        double total = 0, last = 0; /* the scale of the previous part's unit */
         const char *p = s;
 
         if (!s || !*s)
@@ -259,8 +259,11 @@ int convert_duration_ms_max(const char *s, uint64_t max_ms, uint64_t *ret)
                         break;
                 }
                 double scale = duration_unit(p + n, &len);
-                if (scale == 0)
+                /* units largest first, each once, as daemon/cron/duration.c reads them: a
+                 * typo such as "30m1h" is refused, not summed */
+                if (scale == 0 || (last != 0 && scale >= last))
                         return -EINVAL;
+                last = scale;
                 total += v * scale;
                 p += n + len;
         }

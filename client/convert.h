@@ -41,8 +41,10 @@ json_t *convert_kv_value(const char *value);
 
 /*
  * convert_duration_ms - parse a duration: one or more non-negative numbers (decimals
- * allowed), each followed by a unit: ms, s, m (or min), h, d; a lone number without a
- * unit means seconds. "500ms", "10s", "2m", "1.5h", "1d", "1h30m", "2m30s500ms".
+ * allowed), each followed by a unit: ms, s, m (or min), h, d, the units largest first
+ * and each once (as daemon/cron/duration.c reads them; "30m1h" is refused); a lone
+ * number without a unit means seconds. "500ms", "10s", "2m", "1.5h", "1d", "1h30m",
+ * "2m30s500ms".
  * @ret: out, milliseconds (the sum, rounded down), written only on success.
  * Return: 0; -EINVAL for anything else; -ERANGE above UINT32_MAX ms (~49 days).
  */

@@ -42,8 +42,10 @@ Test(convert, durations_sum_their_parts)
 
 Test(convert, bad_durations_are_refused_and_nothing_written)
 {
-        static const char *const bad[] = {"",    "abc",  "1x",  "h", "-1s",  "1h-30m", "1h 30m",
-                                          "10 ", "1h30", "s10", ".", "1e3s", "ms",     "1mss"};
+        static const char *const bad[] = {"", "abc", "1x", "h", "-1s", "1h-30m", "1h 30m", "10 ",
+                                          "1h30", "s10", ".", "1e3s", "ms", "1mss",
+                                          /* units largest first, each once */
+                                          "30m1h", "1m1m", "1s1h", "5min2m", "1ms1s"};
 
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 uint64_t ms = 42;
