@@ -31,7 +31,9 @@ static char out_[16384], err_[8192];
 
 static void setup(void)
 {
-        FiberdOpts o = {.plugins = "echo sleep sha256", .workers = 2};
+        FiberdOpts o = {.plugins = "echo sleep sha256",
+                        .extra = FIBERD_TEST_PLUGIN_DIR "/flaky.so",
+                        .workers = 2};
 
         fiberd_start(&fd_, &o);
         unsetenv("FIBERD_SOCKET"); /* every call names the socket itself */
@@ -170,6 +172,36 @@ Test(fiberctl_schedule, retries_show_in_the_record)
         cr_assert_eq(ctl(NULL, "status %" PRIu64, id), 0);
         assert_has(out_, "  attempt   1 of 3\n");
         cr_assert_eq(ctl(NULL, "submit echo --retries 99"), 0, "%s", err_);
+}
+
+/* tests/plugins/flaky.c fails a job's first {"fail"} runs with -EIO, then succeeds. */
+Test(fiberctl_schedule, a_job_out_of_attempts_is_dead_until_retried)
+{
+        uint64_t ok = submit("flaky fail=1 --retries 2 --backoff 10ms");
+        uint64_t dead = submit("flaky fail=5 --retries 1 --backoff 10ms --backoff-max 20ms");
+        char want[64];
+
+        cr_assert_eq(ctl(NULL, "wait %" PRIu64, ok), 0, "the second run succeeds: %s", out_);
+        cr_assert_eq(ctl(NULL, "status %" PRIu64, ok), 0, "%s", err_);
+        assert_has(out_, "  attempt   2 of 3\n");
+        assert_has(out_, "  errors    attempt 1, ");
+        cr_assert_eq(ctl(NULL, "wait %" PRIu64, dead), 1, "%s", out_);
+        snprintf(want, sizeof(want), "%" PRIu64 " flaky dead ", dead);
+        assert_has(out_, want);
+        assert_has(out_, " attempt=2/2 ");
+        cr_assert_eq(ctl(NULL, "dead"), 0, "%s", err_);
+        assert_has(out_, " ERROR");
+        assert_has(out_, " dead ");
+        cr_assert_eq(ctl(NULL, "--json dead --plugin flaky"), 0, "%s", err_);
+        assert_has(out_, "\"state\":\"dead\"");
+        cr_assert_eq(ctl(NULL, "retry %" PRIu64, dead), 0, "%s", err_);
+        cr_assert_eq(ctl(NULL, "wait %" PRIu64, dead), 1, "runs 3 and 4 fail too: %s", out_);
+        assert_has(status_json(dead), "\"attempt\":1");
+        cr_assert_eq(ctl(NULL, "discard --all"), 0, "%s", err_);
+        snprintf(want, sizeof(want), "discarded job %" PRIu64 "\n", dead);
+        cr_assert_str_eq(out_, want);
+        cr_assert_eq(ctl(NULL, "--json dead"), 0, "%s", err_);
+        cr_assert_str_eq(out_, "[]\n");
 }
 
 Test(fiberctl_schedule, retry_and_discard_a_failed_job)
