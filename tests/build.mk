@@ -149,9 +149,9 @@ check-daemon-unit: $(DAEMON_UNIT_TESTS)
 # (submit --in/--at/--after/--key/--retries, retry, discard, dead, pause, resume,
 # schedule, batch "after") end to end against a real fiberd, through the harness of
 # daemon_*.c. They need fiberd's side of job scheduling (PROTOCOL.md, "Scheduling jobs"),
-# so they are built and run on their own, `make check-fiberctl-schedule`; once that side
-# is in, add $(FIBERCTL_SCHEDULE_TEST) to INTEGRATION_TESTS here and they join
-# check-integration.
+# the schedule.* methods included, so they are built and run on their own, `make
+# check-fiberctl-schedule`; once that side is in, add $(FIBERCTL_SCHEDULE_TEST) to
+# INTEGRATION_TESTS here and they join check-integration.
 FIBERCTL_SCHEDULE_TEST := $(BUILD)/tests/integration/fiberctl_schedule
 $(FIBERCTL_SCHEDULE_TEST).o: CPPFLAGS += $(DAEMON_TEST_DEFS)
 $(FIBERCTL_SCHEDULE_TEST): $(FIBERCTL_SCHEDULE_TEST).o $(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) \
