@@ -17,11 +17,14 @@ FIBERCTL_CFLAGS = $(shell pkg-config --cflags smartcols 2>/dev/null)
 CFLAGS += $(CLIENT_CFLAGS)
 
 LIBCLIENT := $(BUILD)/libfiberclient.a
-CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-method.c
+CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-method.c \
+	client/fiberd-client-compat.c
 LIBCLIENT_OBJS := $(CLIENT_LIB_SRCS:%.c=$(BUILD)/%.o)
 FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
-	client/fiberctl-batch.c client/fiberctl-logs.c client/fiberctl-top.c client/convert.c client/progress.c client/table.c client/term.c)
+	client/fiberctl-batch.c client/fiberctl-opts.c client/fiberctl-retry.c \
+	client/fiberctl-schedule.c client/fiberctl-logs.c client/fiberctl-top.c client/convert.c client/progress.c client/table.c client/term.c \
+	client/batchref.c)
 $(FIBERCTL_OBJS): CFLAGS += $(FIBERCTL_CFLAGS)
 
 $(LIBCLIENT): $(LIBCLIENT_OBJS)
@@ -35,7 +38,7 @@ $(FIBERCTL): $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC)
 # The shared library's version: MAJOR is the soname's, raised when the ABI breaks (a
 # function removed or changed); MINOR when functions are added.
 CLIENT_SO_MAJOR := 0
-CLIENT_SO_VERSION := $(CLIENT_SO_MAJOR).1.0
+CLIENT_SO_VERSION := $(CLIENT_SO_MAJOR).2.0
 CLIENT_SONAME := libfiberd-client.so.$(CLIENT_SO_MAJOR)
 LIBCLIENT_SO := $(BUILD)/libfiberd-client.so.$(CLIENT_SO_VERSION)
 LIBCLIENT_SO_OBJS := $(patsubst %.c,$(BUILD)/pic/%.o,$(CLIENT_LIB_SRCS) $(IPC_SRCS))
@@ -120,6 +123,11 @@ $(CLIENT_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(
 		$(LIBIPC) $(FIBERCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) $(CLIENT_LIBS) -lcriterion
 INTEGRATION_TESTS += $(CLIENT_TESTS)
+# client_convert.c tests fiberctl's pure conversions (durations, times, batch
+# references): it links those objects of fiberctl's.
+CLIENT_CONVERT_OBJS := $(BUILD)/client/convert.o $(BUILD)/client/batchref.o
+$(BUILD)/tests/integration/client_convert: $(CLIENT_CONVERT_OBJS)
+$(BUILD)/tests/integration/client_convert: private LDFLAGS += $(CLIENT_CONVERT_OBJS)
 
 # check-clientlib: a program built only with `pkg-config --cflags --libs fiberd-client`
 # against a `make install DESTDIR=` tree submits jobs to a real fiberd (tests/clientlib.sh).

@@ -11,8 +11,9 @@
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,30 +212,204 @@ json_t *convert_kv_value(const char *value)
         return json_string(value);
 }
 
+/* The unit at @p, its length in *@ret_len and its scale in ms; 0 when there is none. */
+static double duration_unit(const char *p, size_t *ret_len)
+{
+        static const struct {
+                const char *name;
+                double ms;
+        } units[] = {
+                /* longest first: "ms" before "m", "min" before "m" */
+                {"min", 60 * MSEC_PER_SEC}, {"ms", 1},
+                {"s", MSEC_PER_SEC},        {"m", 60 * MSEC_PER_SEC},
+                {"h", 3600 * MSEC_PER_SEC}, {"d", 86400 * MSEC_PER_SEC},
+        };
+
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+                size_t n = strlen(units[i].name);
+                if (strncmp(p, units[i].name, n) == 0) {
+                        *ret_len = n;
+                        return units[i].ms;
+                }
+        }
+        return 0;
+}
+
+int convert_duration_ms_max(const char *s, uint64_t max_ms, uint64_t *ret)
+{
+        double total = 0, last = 0; /* the scale of the previous part's unit */
+        const char *p = s;
+
+        if (!s || !*s)
+                return -EINVAL;
+        while (*p) {
+                /* digits, a '.' and digits: strtod() alone would take "1e3" and "0x10" */
+                char num[32];
+                size_t n = strspn(p, "0123456789"), len;
+
+                if (p[n] == '.')
+                        n += 1 + strspn(p + n + 1, "0123456789");
+                if (n == 0 || n >= sizeof(num) || (n == 1 && *p == '.'))
+                        return -EINVAL;
+                memcpy(num, p, n);
+                num[n] = '\0';
+                double v = strtod(num, NULL);
+                if (p == s && p[n] == '\0') { /* a lone number: seconds */
+                        total = v * MSEC_PER_SEC;
+                        break;
+                }
+                double scale = duration_unit(p + n, &len);
+                /* units largest first, each once, as daemon/cron/duration.c reads them: a
+                 * typo such as "30m1h" is refused, not summed */
+                if (scale == 0 || (last != 0 && scale >= last))
+                        return -EINVAL;
+                last = scale;
+                total += v * scale;
+                p += n + len;
+        }
+        if (total > (double)max_ms)
+                return -ERANGE;
+        *ret = (uint64_t)total;
+        return 0;
+}
+
 int convert_duration_ms(const char *s, uint64_t *ret)
 {
-        char *end;
-        double scale;
+        return convert_duration_ms_max(s, UINT32_MAX, ret);
+}
 
-        if (!s || !*s || strchr("0123456789.", s[0]) == NULL)
-                return -EINVAL;
-        errno = 0;
-        double v = strtod(s, &end);
-        if (errno != 0 || end == s || !isfinite(v) || v < 0)
-                return -EINVAL;
-        if (strcmp(end, "ms") == 0)
-                scale = 1;
-        else if (strcmp(end, "s") == 0 || *end == '\0')
-                scale = MSEC_PER_SEC;
-        else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
-                scale = 60 * MSEC_PER_SEC;
-        else if (strcmp(end, "h") == 0)
-                scale = 3600 * MSEC_PER_SEC;
-        else
-                return -EINVAL;
-        double ms = v * scale;
-        if (ms > (double)UINT32_MAX)
-                return -ERANGE;
-        *ret = (uint64_t)ms;
+/* Reads exactly @n decimal digits at *@p into *@ret and moves past them. */
+static bool digits(const char **p, int n, int *ret)
+{
+        int v = 0;
+
+        for (int i = 0; i < n; i++) {
+                if ((*p)[i] < '0' || (*p)[i] > '9')
+                        return false;
+                v = v * 10 + ((*p)[i] - '0');
+        }
+        *p += n;
+        *ret = v;
+        return true;
+}
+
+/* Days from 1970-01-01 to @y-@m-@d of the proleptic Gregorian calendar (Howard
+ * Hinnant's days_from_civil), so no time zone of the process is involved. */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+        y -= m <= 2;
+        int64_t era = (y >= 0 ? y : y - 399) / 400;
+        int64_t yoe = y - era * 400;
+        int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+        int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int y, int m)
+{
+        static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+        return m == 2 && leap ? 29 : days[m - 1];
+}
+
+/* The fraction at *@p (after its '.': one digit at least) in ms, rounded down. */
+static bool fraction_ms(const char **p, int *ret)
+{
+        int ms = 0, n = 0;
+
+        while (**p >= '0' && **p <= '9') {
+                if (n < 3)
+                        ms = ms * 10 + (**p - '0');
+                n++;
+                (*p)++;
+        }
+        for (int i = n; i < 3; i++)
+                ms *= 10;
+        *ret = ms;
+        return n > 0;
+}
+
+static int time_fail(const char **why, const char *what, int r)
+{
+        if (why)
+                *why = what;
+        return r;
+}
+
+/* "@EPOCH" (seconds, optionally with a fraction). */
+static int epoch_ms(const char *s, uint64_t *ret, const char **why)
+{
+        const char *p = s;
+        uint64_t sec = 0;
+        int ms = 0;
+
+        if (*p < '0' || *p > '9')
+                return time_fail(why, "expected seconds since 1970 after '@'", -EINVAL);
+        for (; *p >= '0' && *p <= '9'; p++) {
+                if (sec > (UINT64_MAX / MSEC_PER_SEC - 9) / 10)
+                        return time_fail(why, "too far in the future", -ERANGE);
+                sec = sec * 10 + (uint64_t)(*p - '0');
+        }
+        if (*p == '.' && (p++, !fraction_ms(&p, &ms)))
+                return time_fail(why, "expected digits after the '.'", -EINVAL);
+        if (*p)
+                return time_fail(why, "expected seconds since 1970 after '@'", -EINVAL);
+        *ret = sec * MSEC_PER_SEC + (uint64_t)ms;
+        return 0;
+}
+
+int convert_time_ms(const char *s, uint64_t *ret, const char **why)
+{
+        static const char *const shape = "expected a time like 2026-12-01T03:00:00Z, "
+                                         "2026-12-01T03:00:00+02:00 or @1764558000";
+        const char *p = s;
+        int y, mo, d, h, mi, sec = 0, ms = 0, oh = 0, om = 0, sign = 0;
+
+        if (!s || !*s)
+                return time_fail(why, shape, -EINVAL);
+        if (*s == '@')
+                return epoch_ms(s + 1, ret, why);
+        if (!digits(&p, 4, &y) || *p++ != '-' || !digits(&p, 2, &mo) || *p++ != '-' ||
+            !digits(&p, 2, &d))
+                return time_fail(why, shape, -EINVAL);
+        if (*p != 'T' && *p != 't' && *p != ' ')
+                return time_fail(why,
+                                 *p ? shape
+                                    : "a date alone: add the time and zone, "
+                                      "e.g. T03:00:00Z",
+                                 -EINVAL);
+        p++;
+        if (!digits(&p, 2, &h) || *p++ != ':' || !digits(&p, 2, &mi))
+                return time_fail(why, shape, -EINVAL);
+        if (*p == ':' && (p++, !digits(&p, 2, &sec)))
+                return time_fail(why, shape, -EINVAL);
+        if ((*p == '.' || *p == ',') && (p++, !fraction_ms(&p, &ms)))
+                return time_fail(why, shape, -EINVAL);
+        if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || sec > 60)
+                return time_fail(why, "no such date or time of day", -EINVAL);
+        if (*p == '\0')
+                return time_fail(why, "no time zone: add Z for UTC or an offset such as +02:00",
+                                 -EINVAL);
+        if (*p == 'Z' || *p == 'z') {
+                p++;
+        } else if (*p == '+' || *p == '-') {
+                sign = *p++ == '-' ? -1 : 1;
+                if (!digits(&p, 2, &oh))
+                        return time_fail(why, "expected the offset as +HH:MM", -EINVAL);
+                if (*p == ':')
+                        p++;
+                if (*p && !digits(&p, 2, &om))
+                        return time_fail(why, "expected the offset as +HH:MM", -EINVAL);
+                if (oh > 23 || om > 59)
+                        return time_fail(why, "no such offset from UTC", -EINVAL);
+        }
+        if (*p)
+                return time_fail(why, shape, -EINVAL);
+        int64_t t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec -
+                    sign * (oh * 3600 + om * 60);
+        if (t < 0)
+                return time_fail(why, "before 1970", -ERANGE);
+        *ret = (uint64_t)t * MSEC_PER_SEC + (uint64_t)ms;
         return 0;
 }

@@ -2,7 +2,7 @@
 /*
  * convert.h — fiberctl's conversions between what people type and what goes on the wire
  * (client/): JSON <-> msgpack (jansson on one side, msgpack-c on the other), typed
- * KEY=VALUE arguments, and durations like "500ms".
+ * KEY=VALUE arguments, durations like "1h30m" and times like "2026-12-01T03:00:00Z".
  *
  * Pure functions, no I/O. Context: any thread.
  */
@@ -40,11 +40,35 @@ json_t *convert_msgpack_to_json(const msgpack_object *o);
 json_t *convert_kv_value(const char *value);
 
 /*
- * convert_duration_ms - parse a duration: a non-negative number (decimals allowed)
- * followed by a unit: ms, s, m, h; no unit means seconds. "500ms", "10s", "2m", "1.5h".
- * @ret: out, milliseconds (rounded down), written only on success.
+ * convert_duration_ms - parse a duration: one or more non-negative numbers (decimals
+ * allowed), each followed by a unit: ms, s, m (or min), h, d, the units largest first
+ * and each once (as daemon/cron/duration.c reads them; "30m1h" is refused); a lone
+ * number without a unit means seconds. "500ms", "10s", "2m", "1.5h", "1d", "1h30m",
+ * "2m30s500ms".
+ * @ret: out, milliseconds (the sum, rounded down), written only on success.
  * Return: 0; -EINVAL for anything else; -ERANGE above UINT32_MAX ms (~49 days).
  */
 int convert_duration_ms(const char *s, uint64_t *ret);
+
+/* convert_duration_ms_max - convert_duration_ms() with @max_ms instead of UINT32_MAX
+ * (`--in` takes up to IPC_RUN_AT_MAX_AHEAD_MS, 10 years). */
+int convert_duration_ms_max(const char *s, uint64_t max_ms, uint64_t *ret);
+
+/*
+ * convert_time_ms - parse a point in time, as `fiberctl submit --at` takes it:
+ *  - RFC 3339 / ISO 8601 with a zone: "2026-12-01T03:00:00Z", "2026-12-01T03:00:00+02:00",
+ *    "2026-12-01 03:00Z" (seconds and a fraction of them optional; T, t or a space
+ *    between date and time; the zone Z, z, +HH:MM, +HHMM or +HH, or the same with -);
+ *  - "@EPOCH": seconds since 1970-01-01 UTC, as date(1) takes them ("@1764558000",
+ *    "@1764558000.250").
+ * A time without a zone is refused: which zone was meant cannot be known (the daemon
+ * runs in UTC, the caller's shell in its own).
+ * @ret: out, milliseconds since the epoch (UTC; a fraction beyond ms rounded down),
+ * written only on success. @why: on failure, set to a phrase saying what was wrong
+ * ("no time zone: add Z for UTC or an offset such as +02:00"); may be NULL.
+ * Return: 0; -EINVAL (not such a time, or no zone); -ERANGE (before 1970, or an @EPOCH
+ * whose milliseconds do not fit in 64 bits).
+ */
+int convert_time_ms(const char *s, uint64_t *ret, const char **why);
 
 #endif /* FIBERD_CLIENT_CONVERT_H */

@@ -3,10 +3,20 @@
  * fiberctl-batch.c — `fiberctl batch [--wait] [--window N]`: submit JSON Lines job specs
  * from stdin over one connection, many in flight, one output line per job as it ends.
  *
- * Each input line is {"plugin": NAME, "args": {...}, "options": {...}} (args and options
- * optional; blank lines skipped); --class NAME sets options.class on lines that set none. A bounded window of slots (default 64) holds the jobs
- * in flight: a slot is taken by a line's job.submit or, with --wait, by its job.run
- * (submit and wait in one round trip); it is freed when the job's line is printed. With
+ * Each input line is {"plugin": NAME, "args": {...}, "options": {...}, "after": [...]}
+ * (args, options and after optional; blank lines skipped); options are job.submit's as
+ * they are (priority, timeout_ms, class, delay_ms, run_at, max_attempts, backoff_ms,
+ * backoff_max_ms, key, ...); --class NAME sets options.class on lines that set none.
+ * "after" (or options.after) lists job ids and references to the jobs of earlier lines,
+ * "#3" for line 3 (batchref.h): a line whose references are answered is sent with their
+ * ids; one whose references are still in flight is held back in its slot and sent as
+ * soon as they are answered; one that names itself or a later line (a cycle), or a line
+ * without a job, is refused as a bad line, and one whose reference was refused is
+ * refused too (FAILED_PRECONDITION). A bounded window of slots (default 64) holds the
+ * jobs in flight, held lines included: a slot is taken by a line's job.submit or, with
+ * --wait, by its job.run (submit and wait in one round trip); it is freed when the job's
+ * line is printed. With --wait, a line's id is known when its job.run answers, at the
+ * job's end, so a line after it is sent then (fiberd would hold it until then anyway). With
  * --wait against a fiberd older than job.run (METHOD_NOT_FOUND), the slot's params are
  * sent again as job.submit, followed by job.wait, and every later line does the same.
  * While slots are free and stdin has lines, lines are read and their requests queued;
@@ -26,6 +36,7 @@
  * batch at once with their own code.
  */
 #include "client/fiberctl.h"
+#include "client/batchref.h"
 #include "client/progress.h"
 
 #include <errno.h>
@@ -41,6 +52,10 @@
 typedef struct BatchSlot {
         bool busy;
         bool waiting;       /* the outstanding request is job.wait, not job.submit */
+        json_t *held;       /* non-NULL: held back until the lines its "after" names are
+                             * answered, nothing outstanding; its [plugin, args, options],
+                             * owned */
+        json_t *after;      /* while held: the line's "after", unresolved; owned */
         json_t *params;     /* non-NULL: the outstanding request is job.run, and these
                              * are its params, kept to resend as job.submit; owned */
         uint32_t msgid;     /* of the outstanding request */
@@ -57,6 +72,10 @@ typedef struct Batch {
         BatchSlot *slots;
         size_t window, busy;
         unsigned long line; /* lines read so far */
+        json_int_t *lines;  /* what is known of each line read (batchref.h): lines[n - 1]
+                             * is line n's job id or a BATCHREF_* value */
+        size_t lines_cap;
+        size_t held; /* slots held back (BatchSlot.held) */
         bool eof;
         unsigned long bad_input, failed, ok;
         unsigned long sent; /* jobs sent (lines that were specs) */
@@ -80,8 +99,32 @@ static void slot_release(Batch *b, BatchSlot *s)
 {
         free(s->plugin);
         json_decref(s->params);
+        if (s->held)
+                b->held--;
+        json_decref(s->held);
+        json_decref(s->after);
         memset(s, 0, sizeof(*s));
         b->busy--;
+}
+
+/* Records what became of line @line (from 1): its job's id, or a BATCHREF_* value. */
+static void batch_line_is(Batch *b, unsigned long line, json_int_t what)
+{
+        b->lines[line - 1] = what;
+}
+
+/* Makes room to record line b->line + 1. 0 or -ENOMEM. */
+static int batch_lines_grow(Batch *b)
+{
+        if (b->line < b->lines_cap)
+                return 0;
+        size_t cap = b->lines_cap ? 2 * b->lines_cap : 1024;
+        json_int_t *lines = realloc(b->lines, cap * sizeof(*lines));
+        if (!lines)
+                return -ENOMEM;
+        b->lines = lines;
+        b->lines_cap = cap;
+        return 0;
 }
 
 /* ctl_send() for the batch: 0, or the exit code of a failure (reported), which stops it. */
@@ -94,11 +137,87 @@ static int batch_send(Batch *b, const char *method, json_t *params, uint32_t *re
         return 0;
 }
 
-/* Reads one line and queues its job.submit in a free slot. 0, or an exit code. */
+/* Sends the job of slot @s: job.run with --wait (unless fiberd is older), else
+ * job.submit; @params ([plugin, args, options]) taken. 0, or an exit code. */
+static int batch_send_job(Batch *b, BatchSlot *s, json_t *params)
+{
+        if (b->wait && !b->no_run) {
+                s->params = json_incref(params);
+                return batch_send(b, IPC_METHOD_JOB_RUN, params, &s->msgid);
+        }
+        return batch_send(b, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
+}
+
+/* Refuses line @line for a bad "after" (batchref_resolve()'s @r and @why): a bad line
+ * (INVALID_ARGUMENT, exit 65), or FAILED_PRECONDITION when a line it names was refused. */
+static void batch_refuse_after(Batch *b, unsigned long line, int r, const char *why)
+{
+        bool bad = r != -EALREADY;
+
+        batch_print_error(b, line, bad ? IPC_INVALID_ARGUMENT : IPC_FAILED_PRECONDITION, why);
+        batch_line_is(b, line, bad ? BATCHREF_NO_JOB : BATCHREF_REFUSED);
+        if (bad)
+                b->bad_input++;
+        else
+                b->failed++;
+}
+
+/* Puts the resolved @ids in @params' options (params[2]; made a map if it was none). */
+static void params_set_after(json_t *params, json_t *ids)
+{
+        json_t *opts = json_array_get(params, IPC_SUBMIT_PARAM_OPTIONS);
+
+        if (!json_is_object(opts)) {
+                opts = json_object();
+                json_array_set_new(params, IPC_SUBMIT_PARAM_OPTIONS, opts);
+        }
+        json_object_set_new(opts, IPC_OPT_AFTER, ids);
+}
+
+/*
+ * Sends every held line whose references are now answered, and refuses those whose
+ * references were refused; the others stay held. Called whenever a line's fate becomes
+ * known. 0, or an exit code.
+ */
+static int batch_release_held(Batch *b)
+{
+        for (size_t i = 0; b->held > 0 && i < b->window; i++) {
+                BatchSlot *s = &b->slots[i];
+                json_t *ids = NULL;
+                char why[256];
+
+                if (!s->busy || !s->held)
+                        continue;
+                int r = batchref_resolve(s->after, s->line, b->lines, &ids, why, sizeof(why));
+                if (r == 1)
+                        continue;
+                if (r < 0) {
+                        batch_refuse_after(b, s->line, r, why);
+                        slot_release(b, s);
+                        i = (size_t)-1; /* its dependents may be refused now too: again */
+                        continue;
+                }
+                json_t *params = s->held;
+                params_set_after(params, ids);
+                s->held = NULL;
+                b->held--;
+                json_decref(s->after);
+                s->after = NULL;
+                r = batch_send_job(b, s, params);
+                if (r)
+                        return r;
+        }
+        return 0;
+}
+
+/* Reads one line and queues its job.submit in a free slot (or holds it there). 0, or an
+ * exit code. */
 static int batch_read_line(Batch *b)
 {
         char *text = NULL;
         size_t cap = 0;
+        if (batch_lines_grow(b) < 0)
+                return ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "batch: out of memory");
         ssize_t n = getline(&text, &cap, stdin);
         if (n < 0) {
                 free(text);
@@ -106,6 +225,7 @@ static int batch_read_line(Batch *b)
                 return 0;
         }
         b->line++;
+        batch_line_is(b, b->line, BATCHREF_NO_JOB);
         if (strspn(text, " \t\r\n") == (size_t)n) {
                 free(text);
                 return 0;
@@ -116,8 +236,9 @@ static int batch_read_line(Batch *b)
         json_t *plugin = json_object_get(spec, "plugin");
         json_t *args = json_object_get(spec, "args");
         json_t *opts = json_object_get(spec, "options");
+        json_t *after = json_object_get(spec, IPC_OPT_AFTER);
         const char *why = NULL;
-        char buf[200];
+        char buf[256];
         if (!spec) {
                 snprintf(buf, sizeof(buf), "not JSON: %s (column %d)", jerr.text, jerr.column);
                 why = buf;
@@ -130,10 +251,22 @@ static int batch_read_line(Batch *b)
                 why = "\"args\" must be an object";
         } else if (opts && !json_is_object(opts) && !json_is_null(opts)) {
                 why = "\"options\" must be an object";
+        } else if (after && json_object_get(opts, IPC_OPT_AFTER)) {
+                why = "\"after\" is given twice, at the top and in \"options\": give it once";
         }
         if (why) {
                 batch_print_error(b, b->line, "INVALID_ARGUMENT", why);
                 b->bad_input++;
+                json_decref(spec);
+                return 0;
+        }
+        if (!after)
+                after = json_object_get(opts, IPC_OPT_AFTER);
+        json_t *ids = NULL;
+        int r = after ? batchref_resolve(after, b->line, b->lines, &ids, buf, sizeof(buf)) : 0;
+        if (r < 0) {
+                b->sent += r == -EALREADY; /* counted as a job that failed */
+                batch_refuse_after(b, b->line, r, buf);
                 json_decref(spec);
                 return 0;
         }
@@ -147,6 +280,7 @@ static int batch_read_line(Batch *b)
         s->plugin = strdup(json_string_value(plugin));
         b->busy++;
         b->sent++;
+        batch_line_is(b, b->line, BATCHREF_PENDING);
         if (b->job_class && !json_object_get(opts, IPC_OPT_CLASS)) {
                 if (!json_is_object(opts)) {
                         opts = json_object();
@@ -154,14 +288,19 @@ static int batch_read_line(Batch *b)
                 }
                 json_object_set_new(opts, IPC_OPT_CLASS, json_string(b->job_class));
         }
-        json_t *params =
-                json_pack("[OOO]", plugin, args ? args : json_null(), opts ? opts : json_null());
-        json_decref(spec);
-        if (b->wait && !b->no_run) {
-                s->params = json_incref(params);
-                return batch_send(b, IPC_METHOD_JOB_RUN, params, &s->msgid);
+        json_t *params = json_pack("[OOo]", plugin, args ? args : json_null(),
+                                   opts ? json_deep_copy(opts) : json_null());
+        if (r == 1) { /* held back until the lines it names are answered */
+                s->held = params;
+                s->after = json_incref(after);
+                b->held++;
+                json_decref(spec);
+                return 0;
         }
-        return batch_send(b, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
+        if (ids)
+                params_set_after(params, ids);
+        json_decref(spec);
+        return batch_send_job(b, s, params);
 }
 
 static void batch_print_submitted(Batch *b, const BatchSlot *s)
@@ -203,6 +342,8 @@ static int batch_handle(Batch *b, FiberdClientReply *m)
                 }
                 batch_print_error(b, s->line, st.code, st.message);
                 b->failed++;
+                if (b->lines[s->line - 1] == BATCHREF_PENDING) /* not a job.wait's error */
+                        batch_line_is(b, s->line, BATCHREF_REFUSED);
                 slot_release(b, s);
                 return 0;
         }
@@ -211,8 +352,10 @@ static int batch_handle(Batch *b, FiberdClientReply *m)
                 json_decref(s->params);
                 s->params = NULL;
                 s->id = json_integer_value(json_object_get(res, IPC_KEY_ID));
+                batch_line_is(b, s->line, s->id > 0 ? s->id : BATCHREF_REFUSED);
         } else if (!s->waiting) {
                 s->id = json_integer_value(json_object_get(res, IPC_KEY_ID));
+                batch_line_is(b, s->line, s->id > 0 ? s->id : BATCHREF_REFUSED);
                 json_decref(res);
                 if (!b->wait) {
                         batch_print_submitted(b, s);
@@ -287,6 +430,14 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                         r = batch_read_line(&b);
                 if (r || b.busy == 0)
                         continue;
+                if (b.busy == b.held) {
+                        /* a held line waits only on earlier lines, the first of which are
+                         * in flight: nothing outstanding means none can be answered */
+                        r = ctl_error(IPC_INTERNAL, EX_SOFTWARE,
+                                      "batch: %zu lines held back with no request in flight",
+                                      b.held);
+                        break;
+                }
                 FiberdClientReply *m;
                 FiberdClientError err;
                 int e = fiberd_client_receive(ctl->client, b.progress.on ? PROGRESS_TICK_MS : -1,
@@ -303,6 +454,8 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                         break;
                 }
                 r = batch_handle(&b, m);
+                if (r == 0)
+                        r = batch_release_held(&b);
                 fiberd_client_reply_free(m);
                 fflush(stdout);
                 progress_draw(&b.progress, b.ok + b.failed, b.sent, b.eof, NULL, false);
@@ -311,8 +464,11 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
         for (size_t i = 0; i < b.window; i++) {
                 free(b.slots[i].plugin);
                 json_decref(b.slots[i].params);
+                json_decref(b.slots[i].held);
+                json_decref(b.slots[i].after);
         }
         free(b.slots);
+        free(b.lines);
         if (r)
                 return r;
         if (b.bad_input)

@@ -37,11 +37,18 @@ static const char *str_of(const json_t *o, const char *key, const char *dflt)
         return s ? s : dflt;
 }
 
+/* Whether @s is a final state other than done: failed, cancelled, or dead (out of
+ * attempts). */
+static bool state_is_unsuccessful(const char *s)
+{
+        return strcmp(s, IPC_STATE_FAILED) == 0 || strcmp(s, IPC_STATE_CANCELLED) == 0 ||
+               strcmp(s, IPC_STATE_DEAD) == 0;
+}
+
 bool ctl_job_is_final(const json_t *record)
 {
         const char *s = str_of(record, IPC_KEY_STATE, "");
-        return strcmp(s, IPC_STATE_DONE) == 0 || strcmp(s, IPC_STATE_FAILED) == 0 ||
-               strcmp(s, IPC_STATE_CANCELLED) == 0;
+        return strcmp(s, IPC_STATE_DONE) == 0 || state_is_unsuccessful(s);
 }
 
 int ctl_job_exit(const json_t *record)
@@ -49,7 +56,7 @@ int ctl_job_exit(const json_t *record)
         const char *s = str_of(record, IPC_KEY_STATE, "");
         if (strcmp(s, IPC_STATE_DONE) == 0)
                 return 0;
-        if (strcmp(s, IPC_STATE_FAILED) == 0 || strcmp(s, IPC_STATE_CANCELLED) == 0)
+        if (state_is_unsuccessful(s))
                 return EXIT_JOB_FAILED;
         return EX_TEMPFAIL;
 }
@@ -85,12 +92,16 @@ static void format_time(char *buf, size_t size, const json_t *ms)
         snprintf(buf, size, "%s.%03d", date, (int)(v % (json_int_t)MSEC_PER_SEC));
 }
 
-/* The job's run time so far (or in total), from its timestamps. */
+/* The job's run time so far (or in total), from its timestamps; -1 when it is not
+ * running and not final (a retrying job's last run ended, a scheduled or waiting one has
+ * not begun, a requeued one waits again). */
 static json_int_t job_duration_ms(const json_t *r)
 {
         json_t *start = json_object_get(r, IPC_KEY_STARTED_MS);
         json_t *end = json_object_get(r, IPC_KEY_FINISHED_MS);
         if (!json_is_integer(start))
+                return -1;
+        if (!json_is_integer(end) && strcmp(str_of(r, IPC_KEY_STATE, ""), IPC_STATE_RUNNING) != 0)
                 return -1;
         json_int_t e;
         if (json_is_integer(end)) {
@@ -116,6 +127,86 @@ static void format_progress(char *buf, size_t size, const json_t *p)
                 snprintf(buf, size, "%" JSON_INTEGER_FORMAT, d);
 }
 
+static json_int_t now_ms(void)
+{
+        return (json_int_t)(clock_now_ns(CLOCK_REALTIME) / NSEC_PER_MSEC);
+}
+
+/* "3.2s", "4m05s", "2h05m", "3d04h": how long until @ms (wall clock, ms since the
+ * epoch); "now" when it passed. */
+static void format_in(char *buf, size_t size, json_int_t ms)
+{
+        const json_int_t sec = MSEC_PER_SEC, min = 60 * sec, hour = 60 * min, day = 24 * hour;
+        json_int_t left = ms - now_ms();
+
+        if (left <= 0)
+                snprintf(buf, size, "now");
+        else if (left < min)
+                snprintf(buf, size, "%.1fs", (double)left / sec);
+        else if (left < hour)
+                snprintf(buf, size, "%" JSON_INTEGER_FORMAT "m%02" JSON_INTEGER_FORMAT "s",
+                         left / min, left % min / sec);
+        else if (left < day)
+                snprintf(buf, size, "%" JSON_INTEGER_FORMAT "h%02" JSON_INTEGER_FORMAT "m",
+                         left / hour, left % hour / min);
+        else
+                snprintf(buf, size, "%" JSON_INTEGER_FORMAT "d%02" JSON_INTEGER_FORMAT "h",
+                         left / day, left % day / hour);
+}
+
+/* When a job that is not running yet is due (PROTOCOL.md, "Scheduling jobs"): the next
+ * attempt of a retrying job, the due time of a scheduled one; NULL when neither. */
+static const json_t *job_due(const json_t *r)
+{
+        const char *state = str_of(r, IPC_KEY_STATE, "");
+        const json_t *due = NULL;
+
+        if (strcmp(state, IPC_STATE_RETRYING) == 0)
+                due = json_object_get(r, IPC_KEY_NEXT_ATTEMPT_MS);
+        else if (strcmp(state, IPC_STATE_SCHEDULED) == 0)
+                due = json_object_get(r, IPC_KEY_RUN_AT_MS);
+        return json_is_integer(due) ? due : NULL;
+}
+
+/* Whether the record's job gets (or got) more than one run, so its attempt is worth
+ * showing: "2/5" = the second of five. */
+static bool job_retries(const json_t *r)
+{
+        return json_integer_value(json_object_get(r, IPC_KEY_MAX_ATTEMPTS)) > 1 ||
+               json_integer_value(json_object_get(r, IPC_KEY_ATTEMPT)) > 0;
+}
+
+static void format_attempt(char *buf, size_t size, const json_t *r)
+{
+        json_int_t attempt = json_integer_value(json_object_get(r, IPC_KEY_ATTEMPT));
+        json_int_t max = json_integer_value(json_object_get(r, IPC_KEY_MAX_ATTEMPTS));
+
+        if (max > 0)
+                snprintf(buf, size, "%" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT, attempt + 1,
+                         max);
+        else
+                snprintf(buf, size, "%" JSON_INTEGER_FORMAT, attempt + 1);
+}
+
+/* The ids of @a (an array of integers), comma-separated, into @buf; "-" when empty. */
+static void format_ids(char *buf, size_t size, const json_t *a, const char *sep)
+{
+        size_t i, used = 0;
+        json_t *v;
+
+        buf[0] = '\0';
+        json_array_foreach(a, i, v)
+        {
+                int n = snprintf(buf + used, size - used, "%s%" JSON_INTEGER_FORMAT, i ? sep : "",
+                                 json_integer_value(v));
+                if (n < 0 || (size_t)n >= size - used)
+                        break;
+                used += (size_t)n;
+        }
+        if (!buf[0])
+                snprintf(buf, size, "-");
+}
+
 void ctl_print_job_line(const Ctl *ctl, const json_t *r)
 {
         if (ctl->json) {
@@ -135,6 +226,23 @@ void ctl_print_job_line(const Ctl *ctl, const json_t *r)
         const char *cls = str_of(r, IPC_KEY_CLASS, "default");
         if (strcmp(cls, "default") != 0)
                 printf(" class=%s", cls);
+        /* scheduling (PROTOCOL.md, "Scheduling jobs"): only what the job has */
+        char buf[512];
+        if (job_retries(r)) {
+                format_attempt(buf, sizeof(buf), r);
+                printf(" attempt=%s", buf);
+        }
+        const json_t *due = job_due(r);
+        if (due) {
+                format_in(buf, sizeof(buf), json_integer_value(due));
+                printf(" due_in=%s", buf);
+        }
+        if (json_array_size(json_object_get(r, IPC_KEY_AFTER)) > 0) {
+                format_ids(buf, sizeof(buf), json_object_get(r, IPC_KEY_AFTER), ",");
+                printf(" after=%s", buf);
+        }
+        if (json_is_string(json_object_get(r, IPC_KEY_KEY)))
+                printf(" key=%s", str_of(r, IPC_KEY_KEY, ""));
         json_t *err = json_object_get(r, IPC_KEY_ERROR);
         json_t *res = json_object_get(r, IPC_KEY_RESULT);
         if (json_is_object(err)) {
@@ -146,6 +254,56 @@ void ctl_print_job_line(const Ctl *ctl, const json_t *r)
                 free(s);
         }
         putchar('\n');
+}
+
+/* The scheduling part of the long form (PROTOCOL.md, "Scheduling jobs"): only what the
+ * job has, so a plain job's `status` reads as before. */
+static void print_job_schedule(const json_t *r)
+{
+        char when[64], in[32], ids[512];
+        size_t i;
+        json_t *e;
+
+        if (job_retries(r)) {
+                json_int_t max = json_integer_value(json_object_get(r, IPC_KEY_MAX_ATTEMPTS));
+                printf("  attempt   %" JSON_INTEGER_FORMAT,
+                       json_integer_value(json_object_get(r, IPC_KEY_ATTEMPT)) + 1);
+                if (max > 0)
+                        printf(" of %" JSON_INTEGER_FORMAT, max);
+                putchar('\n');
+        }
+        static const struct {
+                const char *key, *label;
+        } times[] = {
+                {IPC_KEY_RUN_AT_MS, "  run at    "},
+                {IPC_KEY_NEXT_ATTEMPT_MS, "  next try  "},
+        };
+        for (i = 0; i < ELEMENTSOF(times); i++) {
+                json_t *ms = json_object_get(r, times[i].key);
+                if (!json_is_integer(ms))
+                        continue;
+                format_time(when, sizeof(when), ms);
+                if (ctl_job_is_final(r) || json_integer_value(ms) <= now_ms()) {
+                        printf("%s%s\n", times[i].label, when);
+                } else {
+                        format_in(in, sizeof(in), json_integer_value(ms));
+                        printf("%s%s (in %s)\n", times[i].label, when, in);
+                }
+        }
+        if (json_array_size(json_object_get(r, IPC_KEY_AFTER)) > 0) {
+                format_ids(ids, sizeof(ids), json_object_get(r, IPC_KEY_AFTER), ", ");
+                printf("  after     %s\n", ids);
+        }
+        if (json_is_string(json_object_get(r, IPC_KEY_KEY)))
+                printf("  key       %s\n", str_of(r, IPC_KEY_KEY, ""));
+        json_array_foreach(json_object_get(r, IPC_KEY_ERRORS), i, e)
+        {
+                format_time(when, sizeof(when), json_object_get(e, IPC_KEY_FINISHED_MS));
+                printf("  %s attempt %" JSON_INTEGER_FORMAT ", %s: %s: %s\n",
+                       i == 0 ? "errors   " : "         ",
+                       json_integer_value(json_object_get(e, IPC_KEY_ATTEMPT)) + 1, when,
+                       str_of(e, IPC_KEY_CODE, "?"), str_of(e, IPC_KEY_MESSAGE, ""));
+        }
 }
 
 /* The long form of `status`. */
@@ -188,6 +346,7 @@ static void ctl_print_job_record(const Ctl *ctl, const json_t *r)
                 format_progress(buf, sizeof(buf), progress);
                 printf("  progress  %s\n", buf);
         }
+        print_job_schedule(r);
         json_t *res = json_object_get(r, IPC_KEY_RESULT);
         if (res && !json_is_null(res)) {
                 char *s = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -295,41 +454,6 @@ static int submit_report(Ctl *ctl, json_t *record)
         return r;
 }
 
-/* Files named KEY=@FILE, opened by fiberctl with the user's own rights and passed to
- * fiberd (SCM_RIGHTS) with the request that refers to them (PROTOCOL.md). */
-typedef struct PassedFiles {
-        int fds[IPC_FDS_PER_REQUEST_MAX];
-        size_t n;
-} PassedFiles;
-
-/* Opens @path and returns the fd argument that stands for it, or NULL (message printed). */
-static json_t *passed_file(PassedFiles *pf, const char *key, const char *path)
-{
-        char hex[9];
-        int fd;
-
-        if (pf->n == IPC_FDS_PER_REQUEST_MAX) {
-                ctl_usage("submit: at most %d KEY=@FILE arguments", IPC_FDS_PER_REQUEST_MAX);
-                return NULL;
-        }
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0) {
-                fprintf(stderr, "fiberctl: %s=@%s: cannot open %s: %s\n", key, path, path,
-                        strerror(errno));
-                return NULL;
-        }
-        snprintf(hex, sizeof(hex), "%08zx", pf->n);
-        pf->fds[pf->n++] = fd;
-        return json_pack("{s:i, s:s}", "ext", IPC_EXT_FD, "hex", hex);
-}
-
-static void passed_files_close(PassedFiles *pf)
-{
-        for (size_t i = 0; i < pf->n; i++)
-                close(pf->fds[i]);
-        pf->n = 0;
-}
-
 /* ctl_call() with @pf's fds going along: 0 or a negative errno (the reason in @cs). */
 static int call_with_files(Ctl *ctl, const char *method, json_t *params, PassedFiles *pf,
                            json_t **ret, CtlStatus *cs)
@@ -348,74 +472,37 @@ static int call_with_files(Ctl *ctl, const char *method, json_t *params, PassedF
 int verb_submit(Ctl *ctl, int argc, char **argv)
 {
         PassedFiles files = {.n = 0};
-        static const struct option options[] = {
-                {"priority", required_argument, NULL, 'p'},
-                {"timeout", required_argument, NULL, 't'},
+        static const struct option own[] = {
                 {"wait", no_argument, NULL, 'w'},
-                {"class", required_argument, NULL, 'c'},
-                {0},
         };
+        struct option *options = ctl_job_longopts(own, ELEMENTSOF(own));
         json_t *args = json_object(), *opts = json_object(), *res = NULL;
         bool wait = false;
-        int c, r = 0;
+        int c, r = options ? 0 : ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "out of memory");
 
         opterr = 0;
-        while (r == 0 && (c = getopt_long(argc, argv, ":p:t:wc:", options, NULL)) != -1) {
-                switch (c) {
-                case 'p': {
-                        char *end;
-                        errno = 0;
-                        long long v = strtoll(optarg, &end, 10);
-                        if (errno || *end || end == optarg)
-                                r = ctl_usage("--priority needs an integer, got '%s'", optarg);
-                        else
-                                json_object_set_new(opts, IPC_OPT_PRIORITY, json_integer(v));
-                        break;
-                }
-                case 't': {
-                        uint64_t ms;
-                        if (convert_duration_ms(optarg, &ms) < 0)
-                                r = ctl_usage("--timeout needs a duration like 500ms, 10s or "
-                                              "2m, got '%s'",
-                                              optarg);
-                        else
-                                json_object_set_new(opts, IPC_OPT_TIMEOUT_MS,
-                                                    json_integer((json_int_t)ms));
-                        break;
-                }
-                case 'w':
+        while (r == 0 &&
+               (c = getopt_long(argc, argv, ":w" CTL_JOB_SHORTOPTS, options, NULL)) != -1) {
+                if (c == 'w') {
                         wait = true;
-                        break;
-                case 'c':
-                        json_object_set_new(opts, IPC_OPT_CLASS, json_string(optarg));
-                        break;
-                case ':':
-                        r = ctl_usage("submit: option '%s' needs an argument", argv[optind - 1]);
-                        break;
-                default:
-                        r = ctl_usage("submit: unknown option '%s'", argv[optind - 1]);
+                        continue;
                 }
+                r = ctl_job_option(c, optarg, opts);
+                if (r == 1 && c == ':')
+                        r = ctl_usage("submit: option '%s' needs an argument", argv[optind - 1]);
+                else if (r == 1)
+                        r = ctl_usage("submit: unknown option '%s'", argv[optind - 1]);
         }
+        free(options);
+        if (r == 0)
+                r = ctl_job_options_check(opts);
         if (r == 0 && optind >= argc)
                 r = ctl_usage("submit needs a plugin name (see fiberctl plugins)");
         const char *plugin = r == 0 ? argv[optind] : NULL;
-        for (int i = optind + 1; r == 0 && i < argc; i++) {
-                const char *eq = strchr(argv[i], '=');
-                if (!eq || eq == argv[i]) {
-                        r = ctl_usage("submit: '%s' is not KEY=VALUE", argv[i]);
-                        break;
-                }
-                char *key = strndup(argv[i], (size_t)(eq - argv[i]));
-                json_t *v =
-                        eq[1] == '@' ? passed_file(&files, key, eq + 2) : convert_kv_value(eq + 1);
-                if (!v)
-                        r = EX_NOINPUT;
-                else
-                        json_object_set_new(args, key, v);
-                free(key);
-        }
+        if (r == 0)
+                r = ctl_job_args("submit", argc - optind - 1, argv + optind + 1, args, &files);
         if (r) {
-                passed_files_close(&files);
+                ctl_passed_files_close(&files);
                 json_decref(args);
                 json_decref(opts);
                 return r;
@@ -428,7 +515,7 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
                 r = call_with_files(ctl, IPC_METHOD_JOB_RUN, json_pack("[sOO]", plugin, args, opts),
                                     &files, &res, &cs);
                 if (r == 0 || cs.step != CTL_STEP_ANSWER || !ctl_method_unknown(&cs.st)) {
-                        passed_files_close(&files);
+                        ctl_passed_files_close(&files);
                         json_decref(args);
                         json_decref(opts);
                         if (r < 0)
@@ -439,7 +526,7 @@ int verb_submit(Ctl *ctl, int argc, char **argv)
         }
         r = call_with_files(ctl, IPC_METHOD_JOB_SUBMIT, json_pack("[soo]", plugin, args, opts),
                             &files, &res, &cs);
-        passed_files_close(&files);
+        ctl_passed_files_close(&files);
         if (r < 0)
                 return ctl_fail_on(&cs, "submit %s", plugin);
         json_int_t id;
@@ -702,32 +789,65 @@ int verb_cancel(Ctl *ctl, int argc, char **argv)
 
 static bool valid_state(const char *s)
 {
-        static const char *const states[] = {IPC_STATE_QUEUED, IPC_STATE_RUNNING, IPC_STATE_DONE,
-                                             IPC_STATE_FAILED, IPC_STATE_CANCELLED};
+        static const char *const states[] = {
+                IPC_STATE_QUEUED,  IPC_STATE_RUNNING,   IPC_STATE_DONE,
+                IPC_STATE_FAILED,  IPC_STATE_CANCELLED, IPC_STATE_SCHEDULED,
+                IPC_STATE_WAITING, IPC_STATE_RETRYING,  IPC_STATE_DEAD};
         for (size_t i = 0; i < ELEMENTSOF(states); i++)
                 if (strcmp(s, states[i]) == 0)
                         return true;
         return false;
 }
 
-/* The columns of `list`, in order. */
-static const char *const list_columns[] = {"ID",    "PLUGIN",  "CLASS", "STATE",
-                                           "OWNER", "CREATED", "RAN",   "PROGRESS"};
+/* The columns of `list` and `dead`, in order; those after PROGRESS only when a row
+ * has something for them (list_columns_for()), so a list of plain jobs reads as before. */
+enum {
+        LIST_ID,
+        LIST_PLUGIN,
+        LIST_CLASS,
+        LIST_STATE,
+        LIST_OWNER,
+        LIST_CREATED,
+        LIST_RAN,
+        LIST_PROGRESS,
+        LIST_ATTEMPT, /* "2/5": a job that may be retried */
+        LIST_DUE,     /* a scheduled or retrying job: how long until it is queued */
+        LIST_ERROR,   /* the error's code, when a dead job is listed */
+        LIST_NCOLUMNS,
+};
+static const struct {
+        const char *name;
+        unsigned flags;
+} list_columns[LIST_NCOLUMNS] = {
+        [LIST_ID] = {"ID", TABLE_RIGHT},           [LIST_PLUGIN] = {"PLUGIN", TABLE_TRUNC},
+        [LIST_CLASS] = {"CLASS", TABLE_TRUNC},     [LIST_STATE] = {"STATE", 0},
+        [LIST_OWNER] = {"OWNER", TABLE_RIGHT},     [LIST_CREATED] = {"CREATED", 0},
+        [LIST_RAN] = {"RAN", TABLE_RIGHT},         [LIST_PROGRESS] = {"PROGRESS", 0},
+        [LIST_ATTEMPT] = {"ATTEMPT", TABLE_RIGHT}, [LIST_DUE] = {"DUE", TABLE_RIGHT},
+        [LIST_ERROR] = {"ERROR", TABLE_TRUNC},
+};
 
-static void list_add_columns(Table *t)
+/* Which columns @records need: shown[c] for each; the first eight always. */
+static void list_columns_for(const json_t *records, bool shown[LIST_NCOLUMNS])
 {
-        for (size_t i = 0; i < ELEMENTSOF(list_columns); i++) {
-                const char *n = list_columns[i];
-                bool number =
-                        strcmp(n, "ID") == 0 || strcmp(n, "OWNER") == 0 || strcmp(n, "RAN") == 0;
-                bool text = strcmp(n, "PLUGIN") == 0 || strcmp(n, "CLASS") == 0;
-                table_column(t, n, number ? TABLE_RIGHT : text ? TABLE_TRUNC : 0, 0);
+        size_t i;
+        json_t *rec;
+
+        for (int c = 0; c < LIST_NCOLUMNS; c++)
+                shown[c] = c <= LIST_PROGRESS;
+        json_array_foreach(records, i, rec)
+        {
+                shown[LIST_ATTEMPT] = shown[LIST_ATTEMPT] || job_retries(rec);
+                shown[LIST_DUE] = shown[LIST_DUE] || job_due(rec);
+                shown[LIST_ERROR] = shown[LIST_ERROR] ||
+                                    strcmp(str_of(rec, IPC_KEY_STATE, ""), IPC_STATE_DEAD) == 0;
         }
 }
 
-static void list_add_row(Table *t, const json_t *rec)
+static void list_add_row(Table *t, const json_t *rec, const bool shown[LIST_NCOLUMNS])
 {
-        char created[64], ran[32] = "-", progress[64];
+        char created[64], ran[32] = "-", progress[64], attempt[32] = "-", due[32] = "-";
+        size_t col = 0;
 
         if (table_row(t) < 0)
                 return;
@@ -736,84 +856,92 @@ static void list_add_row(Table *t, const json_t *rec)
         if (ms >= 0)
                 format_duration(ran, sizeof(ran), ms);
         format_progress(progress, sizeof(progress), json_object_get(rec, IPC_KEY_PROGRESS));
-        table_cell(t, 0, "%" JSON_INTEGER_FORMAT,
-                   json_integer_value(json_object_get(rec, IPC_KEY_ID)));
-        table_cell(t, 1, "%s", str_of(rec, IPC_KEY_PLUGIN, "?"));
-        table_cell(t, 2, "%s", str_of(rec, IPC_KEY_CLASS, "default"));
-        table_cell_state(t, 3, str_of(rec, IPC_KEY_STATE, "?"));
-        table_cell(t, 4, "%" JSON_INTEGER_FORMAT,
-                   json_integer_value(json_object_get(rec, IPC_KEY_OWNER)));
-        table_cell(t, 5, "%s", created);
-        table_cell(t, 6, "%s", ran);
-        table_cell(t, 7, "%s", progress);
+        if (job_retries(rec))
+                format_attempt(attempt, sizeof(attempt), rec);
+        if (job_due(rec))
+                format_in(due, sizeof(due), json_integer_value(job_due(rec)));
+        json_t *err = json_object_get(rec, IPC_KEY_ERROR);
+        for (int c = 0; c < LIST_NCOLUMNS; c++) {
+                if (!shown[c])
+                        continue;
+                switch (c) {
+                case LIST_ID:
+                        table_cell(t, col, "%" JSON_INTEGER_FORMAT,
+                                   json_integer_value(json_object_get(rec, IPC_KEY_ID)));
+                        break;
+                case LIST_PLUGIN:
+                        table_cell(t, col, "%s", str_of(rec, IPC_KEY_PLUGIN, "?"));
+                        break;
+                case LIST_CLASS:
+                        table_cell(t, col, "%s", str_of(rec, IPC_KEY_CLASS, "default"));
+                        break;
+                case LIST_STATE:
+                        table_cell_state(t, col, str_of(rec, IPC_KEY_STATE, "?"));
+                        break;
+                case LIST_OWNER:
+                        table_cell(t, col, "%" JSON_INTEGER_FORMAT,
+                                   json_integer_value(json_object_get(rec, IPC_KEY_OWNER)));
+                        break;
+                case LIST_CREATED:
+                        table_cell(t, col, "%s", created);
+                        break;
+                case LIST_RAN:
+                        table_cell(t, col, "%s", ran);
+                        break;
+                case LIST_PROGRESS:
+                        table_cell(t, col, "%s", progress);
+                        break;
+                case LIST_ATTEMPT:
+                        table_cell(t, col, "%s", attempt);
+                        break;
+                case LIST_DUE:
+                        table_cell(t, col, "%s", due);
+                        break;
+                case LIST_ERROR:
+                        table_cell(t, col, "%s",
+                                   json_is_object(err) ? str_of(err, IPC_KEY_CODE, "?") : "-");
+                        break;
+                }
+                col++;
+        }
 }
 
-/*
- * list: job.list page by page (PROTOCOL.md: the filter's "cursor"), newest first, so no
- * answer passes the message cap however many jobs there are; --limit N stops after N.
- * The table is printed once every page is in: its columns are sized to all the rows
- * (a 10,000-job table is a few MiB). With --json, one array of every record. A fiberd
- * from before pages refuses the cursor key: then one unpaged call, as it answers it.
- */
-int verb_list(Ctl *ctl, int argc, char **argv)
+/* Prints @records (an array) as `list`'s table. Returns 0 or the exit code (reported). */
+static int list_print_table(const json_t *records)
 {
-        static const struct option options[] = {
-                {"state", required_argument, NULL, 'S'},
-                {"plugin", required_argument, NULL, 'p'},
-                {"limit", required_argument, NULL, 'n'},
-                {0},
-        };
-        json_t *filter = json_object(), *all = NULL, *res = NULL, *cursor = json_null();
-        Table *table = NULL;
-        uint64_t limit = UINT64_MAX, listed = 0;
+        bool shown[LIST_NCOLUMNS];
+        Table *table = table_new(term_colour(stdout), 0);
+        size_t i;
+        json_t *rec;
+        int r;
+
+        if (!table)
+                return ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "out of memory");
+        list_columns_for(records, shown);
+        for (int c = 0; c < LIST_NCOLUMNS; c++)
+                if (shown[c])
+                        table_column(table, list_columns[c].name, list_columns[c].flags, 0);
+        json_array_foreach(records, i, rec)
+        {
+                list_add_row(table, rec, shown);
+        }
+        r = table_print(table, stdout) < 0
+                    ? ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "list: cannot print the table")
+                    : 0;
+        table_free(table);
+        return r;
+}
+
+int ctl_list_jobs(Ctl *ctl, const char *verb, const json_t *filter, uint64_t limit)
+{
+        json_t *all = json_array(), *res = NULL, *cursor = json_null();
+        uint64_t listed = 0;
         bool paged = true;
         CtlStatus cs;
-        int c, r = 0;
+        int r = all ? 0 : ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "out of memory");
 
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":S:p:n:", options, NULL)) != -1) {
-                switch (c) {
-                case 'S':
-                        if (!valid_state(optarg)) {
-                                json_decref(filter);
-                                return ctl_usage("--state must be queued, running, done, "
-                                                 "failed or cancelled, got '%s'",
-                                                 optarg);
-                        }
-                        json_object_set_new(filter, IPC_FILTER_STATE, json_string(optarg));
-                        break;
-                case 'p':
-                        json_object_set_new(filter, IPC_FILTER_PLUGIN, json_string(optarg));
-                        break;
-                case 'n':
-                        if (!ctl_parse_id(optarg, &limit)) {
-                                json_decref(filter);
-                                return ctl_usage("--limit needs a positive integer, got '%s'",
-                                                 optarg);
-                        }
-                        break;
-                default:
-                        json_decref(filter);
-                        return ctl_usage("list: unknown option or missing argument '%s'",
-                                         argv[optind - 1]);
-                }
-        }
-        if (optind < argc) {
-                json_decref(filter);
-                return ctl_usage("list takes no arguments, got '%s'", argv[optind]);
-        }
-        if (ctl->json) {
-                all = json_array();
-        } else {
-                table = table_new(term_colour(stdout), 0);
-                if (!table) {
-                        json_decref(filter);
-                        return ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "out of memory");
-                }
-                list_add_columns(table);
-        }
-        while (listed < limit) {
-                json_t *f = json_copy(filter), *jobs, *rec;
+        while (r == 0 && listed < limit) {
+                json_t *f = json_copy((json_t *)filter), *jobs, *rec;
                 uint64_t left = limit - listed;
                 size_t i;
 
@@ -826,10 +954,11 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                     cs.step == CTL_STEP_ANSWER && cs.st.code &&
                     strcmp(cs.st.code, IPC_INVALID_ARGUMENT) == 0) {
                         paged = false; /* a fiberd from before pages */
+                        r = 0;
                         continue;
                 }
                 if (r < 0) {
-                        r = ctl_fail_on(&cs, "list");
+                        r = ctl_fail_on(&cs, "%s", verb);
                         break;
                 }
                 if (json_is_array(res))
@@ -837,17 +966,14 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 jobs = paged ? json_object_get(res, IPC_KEY_JOBS) : res;
                 if (!json_is_array(jobs)) {
                         r = ctl_error(IPC_MALFORMED_MESSAGE, EX_PROTOCOL,
-                                      "list: fiberd's answer has no job array");
+                                      "%s: fiberd's answer has no job array", verb);
                         break;
                 }
                 json_array_foreach(jobs, i, rec)
                 {
                         if (listed == limit)
                                 break;
-                        if (all)
-                                json_array_append(all, rec);
-                        else
-                                list_add_row(table, rec);
+                        json_array_append(all, rec);
                         listed++;
                 }
                 json_decref(cursor);
@@ -857,13 +983,64 @@ int verb_list(Ctl *ctl, int argc, char **argv)
                 if (!paged || !json_is_integer(cursor))
                         break;
         }
-        if (r == 0 && all)
+        json_decref(res);
+        if (r == 0 && ctl->json)
                 ctl_print_json(all);
-        if (r == 0 && table && table_print(table, stdout) < 0)
-                r = ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "list: cannot print the table");
-        table_free(table);
+        else if (r == 0)
+                r = list_print_table(all);
         json_decref(all);
         json_decref(cursor);
+        return r;
+}
+
+/*
+ * list: job.list page by page (PROTOCOL.md: the filter's "cursor"), newest first, so no
+ * answer passes the message cap however many jobs there are; --limit N stops after N.
+ * The table is printed once every page is in: its columns are sized to all the rows
+ * (a 10,000-job table is a few MiB), and the scheduling columns (attempt, due, error)
+ * appear when some row has them. With --json, one array of every record. A fiberd
+ * from before pages refuses the cursor key: then one unpaged call, as it answers it.
+ */
+int verb_list(Ctl *ctl, int argc, char **argv)
+{
+        static const struct option options[] = {
+                {"state", required_argument, NULL, 'S'},
+                {"plugin", required_argument, NULL, 'p'},
+                {"limit", required_argument, NULL, 'n'},
+                {0},
+        };
+        json_t *filter = json_object();
+        uint64_t limit = UINT64_MAX;
+        int c, r = 0;
+
+        opterr = 0;
+        while (r == 0 && (c = getopt_long(argc, argv, ":S:p:n:", options, NULL)) != -1) {
+                switch (c) {
+                case 'S':
+                        if (!valid_state(optarg))
+                                r = ctl_usage("--state must be queued, running, done, failed, "
+                                              "cancelled, scheduled, waiting, retrying or "
+                                              "dead, got '%s'",
+                                              optarg);
+                        else
+                                json_object_set_new(filter, IPC_FILTER_STATE, json_string(optarg));
+                        break;
+                case 'p':
+                        json_object_set_new(filter, IPC_FILTER_PLUGIN, json_string(optarg));
+                        break;
+                case 'n':
+                        if (!ctl_parse_id(optarg, &limit))
+                                r = ctl_usage("--limit needs a positive integer, got '%s'", optarg);
+                        break;
+                default:
+                        r = ctl_usage("%s: unknown option or missing argument '%s'", argv[0],
+                                      argv[optind - 1]);
+                }
+        }
+        if (r == 0 && optind < argc)
+                r = ctl_usage("%s takes no arguments, got '%s'", argv[0], argv[optind]);
+        if (r == 0)
+                r = ctl_list_jobs(ctl, "list", filter, limit);
         json_decref(filter);
         return r;
 }

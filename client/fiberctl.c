@@ -39,9 +39,13 @@ static const char help_text[] =
         "  ping                          check that fiberd answers\n"
         "  plugins                       loaded plugins and refused files\n"
         "  submit PLUGIN [KEY=VALUE...] [--priority N] [--timeout DUR] [--class NAME]\n"
-        "         [--wait]               queue a job (in a [class.NAME] of fiberd's\n"
-        "                                config); prints its id (or, with --wait,\n"
-        "                                waits and prints its final state)\n"
+        "         [--in DUR | --at TIME] [--retries N] [--backoff DUR] [--backoff-max DUR]\n"
+        "         [--after ID[,ID...]] [--key K] [--wait]\n"
+        "                                queue a job (in a [class.NAME] of fiberd's\n"
+        "                                config), later (--in, --at), after others\n"
+        "                                (--after), retried when it fails (--retries);\n"
+        "                                prints its id (or, with --wait, waits and\n"
+        "                                prints its final state)\n"
         "  status ID                     a job's state, progress, result or error\n"
         "  wait [--timeout DUR] ID...    wait until the jobs finish; one line each\n"
         "  result ID                     a finished job's result (JSON)\n"
@@ -49,6 +53,16 @@ static const char help_text[] =
         "  logs ID                       the lines a job logged (kept with the job)\n"
         "  list [--state S] [--plugin P] [--limit N]\n"
         "                                jobs you can see (root: all)\n"
+        "  dead [--plugin P] [--limit N] jobs that ran out of attempts\n"
+        "  retry ID... | --all           queue dead, failed or cancelled jobs again\n"
+        "  discard ID... | --all         drop finished jobs' records now\n"
+        "  pause class|plugin NAME       hold a class's or plugin's queued jobs (admin)\n"
+        "  resume class|plugin NAME      let them run again (admin)\n"
+        "  schedule add NAME (--cron 'EXPR' [--tz ZONE] | --every DUR)\n"
+        "         [--missed skip|run-once] PLUGIN [KEY=VALUE...] [job options]\n"
+        "  schedule list | remove|pause|resume NAME [--owner UID]\n"
+        "                                periodic jobs: a cron expression or an\n"
+        "                                interval submits one at each tick\n"
         "  stats [--openmetrics | --prometheus]\n"
         "                                daemon, job and scheduler counters; latency,\n"
         "                                CPU, memory; or as OpenMetrics or Prometheus\n"
@@ -72,9 +86,10 @@ static const char help_text[] =
         "\n"
         "KEY=VALUE: numbers become numbers, true/false booleans, null nil, the rest\n"
         "strings; quote to force a string: n='\"42\"'. KEY=@FILE (submit): open FILE\n"
-        "yourself and pass it to fiberd as an fd. DUR: 500ms, 10s, 2m, 1h.\n"
+        "yourself and pass it to fiberd as an fd. DUR: 500ms, 10s, 2m, 1h, 1d, 1h30m.\n"
+        "TIME (--at): 2026-12-01T03:00:00Z, 2026-12-01T03:00:00+02:00 or @EPOCH_SECONDS.\n"
         "\n"
-        "Exit status: 0 ok, 1 a job failed or was cancelled, 64 usage, 65 invalid\n"
+        "Exit status: 0 ok, 1 a job failed, was cancelled or is dead, 64 usage, 65 invalid\n"
         "argument, 66 no such job/plugin, 69 fiberd unreachable, 70 internal error,\n"
         "75 try again (overloaded, timed out, not finished), 76 protocol error,\n"
         "77 permission denied.\n";
@@ -664,14 +679,15 @@ static const Verb verbs[] = {
          "                      again (admin)\n",
          " --clear "},
         {"submit", verb_submit,
-         "submit PLUGIN [KEY=VALUE...] [--priority N] [--timeout DUR] [--class NAME] [--wait]",
-         "Queue a job and print its id; with --wait, wait and print its final state.\n\n"
-         "  -p, --priority N    lower runs first, -20..20 (default 0)\n"
-         "  -t, --timeout DUR   cancel the job when it has not finished in time\n"
-         "  -c, --class NAME    the job class ([class.NAME] in fiberd's config; default\n"
-         "                      \"default\"): its share of the job workers\n"
-         "  -w, --wait          wait for the job (exit 1 when it fails or is cancelled)\n",
-         " --priority -p --timeout -t --class -c "},
+         "submit PLUGIN [KEY=VALUE...] [--priority N] [--timeout DUR] [--class NAME]\n"
+         "           [--in DUR | --at TIME] [--retries N] [--backoff DUR] [--backoff-max DUR]\n"
+         "           [--after ID[,ID...]] [--key K] [--wait]",
+         "Queue a job and print its id; with --wait, wait and print its final state.\n"
+         "A job given --in or --at is scheduled until then, one given --after waits for\n"
+         "those jobs; --wait waits through both.\n\n" CTL_JOB_OPTIONS_HELP
+         "  -w, --wait          wait for the job (exit 1 when it fails, is cancelled or\n"
+         "                      is dead)\n",
+         CTL_JOB_VALUE_OPTS},
         {"status", verb_status, "status ID",
          "A job's state, timestamps, progress, result or error.\n", ""},
         {"wait", verb_wait, "wait [--timeout DUR] ID...",
@@ -683,11 +699,53 @@ static const Verb verbs[] = {
         {"cancel", verb_cancel, "cancel ID",
          "Ask a job to stop; a running job stops at its next yield.\n", ""},
         {"list", verb_list, "list [--state S] [--plugin P] [--limit N]",
-         "The jobs you may see (root: all), newest first, fetched page by page.\n\n"
-         "  -S, --state S       queued, running, done, failed or cancelled\n"
+         "The jobs you may see (root: all), newest first, fetched page by page. Columns\n"
+         "ATTEMPT, DUE and ERROR appear when a job is retried, scheduled or dead.\n\n"
+         "  -S, --state S       queued, running, done, failed, cancelled, scheduled,\n"
+         "                      waiting, retrying or dead\n"
          "  -p, --plugin P      only jobs of plugin P\n"
          "  -n, --limit N       at most N jobs, the newest\n",
          " --state -S --plugin -p --limit -n "},
+        {"dead", verb_dead, "dead [--plugin P] [--limit N]",
+         "The jobs that ran out of attempts (the dead set), newest first, as list prints\n"
+         "them; fiberctl retry queues them again, fiberctl discard drops them.\n\n"
+         "  -p, --plugin P      only jobs of plugin P\n"
+         "  -n, --limit N       at most N jobs, the newest\n",
+         " --plugin -p --limit -n "},
+        {"retry", verb_retry, "retry ID... | --all",
+         "Queue dead, failed or cancelled jobs again: their attempts count from the first\n"
+         "again, their errors are kept. All or none of the ids are retried.\n\n"
+         "  -a, --all           every dead job you may see\n",
+         ""},
+        {"discard", verb_discard, "discard ID... | --all",
+         "Drop the records of finished jobs now, instead of at the end of their retention.\n\n"
+         "  -a, --all           every dead job you may see\n",
+         ""},
+        {"pause", verb_pause, "pause class|plugin NAME",
+         "Hold the queued jobs of a job class or of a plugin (admin): running ones finish,\n"
+         "new ones are accepted and wait. Kept across restarts.\n",
+         ""},
+        {"resume", verb_resume, "resume class|plugin NAME",
+         "Let the queued jobs of a paused class or plugin run again (admin).\n", ""},
+        {"schedule", verb_schedule,
+         "schedule add NAME (--cron 'EXPR' [--tz ZONE] | --every DUR)\n"
+         "           [--missed skip|run-once] PLUGIN [KEY=VALUE...] [job options]\n"
+         "       fiberctl [OPTIONS] schedule list\n"
+         "       fiberctl [OPTIONS] schedule remove|pause|resume NAME [--owner UID]",
+         "Periodic jobs: a schedule submits one job, as you, at each tick of a cron\n"
+         "expression or an interval; the job's arguments and options are submit's\n"
+         "(not KEY=@FILE, --at or --key). list shows yours (an admin's: everyone's);\n"
+         "remove, pause and resume act on one (an admin may name another user's with\n"
+         "--owner).\n\n"
+         "  --cron EXPR         5 fields (minute hour day month weekday) or @hourly,\n"
+         "                      @daily, @weekly, @monthly, @yearly\n"
+         "  --tz ZONE           the cron's time zone (Europe/Berlin; default UTC)\n"
+         "  --every DUR         an interval instead: 30s, 5m, 1h (at least 1s)\n"
+         "  --missed WHAT       a tick that passed while fiberd was down: skip (the\n"
+         "                      default) or run-once (one job at start)\n"
+         "  --owner UID         remove, pause or resume another user's schedule (admin)\n"
+         "\nJob options:\n" CTL_JOB_OPTIONS_HELP,
+         " --cron --tz --every --missed --owner" CTL_JOB_VALUE_OPTS},
         {"stats", verb_stats, "stats [--openmetrics | --prometheus]",
          "Job counts (all, per plugin), queue wait and run time per plugin and class,\n"
          "scheduling groups, job classes, server counters, fiberd's CPU, memory and fds.\n\n"

@@ -14,7 +14,7 @@
  * status (ctl_exit_status()), as main() turns the verb's into the process' own.
  *
  * Exit codes (sysexits.h), also in the README:
- *   0   success                       1   a job ended failed or cancelled
+ *   0   success                       1   a job ended failed, cancelled or dead
  *   64  usage error (EX_USAGE)        65  the daemon refused an argument (INVALID_ARGUMENT)
  *   66  no such job or plugin (NOT_FOUND)
  *   69  daemon unreachable or stopping (EX_UNAVAILABLE)
@@ -24,6 +24,7 @@
 #ifndef FIBERD_CLIENT_FIBERCTL_H
 #define FIBERD_CLIENT_FIBERCTL_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -118,6 +119,13 @@ int ctl_status(IpcStatus *st, const FiberdClientError *err);
 int ctl_call(Ctl *ctl, const char *method, json_t *params, json_t **ret_result, CtlStatus *cs);
 
 /*
+ * ctl_fail_method - report @cs of @verb's call to @method once: as ctl_fail_on() does,
+ * but a daemon that answers METHOD_NOT_FOUND is said to be older than fiberctl (for the
+ * verbs whose methods came after the first release). Returns the exit status.
+ */
+int ctl_fail_method(const CtlStatus *cs, const char *verb, const char *method);
+
+/*
  * ctl_method_unknown - true when @st is the daemon's METHOD_NOT_FOUND: a fiberd older than
  * the method asked for (e.g. job.run), so the caller falls back to the older methods.
  */
@@ -132,14 +140,95 @@ void ctl_print_json(const json_t *j);
 /* ctl_parse_id - a job id from a command-line word; false if not a positive integer. */
 bool ctl_parse_id(const char *s, uint64_t *ret);
 
-/* ctl_job_is_final / ctl_job_exit - on a job record: final state?; 0 for done, 1 for
- * failed or cancelled, 75 for not final. */
+/* ctl_job_is_final / ctl_job_exit - on a job record: final state (done, failed,
+ * cancelled, dead)?; 0 for done, 1 for failed, cancelled or dead, 75 for not final
+ * (queued, running, scheduled, waiting, retrying). */
 bool ctl_job_is_final(const json_t *record);
 int ctl_job_exit(const json_t *record);
 
 /* ctl_print_job_line - one line about a finished (or waited-for) job record: human
  * "17 sha256 done 65ms {result}" or, with --json, the record itself. */
 void ctl_print_job_line(const Ctl *ctl, const json_t *record);
+
+/*
+ * The job options `submit` and `schedule add` share (fiberctl-opts.c): their getopt_long
+ * entries (ctl_job_longopts()) and short letters (CTL_JOB_SHORTOPTS); the long-only
+ * ones return these values.
+ */
+enum {
+        CTL_OPT_IN = 0x100, /* --in DUR: delay_ms */
+        CTL_OPT_AT,         /* --at TIME: run_at */
+        CTL_OPT_RETRIES,    /* --retries N: max_attempts N + 1 */
+        CTL_OPT_BACKOFF,    /* --backoff DUR: backoff_ms */
+        CTL_OPT_BACKOFF_MAX,
+        CTL_OPT_AFTER,              /* --after ID[,ID...]: after, repeatable */
+        CTL_OPT_KEY,                /* --key K: the idempotency key */
+        CTL_OPT_VERB_FIRST = 0x200, /* a verb's own long-only options start here */
+};
+#define CTL_JOB_SHORTOPTS "p:t:c:"
+
+/* ctl_job_longopts - the job options' getopt_long entries, then @own (a verb's own, @n of
+ * them), then the {0} that ends them: a new array (caller frees), NULL when out of
+ * memory. */
+struct option *ctl_job_longopts(const struct option *own, size_t n);
+
+/* The same options as Verb.value_opts words (they take the next word as their value). */
+#define CTL_JOB_VALUE_OPTS                                                                         \
+        " --priority -p --timeout -t --class -c --in --at --retries --backoff --backoff-max "      \
+        "--after --key "
+/* Their lines in a verb's --help. */
+#define CTL_JOB_OPTIONS_HELP                                                                       \
+        "  -p, --priority N    lower runs first, -20..20 (default 0)\n"                            \
+        "  -t, --timeout DUR   cancel the job when it has not finished in time\n"                  \
+        "  -c, --class NAME    the job class ([class.NAME] in fiberd's config; default\n"          \
+        "                      \"default\"): its share of the job workers\n"                       \
+        "  --in DUR            run no sooner than DUR from now (30s, 5m, 2h, 1d, 1h30m)\n"         \
+        "  --at TIME           run no sooner than TIME: 2026-12-01T03:00:00Z, with an\n"           \
+        "                      offset (+02:00), or @EPOCH_SECONDS; a zone is needed\n"             \
+        "  --retries N         run again up to N times when it fails (max_attempts N+1)\n"         \
+        "  --backoff DUR       the wait before the first retry, doubled for each next\n"           \
+        "                      one (default 1s)\n"                                                 \
+        "  --backoff-max DUR   the longest wait between retries (default 1h)\n"                    \
+        "  --after ID[,ID...]  run once these jobs are done (repeatable)\n"                        \
+        "  --key K             idempotency key: a repeat with the same K gets the first\n"         \
+        "                      job's id\n"
+
+/*
+ * ctl_job_option - one job option (@c: getopt_long's value for it, @arg its argument)
+ * into @opts, job.submit's options map.
+ * Return: 0 when it was one and is in @opts; 1 when @c is not a job option (the verb's
+ * own, or getopt's ':' / '?'); else the usage exit status (reported, naming the option).
+ */
+int ctl_job_option(int c, const char *arg, json_t *opts);
+
+/* ctl_job_options_check - what no single option can judge (--in with --at): 0 or the
+ * usage exit status (reported). */
+int ctl_job_options_check(const json_t *opts);
+
+/* Files named KEY=@FILE, opened by fiberctl with the user's own rights and passed to
+ * fiberd (SCM_RIGHTS) with the request that refers to them (PROTOCOL.md). */
+typedef struct PassedFiles {
+        int fds[IPC_FDS_PER_REQUEST_MAX];
+        size_t n;
+} PassedFiles;
+
+/* ctl_passed_files_close - close @pf's fds (once their request was sent). */
+void ctl_passed_files_close(PassedFiles *pf);
+
+/*
+ * ctl_job_args - the plugin's KEY=VALUE words (@argv, @argc of them) into @args, typed by
+ * convert_kv_value(); KEY=@FILE opens FILE into @pf and stands for it as an fd argument
+ * (@pf NULL: refused, for a schedule, which outlives open files). @verb names the verb in
+ * messages. Return: 0, or the exit status (reported).
+ */
+int ctl_job_args(const char *verb, int argc, char **argv, json_t *args, PassedFiles *pf);
+
+/*
+ * ctl_list_jobs - every job.list record matching @filter (a map; borrowed), newest first,
+ * page by page, at most @limit (UINT64_MAX: all): `list`'s table, or with --json one
+ * array. @verb names the verb in messages. Returns the exit code (failures reported).
+ */
+int ctl_list_jobs(Ctl *ctl, const char *verb, const json_t *filter, uint64_t limit);
 
 /* Verbs: each gets the argv that starts with the verb's name; returns the exit code. */
 int verb_submit(Ctl *ctl, int argc, char **argv);
@@ -151,5 +240,11 @@ int verb_list(Ctl *ctl, int argc, char **argv);
 int verb_batch(Ctl *ctl, int argc, char **argv);
 int verb_logs(Ctl *ctl, int argc, char **argv); /* fiberctl-logs.c */
 int verb_top(Ctl *ctl, int argc, char **argv);
+int verb_dead(Ctl *ctl, int argc, char **argv); /* fiberctl-retry.c */
+int verb_retry(Ctl *ctl, int argc, char **argv);
+int verb_discard(Ctl *ctl, int argc, char **argv);
+int verb_schedule(Ctl *ctl, int argc, char **argv); /* fiberctl-schedule.c */
+int verb_pause(Ctl *ctl, int argc, char **argv);
+int verb_resume(Ctl *ctl, int argc, char **argv);
 
 #endif /* FIBERD_CLIENT_FIBERCTL_H */

@@ -58,36 +58,80 @@ static int pack_wait_timeout(msgpack_packer *pk, int64_t timeout_ms)
                               : msgpack_pack_uint64(pk, (uint64_t)timeout_ms);
 }
 
+/* Whether @plugin, @args and @opts may be packed as [plugin, args, options]. */
+static bool job_params_valid(const char *plugin, const void *args, size_t args_len,
+                             const FiberdClientJobOptions *opts)
+{
+        if (!plugin || !*plugin || (args_len > 0 && !args))
+                return false;
+        if (args_len > 0 && !args_are_one_map(args, args_len))
+                return false;
+        return !opts || ((opts->n_after == 0 || opts->after) && opts->n_after <= UINT32_MAX);
+}
+
+/* job.submit's options map: the fields of @opts that are set (NULL: none). */
+static int pack_job_options(msgpack_packer *pk, const FiberdClientJobOptions *opts)
+{
+        static const FiberdClientJobOptions defaults = {.has_priority = false};
+        const FiberdClientJobOptions *o = opts ? opts : &defaults;
+        uint32_t n = !!o->has_priority + !!o->timeout_ms + !!o->job_class + !!o->delay_ms +
+                     !!o->run_at_ms + !!o->max_attempts + !!o->backoff_ms + !!o->backoff_max_ms +
+                     !!o->n_after + !!o->key;
+        int r = msgpack_pack_map(pk, n);
+
+        if (r == 0 && o->has_priority)
+                r = ipc_pack_kv_int(pk, IPC_OPT_PRIORITY, o->priority);
+        if (r == 0 && o->timeout_ms)
+                r = ipc_pack_kv_uint(pk, IPC_OPT_TIMEOUT_MS, o->timeout_ms);
+        if (r == 0 && o->job_class)
+                r = ipc_pack_kv_cstr(pk, IPC_OPT_CLASS, o->job_class);
+        if (r == 0 && o->delay_ms)
+                r = ipc_pack_kv_uint(pk, IPC_OPT_DELAY_MS, o->delay_ms);
+        if (r == 0 && o->run_at_ms)
+                r = ipc_pack_kv_uint(pk, IPC_OPT_RUN_AT, o->run_at_ms);
+        if (r == 0 && o->max_attempts)
+                r = ipc_pack_kv_uint(pk, IPC_OPT_MAX_ATTEMPTS, o->max_attempts);
+        if (r == 0 && o->backoff_ms)
+                r = ipc_pack_kv_uint(pk, IPC_OPT_BACKOFF_MS, o->backoff_ms);
+        if (r == 0 && o->backoff_max_ms)
+                r = ipc_pack_kv_uint(pk, IPC_OPT_BACKOFF_MAX_MS, o->backoff_max_ms);
+        if (r == 0 && o->n_after) {
+                r = ipc_pack_cstr(pk, IPC_OPT_AFTER);
+                if (r == 0)
+                        r = msgpack_pack_array(pk, (uint32_t)o->n_after);
+                for (size_t i = 0; r == 0 && i < o->n_after; i++)
+                        r = msgpack_pack_uint64(pk, o->after[i]);
+        }
+        if (r == 0 && o->key)
+                r = ipc_pack_kv_cstr(pk, IPC_OPT_KEY, o->key);
+        return r == 0 ? 0 : -ENOMEM;
+}
+
+/* plugin, args, options: three params of job.submit, job.run and schedule.add. */
+static int pack_job(msgpack_packer *pk, const char *plugin, const void *args, size_t args_len,
+                    const FiberdClientJobOptions *opts)
+{
+        int r = ipc_pack_cstr(pk, plugin);
+
+        if (r == 0)
+                r = args_len > 0 ? pk->callback(pk->data, args, args_len) : msgpack_pack_map(pk, 0);
+        if (r == 0)
+                r = pack_job_options(pk, opts);
+        return r == 0 ? 0 : -ENOMEM;
+}
+
 /* [plugin, args, options] of job.submit and job.run, then @extra more params. */
 static int send_job(FiberdClient *c, const char *method, const char *plugin, const void *args,
                     size_t args_len, const FiberdClientJobOptions *opts, uint32_t extra,
                     msgpack_packer **ret_pk, uint32_t *ret_msgid)
 {
-        static const FiberdClientJobOptions defaults = {.has_priority = false};
         msgpack_packer *pk;
-        uint32_t msgid, n;
-        int r;
+        uint32_t msgid;
 
-        if (!plugin || !*plugin || (args_len > 0 && !args))
+        if (!job_params_valid(plugin, args, args_len, opts))
                 return -EINVAL;
-        if (args_len > 0 && !args_are_one_map(args, args_len))
-                return -EINVAL;
-        if (!opts)
-                opts = &defaults;
         pk = fiberd_client_request(c, method, IPC_SUBMIT_NPARAMS + extra, &msgid);
-        if (!pk)
-                return -ENOMEM;
-        r = ipc_pack_cstr(pk, plugin);
-        if (r == 0)
-                r = args_len > 0 ? pk->callback(pk->data, args, args_len) : msgpack_pack_map(pk, 0);
-        n = (opts->has_priority ? 1 : 0) + (opts->timeout_ms ? 1 : 0);
-        if (r == 0)
-                r = msgpack_pack_map(pk, n);
-        if (r == 0 && opts->has_priority)
-                r = ipc_pack_kv_int(pk, IPC_OPT_PRIORITY, opts->priority);
-        if (r == 0 && opts->timeout_ms)
-                r = ipc_pack_kv_uint(pk, IPC_OPT_TIMEOUT_MS, opts->timeout_ms);
-        if (r != 0)
+        if (!pk || pack_job(pk, plugin, args, args_len, opts) < 0)
                 return -ENOMEM;
         *ret_pk = pk;
         *ret_msgid = msgid;
@@ -191,8 +235,9 @@ static int call_sent(FiberdClient *c, int r, uint32_t msgid, const char *method,
                 return fiberd_client__error_set(err, r, "cannot queue the %s request: %s", method,
                                                 r == -EINVAL
                                                         ? "a parameter is not valid (the plugin "
-                                                          "name, or args that are not one "
-                                                          "packed msgpack map)"
+                                                          "name, args that are not one packed "
+                                                          "msgpack map, or another the header "
+                                                          "fiberd/client.h rules out)"
                                                         : strerror(-r));
         return fiberd_client_call(c, msgid, timeout_ms, ret, err);
 }
@@ -321,4 +366,227 @@ int fiberd_client_list_page(FiberdClient *c, const FiberdClientListFilter *filte
         *ret = reply;
         *ret_next_cursor = next_cursor;
         return 0;
+}
+
+/* ---- job scheduling ---------------------------------------------------------------- */
+
+/* job.retry, job.discard: [[ids]] or [{"all": true}]. */
+static int send_ids_or_all(FiberdClient *c, const char *method, const uint64_t *ids, size_t n,
+                           bool all, uint32_t *ret_msgid)
+{
+        msgpack_packer *pk;
+        uint32_t msgid;
+        int r;
+
+        if (all == (n > 0) || (n > 0 && !ids) || n > UINT32_MAX)
+                return -EINVAL;
+        pk = fiberd_client_request(c, method, 1, &msgid);
+        if (!pk)
+                return -ENOMEM;
+        if (all) {
+                r = msgpack_pack_map(pk, 1);
+                if (r == 0)
+                        r = ipc_pack_kv_bool(pk, IPC_KEY_ALL, true);
+        } else {
+                r = msgpack_pack_array(pk, (uint32_t)n);
+                for (size_t i = 0; r == 0 && i < n; i++)
+                        r = msgpack_pack_uint64(pk, ids[i]);
+        }
+        if (r != 0)
+                return -ENOMEM;
+        *ret_msgid = msgid;
+        return 0;
+}
+
+int fiberd_client_send_retry(FiberdClient *c, const uint64_t *ids, size_t n_ids, bool all,
+                             uint32_t *ret_msgid)
+{
+        return send_ids_or_all(c, IPC_METHOD_JOB_RETRY, ids, n_ids, all, ret_msgid);
+}
+
+int fiberd_client_send_discard(FiberdClient *c, const uint64_t *ids, size_t n_ids, bool all,
+                               uint32_t *ret_msgid)
+{
+        return send_ids_or_all(c, IPC_METHOD_JOB_DISCARD, ids, n_ids, all, ret_msgid);
+}
+
+int fiberd_client_job_retry(FiberdClient *c, const uint64_t *ids, size_t n_ids, bool all,
+                            int timeout_ms, FiberdClientReply **ret, FiberdClientError *err)
+{
+        uint32_t msgid = 0;
+        int r = fiberd_client_send_retry(c, ids, n_ids, all, &msgid);
+        return call_sent(c, r, msgid, IPC_METHOD_JOB_RETRY, timeout_ms, ret, err);
+}
+
+int fiberd_client_job_discard(FiberdClient *c, const uint64_t *ids, size_t n_ids, bool all,
+                              int timeout_ms, FiberdClientReply **ret, FiberdClientError *err)
+{
+        uint32_t msgid = 0;
+        int r = fiberd_client_send_discard(c, ids, n_ids, all, &msgid);
+        return call_sent(c, r, msgid, IPC_METHOD_JOB_DISCARD, timeout_ms, ret, err);
+}
+
+/* pause, resume: [kind, name]. */
+static int send_kind_name(FiberdClient *c, const char *method, const char *kind, const char *name,
+                          uint32_t *ret_msgid)
+{
+        msgpack_packer *pk;
+        uint32_t msgid;
+
+        if (!kind || !name)
+                return -EINVAL;
+        pk = fiberd_client_request(c, method, 2, &msgid);
+        if (!pk || ipc_pack_cstr(pk, kind) != 0 || ipc_pack_cstr(pk, name) != 0)
+                return -ENOMEM;
+        *ret_msgid = msgid;
+        return 0;
+}
+
+int fiberd_client_send_pause(FiberdClient *c, const char *kind, const char *name,
+                             uint32_t *ret_msgid)
+{
+        return send_kind_name(c, IPC_METHOD_PAUSE, kind, name, ret_msgid);
+}
+
+int fiberd_client_send_resume(FiberdClient *c, const char *kind, const char *name,
+                              uint32_t *ret_msgid)
+{
+        return send_kind_name(c, IPC_METHOD_RESUME, kind, name, ret_msgid);
+}
+
+int fiberd_client_pause(FiberdClient *c, const char *kind, const char *name, int timeout_ms,
+                        FiberdClientReply **ret, FiberdClientError *err)
+{
+        uint32_t msgid = 0;
+        int r = fiberd_client_send_pause(c, kind, name, &msgid);
+        return call_sent(c, r, msgid, IPC_METHOD_PAUSE, timeout_ms, ret, err);
+}
+
+int fiberd_client_resume(FiberdClient *c, const char *kind, const char *name, int timeout_ms,
+                         FiberdClientReply **ret, FiberdClientError *err)
+{
+        uint32_t msgid = 0;
+        int r = fiberd_client_send_resume(c, kind, name, &msgid);
+        return call_sent(c, r, msgid, IPC_METHOD_RESUME, timeout_ms, ret, err);
+}
+
+/* schedule.add's spec map: {cron, tz} or {every_ms}, and missed when given. */
+static int pack_schedule_spec(msgpack_packer *pk, const FiberdClientScheduleSpec *spec)
+{
+        uint32_t n = (spec->cron ? 1 + !!spec->tz : 1) + !!spec->missed;
+        int r = msgpack_pack_map(pk, n);
+
+        if (r == 0 && spec->cron) {
+                r = ipc_pack_kv_cstr(pk, IPC_KEY_CRON, spec->cron);
+                if (r == 0 && spec->tz)
+                        r = ipc_pack_kv_cstr(pk, IPC_KEY_TZ, spec->tz);
+        } else if (r == 0) {
+                r = ipc_pack_kv_uint(pk, IPC_KEY_EVERY_MS, spec->every_ms);
+        }
+        if (r == 0 && spec->missed)
+                r = ipc_pack_kv_cstr(pk, IPC_KEY_MISSED, spec->missed);
+        return r == 0 ? 0 : -ENOMEM;
+}
+
+int fiberd_client_send_schedule_add(FiberdClient *c, const char *name,
+                                    const FiberdClientScheduleSpec *spec, const char *plugin,
+                                    const void *args, size_t args_len,
+                                    const FiberdClientJobOptions *opts, uint32_t *ret_msgid)
+{
+        msgpack_packer *pk;
+        uint32_t msgid;
+
+        if (!name || !spec || (!spec->cron && !spec->every_ms) ||
+            !job_params_valid(plugin, args, args_len, opts))
+                return -EINVAL;
+        pk = fiberd_client_request(c, IPC_METHOD_SCHEDULE_ADD, 5, &msgid);
+        if (!pk || ipc_pack_cstr(pk, name) != 0 || pack_schedule_spec(pk, spec) < 0 ||
+            pack_job(pk, plugin, args, args_len, opts) < 0)
+                return -ENOMEM;
+        *ret_msgid = msgid;
+        return 0;
+}
+
+int fiberd_client_schedule_add(FiberdClient *c, const char *name,
+                               const FiberdClientScheduleSpec *spec, const char *plugin,
+                               const void *args, size_t args_len,
+                               const FiberdClientJobOptions *opts, int timeout_ms,
+                               FiberdClientReply **ret, FiberdClientError *err)
+{
+        uint32_t msgid = 0;
+        int r = fiberd_client_send_schedule_add(c, name, spec, plugin, args, args_len, opts,
+                                                &msgid);
+        return call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_ADD, timeout_ms, ret, err);
+}
+
+int fiberd_client_send_schedule_list(FiberdClient *c, uint32_t *ret_msgid)
+{
+        return send_noparams(c, IPC_METHOD_SCHEDULE_LIST, ret_msgid);
+}
+
+int fiberd_client_schedule_list(FiberdClient *c, int timeout_ms, FiberdClientReply **ret,
+                                FiberdClientError *err)
+{
+        uint32_t msgid = 0;
+        int r = fiberd_client_send_schedule_list(c, &msgid);
+        return call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_LIST, timeout_ms, ret, err);
+}
+
+/* schedule.remove, .pause, .resume: [name] or, for another user's, [name, owner]. */
+static int send_schedule_named(FiberdClient *c, const char *method, const char *name, int64_t owner,
+                               uint32_t *ret_msgid)
+{
+        msgpack_packer *pk;
+        uint32_t msgid;
+
+        if (!name || owner > (int64_t)UINT32_MAX)
+                return -EINVAL;
+        pk = fiberd_client_request(c, method, owner >= 0 ? 2 : 1, &msgid);
+        if (!pk || ipc_pack_cstr(pk, name) != 0 ||
+            (owner >= 0 && msgpack_pack_uint64(pk, (uint64_t)owner) != 0))
+                return -ENOMEM;
+        *ret_msgid = msgid;
+        return 0;
+}
+
+int fiberd_client_send_schedule_remove(FiberdClient *c, const char *name, int64_t owner,
+                                       uint32_t *ret_msgid)
+{
+        return send_schedule_named(c, IPC_METHOD_SCHEDULE_REMOVE, name, owner, ret_msgid);
+}
+
+int fiberd_client_send_schedule_pause(FiberdClient *c, const char *name, int64_t owner,
+                                      uint32_t *ret_msgid)
+{
+        return send_schedule_named(c, IPC_METHOD_SCHEDULE_PAUSE, name, owner, ret_msgid);
+}
+
+int fiberd_client_send_schedule_resume(FiberdClient *c, const char *name, int64_t owner,
+                                       uint32_t *ret_msgid)
+{
+        return send_schedule_named(c, IPC_METHOD_SCHEDULE_RESUME, name, owner, ret_msgid);
+}
+
+int fiberd_client_schedule_remove(FiberdClient *c, const char *name, int64_t owner, int timeout_ms,
+                                  FiberdClientReply **ret, FiberdClientError *err)
+{
+        uint32_t msgid = 0;
+        int r = fiberd_client_send_schedule_remove(c, name, owner, &msgid);
+        return call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_REMOVE, timeout_ms, ret, err);
+}
+
+int fiberd_client_schedule_pause(FiberdClient *c, const char *name, int64_t owner, int timeout_ms,
+                                 FiberdClientReply **ret, FiberdClientError *err)
+{
+        uint32_t msgid = 0;
+        int r = fiberd_client_send_schedule_pause(c, name, owner, &msgid);
+        return call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_PAUSE, timeout_ms, ret, err);
+}
+
+int fiberd_client_schedule_resume(FiberdClient *c, const char *name, int64_t owner, int timeout_ms,
+                                  FiberdClientReply **ret, FiberdClientError *err)
+{
+        uint32_t msgid = 0;
+        int r = fiberd_client_send_schedule_resume(c, name, owner, &msgid);
+        return call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_RESUME, timeout_ms, ret, err);
 }

@@ -58,7 +58,9 @@ const char *term_state_colour(const char *state)
         } colours[] = {
                 {IPC_STATE_DONE, TERM_SGR_GREEN},       {IPC_STATE_FAILED, TERM_SGR_RED},
                 {IPC_STATE_CANCELLED, TERM_SGR_YELLOW}, {IPC_STATE_RUNNING, TERM_SGR_BLUE},
-                {IPC_STATE_QUEUED, TERM_SGR_GREY},
+                {IPC_STATE_QUEUED, TERM_SGR_GREY},      {IPC_STATE_SCHEDULED, TERM_SGR_GREY},
+                {IPC_STATE_WAITING, TERM_SGR_GREY},     {IPC_STATE_RETRYING, TERM_SGR_YELLOW},
+                {IPC_STATE_DEAD, TERM_SGR_RED},
         };
 
         for (size_t i = 0; state && i < ELEMENTSOF(colours); i++)

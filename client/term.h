@@ -39,9 +39,10 @@ bool term_colour(FILE *f);
 unsigned term_width(FILE *f);
 
 /*
- * term_state_colour - the SGR sequence for a job state ("done" green, "failed" red,
- * "cancelled" yellow, "running" blue, "queued" grey), or "" for anything else. A
- * constant string; the caller prints TERM_SGR_RESET after the coloured text.
+ * term_state_colour - the SGR sequence for a job state ("done" green, "failed" and
+ * "dead" red, "cancelled" and "retrying" yellow, "running" blue, "queued", "scheduled"
+ * and "waiting" grey), or "" for anything else. A constant string; the caller prints
+ * TERM_SGR_RESET after the coloured text.
  */
 const char *term_state_colour(const char *state);
 

@@ -144,3 +144,21 @@ $(DAEMON_UNIT_TESTS): %: %.o $(DAEMON_UNIT_OBJS) $(LIBIPC) $(LIBSCHED)
 .PHONY: check-daemon-unit
 check-daemon-unit: $(DAEMON_UNIT_TESTS)
 	@set -e; for t in $(DAEMON_UNIT_TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS); done
+
+# ---- tests/integration/fiberctl_schedule.c: fiberctl's job scheduling verbs and options
+# (submit --in/--at/--after/--key/--retries, retry, discard, dead, pause, resume,
+# schedule, batch "after") end to end against a real fiberd, through the harness of
+# daemon_*.c. They need fiberd's side of job scheduling (PROTOCOL.md, "Scheduling jobs"),
+# the schedule.* methods included, so they are built and run on their own, `make
+# check-fiberctl-schedule`; once that side is in, add $(FIBERCTL_SCHEDULE_TEST) to
+# INTEGRATION_TESTS here and they join check-integration.
+FIBERCTL_SCHEDULE_TEST := $(BUILD)/tests/integration/fiberctl_schedule
+$(FIBERCTL_SCHEDULE_TEST).o: CPPFLAGS += $(DAEMON_TEST_DEFS)
+$(FIBERCTL_SCHEDULE_TEST): $(FIBERCTL_SCHEDULE_TEST).o $(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) \
+		$(LIBIPC) $(FIBERD) $(BUNDLED_PLUGINS) $(TEST_PLUGINS) $(DAEMON_FIBERCTL)
+	$(CC) $(LDFLAGS) -o $@ $< $(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
+		-lcriterion
+
+.PHONY: check-fiberctl-schedule
+check-fiberctl-schedule: $(FIBERCTL_SCHEDULE_TEST)
+	$(FIBERCTL_SCHEDULE_TEST) $(CRITERION_FLAGS)

@@ -8,7 +8,11 @@
 #   2. the installed library exports only fiberd_client_* and has its soname;
 #   3. the program runs against a real fiberd (a temp socket, the built plugins) with the
 #      staged library (LD_LIBRARY_PATH) and must print "ok": submit and result, out-of-
-#      order answers, errors as codes, job.list pages (see the program's header).
+#      order answers, errors as codes, job.list pages (see the program's header);
+#   4. the ABI stays versioned: the functions whose FiberdClientJobOptions grew have their
+#      FIBERD_CLIENT_0 version beside the default FIBERD_CLIENT_0.2 one, and
+#      tests/clientlib/client_abi0.c, a program bound to FIBERD_CLIENT_0 with the old
+#      struct followed by poison, must print "ok" against the same fiberd.
 # Usage: tests/clientlib.sh SCRATCH_DIR FIBERD PLUGIN_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +35,9 @@ case " $flags " in *" -I$root$prefix/include "*) ;; *) fail "pkg-config's flags 
 cc -std=gnu11 -Wall -Wextra -Werror -o "$scratch/client_example" tests/clientlib/client_example.c $flags ||
 	fail "tests/clientlib/client_example.c does not build with: $flags"
 echo "$me: built with only: $flags"
+# shellcheck disable=SC2086
+cc -std=gnu11 -Wall -Wextra -Werror -o "$scratch/client_abi0" tests/clientlib/client_abi0.c $flags ||
+	fail "tests/clientlib/client_abi0.c does not build with: $flags"
 
 lib=$root$prefix/lib/libfiberd-client.so.0
 soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
@@ -38,6 +45,14 @@ soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 others=$(nm -D --defined-only "$lib" | awk '$2 != "A" { print $3 }' | grep -v '^fiberd_client_[a-z]' || true)
 [ -z "$others" ] || fail "libfiberd-client exports more than fiberd_client_*: $(echo $others)"
 echo "$me: $soname exports $(nm -D --defined-only "$lib" | grep -c ' T fiberd_client_') fiberd_client_* functions and nothing else"
+syms=$(nm -D --defined-only "$lib")
+for f in fiberd_client_send_submit fiberd_client_send_run fiberd_client_job_run fiberd_client_submit; do
+	grep -q " T $f@FIBERD_CLIENT_0\$" <<<"$syms" || fail "$f@FIBERD_CLIENT_0 (the old options) is gone"
+	grep -q " T $f@@FIBERD_CLIENT_0.2\$" <<<"$syms" || fail "$f@@FIBERD_CLIENT_0.2 is not the default"
+done
+grep -q " T fiberd_client_schedule_add@@FIBERD_CLIENT_0.2\$" <<<"$syms" ||
+	fail "fiberd_client_schedule_add is not in FIBERD_CLIENT_0.2"
+echo "$me: FIBERD_CLIENT_0 kept beside FIBERD_CLIENT_0.2 for the functions whose options grew"
 
 tmp=$(mktemp -d)
 pid=
@@ -57,6 +72,11 @@ out=$(LD_LIBRARY_PATH=$root$prefix/lib "$scratch/client_example" "$tmp/fiberd.so
 $out"
 sed 's/^/    /' <<<"$out"
 [ "$(tail -1 <<<"$out")" = ok ] || fail "client_example did not say ok"
+out=$(LD_LIBRARY_PATH=$root$prefix/lib "$scratch/client_abi0" "$tmp/fiberd.sock" 2>&1) ||
+	fail "client_abi0 (a FIBERD_CLIENT_0 program) against a real fiberd:
+$out"
+sed 's/^/    /' <<<"$out"
+[ "$(tail -1 <<<"$out")" = ok ] || fail "client_abi0 did not say ok"
 ldd_out=$(LD_LIBRARY_PATH=$root$prefix/lib ldd "$scratch/client_example")
 grep -q "libfiberd-client.so.0 => $root" <<<"$ldd_out" || fail "client_example did not load the staged library: $ldd_out"
 echo "$me: ok"

@@ -87,8 +87,9 @@ for verb in $help_verbs; do
 	want=$(grep '^  -' <<<"$("$fiberctl" "$verb" --help)" | grep -o -- '--[a-z][a-z-]*' | sort -u)
 	specs=$(zsh_run "print -l \"\${(@P)\${:-_fiberctl_opts_$verb}}\"")
 	for o in $want; do
-		# a spec is "(EXCLUDED...)--name[=+][description]...": match the name itself
-		grep -qE -- "^(\([^)]*\))?$o[=+[]" <<<"$specs" ||
+		# a spec is "(EXCLUDED...)--name[=+][description]...", with a leading "*" when
+		# the option may repeat: match the name itself
+		grep -qE -- "^(\([^)]*\))?\*?$o[=+[]" <<<"$specs" ||
 			fail "zsh: 'fiberctl $verb' lacks option $o"
 	done
 done

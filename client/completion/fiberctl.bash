@@ -4,11 +4,15 @@
 #
 # Completes the verbs (the same list as `fiberctl --help`: tests/completion.sh checks),
 # the global options anywhere on the line, each verb's own options (as its `--help`
-# lists them), --state values, and asks the daemon for plugin names (submit, list
-# --plugin) and job ids (status, wait, result, cancel, logs), talking to the socket the line
-# names with -s / --user. A daemon that does not answer just completes nothing.
+# lists them), --state and --missed values, schedule's and pause's words, and asks the
+# daemon for plugin names (submit, list --plugin, schedule add, pause plugin), job ids
+# (status, wait, result, cancel, logs, retry, discard, --after) and schedule names
+# (schedule remove|pause|resume), talking to the socket the line names with -s /
+# --user. A daemon that does not answer just completes nothing.
 
-_fiberctl_verbs="ping plugins submit status wait result cancel logs list stats batch top"
+_fiberctl_verbs="ping plugins submit status wait result cancel logs list dead retry discard pause resume schedule stats batch top"
+# the job options of submit and schedule add (client/fiberctl-opts.c)
+_fiberctl_job_opts="--priority --timeout --class --in --at --retries --backoff --backoff-max --after --key"
 _fiberctl_globals="-s --socket -u --user -j --json -h --help -V --version"
 
 # fiberctl as typed (a path works too), with the line's socket options.
@@ -35,6 +39,11 @@ _fiberctl_job_ids() {
 	"${_fiberctl_run[@]}" list --limit 200 2>/dev/null | awk 'NR > 1 { print $1 }'
 }
 
+_fiberctl_schedule_names() {
+	_fiberctl_cmd
+	"${_fiberctl_run[@]}" schedule list 2>/dev/null | awk 'NR > 1 { print $1 }'
+}
+
 _fiberctl() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
 	local verb="" i w opts=""
@@ -43,7 +52,8 @@ _fiberctl() {
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
 		case $w in
-		-s | --socket | -p | --priority | -t | --timeout | -S | --state | --plugin | -n | --limit | --window | -c | --class | -d | --delay | --iterations)
+		-s | --socket | -p | --priority | -t | --timeout | -S | --state | --plugin | -n | --limit | --window | -c | --class | -d | --delay | --iterations | \
+			--in | --at | --retries | --backoff | --backoff-max | --after | --key | --cron | --tz | --every | --missed | --owner)
 			((i++)) ;;
 		-*) ;;
 		*)
@@ -59,20 +69,29 @@ _fiberctl() {
 		return
 		;;
 	-S | --state)
-		COMPREPLY=($(compgen -W "queued running done failed cancelled" -- "$cur"))
+		COMPREPLY=($(compgen -W "queued running done failed cancelled scheduled waiting retrying dead" -- "$cur"))
+		return
+		;;
+	--missed)
+		COMPREPLY=($(compgen -W "skip run-once" -- "$cur"))
 		return
 		;;
 	--plugin | --clear)
 		COMPREPLY=($(compgen -W "$(_fiberctl_plugins)" -- "$cur"))
 		return
 		;;
+	--after)
+		COMPREPLY=($(compgen -W "$(_fiberctl_job_ids)" -- "$cur"))
+		return
+		;;
 	-p)
-		if [ "$verb" = list ]; then
+		if [ "$verb" = list ] || [ "$verb" = dead ]; then
 			COMPREPLY=($(compgen -W "$(_fiberctl_plugins)" -- "$cur"))
 		fi
 		return
 		;;
-	--priority | -t | --timeout | -n | --limit | --window | -c | --class | -d | --delay | --iterations)
+	--priority | -t | --timeout | -n | --limit | --window | -c | --class | -d | --delay | --iterations | \
+		--in | --at | --retries | --backoff | --backoff-max | --key | --cron | --tz | --every | --owner)
 		return
 		;;
 	esac
@@ -82,9 +101,12 @@ _fiberctl() {
 		COMPREPLY=($(compgen -W "$_fiberctl_verbs $_fiberctl_globals" -- "$cur"))
 		return
 		;;
-	submit) opts="--priority --timeout --class --wait" ;;
+	submit) opts="$_fiberctl_job_opts --wait" ;;
 	wait) opts="--timeout" ;;
 	list) opts="--state --plugin --limit" ;;
+	dead) opts="--plugin --limit" ;;
+	retry | discard) opts="--all" ;;
+	schedule) opts="--cron --tz --every --missed --owner $_fiberctl_job_opts" ;;
 	batch) opts="--wait --window --class" ;;
 	plugins) opts="--clear" ;;
 	stats) opts="--openmetrics --prometheus" ;;
@@ -105,8 +127,29 @@ _fiberctl() {
 			COMPREPLY=($(compgen -W "$(_fiberctl_plugins)" -- "$cur"))
 		fi
 		;;
-	status | wait | result | cancel | logs)
+	status | wait | result | cancel | logs | retry | discard)
 		COMPREPLY=($(compgen -W "$(_fiberctl_job_ids)" -- "$cur"))
+		;;
+	pause | resume | schedule)
+		# the words after the verb that are neither options nor their values
+		local -a words=()
+		for ((i = i + 1; i < COMP_CWORD; i++)); do
+			case ${COMP_WORDS[i]} in
+			--in | --at | --retries | --backoff | --backoff-max | --after | --key | --cron | --tz | --every | --missed | --owner | \
+				-p | --priority | -t | --timeout | -c | --class | -s | --socket)
+				((i++)) ;;
+			-*) ;;
+			*) words+=("${COMP_WORDS[i]}") ;;
+			esac
+		done
+		case $verb:${#words[@]}:${words[0]:-} in
+		pause:0:* | resume:0:*) COMPREPLY=($(compgen -W "class plugin" -- "$cur")) ;;
+		pause:1:plugin | resume:1:plugin) COMPREPLY=($(compgen -W "$(_fiberctl_plugins)" -- "$cur")) ;;
+		schedule:0:*) COMPREPLY=($(compgen -W "add list remove pause resume" -- "$cur")) ;;
+		schedule:1:remove | schedule:1:pause | schedule:1:resume)
+			COMPREPLY=($(compgen -W "$(_fiberctl_schedule_names)" -- "$cur")) ;;
+		schedule:2:add) COMPREPLY=($(compgen -W "$(_fiberctl_plugins)" -- "$cur")) ;;
+		esac
 		;;
 	esac
 }

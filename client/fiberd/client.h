@@ -48,8 +48,12 @@
  * connection per thread is the usual shape). Replies are independent objects and may be
  * handed to other threads. The library starts no thread and installs no signal handler.
  *
- * ABI: only fiberd_client_* symbols are exported (soname libfiberd-client.so.0); the
- * structs below that are not opaque only ever grow at their end.
+ * ABI: only fiberd_client_* symbols are exported (soname libfiberd-client.so.0), each
+ * with a symbol version (libfiberd-client.map): FIBERD_CLIENT_0 for the first release,
+ * FIBERD_CLIENT_0.2 for what job scheduling added. The structs below that are not opaque
+ * only ever grow at their end, and a function that reads one keeps its older version: a
+ * program built against FIBERD_CLIENT_0's FiberdClientJobOptions calls
+ * fiberd_client_submit@FIBERD_CLIENT_0, which reads only the fields that struct had.
  */
 #ifndef FIBERD_CLIENT_PUBLIC_H
 #define FIBERD_CLIENT_PUBLIC_H
@@ -109,20 +113,53 @@ typedef struct FiberdClient FiberdClient;
 typedef struct FiberdClientReply FiberdClientReply;
 
 /*
- * FiberdClientJobOptions - job.submit's options. Zeroed means the daemon's defaults.
+ * FiberdClientJobOptions - job.submit's options (fiberd-protocol(7), "job.submit" and
+ * "Scheduling jobs"). Zeroed means the daemon's defaults: each field is sent only when it
+ * is not zero (NULL), priority only with has_priority. Strings and @after are read while
+ * the request is queued, not kept.
  */
 typedef struct FiberdClientJobOptions {
         bool has_priority;   /* send priority */
         int32_t priority;    /* lower runs first; below 0 needs the admin tier */
         uint64_t timeout_ms; /* the job's own time limit, ms; 0 = the daemon's default */
+        /* since FIBERD_CLIENT_0.2: */
+        const char *job_class;   /* its job class ([class.NAME]); NULL = "default" */
+        uint64_t delay_ms;       /* run no sooner than this long from now (state
+                                  * "scheduled"); 0 = no delay */
+        uint64_t run_at_ms;      /* run no sooner than this, ms since the epoch (UTC);
+                                  * 0 = none. Not with delay_ms: INVALID_ARGUMENT */
+        uint32_t max_attempts;   /* runs a failing job gets, 1..100, before it is "dead";
+                                  * 0 = the plugin's default, else 1 */
+        uint64_t backoff_ms;     /* the first retry's wait, doubled for each next one
+                                  * (jitter 50-100 %); 0 = the daemon's default (1000) */
+        uint64_t backoff_max_ms; /* the cap of that wait; 0 = the default (3600000) */
+        const uint64_t *after;   /* run once these jobs are done (state "waiting"), at
+                                  * most 64; NULL = none */
+        size_t n_after;          /* entries of @after */
+        const char *key;         /* idempotency key, 1..128 bytes: a repeat answers the
+                                  * first job's id; NULL = none */
 } FiberdClientJobOptions;
+
+/*
+ * FiberdClientScheduleSpec - when a schedule submits (schedule.add's spec): either a cron
+ * expression with its time zone, or an interval.
+ */
+typedef struct FiberdClientScheduleSpec {
+        const char *cron;   /* 5 fields, or @hourly, @daily, @weekly, @monthly, @yearly;
+                             * NULL: use every_ms */
+        const char *tz;     /* the cron's time zone ("Europe/Berlin"); NULL = UTC */
+        uint64_t every_ms;  /* the interval when cron is NULL, at least 1000 */
+        const char *missed; /* a tick missed while fiberd was down: "skip" or "run_once";
+                             * NULL = the daemon's default, "skip" */
+} FiberdClientScheduleSpec;
 
 /*
  * FiberdClientListFilter - job.list's filter. Zeroed means every job you may see, in pages
  * of the daemon's default size.
  */
 typedef struct FiberdClientListFilter {
-        const char *state;  /* "queued", "running", "done", "failed", "cancelled"; NULL: all */
+        const char *state;  /* "queued", "running", "done", "failed", "cancelled",
+                             * "scheduled", "waiting", "retrying", "dead"; NULL: all */
         const char *plugin; /* a plugin name; NULL: all */
         uint32_t limit;     /* most records in the page; 0: the daemon's page size */
 } FiberdClientListFilter;
@@ -352,6 +389,97 @@ FIBERD_CLIENT_EXPORT int fiberd_client_list_page(FiberdClient *c,
                                                  uint64_t cursor, int timeout_ms,
                                                  FiberdClientReply **ret, uint64_t *ret_next_cursor,
                                                  FiberdClientError *err);
+
+/* ---- job scheduling (FIBERD_CLIENT_0.2) ------------------------------------------- */
+
+/*
+ * The methods of fiberd-protocol(7)'s "Scheduling jobs", each as a send (queue it, give
+ * back its msgid; pipelining) and a blocking call (send, then fiberd_client_call() with
+ * @timeout_ms), as the methods above. A daemon older than these methods answers
+ * METHOD_NOT_FOUND (-ENOSYS).
+ *
+ * fiberd_client_job_retry - job.retry: queue again each dead, failed or cancelled job of
+ * @ids (@n_ids of them), or with @all (then @ids NULL, @n_ids 0) every dead job you may
+ * see. All or none: an unknown id answers NOT_FOUND, one not final (or done)
+ * FAILED_PRECONDITION, and none is retried. Result {retried: [ids]}.
+ * fiberd_client_job_discard - job.discard: drop those final jobs' records now; the
+ * same params. Result {discarded: [ids]}.
+ * Return (send): 0; -EINVAL for neither or both of @ids and @all, more than
+ * 2^32 - 1 ids; -ENOMEM.
+ */
+FIBERD_CLIENT_EXPORT int fiberd_client_send_retry(FiberdClient *c, const uint64_t *ids,
+                                                  size_t n_ids, bool all, uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_job_retry(FiberdClient *c, const uint64_t *ids, size_t n_ids,
+                                                 bool all, int timeout_ms, FiberdClientReply **ret,
+                                                 FiberdClientError *err);
+FIBERD_CLIENT_EXPORT int fiberd_client_send_discard(FiberdClient *c, const uint64_t *ids,
+                                                    size_t n_ids, bool all, uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_job_discard(FiberdClient *c, const uint64_t *ids,
+                                                   size_t n_ids, bool all, int timeout_ms,
+                                                   FiberdClientReply **ret, FiberdClientError *err);
+
+/*
+ * fiberd_client_pause / fiberd_client_resume - pause / resume (admin tier): hold the
+ * queued jobs of a class or a plugin (running ones finish), or let them go. @kind is
+ * "class" or "plugin", @name its name. Result {kind, name, paused, queued}. Errors:
+ * PERMISSION_DENIED (not an admin), INVALID_ARGUMENT (an unknown class).
+ * Return (send): 0; -EINVAL for a NULL @kind or @name; -ENOMEM.
+ */
+FIBERD_CLIENT_EXPORT int fiberd_client_send_pause(FiberdClient *c, const char *kind,
+                                                  const char *name, uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_pause(FiberdClient *c, const char *kind, const char *name,
+                                             int timeout_ms, FiberdClientReply **ret,
+                                             FiberdClientError *err);
+FIBERD_CLIENT_EXPORT int fiberd_client_send_resume(FiberdClient *c, const char *kind,
+                                                   const char *name, uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_resume(FiberdClient *c, const char *kind, const char *name,
+                                              int timeout_ms, FiberdClientReply **ret,
+                                              FiberdClientError *err);
+
+/*
+ * fiberd_client_schedule_add - schedule.add: submit @plugin with @args (one packed
+ * msgpack map, @args_len bytes; NULL/0: {}) and @opts (NULL: none) as the caller at each
+ * tick of @spec, under @name ([A-Za-z0-9_.-]{1,64}, unique per owner). The daemon checks
+ * the submission now, as job.submit does. Result: the schedule, {name, owner, cron, tz,
+ * every_ms, missed, plugin, args, options, paused, next_ms, last_ms, last_job}. Errors:
+ * INVALID_ARGUMENT (a bad spec, naming the field), ALREADY_EXISTS (the name is taken).
+ * fiberd_client_schedule_list - schedule.list: [schedule], yours (an admin's: everyone's).
+ * fiberd_client_schedule_remove / _pause / _resume - schedule.remove, .pause, .resume of
+ * the schedule @name; @owner >= 0 names another user's (admin), -1 the caller's. Result:
+ * the schedule (remove: as it was); NOT_FOUND when there is none of that name.
+ * Return (send): 0; -EINVAL for a NULL @name or @spec, a @spec with neither cron nor
+ * every_ms, args that are not one map, @owner above UINT32_MAX; -ENOMEM.
+ */
+FIBERD_CLIENT_EXPORT int fiberd_client_send_schedule_add(
+        FiberdClient *c, const char *name, const FiberdClientScheduleSpec *spec, const char *plugin,
+        const void *args, size_t args_len, const FiberdClientJobOptions *opts, uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int
+fiberd_client_schedule_add(FiberdClient *c, const char *name, const FiberdClientScheduleSpec *spec,
+                           const char *plugin, const void *args, size_t args_len,
+                           const FiberdClientJobOptions *opts, int timeout_ms,
+                           FiberdClientReply **ret, FiberdClientError *err);
+FIBERD_CLIENT_EXPORT int fiberd_client_send_schedule_list(FiberdClient *c, uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_schedule_list(FiberdClient *c, int timeout_ms,
+                                                     FiberdClientReply **ret,
+                                                     FiberdClientError *err);
+FIBERD_CLIENT_EXPORT int fiberd_client_send_schedule_remove(FiberdClient *c, const char *name,
+                                                            int64_t owner, uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_schedule_remove(FiberdClient *c, const char *name,
+                                                       int64_t owner, int timeout_ms,
+                                                       FiberdClientReply **ret,
+                                                       FiberdClientError *err);
+FIBERD_CLIENT_EXPORT int fiberd_client_send_schedule_pause(FiberdClient *c, const char *name,
+                                                           int64_t owner, uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_schedule_pause(FiberdClient *c, const char *name,
+                                                      int64_t owner, int timeout_ms,
+                                                      FiberdClientReply **ret,
+                                                      FiberdClientError *err);
+FIBERD_CLIENT_EXPORT int fiberd_client_send_schedule_resume(FiberdClient *c, const char *name,
+                                                            int64_t owner, uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_schedule_resume(FiberdClient *c, const char *name,
+                                                       int64_t owner, int timeout_ms,
+                                                       FiberdClientReply **ret,
+                                                       FiberdClientError *err);
 
 #ifdef __cplusplus
 }

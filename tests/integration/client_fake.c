@@ -11,8 +11,16 @@
  * running, and a job.wait on it is answered only after the next request has been
  * answered (so answers come out of order), as done; a job.run of it is answered at once
  * with the running record, as when job.run's wait limit passes, and the job is done then; "nope" is refused with
- * NOT_FOUND; "deny" with PERMISSION_DENIED. Every method the fake is asked for is
- * logged (fake_methods()), so a test can check which ones fiberctl used.
+ * NOT_FOUND; "deny" with PERMISSION_DENIED. Job scheduling: "flaky" is retrying (its
+ * second of three attempts, one error kept), "doomed" is dead (three attempts, three
+ * errors); a job submitted with delay_ms or run_at is scheduled; a record carries the
+ * run_at_ms, after, key and max_attempts it was submitted with. job.retry and
+ * job.discard answer the ids given (every dead job's for {"all": true}); pause and
+ * resume answer the class or plugin; schedule.add keeps the schedule its params make,
+ * for schedule.list, .remove, .pause, .resume. Every method the fake is asked for is
+ * logged (fake_methods()), and with its params as msgpack-c prints them
+ * (fake_params(): `job.submit ["echo", {}, {"delay_ms"=>5400000}]`), so a test can check
+ * which ones fiberctl used and what it packed.
  * Server modes: MODE_GARBAGE answers every request with bytes that are not msgpack;
  * MODE_CLOSE closes the connection on the first request; MODE_NOTICE sends the
  * "connection.error" notification (MESSAGE_TOO_LARGE) and closes; MODE_OLD is a fiberd
@@ -33,9 +41,11 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/client.h"
+#include "client/fiberd/client.h"
 #include "ipc/ipc.h"
 
 #ifndef FIBERCTL_PATH
@@ -51,9 +61,23 @@ typedef struct FakeJob {
         const char *state;
         msgpack_sbuffer args; /* packed args map */
         bool fail;
+        uint64_t run_at_ms;    /* options.run_at, or created + options.delay_ms; 0 = none */
+        uint64_t max_attempts; /* options.max_attempts; 0 = not given */
+        uint64_t after[8];     /* options.after */
+        unsigned nafter;
+        char key[160]; /* options.key; "" = none */
 } FakeJob;
 
 #define FAKE_MAX_JOBS 64
+#define FAKE_MAX_SCHEDULES 8
+#define FAKE_CREATED_MS 1763790000000ULL
+
+/* A schedule.add, kept as its packed params [name, spec, plugin, args, options]. */
+typedef struct FakeSchedule {
+        bool used, paused;
+        char name[72];
+        msgpack_sbuffer params;
+} FakeSchedule;
 
 typedef struct Fake {
         char dir[64];
@@ -64,29 +88,54 @@ typedef struct Fake {
         pthread_t thread;
         FakeJob jobs[FAKE_MAX_JOBS + 1]; /* ids 1..njobs */
         unsigned njobs;
+        FakeSchedule schedules[FAKE_MAX_SCHEDULES];
         pthread_mutex_t log_lock;
-        char log[4096]; /* the methods asked for, one per line, in order */
+        char log[4096];     /* the methods asked for, one per line, in order */
+        char params[16384]; /* the same, each with its params: "method [params]" */
 } Fake;
 
 static Fake fake;
 
 /* ---------------------------------------------------------------- the fake server */
 
+static bool state_is(const FakeJob *j, const char *state)
+{
+        return strcmp(j->state, state) == 0;
+}
+
+/* A job's errors (PROTOCOL.md, "Scheduling jobs"): one per failed run. */
+static void pack_errors(msgpack_packer *pk, unsigned n)
+{
+        msgpack_pack_array(pk, n);
+        for (unsigned i = 0; i < n; i++) {
+                msgpack_pack_map(pk, 4);
+                ipc_pack_kv_uint(pk, "attempt", i);
+                ipc_pack_kv_cstr(pk, "code", IPC_INTERNAL);
+                ipc_pack_kv_cstr(pk, "message", "boom");
+                ipc_pack_kv_uint(pk, "finished_ms", FAKE_CREATED_MS + 1000 * (i + 1));
+        }
+}
+
 static void pack_record(msgpack_packer *pk, unsigned id)
 {
         FakeJob *j = &fake.jobs[id];
-        bool final = strcmp(j->state, "running") != 0;
-        msgpack_pack_map(pk, 12);
+        bool final = state_is(j, "done") || state_is(j, "failed") || state_is(j, "cancelled") ||
+                     state_is(j, "dead");
+        bool retried = state_is(j, "retrying") || state_is(j, "dead");
+        msgpack_pack_map(pk, 19);
         ipc_pack_kv_uint(pk, "id", id);
         ipc_pack_kv_cstr(pk, "plugin", j->plugin);
         ipc_pack_kv_uint(pk, "owner", 1000);
         ipc_pack_kv_cstr(pk, "state", j->state);
         ipc_pack_kv_int(pk, "priority", 0);
         ipc_pack_kv_uint(pk, "timeout_ms", 0);
-        ipc_pack_kv_uint(pk, "created_ms", 1763790000000ULL);
-        ipc_pack_kv_uint(pk, "started_ms", 1763790000002ULL);
+        ipc_pack_kv_uint(pk, "created_ms", FAKE_CREATED_MS);
+        if (state_is(j, "scheduled"))
+                ipc_pack_kv_nil(pk, "started_ms");
+        else
+                ipc_pack_kv_uint(pk, "started_ms", FAKE_CREATED_MS + 2);
         if (final)
-                ipc_pack_kv_uint(pk, "finished_ms", 1763790000067ULL);
+                ipc_pack_kv_uint(pk, "finished_ms", FAKE_CREATED_MS + 67);
         else
                 ipc_pack_kv_nil(pk, "finished_ms");
         ipc_pack_cstr(pk, "progress");
@@ -110,8 +159,31 @@ static void pack_record(msgpack_packer *pk, unsigned id)
                 ipc_pack_error_map(pk, IPC_NOT_FOUND, "no such file: /nonexistent");
         else if (strcmp(j->state, "cancelled") == 0)
                 ipc_pack_error_map(pk, IPC_CANCELLED, "cancelled by uid 1000");
+        else if (state_is(j, "dead"))
+                ipc_pack_error_map(pk, IPC_INTERNAL, "boom");
         else
                 msgpack_pack_nil(pk);
+        /* job scheduling */
+        ipc_pack_kv_uint(pk, "attempt", state_is(j, "dead") ? 2 : retried ? 1 : 0);
+        ipc_pack_kv_uint(pk, "max_attempts", retried ? 3 : j->max_attempts ? j->max_attempts : 1);
+        if (state_is(j, "retrying")) /* a minute after now: "due in 1m..." */
+                ipc_pack_kv_uint(pk, "next_attempt_ms", (uint64_t)time(NULL) * 1000 + 61000);
+        else
+                ipc_pack_kv_nil(pk, "next_attempt_ms");
+        if (j->run_at_ms)
+                ipc_pack_kv_uint(pk, "run_at_ms", j->run_at_ms);
+        else
+                ipc_pack_kv_nil(pk, "run_at_ms");
+        ipc_pack_cstr(pk, "after");
+        msgpack_pack_array(pk, j->nafter);
+        for (unsigned i = 0; i < j->nafter; i++)
+                msgpack_pack_uint64(pk, j->after[i]);
+        if (j->key[0])
+                ipc_pack_kv_cstr(pk, "key", j->key);
+        else
+                ipc_pack_kv_nil(pk, "key");
+        ipc_pack_cstr(pk, "errors");
+        pack_errors(pk, state_is(j, "dead") ? 3 : retried ? 1 : 0);
 }
 
 /* The job id in params[0]; packs NOT_FOUND and returns 0 when there is none. */
@@ -130,6 +202,25 @@ static unsigned job_param(msgpack_packer *pk, const IpcMessage *m)
                 return 0;
         }
         return (unsigned)id;
+}
+
+/* What the fake keeps of a submission's options: the scheduling ones. */
+static void fake_take_options(FakeJob *j, const msgpack_object *opts)
+{
+        uint64_t delay = 0, run_at = 0;
+        const msgpack_object *after = ipc_map_find(opts, "after");
+
+        ipc_read_uint(ipc_map_find(opts, "delay_ms"), "delay_ms", &delay, NULL);
+        ipc_read_uint(ipc_map_find(opts, "run_at"), "run_at", &run_at, NULL);
+        ipc_read_uint(ipc_map_find(opts, "max_attempts"), "max_attempts", &j->max_attempts, NULL);
+        ipc_read_str(ipc_map_find(opts, "key"), "key", j->key, sizeof(j->key), NULL);
+        j->run_at_ms = run_at ? run_at : delay ? FAKE_CREATED_MS + delay : 0;
+        if (j->run_at_ms && state_is(j, "done"))
+                j->state = "scheduled";
+        for (uint32_t i = 0; after && after->type == MSGPACK_OBJECT_ARRAY &&
+                             i < after->via.array.size && j->nafter < 8;
+             i++)
+                ipc_read_uint(&after->via.array.ptr[i], "after", &j->after[j->nafter++], NULL);
 }
 
 /* Accepts the job of params [plugin, args, ...]: its id, or 0 with the refusal packed. */
@@ -158,9 +249,12 @@ static unsigned fake_accept(msgpack_packer *pk, const IpcMessage *m)
         unsigned id = ++fake.njobs;
         FakeJob *j = &fake.jobs[id];
         snprintf(j->plugin, sizeof(j->plugin), "%s", plugin);
-        j->state = strcmp(plugin, "fail") == 0   ? "failed"
-                   : strcmp(plugin, "slow") == 0 ? "running"
-                                                 : "done";
+        j->state = strcmp(plugin, "fail") == 0     ? "failed"
+                   : strcmp(plugin, "slow") == 0   ? "running"
+                   : strcmp(plugin, "flaky") == 0  ? "retrying"
+                   : strcmp(plugin, "doomed") == 0 ? "dead"
+                                                   : "done";
+        fake_take_options(j, ipc_array_at(&m->params, 2));
         msgpack_sbuffer_init(&j->args);
         msgpack_packer apk;
         msgpack_packer_init(&apk, &j->args, msgpack_sbuffer_write);
@@ -192,12 +286,174 @@ static const char *fake_methods(void)
         return copy;
 }
 
+/* The methods asked for since the last fake_methods_clear(), each with its params. */
+static const char *fake_params(void)
+{
+        static char copy[sizeof(fake.params)];
+        pthread_mutex_lock(&fake.log_lock);
+        memcpy(copy, fake.params, sizeof(copy));
+        pthread_mutex_unlock(&fake.log_lock);
+        return copy;
+}
+
 /* Forgets the methods logged so far. */
 static void fake_methods_clear(void)
 {
         pthread_mutex_lock(&fake.log_lock);
         fake.log[0] = '\0';
+        fake.params[0] = '\0';
         pthread_mutex_unlock(&fake.log_lock);
+}
+
+/* ---- the scheduling methods: job.retry, job.discard, pause, resume, schedule.* */
+
+/* job.retry and job.discard: [[ids]] or [{"all": true}]; the answer {@key: ids}. An id
+ * unknown answers NOT_FOUND, one running FAILED_PRECONDITION, and nothing is done. */
+static void fake_retry_or_discard(msgpack_packer *pk, const IpcMessage *m, const char *key)
+{
+        const msgpack_object *p = ipc_array_at(&m->params, 0);
+        uint64_t ids[FAKE_MAX_JOBS];
+        unsigned n = 0;
+
+        if (p && p->type == MSGPACK_OBJECT_MAP) {
+                for (unsigned i = 1; i <= fake.njobs; i++)
+                        if (state_is(&fake.jobs[i], "dead"))
+                                ids[n++] = i;
+        } else if (p && p->type == MSGPACK_OBJECT_ARRAY) {
+                for (uint32_t i = 0; i < p->via.array.size && n < FAKE_MAX_JOBS; i++) {
+                        uint64_t id = 0;
+                        ipc_read_uint(&p->via.array.ptr[i], "id", &id, NULL);
+                        if (id == 0 || id > fake.njobs) {
+                                ipc_pack_error_response(pk, m->msgid, IPC_NOT_FOUND, "no job %lu",
+                                                        (unsigned long)id);
+                                return;
+                        }
+                        if (state_is(&fake.jobs[id], "running")) {
+                                ipc_pack_error_response(pk, m->msgid, IPC_FAILED_PRECONDITION,
+                                                        "job %lu is running, not final",
+                                                        (unsigned long)id);
+                                return;
+                        }
+                        ids[n++] = id;
+                }
+        } else {
+                ipc_pack_error_response(pk, m->msgid, IPC_INVALID_ARGUMENT,
+                                        "expected [ids] or [{\"all\": true}]");
+                return;
+        }
+        ipc_pack_response_begin(pk, m->msgid);
+        msgpack_pack_map(pk, 1);
+        ipc_pack_cstr(pk, key);
+        msgpack_pack_array(pk, n);
+        for (unsigned i = 0; i < n; i++)
+                msgpack_pack_uint64(pk, ids[i]);
+}
+
+static void fake_pause(msgpack_packer *pk, const IpcMessage *m, bool paused)
+{
+        char kind[16] = "", name[64] = "";
+
+        ipc_read_str(ipc_array_at(&m->params, 0), "kind", kind, sizeof(kind), NULL);
+        ipc_read_str(ipc_array_at(&m->params, 1), "name", name, sizeof(name), NULL);
+        if (strcmp(kind, "class") != 0 && strcmp(kind, "plugin") != 0) {
+                ipc_pack_error_response(pk, m->msgid, IPC_INVALID_ARGUMENT,
+                                        "kind must be class or plugin");
+                return;
+        }
+        ipc_pack_response_begin(pk, m->msgid);
+        msgpack_pack_map(pk, 4);
+        ipc_pack_kv_cstr(pk, "kind", kind);
+        ipc_pack_kv_cstr(pk, "name", name);
+        ipc_pack_kv_bool(pk, "paused", paused);
+        ipc_pack_kv_uint(pk, "queued", 2);
+}
+
+/* A schedule as the protocol shows it, from its schedule.add params. */
+static void pack_schedule(msgpack_packer *pk, const FakeSchedule *sc)
+{
+        msgpack_zone z;
+        msgpack_object p;
+        size_t off = 0;
+
+        msgpack_zone_init(&z, 1024);
+        msgpack_unpack(sc->params.data, sc->params.size, &off, &z, &p);
+        const msgpack_object *spec = ipc_array_at(&p, 1);
+        const msgpack_object *cron = ipc_map_find(spec, "cron"), *tz = ipc_map_find(spec, "tz");
+        const msgpack_object *every = ipc_map_find(spec, "every_ms");
+        const msgpack_object *missed = ipc_map_find(spec, "missed");
+        msgpack_pack_map(pk, 13);
+        ipc_pack_kv_cstr(pk, "name", sc->name);
+        ipc_pack_kv_uint(pk, "owner", 1000);
+        ipc_pack_cstr(pk, "cron");
+        cron ? msgpack_pack_object(pk, *cron) : msgpack_pack_nil(pk);
+        ipc_pack_cstr(pk, "tz");
+        tz ? msgpack_pack_object(pk, *tz) : cron ? ipc_pack_cstr(pk, "UTC") : msgpack_pack_nil(pk);
+        ipc_pack_cstr(pk, "every_ms");
+        every ? msgpack_pack_object(pk, *every) : msgpack_pack_nil(pk);
+        ipc_pack_cstr(pk, "missed");
+        missed ? msgpack_pack_object(pk, *missed) : ipc_pack_cstr(pk, "skip");
+        ipc_pack_cstr(pk, "plugin");
+        msgpack_pack_object(pk, *ipc_array_at(&p, 2));
+        ipc_pack_cstr(pk, "args");
+        msgpack_pack_object(pk, *ipc_array_at(&p, 3));
+        ipc_pack_cstr(pk, "options");
+        msgpack_pack_object(pk, *ipc_array_at(&p, 4));
+        ipc_pack_kv_bool(pk, "paused", sc->paused);
+        ipc_pack_kv_uint(pk, "next_ms", 1796094000000ULL);
+        ipc_pack_kv_nil(pk, "last_ms");
+        ipc_pack_kv_nil(pk, "last_job");
+        msgpack_zone_destroy(&z);
+}
+
+static void fake_schedule(msgpack_packer *pk, const IpcMessage *m)
+{
+        const char *what = m->method + strlen("schedule.");
+        char name[72] = "";
+        FakeSchedule *sc = NULL;
+
+        if (strcmp(what, "list") == 0) {
+                unsigned n = 0;
+                for (int i = 0; i < FAKE_MAX_SCHEDULES; i++)
+                        n += fake.schedules[i].used;
+                ipc_pack_response_begin(pk, m->msgid);
+                msgpack_pack_array(pk, n);
+                for (int i = 0; i < FAKE_MAX_SCHEDULES; i++)
+                        if (fake.schedules[i].used)
+                                pack_schedule(pk, &fake.schedules[i]);
+                return;
+        }
+        ipc_read_str(ipc_array_at(&m->params, 0), "name", name, sizeof(name), NULL);
+        for (int i = 0; i < FAKE_MAX_SCHEDULES && !sc; i++)
+                if (fake.schedules[i].used && strcmp(fake.schedules[i].name, name) == 0)
+                        sc = &fake.schedules[i];
+        if (strcmp(what, "add") == 0) {
+                if (sc) {
+                        ipc_pack_error_response(pk, m->msgid, IPC_ALREADY_EXISTS,
+                                                "schedule %s exists", name);
+                        return;
+                }
+                for (int i = 0; i < FAKE_MAX_SCHEDULES && !sc; i++)
+                        if (!fake.schedules[i].used)
+                                sc = &fake.schedules[i];
+                cr_assert_not_null(sc);
+                sc->used = true;
+                snprintf(sc->name, sizeof(sc->name), "%s", name);
+                msgpack_sbuffer_init(&sc->params);
+                msgpack_packer spk;
+                msgpack_packer_init(&spk, &sc->params, msgpack_sbuffer_write);
+                msgpack_pack_object(&spk, m->params);
+        } else if (!sc) {
+                ipc_pack_error_response(pk, m->msgid, IPC_NOT_FOUND, "no schedule %s of yours",
+                                        name);
+                return;
+        }
+        sc->paused = strcmp(what, "pause") == 0 || (sc->paused && strcmp(what, "resume") != 0);
+        ipc_pack_response_begin(pk, m->msgid);
+        pack_schedule(pk, sc);
+        if (strcmp(what, "remove") == 0) {
+                msgpack_sbuffer_destroy(&sc->params);
+                memset(sc, 0, sizeof(*sc));
+        }
 }
 
 typedef struct Deferred {
@@ -215,6 +471,15 @@ static void fake_answer(msgpack_packer *pk, const IpcMessage *m, Deferred *later
         pthread_mutex_lock(&fake.log_lock);
         size_t used = strlen(fake.log);
         snprintf(fake.log + used, sizeof(fake.log) - used, "%s\n", meth);
+        used = strlen(fake.params);
+        if (used + 2 < sizeof(fake.params)) {
+                snprintf(fake.params + used, sizeof(fake.params) - used, "%s ", meth);
+                used = strlen(fake.params);
+                msgpack_object_print_buffer(fake.params + used, sizeof(fake.params) - used - 1,
+                                            m->params);
+                used = strlen(fake.params);
+                snprintf(fake.params + used, sizeof(fake.params) - used, "\n");
+        }
         pthread_mutex_unlock(&fake.log_lock);
         if (strcmp(meth, "ping") == 0) {
                 ipc_pack_response_begin(pk, m->msgid);
@@ -316,6 +581,15 @@ static void fake_answer(msgpack_packer *pk, const IpcMessage *m, Deferred *later
                 msgpack_pack_map(pk, 2);
                 ipc_pack_kv_cstr(pk, "name", "fiberd");
                 ipc_pack_kv_uint(pk, "workers", 2);
+        } else if (strcmp(meth, "job.retry") == 0 && fake.mode != MODE_OLD) {
+                fake_retry_or_discard(pk, m, "retried");
+        } else if (strcmp(meth, "job.discard") == 0 && fake.mode != MODE_OLD) {
+                fake_retry_or_discard(pk, m, "discarded");
+        } else if ((strcmp(meth, "pause") == 0 || strcmp(meth, "resume") == 0) &&
+                   fake.mode != MODE_OLD) {
+                fake_pause(pk, m, strcmp(meth, "pause") == 0);
+        } else if (strncmp(meth, "schedule.", 9) == 0 && fake.mode != MODE_OLD) {
+                fake_schedule(pk, m);
         } else {
                 ipc_pack_error_response(pk, m->msgid, IPC_METHOD_NOT_FOUND, "no method \"%s\"",
                                         meth);
@@ -1009,4 +1283,480 @@ Test(client, notice_read_after_broken_pipe, .fini = fake_stop)
         cr_assert_str_eq(st.code, IPC_MESSAGE_TOO_LARGE);
         assert_contains(st.message, "fiberd closed the connection: message of at least");
         client_free(c);
+}
+
+/* ---------------------------------------------------------------- job scheduling */
+
+Test(fiberctl, submit_packs_the_scheduling_options, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        fake_methods_clear();
+        RUN(&r, NULL, "submit", "echo", "x=1", "--in", "1h30m", "--retries", "2", "--backoff",
+            "500ms", "--backoff-max", "2m", "--after", "3,4", "--after", "5", "--key", "k1",
+            "--class", "batch");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        const char *p = fake_params();
+        assert_contains(p, "job.submit [\"echo\", {\"x\"=>1}, {");
+        assert_contains(p, "\"delay_ms\"=>5400000");
+        assert_contains(p, "\"max_attempts\"=>3");
+        assert_contains(p, "\"backoff_ms\"=>500");
+        assert_contains(p, "\"backoff_max_ms\"=>120000");
+        assert_contains(p, "\"after\"=>[3, 4, 5]");
+        assert_contains(p, "\"key\"=>\"k1\"");
+        assert_contains(p, "\"class\"=>\"batch\"");
+
+        fake_methods_clear();
+        RUN(&r, NULL, "submit", "echo", "--at", "2026-12-01T03:00:00+02:00", "--retries", "0");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(fake_params(), "\"run_at\"=>1796086800000");
+        assert_contains(fake_params(), "\"max_attempts\"=>1");
+        fake_methods_clear();
+        RUN(&r, NULL, "submit", "echo", "--at", "@1764558000", "--wait");
+        /* the fake answers job.run and job.wait at once, with the record still scheduled */
+        cr_assert_eq(r.status, 75, "a scheduled job is not final: %s", r.err);
+        assert_contains(fake_params(), "job.run [\"echo\", {}, {\"run_at\"=>1764558000000}]");
+}
+
+Test(fiberctl, bad_scheduling_values_are_refused_naming_the_option, .init = setup_normal,
+     .fini = fake_stop)
+{
+        static const struct {
+                const char *option, *value, *said;
+        } bad[] = {
+                {"--in", "soon", "--in needs a duration"},
+                {"--in", "4000d", "--in: '4000d' is too long"},
+                {"--at", "2026-12-01T03:00:00", "no time zone"},
+                {"--at", "2026-13-01T03:00:00Z", "--at '2026-13-01T03:00:00Z'"},
+                {"--at", "tomorrow", "--at 'tomorrow'"},
+                {"--retries", "-1", "--retries needs a whole number from 0 to 99"},
+                {"--retries", "100", "--retries needs"},
+                {"--retries", "x", "--retries needs"},
+                {"--backoff", "1y", "--backoff needs a duration"},
+                {"--backoff-max", "", "--backoff-max needs a duration"},
+                {"--after", "0", "--after needs job ids"},
+                {"--after", "3,,4", "--after needs job ids"},
+                {"--after", "a", "--after needs job ids"},
+                {"--key", "", "--key needs 1 to 128 bytes"},
+        };
+        Run r;
+
+        fake_methods_clear();
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                RUN(&r, NULL, "submit", "echo", bad[i].option, bad[i].value);
+                cr_assert_eq(r.status, 64, "%s %s: %d", bad[i].option, bad[i].value, r.status);
+                assert_contains(r.err, bad[i].said);
+        }
+        RUN(&r, NULL, "submit", "echo", "--in", "5m", "--at", "@1764558000");
+        cr_assert_eq(r.status, 64);
+        assert_contains(r.err, "--in and --at both say when the job runs");
+        char key[200];
+        memset(key, 'k', 129);
+        key[129] = '\0';
+        RUN(&r, NULL, "submit", "echo", "--key", key);
+        cr_assert_eq(r.status, 64);
+        RUN(&r, NULL, "--json", "submit", "echo", "--in", "soon");
+        cr_assert_eq(r.status, 64);
+        assert_contains(r.err, "{\"error\":{\"code\":\"USAGE\",\"message\":\"--in needs");
+        cr_assert_str_eq(fake_methods(), "", "a refused value sent nothing");
+}
+
+Test(fiberctl, records_show_attempts_due_times_and_errors, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        RUN(&r, NULL, "submit", "flaky");                                               /* 1 */
+        RUN(&r, NULL, "submit", "doomed");                                              /* 2 */
+        RUN(&r, NULL, "submit", "echo", "--in", "2h", "--key", "k1", "--after", "1,2"); /* 3 */
+        RUN(&r, NULL, "submit", "echo", "n=4");                                         /* 4 */
+
+        RUN(&r, NULL, "status", "1");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "job 1 (flaky): retrying");
+        assert_contains(r.out, "  attempt   2 of 3\n");
+        assert_contains(r.out, "  next try  ");
+        assert_contains(r.out, "(in 1m0");
+        assert_contains(r.out, "  errors    attempt 1, ");
+        assert_contains(r.out, ": INTERNAL: boom\n");
+        RUN(&r, NULL, "status", "2");
+        assert_contains(r.out, "job 2 (doomed): dead");
+        assert_contains(r.out, "  attempt   3 of 3\n");
+        assert_contains(r.out, "            attempt 3, ");
+        assert_contains(r.out, "  error     INTERNAL: boom");
+        RUN(&r, NULL, "status", "3");
+        assert_contains(r.out, "job 3 (echo): scheduled");
+        assert_contains(r.out, "  run at    2025-11-22 ");
+        assert_contains(r.out, "  after     1, 2\n");
+        assert_contains(r.out, "  key       k1\n");
+        RUN(&r, NULL, "status", "4");
+        cr_assert_null(strstr(r.out, "attempt"), "a plain job reads as before: %s", r.out);
+        cr_assert_null(strstr(r.out, "after"), "%s", r.out);
+        RUN(&r, NULL, "--json", "status", "1");
+        assert_contains(r.out, "\"max_attempts\":3");
+        assert_contains(r.out, "\"errors\":[{");
+
+        /* dead is final and unsuccessful: wait exits 1 at once */
+        RUN(&r, NULL, "wait", "2", "4");
+        cr_assert_eq(r.status, 1, "%s", r.err);
+        assert_contains(r.out, "2 doomed dead 65ms attempt=3/3 INTERNAL: boom\n");
+        assert_contains(r.out, "4 echo done 65ms {\"n\":4}\n");
+        RUN(&r, NULL, "wait", "--timeout", "0", "1", "3");
+        cr_assert_eq(r.status, 75, "not final yet");
+        assert_contains(r.out, "1 flaky retrying - attempt=2/3 due_in=1m0");
+        assert_contains(r.out, "3 echo scheduled - due_in=now after=1,2 key=k1\n");
+
+        RUN(&r, NULL, "list");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "ATTEMPT   DUE ERROR\n");
+        RUN(&r, NULL, "list", "--state", "done");
+        cr_assert_null(strstr(r.out, "ATTEMPT"), "plain jobs, plain columns: %s", r.out);
+        fake_methods_clear();
+        RUN(&r, NULL, "dead");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(fake_params(), "job.list [{\"state\"=>\"dead\", \"cursor\"=>nil}]");
+        assert_contains(r.out, "doomed");
+        assert_contains(r.out, "INTERNAL");
+        cr_assert_null(strstr(r.out, "flaky"), "%s", r.out);
+        RUN(&r, NULL, "list", "--state", "retrying");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "flaky");
+}
+
+Test(fiberctl, retry_discard_pause_resume, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        RUN(&r, NULL, "submit", "doomed");
+        RUN(&r, NULL, "submit", "doomed");
+        RUN(&r, NULL, "submit", "slow");
+        fake_methods_clear();
+        RUN(&r, NULL, "retry", "1", "2");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_assert_str_eq(r.out, "retried jobs 1, 2\n");
+        assert_contains(fake_params(), "job.retry [[1, 2]]\n");
+        RUN(&r, NULL, "retry", "--all");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(fake_params(), "job.retry [{\"all\"=>true}]\n");
+        RUN(&r, NULL, "--json", "discard", "2");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_assert_str_eq(r.out, "{\"discarded\":[2]}\n");
+        RUN(&r, NULL, "retry", "99");
+        cr_assert_eq(r.status, 66, "%s", r.err);
+        cr_assert_str_eq(r.err, "fiberctl: retry: no job 99\n");
+        RUN(&r, NULL, "retry", "3");
+        cr_assert_eq(r.status, 75, "FAILED_PRECONDITION: %s", r.err);
+        fake_methods_clear();
+        RUN(&r, NULL, "retry");
+        cr_assert_eq(r.status, 64);
+        RUN(&r, NULL, "discard", "1", "--all");
+        cr_assert_eq(r.status, 64);
+        RUN(&r, NULL, "retry", "x");
+        cr_assert_eq(r.status, 64);
+        cr_assert_str_eq(fake_methods(), "");
+
+        RUN(&r, NULL, "pause", "class", "batch");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "paused class batch: its 2 queued jobs wait until 'fiberctl "
+                               "resume class batch'");
+        assert_contains(fake_params(), "pause [\"class\", \"batch\"]\n");
+        RUN(&r, NULL, "resume", "plugin", "sleep");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "resumed plugin sleep: its 2 queued jobs may run");
+        RUN(&r, NULL, "--json", "resume", "plugin", "sleep");
+        assert_contains(r.out, "\"paused\":false");
+        RUN(&r, NULL, "pause", "queue", "x");
+        cr_assert_eq(r.status, 64);
+        RUN(&r, NULL, "pause", "class");
+        cr_assert_eq(r.status, 64);
+}
+
+Test(fiberctl, schedule_add_list_pause_remove, .init = setup_normal, .fini = fake_stop)
+{
+        Run r;
+
+        fake_methods_clear();
+        RUN(&r, NULL, "schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz", "Europe/Berlin",
+            "--missed", "run-once", "sha256", "path=/etc/hostname", "--retries", "2", "--in", "5m");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        const char *p = fake_params();
+        assert_contains(p, "schedule.add [\"nightly\", {\"cron\"=>\"0 3 * * *\", "
+                           "\"tz\"=>\"Europe/Berlin\", \"missed\"=>\"run_once\"}, \"sha256\", "
+                           "{\"path\"=>\"/etc/hostname\"}, {");
+        assert_contains(p, "\"max_attempts\"=>3");
+        assert_contains(p, "\"delay_ms\"=>300000");
+        assert_contains(r.out, "schedule nightly (uid 1000): cron 0 3 * * * (Europe/Berlin)\n");
+        assert_contains(r.out, "  submits   sha256 {\"path\":\"/etc/hostname\"}\n");
+        assert_contains(r.out, "  missed    run_once\n");
+        fake_methods_clear();
+        RUN(&r, NULL, "schedule", "add", "every5", "--every", "5m", "echo", "n=1");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(fake_params(), "schedule.add [\"every5\", {\"every_ms\"=>300000}, "
+                                       "\"echo\", {\"n\"=>1}, {}]\n");
+        RUN(&r, NULL, "schedule", "add", "every5", "--every", "5m", "echo");
+        cr_assert_eq(r.status, 70, "ALREADY_EXISTS: %s", r.err);
+
+        RUN(&r, NULL, "schedule", "pause", "nightly");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "paused schedule nightly\n");
+        RUN(&r, NULL, "schedule", "list");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(r.out, "NAME ");
+        assert_contains(r.out, "every 5m");
+        assert_contains(r.out, "paused");
+        assert_contains(r.out, "active");
+        RUN(&r, NULL, "--json", "schedule", "list");
+        assert_contains(r.out, "\"name\":\"every5\"");
+        fake_methods_clear();
+        RUN(&r, NULL, "schedule", "remove", "nightly", "--owner", "1000");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(fake_params(), "schedule.remove [\"nightly\", 1000]\n");
+        RUN(&r, NULL, "schedule", "resume", "nightly");
+        cr_assert_eq(r.status, 66, "removed: %s", r.err);
+        assert_contains(r.err, "no schedule nightly");
+}
+
+Test(fiberctl, schedule_add_refuses_what_cannot_repeat, .init = setup_normal, .fini = fake_stop)
+{
+        static const char *const bad[][8] = {
+                {"echo"},
+                {"--cron", "@daily", "--every", "5m", "echo"},
+                {"--every", "5m", "--tz", "UTC", "echo"},
+                {"--every", "500ms", "echo"},
+                {"--every", "soon", "echo"},
+                {"--every", "5m", "--at", "@1764558000", "echo"},
+                {"--every", "5m", "--key", "k", "echo"},
+                {"--every", "5m", "--missed", "sometimes", "echo"},
+                {"--every", "5m", "echo", "path=@/etc/hostname"},
+                {"--every", "5m", "echo", "novalue"},
+                {"--every", "5m"},
+        };
+        Run r;
+
+        fake_methods_clear();
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                const char *argv[16] = {"schedule", "add", "n"};
+                int n = 3;
+                for (int k = 0; k < 8 && bad[i][k]; k++)
+                        argv[n++] = bad[i][k];
+                argv[n] = NULL;
+                run(&r, NULL, argv);
+                cr_assert_eq(r.status, 64, "case %zu: %d %s", i, r.status, r.err);
+        }
+        RUN(&r, NULL, "schedule", "add", "bad name", "--every", "5m", "echo");
+        cr_assert_eq(r.status, 64);
+        assert_contains(r.err, "is not a schedule name");
+        RUN(&r, NULL, "schedule", "frobnicate");
+        cr_assert_eq(r.status, 64);
+        RUN(&r, NULL, "schedule", "remove", "n", "--owner", "root");
+        cr_assert_eq(r.status, 64);
+        cr_assert_str_eq(fake_methods(), "", "nothing sent");
+}
+
+Test(fiberctl, new_verbs_against_an_older_fiberd_say_so, .fini = fake_stop)
+{
+        Run r;
+
+        fake_start(MODE_OLD);
+        RUN(&r, NULL, "retry", "1");
+        cr_assert_eq(r.status, 76, "%s", r.err);
+        assert_contains(r.err, "retry: this fiberd does not know job.retry (it is older than "
+                               "fiberctl)");
+        RUN(&r, NULL, "schedule", "list");
+        cr_assert_eq(r.status, 76, "%s", r.err);
+        assert_contains(r.err, "schedule.list");
+}
+
+Test(fiberctl, batch_after_names_earlier_lines, .init = setup_normal, .fini = fake_stop)
+{
+        const char *input = "{\"plugin\": \"echo\", \"args\": {\"n\": 1}}\n" /* 1 */
+                            "{\"plugin\": \"echo\", \"after\": [\"#1\"]}\n"  /* 2 */
+                            "{\"plugin\": \"echo\", \"options\": {\"after\": [\"#2\", 1], "
+                            "\"delay_ms\": 5, \"max_attempts\": 2, \"key\": \"b3\"}}\n" /* 3 */
+                            "{\"plugin\": \"echo\", \"after\": [\"#5\"]}\n"             /* 4 */
+                            "{\"plugin\": \"nope\"}\n"                                  /* 5 */
+                            "{\"plugin\": \"echo\", \"after\": [\"#5\"]}\n"             /* 6 */
+                            "{\"plugin\": \"echo\", \"after\": [\"#4\"]}\n"             /* 7 */
+                            "{\"plugin\": \"echo\", \"after\": [\"#8\"]}\n";            /* 8 */
+        const char *windows[] = {"64", "1", "2"};
+        Run r;
+
+        for (size_t w = 0; w < 3; w++) {
+                fake_stop();
+                fake_start(MODE_NORMAL);
+                RUN(&r, input, "batch", "--window", windows[w]);
+                cr_assert_eq(r.status, 65, "window %s: bad lines: %s", windows[w], r.err);
+                const char *p = fake_params();
+                /* line 1 is job 1; line 2 was held until then and is job 2 */
+                assert_contains(p, "job.submit [\"echo\", {\"n\"=>1}, nil]\n");
+                assert_contains(p, "job.submit [\"echo\", nil, {\"after\"=>[1]}]\n");
+                assert_contains(p, "job.submit [\"echo\", nil, {\"after\"=>[2, 1], "
+                                   "\"delay_ms\"=>5, \"max_attempts\"=>2, \"key\"=>\"b3\"}]\n");
+                cr_assert_eq(count_lines(fake_methods(), "job.submit"), 4, "1, 2, 3 and 5: %s",
+                             fake_methods());
+                assert_contains(r.out, "line 1: job 1 echo\n");
+                assert_contains(r.out, "line 2: job 2 echo\n");
+                assert_contains(r.out, "line 3: job 3 echo\n");
+                assert_contains(r.out, "line 4: INVALID_ARGUMENT: \"after\": \"#5\" refers to a "
+                                       "later line");
+                assert_contains(r.out, "line 5: NOT_FOUND: no plugin named \"nope\"");
+                assert_contains(r.out, "line 6: FAILED_PRECONDITION: \"after\": the job of line 5 "
+                                       "was refused");
+                assert_contains(r.out, "line 7: INVALID_ARGUMENT: \"after\": line 4 holds no job");
+                assert_contains(r.out, "line 8: INVALID_ARGUMENT: \"after\": \"#8\" refers to "
+                                       "this line itself");
+        }
+
+        /* with --wait: a line's id comes with its job.run's answer */
+        fake_stop();
+        fake_start(MODE_NORMAL);
+        RUN(&r,
+            "{\"plugin\": \"echo\"}\n{\"plugin\": \"echo\", \"after\": [\"#1\"]}\n"
+            "{\"plugin\": \"echo\", \"after\": [\"#2\", \"#1\"]}\n",
+            "--json", "batch", "--wait");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        assert_contains(fake_params(), "job.run [\"echo\", nil, {\"after\"=>[1]}]\n");
+        assert_contains(fake_params(), "job.run [\"echo\", nil, {\"after\"=>[2, 1]}]\n");
+        assert_contains(r.out, "\"after\":[2,1]");
+        RUN(&r, "{\"plugin\": \"echo\", \"after\": [1], \"options\": {\"after\": [2]}}\n", "batch");
+        cr_assert_eq(r.status, 65, "%s", r.out);
+        assert_contains(r.out, "line 1: INVALID_ARGUMENT: \"after\" is given twice");
+}
+
+/* ---------------------------------------------------------------- libfiberd-client */
+
+Test(client_lib, job_options_are_packed_as_the_protocol_names_them, .init = setup_normal,
+     .fini = fake_stop)
+{
+        static const uint64_t after[] = {3, 4};
+        FiberdClientJobOptions all = {.has_priority = true,
+                                      .priority = -1,
+                                      .timeout_ms = 5000,
+                                      .job_class = "batch",
+                                      .delay_ms = 5400000,
+                                      .max_attempts = 3,
+                                      .backoff_ms = 500,
+                                      .backoff_max_ms = 120000,
+                                      .after = after,
+                                      .n_after = 2,
+                                      .key = "k1"};
+        FiberdClientJobOptions at = {.run_at_ms = 1796086800000ULL}, none = {0};
+        FiberdClient *c;
+        FiberdClientError err;
+        FiberdClientReply *rec;
+        uint32_t msgid = 0;
+        uint64_t id;
+
+        cr_assert_eq(fiberd_client_connect(&c, fake.path, &err), 0, "%s", err.message);
+        fake_methods_clear();
+        cr_assert_eq(fiberd_client_submit(c, "echo", NULL, 0, &all, 5000, &id, &err), 0, "%s",
+                     err.message);
+        cr_assert_str_eq(fake_params(),
+                         "job.submit [\"echo\", {}, {\"priority\"=>-1, \"timeout_ms\"=>5000, "
+                         "\"class\"=>\"batch\", \"delay_ms\"=>5400000, \"max_attempts\"=>3, "
+                         "\"backoff_ms\"=>500, \"backoff_max_ms\"=>120000, \"after\"=>[3, 4], "
+                         "\"key\"=>\"k1\"}]\n");
+        fake_methods_clear();
+        cr_assert_eq(fiberd_client_job_run(c, "echo", NULL, 0, &at, -1, 5000, &rec, &err), 0, "%s",
+                     err.message);
+        fiberd_client_reply_free(rec);
+        cr_assert_eq(fiberd_client_submit(c, "echo", NULL, 0, &none, 5000, &id, &err), 0);
+        cr_assert_str_eq(fake_params(), "job.run [\"echo\", {}, {\"run_at\"=>1796086800000}, nil]\n"
+                                        "job.submit [\"echo\", {}, {}]\n");
+
+        /* an after count without its array is refused, and nothing is queued */
+        FiberdClientJobOptions bad = {.n_after = 2};
+        cr_assert_eq(fiberd_client_send_submit(c, "echo", NULL, 0, &bad, &msgid), -EINVAL);
+        cr_assert_eq(msgid, 0u);
+        cr_assert_eq(fiberd_client_pending_output(c), 0u);
+        fiberd_client_free(c);
+}
+
+Test(client_lib, scheduling_methods_are_packed_as_the_protocol_says, .init = setup_normal,
+     .fini = fake_stop)
+{
+        static const uint64_t ids[] = {1, 2};
+        FiberdClientScheduleSpec cron = {
+                .cron = "0 3 * * *", .tz = "Europe/Berlin", .missed = "run_once"};
+        FiberdClientScheduleSpec every = {.every_ms = 300000}, neither = {0};
+        FiberdClientJobOptions twice = {.max_attempts = 2};
+        FiberdClient *c;
+        FiberdClientError err;
+        FiberdClientReply *rep;
+        uint32_t msgid = 0;
+        Run r;
+
+        RUN(&r, NULL, "submit", "doomed");
+        RUN(&r, NULL, "submit", "doomed");
+        cr_assert_eq(fiberd_client_connect(&c, fake.path, &err), 0, "%s", err.message);
+        fake_methods_clear();
+        cr_assert_eq(fiberd_client_job_retry(c, ids, 2, false, 5000, &rep, &err), 0, "%s",
+                     err.message);
+        const msgpack_object *retried =
+                fiberd_client_object_get(fiberd_client_reply_result(rep), "retried");
+        cr_assert(retried && retried->type == MSGPACK_OBJECT_ARRAY && retried->via.array.size == 2);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_job_discard(c, NULL, 0, true, 5000, &rep, &err), 0, "%s",
+                     err.message);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_job_retry(c, ids, 1, false, 5000, &rep, &err), 0);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_pause(c, "class", "batch", 5000, &rep, &err), 0, "%s",
+                     err.message);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_resume(c, "plugin", "sleep", 5000, &rep, &err), 0);
+        fiberd_client_reply_free(rep);
+        cr_assert_str_eq(fake_params(), "job.retry [[1, 2]]\n"
+                                        "job.discard [{\"all\"=>true}]\n"
+                                        "job.retry [[1]]\n"
+                                        "pause [\"class\", \"batch\"]\n"
+                                        "resume [\"plugin\", \"sleep\"]\n");
+
+        fake_methods_clear();
+        cr_assert_eq(fiberd_client_schedule_add(c, "nightly", &cron, "echo", NULL, 0, &twice, 5000,
+                                                &rep, &err),
+                     0, "%s", err.message);
+        cr_assert(ipc_object_streq(
+                fiberd_client_object_get(fiberd_client_reply_result(rep), "name"), "nightly"));
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_add(c, "often", &every, "echo", NULL, 0, NULL, 5000,
+                                                &rep, &err),
+                     0, "%s", err.message);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_list(c, 5000, &rep, &err), 0);
+        cr_assert_eq(fiberd_client_reply_result(rep)->via.array.size, 2u);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_pause(c, "nightly", -1, 5000, &rep, &err), 0);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_resume(c, "nightly", -1, 5000, &rep, &err), 0);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_remove(c, "nightly", 1000, 5000, &rep, &err), 0);
+        fiberd_client_reply_free(rep);
+        cr_assert_eq(fiberd_client_schedule_remove(c, "nightly", -1, 5000, &rep, &err), -ENOENT);
+        cr_assert_eq(err.code, FIBERD_CLIENT_NOT_FOUND);
+        cr_assert_str_eq(fake_params(),
+                         "schedule.add [\"nightly\", {\"cron\"=>\"0 3 * * *\", "
+                         "\"tz\"=>\"Europe/Berlin\", \"missed\"=>\"run_once\"}, \"echo\", {}, "
+                         "{\"max_attempts\"=>2}]\n"
+                         "schedule.add [\"often\", {\"every_ms\"=>300000}, \"echo\", {}, {}]\n"
+                         "schedule.list []\n"
+                         "schedule.pause [\"nightly\"]\n"
+                         "schedule.resume [\"nightly\"]\n"
+                         "schedule.remove [\"nightly\", 1000]\n"
+                         "schedule.remove [\"nightly\"]\n");
+
+        /* refused before anything is queued */
+        cr_assert_eq(fiberd_client_send_retry(c, NULL, 0, false, &msgid), -EINVAL, "neither");
+        cr_assert_eq(fiberd_client_send_retry(c, ids, 2, true, &msgid), -EINVAL, "both");
+        cr_assert_eq(fiberd_client_send_discard(c, NULL, 2, false, &msgid), -EINVAL);
+        cr_assert_eq(fiberd_client_send_pause(c, NULL, "x", &msgid), -EINVAL);
+        cr_assert_eq(
+                fiberd_client_send_schedule_add(c, "n", &neither, "echo", NULL, 0, NULL, &msgid),
+                -EINVAL);
+        cr_assert_eq(fiberd_client_send_schedule_add(c, "n", NULL, "echo", NULL, 0, NULL, &msgid),
+                     -EINVAL);
+        cr_assert_eq(fiberd_client_send_schedule_remove(c, "n", (int64_t)UINT32_MAX + 1, &msgid),
+                     -EINVAL);
+        cr_assert_eq(msgid, 0u);
+        cr_assert_eq(fiberd_client_pending_output(c), 0u);
+        fiberd_client_free(c);
 }

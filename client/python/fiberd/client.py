@@ -30,11 +30,23 @@ A job that ends failed is not an error of the call: its record says so ("state",
 "error").
 
 Times: timeouts are seconds (float; None = no limit), as in Python's socket module; job
-records keep the protocol's milliseconds ("created_ms", "timeout_ms", ...).
+records keep the protocol's milliseconds ("created_ms", "timeout_ms", ...), and so do the
+job options (delay_ms=, backoff_ms=), but run_at= also takes a datetime with a time zone.
+
+Job scheduling (PROTOCOL.md, "Scheduling jobs")::
+
+    c.submit("sha256", {"path": p}, run_at=datetime(2026, 12, 1, 3, tzinfo=timezone.utc),
+             max_attempts=3, backoff_ms=2000, key="nightly-2026-12-01")
+    c.submit("echo", {}, after=[job], job_class="batch")   # waits for job to be done
+    for rec in c.list(state="dead"):
+        ...
+    c.retry(41, 42)                           # or c.retry(all=True); -> [41, 42]
+    c.schedule_add("nightly", "sha256", {"path": p}, cron="0 3 * * *", tz="Europe/Berlin")
 
 Threads: a Client is not thread-safe; use one per thread.
 """
 
+import datetime as _datetime
 import errno
 import os
 import select
@@ -43,7 +55,7 @@ import time
 
 import msgpack
 
-__all__ = ["CODES", "Client", "FiberdError", "default_socket"]
+__all__ = ["CODES", "Client", "FiberdError", "default_socket", "job_options"]
 
 SYSTEM_SOCKET = "/run/fiberd.sock"
 
@@ -194,15 +206,17 @@ class Client:
         return self.call("stats", timeout=timeout)
 
     def submit(self, plugin, args=None, **options):
-        """Queue a job; returns its id. @options are job.submit's (priority=,
-        timeout_ms=); a plugin that refuses @args raises INVALID_ARGUMENT."""
-        result = self.call("job.submit", plugin, args or {}, options)
+        """Queue a job; returns its id. @options are job.submit's, as job_options() takes
+        them (priority=, timeout_ms=, job_class=, delay_ms=, run_at=, max_attempts=,
+        backoff_ms=, backoff_max_ms=, after=, key=); a plugin that refuses @args raises
+        INVALID_ARGUMENT. With key=, a repeat answers the first job's id."""
+        result = self.call("job.submit", plugin, args or {}, job_options(**options))
         return result["id"]
 
     def run(self, plugin, args=None, wait=None, **options):
         """Submit and wait in one request: the job record, final unless @wait seconds
-        (None: until it ends) passed first."""
-        return self.call("job.run", plugin, args or {}, options, _ms(wait))
+        (None: until it ends) passed first. @options as submit()'s."""
+        return self.call("job.run", plugin, args or {}, job_options(**options), _ms(wait))
 
     def status(self, job_id):
         """The job record, as it is now."""
@@ -240,6 +254,66 @@ class Client:
             if not page.get("next_cursor"):
                 return
             flt["cursor"] = page["next_cursor"]
+
+    # -- job scheduling (PROTOCOL.md, "Scheduling jobs") --------------------------------
+
+    def retry(self, *job_ids, all=False):
+        """Queue dead, failed or cancelled jobs again (job.retry): the ids given, or with
+        all=True every dead job you may see. All or none: an id unknown raises
+        NOT_FOUND, one not final FAILED_PRECONDITION. Returns the ids retried."""
+        return self.call("job.retry", _ids_or_all(job_ids, all))["retried"]
+
+    def discard(self, *job_ids, all=False):
+        """Drop final jobs' records now (job.discard): the ids given, or with all=True
+        every dead job you may see. Returns the ids discarded."""
+        return self.call("job.discard", _ids_or_all(job_ids, all))["discarded"]
+
+    def pause(self, kind, name):
+        """Hold the queued jobs of a class or plugin (admin): @kind "class" or "plugin".
+        Returns {kind, name, paused, queued}."""
+        return self.call("pause", _kind(kind), name)
+
+    def resume(self, kind, name):
+        """Let a paused class's or plugin's queued jobs run (admin); as pause()."""
+        return self.call("resume", _kind(kind), name)
+
+    def schedule_add(self, name, plugin, args=None, cron=None, tz=None, every_ms=None,
+                     missed=None, **options):
+        """Submit @plugin with @args as you at each tick (schedule.add): of the cron
+        expression @cron (5 fields, or @daily...) in time zone @tz (None: UTC), or every
+        @every_ms milliseconds (at least 1000). @missed: "skip" (None: the daemon's
+        default) or "run_once", what a tick missed while fiberd was down does. @options as
+        submit()'s (key= and run_at= make no sense for a schedule: fiberd refuses them).
+        Returns the schedule, a dict."""
+        if (cron is None) == (every_ms is None):
+            raise ValueError("schedule_add needs one of cron= and every_ms=")
+        if tz is not None and cron is None:
+            raise ValueError("tz= goes with cron= (an interval has no time zone)")
+        spec = {"cron": cron} if cron is not None else {"every_ms": _uint("every_ms", every_ms)}
+        if tz is not None:
+            spec["tz"] = tz
+        if missed is not None:
+            if missed not in ("skip", "run_once"):
+                raise ValueError("missed= must be \"skip\" or \"run_once\", not %r" % (missed,))
+            spec["missed"] = missed
+        return self.call("schedule.add", name, spec, plugin, args or {}, job_options(**options))
+
+    def schedule_list(self):
+        """Your schedules (an admin's: everyone's), by name: a list of dicts."""
+        return self.call("schedule.list")
+
+    def schedule_remove(self, name, owner=None):
+        """Remove the schedule @name (an admin may name another user's @owner uid);
+        returns it as it was."""
+        return self.call("schedule.remove", *_name_owner(name, owner))
+
+    def schedule_pause(self, name, owner=None):
+        """Pause the schedule @name: it submits nothing until resumed; returns it."""
+        return self.call("schedule.pause", *_name_owner(name, owner))
+
+    def schedule_resume(self, name, owner=None):
+        """Resume the schedule @name, its next tick computed from now; returns it."""
+        return self.call("schedule.resume", *_name_owner(name, owner))
 
     # -- I/O --------------------------------------------------------------------------
 
@@ -312,3 +386,80 @@ class Client:
 def _ms(seconds):
     """Seconds (None: no limit) as the protocol's timeout_ms (nil: no limit)."""
     return None if seconds is None else max(0, int(seconds * 1000))
+
+
+def _uint(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("%s= must be a non-negative int (milliseconds, a count), not %r" % (name, value))
+    return value
+
+
+def _epoch_ms(value):
+    """run_at=: ms since the epoch (an int), or a datetime with a time zone."""
+    if isinstance(value, _datetime.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("run_at=%s has no time zone: which one was meant cannot be known; "
+                             "give tzinfo (datetime.timezone.utc, or an offset)" % value.isoformat())
+        return int(value.timestamp() * 1000)
+    return _uint("run_at", value)
+
+
+def job_options(priority=None, timeout_ms=None, job_class=None, delay_ms=None, run_at=None,
+                max_attempts=None, backoff_ms=None, backoff_max_ms=None, after=None, key=None,
+                **more):
+    """job.submit's options map (PROTOCOL.md, "job.submit") from keyword arguments: only
+    those given (not None). job_class= is the option "class" (a Python keyword);
+    run_at= is ms since the epoch or a datetime with a time zone; after= any iterable of
+    job ids. Other keywords pass through as they are, for options newer than this client.
+    Raises ValueError for a value of the wrong type or both delay_ms= and run_at=."""
+    if delay_ms is not None and run_at is not None:
+        raise ValueError("delay_ms= and run_at= both say when the job runs: give one")
+    opts = {}
+    if priority is not None:
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ValueError("priority= must be an int, not %r" % (priority,))
+        opts["priority"] = priority
+    if timeout_ms is not None:
+        opts["timeout_ms"] = _uint("timeout_ms", timeout_ms)
+    if job_class is not None:
+        opts["class"] = job_class
+    if delay_ms is not None:
+        opts["delay_ms"] = _uint("delay_ms", delay_ms)
+    if run_at is not None:
+        opts["run_at"] = _epoch_ms(run_at)
+    if max_attempts is not None:
+        opts["max_attempts"] = _uint("max_attempts", max_attempts)
+    if backoff_ms is not None:
+        opts["backoff_ms"] = _uint("backoff_ms", backoff_ms)
+    if backoff_max_ms is not None:
+        opts["backoff_max_ms"] = _uint("backoff_max_ms", backoff_max_ms)
+    if after is not None:
+        opts["after"] = [_uint("after", i) for i in ([after] if isinstance(after, int) else after)]
+    if key is not None:
+        if not isinstance(key, str):
+            raise ValueError("key= must be a str, not %r" % (key,))
+        opts["key"] = key
+    opts.update(more)
+    return opts
+
+
+def _ids_or_all(job_ids, all):
+    if all and job_ids:
+        raise ValueError("give job ids or all=True, not both")
+    if all:
+        return {"all": True}
+    if not job_ids:
+        raise ValueError("give job ids, or all=True for every dead job")
+    if len(job_ids) == 1 and not isinstance(job_ids[0], int):
+        job_ids = tuple(job_ids[0])  # retry([41, 42]) as well as retry(41, 42)
+    return [_uint("job id", i) for i in job_ids]
+
+
+def _kind(kind):
+    if kind not in ("class", "plugin"):
+        raise ValueError("kind must be \"class\" or \"plugin\", not %r" % (kind,))
+    return kind
+
+
+def _name_owner(name, owner):
+    return (name,) if owner is None else (name, _uint("owner", owner))

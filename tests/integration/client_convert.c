@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client_convert.c — criterion tests of fiberctl's pure conversions, without a daemon or
+ * a socket: durations ("1h30m", `--in`, `--backoff`), points in time (`--at`: RFC 3339
+ * with a zone, "@EPOCH"; no zone refused), and the "after" references of `batch` lines
+ * ("#3" = the job of line 3; a line naming itself or a later one is a cycle). They link
+ * client/convert.o and client/batchref.o, fiberctl's own objects.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "client/batchref.h"
+#include "client/convert.h"
+#include "ipc/protocol.h"
+
+static uint64_t duration(const char *s)
+{
+        uint64_t ms = UINT64_MAX;
+
+        cr_assert_eq(convert_duration_ms(s, &ms), 0, "'%s' refused", s);
+        return ms;
+}
+
+Test(convert, durations_sum_their_parts)
+{
+        cr_assert_eq(duration("1h30m"), 5400000);
+        cr_assert_eq(duration("30s"), 30000);
+        cr_assert_eq(duration("5m"), 300000);
+        cr_assert_eq(duration("5min"), 300000);
+        cr_assert_eq(duration("2h"), 7200000);
+        cr_assert_eq(duration("1d"), 86400000);
+        cr_assert_eq(duration("500ms"), 500);
+        cr_assert_eq(duration("1.5h"), 5400000);
+        cr_assert_eq(duration("2m30s500ms"), 150500);
+        cr_assert_eq(duration("1d2h"), 93600000);
+        cr_assert_eq(duration("10"), 10000, "a lone number is seconds");
+        cr_assert_eq(duration("0"), 0);
+        cr_assert_eq(duration("0.0005s"), 0, "rounded down to the ms");
+}
+
+Test(convert, bad_durations_are_refused_and_nothing_written)
+{
+        static const char *const bad[] = {"", "abc", "1x", "h", "-1s", "1h-30m", "1h 30m", "10 ",
+                                          "1h30", "s10", ".", "1e3s", "ms", "1mss",
+                                          /* units largest first, each once */
+                                          "30m1h", "1m1m", "1s1h", "5min2m", "1ms1s"};
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                uint64_t ms = 42;
+                cr_assert_eq(convert_duration_ms(bad[i], &ms), -EINVAL, "'%s' taken", bad[i]);
+                cr_assert_eq(ms, 42, "'%s': ret written on failure", bad[i]);
+        }
+}
+
+Test(convert, durations_have_a_ceiling)
+{
+        uint64_t ms = 0;
+
+        cr_assert_eq(convert_duration_ms("50d", &ms), -ERANGE, "above UINT32_MAX ms");
+        cr_assert_eq(convert_duration_ms_max("3650d", IPC_RUN_AT_MAX_AHEAD_MS, &ms), 0);
+        cr_assert_eq(ms, 3650ull * 86400000);
+        cr_assert_eq(convert_duration_ms_max("3700d", IPC_RUN_AT_MAX_AHEAD_MS, &ms), -ERANGE);
+}
+
+static uint64_t at(const char *s)
+{
+        const char *why = NULL;
+        uint64_t ms = 0;
+        int r = convert_time_ms(s, &ms, &why);
+
+        cr_assert_eq(r, 0, "'%s' refused: %s", s, why ? why : "?");
+        return ms;
+}
+
+Test(convert, times_with_a_zone_are_epoch_ms)
+{
+        cr_assert_eq(at("2026-12-01T03:00:00Z"), 1796094000000ull);
+        cr_assert_eq(at("2026-12-01T03:00:00+02:00"), 1796086800000ull);
+        cr_assert_eq(at("2026-12-01T03:00:00-05:30"), 1796113800000ull);
+        cr_assert_eq(at("2026-12-01T03:00:00-0530"), 1796113800000ull);
+        cr_assert_eq(at("2026-12-01T05:00:00+02"), 1796094000000ull);
+        cr_assert_eq(at("2026-12-01 03:00Z"), 1796094000000ull, "a space, no seconds");
+        cr_assert_eq(at("2026-12-01t03:00:00z"), 1796094000000ull);
+        cr_assert_eq(at("2026-12-01T03:00:00.123456Z"), 1796094000123ull);
+        cr_assert_eq(at("2028-02-29T00:00:00Z"), 1835395200000ull, "a leap day");
+        cr_assert_eq(at("2000-01-01T00:00:00Z"), 946684800000ull);
+        cr_assert_eq(at("1970-01-01T00:00:00Z"), 0);
+        cr_assert_eq(at("@1764558000"), 1764558000000ull);
+        cr_assert_eq(at("@1764558000.25"), 1764558000250ull);
+}
+
+Test(convert, a_time_without_a_zone_is_refused_clearly)
+{
+        const char *why = NULL;
+        uint64_t ms = 42;
+
+        cr_assert_eq(convert_time_ms("2026-12-01T03:00:00", &ms, &why), -EINVAL);
+        cr_assert_eq(ms, 42, "ret written on failure");
+        cr_assert_not_null(why);
+        cr_assert_not_null(strstr(why, "no time zone"), "%s", why);
+        cr_assert_not_null(strstr(why, "+02:00"), "the fix is named: %s", why);
+        cr_assert_eq(convert_time_ms("2026-12-01", &ms, &why), -EINVAL);
+        cr_assert_not_null(strstr(why, "date alone"), "%s", why);
+}
+
+Test(convert, bad_times_are_refused)
+{
+        static const char *const bad[] = {
+                "",
+                "tomorrow",
+                "2026-13-01T00:00:00Z",
+                "2026-02-29T00:00:00Z", /* not a leap year */
+                "2026-12-01T24:00:00Z",
+                "2026-12-01T03:60:00Z",
+                "2026-12-01T03:00:00+25:00",
+                "2026-12-01T03:00:00Zjunk",
+                "2026-12-01T03:00:00.Z",
+                "26-12-01T03:00:00Z",
+                "@",
+                "@12x",
+                "@-5",
+                "@1.",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                const char *why = NULL;
+                uint64_t ms;
+                cr_assert_eq(convert_time_ms(bad[i], &ms, &why), -EINVAL, "'%s' taken", bad[i]);
+                cr_assert_not_null(why, "'%s': no reason given", bad[i]);
+        }
+        const char *why = NULL;
+        uint64_t ms;
+        cr_assert_eq(convert_time_ms("1969-12-31T23:59:59Z", &ms, &why), -ERANGE);
+}
+
+/* ---------------------------------------------------------------- batch references */
+
+/* Resolves @after_json (JSON text) for @line against @lines; the result in *@ret (JSON
+ * text, or the reason). */
+static int resolve(const char *after_json, unsigned long line, const json_int_t *lines, char *ret,
+                   size_t size)
+{
+        json_error_t jerr;
+        json_t *after = json_loads(after_json, JSON_DECODE_ANY, &jerr), *ids = NULL;
+        int r;
+
+        cr_assert_not_null(after, "%s: %s", after_json, jerr.text);
+        ret[0] = '\0';
+        r = batchref_resolve(after, line, lines, &ids, ret, size);
+        if (r == 0) {
+                char *s = json_dumps(ids, JSON_COMPACT);
+                snprintf(ret, size, "%s", s);
+                free(s);
+                json_decref(ids);
+        }
+        json_decref(after);
+        return r;
+}
+
+Test(batchref, references_to_earlier_lines_become_their_ids)
+{
+        /* lines 1..4: job 17, a blank line, job 30, still in flight */
+        const json_int_t lines[] = {17, BATCHREF_NO_JOB, 30, BATCHREF_PENDING};
+        char out[256];
+
+        cr_assert_eq(resolve("[\"#1\"]", 5, lines, out, sizeof(out)), 0, "%s", out);
+        cr_assert_str_eq(out, "[17]");
+        cr_assert_eq(resolve("[\"#3\", 5, \"#1\"]", 5, lines, out, sizeof(out)), 0, "%s", out);
+        cr_assert_str_eq(out, "[30,5,17]", "the order given, plain ids kept");
+        cr_assert_eq(resolve("[]", 5, lines, out, sizeof(out)), 0);
+        cr_assert_str_eq(out, "[]");
+        cr_assert_eq(resolve("null", 1, lines, out, sizeof(out)), 0);
+        cr_assert_str_eq(out, "[]");
+        cr_assert_eq(resolve("[99]", 1, lines, out, sizeof(out)), 0, "an id needs no line");
+        cr_assert_str_eq(out, "[99]");
+}
+
+Test(batchref, a_reference_in_flight_holds_the_line_back)
+{
+        const json_int_t lines[] = {17, BATCHREF_PENDING};
+        json_int_t later[] = {17, BATCHREF_PENDING};
+        char out[256];
+
+        cr_assert_eq(resolve("[\"#2\", \"#1\"]", 3, lines, out, sizeof(out)), 1);
+        later[1] = 18; /* line 2's answer came */
+        cr_assert_eq(resolve("[\"#2\", \"#1\"]", 3, later, out, sizeof(out)), 0);
+        cr_assert_str_eq(out, "[18,17]");
+}
+
+Test(batchref, self_and_forward_references_are_a_cycle)
+{
+        const json_int_t lines[] = {BATCHREF_PENDING, BATCHREF_PENDING};
+        char out[256];
+
+        cr_assert_eq(resolve("[\"#3\"]", 3, lines, out, sizeof(out)), -EINVAL, "itself");
+        cr_assert_not_null(strstr(out, "this line itself"), "%s", out);
+        cr_assert_not_null(strstr(out, "cycle"), "%s", out);
+        cr_assert_eq(resolve("[\"#4\"]", 3, lines, out, sizeof(out)), -EINVAL, "a later line");
+        cr_assert_not_null(strstr(out, "a later line"), "%s", out);
+        /* refused at once, though another reference is still in flight */
+        cr_assert_eq(resolve("[\"#1\", \"#9\"]", 3, lines, out, sizeof(out)), -EINVAL);
+}
+
+Test(batchref, malformed_items_and_lines_without_jobs_are_refused)
+{
+        const json_int_t lines[] = {BATCHREF_NO_JOB, BATCHREF_REFUSED, 7};
+        char out[256];
+
+        cr_assert_eq(resolve("[\"#1\"]", 4, lines, out, sizeof(out)), -EINVAL);
+        cr_assert_not_null(strstr(out, "line 1 holds no job"), "%s", out);
+        cr_assert_eq(resolve("[\"#2\"]", 4, lines, out, sizeof(out)), -EALREADY);
+        cr_assert_not_null(strstr(out, "line 2 was refused"), "%s", out);
+        static const char *const bad[] = {"{\"a\": 1}", "\"#1\"",    "[0]",     "[-3]",
+                                          "[\"3\"]",    "[\"#0\"]",  "[\"#\"]", "[\"#x\"]",
+                                          "[1.5]",      "[\"#01\"]", "[null]",  "[[1]]"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                cr_assert_eq(resolve(bad[i], 4, lines, out, sizeof(out)), -EINVAL, "%s taken",
+                             bad[i]);
+}
+
+Test(batchref, at_most_ipc_after_max_items)
+{
+        json_int_t lines[1] = {5};
+        json_t *after = json_array();
+        json_t *ids = NULL;
+        char why[256];
+
+        for (int i = 0; i <= IPC_AFTER_MAX; i++)
+                json_array_append_new(after, json_integer(i + 1));
+        cr_assert_eq(batchref_resolve(after, 2, lines, &ids, why, sizeof(why)), -EINVAL);
+        cr_assert_null(ids, "ret written on failure");
+        json_array_remove(after, 0);
+        cr_assert_eq(batchref_resolve(after, 2, lines, &ids, why, sizeof(why)), 0);
+        cr_assert_eq(json_array_size(ids), IPC_AFTER_MAX);
+        json_decref(ids);
+        json_decref(after);
+}
