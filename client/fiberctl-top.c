@@ -204,6 +204,36 @@ static json_t **top_running_sorted(json_t *list, size_t *ret_n)
         return v;
 }
 
+/* The second line: jobs scheduled, waiting and retrying now, dead since start-up, queued
+ * ones a pause or a cap holds back, and what is paused (`stats`: PROTOCOL.md). */
+static void top_held(Frame *f, const json_t *stats, bool colour)
+{
+        static const char *const held[] = {IPC_STATE_SCHEDULED, IPC_STATE_WAITING,
+                                           IPC_STATE_RETRYING, IPC_STATE_DEAD};
+        const json_t *jobs = json_object_get(stats, IPC_KEY_JOBS);
+        const json_t *paused = json_object_get(stats, IPC_KEY_PAUSED);
+        const char *kinds[] = {IPC_KEY_CLASSES, IPC_KEY_PLUGINS};
+        bool first = true;
+        json_t *v;
+        size_t i;
+
+        frame_printf(f, "\nHeld:");
+        for (i = 0; i < ELEMENTSOF(held); i++) {
+                const char *sgr = colour ? term_state_colour(held[i]) : "";
+                frame_printf(f, "%s %s%" JSON_INTEGER_FORMAT " %s%s", i ? "," : "", sgr,
+                             top_int(jobs, held[i]), held[i], sgr[0] ? TERM_SGR_RESET : "");
+        }
+        frame_printf(f, "; %" JSON_INTEGER_FORMAT " queued behind a pause or a cap",
+                     top_int(jobs, IPC_KEY_HELD));
+        for (size_t k = 0; k < ELEMENTSOF(kinds); k++)
+                json_array_foreach(json_object_get(paused, kinds[k]), i, v)
+                {
+                        frame_printf(f, "%s %s %s", first ? "; paused:" : ",",
+                                     k ? "plugin" : "class", json_string_value(v) ?: "?");
+                        first = false;
+                }
+}
+
 /* Builds the frame for a screen @width × @height from `stats` (@stats) and the running
  * jobs (@list). */
 static void top_frame(const Ctl *ctl, Frame *f, const json_t *stats, json_t *list, unsigned width,
@@ -238,6 +268,7 @@ static void top_frame(const Ctl *ctl, Frame *f, const json_t *stats, json_t *lis
                              top_int(jobs, states[i].key), states[i].label,
                              sgr[0] ? TERM_SGR_RESET : "");
         }
+        top_held(f, stats, colour);
         json_array_foreach(json_object_get(stats, IPC_KEY_GROUPS), i, v)
         {
                 stalls += top_int(v, IPC_KEY_STALLS);

@@ -117,6 +117,8 @@ tmx send-keys "clear; \$F top; echo TOP-EXIT=\$?; stty -a | tr ' ;' '\\n\\n' | g
 wait_for '^Running longest' || fail "top: no 'Running longest' heading"
 wait_for "^Jobs: $submitted submitted, 0 queued, 1 running, 5 done" ||
 	fail "top: the job counts do not match the $submitted jobs submitted"
+wait_for "^Held: 0 scheduled, 0 waiting, 0 retrying, 0 dead; 0 queued behind a pause or a cap" ||
+	fail "top: no line of held jobs"
 for heading in '^fiberctl top - ' '^CLASS +SHARES +QUEUED +RUNNING' '^GROUP +WORKERS +RUNQ' \
 	'^default +100 +[0-9]+ +1 ' '^server ' '^jobs-0 ' "^ *$sleeper +sleep +default " 'q: quit'; do
 	grep -qE -- "$heading" <<<"$pane" || fail "top: nothing matches '$heading'"
