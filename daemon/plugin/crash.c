@@ -405,7 +405,7 @@ void crash_mark_clean(void)
 
 /* ------------------------------------------------------------------ the guard ---- */
 
-static int guard_before(void *arg, const char *path, const struct stat *st, char *why,
+static int guard_before(void *arg, const char *path, int fd, const struct stat *st, char *why,
                         size_t why_size)
 {
         StorePluginFile pf;
@@ -413,6 +413,7 @@ static int guard_before(void *arg, const char *path, const struct stat *st, char
         int r;
 
         (void)arg;
+        (void)fd;
         if (!crash_store || !store_durable(crash_store))
                 return 0;
         pthread_mutex_lock(&crash_lock);
