@@ -214,6 +214,110 @@ Test(daemon_creds, a_user_reads_only_what_the_user_may)
         }
 }
 
+/* job.submit sha256 {"path": <the passed @fd>}: the reply into @rp (the caller clears). */
+static void submit_passed_fd(Client *c, int fd, Reply *rp)
+{
+        static const char fd0[4] = {0, 0, 0, 0};
+        uint32_t msgid;
+        msgpack_packer *pk;
+
+        CHECK(client_request_fds(c, &fd, 1) == 0, "client_request_fds");
+        pk = client_request(c, "job.submit", 3, &msgid);
+        ipc_pack_cstr(pk, "sha256");
+        msgpack_pack_map(pk, 1);
+        ipc_pack_cstr(pk, "path");
+        msgpack_pack_ext(pk, 4, IPC_EXT_FD);
+        msgpack_pack_ext_body(pk, fd0, 4);
+        msgpack_pack_nil(pk);
+        rpc_wait_reply(c, msgid, rp);
+}
+
+/*
+ * A passed fd is hashed whole, whatever its offset (and its offset stays); one not open
+ * for reading (O_PATH, O_WRONLY) is refused at submit with INVALID_ARGUMENT naming the
+ * problem; a path that loops fails INVALID_ARGUMENT, not INTERNAL.
+ */
+Test(daemon_creds, sha256_reads_a_passed_fd_whole_and_names_what_it_cannot_read)
+{
+        char path[256], loop_a[256], loop_b[256], digest[65], state[16], code[32];
+        Client *c;
+        Reply rp;
+        int fd;
+
+        fiberd_start(&fd_, &(FiberdOpts){.plugins = "sha256 echo"});
+        snprintf(path, sizeof(path), "%s/data", fd_.dir);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        cr_assert(fd >= 0);
+        cr_assert(write(fd, "the whole file, not its tail\n", 29) == 29);
+        close(fd);
+        sha256_hex_of(path, digest);
+        c = fiberd_connect(&fd_);
+
+        /* read 10 bytes first: the fd's offset is 10 */
+        {
+                char head[10];
+                uint64_t id;
+
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                cr_assert(fd >= 0 && read(fd, head, sizeof(head)) == 10);
+                submit_passed_fd(c, fd, &rp);
+                cr_assert(rp.r == 0, "submit: %s", rp.st.message);
+                id = map_uint(rp.result, "id");
+                reply_clear(&rp);
+                rpc_job_wait(c, id, WAIT_MS, &rp);
+                cr_assert(rp.r == 0, "%s", rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                cr_assert_str_eq(map_str(map_get(rp.result, "result"), "sha256"), digest,
+                                 "the digest of the tail");
+                cr_assert_eq(map_uint(map_get(rp.result, "result"), "bytes"), 29);
+                reply_clear(&rp);
+                cr_assert_eq(lseek(fd, 0, SEEK_CUR), 10, "the client's offset moved");
+                close(fd);
+        }
+
+        /* O_PATH and O_WRONLY: refused at submit, naming the problem */
+        {
+                static const int modes[] = {O_PATH, O_WRONLY};
+                static const char *const names[] = {"O_PATH", "O_WRONLY"};
+
+                for (int i = 0; i < 2; i++) {
+                        fd = open(path, modes[i] | O_CLOEXEC);
+                        cr_assert(fd >= 0);
+                        submit_passed_fd(c, fd, &rp);
+                        close(fd);
+                        cr_assert(rp.r < 0, "%s: accepted", names[i]);
+                        cr_assert_str_eq(rp.st.code, "INVALID_ARGUMENT", "%s: %s", names[i],
+                                         rp.st.message);
+                        cr_assert(strstr(rp.st.message, "not open for reading") &&
+                                          strstr(rp.st.message, names[i]),
+                                  "%s: %s", names[i], rp.st.message);
+                        reply_clear(&rp);
+                }
+        }
+
+        /* a symbolic link loop */
+        snprintf(loop_a, sizeof(loop_a), "%s/loop-a", fd_.dir);
+        snprintf(loop_b, sizeof(loop_b), "%s/loop-b", fd_.dir);
+        cr_assert(symlink(loop_b, loop_a) == 0 && symlink(loop_a, loop_b) == 0);
+        {
+                uint64_t id = submit_path(c, loop_a);
+                const msgpack_object *err;
+
+                rpc_job_wait(c, id, WAIT_MS, &rp);
+                cr_assert(rp.r == 0, "%s", rp.st.message);
+                snprintf(state, sizeof(state), "%s", map_str(rp.result, "state"));
+                err = map_get(rp.result, "error");
+                cr_assert(err && err->type == MSGPACK_OBJECT_MAP, "no error: %s", state);
+                snprintf(code, sizeof(code), "%s", map_str(err, "code"));
+                cr_assert_str_eq(code, "INVALID_ARGUMENT", "a loop: %s %s", state,
+                                 map_str(err, "message"));
+                cr_assert(strstr(map_str(err, "message"), "too many levels of symbolic links"),
+                          "%s", map_str(err, "message"));
+                reply_clear(&rp);
+        }
+        client_free(c);
+}
+
 /* ------------------------------------------------------------------ access tiers --- */
 
 typedef struct TierCase {
