@@ -318,6 +318,49 @@ Test(daemon_creds, sha256_reads_a_passed_fd_whole_and_names_what_it_cannot_read)
         client_free(c);
 }
 
+/* What nobody's sha256 jobs get for /proc paths: fiberd's own process is refused under
+ * each of its names; the user's own process (the child's pid) is the user's. */
+static void proc_checks(const void *arg)
+{
+        const pid_t *fiberd_pid = arg;
+        Client *c = fiberd_connect(&fd_);
+        char paths[5][64], own[64], state[16], code[32];
+
+        snprintf(paths[0], sizeof(paths[0]), "/proc/self/status");
+        snprintf(paths[1], sizeof(paths[1]), "/proc/self/maps");
+        snprintf(paths[2], sizeof(paths[2]), "/proc/thread-self/status");
+        snprintf(paths[3], sizeof(paths[3]), "/proc/%d/maps", (int)*fiberd_pid);
+        snprintf(paths[4], sizeof(paths[4]), "/proc/%d/environ", (int)*fiberd_pid);
+        for (int i = 0; i < 5; i++) {
+                job_final(c, submit_path(c, paths[i]), state, code);
+                CHECK(strcmp(state, "failed") == 0 && strcmp(code, "PERMISSION_DENIED") == 0,
+                      "%s: %s %s", paths[i], state, code);
+        }
+        snprintf(own, sizeof(own), "/proc/%d/status", (int)getpid());
+        job_final(c, submit_path(c, own), state, code);
+        CHECK(strcmp(state, "done") == 0, "the user's own %s: %s %s", own, state, code);
+        client_free(c);
+}
+
+Test(daemon_creds, proc_self_is_fiberd_and_refused_to_users)
+{
+        pid_t pid;
+
+        cr_assert(geteuid() == 0, "this test needs root: fiberd must run as root");
+        fiberd_start(&fd_, &(FiberdOpts){.plugins = "sha256 echo"});
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+        pid = fd_.pid;
+        fiberd_run_as(NOBODY, NOBODY, proc_checks, &pid);
+        /* root may read fiberd's /proc: it could anyway */
+        {
+                Client *c = fiberd_connect(&fd_);
+                char state[16], code[32];
+                job_final(c, submit_path(c, "/proc/self/status"), state, code);
+                cr_assert_str_eq(state, "done", "root's /proc/self/status: %s %s", state, code);
+                client_free(c);
+        }
+}
+
 /* ------------------------------------------------------------------ access tiers --- */
 
 typedef struct TierCase {
