@@ -322,6 +322,10 @@ Test(daemon_store, running_jobs_interrupted_or_retried)
         cr_assert(job_state(c, slp, state, &attempt, NULL) == 0);
         cr_assert(strcmp(state, "queued") == 0 || strcmp(state, "running") == 0, "%s", state);
         cr_assert_eq(attempt, 1);
+        /* the log counts as the record does */
+        cr_assert(fiberd_log_contains(&fd_, "attempt 1 was cut short; queued again"),
+                  "the log does not say attempt 1");
+        cr_assert_not(fiberd_log_contains(&fd_, "attempt 2"));
         fresh = rpc_submit(c, "echo", NULL, 0, 0, 0, NULL);
         cr_assert_gt(fresh, slp + 1, "id %llu handed out again", (unsigned long long)fresh);
         client_free(c);
