@@ -8,7 +8,11 @@
  *    user's own 0600 file;
  *  - hash a file the client opened itself and passed as an fd (SCM_RIGHTS);
  *  - answer INVALID_ARGUMENT for a FIFO, without blocking the one job worker: a job
- *    submitted after two FIFO jobs still finishes.
+ *    submitted after two FIFO jobs still finishes;
+ *  - hash a passed fd whole whatever its offset, refuse one not open for reading
+ *    (O_PATH, O_WRONLY) at submit, and fail a symlink loop INVALID_ARGUMENT;
+ *  - answer PERMISSION_DENIED for fiberd's own /proc entries (/proc/self,
+ *    /proc/thread-self, /proc/<fiberd's pid>) to a user, and the user's own process.
  * Access tiers (item 2): every user reads its own jobs and submits by default; another
  * user's job id answers NOT_FOUND worded as for an id that never existed; a negative
  * priority, and other users' jobs, need the admin tier; [access] submit_group and

@@ -6,8 +6,12 @@
  * counted when its plugin is retry-safe (sleep); queued jobs run again in their order;
  * SIGTERM leaves queued jobs queued and answers job.wait with UNAVAILABLE; retention
  * deletes rows but ids still do not repeat; a damaged database stops the start with a
- * message naming the file. Every fiberd here uses the default sqlite store in its
- * test's directory (the harness sets STATE_DIRECTORY).
+ * message naming the file. Crash-only plugins (daemon/plugin/crash.h): a plugin that
+ * crashes fiberd twice is quarantined, and its strikes and quarantine outlive clean
+ * restarts and other plugins' crashes, copies of its contents and reinstalls of the same
+ * bytes, until its file gets other contents; a plugin cut short is refused before
+ * dlopen() (plugins/elfcheck.h) instead of crashing fiberd. Every fiberd here uses the
+ * default sqlite store in its test's directory (the harness sets STATE_DIRECTORY).
  */
 #include "tests/integration/fiberd_harness.h"
 #include "scheduler/base/macro.h"
@@ -556,7 +560,7 @@ Test(daemon_store, plugin_crashing_in_run_is_quarantined_after_two_crashes)
         wait_crash();
         client_free(c);
 
-        /* the second crash in a row: refused, and fiberd stays up */
+        /* the second crash: refused, and fiberd stays up */
         fiberd_restart(&fd_);
         c = fiberd_connect(&fd_);
         rpc_plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
