@@ -742,6 +742,28 @@ Test(daemon_store, strikes_and_quarantine_survive_clean_restarts_and_other_crash
                         fiberd_restart(&fd_);
                 }
         }
+
+        /* a copy takes on the strikes; clearing the plugin clears its copies too */
+        c = fiberd_connect(&fd_);
+        fiberd_copy_plugin(&fd_, FIBERD_TEST_PLUGIN_DIR "/crash_run.so", "crash_copy.so");
+        wait_refused(c, "crash_copy.so", "quarantined: the same contents", reason, sizeof(reason));
+        {
+                uint32_t msgid;
+                Reply rp;
+                msgpack_packer *pk = client_request(c, "plugins.clear", 1, &msgid);
+
+                cr_assert(pk);
+                ipc_pack_cstr(pk, "crash_run");
+                rpc_wait_reply(c, msgid, &rp);
+                cr_assert(rp.r == 0, "plugins.clear: %s", rp.st.message);
+                cr_assert_eq(map_uint(rp.result, "cleared"), 2, "the copy was not cleared");
+                reply_clear(&rp);
+        }
+        wait_loaded(c, "crash_run");
+        /* the scan goes in name order: crash_copy.so is crash_run now, crash_run.so its
+         * duplicate */
+        wait_refused(c, "crash_run.so", "duplicate name", reason, sizeof(reason));
+        client_free(c);
 }
 
 /*
