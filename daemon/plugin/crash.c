@@ -553,10 +553,11 @@ static int guard_before(void *arg, const char *path, int fd, const struct stat *
                          "%s`",
                          f->pf.reason ? f->pf.reason : "it crashed fiberd",
                          clear_name(f, name, sizeof(name)));
-                /* from now on known by its contents, also when reinstalled */
-                r = learned ? store_put_plugin_file(crash_store, &f->pf) : 0;
-                if (r == 0)
-                        r = -EPERM;
+                /* from now on known by its contents, also when reinstalled (a failed
+                 * write is logged by the store; the file stays refused either way) */
+                if (learned)
+                        store_put_plugin_file(crash_store, &f->pf);
+                r = -EPERM;
                 goto out_unlock;
         }
         g = quarantined_copy_locked(f, hash);
@@ -569,13 +570,12 @@ static int guard_before(void *arg, const char *path, int fd, const struct stat *
                          g->pf.reason ? g->pf.reason : "it crashed fiberd");
                 f->pf.strikes = g->pf.strikes;
                 file_set_str(&f->pf.reason, reason);
-                r = store_put_plugin_file(crash_store, &f->pf);
+                store_put_plugin_file(crash_store, &f->pf); /* refused either way */
                 snprintf(why, why_size,
                          "quarantined: %.330s. Replace the file or run `fiberctl plugins --clear "
                          "%s`",
                          reason, clear_name(f, name, sizeof(name)));
-                if (r == 0)
-                        r = -EPERM;
+                r = -EPERM;
                 goto out_unlock;
         }
         f->pf.loading = true;
