@@ -25,6 +25,7 @@ const char *ipc_status_code_from_errno(int error)
         case -ENAMETOOLONG:
         case -EDOM:
         case -EOVERFLOW:
+        case -ELOOP: /* a path that loops, or a magic link a job may not follow */
                 return IPC_INVALID_ARGUMENT;
         case -ENOENT:
         case -ESRCH:

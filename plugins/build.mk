@@ -16,7 +16,7 @@
 
 PLUGIN_BUILD_DIR := $(BUILD)/plugins
 PLUGIN_INSTALL_DIR := $(PREFIX)/lib/fiberd/plugins
-LOADER_OBJS := $(BUILD)/plugins/loader.o
+LOADER_OBJS := $(BUILD)/plugins/loader.o $(BUILD)/plugins/elfcheck.o
 LOADER_LIBS := -ldl
 
 PLUGIN_LDFLAGS := -shared $(if $(SANITIZE),,-Wl,-z,defs)

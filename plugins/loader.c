@@ -59,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "plugins/elfcheck.h"
 #include "plugins/loader.h"
 #include "scheduler/base/time-util.h"
 
@@ -699,33 +700,69 @@ out_close:
         return r;
 }
 
-/*
- * Loads @path. A path already loaded from the same, unchanged file is skipped silently
- * (-EEXIST); a changed one replaces its instance.
- */
-static int load_file_unguarded(PluginLoader *l, const char *path);
-
 void loader_set_guard(PluginLoader *l, const LoaderGuard *g)
 {
         l->guard = *g;
 }
 
-/* load_file_unguarded() between the guard's before and after calls. */
+static int load_opened(PluginLoader *l, const char *path, int fd);
+
+/*
+ * Loads @path. A path already loaded from the same, unchanged file is skipped silently
+ * (-EEXIST); a changed one replaces its instance. The steps before dlopen(), in order:
+ * the file is a regular file; open_trusted() (ownership and modes; the fd is the inode
+ * mapped); elfcheck_fd() (a file dlopen() would fault on: cut short, another machine's);
+ * the guard's before() (quarantine; the store notes the load on disk). Then
+ * load_opened(), and the guard's after() once before() let it through.
+ */
 static int load_file(PluginLoader *l, const char *path)
 {
         char why[LOADER_REASON_MAX] = "";
         const LoadedPlugin *p;
         struct stat st;
-        bool loaded;
-        int r;
+        int fd = -1, r;
 
-        loaded = path_unchanged(l, path);
-        if (loaded || !l->guard.before || stat(path, &st) < 0 || !S_ISREG(st.st_mode))
-                return load_file_unguarded(l, path);
-        r = l->guard.before(l->guard.arg, path, &st, why, sizeof(why));
+        /* plugins in place: only a changed file at a loaded path loads again */
+        if (path_unchanged(l, path))
+                return -EEXIST;
+
+        if (stat(path, &st) < 0) {
+                int e = errno;
+                return refuse(l, path, -e, "cannot stat: %s", strerror(e));
+        }
+        if (!S_ISREG(st.st_mode))
+                return refuse(l, path, -ENOEXEC, "not a regular file");
+
+        /* Without a '/', dlopen() would search the library path instead. */
+        if (!strchr(path, '/')) {
+                char rel[PATH_MAX];
+                snprintf(rel, sizeof(rel), "./%s", path);
+                return load_file(l, rel);
+        }
+
+        /* every check before dlopen(), which already runs the plugin's constructors */
+        r = open_trusted(path, &fd, why, sizeof(why));
         if (r < 0)
+                return refuse(l, path, r, "%s", why);
+        r = elfcheck_fd(fd, why, sizeof(why));
+        if (r < 0) {
+                close(fd);
+                return refuse(l, path, r, "not a loadable ELF shared object: %s", why);
+        }
+        if (!l->guard.before)
+                return load_opened(l, path, fd);
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                close(fd);
+                return refuse(l, path, r, "cannot stat: %s", strerror(-r));
+        }
+        why[0] = '\0';
+        r = l->guard.before(l->guard.arg, path, fd, &st, why, sizeof(why));
+        if (r < 0) {
+                close(fd);
                 return refuse(l, path, r, "%s", why[0] ? why : strerror(-r));
-        r = load_file_unguarded(l, path);
+        }
+        r = load_opened(l, path, fd);
         pthread_mutex_lock(&l->lock);
         p = r == 0 ? find_path_locked(l, path) : NULL;
         pthread_mutex_unlock(&l->lock);
@@ -758,39 +795,18 @@ static int instance_fill(LoadedPlugin *p, const FiberdPlugin *d, const char *pat
         return p->path && p->name && p->version && p->description ? 0 : -ENOMEM;
 }
 
-static int load_file_unguarded(PluginLoader *l, const char *path)
+/* dlopen() the checked file open as @fd (owned: kept while loaded, else closed) and
+ * make the handshake: descriptor, ABI version, size, name, run, duplicate name, init(). */
+static int load_opened(PluginLoader *l, const char *path, int fd)
 {
         char dup_path[PATH_MAX];
         char why[LOADER_REASON_MAX];
         const FiberdPlugin *d;
         LoadedPlugin *p = NULL, *old = NULL;
-        struct stat st;
         void *handle;
         bool loaded;
-        int copy_fd, fd = -1, r;
+        int copy_fd, r;
 
-        /* plugins in place: only a changed file at a loaded path loads again */
-        if (path_unchanged(l, path))
-                return -EEXIST;
-
-        if (stat(path, &st) < 0) {
-                int e = errno;
-                return refuse(l, path, -e, "cannot stat: %s", strerror(e));
-        }
-        if (!S_ISREG(st.st_mode))
-                return refuse(l, path, -ENOEXEC, "not a regular file");
-
-        /* Without a '/', dlopen() would search the library path instead. */
-        if (!strchr(path, '/')) {
-                char rel[PATH_MAX];
-                snprintf(rel, sizeof(rel), "./%s", path);
-                return load_file(l, rel);
-        }
-
-        /* every check before dlopen(), which already runs the plugin's constructors */
-        r = open_trusted(path, &fd, why, sizeof(why));
-        if (r < 0)
-                return refuse(l, path, r, "%s", why);
         /* the fd stays open while the plugin is loaded: glibc knows a library by its
          * name, and /proc/self/fd/N must not name two at once */
         handle = open_instance(l, path, fd, &copy_fd, why, sizeof(why));

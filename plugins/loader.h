@@ -23,7 +23,11 @@
  * writable by group or others (a sticky directory above the plugin directory is fine);
  * a symlink must not lead out of the directory. The file is opened with O_NOFOLLOW,
  * checked with fstat() and loaded through /proc/self/fd/N, so the inode checked is the
- * one mapped. A refusal's reason says which check failed.
+ * one mapped. Then its ELF headers are checked against its size (plugins/elfcheck.h):
+ * a file cut short, or built for another machine, is refused ("not a loadable ELF
+ * shared object: segment 2 (PT_LOAD) ends past the end of the file (12288 > 8000
+ * bytes)") where dlopen() would have faulted (SIGBUS) mapping it. A refusal's reason
+ * says which check failed.
  * Loading a file (redis's moduleLoad() shape): dlopen(RTLD_NOW|RTLD_LOCAL), dlsym
  * FIBERD_PLUGIN_SYMBOL, check abi_version before anything else, then size, name, run,
  * duplicate name, then init(). Each refusal is one log line naming the file and the
@@ -141,9 +145,11 @@ int loader_new(PluginLoader **ret, const FiberdHost *host, LoaderLogFn log);
  */
 struct stat;
 typedef struct LoaderGuard {
-        /* before - about to dlopen @path (@st: its stat). Return 0 to go on, or a
-         * negative errno and a one-line reason in @why: the file is refused with it. */
-        int (*before)(void *arg, const char *path, const struct stat *st, char *why,
+        /* before - about to dlopen @path, which passed the trust and ELF checks: @fd is
+         * the very file that will be mapped (read it with pread(), never move its offset
+         * or close it), @st its fstat(). Return 0 to go on, or a negative errno and a
+         * one-line reason in @why: the file is refused with it. */
+        int (*before)(void *arg, const char *path, int fd, const struct stat *st, char *why,
                       size_t why_size);
         /* after - the attempt ended: @name is the plugin loaded, NULL when refused. */
         void (*after)(void *arg, const char *path, const char *name);
@@ -198,9 +204,10 @@ int loader_process_events(PluginLoader *l);
  * loader_load_file - load one file by path (inside the watched directory or not), with
  * the same checks, log line and refusal record as a scan. For tests and tools.
  * Return: 0 when loaded; -EEXIST when a plugin from this path is already loaded;
- * otherwise the refusal as a negative errno: -ENOEXEC (dlopen failed or no descriptor),
- * -EPROTO (wrong ABI version or descriptor too small), -EINVAL (bad name, no run),
- * -EEXIST (duplicate name), or init()'s error (e.g. -ENODEV); -ENOMEM.
+ * otherwise the refusal as a negative errno: -ENOEXEC (not a loadable ELF shared
+ * object, dlopen failed or no descriptor), -EPROTO (wrong ABI version or descriptor too
+ * small), -EINVAL (bad name, no run), -EEXIST (duplicate name), or init()'s error (e.g.
+ * -ENODEV); -ENOMEM.
  * Context: as loader_set_dir().
  */
 int loader_load_file(PluginLoader *l, const char *path);

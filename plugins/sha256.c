@@ -7,7 +7,12 @@
  * PERMISSION_DENIED for /etc/shadow even when fiberd runs as root, and INVALID_ARGUMENT
  * for a FIFO instead of a worker blocked in open(2)), or a file the client passed
  * (host->arg_fd(): `fiberctl submit sha256 path=@FILE`); then "path" in the result is
- * "(passed fd)". Either way only a regular file is hashed.
+ * "(passed fd)". Either way only a regular file is hashed, and the whole of it: a passed
+ * fd is read with pread() from offset 0, whatever its offset (the client may have read
+ * from it; the dup fiberd hands over shares that offset), and never moved. A passed fd
+ * not open for reading (O_PATH, O_WRONLY) is refused at job.submit with
+ * INVALID_ARGUMENT naming the problem, as is a path that loops (ELOOP: a symbolic link
+ * loop, or a magic link such as /proc/self/fd/N, which host->open() does not follow).
  *
  * The file is read in 64 KiB chunks (a heap buffer: a fiber's stack is small), fed to
  * OpenSSL's EVP digest, with progress (bytes read of the size fstat() gave) reported and
@@ -21,8 +26,10 @@
  * The SHA-256 implementation is fetched once in init() (EVP_MD_fetch, OpenSSL 3) and
  * released in fini(); an EVP_MD is immutable and safe to share between threads.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,6 +59,28 @@ static void sha256_fini(const FiberdHost *host)
         sha256_md = NULL;
 }
 
+/* Whether the passed file @fd can be read: 0, or -EINVAL with the reason in @why. */
+static int passed_fd_readable(int fd, char *why, size_t why_size)
+{
+        int fl = fcntl(fd, F_GETFL);
+
+        if (fl < 0)
+                return 0; /* fstat() and read() will say */
+        if (fl & O_PATH) {
+                snprintf(why, why_size,
+                         "path: the file passed is not open for reading (it was opened with "
+                         "O_PATH); open it O_RDONLY");
+                return -EINVAL;
+        }
+        if ((fl & O_ACCMODE) == O_WRONLY) {
+                snprintf(why, why_size,
+                         "path: the file passed is not open for reading (it was opened "
+                         "O_WRONLY); open it O_RDONLY");
+                return -EINVAL;
+        }
+        return 0;
+}
+
 static int sha256_run(FiberdJob *job, const FiberdHost *host)
 {
         static const char hex[] = "0123456789abcdef";
@@ -68,7 +97,13 @@ static int sha256_run(FiberdJob *job, const FiberdHost *host)
 
         fd = FIBERD_HOST_HAS(host, arg_fd) ? host->arg_fd(job, "path") : -EINVAL;
         if (fd >= 0) {
+                char why[160];
                 snprintf(path, sizeof(path), "(passed fd)");
+                r = passed_fd_readable(fd, why, sizeof(why));
+                if (r < 0) {
+                        r = host->fail(job, r, "%s", why);
+                        goto out_close;
+                }
         } else if (fd != -EINVAL && fd != -ENOENT) {
                 return fd;
         } else { /* a path, or nothing: arg_str() says which */
@@ -84,6 +119,12 @@ static int sha256_run(FiberdJob *job, const FiberdHost *host)
                         return fd;
                 if (fd == -EINVAL)
                         return host->fail(job, fd, "%s is not a regular file", path);
+                if (fd == -ELOOP)
+                        return host->fail(job, fd,
+                                          "cannot open %s: too many levels of symbolic links "
+                                          "(a loop, or a magic link such as /proc/self/fd/N, "
+                                          "which jobs do not follow)",
+                                          path);
                 if (fd < 0)
                         return host->fail(job, fd, "cannot open %s: %s", path, strerror(-fd));
         }
@@ -110,7 +151,7 @@ static int sha256_run(FiberdJob *job, const FiberdHost *host)
 
         host->progress(job, 0, (uint64_t)st.st_size);
         for (;;) {
-                ssize_t n = read(fd, buf, SHA256_CHUNK);
+                ssize_t n = pread(fd, buf, SHA256_CHUNK, (off_t)bytes);
                 if (n < 0) {
                         int e = errno;
                         if (e == EINTR)
@@ -165,8 +206,9 @@ static int sha256_check(FiberdJob *args, const FiberdHost *host, char *why, size
         int fd = FIBERD_HOST_HAS(host, arg_fd) ? host->arg_fd(args, "path") : -EINVAL;
 
         if (fd >= 0) {
+                int r = passed_fd_readable(fd, why, why_size);
                 close(fd);
-                return 0;
+                return r;
         }
         if (fd != -EINVAL && fd != -ENOENT)
                 return fd;

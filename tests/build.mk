@@ -93,8 +93,9 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer -pthread \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DSCHED_ASAN=1
 FUZZ_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-FUZZ_DAEMON_SRCS = $(filter-out daemon/main.c,$(DAEMON_SRCS)) plugins/loader.c $(IPC_SRCS) \
-	$(SCHED_SRCS) $(if $(filter asm,$(CONTEXT)),scheduler/context-x86_64.S)
+FUZZ_DAEMON_SRCS = $(filter-out daemon/main.c,$(DAEMON_SRCS)) plugins/loader.c \
+	plugins/elfcheck.c $(IPC_SRCS) $(SCHED_SRCS) \
+	$(if $(filter asm,$(CONTEXT)),scheduler/context-x86_64.S)
 FUZZ_DAEMON_DEFS = -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"' \
 	-DFUZZ_PLUGIN_DIR='"$(abspath $(PLUGIN_BUILD_DIR))"'
 

@@ -1111,8 +1111,9 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
                 j->attempt++;
                 job_transition(&t->machine, j, JOB_EV_REQUEUE, NULL);
                 log_job(LOG_NOTICE, j->id, j->plugin_name,
-                        "was running when fiberd stopped: queued again (attempt %u)",
-                        j->attempt + 1);
+                        "was running when fiberd stopped: attempt %u was cut short; queued "
+                        "again",
+                        j->attempt); /* the record's attempt, as "attempt N of M failed" */
         }
         if (!plugin || rec->n_fds) {
                 if (!plugin)

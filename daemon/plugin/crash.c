@@ -10,8 +10,11 @@
  * note to a file whose path was computed at start-up, then re-raises the signal with
  * the default action. The note is three lines: "signal N", "tag TAG", "loading PATH".
  *
- * The files the store knows (StorePluginFile rows) are mirrored in a small array under
- * crash_lock; every change is committed before it matters (before a dlopen, at start).
+ * The files the store knows (StorePluginFile rows, one per path) are mirrored in a
+ * small array under crash_lock; every change is committed before it matters (before a
+ * dlopen, at start). A row's identity is its contents' SHA-256 (crash.h, "The quarantine
+ * rule"), computed by the guard from the fd the loader will map, with libcrypto's EVP
+ * interface, reading with pread() so the loader's fd keeps its offset.
  */
 #include "daemon/plugin/crash.h"
 #include "daemon/obs/log.h"
@@ -22,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,10 +35,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CRASH_STRIKES_MAX 2 /* crashes in a row that quarantine a file */
+#define CRASH_STRIKES_MAX 2 /* crashes blamed on the same contents that quarantine them */
+#define CRASH_HASH_CHUNK (64 * 1024)
 
 typedef struct CrashFile {
-        StorePluginFile pf; /* path, name, reason owned (malloc) */
+        StorePluginFile pf; /* path, name, reason, sha256 owned (malloc) */
 } CrashFile;
 
 static pthread_mutex_t crash_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -92,8 +97,8 @@ static void crash_report(int sig, const char *tag)
                 sigsafe_put_str(msg, &n, sizeof(msg), " outside any job");
         }
         sigsafe_put_str(msg, &n, sizeof(msg),
-                        "; fiberd dies with it. Its next start names this plugin; two crashes in a "
-                        "row quarantine it\n");
+                        "; fiberd dies with it. Its next start names this plugin; a plugin file "
+                        "that crashed fiberd twice is quarantined until it changes\n");
         if (sigsafe_write(STDERR_FILENO, msg, n) < 0) {
                 /* nothing more to do */
         }
@@ -196,6 +201,7 @@ static int file_add_locked(const StorePluginFile *pf, CrashFile **ret)
         f->pf.path = strdup(pf->path);
         f->pf.name = strdup_or_null(pf->name);
         f->pf.reason = strdup_or_null(pf->reason);
+        f->pf.sha256 = strdup_or_null(pf->sha256);
         if (!f->pf.path)
                 return -ENOMEM;
         crash_nfiles++;
@@ -224,6 +230,86 @@ static bool same_file(const StorePluginFile *pf, const struct stat *st)
         return pf->size == (uint64_t)st->st_size && pf->ino == (uint64_t)st->st_ino &&
                pf->dev == (uint64_t)st->st_dev &&
                pf->mtime_ns == (int64_t)timespec_load_ns(&st->st_mtim);
+}
+
+/* Whether @pf still describes the contents @sha256 (NULL: not hashed) of the file @st:
+ * by the hash when both have one, else (a row from before hashes) by the stat. */
+static bool same_contents(const StorePluginFile *pf, const char *sha256, const struct stat *st)
+{
+        if (pf->sha256 && sha256)
+                return strcmp(pf->sha256, sha256) == 0;
+        return same_file(pf, st);
+}
+
+/* The name `fiberctl plugins --clear` takes for @f: the plugin's name once it loaded,
+ * else its file's name without ".so" (crash_clear() accepts both). Into @buf. */
+static const char *clear_name(const CrashFile *f, char *buf, size_t size)
+{
+        const char *base = strrchr(f->pf.path, '/');
+        size_t n;
+
+        if (f->pf.name)
+                return f->pf.name;
+        base = base ? base + 1 : f->pf.path;
+        n = strlen(base);
+        if (n > 3 && strcmp(base + n - 3, ".so") == 0)
+                n -= 3;
+        snprintf(buf, size, "%.*s", (int)n, base);
+        return buf;
+}
+
+/*
+ * The SHA-256 of the file open as @fd, as 64 hex digits into @hex (65 bytes), read
+ * with pread() from offset 0 (the fd's offset does not move). Return: 0; -ENOMEM; -EIO
+ * (OpenSSL failed); -errno of pread().
+ */
+static int file_sha256(int fd, char hex[65])
+{
+        static const char digits[] = "0123456789abcdef";
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned char *buf = malloc(CRASH_HASH_CHUNK);
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        unsigned len = 0;
+        off_t off = 0;
+        int r = 0;
+
+        if (!buf || !ctx) {
+                r = -ENOMEM;
+                goto out_free;
+        }
+        if (!EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+                r = -EIO;
+                goto out_free;
+        }
+        for (;;) {
+                ssize_t n = pread(fd, buf, CRASH_HASH_CHUNK, off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        goto out_free;
+                }
+                if (n == 0)
+                        break;
+                if (!EVP_DigestUpdate(ctx, buf, (size_t)n)) {
+                        r = -EIO;
+                        goto out_free;
+                }
+                off += n;
+        }
+        if (!EVP_DigestFinal_ex(ctx, md, &len) || len != 32) {
+                r = -EIO;
+                goto out_free;
+        }
+        for (unsigned i = 0; i < len; i++) {
+                hex[2 * i] = digits[md[i] >> 4];
+                hex[2 * i + 1] = digits[md[i] & 15];
+        }
+        hex[2 * len] = '\0';
+out_free:
+        EVP_MD_CTX_free(ctx);
+        free(buf);
+        return r;
 }
 
 /* ------------------------------------------------------------------ start-up ----- */
@@ -261,8 +347,8 @@ static void strike_locked(CrashFile *f, const char *what, char *names, size_t na
 
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime_r(&now, &tm));
         f->pf.strikes++;
-        snprintf(reason, sizeof(reason), "%.400s (fiberd restarted %s); %u crash%s in a row", what,
-                 when, f->pf.strikes, f->pf.strikes == 1 ? "" : "es");
+        snprintf(reason, sizeof(reason), "%.400s (fiberd restarted %s); %u crash%s of this file",
+                 what, when, f->pf.strikes, f->pf.strikes == 1 ? "" : "es");
         file_set_str(&f->pf.reason, reason);
         snprintf(names + n, names_size - n, "%s%s (%s)", n ? ", " : "",
                  f->pf.name ? f->pf.name : "?", f->pf.path);
@@ -307,11 +393,11 @@ int crash_init(Store *s)
                 clean = 1; /* a new store */
         note = read_note(&sig, tag, sizeof(tag), loading, sizeof(loading));
 
+        /* Strikes are kept (crash.h, "The quarantine rule"): a clean stop, or a crash
+         * blamed on another file, clears none. */
         if (clean && !note) {
-                for (size_t i = 0; i < crash_nfiles; i++) {
-                        crash_files[i].pf.strikes = 0;
+                for (size_t i = 0; i < crash_nfiles; i++)
                         crash_files[i].pf.loading = false;
-                }
         } else {
                 /* an unclean end: blame the file named by the note, or being loaded */
                 bool *hit = calloc(crash_nfiles + 1, sizeof(*hit));
@@ -343,10 +429,8 @@ int crash_init(Store *s)
                 for (size_t i = 0; i < crash_nfiles; i++) {
                         CrashFile *f = &crash_files[i];
                         f->pf.loading = false;
-                        if (!hit[i]) {
-                                f->pf.strikes = 0;
+                        if (!hit[i])
                                 continue;
-                        }
                         if (tag[0])
                                 snprintf(what, sizeof(what), "%s in %s", signal_name(sig), tag);
                         else
@@ -374,12 +458,14 @@ int crash_init(Store *s)
         }
         for (size_t i = 0; i < crash_nfiles && r == 0; i++) {
                 CrashFile *f = &crash_files[i];
-                if (f->pf.strikes >= CRASH_STRIKES_MAX)
+                char name[256];
+                if (f->pf.strikes >= CRASH_STRIKES_MAX) {
+                        const char *n = clear_name(f, name, sizeof(name));
                         log_msg(LOG_ERR,
                                 "plugin %s (%s) is quarantined: %s. Replace the file or run "
                                 "`fiberctl plugins --clear %s`",
-                                f->pf.name ? f->pf.name : "?", f->pf.path,
-                                f->pf.reason ? f->pf.reason : "", f->pf.name ? f->pf.name : "?");
+                                n, f->pf.path, f->pf.reason ? f->pf.reason : "", n);
+                }
                 r = store_put_plugin_file(s, &f->pf);
         }
         if (r == 0)
@@ -405,16 +491,42 @@ void crash_mark_clean(void)
 
 /* ------------------------------------------------------------------ the guard ---- */
 
-static int guard_before(void *arg, const char *path, const struct stat *st, char *why,
+/* A quarantined row other than @self with the contents @sha256, or NULL. */
+static CrashFile *quarantined_copy_locked(const CrashFile *self, const char *sha256)
+{
+        for (size_t i = 0; sha256 && i < crash_nfiles; i++) {
+                CrashFile *g = &crash_files[i];
+                if (g != self && g->pf.strikes >= CRASH_STRIKES_MAX && g->pf.sha256 &&
+                    strcmp(g->pf.sha256, sha256) == 0)
+                        return g;
+        }
+        return NULL;
+}
+
+/* The loader is about to map @path (open as @fd): refuse it when its contents are
+ * quarantined (crash.h, "The quarantine rule"); else note on disk that it is loading. */
+static int guard_before(void *arg, const char *path, int fd, const struct stat *st, char *why,
                         size_t why_size)
 {
+        char sha256[65], name[256];
+        const char *hash = sha256;
         StorePluginFile pf;
-        CrashFile *f;
+        CrashFile *f, *g;
+        bool learned;
         int r;
 
         (void)arg;
         if (!crash_store || !store_durable(crash_store))
                 return 0;
+        r = file_sha256(fd, sha256);
+        if (r < 0) {
+                /* known by its stat alone, as a row from before hashes */
+                log_msg(LOG_WARNING,
+                        "cannot hash plugin file %s (%s): its crashes are kept by "
+                        "its inode, size and mtime",
+                        path, strerror(-r));
+                hash = NULL;
+        }
         pthread_mutex_lock(&crash_lock);
         f = file_find_locked(path);
         if (!f) {
@@ -423,18 +535,46 @@ static int guard_before(void *arg, const char *path, const struct stat *st, char
                 if (r < 0)
                         goto out_unlock;
         }
-        if (!same_file(&f->pf, st)) {
-                /* a new file: a new chance */
-                f->pf.size = (uint64_t)st->st_size;
-                f->pf.ino = (uint64_t)st->st_ino;
-                f->pf.dev = (uint64_t)st->st_dev;
-                f->pf.mtime_ns = (int64_t)timespec_load_ns(&st->st_mtim);
+        if (!same_contents(&f->pf, hash, st)) {
+                /* other contents: a new file, a new chance */
                 f->pf.strikes = 0;
-        } else if (f->pf.strikes >= CRASH_STRIKES_MAX) {
+                file_set_str(&f->pf.reason, NULL);
+        }
+        f->pf.size = (uint64_t)st->st_size;
+        f->pf.ino = (uint64_t)st->st_ino;
+        f->pf.dev = (uint64_t)st->st_dev;
+        f->pf.mtime_ns = (int64_t)timespec_load_ns(&st->st_mtim);
+        learned = hash && !f->pf.sha256; /* a row from before hashes */
+        if (hash)
+                file_set_str(&f->pf.sha256, hash);
+        if (f->pf.strikes >= CRASH_STRIKES_MAX) {
                 snprintf(why, why_size,
-                         "quarantined: %s. Replace the file or run `fiberctl plugins --clear %s`",
+                         "quarantined: %.330s. Replace the file or run `fiberctl plugins --clear "
+                         "%s`",
                          f->pf.reason ? f->pf.reason : "it crashed fiberd",
-                         f->pf.name ? f->pf.name : "NAME");
+                         clear_name(f, name, sizeof(name)));
+                /* from now on known by its contents, also when reinstalled (a failed
+                 * write is logged by the store; the file stays refused either way) */
+                if (learned)
+                        store_put_plugin_file(crash_store, &f->pf);
+                r = -EPERM;
+                goto out_unlock;
+        }
+        g = quarantined_copy_locked(f, hash);
+        if (g) {
+                /* a copy or a rename of quarantined contents: this file takes on their
+                 * strikes, so it stays refused when the other file changes or goes */
+                char reason[600];
+                snprintf(reason, sizeof(reason),
+                         "the same contents (SHA-256 %.12s...) as %.150s: %.250s", hash, g->pf.path,
+                         g->pf.reason ? g->pf.reason : "it crashed fiberd");
+                f->pf.strikes = g->pf.strikes;
+                file_set_str(&f->pf.reason, reason);
+                store_put_plugin_file(crash_store, &f->pf); /* refused either way */
+                snprintf(why, why_size,
+                         "quarantined: %.330s. Replace the file or run `fiberctl plugins --clear "
+                         "%s`",
+                         reason, clear_name(f, name, sizeof(name)));
                 r = -EPERM;
                 goto out_unlock;
         }
@@ -481,6 +621,18 @@ const LoaderGuard *crash_loader_guard(void)
         return &crash_guard;
 }
 
+/* Whether @f is the plugin @name (@len bytes) for crash_clear(): its plugin name, or its
+ * file's name without ".so". */
+static bool clear_matches(const CrashFile *f, const char *name, size_t len)
+{
+        const char *base = strrchr(f->pf.path, '/');
+
+        if (f->pf.name && strlen(f->pf.name) == len && memcmp(f->pf.name, name, len) == 0)
+                return true;
+        base = base ? base + 1 : f->pf.path;
+        return strncmp(base, name, len) == 0 && strcmp(base + len, ".so") == 0;
+}
+
 int crash_clear(const char *name, size_t len)
 {
         int n = 0, r = 0;
@@ -488,13 +640,16 @@ int crash_clear(const char *name, size_t len)
         if (!crash_store || !store_durable(crash_store))
                 return 0;
         pthread_mutex_lock(&crash_lock);
+        /* the files of that name, and every file with the same contents as one of them
+         * (copies and renames took on its strikes) */
         for (size_t i = 0; i < crash_nfiles && r == 0; i++) {
                 CrashFile *f = &crash_files[i];
-                const char *base = strrchr(f->pf.path, '/');
-                bool match = (f->pf.name && strlen(f->pf.name) == len &&
-                              memcmp(f->pf.name, name, len) == 0);
-                base = base ? base + 1 : f->pf.path;
-                match = match || (strncmp(base, name, len) == 0 && strcmp(base + len, ".so") == 0);
+                bool match = clear_matches(f, name, len);
+
+                for (size_t k = 0; !match && f->pf.sha256 && k < crash_nfiles; k++)
+                        match = crash_files[k].pf.sha256 &&
+                                strcmp(crash_files[k].pf.sha256, f->pf.sha256) == 0 &&
+                                clear_matches(&crash_files[k], name, len);
                 if (!match || f->pf.strikes == 0)
                         continue;
                 f->pf.strikes = 0;

@@ -14,12 +14,22 @@
  *    the store records it, on disk, before the risky step;
  *  - at the next start, before anything else is logged, the note and the store's
  *    "clean" flag say whether the last run crashed and which plugin file it was in:
- *    the first log line names it, and that file gets a strike. A file with two strikes
- *    in a row is quarantined: the loader refuses it (the reason shows in `fiberctl
- *    plugins`) until the file changes (size, mtime or inode) or an admin clears it
- *    (plugins.clear, `fiberctl plugins --clear NAME`). A clean stop clears the
- *    strikes; a crash with no report (SIGKILL, OOM, power loss) blames nobody;
+ *    the first log line names it, and that file gets a strike; a crash with no report
+ *    (SIGKILL, OOM, power loss) blames nobody;
  *  - the job the crash happened in is not run again: it ends failed with INTERRUPTED.
+ *
+ * The quarantine rule. A strike belongs to a file's *contents*: the loader hands the
+ * guard the very file it is about to map (after the trust and ELF checks), and the
+ * guard hashes it (SHA-256). Strikes are kept across clean stops, restarts and crashes
+ * blamed on other files. Contents with two strikes are quarantined: the loader refuses
+ * the file — and any other plugin file with the same contents, a copy or a rename —
+ * with a reason in `fiberctl plugins` that names the command to clear it. The strikes
+ * go back to 0 only when the file at that path gets other contents (a new build: a
+ * new chance; touching it, or reinstalling the same bytes, is not a change) or when an
+ * admin clears them (plugins.clear, `fiberctl plugins --clear NAME`, NAME the plugin's
+ * name or its file's name without ".so"). A row stored before fiberd hashed files has
+ * no hash: it is matched once by its stat identity (device, inode, size, mtime), then
+ * carries the hash.
  *
  * The memory store keeps nothing, so with it crashes are reported but not remembered.
  * The redis store (a fleet) keeps each host's plugin files and flag in Redis under the
@@ -61,7 +71,8 @@ const char *crash_job_message(uint64_t id);
 
 /*
  * crash_clear - forget the strikes of the plugin called @name (or whose file is
- * @name.so), so the next scan loads it again. Return: the number of files cleared (0
+ * @name.so), and of every file with the same contents (its copies: crash.h, "The
+ * quarantine rule"), so the next scan loads it again. Return: the number of files cleared (0
  * when none was quarantined); -ENOMEM or a store error. Context: a request fiber (blocks
  * its worker on a commit, as the loader does); not a job fiber.
  */

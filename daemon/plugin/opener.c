@@ -15,6 +15,16 @@
  * (setfsuid(0) first, which gives those capabilities back, then the rest). A switch that
  * does not take (setfsuid() answers the previous fsuid, so it is checked by asking
  * again) fails the open with -EPERM rather than opening as root.
+ *
+ * /proc/self is fiberd. The opener thread is a thread of fiberd, so /proc/self,
+ * /proc/thread-self and /proc/<fiberd's pid> (or a thread's id) name fiberd's own
+ * process, and the kernel lets a process read its own maps, environ or status whoever
+ * its fsuid is. For a submitter other than root such a file is refused with -EACCES
+ * after the open: the fd is on procfs (fstatfs) and its path (readlink of
+ * /proc/self/fd/N, where the symlinks and the submitter's own links are resolved
+ * already) names, right under the procfs mount, fiberd's pid or one of its threads.
+ * The check is on the file opened, not the name asked for, so a symlink to
+ * /proc/self/environ is refused too.
  */
 #include "daemon/plugin/opener.h"
 #include "daemon/obs/log.h"
@@ -23,13 +33,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -131,6 +145,51 @@ static int open_resolved(int dirfd, const char *path, int flags, mode_t mode)
         return fd < 0 ? -errno : fd;
 }
 
+/*
+ * Whether @fd is a file (or directory) of fiberd's own process under procfs: its path's
+ * first component below the procfs mount is fiberd's pid or one of its threads' ids.
+ * When the path cannot be read, a procfs fd counts as fiberd's (refused, never lent).
+ */
+static bool opener_fd_is_own_proc(int fd)
+{
+        char link[64], path[PATH_MAX], *p, *end, *e;
+        struct statfs sfs;
+        struct stat st, root;
+        unsigned long id;
+        ssize_t n;
+
+        if (fstatfs(fd, &sfs) < 0 || sfs.f_type != PROC_SUPER_MAGIC)
+                return false;
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        n = readlink(link, path, sizeof(path) - 1);
+        if (n <= 0 || fstat(fd, &st) < 0)
+                return true;
+        path[n] = '\0';
+        if (path[0] != '/')
+                return true;
+        /* the procfs mount: the shortest leading directory on @fd's device */
+        for (p = path + 1;; p = end + 1) {
+                bool on_proc;
+
+                end = strchr(p, '/');
+                if (!end)
+                        return false; /* the mount itself, or a file right in it */
+                *end = '\0';
+                on_proc = stat(path, &root) == 0 && root.st_dev == st.st_dev;
+                *end = '/';
+                if (on_proc)
+                        break;
+        }
+        p = end + 1;
+        id = strtoul(p, &e, 10);
+        if (e == p || (*e != '/' && *e != '\0'))
+                return false; /* /proc/cpuinfo, /proc/sys/...: not a process's */
+        if (id == (unsigned long)getpid())
+                return true;
+        snprintf(link, sizeof(link), "/proc/self/task/%lu", id);
+        return access(link, F_OK) == 0; /* one of fiberd's threads (/proc/<tid>) */
+}
+
 /* One open as @rq's client, checked (see opener.h). Return: an fd; -errno. */
 static int open_as(const OpenRequest *rq)
 {
@@ -153,6 +212,10 @@ static int open_as(const OpenRequest *rq)
                 switch_back();
         if (fd < 0)
                 return fd;
+        if (rq->creds->uid != 0 && opener_fd_is_own_proc(fd)) {
+                r = -EACCES; /* /proc/self is fiberd, not the submitter */
+                goto out_close;
+        }
         if (fstat(fd, &st) < 0) {
                 r = -errno;
                 goto out_close;

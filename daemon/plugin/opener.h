@@ -10,6 +10,9 @@
  * knfsd and Samba act for many users in one process. The path is resolved with
  * openat2(RESOLVE_NO_MAGICLINKS), so /proc/self/fd/N and friends cannot reach fiberd's
  * own open files; kernels without openat2 (before 5.6) fall back to openat(2).
+ * /proc/self, /proc/thread-self and /proc/<fiberd's pid> are fiberd's own process, not
+ * the submitter's: for a submitter other than root a file under them is refused with
+ * -EACCES (checked on the file opened, so a symlink to one is refused too).
  *
  * The file is opened O_NONBLOCK and fstat()ed: unless the caller asked for O_NONBLOCK
  * itself (it then promises to wait with host->wait_fd), anything but a regular file or a
@@ -55,7 +58,9 @@ void opener_stop(void);
  * is /) with @flags (open(2)'s; O_CLOEXEC and O_NOCTTY are added, O_CREAT makes mode
  * 0666 & ~umask files) as @creds.
  * @ret_fd: out, an fd the caller owns, written only on success.
- * Return: 0; -errno of openat2(2)/openat(2) (-ENOENT, -EACCES, ...); -EINVAL for a FIFO,
+ * Return: 0; -errno of openat2(2)/openat(2) (-ENOENT, -EACCES, -ELOOP for a symlink
+ * loop or a magic link, ...); -EACCES for a file of fiberd's own process under /proc
+ * (a submitter other than root); -EINVAL for a FIFO,
  * socket or device when @flags lacks O_NONBLOCK; -EACCES when fiberd cannot switch to
  * @creds; -ECANCELED when the calling fiber is cancelled while it waits; -ESHUTDOWN
  * when the openers are stopped; -ENOMEM.

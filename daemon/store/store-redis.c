@@ -432,7 +432,8 @@ static int plugin_file_pack(const StorePluginFile *pf, msgpack_sbuffer *ret)
         e |= IPC_PACK_MAP(&pk, IPC_KV_CSTR("name", pf->name), IPC_KV_UINT("size", pf->size),
                           IPC_KV_UINT("ino", pf->ino), IPC_KV_UINT("dev", pf->dev),
                           IPC_KV_INT("mtime_ns", pf->mtime_ns), IPC_KV_BOOL("loading", pf->loading),
-                          IPC_KV_UINT("strikes", pf->strikes), IPC_KV_CSTR("reason", pf->reason));
+                          IPC_KV_UINT("strikes", pf->strikes), IPC_KV_CSTR("reason", pf->reason),
+                          IPC_KV_CSTR("sha256", pf->sha256));
         if (e) {
                 msgpack_sbuffer_destroy(&sb);
                 return -ENOMEM;
@@ -473,7 +474,7 @@ static const char *obj_str(const msgpack_object *v, char *buf, size_t size)
 static int plugin_file_unpack(const char *path, const char *data, size_t len, StorePluginFn fn,
                               void *arg)
 {
-        char name[256], reason[1024];
+        char name[256], reason[1024], sha256[72];
         msgpack_unpacked u;
         StorePluginFile pf = {.path = path};
         int r = 0;
@@ -506,6 +507,8 @@ static int plugin_file_unpack(const char *path, const char *data, size_t len, St
                         pf.strikes = (uint32_t)obj_u64(v);
                 else if (obj_key_is(k, "reason"))
                         pf.reason = obj_str(v, reason, sizeof(reason));
+                else if (obj_key_is(k, "sha256"))
+                        pf.sha256 = obj_str(v, sha256, sizeof(sha256));
         }
         r = fn(&pf, arg);
 out_destroy:

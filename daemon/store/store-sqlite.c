@@ -54,7 +54,7 @@ static const char sqlite_schema[] =
         "CREATE TABLE IF NOT EXISTS plugin_files ("
         " path TEXT PRIMARY KEY, name TEXT, size INTEGER NOT NULL, ino INTEGER NOT NULL,"
         " dev INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, loading INTEGER NOT NULL,"
-        " strikes INTEGER NOT NULL, reason TEXT);";
+        " strikes INTEGER NOT NULL, reason TEXT, sha256 TEXT);";
 
 /* The mutable columns are updated; the arguments only when given (the first write). */
 static const char sqlite_put[] =
@@ -216,6 +216,15 @@ static int sqlite_open(Store *s, const char *path, char *why, size_t why_size)
                          sqlite3_errmsg(q->db));
                 goto out_close;
         }
+        /* ... and from before plugin files were known by their contents: sha256 (old
+         * rows: NULL, matched by their stat once, crash.c) */
+        rc = sqlite3_exec(q->db, "ALTER TABLE plugin_files ADD COLUMN sha256 TEXT", NULL, NULL,
+                          NULL);
+        if (rc != SQLITE_OK && !strstr(sqlite3_errmsg(q->db), "duplicate column")) {
+                snprintf(detail, sizeof(detail), "cannot add the sha256 column: %s",
+                         sqlite3_errmsg(q->db));
+                goto out_close;
+        }
         /* ... and from before job scheduling: the sched column */
         rc = sqlite3_exec(q->db, "ALTER TABLE jobs ADD COLUMN sched BLOB", NULL, NULL, NULL);
         if (rc != SQLITE_OK && !strstr(sqlite3_errmsg(q->db), "duplicate column")) {
@@ -235,8 +244,9 @@ static int sqlite_open(Store *s, const char *path, char *why, size_t why_size)
             sqlite3_prepare_v2(q->db, "COMMIT", -1, &q->commit, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(q->db, "ROLLBACK", -1, &q->rollback, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(q->db,
-                               "INSERT OR REPLACE INTO plugin_files VALUES (?1, ?2, ?3, ?4, ?5,"
-                               " ?6, ?7, ?8, ?9)",
+                               "INSERT OR REPLACE INTO plugin_files (path, name, size, ino, dev,"
+                               " mtime_ns, loading, strikes, reason, sha256)"
+                               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                                -1, &q->put_plugin, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(q->db, "INSERT OR REPLACE INTO meta VALUES (?1, ?2)", -1,
                                &q->set_meta, NULL) != SQLITE_OK ||
@@ -408,6 +418,7 @@ static int sqlite_put_plugin(SqliteStore *q, const StorePluginFile *pf)
         sqlite3_bind_int(st, 7, pf->loading);
         sqlite3_bind_int64(st, 8, pf->strikes);
         bind_text_or_null(st, 9, pf->reason);
+        bind_text_or_null(st, 10, pf->sha256);
         return step_once(st);
 }
 
@@ -419,7 +430,7 @@ static int sqlite_plugin_files(Store *s, StorePluginFn fn, void *arg)
 
         if (sqlite3_prepare_v2(q->db,
                                "SELECT path, name, size, ino, dev, mtime_ns, loading, strikes,"
-                               " reason FROM plugin_files ORDER BY path",
+                               " reason, sha256 FROM plugin_files ORDER BY path",
                                -1, &st, NULL) != SQLITE_OK)
                 return -EIO;
         while (r == 0 && sqlite3_step(st) == SQLITE_ROW) {
@@ -433,6 +444,7 @@ static int sqlite_plugin_files(Store *s, StorePluginFn fn, void *arg)
                         .loading = sqlite3_column_int(st, 6) != 0,
                         .strikes = (uint32_t)sqlite3_column_int64(st, 7),
                         .reason = col_text(st, 8),
+                        .sha256 = col_text(st, 9),
                 };
                 if (pf.path)
                         r = fn(&pf, arg);

@@ -424,7 +424,8 @@ int store_put_plugin_file(Store *s, const StorePluginFile *pf)
 {
         size_t lp = strlen(pf->path) + 1, ln = pf->name ? strlen(pf->name) + 1 : 0;
         size_t lr = pf->reason ? strlen(pf->reason) + 1 : 0;
-        StoreWrite *w = calloc(1, sizeof(*w) + lp + ln + lr);
+        size_t lh = pf->sha256 ? strlen(pf->sha256) + 1 : 0;
+        StoreWrite *w = calloc(1, sizeof(*w) + lp + ln + lr + lh);
         char *p;
 
         if (!w)
@@ -437,6 +438,8 @@ int store_put_plugin_file(Store *s, const StorePluginFile *pf)
         w->pf.name = ln ? memcpy(p, pf->name, ln) : NULL;
         p += ln;
         w->pf.reason = lr ? memcpy(p, pf->reason, lr) : NULL;
+        p += lr;
+        w->pf.sha256 = lh ? memcpy(p, pf->sha256, lh) : NULL;
         return store_write_sync(s, w);
 }
 

@@ -100,8 +100,8 @@ typedef struct StoreFleetOptions {
 
 /*
  * StorePluginFile - what the store knows about one plugin file, for crash-only plugins
- * (crash.h): its identity when last seen, whether it was being loaded, and how many
- * crashes in a row it was blamed for.
+ * (crash.h): its identity when last seen (its contents' SHA-256, and its stat), whether
+ * it was being loaded, and how many crashes of fiberd were blamed on those contents.
  */
 typedef struct StorePluginFile {
         const char *path;
@@ -109,8 +109,10 @@ typedef struct StorePluginFile {
         uint64_t size, ino, dev;
         int64_t mtime_ns;
         bool loading;       /* dlopen()/init() in progress (a crash there blames it) */
-        uint32_t strikes;   /* crashes in a row it was blamed for */
+        uint32_t strikes;   /* crashes blamed on these contents (sha256) */
         const char *reason; /* the last crash blamed on it; NULL = none */
+        const char *sha256; /* its contents' SHA-256, 64 lower-case hex digits; NULL = not
+                             * known (a row written before fiberd kept it) */
 } StorePluginFile;
 
 typedef enum StoreOp {

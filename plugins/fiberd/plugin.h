@@ -452,7 +452,9 @@ struct FiberdHost {
          * with wait_fd()). The fd is the plugin's: close it. Yields (the open runs on one
          * of fiberd's opener threads).
          * Return: the fd (>= 0); -errno of open(2): -ENOENT, -EACCES (the submitter may
-         * not, or fiberd cannot act for them), -ELOOP (a magic link), ...; -EINVAL (see
+         * not, or fiberd cannot act for them, or the file is fiberd's own under
+         * /proc/self, /proc/thread-self or /proc/<fiberd's pid>, refused to everyone but
+         * root), -ELOOP (a symlink loop, or a magic link), ...; -EINVAL (see
          * above); -ECANCELED; -ENOMEM. Records nothing: call fail() to say why.
          */
         int (*open)(FiberdJob *job, const char *path, int flags);

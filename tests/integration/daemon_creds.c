@@ -8,7 +8,11 @@
  *    user's own 0600 file;
  *  - hash a file the client opened itself and passed as an fd (SCM_RIGHTS);
  *  - answer INVALID_ARGUMENT for a FIFO, without blocking the one job worker: a job
- *    submitted after two FIFO jobs still finishes.
+ *    submitted after two FIFO jobs still finishes;
+ *  - hash a passed fd whole whatever its offset, refuse one not open for reading
+ *    (O_PATH, O_WRONLY) at submit, and fail a symlink loop INVALID_ARGUMENT;
+ *  - answer PERMISSION_DENIED for fiberd's own /proc entries (/proc/self,
+ *    /proc/thread-self, /proc/<fiberd's pid>) to a user, and the user's own process.
  * Access tiers (item 2): every user reads its own jobs and submits by default; another
  * user's job id answers NOT_FOUND worded as for an id that never existed; a negative
  * priority, and other users' jobs, need the admin tier; [access] submit_group and
@@ -210,6 +214,153 @@ Test(daemon_creds, a_user_reads_only_what_the_user_may)
                 char state[16], code[32];
                 job_final(c, submit_path(c, "/etc/shadow"), state, code);
                 cr_assert_str_eq(state, "done", "root's /etc/shadow: %s %s", state, code);
+                client_free(c);
+        }
+}
+
+/* job.submit sha256 {"path": <the passed @fd>}: the reply into @rp (the caller clears). */
+static void submit_passed_fd(Client *c, int fd, Reply *rp)
+{
+        static const char fd0[4] = {0, 0, 0, 0};
+        uint32_t msgid;
+        msgpack_packer *pk;
+
+        CHECK(client_request_fds(c, &fd, 1) == 0, "client_request_fds");
+        pk = client_request(c, "job.submit", 3, &msgid);
+        ipc_pack_cstr(pk, "sha256");
+        msgpack_pack_map(pk, 1);
+        ipc_pack_cstr(pk, "path");
+        msgpack_pack_ext(pk, 4, IPC_EXT_FD);
+        msgpack_pack_ext_body(pk, fd0, 4);
+        msgpack_pack_nil(pk);
+        rpc_wait_reply(c, msgid, rp);
+}
+
+/*
+ * A passed fd is hashed whole, whatever its offset (and its offset stays); one not open
+ * for reading (O_PATH, O_WRONLY) is refused at submit with INVALID_ARGUMENT naming the
+ * problem; a path that loops fails INVALID_ARGUMENT, not INTERNAL.
+ */
+Test(daemon_creds, sha256_reads_a_passed_fd_whole_and_names_what_it_cannot_read)
+{
+        char path[256], loop_a[256], loop_b[256], digest[65], state[16], code[32];
+        Client *c;
+        Reply rp;
+        int fd;
+
+        fiberd_start(&fd_, &(FiberdOpts){.plugins = "sha256 echo"});
+        snprintf(path, sizeof(path), "%s/data", fd_.dir);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        cr_assert(fd >= 0);
+        cr_assert(write(fd, "the whole file, not its tail\n", 29) == 29);
+        close(fd);
+        sha256_hex_of(path, digest);
+        c = fiberd_connect(&fd_);
+
+        /* read 10 bytes first: the fd's offset is 10 */
+        {
+                char head[10];
+                uint64_t id;
+
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                cr_assert(fd >= 0 && read(fd, head, sizeof(head)) == 10);
+                submit_passed_fd(c, fd, &rp);
+                cr_assert(rp.r == 0, "submit: %s", rp.st.message);
+                id = map_uint(rp.result, "id");
+                reply_clear(&rp);
+                rpc_job_wait(c, id, WAIT_MS, &rp);
+                cr_assert(rp.r == 0, "%s", rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                cr_assert_str_eq(map_str(map_get(rp.result, "result"), "sha256"), digest,
+                                 "the digest of the tail");
+                cr_assert_eq(map_uint(map_get(rp.result, "result"), "bytes"), 29);
+                reply_clear(&rp);
+                cr_assert_eq(lseek(fd, 0, SEEK_CUR), 10, "the client's offset moved");
+                close(fd);
+        }
+
+        /* O_PATH and O_WRONLY: refused at submit, naming the problem */
+        {
+                static const int modes[] = {O_PATH, O_WRONLY};
+                static const char *const names[] = {"O_PATH", "O_WRONLY"};
+
+                for (int i = 0; i < 2; i++) {
+                        fd = open(path, modes[i] | O_CLOEXEC);
+                        cr_assert(fd >= 0);
+                        submit_passed_fd(c, fd, &rp);
+                        close(fd);
+                        cr_assert(rp.r < 0, "%s: accepted", names[i]);
+                        cr_assert_str_eq(rp.st.code, "INVALID_ARGUMENT", "%s: %s", names[i],
+                                         rp.st.message);
+                        cr_assert(strstr(rp.st.message, "not open for reading") &&
+                                          strstr(rp.st.message, names[i]),
+                                  "%s: %s", names[i], rp.st.message);
+                        reply_clear(&rp);
+                }
+        }
+
+        /* a symbolic link loop */
+        snprintf(loop_a, sizeof(loop_a), "%s/loop-a", fd_.dir);
+        snprintf(loop_b, sizeof(loop_b), "%s/loop-b", fd_.dir);
+        cr_assert(symlink(loop_b, loop_a) == 0 && symlink(loop_a, loop_b) == 0);
+        {
+                uint64_t id = submit_path(c, loop_a);
+                const msgpack_object *err;
+
+                rpc_job_wait(c, id, WAIT_MS, &rp);
+                cr_assert(rp.r == 0, "%s", rp.st.message);
+                snprintf(state, sizeof(state), "%s", map_str(rp.result, "state"));
+                err = map_get(rp.result, "error");
+                cr_assert(err && err->type == MSGPACK_OBJECT_MAP, "no error: %s", state);
+                snprintf(code, sizeof(code), "%s", map_str(err, "code"));
+                cr_assert_str_eq(code, "INVALID_ARGUMENT", "a loop: %s %s", state,
+                                 map_str(err, "message"));
+                cr_assert(strstr(map_str(err, "message"), "too many levels of symbolic links"),
+                          "%s", map_str(err, "message"));
+                reply_clear(&rp);
+        }
+        client_free(c);
+}
+
+/* What nobody's sha256 jobs get for /proc paths: fiberd's own process is refused under
+ * each of its names; the user's own process (the child's pid) is the user's. */
+static void proc_checks(const void *arg)
+{
+        const pid_t *fiberd_pid = arg;
+        Client *c = fiberd_connect(&fd_);
+        char paths[5][64], own[64], state[16], code[32];
+
+        snprintf(paths[0], sizeof(paths[0]), "/proc/self/status");
+        snprintf(paths[1], sizeof(paths[1]), "/proc/self/maps");
+        snprintf(paths[2], sizeof(paths[2]), "/proc/thread-self/status");
+        snprintf(paths[3], sizeof(paths[3]), "/proc/%d/maps", (int)*fiberd_pid);
+        snprintf(paths[4], sizeof(paths[4]), "/proc/%d/environ", (int)*fiberd_pid);
+        for (int i = 0; i < 5; i++) {
+                job_final(c, submit_path(c, paths[i]), state, code);
+                CHECK(strcmp(state, "failed") == 0 && strcmp(code, "PERMISSION_DENIED") == 0,
+                      "%s: %s %s", paths[i], state, code);
+        }
+        snprintf(own, sizeof(own), "/proc/%d/status", (int)getpid());
+        job_final(c, submit_path(c, own), state, code);
+        CHECK(strcmp(state, "done") == 0, "the user's own %s: %s %s", own, state, code);
+        client_free(c);
+}
+
+Test(daemon_creds, proc_self_is_fiberd_and_refused_to_users)
+{
+        pid_t pid;
+
+        cr_assert(geteuid() == 0, "this test needs root: fiberd must run as root");
+        fiberd_start(&fd_, &(FiberdOpts){.plugins = "sha256 echo"});
+        cr_assert(chmod(fd_.dir, 0755) == 0);
+        pid = fd_.pid;
+        fiberd_run_as(NOBODY, NOBODY, proc_checks, &pid);
+        /* root may read fiberd's /proc: it could anyway */
+        {
+                Client *c = fiberd_connect(&fd_);
+                char state[16], code[32];
+                job_final(c, submit_path(c, "/proc/self/status"), state, code);
+                cr_assert_str_eq(state, "done", "root's /proc/self/status: %s %s", state, code);
                 client_free(c);
         }
 }

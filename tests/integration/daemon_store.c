@@ -6,8 +6,12 @@
  * counted when its plugin is retry-safe (sleep); queued jobs run again in their order;
  * SIGTERM leaves queued jobs queued and answers job.wait with UNAVAILABLE; retention
  * deletes rows but ids still do not repeat; a damaged database stops the start with a
- * message naming the file. Every fiberd here uses the default sqlite store in its
- * test's directory (the harness sets STATE_DIRECTORY).
+ * message naming the file. Crash-only plugins (daemon/plugin/crash.h): a plugin that
+ * crashes fiberd twice is quarantined, and its strikes and quarantine outlive clean
+ * restarts and other plugins' crashes, copies of its contents and reinstalls of the same
+ * bytes, until its file gets other contents; a plugin cut short is refused before
+ * dlopen() (plugins/elfcheck.h) instead of crashing fiberd. Every fiberd here uses the
+ * default sqlite store in its test's directory (the harness sets STATE_DIRECTORY).
  */
 #include "tests/integration/fiberd_harness.h"
 #include "scheduler/base/macro.h"
@@ -322,6 +326,10 @@ Test(daemon_store, running_jobs_interrupted_or_retried)
         cr_assert(job_state(c, slp, state, &attempt, NULL) == 0);
         cr_assert(strcmp(state, "queued") == 0 || strcmp(state, "running") == 0, "%s", state);
         cr_assert_eq(attempt, 1);
+        /* the log counts as the record does */
+        cr_assert(fiberd_log_contains(&fd_, "attempt 1 was cut short; queued again"),
+                  "the log does not say attempt 1");
+        cr_assert_not(fiberd_log_contains(&fd_, "attempt 2"));
         fresh = rpc_submit(c, "echo", NULL, 0, 0, 0, NULL);
         cr_assert_gt(fresh, slp + 1, "id %llu handed out again", (unsigned long long)fresh);
         client_free(c);
@@ -552,7 +560,7 @@ Test(daemon_store, plugin_crashing_in_run_is_quarantined_after_two_crashes)
         wait_crash();
         client_free(c);
 
-        /* the second crash in a row: refused, and fiberd stays up */
+        /* the second crash: refused, and fiberd stays up */
         fiberd_restart(&fd_);
         c = fiberd_connect(&fd_);
         rpc_plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
@@ -604,6 +612,256 @@ Test(daemon_store, plugin_crashing_in_init_is_quarantined_and_fiberd_stays_up)
         cr_assert(!loaded && refused, "crash_init is not quarantined after two crashes");
         cr_assert_gt(rpc_submit(c, "echo", NULL, 0, 0, 0, NULL), 0, "fiberd does not work");
         client_free(c);
+}
+
+/* The reason plugins.list gives for the refused file whose path ends in "/@file", into
+ * @buf ("" when it is not refused). */
+static void refusal_of(Client *c, const char *file, char *buf, size_t size)
+{
+        const msgpack_object *v;
+        size_t n = strlen(file);
+        Reply rp;
+
+        buf[0] = '\0';
+        rpc_simple(c, "plugins.list", 0, NULL, &rp);
+        cr_assert(rp.r == 0, "plugins.list: %s", rp.st.message);
+        v = map_get(rp.result, "refused");
+        for (uint32_t i = 0; v && i < v->via.array.size; i++) {
+                const char *path = map_str(&v->via.array.ptr[i], "path");
+                size_t len = strlen(path);
+                if (len > n && path[len - n - 1] == '/' && strcmp(path + len - n, file) == 0)
+                        snprintf(buf, size, "%s", map_str(&v->via.array.ptr[i], "reason"));
+        }
+        reply_clear(&rp);
+}
+
+/* Polls plugins.list (bounded: asserts after 15 s) until @file is refused with a reason
+ * containing @needle; the reason into @buf. */
+static void wait_refused(Client *c, const char *file, const char *needle, char *buf, size_t size)
+{
+        uint64_t deadline = fiberd_now_ms() + 15000;
+
+        for (;;) {
+                refusal_of(c, file, buf, size);
+                if (strstr(buf, needle))
+                        return;
+                cr_assert(fiberd_now_ms() < deadline, "%s is not refused with \"%s\": \"%s\"", file,
+                          needle, buf);
+                usleep(5000);
+        }
+}
+
+/* Polls plugins.list (bounded) until a plugin called @name is loaded. */
+static void wait_loaded(Client *c, const char *name)
+{
+        uint64_t deadline = fiberd_now_ms() + 15000;
+        bool loaded, refused;
+
+        for (;;) {
+                rpc_plugin_listed(c, name, &loaded, "-", &refused);
+                if (loaded)
+                        return;
+                cr_assert(fiberd_now_ms() < deadline, "plugin %s is not loaded after 15 s", name);
+                usleep(5000);
+        }
+}
+
+/* Submits @plugin, whose job takes fiberd down: waits for the death (bounded), checks
+ * the wait status (@sig, or exit status 3 when @sig is 0: exit_run). */
+static void submit_and_crash(const char *plugin, int sig)
+{
+        Client *c = fiberd_connect(&fd_);
+        int status;
+
+        cr_assert_gt(rpc_submit(c, plugin, NULL, 0, 0, 0, NULL), 0, "submit %s", plugin);
+        status = fiberd_signal_and_wait(&fd_, 0, 15000);
+        client_free(c);
+        if (sig)
+                cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == sig, "status 0x%x", status);
+        else
+                cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3, "status 0x%x", status);
+}
+
+/* SIGTERM (a clean stop: exit 0), then a start. */
+static void clean_restart(void)
+{
+        int status = fiberd_signal_and_wait(&fd_, SIGTERM, 15000);
+
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+        fiberd_restart(&fd_);
+}
+
+/*
+ * Strikes belong to the file's contents and are kept: a clean stop between two crashes,
+ * or a crash blamed on another plugin, clears none; and once quarantined, the file stays
+ * refused across clean restarts and other plugins' crashes.
+ */
+Test(daemon_store, strikes_and_quarantine_survive_clean_restarts_and_other_crashes)
+{
+        FiberdOpts o = {.plugins = "echo",
+                        .extra = FIBERD_TEST_PLUGIN_DIR "/crash_run.so " FIBERD_TEST_PLUGIN_DIR
+                                                        "/exit_run.so"};
+        char reason[1024];
+        bool loaded, refused;
+        IpcStatus st;
+        Client *c;
+
+        fiberd_start(&fd_, &o);
+        submit_and_crash("crash_run", SIGSEGV); /* strike 1 */
+        fiberd_restart(&fd_);
+        clean_restart();                 /* a clean stop and start */
+        submit_and_crash("exit_run", 0); /* a crash blamed on another plugin */
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        rpc_plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+        cr_assert(loaded && !refused, "one crash quarantined crash_run");
+        client_free(c);
+        submit_and_crash("crash_run", SIGSEGV); /* strike 2: the same contents */
+        fiberd_restart(&fd_);
+
+        for (int round = 0; round < 3; round++) {
+                c = fiberd_connect(&fd_);
+                rpc_plugin_listed(c, "crash_run", &loaded, "quarantined", &refused);
+                cr_assert(!loaded, "round %d: crash_run loaded again", round);
+                refusal_of(c, "crash_run.so", reason, sizeof(reason));
+                cr_assert(strstr(reason, "quarantined: ") &&
+                                  strstr(reason, "2 crashes of this file"),
+                          "round %d: %s", round, reason);
+                cr_assert(strstr(reason, "`fiberctl plugins --clear crash_run`"), "%s", reason);
+                cr_assert_eq(rpc_submit(c, "crash_run", NULL, 0, 0, 0, &st), 0);
+                cr_assert_str_eq(st.code, "NOT_FOUND");
+                client_free(c);
+                cr_assert(fiberd_log_contains(&fd_, "plugin crash_run (") &&
+                                  fiberd_log_contains(&fd_, "is quarantined") &&
+                                  fiberd_log_contains(&fd_, "`fiberctl plugins --clear crash_run`"),
+                          "round %d: the start does not name the quarantine", round);
+                if (round == 0) {
+                        clean_restart();
+                } else if (round == 1) {
+                        submit_and_crash("exit_run", 0);
+                        fiberd_restart(&fd_);
+                }
+        }
+
+        /* a copy takes on the strikes; clearing the plugin clears its copies too */
+        c = fiberd_connect(&fd_);
+        fiberd_copy_plugin(&fd_, FIBERD_TEST_PLUGIN_DIR "/crash_run.so", "crash_copy.so");
+        wait_refused(c, "crash_copy.so", "quarantined: the same contents", reason, sizeof(reason));
+        {
+                uint32_t msgid;
+                Reply rp;
+                msgpack_packer *pk = client_request(c, "plugins.clear", 1, &msgid);
+
+                cr_assert(pk);
+                ipc_pack_cstr(pk, "crash_run");
+                rpc_wait_reply(c, msgid, &rp);
+                cr_assert(rp.r == 0, "plugins.clear: %s", rp.st.message);
+                cr_assert_eq(map_uint(rp.result, "cleared"), 2, "the copy was not cleared");
+                reply_clear(&rp);
+        }
+        wait_loaded(c, "crash_run");
+        /* the scan goes in name order: crash_copy.so is crash_run now, crash_run.so its
+         * duplicate */
+        wait_refused(c, "crash_run.so", "duplicate name", reason, sizeof(reason));
+        client_free(c);
+}
+
+/*
+ * A file that crashed fiberd while loading (its name never known) is quarantined with a
+ * hint naming its file; the same bytes installed again, or copied under another name,
+ * stay refused (the contents are what is quarantined); other contents at its path load.
+ */
+Test(daemon_store, a_quarantined_file_stays_refused_until_its_contents_change)
+{
+        FiberdOpts o = {.plugins = "echo"};
+        char reason[1024];
+        int status;
+        Client *c;
+        Reply rp;
+
+        fiberd_start(&fd_, &o);
+        fiberd_copy_plugin(&fd_, FIBERD_TEST_PLUGIN_DIR "/crash_init.so", "crash_init.so");
+        wait_crash();
+        status = fiberd_restart_fails(&fd_, 15000);
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status 0x%x", status);
+        fiberd_restart(&fd_);
+        cr_assert(fiberd_log_contains(&fd_, "`fiberctl plugins --clear crash_init`"),
+                  "the start's hint does not name the file");
+        cr_assert_not(fiberd_log_contains(&fd_, "--clear ?"));
+        c = fiberd_connect(&fd_);
+        refusal_of(c, "crash_init.so", reason, sizeof(reason));
+        cr_assert(strstr(reason, "quarantined: ") &&
+                          strstr(reason, "`fiberctl plugins --clear crash_init`"),
+                  "%s", reason);
+
+        /* the same bytes again (a new inode, a new mtime), and under another name */
+        fiberd_copy_plugin(&fd_, FIBERD_TEST_PLUGIN_DIR "/crash_init.so", "crash_init.so");
+        fiberd_copy_plugin(&fd_, FIBERD_TEST_PLUGIN_DIR "/crash_init.so", "crash_copy.so");
+        wait_refused(c, "crash_copy.so", "quarantined: the same contents", reason, sizeof(reason));
+        cr_assert(strstr(reason, "crash_init.so") && strstr(reason, "--clear crash_copy`"), "%s",
+                  reason);
+        refusal_of(c, "crash_init.so", reason, sizeof(reason));
+        cr_assert(strstr(reason, "quarantined: "), "the same bytes were let in again: %s", reason);
+        rpc_simple(c, "ping", 0, NULL, &rp);
+        cr_assert(rp.r == 0, "fiberd is down");
+        reply_clear(&rp);
+
+        /* other contents at the quarantined path: a new file, loaded */
+        fiberd_copy_plugin(&fd_, FIBERD_PLUGIN_BUILD_DIR "/sleep.so", "crash_init.so");
+        wait_loaded(c, "sleep");
+        refusal_of(c, "crash_init.so", reason, sizeof(reason));
+        cr_assert_str_eq(reason, "", "still refused: %s", reason);
+        client_free(c);
+
+        /* and it is still loaded after a restart: its strikes went with the old contents */
+        clean_restart();
+        c = fiberd_connect(&fd_);
+        wait_loaded(c, "sleep");
+        refusal_of(c, "crash_copy.so", reason, sizeof(reason));
+        cr_assert(strstr(reason, "quarantined: the same contents"), "%s", reason);
+        client_free(c);
+}
+
+/*
+ * A real plugin cut short: dlopen() would map a segment past the end of the file and
+ * fiberd would die of SIGBUS in the loader. It is refused with the reason, at the
+ * directory watch and at a start, and fiberd stays up.
+ */
+Test(daemon_store, a_truncated_plugin_is_refused_before_dlopen)
+{
+        FiberdOpts o = {.plugins = "echo"};
+        char cut[256], reason[1024];
+        Client *c;
+        int in, out;
+
+        fiberd_start(&fd_, &o);
+        snprintf(cut, sizeof(cut), "%s/sleep-cut", fd_.dir);
+        in = open(FIBERD_PLUGIN_BUILD_DIR "/sleep.so", O_RDONLY | O_CLOEXEC);
+        out = open(cut, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        cr_assert(in >= 0 && out >= 0);
+        {
+                char buf[8000];
+                cr_assert_eq(read(in, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+                cr_assert_eq(write(out, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+        }
+        close(in);
+        close(out);
+        fiberd_copy_plugin(&fd_, cut, "sleep.so");
+
+        c = fiberd_connect(&fd_);
+        wait_refused(c, "sleep.so", "ends past the end of the file", reason, sizeof(reason));
+        cr_assert(strstr(reason, "not a loadable ELF shared object: segment ") &&
+                          strstr(reason, " > 8000 bytes)"),
+                  "%s", reason);
+        cr_assert_gt(rpc_submit(c, "echo", NULL, 0, 0, 0, NULL), 0, "fiberd does not work");
+        client_free(c);
+
+        clean_restart();
+        c = fiberd_connect(&fd_);
+        refusal_of(c, "sleep.so", reason, sizeof(reason));
+        cr_assert(strstr(reason, "ends past the end of the file"), "%s", reason);
+        client_free(c);
+        cr_assert_not(fiberd_log_contains(&fd_, "crashed last time"));
 }
 
 Test(daemon_store, plugin_calling_exit_is_reported_and_blamed)

@@ -279,19 +279,22 @@ Test(plugins_loader, scan_loads_every_bundled_plugin)
 
 Test(plugins_loader, refuses_each_bad_plugin_with_its_reason)
 {
+        static char abi_reason[64];
         static const struct {
                 const char *file;   /* as copied into the plugin directory */
                 const char *reason; /* a part of the recorded reason */
         } bad[] = {
-                {"bad_abi.so", "ABI version 44, fiberd speaks 1 to 3"},
+                {"bad_abi.so", abi_reason},
                 {"no_descriptor.so", "no descriptor"},
                 {"sleep_dup.so", "duplicate name \"sleep\": already loaded from "},
                 {"init_fails.so", "the device it needs is missing"},
-                {"garbage.so", "dlopen failed"},
+                {"garbage.so", "not a loadable ELF shared object: not an ELF file"},
         };
         PluginLoader *l = new_loader();
         PluginList *list;
 
+        snprintf(abi_reason, sizeof(abi_reason), "ABI version %d, fiberd speaks %d to %d",
+                 FIBERD_PLUGIN_ABI_VERSION + 41, FIBERD_PLUGIN_ABI_MIN, FIBERD_PLUGIN_ABI_VERSION);
         put_bundled("sleep", "sleep.so");
         put_bad("bad_abi", "bad_abi.so");
         put_bad("no_descriptor", "no_descriptor.so");
@@ -337,6 +340,77 @@ Test(plugins_loader, refuses_each_bad_plugin_with_its_reason)
         for (size_t i = 1; i < list->n_refused; i++) /* sorted by path */
                 cr_assert_lt(strcmp(list->refused[i - 1].path, list->refused[i].path), 0);
         loader_list_free(list);
+        loader_free(l);
+}
+
+/* Copies the bundled plugin @name to @as, cut to @size bytes, or (@size 0) whole with
+ * the @len bytes at @off replaced by @patch. */
+static void put_damaged(const char *name, const char *as, off_t size, off_t off, const void *patch,
+                        size_t len)
+{
+        char dst[512];
+        int fd;
+
+        put_bundled(name, as);
+        snprintf(dst, sizeof(dst), "%s/%s", plugdir, as);
+        fd = open(dst, O_WRONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        if (size)
+                cr_assert_eq(ftruncate(fd, size), 0);
+        else
+                cr_assert_eq(pwrite(fd, patch, len, off), (ssize_t)len);
+        close(fd);
+}
+
+/*
+ * A plugin cut short maps without complaint from dlopen(), which then touches a page
+ * past the end of the file: SIGBUS in the loader. The ELF check refuses it first, with
+ * the segment, its end and the file's size; so it does a file of another class or
+ * machine, and a file too short for an ELF header.
+ */
+Test(plugins_loader, a_truncated_or_foreign_elf_file_is_refused_before_dlopen)
+{
+        static const unsigned char class32 = 1 /* ELFCLASS32 */;
+        static const unsigned char aarch64[2] = {183, 0}; /* EM_AARCH64, little-endian */
+        PluginLoader *l = new_loader();
+        char path[512], *reason;
+
+        put_damaged("sleep", "cut.so", 8000, 0, NULL, 0);
+        put_damaged("echo", "class32.so", 0, 4 /* EI_CLASS */, &class32, 1);
+        put_damaged("spin", "arm.so", 0, 18 /* e_machine */, aarch64, 2);
+        put_damaged("skynet", "short.so", 40, 0, NULL, 0);
+
+        snprintf(path, sizeof(path), "%s/cut.so", plugdir);
+        cr_assert_eq(loader_load_file(l, path), -ENOEXEC);
+        reason = refusal_of(l, "cut.so");
+        cr_assert_not_null(reason);
+        cr_assert_not_null(strstr(reason, "not a loadable ELF shared object: segment "), "%s",
+                           reason);
+        cr_assert_not_null(strstr(reason, "ends past the end of the file ("), "%s", reason);
+        cr_assert_not_null(strstr(reason, " > 8000 bytes)"), "%s", reason);
+        free(reason);
+        cr_assert_eq(log_lines_with(path, "ends past the end of the file"), 1);
+
+        cr_assert_eq(loader_set_dir(l, plugdir), 0, "a damaged file was loaded");
+        reason = refusal_of(l, "class32.so");
+        cr_assert(reason && strstr(reason, "fiberd is 64-bit"), "%s", reason);
+        free(reason);
+#if defined(__x86_64__)
+        reason = refusal_of(l, "arm.so");
+        cr_assert(reason && strstr(reason, "built for AArch64, this host is x86-64"), "%s", reason);
+        free(reason);
+#endif
+        reason = refusal_of(l, "short.so");
+        cr_assert(reason && strstr(reason, "the file ends inside the ELF header (40 of 64 bytes)"),
+                  "%s", reason);
+        free(reason);
+        cr_assert_eq(loader_count(l), 0);
+
+        /* the whole file again: it loads */
+        put_bundled("sleep", "cut.so");
+        cr_assert_eq(loader_load_file(l, path), 0);
+        cr_assert_not_null(loader_find(l, "sleep"));
+        cr_assert(!has_refusal(l, "cut.so"));
         loader_free(l);
 }
 

@@ -2,8 +2,8 @@
 /*
  * crash_init.c — a test plugin whose init() dereferences NULL: fiberd dies of SIGSEGV
  * while loading it, at every start while the file is there. The job store's crash-only
- * plugins (daemon/plugin/crash.h) must name the file and quarantine it after two crashes in a
- * row, so that fiberd then stays up.
+ * plugins (daemon/plugin/crash.h) must name the file and quarantine it after two crashes,
+ * so that fiberd then stays up, and name it (its file's name) in the hint to clear it.
  */
 #include "plugins/fiberd/plugin.h"
 

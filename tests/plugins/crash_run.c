@@ -3,7 +3,7 @@
  * crash_run.c — a test plugin whose run() dereferences NULL: fiberd dies of SIGSEGV in
  * the job. The job store's crash-only plugins (daemon/plugin/crash.h) must report the job and
  * plugin, fail that job with INTERRUPTED at the next start, and quarantine the plugin
- * after two such crashes in a row.
+ * after two such crashes, even with a clean restart or another plugin's crash between.
  */
 #include "plugins/fiberd/plugin.h"
 
