@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * submit.c — job.submit and the submission half of job.run: from a request's params to
- * an accepted job whose record the store holds (submit.h).
+ * an accepted job whose record the store holds (submit.h). The same steps serve a
+ * schedule's ticks (schedrun.c), which have params and the owner's creds but no
+ * request, and schedule.add, which runs steps 1 to 4 only (submit_check()).
  *
  * The steps, in order; the first that refuses answers, and nothing before it changed
  * anything:
@@ -19,9 +21,10 @@
  *  6. the answer waits for the store (jobtable_wait_durable()): a failed write cancels
  *     the job and answers INTERNAL.
  *
- * Who owns what: the params stay the request's (its zone); the job takes the request's
- * fds in step 5 (req->fds is set NULL), its own copy of args and names, and a
- * reference to the creds. The caller gets one reference to the job.
+ * Who owns what: the params stay the caller's (a request's zone); the job takes the
+ * origin's fds in step 5 (origin->fds is set NULL; submit_request() hands that back to
+ * req->fds), its own copy of args and names, and a reference to the creds. The caller
+ * gets one reference to the job.
  */
 #include "daemon/server/submit.h"
 #include "daemon/plugin/plugin_host.h"
@@ -183,11 +186,11 @@ static int class_from_option(Daemon *d, const char *name, size_t len, int *ret, 
                               (int)(len > 64 ? 64 : len), name, known);
 }
 
-/* Step 3: @p's options against @req's tier and the config; the class index in *@ret_cls. */
-static int check_options(Daemon *d, const Request *req, const SubmitParams *p, int *ret_cls,
+/* Step 3: @p's options against @creds' tier and the config; the class index in *@ret_cls. */
+static int check_options(Daemon *d, const Creds *creds, const SubmitParams *p, int *ret_cls,
                          IpcStatus *st)
 {
-        bool admin = access_tier(&d->cfg, req->creds) >= ACCESS_ADMIN;
+        bool admin = access_tier(&d->cfg, creds) >= ACCESS_ADMIN;
         const ConfigClass *k;
         int cls = 0, r;
 
@@ -234,14 +237,14 @@ static int check_options(Daemon *d, const Request *req, const SubmitParams *p, i
 
 /* Step 3, the `after` ids: jobs the submitter may see (its own; an admin's: any), not
  * ended otherwise than done. */
-static int check_after(Daemon *d, const Request *req, const SubmitParams *p, IpcStatus *st)
+static int check_after(Daemon *d, const Creds *creds, const SubmitParams *p, IpcStatus *st)
 {
-        bool admin = access_tier(&d->cfg, req->creds) >= ACCESS_ADMIN;
+        bool admin = access_tier(&d->cfg, creds) >= ACCESS_ADMIN;
 
         for (size_t i = 0; i < p->n_after; i++) {
                 Job *dep = jobtable_get(&d->jobs, p->after[i]);
                 JobState state;
-                if (!dep || (dep->owner != req->uid && !admin)) {
+                if (!dep || (dep->owner != creds->uid && !admin)) {
                         job_unref(dep);
                         return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
                                               "after: no job %llu of yours (finished jobs are "
@@ -277,7 +280,7 @@ static int find_plugin(const SubmitParams *p, const Plugin **ret, IpcStatus *st)
 }
 
 /* Step 5's errnos (jobtable_submit()) as the answer's status. */
-static int refused(Daemon *d, const Request *req, int r, IpcStatus *st)
+static int refused(Daemon *d, const Creds *creds, int r, IpcStatus *st)
 {
         switch (r) {
         case -EAGAIN:
@@ -288,13 +291,13 @@ static int refused(Daemon *d, const Request *req, int r, IpcStatus *st)
                 return ipc_status_set(st, IPC_OVERLOADED, r,
                                       "uid %u has %zu jobs queued or scheduled already "
                                       "(max_queued_per_user); retry later",
-                                      (unsigned)req->uid,
+                                      (unsigned)creds->uid,
                                       d->jobs.dispatch.quotas.max_queued_per_user);
         case -EBUSY:
                 return ipc_status_set(st, IPC_OVERLOADED, r,
                                       "uid %u submits faster than %u jobs a second "
                                       "(submit_rate_per_user); retry later",
-                                      (unsigned)req->uid,
+                                      (unsigned)creds->uid,
                                       d->jobs.dispatch.quotas.submit_rate_per_user);
         case -ESHUTDOWN:
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
@@ -306,39 +309,53 @@ static int refused(Daemon *d, const Request *req, int r, IpcStatus *st)
         }
 }
 
-int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, uint64_t *ret_existing,
-                   IpcStatus *st)
+/* Steps 1 to 4 for @origin: *@p read from @params, the plugin and class they name. */
+static int check_submission(Daemon *d, const JobOrigin *origin, const msgpack_object *params,
+                            SubmitParams *p, const Plugin **ret_plugin, int *ret_cls, IpcStatus *st)
+{
+        int r;
+
+        if (access_tier(&d->cfg, origin->creds) < ACCESS_SUBMIT)
+                return access_denied(&d->cfg, ACCESS_SUBMIT, "submitting a job", st);
+        r = read_params(params, p, st);
+        if (r < 0)
+                return r;
+        r = check_options(d, origin->creds, p, ret_cls, st);
+        if (r == 0)
+                r = check_after(d, origin->creds, p, st);
+        if (r < 0)
+                return r;
+        r = find_plugin(p, ret_plugin, st);
+        if (r < 0)
+                return r;
+        return plugin_host_check_args(*ret_plugin, p->args, origin, st); /* its check_args */
+}
+
+int submit_check(Daemon *d, Creds *creds, const msgpack_object *params, IpcStatus *st)
+{
+        JobOrigin origin = {.creds = creds};
+        const Plugin *plugin;
+        SubmitParams p;
+        int cls;
+
+        return check_submission(d, &origin, params, &p, &plugin, &cls, st);
+}
+
+int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Job **ret,
+                  uint64_t *ret_existing, IpcStatus *st)
 {
         uint64_t existing = 0;
         JobPlan plan;
         SubmitParams p;
         char cname[128];
         const Plugin *plugin;
-        JobOrigin origin;
         Job *j;
         int cls = 0, r;
 
-        if (access_tier(&d->cfg, req->creds) < ACCESS_SUBMIT)
-                return access_denied(&d->cfg, ACCESS_SUBMIT, "submitting a job", st);
-        r = read_params(&req->msg.params, &p, st);
-        if (r < 0)
-                return r;
-        r = check_options(d, req, &p, &cls, st);
-        if (r == 0)
-                r = check_after(d, req, &p, st);
-        if (r < 0)
-                return r;
-        r = find_plugin(&p, &plugin, st);
+        r = check_submission(d, origin, params, &p, &plugin, &cls, st);
         if (r < 0)
                 return r;
         snprintf(cname, sizeof(cname), "%s", plugin_host_name(plugin));
-        origin = (JobOrigin){.creds = req->creds,
-                             .fds = req->fds,
-                             .n_fds = req->n_fds,
-                             .answer_at_end = answer_at_end};
-        r = plugin_host_check_args(plugin, p.args, &origin, st); /* the plugin's check_args */
-        if (r < 0)
-                return r;
         plan = (JobPlan){
                 .run_at_ms = p.has_delay ? job_now_ms() + p.delay_ms : p.run_at,
                 .max_attempts = (uint32_t)(p.has_attempts ? p.max_attempts
@@ -349,13 +366,11 @@ int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, uint6
                 .n_after = p.n_after,
                 .key = p.key[0] ? p.key : NULL,
         };
-        r = jobtable_submit(&d->jobs, &origin, plugin, cname, p.args, (int)p.priority,
+        r = jobtable_submit(&d->jobs, origin, plugin, cname, p.args, (int)p.priority,
                             p.timeout_ms * NSEC_PER_MSEC, (unsigned)cls,
                             sched_class_name(d->job_sched, (unsigned)cls), &plan, &j, &existing);
-        req->fds = origin.fds; /* NULL when the job took them */
-        req->n_fds = origin.n_fds;
         if (r < 0)
-                return refused(d, req, r, st);
+                return refused(d, origin->creds, r, st);
         *ret_existing = existing;
         if (existing && !j) { /* its record is gone: the id is the answer */
                 *ret = NULL;
@@ -373,4 +388,18 @@ int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, uint6
         }
         *ret = j;
         return 0;
+}
+
+int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, uint64_t *ret_existing,
+                   IpcStatus *st)
+{
+        JobOrigin origin = {.creds = req->creds,
+                            .fds = req->fds,
+                            .n_fds = req->n_fds,
+                            .answer_at_end = answer_at_end};
+        int r = submit_params(d, &origin, &req->msg.params, ret, ret_existing, st);
+
+        req->fds = origin.fds; /* NULL when the job took them */
+        req->n_fds = origin.n_fds;
+        return r;
 }
