@@ -6,7 +6,9 @@
  * tables: `jobs`, one row per job the daemon still knows (a retention drop deletes
  * it), and `meta`, holding `next_id` (the first id never handed out), so ids do not
  * repeat once retention has emptied `jobs`, and the other integers fiberd keeps
- * (crash.h's `clean`, the pauses of pause.c).
+ * (crash.h's `clean`, the pauses of pause.c). Beside them `plugin_files` (crash.h) and
+ * `schedules`, one row per periodic schedule (schedule.h), keyed by (owner, name),
+ * replaced whole at each change and at each tick.
  *
  * Durability settings: journal_mode=WAL (a commit appends to the -wal file: one write
  * and one fsync, readers never block the writer) and synchronous=FULL (WAL's NORMAL
@@ -25,6 +27,7 @@
  * connection is opened with SQLITE_OPEN_NOMUTEX.
  */
 #include "daemon/store/store.h"
+#include "daemon/obs/log.h"
 
 #include <errno.h>
 #include <sqlite3.h>
@@ -36,6 +39,7 @@ typedef struct SqliteStore {
         sqlite3 *db;
         sqlite3_stmt *put, *del, *del_range, *set_next_id, *begin, *commit, *rollback;
         sqlite3_stmt *put_plugin, *set_meta, *update;
+        sqlite3_stmt *put_schedule, *del_schedule;
         uint64_t next_id; /* meta.next_id as last read or written */
 } SqliteStore;
 
@@ -54,7 +58,24 @@ static const char sqlite_schema[] =
         "CREATE TABLE IF NOT EXISTS plugin_files ("
         " path TEXT PRIMARY KEY, name TEXT, size INTEGER NOT NULL, ino INTEGER NOT NULL,"
         " dev INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, loading INTEGER NOT NULL,"
-        " strikes INTEGER NOT NULL, reason TEXT, sha256 TEXT);";
+        " strikes INTEGER NOT NULL, reason TEXT, sha256 TEXT);"
+        "CREATE TABLE IF NOT EXISTS schedules ("
+        " owner INTEGER NOT NULL, name TEXT NOT NULL, gid INTEGER NOT NULL, groups BLOB,"
+        " cron TEXT, tz TEXT, every_ms INTEGER NOT NULL, missed TEXT NOT NULL,"
+        " plugin TEXT NOT NULL, args BLOB NOT NULL, options BLOB NOT NULL,"
+        " paused INTEGER NOT NULL, next_ms INTEGER NOT NULL, last_ms INTEGER NOT NULL,"
+        " last_job INTEGER NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (owner, name));";
+
+/* `groups` is the owner's supplementary gids as an array of native 32-bit integers:
+ * the file is this host's, as the uids in it are. */
+static const char sqlite_put_schedule[] =
+        "INSERT OR REPLACE INTO schedules (owner, name, gid, groups, cron, tz, every_ms,"
+        " missed, plugin, args, options, paused, next_ms, last_ms, last_job, created_ms)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+
+static const char sqlite_load_schedules[] =
+        "SELECT owner, name, gid, groups, cron, tz, every_ms, missed, plugin, args, options,"
+        " paused, next_ms, last_ms, last_job, created_ms FROM schedules ORDER BY name, owner";
 
 /* The mutable columns are updated; the arguments only when given (the first write). */
 static const char sqlite_put[] =
@@ -129,6 +150,8 @@ static void sqlite_close(Store *s)
         sqlite3_finalize(q->put_plugin);
         sqlite3_finalize(q->set_meta);
         sqlite3_finalize(q->update);
+        sqlite3_finalize(q->put_schedule);
+        sqlite3_finalize(q->del_schedule);
         sqlite3_close(q->db);
         free(q);
         s->backend_data = NULL;
@@ -250,7 +273,11 @@ static int sqlite_open(Store *s, const char *path, char *why, size_t why_size)
                                -1, &q->put_plugin, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(q->db, "INSERT OR REPLACE INTO meta VALUES (?1, ?2)", -1,
                                &q->set_meta, NULL) != SQLITE_OK ||
-            sqlite3_prepare_v2(q->db, sqlite_update, -1, &q->update, NULL) != SQLITE_OK) {
+            sqlite3_prepare_v2(q->db, sqlite_update, -1, &q->update, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(q->db, sqlite_put_schedule, -1, &q->put_schedule, NULL) !=
+                    SQLITE_OK ||
+            sqlite3_prepare_v2(q->db, "DELETE FROM schedules WHERE owner = ?1 AND name = ?2", -1,
+                               &q->del_schedule, NULL) != SQLITE_OK) {
                 rc = sqlite3_errcode(q->db);
                 snprintf(detail, sizeof(detail), "%s (a database of another version?)",
                          sqlite3_errmsg(q->db));
@@ -453,6 +480,81 @@ static int sqlite_plugin_files(Store *s, StorePluginFn fn, void *arg)
         return r;
 }
 
+static int sqlite_put_schedule_row(SqliteStore *q, const StoreSchedule *sc)
+{
+        sqlite3_stmt *st = q->put_schedule;
+
+        sqlite3_bind_int64(st, 1, sc->owner);
+        sqlite3_bind_text(st, 2, sc->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, sc->gid);
+        bind_blob_or_null(st, 4, sc->n_groups ? sc->groups : NULL, sc->n_groups * sizeof(gid_t));
+        bind_text_or_null(st, 5, sc->cron);
+        bind_text_or_null(st, 6, sc->tz);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64)sc->every_ms);
+        sqlite3_bind_text(st, 8, sc->missed, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 9, sc->plugin, -1, SQLITE_STATIC);
+        sqlite3_bind_blob64(st, 10, sc->args, sc->args_len, SQLITE_STATIC);
+        sqlite3_bind_blob64(st, 11, sc->options, sc->options_len, SQLITE_STATIC);
+        sqlite3_bind_int(st, 12, sc->paused);
+        sqlite3_bind_int64(st, 13, (sqlite3_int64)sc->next_ms);
+        sqlite3_bind_int64(st, 14, (sqlite3_int64)sc->last_ms);
+        sqlite3_bind_int64(st, 15, (sqlite3_int64)sc->last_job);
+        sqlite3_bind_int64(st, 16, (sqlite3_int64)sc->created_ms);
+        return step_once(st);
+}
+
+static int sqlite_schedules(Store *s, StoreScheduleFn fn, void *arg)
+{
+        SqliteStore *q = sqlite_of(s);
+        sqlite3_stmt *st;
+        int rc, r = 0;
+
+        if (sqlite3_prepare_v2(q->db, sqlite_load_schedules, -1, &st, NULL) != SQLITE_OK) {
+                log_msg(LOG_ERR, "job store %s: reading schedules: %s", s->path,
+                        sqlite3_errmsg(q->db));
+                return -EIO;
+        }
+        while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+                size_t groups_len = (size_t)sqlite3_column_bytes(st, 3);
+                StoreSchedule sc = {
+                        .owner = (uid_t)sqlite3_column_int64(st, 0),
+                        .name = col_text(st, 1),
+                        .gid = (gid_t)sqlite3_column_int64(st, 2),
+                        .groups = sqlite3_column_blob(st, 3),
+                        .n_groups = groups_len / sizeof(gid_t),
+                        .cron = col_text(st, 4),
+                        .tz = col_text(st, 5),
+                        .every_ms = (uint64_t)sqlite3_column_int64(st, 6),
+                        .missed = col_text(st, 7),
+                        .plugin = col_text(st, 8),
+                        .args = sqlite3_column_blob(st, 9),
+                        .args_len = (size_t)sqlite3_column_bytes(st, 9),
+                        .options = sqlite3_column_blob(st, 10),
+                        .options_len = (size_t)sqlite3_column_bytes(st, 10),
+                        .paused = sqlite3_column_int(st, 11) != 0,
+                        .next_ms = (uint64_t)sqlite3_column_int64(st, 12),
+                        .last_ms = (uint64_t)sqlite3_column_int64(st, 13),
+                        .last_job = (uint64_t)sqlite3_column_int64(st, 14),
+                        .created_ms = (uint64_t)sqlite3_column_int64(st, 15),
+                };
+                if (!sc.name || !sc.missed || !sc.plugin) {
+                        log_msg(LOG_ERR,
+                                "job store %s: a schedules row without a name, "
+                                "missed policy or plugin is left out",
+                                s->path);
+                        continue;
+                }
+                r = fn(&sc, arg);
+        }
+        if (r == 0 && rc != SQLITE_DONE) {
+                log_msg(LOG_ERR, "job store %s: reading schedules: %s. " SQLITE_ADVICE, s->path,
+                        sqlite3_errmsg(q->db));
+                r = -EIO;
+        }
+        sqlite3_finalize(st);
+        return r;
+}
+
 static int sqlite_meta_get(Store *s, const char *key, int64_t *ret)
 {
         SqliteStore *q = sqlite_of(s);
@@ -534,6 +636,12 @@ static int sqlite_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                         sqlite3_bind_text(q->set_meta, 1, w->meta_key, -1, SQLITE_STATIC);
                         sqlite3_bind_int64(q->set_meta, 2, w->meta_value);
                         rc = step_once(q->set_meta);
+                } else if (w->op == STORE_OP_SCHEDULE) {
+                        rc = sqlite_put_schedule_row(q, &w->schedule);
+                } else if (w->op == STORE_OP_SCHEDULE_DELETE) {
+                        sqlite3_bind_int64(q->del_schedule, 1, w->schedule.owner);
+                        sqlite3_bind_text(q->del_schedule, 2, w->schedule.name, -1, SQLITE_STATIC);
+                        rc = step_once(q->del_schedule);
                 } else {
                         rc = sqlite_put_row(q, &w->rec);
                         if (w->rec.id >= next_id)
@@ -572,5 +680,6 @@ const StoreBackend store_sqlite_backend = {
         .plugin_files = sqlite_plugin_files,
         .meta_get = sqlite_meta_get,
         .meta_list = sqlite_meta_list,
+        .schedules = sqlite_schedules,
         .close = sqlite_close,
 };

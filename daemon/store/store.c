@@ -267,9 +267,14 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
         return w;
 }
 
-/* Publishes @w's outcome (@error) to the jobs it notifies and frees @w. */
+/* Publishes @w's outcome (@error) to the jobs it notifies (and its waiter) and frees @w. */
 static void write_release(StoreWrite *w, int error)
 {
+        if (w->waiter) {
+                StoreWaiter *waiter = w->waiter; /* on a fiber's stack: gone once set */
+                waiter->error = error;
+                fiber_event_set(&waiter->done);
+        }
         if (w->notify) {
                 w->notify->store.error = error;
                 fiber_event_set(&w->notify->store.committed);
@@ -454,6 +459,116 @@ int store_set_meta(Store *s, const char *key, int64_t value)
         w->meta_key = memcpy(w + 1, key, lk);
         w->meta_value = value;
         return store_write_sync(s, w);
+}
+
+/* ------------------------------------------------------------------ schedules --- */
+
+/*
+ * Queues @w (a schedule's write) for the store thread, or, before that thread runs,
+ * commits it on this thread; @w->waiter hears the outcome either way. Return: 0.
+ */
+static int store_write_async(Store *s, StoreWrite *w)
+{
+        char why[256] = "";
+        ListHead one;
+        int r;
+
+        if (!s->backend->commit) {
+                write_release(w, 0); /* nothing is kept */
+                return 0;
+        }
+        pthread_mutex_lock(&s->lock);
+        if (s->thread_started) {
+                queue_entry_locked(s, &w->entry);
+                pthread_mutex_unlock(&s->lock);
+                return 0;
+        }
+        pthread_mutex_unlock(&s->lock);
+        list_init(&one);
+        list_add_tail(&one, &w->link);
+        r = s->backend->commit(s, &one, why, sizeof(why));
+        if (r < 0)
+                log_msg(LOG_ERR, "job store %s: %s", s->path, why[0] ? why : strerror(-r));
+        write_release(w, r);
+        return 0;
+}
+
+/* Copies @len bytes of @src to *@p (moving it on), NUL-terminated; NULL for NULL. */
+static const char *copy_inline(char **p, const void *src, size_t len)
+{
+        char *d = *p;
+
+        if (!src)
+                return NULL;
+        memcpy(d, src, len);
+        d[len] = '\0';
+        *p += len + 1;
+        return d;
+}
+
+static size_t str_size(const char *s)
+{
+        return s ? strlen(s) + 1 : 0;
+}
+
+int store_put_schedule(Store *s, const StoreSchedule *sc, StoreWaiter *waiter)
+{
+        size_t size = sc->n_groups * sizeof(gid_t) + str_size(sc->name) + str_size(sc->cron) +
+                      str_size(sc->tz) + str_size(sc->missed) + str_size(sc->plugin) +
+                      sc->args_len + 1 + sc->options_len + 1;
+        StoreWrite *w = calloc(1, sizeof(*w) + size);
+        char *p;
+
+        if (!w)
+                return -ENOMEM;
+        w->op = STORE_OP_SCHEDULE;
+        w->waiter = waiter;
+        w->schedule = *sc;
+        p = (char *)(w + 1);
+        if (sc->n_groups) { /* first: gid_t's alignment holds right after the StoreWrite */
+                w->schedule.groups = memcpy(p, sc->groups, sc->n_groups * sizeof(gid_t));
+                p += sc->n_groups * sizeof(gid_t);
+        }
+        w->schedule.name = copy_inline(&p, sc->name, str_size(sc->name) - 1);
+        w->schedule.cron = copy_inline(&p, sc->cron, str_size(sc->cron) - 1);
+        w->schedule.tz = copy_inline(&p, sc->tz, str_size(sc->tz) - 1);
+        w->schedule.missed = copy_inline(&p, sc->missed, str_size(sc->missed) - 1);
+        w->schedule.plugin = copy_inline(&p, sc->plugin, str_size(sc->plugin) - 1);
+        w->schedule.args = copy_inline(&p, sc->args ? sc->args : "", sc->args_len);
+        w->schedule.options = copy_inline(&p, sc->options ? sc->options : "", sc->options_len);
+        return store_write_async(s, w);
+}
+
+int store_delete_schedule(Store *s, uid_t owner, const char *name, StoreWaiter *waiter)
+{
+        size_t ln = strlen(name) + 1;
+        StoreWrite *w = calloc(1, sizeof(*w) + ln);
+
+        if (!w)
+                return -ENOMEM;
+        w->op = STORE_OP_SCHEDULE_DELETE;
+        w->waiter = waiter;
+        w->schedule.owner = owner;
+        w->schedule.name = memcpy(w + 1, name, ln);
+        return store_write_async(s, w);
+}
+
+void store_waiter_init(StoreWaiter *w)
+{
+        fiber_event_init(&w->done);
+        w->error = 0;
+}
+
+int store_waiter_wait(StoreWaiter *w)
+{
+        while (fiber_event_wait(&w->done, SCHED_FOREVER) < 0)
+                ; /* not cancellable: the store thread writes into @w */
+        return w->error;
+}
+
+int store_schedules(Store *s, StoreScheduleFn fn, void *arg)
+{
+        return s->backend->schedules ? s->backend->schedules(s, fn, arg) : 0;
 }
 
 int store_get_meta(Store *s, const char *key, int64_t *ret)

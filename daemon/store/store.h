@@ -115,11 +115,46 @@ typedef struct StorePluginFile {
                              * known (a row written before fiberd kept it) */
 } StorePluginFile;
 
+/*
+ * StoreSchedule - one periodic schedule (daemon/cron/schedule.h says what each field
+ * means), keyed by (owner, name). Strings and blobs point into whoever built it.
+ */
+typedef struct StoreSchedule {
+        uid_t owner;
+        const char *name;
+        gid_t gid;           /* the owner's primary group when it added the schedule */
+        const gid_t *groups; /* ... and its supplementary groups */
+        size_t n_groups;
+        const char *cron;   /* NULL: an interval */
+        const char *tz;     /* the cron's zone; NULL for an interval */
+        uint64_t every_ms;  /* 0 for a cron expression */
+        const char *missed; /* IPC_MISSED_SKIP or IPC_MISSED_RUN_ONCE */
+        const char *plugin;
+        const char *args; /* packed msgpack map */
+        size_t args_len;
+        const char *options; /* packed msgpack map */
+        size_t options_len;
+        bool paused;
+        uint64_t next_ms, last_ms, last_job, created_ms; /* 0 = none */
+} StoreSchedule;
+
+/*
+ * StoreWaiter - how a fiber waits for one write that is not a job's (store_put_schedule(),
+ * store_delete_schedule()): set by the store thread once the write is committed or
+ * failed. Lives on the waiting fiber's stack.
+ */
+typedef struct StoreWaiter {
+        FiberEvent done;
+        int error; /* 0, or the commit's error (negative errno) */
+} StoreWaiter;
+
 typedef enum StoreOp {
-        STORE_OP_PUT,    /* insert the record, or update every mutable column */
-        STORE_OP_DELETE, /* drop the records of StoreWrite.ids (retention) */
-        STORE_OP_PLUGIN, /* insert or replace a plugin file's row (StoreWrite.pf) */
-        STORE_OP_META,   /* set meta_key to meta_value */
+        STORE_OP_PUT,             /* insert the record, or update every mutable column */
+        STORE_OP_DELETE,          /* drop the records of StoreWrite.ids (retention) */
+        STORE_OP_PLUGIN,          /* insert or replace a plugin file's row (StoreWrite.pf) */
+        STORE_OP_META,            /* set meta_key to meta_value */
+        STORE_OP_SCHEDULE,        /* insert or replace a schedule's row (StoreWrite.schedule) */
+        STORE_OP_SCHEDULE_DELETE, /* drop the row of (schedule.owner, .name) */
 } StoreOp;
 
 /* StoreWrite - one change in a batch (store.c allocates it with its strings inline). */
@@ -133,13 +168,18 @@ typedef struct StoreWrite {
         StorePluginFile pf;   /* STORE_OP_PLUGIN */
         const char *meta_key; /* STORE_OP_META */
         int64_t meta_value;
-        Job *notify;       /* referenced: store_wait(j, false) answers once committed */
-        Job *notify_final; /* referenced: a final state: store_wait(j, true) answers */
-        bool borrowed;     /* not malloc'ed (the store thread's batch memory or stack): not freed */
+        StoreSchedule schedule; /* STORE_OP_SCHEDULE, STORE_OP_SCHEDULE_DELETE */
+        StoreWaiter *waiter;    /* set once committed (or failed); NULL = nobody waits */
+        Job *notify;            /* referenced: store_wait(j, false) answers once committed */
+        Job *notify_final;      /* referenced: a final state: store_wait(j, true) answers */
+        bool borrowed; /* not malloc'ed (the store thread's batch memory or stack): not freed */
 } StoreWrite;
 
 /* StorePluginFn - one stored plugin file; return 0 or a negative errno to stop. */
 typedef int (*StorePluginFn)(const StorePluginFile *pf, void *arg);
+
+/* StoreScheduleFn - one stored schedule; return 0 or a negative errno to stop. */
+typedef int (*StoreScheduleFn)(const StoreSchedule *sc, void *arg);
 
 typedef struct Store Store;
 
@@ -187,6 +227,8 @@ typedef struct StoreBackend {
         /* meta_list - @fn for every meta integer whose key begins with @prefix. Return 0,
          * @fn's error, -EIO. NULL: none kept. */
         int (*meta_list)(Store *s, const char *prefix, StoreMetaFn fn, void *arg);
+        /* schedules - every stored schedule. NULL: none are kept. */
+        int (*schedules)(Store *s, StoreScheduleFn fn, void *arg);
         /* close - release everything; NULL-safe on a store that failed to open. */
         void (*close)(Store *s);
 
@@ -379,6 +421,39 @@ int store_meta_list(Store *s, const char *prefix, StoreMetaFn fn, void *arg);
 /* store_plugin_files - @fn for every stored plugin file (see StoreBackend).
  * Context: main thread at start-up, before store_load(). */
 int store_plugin_files(Store *s, StorePluginFn fn, void *arg);
+
+/*
+ * store_schedules - @fn for every stored schedule (none with the memory and redis
+ * backends). Return: 0; @fn's error; -EIO (logged).
+ * Context: main thread at start-up, before store_load().
+ */
+int store_schedules(Store *s, StoreScheduleFn fn, void *arg);
+
+/*
+ * store_put_schedule - queue the write of schedule @sc (copied: the caller's copy may
+ * change at once), a whole row replacing the one of its (owner, name); writes are
+ * committed in the order they were queued, so the last one queued is the row that
+ * stays. With @waiter (store_waiter_init()), store_waiter_wait() answers once it is
+ * committed. Before the store thread runs, the calling thread commits it itself.
+ * Return: 0; -ENOMEM (nothing queued; @waiter untouched).
+ * Context: any thread or fiber, other locks allowed (it takes only the store's, and
+ * never yields).
+ */
+int store_put_schedule(Store *s, const StoreSchedule *sc, StoreWaiter *waiter);
+
+/* store_delete_schedule - queue the removal of @owner's schedule @name, as above. */
+int store_delete_schedule(Store *s, uid_t owner, const char *name, StoreWaiter *waiter);
+
+/* store_waiter_init - a waiter for one write. Context: any. */
+void store_waiter_init(StoreWaiter *w);
+
+/*
+ * store_waiter_wait - wait until @w's write is committed or failed (not cancellable: the
+ * store thread always answers, and @w is on the caller's stack).
+ * Return: 0; the commit's error (negative errno: nothing of the write is on disk).
+ * Context: a fiber (parks it) or a plain thread (blocks it); no lock held.
+ */
+int store_waiter_wait(StoreWaiter *w);
 
 /* store_fleet - true when many hosts share this store (redis): ids come from
  * store_new_id(), jobs from the shared queue. Context: any. */
