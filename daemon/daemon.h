@@ -6,7 +6,7 @@
  *
  * Where fibers run:
  *  - the "server" scheduling group (one worker, sched_group_new()): the accept, reader,
- *    request, signal, ticker and plugin-watch fibers, and the job supervisors (which
+ *    request, signal, ticker, schedules and plugin-watch fibers, and the job supervisors (which
  *    enforce --timeout: dispatch.c), so the daemon answers, times out and cancels
  *    even when every job worker is busy or blocked;
  *  - the job Scheduler (sched_new()): job fibers and the child fibers plugins spawn,
@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "daemon/config.h"
+#include "daemon/cron/schedule.h"
 #include "daemon/job/jobtable.h"
 #include "daemon/server/server.h"
 #include "ipc/protocol.h"
@@ -32,7 +33,8 @@ typedef struct Daemon {
         SchedulingGroup *server_group;
         Scheduler *job_sched; /* the job groups */
         JobTable jobs;
-        Store *store; /* the job store (store.h): the table writes every change to it */
+        Store *store;            /* the job store (store.h): the table writes every change to it */
+        ScheduleTable schedules; /* periodic schedules (schedule.h), fired by schedrun.c */
         Server *server;
         bool socket_activated; /* the socket came from systemd: do not unlink it */
         uint64_t start_ns;     /* CLOCK_MONOTONIC at start */

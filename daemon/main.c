@@ -13,7 +13,8 @@
  *      fiber — then sd_notify("READY=1")
  *   5. housekeeping fibers on the server group: the signal fiber (signalfd waited on
  *      with fiber_wait_fd()), the ticker (once a second: retention sweep, blocked
- *      dispatch retry, sd_notify STATUS=), the plugin directory watcher (inotify), and
+ *      dispatch retry, sd_notify STATUS=), the due set's timer, the schedules' fiber
+ *      (schedrun.c), the plugin directory watcher (inotify), and
  *      under a systemd watchdog (WatchdogSec=, sd_watchdog_enabled()) the watchdog
  *      fiber, which sends WATCHDOG=1 every half interval: from the server group, so a
  *      server group that stops running fibers stops the pings and systemd restarts
@@ -48,6 +49,7 @@
 #include "daemon/plugin/plugin_host.h"
 #include "daemon/plugin/plugin_job.h"
 #include "daemon/server/pause.h"
+#include "daemon/server/schedrun.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
@@ -462,6 +464,7 @@ static int daemon_shutdown(Daemon *d)
                 log_msg(LOG_INFO, "stopped accepting; cancelling %llu running and %llu queued jobs",
                         (unsigned long long)c.running, (unsigned long long)c.queued);
         jobtable_stop(&d->jobs);
+        schedrun_stop(d); /* no tick after this, and none writes to the store */
         idle = fiber_event_wait(&d->jobs.idle, deadline) == 0;
         if (!idle)
                 jobtable_foreach(&d->jobs, report_unfinished, NULL);
@@ -688,6 +691,9 @@ static int daemon_restore(Daemon *d)
         /* the pauses first: no restored job of a paused class or plugin starts */
         if (pause_restore(d) < 0)
                 return EX_CONFIG;
+        /* the schedules: read on this thread, before the store thread takes over */
+        if (schedrun_restore(d) < 0)
+                return EX_CONFIG;
         r = store_load(d->store, restore_one, d);
         if (r < 0) {
                 log_msg(LOG_ERR,
@@ -844,7 +850,7 @@ int main(int argc, char **argv)
         /* after the ready line: a SIGHUP's reload then cannot race with it */
         if (start_fiber(d, signal_fiber, (void *)(intptr_t)sfd, "signals") < 0 ||
             start_fiber(d, ticker_fiber, d, "ticker") < 0 ||
-            start_fiber(d, due_fiber, d, "due") < 0)
+            start_fiber(d, due_fiber, d, "due") < 0 || schedrun_start(d) < 0)
                 return EX_SOFTWARE;
         /* under WatchdogSec=: pings from the server group (watchdog_fiber()) */
         if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {

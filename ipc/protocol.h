@@ -180,6 +180,16 @@ enum {
 #define IPC_KEY_LAST_JOB "last_job"
 #define IPC_SCHEDULE_NAME_MAX 64
 #define IPC_SCHEDULE_EVERY_MS_MIN 1000
+enum {
+        IPC_SCHEDULE_PARAM_NAME = 0,
+        IPC_SCHEDULE_PARAM_SPEC = 1, /* schedule.add */
+        IPC_SCHEDULE_PARAM_PLUGIN = 2,
+        IPC_SCHEDULE_PARAM_ARGS = 3,
+        IPC_SCHEDULE_PARAM_OPTIONS = 4,
+        IPC_SCHEDULE_PARAM_OWNER = 1, /* schedule.remove|pause|resume */
+};
+/* stats: how many schedules the daemon holds */
+#define IPC_KEY_SCHEDULES "schedules"
 
 /* ping's result */
 #define IPC_KEY_VERSION "version"   /* FIBERD_VERSION */

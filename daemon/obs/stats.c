@@ -11,7 +11,8 @@
  * time per plugin and class from the job table's JobLatencies (joblatency.h), and the
  * process' CPU, RSS and fds from procstats_read(), and from the dispatcher (dispatch.h)
  * what is paused and how many queued jobs a pause or a cap holds, under the same hold of
- * the table's lock as the job counts. See PROTOCOL.md, "stats", for the shape.
+ * the table's lock as the job counts, and the number of periodic schedules from their
+ * table (schedule.h). See PROTOCOL.md, "stats", for the shape.
  */
 #include "daemon/daemon.h"
 #include "daemon/obs/procstats.h"
@@ -321,7 +322,8 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
                                  IPC_KV_PACK(IPC_KEY_CLASSES, pack_classes, d->job_sched),
                                  IPC_KV_PACK(IPC_KEY_PAUSED, pack_packed, &paused),
                                  IPC_KV_PACK(IPC_KEY_SERVER, pack_server, d->server),
-                                 IPC_KV_PACK(IPC_KEY_PROCESS, pack_process, NULL));
+                                 IPC_KV_PACK(IPC_KEY_PROCESS, pack_process, NULL),
+                                 IPC_KV_UINT(IPC_KEY_SCHEDULES, schedule_count(&d->schedules)));
         }
         msgpack_sbuffer_destroy(&sb);
         return r ? -ENOMEM : 0;

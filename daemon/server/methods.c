@@ -20,7 +20,7 @@
  * What a handler does beyond its params and its answer lives in the module it calls:
  * a submission's checks, limits and store wait are submit.c's, a pause's pause.c's, job.list's walk of the table is joblist.c's, the wait of job.wait and job.run is
  * jobwait.c's, and a fleet's reads (job.status, job.wait and job.list of jobs another
- * host holds) are fleet.c's.
+ * host holds) are fleet.c's. The schedule.* methods are schedules.c's own handlers.
  */
 #include "daemon/server/access.h"
 #include "daemon/daemon.h"
@@ -33,6 +33,7 @@
 #include "daemon/plugin/plugin_host.h"
 #include "daemon/server/deadset.h"
 #include "daemon/server/pause.h"
+#include "daemon/server/schedules.h"
 #include "daemon/server/submit.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
@@ -413,6 +414,12 @@ static const struct {
         {IPC_METHOD_JOB_DISCARD, method_job_discard},
         {IPC_METHOD_PAUSE, method_pause},
         {IPC_METHOD_RESUME, method_resume},
+        /* periodic schedules (schedules.c) */
+        {IPC_METHOD_SCHEDULE_ADD, schedules_add},
+        {IPC_METHOD_SCHEDULE_LIST, schedules_list},
+        {IPC_METHOD_SCHEDULE_REMOVE, schedules_remove},
+        {IPC_METHOD_SCHEDULE_PAUSE, schedules_pause},
+        {IPC_METHOD_SCHEDULE_RESUME, schedules_resume},
 };
 
 MethodFn methods_lookup(const char *name, size_t len)

@@ -11,7 +11,8 @@
  * rest is a byte stream drained as the server's reader does. The daemon is set up once
  * (LLVMFuzzerInitialize) with max_running = 0, so a queued job never runs: no plugin
  * code runs on fuzzed args and no file is opened. After each input every job is
- * cancelled and swept (retention 0), so inputs do not see each other's jobs grow.
+ * cancelled and swept (retention 0), and every schedule dropped, so inputs do not see
+ * each other's jobs and schedules grow.
  *
  * job.wait and job.run are skipped: they park their request fiber until a job ends or
  * the connection closes, and there is no connection here (job.run's params are
@@ -62,6 +63,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         if (store_open(&d->store, STORE_MEMORY, NULL, NULL) < 0)
                 abort();
         jobtable_set_store(&d->jobs, d->store);
+        schedule_table_init(&d->schedules); /* no firing fiber: schedules only listed */
         d->cfg.admin_gid = d->cfg.submit_gid = CONFIG_NO_GROUP;
         d->cfg.plugin_dir = (char *)FUZZ_PLUGIN_DIR;
         d->cfg.max_message = 1 << 16;
@@ -97,6 +99,17 @@ static void forget_jobs(JobTable *t)
                 job_unref(jobs[i]);
         }
         jobtable_sweep(t);
+}
+
+/* Drops every schedule schedule.add made. */
+static void forget_schedules(ScheduleTable *t)
+{
+        Schedule *s;
+
+        while ((s = schedule_first_locked(t))) {
+                schedule_remove_locked(t, s);
+                schedule_free(s);
+        }
 }
 
 static void run_request(Daemon *d, uid_t uid, IpcMessage *msg)
@@ -168,5 +181,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         ipc_decoder_free(dec);
         forget_jobs(&d->jobs);
+        forget_schedules(&d->schedules);
         return 0;
 }
