@@ -15,7 +15,6 @@
 #include "tests/integration/fiberd_harness.h"
 
 #include <criterion/criterion.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,27 +385,7 @@ Test(daemon_schedule, bad_specs_are_refused_naming_the_field)
 
 /* ------------------------------------------------------------ other users ------- */
 
-/* Runs @fn in a child that is nobody with no supplementary group; asserts it exited 0. */
-static void run_as_nobody(void (*fn)(void))
-{
-        int status;
-        pid_t pid = fork();
-
-        cr_assert(pid >= 0);
-        if (pid == 0) {
-                if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0) {
-                        perror("dropping privileges");
-                        _exit(2);
-                }
-                fn();
-                _exit(0);
-        }
-        cr_assert(waitpid(pid, &status, 0) == pid);
-        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "the child running as nobody failed (status 0x%x); see its stderr", status);
-}
-
-static void nobody_checks(void)
+static void nobody_checks(const void *arg)
 {
         Client *c = fiberd_connect(&fd_);
         Reply rp;
@@ -445,7 +424,7 @@ Test(daemon_schedule, another_users_schedules_are_invisible_but_an_admin_sees_al
         cr_assert(chmod(fd_.dir, 0755) == 0); /* nobody reaches the socket */
         c = fiberd_connect(&fd_);
         add_ok(c, "roots", &(Spec){.every_ms = 60000});
-        run_as_nobody(nobody_checks);
+        fiberd_run_as(NOBODY, NOBODY, nobody_checks, NULL);
 
         /* root (an admin) sees both, and acts on nobody's with its uid */
         list(c, &rp);
