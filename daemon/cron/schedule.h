@@ -93,13 +93,15 @@ typedef struct ScheduleTable {
         FiberEvent stopped; /* set once it returned */
 } ScheduleTable;
 
-/* schedule_name_valid - is @name (@len bytes) a schedule name, [A-Za-z0-9_.-]{1,64}? */
+/* schedule_name_valid - is @name (@len bytes) a schedule name, [A-Za-z0-9_.-]{1,64}?
+ * Context: any; pure. */
 bool schedule_name_valid(const char *name, size_t len);
 
-/* schedule_missed_name - "skip", "run_once". */
+/* schedule_missed_name - "skip", "run_once" (static). Context: any; pure. */
 const char *schedule_missed_name(ScheduleMissed m);
 
-/* schedule_missed_parse - the policy named @s (@len bytes); -EINVAL when none is. */
+/* schedule_missed_parse - the policy named @s (@len bytes); -EINVAL when none is.
+ * Context: any; pure. */
 int schedule_missed_parse(const char *s, size_t len, ScheduleMissed *ret);
 
 /*
@@ -109,7 +111,8 @@ int schedule_missed_parse(const char *s, size_t len, ScheduleMissed *ret);
  */
 int schedule_new(const char *name, uid_t owner, Schedule **ret);
 
-/* schedule_free - free @s and everything it owns (NULL is fine). Return: NULL. */
+/* schedule_free - free @s and everything it owns (NULL is fine); @s must be in no table.
+ * Return: NULL. Context: any. */
 Schedule *schedule_free(Schedule *s);
 
 /*
@@ -121,7 +124,7 @@ int schedule_set_cron(Schedule *s, const char *expr, const char *tz, char *err, 
 
 /*
  * schedule_set_copy - copy @len bytes of @src into *@dst (freeing what it held), NUL
- * terminated. Return: 0; -ENOMEM (nothing changed).
+ * terminated. Return: 0; -ENOMEM (nothing changed). Context: as schedule_set_cron().
  */
 int schedule_set_copy(char **dst, size_t *ret_len, const void *src, size_t len);
 
@@ -162,7 +165,7 @@ int schedule_start(Schedule *s, uint64_t now_ms);
  */
 int schedule_restore(Schedule *s, uint64_t now_ms);
 
-/* schedule_table_init - an empty table. Context: start-up. */
+/* schedule_table_init - an empty table. Context: start-up, before any other call. */
 void schedule_table_init(ScheduleTable *t);
 
 /*
@@ -171,7 +174,7 @@ void schedule_table_init(ScheduleTable *t);
  */
 Schedule *schedule_find_locked(ScheduleTable *t, uid_t owner, const char *name, size_t len);
 
-/* schedule_find_serial_locked - the schedule with @serial, or NULL. */
+/* schedule_find_serial_locked - the schedule with @serial, or NULL. Context: the lock held. */
 Schedule *schedule_find_serial_locked(ScheduleTable *t, uint64_t serial);
 
 /*
@@ -181,7 +184,7 @@ Schedule *schedule_find_serial_locked(ScheduleTable *t, uint64_t serial);
  */
 int schedule_insert_locked(ScheduleTable *t, Schedule *s);
 
-/* schedule_remove_locked - take @s out of @t (the caller frees it). */
+/* schedule_remove_locked - take @s out of @t (the caller frees it). Context: the lock held. */
 void schedule_remove_locked(ScheduleTable *t, Schedule *s);
 
 /*
@@ -191,7 +194,8 @@ void schedule_remove_locked(ScheduleTable *t, Schedule *s);
  */
 Schedule *schedule_next_locked(ScheduleTable *t, uint64_t now_ms, uint64_t *ret_wake_ms);
 
-/* schedule_first_locked, schedule_next_in_locked - walk @t by (name, owner). */
+/* schedule_first_locked, schedule_after_locked - walk @t by (name, owner), NULL after the
+ * last. Context: the lock held. */
 static inline Schedule *schedule_first_locked(ScheduleTable *t)
 {
         return list_empty(&t->all) ? NULL : list_entry(t->all.next, Schedule, link);
