@@ -7,10 +7,13 @@
  * specs are refused naming the field; another user's schedules are not seen; a
  * schedule survives kill -9 and fires again; a tick that passed while fiberd was down
  * is fired once at the start with missed = run_once and dropped with skip; a cron
- * expression's next tick is the next minute (checked without waiting for it).
+ * expression's next tick is the next minute (checked without waiting for it); a tick
+ * whose job is refused is logged once and the schedule goes on.
  *
- * Intervals are the least allowed, 1 s; every wait is a bounded poll of a condition
- * (schedule.list's last_job, job.list, the wall clock), never a bare sleep.
+ * Intervals are the least allowed, 1 s; every wait for something to happen is a bounded
+ * poll of a condition (schedule.list's last_job, job.list, the log, the wall clock); the
+ * checks that something does not happen (a paused schedule submits, a refused tick is
+ * logged twice) watch for two and a half intervals.
  */
 #include "tests/integration/fiberd_harness.h"
 
@@ -380,6 +383,61 @@ Test(daemon_schedule, bad_specs_are_refused_naming_the_field)
 
         add_ok(c, "a", &(Spec){.every_ms = 60000});
         add_refused(c, "a", &(Spec){.cron = "@daily"}, "ALREADY_EXISTS", "a schedule named a");
+        client_free(c);
+}
+
+/* How many lines of the daemon's current log contain @needle. */
+static int log_count(const char *needle)
+{
+        char line[4096];
+        FILE *f = fopen(fd_.log, "r");
+        int n = 0;
+
+        cr_assert(f, "cannot open %s", fd_.log);
+        while (fgets(line, sizeof(line), f))
+                n += strstr(line, needle) != NULL;
+        fclose(f);
+        return n;
+}
+
+/* Polls until the log has a line with @needle (asserts in 15 s). */
+static void wait_log(const char *needle)
+{
+        uint64_t deadline = fiberd_now_ms() + WAIT_MS;
+
+        while (!fiberd_log_contains(&fd_, needle)) {
+                cr_assert(fiberd_now_ms() < deadline, "no \"%s\" in the log", needle);
+                usleep(20000);
+        }
+}
+
+Test(daemon_schedule, a_refused_tick_is_logged_once_and_the_schedule_goes_on)
+{
+        char path[256], refused[96], again[96];
+        uint64_t id, until;
+        Client *c;
+
+        snprintf(refused, sizeof(refused), "schedule lost of uid %u: the job of its tick at",
+                 (unsigned)getuid());
+        snprintf(again, sizeof(again), "schedule lost of uid %u submits again", (unsigned)getuid());
+        start(NULL);
+        c = fiberd_connect(&fd_);
+        add_ok(c, "lost", &(Spec){.every_ms = 1000});
+        id = wait_new_job(c, "lost", 0);
+        /* its plugin goes: every tick is refused, and logged once */
+        snprintf(path, sizeof(path), "%s/echo.so", fd_.plugin_dir);
+        cr_assert(unlink(path) == 0);
+        wait_log(refused);
+        cr_assert(fiberd_log_contains(&fd_, "NOT_FOUND"), "the reason is not logged");
+        until = fiberd_now_ms() + 2500;
+        while (fiberd_now_ms() < until)
+                usleep(100000);
+        cr_assert_eq(log_count(refused), 1, "a refused tick is logged once per schedule");
+        cr_assert_eq(field(c, "lost", "last_job"), id, "a refused tick submitted a job");
+        /* it comes back: the schedule submits again, and says so */
+        fiberd_copy_plugin(&fd_, FIBERD_PLUGIN_BUILD_DIR "/echo.so", "echo.so");
+        wait_new_job(c, "lost", id);
+        wait_log(again);
         client_free(c);
 }
 
