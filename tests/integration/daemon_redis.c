@@ -32,7 +32,9 @@
  *    host), and the set no longer holds it;
  *  - job.list through a host that holds none of the fleet's 300 jobs (their records
  *    are read a page of ids at a time, store_fetch_many()): unpaged, and paged with a
- *    limit of 128, every id comes back exactly once, newest first in the pages.
+ *    limit of 128, every id comes back exactly once, newest first in the pages;
+ *  - schedule.add is refused (FAILED_PRECONDITION, "fleet mode"): periodic schedules are
+ *    one host's for now.
  */
 #include "tests/integration/fiberd_harness.h"
 
@@ -698,4 +700,35 @@ Test(daemon_redis, list_through_another_host_gives_every_job_once)
                              (unsigned long long)ids[i], seen[i]);
         client_free(a);
         client_free(b);
+}
+
+/* Periodic schedules are one host's: a fleet refuses them until one host fires each tick. */
+Test(daemon_redis, schedule_add_is_refused_in_fleet_mode)
+{
+        uint32_t msgid;
+        msgpack_packer *pk;
+        Client *a;
+        Reply rp;
+
+        redis_start();
+        host_start(&host_a, "a", 1);
+        a = fiberd_connect(&host_a);
+        pk = client_request(a, "schedule.add", 5, &msgid);
+        cr_assert(pk);
+        ipc_pack_cstr(pk, "nightly");
+        msgpack_pack_map(pk, 1);
+        ipc_pack_kv_uint(pk, "every_ms", 60000);
+        ipc_pack_cstr(pk, "echo");
+        msgpack_pack_map(pk, 0);
+        msgpack_pack_map(pk, 0);
+        rpc_wait_reply(a, msgid, &rp);
+        cr_assert_neq(rp.r, 0, "schedule.add was accepted in fleet mode");
+        cr_assert_str_eq(rp.st.code, "FAILED_PRECONDITION");
+        cr_assert(strstr(rp.st.message, "fleet mode"), "%s", rp.st.message);
+        reply_clear(&rp);
+        rpc_simple(a, "schedule.list", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_eq(rp.result->via.array.size, 0);
+        reply_clear(&rp);
+        client_free(a);
 }
