@@ -11,6 +11,9 @@
  * process's table only, and says so (INTERNAL): the store may bring the old state back
  * at the next start.
  *
+ * Once fiberd stops (jobtable_stop()), changes answer UNAVAILABLE: the job store is
+ * about to close, and the firing fiber has stopped.
+ *
  * schedule.add reads the spec here, refuses what a repeating job cannot carry (the
  * options `key`, which each tick's job gets from fiberd, and `run_at`, one point in
  * time; fd arguments, which do not outlive the request), then hands [plugin, args,
@@ -70,6 +73,15 @@ static int pack_schedule(msgpack_packer *pk, const Schedule *s)
                             KV_UINT_OR_NIL(IPC_KEY_LAST_JOB, s->last_job))
                        ? -ENOMEM
                        : 0;
+}
+
+/* UNAVAILABLE once fiberd stops: the store is about to close under a change. */
+static int refuse_when_stopping(Daemon *d, IpcStatus *st)
+{
+        if (!jobtable_stopping(&d->jobs))
+                return 0;
+        return ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
+                              "fiberd is shutting down: change the schedule once it is back");
 }
 
 /* ------------------------------------------------------------------ add ---------- */
@@ -243,6 +255,9 @@ int schedules_add(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
                 return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EOPNOTSUPP,
                                       "schedules are not available in fleet mode ([store] "
                                       "backend = redis) yet");
+        r = refuse_when_stopping(d, st);
+        if (r < 0)
+                return r;
         r = ipc_read_strv(ipc_array_at(params, IPC_SCHEDULE_PARAM_NAME), IPC_KEY_NAME, &nv, &len,
                           st);
         if (r < 0)
@@ -434,6 +449,9 @@ static int schedules_named(Daemon *d, Request *req, NamedOp op, msgpack_packer *
 
         if (op == NAMED_RESUME && tier < ACCESS_SUBMIT)
                 return access_denied(&d->cfg, ACCESS_SUBMIT, "resuming a schedule", st);
+        r = refuse_when_stopping(d, st);
+        if (r < 0)
+                return r;
         r = ipc_read_strv(ipc_array_at(params, IPC_SCHEDULE_PARAM_NAME), IPC_KEY_NAME, &name, &len,
                           st);
         if (r < 0)

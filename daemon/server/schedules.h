@@ -27,7 +27,8 @@
  * Errors: INVALID_ARGUMENT (naming the field; a cron's from cron_parse()),
  * ALREADY_EXISTS (the caller has one of that name), NOT_FOUND (no such plugin),
  * PERMISSION_DENIED, OVERLOADED (SCHEDULE_MAX_PER_OWNER), FAILED_PRECONDITION (fleet
- * mode), INTERNAL (the store failed: nothing was added).
+ * mode), UNAVAILABLE (shutting down; remove, pause and resume too), INTERNAL (the
+ * store failed: nothing was added).
  */
 int schedules_add(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st);
 
