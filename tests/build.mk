@@ -149,11 +149,12 @@ check-daemon-unit: $(DAEMON_UNIT_TESTS)
 # ---- tests/integration/fiberctl_schedule.c: fiberctl's job scheduling verbs and options
 # (submit --in/--at/--after/--key/--retries, retry, discard, dead, pause, resume,
 # schedule, batch "after") end to end against a real fiberd, through the harness of
-# daemon_*.c. They need fiberd's side of job scheduling (PROTOCOL.md, "Scheduling jobs"),
-# the schedule.* methods included, so they are built and run on their own, `make
-# check-fiberctl-schedule`; once that side is in, add $(FIBERCTL_SCHEDULE_TEST) to
-# INTEGRATION_TESTS here and they join check-integration.
+# daemon_*.c; part of check-integration (the line after INTEGRATION_TESTS += names it a
+# prerequisite too: check-integration's own list was read above), and on its own `make
+# check-fiberctl-schedule`.
 FIBERCTL_SCHEDULE_TEST := $(BUILD)/tests/integration/fiberctl_schedule
+INTEGRATION_TESTS += $(FIBERCTL_SCHEDULE_TEST)
+check-integration: $(FIBERCTL_SCHEDULE_TEST)
 $(FIBERCTL_SCHEDULE_TEST).o: CPPFLAGS += $(DAEMON_TEST_DEFS)
 $(FIBERCTL_SCHEDULE_TEST): $(FIBERCTL_SCHEDULE_TEST).o $(DAEMON_TEST_HARNESS) $(DAEMON_LIBCLIENT) \
 		$(LIBIPC) $(FIBERD) $(BUNDLED_PLUGINS) $(TEST_PLUGINS) $(DAEMON_FIBERCTL)

@@ -5,10 +5,8 @@
  * records that show them, retry and discard, the dead set, pause and resume of a class,
  * periodic schedules, and batch lines that name earlier lines' jobs.
  *
- * These need fiberd's own side of job scheduling: on the main branch of this writing all
- * pass but the two of `schedule` (the schedule.* methods are not built yet), so this
- * file is not in `make check`: `make check-fiberctl-schedule` builds and runs it
- * (tests/build.mk says how it joins check-integration). The dead set's test uses the
+ * They run in `make check-integration` (and alone: `make check-fiberctl-schedule`).
+ * The dead set's test uses the
  * test plugin tests/plugins/flaky.c. What fiberctl sends and prints
  * without a daemon is client_fake.c's; the conversions are client_convert.c's.
  */

@@ -3,7 +3,7 @@
 fiberd: job_options() as a pure function, and what submit(), retry(), pause(),
 schedule_add()... send, read by a fake server (a thread on a temp socket that records
 each request and answers the shapes the protocol gives). The same against a real fiberd
-is daemon_scheduling.py, which needs the daemon side."""
+is test_daemon_scheduling.py."""
 import datetime
 import socket
 import threading

@@ -1,14 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The Python client's job scheduling against a real fiberd (PROTOCOL.md, "Scheduling
-jobs"). These need fiberd's side of job scheduling, the schedule.* methods included
-(not built at this writing: their test fails), so the file is not named test_*.py and
-`make check-python` does not collect it. Run it by name:
-
-    FIBERD_BIN=build/fiberd FIBERD_PLUGIN_DIR=build/plugins \\
-        /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/python/daemon_scheduling.py
-
-and rename it test_daemon_scheduling.py once that side is in. Without a daemon, the
-same calls are checked by test_scheduling.py against a fake."""
+jobs"), the schedule.* methods included; `make check-python` runs it. Without a daemon,
+the same calls are checked by test_scheduling.py against a fake."""
 import datetime
 import time
 
