@@ -740,7 +740,8 @@ int main(int argc, char **argv)
                                             .node = d->cfg.store_node,
                                             .claim_idle_ns = d->cfg.store_claim_idle_ns,
                                             .retention_ns = d->cfg.retention_ns,
-                                            .retention_max = d->cfg.retention_max});
+                                            .retention_max = d->cfg.retention_max,
+                                            .key_window_ms = d->cfg.key_window_ms});
         if (r < 0)
                 return EX_CONFIG;
         store_set_commit_delay(d->store, d->cfg.store_commit_delay_ns);

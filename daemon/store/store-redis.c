@@ -32,6 +32,10 @@
  *                       a set of the ids of this host's jobs that are not on the stream
  *                       (submitted with fds, below) and not final yet: SADD in the MULTI
  *                       of a job's first write, SREM in the MULTI of its final one;
+ *   fiberd:scheduled, fiberd:key:<uid>:<key>
+ *                       the fleet's held jobs by due time and its idempotency keys:
+ *                       store-redis-sched.c, which says what they hold and who moves
+ *                       a held job to the stream.
  *
  * Writes (the store thread, store.c's group commit): a batch is one MULTI/EXEC sent as
  * one pipeline, so a burst of submissions costs one round trip, as one fsync does in
@@ -39,7 +43,10 @@
  * that transaction: when job.submit answers, the job is in Redis, as durable as the
  * server's own persistence makes it (appendonly yes, appendfsync always for a promise
  * like sqlite's). A job's later writes are HSETs; the one that makes it final also
- * EXPIREs the hash and XACKs the job's stream entry, in the same transaction.
+ * EXPIREs the hash and XACKs the job's stream entry, in the same transaction. A fleet
+ * submission with a due time ahead is HSET + ZADD of the schedule set instead of XADD,
+ * and a retry this host hands back to the fleet is HSET + ZADD + XACK
+ * (StoreRecord.fleet_held; redis_sched_append()).
  *
  * Reads of the queue (the reader thread, a plain pthread with its own connection,
  * never a worker): XREADGROUP ... BLOCK (at most 500 ms, so store_fleet_stop() is
@@ -72,14 +79,13 @@
  * (store_fetch_many()): one HGETALL per job, all of a page sent as one pipeline on the
  * query connection and answered in one round trip, not one round trip per job.
  */
-#include "daemon/store/store.h"
+#include "daemon/store/store-redis.h"
 #include "daemon/obs/log.h"
 #include "ipc/encoder.h"
 #include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
-#include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <msgpack.h>
 #include <stdio.h>
@@ -88,66 +94,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define REDIS_KEY_NEXT_ID "fiberd:next_id"
-#define REDIS_KEY_INDEX "fiberd:index"
-#define REDIS_KEY_FINISHED "fiberd:finished"
-#define REDIS_JOB_KEY_FMT "fiberd:job:%" PRIu64
-#define REDIS_HOST_KEY_FMT "fiberd:host:%s:%s" /* the host's name, then plugins / meta */
-#define REDIS_ENTRY_BUCKETS 1024
-#define REDIS_CMD_MAX_ARGS 48
-#define REDIS_READ_COUNT 16
-#define REDIS_IO_TIMEOUT_S 5
-#define REDIS_ID_BLOCK 64 /* ids a host takes from fiberd:next_id at once */
-#define REDIS_ID_BLOCK_STR "64"
-
-/* RedisEntry - a stream entry this host holds: its job runs or waits here. */
-typedef struct RedisEntry {
-        uint64_t id;    /* the job */
-        char entry[48]; /* its stream entry id, "ms-seq" */
-        struct RedisEntry *next;
-} RedisEntry;
-
-typedef struct RedisStore {
-        char *consumer;         /* owned: the consumer name (node, or hostname.pid) */
-        char *plugins_key;      /* owned: fiberd:host:<node or hostname>:plugins */
-        char *meta_key;         /* owned: fiberd:host:<node or hostname>:meta */
-        char *local_key;        /* owned: fiberd:host:<node or hostname>:local */
-        char *stream, *group;   /* owned copies of the options */
-        uint64_t claim_idle_ms; /* a pending entry idle this long is taken over */
-        uint64_t expire_s;      /* a final job's hash lives this long */
-        uint64_t keep_max;      /* and at most this many final jobs' hashes are kept */
-
-        redisContext *w; /* the store thread's (commit); at start the main thread's */
-
-        pthread_mutex_t q_lock; /* guards q */
-        redisContext *q;        /* queries: ids, records, listings */
-
-        pthread_mutex_t id_lock;  /* guards the id block */
-        uint64_t id_next, id_end; /* this host's ids left: [id_next, id_end) */
-
-        pthread_mutex_t map_lock;                 /* guards entries */
-        RedisEntry *entries[REDIS_ENTRY_BUCKETS]; /* held entries, by job id */
-        size_t held;                              /* entries in the map */
-
-        redisContext *r; /* the reader's */
-        pthread_t reader;
-        bool reader_started;
-        bool stop; /* atomic: the reader leaves */
-        StoreLoadFn take;
-        StoreRoomFn room;
-        void *take_arg;
-        uint64_t taken, claimed; /* entries read / taken over (reader thread only) */
-} RedisStore;
-
-static RedisStore *redis_of(Store *s)
-{
-        return s->backend_data;
-}
-
 /* ------------------------------------------------------------------ connection -- */
 
-/* Connects to @addr: "unix:/path", "/path", or "host:port" (port 6379 when absent). */
-static redisContext *redis_connect(const char *addr, char *why, size_t why_size)
+redisContext *redis_connect(const char *addr, char *why, size_t why_size)
 {
         struct timeval tv = {.tv_sec = REDIS_IO_TIMEOUT_S};
         redisContext *c;
@@ -175,8 +124,7 @@ static redisContext *redis_connect(const char *addr, char *why, size_t why_size)
         return c;
 }
 
-/* *@c, connected again if a failure dropped it; NULL when the server is away. */
-static redisContext *redis_ensure(Store *s, redisContext **c, char *why, size_t why_size)
+redisContext *redis_ensure(Store *s, redisContext **c, char *why, size_t why_size)
 {
         if (*c && (*c)->err) {
                 redisFree(*c);
@@ -528,6 +476,8 @@ static void redis_close(Store *s)
                 redisFree(q->w);
         if (q->q)
                 redisFree(q->q);
+        if (q->m)
+                redisFree(q->m);
         for (size_t i = 0; i < REDIS_ENTRY_BUCKETS; i++)
                 while (q->entries[i]) {
                         RedisEntry *e = q->entries[i];
@@ -596,6 +546,7 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
                 q->expire_s = 1;
         /* the job that just finished stays for its waiters, as in the job table */
         q->keep_max = MAX(o->retention_max, (size_t)1);
+        q->key_window_s = o->key_window_ms ? (o->key_window_ms + 999) / 1000 : 86400;
 
         q->w = redis_connect(path, why, why_size);
         if (!q->w) {
@@ -784,11 +735,22 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 redisAppendCommand(c, "ZADD %s %s %s", REDIS_KEY_INDEX, idbuf, idbuf);
                 (*n)++;
         }
-        if (rec->enqueue) {
+        if (rec->enqueue && !rec->fleet_held) {
                 redisAppendCommand(c, "XADD %s * id %s", q->stream, idbuf);
                 (*n)++;
         }
         held = entry_find(q, rec->id, entry);
+        if (rec->fleet_held && held) {
+                /* a retry handed back to the fleet (jobtable.c): its next attempt is the
+                 * schedule set's, whichever host is up then. The entry leaves the map
+                 * now, before the EXEC: the heartbeat stops, and a new entry of the same
+                 * job (due at once) is read as new. Should the commit fail, the entry
+                 * idles and is taken over after claim_idle_ms, its record "running". */
+                redisAppendCommand(c, "XACK %s %s %s", q->stream, q->group, entry);
+                (*n)++;
+                entry_remove(q, rec->id);
+        }
+        redis_sched_append(q, c, rec, n);
         if (rec->args && !rec->enqueue && !job_state_final(rec->state)) {
                 /* a job that runs here only (fds): this host's, until its final write */
                 redisAppendCommand(c, "SADD %s %s", q->local_key, idbuf);
@@ -883,8 +845,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         return 0;
 }
 
-/* One command on the query connection, under its lock; reconnects once after a loss. */
-static redisReply *query(Store *s, int argc, const char **argv, const size_t *len)
+redisReply *redis_query(Store *s, int argc, const char **argv, const size_t *len)
 {
         RedisStore *q = redis_of(s);
         char why[256] = "";
@@ -905,7 +866,7 @@ static int redis_plugin_files(Store *s, StorePluginFn fn, void *arg)
 {
         RedisStore *q = redis_of(s);
         const char *argv[] = {"HGETALL", q->plugins_key};
-        redisReply *rep = query(s, 2, argv, NULL);
+        redisReply *rep = redis_query(s, 2, argv, NULL);
         int r = 0;
 
         if (!rep || rep->type != REDIS_REPLY_ARRAY) {
@@ -926,7 +887,7 @@ static int redis_meta_get(Store *s, const char *key, int64_t *ret)
 {
         RedisStore *q = redis_of(s);
         const char *argv[] = {"HGET", q->meta_key, key};
-        redisReply *rep = query(s, 3, argv, NULL);
+        redisReply *rep = redis_query(s, 3, argv, NULL);
         int r = -ENOENT;
 
         if (!rep)
@@ -945,7 +906,7 @@ static int redis_meta_list(Store *s, const char *prefix, StoreMetaFn fn, void *a
 {
         RedisStore *q = redis_of(s);
         const char *argv[] = {"HGETALL", q->meta_key};
-        redisReply *rep = query(s, 2, argv, NULL);
+        redisReply *rep = redis_query(s, 2, argv, NULL);
         size_t n = strlen(prefix);
         int r = 0;
 
@@ -974,7 +935,7 @@ static int redis_new_id(Store *s, uint64_t *ret)
         pthread_mutex_lock(&q->id_lock);
         if (q->id_next == q->id_end) {
                 /* a block of ids for this host: one round trip per REDIS_ID_BLOCK jobs */
-                rep = query(s, 3, argv, NULL);
+                rep = redis_query(s, 3, argv, NULL);
                 if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer >= REDIS_ID_BLOCK) {
                         q->id_end = (uint64_t)rep->integer + 1;
                         q->id_next = q->id_end - REDIS_ID_BLOCK;
@@ -999,7 +960,7 @@ static int redis_fetch(Store *s, uint64_t id, StoreLoadFn fn, void *arg)
         int r;
 
         snprintf(key, sizeof(key), REDIS_JOB_KEY_FMT, id);
-        rep = query(s, 2, argv, NULL);
+        rep = redis_query(s, 2, argv, NULL);
         if (!rep)
                 return -EIO;
         r = rep->type == REDIS_REPLY_ERROR ? -EIO : record_parse(rep, id, &rec);
@@ -1027,7 +988,7 @@ static int redis_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn
         if (!reps)
                 return -ENOMEM;
         pthread_mutex_lock(&q->q_lock);
-        /* a second try only when the connection was lost before any reply (as query()) */
+        /* a second try only when the connection was lost before any reply (as redis_query()) */
         for (int tries = 0; tries < 2 && got == 0; tries++) {
                 if (!redis_ensure(s, &q->q, why, sizeof(why)))
                         continue;
@@ -1075,7 +1036,7 @@ static int redis_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_
         else
                 snprintf(from, sizeof(from), "+inf");
         snprintf(count, sizeof(count), "%zu", max);
-        rep = query(s, (int)ELEMENTSOF(argv), argv, NULL);
+        rep = redis_query(s, (int)ELEMENTSOF(argv), argv, NULL);
         if (!rep || rep->type != REDIS_REPLY_ARRAY) {
                 if (rep)
                         freeReplyObject(rep);
@@ -1091,17 +1052,18 @@ static int redis_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_
 
 /* ------------------------------------------------------------------ reader ------ */
 
-static bool reader_stopping(RedisStore *q)
+bool redis_stopping(RedisStore *q)
 {
         return __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
 }
 
-/* Sleeps @ms in short steps, returning early once stopping. */
-static void reader_pause(RedisStore *q, uint64_t ms)
+void redis_pause(RedisStore *q, uint64_t ms)
 {
-        for (uint64_t slept = 0; slept < ms && !reader_stopping(q); slept += 50) {
-                struct timespec ts = {.tv_nsec = 50 * NSEC_PER_MSEC};
+        while (ms && !redis_stopping(q)) {
+                uint64_t step = MIN(ms, (uint64_t)50);
+                struct timespec ts = {.tv_nsec = (long)(step * NSEC_PER_MSEC)};
                 nanosleep(&ts, NULL);
+                ms -= step;
         }
 }
 
@@ -1157,6 +1119,8 @@ static void reader_take(Store *s, const char *entry, uint64_t id, const redisRep
         }
         if (!entry_add(q, id, entry, strlen(entry)))
                 return; /* held here already (a pending entry read again) */
+        /* its retries go back to the fleet (jobtable.c) */
+        rec.shared = true;
         if (claimed) {
                 q->claimed++;
                 log_msg(LOG_NOTICE, "job %" PRIu64 ": taken over from a silent host (%s)", id,
@@ -1206,7 +1170,7 @@ static size_t reader_handle_all(Store *s, const redisReply *entries, bool claime
                 asked--;
                 if (redisGetReply(q->r, (void **)&h) != REDIS_OK || !h)
                         break; /* connection lost: the entries stay pending, read again */
-                if (!reader_stopping(q))
+                if (!redis_stopping(q))
                         reader_take(s, entry[i], ids[i], h, claimed);
                 freeReplyObject(h);
         }
@@ -1256,7 +1220,7 @@ static void reader_autoclaim(Store *s)
         char cursor[48] = "0-0", idle[24];
 
         snprintf(idle, sizeof(idle), "%" PRIu64, q->claim_idle_ms);
-        for (int rounds = 0; rounds < 64 && !reader_stopping(q); rounds++) {
+        for (int rounds = 0; rounds < 64 && !redis_stopping(q); rounds++) {
                 redisReply *rep =
                         redisCommand(q->r, "XAUTOCLAIM %s %s %s %s %s COUNT %d", q->stream,
                                      q->group, q->consumer, idle, cursor, REDIS_READ_COUNT);
@@ -1336,7 +1300,7 @@ static void *redis_reader(void *arg)
 
         if (block_ms == 0)
                 block_ms = 1;
-        while (!reader_stopping(q)) {
+        while (!redis_stopping(q)) {
                 char why[256] = "";
                 uint64_t now;
                 size_t want;
@@ -1346,7 +1310,7 @@ static void *redis_reader(void *arg)
                         if (!logged)
                                 log_msg(LOG_ERR, "job store: %s; retrying", why);
                         logged = true;
-                        reader_pause(q, 500);
+                        redis_pause(q, 500);
                         continue;
                 }
                 if (logged)
@@ -1371,7 +1335,7 @@ static void *redis_reader(void *arg)
                 want = q->room ? q->room(q->take_arg) : REDIS_READ_COUNT;
                 if (want == 0) {
                         /* full: the jobs wait in the stream for a host with room */
-                        reader_pause(q, MIN(block_ms, 50));
+                        redis_pause(q, MIN(block_ms, 50));
                         continue;
                 }
                 reader_read(s, NULL, 0, block_ms, want);
@@ -1400,7 +1364,7 @@ static int redis_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void 
                 return r;
         }
         q->reader_started = true;
-        return 0;
+        return redis_sched_start(s); /* held jobs to the stream when due */
 }
 
 static void redis_fleet_stop(Store *s)
@@ -1412,6 +1376,7 @@ static void redis_fleet_stop(Store *s)
         __atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
         pthread_join(q->reader, NULL);
         q->reader_started = false;
+        redis_sched_stop(s);
         log_msg(LOG_INFO, "job store: took %llu jobs off stream %s (%llu from silent hosts)",
                 (unsigned long long)q->taken, q->stream, (unsigned long long)q->claimed);
 }
@@ -1432,4 +1397,7 @@ const StoreBackend store_redis_backend = {
         .fleet_start = redis_fleet_start,
         .fleet_stop = redis_fleet_stop,
         .fetch_many = redis_fetch_many,
+        .cancel_held = redis_cancel_held,
+        .key_claim = redis_key_claim,
+        .key_release = redis_key_release,
 };

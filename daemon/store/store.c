@@ -179,7 +179,9 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
         size_t code_len = j->error_code ? strlen(j->error_code) + 1 : 0;
         size_t msg_len = j->error_message ? strlen(j->error_message) + 1 : 0;
         size_t class_len = strlen(j->class_name) + 1;
+        size_t key_len = j->key ? strlen(j->key) + 1 : 0;
         bool requeued = j->requeued && job_state_final(j->state);
+        bool held = j->state == JOB_SCHEDULED || j->state == JOB_RETRYING;
         size_t size;
         StoreWrite *w;
         char *p;
@@ -203,8 +205,8 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                  * copy ended, the store's is queued again for the next start */
                 code_len = msg_len = 0;
         }
-        size = sizeof(*w) + name_len + class_len + code_len + msg_len + sb->size + ss->size +
-               j->result_len;
+        size = sizeof(*w) + name_len + class_len + key_len + code_len + msg_len + sb->size +
+               ss->size + j->result_len;
         w = arena_alloc(s, size);
         if (w) {
                 *w = (StoreWrite){.op = STORE_OP_PUT, .borrowed = true};
@@ -230,6 +232,10 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                 .progress_done = __atomic_load_n(&j->progress_done, __ATOMIC_RELAXED),
                 .progress_total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED),
                 .enqueue = with_args && j->fleet_copy,
+                /* a fleet submission held until its due time, or a retry a host handed
+                 * back (jobtable.c): the fleet's schedule set holds it from now on */
+                .fleet_held = held && j->fleet_copy,
+                .due_ms = held ? j->due_ms : 0,
         };
         memcpy(p, j->plugin_name, name_len);
         w->rec.plugin = p;
@@ -237,6 +243,11 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
         memcpy(p, j->class_name, class_len);
         w->rec.class_name = p;
         p += class_len;
+        if (key_len) {
+                memcpy(p, j->key, key_len);
+                w->rec.key = p;
+                p += key_len;
+        }
         if (code_len) {
                 memcpy(p, j->error_code, code_len);
                 w->rec.error_code = p;
@@ -924,6 +935,23 @@ void store_fleet_stop(Store *s)
 int store_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg)
 {
         return s->backend->fetch_many ? s->backend->fetch_many(s, ids, n, fn, arg) : -ENOTSUP;
+}
+
+int store_cancel_held(Store *s, const StoreRecord *rec)
+{
+        return s->backend->cancel_held ? s->backend->cancel_held(s, rec) : -ENOTSUP;
+}
+
+int store_key_claim(Store *s, uid_t owner, const char *key, uint64_t id, uint64_t *ret_existing)
+{
+        return s->backend->key_claim ? s->backend->key_claim(s, owner, key, id, ret_existing)
+                                     : -ENOTSUP;
+}
+
+void store_key_release(Store *s, uid_t owner, const char *key, uint64_t id)
+{
+        if (s->backend->key_release)
+                s->backend->key_release(s, owner, key, id);
 }
 
 uint64_t store_next_id(Store *s)

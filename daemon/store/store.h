@@ -86,6 +86,12 @@ typedef struct StoreRecord {
         size_t sched_len;
         bool enqueue; /* a fleet submission: put it on the shared queue for any host to run
                        * (store-redis.c); false for every other write */
+        /* the fleet's schedule (store-redis-sched.c) */
+        bool fleet_held; /* a fleet job held (scheduled, retrying) for any host to run
+                          * when due: it joins the fleet's schedule set, not the queue */
+        uint64_t due_ms; /* held: when it is due (CLOCK_REALTIME ms); else 0 */
+        const char *key; /* its idempotency key (also in @sched); NULL = none */
+        bool shared;     /* read: taken off the fleet's shared queue by this host */
 } StoreRecord;
 
 /* StoreFleetOptions - [store] keys of the redis backend (config.h); strings not owned. */
@@ -96,6 +102,7 @@ typedef struct StoreFleetOptions {
         uint64_t claim_idle_ns; /* a pending entry idle this long is taken over */
         uint64_t retention_ns;  /* a final job's hash expires this long after it ended */
         size_t retention_max;   /* ... and at most this many final jobs are kept, fleet-wide */
+        uint64_t key_window_ms; /* an idempotency key answers this long after its job ended */
 } StoreFleetOptions;
 
 /*
@@ -248,6 +255,18 @@ typedef struct StoreBackend {
          * is skipped (the latter logged).
          * Return 0; @fn's error; -ENOMEM; -EIO. Context: any thread. */
         int (*fetch_many)(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg);
+        /* cancel_held - end job @id, held in the fleet's schedule set, as @rec says
+         * (state, error, finished_ms, owner, key), if it is still there. Return 0;
+         * -EALREADY: not in the set (moved to the queue, or ended); -EIO.
+         * Context: any thread. */
+        int (*cancel_held)(Store *s, const StoreRecord *rec);
+        /* key_claim - idempotency key @key of @owner names job @id, unless it names
+         * another job already: then *@ret_existing is that one's id (else 0).
+         * Return 0; -EIO. Context: any thread. */
+        int (*key_claim)(Store *s, uid_t owner, const char *key, uint64_t id,
+                         uint64_t *ret_existing);
+        /* key_release - forget @owner's @key if it still names job @id. Context: any. */
+        void (*key_release)(Store *s, uid_t owner, const char *key, uint64_t id);
 } StoreBackend;
 
 extern const StoreBackend store_memory_backend;
@@ -505,6 +524,30 @@ int store_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg);
 
 /* store_fleet_stop - take no more jobs (joins the reader). Context: main thread. */
 void store_fleet_stop(Store *s);
+
+/*
+ * store_cancel_held - end job @rec->id as @rec says (its state, error, finished_ms; its
+ * owner and key, whose expiry starts then) if the fleet's schedule set still holds it,
+ * taking it out of that set atomically: a host moving it to the queue at the same time
+ * wins or loses as a whole. Return: 0; -EALREADY (not held there: it was moved to the
+ * queue, or it ended); -ENOTSUP (not a fleet store); -EIO. Context: any thread or
+ * fiber; blocks its thread for one round trip.
+ */
+int store_cancel_held(Store *s, const StoreRecord *rec);
+
+/*
+ * store_key_claim - the fleet's idempotency keys: @owner's @key names job @id from now
+ * on, unless it names another job already, whose id is then *@ret_existing (0 when
+ * claimed). The claim expires in a minute unless the job's first write makes it last
+ * (until the job is final, then for the key window).
+ * Return: 0; -ENOTSUP (not a fleet store); -EIO. Context: any thread or fiber; blocks
+ * its thread for one round trip.
+ */
+int store_key_claim(Store *s, uid_t owner, const char *key, uint64_t id, uint64_t *ret_existing);
+
+/* store_key_release - undo store_key_claim() for a submission that was refused after
+ * it: @owner's @key is forgotten if it still names job @id. Context: as above. */
+void store_key_release(Store *s, uid_t owner, const char *key, uint64_t id);
 
 /*
  * store_flush - wait until every write queued so far is committed (or failed).

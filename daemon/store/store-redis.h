@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store-redis.h — the Redis backend's private half: what its two files share and nothing
+ * else includes. store-redis.c holds the records, the shared queue (the stream, its
+ * reader thread, the group commit) and the queries; store-redis-sched.c the fleet's
+ * schedule: the sorted set of held jobs, the thread that moves them to the stream when
+ * they are due, the cancel of a held job and the idempotency keys. store-redis-sched.c
+ * calls into store-redis.c's connection helpers only; store-redis.c calls the schedule's
+ * functions declared at the end. Neither includes anything above the store.
+ *
+ * Every key the fleet keeps is named here (store-redis.c's header comment says what
+ * each holds; store-redis-sched.c's the schedule's).
+ */
+#ifndef FIBERD_DAEMON_STORE_REDIS_H
+#define FIBERD_DAEMON_STORE_REDIS_H
+
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/store/store.h"
+
+#define REDIS_KEY_NEXT_ID "fiberd:next_id"
+#define REDIS_KEY_INDEX "fiberd:index"
+#define REDIS_KEY_FINISHED "fiberd:finished"
+#define REDIS_KEY_SCHEDULED "fiberd:scheduled" /* held jobs by due time (store-redis-sched.c) */
+#define REDIS_JOB_KEY_FMT "fiberd:job:%" PRIu64
+#define REDIS_HOST_KEY_FMT "fiberd:host:%s:%s" /* the host's name, then plugins / meta */
+#define REDIS_IDEM_KEY_FMT "fiberd:key:%u:%s"  /* an owner's idempotency key */
+#define REDIS_ENTRY_BUCKETS 1024
+#define REDIS_CMD_MAX_ARGS 48
+#define REDIS_READ_COUNT 16
+#define REDIS_IO_TIMEOUT_S 5
+#define REDIS_ID_BLOCK 64 /* ids a host takes from fiberd:next_id at once */
+#define REDIS_ID_BLOCK_STR "64"
+
+/* RedisEntry - a stream entry this host holds: its job runs or waits here. */
+typedef struct RedisEntry {
+        uint64_t id;    /* the job */
+        char entry[48]; /* its stream entry id, "ms-seq" */
+        struct RedisEntry *next;
+} RedisEntry;
+
+typedef struct RedisStore {
+        char *consumer;         /* owned: the consumer name (node, or hostname.pid) */
+        char *plugins_key;      /* owned: fiberd:host:<node or hostname>:plugins */
+        char *meta_key;         /* owned: fiberd:host:<node or hostname>:meta */
+        char *local_key;        /* owned: fiberd:host:<node or hostname>:local */
+        char *stream, *group;   /* owned copies of the options */
+        uint64_t claim_idle_ms; /* a pending entry idle this long is taken over */
+        uint64_t expire_s;      /* a final job's hash lives this long */
+        uint64_t keep_max;      /* and at most this many final jobs' hashes are kept */
+        uint64_t key_window_s;  /* a final job's idempotency key lives this long */
+
+        redisContext *w; /* the store thread's (commit); at start the main thread's */
+
+        pthread_mutex_t q_lock; /* guards q */
+        redisContext *q;        /* queries: ids, records, listings, keys, cancels */
+
+        pthread_mutex_t id_lock;  /* guards the id block */
+        uint64_t id_next, id_end; /* this host's ids left: [id_next, id_end) */
+
+        pthread_mutex_t map_lock;                 /* guards entries */
+        RedisEntry *entries[REDIS_ENTRY_BUCKETS]; /* held entries, by job id */
+        size_t held;                              /* entries in the map */
+
+        redisContext *r; /* the reader's */
+        pthread_t reader;
+        bool reader_started;
+        bool stop; /* atomic: the reader and the mover leave */
+        StoreLoadFn take;
+        StoreRoomFn room;
+        void *take_arg;
+        uint64_t taken, claimed; /* entries read / taken over (reader thread only) */
+
+        redisContext *m; /* the mover's (store-redis-sched.c) */
+        pthread_t mover;
+        bool mover_started;
+        uint64_t moved; /* held jobs this host moved to the stream (mover thread only) */
+} RedisStore;
+
+static inline RedisStore *redis_of(Store *s)
+{
+        return s->backend_data;
+}
+
+/* ---- store-redis.c ---- */
+
+/*
+ * redis_connect - a connection to @addr: "unix:/path", "/path", or "host:port" (port
+ * 6379 when absent), with REDIS_IO_TIMEOUT_S on every call. NULL with the reason in
+ * @why. Context: any thread.
+ */
+redisContext *redis_connect(const char *addr, char *why, size_t why_size);
+
+/* redis_ensure - *@c, connected again to @s's server if a failure dropped it; NULL when
+ * the server is away (@why says why). Context: the thread that owns *@c. */
+redisContext *redis_ensure(Store *s, redisContext **c, char *why, size_t why_size);
+
+/* redis_query - one command on the query connection, under its lock; reconnects once
+ * after a loss. NULL when the server cannot be reached (logged). Context: any thread;
+ * blocks it for one round trip. */
+redisReply *redis_query(Store *s, int argc, const char **argv, const size_t *len);
+
+/* redis_stopping - store_fleet_stop() was called: the reader and the mover leave. */
+bool redis_stopping(RedisStore *q);
+
+/* redis_pause - sleep @ms in steps of at most 50 ms, returning early once stopping. */
+void redis_pause(RedisStore *q, uint64_t ms);
+
+/* ---- store-redis-sched.c ---- */
+
+/*
+ * redis_sched_append - the schedule's commands for @rec in a commit's pipeline on @c
+ * (inside its MULTI): a held fleet job joins fiberd:scheduled; a job's idempotency key
+ * lasts from its first write until it is final, then for the key window. *@n counts the
+ * commands appended. Context: the store thread.
+ */
+void redis_sched_append(RedisStore *q, redisContext *c, const StoreRecord *rec, size_t *n);
+
+/* redis_sched_start / redis_sched_stop - the mover thread (started by
+ * redis_fleet_start(), stopped once redis_stopping() says so). Context: main thread. */
+int redis_sched_start(Store *s);
+void redis_sched_stop(Store *s);
+
+/* StoreBackend.cancel_held, key_claim and key_release (store.h). */
+int redis_cancel_held(Store *s, const StoreRecord *rec);
+int redis_key_claim(Store *s, uid_t owner, const char *key, uint64_t id, uint64_t *ret_existing);
+void redis_key_release(Store *s, uid_t owner, const char *key, uint64_t id);
+
+#endif
