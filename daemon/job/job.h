@@ -241,6 +241,10 @@ typedef struct Job {
         bool fleet_copy;          /* not in this host's table: a fleet submission on its way to
                              * the shared queue, or a copy of a fleet job's shared record
                              * (store-redis.c); no fiber, never dispatched here */
+        bool from_fleet;          /* taken off the fleet's shared queue (StoreRecord.shared):
+                                   * a failed run with attempts left goes back to the
+                                   * fleet's schedule set, not this host's due set
+                                   * (jobtable.c hands it off, then it is a fleet copy) */
         JobDurability durability; /* how its first write and its run relate; written
                                    * by jobtable.c's store paths only, under the table
                                    * lock, before the job can be dispatched */

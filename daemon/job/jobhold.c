@@ -206,6 +206,8 @@ void jobhold_listen(void *ctx, Job *j, JobState from, JobEvent ev)
                         j->attempt++;
                         j->due_ms = job_now_ms() + job_backoff_ms(j, j->attempt);
                 }
+                if (j->from_fleet && ev != JOB_EV_RESTORE)
+                        break; /* the fleet's schedule set holds it (jobtable.c hands it off) */
                 if (jobtimer_add_locked(&t->due, j, j->due_ms) < 0)
                         log_job(LOG_ERR, j->id, j->plugin_name,
                                 "out of memory: its next attempt is not watched until a restart");

@@ -275,7 +275,7 @@ static void listen_counts(void *ctx, Job *j, JobState from, JobEvent ev)
         JobCounts *pc;
 
         if (j->fleet_copy) {
-                if (ev == JOB_EV_SUBMIT)
+                if (from == JOB_NEW && ev != JOB_EV_RESTORE) /* accepted: queued, scheduled */
                         t->counts.submitted++;
                 return;
         }
@@ -401,11 +401,41 @@ static void listen_retention(void *ctx, Job *j, JobState from, JobEvent ev)
         }
 }
 
+/* fleet: a job this host took off the fleet's shared queue (Job.from_fleet) whose run
+ * failed with attempts left goes back to the fleet. The store listener queued its record
+ * (retrying, its due time and errors), and the store thread reads it after this, under
+ * the same lock: as a fleet copy it joins the fleet's schedule set and its stream entry is
+ * acknowledged (store-redis-sched.c), so whichever host is up runs the next attempt.
+ * This host forgets it (the hold listener left it out of the due set): its gauge, the
+ * hash and the id list. Whoever still holds it has a fleet copy from here on; a waiter
+ * here is woken and goes on from the shared record (jobwait.c). */
+static void listen_fleet(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+        JobCounts *pc;
+
+        if (!j->from_fleet || j->fleet_copy || j->state != JOB_RETRYING || ev == JOB_EV_RESTORE)
+                return;
+        pc = plugin_counts_locked(t, j->plugin_name);
+        count_add(&t->counts, j->state, -1);
+        count_add(pc, j->state, -1);
+        hash_remove_locked(t, j);
+        list_del(&j->all_link);
+        list_init(&j->all_link);
+        j->fleet_copy = true;
+        fiber_event_set(&j->finished);
+        log_job(LOG_DEBUG, j->id, j->plugin_name,
+                "attempt %u is due at %llu ms: handed back to the fleet", j->attempt + 1,
+                (unsigned long long)j->due_ms);
+        job_unref(j); /* the table's: its queued write holds one */
+}
+
 static const JobStateListener jobtable_listeners[] = {
         {"table", listen_table},         {"counts", listen_counts},
         {"latency", listen_latency},     {"log", listen_log},
         {"store", listen_store},         {"waiters", listen_waiters},
         {"retention", listen_retention}, {"held", jobhold_listen},
+        {"fleet", listen_fleet},
 };
 
 /* The table's machine: its listeners above, in that order, told about @t's jobs. */
@@ -478,26 +508,28 @@ static const DispatchOps jobtable_dispatch_ops = {
  */
 typedef struct SubmitPlan {
         uint64_t id;     /* the fleet's shared counter; 0: the table's next_id, under the lock */
+        bool fleet;      /* a fleet store: ids and idempotency keys are the fleet's */
         bool fleet_copy; /* the shared queue runs it, on whichever host reads it first */
         JobDurability durability;
 } SubmitPlan;
 
-static int plan_submission(JobTable *t, const JobOrigin *origin, SubmitPlan *p)
+static int plan_submission(JobTable *t, const JobOrigin *origin, const JobPlan *jp, SubmitPlan *p)
 {
         bool fleet = t->store && store_fleet(t->store);
         int r;
 
-        *p = (SubmitPlan){.fleet_copy = fleet && !origin->n_fds};
+        *p = (SubmitPlan){.fleet = fleet, .fleet_copy = fleet && !origin->n_fds};
         if (fleet && (r = store_new_id(t->store, &p->id)) < 0)
                 return r;
         if (p->fleet_copy)
                 p->durability = DUR_PENDING; /* job.submit answers once it is shared */
         else if (!t->store || !store_durable(t->store))
                 p->durability = DUR_NONE; /* nothing kept: nothing to wait for */
-        else if (origin->answer_at_end)
+        else if (origin->answer_at_end && !(fleet && jp->key))
                 /* job.run: nothing is answered before the job ends, so its first write
                  * waits for that (jobtable_store_locked()): one row write and one fsync,
-                 * and a crash before it loses only a submission never answered */
+                 * and a crash before it loses only a submission never answered (in a
+                 * fleet a key's claim lasts only once that write is made: not deferred) */
                 p->durability = DUR_DEFERRED;
         else
                 /*
@@ -544,12 +576,14 @@ static bool key_match_locked(JobTable *t, uid_t uid, const char *key, Job **ret,
 }
 
 /*
- * The steps: the plan (id, first write), an idempotency key's earlier job, admission,
- * the job, then its first transition (jobhold_accept_locked(): queued, scheduled or
- * waiting; a fleet copy is queued by the store instead: the shared queue), whose
- * listeners list the job in the table (listen_table) and queue its first write
- * (listen_store); last, dispatch unless the job waits for the disk first
- * (DUR_PENDING: jobtable_wait_durable() dispatches it).
+ * The steps: the plan (id, first write), an idempotency key's earlier job (in a fleet,
+ * the fleet's: store_key_claim(), released again if the submission is refused later),
+ * admission, the job, then its first transition (jobhold_accept_locked(): queued,
+ * scheduled or waiting; a fleet copy is queued by the store instead: the shared queue,
+ * or the fleet's schedule set when its due time is ahead), whose listeners list the job
+ * in the table (listen_table) and queue its first write (listen_store); last, dispatch
+ * unless the job waits for the disk first (DUR_PENDING: jobtable_wait_durable()
+ * dispatches it).
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
@@ -559,7 +593,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         Job *deps[IPC_AFTER_MAX];
         SubmitPlan plan;
         Job *j = NULL;
-        bool queued = false;
+        bool queued = false, claimed = false;
         uint64_t existing = 0;
         int r;
 
@@ -567,11 +601,22 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 jp = &no_plan;
         if (jp->n_after > IPC_AFTER_MAX)
                 return -E2BIG;
-        r = plan_submission(t, origin, &plan);
+        r = plan_submission(t, origin, jp, &plan);
         if (r < 0)
                 return r;
+        if (plan.fleet && jp->key) {
+                r = store_key_claim(t->store, origin->creds->uid, jp->key, plan.id, &existing);
+                if (r < 0)
+                        return r;
+                if (existing) { /* this host's job, if it holds it; the caller asks the fleet */
+                        *ret = jobtable_get(t, existing);
+                        *ret_existing = existing;
+                        return 0;
+                }
+                claimed = true;
+        }
         jobtable_lock(t);
-        if (key_match_locked(t, origin->creds->uid, jp->key, &j, &existing)) {
+        if (!plan.fleet && key_match_locked(t, origin->creds->uid, jp->key, &j, &existing)) {
                 jobtable_unlock(t);
                 *ret = j;
                 *ret_existing = existing;
@@ -586,7 +631,11 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         if (r == 0) {
                 j->fleet_copy = plan.fleet_copy;
                 j->durability = plan.durability;
-                if (plan.fleet_copy) {
+                if (plan.fleet_copy && j->run_at_ms > job_now_ms()) {
+                        /* the fleet's schedule set holds it until then (store-redis-sched.c) */
+                        j->due_ms = j->run_at_ms;
+                        job_transition(&t->machine, j, JOB_EV_SCHEDULE, NULL);
+                } else if (plan.fleet_copy) {
                         job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
                 } else {
                         for (size_t i = 0; i < jp->n_after; i++)
@@ -596,7 +645,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                                 j = job_unref(j);
                 }
         }
-        if (r == 0 && jp->key && !job_state_final(j->state) &&
+        if (r == 0 && jp->key && !plan.fleet && !job_state_final(j->state) &&
             jobkeys_put_locked(&t->keys, j->owner, jp->key, j->id, 0) < 0)
                 log_job(LOG_WARNING, j->id, plugin_name,
                         "out of memory: its idempotency key does not answer repeats");
@@ -608,10 +657,12 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 *ret_existing = 0;
         }
         jobtable_unlock(t);
+        if (r < 0 && claimed)
+                store_key_release(t->store, origin->creds->uid, jp->key, plan.id);
         if (r == 0 && plan.fleet_copy)
                 log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
-                              "queued in the fleet (owner %u, priority %d)", (unsigned)j->owner,
-                              priority);
+                              "%s in the fleet (owner %u, priority %d)", job_state_name(j->state),
+                              (unsigned)j->owner, priority);
         else if (r == 0)
                 log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
                               "%s (owner %u, priority %d, timeout %llu ms)",
@@ -925,6 +976,8 @@ int jobtable_wait_durable(JobTable *t, Job *j)
         if (r < 0) {
                 if (!j->fleet_copy) /* a fleet submission was never in the table */
                         jobtable_cancel(t, j, false);
+                else if (j->key) /* refused: a repeat may try again */
+                        store_key_release(t->store, j->owner, j->key, j->id);
                 return r;
         }
         if (durability == DUR_PENDING) { /* it waited for the disk to be dispatched */
@@ -994,6 +1047,7 @@ static int restore_job(JobTable *t, const StoreRecord *rec, const Plugin *plugin
         j->submitted_ms = rec->created_ms;
         j->started_ms = rec->started_ms;
         j->finished_ms = rec->finished_ms;
+        j->from_fleet = rec->shared;
         if (rec->sched && (r = job_unpack_schedule(j, rec->sched, rec->sched_len)) < 0) {
                 job_unref(j);
                 goto out_zone;
@@ -1085,8 +1139,10 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
         }
         if (j->state == JOB_RUNNING && plugin && !rec->n_fds && j->max_attempts > 1 &&
             !(t->hooks.retry_safe && t->hooks.retry_safe(j))) {
-                /* it asked for retries: the run fiberd stopped in is a failed attempt */
+                /* it asked for retries: the run fiberd stopped in is a failed attempt (a
+                 * fleet job's retry leaves the table, listen_fleet(): held till logged) */
                 JobEvent ev = job_retry_event(j, IPC_INTERRUPTED);
+                job_ref(j);
                 job_transition(&t->machine, j, ev,
                                &(JobChange){.code = IPC_INTERRUPTED,
                                             .message = "fiberd stopped while this run was "
@@ -1094,6 +1150,7 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
                 jobtable_unlock(t);
                 log_job(LOG_NOTICE, j->id, j->plugin_name, "was running when fiberd stopped: %s",
                         job_state_name(j->state));
+                job_unref(j);
                 return 0;
         }
         if (j->state == JOB_RUNNING) {

@@ -6,7 +6,9 @@
  * A waiter parks its request fiber on the job's `finished` event in slices of at most
  * WAIT_SLICE_NS, so a waiter whose connection broke stops waiting instead of holding
  * its fiber until the job ends. A job another host of a fleet runs has no event here:
- * fleet_wait() polls its shared record until this host takes the job or it is final.
+ * fleet_wait() polls its shared record until this host takes the job or it is final;
+ * a job this host ran whose retry went back to the fleet wakes its waiters here, which
+ * go on polling its shared record the same way.
  * What the answer shows is on disk first (jobtable_wait_recorded()), and a job that
  * shutdown leaves queued in the store is answered UNAVAILABLE, not with a state this
  * process will never move it out of.
@@ -40,6 +42,18 @@ static void wait_final(Request *req, Job *j, uint64_t deadline)
         }
 }
 
+/* Is @j a fleet copy now? A job this host ran becomes one when its retry is handed
+ * back to the fleet (jobtable.c), under the table lock. */
+static bool fleet_copy(JobTable *t, Job *j)
+{
+        bool copy;
+
+        jobtable_lock(t);
+        copy = j->fleet_copy;
+        jobtable_unlock(t);
+        return copy;
+}
+
 int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout_ms,
                    msgpack_packer *pk, IpcStatus *st)
 {
@@ -50,10 +64,17 @@ int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout
         bool unavailable;
         int r;
 
-        if (j->fleet_copy) /* run by the fleet: its shared record until this host has it */
-                j = fleet_wait(t, s, req, j, timeout_ms ? deadline : 0);
-        if (timeout_ms && !j->fleet_copy)
+        for (;;) {
+                /* the fleet runs it: its shared record until this host has it */
+                if (fleet_copy(t, j))
+                        j = fleet_wait(t, s, req, j, timeout_ms ? deadline : 0);
+                if (!timeout_ms || fleet_copy(t, j))
+                        break;
                 wait_final(req, j, deadline);
+                /* a retry this host handed back to the fleet (jobtable.c) goes on there */
+                if (!fleet_copy(t, j) || sched_now_ns() >= deadline || request_conn_closed(req))
+                        break;
+        }
         jobtable_lock(t);
         /* shutdown left the job queued in the store (store.h): not this process's to end */
         unavailable = t->stopping && (j->requeued || !job_state_final(j->state));
