@@ -245,12 +245,21 @@ static int method_cancel(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
         if (r < 0)
                 return r;
         if (j->fleet_copy && !job_state_final(j->state)) {
-                r = ipc_status_set(st, IPC_FAILED_PRECONDITION, -EREMOTE,
-                                   "job %llu is %s in the fleet, not on this fiberd host: "
-                                   "only the host that runs it can cancel it",
-                                   (unsigned long long)j->id, job_state_name(j->state));
-                job_unref(j);
-                return r;
+                /* held in the fleet's schedule set: any host ends it; else its host */
+                r = fleet_cancel(&d->jobs, d->store, j, &j);
+                if (r == -EREMOTE)
+                        r = ipc_status_set(st, IPC_FAILED_PRECONDITION, r,
+                                           "job %llu is %s in the fleet, not on this fiberd "
+                                           "host: only the host that runs it can cancel it",
+                                           (unsigned long long)j->id, job_state_name(j->state));
+                else if (r < 0)
+                        r = ipc_status_set(st, IPC_UNAVAILABLE, r,
+                                           "the fleet's job store cannot be reached: see "
+                                           "fiberd's log");
+                if (r < 0) {
+                        job_unref(j);
+                        return r;
+                }
         }
         if (!j->fleet_copy)
                 jobtable_cancel(&d->jobs, j, false); /* -EALREADY: finished, not an error */

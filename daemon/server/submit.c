@@ -30,6 +30,7 @@
 #include "daemon/plugin/plugin_host.h"
 #include "daemon/plugin/plugin_job.h"
 #include "daemon/server/access.h"
+#include "daemon/store/fleet.h"
 #include "ipc/protocol.h"
 #include "ipc/value.h"
 #include "scheduler/base/time-util.h"
@@ -219,11 +220,10 @@ static int check_options(Daemon *d, const Creds *creds, const SubmitParams *p, i
                                       "backoff_max_ms (%llu) is below backoff_ms (%llu)",
                                       (unsigned long long)p->backoff_max_ms,
                                       (unsigned long long)p->backoff_ms);
-        if (store_fleet(d->store) &&
-            (p->has_delay || p->has_run_at || p->max_attempts > 1 || p->n_after || p->key[0]))
+        if (store_fleet(d->store) && p->n_after)
                 return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EOPNOTSUPP,
-                                      "delay_ms, run_at, max_attempts, after and key are not "
-                                      "available in fleet mode ([store] backend = redis) yet");
+                                      "after is not available in fleet mode ([store] backend "
+                                      "= redis) yet: wait for the jobs, then submit");
         /* a class reserved to admins ([class.NAME] admin_only; default too) */
         k = config_class_find(&d->cfg, sched_class_name(d->job_sched, (unsigned)cls));
         if (k && k->admin_only && !admin) {
@@ -372,6 +372,8 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
         if (r < 0)
                 return refused(d, origin->creds, r, st);
         *ret_existing = existing;
+        if (existing && !j && store_fleet(d->store)) /* a key of the fleet: any host's job */
+                j = fleet_get(&d->jobs, d->store, existing);
         if (existing && !j) { /* its record is gone: the id is the answer */
                 *ret = NULL;
                 return 0;

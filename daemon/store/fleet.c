@@ -23,6 +23,11 @@
  *                soon as this host takes it), and the shared record, one round trip,
  *                once the pause reached FLEET_POLL_REMOTE_NS (after 0.2 + 0.4 + 0.8 ms):
  *                most jobs are taken within a few ms, by this host as often as not;
+ *   job.cancel   of a job another host holds: one round trip to end it when the
+ *                fleet's schedule set holds it (a script that takes it out of the
+ *                set and writes its final record, store-redis-sched.c), one to read
+ *                its record back; a queued or running one is refused, its host
+ *                alone can cancel it;
  *   job.list     per 256 ids of the shared index: one round trip for the ids
  *                (store_list()) and one for the records this host does not hold
  *                (store_fetch_many(), one pipeline), at most FLEET_LIST_SCAN ids per
@@ -92,6 +97,43 @@ Job *fleet_wait(JobTable *t, Store *s, Request *req, Job *j, uint64_t deadline_n
                 }
         }
         return j;
+}
+
+int fleet_cancel(JobTable *t, Store *s, Job *j, Job **ret)
+{
+        bool retrying = j->state == JOB_RETRYING;
+        StoreRecord rec = {
+                .id = j->id,
+                .state = JOB_CANCELLED,
+                .owner = j->owner,
+                .error_code = IPC_CANCELLED,
+                .error_message = retrying ? "cancelled while it waited for its next attempt"
+                                          : "cancelled before it ran",
+                .finished_ms = job_now_ms(),
+                .key = j->key,
+        };
+        int r = -EALREADY;
+        Job *n;
+
+        if (j->state == JOB_SCHEDULED || retrying)
+                r = store_cancel_held(s, &rec);
+        if (r < 0 && r != -EALREADY) {
+                *ret = j;
+                return r;
+        }
+        /* cancelled, or it left the set first: either way, its record as it is now */
+        n = fleet_get(t, s, j->id);
+        if (!n) { /* its record is gone (retention): nothing left to cancel */
+                *ret = j;
+                return 0;
+        }
+        job_unref(j);
+        *ret = n;
+        /* cancelled; final otherwise; or this host took it off the queue meanwhile (the
+         * caller cancels it here) */
+        if (r == 0 || job_state_final(n->state) || !n->fleet_copy)
+                return 0;
+        return -EREMOTE;
 }
 
 /* FleetPage - one page of ids of fleet_list(): the job of each, this host's or a copy. */

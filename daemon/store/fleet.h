@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fleet.h — fleet reads: job.status, job.wait and job.list for jobs this host does not
- * hold, answered from the fleet's shared records (store-redis.c). See fleet.c for what
+ * hold, answered from the fleet's shared records (store-redis.c); and job.cancel of a
+ * job the fleet holds until it is due. See fleet.c for what
  * a read costs and where it runs.
  *
  * Every function runs in a request fiber of the server group and blocks its worker for
@@ -44,6 +45,18 @@ Job *fleet_get(JobTable *t, Store *s, uint64_t id);
  * fiber; sleeps (yields) between polls; one round trip per remote poll.
  */
 Job *fleet_wait(JobTable *t, Store *s, Request *req, Job *j, uint64_t deadline_ns);
+
+/*
+ * fleet_cancel - job.cancel of fleet copy @j (the caller's reference, taken over): a job
+ * held in the fleet's schedule set (scheduled, retrying: store-redis-sched.c) ends
+ * cancelled now, whichever host asks (store_cancel_held()). *@ret is the job as it is
+ * then, referenced, also on -EREMOTE: a copy read back, or this host's own when it took
+ * the job off the shared queue meanwhile (the caller cancels that one: jobtable_cancel()).
+ * Return: 0; -EREMOTE: it is queued or running on another host, which alone can cancel
+ * it; -EIO: the shared store cannot be read (*@ret is @j). Context: a request fiber;
+ * blocks its worker for two round trips.
+ */
+int fleet_cancel(JobTable *t, Store *s, Job *j, Job **ret);
 
 /*
  * fleet_list - job.list in a fleet: the jobs of @s's shared index matching @f, newest
