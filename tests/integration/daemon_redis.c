@@ -3,10 +3,10 @@
  * daemon_redis.c — the fleet: [store] backend = redis (daemon/store/store-redis.c) with two
  * real fiberd processes sharing one stream of a private redis-server.
  *
- * Each test starts its own redis-server on a Unix socket in a temporary directory (no
- * TCP port, no persistence, killed with the test process: PR_SET_PDEATHSIG) and stops
- * it in the fixture's fini. A machine without redis-server skips these tests with the
- * reason printed; every other failure fails them.
+ * Each test starts its own redis-server on a Unix socket in a temporary directory
+ * (redis_fleet.c) and stops it in the fixture's fini. A machine without redis-server
+ * skips these tests with the reason printed; every other failure fails them. Job
+ * scheduling in a fleet (delays, retries, keys) is daemon_redis_sched.c's.
  *
  * What is checked:
  *  - jobs submitted through one host are run by both hosts, each exactly once: the
@@ -37,6 +37,7 @@
  *    one host's for now.
  */
 #include "tests/integration/fiberd_harness.h"
+#include "tests/integration/redis_fleet.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -45,9 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,100 +56,12 @@
 #endif
 
 static Fiberd host_a, host_b;
-static char redis_dir[64];
-static char redis_sock[96];
-static pid_t redis_pid;
-
-/* Is redis-server on PATH? */
-static bool redis_server_found(void)
-{
-        return system("command -v redis-server >/dev/null 2>&1") == 0;
-}
-
-/* true once the server at redis_sock answers PING. */
-static bool redis_answers(void)
-{
-        struct sockaddr_un a = {.sun_family = AF_UNIX};
-        char buf[16] = "";
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        bool ok = false;
-
-        if (fd < 0)
-                return false;
-        snprintf(a.sun_path, sizeof(a.sun_path), "%s", redis_sock);
-        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && write(fd, "PING\r\n", 6) == 6 &&
-            read(fd, buf, sizeof(buf) - 1) > 0)
-                ok = strncmp(buf, "+PONG", 5) == 0;
-        close(fd);
-        return ok;
-}
-
-/* Starts a private redis-server on a Unix socket; skips the test without one. */
-static void redis_start(void)
-{
-        uint64_t deadline;
-
-        if (!redis_server_found()) {
-                /* printed too: criterion shows skips only when verbose */
-                fprintf(stderr, "daemon_redis: skipped: redis-server is not installed "
-                                "(apt-get install redis-server)\n");
-                cr_skip_test("redis-server is not installed (apt-get install redis-server): "
-                             "the fleet tests need a real one");
-        }
-        snprintf(redis_dir, sizeof(redis_dir), "/tmp/fiberd-redis-XXXXXX");
-        cr_assert(mkdtemp(redis_dir), "mkdtemp: %s", strerror(errno));
-        snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", redis_dir);
-        redis_pid = fork();
-        cr_assert(redis_pid >= 0);
-        if (redis_pid == 0) {
-                char logfile[128];
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                snprintf(logfile, sizeof(logfile), "%s/redis.log", redis_dir);
-                execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", redis_sock,
-                       "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir",
-                       redis_dir, "--logfile", logfile, (char *)NULL);
-                _exit(127);
-        }
-        deadline = fiberd_now_ms() + 10000;
-        while (!redis_answers()) {
-                int status;
-                if (waitpid(redis_pid, &status, WNOHANG) == redis_pid) {
-                        redis_pid = 0;
-                        fprintf(stderr,
-                                "daemon_redis: skipped: redis-server cannot run here "
-                                "(exit status 0x%x)\n",
-                                status);
-                        cr_skip_test("redis-server cannot run here (exit status 0x%x; see "
-                                     "%s/redis.log)",
-                                     status, redis_dir);
-                }
-                cr_assert(fiberd_now_ms() < deadline, "redis-server did not answer within 10 s");
-                usleep(10000);
-        }
-}
-
-static void redis_stop(void)
-{
-        char cmd[160];
-
-        if (redis_pid > 0) {
-                kill(redis_pid, SIGTERM);
-                waitpid(redis_pid, NULL, 0);
-                redis_pid = 0;
-        }
-        if (redis_dir[0]) {
-                snprintf(cmd, sizeof(cmd), "rm -rf '%s'", redis_dir);
-                if (system(cmd) != 0)
-                        fprintf(stderr, "cannot remove %s\n", redis_dir);
-                redis_dir[0] = '\0';
-        }
-}
 
 static void teardown(void)
 {
         fiberd_stop(&host_a);
         fiberd_stop(&host_b);
-        redis_stop();
+        redis_fleet_stop();
 }
 
 TestSuite(daemon_redis, .fini = teardown, .timeout = 90);
@@ -164,7 +75,7 @@ static void host_start(Fiberd *d, const char *node, unsigned max_running)
                  "[jobs]\nmax_running = %u\n"
                  "[store]\nbackend = redis\nredis = unix:%s\nnode = %s\n"
                  "claim_idle_ms = 500\n",
-                 max_running, redis_sock, node);
+                 max_running, redis_fleet_sock(), node);
         fiberd_start(d, &(FiberdOpts){.config = config, .plugins = "echo sleep", .workers = 2});
 }
 
@@ -209,7 +120,7 @@ Test(daemon_redis, both_hosts_run_each_job_once_and_answer_for_all)
         Client *a, *b;
         Reply rp;
 
-        redis_start();
+        redis_fleet_start("daemon_redis");
         /* one job at a time each: a host holds at most two, so both must run some */
         host_start(&host_a, "a", 1);
         host_start(&host_b, "b", 1);
@@ -271,7 +182,7 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
         Reply rp;
         int status;
 
-        redis_start();
+        redis_fleet_start("daemon_redis");
         host_start(&host_a, "a", 4);
         host_start(&host_b, "b", 4);
         a = fiberd_connect(&host_a);
@@ -323,22 +234,6 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
 
 /* ------------------------------------------------------------ retention_max ------ */
 
-/* Runs `redis-cli -s SOCK @args` and returns the integer it printed (-1 when none). */
-static long long redis_cli_int(const char *args)
-{
-        char cmd[512], out[64] = "";
-        long long v = -1;
-        FILE *p;
-
-        snprintf(cmd, sizeof(cmd), "redis-cli -s %s %s", redis_sock, args);
-        p = popen(cmd, "r");
-        cr_assert(p, "popen %s", cmd);
-        if (fgets(out, sizeof(out), p))
-                v = strtoll(out, NULL, 10);
-        pclose(p);
-        return v;
-}
-
 #define RETENTION_JOBS 20
 #define RETENTION_MAX 5
 
@@ -350,11 +245,11 @@ Test(daemon_redis, retention_max_trims_the_shared_records)
         Client *a;
         Reply rp;
 
-        redis_start();
+        redis_fleet_start("daemon_redis");
         snprintf(config, sizeof(config),
                  "[jobs]\nmax_running = 1\nretention_max = %d\n"
                  "[store]\nbackend = redis\nredis = unix:%s\nnode = a\nclaim_idle_ms = 500\n",
-                 RETENTION_MAX, redis_sock);
+                 RETENTION_MAX, redis_fleet_sock());
         fiberd_start(&host_a, &(FiberdOpts){.config = config, .plugins = "echo"});
         a = fiberd_connect(&host_a);
         /* one at a time: they finish in id order, so the oldest are the lowest ids */
@@ -377,20 +272,20 @@ Test(daemon_redis, retention_max_trims_the_shared_records)
         cr_assert_str_eq(rp.st.code ? rp.st.code : "", "NOT_FOUND", "%s", rp.st.message);
         reply_clear(&rp);
         deadline = fiberd_now_ms() + 15000;
-        while ((keys = redis_cli_int("EVAL \"return #redis.call('KEYS', 'fiberd:job:*')\" 0")) >
-               RETENTION_MAX)
+        while ((keys = redis_fleet_cli_int(
+                        "EVAL \"return #redis.call('KEYS', 'fiberd:job:*')\" 0")) > RETENTION_MAX)
                 cr_assert(fiberd_now_ms() < deadline, "%lld fiberd:job:* hashes after 15 s", keys);
         cr_assert_geq(keys, 0, "redis-cli gave no count");
         for (int i = 0; i < RETENTION_JOBS - RETENTION_MAX; i++) {
                 char args[64];
                 snprintf(args, sizeof(args), "EXISTS fiberd:job:%llu", (unsigned long long)ids[i]);
-                cr_assert_eq(redis_cli_int(args), 0, "job %d (%llu) was kept", i,
+                cr_assert_eq(redis_fleet_cli_int(args), 0, "job %d (%llu) was kept", i,
                              (unsigned long long)ids[i]);
         }
         for (int i = RETENTION_JOBS - RETENTION_MAX; i < RETENTION_JOBS; i++) {
                 char args[64];
                 snprintf(args, sizeof(args), "EXISTS fiberd:job:%llu", (unsigned long long)ids[i]);
-                cr_assert_eq(redis_cli_int(args), 1, "job %d (%llu) was dropped", i,
+                cr_assert_eq(redis_fleet_cli_int(args), 1, "job %d (%llu) was dropped", i,
                              (unsigned long long)ids[i]);
                 cr_assert_eq(job_state(a, ids[i], state, NULL), 0, "job.status %llu",
                              (unsigned long long)ids[i]);
@@ -438,11 +333,11 @@ Test(daemon_redis, plugin_crashing_in_run_is_quarantined_in_fleet_mode)
         Client *c;
         Reply rp;
 
-        redis_start();
+        redis_fleet_start("daemon_redis");
         snprintf(config, sizeof(config),
                  "[store]\nbackend = redis\nredis = unix:%s\nnode = crashy\n"
                  "claim_idle_ms = 500\n",
-                 redis_sock);
+                 redis_fleet_sock());
         fiberd_start(&host_a, &(FiberdOpts){.config = config,
                                             .plugins = "echo",
                                             .extra = FIBERD_TEST_PLUGIN_DIR "/crash_run.so"});
@@ -467,8 +362,8 @@ Test(daemon_redis, plugin_crashing_in_run_is_quarantined_in_fleet_mode)
         cr_assert(loaded && !refused, "one crash quarantined it already");
         /* the strike is in Redis, under the host's stable name */
         snprintf(key, sizeof(key), "fiberd:host:crashy:plugins");
-        snprintf(cmd, sizeof(cmd), "redis-cli -s %s HLEN %s | grep -qx '[1-9][0-9]*'", redis_sock,
-                 key);
+        snprintf(cmd, sizeof(cmd), "redis-cli -s %s HLEN %s | grep -qx '[1-9][0-9]*'",
+                 redis_fleet_sock(), key);
         cr_assert_eq(system(cmd), 0, "%s holds no plugin file", key);
         second = rpc_submit(c, "crash_run", NULL, 0, 0, 0, &st);
         cr_assert_gt(second, first, "submit: %s", st.message);
@@ -552,11 +447,11 @@ Test(daemon_redis, a_killed_hosts_job_with_fds_ends_interrupted_at_its_restart)
         Client *a, *b;
         int fd, status;
 
-        redis_start();
+        redis_fleet_start("daemon_redis");
         snprintf(config, sizeof(config),
                  "[store]\nbackend = redis\nredis = unix:%s\nnode = fdhost\n"
                  "claim_idle_ms = 500\n",
-                 redis_sock);
+                 redis_fleet_sock());
         fiberd_start(&host_a, &(FiberdOpts){.config = config, .plugins = "echo sleep"});
         a = fiberd_connect(&host_a);
         fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -566,7 +461,7 @@ Test(daemon_redis, a_killed_hosts_job_with_fds_ends_interrupted_at_its_restart)
         /* answered once its first write is committed: it is this host's local job */
         snprintf(args, sizeof(args), "SISMEMBER fiberd:host:fdhost:local %llu",
                  (unsigned long long)id);
-        cr_assert_eq(redis_cli_int(args), 1, "job %llu is not in the host's local set",
+        cr_assert_eq(redis_fleet_cli_int(args), 1, "job %llu is not in the host's local set",
                      (unsigned long long)id);
         deadline = fiberd_now_ms() + 15000;
         while (job_state_code(a, id, state, code) == 0 && strcmp(state, "running") != 0)
@@ -592,7 +487,7 @@ Test(daemon_redis, a_killed_hosts_job_with_fds_ends_interrupted_at_its_restart)
                 cr_assert(fiberd_now_ms() < deadline, "job %llu is %s through b after 15 s",
                           (unsigned long long)id, state);
         cr_assert_str_eq(code, "INTERRUPTED");
-        cr_assert_eq(redis_cli_int(args), 0, "job %llu is still in the host's local set",
+        cr_assert_eq(redis_fleet_cli_int(args), 0, "job %llu is still in the host's local set",
                      (unsigned long long)id);
         client_free(a);
         client_free(b);
@@ -644,7 +539,7 @@ Test(daemon_redis, list_through_another_host_gives_every_job_once)
         Client *a, *b;
         Reply rp;
 
-        redis_start();
+        redis_fleet_start("daemon_redis");
         host_start(&host_a, "a", 8);
         a = fiberd_connect(&host_a);
         for (int i = 0; i < LIST_JOBS; i++) {
@@ -710,7 +605,7 @@ Test(daemon_redis, schedule_add_is_refused_in_fleet_mode)
         Client *a;
         Reply rp;
 
-        redis_start();
+        redis_fleet_start("daemon_redis");
         host_start(&host_a, "a", 1);
         a = fiberd_connect(&host_a);
         pk = client_request(a, "schedule.add", 5, &msgid);

@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_redis_sched.c — job scheduling in a fleet ([store] backend = redis,
+ * daemon/store/store-redis-sched.c): two real fiberd hosts on one private redis-server
+ * (redis_fleet.c; skipped, saying why, where redis-server is not installed).
+ *
+ * What is checked:
+ *  - delayed jobs submitted through one host wait in the fleet's schedule set
+ *    (fiberd:scheduled), read `scheduled` through the other host, and each runs exactly
+ *    once, on either host, no sooner than its due time; how late each started is
+ *    printed (the mover polls every 50 ms at most);
+ *  - a delayed job whose submitting host is killed (kill -9) before it is due runs on
+ *    the other host, once, after its due time;
+ *  - a job that came due while every host was down runs once the first host is back;
+ *  - a flaky job with max_attempts: its first run fails, the host that ran it is
+ *    killed while the retry waits in the schedule set, and the other host runs the next
+ *    attempts: it ends done, every failed run listed in `errors`; a job out of attempts
+ *    ends dead;
+ *  - an idempotency key is the fleet's: a repeat through the other host answers the
+ *    first job's id (`existing`), job.run with it answers that job's record; the key
+ *    has no expiry while the job runs and the key window once it ended;
+ *  - job.cancel of a scheduled job through the host that did not submit it ends it
+ *    cancelled at once, off the schedule set, and it never runs.
+ *
+ * Every wait is a bounded poll of a condition; the intervals are tens to hundreds of
+ * milliseconds.
+ */
+#include "tests/integration/fiberd_harness.h"
+#include "tests/integration/redis_fleet.h"
+
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static Fiberd host_a, host_b;
+
+static void teardown(void)
+{
+        fiberd_stop(&host_a);
+        fiberd_stop(&host_b);
+        redis_fleet_stop();
+}
+
+TestSuite(daemon_redis_sched, .fini = teardown, .timeout = 90);
+
+#define FLAKY_SO FIBERD_TEST_PLUGIN_DIR "/flaky.so"
+
+/* Starts fiberd @d as fleet node @node with echo, sleep and the flaky test plugin. */
+static void host_start(Fiberd *d, const char *node)
+{
+        char config[512];
+
+        snprintf(config, sizeof(config),
+                 "[jobs]\nmax_running = 4\n"
+                 "[store]\nbackend = redis\nredis = unix:%s\nnode = %s\n"
+                 "claim_idle_ms = 500\n",
+                 redis_fleet_sock(), node);
+        fiberd_start(d, &(FiberdOpts){.config = config,
+                                      .plugins = "echo sleep",
+                                      .extra = FLAKY_SO,
+                                      .workers = 2});
+}
+
+static uint64_t wall_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Submission options; zero fields are left out. */
+typedef struct Opts {
+        uint64_t delay_ms, max_attempts, backoff_ms;
+        const char *key;
+} Opts;
+
+/* Packs job.submit's or job.run's [plugin, {args}, {options}]. */
+static void pack_submission(msgpack_packer *pk, const char *plugin, const Arg *args, size_t nargs,
+                            const Opts *o)
+{
+        ipc_pack_cstr(pk, plugin);
+        msgpack_pack_map(pk, (uint32_t)nargs);
+        for (size_t i = 0; i < nargs; i++) {
+                ipc_pack_cstr(pk, args[i].key);
+                if (args[i].s)
+                        ipc_pack_cstr(pk, args[i].s);
+                else
+                        msgpack_pack_int64(pk, args[i].i);
+        }
+        msgpack_pack_map(pk, !!o->delay_ms + !!o->max_attempts + !!o->backoff_ms + !!o->key);
+        if (o->delay_ms)
+                ipc_pack_kv_uint(pk, "delay_ms", o->delay_ms);
+        if (o->max_attempts)
+                ipc_pack_kv_uint(pk, "max_attempts", o->max_attempts);
+        if (o->backoff_ms)
+                ipc_pack_kv_uint(pk, "backoff_ms", o->backoff_ms);
+        if (o->key) {
+                ipc_pack_cstr(pk, "key");
+                ipc_pack_cstr(pk, o->key);
+        }
+}
+
+/* job.submit through @c (asserts it answered); *@existing: the answer said so. */
+static uint64_t submit(Client *c, const char *plugin, const Arg *args, size_t nargs, const Opts *o,
+                       bool *existing)
+{
+        uint32_t msgid;
+        msgpack_packer *pk = client_request(c, "job.submit", 3, &msgid);
+        const msgpack_object *e;
+        uint64_t id;
+        Reply rp;
+
+        cr_assert(pk);
+        pack_submission(pk, plugin, args, nargs, o);
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "job.submit %s: %s %s", plugin, rp.st.code, rp.st.message);
+        id = map_uint(rp.result, "id");
+        e = map_get(rp.result, "existing");
+        if (existing)
+                *existing = e && e->type == MSGPACK_OBJECT_BOOLEAN && e->via.boolean;
+        reply_clear(&rp);
+        return id;
+}
+
+/* job.status of @id through @c into @rp (the caller clears it); asserts it answered. */
+static void status(Client *c, uint64_t id, Reply *rp)
+{
+        rpc_simple(c, "job.status", 1, &id, rp);
+        cr_assert_eq(rp->r, 0, "job.status %llu: %s", (unsigned long long)id, rp->st.message);
+}
+
+/* The state of job @id through @c, into @buf (32 bytes). */
+static void state_of(Client *c, uint64_t id, char *buf)
+{
+        Reply rp;
+
+        status(c, id, &rp);
+        snprintf(buf, 32, "%s", map_str(rp.result, "state"));
+        reply_clear(&rp);
+}
+
+/* Polls job @id through @c every 20 ms until its state is @want (asserts, @ms at most). */
+static void wait_state(Client *c, uint64_t id, const char *want, uint64_t ms)
+{
+        uint64_t deadline = fiberd_now_ms() + ms;
+        char state[32];
+
+        for (;;) {
+                state_of(c, id, state);
+                if (strcmp(state, want) == 0)
+                        return;
+                cr_assert(fiberd_now_ms() < deadline, "job %llu is %s after %llu ms, not %s",
+                          (unsigned long long)id, state, (unsigned long long)ms, want);
+                usleep(20000);
+        }
+}
+
+/* The host's `stats` jobs counter @key (done, running, ...). */
+static uint64_t host_jobs(Client *c, const char *key)
+{
+        const msgpack_object *jobs;
+        uint64_t v;
+        Reply rp;
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
+        jobs = map_get(rp.result, "jobs");
+        cr_assert(jobs && jobs->type == MSGPACK_OBJECT_MAP, "stats has no jobs map");
+        v = map_uint(jobs, key);
+        reply_clear(&rp);
+        return v;
+}
+
+/* Is job @id in the fleet's schedule set? */
+static bool in_schedule_set(uint64_t id)
+{
+        char args[96];
+
+        snprintf(args, sizeof(args), "ZSCORE fiberd:scheduled %llu", (unsigned long long)id);
+        return redis_fleet_cli_int(args) > 0;
+}
+
+/* ------------------------------------------------------------ delayed jobs ------- */
+
+#define DELAYED_JOBS 12
+
+Test(daemon_redis_sched, delayed_jobs_run_once_on_either_host_after_their_due_time)
+{
+        uint64_t ids[DELAYED_JOBS], due[DELAYED_JOBS], late_max = 0, late_sum = 0;
+        Client *a, *b;
+        char state[32];
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        host_start(&host_b, "b");
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        for (int i = 0; i < DELAYED_JOBS; i++) {
+                Arg arg = ARG_I("n", i);
+                ids[i] = submit(a, "echo", &arg, 1, &(Opts){.delay_ms = 300 + 40 * (uint64_t)i},
+                                NULL);
+                cr_assert(in_schedule_set(ids[i]), "job %llu is not in fiberd:scheduled",
+                          (unsigned long long)ids[i]);
+        }
+        /* the other host reads the shared record: scheduled, with its due time */
+        status(b, ids[0], &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "scheduled");
+        due[0] = map_uint(rp.result, "run_at_ms");
+        cr_assert(due[0] != UINT64_MAX && due[0] > wall_ms() - 1000, "run_at_ms %llu",
+                  (unsigned long long)due[0]);
+        reply_clear(&rp);
+        for (int i = 0; i < DELAYED_JOBS; i++) {
+                uint64_t started, late;
+                rpc_job_wait(i % 2 ? a : b, ids[i], 10000, &rp);
+                cr_assert_eq(rp.r, 0, "wait %llu: %s", (unsigned long long)ids[i], rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done", "job %llu",
+                                 (unsigned long long)ids[i]);
+                cr_assert_eq(map_uint(rp.result, "attempt"), 0, "job %llu ran twice",
+                             (unsigned long long)ids[i]);
+                due[i] = map_uint(rp.result, "run_at_ms");
+                started = map_uint(rp.result, "started_ms");
+                cr_assert(started >= due[i], "job %llu started at %llu, before its due time %llu",
+                          (unsigned long long)ids[i], (unsigned long long)started,
+                          (unsigned long long)due[i]);
+                late = started - due[i];
+                late_sum += late;
+                late_max = late > late_max ? late : late_max;
+                reply_clear(&rp);
+        }
+        fprintf(stderr,
+                "daemon_redis_sched: %d delayed jobs started %llu ms late on average, %llu ms "
+                "at most\n",
+                DELAYED_JOBS, (unsigned long long)(late_sum / DELAYED_JOBS),
+                (unsigned long long)late_max);
+        cr_assert_lt(late_max, 1000, "a job started %llu ms after its due time",
+                     (unsigned long long)late_max);
+        /* each ran once: the hosts' done counters add up; the set is empty */
+        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), DELAYED_JOBS);
+        cr_assert_eq(redis_fleet_cli_int("ZCARD fiberd:scheduled"), 0);
+        state_of(a, ids[DELAYED_JOBS - 1], state);
+        cr_assert_str_eq(state, "done");
+        client_free(a);
+        client_free(b);
+}
+
+Test(daemon_redis_sched, a_delayed_job_of_a_killed_host_runs_on_the_other)
+{
+        Client *a, *b;
+        uint64_t id, due, started;
+        int status_;
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        host_start(&host_b, "b");
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        id = submit(a, "echo", (Arg[]){ARG_I("n", 1)}, 1, &(Opts){.delay_ms = 800}, NULL);
+        client_free(a);
+        status_ = fiberd_signal_and_wait(&host_a, SIGKILL, 10000);
+        cr_assert(WIFSIGNALED(status_) && WTERMSIG(status_) == SIGKILL, "status 0x%x", status_);
+        rpc_job_wait(b, id, 10000, &rp);
+        cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        cr_assert_eq(map_uint(rp.result, "attempt"), 0);
+        due = map_uint(rp.result, "run_at_ms");
+        started = map_uint(rp.result, "started_ms");
+        cr_assert(started >= due, "started at %llu, before its due time %llu",
+                  (unsigned long long)started, (unsigned long long)due);
+        reply_clear(&rp);
+        /* once: one final state, on the host that is left */
+        cr_assert_eq(host_jobs(b, "done"), 1);
+        cr_assert_eq(redis_fleet_cli_int("ZCARD fiberd:scheduled"), 0);
+        cr_assert_eq(redis_fleet_cli_int("XLEN fiberd:jobs"), 1, "moved to the stream once");
+        client_free(b);
+}
+
+Test(daemon_redis_sched, a_job_due_while_every_host_was_down_runs_when_one_is_back)
+{
+        Client *a, *b;
+        uint64_t id, due, started, back;
+        int status_;
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        a = fiberd_connect(&host_a);
+        id = submit(a, "echo", (Arg[]){ARG_I("n", 1)}, 1, &(Opts){.delay_ms = 200}, NULL);
+        client_free(a);
+        status_ = fiberd_signal_and_wait(&host_a, SIGKILL, 10000);
+        cr_assert(WIFSIGNALED(status_) && WTERMSIG(status_) == SIGKILL, "status 0x%x", status_);
+        usleep(500000); /* past its due time, with no host up */
+        cr_assert(in_schedule_set(id), "job %llu left the set with every host down",
+                  (unsigned long long)id);
+        back = wall_ms();
+        host_start(&host_b, "b");
+        b = fiberd_connect(&host_b);
+        rpc_job_wait(b, id, 10000, &rp);
+        cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        due = map_uint(rp.result, "run_at_ms");
+        started = map_uint(rp.result, "started_ms");
+        cr_assert(back > due && started >= back,
+                  "due at %llu, started at %llu: before the host was back at %llu",
+                  (unsigned long long)due, (unsigned long long)started, (unsigned long long)back);
+        reply_clear(&rp);
+        cr_assert_eq(host_jobs(b, "done"), 1);
+        client_free(b);
+}
+
+/* ------------------------------------------------------------ retries ------------ */
+
+/* The `errors` of record @rec: asserts there are @n, attempts 0 .. n-1 in order. */
+static void check_errors(const msgpack_object *rec, uint32_t n)
+{
+        const msgpack_object *errors = map_get(rec, "errors");
+
+        cr_assert(errors && errors->type == MSGPACK_OBJECT_ARRAY, "no errors array");
+        cr_assert_eq(errors->via.array.size, n, "%u errors listed, not %u", errors->via.array.size,
+                     n);
+        for (uint32_t i = 0; i < n; i++) {
+                const msgpack_object *e = &errors->via.array.ptr[i];
+                cr_assert_eq(map_uint(e, "attempt"), i, "error %u: attempt %llu", i,
+                             (unsigned long long)map_uint(e, "attempt"));
+                cr_assert(strlen(map_str(e, "code")) > 0, "error %u has no code", i);
+                cr_assert(map_uint(e, "finished_ms") != UINT64_MAX, "error %u: no finished_ms", i);
+        }
+}
+
+Test(daemon_redis_sched, a_retry_runs_on_the_other_host_when_the_first_is_killed)
+{
+        Client *a, *b, *runner_c, *other_c;
+        Fiberd *runner, *other;
+        uint64_t id, deadline;
+        int status_;
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        host_start(&host_b, "b");
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        /* flaky fails the first run of a job on each host (its count is per process) */
+        id = submit(a, "flaky", (Arg[]){ARG_I("fail", 1)}, 1,
+                    &(Opts){.max_attempts = 3, .backoff_ms = 600}, NULL);
+        wait_state(b, id, "retrying", 10000);
+        /* handed back: in the fleet's schedule set, its stream entry acknowledged */
+        cr_assert(in_schedule_set(id), "the retry of job %llu is not in fiberd:scheduled",
+                  (unsigned long long)id);
+        cr_assert_eq(redis_fleet_cli_int("XPENDING fiberd:jobs fiberd"), 0,
+                     "the failed run's entry is still pending");
+        status(b, id, &rp);
+        cr_assert_eq(map_uint(rp.result, "attempt"), 1);
+        cr_assert(map_uint(rp.result, "next_attempt_ms") != UINT64_MAX, "no next_attempt_ms");
+        check_errors(rp.result, 1);
+        reply_clear(&rp);
+        /* which host ran the first attempt: its log says the attempt failed */
+        deadline = fiberd_now_ms() + 5000;
+        for (;;) {
+                if (fiberd_log_contains(&host_a, "attempt 1 of 3 failed")) {
+                        runner = &host_a, other = &host_b, runner_c = a, other_c = b;
+                        break;
+                }
+                if (fiberd_log_contains(&host_b, "attempt 1 of 3 failed")) {
+                        runner = &host_b, other = &host_a, runner_c = b, other_c = a;
+                        break;
+                }
+                cr_assert(fiberd_now_ms() < deadline, "no host logged the failed attempt");
+                usleep(20000);
+        }
+        client_free(runner_c);
+        status_ = fiberd_signal_and_wait(runner, SIGKILL, 10000);
+        cr_assert(WIFSIGNALED(status_) && WTERMSIG(status_) == SIGKILL, "status 0x%x", status_);
+        /* the other host runs attempt 1 (its first run of it fails too) and attempt 2 */
+        rpc_job_wait(other_c, id, 20000, &rp);
+        cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done", "%s",
+                         map_str(map_get(rp.result, "error"), "message"));
+        cr_assert_eq(map_uint(rp.result, "attempt"), 2);
+        check_errors(rp.result, 2);
+        reply_clear(&rp);
+        cr_assert(fiberd_log_contains(other, "attempt 2 of 3 failed"),
+                  "the other host did not run attempt 1");
+        cr_assert_eq(host_jobs(other_c, "done"), 1);
+        cr_assert_eq(redis_fleet_cli_int("ZCARD fiberd:scheduled"), 0);
+        client_free(other_c);
+}
+
+Test(daemon_redis_sched, a_fleet_job_out_of_attempts_ends_dead)
+{
+        Client *a, *b;
+        uint64_t id;
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        host_start(&host_b, "b");
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        id = submit(a, "flaky", (Arg[]){ARG_I("fail", 10)}, 1,
+                    &(Opts){.max_attempts = 3, .backoff_ms = 20}, NULL);
+        rpc_job_wait(b, id, 20000, &rp);
+        cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "dead");
+        cr_assert_eq(map_uint(rp.result, "attempt"), 2);
+        check_errors(rp.result, 3);
+        reply_clear(&rp);
+        cr_assert_eq(host_jobs(a, "dead") + host_jobs(b, "dead"), 1);
+        cr_assert_eq(redis_fleet_cli_int("ZCARD fiberd:scheduled"), 0);
+        client_free(a);
+        client_free(b);
+}
+
+/* ------------------------------------------------------------ keys --------------- */
+
+Test(daemon_redis_sched, a_key_repeated_through_the_other_host_answers_the_first_job)
+{
+        char args[128], state[32];
+        Client *a, *b;
+        uint64_t first, again, other;
+        bool existing = false;
+        long long ttl;
+        uint32_t msgid;
+        msgpack_packer *pk;
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        host_start(&host_b, "b");
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        first = submit(a, "sleep", (Arg[]){ARG_I("ms", 600)}, 1, &(Opts){.key = "nightly-7"},
+                       &existing);
+        cr_assert(!existing);
+        again = submit(b, "sleep", (Arg[]){ARG_I("ms", 600)}, 1, &(Opts){.key = "nightly-7"},
+                       &existing);
+        cr_assert(existing, "the repeat through b made a new job");
+        cr_assert_eq(again, first, "the repeat through b answered %llu, not %llu",
+                     (unsigned long long)again, (unsigned long long)first);
+        /* while the job is not final its key does not expire */
+        snprintf(args, sizeof(args), "TTL fiberd:key:%u:nightly-7", (unsigned)getuid());
+        cr_assert_eq(redis_fleet_cli_int(args), -1, "the key expires while its job runs");
+        /* job.run with the key through b: the first job's record, once it is done */
+        pk = client_request(b, "job.run", 4, &msgid);
+        cr_assert(pk);
+        pack_submission(pk, "sleep", (Arg[]){ARG_I("ms", 600)}, 1, &(Opts){.key = "nightly-7"});
+        msgpack_pack_uint64(pk, 10000);
+        rpc_wait_reply(b, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "job.run: %s", rp.st.message);
+        cr_assert_eq(map_uint(rp.result, "id"), first);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        reply_clear(&rp);
+        /* ended: the key answers for the window (a day by default), then expires */
+        ttl = redis_fleet_cli_int(args);
+        cr_assert(ttl > 0 && ttl <= 86400, "the key's TTL is %lld", ttl);
+        again = submit(b, "sleep", (Arg[]){ARG_I("ms", 1)}, 1, &(Opts){.key = "nightly-7"},
+                       &existing);
+        cr_assert(existing && again == first, "after the job ended the key answered %llu",
+                  (unsigned long long)again);
+        /* another key is another job */
+        other = submit(b, "sleep", (Arg[]){ARG_I("ms", 1)}, 1, &(Opts){.key = "nightly-8"},
+                       &existing);
+        cr_assert(!existing && other != first);
+        state_of(a, first, state);
+        cr_assert_str_eq(state, "done");
+        client_free(a);
+        client_free(b);
+}
+
+/* ------------------------------------------------------------ cancel ------------- */
+
+Test(daemon_redis_sched, a_scheduled_job_is_cancelled_through_the_other_host)
+{
+        Client *a, *b;
+        uint64_t id;
+        char state[32];
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        host_start(&host_b, "b");
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        id = submit(a, "echo", (Arg[]){ARG_I("n", 1)}, 1, &(Opts){.delay_ms = 400}, NULL);
+        rpc_simple(b, "job.cancel", 1, &id, &rp);
+        cr_assert_eq(rp.r, 0, "job.cancel through b: %s %s", rp.st.code, rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
+        cr_assert_str_eq(map_str(map_get(rp.result, "error"), "code"), "CANCELLED");
+        reply_clear(&rp);
+        cr_assert(!in_schedule_set(id), "a cancelled job stays in fiberd:scheduled");
+        usleep(700000); /* past its due time: it never runs */
+        state_of(a, id, state);
+        cr_assert_str_eq(state, "cancelled");
+        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), 0);
+        cr_assert_eq(redis_fleet_cli_int("XLEN fiberd:jobs"), 0);
+        client_free(a);
+        client_free(b);
+}
