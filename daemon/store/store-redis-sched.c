@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * store-redis-sched.c — job scheduling in a fleet (store-redis.h): held jobs in one
- * sorted set that every host moves to the shared queue when they are due, cancels of
- * held jobs, and idempotency keys shared by the fleet.
+ * sorted set that every host moves to the shared queue when they are due, jobs waiting
+ * for others (`after`), cancels of both, and idempotency keys shared by the fleet.
  *
  * What lives in Redis:
  *   fiberd:scheduled    a sorted set of the ids of the fleet's held jobs, scored by
@@ -15,6 +15,10 @@
  *                       SET NX (a minute's expiry) before the job is made, made to last
  *                       (PERSIST) by the job's first write, and given the key window
  *                       (EXPIRE) by its final one.
+ *   fiberd:dependents:<id>
+ *                       a set of the waiting jobs that run after job <id>, while <id>
+ *                       has not ended; a waiting job's hash counts its dependencies not
+ *                       ended yet (`deps_pending`).
  *
  * Who moves a due job: every host, as Sidekiq's schedule set is polled by every
  * process. Each host's mover thread (a plain pthread with its own connection, beside the
@@ -32,12 +36,24 @@
  * stream entry is acknowledged, in one MULTI of the store thread (redis_sched_append(),
  * store-redis.c's commit), so the next attempt runs on whichever host is up then.
  *
- * A cancel (job.cancel of a held job, from any host: redis_cancel_held()) is the
- * mirror of a move: ZREM, and only when it took the member out, the final record, in
- * one script. The move and the cancel cannot both win.
+ * Dependencies, as pueue's --after and Celery's chains, shared: a fleet submission with
+ * `after` is written `waiting`, and in the same MULTI sched_wait_script puts it in the
+ * set of each dependency not ended (a dependency that ended otherwise than done fails
+ * it at once). Every commit that makes jobs final runs sched_release_script over them,
+ * after their writes: their dependents count down, and one with none left goes to the
+ * stream (or the schedule set, its run_at ahead); any other end fails the dependents,
+ * and theirs in turn. Both scripts run inside transactions, so a submission and the
+ * end of its dependency are ordered: the dependency is seen ended, or it sees the
+ * dependent in its set. Whichever host ends a dependency releases what waited on it.
+ *
+ * A cancel (job.cancel of a held or waiting job, from any host: redis_cancel_held()) is
+ * the mirror of a move: ZREM (a waiting job: its state still waiting), and only when it
+ * took the member out, the final record, in one script; the jobs waiting on it fail.
+ * The move and the cancel cannot both win.
  */
 #include "daemon/store/store-redis.h"
 #include "daemon/obs/log.h"
+#include "ipc/protocol.h"
 #include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
@@ -77,19 +93,132 @@ static const char sched_move_script[] =
         "return {#ids, moved, next_ms}\n";
 
 /*
- * KEYS[1] fiberd:scheduled, KEYS[2] the job's hash, KEYS[3] fiberd:finished, KEYS[4]
- * (optional) its idempotency key; ARGV: id, state, error code, message, finished_ms,
- * the record's expiry (s), the key's (s), the host writing it. Returns 1 when the job
- * was held and is final now, 0 when the set no longer held it.
+ * Dependencies: what the scripts below share (a script cannot call another, so each
+ * begins with these). A waiting job's hash has `deps_pending` (its dependencies not
+ * ended yet), `due_ms` (its run_at: scheduled rather than queued when released before
+ * it) and, with an idempotency key, `key_name`; each dependency not ended has the set
+ * fiberd:dependents:<id> of the jobs waiting on it.
+ *   release(id)      a waiting job whose dependencies are all done: scheduled (the set)
+ *                    when its due time is ahead, else queued (the stream);
+ *   finish(id, ...)  a job ended without running: its final record, retention, key;
+ *   ended(todo)      for each {id, state} that ended: its dependents count one down
+ *                    (done) or fail (any other end), and a failed one's own dependents
+ *                    are ended in turn.
+ * ARGV[1] .. ARGV[4] are always the stream, now (ms), the record's expiry (s) and the
+ * key's (s).
  */
-static const char sched_cancel_script[] =
-        "if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
-        "redis.call('HSET', KEYS[2], 'state', ARGV[2], 'error_code', ARGV[3], "
-        "'error_message', ARGV[4], 'finished_ms', ARGV[5], 'node', ARGV[8])\n"
-        "redis.call('EXPIRE', KEYS[2], ARGV[6])\n"
-        "redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])\n"
-        "if KEYS[4] then redis.call('EXPIRE', KEYS[4], ARGV[7]) end\n"
-        "return 1\n";
+#define SCHED_LUA_DEPS                                                                             \
+        "local stream, now = ARGV[1], tonumber(ARGV[2])\n"                                         \
+        "local expire, window = ARGV[3], ARGV[4]\n"                                                \
+        "local function release(id)\n"                                                             \
+        "  local job = 'fiberd:job:' .. id\n"                                                      \
+        "  local due = tonumber(redis.call('HGET', job, 'due_ms') or '0') or 0\n"                  \
+        "  if due > now then\n"                                                                    \
+        "    redis.call('HSET', job, 'state', 'scheduled')\n"                                      \
+        "    redis.call('ZADD', '" REDIS_KEY_SCHEDULED "', due, id)\n"                             \
+        "  else\n"                                                                                 \
+        "    redis.call('HSET', job, 'state', 'queued')\n"                                         \
+        "    redis.call('XADD', stream, '*', 'id', id)\n"                                          \
+        "  end\n"                                                                                  \
+        "end\n"                                                                                    \
+        "local function finish(id, state, code, msg)\n"                                            \
+        "  local job = 'fiberd:job:' .. id\n"                                                      \
+        "  redis.call('HSET', job, 'state', state, 'error_code', code, 'error_message', msg, "     \
+        "'finished_ms', now)\n"                                                                    \
+        "  redis.call('EXPIRE', job, expire)\n"                                                    \
+        "  redis.call('ZADD', '" REDIS_KEY_FINISHED "', now, id)\n"                                \
+        "  local key = redis.call('HGET', job, 'key_name')\n"                                      \
+        "  if key then redis.call('EXPIRE', key, window) end\n"                                    \
+        "end\n"                                                                                    \
+        "local function ended(todo)\n"                                                             \
+        "  local i = 1\n"                                                                          \
+        "  while i <= #todo do\n"                                                                  \
+        "    local dep, state = todo[i][1], todo[i][2]\n"                                          \
+        "    i = i + 1\n"                                                                          \
+        "    local set = 'fiberd:dependents:' .. dep\n"                                            \
+        "    local members = redis.call('SMEMBERS', set)\n"                                        \
+        "    if #members > 0 then redis.call('DEL', set) end\n"                                    \
+        "    for _, m in ipairs(members) do\n"                                                     \
+        "      local job = 'fiberd:job:' .. m\n"                                                   \
+        "      if redis.call('HGET', job, 'state') == 'waiting' then\n"                            \
+        "        if state == 'done' then\n"                                                        \
+        "          if redis.call('HINCRBY', job, 'deps_pending', -1) <= 0 then release(m) end\n"   \
+        "        else\n"                                                                           \
+        "          finish(m, 'failed', 'FAILED_PRECONDITION', 'job ' .. dep .. "                   \
+        "', which this job runs after, ended ' .. state)\n"                                        \
+        "          todo[#todo + 1] = {m, 'failed'}\n"                                              \
+        "        end\n"                                                                            \
+        "      end\n"                                                                              \
+        "    end\n"                                                                                \
+        "  end\n"                                                                                  \
+        "end\n"
+
+/*
+ * A fleet submission that waits (in its first write's MULTI, after its HSET): ARGV[5]
+ * the job, ARGV[6] its due time, ARGV[7] its key's name ("" = none), ARGV[8..] the jobs
+ * it runs after. A dependency that is done, or whose record is gone (it ended long
+ * ago), is not waited for; one that ended otherwise fails the job at once (the
+ * submission checked them, but they may have ended since); each other one gets the job
+ * in its set. None left: released at once. Returns how many it waits for.
+ */
+#define SCHED_LUA_WAIT                                                                             \
+        "local id = ARGV[5]\n"                                                                     \
+        "local job = 'fiberd:job:' .. id\n"                                                        \
+        "redis.call('HSET', job, 'due_ms', ARGV[6])\n"                                             \
+        "if ARGV[7] ~= '' then redis.call('HSET', job, 'key_name', ARGV[7]) end\n"                 \
+        "local pending = 0\n"                                                                      \
+        "for i = 8, #ARGV do\n"                                                                    \
+        "  local dep = ARGV[i]\n"                                                                  \
+        "  local state = redis.call('HGET', 'fiberd:job:' .. dep, 'state')\n"                      \
+        "  if state == 'failed' or state == 'cancelled' or state == 'dead' then\n"                 \
+        "    finish(id, 'failed', 'FAILED_PRECONDITION', 'job ' .. dep .. "                        \
+        "', which this job runs after, ended ' .. state)\n"                                        \
+        "    return -1\n"                                                                          \
+        "  elseif state and state ~= 'done' then\n"                                                \
+        "    if redis.call('SADD', 'fiberd:dependents:' .. dep, id) == 1 then\n"                   \
+        "      pending = pending + 1\n"                                                            \
+        "    end\n"                                                                                \
+        "  end\n"                                                                                  \
+        "end\n"                                                                                    \
+        "if pending == 0 then release(id) else "                                                   \
+        "redis.call('HSET', job, 'deps_pending', pending) end\n"                                   \
+        "return pending\n"
+static const char sched_wait_script[] = SCHED_LUA_DEPS SCHED_LUA_WAIT;
+
+/*
+ * Every final write of a commit (after the batch's HSETs): ARGV[5..] pairs of a job and
+ * the final state it reached; the jobs waiting on them go on or fail.
+ */
+#define SCHED_LUA_RELEASE                                                                          \
+        "local todo = {}\n"                                                                        \
+        "for i = 5, #ARGV, 2 do todo[#todo + 1] = {ARGV[i], ARGV[i + 1]} end\n"                    \
+        "ended(todo)\n"                                                                            \
+        "return #todo\n"
+static const char sched_release_script[] = SCHED_LUA_DEPS SCHED_LUA_RELEASE;
+
+/*
+ * A cancel: ARGV[5] the job, ARGV[6] the state it ends in, ARGV[7] error code, ARGV[8]
+ * message, ARGV[9] the host writing it, ARGV[10] its key's name ("" = none). A held job
+ * ends only when the cancel takes it out of fiberd:scheduled (else a mover won); a
+ * waiting one only while its hash still says waiting. Its dependents fail. Returns 1
+ * when it ended now, 0 when it was not held or waiting any more.
+ */
+#define SCHED_LUA_CANCEL                                                                           \
+        "local id = ARGV[5]\n"                                                                     \
+        "local job = 'fiberd:job:' .. id\n"                                                        \
+        "local state = redis.call('HGET', job, 'state')\n"                                         \
+        "if state == 'waiting' then\n"                                                             \
+        "  if ARGV[10] ~= '' then redis.call('HSET', job, 'key_name', ARGV[10]) end\n"             \
+        "elseif redis.call('ZREM', '" REDIS_KEY_SCHEDULED "', id) == 0 then\n"                     \
+        "  return 0\n"                                                                             \
+        "elseif ARGV[10] ~= '' then\n"                                                             \
+        "  redis.call('HSET', job, 'key_name', ARGV[10])\n"                                        \
+        "end\n"                                                                                    \
+        "finish(id, ARGV[6], ARGV[7], ARGV[8])\n"                                                  \
+        "redis.call('HSET', job, 'node', ARGV[9])\n"                                               \
+        "ended({{id, ARGV[6]}})\n"                                                                 \
+        "return 1\n"
+static const char sched_cancel_script[] = SCHED_LUA_DEPS SCHED_LUA_CANCEL;
 
 /* KEYS[1] the key; ARGV[1] the job id, ARGV[2] the claim's expiry (ms). Returns 0 when
  * claimed, else the id the key names. */
@@ -98,7 +227,7 @@ static const char sched_claim_script[] =
         "return tonumber(redis.call('GET', KEYS[1])) or 0\n";
 
 /* KEYS[1] the key; ARGV[1] the job id: the key goes only while it names that job. */
-static const char sched_release_script[] =
+static const char sched_unclaim_script[] =
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n"
         "return 0\n";
 
@@ -112,10 +241,52 @@ static bool idem_key(char *buf, size_t size, uid_t owner, const char *key)
 
 /* ------------------------------------------------------------------ commit ------ */
 
+/* The arguments every SCHED_LUA_DEPS script begins with, into @argv (4 slots, numbers in
+ * @num: 3 of 24 bytes). */
+static void deps_args(RedisStore *q, const char **argv, char (*num)[24], uint64_t now_ms)
+{
+        snprintf(num[0], sizeof(num[0]), "%" PRIu64, now_ms);
+        snprintf(num[1], sizeof(num[1]), "%" PRIu64, q->expire_s);
+        snprintf(num[2], sizeof(num[2]), "%" PRIu64, q->key_window_s);
+        argv[0] = q->stream;
+        argv[1] = num[0];
+        argv[2] = num[1];
+        argv[3] = num[2];
+}
+
+/* The wait script of a fleet submission that waits for @rec->after. */
+static void append_wait(RedisStore *q, redisContext *c, const StoreRecord *rec, size_t *n)
+{
+        const char *argv[8 + IPC_AFTER_MAX];
+        char num[3][24], id[24], due[24], deps[IPC_AFTER_MAX][24], key[256] = "";
+        size_t k = 0, n_after = MIN(rec->n_after, (size_t)IPC_AFTER_MAX);
+
+        if (rec->key && !idem_key(key, sizeof(key), rec->owner, rec->key))
+                key[0] = '\0';
+        argv[k++] = "EVAL";
+        argv[k++] = sched_wait_script;
+        argv[k++] = "0";
+        deps_args(q, argv + k, num, job_now_ms());
+        k += 4;
+        snprintf(id, sizeof(id), "%" PRIu64, rec->id);
+        snprintf(due, sizeof(due), "%" PRIu64, rec->due_ms);
+        argv[k++] = id;
+        argv[k++] = due;
+        argv[k++] = key;
+        for (size_t i = 0; i < n_after; i++) {
+                snprintf(deps[i], sizeof(deps[i]), "%" PRIu64, rec->after[i]);
+                argv[k++] = deps[i];
+        }
+        redisAppendCommandArgv(c, (int)k, argv, NULL);
+        (*n)++;
+}
+
 void redis_sched_append(RedisStore *q, redisContext *c, const StoreRecord *rec, size_t *n)
 {
         char key[256];
 
+        if (rec->enqueue && rec->state == JOB_WAITING)
+                append_wait(q, c, rec, n);
         if (rec->fleet_held) {
                 redisAppendCommand(c, "ZADD %s %" PRIu64 " %" PRIu64, REDIS_KEY_SCHEDULED,
                                    rec->due_ms, rec->id);
@@ -130,6 +301,41 @@ void redis_sched_append(RedisStore *q, redisContext *c, const StoreRecord *rec, 
                 redisAppendCommand(c, "PERSIST %s", key);
                 (*n)++;
         }
+}
+
+int redis_sched_release_append(RedisStore *q, redisContext *c, ListHead *batch, size_t finals,
+                               size_t *n)
+{
+        const char **argv = malloc((7 + 2 * finals) * sizeof(*argv));
+        char(*ids)[24] = malloc(finals * sizeof(*ids));
+        char num[3][24];
+        ListHead *pos, *tmp;
+        size_t k = 0, f = 0;
+
+        if (!argv || !ids) {
+                free(argv);
+                free(ids);
+                return -ENOMEM;
+        }
+        argv[k++] = "EVAL";
+        argv[k++] = sched_release_script;
+        argv[k++] = "0";
+        deps_args(q, argv + k, num, job_now_ms());
+        k += 4;
+        list_for_each_safe(pos, tmp, batch)
+        {
+                const StoreWrite *w = list_entry(pos, StoreWrite, link);
+                if (w->op != STORE_OP_PUT || !job_state_final(w->rec.state) || f == finals)
+                        continue;
+                snprintf(ids[f], sizeof(ids[f]), "%" PRIu64, w->rec.id);
+                argv[k++] = ids[f++];
+                argv[k++] = job_state_name(w->rec.state);
+        }
+        redisAppendCommandArgv(c, (int)k, argv, NULL); /* copies */
+        (*n)++;
+        free(argv);
+        free(ids);
+        return 0;
 }
 
 /* ------------------------------------------------------------------ mover ------- */
@@ -245,36 +451,22 @@ static long long sched_integer(Store *s, redisReply *rep, const char *what)
 int redis_cancel_held(Store *s, const StoreRecord *rec)
 {
         RedisStore *q = redis_of(s);
-        char job[64], idbuf[24], fin[24], expire[24], window[24], key[256];
-        bool with_key = rec->key && idem_key(key, sizeof(key), rec->owner, rec->key);
-        const char *argv[] = {"EVAL",
-                              sched_cancel_script,
-                              with_key ? "4" : "3",
-                              REDIS_KEY_SCHEDULED,
-                              job,
-                              REDIS_KEY_FINISHED,
-                              with_key ? key : NULL,
-                              idbuf,
-                              job_state_name(rec->state),
-                              rec->error_code ? rec->error_code : "",
-                              rec->error_message ? rec->error_message : "",
-                              fin,
-                              expire,
-                              window,
-                              q->consumer};
-        const char *args[ELEMENTSOF(argv)];
-        int argc = 0;
+        char num[3][24], id[24], key[256] = "";
+        const char *argv[13] = {"EVAL", sched_cancel_script, "0"};
         long long v;
 
-        snprintf(job, sizeof(job), REDIS_JOB_KEY_FMT, rec->id);
-        snprintf(idbuf, sizeof(idbuf), "%" PRIu64, rec->id);
-        snprintf(fin, sizeof(fin), "%" PRIu64, rec->finished_ms);
-        snprintf(expire, sizeof(expire), "%" PRIu64, q->expire_s);
-        snprintf(window, sizeof(window), "%" PRIu64, q->key_window_s);
-        for (size_t i = 0; i < ELEMENTSOF(argv); i++)
-                if (argv[i])
-                        args[argc++] = argv[i];
-        v = sched_integer(s, redis_query(s, argc, args, NULL), "cancelling a held job");
+        if (rec->key && !idem_key(key, sizeof(key), rec->owner, rec->key))
+                key[0] = '\0';
+        deps_args(q, argv + 3, num, rec->finished_ms);
+        snprintf(id, sizeof(id), "%" PRIu64, rec->id);
+        argv[7] = id;
+        argv[8] = job_state_name(rec->state);
+        argv[9] = rec->error_code ? rec->error_code : "";
+        argv[10] = rec->error_message ? rec->error_message : "";
+        argv[11] = q->consumer;
+        argv[12] = key;
+        v = sched_integer(s, redis_query(s, (int)ELEMENTSOF(argv), argv, NULL),
+                          "cancelling a held job");
         return v == 1 ? 0 : v == 0 ? -EALREADY : -EIO;
 }
 
@@ -299,7 +491,7 @@ int redis_key_claim(Store *s, uid_t owner, const char *key, uint64_t id, uint64_
 void redis_key_release(Store *s, uid_t owner, const char *key, uint64_t id)
 {
         char name[256], idbuf[24];
-        const char *argv[] = {"EVAL", sched_release_script, "1", name, idbuf};
+        const char *argv[] = {"EVAL", sched_unclaim_script, "1", name, idbuf};
 
         if (!idem_key(name, sizeof(name), owner, key))
                 return;

@@ -32,10 +32,10 @@
  *                       a set of the ids of this host's jobs that are not on the stream
  *                       (submitted with fds, below) and not final yet: SADD in the MULTI
  *                       of a job's first write, SREM in the MULTI of its final one;
- *   fiberd:scheduled, fiberd:key:<uid>:<key>
- *                       the fleet's held jobs by due time and its idempotency keys:
- *                       store-redis-sched.c, which says what they hold and who moves
- *                       a held job to the stream.
+ *   fiberd:scheduled, fiberd:key:<uid>:<key>, fiberd:dependents:<id>
+ *                       the fleet's held jobs by due time, its idempotency keys and the
+ *                       jobs waiting on each job: store-redis-sched.c, which says what
+ *                       they hold and who moves a held or released job to the stream.
  *
  * Writes (the store thread, store.c's group commit): a batch is one MULTI/EXEC sent as
  * one pipeline, so a burst of submissions costs one round trip, as one fsync does in
@@ -45,8 +45,10 @@
  * like sqlite's). A job's later writes are HSETs; the one that makes it final also
  * EXPIREs the hash and XACKs the job's stream entry, in the same transaction. A fleet
  * submission with a due time ahead is HSET + ZADD of the schedule set instead of XADD,
- * and a retry this host hands back to the fleet is HSET + ZADD + XACK
- * (StoreRecord.fleet_held; redis_sched_append()).
+ * one that waits for others is HSET + a script joining their sets, and a retry this
+ * host hands back to the fleet is HSET + ZADD + XACK (StoreRecord.fleet_held;
+ * redis_sched_append()); a batch with final writes releases their dependents
+ * (redis_sched_release_append()) before its retention trim.
  *
  * Reads of the queue (the reader thread, a plain pthread with its own connection,
  * never a worker): XREADGROUP ... BLOCK (at most 500 ms, so store_fleet_stop() is
@@ -735,7 +737,7 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 redisAppendCommand(c, "ZADD %s %s %s", REDIS_KEY_INDEX, idbuf, idbuf);
                 (*n)++;
         }
-        if (rec->enqueue && !rec->fleet_held) {
+        if (rec->enqueue && !rec->fleet_held && rec->state != JOB_WAITING) {
                 redisAppendCommand(c, "XADD %s * id %s", q->stream, idbuf);
                 (*n)++;
         }
@@ -802,6 +804,9 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                         r = commit_append(q, c, w, &n);
                 finals += w->op == STORE_OP_PUT && job_state_final(w->rec.state);
         }
+        if (finals && r == 0)
+                /* the jobs waiting on those that ended (they may fail: before the trim) */
+                r = redis_sched_release_append(q, c, batch, finals, &n);
         if (finals) {
                 /* one trim per batch, after its jobs joined fiberd:finished */
                 redisAppendCommand(c, "EVAL %s 2 %s %s %" PRIu64, commit_trim_script,
@@ -810,7 +815,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         }
         if (r < 0) {
                 /* the commands sent so far are queued in the transaction: drop them */
-                snprintf(why, why_size, "redis: out of memory packing a plugin file");
+                snprintf(why, why_size, "redis: out of memory packing a batch");
                 redisAppendCommand(c, "DISCARD");
         } else {
                 redisAppendCommand(c, "EXEC");

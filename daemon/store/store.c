@@ -182,6 +182,10 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
         size_t key_len = j->key ? strlen(j->key) + 1 : 0;
         bool requeued = j->requeued && job_state_final(j->state);
         bool held = j->state == JOB_SCHEDULED || j->state == JOB_RETRYING;
+        /* a fleet submission that waits: its dependencies go with its first write */
+        size_t after_len = with_args && j->fleet_copy && j->state == JOB_WAITING
+                                   ? j->n_after * sizeof(uint64_t)
+                                   : 0;
         size_t size;
         StoreWrite *w;
         char *p;
@@ -205,8 +209,8 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                  * copy ended, the store's is queued again for the next start */
                 code_len = msg_len = 0;
         }
-        size = sizeof(*w) + name_len + class_len + key_len + code_len + msg_len + sb->size +
-               ss->size + j->result_len;
+        size = sizeof(*w) + after_len + name_len + class_len + key_len + code_len + msg_len +
+               sb->size + ss->size + j->result_len;
         w = arena_alloc(s, size);
         if (w) {
                 *w = (StoreWrite){.op = STORE_OP_PUT, .borrowed = true};
@@ -235,8 +239,16 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                 /* a fleet submission held until its due time, or a retry a host handed
                  * back (jobtable.c): the fleet's schedule set holds it from now on */
                 .fleet_held = held && j->fleet_copy,
-                .due_ms = held ? j->due_ms : 0,
+                .due_ms = held                      ? j->due_ms
+                          : j->state == JOB_WAITING ? j->run_at_ms
+                                                    : 0,
         };
+        if (after_len) { /* first: uint64_t-aligned right after the write */
+                memcpy(p, j->after, after_len);
+                w->rec.after = (const uint64_t *)(void *)p;
+                w->rec.n_after = j->n_after;
+                p += after_len;
+        }
         memcpy(p, j->plugin_name, name_len);
         w->rec.plugin = p;
         p += name_len;

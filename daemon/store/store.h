@@ -87,9 +87,12 @@ typedef struct StoreRecord {
         bool enqueue; /* a fleet submission: put it on the shared queue for any host to run
                        * (store-redis.c); false for every other write */
         /* the fleet's schedule (store-redis-sched.c) */
-        bool fleet_held; /* a fleet job held (scheduled, retrying) for any host to run
-                          * when due: it joins the fleet's schedule set, not the queue */
-        uint64_t due_ms; /* held: when it is due (CLOCK_REALTIME ms); else 0 */
+        bool fleet_held;       /* a fleet job held (scheduled, retrying) for any host to run
+                                * when due: it joins the fleet's schedule set, not the queue */
+        uint64_t due_ms;       /* held: when it is due (CLOCK_REALTIME ms); waiting: its
+                                * run_at_ms (due once released); else 0 */
+        const uint64_t *after; /* a fleet submission that waits: the jobs it runs after */
+        size_t n_after;
         const char *key; /* its idempotency key (also in @sched); NULL = none */
         bool shared;     /* read: taken off the fleet's shared queue by this host */
 } StoreRecord;
@@ -255,10 +258,10 @@ typedef struct StoreBackend {
          * is skipped (the latter logged).
          * Return 0; @fn's error; -ENOMEM; -EIO. Context: any thread. */
         int (*fetch_many)(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg);
-        /* cancel_held - end job @id, held in the fleet's schedule set, as @rec says
-         * (state, error, finished_ms, owner, key), if it is still there. Return 0;
-         * -EALREADY: not in the set (moved to the queue, or ended); -EIO.
-         * Context: any thread. */
+        /* cancel_held - end job @rec->id, held in the fleet's schedule set or waiting
+         * for its dependencies, as @rec says (state, error, finished_ms, owner, key), if
+         * it still is. Return 0; -EALREADY: not held or waiting any more (moved to the
+         * queue, or ended); -EIO. Context: any thread. */
         int (*cancel_held)(Store *s, const StoreRecord *rec);
         /* key_claim - idempotency key @key of @owner names job @id, unless it names
          * another job already: then *@ret_existing is that one's id (else 0).
@@ -528,10 +531,11 @@ void store_fleet_stop(Store *s);
 /*
  * store_cancel_held - end job @rec->id as @rec says (its state, error, finished_ms; its
  * owner and key, whose expiry starts then) if the fleet's schedule set still holds it,
- * taking it out of that set atomically: a host moving it to the queue at the same time
- * wins or loses as a whole. Return: 0; -EALREADY (not held there: it was moved to the
- * queue, or it ended); -ENOTSUP (not a fleet store); -EIO. Context: any thread or
- * fiber; blocks its thread for one round trip.
+ * taking it out of that set atomically (a host moving it to the queue at the same time
+ * wins or loses as a whole), or if it still waits for its dependencies; the jobs
+ * waiting on it fail. Return: 0; -EALREADY (neither: it was moved to the queue, or it
+ * ended); -ENOTSUP (not a fleet store); -EIO. Context: any thread or fiber; blocks its
+ * thread for one round trip.
  */
 int store_cancel_held(Store *s, const StoreRecord *rec);
 
