@@ -580,10 +580,10 @@ static bool key_match_locked(JobTable *t, uid_t uid, const char *key, Job **ret,
  * the fleet's: store_key_claim(), released again if the submission is refused later),
  * admission, the job, then its first transition (jobhold_accept_locked(): queued,
  * scheduled or waiting; a fleet copy is queued by the store instead: the shared queue,
- * or the fleet's schedule set when its due time is ahead), whose listeners list the job
- * in the table (listen_table) and queue its first write (listen_store); last, dispatch
- * unless the job waits for the disk first (DUR_PENDING: jobtable_wait_durable()
- * dispatches it).
+ * the fleet's schedule set when its due time is ahead, or the sets of the jobs it runs
+ * after), whose listeners list the job in the table (listen_table) and queue its first
+ * write (listen_store); last, dispatch unless the job waits for the disk first
+ * (DUR_PENDING: jobtable_wait_durable() dispatches it).
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
@@ -631,7 +631,11 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         if (r == 0) {
                 j->fleet_copy = plan.fleet_copy;
                 j->durability = plan.durability;
-                if (plan.fleet_copy && j->run_at_ms > job_now_ms()) {
+                if (plan.fleet_copy && jp->n_after) {
+                        /* the sets of the jobs it runs after hold it until they end
+                         * (store-redis-sched.c); then it is queued or scheduled */
+                        job_transition(&t->machine, j, JOB_EV_WAIT, NULL);
+                } else if (plan.fleet_copy && j->run_at_ms > job_now_ms()) {
                         /* the fleet's schedule set holds it until then (store-redis-sched.c) */
                         j->due_ms = j->run_at_ms;
                         job_transition(&t->machine, j, JOB_EV_SCHEDULE, NULL);

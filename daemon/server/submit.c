@@ -220,10 +220,6 @@ static int check_options(Daemon *d, const Creds *creds, const SubmitParams *p, i
                                       "backoff_max_ms (%llu) is below backoff_ms (%llu)",
                                       (unsigned long long)p->backoff_max_ms,
                                       (unsigned long long)p->backoff_ms);
-        if (store_fleet(d->store) && p->n_after)
-                return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EOPNOTSUPP,
-                                      "after is not available in fleet mode ([store] backend "
-                                      "= redis) yet: wait for the jobs, then submit");
         /* a class reserved to admins ([class.NAME] admin_only; default too) */
         k = config_class_find(&d->cfg, sched_class_name(d->job_sched, (unsigned)cls));
         if (k && k->admin_only && !admin) {
@@ -236,13 +232,21 @@ static int check_options(Daemon *d, const Creds *creds, const SubmitParams *p, i
 }
 
 /* Step 3, the `after` ids: jobs the submitter may see (its own; an admin's: any), not
- * ended otherwise than done. */
-static int check_after(Daemon *d, const Creds *creds, const SubmitParams *p, IpcStatus *st)
+ * ended otherwise than done; in a fleet not for a job with fds (@n_fds). */
+static int check_after(Daemon *d, const Creds *creds, size_t n_fds, const SubmitParams *p,
+                       IpcStatus *st)
 {
         bool admin = access_tier(&d->cfg, creds) >= ACCESS_ADMIN;
 
+        if (p->n_after && n_fds && store_fleet(d->store))
+                /* it runs on this host only, and its dependencies anywhere */
+                return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EOPNOTSUPP,
+                                      "after: a job submitted with file descriptors cannot "
+                                      "wait for other jobs in fleet mode ([store] backend = "
+                                      "redis): wait for them, then submit");
         for (size_t i = 0; i < p->n_after; i++) {
-                Job *dep = jobtable_get(&d->jobs, p->after[i]);
+                /* in a fleet, any host's job (its shared record) */
+                Job *dep = fleet_get(&d->jobs, d->store, p->after[i]);
                 JobState state;
                 if (!dep || (dep->owner != creds->uid && !admin)) {
                         job_unref(dep);
@@ -322,7 +326,7 @@ static int check_submission(Daemon *d, const JobOrigin *origin, const msgpack_ob
                 return r;
         r = check_options(d, origin->creds, p, ret_cls, st);
         if (r == 0)
-                r = check_after(d, origin->creds, p, st);
+                r = check_after(d, origin->creds, origin->n_fds, p, st);
         if (r < 0)
                 return r;
         r = find_plugin(p, ret_plugin, st);

@@ -24,10 +24,10 @@
  *                once the pause reached FLEET_POLL_REMOTE_NS (after 0.2 + 0.4 + 0.8 ms):
  *                most jobs are taken within a few ms, by this host as often as not;
  *   job.cancel   of a job another host holds: one round trip to end it when the
- *                fleet's schedule set holds it (a script that takes it out of the
- *                set and writes its final record, store-redis-sched.c), one to read
- *                its record back; a queued or running one is refused, its host
- *                alone can cancel it;
+ *                fleet's schedule set holds it or it waits for its dependencies (a
+ *                script that takes it out of the set and writes its final record,
+ *                store-redis-sched.c), one to read its record back; a queued or
+ *                running one is refused, its host alone can cancel it;
  *   job.list     per 256 ids of the shared index: one round trip for the ids
  *                (store_list()) and one for the records this host does not hold
  *                (store_fetch_many(), one pipeline), at most FLEET_LIST_SCAN ids per
@@ -102,6 +102,7 @@ Job *fleet_wait(JobTable *t, Store *s, Request *req, Job *j, uint64_t deadline_n
 int fleet_cancel(JobTable *t, Store *s, Job *j, Job **ret)
 {
         bool retrying = j->state == JOB_RETRYING;
+        bool held = retrying || j->state == JOB_SCHEDULED || j->state == JOB_WAITING;
         StoreRecord rec = {
                 .id = j->id,
                 .state = JOB_CANCELLED,
@@ -115,7 +116,7 @@ int fleet_cancel(JobTable *t, Store *s, Job *j, Job **ret)
         int r = -EALREADY;
         Job *n;
 
-        if (j->state == JOB_SCHEDULED || retrying)
+        if (held)
                 r = store_cancel_held(s, &rec);
         if (r < 0 && r != -EALREADY) {
                 *ret = j;
