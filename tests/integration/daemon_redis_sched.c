@@ -20,7 +20,13 @@
  *    first job's id (`existing`), job.run with it answers that job's record; the key
  *    has no expiry while the job runs and the key window once it ended;
  *  - job.cancel of a scheduled job through the host that did not submit it ends it
- *    cancelled at once, off the schedule set, and it never runs.
+ *    cancelled at once, off the schedule set, and it never runs;
+ *  - dependencies across hosts: a job submitted through one host after two jobs of the
+ *    other waits (in both their fiberd:dependents sets) and starts only once both ended;
+ *    after a job that is done it is queued at once; a dependency that fails fails the
+ *    chain after it, each naming the job it ran after; a job after a failed one is
+ *    refused; a waiting job cancelled through the other host stays cancelled when its
+ *    dependency ends.
  *
  * Every wait is a bounded poll of a condition; the intervals are tens to hundreds of
  * milliseconds.
@@ -78,6 +84,8 @@ static uint64_t wall_ms(void)
 typedef struct Opts {
         uint64_t delay_ms, max_attempts, backoff_ms;
         const char *key;
+        const uint64_t *after;
+        size_t n_after;
 } Opts;
 
 /* Packs job.submit's or job.run's [plugin, {args}, {options}]. */
@@ -93,7 +101,8 @@ static void pack_submission(msgpack_packer *pk, const char *plugin, const Arg *a
                 else
                         msgpack_pack_int64(pk, args[i].i);
         }
-        msgpack_pack_map(pk, !!o->delay_ms + !!o->max_attempts + !!o->backoff_ms + !!o->key);
+        msgpack_pack_map(pk, !!o->delay_ms + !!o->max_attempts + !!o->backoff_ms + !!o->key +
+                                     !!o->n_after);
         if (o->delay_ms)
                 ipc_pack_kv_uint(pk, "delay_ms", o->delay_ms);
         if (o->max_attempts)
@@ -103,6 +112,12 @@ static void pack_submission(msgpack_packer *pk, const char *plugin, const Arg *a
         if (o->key) {
                 ipc_pack_cstr(pk, "key");
                 ipc_pack_cstr(pk, o->key);
+        }
+        if (o->n_after) {
+                ipc_pack_cstr(pk, "after");
+                msgpack_pack_array(pk, (uint32_t)o->n_after);
+                for (size_t i = 0; i < o->n_after; i++)
+                        msgpack_pack_uint64(pk, o->after[i]);
         }
 }
 
@@ -500,6 +515,150 @@ Test(daemon_redis_sched, a_scheduled_job_is_cancelled_through_the_other_host)
         cr_assert_str_eq(state, "cancelled");
         cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), 0);
         cr_assert_eq(redis_fleet_cli_int("XLEN fiberd:jobs"), 0);
+        client_free(a);
+        client_free(b);
+}
+
+/* ------------------------------------------------------------ dependencies ------- */
+
+/* Does job @id have a set of waiting dependents in Redis? */
+static bool has_dependents(uint64_t id)
+{
+        char args[96];
+
+        snprintf(args, sizeof(args), "EXISTS fiberd:dependents:%llu", (unsigned long long)id);
+        return redis_fleet_cli_int(args) == 1;
+}
+
+Test(daemon_redis_sched, a_job_after_another_hosts_jobs_runs_once_they_are_done)
+{
+        uint64_t first, second, waiting, done_id, deps[2];
+        uint64_t finished_first, finished_second;
+        Client *a, *b;
+        char state[32];
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        host_start(&host_b, "b");
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        done_id = submit(a, "echo", (Arg[]){ARG_I("n", 0)}, 1, &(Opts){0}, NULL);
+        wait_state(a, done_id, "done", 10000);
+        first = submit(a, "sleep", (Arg[]){ARG_I("ms", 300)}, 1, &(Opts){0}, NULL);
+        second = submit(a, "sleep", (Arg[]){ARG_I("ms", 500)}, 1, &(Opts){0}, NULL);
+        deps[0] = first;
+        deps[1] = second;
+        /* through the other host: it waits for both, in the sets of both */
+        waiting = submit(b, "echo", (Arg[]){ARG_I("n", 1)}, 1, &(Opts){.after = deps, .n_after = 2},
+                         NULL);
+        state_of(a, waiting, state);
+        cr_assert_str_eq(state, "waiting");
+        cr_assert(has_dependents(first) && has_dependents(second),
+                  "the waiting job is not in its dependencies' sets");
+        rpc_job_wait(a, waiting, 10000, &rp);
+        cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        cr_assert_eq(map_get(rp.result, "after")->via.array.size, 2);
+        reply_clear(&rp);
+        /* it started only after both had ended */
+        status(b, first, &rp);
+        finished_first = map_uint(rp.result, "finished_ms");
+        reply_clear(&rp);
+        status(b, second, &rp);
+        finished_second = map_uint(rp.result, "finished_ms");
+        reply_clear(&rp);
+        status(b, waiting, &rp);
+        cr_assert_geq(map_uint(rp.result, "started_ms"), finished_first);
+        cr_assert_geq(map_uint(rp.result, "started_ms"), finished_second);
+        reply_clear(&rp);
+        cr_assert(!has_dependents(first) && !has_dependents(second));
+        /* after a job that is done already: queued at once */
+        deps[0] = done_id;
+        waiting = submit(b, "echo", (Arg[]){ARG_I("n", 2)}, 1, &(Opts){.after = deps, .n_after = 1},
+                         NULL);
+        wait_state(a, waiting, "done", 10000);
+        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), 5);
+        client_free(a);
+        client_free(b);
+}
+
+Test(daemon_redis_sched, a_failed_dependency_fails_the_chain_after_it)
+{
+        uint64_t dep, mid, last, ids[1];
+        Client *a, *b;
+        Reply rp;
+        char want[128];
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        host_start(&host_b, "b");
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        /* scheduled, so not final yet when the others are submitted; it fails at once */
+        dep = submit(a, "flaky", (Arg[]){ARG_I("fail", 5)}, 1, &(Opts){.delay_ms = 300}, NULL);
+        ids[0] = dep;
+        mid = submit(b, "echo", (Arg[]){ARG_I("n", 1)}, 1, &(Opts){.after = ids, .n_after = 1},
+                     NULL);
+        ids[0] = mid;
+        last = submit(a, "echo", (Arg[]){ARG_I("n", 2)}, 1, &(Opts){.after = ids, .n_after = 1},
+                      NULL);
+        rpc_job_wait(b, last, 10000, &rp);
+        cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "failed");
+        cr_assert_str_eq(map_str(map_get(rp.result, "error"), "code"), "FAILED_PRECONDITION");
+        snprintf(want, sizeof(want), "job %llu, which this job runs after, ended failed",
+                 (unsigned long long)mid);
+        cr_assert_str_eq(map_str(map_get(rp.result, "error"), "message"), want);
+        reply_clear(&rp);
+        status(a, mid, &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "failed");
+        snprintf(want, sizeof(want), "job %llu, which this job runs after, ended failed",
+                 (unsigned long long)dep);
+        cr_assert_str_eq(map_str(map_get(rp.result, "error"), "message"), want);
+        reply_clear(&rp);
+        /* a job after a failed one is refused at once */
+        ids[0] = dep;
+        {
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(b, "job.submit", 3, &msgid);
+                pack_submission(pk, "echo", NULL, 0, &(Opts){.after = ids, .n_after = 1});
+                rpc_wait_reply(b, msgid, &rp);
+                cr_assert_neq(rp.r, 0, "a job after a failed one was accepted");
+                cr_assert_str_eq(rp.st.code, "FAILED_PRECONDITION", "%s", rp.st.message);
+                reply_clear(&rp);
+        }
+        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), 0);
+        client_free(a);
+        client_free(b);
+}
+
+Test(daemon_redis_sched, a_waiting_job_is_cancelled_through_the_other_host)
+{
+        uint64_t dep, waiting, ids[1];
+        Client *a, *b;
+        char state[32];
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        host_start(&host_b, "b");
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        dep = submit(a, "sleep", (Arg[]){ARG_I("ms", 400)}, 1, &(Opts){0}, NULL);
+        ids[0] = dep;
+        waiting = submit(a, "echo", (Arg[]){ARG_I("n", 1)}, 1, &(Opts){.after = ids, .n_after = 1},
+                         NULL);
+        rpc_simple(b, "job.cancel", 1, &waiting, &rp);
+        cr_assert_eq(rp.r, 0, "job.cancel through b: %s %s", rp.st.code, rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
+        reply_clear(&rp);
+        wait_state(b, dep, "done", 10000);
+        usleep(100000); /* its dependency's end does not bring it back */
+        state_of(a, waiting, state);
+        cr_assert_str_eq(state, "cancelled");
+        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), 1);
+        cr_assert(!has_dependents(dep));
         client_free(a);
         client_free(b);
 }
