@@ -15,7 +15,7 @@
  *  - a flaky job with max_attempts: its first run fails, the host that ran it is
  *    killed while the retry waits in the schedule set, and the other host runs the next
  *    attempts: it ends done, every failed run listed in `errors`; a job out of attempts
- *    ends dead;
+ *    ends dead; a job.run on a one-host fleet follows its job through two hand-backs;
  *  - an idempotency key is the fleet's: a repeat through the other host answers the
  *    first job's id (`existing`), job.run with it answers that job's record; the key
  *    has no expiry while the job runs and the key window once it ended;
@@ -431,6 +431,40 @@ Test(daemon_redis_sched, a_fleet_job_out_of_attempts_ends_dead)
         cr_assert_eq(redis_fleet_cli_int("ZCARD fiberd:scheduled"), 0);
         client_free(a);
         client_free(b);
+}
+
+Test(daemon_redis_sched, a_wait_on_the_host_that_ran_a_failed_attempt_follows_the_retry)
+{
+        uint64_t id, runs;
+        uint32_t msgid;
+        msgpack_packer *pk;
+        Client *a;
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a"); /* one host: it runs every attempt, handing each back */
+        a = fiberd_connect(&host_a);
+        pk = client_request(a, "job.run", 4, &msgid);
+        cr_assert(pk);
+        /* each run takes 200 ms: the wait, polling at most 100 ms apart, finds the job in
+         * this host's table and waits on it there when its run fails */
+        pack_submission(pk, "flaky", (Arg[]){ARG_I("fail", 2), ARG_I("ms", 200)}, 2,
+                        &(Opts){.max_attempts = 3, .backoff_ms = 50});
+        msgpack_pack_uint64(pk, 10000);
+        rpc_wait_reply(a, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "job.run: %s", rp.st.message);
+        id = map_uint(rp.result, "id");
+        cr_assert_str_eq(map_str(rp.result, "state"), "done", "job %llu: %s",
+                         (unsigned long long)id, map_str(rp.result, "state"));
+        cr_assert_eq(map_uint(rp.result, "attempt"), 2);
+        check_errors(rp.result, 2);
+        runs = map_uint(map_get(rp.result, "result"), "runs");
+        cr_assert_eq(runs, 3, "flaky counted %llu runs", (unsigned long long)runs);
+        reply_clear(&rp);
+        cr_assert(fiberd_log_contains(&host_a, "attempt 2 of 3 failed"));
+        cr_assert_eq(host_jobs(a, "done"), 1);
+        cr_assert_eq(host_jobs(a, "retrying"), 0, "a handed-back retry is still counted here");
+        client_free(a);
 }
 
 /* ------------------------------------------------------------ keys --------------- */

@@ -3,13 +3,15 @@
  * flaky.c — a test plugin that fails its first {"fail"} runs (default 1) of a job and
  * then succeeds with {"runs": n}: the tests of retries, backoff and the dead set use it.
  * A failure is -EIO ({"errno"} sets another), permanent with {"permanent": true}
- * (host->fail_permanent()). The runs of each job are counted here, by job id (a small
+ * (host->fail_permanent()). {"ms": n} makes each run take n ms first (a plain usleep(),
+ * which fiberd's hooks turn into a sleep of the job fiber). The runs of each job are counted here, by job id (a small
  * table: at most FLAKY_JOBS jobs at once).
  */
 #include "plugins/fiberd/plugin.h"
 
 #include <stdbool.h>
 #include <errno.h>
+#include <unistd.h>
 
 #define FLAKY_JOBS 256
 
@@ -45,7 +47,7 @@ static uint64_t flaky_count(uint64_t id)
 
 static int flaky_run(FiberdJob *job, const FiberdHost *host)
 {
-        uint64_t fail = 1, run;
+        uint64_t fail = 1, ms = 0, run;
         int64_t err = EIO;
         bool permanent = false;
         int r;
@@ -56,6 +58,10 @@ static int flaky_run(FiberdJob *job, const FiberdHost *host)
                 return r;
         if ((r = host->arg_bool(job, "permanent", &permanent)) < 0 && r != -ENOENT)
                 return r;
+        if ((r = host->arg_uint(job, "ms", &ms)) < 0 && r != -ENOENT)
+                return r;
+        if (ms)
+                usleep((useconds_t)(ms * 1000));
         run = flaky_count(host->job_id(job));
         if (run > fail)
                 return host->result_uint(job, "runs", run);
