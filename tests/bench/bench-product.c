@@ -428,6 +428,34 @@ int bench_product_fiberd_sqlite_after(int argc, char **argv)
         return bench_product_fiberd_after(argc, argv);
 }
 
+/* product-due-redis / -redis2: product-due in fleet mode, 1 or 2 hosts (the due jobs
+ * are submitted through the first; they run on whichever host the stream gives them) */
+int bench_product_due_redis(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_STORE", "redis", 1);
+        setenv("FIBERD_BENCH_HOSTS", "1", 1);
+        return bench_product_due(argc, argv);
+}
+
+int bench_product_due_redis2(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_STORE", "redis", 1);
+        setenv("FIBERD_BENCH_HOSTS", "2", 1);
+        return bench_product_due(argc, argv);
+}
+
+int bench_product_fiberd_redis_attempts(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_STORE", "redis", 1);
+        return bench_product_fiberd_attempts(argc, argv);
+}
+
+int bench_product_fiberd_redis_after(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_STORE", "redis", 1);
+        return bench_product_fiberd_after(argc, argv);
+}
+
 int bench_product_fiberd_redis(int argc, char **argv)
 {
         setenv("FIBERD_BENCH_STORE", "redis", 1);
@@ -763,11 +791,14 @@ static int cmp_u64(const void *a, const void *b)
 
 int bench_product_due(int argc, char **argv)
 {
+        const char *store, *nh = getenv("FIBERD_BENCH_HOSTS");
         char conf[160];
-        ProductServer srv = {0};
+        ProductServer srv[2] = {{0}}, rsrv = {0};
         DueRun d = {0};
-        Client *c;
+        Client *c, *c2 = NULL;
         uint64_t far, rate, secs, near, rss0, rss1, start, deadline;
+        unsigned hosts;
+        bool redis;
 
         if (argc != 4)
                 bench_die("usage: product-due FAR RATE SECONDS");
@@ -782,17 +813,27 @@ int bench_product_due(int argc, char **argv)
                  (unsigned long long)(far + near + 1000));
         setenv("FIBERD_BENCH_CONF", conf, 1);
         setenv("FIBERD_BENCH_STORE", "memory", 0);
+        store = getenv("FIBERD_BENCH_STORE");
+        redis = !strcmp(store, "redis");
+        hosts = redis && nh && !strcmp(nh, "2") ? 2 : 1;
         d.ids = calloc(near, sizeof(*d.ids));
         d.late_ms = calloc(near, sizeof(*d.late_ms));
         if (!d.ids || !d.late_ms)
                 bench_die("out of memory");
-        fiberd_start(&srv);
-        c = connect_or_die(&srv);
+        if (redis)
+                redis_start(&rsrv);
+        for (unsigned h = 0; h < hosts; h++)
+                fiberd_start(&srv[h]);
+        c = connect_or_die(&srv[0]);
+        if (hosts > 1)
+                c2 = connect_or_die(&srv[1]);
 
-        rss0 = product_rss_bytes(srv.pid);
+        /* the memory a scheduled job costs: fiberd's, or in a fleet the redis-server's
+         * (the schedule set and the records live there) */
+        rss0 = product_rss_bytes(redis ? rsrv.pid : srv[0].pid);
         d.base_ms = due_wall_ms();
         pipeline(c, far, 512, pack_far, NULL, &d);
-        rss1 = product_rss_bytes(srv.pid);
+        rss1 = product_rss_bytes(redis ? rsrv.pid : srv[0].pid);
 
         /* RATE a second, each due a second after it is sent */
         start = bench_now_ns();
@@ -823,14 +864,17 @@ int bench_product_due(int argc, char **argv)
                 ipc_message_clear(&m);
         }
         deadline = bench_now_ns() + 60 * NSEC_PER_SEC;
-        while (jobs_done(c) < near + 0) {
+        while (jobs_done(c) + (c2 ? jobs_done(c2) : 0) < near) {
                 if (bench_now_ns() > deadline)
                         bench_die("product-due: the due jobs did not all run within a minute");
                 product_wait_until(bench_now_ns() + 20 * NSEC_PER_MSEC);
         }
         pipeline(c, near, 512, pack_status, take_lateness, &d);
         client_free(c);
-        product_stop(&srv);
+        client_free(c2);
+        for (unsigned h = 0; h < hosts; h++)
+                product_stop(&srv[h]);
+        product_stop(&rsrv);
 
         qsort(d.late_ms, d.n_late, sizeof(*d.late_ms), cmp_u64);
         printf("%llu %llu %.0f\n", (unsigned long long)d.late_ms[d.n_late / 2],

@@ -173,6 +173,10 @@ enum {
         J_P_AFTER_8,   /* trivial jobs after one done job, memory store */
         J_P_SQL_ATT_8, /* the same two with the sqlite store */
         J_P_SQL_AFTER_8,
+        J_P_DUE_R1, /* due jobs in fleet mode: 1 and 2 hosts */
+        J_P_DUE_R2,
+        J_P_R_ATT_8, /* max_attempts and after in fleet mode, 1 host */
+        J_P_R_AFTER_8,
         J_P_SKYNET,
         J_P_GO_SKYNET,
         J_CTL_FAIR1, /* CPU control (bench-control.c) */
@@ -400,6 +404,20 @@ static const Row rows[] = {
          J_P_FIBERD_SQL_8, 0, "/s", "plain submission, sqlite", CMP_TIMES, 0, "(measured)"},
         {"26. the same with the sqlite store: after one done job (jobs/s)", J_P_SQL_AFTER_8,
          J_P_FIBERD_SQL_8, 0, "/s", "plain submission, sqlite", CMP_TIMES, 0, "(measured)"},
+        {"25r. due jobs in fleet mode, 1 host, 100k scheduled: lateness p50 (ms)", J_P_DUE_R1,
+         J_P_DUE, 0, "ms", "memory store, 1M", CMP_TIMES, 0, "(measured)"},
+        {"25r. the same: lateness p99 (ms)", J_P_DUE_R1, J_P_DUE, 1, "ms", "memory store, 1M",
+         CMP_TIMES, 0, "(measured)"},
+        {"25r. the same: redis-server's resident bytes per scheduled job", J_P_DUE_R1, J_P_DUE, 2,
+         "B", "fiberd's, memory store", CMP_TIMES, 0, "(measured)"},
+        {"25r. due jobs in fleet mode, 2 hosts: lateness p50 (ms)", J_P_DUE_R2, J_P_DUE_R1, 0, "ms",
+         "1 host", CMP_TIMES, 0, "(measured)"},
+        {"25r. the same, 2 hosts: lateness p99 (ms)", J_P_DUE_R2, J_P_DUE_R1, 1, "ms", "1 host",
+         CMP_TIMES, 0, "(measured)"},
+        {"26r. fleet mode, 1 host: max_attempts 3 (jobs/s)", J_P_R_ATT_8, J_P_FIBERD_REDIS_8, 0,
+         "/s", "plain submission, redis", CMP_TIMES, 0, "(measured)"},
+        {"26r. fleet mode, 1 host: after one done job (jobs/s)", J_P_R_AFTER_8, J_P_FIBERD_REDIS_8,
+         0, "/s", "plain submission, redis", CMP_TIMES, 0, "(measured)"},
 };
 
 typedef struct Options {
@@ -474,6 +492,10 @@ static void product_jobs_setup(Job *jobs, const Options *o)
                  "product-fiberd-sqlite-attempts", "tput", 8, 0},
                 {J_P_SQL_AFTER_8, "product-sched", "fiberd sqlite after a done job, 8 conns",
                  "product-fiberd-sqlite-after", "tput", 8, 0},
+                {J_P_R_ATT_8, "product-sched", "fiberd redis max_attempts 3, 8 conns",
+                 "product-fiberd-redis-attempts", "tput", 8, 0},
+                {J_P_R_AFTER_8, "product-sched", "fiberd redis after a done job, 8 conns",
+                 "product-fiberd-redis-after", "tput", 8, 0},
         };
         unsigned r = o->runs, few = r < 3 ? r : 3;
         bool s = o->smoke;
@@ -502,7 +524,15 @@ static void product_jobs_setup(Job *jobs, const Options *o)
                 s ? "2000" : "1000000", s ? "1000" : "10000");
         job_set(&jobs[J_P_BEAN_DUE], "product-sched", "beanstalkd delayed jobs", false,
                 "product-beanstalk-due", few, s ? "2000" : "1000000", s ? "1000" : "10000");
-        for (int k = J_P_DUE; k <= J_P_BEAN_DUE; k++) {
+        /* the same in fleet mode, 100,000 scheduled (a fleet submission is a round trip to
+         * Redis: 1M would take minutes) */
+        job_set(&jobs[J_P_DUE_R1], "product-sched", "fiberd due jobs, redis 1 host", false,
+                "product-due-redis", few, s ? "2000" : "100000", s ? "1000" : "10000");
+        job_set(&jobs[J_P_DUE_R2], "product-sched", "fiberd due jobs, redis 2 hosts", false,
+                "product-due-redis2", few, s ? "2000" : "100000", s ? "1000" : "10000");
+        for (int k = J_P_DUE; k <= J_P_DUE_R2; k++) {
+                if (k > J_P_BEAN_DUE && k < J_P_DUE_R1)
+                        continue;
                 snprintf(jobs[k].args[2], sizeof(jobs[k].args[2]), "%s", s ? "1" : "5");
                 jobs[k].values = 3;
                 jobs[k].timeout_s = 300;
@@ -538,7 +568,9 @@ static void product_jobs_filter(Job *jobs)
                         snprintf(j->skip, sizeof(j->skip),
                                  "fiberd-bench-gearman not built: libgearman-dev not installed "
                                  "(make deps-bench)");
-                else if (!strncmp(j->cmd, "product-fiberd-redis", 20) && !redis)
+                else if ((!strncmp(j->cmd, "product-fiberd-redis", 20) ||
+                          !strncmp(j->cmd, "product-due-redis", 17)) &&
+                         !redis)
                         snprintf(j->skip, sizeof(j->skip),
                                  "redis-server not installed (apt-get install redis-server, or "
                                  "make deps)");
@@ -547,7 +579,7 @@ static void product_jobs_filter(Job *jobs)
                                  "beanstalkd not installed (apt-get install beanstalkd, or make "
                                  "deps-bench)");
                 else if (!strncmp(j->cmd, "product-f", 9) || !strcmp(j->cmd, "product-skynet") ||
-                         !strcmp(j->cmd, "product-preempt") || !strcmp(j->cmd, "product-due"))
+                         !strcmp(j->cmd, "product-preempt") || !strncmp(j->cmd, "product-due", 11))
                         if (!fiberd)
                                 snprintf(j->skip, sizeof(j->skip), "%s", why);
         }
@@ -1233,6 +1265,14 @@ static const struct {
          "tput N C W: product-fiberd-attempts with the sqlite job store"},
         {"product-fiberd-sqlite-after", bench_product_fiberd_sqlite_after,
          "tput N C W: product-fiberd-after with the sqlite job store"},
+        {"product-due-redis", bench_product_due_redis,
+         "FAR RATE SECONDS: product-due in fleet mode, 1 host"},
+        {"product-due-redis2", bench_product_due_redis2,
+         "FAR RATE SECONDS: product-due in fleet mode, 2 hosts"},
+        {"product-fiberd-redis-attempts", bench_product_fiberd_redis_attempts,
+         "tput N C W: product-fiberd-attempts in fleet mode, 1 host"},
+        {"product-fiberd-redis-after", bench_product_fiberd_redis_after,
+         "tput N C W: product-fiberd-after in fleet mode, 1 host"},
 };
 
 int main(int argc, char **argv)

@@ -118,6 +118,10 @@ int bench_product_fiberd_attempts(int argc, char **argv);
 int bench_product_fiberd_after(int argc, char **argv);
 int bench_product_fiberd_sqlite_attempts(int argc, char **argv);
 int bench_product_fiberd_sqlite_after(int argc, char **argv);
+int bench_product_due_redis(int argc, char **argv);
+int bench_product_due_redis2(int argc, char **argv);
+int bench_product_fiberd_redis_attempts(int argc, char **argv);
+int bench_product_fiberd_redis_after(int argc, char **argv);
 
 /* bench_product_fiberd_built - whether the fiberd, fiberctl and plugins this tree built
  * are there; if not, why, in @why. Context: any. */
