@@ -992,21 +992,23 @@ int jobtable_wait_durable(JobTable *t, Job *j)
         return 0;
 }
 
-/* Where a restored final job goes in the finished list: by finish time (its
+/* Where a restored final job goes in the finished list, or a dead one in the dead list
+ * (their own retention, as at a death: listen_retention()): by finish time (its
  * finished_mono_ns, which job_transition() derived from the record). */
 static void restore_finished_locked(JobTable *t, Job *j)
 {
-        ListHead *pos = t->finished.prev;
+        bool dead = j->state == JOB_DEAD;
+        ListHead *list = dead ? &t->dead : &t->finished;
+        ListHead *pos = list->prev;
 
-        while (pos != &t->finished &&
+        while (pos != list &&
                list_entry(pos, Job, fin_link)->finished_mono_ns > j->finished_mono_ns)
                 pos = pos->prev;
-        /* insert after pos */
-        j->fin_link.prev = pos;
-        j->fin_link.next = pos->next;
-        pos->next->prev = &j->fin_link;
-        pos->next = &j->fin_link;
-        t->fin_count++;
+        list_add_head(pos, &j->fin_link); /* after pos: pos taken as a head */
+        if (dead)
+                t->dead_count++;
+        else
+                t->fin_count++;
 }
 
 /* @rec's job as a Job (not listed). */

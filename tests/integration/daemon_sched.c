@@ -476,6 +476,47 @@ Test(daemon_sched, scheduled_retrying_and_waiting_jobs_survive_kill_9)
         client_free(c);
 }
 
+/* Dead jobs read back at a restart go back to the dead set, with its retention
+ * (dead_retention_s), not the finished jobs' (retention_s: 1 s here); discarding one
+ * leaves the others (the dead count once went below zero at that). */
+Test(daemon_sched, dead_jobs_stay_dead_across_a_restart)
+{
+        uint64_t ids[3], t0;
+        Client *c;
+        Reply rp;
+        uint32_t msgid;
+        msgpack_packer *pk;
+
+        fiberd_start(&fd_, &(FiberdOpts){.config = "[jobs]\nretention_s = 1\n",
+                                         .extra = FLAKY_SO,
+                                         .workers = 2});
+        c = fiberd_connect(&fd_);
+        for (int i = 0; i < 3; i++)
+                ids[i] = submit(c, "flaky", (Arg[]){ARG_I("fail", 5)}, 1,
+                                &(Opts){.max_attempts = 2, .backoff_ms = 10}, NULL, NULL);
+        for (int i = 0; i < 3; i++)
+                wait_state(c, ids[i], "dead");
+        client_free(c);
+        kill9();
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        pk = client_request(c, "job.discard", 1, &msgid);
+        msgpack_pack_array(pk, 1);
+        msgpack_pack_uint64(pk, ids[0]);
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        reply_clear(&rp);
+        t0 = fiberd_now_ms();
+        while (fiberd_now_ms() < t0 + 2500) /* past retention_s, two sweeps */
+                usleep(50000);
+        for (int i = 1; i < 3; i++) {
+                char state[32];
+                state_of(c, ids[i], state);
+                cr_assert_str_eq(state, "dead", "job %llu", (unsigned long long)ids[i]);
+        }
+        client_free(c);
+}
+
 /* ------------------------------------------------------------ access ------------- */
 
 #define NOBODY 65534
