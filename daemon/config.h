@@ -23,7 +23,10 @@
  *   max_running = 256              ; jobs running at once; the rest wait by priority
  *   max_queued = 100000            ; jobs waiting at most; beyond, job.submit is OVERLOADED
  *   retention_s = 600              ; finished jobs stay queryable this long
- *   retention_max = 10000          ; and at most this many of them
+ *   retention_max = 10000          ; and at most this many of them (past it, the
+ *                                  ; oldest of the uid with the most finished goes)
+ *   retention_max_per_user = 1000  ; finished jobs of one uid kept; past it, its oldest
+ *                                  ; goes (never another uid's); 0 = no cap
  *   dead_retention_s = 604800      ; dead jobs (out of attempts) stay this long
  *   dead_retention_max = 10000     ; and at most this many of them
  *   idempotency_window_s = 86400   ; a key answers repeats this long after its job ended
@@ -32,6 +35,9 @@
  *   max_queued_per_user = 10000    ; queued jobs of one uid; 0 = no cap
  *   submit_rate_per_user = 0       ; submissions a second per uid; 0 = no limit
  *   submit_burst_per_user = 0      ; the token bucket's size; 0 = submit_rate_per_user
+ *   max_bytes_per_user = 268435456 ; bytes of args and results one uid's jobs hold
+ *                                  ; (queued to finished); 0 = no cap (jobquota.h)
+ *   max_bytes = 2147483648         ; the same for every uid, root included; 0 = no cap
  *   [ipc]
  *   max_message = 1048576          ; bytes; a bigger request closes its connection
  *   max_connections = 0            ; connections open at once; 0 = half the fds that
@@ -172,6 +178,9 @@ typedef struct Config {
         size_t max_queued_per_user;     /* [jobs]; 0 = no cap */
         unsigned submit_rate_per_user;  /* [jobs]; a second; 0 = no limit */
         unsigned submit_burst_per_user; /* [jobs]; 0 = submit_rate_per_user */
+        size_t retention_max_per_user;  /* [jobs]; finished jobs of one uid kept; 0 = no cap */
+        uint64_t max_bytes_per_user;    /* [jobs]; args + results one uid holds; 0 = no cap */
+        uint64_t max_bytes;             /* [jobs]; args + results of every uid; 0 = no cap */
         size_t max_message;             /* bytes, the biggest request accepted */
         /* [ipc] resource limits, for ServerLimits (server.h) */
         unsigned max_connections;          /* open at once; 0 = from RLIMIT_NOFILE */

@@ -179,6 +179,9 @@ static void apply_quotas(Daemon *d, const Config *c)
                 .max_queued_per_user = c->max_queued_per_user,
                 .submit_rate_per_user = c->submit_rate_per_user,
                 .submit_burst_per_user = c->submit_burst_per_user,
+                .max_bytes_per_user = c->max_bytes_per_user,
+                .max_bytes = c->max_bytes,
+                .retention_max_per_user = c->retention_max_per_user,
                 .exempt_uid = geteuid(),
         };
 

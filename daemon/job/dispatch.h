@@ -44,13 +44,18 @@
 
 /*
  * JobQuotas - per-user limits ([jobs] in the config). They bind every uid but root and
- * fiberd's own (@exempt_uid): those could raise the limits anyway.
+ * fiberd's own (@exempt_uid): those could raise the limits anyway. The byte and
+ * retention bounds are the job table's (jobquota.h), carried here so that one call
+ * sets every [jobs] limit; the dispatcher does not read them.
  */
 typedef struct JobQuotas {
         unsigned max_running_per_user;  /* running jobs of one uid; 0 = no cap */
         size_t max_queued_per_user;     /* queued jobs of one uid; 0 = no cap */
         unsigned submit_rate_per_user;  /* submissions a second (token bucket); 0 = no limit */
         unsigned submit_burst_per_user; /* the bucket's size; 0 = submit_rate_per_user */
+        uint64_t max_bytes_per_user;    /* args + results held by one uid; 0 = no cap */
+        uint64_t max_bytes;             /* ... by every uid (root too); 0 = no cap */
+        size_t retention_max_per_user;  /* finished jobs of one uid kept; 0 = no cap */
         uid_t exempt_uid;               /* fiberd's own uid */
 } JobQuotas;
 

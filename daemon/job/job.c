@@ -47,8 +47,9 @@ static size_t object_tree_bytes(const msgpack_object *o)
 
 /* Deep-copies @o into a fresh zone sized to fit it in one chunk (not msgpack-c's 8 KiB
  * default: the copy lives as long as the job's record). Return: 0 and *@ret_zone /
- * *@ret; -ENOMEM. */
-static int job_copy_object(const msgpack_object *o, msgpack_zone **ret_zone, msgpack_object *ret)
+ * *@ret, and in *@ret_len the bytes of @o packed; -ENOMEM. */
+static int job_copy_object(const msgpack_object *o, msgpack_zone **ret_zone, msgpack_object *ret,
+                           size_t *ret_len)
 {
         msgpack_sbuffer sb;
         msgpack_packer pk;
@@ -71,6 +72,7 @@ static int job_copy_object(const msgpack_object *o, msgpack_zone **ret_zone, msg
         memcpy(bytes, sb.data, sb.size);
         if (msgpack_unpack(bytes, sb.size, &off, zone, &obj) != MSGPACK_UNPACK_SUCCESS)
                 goto out_zone;
+        *ret_len = sb.size;
         msgpack_sbuffer_destroy(&sb);
         *ret_zone = zone;
         *ret = obj;
@@ -95,7 +97,7 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->plugin_name = strdup(plugin_name);
         if (!j->plugin_name)
                 goto out_free_job;
-        r = job_copy_object(args, &j->args_zone, &j->args);
+        r = job_copy_object(args, &j->args_zone, &j->args, &j->args_bytes);
         if (r < 0)
                 goto out_free_name;
         j->id = id;
@@ -122,6 +124,7 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->backoff_max_ms = IPC_BACKOFF_MAX_MS_DEFAULT;
         list_init(&j->all_link);
         list_init(&j->fin_link);
+        list_init(&j->quota.link);
         fiber_event_init(&j->ran);
         fiber_event_init(&j->wake);
         fiber_event_init(&j->finished);

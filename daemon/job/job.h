@@ -39,6 +39,7 @@
 
 #include "daemon/server/creds.h"
 #include "daemon/job/joblog.h"
+#include "daemon/job/jobquota.h"
 #include "ipc/protocol.h"
 #include "scheduler/base/list.h"
 #include "scheduler/sched.h"
@@ -171,6 +172,7 @@ typedef struct Job {
         char *plugin_name;       /* owned copy, for logs and records */
         msgpack_object args;     /* a map; lives in args_zone */
         msgpack_zone *args_zone; /* owned */
+        size_t args_bytes;       /* @args packed: what it is charged for (jobquota.h) */
         int priority;            /* lower runs first */
         uint64_t timeout_ns;     /* 0 = none */
         uint64_t deadline_ns;    /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
@@ -250,6 +252,9 @@ typedef struct Job {
                                    * lock, before the job can be dispatched */
         JobStorePart store;       /* store.c's alone: its writes and their outcome */
         JobLog log;               /* its host->log lines, bounded (joblog.h); its own lock */
+        JobQuotaEntry quota;      /* its bytes, charged to its owner, and its place among
+                                   * the owner's finished jobs (jobquota.h); under the
+                                   * table lock, jobtable.c's alone */
 
         FiberEvent ran;      /* set by the job fiber when the entry point returned */
         FiberEvent wake;     /* set when the job fiber returned or cancellation was

@@ -13,6 +13,14 @@
  * All lists are intrusive (links inside Job), so nothing but job_new() and the
  * occasional hash doubling allocates. The table holds one reference to every job it
  * lists; dropping a job from the hash and lists drops that reference.
+ *
+ * Which finished jobs are dropped is the quota's to say (jobquota.h): each job is
+ * charged to its owner for its args and result (listen_quota), a user past its own
+ * bounds loses its own oldest finished jobs, the global bounds take from whoever holds
+ * the most (trim_locked(), at every finish and sweep), and a submission past a byte
+ * budget first drops its sender's own oldest finished jobs when that makes room
+ * (admit_locked()). Time (retention_s) drops from the front of the finished list, for
+ * everyone alike.
  */
 #include "daemon/job/jobtable.h"
 #include "daemon/job/jobhold.h"
@@ -26,6 +34,7 @@
 #include <string.h>
 
 static void machine_init(JobTable *t);
+static void trim_all_locked(JobTable *t);
 static const DispatchOps jobtable_dispatch_ops;
 
 void jobtable_lock(JobTable *t)
@@ -53,7 +62,8 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
                       &t->machine);
         t->max_queued = max_queued;
         t->retention_ns = retention_ns;
-        t->retention_max = retention_max;
+        jobquota_init(&t->quota);
+        t->quota.limits.retention_max = retention_max;
         list_init(&t->all);
         list_init(&t->finished);
         list_init(&t->dead);
@@ -80,7 +90,8 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
         dispatch_set_max_running_locked(&t->dispatch, max_running);
         t->max_queued = max_queued;
         t->retention_ns = retention_ns;
-        t->retention_max = retention_max;
+        t->quota.limits.retention_max = retention_max;
+        trim_all_locked(t);
         dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
 }
@@ -267,6 +278,27 @@ static void listen_table(void *ctx, Job *j, JobState from, JobEvent ev)
                 t->next_id = j->id + 1;
 }
 
+/* quota: a job listed here is charged to its owner (jobquota.h) for its args and
+ * result, again at every transition (a result came, or went with a retry). Out of
+ * memory for the owner's entry, the job is not charged (and logged). */
+static void listen_quota(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        JobTable *t = ctx;
+
+        if (j->fleet_copy)
+                return;
+        if (from == JOB_NEW && !j->quota.user) {
+                JobQuotaUser *u = jobquota_user(&t->quota, j->owner);
+                if (!u) {
+                        log_job(LOG_WARNING, j->id, j->plugin_name,
+                                "out of memory: its bytes are not counted against its owner");
+                        return;
+                }
+                jobquota_attach(&j->quota, u);
+        }
+        jobquota_charge(&t->quota, &j->quota, j->args_bytes + j->result_len);
+}
+
 /* counts: the queued and running gauges, the totals since start, in all and per plugin.
  * A restored final job is not counted: it did not end since this start. */
 static void listen_counts(void *ctx, Job *j, JobState from, JobEvent ev)
@@ -355,10 +387,33 @@ static void listen_waiters(void *ctx, Job *j, JobState from, JobEvent ev)
 static void retire_locked(JobTable *t, Job *j);
 static void restore_finished_locked(JobTable *t, Job *j);
 
-/* retention: a final job joins the finished list; retention_max holds at every finish,
- * not only at the ticker's sweep: at 100k jobs/s a second's burst would otherwise keep
- * 100k records alive (and the allocator keeps the memory they had). The one just
- * finished stays, for its waiters; the table's reference is all that is dropped. */
+/* The job whose quota entry is @e. */
+static Job *quota_job(JobQuotaEntry *e)
+{
+        return container_of(e, Job, quota);
+}
+
+/*
+ * Drops finished jobs while a bound of the quota is passed (jobquota.h): @u's own bounds
+ * (NULL: none checked) take @u's oldest finished jobs, the global ones the oldest of
+ * whoever holds the most. @keep (the job that just finished, for its waiters; NULL:
+ * none) stays, and so does what it would have taken to drop it.
+ */
+static void trim_locked(JobTable *t, JobQuotaUser *u, Job *keep)
+{
+        JobQuotaEntry *k = keep ? &keep->quota : NULL, *e;
+
+        while ((e = jobquota_user_excess(&t->quota, u)) && e != k)
+                retire_locked(t, quota_job(e));
+        while ((e = jobquota_global_excess(&t->quota)) && e != k)
+                retire_locked(t, quota_job(e));
+}
+
+/* retention: a final job joins the finished list (and its owner's, jobquota.h); the
+ * quota's bounds hold at every finish, not only at the ticker's sweep: at 100k jobs/s a
+ * second's burst would otherwise keep 100k records alive (and the allocator keeps the
+ * memory they had). The one just finished stays, for its waiters; the table's reference
+ * is all that is dropped. */
 static void listen_retention(void *ctx, Job *j, JobState from, JobEvent ev)
 {
         JobTable *t = ctx;
@@ -368,10 +423,12 @@ static void listen_retention(void *ctx, Job *j, JobState from, JobEvent ev)
         if (job_state_final(from) && !job_state_final(j->state)) { /* revived */
                 list_del(&j->fin_link);
                 list_init(&j->fin_link);
-                if (from == JOB_DEAD)
+                if (from == JOB_DEAD) {
                         t->dead_count--;
-                else
+                } else {
                         t->fin_count--;
+                        jobquota_unfinish(&t->quota, &j->quota);
+                }
                 return;
         }
         if (!job_state_final(j->state))
@@ -393,12 +450,8 @@ static void listen_retention(void *ctx, Job *j, JobState from, JobEvent ev)
         }
         list_add_tail(&t->finished, &j->fin_link);
         t->fin_count++;
-        while (t->fin_count > t->retention_max) {
-                Job *oldest = list_entry(list_first(&t->finished), Job, fin_link);
-                if (oldest == j)
-                        break;
-                retire_locked(t, oldest);
-        }
+        jobquota_finish(&t->quota, &j->quota, NULL);
+        trim_locked(t, j->quota.user, j);
 }
 
 /* fleet: a job this host took off the fleet's shared queue (Job.from_fleet) whose run
@@ -422,6 +475,7 @@ static void listen_fleet(void *ctx, Job *j, JobState from, JobEvent ev)
         hash_remove_locked(t, j);
         list_del(&j->all_link);
         list_init(&j->all_link);
+        jobquota_detach(&t->quota, &j->quota); /* the fleet holds its bytes now */
         j->fleet_copy = true;
         fiber_event_set(&j->finished);
         log_job(LOG_DEBUG, j->id, j->plugin_name,
@@ -431,11 +485,11 @@ static void listen_fleet(void *ctx, Job *j, JobState from, JobEvent ev)
 }
 
 static const JobStateListener jobtable_listeners[] = {
-        {"table", listen_table},         {"counts", listen_counts},
-        {"latency", listen_latency},     {"log", listen_log},
-        {"store", listen_store},         {"waiters", listen_waiters},
-        {"retention", listen_retention}, {"held", jobhold_listen},
-        {"fleet", listen_fleet},
+        {"table", listen_table},     {"quota", listen_quota},
+        {"counts", listen_counts},   {"latency", listen_latency},
+        {"log", listen_log},         {"store", listen_store},
+        {"waiters", listen_waiters}, {"retention", listen_retention},
+        {"held", jobhold_listen},    {"fleet", listen_fleet},
 };
 
 /* The table's machine: its listeners above, in that order, told about @t's jobs. */
@@ -547,17 +601,40 @@ static int plan_submission(JobTable *t, const JobOrigin *origin, const JobPlan *
         return 0;
 }
 
-/* Admission: may @uid queue one more job now? The errnos of jobtable_submit(). Held jobs
- * (scheduled, waiting, retrying) count as queued for the global bound. Locked. */
-static int admit_locked(JobTable *t, uid_t uid)
+/*
+ * Admission: may @uid queue one more job, of @need bytes of args, now? The errnos of
+ * jobtable_submit(). Held jobs (scheduled, waiting, retrying) count as queued for the
+ * global bound. The byte budgets (jobquota.h) are checked before the dispatcher takes a
+ * token; only once everything said yes are the sender's own oldest finished jobs
+ * dropped to make room, so a refusal drops nothing. A fleet copy is not held here (the
+ * shared store holds it): no byte budget. Locked.
+ */
+static int admit_locked(JobTable *t, uid_t uid, uint64_t need, bool fleet)
 {
+        JobQuotaUser *u = NULL;
+        JobQuotaEntry *e;
+        int r;
+
         if (t->stopping)
                 return -ESHUTDOWN;
         if (dispatch_queued_locked(&t->dispatch) + t->counts.scheduled + t->counts.waiting +
                     t->counts.retrying >=
             t->max_queued)
                 return -EAGAIN;
-        return dispatch_admit_locked(&t->dispatch, uid);
+        if (!fleet) {
+                u = jobquota_user(&t->quota, uid);
+                if (!u)
+                        return -ENOMEM;
+                r = jobquota_admit(&t->quota, u, need);
+                if (r < 0)
+                        return r;
+        }
+        r = dispatch_admit_locked(&t->dispatch, uid);
+        if (r < 0)
+                return r;
+        while (u && jobquota_admit(&t->quota, u, need) == JOBQUOTA_DROP && (e = jobquota_oldest(u)))
+                retire_locked(t, quota_job(e));
+        return 0;
 }
 
 /* An earlier job of @uid with @key that still answers for it (jobkeys.h), referenced,
@@ -594,13 +671,14 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         SubmitPlan plan;
         Job *j = NULL;
         bool queued = false, claimed = false;
-        uint64_t existing = 0;
+        uint64_t existing = 0, need;
         int r;
 
         if (!jp)
                 jp = &no_plan;
         if (jp->n_after > IPC_AFTER_MAX)
                 return -E2BIG;
+        need = jobquota_packed_size(args); /* counted outside the lock */
         r = plan_submission(t, origin, jp, &plan);
         if (r < 0)
                 return r;
@@ -622,7 +700,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 *ret_existing = existing;
                 return 0;
         }
-        r = admit_locked(t, origin->creds->uid);
+        r = admit_locked(t, origin->creds->uid, need, plan.fleet_copy);
         if (r == 0)
                 r = job_new(&j, t, plan.id ? plan.id : t->next_id, origin, plugin, plugin_name,
                             args, priority, timeout_ns, cls, class_name);
@@ -755,6 +833,7 @@ static void retire_locked(JobTable *t, Job *j)
                 t->dead_count--;
         else
                 t->fin_count--;
+        jobquota_detach(&t->quota, &j->quota);
         job_unref(j);
 }
 
@@ -809,8 +888,35 @@ void jobtable_set_quotas(JobTable *t, const JobQuotas *q)
 {
         jobtable_lock(t);
         dispatch_set_quotas_locked(&t->dispatch, q);
+        jobquota_set_limits(&t->quota,
+                            &(JobQuotaLimits){.max_bytes_per_user = q->max_bytes_per_user,
+                                              .max_bytes = q->max_bytes,
+                                              .retention_max_per_user = q->retention_max_per_user,
+                                              .retention_max = t->quota.limits.retention_max,
+                                              .exempt_uid = q->exempt_uid});
+        trim_all_locked(t);
         dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
+}
+
+void jobtable_bytes_held(JobTable *t, uid_t uid, uint64_t *ret_user, uint64_t *ret_all)
+{
+        JobQuotaUser *u;
+
+        jobtable_lock(t);
+        u = jobquota_user(&t->quota, uid);
+        *ret_user = u ? u->bytes : 0;
+        *ret_all = t->quota.bytes;
+        jobtable_unlock(t);
+}
+
+/* Every user's bounds, then the global ones (after new limits, and at each sweep). */
+static void trim_all_locked(JobTable *t)
+{
+        /* dropping jobs makes no user: the array stays as it is */
+        for (size_t i = 0; i < t->quota.n_users; i++)
+                trim_locked(t, t->quota.users[i], NULL);
+        trim_locked(t, NULL, NULL);
 }
 
 void jobtable_sweep(JobTable *t)
@@ -822,11 +928,11 @@ void jobtable_sweep(JobTable *t)
         jobtable_lock(t);
         for (ListHead *e; (e = list_first(&t->finished));) {
                 Job *oldest = list_entry(e, Job, fin_link);
-                if (t->fin_count <= t->retention_max &&
-                    oldest->finished_mono_ns + t->retention_ns > now)
+                if (oldest->finished_mono_ns + t->retention_ns > now)
                         break;
                 retire_locked(t, oldest);
         }
+        trim_all_locked(t); /* what a restore brought back, bounds lowered meanwhile */
         for (ListHead *e; (e = list_first(&t->dead));) {
                 Job *oldest = list_entry(e, Job, fin_link);
                 if (t->dead_count <= t->dead_retention_max &&
@@ -1005,10 +1111,20 @@ static void restore_finished_locked(JobTable *t, Job *j)
                list_entry(pos, Job, fin_link)->finished_mono_ns > j->finished_mono_ns)
                 pos = pos->prev;
         list_add_head(pos, &j->fin_link); /* after pos: pos taken as a head */
-        if (dead)
+        if (dead) {
                 t->dead_count++;
-        else
-                t->fin_count++;
+                return;
+        }
+        t->fin_count++;
+        if (j->quota.user) { /* its owner's list, by finish time too */
+                ListHead *ul = &j->quota.user->finished;
+                for (pos = ul->prev;
+                     pos != ul &&
+                     list_entry(pos, Job, quota.link)->finished_mono_ns > j->finished_mono_ns;
+                     pos = pos->prev)
+                        ;
+                jobquota_finish(&t->quota, &j->quota, pos);
+        }
 }
 
 /* @rec's job as a Job (not listed). */

@@ -13,8 +13,9 @@
  *  - a hash from id to Job (chained, power-of-two buckets, doubled when full);
  *  - every job in id order (job.list walks it);
  *  - finished jobs in the order they finished: retention (jobtable_sweep()) drops from
- *    the front while a job is older than retention_ns or there are more than
- *    retention_max of them;
+ *    the front while a job is older than retention_ns; the bounds on how many are kept
+ *    and on the bytes of args and results held, per user and in all, are the quota's
+ *    (jobquota.h), enforced at every finish, at submission and by the sweep;
  *  - the dispatcher (dispatch.h): the priority queue and the running count;
  *  - the hooks into whoever runs a job's code (JobTableHooks), so the table and the
  *    dispatcher call up into the plugin host without including it;
@@ -32,6 +33,7 @@
 
 #include "daemon/job/dispatch.h"
 #include "daemon/job/jobkeys.h"
+#include "daemon/job/jobquota.h"
 #include "daemon/job/jobtimer.h"
 #include "daemon/job/job.h"
 #include "daemon/job/jobstate.h"
@@ -96,7 +98,8 @@ typedef struct JobTable {
         size_t max_queued;   /* job.submit says OVERLOADED beyond this */
 
         uint64_t retention_ns;
-        size_t retention_max;
+        JobQuota quota;  /* bytes and finished jobs per user, retention_max among its
+                          * limits (jobquota.h) */
         bool stopping;   /* no more submissions; everything is being cancelled */
         FiberEvent idle; /* set when stopping and nothing queued or running */
 
@@ -216,7 +219,10 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
  * -E2BIG: more than IPC_AFTER_MAX ids in @plan's after.
  * Return: 0; -ENOMEM; -EAGAIN when max_queued jobs wait already; -EDQUOT when the
  * submitter has max_queued_per_user queued; -EBUSY when it is over
- * submit_rate_per_user (dispatch_admit_locked()); -ESHUTDOWN once jobtable_stop() ran.
+ * submit_rate_per_user (dispatch_admit_locked()); -ENOBUFS when @args would pass its
+ * max_bytes_per_user, -ENOSPC max_bytes, even once its own finished jobs are dropped
+ * (jobquota_admit(): those are dropped, oldest first, when that makes room);
+ * -ESHUTDOWN once jobtable_stop() ran.
  * Context: any fiber or thread; does not yield.
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
@@ -280,9 +286,15 @@ Job *jobtable_get(JobTable *t, uint64_t id);
  */
 int jobtable_cancel(JobTable *t, Job *j, bool timed_out);
 
-/* jobtable_set_quotas - new per-user limits (copied; dispatch.h); may start queued jobs.
+/* jobtable_set_quotas - new per-user limits (copied; dispatch.h) and byte and retention
+ * bounds (jobquota.h: what is over the new ones is dropped now); may start queued jobs.
  * Context: any; does not yield. */
 void jobtable_set_quotas(JobTable *t, const JobQuotas *q);
+
+/* jobtable_bytes_held - the bytes of args and results held by @uid's jobs (*@ret_user)
+ * and by every job (*@ret_all) now (jobquota.h): what an OVERLOADED answer quotes.
+ * Context: any; takes the lock briefly; does not yield. */
+void jobtable_bytes_held(JobTable *t, uid_t uid, uint64_t *ret_user, uint64_t *ret_all);
 
 /*
  * jobtable_sweep - once a second (the daemon's ticker fiber): drop finished jobs past

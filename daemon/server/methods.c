@@ -51,9 +51,23 @@ static uint64_t retention_minutes(const Daemon *d)
         return d->jobs.retention_ns / (60 * NSEC_PER_SEC);
 }
 
+/* How long and how many finished jobs are kept, for a NOT_FOUND: "kept for 10 minutes,
+ * at most 1000 per user" (the per-user bound, jobquota.h, when there is one). */
+static const char *retention_words(const Daemon *d, char *buf, size_t size)
+{
+        size_t per_user = d->jobs.quota.limits.retention_max_per_user;
+        int n = snprintf(buf, size, "finished jobs are kept for %llu minutes",
+                         (unsigned long long)retention_minutes(d));
+
+        if (per_user && n > 0 && (size_t)n < size)
+                snprintf(buf + n, size - (size_t)n, ", at most %zu per user", per_user);
+        return buf;
+}
+
 /* Reads params[@i] as a job id and returns the job (referenced) if @req may see it. */
 static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStatus *st)
 {
+        char kept[96];
         uint64_t id;
         Job *j;
         int r = ipc_read_uint(ipc_array_at(&req->msg.params, i), "job id", &id, st);
@@ -64,26 +78,21 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
         if (j && j->owner != req->uid && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN) {
                 /* not yours: as if it did not exist, so ids leak nothing */
                 j = job_unref(j);
-                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
-                                      "no job %llu of yours (finished jobs are kept for %llu "
-                                      "minutes)",
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT, "no job %llu of yours (%s)",
                                       (unsigned long long)id,
-                                      (unsigned long long)retention_minutes(d));
+                                      retention_words(d, kept, sizeof(kept)));
         }
         if (!j) {
                 if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
                         return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
-                                              "no job %llu of yours (finished jobs are kept "
-                                              "for %llu minutes)",
-                                              (unsigned long long)id,
-                                              (unsigned long long)retention_minutes(d));
+                                              "no job %llu of yours (%s)", (unsigned long long)id,
+                                              retention_words(d, kept, sizeof(kept)));
                 if (id == 0 || (id >= d->jobs.next_id && !store_fleet(d->store)))
                         return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT, "no job %llu",
                                               (unsigned long long)id);
-                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
-                                      "no job %llu (finished jobs are kept for %llu minutes)",
+                return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT, "no job %llu (%s)",
                                       (unsigned long long)id,
-                                      (unsigned long long)retention_minutes(d));
+                                      retention_words(d, kept, sizeof(kept)));
         }
         *ret = j;
         return 0;

@@ -16,8 +16,8 @@
  *  4. the plugin: loaded (NOT_FOUND listing the loaded ones), then its own check_args
  *     (plugin_host.c: the plugin's words);
  *  5. the job table accepts it (jobtable_submit(): admission, id, the job, its first
- *     store write, dispatch); its errnos are worded here: -EAGAIN, -EDQUOT, -EBUSY
- *     OVERLOADED naming the limit, -ESHUTDOWN UNAVAILABLE;
+ *     store write, dispatch); its errnos are worded here: -EAGAIN, -EDQUOT, -EBUSY,
+ *     -ENOBUFS, -ENOSPC OVERLOADED naming the limit, -ESHUTDOWN UNAVAILABLE;
  *  6. the answer waits for the store (jobtable_wait_durable()): a failed write cancels
  *     the job and answers INTERNAL.
  *
@@ -283,8 +283,34 @@ static int find_plugin(const SubmitParams *p, const Plugin **ret, IpcStatus *st)
                               *loaded ? loaded : "none");
 }
 
+/* Step 5's byte budgets (jobquota.h): what is held, this job's @args, the limit. */
+static int refused_bytes(Daemon *d, const Creds *creds, const msgpack_object *args, int r,
+                         IpcStatus *st)
+{
+        const JobQuotaLimits *l = &d->jobs.quota.limits;
+        char held[32], need[32], max[32];
+        uint64_t user, all;
+
+        jobtable_bytes_held(&d->jobs, creds->uid, &user, &all);
+        jobquota_format_bytes(need, sizeof(need), jobquota_packed_size(args));
+        if (r == -ENOBUFS)
+                return ipc_status_set(
+                        st, IPC_OVERLOADED, r,
+                        "uid %u holds %s of job arguments and results, and this "
+                        "job's %s would pass max_bytes_per_user (%s); retry later, "
+                        "or drop finished jobs with fiberctl discard",
+                        (unsigned)creds->uid, jobquota_format_bytes(held, sizeof(held), user), need,
+                        jobquota_format_bytes(max, sizeof(max), l->max_bytes_per_user));
+        return ipc_status_set(st, IPC_OVERLOADED, r,
+                              "fiberd holds %s of job arguments and results, and this job's %s "
+                              "would pass max_bytes (%s); retry later, or drop finished jobs "
+                              "with fiberctl discard",
+                              jobquota_format_bytes(held, sizeof(held), all), need,
+                              jobquota_format_bytes(max, sizeof(max), l->max_bytes));
+}
+
 /* Step 5's errnos (jobtable_submit()) as the answer's status. */
-static int refused(Daemon *d, const Creds *creds, int r, IpcStatus *st)
+static int refused(Daemon *d, const Creds *creds, const msgpack_object *args, int r, IpcStatus *st)
 {
         switch (r) {
         case -EAGAIN:
@@ -303,6 +329,9 @@ static int refused(Daemon *d, const Creds *creds, int r, IpcStatus *st)
                                       "(submit_rate_per_user); retry later",
                                       (unsigned)creds->uid,
                                       d->jobs.dispatch.quotas.submit_rate_per_user);
+        case -ENOBUFS:
+        case -ENOSPC:
+                return refused_bytes(d, creds, args, r, st);
         case -ESHUTDOWN:
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
         case -E2BIG:
@@ -374,7 +403,7 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
                             p.timeout_ms * NSEC_PER_MSEC, (unsigned)cls,
                             sched_class_name(d->job_sched, (unsigned)cls), &plan, &j, &existing);
         if (r < 0)
-                return refused(d, origin->creds, r, st);
+                return refused(d, origin->creds, p.args, r, st);
         *ret_existing = existing;
         if (existing && !j && store_fleet(d->store)) /* a key of the fleet: any host's job */
                 j = fleet_get(&d->jobs, d->store, existing);
