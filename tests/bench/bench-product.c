@@ -884,3 +884,52 @@ int bench_product_due(int argc, char **argv)
         free(d.late_ms);
         return 0;
 }
+
+/* ------------------------------------------------------------ finished records ------ */
+
+/*
+ * product-record N: resident bytes per finished trivial job record. A warm-up of 1,000
+ * echo jobs (args {}) fills the allocator's arenas and the job table's hash, then N more
+ * run to their end on one connection, 64 outstanding; every record stays (retention is
+ * raised to keep them all: FIBERD_BENCH_CONF overrides). Prints "bytes": (RSS after the N
+ * - RSS after the warm-up) / N. The memory store unless FIBERD_BENCH_STORE says
+ * otherwise, so the figure is the daemon's own, not sqlite's page cache.
+ */
+int bench_product_record(int argc, char **argv)
+{
+        char conf[256];
+        ProductServer srv = {0};
+        ProductLoad l = {.mode = PRODUCT_TPUT, .conns = 1, .window = 64};
+        Conn k = {.load = &l};
+        uint64_t n, rss0, rss1;
+
+        if (argc != 2 || !(n = strtoull(argv[1], NULL, 10)))
+                bench_die("usage: product-record N");
+        snprintf(conf, sizeof(conf),
+                 "[jobs]\nretention_max = %llu\nretention_max_per_user = %llu\n"
+                 "max_bytes_per_user = 0\nmax_bytes = 0",
+                 (unsigned long long)(n + 2000), (unsigned long long)(n + 2000));
+        setenv("FIBERD_BENCH_CONF", conf, 0);
+        setenv("FIBERD_BENCH_STORE", "memory", 0);
+        setenv("FIBERD_BENCH_PLUGIN", "echo", 0);
+        fiberd_start(&srv);
+        k.client = connect_or_die(&srv);
+        k.slots = calloc(SLOTS, sizeof(Slot));
+        if (!k.slots)
+                bench_die("out of memory");
+        trivial_choose(k.client);
+
+        k.jobs = 1000;
+        conn_closed_loop(&k);
+        rss0 = product_rss_bytes(srv.pid);
+        k.done = 0;
+        k.jobs = n;
+        conn_closed_loop(&k);
+        rss1 = product_rss_bytes(srv.pid);
+
+        client_free(k.client);
+        free(k.slots);
+        product_stop(&srv);
+        printf("%.0f\n", (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)n);
+        return 0;
+}

@@ -1255,6 +1255,8 @@ static const struct {
         {"product-skynet", bench_product_skynet, "[LEAVES] ms of fiberctl submit skynet --wait"},
         {"product-due", bench_product_due,
          "FAR RATE SECONDS: lateness p50 p99 ms of due jobs, bytes per scheduled job"},
+        {"product-record", bench_product_record,
+         "N: resident bytes per finished trivial job record (N kept)"},
         {"product-beanstalk-due", bench_product_beanstalk_due,
          "FAR RATE SECONDS: the same with beanstalkd's delayed jobs"},
         {"product-fiberd-attempts", bench_product_fiberd_attempts,

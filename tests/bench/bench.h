@@ -112,6 +112,7 @@ int bench_product_fiberd_redis2(int argc, char **argv);
 int bench_product_beanstalk_binlog(int argc, char **argv);
 /* job scheduling: lateness of due jobs p50 p99 ms and bytes per scheduled job */
 int bench_product_due(int argc, char **argv);
+int bench_product_record(int argc, char **argv);
 int bench_product_beanstalk_due(int argc, char **argv);
 /* the product rows with options on every job (FIBERD_BENCH_JOB_OPTS) */
 int bench_product_fiberd_attempts(int argc, char **argv);
