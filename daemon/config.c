@@ -235,6 +235,7 @@ static const ConfigKey config_keys[] = {
         UKEY("jobs", "submit_burst_per_user", submit_burst_per_user, 0, 10000000, 1),
         UKEY("jobs", "max_bytes_per_user", max_bytes_per_user, 0, 1UL << 40, 1),
         UKEY("jobs", "max_bytes", max_bytes, 0, 1UL << 40, 1),
+        UKEY("jobs", "max_result_bytes", max_result_bytes, 1024, 1UL << 30, 1),
         UKEY("ipc", "max_message", max_message, 1024, 1UL << 30, 1),
         /* resource limits of the server (server.h's ServerLimits) */
         UKEY("ipc", "max_connections", max_connections, 0, 1000000, 1),
@@ -641,6 +642,7 @@ int config_load(Config *ret, const ConfigArgs *args)
                 .retention_max_per_user = 1000,
                 .max_bytes_per_user = 256ull << 20,
                 .max_bytes = 2ull << 30,
+                .max_result_bytes = 1 << 20,
                 .max_message = 1 << 20,
                 .store_claim_idle_ns = 30000 * NSEC_PER_MSEC,
                 .store_commit_delay_ns = 1000 * NSEC_PER_USEC,

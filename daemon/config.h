@@ -38,6 +38,8 @@
  *   max_bytes_per_user = 268435456 ; bytes of args and results one uid's jobs hold
  *                                  ; (queued to finished); 0 = no cap (jobquota.h)
  *   max_bytes = 2147483648         ; the same for every uid, root included; 0 = no cap
+ *   max_result_bytes = 1048576     ; a plugin's result at most, else the job fails
+ *                                  ; (bounded by max_message too)
  *   [ipc]
  *   max_message = 1048576          ; bytes; a bigger request closes its connection
  *   max_connections = 0            ; connections open at once; 0 = half the fds that
@@ -181,6 +183,8 @@ typedef struct Config {
         size_t retention_max_per_user;  /* [jobs]; finished jobs of one uid kept; 0 = no cap */
         uint64_t max_bytes_per_user;    /* [jobs]; args + results one uid holds; 0 = no cap */
         uint64_t max_bytes;             /* [jobs]; args + results of every uid; 0 = no cap */
+        size_t max_result_bytes;        /* [jobs]; a plugin's result at most (and within
+                                         * max_message) */
         size_t max_message;             /* bytes, the biggest request accepted */
         /* [ipc] resource limits, for ServerLimits (server.h) */
         unsigned max_connections;          /* open at once; 0 = from RLIMIT_NOFILE */

@@ -284,7 +284,7 @@ static void daemon_reload(Daemon *d)
                                   &(ServerLimits){nc.max_connections, nc.max_connections_per_user,
                                                   nc.max_in_flight, nc.max_partial_bytes,
                                                   nc.read_timeout_ns});
-                plugin_host_set_max_result(nc.max_message);
+                plugin_host_set_max_result(nc.max_result_bytes, nc.max_message);
                 /* systemd's socket is what we listen on, whatever the file says */
                 if (d->socket_activated) {
                         char *path = strdup(d->cfg.socket_path);
@@ -802,7 +802,7 @@ int main(int argc, char **argv)
                 return EX_OSERR;
         }
         plugin_host_set_guard(crash_loader_guard()); /* crash-only plugins (crash.h) */
-        r = plugin_job_init(d->cfg.max_message);
+        r = plugin_job_init(d->cfg.max_result_bytes, d->cfg.max_message);
         if (r >= 0)
                 r = plugin_host_init(d->cfg.plugin_dir, &plugin_host_functions);
         if (r < 0) {

@@ -10,6 +10,11 @@
  *
  * Results are built key by key into a private msgpack buffer (result_*()), or replaced
  * whole (result_msgpack()); when run() returns 0 the bytes become the job's result,
+ * unless they pass the result cap ([jobs] max_result_bytes, within what [ipc]
+ * max_message leaves a result): a result_*() that would pass it answers -E2BIG and
+ * records why, and the job then fails INVALID_ARGUMENT ("the result is 5.2 MiB, more
+ * than max_result_bytes (1 MiB)") whatever run() returns, so no plugin keeps a bigger
+ * result in fiberd's memory and store, or a cut one unnoticed;
  * when it fails the message recorded by fail() or by a refusing arg_*() becomes the
  * job's error — provided run() returned that same errno, otherwise strerror() of what
  * it returned. A per-FiberdJob pthread mutex guards the builder and the recorded error
@@ -81,6 +86,8 @@ struct FiberdJob {
         uint32_t nkeys;
         char *raw; /* result_msgpack()'s value, owned; NULL = none */
         size_t raw_len;
+        size_t refused_bytes;  /* a result_*() that passed the cap would have made the
+                                * result this big: the job fails; 0 = none */
         int fail_err;          /* the errno the recorded message is about; 0 = none */
         const char *fail_code; /* IPC_* */
         bool fail_permanent;   /* host->fail_permanent(): no retry (job.h) */
@@ -114,12 +121,20 @@ struct FiberdChild {
         ListHead kids;  /* its own children not yet joined; children_lock */
 };
 
+/* The result cap, bytes: [jobs] max_result_bytes, or what [ipc] max_message leaves a
+ * result when that is less (@host_max_result_by_message: the failure names that one). */
 static size_t host_max_result = 1 << 20;
+static bool host_max_result_by_message;
 
-void plugin_host_set_max_result(size_t max_result)
+void plugin_host_set_max_result(size_t max_result_bytes, size_t max_message)
 {
-        __atomic_store_n(&host_max_result, max_result > 8192 ? max_result - 4096 : max_result,
+        /* a job.run answer or a job.wait record carries the result and up to 4 KiB more */
+        size_t by_message = max_message > 8192 ? max_message - 4096 : max_message;
+        bool by_msg = by_message < max_result_bytes;
+
+        __atomic_store_n(&host_max_result, by_msg ? by_message : max_result_bytes,
                          __ATOMIC_RELAXED);
+        __atomic_store_n(&host_max_result_by_message, by_msg, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------------ lifetime ---- */
@@ -191,9 +206,9 @@ static int hook_open(int dirfd, const char *path, int flags, unsigned mode)
         return r < 0 ? r : fd;
 }
 
-int plugin_job_init(size_t max_result)
+int plugin_job_init(size_t max_result_bytes, size_t max_message)
 {
-        plugin_host_set_max_result(max_result);
+        plugin_host_set_max_result(max_result_bytes, max_message);
         if (child_key < 0)
                 child_key = fiber_key_create();
         if (job_key < 0)
@@ -398,6 +413,28 @@ static const struct msgpack_object *host_args_object(FiberdJob *hj)
 
 typedef enum { RV_STR, RV_INT, RV_UINT, RV_DOUBLE, RV_BOOL } ResultKind;
 
+/* A result of @bytes passes the cap @max: recorded (the message, and that the job must
+ * fail: plugin_host_run()). Return: -E2BIG. Called without hj->lock. */
+static int result_refused(FiberdJob *hj, size_t bytes, size_t max)
+{
+        char have[32], cap[32];
+
+        jobquota_format_bytes(have, sizeof(have), bytes);
+        jobquota_format_bytes(cap, sizeof(cap), max);
+        if (__atomic_load_n(&host_max_result_by_message, __ATOMIC_RELAXED))
+                hj_recordf(hj, -E2BIG, ipc_status_code_from_errno(-E2BIG),
+                           "the result is %s, more than a record within [ipc] max_message "
+                           "may carry (%s)",
+                           have, cap);
+        else
+                hj_recordf(hj, -E2BIG, ipc_status_code_from_errno(-E2BIG),
+                           "the result is %s, more than max_result_bytes (%s)", have, cap);
+        pthread_mutex_lock(&hj->lock);
+        hj->refused_bytes = bytes;
+        pthread_mutex_unlock(&hj->lock);
+        return -E2BIG;
+}
+
 static int result_put(FiberdJob *hj, const char *key, ResultKind kind, const char *s, int64_t i,
                       uint64_t u, double d, bool b)
 {
@@ -411,8 +448,9 @@ static int result_put(FiberdJob *hj, const char *key, ResultKind kind, const cha
                 return -EINVAL; /* check_args: no job, no result */
         pthread_mutex_lock(&hj->lock);
         if (hj->kv.size + need > max) {
+                size_t bytes = hj->kv.size + need;
                 pthread_mutex_unlock(&hj->lock);
-                return -E2BIG;
+                return result_refused(hj, bytes, max);
         }
         before = hj->kv.size;
         msgpack_packer_init(&pk, &hj->kv, msgpack_sbuffer_write);
@@ -474,10 +512,12 @@ static int host_result_msgpack(FiberdJob *hj, const void *buf, size_t len)
         bool whole;
         char *copy;
 
+        size_t max = __atomic_load_n(&host_max_result, __ATOMIC_RELAXED);
+
         if (!buf || len == 0 || !hj->job)
                 return -EINVAL;
-        if (len > __atomic_load_n(&host_max_result, __ATOMIC_RELAXED))
-                return -E2BIG;
+        if (len > max)
+                return result_refused(hj, len, max);
         msgpack_unpacked_init(&u);
         whole = msgpack_unpack_next(&u, buf, len, &off) == MSGPACK_UNPACK_SUCCESS && off == len;
         msgpack_unpacked_destroy(&u);
@@ -1010,7 +1050,7 @@ int plugin_host_run(Job *j)
         JobTable *t = j->table;
         FiberdJob *hj = calloc(1, sizeof(*hj));
         char *result = NULL;
-        size_t result_len = 0;
+        size_t result_len = 0, refused, max;
         int r;
 
         if (!hj) {
@@ -1057,8 +1097,20 @@ int plugin_host_run(Job *j)
         /* children run() never joined: cancel and let them go */
         children_release(hj, &hj->kids);
 
+        pthread_mutex_lock(&hj->lock);
+        refused = hj->refused_bytes;
+        pthread_mutex_unlock(&hj->lock);
+        max = __atomic_load_n(&host_max_result, __ATOMIC_RELAXED);
+        if (r == 0 && refused) /* a result_*() passed the cap: the job may not pass it */
+                r = result_refused(hj, refused, max);
         if (r == 0 && hj_take_result(hj, &result, &result_len) < 0)
                 r = -ENOMEM;
+        if (r == 0 && result_len > max) {
+                /* the map's header on top of keys that fit, or a cap lowered meanwhile */
+                free(result);
+                result = NULL;
+                r = result_refused(hj, result_len, max);
+        }
         jobtable_lock(t);
         j->host_job = NULL;
         if (job_state_final(j->state)) {

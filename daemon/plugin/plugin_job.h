@@ -23,14 +23,20 @@
 
 /*
  * plugin_job_init - the fiber-local keys a plugin's fibers are found by, the open()
- * hook of plugin code, and the result cap (@max_result bytes: the biggest result a
- * plugin may build). Return: 0; -ENOSPC when the runtime has no fiber-local key left.
+ * hook of plugin code, and the result cap (plugin_host_set_max_result()).
+ * Return: 0; -ENOSPC when the runtime has no fiber-local key left.
  * Context: main thread at start-up, before plugin_host_init().
  */
-int plugin_job_init(size_t max_result);
+int plugin_job_init(size_t max_result_bytes, size_t max_message);
 
-/* plugin_host_set_max_result - a new result cap, bytes (SIGHUP). Context: any. */
-void plugin_host_set_max_result(size_t max_result);
+/*
+ * plugin_host_set_max_result - the result cap, bytes: the biggest result a plugin may
+ * build, @max_result_bytes ([jobs] max_result_bytes) or, when less, what a record within
+ * @max_message ([ipc]) leaves it (4 KiB less). A plugin's result_*() past it answers
+ * -E2BIG and its job fails INVALID_ARGUMENT naming the setting. Context: any (start-up,
+ * SIGHUP); applies to results built from then on.
+ */
+void plugin_host_set_max_result(size_t max_result_bytes, size_t max_message);
 
 /*
  * plugin_host_check_args - refuse bad args before a job is created: @args must be a

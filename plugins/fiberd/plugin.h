@@ -336,8 +336,10 @@ struct FiberdHost {
         /*
          * result_str / result_int / result_uint / result_double / result_bool - append
          * @key → value to the result map (both copied). Set each key once.
-         * Return: 0; -ENOMEM; -E2BIG when the result would exceed the daemon's message
-         * size cap.
+         * Return: 0; -ENOMEM; -E2BIG when the result would exceed the daemon's result
+         * cap ([jobs] max_result_bytes, within [ipc] max_message): the job then fails
+         * INVALID_ARGUMENT with a message naming the sizes and the setting, whatever
+         * run() returns (returning the -E2BIG is simplest).
          */
         int (*result_str)(FiberdJob *job, const char *key, const char *value);
         int (*result_int)(FiberdJob *job, const char *key, int64_t value);
@@ -349,7 +351,7 @@ struct FiberdHost {
          * result_msgpack - make the result exactly the one msgpack value encoded in @buf
          * (@len bytes; any type; copied), replacing any keys set with result_*().
          * Return: 0; -EINVAL when @buf is not exactly one complete msgpack value;
-         * -ENOMEM; -E2BIG.
+         * -ENOMEM; -E2BIG past the result cap (as result_str(): the job fails).
          */
         int (*result_msgpack)(FiberdJob *job, const void *buf, size_t len);
 
