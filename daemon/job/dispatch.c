@@ -54,17 +54,20 @@
  *  - the supervisor (detached), on d->supervise_group (the daemon's server group, not a
  *    job group: a job that blocks its worker thread, or spins without yielding, on
  *    every job worker at once must not keep its own --timeout or a job.cancel from
- *    being acted on): creates the job fiber joinable, publishes its handle in
- *    job->fiber so job.cancel can fiber_cancel() it, waits on job->wake until the job's
- *    deadline, cancels the job fiber when the deadline passes, waits on job->ran, then
- *    clears job->fiber under the table lock and joins it — in that order, so a handle
- *    that the lock lets anyone see is never a joined one;
+ *    being acted on): holds the run's JobRun (job.h: the events below and the job
+ *    fiber's tag) in its frame and publishes it in job->run, creates the job fiber
+ *    joinable, publishes its handle in job->fiber so job.cancel can fiber_cancel() it,
+ *    waits on run->wake until the job's deadline, cancels the job fiber when the
+ *    deadline passes, waits on run->ran, then clears job->fiber under the table lock
+ *    and joins it — in that order, so a handle that the lock lets anyone see is never
+ *    a joined one — and clears job->run under the lock in the section that concludes
+ *    the run, before its frame goes;
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
  *    reports), on one of the job scheduler's groups, in the job's class (its children
  *    inherit it): waits, when the store says so (Job.durability), until the job's record
  *    is on disk, then calls the owner's run hook (DispatchOps.run: the plugin host's
  *    entry point call, set by main.c, which knows nothing of the store) and sets
- *    job->ran.
+ *    run->ran.
  * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
  * at once (the owner's cancel): every job worker may be stuck for long, and no plugin
  * code of it has run; the fiber, when it gets a worker, sees the final state and skips
@@ -77,11 +80,11 @@
  * to a yield point: a CPU loop that never yields, or a blocking system call, keeps its
  * worker thread whatever fiberd does. So the job lets go of the fiber instead. A cancel
  * of a running job (job.cancel, its timeout, shutdown: the owner notes the time and
- * sets job->wake) gives its fiber JOB_DETACH_GRACE_NS to return; past that the
+ * sets run->wake) gives its fiber JOB_DETACH_GRACE_NS to return; past that the
  * supervisor ends the job without it (job_detach_locked(): the same final state, error
  * and store write a returning job would get, its waiters answered), gives back its
  * max_running slot (global and its user's) so queued jobs start, counts the fiber in the
- * detached gauge (JobCounts.detached) and logs a warning. It keeps waiting on job->ran
+ * detached gauge (JobCounts.detached) and logs a warning. It keeps waiting on run->ran
  * (a parked fiber on the server group, nothing more); when the code returns, whatever
  * it returned is discarded (plugin_host_run() sees the final state), the gauge goes
  * down and the fiber is joined. The FiberdJob (plugin_job.c) holds the job and the
@@ -575,8 +578,9 @@ static void job_fiber_main(void *arg)
                 j->run_result = r; /* no plugin code ran */
         else
                 j->run_result = d->ops->run(d->owner, j);
-        fiber_event_set(&j->ran);
-        fiber_event_set(&j->wake);
+        /* j->run: its supervisor's, which joins this fiber before it clears it */
+        fiber_event_set(&j->run->ran);
+        fiber_event_set(&j->run->wake);
 }
 
 /* Final state and error for a job whose entry point returned, or that ends without it
@@ -669,7 +673,8 @@ static bool job_wait_ran(Dispatcher *d, Job *j)
         d->ops->lock(d->owner);
         cancel_ns = j->cancel_mono_ns;
         d->ops->unlock(d->owner);
-        r = fiber_event_wait(&j->ran, cancel_ns ? cancel_ns + JOB_DETACH_GRACE_NS : SCHED_FOREVER);
+        r = fiber_event_wait(&j->run->ran,
+                             cancel_ns ? cancel_ns + JOB_DETACH_GRACE_NS : SCHED_FOREVER);
         if (r != -ETIMEDOUT) {
                 if (r < 0)
                         log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
@@ -693,7 +698,7 @@ static bool job_wait_ran(Dispatcher *d, Job *j)
                               "code returns",
                               (unsigned long long)(JOB_DETACH_GRACE_NS / NSEC_PER_MSEC), why,
                               (unsigned long long)ran_for_ms, state);
-        while ((r = fiber_event_wait(&j->ran, SCHED_FOREVER)) < 0)
+        while ((r = fiber_event_wait(&j->run->ran, SCHED_FOREVER)) < 0)
                 ; /* a supervisor is never cancelled; the fiber returns when its code does */
         return true;
 }
@@ -702,15 +707,26 @@ static void job_supervise(void *arg)
 {
         Job *j = arg;
         Dispatcher *d = j->dispatcher;
+        JobRun run; /* job.h: lives as long as this frame, published in j->run */
         /* not our group (the server group): the runtime picks one of d->sched's */
-        FiberAttr attr = {.tag = j->tag, .scheduler = d->sched, .sched_class = j->sched_class};
+        FiberAttr attr = {.tag = job_format_tag(j, run.tag, sizeof(run.tag)),
+                          .scheduler = d->sched,
+                          .sched_class = j->sched_class};
         bool released;
         Fiber *f;
         int r;
 
+        fiber_event_init(&run.ran);
+        fiber_event_init(&run.wake);
+        d->ops->lock(d->owner);
+        j->run = &run;
+        if (j->cancel_requested) /* a cancel came before the run was published */
+                fiber_event_set(&run.wake);
+        d->ops->unlock(d->owner);
         r = fiber_create(&f, &attr, job_fiber_main, j);
         if (r < 0) {
                 d->ops->lock(d->owner);
+                j->run = NULL;
                 d->running--;
                 job_stopped_locked(d, j);
                 if (r == -EAGAIN && !j->cancel_requested && !d->ops->stopping_locked(d->owner)) {
@@ -741,7 +757,7 @@ static void job_supervise(void *arg)
         d->ops->unlock(d->owner);
 
         /* the fiber returns, or a cancel (job.cancel, shutdown) comes, or the deadline */
-        if (fiber_event_wait(&j->wake, j->deadline_ns) == -ETIMEDOUT)
+        if (fiber_event_wait(&run.wake, j->deadline_ns) == -ETIMEDOUT)
                 d->ops->cancel(d->owner, j, true);
         released = job_wait_ran(d, j);
 
@@ -759,6 +775,7 @@ static void job_supervise(void *arg)
                 uint64_t after_ms = (sched_now_ns() - j->finished_mono_ns) / NSEC_PER_MSEC;
 
                 d->ops->set_detached_locked(d->owner, j, false);
+                j->run = NULL;
                 d->ops->unlock(d->owner);
                 if (detached)
                         log_job_owner(LOG_NOTICE, j->id, j->plugin_name, j->owner,
@@ -768,6 +785,7 @@ static void job_supervise(void *arg)
                 job_unref(j);
                 return;
         }
+        j->run = NULL; /* before the run is concluded: a retry may start the next one */
         job_conclude_locked(d, j, false);
         job_release_locked(d, j);
         d->ops->unlock(d->owner);

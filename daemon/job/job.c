@@ -114,7 +114,6 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->sched_class = 1 + cls;
         snprintf(j->class_name, sizeof(j->class_name), "%s", class_name);
         j->deadline_ns = timeout_ns ? sched_deadline_after(timeout_ns) : SCHED_FOREVER;
-        snprintf(j->tag, sizeof(j->tag), "job %llu plugin %s", (unsigned long long)id, plugin_name);
         j->refs = 1;
         joblog_init(&j->log);
         j->heap_index = SIZE_MAX;
@@ -125,8 +124,6 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         list_init(&j->all_link);
         list_init(&j->fin_link);
         list_init(&j->quota.link);
-        fiber_event_init(&j->ran);
-        fiber_event_init(&j->wake);
         fiber_event_init(&j->finished);
         fiber_event_init(&j->store.committed); /* the store part's (job.h) */
         fiber_event_init(&j->store.final_committed);
@@ -139,6 +136,12 @@ out_free_name:
 out_free_job:
         free(j);
         return r;
+}
+
+char *job_format_tag(const Job *j, char *buf, size_t size)
+{
+        snprintf(buf, size, "job %llu plugin %s", (unsigned long long)j->id, j->plugin_name);
+        return buf;
 }
 
 Job *job_ref(Job *j)

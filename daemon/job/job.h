@@ -160,11 +160,31 @@ typedef struct JobRunError {
         uint64_t finished_ms;
 } JobRunError;
 
+/*
+ * JOB_TAG_MAX - room for a job's fiber tag, "job 42 plugin sha256" (job_format_tag()):
+ * "job " + 20 digits + " plugin " + a plugin name of at most 32 bytes + NUL.
+ */
+#define JOB_TAG_MAX 72
+
+/*
+ * JobRun - what only a run in progress needs: the events its job fiber and its
+ * supervisor meet on, and the job fiber's tag. It lives in the supervisor's frame
+ * (dispatch.c), which outlives the job fiber (it joins it), and Job.run points at it
+ * while the run lasts, so a finished record does not carry it.
+ */
+typedef struct JobRun {
+        FiberEvent ran;        /* set by the job fiber when the entry point returned */
+        FiberEvent wake;       /* set when the job fiber returned or cancellation was
+                                * requested while it ran: wakes its supervisor */
+        char tag[JOB_TAG_MAX]; /* the job fiber's FiberAttr.tag */
+} JobRun;
+
 typedef struct Job {
         /* immutable after job_new() */
         uint64_t id;            /* from 1, never reused */
         struct JobTable *table; /* the table that lists it (not owned: outlives its fibers) */
         uid_t owner;            /* the submitting client's uid (SO_PEERCRED) */
+        int priority;           /* lower runs first */
         Creds *creds;           /* the submitter's uid, gid and groups; referenced */
         int *fds;               /* owned: the fds passed with the submission, closed at free */
         size_t n_fds;
@@ -173,15 +193,11 @@ typedef struct Job {
         msgpack_object args;     /* a map; lives in args_zone */
         msgpack_zone *args_zone; /* owned */
         size_t args_bytes;       /* @args packed: what it is charged for (jobquota.h) */
-        int priority;            /* lower runs first */
         uint64_t timeout_ns;     /* 0 = none */
         uint64_t deadline_ns;    /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
-        char tag[96];            /* the fiber tag: "job 42 plugin sha256" */
         unsigned sched_class;    /* FiberAttr.sched_class of the job fiber: 1 + the class
                                   * index (sched_class_find()) */
         char class_name[SCHED_CLASS_NAME_MAX + 1]; /* its name, for records and logs */
-
-        int refs; /* atomic */
 
         /* under the table lock */
         JobState state;                         /* written by job_transition() only (jobstate.h) */
@@ -198,11 +214,18 @@ typedef struct Job {
         bool cancel_requested;  /* written with job_set_cancel_requested(); host
                                      * functions read it atomically without the lock */
         bool timed_out;         /* the cancellation came from the deadline */
-        Fiber *fiber;           /* joinable job fiber while it may be cancelled */
         bool fiber_started;     /* the job fiber has begun: a job cancelled before that
                                  * ends at once (jobtable_cancel()), even while every job
                                  * worker is busy, and its fiber then skips the plugin */
+        bool detached;          /* (detaching, dispatch.c) the job ended while its fiber
+                                 * still ran plugin code (it did not return within the
+                                 * grace); cleared once the fiber has returned. Written
+                                 * with an atomic store; host functions read it with
+                                 * job_detached() */
         int run_result;         /* what the plugin's entry point returned */
+        Fiber *fiber;           /* joinable job fiber while it may be cancelled */
+        JobRun *run;            /* the run in progress (its supervisor's, dispatch.c);
+                                 * NULL before and after */
         const char *fail_code;  /* IPC_* code the plugin's failure maps to; NULL = errno's */
         void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */
 
@@ -210,32 +233,30 @@ typedef struct Job {
         uint64_t cancel_mono_ns; /* CLOCK_MONOTONIC ns when cancellation was requested
                                   * while it ran; 0 = never: its supervisor gives the
                                   * fiber JOB_DETACH_GRACE_NS from then to return */
-        bool detached;           /* the job ended while its fiber still ran plugin code
-                                  * (it did not return within the grace); cleared once
-                                  * the fiber has returned. Written with an atomic
-                                  * store; host functions read it with job_detached() */
 
         /* job scheduling (PROTOCOL.md, "Scheduling jobs"): the plan is immutable after
          * job_set_plan() (before submission or restore); the rest is under the table lock */
         uint64_t run_at_ms;    /* due time asked; 0 = none */
         uint32_t max_attempts; /* >= 1 */
+        uint32_t deps_pending; /* waiting: ids of @after not done yet (jobdeps.c) */
         uint64_t backoff_ms, backoff_max_ms;
         uint64_t *after; /* owned: the ids it runs after */
         size_t n_after;
         char *key;               /* owned: its idempotency key; NULL = none */
         uint64_t due_ms;         /* scheduled, retrying: when it is queued (REALTIME ms) */
         size_t due_index;        /* in JobTable.due (jobtimer.c); SIZE_MAX = not */
-        uint32_t deps_pending;   /* waiting: ids of @after not done yet (jobdeps.c) */
         struct Job **dependents; /* referenced: waiting jobs that run after this one */
         size_t n_dependents, cap_dependents;
         JobRunError *errors; /* owned ring of IPC_JOB_ERRORS_MAX, from the first failed
                               * run on (NULL before): the last failed runs */
         uint32_t n_errors;   /* failed runs ever (the ring holds the last) */
-        bool fail_permanent; /* the plugin said its failure is permanent: no retry */
 
         /* job store (store.h) */
         uint32_t attempt;         /* runs begun before this one (a retry, or a retry-safe job
                            * requeued) */
+        JobDurability durability; /* how its first write and its run relate; written
+                                   * by jobtable.c's store paths only, under the table
+                                   * lock, before the job can be dispatched */
         bool interrupted;         /* cancelled by shutdown, not on request: a durable store
                              * keeps it (queued again when its plugin is retry-safe) */
         bool requeued;            /* shutdown left it queued in the store: it is not final
@@ -247,26 +268,23 @@ typedef struct Job {
                                    * a failed run with attempts left goes back to the
                                    * fleet's schedule set, not this host's due set
                                    * (jobtable.c hands it off, then it is a fleet copy) */
-        JobDurability durability; /* how its first write and its run relate; written
-                                   * by jobtable.c's store paths only, under the table
-                                   * lock, before the job can be dispatched */
+        bool fail_permanent;      /* (scheduling) the plugin said its failure is permanent:
+                                   * no retry */
         JobStorePart store;       /* store.c's alone: its writes and their outcome */
         JobLog log;               /* its host->log lines, bounded (joblog.h); its own lock */
         JobQuotaEntry quota;      /* its bytes, charged to its owner, and its place among
                                    * the owner's finished jobs (jobquota.h); under the
                                    * table lock, jobtable.c's alone */
 
-        FiberEvent ran;      /* set by the job fiber when the entry point returned */
-        FiberEvent wake;     /* set when the job fiber returned or cancellation was
-                              * requested while it ran: wakes its supervisor */
         FiberEvent finished; /* set once the state is final */
 
         /* table links (jobtable.c), under the table lock */
         struct Job *hash_next;
-        ListHead all_link;             /* in JobTable.all: every job, by id */
-        ListHead fin_link;             /* in JobTable.finished once final, by finish time */
-        size_t heap_index;             /* in its user's queue (dispatch.h); SIZE_MAX = not */
-        uint32_t dispatch_user;        /* its DispatchUser, once queued (dispatch.c) */
+        ListHead all_link;      /* in JobTable.all: every job, by id */
+        ListHead fin_link;      /* in JobTable.finished once final, by finish time */
+        size_t heap_index;      /* in its user's queue (dispatch.h); SIZE_MAX = not */
+        uint32_t dispatch_user; /* its DispatchUser, once queued (dispatch.c) */
+        int refs; /* atomic, never under the lock (job_ref()); here beside a 4-byte field */
         struct Dispatcher *dispatcher; /* the one it was queued in (dispatch_push_locked()) */
 } Job;
 
@@ -354,6 +372,10 @@ static inline bool job_detached(const Job *j)
 {
         return __atomic_load_n(&j->detached, __ATOMIC_ACQUIRE);
 }
+
+/* job_format_tag - @j's fiber tag, "job 42 plugin sha256", into @buf (JOB_TAG_MAX
+ * bytes; truncated to @size). Return: @buf. Context: any. */
+char *job_format_tag(const Job *j, char *buf, size_t size);
 
 /* job_now_ms - CLOCK_REALTIME in milliseconds. Context: any. */
 uint64_t job_now_ms(void);

@@ -222,9 +222,9 @@ void jobhold_listen(void *ctx, Job *j, JobState from, JobEvent ev)
                                    job_state_final(j->state) ? j->finished_ms : 0);
 }
 
-/* What one run left in @j, cleared before the next one: its fiber's flags and events,
- * its outcome. Its supervisor has joined its fiber by then (dispatch.c concludes a run
- * only after that). */
+/* What one run left in @j, cleared before the next one: its fiber's flags, its outcome
+ * (its events went with its supervisor's JobRun, job.h). Its supervisor has joined its
+ * fiber by then (dispatch.c concludes a run only after that). */
 static void reset_run(Job *j)
 {
         j->cancel_requested = false;
@@ -241,8 +241,6 @@ static void reset_run(Job *j)
         j->result_len = 0;
         __atomic_store_n(&j->progress_done, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&j->progress_total, 0, __ATOMIC_RELAXED);
-        fiber_event_reset(&j->ran);
-        fiber_event_reset(&j->wake);
         fiber_event_reset(&j->finished);
         free(j->error_message);
         j->error_message = NULL;

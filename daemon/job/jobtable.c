@@ -766,7 +766,8 @@ static void cancel_running_locked(JobTable *t, Job *j)
                 fiber_cancel(j->fiber);
         if (t->hooks.cancel)
                 t->hooks.cancel(j);
-        fiber_event_set(&j->wake);
+        if (j->run) /* else its supervisor sees cancel_requested when it starts the run */
+                fiber_event_set(&j->run->wake);
 }
 
 int jobtable_cancel(JobTable *t, Job *j, bool timed_out)

@@ -80,9 +80,10 @@ struct FiberdJob {
         const msgpack_object *args; /* the argument map: the job's, or the request's */
         const int *fds;             /* the passed fds args refer to, n_fds of them */
         size_t n_fds;
-        const Creds *creds;   /* the submitter */
-        pthread_mutex_t lock; /* everything below */
-        msgpack_sbuffer kv;   /* result map entries, packed back to back */
+        const Creds *creds;    /* the submitter */
+        char tag[JOB_TAG_MAX]; /* the children's FiberAttr.tag: lives as long as they may */
+        pthread_mutex_t lock;  /* everything below */
+        msgpack_sbuffer kv;    /* result map entries, packed back to back */
         uint32_t nkeys;
         char *raw; /* result_msgpack()'s value, owned; NULL = none */
         size_t raw_len;
@@ -629,7 +630,7 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
                 return -EINVAL;
         /* from a job fiber: its own group (the runtime keeps it in the scheduler's) and,
          * with sched_class 0, its class */
-        attr = (FiberAttr){.scheduler = hj->job->table->dispatch.sched, .tag = hj->job->tag};
+        attr = (FiberAttr){.scheduler = hj->job->table->dispatch.sched, .tag = hj->tag};
         if (host_cancelled(hj))
                 return -ECANCELED;
         c = calloc(1, head + arg_size);
@@ -1075,6 +1076,7 @@ int plugin_host_run(Job *j)
         hj->fds = j->fds;
         hj->n_fds = j->n_fds;
         hj->creds = j->creds;
+        job_format_tag(j, hj->tag, sizeof(hj->tag));
         pthread_mutex_init(&hj->lock, NULL);
         hj->children_lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
         msgpack_sbuffer_init(&hj->kv);
