@@ -51,30 +51,30 @@ static void drop_dependents(Job *const *deps, size_t n, Job *j)
 }
 
 /* Queues a held (or new) @j now: the dispatcher's queue, then @ev's transition. */
-static int queue_now_locked(JobTable *t, Job *j, JobEvent ev)
+static int queue_now_locked(JobHold *t, Job *j, JobEvent ev)
 {
-        int r = dispatch_push_locked(&t->dispatch, j);
+        int r = dispatch_push_locked(t->dispatch, j);
 
         if (r < 0)
                 return r;
-        job_transition(&t->machine, j, ev, NULL);
+        job_transition(t->machine, j, ev, NULL);
         return 0;
 }
 
 /* Where a job whose dependencies are all done goes: scheduled when its due time is
  * ahead, else queued. */
-static void release_locked(JobTable *t, Job *j, JobEvent queue_ev)
+static void release_locked(JobHold *t, Job *j, JobEvent queue_ev)
 {
         if (j->run_at_ms > job_now_ms()) {
-                job_transition(&t->machine, j, JOB_EV_SCHEDULE, NULL);
+                job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
                 return;
         }
         if (queue_now_locked(t, j, queue_ev) < 0 && jobtimer_add_locked(&t->due, j, 0) == 0)
                 /* no memory for the queue now: the due set tries again (at once) */
-                job_transition(&t->machine, j, JOB_EV_SCHEDULE, NULL);
+                job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
 }
 
-int jobhold_accept_locked(JobTable *t, Job *j, Job *const *deps, size_t n_deps, bool *ret_queued)
+int jobhold_accept_locked(JobHold *t, Job *j, Job *const *deps, size_t n_deps, bool *ret_queued)
 {
         const Job *failed = NULL;
         int r;
@@ -99,17 +99,17 @@ int jobhold_accept_locked(JobTable *t, Job *j, Job *const *deps, size_t n_deps, 
                 j->deps_pending = 0;
                 snprintf(msg, sizeof(msg), "job %llu, which this job runs after, ended %s",
                          (unsigned long long)failed->id, job_state_name(failed->state));
-                job_transition(&t->machine, j, JOB_EV_WAIT, NULL);
-                job_transition(&t->machine, j, JOB_EV_DEP_FAILED,
+                job_transition(t->machine, j, JOB_EV_WAIT, NULL);
+                job_transition(t->machine, j, JOB_EV_DEP_FAILED,
                                &(JobChange){.code = IPC_FAILED_PRECONDITION, .message = msg});
                 return 0;
         }
         if (j->deps_pending) {
-                job_transition(&t->machine, j, JOB_EV_WAIT, NULL);
+                job_transition(t->machine, j, JOB_EV_WAIT, NULL);
                 return 0;
         }
         if (j->run_at_ms > job_now_ms()) {
-                job_transition(&t->machine, j, JOB_EV_SCHEDULE, NULL);
+                job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
                 return 0;
         }
         r = queue_now_locked(t, j, JOB_EV_SUBMIT);
@@ -119,7 +119,7 @@ int jobhold_accept_locked(JobTable *t, Job *j, Job *const *deps, size_t n_deps, 
 }
 
 /* @dep ended: its waiting dependents are released (the last dependency done) or fail. */
-static void dependency_ended_locked(JobTable *t, Job *dep)
+static void dependency_ended_locked(JobHold *t, Job *dep)
 {
         Job **a = dep->dependents;
         size_t n = dep->n_dependents;
@@ -141,7 +141,7 @@ static void dependency_ended_locked(JobTable *t, Job *dep)
                                  (unsigned long long)dep->id, job_state_name(dep->state));
                         j->deps_pending = 0;
                         job_transition(
-                                &t->machine, j, JOB_EV_DEP_FAILED,
+                                t->machine, j, JOB_EV_DEP_FAILED,
                                 &(JobChange){.code = IPC_FAILED_PRECONDITION, .message = msg});
                 }
                 job_unref(j);
@@ -149,13 +149,13 @@ static void dependency_ended_locked(JobTable *t, Job *dep)
         free(a);
 }
 
-void jobhold_restore_waiting_locked(JobTable *t, Job *j)
+void jobhold_restore_waiting_locked(JobHold *t, Job *j)
 {
         const Job *failed = NULL;
 
         j->deps_pending = 0;
         for (size_t i = 0; i < j->n_after; i++) {
-                Job *dep = jobtable_find_locked(t, j->after[i]);
+                Job *dep = t->find_locked(t->owner, j->after[i]);
                 if (!dep || dep->state == JOB_DONE)
                         continue; /* gone: it ended before, and this job was not failed */
                 if (job_state_final(dep->state)) {
@@ -172,7 +172,7 @@ void jobhold_restore_waiting_locked(JobTable *t, Job *j)
                         snprintf(msg, sizeof(msg), "job %llu, which this job runs after, ended %s",
                                  (unsigned long long)failed->id, job_state_name(failed->state));
                         job_transition(
-                                &t->machine, j, JOB_EV_DEP_FAILED,
+                                t->machine, j, JOB_EV_DEP_FAILED,
                                 &(JobChange){.code = IPC_FAILED_PRECONDITION, .message = msg});
                 } else {
                         release_locked(t, j, JOB_EV_RELEASE);
@@ -180,14 +180,12 @@ void jobhold_restore_waiting_locked(JobTable *t, Job *j)
         }
 }
 
-void jobhold_listen(void *ctx, Job *j, JobState from, JobEvent ev)
+void jobhold_listen(JobHold *t, Job *j, JobState from, JobEvent ev)
 {
-        JobTable *t = ctx;
-
         if (j->fleet_copy)
                 return;
         if (job_state_held(from) != job_state_held(j->state)) /* max_queued_per_user */
-                dispatch_count_held_locked(&t->dispatch, j->owner,
+                dispatch_count_held_locked(t->dispatch, j->owner,
                                            job_state_held(j->state) ? 1 : -1);
         if ((from == JOB_SCHEDULED || from == JOB_RETRYING) && j->state != from)
                 jobtimer_remove_locked(&t->due, j);
@@ -246,7 +244,7 @@ static void reset_run(Job *j)
         j->error_message = NULL;
 }
 
-size_t jobhold_run_due_locked(JobTable *t, uint64_t now_ms)
+size_t jobhold_run_due_locked(JobHold *t, uint64_t now_ms)
 {
         size_t n = 0;
         Job *j;
@@ -264,22 +262,39 @@ size_t jobhold_run_due_locked(JobTable *t, uint64_t now_ms)
         return n;
 }
 
-void jobhold_timer(JobTable *t)
+void jobhold_init(JobHold *h, const JobHoldOwner *o)
+{
+        *h = (JobHold){.lock = o->lock,
+                       .machine = o->machine,
+                       .dispatch = o->dispatch,
+                       .stopping = o->stopping,
+                       .find_locked = o->find_locked,
+                       .owner = o->owner};
+        jobtimer_init(&h->due);
+}
+
+void jobhold_free(JobHold *h)
+{
+        jobtimer_free(&h->due);
+        jobkeys_free(&h->keys);
+}
+
+void jobhold_timer(JobHold *t)
 {
         for (;;) {
                 uint64_t now_ms, next_ms, wait_ms;
 
-                pthread_mutex_lock(&t->lock);
-                if (t->stopping) {
-                        pthread_mutex_unlock(&t->lock);
+                pthread_mutex_lock(t->lock);
+                if (*t->stopping) {
+                        pthread_mutex_unlock(t->lock);
                         return;
                 }
                 fiber_event_reset(&t->due.wake); /* an add from here on sets it again */
                 now_ms = job_now_ms();
                 if (jobhold_run_due_locked(t, now_ms))
-                        dispatch_pump_locked(&t->dispatch);
+                        dispatch_pump_locked(t->dispatch);
                 next_ms = jobtimer_next_ms_locked(&t->due);
-                pthread_mutex_unlock(&t->lock);
+                pthread_mutex_unlock(t->lock);
                 wait_ms = next_ms <= now_ms ? 0 : next_ms - now_ms;
                 if (wait_ms > 1000)
                         wait_ms = 1000; /* a wall-clock step is noticed within a second */
@@ -289,7 +304,7 @@ void jobhold_timer(JobTable *t)
         }
 }
 
-int jobhold_revive_locked(JobTable *t, Job *j)
+int jobhold_revive_locked(JobHold *t, Job *j)
 {
         if (!job_state_final(j->state) || j->state == JOB_DONE || j->fleet_copy)
                 return -EALREADY;

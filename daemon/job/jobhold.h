@@ -5,9 +5,9 @@
  * next attempt ahead); and the ways out of them: the due set's timer, a dependency's
  * end, job.retry.
  *
- * The job table calls in here; this file reaches the table only through its fields (the
- * lock, the machine, the dispatcher, the due set), never its functions, so the two stay
- * layers. Every transition goes through job_transition() and the table's machine; what
+ * The job table calls in here; this file reaches the table only through what it was
+ * handed at jobhold_init() (JobHoldOwner), never its functions, so the two stay layers,
+ * as the dispatcher does with its DispatchOps. Every transition goes through job_transition() and the table's machine; what
  * a held state means for the due set and for dependents is jobhold_listen(), one of the
  * table's listeners.
  */
@@ -16,10 +16,43 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "daemon/job/jobstate.h"
-#include "daemon/job/jobtable.h"
+#include "daemon/job/dispatch.h"
+#include "daemon/job/jobkeys.h"
+#include "daemon/job/jobtimer.h"
+
+/* JobHoldOwner - what the held states need of their owner (the job table), handed over
+ * at jobhold_init(); none owned, all must outlive the JobHold. */
+typedef struct JobHoldOwner {
+        pthread_mutex_t *lock;     /* the owner's lock: every *_locked function runs under it */
+        const JobMachine *machine; /* every transition goes through it */
+        Dispatcher *dispatch;      /* where a job is queued */
+        const bool *stopping;      /* the owner stops: the timer returns */
+        struct Job *(*find_locked)(void *owner, uint64_t id); /* a listed job, or NULL */
+        void *owner;
+} JobHoldOwner;
+
+/* JobHold - the held states' part of the job table: its owner's handles, the due set and
+ * the idempotency keys. */
+typedef struct JobHold {
+        pthread_mutex_t *lock;
+        const JobMachine *machine;
+        Dispatcher *dispatch;
+        const bool *stopping;
+        struct Job *(*find_locked)(void *owner, uint64_t id);
+        void *owner;
+        JobTimer due; /* scheduled and retrying jobs by due time (jobtimer.h) */
+        JobKeys keys; /* idempotency keys (jobkeys.h) */
+} JobHold;
+
+/* jobhold_init - an empty part for @o's owner (copied). Context: start-up. */
+void jobhold_init(JobHold *h, const JobHoldOwner *o);
+
+/* jobhold_free - frees the due set and the keys. Context: exit. */
+void jobhold_free(JobHold *h);
 
 /*
  * jobhold_accept_locked - the first transition of a new, not yet listed job @j: waiting
@@ -31,7 +64,7 @@
  * still new and unlisted).
  * Context: table lock held; does not yield.
  */
-int jobhold_accept_locked(JobTable *t, Job *j, Job *const *deps, size_t n_deps, bool *ret_queued);
+int jobhold_accept_locked(JobHold *h, Job *j, Job *const *deps, size_t n_deps, bool *ret_queued);
 
 /*
  * jobhold_listen - the table machine's listener for the held states (jobstate.h): a job
@@ -40,7 +73,7 @@ int jobhold_accept_locked(JobTable *t, Job *j, Job *const *deps, size_t n_deps, 
  * jobs waiting on it; a restored held job rejoins the due set.
  * Context: table lock held; does not yield.
  */
-void jobhold_listen(void *ctx, Job *j, JobState from, JobEvent ev);
+void jobhold_listen(JobHold *h, Job *j, JobState from, JobEvent ev);
 
 /*
  * jobhold_restore_waiting_locked - a waiting @j just restored (its plugin loaded): link
@@ -49,20 +82,20 @@ void jobhold_listen(void *ctx, Job *j, JobState from, JobEvent ev);
  * ended otherwise (the store missed that while fiberd stopped).
  * Context: table lock held, at start-up; does not yield.
  */
-void jobhold_restore_waiting_locked(JobTable *t, Job *j);
+void jobhold_restore_waiting_locked(JobHold *h, Job *j);
 
 /*
  * jobhold_run_due_locked - queue every held job due at @now_ms (CLOCK_REALTIME ms).
  * Return: how many were queued. Context: table lock held; does not yield.
  */
-size_t jobhold_run_due_locked(JobTable *t, uint64_t now_ms);
+size_t jobhold_run_due_locked(JobHold *h, uint64_t now_ms);
 
 /*
  * jobhold_timer - the due set's timer, a fiber's body: sleeps until the earliest due time
  * (at most a second, so a wall-clock step is noticed), queues what came due, and
  * returns once the table stops. Context: a fiber of the server group; yields.
  */
-void jobhold_timer(JobTable *t);
+void jobhold_timer(JobHold *h);
 
 /*
  * jobhold_revive_locked - job.retry: queue a failed, cancelled or dead @j again, its
@@ -70,6 +103,6 @@ void jobhold_timer(JobTable *t);
  * Return: 0; -EALREADY: @j is not final, or done; -ENOMEM.
  * Context: table lock held; does not yield (the caller pumps the dispatcher).
  */
-int jobhold_revive_locked(JobTable *t, Job *j);
+int jobhold_revive_locked(JobHold *h, Job *j);
 
 #endif

@@ -34,6 +34,12 @@
 #include <string.h>
 
 static void machine_init(JobTable *t);
+
+/* JobHoldOwner.find_locked: the table's hash. */
+static Job *find_locked(void *owner, uint64_t id)
+{
+        return jobtable_find_locked(owner, id);
+}
 static void trim_all_locked(JobTable *t);
 static const DispatchOps jobtable_dispatch_ops;
 
@@ -70,7 +76,12 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
         t->dead_retention_ns = 7ull * 24 * 3600 * NSEC_PER_SEC;
         t->dead_retention_max = 10000;
         t->key_window_ms = 24ull * 3600 * 1000;
-        jobtimer_init(&t->due);
+        jobhold_init(&t->hold, &(JobHoldOwner){.lock = &t->lock,
+                                               .machine = &t->machine,
+                                               .dispatch = &t->dispatch,
+                                               .stopping = &t->stopping,
+                                               .find_locked = find_locked,
+                                               .owner = t});
         fiber_event_init(&t->idle);
         machine_init(t);
         return 0;
@@ -484,12 +495,18 @@ static void listen_fleet(void *ctx, Job *j, JobState from, JobEvent ev)
         job_unref(j); /* the table's: its queued write holds one */
 }
 
+/* held: the held states' part (jobhold.h): the due set, dependencies, keys. */
+static void listen_held(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        jobhold_listen(&((JobTable *)ctx)->hold, j, from, ev);
+}
+
 static const JobStateListener jobtable_listeners[] = {
         {"table", listen_table},     {"quota", listen_quota},
         {"counts", listen_counts},   {"latency", listen_latency},
         {"log", listen_log},         {"store", listen_store},
         {"waiters", listen_waiters}, {"retention", listen_retention},
-        {"held", jobhold_listen},    {"fleet", listen_fleet},
+        {"held", listen_held},       {"fleet", listen_fleet},
 };
 
 /* The table's machine: its listeners above, in that order, told about @t's jobs. */
@@ -643,7 +660,8 @@ static bool key_match_locked(JobTable *t, uid_t uid, const char *key, Job **ret,
 {
         uint64_t id;
 
-        if (!key || !jobkeys_find_locked(&t->keys, uid, key, job_now_ms(), t->key_window_ms, &id))
+        if (!key ||
+            !jobkeys_find_locked(&t->hold.keys, uid, key, job_now_ms(), t->key_window_ms, &id))
                 return false;
         *ret_id = id;
         *ret = jobtable_find_locked(t, id);
@@ -722,13 +740,13 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 } else {
                         for (size_t i = 0; i < jp->n_after; i++)
                                 deps[i] = jobtable_find_locked(t, jp->after[i]);
-                        r = jobhold_accept_locked(t, j, deps, jp->n_after, &queued);
+                        r = jobhold_accept_locked(&t->hold, j, deps, jp->n_after, &queued);
                         if (r < 0)
                                 j = job_unref(j);
                 }
         }
         if (r == 0 && jp->key && !plan.fleet && !job_state_final(j->state) &&
-            jobkeys_put_locked(&t->keys, j->owner, jp->key, j->id, 0) < 0)
+            jobkeys_put_locked(&t->hold.keys, j->owner, jp->key, j->id, 0) < 0)
                 log_job(LOG_WARNING, j->id, plugin_name,
                         "out of memory: its idempotency key does not answer repeats");
         if (r == 0) {
@@ -843,7 +861,7 @@ int jobtable_retry(JobTable *t, Job *j)
         int r;
 
         jobtable_lock(t);
-        r = jobhold_revive_locked(t, j);
+        r = jobhold_revive_locked(&t->hold, j);
         if (r == 0)
                 dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);
@@ -872,7 +890,7 @@ int jobtable_discard(JobTable *t, Job *j)
 
 void jobtable_run_timer(JobTable *t)
 {
-        jobhold_timer(t);
+        jobhold_timer(&t->hold);
 }
 
 void jobtable_set_scheduling(JobTable *t, uint64_t dead_retention_ns, size_t dead_retention_max,
@@ -941,7 +959,7 @@ void jobtable_sweep(JobTable *t)
                         break;
                 retire_locked(t, oldest);
         }
-        jobkeys_sweep_locked(&t->keys, job_now_ms(), t->key_window_ms);
+        jobkeys_sweep_locked(&t->hold.keys, job_now_ms(), t->key_window_ms);
         for (size_t i = 0; i < dispatch_queued_locked(&t->dispatch) && nexpired < 64; i++) {
                 Job *q = dispatch_at_locked(&t->dispatch, i);
                 if (q->deadline_ns <= now)
@@ -978,7 +996,7 @@ void jobtable_stop(JobTable *t)
                                             .message = "cancelled while queued: fiberd is "
                                                        "shutting down"});
         }
-        fiber_event_set(&t->due.wake); /* the due set's timer returns */
+        fiber_event_set(&t->hold.due.wake); /* the due set's timer returns */
         for (j = jobtable_next_locked(t, NULL); j; j = jobtable_next_locked(t, j)) {
                 if (job_state_held(j->state)) {
                         if (t->store && store_durable(t->store)) {
@@ -1244,7 +1262,7 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
         }
         jobtable_lock(t);
         job_transition(&t->machine, j, JOB_EV_RESTORE, &(JobChange){.restored = rec->state});
-        if (j->key && jobkeys_put_locked(&t->keys, j->owner, j->key, j->id,
+        if (j->key && jobkeys_put_locked(&t->hold.keys, j->owner, j->key, j->id,
                                          job_state_final(j->state) ? j->finished_ms : 0) < 0)
                 log_job(LOG_WARNING, j->id, j->plugin_name,
                         "out of memory: its idempotency key does not answer repeats");
@@ -1313,7 +1331,7 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
                 return 0;
         }
         if (j->state == JOB_WAITING) /* its dependencies, restored before it */
-                jobhold_restore_waiting_locked(t, j);
+                jobhold_restore_waiting_locked(&t->hold, j);
         if (j->state != JOB_QUEUED || j->heap_index != SIZE_MAX) {
                 /* held (the due set or its dependencies have it), or released into the
                  * queue just now */

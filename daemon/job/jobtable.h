@@ -32,9 +32,8 @@
 #include <stdint.h>
 
 #include "daemon/job/dispatch.h"
-#include "daemon/job/jobkeys.h"
+#include "daemon/job/jobhold.h"
 #include "daemon/job/jobquota.h"
-#include "daemon/job/jobtimer.h"
 #include "daemon/job/job.h"
 #include "daemon/job/jobstate.h"
 #include "daemon/store/store.h"
@@ -90,8 +89,7 @@ typedef struct JobTable {
         uint64_t dead_retention_ns;
         size_t dead_retention_max;
 
-        JobTimer due;           /* scheduled and retrying jobs by due time (jobtimer.h) */
-        JobKeys keys;           /* idempotency keys (jobkeys.h) */
+        JobHold hold;           /* scheduled, waiting, retrying jobs; keys (jobhold.h) */
         uint64_t key_window_ms; /* a finished job's key answers repeats this long */
 
         Dispatcher dispatch; /* queued and running jobs (dispatch.h) */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store-redis-sched.c — job scheduling in a fleet (store-redis.h): held jobs in one
+ * store-redis-sched.c — job scheduling in a fleet (store-redis-sched.h): held jobs in one
  * sorted set that every host moves to the shared queue when they are due, jobs waiting
  * for others (`after`), cancels of both, and idempotency keys shared by the fleet.
  *
@@ -51,7 +51,7 @@
  * took the member out, the final record, in one script; the jobs waiting on it fail.
  * The move and the cancel cannot both win.
  */
-#include "daemon/store/store-redis.h"
+#include "daemon/store/store-redis-sched.h"
 #include "daemon/obs/log.h"
 #include "ipc/protocol.h"
 #include "scheduler/base/macro.h"

@@ -81,7 +81,8 @@
  * (store_fetch_many()): one HGETALL per job, all of a page sent as one pipeline on the
  * query connection and answered in one round trip, not one round trip per job.
  */
-#include "daemon/store/store-redis.h"
+#include "daemon/store/store-redis-conn.h"
+#include "daemon/store/store-redis-sched.h"
 #include "daemon/obs/log.h"
 #include "ipc/encoder.h"
 #include "scheduler/base/macro.h"
@@ -97,45 +98,6 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ connection -- */
-
-redisContext *redis_connect(const char *addr, char *why, size_t why_size)
-{
-        struct timeval tv = {.tv_sec = REDIS_IO_TIMEOUT_S};
-        redisContext *c;
-
-        if (strncmp(addr, "unix:", 5) == 0 || addr[0] == '/') {
-                c = redisConnectUnixWithTimeout(addr[0] == '/' ? addr : addr + 5, tv);
-        } else {
-                char host[256];
-                const char *colon = strrchr(addr, ':');
-                int port = colon ? atoi(colon + 1) : 6379;
-                size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
-                snprintf(host, sizeof(host), "%.*s", (int)MIN(n, sizeof(host) - 1), addr);
-                c = redisConnectWithTimeout(host, port > 0 ? port : 6379, tv);
-        }
-        if (!c) {
-                snprintf(why, why_size, "cannot connect to redis at %s: out of memory", addr);
-                return NULL;
-        }
-        if (c->err) {
-                snprintf(why, why_size, "cannot connect to redis at %s: %s", addr, c->errstr);
-                redisFree(c);
-                return NULL;
-        }
-        redisSetTimeout(c, tv);
-        return c;
-}
-
-redisContext *redis_ensure(Store *s, redisContext **c, char *why, size_t why_size)
-{
-        if (*c && (*c)->err) {
-                redisFree(*c);
-                *c = NULL;
-        }
-        if (!*c)
-                *c = redis_connect(s->path, why, why_size);
-        return *c;
-}
 
 /* ------------------------------------------------------------------ commands ---- */
 
@@ -850,23 +812,6 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         return 0;
 }
 
-redisReply *redis_query(Store *s, int argc, const char **argv, const size_t *len)
-{
-        RedisStore *q = redis_of(s);
-        char why[256] = "";
-        redisReply *rep = NULL;
-
-        pthread_mutex_lock(&q->q_lock);
-        for (int tries = 0; tries < 2 && !rep; tries++)
-                if (redis_ensure(s, &q->q, why, sizeof(why)))
-                        rep = redisCommandArgv(q->q, argc, argv, len);
-        pthread_mutex_unlock(&q->q_lock);
-        if (!rep)
-                log_msg(LOG_ERR, "job store: redis %s: %s", s->path,
-                        why[0] ? why : "connection lost");
-        return rep;
-}
-
 static int redis_plugin_files(Store *s, StorePluginFn fn, void *arg)
 {
         RedisStore *q = redis_of(s);
@@ -1056,21 +1001,6 @@ static int redis_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_
 }
 
 /* ------------------------------------------------------------------ reader ------ */
-
-bool redis_stopping(RedisStore *q)
-{
-        return __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
-}
-
-void redis_pause(RedisStore *q, uint64_t ms)
-{
-        while (ms && !redis_stopping(q)) {
-                uint64_t step = MIN(ms, (uint64_t)50);
-                struct timespec ts = {.tv_nsec = (long)(step * NSEC_PER_MSEC)};
-                nanosleep(&ts, NULL);
-                ms -= step;
-        }
-}
 
 static void reader_ack(RedisStore *q, const char *entry)
 {

@@ -1,18 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store-redis.h — the Redis backend's private half: what its two files share and nothing
- * else includes. store-redis.c holds the records, the shared queue (the stream, its
- * reader thread, the group commit) and the queries; store-redis-sched.c the fleet's
+ * store-redis-conn.h — the Redis backend's private ground floor: what its files share and
+ * nothing else includes. store-redis.c holds the records, the shared queue (the stream,
+ * its reader thread, the group commit) and the queries; store-redis-sched.c the fleet's
  * schedule: the sorted set of held jobs, the thread that moves them to the stream when
- * they are due, the cancel of a held job and the idempotency keys. store-redis-sched.c
- * calls into store-redis.c's connection helpers only; store-redis.c calls the schedule's
- * functions declared at the end. Neither includes anything above the store.
+ * they are due, the cancel of a held job and the idempotency keys (store-redis-sched.h);
+ * store-redis-conn.c the connection helpers both use. store-redis.c calls the schedule;
+ * the schedule calls only the connection helpers, so the three are layers, not a loop.
+ * None includes anything above the store.
  *
  * Every key the fleet keeps is named here (store-redis.c's header comment says what
  * each holds; store-redis-sched.c's the schedule's).
  */
-#ifndef FIBERD_DAEMON_STORE_REDIS_H
-#define FIBERD_DAEMON_STORE_REDIS_H
+#ifndef FIBERD_DAEMON_STORE_REDIS_CONN_H
+#define FIBERD_DAEMON_STORE_REDIS_CONN_H
 
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
@@ -110,35 +111,5 @@ bool redis_stopping(RedisStore *q);
 
 /* redis_pause - sleep @ms in steps of at most 50 ms, returning early once stopping. */
 void redis_pause(RedisStore *q, uint64_t ms);
-
-/* ---- store-redis-sched.c ---- */
-
-/*
- * redis_sched_append - the schedule's commands for @rec in a commit's pipeline on @c
- * (inside its MULTI): a held fleet job joins fiberd:scheduled; a fleet submission that
- * waits joins the sets of the jobs it runs after (or goes on at once); a job's
- * idempotency key lasts from its first write until it is final, then for the key
- * window. *@n counts the commands appended. Context: the store thread.
- */
-void redis_sched_append(RedisStore *q, redisContext *c, const StoreRecord *rec, size_t *n);
-
-/*
- * redis_sched_release_append - after a commit's writes (in its MULTI): the jobs waiting
- * on the @finals jobs of @batch that reached a final state go on (all their
- * dependencies done: queued, or scheduled) or fail. Return 0; -ENOMEM (nothing
- * appended). Context: the store thread.
- */
-int redis_sched_release_append(RedisStore *q, redisContext *c, ListHead *batch, size_t finals,
-                               size_t *n);
-
-/* redis_sched_start / redis_sched_stop - the mover thread (started by
- * redis_fleet_start(), stopped once redis_stopping() says so). Context: main thread. */
-int redis_sched_start(Store *s);
-void redis_sched_stop(Store *s);
-
-/* StoreBackend.cancel_held, key_claim and key_release (store.h). */
-int redis_cancel_held(Store *s, const StoreRecord *rec);
-int redis_key_claim(Store *s, uid_t owner, const char *key, uint64_t id, uint64_t *ret_existing);
-void redis_key_release(Store *s, uid_t owner, const char *key, uint64_t id);
 
 #endif
