@@ -5,9 +5,10 @@
  * its reader thread, the group commit) and the queries; store-redis-sched.c the fleet's
  * schedule: the sorted set of held jobs, the thread that moves them to the stream when
  * they are due, the cancel of a held job and the idempotency keys (store-redis-sched.h);
- * store-redis-conn.c the connection helpers both use. store-redis.c calls the schedule;
- * the schedule calls only the connection helpers, so the three are layers, not a loop.
- * None includes anything above the store.
+ * store-redis-periodic.c the fleet's periodic schedules (store-redis-periodic.h);
+ * store-redis-conn.c the connection helpers all use. store-redis.c calls the schedule
+ * and the periodic schedules; they call only the connection helpers, so the files are
+ * layers, not a loop. None includes anything above the store.
  *
  * Every key the fleet keeps is named here (store-redis.c's header comment says what
  * each holds; store-redis-sched.c's the schedule's).
@@ -28,6 +29,9 @@
 #define REDIS_KEY_INDEX "fiberd:index"
 #define REDIS_KEY_FINISHED "fiberd:finished"
 #define REDIS_KEY_SCHEDULED "fiberd:scheduled" /* held jobs by due time (store-redis-sched.c) */
+#define REDIS_KEY_SCHEDULES "fiberd:schedules" /* periodic schedules (store-redis-periodic.c) */
+#define REDIS_KEY_SCHEDULE_TICKS "fiberd:schedules:ticks"
+#define REDIS_KEY_SCHEDULES_VERSION "fiberd:schedules:version"
 #define REDIS_JOB_KEY_FMT "fiberd:job:%" PRIu64
 #define REDIS_HOST_KEY_FMT "fiberd:host:%s:%s" /* the host's name, then plugins / meta */
 #define REDIS_IDEM_KEY_FMT "fiberd:key:%u:%s"  /* an owner's idempotency key */

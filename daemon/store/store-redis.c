@@ -35,7 +35,10 @@
  *   fiberd:scheduled, fiberd:key:<uid>:<key>, fiberd:dependents:<id>
  *                       the fleet's held jobs by due time, its idempotency keys and the
  *                       jobs waiting on each job: store-redis-sched.c, which says what
- *                       they hold and who moves a held or released job to the stream.
+ *                       they hold and who moves a held or released job to the stream;
+ *   fiberd:schedules, fiberd:schedules:ticks, fiberd:schedules:version
+ *                       the fleet's periodic schedules (schedule.add), where their ticks
+ *                       stand and a counter of their changes: store-redis-periodic.c.
  *
  * Writes (the store thread, store.c's group commit): a batch is one MULTI/EXEC sent as
  * one pipeline, so a burst of submissions costs one round trip, as one fsync does in
@@ -82,6 +85,7 @@
  * query connection and answered in one round trip, not one round trip per job.
  */
 #include "daemon/store/store-redis-conn.h"
+#include "daemon/store/store-redis-periodic.h"
 #include "daemon/store/store-redis-sched.h"
 #include "daemon/obs/log.h"
 #include "ipc/encoder.h"
@@ -652,7 +656,7 @@ static const char commit_trim_script[] =
 /* Does Redis keep anything of @w? Retention drops are EXPIRE's (and the trim's). */
 static bool commit_kept(const StoreWrite *w)
 {
-        return w->op == STORE_OP_PUT || w->op == STORE_OP_PLUGIN || w->op == STORE_OP_META;
+        return w->op != STORE_OP_DELETE;
 }
 
 /* Appends @w's commands to @c's pipeline; *@n counts them. Return 0; -ENOMEM. */
@@ -688,6 +692,8 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 (*n)++;
                 return 0;
         }
+        if (w->op == STORE_OP_SCHEDULE || w->op == STORE_OP_SCHEDULE_DELETE)
+                return redis_periodic_append(c, w, n);
         if (w->op != STORE_OP_PUT)
                 return 0; /* retention by time is EXPIRE's */
         snprintf(key, sizeof(key), REDIS_JOB_KEY_FMT, rec->id);
@@ -739,29 +745,45 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
         return 0;
 }
 
+/* CommitCheck - a write whose command's answer says whether the fleet took it
+ * (redis_periodic_checked()): where that answer is in EXEC's. */
+typedef struct CommitCheck {
+        StoreWrite *w;
+        size_t at;
+} CommitCheck;
+
 static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
 {
         RedisStore *q = redis_of(s);
         redisContext *c;
         redisReply *rep = NULL;
         ListHead *pos, *tmp;
-        size_t n = 0, finals = 0;
+        CommitCheck *checks = NULL;
+        size_t n = 0, finals = 0, n_checks = 0;
         int r = 0;
 
         list_for_each_safe(pos, tmp, batch)
         {
-                n += commit_kept(list_entry(pos, StoreWrite, link));
+                const StoreWrite *w = list_entry(pos, StoreWrite, link);
+                n += commit_kept(w);
+                n_checks += redis_periodic_checked(w);
         }
         if (n == 0)
                 return 0; /* nothing Redis keeps (retention drops) */
+        if (n_checks && !(checks = calloc(n_checks, sizeof(*checks))))
+                return -ENOMEM;
         c = redis_ensure(s, &q->w, why, why_size);
-        if (!c)
+        if (!c) {
+                free(checks);
                 return -EIO;
-        n = 0;
+        }
+        n = n_checks = 0;
         redisAppendCommand(c, "MULTI");
         list_for_each_safe(pos, tmp, batch)
         {
-                const StoreWrite *w = list_entry(pos, StoreWrite, link);
+                StoreWrite *w = list_entry(pos, StoreWrite, link);
+                if (redis_periodic_checked(w))
+                        checks[n_checks++] = (CommitCheck){.w = w, .at = n};
                 if (r == 0)
                         r = commit_append(q, c, w, &n);
                 finals += w->op == STORE_OP_PUT && job_state_final(w->rec.state);
@@ -786,20 +808,28 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         for (size_t i = 0; i < n + 2; i++) {
                 if (redisGetReply(c, (void **)&rep) != REDIS_OK || !rep) {
                         snprintf(why, why_size, "redis: %s", c->errstr[0] ? c->errstr : "no reply");
+                        free(checks);
                         return -EIO;
                 }
                 if (rep->type == REDIS_REPLY_ERROR && r == 0) {
                         snprintf(why, why_size, "redis: %s", rep->str);
                         r = -EIO;
                 }
-                if (i == n + 1 && rep->type == REDIS_REPLY_ARRAY)
+                if (i == n + 1 && rep->type == REDIS_REPLY_ARRAY) {
                         for (size_t k = 0; k < rep->elements && r == 0; k++)
                                 if (rep->element[k]->type == REDIS_REPLY_ERROR) {
                                         snprintf(why, why_size, "redis: %s", rep->element[k]->str);
                                         r = -EIO;
                                 }
+                        /* a schedule's add or change the fleet refused: that write only */
+                        for (size_t k = 0; k < n_checks && r == 0; k++)
+                                if (checks[k].at < rep->elements)
+                                        checks[k].w->refused = redis_periodic_refusal(
+                                                checks[k].w, rep->element[checks[k].at]);
+                }
                 freeReplyObject(rep);
         }
+        free(checks);
         if (r < 0)
                 return r;
         /* acknowledged: the final jobs' entries are no longer held here */
@@ -1325,6 +1355,8 @@ const StoreBackend store_redis_backend = {
         .plugin_files = redis_plugin_files,
         .meta_get = redis_meta_get,
         .meta_list = redis_meta_list,
+        .schedules = redis_periodic_all,
+        .schedules_changed = redis_periodic_changed,
         .close = redis_close,
         .new_id = redis_new_id,
         .fetch = redis_fetch,

@@ -512,7 +512,7 @@ static int store_write_async(Store *s, StoreWrite *w)
         r = s->backend->commit(s, &one, why, sizeof(why));
         if (r < 0)
                 log_msg(LOG_ERR, "job store %s: %s", s->path, why[0] ? why : strerror(-r));
-        write_release(w, r);
+        write_release(w, r < 0 ? r : w->refused);
         return 0;
 }
 
@@ -592,6 +592,12 @@ int store_waiter_wait(StoreWaiter *w)
 int store_schedules(Store *s, StoreScheduleFn fn, void *arg)
 {
         return s->backend->schedules ? s->backend->schedules(s, fn, arg) : 0;
+}
+
+int store_schedules_changed(Store *s, uint64_t *version, StoreScheduleFn fn, void *arg)
+{
+        return s->backend->schedules_changed ? s->backend->schedules_changed(s, version, fn, arg)
+                                             : 0;
 }
 
 int store_get_meta(Store *s, const char *key, int64_t *ret)
@@ -798,8 +804,10 @@ static void *store_thread(void *arg)
                 if (r < 0)
                         log_msg(LOG_ERR, "job store %s: committing %zu records failed: %s", s->path,
                                 nwrites, why[0] ? why : strerror(-r));
-                while ((e = list_pop_head(&batch)))
-                        write_release(list_entry(e, StoreWrite, link), r < 0 ? r : 0);
+                while ((e = list_pop_head(&batch))) {
+                        StoreWrite *w = list_entry(e, StoreWrite, link);
+                        write_release(w, r < 0 ? r : w->refused);
+                }
                 arena_reset(s);
 
                 pthread_mutex_lock(&s->lock);

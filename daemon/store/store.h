@@ -126,6 +126,20 @@ typedef struct StorePluginFile {
 } StorePluginFile;
 
 /*
+ * StoreScheduleWrite - what a schedule's write is (store_put_schedule()). The single-host
+ * stores replace the whole row for each; a fleet (store-redis-periodic.c), where every
+ * host writes, tells them apart: a tick does not undo a pause another host wrote.
+ */
+typedef enum StoreScheduleWrite {
+        STORE_SCHEDULE_CHANGE, /* a method changed it (pause, resume): the whole row; a fleet
+                                * refuses it (-ENOENT) when the schedule is gone there */
+        STORE_SCHEDULE_ADD,    /* schedule.add: the whole row; a fleet refuses it (-EEXIST)
+                                * when any host has a schedule of that owner and name */
+        STORE_SCHEDULE_TICK,   /* a tick's outcome: a fleet writes only next_ms, last_ms and
+                                * last_job, each only when later than the stored one */
+} StoreScheduleWrite;
+
+/*
  * StoreSchedule - one periodic schedule (daemon/cron/schedule.h says what each field
  * means), keyed by (owner, name). Strings and blobs point into whoever built it.
  */
@@ -146,6 +160,7 @@ typedef struct StoreSchedule {
         size_t options_len;
         bool paused;
         uint64_t next_ms, last_ms, last_job, created_ms; /* 0 = none */
+        StoreScheduleWrite write; /* store_put_schedule(): what the write is */
 } StoreSchedule;
 
 /*
@@ -183,6 +198,9 @@ typedef struct StoreWrite {
         Job *notify;            /* referenced: store_wait(j, false) answers once committed */
         Job *notify_final;      /* referenced: a final state: store_wait(j, true) answers */
         bool borrowed; /* not malloc'ed (the store thread's batch memory or stack): not freed */
+        /* set by the backend: this write alone was refused, a negative errno (a fleet's
+         * schedule writes, StoreScheduleWrite); its waiter hears it */
+        int refused;
 } StoreWrite;
 
 /* StorePluginFn - one stored plugin file; return 0 or a negative errno to stop. */
@@ -239,6 +257,11 @@ typedef struct StoreBackend {
         int (*meta_list)(Store *s, const char *prefix, StoreMetaFn fn, void *arg);
         /* schedules - every stored schedule. NULL: none are kept. */
         int (*schedules)(Store *s, StoreScheduleFn fn, void *arg);
+        /* schedules_changed - a fleet's: when its schedules' version is not *@version,
+         * @fn for every schedule and *@version the version read (both read at once).
+         * Return 1; 0 unchanged; @fn's error; -EIO. NULL: one host writes them all.
+         * Context: any thread. */
+        int (*schedules_changed)(Store *s, uint64_t *version, StoreScheduleFn fn, void *arg);
         /* close - release everything; NULL-safe on a store that failed to open. */
         void (*close)(Store *s);
 
@@ -445,18 +468,31 @@ int store_meta_list(Store *s, const char *prefix, StoreMetaFn fn, void *arg);
 int store_plugin_files(Store *s, StorePluginFn fn, void *arg);
 
 /*
- * store_schedules - @fn for every stored schedule (none with the memory and redis
- * backends). Return: 0; @fn's error; -EIO (logged).
- * Context: main thread at start-up, before store_load().
+ * store_schedules - @fn for every stored schedule (none with the memory backend).
+ * Return: 0; @fn's error; -EIO (logged).
+ * Context: main thread at start-up, before store_load() (redis: any thread).
  */
 int store_schedules(Store *s, StoreScheduleFn fn, void *arg);
+
+/*
+ * store_schedules_changed - a fleet's schedules, which every host writes: when their
+ * version in the store (a counter each add, change and removal moves) is not *@version
+ * (UINT64_MAX: never read), @fn for every schedule and *@version the version they are,
+ * read in one atomic step. A tick's outcome does not move the version (StoreScheduleWrite).
+ * Return: 1 (read); 0 (unchanged, or not a fleet store: nothing else writes them);
+ * @fn's error; -EIO (logged). Context: any thread or fiber; blocks its thread for one
+ * round trip to the server.
+ */
+int store_schedules_changed(Store *s, uint64_t *version, StoreScheduleFn fn, void *arg);
 
 /*
  * store_put_schedule - queue the write of schedule @sc (copied: the caller's copy may
  * change at once), a whole row replacing the one of its (owner, name); writes are
  * committed in the order they were queued, so the last one queued is the row that
- * stays. With @waiter (store_waiter_init()), store_waiter_wait() answers once it is
- * committed. Before the store thread runs, the calling thread commits it itself.
+ * stays. In a fleet @sc->write says what the write is (StoreScheduleWrite), and a
+ * write the fleet refuses answers its waiter -EEXIST or -ENOENT. With @waiter
+ * (store_waiter_init()), store_waiter_wait() answers once it is committed. Before the
+ * store thread runs, the calling thread commits it itself.
  * Return: 0; -ENOMEM (nothing queued; @waiter untouched).
  * Context: any thread or fiber, other locks allowed (it takes only the store's, and
  * never yields).
@@ -472,7 +508,8 @@ void store_waiter_init(StoreWaiter *w);
 /*
  * store_waiter_wait - wait until @w's write is committed or failed (not cancellable: the
  * store thread always answers, and @w is on the caller's stack).
- * Return: 0; the commit's error (negative errno: nothing of the write is on disk).
+ * Return: 0; the commit's error (negative errno: nothing of the write is on disk); the
+ * backend's refusal of this write alone (StoreWrite.refused).
  * Context: a fiber (parks it) or a plain thread (blocks it); no lock held.
  */
 int store_waiter_wait(StoreWaiter *w);
