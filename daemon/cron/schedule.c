@@ -243,6 +243,9 @@ void schedule_table_init(ScheduleTable *t)
         fiber_event_init(&t->wake);
         t->running = t->stopping = false;
         fiber_event_init(&t->stopped);
+        t->fleet_version = UINT64_MAX;
+        t->changes = 0;
+        t->fleet_stale = false;
 }
 
 /* (name, owner) order: negative when @s comes before (@name, @owner). */

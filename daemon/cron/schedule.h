@@ -79,6 +79,7 @@ typedef struct Schedule {
                               * 0 = none */
         bool failing;        /* its last tick's submission failed (logged once) */
         char *broken;        /* owned: why it cannot tick (its zone is gone); NULL = fine */
+        bool seen;           /* a fleet's: its row was in the read being merged (schedfleet.c) */
 } Schedule;
 
 typedef struct ScheduleTable {
@@ -91,6 +92,13 @@ typedef struct ScheduleTable {
         bool running;       /* it was started */
         bool stopping;      /* atomic: it is asked to return */
         FiberEvent stopped; /* set once it returned */
+        /* a fleet's, whose hosts all change the schedules (daemon/server/schedfleet.c) */
+        uint64_t fleet_version; /* the version of the fleet's schedules last merged;
+                                 * UINT64_MAX = none yet */
+        uint64_t changes;       /* moved by each change of this host, before its write is
+                                 * queued and once it is committed (schedule_changed_locked()):
+                                 * a read of the fleet's made meanwhile is dropped */
+        bool fleet_stale;       /* read the fleet's at the next look, whatever its version */
 } ScheduleTable;
 
 /* schedule_name_valid - is @name (@len bytes) a schedule name, [A-Za-z0-9_.-]{1,64}?
@@ -204,6 +212,14 @@ static inline Schedule *schedule_first_locked(ScheduleTable *t)
 static inline Schedule *schedule_after_locked(ScheduleTable *t, Schedule *s)
 {
         return s->link.next == &t->all ? NULL : list_entry(s->link.next, Schedule, link);
+}
+
+/* schedule_changed_locked - this host changes @t (a method): a read of a fleet's
+ * schedules that began before is not merged (ScheduleTable.changes). Context: the lock
+ * held. */
+static inline void schedule_changed_locked(ScheduleTable *t)
+{
+        t->changes++;
 }
 
 /* schedule_count - the schedules in @t. Context: any; takes the lock briefly. */

@@ -28,6 +28,7 @@
 #include "daemon/server/schedrun.h"
 #include "daemon/obs/log.h"
 #include "daemon/server/creds.h"
+#include "daemon/server/schedfleet.h"
 #include "daemon/server/submit.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
@@ -46,6 +47,9 @@
 #define SCHEDRUN_POLL_MS 1000
 /* How long shutdown waits for the fiber to return. */
 #define SCHEDRUN_STOP_NS (5 * NSEC_PER_SEC)
+/* A fleet: a tick that came due this long before a host starts is not one the whole
+ * fleet missed (the hosts that run may be firing it): the host fires it as they do. */
+#define SCHEDRUN_FLEET_GRACE_MS 2000
 
 /* "2026-11-26 03:00:00 UTC" for @ms since the epoch, for log lines. */
 static const char *format_utc(uint64_t ms, char buf[40])
@@ -60,7 +64,8 @@ static const char *format_utc(uint64_t ms, char buf[40])
 
 /* ------------------------------------------------------------------ the store ---- */
 
-int schedrun_save_locked(Daemon *d, const Schedule *s, StoreWaiter *waiter)
+int schedrun_save_locked(Daemon *d, const Schedule *s, StoreScheduleWrite write,
+                         StoreWaiter *waiter)
 {
         StoreSchedule sc = {
                 .owner = s->owner,
@@ -83,21 +88,19 @@ int schedrun_save_locked(Daemon *d, const Schedule *s, StoreWaiter *waiter)
                 .last_ms = s->last_ms,
                 .last_job = s->last_job,
                 .created_ms = s->created_ms,
+                .write = write,
         };
 
         return store_put_schedule(d->store, &sc, waiter);
 }
 
-/* store_schedules()'s callback: one row back into @arg's table. */
-static int restore_one(const StoreSchedule *sc, void *arg)
+int schedrun_row_read(const StoreSchedule *sc, Schedule **ret)
 {
-        Daemon *d = arg;
-        ScheduleTable *t = &d->schedules;
-        uint64_t now_ms = job_now_ms(), was_ms;
-        char err[256] = "", when[40], next[40];
+        char err[256] = "";
         Schedule *s;
         int r;
 
+        *ret = NULL;
         if (!schedule_name_valid(sc->name, strlen(sc->name)) ||
             (!sc->cron && sc->every_ms < IPC_SCHEDULE_EVERY_MS_MIN)) {
                 log_msg(LOG_ERR, "job store: schedule \"%.64s\" of uid %u cannot be read: left out",
@@ -145,21 +148,49 @@ static int restore_one(const StoreSchedule *sc, void *arg)
                                 s->name, (unsigned)s->owner, err);
                 }
         }
+        *ret = s;
+        return 0;
+
+out_nomem:
+        schedule_free(s);
+        return -ENOMEM;
+}
+
+/* store_schedules()'s callback: one row back into @arg's table. */
+static int restore_one(const StoreSchedule *sc, void *arg)
+{
+        Daemon *d = arg;
+        ScheduleTable *t = &d->schedules;
+        bool fleet = store_fleet(d->store);
+        uint64_t now_ms = job_now_ms(), was_ms;
+        char when[40], next[40];
+        Schedule *s;
+        int r;
+
+        r = schedrun_row_read(sc, &s);
+        if (r < 0 || !s)
+                return r;
         was_ms = s->next_ms;
-        r = schedule_restore(s, now_ms);
+        /* a fleet: the other hosts may be firing a tick that just came due; only one no
+         * host fired for SCHEDRUN_FLEET_GRACE_MS passed while the whole fleet was down */
+        r = schedule_restore(s, fleet ? now_ms - MIN(now_ms, SCHEDRUN_FLEET_GRACE_MS) : now_ms);
         if (r == 1 && s->catchup_ms)
                 log_msg(LOG_NOTICE,
-                        "schedule %s of uid %u: its tick at %s passed while fiberd was down "
+                        "schedule %s of uid %u: its tick at %s passed while %s was down "
                         "(missed = run_once): one job is submitted now",
-                        s->name, (unsigned)s->owner, format_utc(s->catchup_ms, when));
+                        s->name, (unsigned)s->owner, format_utc(s->catchup_ms, when),
+                        fleet ? "every fiberd host of the fleet" : "fiberd");
         else if (r == 1)
                 log_msg(LOG_INFO,
-                        "schedule %s of uid %u: ticks from %s on passed while fiberd was down "
+                        "schedule %s of uid %u: ticks from %s on passed while %s was down "
                         "(missed = skip): next tick at %s",
                         s->name, (unsigned)s->owner, format_utc(was_ms, when),
+                        fleet ? "every fiberd host of the fleet" : "fiberd",
                         s->next_ms ? format_utc(s->next_ms, next) : "none");
-        else if (r < 0 && r != -ERANGE)
-                goto out_nomem;
+        else if (r < 0 && r != -ERANGE) {
+                schedule_free(s);
+                return -ENOMEM;
+        }
         pthread_mutex_lock(&t->lock);
         r = schedule_insert_locked(t, s);
         pthread_mutex_unlock(&t->lock);
@@ -169,25 +200,26 @@ static int restore_one(const StoreSchedule *sc, void *arg)
                 schedule_free(s);
         }
         return 0;
-
-out_nomem:
-        schedule_free(s);
-        return -ENOMEM;
 }
 
 int schedrun_restore(Daemon *d)
 {
+        ScheduleTable *t = &d->schedules;
         size_t n;
         int r;
 
-        schedule_table_init(&d->schedules);
-        r = store_schedules(d->store, restore_one, d);
+        schedule_table_init(t);
+        /* a fleet: the version read with the rows, so the fiber reads them again only
+         * once a host changes them */
+        r = store_fleet(d->store)
+                    ? store_schedules_changed(d->store, &t->fleet_version, restore_one, d)
+                    : store_schedules(d->store, restore_one, d);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot take back the schedules of the job store: %s",
                         strerror(-r));
                 return r;
         }
-        n = schedule_count(&d->schedules);
+        n = schedule_count(t);
         if (n)
                 log_msg(LOG_INFO, "job store: %zu schedule%s", n, n == 1 ? "" : "s");
         return 0;
@@ -319,6 +351,7 @@ static void fire(Daemon *d, Fire *f)
         size_t off = 0;
         Schedule *s;
         Job *j = NULL;
+        bool theirs;
         int r;
 
         msgpack_zone_init(&zone, 4096);
@@ -336,6 +369,9 @@ static void fire(Daemon *d, Fire *f)
         creds_unref(origin.creds);
         msgpack_zone_destroy(&zone);
 
+        /* a fleet: another host's submission of this tick made its job (the key is the
+         * fleet's); that host writes the tick down, this one only learns the id */
+        theirs = r == 0 && existing && store_fleet(d->store);
         pthread_mutex_lock(&t->lock);
         s = schedule_find_serial_locked(t, f->serial);
         if (s && r == 0) {
@@ -358,7 +394,8 @@ static void fire(Daemon *d, Fire *f)
         }
         /* the tick has moved on either way; at shutdown the row stays as it was, and
          * the next start counts that tick as missed */
-        if (s && r != -ESHUTDOWN && schedrun_save_locked(d, s, NULL) < 0)
+        if (s && r != -ESHUTDOWN && !theirs &&
+            schedrun_save_locked(d, s, STORE_SCHEDULE_TICK, NULL) < 0)
                 log_msg(LOG_WARNING, "schedule %s of uid %u: no memory to write its row", s->name,
                         (unsigned)s->owner);
         pthread_mutex_unlock(&t->lock);
@@ -374,13 +411,20 @@ static void schedrun_fiber(void *arg)
 {
         Daemon *d = arg;
         ScheduleTable *t = &d->schedules;
+        bool fleet = store_fleet(d->store);
+        uint64_t check_ns = 0; /* a fleet: when to look at its schedules' version again */
 
         while (!stopping(d)) {
-                uint64_t now_ms, wake_ms, wait_ms;
+                uint64_t now_ms, wake_ms, wait_ms, mono_ns;
                 Fire f;
                 bool due;
 
                 fiber_event_reset(&t->wake); /* a change from here on sets it again */
+                mono_ns = clock_now_ns(CLOCK_MONOTONIC);
+                if (fleet && mono_ns >= check_ns) /* what another host changed */
+                        check_ns = mono_ns + (schedfleet_reload(d) < 0 ? SCHEDFLEET_RETRY_MS
+                                                                       : SCHEDFLEET_CHECK_MS) *
+                                                     NSEC_PER_MSEC;
                 now_ms = job_now_ms();
                 pthread_mutex_lock(&t->lock);
                 due = take_due_locked(d, now_ms, &f, &wake_ms);
@@ -391,6 +435,8 @@ static void schedrun_fiber(void *arg)
                         continue;
                 }
                 wait_ms = wake_ms <= now_ms ? 0 : MIN(wake_ms - now_ms, (uint64_t)SCHEDRUN_POLL_MS);
+                if (fleet) /* the mono_ns before the check: at most a few ms early */
+                        wait_ms = MIN(wait_ms, (check_ns - mono_ns) / NSEC_PER_MSEC);
                 if (fiber_event_wait(&t->wake, sched_deadline_after(wait_ms * NSEC_PER_MSEC)) ==
                     -ECANCELED)
                         break;

@@ -15,9 +15,11 @@
 /*
  * schedrun_restore - an empty d->schedules, then every schedule of the job store in it:
  * a tick that passed while fiberd was down moves its next tick past now and, with the
- * run_once policy, is fired once when the fiber starts (schedule_restore()). A row
- * that cannot be read is logged and left out; a cron whose zone is gone is kept, but
- * does not tick (its reason is logged).
+ * run_once policy, is fired once when the fiber starts (schedule_restore()); in a fleet,
+ * a tick no host fired for a couple of seconds (the whole fleet was down), and the
+ * version of the fleet's schedules is kept for schedfleet_reload(). A row that cannot
+ * be read is logged and left out; a cron whose zone is gone is kept, but does not tick
+ * (its reason is logged).
  * Return: 0; -ENOMEM; the store's error (logged).
  * Context: main thread at start-up, before store_load() (the store's connection is
  * still the main thread's).
@@ -27,10 +29,14 @@ int schedrun_restore(Daemon *d);
 /*
  * schedrun_start - start the fiber that fires the schedules' ticks, on the server group:
  * it sleeps until the earliest tick (d->schedules.wake moves it earlier, and it looks
- * again at least once a second, so a step of the wall clock is noticed), then submits
- * one job per tick as the schedule's owner (submit_params(): the checks and limits of
- * job.submit) with the key "schedule:<name>:<tick ms>". A tick whose submission fails
- * is logged once per schedule (until one succeeds again), and the schedule goes on.
+ * again at least once a second, so a step of the wall clock is noticed; in a fleet
+ * every SCHEDFLEET_CHECK_MS, when it also brings the table in step with what the other
+ * hosts changed: schedfleet_reload()), then submits one job per tick as the schedule's
+ * owner (submit_params(): the checks and limits of job.submit) with the key
+ * "schedule:<name>:<tick ms>". A tick whose submission fails is logged once per
+ * schedule (until one succeeds again), and the schedule goes on. In a fleet every host
+ * fires every tick and the fleet's key makes one job of them; the host whose
+ * submission made it writes the tick down.
  * Return: 0; the error of fiber_create() (logged). Context: main thread, after the
  * job table and the store were restored.
  */
@@ -45,10 +51,21 @@ void schedrun_stop(Daemon *d);
 
 /*
  * schedrun_save_locked - queue the write of @s's row to the job store (the whole row,
- * as @s is now). With @waiter, store_waiter_wait() answers once it is committed.
+ * as @s is now; in a fleet, what @write says of it: StoreScheduleWrite). With @waiter,
+ * store_waiter_wait() answers once it is committed, or the fleet's refusal.
  * Return: 0; -ENOMEM (nothing queued).
  * Context: d->schedules.lock held; does not yield.
  */
-int schedrun_save_locked(Daemon *d, const Schedule *s, StoreWaiter *waiter);
+int schedrun_save_locked(Daemon *d, const Schedule *s, StoreScheduleWrite write,
+                         StoreWaiter *waiter);
+
+/*
+ * schedrun_row_read - a new schedule (in no table) from the job store's row @sc, as it
+ * was written: its next tick not moved (schedule_restore() is the caller's). A cron
+ * whose zone is gone is kept, not ticking, its reason logged. @ret: out, NULL for a row
+ * that cannot be read (logged).
+ * Return: 0; -ENOMEM. Context: any; does not yield.
+ */
+int schedrun_row_read(const StoreSchedule *sc, Schedule **ret);
 
 #endif

@@ -14,6 +14,13 @@
  * Once fiberd stops (jobtable_stop()), changes answer UNAVAILABLE: the job store is
  * about to close, and the firing fiber has stopped.
  *
+ * In a fleet ([store] backend = redis) the row is the fleet's, which every host's
+ * table follows (schedfleet.c): an add of a name another host added meanwhile is
+ * refused by the store (-EEXIST) and taken out again, a pause or resume of a schedule
+ * another host removed meanwhile answers NOT_FOUND, and each change moves the table's
+ * `changes` before its write and once it is committed, so a read of the fleet's that
+ * crossed it is not merged over it.
+ *
  * schedule.add reads the spec here, refuses what a repeating job cannot carry (the
  * options `key`, which each tick's job gets from fiberd, and `run_at`, one point in
  * time; fd arguments, which do not outlive the request), then hands [plugin, args,
@@ -251,10 +258,6 @@ int schedules_add(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 
         if (access_tier(&d->cfg, req->creds) < ACCESS_SUBMIT)
                 return access_denied(&d->cfg, ACCESS_SUBMIT, "adding a schedule", st);
-        if (store_fleet(d->store))
-                return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EOPNOTSUPP,
-                                      "schedules are not available in fleet mode ([store] "
-                                      "backend = redis) yet");
         r = refuse_when_stopping(d, st);
         if (r < 0)
                 return r;
@@ -294,11 +297,12 @@ int schedules_add(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
                 serial = s->serial;
                 r = pack_schedule(pk, s);
                 if (r == 0)
-                        r = schedrun_save_locked(d, s, &waiter);
+                        r = schedrun_save_locked(d, s, STORE_SCHEDULE_ADD, &waiter);
                 if (r < 0)
                         schedule_remove_locked(t, s);
                 else
                         s = NULL; /* the table's */
+                schedule_changed_locked(t);
         }
         pthread_mutex_unlock(&t->lock);
         if (r == -EEXIST) {
@@ -317,12 +321,24 @@ int schedules_add(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
         if (r < 0)
                 goto out_free;
         r = store_waiter_wait(&waiter);
+        pthread_mutex_lock(&t->lock);
+        schedule_changed_locked(t); /* committed: a fleet's reads see it from now on */
         if (r < 0) {
-                pthread_mutex_lock(&t->lock);
                 s = schedule_find_serial_locked(t, serial);
                 if (s)
                         schedule_remove_locked(t, s);
-                pthread_mutex_unlock(&t->lock);
+                t->fleet_stale |= r == -EEXIST; /* a fleet: the other host's, read it */
+        }
+        pthread_mutex_unlock(&t->lock);
+        if (r == -EEXIST) {
+                r = ipc_status_set(st, IPC_ALREADY_EXISTS, r,
+                                   "a schedule named %s of yours exists already (added through "
+                                   "another fiberd host of the fleet): remove it first "
+                                   "(schedule.remove)",
+                                   name);
+                goto out_free;
+        }
+        if (r < 0) {
                 r = ipc_status_set(st, IPC_INTERNAL, r,
                                    "the job store could not record the schedule (%s); it was not "
                                    "added: see fiberd's log",
@@ -397,8 +413,10 @@ static int act_locked(Daemon *d, Schedule *s, NamedOp op, StoreWaiter *waiter, b
         switch (op) {
         case NAMED_REMOVE:
                 r = store_delete_schedule(d->store, s->owner, s->name, waiter);
-                if (r == 0)
+                if (r == 0) {
                         schedule_remove_locked(&d->schedules, s);
+                        schedule_changed_locked(&d->schedules);
+                }
                 return r;
         case NAMED_PAUSE:
                 if (s->paused) {
@@ -430,7 +448,8 @@ static int act_locked(Daemon *d, Schedule *s, NamedOp op, StoreWaiter *waiter, b
                 fiber_event_set(&d->schedules.wake);
                 break;
         }
-        return schedrun_save_locked(d, s, waiter);
+        schedule_changed_locked(&d->schedules);
+        return schedrun_save_locked(d, s, STORE_SCHEDULE_CHANGE, waiter);
 }
 
 /* schedule.remove, schedule.pause, schedule.resume [name, owner?]. */
@@ -445,7 +464,7 @@ static int schedules_named(Daemon *d, Request *req, NamedOp op, msgpack_packer *
         const char *name;
         bool wait = false;
         size_t len;
-        int r;
+        int r, committed = 0;
 
         if (op == NAMED_RESUME && tier < ACCESS_SUBMIT)
                 return access_denied(&d->cfg, ACCESS_SUBMIT, "resuming a schedule", st);
@@ -489,12 +508,24 @@ static int schedules_named(Daemon *d, Request *req, NamedOp op, msgpack_packer *
                 log_msg(LOG_INFO, "uid %u %s schedule %s of uid %u", (unsigned)req->uid,
                         named_verb[op], s->name, (unsigned)s->owner);
         pthread_mutex_unlock(&t->lock);
-        if (r == 0 && wait && (r = store_waiter_wait(&waiter)) < 0)
-                r = ipc_status_set(st, IPC_INTERNAL, r,
+        if (r == 0 && wait) {
+                committed = store_waiter_wait(&waiter);
+                pthread_mutex_lock(&t->lock);
+                schedule_changed_locked(t); /* committed: a fleet's reads see it from now on */
+                t->fleet_stale |= committed == -ENOENT;
+                pthread_mutex_unlock(&t->lock);
+        }
+        if (committed == -ENOENT) /* a fleet: gone there; this host's copy leaves soon */
+                r = ipc_status_set(st, IPC_NOT_FOUND, committed,
+                                   "schedule %.*s was removed through another fiberd host of the "
+                                   "fleet",
+                                   (int)len, name);
+        else if (committed < 0)
+                r = ipc_status_set(st, IPC_INTERNAL, committed,
                                    "the job store could not record it (%s): fiberd goes on with "
                                    "it %s, but may not remember that after a restart; see "
                                    "fiberd's log",
-                                   strerror(-r), named_verb[op]);
+                                   strerror(-committed), named_verb[op]);
         schedule_free(removed);
         return r;
 }

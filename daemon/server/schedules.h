@@ -26,9 +26,9 @@
  * made), its first tick computed from now. Answers the schedule.
  * Errors: INVALID_ARGUMENT (naming the field; a cron's from cron_parse()),
  * ALREADY_EXISTS (the caller has one of that name), NOT_FOUND (no such plugin),
- * PERMISSION_DENIED, OVERLOADED (SCHEDULE_MAX_PER_OWNER), FAILED_PRECONDITION (fleet
- * mode), UNAVAILABLE (shutting down; remove, pause and resume too), INTERNAL (the
- * store failed: nothing was added).
+ * PERMISSION_DENIED, OVERLOADED (SCHEDULE_MAX_PER_OWNER), UNAVAILABLE (shutting down;
+ * remove, pause and resume too), INTERNAL (the store failed: nothing was added). In a
+ * fleet the name is the fleet's: one another host added is ALREADY_EXISTS too.
  */
 int schedules_add(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st);
 

@@ -33,8 +33,9 @@
  *  - job.list through a host that holds none of the fleet's 300 jobs (their records
  *    are read a page of ids at a time, store_fetch_many()): unpaged, and paged with a
  *    limit of 128, every id comes back exactly once, newest first in the pages;
- *  - schedule.add is refused (FAILED_PRECONDITION, "fleet mode"): periodic schedules are
- *    one host's for now.
+ *  - schedule.add is accepted in fleet mode and its row is kept in Redis
+ *    (fiberd:schedules), the version of the fleet's schedules moved
+ *    (daemon_redis_schedules.c checks them at work).
  */
 #include "tests/integration/fiberd_harness.h"
 #include "tests/integration/redis_fleet.h"
@@ -597,9 +598,10 @@ Test(daemon_redis, list_through_another_host_gives_every_job_once)
         client_free(b);
 }
 
-/* Periodic schedules are one host's: a fleet refuses them until one host fires each tick. */
-Test(daemon_redis, schedule_add_is_refused_in_fleet_mode)
+/* A fleet keeps its periodic schedules in Redis, for every host. */
+Test(daemon_redis, schedule_add_is_kept_in_redis)
 {
+        char args[96];
         uint32_t msgid;
         msgpack_packer *pk;
         Client *a;
@@ -617,13 +619,14 @@ Test(daemon_redis, schedule_add_is_refused_in_fleet_mode)
         msgpack_pack_map(pk, 0);
         msgpack_pack_map(pk, 0);
         rpc_wait_reply(a, msgid, &rp);
-        cr_assert_neq(rp.r, 0, "schedule.add was accepted in fleet mode");
-        cr_assert_str_eq(rp.st.code, "FAILED_PRECONDITION");
-        cr_assert(strstr(rp.st.message, "fleet mode"), "%s", rp.st.message);
+        cr_assert_eq(rp.r, 0, "schedule.add: %s %s", rp.st.code, rp.st.message);
         reply_clear(&rp);
+        snprintf(args, sizeof(args), "HEXISTS fiberd:schedules %u:nightly", (unsigned)getuid());
+        cr_assert_eq(redis_fleet_cli_int(args), 1);
+        cr_assert_eq(redis_fleet_cli_int("GET fiberd:schedules:version"), 1);
         rpc_simple(a, "schedule.list", 0, NULL, &rp);
         cr_assert_eq(rp.r, 0, "%s", rp.st.message);
-        cr_assert_eq(rp.result->via.array.size, 0);
+        cr_assert_eq(rp.result->via.array.size, 1);
         reply_clear(&rp);
         client_free(a);
 }
