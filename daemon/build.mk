@@ -96,10 +96,11 @@ DAEMON_OM_CHECK := $(BUILD)/tests/integration/openmetrics_check.o
 $(DAEMON_METRICS_TEST): $(DAEMON_OM_CHECK) $(DAEMON_FIBERCTL)
 # private: not inherited by the prerequisites (the plugins, fiberd)
 $(DAEMON_METRICS_TEST): private LDFLAGS += $(DAEMON_OM_CHECK)
-# the fleet tests (daemon_redis.c, daemon_redis_sched.c) start a private redis-server
-# with tests/integration/redis_fleet.c
+# the fleet tests (daemon_redis.c, daemon_redis_sched.c, daemon_redis_schedules.c) start a
+# private redis-server with tests/integration/redis_fleet.c
 DAEMON_REDIS_TESTS := $(BUILD)/tests/integration/daemon_redis \
-	$(BUILD)/tests/integration/daemon_redis_sched
+	$(BUILD)/tests/integration/daemon_redis_sched \
+	$(BUILD)/tests/integration/daemon_redis_schedules
 DAEMON_REDIS_FLEET := $(BUILD)/tests/integration/redis_fleet.o
 $(DAEMON_REDIS_TESTS): $(DAEMON_REDIS_FLEET)
 $(DAEMON_REDIS_TESTS): private LDFLAGS += $(DAEMON_REDIS_FLEET)

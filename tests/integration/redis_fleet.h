@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * redis_fleet.h — a private redis-server for the fleet tests (daemon_redis.c,
- * daemon_redis_sched.c): one per test, on a Unix socket in a temporary directory (no
- * TCP port, no persistence, killed with the test process: PR_SET_PDEATHSIG), stopped in
- * the suite's fini. A machine without redis-server skips the test, saying why on stderr
+ * daemon_redis_sched.c, daemon_redis_schedules.c): one per test, on a Unix socket in a
+ * temporary directory (no TCP port, no persistence, killed with the test process:
+ * PR_SET_PDEATHSIG), stopped in the suite's fini. A machine without redis-server skips the test, saying why on stderr
  * too (criterion shows skips only when verbose); every other failure fails it.
  */
 #ifndef FIBERD_TESTS_REDIS_FLEET_H
