@@ -24,6 +24,13 @@
  * options, class, plugin, check_args, quotas. A refusal is logged once per schedule
  * with its reason (and once more when it submits again), never retried: the next tick
  * comes as planned.
+ *
+ * In a fleet every host runs this fiber over the fleet's schedules, which it also keeps
+ * in step with the other hosts' changes (schedfleet.c, every SCHEDFLEET_CHECK_MS). The
+ * key is the fleet's, so of the hosts' submissions of one tick one makes the job; that
+ * host writes the tick down (a tick's write: StoreScheduleWrite), the others only note
+ * the id. A tick that came due less than SCHEDRUN_FLEET_GRACE_MS before a host starts is
+ * fired as the running hosts fire it; only older ones count as missed.
  */
 #include "daemon/server/schedrun.h"
 #include "daemon/obs/log.h"
