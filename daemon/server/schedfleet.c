@@ -32,7 +32,7 @@
  */
 #include "daemon/server/schedfleet.h"
 #include "daemon/obs/log.h"
-#include "daemon/server/schedrun.h"
+#include "daemon/server/schedrow.h"
 
 #include <errno.h>
 #include <string.h>
@@ -43,7 +43,7 @@ static int collect(const StoreSchedule *sc, void *arg)
 {
         ListHead *rows = arg;
         Schedule *s;
-        int r = schedrun_row_read(sc, &s);
+        int r = schedrow_read(sc, &s);
 
         if (r == 0 && s)
                 list_add_tail(rows, &s->link);

@@ -49,23 +49,4 @@ int schedrun_start(Daemon *d);
  */
 void schedrun_stop(Daemon *d);
 
-/*
- * schedrun_save_locked - queue the write of @s's row to the job store (the whole row,
- * as @s is now; in a fleet, what @write says of it: StoreScheduleWrite). With @waiter,
- * store_waiter_wait() answers once it is committed, or the fleet's refusal.
- * Return: 0; -ENOMEM (nothing queued).
- * Context: d->schedules.lock held; does not yield.
- */
-int schedrun_save_locked(Daemon *d, const Schedule *s, StoreScheduleWrite write,
-                         StoreWaiter *waiter);
-
-/*
- * schedrun_row_read - a new schedule (in no table) from the job store's row @sc, as it
- * was written: its next tick not moved (schedule_restore() is the caller's). A cron
- * whose zone is gone is kept, not ticking, its reason logged. @ret: out, NULL for a row
- * that cannot be read (logged).
- * Return: 0; -ENOMEM. Context: any; does not yield.
- */
-int schedrun_row_read(const StoreSchedule *sc, Schedule **ret);
-
 #endif

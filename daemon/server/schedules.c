@@ -32,7 +32,7 @@
 #include "daemon/job/joblist.h"
 #include "daemon/obs/log.h"
 #include "daemon/server/access.h"
-#include "daemon/server/schedrun.h"
+#include "daemon/server/schedrow.h"
 #include "daemon/server/submit.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
@@ -297,7 +297,7 @@ int schedules_add(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
                 serial = s->serial;
                 r = pack_schedule(pk, s);
                 if (r == 0)
-                        r = schedrun_save_locked(d, s, STORE_SCHEDULE_ADD, &waiter);
+                        r = schedrow_save_locked(d->store, s, STORE_SCHEDULE_ADD, &waiter);
                 if (r < 0)
                         schedule_remove_locked(t, s);
                 else
@@ -449,7 +449,7 @@ static int act_locked(Daemon *d, Schedule *s, NamedOp op, StoreWaiter *waiter, b
                 break;
         }
         schedule_changed_locked(&d->schedules);
-        return schedrun_save_locked(d, s, STORE_SCHEDULE_CHANGE, waiter);
+        return schedrow_save_locked(d->store, s, STORE_SCHEDULE_CHANGE, waiter);
 }
 
 /* schedule.remove, schedule.pause, schedule.resume [name, owner?]. */
