@@ -211,6 +211,14 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
                           (unsigned long long)id);
                 usleep(5000);
         }
+        /* the shared record says running (the store writes behind: until it does, a
+         * takeover would see a queued job, whose run is not counted) */
+        deadline = fiberd_now_ms() + 10000;
+        while (job_state(other_c, id, state, &attempt) != 0 || strcmp(state, "running") != 0) {
+                cr_assert(fiberd_now_ms() < deadline, "job %llu's shared record is %s",
+                          (unsigned long long)id, state);
+                usleep(2000);
+        }
         /* only the host running it can cancel it */
         rpc_simple(other_c, "job.cancel", 1, &id, &rp);
         cr_assert_neq(rp.r, 0, "job.cancel through the other host succeeded");
