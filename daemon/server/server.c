@@ -4,7 +4,8 @@
  * (see server.h for the shape and the error rules).
  *
  * The listening socket comes from systemd when fiberd is socket-activated
- * (sd_listen_fds(3), the first passed fd) or is bound here. A stale socket file, left
+ * (sd_listen_fds(3): the fd named "fiberd", or an unnamed one: listenfds.h) or is
+ * bound here. A stale socket file, left
  * by a fiberd that died, is detected by connecting to it (ECONNREFUSED: nobody listens)
  * and replaced; a socket someone answers on is left alone (-EADDRINUSE).
  *
@@ -34,6 +35,7 @@
  */
 #include "daemon/server/server.h"
 #include "daemon/obs/log.h"
+#include "daemon/server/listenfds.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
 #include "ipc/value.h"
@@ -114,14 +116,13 @@ struct Conn {
 
 static int listen_activated(int *ret_fd)
 {
-        int n = sd_listen_fds(1);
-        int fd = SD_LISTEN_FDS_START;
+        int fd = listenfds_take_rpc();
         int flags;
 
-        if (n <= 0)
-                return n; /* 0: not activated; < 0: -errno */
-        if (n > 1)
-                log_msg(LOG_WARNING, "systemd passed %d sockets; using the first", n);
+        if (fd == -ENOENT)
+                return 0; /* not activated */
+        if (fd < 0)
+                return fd;
         if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
                 log_msg(LOG_ERR, "the socket systemd passed is not a listening Unix stream "
                                  "socket; check ListenStream= in fiberd.socket");
@@ -151,7 +152,7 @@ static bool socket_alive(const struct sockaddr_un *addr)
 int server_listen(const char *path, int *ret_fd, bool *ret_activated)
 {
         struct sockaddr_un addr = {.sun_family = AF_UNIX};
-        int fd, r;
+        int fd = -1, r;
 
         r = listen_activated(&fd);
         if (r < 0)

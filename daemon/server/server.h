@@ -69,9 +69,10 @@ typedef int (*MethodFn)(void *ctx, Request *req, msgpack_packer *result, IpcStat
 typedef MethodFn (*MethodLookupFn)(const char *name, size_t len);
 
 /*
- * server_listen - the listening socket: the one systemd passed (sd_listen_fds(), must be
- * a Unix stream socket), else a new one bound at @path (a stale socket file left by a
- * dead fiberd is replaced; a live one is an error: -EADDRINUSE).
+ * server_listen - the listening socket: the one systemd passed (sd_listen_fds(), named
+ * "fiberd" or unnamed: listenfds.h; it must be a Unix stream socket), else a new one
+ * bound at @path (a stale socket file left by a dead fiberd is replaced; a live one is
+ * an error: -EADDRINUSE).
  * @ret_fd: out, non-blocking, written only on success. @ret_activated: true when it
  * came from systemd (then fiberd does not unlink it at exit).
  * Return: 0; -errno. Context: main thread at start-up.
