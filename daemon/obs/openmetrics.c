@@ -305,15 +305,13 @@ static void classes(FILE *f, const Scheduler *s)
         free(cs);
 }
 
-/* ---- server and process ------------------------------------------------------------ */
+/* ---- server, build and process ----------------------------------------------------- */
 
-static void server_and_process(FILE *f, Daemon *d)
+static void server(FILE *f, Daemon *d)
 {
         ServerStats ss;
-        ProcStats ps;
 
         server_stats(d->server, &ss);
-        procstats_read(&ps);
         family(f, "fiberd_connections", "gauge", NULL, "Client connections open now.");
         sample_uint(f, "fiberd_connections", NULL, NULL, NULL, NULL, ss.connections);
         family(f, "fiberd_connections_accepted", "counter", NULL, "Client connections accepted.");
@@ -328,21 +326,42 @@ static void server_and_process(FILE *f, Daemon *d)
         family(f, "fiberd_uptime_seconds", "gauge", "seconds", "Time since fiberd started.");
         sample_seconds(f, "fiberd_uptime_seconds", NULL, NULL, NULL, NULL,
                        sched_now_ns() - d->start_ns);
-        family(f, "fiberd_process_cpu_seconds", "counter", "seconds",
-               "CPU time of the fiberd process (getrusage), by mode.");
-        sample_seconds(f, "fiberd_process_cpu_seconds_total", "mode", "user", NULL, NULL,
-                       ps.user_cpu_ns);
-        sample_seconds(f, "fiberd_process_cpu_seconds_total", "mode", "system", NULL, NULL,
-                       ps.system_cpu_ns);
-        family(f, "fiberd_process_resident_memory_bytes", "gauge", "bytes",
-               "Resident set size of the fiberd process.");
-        sample_uint(f, "fiberd_process_resident_memory_bytes", NULL, NULL, NULL, NULL,
-                    ps.rss_bytes);
-        family(f, "fiberd_process_open_fds", "gauge", NULL, "Open file descriptors.");
-        sample_uint(f, "fiberd_process_open_fds", NULL, NULL, NULL, NULL, ps.open_fds);
-        family(f, "fiberd_process_max_fds", "gauge", NULL,
-               "The open file descriptor limit (RLIMIT_NOFILE).");
-        sample_uint(f, "fiberd_process_max_fds", NULL, NULL, NULL, NULL, ps.max_fds);
+}
+
+/* The release as a label, the *_build_info convention (prometheus_build_info,
+ * node_exporter_build_info): a gauge whose value is always 1. */
+static void build_info(FILE *f)
+{
+        family(f, "fiberd_build_info", "gauge", NULL,
+               "fiberd's version (the label); the value is always 1.");
+        sample_uint(f, "fiberd_build_info", "version", FIBERD_VERSION, NULL, NULL, 1);
+}
+
+/*
+ * The process families every Prometheus client library exports under these names
+ * (client_golang's process collector), so the usual dashboards and alerts read
+ * fiberd's without a rename. CPU time is user plus system, as theirs.
+ */
+static void process(FILE *f)
+{
+        ProcStats ps;
+
+        procstats_read(&ps);
+        family(f, "process_cpu_seconds", "counter", "seconds",
+               "Total user and system CPU time spent in seconds.");
+        sample_seconds(f, "process_cpu_seconds_total", NULL, NULL, NULL, NULL,
+                       ps.user_cpu_ns + ps.system_cpu_ns);
+        family(f, "process_resident_memory_bytes", "gauge", "bytes",
+               "Resident memory size in bytes.");
+        sample_uint(f, "process_resident_memory_bytes", NULL, NULL, NULL, NULL, ps.rss_bytes);
+        family(f, "process_open_fds", "gauge", NULL, "Number of open file descriptors.");
+        sample_uint(f, "process_open_fds", NULL, NULL, NULL, NULL, ps.open_fds);
+        family(f, "process_max_fds", "gauge", NULL,
+               "Maximum number of open file descriptors (RLIMIT_NOFILE).");
+        sample_uint(f, "process_max_fds", NULL, NULL, NULL, NULL, ps.max_fds);
+        family(f, "process_start_time_seconds", "gauge", "seconds",
+               "Start time of the process since unix epoch in seconds.");
+        sample_seconds(f, "process_start_time_seconds", NULL, NULL, NULL, NULL, ps.start_time_ns);
 }
 
 /*
@@ -411,7 +430,9 @@ int openmetrics_render(Daemon *d, bool prometheus, char **ret, size_t *ret_len)
         jobtable_unlock(&d->jobs);
         groups(f, rows, ngroups);
         classes(f, d->job_sched);
-        server_and_process(f, d);
+        server(f, d);
+        build_info(f);
+        process(f);
         fputs("# EOF\n", f);
         if (ferror(f))
                 r = -ENOMEM;

@@ -7,7 +7,8 @@
  * What it holds (PROTOCOL.md, "metrics", lists every family): jobs by plugin and state,
  * per plugin and class histograms of queue wait and run time, the scheduling groups'
  * workers, run-queue depth, ready-to-run latency, stalls and rescues, the job classes,
- * the server's connections and requests, the process' CPU, RSS and fds. Every family has
+ * the server's connections and requests, fiberd_build_info{version}, and the process'
+ * CPU, RSS, fds and start time under the standard process_* names. Every family has
  * # TYPE and # HELP (and # UNIT when it has one, its name ending in that unit), counters
  * are sampled as <name>_total, histograms as <name>_bucket{le=...}/_count/_sum with a
  * le="+Inf" bucket, and the text ends with "# EOF".
@@ -29,7 +30,9 @@ struct Daemon;
  * @prometheus the Prometheus text format.
  * @ret: out, a NUL-terminated malloc'd string (the caller frees), @ret_len its length;
  * both written only on success. Return: 0; -ENOMEM.
- * Context: any fiber of the server group; takes the job table's lock; does not yield.
+ * Context: any fiber of the server group (the `metrics` method) or a plain thread (the
+ * HTTP endpoint's, metrics_http.h); takes the job table's lock (a pthread mutex), held
+ * only while the job families are written; does not yield.
  */
 int openmetrics_render(struct Daemon *d, bool prometheus, char **ret, size_t *ret_len);
 

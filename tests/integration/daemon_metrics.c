@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LOG_LINES_SO FIBERD_TEST_PLUGIN_DIR "/log_lines.so"
@@ -135,15 +136,21 @@ Test(daemon_metrics, metrics_is_valid_openmetrics_with_every_family)
                 "# TYPE fiberd_group_ready_to_run_p99_seconds gauge",
                 "# TYPE fiberd_group_stalls counter",
                 "# TYPE fiberd_group_rescues counter",
-                "# TYPE fiberd_process_cpu_seconds counter",
-                "# TYPE fiberd_process_resident_memory_bytes gauge",
-                "# TYPE fiberd_process_open_fds gauge",
+                "# TYPE process_cpu_seconds counter",
+                "# TYPE process_resident_memory_bytes gauge",
+                "# TYPE process_open_fds gauge",
+                "# TYPE process_max_fds gauge",
+                "# TYPE process_start_time_seconds gauge",
+                "# TYPE fiberd_build_info gauge",
                 "# TYPE fiberd_connections gauge",
         };
         FiberdOpts o = {.config = "[class.batch]\nshares = 50\n"};
         const Arg sleep_args[] = {ARG_I("ms", 20)};
         const Arg odd_args[] = {ARG_S("text", "x")};
         char err[512], *text, out[4096];
+        time_t t0 = time(NULL);
+        const char *start;
+        double started;
         Client *c;
         int r;
 
@@ -169,6 +176,15 @@ Test(daemon_metrics, metrics_is_valid_openmetrics_with_every_family)
                                "3\n"));
         cr_expect(strstr(text, "fiberd_connections 1\n"));
         cr_expect(strstr(text, "fiberd_group_workers{group=\"server\"} 1\n"));
+        cr_expect(strstr(text, "fiberd_build_info{version=\"" FIBERD_VERSION "\"} 1\n"), "%s",
+                  text);
+        cr_expect(!strstr(text, "fiberd_process_"), "the old process family names: %s", text);
+        /* the wall clock of fiberd's start: since the test began, give or take a tick */
+        start = strstr(text, "\nprocess_start_time_seconds ");
+        cr_assert(start, "%s", text);
+        started = strtod(start + strlen("\nprocess_start_time_seconds "), NULL);
+        cr_expect(started >= (double)t0 - 1 && started <= (double)time(NULL) + 1,
+                  "process_start_time_seconds %f, the test began at %lld", started, (long long)t0);
         r = promtool(text, out, sizeof(out));
         if (r < 0)
                 cr_log_info("promtool is not installed: checked by openmetrics_check.c only");
