@@ -51,11 +51,14 @@ CPPFLAGS += -DSCHED_CONTEXT_UCONTEXT=1
 endif
 
 # Debian packages every target needs; the deps step installs the missing ones.
+# libmicrohttpd-dev: fiberd's scrape endpoint; curl: the shell tests' HTTP client
+# (tests/prometheus.sh). Prometheus itself is not installed (its package would start a
+# system Prometheus): tests/prometheus-pkg.sh takes its binaries out of the package.
 DEBS := build-essential pkg-config libcriterion-dev libmsgpack-dev libnuma-dev \
         libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git \
         scdoc man-db groff-base python3-msgpack python3-pytest libsqlite3-dev \
         libsmartcols-dev tmux zsh redis-server libhiredis-dev clang libclang-rt-14-dev \
-        liburing-dev libcurl4-openssl-dev
+        liburing-dev libcurl4-openssl-dev libmicrohttpd-dev curl
 BENCH_DEBS := golang-go beanstalkd gearman-job-server libgearman-dev
 
 .PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \

@@ -1,9 +1,10 @@
 # daemon/ — fiberd itself: main, config, job table, dispatcher, server, methods, stats, the
 # plugin host. Links the runtime (libsched), the wire codec (libipc) and the plugin loader
 # (plugins/build.mk's $(LOADER_OBJS)).
-DAEMON_PKGS := msgpack inih libsystemd sqlite3 hiredis libcrypto
+# libmicrohttpd serves the Prometheus scrape endpoint (daemon/obs/metrics_http.c).
+DAEMON_PKGS := msgpack inih libsystemd sqlite3 hiredis libcrypto libmicrohttpd
 DAEMON_CFLAGS = $(shell pkg-config --cflags $(DAEMON_PKGS) 2>/dev/null)
-DAEMON_LIBS = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null || echo -lmsgpackc -linih -lsystemd -lsqlite3 -lhiredis -lcrypto) -ldl
+DAEMON_LIBS = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null || echo -lmsgpackc -linih -lsystemd -lsqlite3 -lhiredis -lcrypto -lmicrohttpd) -ldl
 
 FIBERD_PLUGIN_DIR ?= $(or $(PLUGIN_INSTALL_DIR),$(PREFIX)/lib/fiberd/plugins)
 DAEMON_SRCS := $(sort $(wildcard daemon/*.c daemon/*/*.c))

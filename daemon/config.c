@@ -13,6 +13,7 @@
  */
 #include "daemon/config.h"
 #include "daemon/obs/log.h"
+#include "daemon/obs/metrics_http.h"
 #include "daemon/store/store.h"
 #include "ipc/protocol.h"
 #include "ipc/socket_path.h"
@@ -271,6 +272,9 @@ static const ConfigKey config_keys[] = {
         UKEY("scheduler", "max_spare_workers", sched.control.max_spare_workers, 0, 64, 1),
         {"scheduler", "hooks", KEY_BOOL, offsetof(Config, sched.control.hook_blocking_calls), 0, 0,
          0, 0, NULL},
+        {"metrics", "listen", KEY_STRING, offsetof(Config, metrics_listen), 0, 0, 0, 0, NULL},
+        {"metrics", "allow_remote", KEY_BOOL, offsetof(Config, metrics_allow_remote), 0, 0, 0, 0,
+         NULL},
 };
 
 #define CLASS_SECTION_PREFIX "class."
@@ -624,6 +628,33 @@ static gid_t config_group_gid(const char *name)
         return gr.gr_gid;
 }
 
+/* [metrics] listen: an address metrics_http.c can bind, loopback unless allow_remote
+ * (checked here too, so --check-config says so). Return: 0; -EINVAL, logged naming
+ * @file. */
+static int config_check_metrics(const Config *c, const char *file)
+{
+        struct sockaddr_storage ss;
+        socklen_t len;
+
+        if (!*c->metrics_listen)
+                return 0;
+        if (metrics_http_parse_address(c->metrics_listen, &ss, &len) < 0) {
+                log_msg(LOG_ERR,
+                        "%s: [metrics] listen: bad value '%s' (want HOST:PORT with an IPv4 "
+                        "address or localhost, or [IPV6]:PORT)",
+                        file, c->metrics_listen);
+                return -EINVAL;
+        }
+        if (!c->metrics_allow_remote && !metrics_http_is_loopback((struct sockaddr *)&ss)) {
+                log_msg(LOG_ERR,
+                        "%s: [metrics] listen = %s is not a loopback address; set [metrics] "
+                        "allow_remote = true to serve the metrics to other hosts",
+                        file, c->metrics_listen);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 int config_load(Config *ret, const ConfigArgs *args)
 {
         Config c = {
@@ -674,7 +705,8 @@ int config_load(Config *ret, const ConfigArgs *args)
         c.store_stream = strdup("fiberd:jobs");
         c.store_group = strdup("fiberd");
         c.store_node = strdup("");
-        if (!c.plugin_dir || !c.admin_group || !c.submit_group) {
+        c.metrics_listen = strdup("");
+        if (!c.plugin_dir || !c.admin_group || !c.submit_group || !c.metrics_listen) {
                 r = -ENOMEM;
                 goto out_free;
         }
@@ -726,6 +758,9 @@ int config_load(Config *ret, const ConfigArgs *args)
                 r = -EINVAL;
                 goto out_free;
         }
+        r = config_check_metrics(&c, file);
+        if (r < 0)
+                goto out_free;
         /* 0 stays 0: sched_new() then takes the CPUs in this process's affinity mask */
         c.sched.concurrency = c.workers;
         /* the file's 0 is "never"; the runtime's 0 would be its default of 16 */
@@ -822,11 +857,12 @@ static void key_format(const Config *c, const ConfigKey *k, char *buf, size_t si
         }
 }
 
-/* Whether a reload applies @k: the socket, the workers and the job scheduler's layout
- * are built once, at start. */
+/* Whether a reload applies @k: the socket, the workers, the job scheduler's layout, the
+ * store and the metrics endpoint are built once, at start. */
 static bool key_is_live(const ConfigKey *k)
 {
-        if (strcmp(k->section, "scheduler") == 0 || strcmp(k->section, "store") == 0)
+        if (strcmp(k->section, "scheduler") == 0 || strcmp(k->section, "store") == 0 ||
+            strcmp(k->section, "metrics") == 0)
                 return false;
         return !(strcmp(k->section, "fiberd") == 0 &&
                  (strcmp(k->name, "socket") == 0 || strcmp(k->name, "workers") == 0));
@@ -946,6 +982,7 @@ void config_done(Config *c)
         free(c->store_group);
         free(c->store_node);
         free(c->config_file);
+        free(c->metrics_listen);
         c->socket_path = NULL;
         c->plugin_dir = NULL;
         c->admin_group = NULL;
@@ -956,4 +993,5 @@ void config_done(Config *c)
         c->store_group = NULL;
         c->store_node = NULL;
         c->config_file = NULL;
+        c->metrics_listen = NULL;
 }

@@ -94,6 +94,12 @@
  *                                  ; while its group has ready fibers gets a spare
  *                                  ; worker thread in its place; 0 = off
  *   max_spare_workers = 0          ; 0..64: spare workers per group; 0 = the group's size
+ *   [metrics]                      ; the HTTP scrape endpoint (metrics_http.h); both
+ *                                  ; need a restart
+ *   listen =                       ; HOST:PORT or [IPV6]:PORT, e.g. 127.0.0.1:9464;
+ *                                  ; "" = none (the default); systemd's socket named
+ *                                  ; "metrics" (fiberd-metrics.socket) wins over it
+ *   allow_remote = false           ; serve on an address that is not loopback
  *   [class.NAME]                   ; a job class (job.submit option "class"); NAME is
  *                                  ; [A-Za-z0-9_.-]{1,31}; at most 16 classes in all
  *   shares = 100                   ; 1..1000: its CPU share against the other classes'
@@ -116,9 +122,10 @@
  *
  * SIGHUP re-reads the file (config_load() again with the same ConfigArgs) and applies
  * what can change while running (log level, plugin dir, stop timeout, [jobs], [ipc],
- * the shares and max_running of classes that already exist, [plugin.NAME]); socket, workers, the [scheduler] keys and
- * adding or removing a class need a restart: config_diff() names the keys of each kind
- * that changed, and the reload logs them in one line.
+ * the shares and max_running of classes that already exist, [plugin.NAME]); socket,
+ * workers, the [scheduler], [store] and [metrics] keys and adding or removing a class
+ * need a restart: config_diff() names the keys of each kind that changed, and the
+ * reload logs them in one line.
  */
 #ifndef FIBERD_DAEMON_CONFIG_H
 #define FIBERD_DAEMON_CONFIG_H
@@ -207,6 +214,8 @@ typedef struct Config {
         char *store_node;               /* [store] node: the consumer name; owned; "" = host.pid */
         uint64_t store_claim_idle_ns;   /* [store] claim_idle_ms */
         uint64_t store_commit_delay_ns; /* [store] commit_delay_us */
+        char *metrics_listen;           /* [metrics] listen; owned; "" = no endpoint */
+        bool metrics_allow_remote;      /* [metrics] allow_remote */
         SchedConfig sched;              /* [scheduler]; .concurrency = workers once loaded,
                                          * .steal_every_n and .control already in the
                                          * runtime's terms (UINT_MAX / SCHED_FOREVER =

@@ -23,6 +23,7 @@
 #include "daemon/config.h"
 #include "daemon/cron/schedule.h"
 #include "daemon/job/jobtable.h"
+#include "daemon/obs/metrics_http.h"
 #include "daemon/server/server.h"
 #include "ipc/protocol.h"
 #include "scheduler/sched.h"
@@ -36,10 +37,12 @@ typedef struct Daemon {
         Store *store;            /* the job store (store.h): the table writes every change to it */
         ScheduleTable schedules; /* periodic schedules (schedule.h), fired by schedrun.c */
         Server *server;
-        bool socket_activated; /* the socket came from systemd: do not unlink it */
-        uint64_t start_ns;     /* CLOCK_MONOTONIC at start */
-        bool stopping;         /* atomic: SIGTERM/SIGINT seen */
-        FiberEvent stop;       /* set by the signal fiber; main() waits on it */
+        bool socket_activated;  /* the socket came from systemd: do not unlink it */
+        MetricsHttp *metrics;   /* the HTTP scrape endpoint (metrics_http.h), or NULL */
+        bool metrics_activated; /* its socket came from systemd, not [metrics] listen */
+        uint64_t start_ns;      /* CLOCK_MONOTONIC at start */
+        bool stopping;          /* atomic: SIGTERM/SIGINT seen */
+        FiberEvent stop;        /* set by the signal fiber; main() waits on it */
 } Daemon;
 
 /* methods_lookup - the method table for server_new(); NULL for an unknown name. */

@@ -10,7 +10,8 @@
  *   3. the server scheduling group and the job scheduler (daemon.h; its layout logged,
  *      one line per group), the job table, the plugins (plugin_host.c)
  *   4. the listening socket (systemd's via sd_listen_fds(), or bound here), the accept
- *      fiber — then sd_notify("READY=1")
+ *      fiber, the HTTP scrape endpoint when there is one (metrics_http.h: systemd's
+ *      socket named "metrics", or [metrics] listen) — then sd_notify("READY=1")
  *   5. housekeeping fibers on the server group: the signal fiber (signalfd waited on
  *      with fiber_wait_fd()), the ticker (once a second: retention sweep, blocked
  *      dispatch retry, sd_notify STATUS=), the due set's timer, the schedules' fiber
@@ -26,12 +27,13 @@
  * The main thread then parks on d.stop (a FiberEvent: a plain pthread may wait on it).
  *
  * Shutdown (SIGTERM / SIGINT): STOPPING=1; stop accepting (and unlink the socket we
- * bound); refuse new jobs and cancel queued and running ones; wait up to
- * stop_timeout_ms for running jobs to return (cancellation is cooperative; a job whose
- * code does not return ends anyway, detached: dispatch.c); wait for in-flight requests
- * — waiting job.wait calls are answered with the final states — then exit 0. Jobs, or
- * detached code, still running when stop_timeout_ms has passed are reported by id and
- * plugin and abandoned with the process (_exit, without the plugins' fini()).
+ * bound) and stop the scrape endpoint; refuse new jobs and cancel queued and running
+ * ones; wait up to stop_timeout_ms for running jobs to return (cancellation is
+ * cooperative; a job whose code does not return ends anyway, detached: dispatch.c);
+ * wait for in-flight requests — waiting job.wait calls are answered with the final
+ * states — then exit 0. Jobs, or detached code, still running when stop_timeout_ms has
+ * passed are reported by id and plugin and abandoned with the process (_exit, without
+ * the plugins' fini()).
  *
  * SIGHUP: RELOADING=1, re-read the config with the same flags, apply what can change
  * while running, log in one line what changed and what of it needs a restart
@@ -48,6 +50,7 @@
 #include "daemon/plugin/crash.h"
 #include "daemon/plugin/plugin_host.h"
 #include "daemon/plugin/plugin_job.h"
+#include "daemon/server/listenfds.h"
 #include "daemon/server/pause.h"
 #include "daemon/server/schedrun.h"
 #include "scheduler/base/time-util.h"
@@ -293,6 +296,14 @@ static void daemon_reload(Daemon *d)
                                 nc.socket_path = path;
                         }
                 }
+                /* ... and systemd's metrics socket whatever [metrics] listen says */
+                if (d->metrics_activated) {
+                        char *served = strdup(d->cfg.metrics_listen);
+                        if (served) {
+                                free(nc.metrics_listen);
+                                nc.metrics_listen = served;
+                        }
+                }
                 reload_class_shares(d, &nc);
                 config_diff(&d->cfg, &nc, live, sizeof(live), restart, sizeof(restart));
                 log_msg(restart[0] ? LOG_NOTICE : LOG_INFO, "configuration reloaded: %s%s%s%s",
@@ -304,6 +315,10 @@ static void daemon_reload(Daemon *d)
                  * values, so the next reload names them again */
                 nc.workers = d->cfg.workers;
                 nc.sched = d->cfg.sched;
+                nc.metrics_allow_remote = d->cfg.metrics_allow_remote;
+                free(nc.metrics_listen);
+                nc.metrics_listen = d->cfg.metrics_listen;
+                d->cfg.metrics_listen = NULL;
                 keep_running_classes(&d->cfg, &nc);
                 /* keep the path we listen on, so shutdown unlinks the right file */
                 free(nc.socket_path);
@@ -454,6 +469,7 @@ static int daemon_shutdown(Daemon *d)
 
         sd_notify(0, "STOPPING=1\nSTATUS=stopping: cancelling jobs");
         server_stop_accepting(d->server);
+        d->metrics = metrics_http_stop(d->metrics);
         store_fleet_stop(d->store); /* a fleet: take no more jobs off the shared queue */
         if (!d->socket_activated)
                 unlink(d->cfg.socket_path);
@@ -567,6 +583,30 @@ static int start_job_scheduler(Daemon *d)
         else
                 log_msg(LOG_INFO, "hooks: off ([scheduler] hooks = false): plugin code's "
                                   "blocking calls block job workers");
+        return 0;
+}
+
+/*
+ * Starts the HTTP scrape endpoint (metrics_http.h) when systemd passed its socket or
+ * [metrics] listen names one; under systemd, d->cfg.metrics_listen then names the socket
+ * served, as d->cfg.socket_path does. Return: 0, or the exit status: EX_CONFIG when the
+ * address is refused (not loopback) or bad, EX_OSERR otherwise (logged).
+ */
+static int start_metrics(Daemon *d)
+{
+        int r = metrics_http_start(d, d->cfg.metrics_listen, d->cfg.metrics_allow_remote,
+                                   &d->metrics, &d->metrics_activated);
+
+        if (r < 0)
+                return r == -EADDRNOTAVAIL || r == -EINVAL ? EX_CONFIG : EX_OSERR;
+        listenfds_close_rest(); /* the RPC socket and this one are taken */
+        if (d->metrics_activated) {
+                char *where = metrics_http_address(d->metrics);
+                if (where) {
+                        free(d->cfg.metrics_listen);
+                        d->cfg.metrics_listen = where;
+                }
+        }
         return 0;
 }
 
@@ -843,6 +883,9 @@ int main(int argc, char **argv)
                 log_msg(LOG_ERR, "cannot start the server: %s", strerror(-r));
                 return EX_SOFTWARE;
         }
+        r = start_metrics(d);
+        if (r != 0)
+                return r;
         log_msg(LOG_INFO, "fiberd %s ready on %s%s: %u job workers in %u group%s, plugins from %s",
                 FIBERD_VERSION, d->socket_activated ? "systemd's socket " : "", d->cfg.socket_path,
                 stats_job_workers(d), sched_groups(d->job_sched),
