@@ -91,12 +91,14 @@ $(DAEMON_TESTS): $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o \
 # daemon_store.c reads the job store's database after fiberd stopped
 $(BUILD)/tests/integration/daemon_store: private DAEMON_TEST_EXTRA_LIBS = -lsqlite3
 # daemon_metrics.c checks `metrics` with tests/integration/openmetrics_check.c
-# and runs fiberctl
+# and runs fiberctl; daemon_metrics_http.c checks the scrape endpoint's text with it
 DAEMON_METRICS_TEST := $(BUILD)/tests/integration/daemon_metrics
+DAEMON_METRICS_HTTP_TEST := $(BUILD)/tests/integration/daemon_metrics_http
 DAEMON_OM_CHECK := $(BUILD)/tests/integration/openmetrics_check.o
 $(DAEMON_METRICS_TEST): $(DAEMON_OM_CHECK) $(DAEMON_FIBERCTL)
+$(DAEMON_METRICS_HTTP_TEST): $(DAEMON_OM_CHECK)
 # private: not inherited by the prerequisites (the plugins, fiberd)
-$(DAEMON_METRICS_TEST): private LDFLAGS += $(DAEMON_OM_CHECK)
+$(DAEMON_METRICS_TEST) $(DAEMON_METRICS_HTTP_TEST): private LDFLAGS += $(DAEMON_OM_CHECK)
 # the fleet tests (daemon_redis.c, daemon_redis_sched.c, daemon_redis_schedules.c) start a
 # private redis-server with tests/integration/redis_fleet.c
 DAEMON_REDIS_TESTS := $(BUILD)/tests/integration/daemon_redis \
