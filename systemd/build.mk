@@ -1,9 +1,10 @@
-# systemd/ — fiberd.service (Type=notify), fiberd.socket, the sysctl.d drop-in raising
+# systemd/ — fiberd.service (Type=notify), fiberd.socket, fiberd-metrics.socket (the
+# Prometheus scrape endpoint, installed disabled), the sysctl.d drop-in raising
 # vm.max_map_count, their verification and `make install`.
 #
 # The committed units name /usr/local (the default PREFIX); the installed copies and the
 # copies verified by check-systemd are rewritten to the real paths with sed.
-SYSTEMD_UNITS := systemd/fiberd.service systemd/fiberd.socket
+SYSTEMD_UNITS := systemd/fiberd.service systemd/fiberd.socket systemd/fiberd-metrics.socket
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 SYSCTL_DIR ?= $(PREFIX)/lib/sysctl.d
 

@@ -28,6 +28,7 @@ expected=(
 	$prefix/lib/pkgconfig/fiberd-plugin.pc
 	$prefix/lib/systemd/system/fiberd.service
 	$prefix/lib/systemd/system/fiberd.socket
+	$prefix/lib/systemd/system/fiberd-metrics.socket
 	$prefix/lib/sysctl.d/90-fiberd.conf
 )
 # more rows join as the tree installs more (tests/install.d/*.list: one path a line)

@@ -5,8 +5,9 @@
 # READY=1, a job runs through fiberctl, the unit's `systemd-analyze security` exposure is
 # 2.0 or less with every bundled plugin still working, jobs act with their submitter's
 # rights, a non-root client gets in, `journalctl FIBERD_JOB=ID` finds a job's lines,
-# reload and stop are clean, the socket activates the service, and the watchdog restarts
-# a frozen fiberd. Recipe:
+# reload and stop are clean, the socket activates the service, the watchdog restarts
+# a frozen fiberd, and fiberd-metrics.socket serves /metrics to curl (and a scrape
+# starts fiberd). Recipe:
 # shared/recipes/systemd-in-container.md.
 #
 # Needs root. The container's root file system is built once with debootstrap and cached
@@ -25,9 +26,10 @@ root=${FIBERD_BOOT_ROOT:-/var/tmp/fiberd-root}
 limit=${FIBERD_BOOT_TIMEOUT:-1200}
 # Host tools: debootstrap; systemd-nspawn; nsenter and flock; pgrep.
 host_debs="debootstrap systemd-container util-linux procps"
-# In the container: systemd as init, and the libraries `ldd` names for build/fiberd,
-# build/fiberctl and build/plugins/*.so (libcrypto.so.3 is in libssl3).
-ct_debs="systemd,systemd-sysv,dbus,libmsgpackc2,libnuma1,libsystemd0,libssl3,libjansson4,libinih1,libsqlite3-0,libhiredis0.14,libsmartcols1,liburing2"
+# In the container: systemd as init, the libraries `ldd` names for build/fiberd,
+# build/fiberctl and build/plugins/*.so (libcrypto.so.3 is in libssl3), and curl, the
+# scraper of the metrics checks.
+ct_debs="systemd,systemd-sysv,dbus,libmsgpackc2,libnuma1,libsystemd0,libssl3,libjansson4,libinih1,libsqlite3-0,libhiredis0.14,libsmartcols1,liburing2,libmicrohttpd12,curl"
 ct_path=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 start=$SECONDS
@@ -140,8 +142,9 @@ echo "$me: PASS: container root $root ready ($((SECONDS - start)) s)"
 # ---- the tree, installed the way a user installs it -----------------------------------
 # Drop what earlier runs installed (a plugin removed from the tree would stay loaded) and
 # any enablement they left behind, so every boot starts from the same state.
-rm -rf "$root/usr/local/lib/fiberd" "$root/usr/local/lib/systemd/system/fiberd."*
-rm -f "$root"/etc/systemd/system/*.wants/fiberd.*
+rm -rf "$root/usr/local/lib/fiberd" "$root/usr/local/lib/systemd/system/fiberd."* \
+	"$root/usr/local/lib/systemd/system/fiberd-metrics."*
+rm -f "$root"/etc/systemd/system/*.wants/fiberd.* "$root"/etc/systemd/system/*.wants/fiberd-metrics.*
 if ! timeout "$(left)" make --no-print-directory -s install DESTDIR="$root" PREFIX=/usr/local \
 	>"$work/install.log" 2>&1; then
 	sed 's/^/    /' "$work/install.log"
@@ -254,13 +257,14 @@ check() {
 }
 main_pid() { in_ct systemctl show -p MainPID --value fiberd.service; }
 
-check "systemctl daemon-reload: fiberd.service and fiberd.socket load from /usr/local/lib/systemd/system" '
+check "systemctl daemon-reload: fiberd.service, fiberd.socket and fiberd-metrics.socket load from /usr/local/lib/systemd/system" '
 	systemctl daemon-reload
-	for u in fiberd.service fiberd.socket; do
+	for u in fiberd.service fiberd.socket fiberd-metrics.socket; do
 		test "$(prop $u LoadState)" = loaded
 		test "$(prop $u FragmentPath)" = /usr/local/lib/systemd/system/$u
 	done
-	test "$(prop fiberd.service ActiveState)" = inactive'
+	test "$(prop fiberd.service ActiveState)" = inactive
+	test "$(prop fiberd-metrics.socket UnitFileState)" = disabled'
 
 check "systemctl start fiberd: returns 0, fiberd is active (running)" '
 	systemctl start fiberd
@@ -437,8 +441,39 @@ check "SIGSTOP fiberd: the watchdog times out and systemd restarts it (MainPID c
 	systemctl daemon-reload'
 pid=$(main_pid) || die "systemctl show -p MainPID fiberd.service"
 
-check "systemctl disable --now fiberd.socket; stop fiberd: clean, socket file removed" '
-	systemctl disable --now fiberd.socket
+# The Prometheus scrape endpoint, the way docs/operations.md says to set it up: the
+# socket unit enabled, fiberd restarted to take it; then, fiberd stopped, a scrape
+# starts it.
+check "systemctl enable --now fiberd-metrics.socket; restart fiberd: curl 127.0.0.1:9464/metrics serves fiberd_build_info" '
+	systemctl enable --now fiberd-metrics.socket
+	test "$(systemctl is-active fiberd-metrics.socket)" = active
+	systemctl restart fiberd
+	pid=$(prop fiberd.service MainPID)
+	journal "$pid" "^metrics: serving http://127.0.0.1:9464/metrics on systemd.s socket"
+	fiberctl submit echo x=1 --wait >/dev/null
+	out=$(curl -sS --fail --max-time 20 -D /tmp/fiberd-metrics.head http://127.0.0.1:9464/metrics)
+	grep -i "^content-type: text/plain; version=0.0.4" /tmp/fiberd-metrics.head
+	echo "$out" | grep "^fiberd_build_info{version=\"[0-9.]*\"} 1$"
+	echo "$out" | grep -E "^fiberd_jobs_submitted_total\{plugin=\"echo\"\} [1-9]"
+	echo "$out" | grep "^process_open_fds "
+	out=$(curl -sS --fail --max-time 20 -H "Accept: application/openmetrics-text" \
+		-D /tmp/fiberd-metrics.head http://127.0.0.1:9464/metrics)
+	grep -i "^content-type: application/openmetrics-text; version=1.0.0" /tmp/fiberd-metrics.head
+	echo "$out" | tail -n 1 | grep -x "# EOF"
+	code=$(curl -s -o /dev/null -w "%{http_code}" --max-time 20 -X POST http://127.0.0.1:9464/metrics)
+	test "$code" = 405
+	rm -f /tmp/fiberd-metrics.head'
+check "fiberd stopped: a scrape of fiberd-metrics.socket starts fiberd.service" '
+	old=$(prop fiberd.service MainPID)
+	systemctl stop fiberd
+	test "$(prop fiberd.service ActiveState)" = inactive
+	curl -sS --fail --max-time 20 http://127.0.0.1:9464/metrics | grep "^fiberd_build_info{"
+	active fiberd.service
+	test "$(prop fiberd.service MainPID)" != "$old"'
+pid=$(main_pid) || die "systemctl show -p MainPID fiberd.service"
+
+check "systemctl disable --now fiberd.socket fiberd-metrics.socket; stop fiberd: clean, socket file removed" '
+	systemctl disable --now fiberd.socket fiberd-metrics.socket
 	systemctl stop fiberd
 	test "$(prop fiberd.service Result)" = success
 	test "$(prop fiberd.service ExecMainStatus)" = 0
@@ -447,7 +482,8 @@ check "systemctl disable --now fiberd.socket; stop fiberd: clean, socket file re
 
 if [ "$failed" -ne 0 ]; then
 	echo "$me: this boot's journal for fiberd, last lines:"
-	in_ct journalctl -b -u fiberd.service -u fiberd.socket --no-pager | tail -n 40 |
+	in_ct journalctl -b -u fiberd.service -u fiberd.socket -u fiberd-metrics.socket --no-pager |
+		tail -n 40 |
 		sed 's/^/    /' || true
 	echo "$me: FAIL: $failed check(s) failed ($((SECONDS - start)) s)"
 	exit 1
