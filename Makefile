@@ -144,7 +144,7 @@ check-install: all
 check: deps format-check check-layering check-docs
 	$(MAKE) --no-print-directory check-unit check-daemon-unit check-integration check-systemd \
 		check-man check-completion check-install bench-smoke check-clientlib check-python check-plugin-pc \
-		check-tui check-promtool check-fuzz
+		check-tui check-promtool check-prometheus check-fuzz
 	$(MAKE) --no-print-directory check-sanitizers
 	$(MAKE) --no-print-directory check-daemon-sanitizers
 

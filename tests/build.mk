@@ -73,6 +73,15 @@ deps-systemd-boot: deps
 check-systemd-boot: deps-systemd-boot all
 	tests/systemd/boot.sh
 
+# make check-prometheus: a real Prometheus server scrapes a real fiberd's GET /metrics
+# every second until its API shows the target up and a job counter following the jobs
+# (tests/prometheus.sh; Prometheus is taken out of Debian's prometheus package, not
+# installed, so no system Prometheus starts; loopback only). $(FIBERCTL),
+# $(BUNDLED_PLUGINS) and $(PLUGIN_BUILD_DIR) come from client/ and plugins/.
+.PHONY: check-prometheus
+check-prometheus: $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+	@bash tests/prometheus.sh $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR) $(abspath $(BUILD))
+
 include tests/bench/bench.mk
 
 # ---- fuzzing: libFuzzer targets under ASan+UBSan (clang; tests/fuzz/*.c), each with a

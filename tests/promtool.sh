@@ -9,9 +9,10 @@
 # promtool comes from Debian's prometheus package. Installing that package would also
 # start a Prometheus server on a machine with systemd, so the script does not install
 # it: it uses a promtool on PATH, else downloads the package (`apt-get download`, no
-# root needed) into build/promtool/ and takes the one binary out of it (`dpkg-deb -x`).
-# Where neither works (no package source), it says so and stops without failing: the
-# strict checker of tests/integration/daemon_metrics.c still runs.
+# root needed) into build/prometheus-pkg/ and takes the binary out of it (`dpkg-deb
+# -x`; tests/prometheus-pkg.sh). Where neither works (no package source), it says so and
+# stops without failing: the strict checker of tests/integration/daemon_metrics.c still
+# runs.
 # Usage: tests/promtool.sh FIBERCTL FIBERD PLUGIN_DIR BUILD_DIR
 set -uo pipefail
 me=check-promtool
@@ -24,19 +25,17 @@ fail() {
 	exit 1
 }
 
-promtool=$(command -v promtool || true)
-if [ -z "$promtool" ]; then
-	promtool="$build/promtool/usr/bin/promtool"
-	if [ ! -x "$promtool" ]; then
-		mkdir -p "$build/promtool"
-		if ! (cd "$build/promtool" && apt-get download -qq prometheus >/dev/null 2>&1); then
-			echo "$me: skipped: promtool is not installed and the prometheus package cannot be downloaded (apt-get download prometheus)"
-			exit 0
-		fi
-		dpkg-deb -x "$build"/promtool/prometheus_*.deb "$build/promtool" ||
-			fail "cannot unpack the prometheus package"
-	fi
-fi
+# shellcheck source=tests/prometheus-pkg.sh
+. "$(dirname "$0")/prometheus-pkg.sh"
+promtool=$(prometheus_pkg_bin promtool "$build" 2>"$build/prometheus-pkg.err")
+case $? in
+0) ;;
+1)
+	echo "$me: skipped: $(cat "$build/prometheus-pkg.err")"
+	exit 0
+	;;
+*) fail "$(cat "$build/prometheus-pkg.err")" ;;
+esac
 "$promtool" --version >/dev/null 2>&1 || fail "$promtool does not run"
 
 tmp=$(mktemp -d)
