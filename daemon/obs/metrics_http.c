@@ -13,6 +13,10 @@
  * one openmetrics_render() malloc'd, handed to libmicrohttpd to free
  * (MHD_RESPMEM_MUST_FREE): no copy.
  *
+ * At the end the listening socket is taken back (MHD_quiesce_daemon()) and closed, never
+ * shut down: systemd's socket outlives fiberd, and a shutdown(2) would end it for
+ * systemd too.
+ *
  * libmicrohttpd's own error messages go to log_msg() (MHD_OPTION_EXTERNAL_LOGGER), one
  * line each, prefixed "metrics: ".
  */
@@ -327,8 +331,8 @@ int metrics_http_start(Daemon *d, const char *listen, bool allow_remote, Metrics
         m->d = d;
         snprintf(m->address, sizeof(m->address), "%s", where);
         m->mhd = MHD_start_daemon(
-                MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer, m,
-                MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+                MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                answer, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_HTTP_MAX_CONNECTIONS,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_HTTP_TIMEOUT_S, MHD_OPTION_END);
         if (!m->mhd) {
@@ -355,9 +359,18 @@ char *metrics_http_address(const MetricsHttp *m)
 
 MetricsHttp *metrics_http_stop(MetricsHttp *m)
 {
+        MHD_socket fd;
+
         if (!m)
                 return NULL;
-        MHD_stop_daemon(m->mhd); /* joins its thread, closes the socket */
+        /* Take the socket back first: MHD_stop_daemon() would shutdown(2) it, and
+         * systemd's socket is shared with systemd, which then sees it hang up and fails
+         * fiberd-metrics.socket ("Got POLLHUP on a listening socket"). Closed after the
+         * thread is joined, as libmicrohttpd asks. */
+        fd = MHD_quiesce_daemon(m->mhd);
+        MHD_stop_daemon(m->mhd); /* joins its thread, closes the connections */
+        if (fd != MHD_INVALID_SOCKET)
+                close(fd);
         free(m);
         return NULL;
 }

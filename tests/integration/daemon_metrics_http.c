@@ -6,8 +6,8 @@
  * job counter moving; other paths are 404, other methods 405; [metrics] listen refuses
  * an address that is not loopback unless allow_remote; under socket activation the RPC
  * socket and the metrics socket are told apart by name (LISTEN_FDNAMES), in either
- * order, and an unnamed single fd is still the RPC socket; a scraper's open connection
- * does not hold up SIGTERM.
+ * order, and an unnamed single fd is still the RPC socket, and fiberd's exit leaves
+ * systemd's socket listening; a scraper's open connection does not hold up SIGTERM.
  */
 #include "tests/integration/fiberd_harness.h"
 #include "tests/integration/openmetrics_check.h"
@@ -465,8 +465,7 @@ static void activated_by_name(bool metrics_first)
         fds[0] = metrics_first ? metrics : rpc;
         fds[1] = metrics_first ? rpc : metrics;
         spawn_activated(fds, 2, metrics_first ? "metrics:fiberd" : "fiberd:metrics", NULL);
-        close(rpc);
-        close(metrics);
+        close(rpc); /* the metrics socket stays open here, as systemd keeps its own */
         cr_assert(own_log_wait(" ready on ", &status), "status %d: %s", status, own_log());
         cr_expect(strstr(own_log(), "ready on systemd's socket "), "%s", own_log());
         cr_expect(strstr(own_log(), "/metrics on systemd's socket"), "%s", own_log());
@@ -480,6 +479,10 @@ static void activated_by_name(bool metrics_first)
         cr_expect_eq(rp.status, 200, "%s", rp.head);
         cr_expect(strstr(rp.body, "fiberd_build_info{"));
         own_stop();
+        /* fiberd closed its copy without shutdown(2): the socket still listens for
+         * systemd, which would otherwise fail the socket unit and refuse connections */
+        close(http_connect(port));
+        close(metrics);
 }
 
 Test(daemon_metrics_http, systemd_sockets_are_taken_by_name_rpc_first)
