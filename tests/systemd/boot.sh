@@ -441,13 +441,14 @@ check "SIGSTOP fiberd: the watchdog times out and systemd restarts it (MainPID c
 	systemctl daemon-reload'
 pid=$(main_pid) || die "systemctl show -p MainPID fiberd.service"
 
-# The Prometheus scrape endpoint, the way docs/operations.md says to set it up: the
-# socket unit enabled, fiberd restarted to take it; then, fiberd stopped, a scrape
-# starts it.
-check "systemctl enable --now fiberd-metrics.socket; restart fiberd: curl 127.0.0.1:9464/metrics serves fiberd_build_info" '
+# The Prometheus scrape endpoint, the way docs/operations.md says to set it up: fiberd
+# stopped (systemd starts no socket unit for a service that already runs), the socket
+# unit enabled, fiberd started to take it; then, fiberd stopped, a scrape starts it.
+check "systemctl stop fiberd; enable --now fiberd-metrics.socket; start fiberd: curl 127.0.0.1:9464/metrics serves fiberd_build_info" '
+	systemctl stop fiberd
 	systemctl enable --now fiberd-metrics.socket
 	test "$(systemctl is-active fiberd-metrics.socket)" = active
-	systemctl restart fiberd
+	systemctl start fiberd
 	pid=$(prop fiberd.service MainPID)
 	journal "$pid" "^metrics: serving http://127.0.0.1:9464/metrics on systemd.s socket"
 	fiberctl submit echo x=1 --wait >/dev/null
