@@ -282,6 +282,11 @@ int metrics_http_start(Daemon *d, const char *listen, bool allow_remote, Metrics
         fd = listenfds_take(LISTENFDS_NAME_METRICS);
         if (fd >= 0) {
                 activated = true;
+                if (listen && *listen)
+                        log_msg(LOG_NOTICE,
+                                "metrics: [metrics] listen = %s is not used: systemd passed "
+                                "the socket",
+                                listen);
                 if (sd_is_socket_inet(fd, AF_UNSPEC, SOCK_STREAM, 1, 0) <= 0) {
                         log_msg(LOG_ERR,
                                 "metrics: the socket systemd passed as \"%s\" is not a "

@@ -464,12 +464,17 @@ static void activated_by_name(bool metrics_first)
         metrics = tcp_listener(INADDR_LOOPBACK, &port);
         fds[0] = metrics_first ? metrics : rpc;
         fds[1] = metrics_first ? rpc : metrics;
-        spawn_activated(fds, 2, metrics_first ? "metrics:fiberd" : "fiberd:metrics", NULL);
+        /* with metrics first, [metrics] listen names another address: systemd's wins */
+        spawn_activated(fds, 2, metrics_first ? "metrics:fiberd" : "fiberd:metrics",
+                        metrics_first ? "[metrics]\nlisten = 127.0.0.1:0\n" : NULL);
         close(rpc); /* the metrics socket stays open here, as systemd keeps its own */
         cr_assert(own_log_wait(" ready on ", &status), "status %d: %s", status, own_log());
         cr_expect(strstr(own_log(), "ready on systemd's socket "), "%s", own_log());
         cr_expect(strstr(own_log(), "/metrics on systemd's socket"), "%s", own_log());
         cr_expect_not(strstr(own_log(), "does not serve"), "%s", own_log());
+        cr_expect(!metrics_first ||
+                          strstr(own_log(), "listen = 127.0.0.1:0 is not used: systemd passed"),
+                  "%s", own_log());
         cr_assert_eq(client_connect(&c, sock, &st), 0, "%s", st.message);
         rpc_simple(c, "ping", 0, NULL, &r);
         cr_expect_eq(r.r, 0, "ping on the RPC socket: %s", r.st.message);
