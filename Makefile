@@ -151,9 +151,10 @@ check: deps format-check check-layering check-docs
 # check-daemon-sanitizers: fiberd itself built with TSan, then ASan+UBSan, under the
 # integration tests of its own threads (the job store, shutdown, runs and cancels, the
 # hooks that plugin code's blocking calls go through, the schedules' fiber and its
-# writes the store thread answers); a report fails it (tests/daemon-sanitizers.sh).
+# writes the store thread answers, the scrape endpoint's thread rendering the metrics);
+# a report fails it (tests/daemon-sanitizers.sh).
 DAEMON_SAN_TESTS := daemon_store daemon_lifecycle daemon_run daemon_cancel daemon_basic \
-	daemon_detach daemon_hooks daemon_schedule
+	daemon_detach daemon_hooks daemon_schedule daemon_metrics_http
 .PHONY: check-daemon-sanitizers
 check-daemon-sanitizers: deps
 	$(MAKE) --no-print-directory SANITIZE=thread build/thread/fiberd

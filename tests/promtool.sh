@@ -25,6 +25,7 @@ fail() {
 	exit 1
 }
 
+mkdir -p "$build"
 # shellcheck source=tests/prometheus-pkg.sh
 . "$(dirname "$0")/prometheus-pkg.sh"
 promtool=$(prometheus_pkg_bin promtool "$build" 2>"$build/prometheus-pkg.err")
