@@ -95,7 +95,14 @@ static bool trivial_run; /* the daemon has job.run */
 /* FIBERD_BENCH_JOB_OPTS: "max_attempts" (3 attempts, never needed) or "after" (after one
  * job done before the run): what a retry plan or a dependency costs a trivial job */
 static bool trivial_attempts;
-static uint64_t trivial_after; /* 0: none */
+static uint64_t trivial_after; /* 0: none; atomic: renewed by after_renew() */
+/* A done job is dropped by retention (retention_max finished jobs kept): the "after" job
+ * is renewed every AFTER_RENEW jobs, on a connection of its own, so the one the jobs in
+ * flight name is always still kept. */
+#define AFTER_RENEW 2000
+static Client *after_client;
+static pthread_mutex_t after_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t after_sent; /* atomic */
 
 static void die_status(const char *what, const IpcStatus *st)
 {
@@ -229,7 +236,7 @@ static void pack_job(Client *c, const char *method, uint32_t *ret_id)
         if (trivial_after) {
                 msgpack_pack_str_with_body(pk, IPC_OPT_AFTER, strlen(IPC_OPT_AFTER));
                 msgpack_pack_array(pk, 1);
-                msgpack_pack_uint64(pk, trivial_after);
+                msgpack_pack_uint64(pk, __atomic_load_n(&trivial_after, __ATOMIC_RELAXED));
         }
 }
 
@@ -285,8 +292,36 @@ static Slot *slot_take(Conn *k, uint32_t msgid, ReqKind kind, uint64_t seq, uint
         return s;
 }
 
+/* A new "after" job: one job.run echo on after_client, its id. */
+static void after_renew(void)
+{
+        const msgpack_object *res;
+        IpcMessage resp;
+        IpcStatus st = {0};
+        uint64_t id;
+        uint32_t msgid;
+        msgpack_packer *pk;
+
+        pthread_mutex_lock(&after_lock);
+        pk = client_request(after_client, IPC_METHOD_JOB_RUN, IPC_SUBMIT_NPARAMS, &msgid);
+        if (!pk)
+                bench_die("job.run: out of memory");
+        msgpack_pack_str_with_body(pk, "echo", 4);
+        msgpack_pack_map(pk, 0);
+        msgpack_pack_map(pk, 0);
+        if (client_call_wait(after_client, msgid, &resp, RECEIVE_TIMEOUT_MS, &st) < 0 ||
+            client_result(&resp, &res, &st) < 0 ||
+            ipc_read_uint(ipc_map_find(res, IPC_KEY_ID), IPC_KEY_ID, &id, &st) < 0)
+                die_status("the after job", &st);
+        __atomic_store_n(&trivial_after, id, __ATOMIC_RELAXED);
+        ipc_message_clear(&resp);
+        pthread_mutex_unlock(&after_lock);
+}
+
 static void job_send(Conn *k, uint64_t seq, uint64_t t0_ns)
 {
+        if (after_client && __atomic_add_fetch(&after_sent, 1, __ATOMIC_RELAXED) % AFTER_RENEW == 0)
+                after_renew();
         uint32_t id;
 
         pack_job(k->client, trivial_run ? IPC_METHOD_JOB_RUN : IPC_METHOD_JOB_SUBMIT, &id);
@@ -513,6 +548,8 @@ int bench_product_fiberd(int argc, char **argv)
                         bench_die("out of memory");
         }
         trivial_choose(conns[0].client);
+        if (trivial_after)
+                after_client = connect_or_die(&srv[0]);
         fprintf(stderr, "fiberd-bench: fiberd trivial job: %s through %s\n", trivial_plugin,
                 trivial_run ? "job.run" : "job.submit + job.wait");
 
@@ -536,6 +573,7 @@ int bench_product_fiberd(int argc, char **argv)
                 client_free(conns[i].client);
                 free(conns[i].slots);
         }
+        after_client = client_free(after_client);
         for (unsigned h = 0; h < hosts; h++)
                 product_stop(&srv[h]);
         product_stop(&rsrv);
@@ -809,8 +847,9 @@ int bench_product_due(int argc, char **argv)
         if (!rate || !secs)
                 bench_die("product-due: RATE and SECONDS must be positive");
         /* room for every job of the run, as an operator would configure it */
-        snprintf(conf, sizeof(conf), "[jobs]\nmax_queued = %llu\nmax_queued_per_user = 0",
-                 (unsigned long long)(far + near + 1000));
+        snprintf(conf, sizeof(conf),
+                 "[jobs]\nmax_queued = %llu\nmax_queued_per_user = 0\nretention_max = %llu",
+                 (unsigned long long)(far + near + 1000), (unsigned long long)(near + 1000));
         setenv("FIBERD_BENCH_CONF", conf, 1);
         setenv("FIBERD_BENCH_STORE", "memory", 0);
         store = getenv("FIBERD_BENCH_STORE");
