@@ -361,7 +361,7 @@ static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
                 if (j->durability == DUR_NONE)
                         store_settle(j, false);         /* nothing kept: nothing to wait for */
                 else if (j->durability != DUR_DEFERRED) /* deferred: at its end */
-                        store_put(t->store, j, true, true);
+                        store_submit(t->store, j);      /* refused if its commit fails */
                 return;
         }
         if (j->fleet_copy || ev == JOB_EV_RESTORE)
@@ -1059,7 +1059,7 @@ void jobtable_record_locked(JobTable *t, Job *j)
         store_put(t->store, j, true, true); /* store_wait() answers once committed */
 }
 
-int jobtable_wait_recorded(JobTable *t, Job *j)
+int jobtable_wait_recorded(JobTable *t, Job *j, uint64_t deadline_ns)
 {
         bool final;
 
@@ -1069,7 +1069,7 @@ int jobtable_wait_recorded(JobTable *t, Job *j)
         jobtable_record_locked(t, j);
         final = job_state_final(j->state) && !j->requeued; /* the write that carries it */
         jobtable_unlock(t);
-        return store_wait(j, final, false);
+        return store_wait_until(t->store, j, final, deadline_ns);
 }
 
 int jobtable_wait_durable(JobTable *t, Job *j)
@@ -1085,10 +1085,14 @@ int jobtable_wait_durable(JobTable *t, Job *j)
 
         r = store_wait(j, false, false);
         if (r < 0) {
-                if (!j->fleet_copy) /* a fleet submission was never in the table */
+                /* refused (store_submit()): nothing of it is written, and it leaves the
+                 * table once it has ended (a run begun under load ends first) */
+                if (!j->fleet_copy) { /* a fleet submission was never in the table */
                         jobtable_cancel(t, j, false);
-                else if (j->key) /* refused: a repeat may try again */
+                        jobtable_discard(t, j);
+                } else if (j->key) { /* a repeat may try again */
                         store_key_release(t->store, j->owner, j->key, j->id);
+                }
                 return r;
         }
         if (durability == DUR_PENDING) { /* it waited for the disk to be dispatched */
