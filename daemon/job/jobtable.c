@@ -821,12 +821,10 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
         return r;
 }
 
-/* Unlinks @j from the hash and both lists and drops the table's reference. */
-static void retire_locked(JobTable *t, Job *j)
+/* Unlinks @j from the hash and both lists and drops the table's reference, leaving
+ * the store alone (retire_locked() drops its row too). */
+static void unlink_locked(JobTable *t, Job *j)
 {
-        if (t->store && store_delete(t->store, j->id) < 0)
-                log_job(LOG_WARNING, j->id, j->plugin_name,
-                        "out of memory: the store keeps its record until the next start");
         hash_remove_locked(t, j);
         list_del(&j->all_link);
         list_del(&j->fin_link);
@@ -836,6 +834,15 @@ static void retire_locked(JobTable *t, Job *j)
                 t->fin_count--;
         jobquota_detach(&t->quota, &j->quota);
         job_unref(j);
+}
+
+/* Drops @j: its row in the store, then its place in the table (unlink_locked()). */
+static void retire_locked(JobTable *t, Job *j)
+{
+        if (t->store && store_delete(t->store, j->id) < 0)
+                log_job(LOG_WARNING, j->id, j->plugin_name,
+                        "out of memory: the store keeps its record until the next start");
+        unlink_locked(t, j);
 }
 
 int jobtable_retry(JobTable *t, Job *j)
@@ -1086,10 +1093,14 @@ int jobtable_wait_durable(JobTable *t, Job *j)
         r = store_wait(j, false, false);
         if (r < 0) {
                 /* refused (store_submit()): nothing of it is written, and it leaves the
-                 * table once it has ended (a run begun under load ends first) */
+                 * table if it has ended (a run begun under load may still be ending) */
                 if (!j->fleet_copy) { /* a fleet submission was never in the table */
                         jobtable_cancel(t, j, false);
-                        jobtable_discard(t, j);
+                        jobtable_lock(t);
+                        if (job_state_final(j->state) && !j->fiber && !j->detached &&
+                            jobtable_find_locked(t, j->id) == j)
+                                unlink_locked(t, j); /* no row to drop */
+                        jobtable_unlock(t);
                 } else if (j->key) { /* a repeat may try again */
                         store_key_release(t->store, j->owner, j->key, j->id);
                 }

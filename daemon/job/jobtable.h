@@ -175,8 +175,9 @@ void jobtable_restore_done(JobTable *t, uint64_t next_id);
  * record is written with the state it reached by the time the store takes it.
  * Return: 0; the store's error (negative errno): the submission was refused
  * (store_submit()), the job is then cancelled (when it has not ended yet) and dropped
- * from the table once it has ended, nothing of it is written, and the submission must
- * be answered with an error (store_error_transient(): retry later).
+ * from the table (unless a run begun under load is still ending: then it stays until
+ * its retention), nothing of it is written, and the submission must be answered with
+ * an error (store_error_transient(): retry later).
  * Context: a fiber (yields); not a job's.
  */
 int jobtable_wait_durable(JobTable *t, Job *j);

@@ -1064,9 +1064,11 @@ static void *store_thread(void *arg)
                         list_add_tail(&batch, &del.link);
                         nwrites += n_del;
                 }
-                if (!nwrites && s->failing) {
-                        /* nothing held, and submissions refused meanwhile (submit.c):
-                         * one small write says whether the disk takes writes again */
+                if (s->failing) {
+                        /* one small write says whether the disk takes writes again,
+                         * also when nothing is held (submissions are refused meanwhile,
+                         * submit.c) or what is held writes no page (a drop of a row
+                         * that is gone), which a full disk lets pass */
                         probe = (StoreWrite){.op = STORE_OP_META,
                                              .meta_key = "store_probe_ms",
                                              .meta_value = (int64_t)(clock_now_ns(CLOCK_REALTIME) /
