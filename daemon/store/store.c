@@ -882,7 +882,7 @@ out_free_write:
  * While the store cannot write: waits until the next attempt is due (its backoff
  * passed, or a write whose caller blocks was queued), or, closing, until nothing is
  * left to write. Closing starts an attempt at once and sets the last one's time
- * (STORE_CLOSE_RETRY_NS on). The caller holds s->lock.
+ * (Store.close_retry_ns on). The caller holds s->lock.
  */
 static void retry_wait_locked(Store *s)
 {
@@ -894,7 +894,7 @@ static void retry_wait_locked(Store *s)
                         if (!s->queued)
                                 return;
                         if (!s->close_deadline_ns) {
-                                s->close_deadline_ns = now + STORE_CLOSE_RETRY_NS;
+                                s->close_deadline_ns = now + s->close_retry_ns;
                                 s->retry_at_ns = until = now;
                         }
                         until = MIN(until, s->close_deadline_ns);
@@ -1151,6 +1151,7 @@ int store_open(Store **ret, StoreKind kind, const char *path, const StoreFleetOp
         }
         pthread_cond_init(&s->idle, NULL);
         list_init(&s->queue);
+        s->close_retry_ns = STORE_CLOSE_RETRY_NS;
         msgpack_sbuffer_init(&s->pack);
         msgpack_sbuffer_init(&s->pack_sched);
         if (fleet)

@@ -337,6 +337,8 @@ struct Store {
         uint64_t retry_at_ns;       /* CLOCK_MONOTONIC of the next attempt */
         uint64_t fail_logged_ns;    /* the last line logged about it (one a minute) */
         uint64_t close_deadline_ns; /* closing while failing: the last attempt's time */
+        uint64_t close_retry_ns;    /* how long that is after the close: STORE_CLOSE_RETRY_NS
+                                     * (tests shorten it) */
 
         /* counters, under lock: what `stats` could show, and what tests read */
         uint64_t commits; /* transactions committed */

@@ -605,3 +605,25 @@ Test(store, waiters_are_answered_once_written_or_give_up_at_their_deadline)
         job_unref(a);
         job_unref(b);
 }
+
+Test(store, close_drops_what_it_still_cannot_write_and_says_so)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING);
+        uint64_t t0;
+
+        s->close_retry_ns = 300 * NSEC_PER_MSEC;
+        set_fail(-ENOSPC);
+        a->state = JOB_DONE;
+        store_put(s, a, false, false);
+        wait_failing(s, true);
+        t0 = clock_now_ns(CLOCK_MONOTONIC);
+        store_close(s); /* the disk stays full: it gives up */
+        cr_assert(clock_now_ns(CLOCK_MONOTONIC) - t0 < 5 * NSEC_PER_SEC,
+                  "store_close() took %llu ms",
+                  (unsigned long long)((clock_now_ns(CLOCK_MONOTONIC) - t0) / NSEC_PER_MSEC));
+        cr_assert(final_durable(a), "a waiter on the dropped write would wait forever");
+        cr_assert_eq(a->store.error, -ENOSPC);
+        cr_assert_eq(landed(1, NULL), 1, "only its submission is on disk");
+        job_unref(a);
+}
