@@ -25,7 +25,7 @@
  *     "retry later" when the store cannot write for now, INTERNAL otherwise.
  *
  * Who owns what: the params stay the caller's (a request's zone); the job takes the
- * origin's fds in step 5 (origin->fds is set NULL; submit_request() hands that back to
+ * origin's fds in step 6 (origin->fds is set NULL; submit_request() hands that back to
  * req->fds), its own copy of args and names, and a reference to the creds. The caller
  * gets one reference to the job.
  */
@@ -442,16 +442,17 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
         if (r < 0) {
                 if (store_error_transient(r)) {
                         uint64_t begun;
-                        jobtable_lock(&d->jobs);
-                        begun = j->started_ms ? j->id : 0;
+                        jobtable_lock(&d->jobs); /* its plugin ran: dispatched under load */
+                        begun = j->durability == DUR_EARLY && j->started_ms ? j->id : 0;
                         jobtable_unlock(&d->jobs);
                         r = store_refused(r, begun, st);
-                } else
+                } else {
                         r = ipc_status_set(st, IPC_INTERNAL, r,
                                            "the job store could not record the job (%s); it "
                                            "was cancelled unless it had ended already: see "
                                            "fiberd's log",
                                            strerror(-r));
+                }
                 job_unref(j);
                 return r;
         }
