@@ -600,8 +600,8 @@ Test(store, waiters_are_answered_once_written_or_give_up_at_their_deadline)
         cr_assert_eq(fiber_join(f2), 0);
         cr_assert_eq(patient.r, 0, "the patient waiter got %d", patient.r);
         cr_assert_eq(landed(1, NULL), 2);
+        store_close(s); /* its thread may still be waking the group's worker */
         sched_group_free(g);
-        store_close(s);
         job_unref(a);
         job_unref(b);
 }
