@@ -1296,6 +1296,21 @@ void store_flush(Store *s)
         pthread_mutex_unlock(&s->lock);
 }
 
+void store_drain(Store *s, uint64_t timeout_ns)
+{
+        struct timespec ts;
+
+        store_flush(s);
+        if (!s || !s->thread_started)
+                return;
+        ts = timespec_store_ns(clock_now_ns(CLOCK_REALTIME) + timeout_ns); /* idle's clock */
+        pthread_mutex_lock(&s->lock);
+        while (s->failing && s->queued &&
+               pthread_cond_timedwait(&s->idle, &s->lock, &ts) != ETIMEDOUT)
+                ;
+        pthread_mutex_unlock(&s->lock);
+}
+
 void store_close(Store *s)
 {
         if (!s)

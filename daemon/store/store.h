@@ -644,6 +644,14 @@ void store_key_release(Store *s, uid_t owner, const char *key, uint64_t id);
 void store_flush(Store *s);
 
 /*
+ * store_drain - store_flush(), then, while the disk cannot take what is held, wait up to
+ * @timeout_ns (nanoseconds) for it to: an exit that cannot close the store (plugin code
+ * still runs) gives held writes the chance store_close() gives them.
+ * Context: as store_flush().
+ */
+void store_drain(Store *s, uint64_t timeout_ns);
+
+/*
  * store_close - commit what is queued, stop the store thread and close the backend.
  * While the disk cannot take it, the queue is tried for STORE_CLOSE_RETRY_NS more, then
  * dropped (logged). Accepts NULL. Context: main thread, at exit, once nothing calls

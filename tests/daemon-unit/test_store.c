@@ -9,7 +9,9 @@
  * held and lands once, in order and as the job is by then, when commits succeed again;
  * its waiters are answered only then (a fiber's store_wait_until() gives up at its
  * deadline meanwhile); a submission is refused at once and never written; attempts back
- * off; a write that is not a job's hears the error without waiting out the backoff. */
+ * off; a write that is not a job's hears the error without waiting out the backoff;
+ * store_drain() and store_close() wait a while for space, and the close then drops
+ * what it still cannot write, answering its waiters. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
@@ -604,6 +606,30 @@ Test(store, waiters_are_answered_once_written_or_give_up_at_their_deadline)
         sched_group_free(g);
         job_unref(a);
         job_unref(b);
+}
+
+Test(store, a_drain_waits_for_held_writes_a_while)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING);
+        uint64_t t0;
+        pthread_t t;
+
+        set_fail(-ENOSPC);
+        a->state = JOB_DONE;
+        store_put(s, a, false, false);
+        wait_failing(s, true);
+        t0 = clock_now_ns(CLOCK_MONOTONIC);
+        store_drain(s, 200 * NSEC_PER_MSEC); /* the disk stays full: back after 200 ms */
+        cr_assert(clock_now_ns(CLOCK_MONOTONIC) - t0 < 2 * NSEC_PER_SEC);
+        cr_assert_not(final_durable(a));
+        cr_assert_eq(pthread_create(&t, NULL, free_later, NULL), 0);
+        store_drain(s, 10 * NSEC_PER_SEC); /* space returns meanwhile */
+        pthread_join(t, NULL);
+        cr_assert(final_durable(a), "store_drain() returned before the held write landed");
+        cr_assert_eq(landed(1, NULL), 2);
+        store_close(s);
+        job_unref(a);
 }
 
 Test(store, close_drops_what_it_still_cannot_write_and_says_so)
