@@ -515,8 +515,10 @@ static int daemon_shutdown(Daemon *d)
                         "%llu fibers still run plugin code; exiting without "
                         "calling the plugins' fini()",
                         (unsigned long long)alive);
-                crash_mark_clean();    /* jobs that ignore cancellation are not crashes */
-                store_flush(d->store); /* what ended is on disk; the rest is "running" */
+                crash_mark_clean(); /* jobs that ignore cancellation are not crashes */
+                /* what ended is on disk (a full disk gets as long as at a close);
+                 * the rest is "running" */
+                store_drain(d->store, STORE_CLOSE_RETRY_NS);
                 _exit(0);
         }
         /* every job ended: its last state is the last write */

@@ -190,6 +190,11 @@ enum {
 };
 /* stats: how many schedules the daemon holds */
 #define IPC_KEY_SCHEDULES "schedules"
+/* stats: whether the job store can write: {failing, pending_writes, since_ms, error} */
+#define IPC_KEY_STORE "store"
+#define IPC_KEY_FAILING "failing"               /* bool: writes are held and retried */
+#define IPC_KEY_PENDING_WRITES "pending_writes" /* writes held in memory meanwhile */
+#define IPC_KEY_SINCE_MS "since_ms"             /* when writes stopped; nil = writing */
 
 /* ping's result */
 #define IPC_KEY_VERSION "version"   /* FIBERD_VERSION */

@@ -117,13 +117,15 @@ typedef enum JobDurability {
 
 /*
  * JobStorePart - a job's place in the job store and what its writes came to: written by
- * store.c alone (through store_put(), store_settle() and the store thread), read by
- * nobody else; the job table asks store_wait() for the outcome. job_new() initializes
- * it (the events and the entry's kind); everything else starts at calloc's zero.
+ * store.c alone (through store_submit(), store_put(), store_settle() and the store
+ * thread), read by nobody else; the job table asks store_wait() for the outcome.
+ * job_new() initializes it (the events and the entry's kind); everything else starts at
+ * calloc's zero.
  *
  * The job is queued at most once for a write: the store thread snapshots its record when
  * it takes the batch, so the changes made meanwhile cost one row write, and none of them
- * a copy on the caller.
+ * a copy on the caller. A write the disk cannot take now (full, store.h) leaves the job
+ * queued for the next attempt, which writes its record as it is then.
  */
 typedef struct JobStorePart {
         /* under Store.lock */
@@ -131,6 +133,9 @@ typedef struct JobStorePart {
         bool queued;      /* @entry is queued (holds a reference) */
         bool args;        /* the next write carries the arguments (the first one) */
         bool notify;      /* set @committed once the next write is committed */
+        bool submit;      /* the next write is a submission's first (store_submit()):
+                           * a failed commit refuses it instead of trying again */
+        bool refused;     /* its submission was refused: nothing of it is written */
         /* outcome: @error is written before the event that publishes it */
         int error;                  /* 0, or why the store failed (first or final write) */
         FiberEvent committed;       /* the submission is committed (or failed: @error) */

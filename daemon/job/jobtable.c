@@ -372,7 +372,7 @@ static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
                 if (j->durability == DUR_NONE)
                         store_settle(j, false);         /* nothing kept: nothing to wait for */
                 else if (j->durability != DUR_DEFERRED) /* deferred: at its end */
-                        store_put(t->store, j, true, true);
+                        store_submit(t->store, j);      /* refused if its commit fails */
                 return;
         }
         if (j->fleet_copy || ev == JOB_EV_RESTORE)
@@ -839,12 +839,10 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
         return r;
 }
 
-/* Unlinks @j from the hash and both lists and drops the table's reference. */
-static void retire_locked(JobTable *t, Job *j)
+/* Unlinks @j from the hash and both lists and drops the table's reference, leaving
+ * the store alone (retire_locked() drops its row too). */
+static void unlink_locked(JobTable *t, Job *j)
 {
-        if (t->store && store_delete(t->store, j->id) < 0)
-                log_job(LOG_WARNING, j->id, j->plugin_name,
-                        "out of memory: the store keeps its record until the next start");
         hash_remove_locked(t, j);
         list_del(&j->all_link);
         list_del(&j->fin_link);
@@ -854,6 +852,15 @@ static void retire_locked(JobTable *t, Job *j)
                 t->fin_count--;
         jobquota_detach(&t->quota, &j->quota);
         job_unref(j);
+}
+
+/* Drops @j: its row in the store, then its place in the table (unlink_locked()). */
+static void retire_locked(JobTable *t, Job *j)
+{
+        if (t->store && store_delete(t->store, j->id) < 0)
+                log_job(LOG_WARNING, j->id, j->plugin_name,
+                        "out of memory: the store keeps its record until the next start");
+        unlink_locked(t, j);
 }
 
 int jobtable_retry(JobTable *t, Job *j)
@@ -1077,7 +1084,7 @@ void jobtable_record_locked(JobTable *t, Job *j)
         store_put(t->store, j, true, true); /* store_wait() answers once committed */
 }
 
-int jobtable_wait_recorded(JobTable *t, Job *j)
+int jobtable_wait_recorded(JobTable *t, Job *j, uint64_t deadline_ns)
 {
         bool final;
 
@@ -1087,7 +1094,7 @@ int jobtable_wait_recorded(JobTable *t, Job *j)
         jobtable_record_locked(t, j);
         final = job_state_final(j->state) && !j->requeued; /* the write that carries it */
         jobtable_unlock(t);
-        return store_wait(j, final, false);
+        return store_wait_until(t->store, j, final, deadline_ns);
 }
 
 int jobtable_wait_durable(JobTable *t, Job *j)
@@ -1103,10 +1110,18 @@ int jobtable_wait_durable(JobTable *t, Job *j)
 
         r = store_wait(j, false, false);
         if (r < 0) {
-                if (!j->fleet_copy) /* a fleet submission was never in the table */
+                /* refused (store_submit()): nothing of it is written, and it leaves the
+                 * table if it has ended (a run begun under load may still be ending) */
+                if (!j->fleet_copy) { /* a fleet submission was never in the table */
                         jobtable_cancel(t, j, false);
-                else if (j->key) /* refused: a repeat may try again */
+                        jobtable_lock(t);
+                        if (job_state_final(j->state) && !j->fiber && !j->detached &&
+                            jobtable_find_locked(t, j->id) == j)
+                                unlink_locked(t, j); /* no row to drop */
+                        jobtable_unlock(t);
+                } else if (j->key) { /* a repeat may try again */
                         store_key_release(t->store, j->owner, j->key, j->id);
+                }
                 return r;
         }
         if (durability == DUR_PENDING) { /* it waited for the disk to be dispatched */

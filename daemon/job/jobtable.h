@@ -171,8 +171,11 @@ void jobtable_restore_done(JobTable *t, uint64_t next_id);
  * to the store (at once without a durable store).
  * Under load the job may have started (or ended) meanwhile (DUR_EARLY): its
  * record is written with the state it reached by the time the store takes it.
- * Return: 0; the store's error (negative errno): the job is then cancelled (when it
- * has not ended yet) and the submission must be answered with an error.
+ * Return: 0; the store's error (negative errno): the submission was refused
+ * (store_submit()), the job is then cancelled (when it has not ended yet) and dropped
+ * from the table (unless a run begun under load is still ending: then it stays until
+ * its retention), nothing of it is written, and the submission must be answered with
+ * an error (store_error_transient(): retry later).
  * Context: a fiber (yields); not a job's.
  */
 int jobtable_wait_durable(JobTable *t, Job *j);
@@ -186,11 +189,14 @@ void jobtable_record_locked(JobTable *t, Job *j);
 
 /*
  * jobtable_wait_recorded - before an answer that shows @j's state: write its record
- * if it was deferred (jobtable_record_locked()), and park the calling fiber until its
- * submission is on disk. Return: 0; the store's error (negative errno).
+ * if it was deferred (jobtable_record_locked()), and park the calling fiber until the
+ * state it shows is on disk (its final state once it has one, else its submission).
+ * While the store cannot write, the wait ends at @deadline_ns (absolute CLOCK_MONOTONIC
+ * ns; SCHED_FOREVER = none) with -ETIMEDOUT: the write is held, ask again later
+ * (store_wait_until()). Return: 0; -ETIMEDOUT; the store's error (negative errno).
  * Context: a fiber (yields); not a job's.
  */
-int jobtable_wait_recorded(JobTable *t, Job *j);
+int jobtable_wait_recorded(JobTable *t, Job *j, uint64_t deadline_ns);
 
 /*
  * jobtable_store_locked - mark @j's record for a write to the store (no-op without

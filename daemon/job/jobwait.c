@@ -11,7 +11,10 @@
  * go on polling its shared record the same way.
  * What the answer shows is on disk first (jobtable_wait_recorded()), and a job that
  * shutdown leaves queued in the store is answered UNAVAILABLE, not with a state this
- * process will never move it out of.
+ * process will never move it out of. While the store cannot write (a full disk, store.h)
+ * the record's write is held and retried: the wait for it is bounded by the request's
+ * own timeout, then answered UNAVAILABLE ("wait again"), never with a state that is not
+ * on disk.
  */
 #include "daemon/job/jobwait.h"
 #include "daemon/store/fleet.h"
@@ -40,6 +43,62 @@ static void wait_final(Request *req, Job *j, uint64_t deadline)
                 if (fiber_event_wait(&j->finished, slice) != -ETIMEDOUT || request_conn_closed(req))
                         break;
         }
+}
+
+/*
+ * Parks the request fiber until the state @j shows is on disk (jobtable_wait_recorded()),
+ * in slices of WAIT_SLICE_NS while the store cannot write, so that a waiter whose
+ * connection broke stops. Return: 0; -ETIMEDOUT (@deadline passed, or the connection
+ * closed, with the write still held); the store's error.
+ */
+static int wait_recorded(JobTable *t, Request *req, Job *j, uint64_t deadline)
+{
+        for (;;) {
+                uint64_t now = sched_now_ns();
+                uint64_t slice = deadline > now && deadline - now > WAIT_SLICE_NS
+                                         ? now + WAIT_SLICE_NS
+                                         : deadline;
+                int r = jobtable_wait_recorded(t, j, slice);
+
+                if (r != -ETIMEDOUT || sched_now_ns() >= deadline || request_conn_closed(req))
+                        return r;
+        }
+}
+
+/* The answer when @j's record could not be written (@r from wait_recorded()): held for
+ * the next attempt (-ETIMEDOUT, or a refused submission's transient error): UNAVAILABLE;
+ * a write that failed for good: INTERNAL. */
+static int unrecorded(JobTable *t, Store *s, Job *j, int r, IpcStatus *st)
+{
+        StoreHealth h = {0};
+        JobState state;
+
+        jobtable_lock(t);
+        state = j->state;
+        jobtable_unlock(t);
+        if (r == -ETIMEDOUT) {
+                store_health(s, &h);
+                r = h.error ? h.error : -EAGAIN;
+                if (job_state_final(state))
+                        return ipc_status_set(st, IPC_UNAVAILABLE, r,
+                                              "job %llu ended %s, but the job store cannot write "
+                                              "it yet (%s); wait again",
+                                              (unsigned long long)j->id, job_state_name(state),
+                                              strerror(-r));
+                return ipc_status_set(st, IPC_UNAVAILABLE, r,
+                                      "job %llu is %s, but the job store cannot write its record "
+                                      "yet (%s); wait again",
+                                      (unsigned long long)j->id, job_state_name(state),
+                                      strerror(-r));
+        }
+        if (store_error_transient(r))
+                return ipc_status_set(st, IPC_UNAVAILABLE, r,
+                                      "the job store cannot write (%s): job %llu was not "
+                                      "accepted; retry later",
+                                      strerror(-r), (unsigned long long)j->id);
+        return ipc_status_set(st, IPC_INTERNAL, r,
+                              "the job store could not record job %llu (%s): see fiberd's log",
+                              (unsigned long long)j->id, strerror(-r));
 }
 
 /* Is @j a fleet copy now? A job this host ran becomes one when its retry is handed
@@ -89,12 +148,10 @@ int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout
         }
         /* what the answer shows is on disk first: a final state (a job.run
          * has no record before that), or at least the submission */
-        if (!j->fleet_copy && (r = jobtable_wait_recorded(t, j)) < 0) {
+        if (!j->fleet_copy && (r = wait_recorded(t, req, j, deadline)) < 0) {
+                r = unrecorded(t, s, j, r, st);
                 job_unref(j);
-                return ipc_status_set(st, IPC_INTERNAL, r,
-                                      "the job store could not record job %llu (%s): see "
-                                      "fiberd's log",
-                                      (unsigned long long)j->id, strerror(-r));
+                return r;
         }
         r = joblist_pack_record(t, j, pk);
         job_unref(j);

@@ -21,8 +21,11 @@
  * fleet copy (Job.fleet_copy) is polled through @s (fleet_wait()) until this host holds
  * the job. The wait ends early when @req's connection closes.
  * Ownership: takes over the caller's reference to @j (dropped on every path).
+ * What the answer shows is on disk first; while the store cannot write (store.h), that
+ * wait too ends at @timeout_ms.
  * Return: 0; -ENOMEM; an error set in @st: UNAVAILABLE (-ESHUTDOWN: shutdown leaves the
- * job queued in the store), INTERNAL (the store could not record the job).
+ * job queued in the store; the store's transient error: its record cannot be written
+ * yet, wait again), INTERNAL (the store could not record the job).
  * Context: a request fiber; yields while it waits; no lock held on entry.
  */
 int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout_ms,

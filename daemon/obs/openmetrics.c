@@ -323,6 +323,18 @@ static void server(FILE *f, Daemon *d)
         family(f, "fiberd_protocol_errors", "counter", NULL,
                "Malformed, oversized or non-MessagePack input from clients.");
         sample_uint(f, "fiberd_protocol_errors_total", NULL, NULL, NULL, NULL, ss.protocol_errors);
+        if (d->store) {
+                StoreHealth h;
+                store_health(d->store, &h);
+                family(f, "fiberd_store_failing", "gauge", NULL,
+                       "1 while the job store cannot write (a full disk): writes are held and "
+                       "retried, submissions refused.");
+                sample_uint(f, "fiberd_store_failing", NULL, NULL, NULL, NULL, h.failing);
+                family(f, "fiberd_store_pending_writes", "gauge", NULL,
+                       "Writes the job store holds in memory until it can write again.");
+                sample_uint(f, "fiberd_store_pending_writes", NULL, NULL, NULL, NULL,
+                            h.pending_writes);
+        }
         family(f, "fiberd_uptime_seconds", "gauge", "seconds", "Time since fiberd started.");
         sample_seconds(f, "fiberd_uptime_seconds", NULL, NULL, NULL, NULL,
                        sched_now_ns() - d->start_ns);

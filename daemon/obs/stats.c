@@ -11,8 +11,9 @@
  * time per plugin and class from the job table's JobLatencies (joblatency.h), and the
  * process' CPU, RSS and fds from procstats_read(), and from the dispatcher (dispatch.h)
  * what is paused and how many queued jobs a pause or a cap holds, under the same hold of
- * the table's lock as the job counts, and the number of periodic schedules from their
- * table (schedule.h). See PROTOCOL.md, "stats", for the shape.
+ * the table's lock as the job counts, the number of periodic schedules from their
+ * table (schedule.h), and whether the job store can write (store_health()). See
+ * PROTOCOL.md, "stats", for the shape.
  */
 #include "daemon/daemon.h"
 #include "daemon/obs/procstats.h"
@@ -22,6 +23,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 /* The counts map; with @stalls (a plugin's), one key more; with @held (the total's),
  * one more. */
@@ -298,6 +300,22 @@ static int pack_server(msgpack_packer *pk, const void *arg)
                             IPC_KV_UINT(IPC_KEY_PARTIAL_BYTES, ss.partial_bytes));
 }
 
+/* store: {failing, pending_writes, since_ms, error} of the job store (store_health()). */
+static int pack_store(msgpack_packer *pk, const void *arg)
+{
+        Store *s = (Store *)arg;
+        StoreHealth h = {0};
+
+        if (s)
+                store_health(s, &h);
+        return IPC_PACK_MAP(pk, IPC_KV_BOOL(IPC_KEY_FAILING, h.failing),
+                            IPC_KV_UINT(IPC_KEY_PENDING_WRITES, h.pending_writes),
+                            h.failing ? (IpcKv)IPC_KV_UINT(IPC_KEY_SINCE_MS, h.since_ms)
+                                      : (IpcKv)IPC_KV_NIL(IPC_KEY_SINCE_MS),
+                            h.failing ? (IpcKv)IPC_KV_CSTR(IPC_KEY_ERROR, strerror(-h.error))
+                                      : (IpcKv)IPC_KV_NIL(IPC_KEY_ERROR));
+}
+
 int stats_pack(Daemon *d, msgpack_packer *pk)
 {
         uint64_t uptime_ms = (sched_now_ns() - d->start_ns) / NSEC_PER_MSEC;
@@ -323,7 +341,8 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
                                  IPC_KV_PACK(IPC_KEY_PAUSED, pack_packed, &paused),
                                  IPC_KV_PACK(IPC_KEY_SERVER, pack_server, d->server),
                                  IPC_KV_PACK(IPC_KEY_PROCESS, pack_process, NULL),
-                                 IPC_KV_UINT(IPC_KEY_SCHEDULES, schedule_count(&d->schedules)));
+                                 IPC_KV_UINT(IPC_KEY_SCHEDULES, schedule_count(&d->schedules)),
+                                 IPC_KV_PACK(IPC_KEY_STORE, pack_store, d->store));
         }
         msgpack_sbuffer_destroy(&sb);
         return r ? -ENOMEM : 0;

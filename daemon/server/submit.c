@@ -15,14 +15,17 @@
  *     listing them) and, when [class.NAME] says admin_only, needs the admin tier;
  *  4. the plugin: loaded (NOT_FOUND listing the loaded ones), then its own check_args
  *     (plugin_host.c: the plugin's words);
- *  5. the job table accepts it (jobtable_submit(): admission, id, the job, its first
+ *  5. the job store can write (store_failing(), store.h): while it cannot (a full disk),
+ *     UNAVAILABLE "retry later", and nothing is created;
+ *  6. the job table accepts it (jobtable_submit(): admission, id, the job, its first
  *     store write, dispatch); its errnos are worded here: -EAGAIN, -EDQUOT, -EBUSY,
  *     -ENOBUFS, -ENOSPC OVERLOADED naming the limit, -ESHUTDOWN UNAVAILABLE;
- *  6. the answer waits for the store (jobtable_wait_durable()): a failed write cancels
- *     the job and answers INTERNAL.
+ *  7. the answer waits for the store (jobtable_wait_durable()): a failed write refuses
+ *     the submission (the job is cancelled, and nothing of it is written): UNAVAILABLE
+ *     "retry later" when the store cannot write for now, INTERNAL otherwise.
  *
  * Who owns what: the params stay the caller's (a request's zone); the job takes the
- * origin's fds in step 5 (origin->fds is set NULL; submit_request() hands that back to
+ * origin's fds in step 6 (origin->fds is set NULL; submit_request() hands that back to
  * req->fds), its own copy of args and names, and a reference to the creds. The caller
  * gets one reference to the job.
  */
@@ -309,7 +312,24 @@ static int refused_bytes(Daemon *d, const Creds *creds, const msgpack_object *ar
                               jobquota_format_bytes(max, sizeof(max), l->max_bytes));
 }
 
-/* Step 5's errnos (jobtable_submit()) as the answer's status. */
+/* The store cannot write (@r, a transient error: store.h), steps 5 and 7: nothing was
+ * accepted. @begun: the id of a job that began under load before its refusal (DUR_EARLY,
+ * cancelled since), which the answer names; 0 = none. */
+static int store_refused(int r, uint64_t begun, IpcStatus *st)
+{
+        if (begun)
+                return ipc_status_set(st, IPC_UNAVAILABLE, r,
+                                      "the job store cannot write (%s): nothing was accepted "
+                                      "(job %llu had begun under load and was cancelled); "
+                                      "retry later",
+                                      strerror(-r), (unsigned long long)begun);
+        return ipc_status_set(st, IPC_UNAVAILABLE, r,
+                              "the job store cannot write (%s): nothing was accepted; retry "
+                              "later",
+                              strerror(-r));
+}
+
+/* Step 6's errnos (jobtable_submit()) as the answer's status. */
 static int refused(Daemon *d, const Creds *creds, const msgpack_object *args, int r, IpcStatus *st)
 {
         switch (r) {
@@ -388,6 +408,12 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
         r = check_submission(d, origin, params, &p, &plugin, &cls, st);
         if (r < 0)
                 return r;
+        if (d->store && store_failing(d->store)) { /* step 5: read again, with its error */
+                StoreHealth h;
+                store_health(d->store, &h);
+                if (h.failing)
+                        return store_refused(h.error, 0, st);
+        }
         snprintf(cname, sizeof(cname), "%s", plugin_host_name(plugin));
         plan = (JobPlan){
                 .run_at_ms = p.has_delay ? job_now_ms() + p.delay_ms : p.run_at,
@@ -414,12 +440,21 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
         /* the job store (store.h): answer only once the job is on disk */
         r = jobtable_wait_durable(&d->jobs, j);
         if (r < 0) {
+                if (store_error_transient(r)) {
+                        uint64_t begun;
+                        jobtable_lock(&d->jobs); /* its plugin ran: dispatched under load */
+                        begun = j->durability == DUR_EARLY && j->started_ms ? j->id : 0;
+                        jobtable_unlock(&d->jobs);
+                        r = store_refused(r, begun, st);
+                } else {
+                        r = ipc_status_set(st, IPC_INTERNAL, r,
+                                           "the job store could not record the job (%s); it "
+                                           "was cancelled unless it had ended already: see "
+                                           "fiberd's log",
+                                           strerror(-r));
+                }
                 job_unref(j);
-                return ipc_status_set(st, IPC_INTERNAL, r,
-                                      "the job store could not record the job (%s); it was "
-                                      "cancelled unless it had ended already: see fiberd's "
-                                      "log",
-                                      strerror(-r));
+                return r;
         }
         *ret = j;
         return 0;

@@ -22,6 +22,11 @@
  * quick_check) is refused at open with a message naming the file and the way out:
  * fiberd never starts on an empty store in its place.
  *
+ * A commit that fails rolls back, and says why as an errno (sqlite_write_errno()): a full
+ * disk or quota, or a failing one, is an error the store thread holds its writes for and
+ * tries again (store.h); the connection stays usable, and the next attempt writes the
+ * same rows afresh.
+ *
  * All calls come from one thread at a time: the main thread at start-up (open, load),
  * then only the store thread (commit), then the main thread at exit (close), so the
  * connection is opened with SQLITE_OPEN_NOMUTEX.
@@ -131,6 +136,30 @@ static int sqlite_errno(int rc)
                 return -ENOENT;
         default:
                 return -EIO;
+        }
+}
+
+/*
+ * The errno of a failed write, for the store thread's retries (store_error_transient()):
+ * SQLITE_FULL is a full disk, and an I/O error says the system's errno when there was
+ * one (EDQUOT over quota, ENOSPC, EIO, EROFS), so a write over quota is told from a
+ * failing disk; a record the database refuses is -EINVAL, which no retry would cure.
+ */
+static int sqlite_write_errno(SqliteStore *q, int rc)
+{
+        int e = sqlite3_system_errno(q->db);
+
+        switch (rc & 0xff) {
+        case SQLITE_IOERR:
+                return e > 0 ? -e : -EIO;
+        case SQLITE_ERROR: /* a record or statement the database refuses: not the disk */
+        case SQLITE_CONSTRAINT:
+        case SQLITE_MISMATCH:
+        case SQLITE_TOOBIG:
+        case SQLITE_RANGE:
+                return -EINVAL;
+        default:
+                return sqlite_errno(rc);
         }
 }
 
@@ -620,7 +649,7 @@ static int sqlite_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         SqliteStore *q = sqlite_of(s);
         uint64_t next_id = q->next_id;
         ListHead *pos, *tmp;
-        int rc;
+        int rc, r;
 
         rc = step_once(q->begin);
         if (rc != SQLITE_OK)
@@ -664,11 +693,12 @@ static int sqlite_commit(Store *s, ListHead *batch, char *why, size_t why_size)
 
 out_rollback:
         snprintf(why, why_size, "%s", sqlite3_errmsg(q->db));
+        r = sqlite_write_errno(q, rc); /* before the rollback's own errno */
         step_once(q->rollback);
-        return sqlite_errno(rc);
+        return r;
 out_error:
         snprintf(why, why_size, "%s", sqlite3_errmsg(q->db));
-        return sqlite_errno(rc);
+        return sqlite_write_errno(q, rc);
 }
 
 const StoreBackend store_sqlite_backend = {

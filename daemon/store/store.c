@@ -10,9 +10,14 @@
  * arrives while a commit runs waits for the next one, so the batch grows with the load
  * and the fsyncs per second stay bounded by the disk, not by the submissions.
  *
- * A failed commit (disk full, I/O error) is logged; the submissions in that batch get
- * the error in the job's store part (JobStorePart) and job.submit answers it (the job is cancelled), so a
- * client never holds an id the store does not have. The next batch is tried afresh.
+ * A failed commit refuses the submissions in it: they get the error in the job's store
+ * part (JobStorePart), job.submit answers it and the job is cancelled, so a client
+ * never holds an id the store does not have. When the error is transient (the disk
+ * full, store.h's essay), every other job of the batch is queued again, and the store
+ * thread waits out a backoff (retry_wait_locked()) before it takes the queue again,
+ * snapshots included, so what is written then is each job's latest record. The writes
+ * that are not a job's, and every write after an error that is not transient (a bad
+ * record), are reported to their callers and dropped, as one batch's worth.
  */
 #include "daemon/store/store.h"
 #include "daemon/obs/log.h"
@@ -290,24 +295,14 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
         return w;
 }
 
-/* Publishes @w's outcome (@error) to the jobs it notifies (and its waiter) and frees @w. */
+/* Publishes the outcome (@error) of @w, a write that is not a job's, to its waiter and
+ * frees @w. */
 static void write_release(StoreWrite *w, int error)
 {
         if (w->waiter) {
                 StoreWaiter *waiter = w->waiter; /* on a fiber's stack: gone once set */
                 waiter->error = error;
                 fiber_event_set(&waiter->done);
-        }
-        if (w->notify) {
-                w->notify->store.error = error;
-                fiber_event_set(&w->notify->store.committed);
-                job_unref(w->notify);
-        }
-        if (w->notify_final) {
-                if (error)
-                        w->notify_final->store.error = error;
-                fiber_event_set(&w->notify_final->store.final_committed);
-                job_unref(w->notify_final);
         }
         if (!w->borrowed)
                 free(w);
@@ -328,12 +323,19 @@ static void queue_entry_locked(Store *s, StoreEntry *e)
         queue_grew_locked(s);
 }
 
-/* Marks @j for a write (store_put()); the caller holds s->lock. @ref: the caller gives
- * the queue a reference of its own (consumed either way). */
-static void queue_job_locked(Store *s, Job *j, bool with_args, bool notify, bool ref)
+/* Marks @j for a write (store_put(), store_submit()); the caller holds s->lock. @ref:
+ * the caller gives the queue a reference of its own (consumed either way). A refused
+ * submission is never written. */
+static void queue_job_locked(Store *s, Job *j, bool with_args, bool notify, bool submit, bool ref)
 {
+        if (j->store.refused) {
+                if (ref)
+                        job_unref(j); /* not the last: its table or its submitter holds one */
+                return;
+        }
         j->store.args |= with_args;
         j->store.notify |= notify;
+        j->store.submit |= submit;
         if (j->store.queued) {
                 if (ref)
                         job_unref(j); /* not the last: the queue holds one */
@@ -353,7 +355,18 @@ void store_put(Store *s, Job *j, bool with_args, bool notify)
                 return;
         }
         pthread_mutex_lock(&s->lock);
-        queue_job_locked(s, j, with_args, notify, false);
+        queue_job_locked(s, j, with_args, notify, false, false);
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_submit(Store *s, Job *j)
+{
+        if (!s->backend->commit) {
+                fiber_event_set(&j->store.committed);
+                return;
+        }
+        pthread_mutex_lock(&s->lock);
+        queue_job_locked(s, j, true, true, true, false);
         pthread_mutex_unlock(&s->lock);
 }
 
@@ -375,6 +388,59 @@ int store_wait(Job *j, bool final, bool cancellable)
         return r < 0 ? r : j->store.error;
 }
 
+/* Past its deadline, a store_wait_until() looks again this often whether the store
+ * still writes. */
+#define STORE_WAIT_POLL_NS (100 * NSEC_PER_MSEC)
+
+int store_wait_until(Store *s, Job *j, bool final, uint64_t deadline_ns)
+{
+        FiberEvent *ev = final ? &j->store.final_committed : &j->store.committed;
+
+        for (;;) {
+                uint64_t now = sched_now_ns();
+                int r = fiber_event_wait(ev, now < deadline_ns ? deadline_ns
+                                                               : now + STORE_WAIT_POLL_NS);
+                if (r == 0)
+                        return j->store.error;
+                /* a cancellation is ignored, as store_wait()'s: the store answers */
+                if (r == -ETIMEDOUT && sched_now_ns() >= deadline_ns && store_failing(s))
+                        return -ETIMEDOUT;
+        }
+}
+
+bool store_failing(Store *s)
+{
+        return s && __atomic_load_n(&s->failing, __ATOMIC_ACQUIRE);
+}
+
+void store_health(Store *s, StoreHealth *ret)
+{
+        pthread_mutex_lock(&s->lock);
+        *ret = (StoreHealth){.failing = s->failing};
+        if (s->failing) {
+                ret->error = s->fail_error;
+                ret->pending_writes = s->queued;
+                ret->since_ms = s->fail_since_ms;
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+bool store_error_transient(int error)
+{
+        switch (error) {
+        case -ENOSPC:
+        case -EDQUOT:
+        case -EIO:
+        case -EROFS:
+        case -EACCES:
+        case -EBUSY:
+        case -ENOMEM:
+                return true;
+        default:
+                return false;
+        }
+}
+
 void store_set_source(Store *s, StoreSnapshotFn snapshot, void *arg)
 {
         pthread_mutex_lock(&s->lock);
@@ -390,7 +456,9 @@ void store_set_commit_delay(Store *s, uint64_t delay_ns)
 
 bool store_busy(Store *s)
 {
-        return __atomic_load_n(&s->busy, __ATOMIC_RELAXED);
+        /* failing: no job runs before its record is on disk (its submission may be
+         * refused) */
+        return __atomic_load_n(&s->busy, __ATOMIC_RELAXED) && !store_failing(s);
 }
 
 int store_delete(Store *s, uint64_t id)
@@ -429,12 +497,14 @@ static int store_write_sync(Store *s, StoreWrite *w)
         if (s->thread_started) {
                 uint64_t errors = s->commit_errors, batch = s->batches_taken + 1;
                 queue_entry_locked(s, &w->entry);
+                s->urgent = true; /* its caller blocks: not after a backoff */
                 pthread_cond_signal(&s->wake);
                 /* the next batch taken holds it: wait for that one, not for an empty
                  * queue, which a steady load may never leave */
                 while (s->batches_done < batch)
                         pthread_cond_wait(&s->idle, &s->lock);
-                r = s->commit_errors != errors ? -EIO : 0; /* logged by the store thread */
+                /* logged by the store thread */
+                r = s->commit_errors != errors ? (s->last_error ? s->last_error : -EIO) : 0;
                 pthread_mutex_unlock(&s->lock);
                 return r;
         }
@@ -503,6 +573,10 @@ static int store_write_async(Store *s, StoreWrite *w)
         pthread_mutex_lock(&s->lock);
         if (s->thread_started) {
                 queue_entry_locked(s, &w->entry);
+                if (w->waiter && s->failing) {
+                        s->urgent = true; /* a request waits: not after a backoff */
+                        pthread_cond_signal(&s->wake);
+                }
                 pthread_mutex_unlock(&s->lock);
                 return 0;
         }
@@ -621,11 +695,11 @@ int store_plugin_files(Store *s, StorePluginFn fn, void *arg)
 #define STORE_DELAY_MIN_BATCH 16
 
 /* StoreTaken - one entry the store thread took off the queue: a job with the flags it
- * had then (the queue's reference), or a StoreWrite. */
+ * had then (the queue's reference) and, once read, its write; or a StoreWrite. */
 typedef struct StoreTaken {
         Job *job;
-        StoreWrite *w;
-        bool args, notify;
+        StoreWrite *w; /* a job's: NULL until snapshot_job(), or without memory */
+        bool args, notify, submit;
 } StoreTaken;
 
 /* Makes s->taken hold @n entries; false when there is no memory for it. */
@@ -656,14 +730,18 @@ static size_t take_locked(Store *s, size_t *n_del)
         ListHead *e;
 
         *n_del = 0;
+        s->urgent = false;
         while (n < s->taken_cap && (e = list_pop_head(&s->queue))) {
                 StoreEntry *se = list_entry(e, StoreEntry, link);
                 StoreTaken *t = &s->taken[n++];
                 if (se->is_job) {
                         Job *j = container_of(se, Job, store.entry);
-                        *t = (StoreTaken){
-                                .job = j, .args = j->store.args, .notify = j->store.notify};
+                        *t = (StoreTaken){.job = j,
+                                          .args = j->store.args,
+                                          .notify = j->store.notify,
+                                          .submit = j->store.submit};
                         j->store.queued = j->store.args = j->store.notify = false;
+                        j->store.submit = false;
                 } else {
                         *t = (StoreTaken){.w = container_of(se, StoreWrite, entry)};
                 }
@@ -684,6 +762,34 @@ static size_t take_locked(Store *s, size_t *n_del)
         return n;
 }
 
+/* The @n drops of s->deletes_taken, whose commit the disk could not take, are queued
+ * again (after those queued meanwhile: order does not matter among drops). */
+static void requeue_deletes(Store *s, size_t n)
+{
+        pthread_mutex_lock(&s->lock);
+        if (s->n_deletes + n > s->deletes_cap) {
+                size_t cap = s->deletes_cap ? s->deletes_cap : 256;
+                uint64_t *d;
+                while (cap < s->n_deletes + n)
+                        cap *= 2;
+                d = realloc(s->deletes, cap * sizeof(*d));
+                if (!d) {
+                        pthread_mutex_unlock(&s->lock);
+                        log_msg(LOG_WARNING,
+                                "job store %s: out of memory: %zu records of dropped jobs stay "
+                                "until the next start",
+                                s->path ? s->path : s->backend->name, n);
+                        return;
+                }
+                s->deletes = d;
+                s->deletes_cap = cap;
+        }
+        memcpy(s->deletes + s->n_deletes, s->deletes_taken, n * sizeof(uint64_t));
+        s->n_deletes += n;
+        s->queued += n;
+        pthread_mutex_unlock(&s->lock);
+}
+
 /* What snapshot_job() hands the owner's snapshot function, and gets back. */
 typedef struct StoreRead {
         Store *s;
@@ -702,37 +808,197 @@ static void read_job(const Job *j, void *ctx)
 /*
  * The StoreWrite of a taken job: its record as it is now, read inside the owner's
  * snapshot function (the job table's takes its lock), so the submission, start and end
- * that happened since it was queued are one write. Without memory for it, the job is
- * queued again (a later batch writes it) and NULL is returned. Consumes @t's reference
- * (handed to the write when it notifies).
+ * that happened since it was queued are one write. NULL without memory for it
+ * (job_written() queues it again).
  */
 static StoreWrite *snapshot_job(Store *s, const StoreTaken *t)
 {
         Job *j = t->job;
-        StoreWrite *w;
-
         StoreRead rd = {.s = s, .with_args = t->args};
 
         if (s->snapshot)
                 s->snapshot(j, read_job, &rd, s->snapshot_arg);
         else
                 read_job(j, &rd); /* no owner: a job in no table, nothing else writes it */
-        w = rd.w;
-        if (!w) {
+        if (!rd.w)
                 log_job(LOG_WARNING, j->id, j->plugin_name,
                         "out of memory writing its record to the job store: trying again");
+        return rd.w;
+}
+
+/*
+ * A taken job once the commit of its write came to @error (0: committed), @transient
+ * when store_error_transient(): its waiters hear it, or the job is queued again for the
+ * next attempt (a transient failure, or no memory to read it): onto @again, which the
+ * caller puts at the head of the queue, so the writes land in the order they were
+ * queued (one queued again meanwhile keeps its place). A submission's first write that
+ * failed refuses it: nothing of it is written from now on, and both its events answer
+ * the error. Consumes @t's reference; frees its write.
+ */
+static void job_written(Store *s, StoreTaken *t, int error, bool transient, ListHead *again)
+{
+        Job *j = t->job, *unqueued = NULL;
+        StoreWrite *w = t->w;
+        bool final = w && job_state_final(w->rec.state);
+
+        if (!w || (error && transient && !t->submit)) {
                 pthread_mutex_lock(&s->lock);
-                queue_job_locked(s, j, t->args, t->notify, true);
+                j->store.args |= t->args;
+                j->store.notify |= t->notify;
+                j->store.submit |= t->submit;
+                if (j->store.queued) {
+                        unqueued = j; /* queued again meanwhile: the queue holds one */
+                } else {
+                        j->store.queued = true; /* with @t's reference */
+                        list_add_tail(again, &j->store.entry.link);
+                        s->queued++;
+                }
                 pthread_mutex_unlock(&s->lock);
-                return NULL;
+                job_unref(unqueued);
+                goto out_free_write;
         }
-        if (job_state_final(w->rec.state))
-                w->notify_final = job_ref(j);
-        if (t->notify)
-                w->notify = j;
-        else
-                job_unref(j);
-        return w;
+        if (error && t->submit) {
+                pthread_mutex_lock(&s->lock);
+                j->store.refused = true;
+                s->refused++;
+                if (j->store.queued) { /* changed during the commit: that write goes too */
+                        list_del(&j->store.entry.link);
+                        j->store.queued = j->store.args = j->store.notify = false;
+                        j->store.submit = false;
+                        s->queued--;
+                        unqueued = j;
+                }
+                pthread_mutex_unlock(&s->lock);
+                job_unref(unqueued); /* the queue's: not the last, @t holds one */
+                final = true;        /* nothing more is written: its final waiters hear it */
+        }
+        if (error) /* before the events that publish it */
+                j->store.error = error;
+        if (t->notify) /* a submission's first write, or a deferred one (store_put()) */
+                fiber_event_set(&j->store.committed);
+        if (final)
+                fiber_event_set(&j->store.final_committed);
+        job_unref(j);
+out_free_write:
+        if (w && !w->borrowed)
+                free(w);
+}
+
+/*
+ * While the store cannot write: waits until the next attempt is due (its backoff
+ * passed, or a write whose caller blocks was queued), or, closing, until nothing is
+ * left to write. Closing starts an attempt at once and sets the last one's time
+ * (Store.close_retry_ns on). The caller holds s->lock.
+ */
+static void retry_wait_locked(Store *s)
+{
+        for (;;) {
+                uint64_t now = clock_now_ns(CLOCK_MONOTONIC), until = s->retry_at_ns;
+                struct timespec ts;
+
+                if (s->closing) {
+                        if (!s->queued)
+                                return;
+                        if (!s->close_deadline_ns) {
+                                s->close_deadline_ns = now + s->close_retry_ns;
+                                s->retry_at_ns = until = now;
+                        }
+                        until = MIN(until, s->close_deadline_ns);
+                }
+                if (s->urgent || now >= until)
+                        return;
+                ts = timespec_store_ns(until);
+                s->sleeping = true;
+                pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+                s->sleeping = false;
+        }
+}
+
+/*
+ * After an attempt while closing that failed at or past the last one's time: every
+ * write still queued is dropped (its waiters, if any, hear @error), and the line says
+ * so. The caller holds s->lock; it is dropped and taken again around the releases.
+ */
+static void give_up_locked(Store *s, int error)
+{
+        size_t n = s->queued;
+        ListHead dropped, *e;
+
+        list_init(&dropped);
+        while ((e = list_pop_head(&s->queue)))
+                list_add_tail(&dropped, e);
+        s->queued = 0;
+        s->n_deletes = 0;
+        pthread_mutex_unlock(&s->lock);
+        while ((e = list_pop_head(&dropped))) {
+                StoreEntry *se = list_entry(e, StoreEntry, link);
+                if (se->is_job) {
+                        Job *j = container_of(se, Job, store.entry);
+                        j->store.queued = false;
+                        j->store.error = error;
+                        fiber_event_set(&j->store.committed);
+                        fiber_event_set(&j->store.final_committed);
+                        job_unref(j);
+                } else {
+                        write_release(container_of(se, StoreWrite, entry), error);
+                }
+        }
+        log_msg(LOG_ERR,
+                "job store %s: still cannot write (%s) at exit: %zu writes are lost; after "
+                "a restart those jobs are as they were last written",
+                s->path ? s->path : s->backend->name, strerror(-error), n);
+        pthread_mutex_lock(&s->lock);
+}
+
+/*
+ * The failing state after an attempt that came to @error (0: committed, with @nwrites
+ * writes), @transient when store_error_transient(): writes stop (a line), go on failing
+ * (the backoff doubles; a line a minute) or resume (a line). The line, if any, goes to
+ * @line (logged by the caller once the lock is dropped). The caller holds s->lock.
+ * Return: true when closing has tried long enough (give_up_locked()).
+ */
+static bool note_attempt_locked(Store *s, int error, bool transient, size_t nwrites, char *line,
+                                size_t size)
+{
+        const char *name = s->path ? s->path : s->backend->name;
+        uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
+
+        line[0] = '\0';
+        if (error < 0)
+                s->last_error = error;
+        if (error == 0 && s->failing) {
+                snprintf(line, size,
+                         "job store %s: writing again after %.1f s; %zu writes caught up", name,
+                         (double)(now - s->fail_since_ns) / NSEC_PER_SEC, nwrites);
+                __atomic_store_n(&s->failing, false, __ATOMIC_RELEASE);
+                s->fail_error = 0;
+                return false;
+        }
+        if (!transient)
+                return false;
+        if (!s->failing) {
+                snprintf(line, size,
+                         "job store %s: cannot write (%s); holding %zu writes in memory and "
+                         "retrying",
+                         name, strerror(-error), s->queued);
+                s->fail_since_ns = s->fail_logged_ns = now;
+                s->fail_since_ms = clock_now_ns(CLOCK_REALTIME) / NSEC_PER_MSEC;
+                s->retry_ns = STORE_RETRY_MIN_NS;
+                __atomic_store_n(&s->failing, true, __ATOMIC_RELEASE);
+        } else {
+                s->retry_ns = MIN(2 * s->retry_ns, STORE_RETRY_MAX_NS);
+                if (now - s->fail_logged_ns >= 60 * NSEC_PER_SEC) {
+                        snprintf(line, size,
+                                 "job store %s: still cannot write (%s) after %.0f s; holding "
+                                 "%zu writes in memory",
+                                 name, strerror(-error),
+                                 (double)(now - s->fail_since_ns) / NSEC_PER_SEC, s->queued);
+                        s->fail_logged_ns = now;
+                }
+        }
+        s->fail_error = error;
+        s->retry_at_ns = now + s->retry_ns;
+        return s->closing && s->close_deadline_ns && now >= s->close_deadline_ns;
 }
 
 static void *store_thread(void *arg)
@@ -742,20 +1008,23 @@ static void *store_thread(void *arg)
 
         pthread_mutex_lock(&s->lock);
         for (;;) {
-                ListHead batch, *e;
-                char why[256] = "";
+                ListHead batch, again;
+                char why[256] = "", line[512];
                 size_t n, n_del, nwrites = 0;
-                StoreWrite del;
+                StoreWrite del, probe;
+                bool transient;
                 int r;
 
-                while (!s->queued && !s->closing) {
+                while (!s->queued && !s->closing && !s->failing) {
                         s->sleeping = true;
                         pthread_cond_wait(&s->wake, &s->lock);
                         s->sleeping = false;
                 }
-                if (!s->queued)
+                if (s->failing) /* the backoff first; a probe when nothing is held */
+                        retry_wait_locked(s);
+                if (!s->queued && s->closing)
                         break; /* closing, and everything committed */
-                if (s->commit_delay_ns && last_busy && !s->closing) {
+                if (s->commit_delay_ns && last_busy && !s->closing && !s->failing) {
                         /* busy: let the next batch gather for commit_delay, as
                          * PostgreSQL's commit_delay does when commit_siblings
                          * transactions are active: fewer, larger commits, and more of
@@ -783,10 +1052,11 @@ static void *store_thread(void *arg)
 
                 list_init(&batch);
                 for (size_t i = 0; i < n; i++) {
-                        StoreWrite *w =
-                                s->taken[i].job ? snapshot_job(s, &s->taken[i]) : s->taken[i].w;
-                        if (w) {
-                                list_add_tail(&batch, &w->link);
+                        StoreTaken *t = &s->taken[i];
+                        if (t->job)
+                                t->w = snapshot_job(s, t);
+                        if (t->w) {
+                                list_add_tail(&batch, &t->w->link);
                                 nwrites++;
                         }
                 }
@@ -800,26 +1070,58 @@ static void *store_thread(void *arg)
                         list_add_tail(&batch, &del.link);
                         nwrites += n_del;
                 }
-                r = nwrites ? s->backend->commit(s, &batch, why, sizeof(why)) : 0;
-                if (r < 0)
-                        log_msg(LOG_ERR, "job store %s: committing %zu records failed: %s", s->path,
-                                nwrites, why[0] ? why : strerror(-r));
-                while ((e = list_pop_head(&batch))) {
-                        StoreWrite *w = list_entry(e, StoreWrite, link);
-                        write_release(w, r < 0 ? r : w->refused);
+                if (s->failing) {
+                        /* one small write says whether the disk takes writes again,
+                         * also when nothing is held (submissions are refused meanwhile,
+                         * submit.c) or what is held writes no page (a drop of a row
+                         * that is gone), which a full disk lets pass */
+                        probe = (StoreWrite){.op = STORE_OP_META,
+                                             .meta_key = "store_probe_ms",
+                                             .meta_value = (int64_t)(clock_now_ns(CLOCK_REALTIME) /
+                                                                     NSEC_PER_MSEC),
+                                             .borrowed = true};
+                        list_add_tail(&batch, &probe.link);
                 }
+                r = list_empty(&batch) ? 0 : s->backend->commit(s, &batch, why, sizeof(why));
+                transient = r < 0 && store_error_transient(r);
+                if (r < 0) /* a full disk's lines are note_attempt_locked()'s */
+                        log_msg(transient ? LOG_DEBUG : LOG_ERR,
+                                "job store %s: committing %zu records failed: %s",
+                                s->path ? s->path : s->backend->name, nwrites,
+                                why[0] ? why : strerror(-r));
+                list_init(&again);
+                for (size_t i = 0; i < n; i++) {
+                        if (s->taken[i].job)
+                                job_written(s, &s->taken[i], r, transient, &again);
+                        else
+                                write_release(s->taken[i].w, r < 0 ? r : s->taken[i].w->refused);
+                }
+                if (n_del && transient)
+                        requeue_deletes(s, n_del);
                 arena_reset(s);
 
                 pthread_mutex_lock(&s->lock);
+                while (!list_empty(&again)) { /* ahead of what was queued meanwhile */
+                        ListHead *e = again.prev;
+                        list_del(e);
+                        list_add_head(&s->queue, e);
+                }
                 if (r < 0) {
                         s->commit_errors++;
                 } else {
                         s->commits++;
                         s->writes += nwrites;
                 }
+                if (note_attempt_locked(s, r, transient, nwrites, line, sizeof(line)))
+                        give_up_locked(s, r);
                 __atomic_store_n(&s->busy, false, __ATOMIC_RELAXED);
                 s->batches_done = s->batches_taken;
                 pthread_cond_broadcast(&s->idle);
+                if (line[0]) {
+                        pthread_mutex_unlock(&s->lock);
+                        log_msg(transient ? LOG_ERR : LOG_NOTICE, "%s", line);
+                        pthread_mutex_lock(&s->lock);
+                }
         }
         pthread_mutex_unlock(&s->lock);
         return NULL;
@@ -845,9 +1147,17 @@ int store_open(Store **ret, StoreKind kind, const char *path, const StoreFleetOp
                 return -ENOMEM;
         s->backend = store_backends[kind];
         pthread_mutex_init(&s->lock, NULL);
-        pthread_cond_init(&s->wake, NULL);
+        {
+                /* the backoff's waits are CLOCK_MONOTONIC deadlines (retry_wait_locked()) */
+                pthread_condattr_t ca;
+                pthread_condattr_init(&ca);
+                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+                pthread_cond_init(&s->wake, &ca);
+                pthread_condattr_destroy(&ca);
+        }
         pthread_cond_init(&s->idle, NULL);
         list_init(&s->queue);
+        s->close_retry_ns = STORE_CLOSE_RETRY_NS;
         msgpack_sbuffer_init(&s->pack);
         msgpack_sbuffer_init(&s->pack_sched);
         if (fleet)
@@ -989,6 +1299,21 @@ void store_flush(Store *s)
                 while (s->batches_done < batch)
                         pthread_cond_wait(&s->idle, &s->lock);
         }
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_drain(Store *s, uint64_t timeout_ns)
+{
+        struct timespec ts;
+
+        store_flush(s);
+        if (!s || !s->thread_started)
+                return;
+        ts = timespec_store_ns(clock_now_ns(CLOCK_REALTIME) + timeout_ns); /* idle's clock */
+        pthread_mutex_lock(&s->lock);
+        while (s->failing && s->queued &&
+               pthread_cond_timedwait(&s->idle, &s->lock, &ts) != ETIMEDOUT)
+                ;
         pthread_mutex_unlock(&s->lock);
 }
 

@@ -36,6 +36,22 @@
  * Recovery (jobtable_restore(), at start-up): store_load() hands every stored record
  * to a callback in id order; store_next_id() says where new ids start, so ids never
  * repeat across restarts, also after retention deleted every row.
+ *
+ * When the disk cannot take a write (full, over quota, failing: store_error_transient()),
+ * nothing accepted is dropped. A submission's first write (store_submit()) is refused:
+ * its waiter hears the error, the job is cancelled by its submitter and nothing of it
+ * is ever written, since nobody was told its id. Every other write of a job stays
+ * queued and the store thread tries the whole queue again, 100 ms after the failure,
+ * then twice as long each time up to 5 s (a probe write when nothing is held), and
+ * writes each job's record as it is by then, so a job that ended meanwhile has its
+ * final state written once, when space returns. store_health() says it is failing
+ * (job.submit refuses up front then, submit.c), and store_wait_until() lets a waiter
+ * give up at its own deadline meanwhile. A write that is not a job's (a schedule, a
+ * meta value, a plugin file) is not kept: its caller hears the error, as before. One
+ * line is logged when writes stop, one when they resume, one a minute in between. At
+ * store_close() the queue is tried for STORE_CLOSE_RETRY_NS more; then what is held
+ * is dropped (logged): after a restart, those jobs are as last written, as after a
+ * kill -9 during the outage.
  */
 #ifndef FIBERD_DAEMON_STORE_H
 #define FIBERD_DAEMON_STORE_H
@@ -48,6 +64,7 @@
 
 #include "daemon/job/job.h"
 #include "scheduler/base/list.h"
+#include "scheduler/base/time-util.h"
 
 /* [store] backend (config.h). */
 typedef enum StoreKind {
@@ -195,8 +212,6 @@ typedef struct StoreWrite {
         int64_t meta_value;
         StoreSchedule schedule; /* STORE_OP_SCHEDULE, STORE_OP_SCHEDULE_DELETE */
         StoreWaiter *waiter;    /* set once committed (or failed); NULL = nobody waits */
-        Job *notify;            /* referenced: store_wait(j, false) answers once committed */
-        Job *notify_final;      /* referenced: a final state: store_wait(j, true) answers */
         bool borrowed; /* not malloc'ed (the store thread's batch memory or stack): not freed */
         /* set by the backend: this write alone was refused, a negative errno (a fleet's
          * schedule writes, StoreScheduleWrite); its waiter hears it */
@@ -333,11 +348,41 @@ struct Store {
         uint64_t next_id;    /* the backend's next id, read by store_load() */
         pthread_t thread;
 
+        /* when the disk cannot take a write (store.h's essay); written by the store
+         * thread under lock (@failing also atomically, for store_failing()) */
+        bool failing;               /* the last commit failed with a transient error */
+        bool urgent;                /* a write its caller blocks on is queued: try now */
+        int fail_error;             /* that commit's error (negative errno); 0 = none */
+        int last_error;             /* the last failed commit's error (store_write_sync()) */
+        uint64_t fail_since_ns;     /* CLOCK_MONOTONIC when writes stopped */
+        uint64_t fail_since_ms;     /* ... and CLOCK_REALTIME ms, for store_health() */
+        uint64_t retry_ns;          /* the backoff now: 100 ms, doubling up to 5 s */
+        uint64_t retry_at_ns;       /* CLOCK_MONOTONIC of the next attempt */
+        uint64_t fail_logged_ns;    /* the last line logged about it (one a minute) */
+        uint64_t close_deadline_ns; /* closing while failing: the last attempt's time */
+        uint64_t close_retry_ns;    /* how long that is after the close: STORE_CLOSE_RETRY_NS
+                                     * (tests shorten it) */
+
         /* counters, under lock: what `stats` could show, and what tests read */
         uint64_t commits; /* transactions committed */
         uint64_t writes;  /* records written */
         uint64_t commit_errors;
+        uint64_t refused; /* submissions refused for a failed commit */
 };
+
+/* The store thread's backoff while the disk cannot take a write, and how long
+ * store_close() goes on trying before it drops what is held. */
+#define STORE_RETRY_MIN_NS (100 * NSEC_PER_MSEC)
+#define STORE_RETRY_MAX_NS (5 * NSEC_PER_SEC)
+#define STORE_CLOSE_RETRY_NS (10 * NSEC_PER_SEC)
+
+/* StoreHealth - whether the store can write now (store_health()). */
+typedef struct StoreHealth {
+        bool failing;          /* the last commit failed for want of space, quota or disk */
+        int error;             /* its error (negative errno); 0 when not failing */
+        size_t pending_writes; /* writes held for the next attempt; 0 when not failing */
+        uint64_t since_ms;     /* CLOCK_REALTIME ms when writes stopped; 0 when not failing */
+} StoreHealth;
 
 /* store_kind_name - "sqlite", "memory", "redis". Context: any. */
 const char *store_kind_name(StoreKind k);
@@ -381,14 +426,25 @@ bool store_durable(const Store *s);
 /*
  * store_put - queue @j for a write of its record (the arguments too when @with_args:
  * the first write of a job); when @notify, publish the outcome to store_wait(@j, false)
- * once it is committed (or failed). With the memory backend, that is at once. Nothing is copied here: @j is queued (referenced) at most once, and the store
- * thread snapshots its record (store_set_source()) when it takes the batch, so the
- * submission, start and end of a job that all happen during one commit cost one row
- * write. It allocates nothing, so it cannot fail.
+ * once it is committed (or failed for good: a transient failure keeps it queued). With
+ * the memory backend, that is at once. Nothing is copied here: @j is queued
+ * (referenced) at most once, and the store thread snapshots its record
+ * (store_set_source()) when it takes the batch, so the submission, start and end of a
+ * job that all happen during one commit cost one row write. It allocates nothing, so
+ * it cannot fail.
  * Context: the job table's lock held, or any thread for a job in no table; does not
  * yield.
  */
 void store_put(Store *s, Job *j, bool with_args, bool notify);
+
+/*
+ * store_submit - store_put(@s, @j, true, true) for a submission whose answer waits for
+ * this write (job.submit): if its commit fails, the submission is refused instead of
+ * kept for the next attempt. store_wait(@j, false) and store_wait(@j, true) then answer
+ * the error, and nothing of @j is written afterwards (its store_put()s are ignored): the
+ * submitter cancels it and nobody was told its id. Context: as store_put().
+ */
+void store_submit(Store *s, Job *j);
 
 /*
  * store_settle - @j has nothing to write and nothing to wait for (the memory store, a
@@ -401,12 +457,39 @@ void store_settle(Job *j, bool final);
 /*
  * store_wait - wait until @j's submission (@final false) or a write carrying its final
  * state (@final true) is committed, and say how it went.
- * Return: 0; the store's error (a negative errno: the write failed, nothing of it is on
- * disk); -ECANCELED when @cancellable and the calling fiber was cancelled meanwhile
- * (otherwise a cancellation is ignored: the store thread always answers).
+ * Return: 0; the store's error (a negative errno: the write failed for good or the
+ * submission was refused, nothing of it is on disk); -ECANCELED when @cancellable and
+ * the calling fiber was cancelled meanwhile (otherwise a cancellation is ignored: the
+ * store thread always answers, though while the disk cannot take the write, only once
+ * it can: store_wait_until() gives up earlier).
  * Context: a fiber (request or job fiber); yields; no lock held.
  */
 int store_wait(Job *j, bool final, bool cancellable);
+
+/*
+ * store_wait_until - store_wait(@j, @final, false) with a deadline that holds only while
+ * @s cannot write (store_failing()): past @deadline_ns (absolute CLOCK_MONOTONIC ns;
+ * SCHED_FOREVER = none) it gives up then, and waits on for a store that writes (a commit
+ * takes milliseconds). Return: as store_wait(); -ETIMEDOUT (the write is still held: ask
+ * again later). Context: a fiber; yields; no lock held.
+ */
+int store_wait_until(Store *s, Job *j, bool final, uint64_t deadline_ns);
+
+/* store_failing - the last commit failed with a transient error and writes are held
+ * for the next attempt (store.h's essay). Context: any; does not block. */
+bool store_failing(Store *s);
+
+/* store_health - whether @s can write now, into *@ret. Context: any; takes the store's
+ * lock briefly. */
+void store_health(Store *s, StoreHealth *ret);
+
+/*
+ * store_error_transient - @error (negative errno) is one a later commit may not have:
+ * the disk full (-ENOSPC), over quota (-EDQUOT), failing (-EIO), read-only or not
+ * writable for now (-EROFS, -EACCES), a lock held (-EBUSY), no memory (-ENOMEM). Writes
+ * that failed with it are kept and tried again; others are not. Context: any.
+ */
+bool store_error_transient(int error);
 
 /*
  * store_set_source - how the store thread reads a queued job's record: @snapshot(@arg)
@@ -591,14 +674,25 @@ int store_key_claim(Store *s, uid_t owner, const char *key, uint64_t id, uint64_
 void store_key_release(Store *s, uid_t owner, const char *key, uint64_t id);
 
 /*
- * store_flush - wait until every write queued so far is committed (or failed).
+ * store_flush - wait until every write queued so far is committed (or failed, or held
+ * for the next attempt).
  * Context: a plain thread or the main thread (blocks the thread, not a fiber).
  */
 void store_flush(Store *s);
 
 /*
+ * store_drain - store_flush(), then, while the disk cannot take what is held, wait up to
+ * @timeout_ns (nanoseconds) for it to: an exit that cannot close the store (plugin code
+ * still runs) gives held writes the chance store_close() gives them.
+ * Context: as store_flush().
+ */
+void store_drain(Store *s, uint64_t timeout_ns);
+
+/*
  * store_close - commit what is queued, stop the store thread and close the backend.
- * Accepts NULL. Context: main thread, at exit, once nothing calls store_put().
+ * While the disk cannot take it, the queue is tried for STORE_CLOSE_RETRY_NS more, then
+ * dropped (logged). Accepts NULL. Context: main thread, at exit, once nothing calls
+ * store_put().
  */
 void store_close(Store *s);
 

@@ -4,19 +4,28 @@
  * in for SQLite, and a fake owner's snapshot function stands in for the job table. A
  * burst of writes queued during one commit is the next commit, a job's `durable` event
  * is set only once its write is committed, a failed commit reaches the job
- * (JobStorePart.error) and a synchronous writer, and records are read on the store thread. */
+ * (JobStorePart.error) and a synchronous writer, and records are read on the store thread.
+ * A full disk (commits failing with -ENOSPC for a while): every accepted job's write is
+ * held and lands once, in order and as the job is by then, when commits succeed again;
+ * its waiters are answered only then (a fiber's store_wait_until() gives up at its
+ * deadline meanwhile); a submission is refused at once and never written; attempts back
+ * off; a write that is not a job's hears the error without waiting out the backoff;
+ * store_drain() and store_close() wait a while for space, and the close then drops
+ * what it still cannot write, answering its waiters. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon/server/creds.h"
 #include "daemon/job/job.h"
 #include "daemon/store/store.h"
+#include "scheduler/base/time-util.h"
 
-enum { MAX_COMMITS = 16, MAX_IDS = 64 };
+enum { MAX_COMMITS = 64, MAX_IDS = 256 };
 
 /* What the fake backend saw, and how it behaves; guarded by @lock. */
 typedef struct Fake {
@@ -27,8 +36,13 @@ typedef struct Fake {
         int fail;       /* commit returns this (negative errno) when non-zero */
         int n_commits;  /* commit calls */
         size_t sizes[MAX_COMMITS];
-        uint64_t ids[MAX_IDS]; /* ids of the PUT records, in commit order */
+        bool failed[MAX_COMMITS];    /* that commit returned an error */
+        uint64_t at_ns[MAX_COMMITS]; /* CLOCK_MONOTONIC when it was called */
+        size_t metas[MAX_COMMITS];   /* its STORE_OP_META writes (the store's probe) */
+        uint64_t ids[MAX_IDS];       /* ids of the PUT records, in commit order */
         bool had_args[MAX_IDS];
+        JobState states[MAX_IDS];
+        int commit_of[MAX_IDS]; /* the commit (index) that carried it */
         char plugin[MAX_IDS][32];
         size_t n_ids;
         pthread_t commit_thread;
@@ -60,19 +74,26 @@ static int fake_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                 pthread_cond_wait(&fake.cond, &fake.lock);
         fake.in_commit = false;
         fake.commit_thread = pthread_self();
+        r = fake.fail;
         for (ListHead *e = batch->next; e != batch; e = e->next) {
                 StoreWrite *w = list_entry(e, StoreWrite, link);
                 n++;
+                if (w->op == STORE_OP_META && fake.n_commits < MAX_COMMITS)
+                        fake.metas[fake.n_commits]++;
                 if (w->op != STORE_OP_PUT || fake.n_ids == MAX_IDS)
                         continue;
                 fake.had_args[fake.n_ids] = w->rec.args != NULL;
+                fake.states[fake.n_ids] = w->rec.state;
+                fake.commit_of[fake.n_ids] = fake.n_commits;
                 snprintf(fake.plugin[fake.n_ids], sizeof(fake.plugin[0]), "%s", w->rec.plugin);
                 fake.ids[fake.n_ids++] = w->rec.id;
         }
-        if (fake.n_commits < MAX_COMMITS)
+        if (fake.n_commits < MAX_COMMITS) {
                 fake.sizes[fake.n_commits] = n;
+                fake.failed[fake.n_commits] = r != 0;
+                fake.at_ns[fake.n_commits] = clock_now_ns(CLOCK_MONOTONIC);
+        }
         fake.n_commits++;
-        r = fake.fail;
         if (r)
                 snprintf(why, why_size, "the fake disk is full");
         pthread_cond_broadcast(&fake.cond);
@@ -199,15 +220,17 @@ Test(store, a_failed_commit_reaches_the_job_and_the_waiter)
         Store *s = open_fake();
         Job *j = new_job(7, "echo");
 
-        fake.fail = -EIO;
+        /* an error no retry would cure (a record the database refuses): not held */
+        fake.fail = -EINVAL;
         store_put(s, j, true, true);
         store_flush(s);
         cr_assert(durable(j), "the job's waiters were never woken");
-        cr_assert_eq(j->store.error, -EIO, "store.error %d", j->store.error);
+        cr_assert_eq(j->store.error, -EINVAL, "store.error %d", j->store.error);
         cr_assert_eq(s->commit_errors, 1);
         cr_assert_eq(s->commits, 0);
+        cr_assert_not(store_failing(s), "a bad record is not a full disk");
         /* a synchronous writer hears it as well */
-        cr_assert_eq(store_set_meta(s, "k", 1), -EIO);
+        cr_assert_eq(store_set_meta(s, "k", 1), -EINVAL);
         fake.fail = 0;
         cr_assert_eq(store_set_meta(s, "k", 2), 0, "the next batch is tried afresh");
         store_close(s);
@@ -241,4 +264,392 @@ Test(store, records_are_read_through_the_owner_on_the_store_thread)
         pthread_mutex_unlock(&fake.lock);
         store_close(s);
         job_unref(j);
+}
+
+/* ------------------------------------------------------------ a full disk -------- */
+
+static bool final_durable(Job *j)
+{
+        return __atomic_load_n(&j->store.final_committed.set, __ATOMIC_ACQUIRE) != 0;
+}
+
+static void set_fail(int error)
+{
+        pthread_mutex_lock(&fake.lock);
+        fake.fail = error;
+        pthread_mutex_unlock(&fake.lock);
+}
+
+static int commits(void)
+{
+        int n;
+
+        pthread_mutex_lock(&fake.lock);
+        n = fake.n_commits;
+        pthread_mutex_unlock(&fake.lock);
+        return n;
+}
+
+/* Waits (10 s at most) until store_failing(@s) is @want. */
+static void wait_failing(Store *s, bool want)
+{
+        uint64_t until = clock_now_ns(CLOCK_MONOTONIC) + 10 * NSEC_PER_SEC;
+
+        while (store_failing(s) != want) {
+                cr_assert(clock_now_ns(CLOCK_MONOTONIC) < until,
+                          "the store is%s failing after 10 s", want ? " not" : " still");
+                usleep(1000);
+        }
+}
+
+/* Waits (10 s at most) until the fake saw @n commit attempts. */
+static void wait_commits(int n)
+{
+        uint64_t until = clock_now_ns(CLOCK_MONOTONIC) + 10 * NSEC_PER_SEC;
+
+        while (commits() < n) {
+                cr_assert(clock_now_ns(CLOCK_MONOTONIC) < until, "%d commit attempts, not %d",
+                          commits(), n);
+                usleep(1000);
+        }
+}
+
+/* How many times job @id was in a commit that succeeded; *@state: the last such write's. */
+static int landed(uint64_t id, JobState *state)
+{
+        int n = 0;
+
+        pthread_mutex_lock(&fake.lock);
+        for (size_t i = 0; i < fake.n_ids; i++) {
+                if (fake.ids[i] != id || fake.failed[fake.commit_of[i]])
+                        continue;
+                n++;
+                if (state)
+                        *state = fake.states[i];
+        }
+        pthread_mutex_unlock(&fake.lock);
+        return n;
+}
+
+/* A job whose submission is on disk (accepted), in @state. */
+static Job *accepted(Store *s, uint64_t id, JobState state)
+{
+        Job *j = new_job(id, "echo");
+
+        store_submit(s, j);
+        store_flush(s);
+        cr_assert(durable(j) && j->store.error == 0, "job %llu not accepted",
+                  (unsigned long long)id);
+        j->state = state;
+        return j;
+}
+
+Test(store, a_full_disk_holds_accepted_writes_until_space_returns)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING), *b = accepted(s, 2, JOB_QUEUED);
+        Job *c = new_job(3, "sha256");
+        StoreHealth h;
+        JobState st;
+        int k = -1;
+
+        /* the disk fills while a's start is committed; c (a job.run's record, written
+         * at its end) and b's change come during that commit */
+        fake.gate_shut = true;
+        fake.fail = -ENOSPC;
+        store_put(s, a, false, false);
+        wait_in_commit();
+        c->state = JOB_DONE;
+        store_put(s, c, true, true);
+        b->state = JOB_CANCELLED;
+        store_put(s, b, false, false);
+        open_gate();
+        wait_failing(s, true);
+        store_health(s, &h);
+        cr_assert(h.failing);
+        cr_assert_eq(h.error, -ENOSPC, "error %d", h.error);
+        cr_assert_eq(h.pending_writes, 3, "%zu writes held", h.pending_writes);
+        cr_assert(h.since_ms > 0);
+        cr_assert_not(store_busy(s));
+        /* a ends while the disk is full: still one write, of its state by then */
+        a->state = JOB_DONE;
+        store_put(s, a, false, false);
+        wait_commits(5); /* a few attempts fail */
+        cr_assert_not(final_durable(a), "a's final state answered before it was written");
+        cr_assert_not(final_durable(b));
+        cr_assert_not(durable(c), "a job.run answered before its record was written");
+        cr_assert_eq(landed(1, NULL) + landed(2, NULL), 2, "only the submissions landed");
+        cr_assert_eq(landed(3, NULL), 0);
+
+        set_fail(0);
+        wait_failing(s, false);
+        store_flush(s);
+        cr_assert(final_durable(a) && final_durable(b) && final_durable(c));
+        cr_assert(durable(c));
+        cr_assert_eq(a->store.error + b->store.error + c->store.error, 0);
+        /* each write landed once, as the job was by then, in the order queued */
+        cr_assert_eq(landed(1, &st), 2); /* its submission, then the rest in one */
+        cr_assert_eq(st, JOB_DONE, "a landed %s", job_state_name(st));
+        cr_assert_eq(landed(2, &st), 2);
+        cr_assert_eq(st, JOB_CANCELLED);
+        cr_assert_eq(landed(3, &st), 1);
+        cr_assert_eq(st, JOB_DONE);
+        pthread_mutex_lock(&fake.lock);
+        for (int i = 0; i < fake.n_commits && k < 0; i++)
+                if (i > 1 && !fake.failed[i])
+                        k = i;
+        cr_assert(k > 0);
+        {
+                uint64_t order[3];
+                size_t n = 0;
+                for (size_t i = 0; i < fake.n_ids; i++)
+                        if (fake.commit_of[i] == k && n < 3)
+                                order[n++] = fake.ids[i];
+                cr_assert_eq(n, 3, "the recovery commit held %zu of the 3 jobs", n);
+                cr_assert(order[0] == 1 && order[1] == 3 && order[2] == 2,
+                          "landed as %llu %llu %llu, not 1 3 2", (unsigned long long)order[0],
+                          (unsigned long long)order[1], (unsigned long long)order[2]);
+        }
+        pthread_mutex_unlock(&fake.lock);
+        cr_assert_eq(s->refused, 0);
+        store_close(s);
+        job_unref(a);
+        job_unref(b);
+        job_unref(c);
+}
+
+Test(store, a_submission_while_the_disk_is_full_is_refused_and_never_written)
+{
+        Store *s = open_fake();
+        Job *j = new_job(5, "echo");
+        StoreHealth h;
+        bool probed = false;
+
+        fake.fail = -ENOSPC;
+        store_submit(s, j);
+        store_flush(s);
+        cr_assert(durable(j), "the submitter was not answered");
+        cr_assert_eq(j->store.error, -ENOSPC, "store.error %d", j->store.error);
+        cr_assert(store_error_transient(j->store.error), "not an error to retry later");
+        cr_assert(final_durable(j), "a waiter on its final state would wait forever");
+        cr_assert_eq(s->refused, 1);
+        /* its submitter cancels it: that change is not written either */
+        j->state = JOB_CANCELLED;
+        store_put(s, j, false, false);
+        wait_failing(s, true);
+        store_health(s, &h);
+        cr_assert_eq(h.pending_writes, 0, "%zu writes held for a refused job", h.pending_writes);
+        /* nothing held: a probe write says when the disk takes writes again */
+        wait_commits(3);
+        set_fail(0);
+        wait_failing(s, false);
+        store_flush(s);
+        pthread_mutex_lock(&fake.lock);
+        for (int i = 1; i < fake.n_commits && i < MAX_COMMITS; i++)
+                probed |= fake.metas[i] > 0;
+        pthread_mutex_unlock(&fake.lock);
+        cr_assert(probed, "no probe write while nothing was held");
+        cr_assert_eq(landed(5, NULL), 0, "a refused submission was written");
+        store_close(s);
+        job_unref(j);
+}
+
+Test(store, attempts_back_off_while_the_disk_is_full)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING);
+        int n;
+
+        set_fail(-ENOSPC);
+        store_put(s, a, false, false);
+        wait_failing(s, true);
+        usleep(1600 * 1000); /* attempts at 0, 0.1, 0.3, 0.7 and 1.5 s */
+        pthread_mutex_lock(&fake.lock);
+        n = fake.n_commits - 1; /* the submission's */
+        cr_assert(n >= 3 && n <= 7, "%d attempts in 1.6 s", n);
+        for (int i = 2; i + 1 < fake.n_commits && i < 5; i++) {
+                uint64_t gap = fake.at_ns[i + 1] - fake.at_ns[i];
+                uint64_t want = STORE_RETRY_MIN_NS << (i - 1);
+                cr_assert(gap >= want * 9 / 10,
+                          "attempt %d came %llu ms after the one before, "
+                          "not %llu",
+                          i + 1, (unsigned long long)(gap / NSEC_PER_MSEC),
+                          (unsigned long long)(want / NSEC_PER_MSEC));
+        }
+        pthread_mutex_unlock(&fake.lock);
+        set_fail(0);
+        wait_failing(s, false);
+        store_close(s);
+        job_unref(a);
+}
+
+Test(store, a_write_that_is_not_a_jobs_hears_the_error_without_the_backoff)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING);
+        uint64_t t0;
+
+        set_fail(-ENOSPC);
+        store_put(s, a, false, false);
+        wait_commits(6); /* the backoff is 1.6 s by now */
+        t0 = clock_now_ns(CLOCK_MONOTONIC);
+        cr_assert_eq(store_set_meta(s, "k", 1), -ENOSPC);
+        cr_assert(clock_now_ns(CLOCK_MONOTONIC) - t0 < NSEC_PER_SEC,
+                  "a synchronous write waited out the backoff");
+        cr_assert(store_failing(s));
+        set_fail(0);
+        wait_failing(s, false);
+        store_flush(s);
+        cr_assert_eq(landed(1, NULL), 2, "the held write was dropped with the meta write");
+        store_close(s);
+        job_unref(a);
+}
+
+/* Sets the fake's disk free after 300 ms: the space an operator makes while fiberd
+ * stops. */
+static void *free_later(void *arg)
+{
+        usleep(300 * 1000);
+        set_fail(0);
+        return NULL;
+}
+
+Test(store, close_writes_what_is_held_once_space_returns)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING);
+        pthread_t t;
+
+        set_fail(-ENOSPC);
+        a->state = JOB_DONE;
+        store_put(s, a, false, false);
+        wait_failing(s, true);
+        cr_assert_eq(pthread_create(&t, NULL, free_later, NULL), 0);
+        store_close(s); /* tries on (STORE_CLOSE_RETRY_NS) */
+        pthread_join(t, NULL);
+        cr_assert(final_durable(a));
+        cr_assert_eq(a->store.error, 0);
+        cr_assert_eq(landed(1, NULL), 2);
+        job_unref(a);
+}
+
+/* ------------------------------------------------------------ waiters ----------- */
+
+typedef struct Waiter {
+        Store *s;
+        Job *j;
+        uint64_t timeout_ns; /* SCHED_FOREVER = none */
+        int r;
+        uint64_t waited_ns;
+} Waiter;
+
+static void waiter_main(void *arg)
+{
+        Waiter *w = arg;
+        uint64_t t0 = sched_now_ns();
+
+        w->r = store_wait_until(w->s, w->j, true,
+                                w->timeout_ns == SCHED_FOREVER
+                                        ? SCHED_FOREVER
+                                        : sched_deadline_after(w->timeout_ns));
+        w->waited_ns = sched_now_ns() - t0;
+}
+
+static Fiber *start_waiter(SchedulingGroup *g, Waiter *w)
+{
+        Fiber *f = NULL;
+
+        cr_assert_eq(fiber_create(&f, &(FiberAttr){.group = g}, waiter_main, w), 0);
+        return f;
+}
+
+Test(store, waiters_are_answered_once_written_or_give_up_at_their_deadline)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING), *b = accepted(s, 2, JOB_RUNNING);
+        SchedulingGroup *g = NULL;
+        Waiter early = {.s = s, .j = a, .timeout_ns = 200 * NSEC_PER_MSEC};
+        Waiter patient = {.s = s, .j = a, .timeout_ns = SCHED_FOREVER};
+        Waiter busy = {.s = s, .j = b, .timeout_ns = 0};
+        Fiber *f1, *f2, *f3;
+
+        cr_assert_eq(sched_group_new(&g, &(SchedGroupConfig){.workers = 2}), 0);
+        /* a store that writes is waited for past the deadline: a commit is short */
+        fake.gate_shut = true;
+        b->state = JOB_DONE;
+        store_put(s, b, false, false);
+        wait_in_commit();
+        f3 = start_waiter(g, &busy);
+        usleep(300 * 1000);
+        open_gate();
+        cr_assert_eq(fiber_join(f3), 0);
+        cr_assert_eq(busy.r, 0, "gave up on a store that writes (%d)", busy.r);
+
+        /* a full disk: one waiter gives up at its deadline, one waits for the write */
+        set_fail(-ENOSPC);
+        a->state = JOB_DONE;
+        store_put(s, a, false, false);
+        wait_failing(s, true);
+        f1 = start_waiter(g, &early);
+        f2 = start_waiter(g, &patient);
+        cr_assert_eq(fiber_join(f1), 0);
+        cr_assert_eq(early.r, -ETIMEDOUT, "a waiter past its deadline got %d", early.r);
+        cr_assert(early.waited_ns >= 190 * NSEC_PER_MSEC && early.waited_ns < 2 * NSEC_PER_SEC,
+                  "gave up after %llu ms", (unsigned long long)(early.waited_ns / NSEC_PER_MSEC));
+        usleep(200 * 1000);
+        cr_assert_not(final_durable(a));
+        set_fail(0);
+        cr_assert_eq(fiber_join(f2), 0);
+        cr_assert_eq(patient.r, 0, "the patient waiter got %d", patient.r);
+        cr_assert_eq(landed(1, NULL), 2);
+        store_close(s); /* its thread may still be waking the group's worker */
+        sched_group_free(g);
+        job_unref(a);
+        job_unref(b);
+}
+
+Test(store, a_drain_waits_for_held_writes_a_while)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING);
+        uint64_t t0;
+        pthread_t t;
+
+        set_fail(-ENOSPC);
+        a->state = JOB_DONE;
+        store_put(s, a, false, false);
+        wait_failing(s, true);
+        t0 = clock_now_ns(CLOCK_MONOTONIC);
+        store_drain(s, 200 * NSEC_PER_MSEC); /* the disk stays full: back after 200 ms */
+        cr_assert(clock_now_ns(CLOCK_MONOTONIC) - t0 < 2 * NSEC_PER_SEC);
+        cr_assert_not(final_durable(a));
+        cr_assert_eq(pthread_create(&t, NULL, free_later, NULL), 0);
+        store_drain(s, 10 * NSEC_PER_SEC); /* space returns meanwhile */
+        pthread_join(t, NULL);
+        cr_assert(final_durable(a), "store_drain() returned before the held write landed");
+        cr_assert_eq(landed(1, NULL), 2);
+        store_close(s);
+        job_unref(a);
+}
+
+Test(store, close_drops_what_it_still_cannot_write_and_says_so)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING);
+        uint64_t t0;
+
+        s->close_retry_ns = 300 * NSEC_PER_MSEC;
+        set_fail(-ENOSPC);
+        a->state = JOB_DONE;
+        store_put(s, a, false, false);
+        wait_failing(s, true);
+        t0 = clock_now_ns(CLOCK_MONOTONIC);
+        store_close(s); /* the disk stays full: it gives up */
+        cr_assert(clock_now_ns(CLOCK_MONOTONIC) - t0 < 5 * NSEC_PER_SEC,
+                  "store_close() took %llu ms",
+                  (unsigned long long)((clock_now_ns(CLOCK_MONOTONIC) - t0) / NSEC_PER_MSEC));
+        cr_assert(final_durable(a), "a waiter on the dropped write would wait forever");
+        cr_assert_eq(a->store.error, -ENOSPC);
+        cr_assert_eq(landed(1, NULL), 1, "only its submission is on disk");
+        job_unref(a);
 }
