@@ -118,6 +118,28 @@ static void log_format(char *text, size_t size, const char *fmt, va_list ap)
                 text[--n] = '\0';
 }
 
+static pthread_once_t tty_once = PTHREAD_ONCE_INIT;
+static bool tty_stderr;
+
+static void tty_detect(void)
+{
+        tty_stderr = isatty(STDERR_FILENO) == 1;
+}
+
+/* A line's priority prefix into @buf: "<N>" for journald and log files; on a terminal
+ * (fiberd started by hand, --check-config) nothing, or "error: " / "warning: " so the
+ * level still shows. Return: its length. */
+static int log_prefix(char *buf, size_t size, int level)
+{
+        pthread_once(&tty_once, tty_detect);
+        if (!tty_stderr)
+                return snprintf(buf, size, "<%d>", level & 7);
+        return snprintf(buf, size, "%s",
+                        level <= LOG_ERR       ? "error: "
+                        : level == LOG_WARNING ? "warning: "
+                                               : "");
+}
+
 void log_msgv(int level, const char *fmt, va_list ap)
 {
         char buf[LOG_LINE_MAX], text[LOG_LINE_MAX];
@@ -127,7 +149,7 @@ void log_msgv(int level, const char *fmt, va_list ap)
         if (level > log_get_level())
                 return;
         log_format(text, sizeof(text), fmt, ap);
-        off = snprintf(buf, sizeof(buf), "<%d>", level & 7);
+        off = log_prefix(buf, sizeof(buf), level);
         log_escape(buf + off, sizeof(buf) - (size_t)off, text);
         log_write_line(buf, (size_t)off, strlen(buf));
         errno = saved;
@@ -237,8 +259,9 @@ void log_job_text(int level, uint64_t id, const char *plugin, uid_t owner, const
                 }
                 /* the journal socket refused it: the line still goes to stderr */
         }
-        off = snprintf(buf, 256, "<%d>job %llu plugin %s: ", level & 7, (unsigned long long)id,
-                       plugin);
+        off = log_prefix(buf, 256, level);
+        off += snprintf(buf + off, 256 - (size_t)off,
+                        "job %llu plugin %s: ", (unsigned long long)id, plugin);
         if (off < 0 || off >= 256)
                 off = 255;
         log_emit_text(buf, (size_t)off, text);

@@ -2,7 +2,9 @@
 /*
  * log.h — fiberd's log lines: one line per call on stderr, prefixed with the sd-daemon
  * "<N>" syslog priority (sd-daemon.h's SD_ERR, SD_INFO, ...) so that journald, which
- * reads the service's stderr, keeps the level of every line.
+ * reads the service's stderr, keeps the level of every line. When stderr is a terminal
+ * (fiberd started by hand, --check-config) a human reads it: no "<N>", but "error: " or
+ * "warning: " before the lines of those levels.
  *
  * Every line about a job goes through log_job() (or log_job_owner()), which starts the
  * text with "job <id> plugin <name>: " so that `journalctl -u fiberd | grep 'job 42 '`
