@@ -29,7 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -341,14 +344,50 @@ static void format_words(const ConfigWord *words, char *buf, size_t size)
         }
 }
 
+/* A key the file set, for the duplicate check: "section\0name" and its line. */
+typedef struct ConfigSeen {
+        char *key; /* owned */
+        unsigned line;
+} ConfigSeen;
+
+/*
+ * The state of one file's parse. inih reads the file through config_read_line(), one
+ * physical line per call, so @line is the line of the key the handler sees (Debian's
+ * inih has no INI_HANDLER_LINENO); every error is logged as "file:line: text" when it
+ * is found, and the parse goes on, so one run names them all.
+ */
 typedef struct ConfigParse {
         Config *cfg;
-        int error;         /* first error, negative errno */
-        char message[256]; /* what was wrong with it; ini_parse() gives the line */
+        const char *file;
+        FILE *f;
+        char *buf; /* getline()'s */
+        size_t buf_size;
+        unsigned line;    /* the line read last, from 1 */
+        unsigned errors;  /* errors logged */
+        int error;        /* -ENOMEM: the parse stopped; else 0 */
+        int first_error;  /* the first error, negative errno; 0 = none */
+        ConfigSeen *seen; /* keys set so far */
+        size_t nseen, seen_cap;
+        char message[256]; /* what was wrong with the key in hand */
 } ConfigParse;
 
+/* Logs p->message as the error of the current line (none: of the file, or of the
+ * settings when no file is read) and counts it. */
+static void config_report(ConfigParse *p)
+{
+        if (p->file && p->line)
+                log_msg(LOG_ERR, "%s:%u: %s", p->file, p->line, p->message);
+        else if (p->file)
+                log_msg(LOG_ERR, "%s: %s", p->file, p->message);
+        else
+                log_msg(LOG_ERR, "%s", p->message);
+        p->errors++;
+        if (!p->first_error)
+                p->first_error = -EINVAL;
+}
+
 /* One key of a [class.NAME] section: finds or appends the class. Return: 1 (inih's
- * "go on"), 0 with p->error and p->message set. */
+ * "go on"), also after a bad key (logged and counted: config_report()). */
 static int config_class_key(ConfigParse *p, const char *section, const char *name,
                             const char *value)
 {
@@ -358,8 +397,6 @@ static int config_class_key(ConfigParse *p, const char *section, const char *nam
         bool admin_only = false;
         unsigned i;
 
-        if (p->error)
-                return 0;
         if (!class_name_valid(cname)) {
                 snprintf(p->message, sizeof(p->message),
                          "[%s]: bad class name (want 1..%d of A-Z a-z 0-9 _ . -)", section,
@@ -416,8 +453,8 @@ static int config_class_key(ConfigParse *p, const char *section, const char *nam
         return 1;
 
 out_invalid:
-        p->error = -EINVAL;
-        return 0;
+        config_report(p);
+        return 1;
 }
 
 bool config_plugin_name_valid(const char *name, size_t len)
@@ -434,7 +471,7 @@ bool config_plugin_name_valid(const char *name, size_t len)
 }
 
 /* One key of a [plugin.NAME] section: finds or appends the plugin. Return: 1 (inih's
- * "go on"), 0 with p->error and p->message set. */
+ * "go on"), also after a bad key (logged and counted: config_report()). */
 static int config_plugin_key(ConfigParse *p, const char *section, const char *name,
                              const char *value)
 {
@@ -443,8 +480,6 @@ static int config_plugin_key(ConfigParse *p, const char *section, const char *na
         unsigned long v;
         unsigned i;
 
-        if (p->error)
-                return 0;
         if (!config_plugin_name_valid(pname, strlen(pname))) {
                 snprintf(p->message, sizeof(p->message),
                          "[%s]: bad plugin name (want 1..%d of a-z 0-9 _ -)", section,
@@ -480,15 +515,60 @@ static int config_plugin_key(ConfigParse *p, const char *section, const char *na
         return 1;
 
 out_invalid:
-        p->error = -EINVAL;
-        return 0;
+        config_report(p);
+        return 1;
 }
 
 /* Debian's inih is built without INI_HANDLER_LINENO: the line comes from ini_parse(). */
+/*
+ * Whether [@section] @name was set before in this file: then an error naming both
+ * lines (the file says two things; which one wins is nobody's guess to make), else
+ * noted with its line. Return: 1 when a duplicate (reported), 0, -ENOMEM.
+ */
+static int config_seen(ConfigParse *p, const char *section, const char *name)
+{
+        size_t slen = strlen(section), nlen = strlen(name);
+        char *key;
+
+        for (size_t i = 0; i < p->nseen; i++)
+                if (strcmp(p->seen[i].key, section) == 0 &&
+                    strcmp(p->seen[i].key + slen + 1, name) == 0) {
+                        snprintf(p->message, sizeof(p->message),
+                                 "[%s] %s is set again (first on line %u); set it once", section,
+                                 name, p->seen[i].line);
+                        config_report(p);
+                        return 1;
+                }
+        if (p->nseen == p->seen_cap) {
+                size_t cap = p->seen_cap ? 2 * p->seen_cap : 64;
+                ConfigSeen *n = realloc(p->seen, cap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                p->seen = n;
+                p->seen_cap = cap;
+        }
+        key = malloc(slen + nlen + 2);
+        if (!key)
+                return -ENOMEM;
+        memcpy(key, section, slen + 1);
+        memcpy(key + slen + 1, name, nlen + 1);
+        p->seen[p->nseen++] = (ConfigSeen){.key = key, .line = p->line};
+        return 0;
+}
+
 static int config_ini_handler(void *user, const char *section, const char *name, const char *value)
 {
         ConfigParse *p = user;
+        int r;
 
+        if (p->error)
+                return 0; /* out of memory: the parse is over */
+        r = config_seen(p, section, name);
+        if (r != 0) {
+                if (r < 0)
+                        p->error = r;
+                return r == 0;
+        }
         if (strncmp(section, CLASS_SECTION_PREFIX, strlen(CLASS_SECTION_PREFIX)) == 0)
                 return config_class_key(p, section, name, value);
         if (strncmp(section, PLUGIN_SECTION_PREFIX, strlen(PLUGIN_SECTION_PREFIX)) == 0)
@@ -539,7 +619,7 @@ static int config_ini_handler(void *user, const char *section, const char *name,
                         *(int *)field = word;
                         return 1;
                 }
-                if (!p->error) {
+                {
                         char want[128];
                         if (k->kind == KEY_WORD)
                                 format_words(k->words, want, sizeof(want));
@@ -551,16 +631,66 @@ static int config_ini_handler(void *user, const char *section, const char *name,
                                 snprintf(want, sizeof(want), "err, warning, notice, info or debug");
                         snprintf(p->message, sizeof(p->message),
                                  "[%s] %s: bad value '%s' (want %s)", section, name, value, want);
-                        p->error = -EINVAL;
+                        config_report(p);
                 }
-                return 0;
+                return 1;
         }
-        if (!p->error) {
-                snprintf(p->message, sizeof(p->message), "unknown key '%s' in section [%s]", name,
-                         section);
-                p->error = -EINVAL;
+        snprintf(p->message, sizeof(p->message), "unknown key '%s' in section [%s]", name, section);
+        config_report(p);
+        return 1;
+}
+
+/*
+ * inih's reader (ini_parse_stream()): one physical line a call, so p->line is the line
+ * the handler sees. Leading blanks are dropped, so an indented line is never inih's
+ * continuation of the key above (it would silently append to that key's value), and
+ * the lines inih would refuse are reported here, each with its line (inih itself
+ * returns only the first): a section without its ']', a line without '=' (or ':'),
+ * a line longer than inih takes (@size, with its newline). Such a line reaches inih
+ * blank. Return: @str, or NULL at the end of the file.
+ */
+static char *config_read_line(char *str, int size, void *stream)
+{
+        ConfigParse *p = stream;
+        const char *s, *c;
+        ssize_t n = getline(&p->buf, &p->buf_size, p->f);
+        size_t len;
+
+        if (n < 0)
+                return NULL;
+        p->line++;
+        s = p->buf;
+        if (p->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
+                s += 3; /* a UTF-8 byte order mark */
+        s += strspn(s, " \t");
+        len = strlen(s);
+        while (len > 0 && strchr(" \t\r\n", s[len - 1]))
+                len--;
+        p->message[0] = '\0';
+        if (len + 3 > (size_t)size)
+                snprintf(p->message, sizeof(p->message), "line too long (%zu bytes; at most %d)",
+                         len, size - 3);
+        else if (len == 0 || *s == ';' || *s == '#')
+                ; /* blank or a comment */
+        else if (*s == '[' && !memchr(s, ']', len))
+                snprintf(p->message, sizeof(p->message), "expected ']' to end the section name");
+        else if (*s != '[') {
+                /* inih's rule: '=' or ':' before an inline comment (" ;") */
+                for (c = s; c < s + len; c++)
+                        if (*c == '=' || *c == ':' || (*c == ';' && c > s && strchr(" \t", c[-1])))
+                                break;
+                if (c == s + len || *c == ';')
+                        snprintf(p->message, sizeof(p->message),
+                                 "syntax error (expected key = value, or [section])");
         }
-        return 0;
+        if (p->message[0]) {
+                config_report(p);
+                len = 0;
+        }
+        memcpy(str, s, len);
+        str[len] = '\n';
+        str[len + 1] = '\0';
+        return str;
 }
 
 /* Whether systemd passed us listening sockets (sd_listen_fds(3)'s protocol: LISTEN_PID
@@ -655,7 +785,107 @@ static int config_check_metrics(const Config *c, const char *file)
         return 0;
 }
 
-int config_load(Config *ret, const ConfigArgs *args)
+/* The line of the file that set [@section] @name; 0 = the file did not set it. */
+static unsigned config_line_of(const ConfigParse *p, const char *section, const char *name)
+{
+        size_t slen = strlen(section);
+
+        for (size_t i = 0; i < p->nseen; i++)
+                if (strcmp(p->seen[i].key, section) == 0 &&
+                    strcmp(p->seen[i].key + slen + 1, name) == 0)
+                        return p->seen[i].line;
+        return 0;
+}
+
+static void config_parse_done(ConfigParse *p)
+{
+        for (size_t i = 0; i < p->nseen; i++)
+                free(p->seen[i].key);
+        free(p->seen);
+        free(p->buf);
+        p->seen = NULL;
+        p->buf = NULL;
+        p->nseen = p->seen_cap = 0;
+}
+
+/* Whether @st is /dev/null's device (1:3): "no settings", as tests and scripts pass. */
+static bool config_is_dev_null(const struct stat *st)
+{
+        return S_ISCHR(st->st_mode) && major(st->st_rdev) == 1 && minor(st->st_rdev) == 3;
+}
+
+/*
+ * Reads @file into @c through @p (p->cfg is @c), every error logged and counted in @p.
+ * A missing file is no error unless @must_exist (--config names it). Anything but a
+ * regular file (or /dev/null) is refused before a byte is read: opened O_NONBLOCK, so a
+ * FIFO with no writer does not hang the start, and checked with fstat(). The file read
+ * is noted in c->config_file. Return: 0 (errors are in @p); -ENOMEM.
+ */
+static int config_read_file(Config *c, const char *file, bool must_exist, ConfigParse *p)
+{
+        int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        struct stat st;
+        int r;
+
+        p->file = file;
+        p->line = 0;
+        if (fd < 0) {
+                r = -errno;
+                if (r == -ENOENT && !must_exist)
+                        return 0; /* the default file may be absent: the defaults */
+                goto out_report;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                goto out_close;
+        }
+        if (!S_ISREG(st.st_mode) && !config_is_dev_null(&st)) {
+                snprintf(p->message, sizeof(p->message),
+                         "not a regular file (%s): the configuration is a file of INI text",
+                         S_ISDIR(st.st_mode)    ? "a directory"
+                         : S_ISFIFO(st.st_mode) ? "a FIFO"
+                         : S_ISSOCK(st.st_mode) ? "a socket"
+                         : S_ISCHR(st.st_mode)  ? "a character device"
+                                                : "a block device");
+                config_report(p);
+                close(fd);
+                return 0;
+        }
+        /* back to blocking reads: it is a file */
+        if (fcntl(fd, F_SETFL, 0) < 0 || !(p->f = fdopen(fd, "r"))) {
+                r = -errno;
+                goto out_close;
+        }
+        r = ini_parse_stream(config_read_line, p, config_ini_handler, p);
+        fclose(p->f);
+        p->f = NULL;
+        if (p->error < 0)
+                return p->error;
+        if (r != 0 && p->errors == 0) {
+                /* a line inih refused that config_read_line() let through */
+                p->line = r > 0 ? (unsigned)r : 0;
+                snprintf(p->message, sizeof(p->message), "%s",
+                         r > 0 ? "syntax error (expected key = value, or [section])"
+                               : "cannot parse the file");
+                config_report(p);
+        }
+        /* named as read even with errors: --check-config says which file it checked */
+        c->config_file = strdup(file);
+        return c->config_file ? 0 : -ENOMEM;
+
+out_close:
+        close(fd);
+out_report:
+        if (r == -ENOMEM)
+                return r;
+        if (!p->first_error)
+                p->first_error = r; /* -ENOENT, -EACCES, ...: config_load()'s return */
+        snprintf(p->message, sizeof(p->message), "cannot open config file: %s", strerror(-r));
+        config_report(p);
+        return 0;
+}
+
+int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_errors)
 {
         Config c = {
                 .workers = 0,
@@ -694,8 +924,8 @@ int config_load(Config *ret, const ConfigArgs *args)
                 .classes = {{.name = "default", .shares = 100}},
                 .nclasses = 1,
         };
-        const char *env, *file;
-        FILE *f;
+        ConfigParse p = {.cfg = &c};
+        const char *env;
         int r;
 
         c.plugin_dir = strdup(FIBERD_PLUGIN_DIR);
@@ -706,35 +936,15 @@ int config_load(Config *ret, const ConfigArgs *args)
         c.store_group = strdup("fiberd");
         c.store_node = strdup("");
         c.metrics_listen = strdup("");
-        if (!c.plugin_dir || !c.admin_group || !c.submit_group || !c.metrics_listen) {
+        if (!c.plugin_dir || !c.admin_group || !c.submit_group || !c.store_redis ||
+            !c.store_stream || !c.store_group || !c.store_node || !c.metrics_listen) {
                 r = -ENOMEM;
                 goto out_free;
         }
-        file = args->config_file ? args->config_file : FIBERD_CONFIG_FILE;
-        f = fopen(file, "re");
-        if (!f && (errno != ENOENT || args->config_file)) {
-                r = -errno;
-                log_msg(LOG_ERR, "cannot open config file %s: %s", file, strerror(-r));
+        r = config_read_file(&c, args->config_file ? args->config_file : FIBERD_CONFIG_FILE,
+                             args->config_file != NULL, &p);
+        if (r < 0)
                 goto out_free;
-        }
-        if (f) {
-                /* the default file may be absent; one that exists is read as strictly as
-                 * --config's */
-                ConfigParse p = {.cfg = &c};
-                r = ini_parse_file(f, config_ini_handler, &p);
-                fclose(f);
-                if (p.error || r != 0) {
-                        log_msg(LOG_ERR, "%s:%d: %s", file, r,
-                                p.error ? p.message : "syntax error (expected key = value)");
-                        r = p.error ? p.error : -EINVAL;
-                        goto out_free;
-                }
-                c.config_file = strdup(file);
-                if (!c.config_file) {
-                        r = -ENOMEM;
-                        goto out_free;
-                }
-        }
         env = getenv("FIBERD_SOCKET");
         if (env && *env && (r = config_set_string(&c.socket_path, env)) < 0)
                 goto out_free;
@@ -742,10 +952,16 @@ int config_load(Config *ret, const ConfigArgs *args)
                 goto out_free;
         if (args->plugin_dir && (r = config_set_string(&c.plugin_dir, args->plugin_dir)) < 0)
                 goto out_free;
-        if (!c.socket_path &&
-            (r = config_default_socket(&c, args->user || (geteuid() != 0 && !socket_activated()))) <
-                    0)
-                goto out_free;
+        if (!c.socket_path) {
+                r = config_default_socket(&c,
+                                          args->user || (geteuid() != 0 && !socket_activated()));
+                if (r == -ENOMEM)
+                        goto out_free;
+                if (r < 0) { /* logged */
+                        p.errors++;
+                        p.first_error = p.first_error ? p.first_error : r;
+                }
+        }
         if (args->workers >= 0)
                 c.workers = (unsigned)args->workers;
         if (args->log_level)
@@ -753,14 +969,17 @@ int config_load(Config *ret, const ConfigArgs *args)
         c.admin_gid = config_group_gid(c.admin_group);
         c.submit_gid = config_group_gid(c.submit_group);
         if (*c.submit_group && c.submit_gid == CONFIG_NO_GROUP) {
-                log_msg(LOG_ERR, "%s: [access] submit_group: there is no group '%s'",
-                        args->config_file ? args->config_file : "config", c.submit_group);
-                r = -EINVAL;
-                goto out_free;
+                /* the file's line, when the file set it */
+                p.line = config_line_of(&p, "access", "submit_group");
+                snprintf(p.message, sizeof(p.message),
+                         "[access] submit_group: there is no group '%s'", c.submit_group);
+                config_report(&p);
         }
-        r = config_check_metrics(&c, file);
-        if (r < 0)
-                goto out_free;
+        if (config_check_metrics(&c, args->config_file ? args->config_file : FIBERD_CONFIG_FILE) <
+            0) {
+                p.errors++; /* logged */
+                p.first_error = p.first_error ? p.first_error : -EINVAL;
+        }
         /* 0 stays 0: sched_new() then takes the CPUs in this process's affinity mask */
         c.sched.concurrency = c.workers;
         /* the file's 0 is "never"; the runtime's 0 would be its default of 16 */
@@ -771,12 +990,33 @@ int config_load(Config *ret, const ConfigArgs *args)
                 c.sched.control.stall_threshold_ns = SCHED_FOREVER;
         if (c.sched.control.rescue_after_ns == 0)
                 c.sched.control.rescue_after_ns = SCHED_FOREVER;
+        *ret_errors = (ConfigErrors){.n = p.errors, .first = p.first_error};
+        config_parse_done(&p);
         *ret = c;
         return 0;
 
 out_free:
+        config_parse_done(&p);
         config_done(&c);
         return r;
+}
+
+int config_load(Config *ret, const ConfigArgs *args)
+{
+        ConfigErrors e;
+        Config c;
+        int r = config_load_report(&c, args, &e);
+
+        if (r < 0)
+                return r;
+        if (e.n > 0) {
+                if (e.n > 1)
+                        log_msg(LOG_ERR, "%u errors in the configuration", e.n);
+                config_done(&c);
+                return e.first;
+        }
+        *ret = c;
+        return 0;
 }
 
 unsigned config_sched_classes(const Config *c, SchedClassConfig *ret)

@@ -10,7 +10,9 @@
  * absent. `fiberd --check-config` loads it as a start would and prints the effective
  * settings (config_print(): itself a valid file).
  *
- * The file (all keys optional, unknown keys are an error naming file and line):
+ * The file (all keys optional; an unknown key, a bad value or a key set twice is an
+ * error naming file and line, and every error of the file is reported in one run; the
+ * file must be a regular file, or /dev/null for none):
  *
  *   [fiberd]
  *   socket = /run/fiberd.sock      ; listening socket path (default: socket_path.h)
@@ -264,15 +266,35 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv);
 /*
  * config_load - build a Config: defaults, then the file (@args->config_file when given,
  * else FIBERD_CONFIG_FILE if it exists), then $FIBERD_SOCKET, then @args. On a bad file
- * or value, logs one line naming the file, line and key. Without a socket from any of
+ * or value, logs one line per error naming the file, line and key (config_load_report()),
+ * and fails. Without a socket from any of
  * them, the default of ipc/socket_path.h: the system socket, or for --user or a non-root
  * fiberd $XDG_RUNTIME_DIR/fiberd.sock (no XDG_RUNTIME_DIR: -EINVAL, logged with the fix).
  * @ret: out, written only on success; release with config_done().
- * Return: 0; -ENOENT (--config names a missing file); -EACCES and other open errors of
- * the file; -EINVAL (bad value); -ENOMEM.
+ * Return: 0; the first error: -ENOENT (--config names a missing file); -EACCES and
+ * other open errors of the file; -EINVAL (bad value, duplicate key, not a regular
+ * file); -ENOMEM.
  * Context: any thread or fiber (does blocking file I/O: the file is small).
  */
 int config_load(Config *ret, const ConfigArgs *args);
+
+/* What config_load_report() found wrong: how many errors (each already logged) and
+ * the first as a negative errno (0 = none). */
+typedef struct ConfigErrors {
+        unsigned n;
+        int first;
+} ConfigErrors;
+
+/*
+ * config_load_report - config_load() that does not stop at the first error: each bad
+ * line, duplicate key, bad value, unreadable or non-regular file is logged as it is
+ * found ("file:line: ..."), counted in @ret_errors, and skipped (that key keeps its
+ * default), so `fiberd --check-config` names every error of a file in one run and can
+ * still check the rest (the scheduler layout). @ret: written on success even when
+ * @ret_errors->n > 0; release with config_done(). Return: 0; -ENOMEM.
+ * Context: as config_load().
+ */
+int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_errors);
 
 /*
  * config_print - write @c to @f as a configuration file: every section and key with its
