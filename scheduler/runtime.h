@@ -37,6 +37,7 @@
  *   group.c        a scheduling group's life and its wake-up of workers
  *   stats.c        a group's statistics
  *   scheduler.c    a Scheduler: groups laid out, bound, wired for stealing
+ *   budget.c       what a layout takes at start, checked against the process's limits
  *   sync.c         wait lists; mutex, condition, semaphore, latch, rwlock, event
  *   io.c           fiber-aware read/write/accept/connect, io_errno
  *   chan.c         Go channels: buffered, unbuffered, close, select

@@ -308,6 +308,45 @@ typedef struct SchedPlan {
 int sched_plan(const SchedConfig *cfg, const SchedTopology *topo, SchedPlan *ret);
 
 /*
+ * What a layout takes when sched_new() starts it (budget.c): a lower bound, from the
+ * numbers group_alloc() uses.
+ */
+typedef struct SchedBudget {
+        unsigned groups;
+        unsigned threads;       /* started with the groups: workers, reactors, monitors */
+        unsigned spare_threads; /* the rescue's spare workers, started later, at most */
+        unsigned fds;           /* descriptors the groups keep open */
+        uint64_t memory_bytes;  /* allocated and touched at start: run queues of every
+                                 * class, workers, wait slots, the threads' first pages */
+        uint64_t stack_bytes;   /* address space of the threads' stacks (the C library's
+                                 * default size each, and its guard page) */
+        uint64_t stack_maps;    /* mprotect guards only: memory maps one full group's
+                                 * fibers need (2 per fiber); 0 with guard regions */
+} SchedBudget;
+
+/*
+ * sched_budget - what @plan (from sched_plan() of @cfg) takes at start. @cfg NULL: the
+ * defaults. Return: 0; -EINVAL (a group of more than 64 workers). Context: any; reads
+ * the C library's default thread attributes and, once, probes the stack guard mode.
+ */
+int sched_budget(const SchedConfig *cfg, const SchedPlan *plan, SchedBudget *ret);
+
+/*
+ * sched_check - whether sched_new(@cfg) can start here, without starting anything: the
+ * layout (sched_plan() on @topo; NULL: @cfg's, else sched_topology_detect()), then its budget plus @extra (the caller's own threads,
+ * descriptors and memory; NULL = none) against this process's limits: its cgroups' pids
+ * and memory limits, RLIMIT_NPROC (not root), RLIMIT_NOFILE, RLIMIT_AS, kernel.threads-max,
+ * strict overcommit's room, vm.max_map_count with mprotect guards. What it refuses
+ * cannot start; what it lets through may still fail on what it does not model.
+ * @ret_plan, @ret_budget: out (may be NULL), written when a layout fits even if it is
+ * then refused. @why: a one-line reason when refused ("" otherwise).
+ * Return: 0; -EINVAL (no layout); -EAGAIN (threads); -EMFILE (descriptors); -ENOMEM
+ * (memory, address space, memory maps). Context: any thread; reads /proc and /sys.
+ */
+int sched_check(const SchedConfig *cfg, const SchedTopology *topo, const SchedBudget *extra,
+                SchedPlan *ret_plan, SchedBudget *ret_budget, char *why, size_t why_size);
+
+/*
  * sched_new - plan, create and start every group, bind them, wire up stealing.
  * Return: 0; the errors of sched_plan() and sched_group_new(). Context: any thread
  * outside the runtime. Free with sched_free() (accepts NULL, returns NULL).
