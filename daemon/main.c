@@ -533,25 +533,72 @@ static int daemon_shutdown(Daemon *d)
 
 /* ------------------------------------------------------------------ main -------- */
 
+/* The job scheduler's SchedConfig from @c, as start_job_scheduler() starts it and
+ * check_layout() checks it; @classes (SCHED_MAX_CLASSES entries) is pointed to. */
+static SchedConfig job_sched_config(const Config *c, SchedClassConfig *classes)
+{
+        SchedConfig scfg = c->sched;
+
+        scfg.concurrency = c->workers;
+        scfg.max_fibers = 0; /* the runtime's default, 16384 per group: jobs and children;
+                              * max_running keeps them well below it */
+        scfg.name = "fiberd-job";
+        scfg.nclasses = config_sched_classes(c, classes);
+        scfg.classes = classes;
+        return scfg;
+}
+
+/* fiberd's own threads besides the groups' (main, the store's, the opener threads, the
+ * blocking-I/O helpers, the metrics endpoint's) and the descriptors it needs besides
+ * theirs (the sockets, signalfd, inotify, the store, 64 kept for jobs' files). */
+#define DAEMON_OWN_THREADS (6 + OPENER_THREADS_DEFAULT)
+#define DAEMON_OWN_FDS 96
+
+/*
+ * Whether the job scheduler of @c can start here (sched_check(): the layout, then its
+ * threads, descriptors and memory against this process's limits, with the server group
+ * and fiberd's own on top), without starting a thread. --check-config runs it, and so
+ * does the start before anything is allocated: a layout that cannot start is refused by
+ * both, at once and with the same line, instead of after seconds and gigabytes of
+ * groups started in vain. @ret_plan, @ret_budget: out, may be NULL.
+ * Return: 0; the error of sched_check(), logged.
+ */
+static int check_layout(const Config *c, SchedPlan *ret_plan, SchedBudget *ret_budget)
+{
+        SchedClassConfig classes[SCHED_MAX_CLASSES];
+        SchedConfig scfg = job_sched_config(c, classes);
+        SchedConfig srv = {.control = c->sched.control};
+        SchedBudget extra = {0};
+        char why[768];
+        int r;
+
+        /* the server group: one worker (main() below) */
+        if (sched_budget(&srv, &(SchedPlan){.groups = 1, .group_size = 1}, &extra) < 0)
+                extra = (SchedBudget){0};
+        extra.threads += DAEMON_OWN_THREADS;
+        extra.fds += DAEMON_OWN_FDS;
+        r = sched_check(&scfg, NULL, &extra, ret_plan, ret_budget, why, sizeof(why));
+        if (r < 0)
+                log_msg(LOG_ERR,
+                        "the job scheduler cannot start (workers = %u, [scheduler] groups = %u, "
+                        "group_size = %u): %s",
+                        c->workers, scfg.groups, scfg.group_size, why);
+        return r;
+}
+
 /*
  * Starts the job scheduler from the config and logs its layout, one line per group.
  * Return: 0, or the exit status: EX_CONFIG when no layout fits the [scheduler] keys.
  */
 static int start_job_scheduler(Daemon *d)
 {
-        SchedConfig scfg = d->cfg.sched;
         SchedClassConfig classes[SCHED_MAX_CLASSES];
+        SchedConfig scfg = job_sched_config(&d->cfg, classes);
         SchedPlan plan;
         char *layout, *line, *save = NULL;
         size_t len;
         int r;
 
-        scfg.concurrency = d->cfg.workers;
-        scfg.max_fibers = 0; /* the runtime's default, 16384 per group: jobs and children;
-                              * max_running keeps them well below it */
-        scfg.name = "fiberd-job";
-        scfg.nclasses = config_sched_classes(&d->cfg, classes);
-        scfg.classes = classes;
         r = sched_new(&d->job_sched, &scfg);
         if (r == -EINVAL) {
                 log_msg(LOG_ERR,
@@ -613,44 +660,71 @@ static int start_metrics(Daemon *d)
 }
 
 /*
- * fiberd --check-config: load the configuration as a start would (the file's keys and
- * values, then whether a scheduling group layout fits the [scheduler] keys on this
- * machine), print the effective settings to stdout and the layout as a comment.
- * Return: the exit status, 0 when valid, 1 when not (the reason logged to stderr).
+ * fiberd --check-config: load the configuration as a start would, reporting every error
+ * of the file (config_load_report()), then check the job scheduler's layout as the
+ * start does (check_layout()); when all is well, print the effective settings to stdout
+ * (config_print(): a file that gives the same settings), with the paths fiberd would use
+ * resolved ([store] path included) and the layout as comments.
+ * Return: the exit status, 0 when valid, 1 when not (each reason logged to stderr).
  */
 static int check_config(const ConfigArgs *args)
 {
-        SchedTopology *topo = malloc(sizeof(*topo));
-        SchedConfig scfg;
+        ConfigErrors e;
+        SchedBudget b;
         SchedPlan plan;
+        unsigned errors;
+        char *path = NULL;
         Config c;
         int r;
 
-        if (!topo || config_load(&c, args) < 0) {
-                free(topo);
+        /* stderr is for what is wrong: the runtime's info lines stay out */
+        log_set_level(LOG_NOTICE);
+        sched_set_log(log_sched_hook);
+        if (config_load_report(&c, args, &e) < 0) {
+                log_msg(LOG_ERR, "out of memory");
                 return 1;
         }
-        scfg = c.sched;
-        scfg.concurrency = c.workers;
-        r = sched_topology_detect(topo);
-        if (r == 0)
-                r = sched_plan(&scfg, topo, &plan);
-        if (r < 0) {
-                log_msg(LOG_ERR,
-                        "no scheduling group layout fits workers = %u, groups = %u, "
-                        "group_size = %u on %u CPUs: %s",
-                        c.workers, scfg.groups, scfg.group_size, topo->ncpus, strerror(-r));
-                r = 1;
-        } else if (config_print(&c, stdout) < 0) {
-                r = 1;
-        } else {
+        errors = e.n;
+        if (check_layout(&c, &plan, &b) < 0)
+                errors++;
+        /* the job store's path when the file leaves it to the default */
+        if (c.store_backend == STORE_SQLITE && (!c.store_path || !*c.store_path)) {
+                r = store_default_path(&path);
+                if (r == -ENOENT) {
+                        log_msg(LOG_ERR, "[store] path: no default place for the job store: "
+                                         "set it, or HOME, XDG_STATE_HOME or STATE_DIRECTORY");
+                        errors++;
+                } else if (r < 0) {
+                        errors++;
+                } else {
+                        free(c.store_path);
+                        c.store_path = path;
+                }
+        }
+        if (errors > 0) {
+                const char *file = c.config_file ? c.config_file : args->config_file;
+                log_msg(LOG_ERR, "%u error%s in the configuration%s%s: not valid", errors,
+                        errors == 1 ? "" : "s", file ? " of " : "", file ? file : "");
+                config_done(&c);
+                return 1;
+        }
+        r = config_print(&c, stdout) < 0 ? 1 : 0;
+        if (r == 0) {
+                printf("# socket: %s (unless systemd passes one: fiberd.socket)\n"
+                       "# plugins from: %s\n"
+                       "# job store: %s%s%s\n",
+                       c.socket_path, c.plugin_dir, store_kind_name((StoreKind)c.store_backend),
+                       c.store_backend == STORE_MEMORY ? "" : " ",
+                       c.store_backend == STORE_REDIS    ? c.store_redis
+                       : c.store_backend == STORE_SQLITE ? c.store_path
+                                                         : "");
                 printf("# job scheduler on this machine: %u scheduling group(s) of %u "
-                       "worker(s), NUMA %s\n",
-                       plan.groups, plan.group_size, plan.numa ? "on" : "off");
+                       "worker(s), NUMA %s; %u threads and about %llu MiB at start\n",
+                       plan.groups, plan.group_size, plan.numa ? "on" : "off", b.threads,
+                       (unsigned long long)((b.memory_bytes + (1 << 20) - 1) >> 20));
                 r = fflush(stdout) == 0 ? 0 : 1;
         }
         config_done(&c);
-        free(topo);
         return r;
 }
 
@@ -777,6 +851,10 @@ int main(int argc, char **argv)
         if (r < 0)
                 return EX_CONFIG;
         log_set_level(d->cfg.log_level);
+        sched_set_log(log_sched_hook);
+        /* before anything is allocated: as --check-config does */
+        if (check_layout(&d->cfg, NULL, NULL) < 0)
+                return EX_CONFIG;
         /* the job store first: after a crash, the first log line names the plugin */
         r = store_open(&d->store, (StoreKind)d->cfg.store_backend,
                        d->cfg.store_backend == STORE_REDIS ? d->cfg.store_redis : d->cfg.store_path,
@@ -795,7 +873,6 @@ int main(int argc, char **argv)
                 return EX_CONFIG;
         log_msg(LOG_INFO, "job store: %s%s%s", store_kind_name((StoreKind)d->cfg.store_backend),
                 d->store->path ? " at " : "", d->store->path ? d->store->path : "");
-        sched_set_log(log_sched_hook);
         d->start_ns = sched_now_ns();
         fiber_event_init(&d->stop);
 
