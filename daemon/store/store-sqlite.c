@@ -35,10 +35,12 @@
 #include "daemon/obs/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct SqliteStore {
         sqlite3 *db;
@@ -222,6 +224,48 @@ static bool sqlite_quick_check(sqlite3 *db, char *why, size_t why_size)
         return ok;
 }
 
+/*
+ * Why the database at @path is busy, for an operator: another process holds sqlite's
+ * lock on it (locking_mode = EXCLUSIVE: a running fiberd holds it as long as it runs).
+ * fcntl(F_GETLK) on sqlite's lock bytes (the 512 bytes from its PENDING_BYTE at 1 GiB,
+ * sqlite3's os_unix.c) names the holder's pid, when it is a process-owned POSIX lock.
+ * Returns a static string. Context: the opening thread, after sqlite let go of @path.
+ */
+static const char *sqlite_locked_why(const char *path, const char *detail)
+{
+        static char buf[512];
+        struct flock fl = {
+                .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0x40000000, .l_len = 512};
+        char who[64] = "another fiberd", comm[32] = "", file[64];
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        FILE *f;
+
+        if (fd >= 0) {
+                if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid > 0) {
+                        /* its name, when /proc shows it: a sqlite3 shell is no fiberd */
+                        snprintf(file, sizeof(file), "/proc/%d/comm", (int)fl.l_pid);
+                        if ((f = fopen(file, "re"))) {
+                                if (!fgets(comm, sizeof(comm), f))
+                                        comm[0] = '\0';
+                                comm[strcspn(comm, "\n")] = '\0';
+                                fclose(f);
+                        }
+                        if (comm[0] && strncmp(comm, "fiberd", 6) != 0)
+                                snprintf(who, sizeof(who), "another process (pid %d, %s)",
+                                         (int)fl.l_pid, comm);
+                        else
+                                snprintf(who, sizeof(who), "another fiberd (pid %d)",
+                                         (int)fl.l_pid);
+                }
+                close(fd);
+        }
+        snprintf(buf, sizeof(buf),
+                 "it is locked by %s: stop that one, or point this one elsewhere with "
+                 "[store] path or STATE_DIRECTORY (sqlite: %s)",
+                 who, detail);
+        return buf;
+}
+
 static int sqlite_open(Store *s, const char *path, char *why, size_t why_size)
 {
         SqliteStore *q = calloc(1, sizeof(*q));
@@ -256,8 +300,7 @@ static int sqlite_open(Store *s, const char *path, char *why, size_t why_size)
         /* a write: takes the exclusive lock now, so a second fiberd stops here */
         rc = sqlite3_exec(q->db, sqlite_schema, NULL, NULL, NULL);
         if (rc != SQLITE_OK) {
-                snprintf(detail, sizeof(detail), "%s%s", sqlite3_errmsg(q->db),
-                         (rc & 0xff) == SQLITE_BUSY ? " (is another fiberd using it?)" : "");
+                snprintf(detail, sizeof(detail), "%s", sqlite3_errmsg(q->db));
                 goto out_close;
         }
         /* A database from before job classes: the column is added (old rows: NULL, the
@@ -328,6 +371,11 @@ out_close:
         case SQLITE_FORMAT:
                 snprintf(why, why_size, "it cannot be read: %s. " SQLITE_ADVICE, detail);
                 break;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                sqlite_close(s); /* first: closing a probe fd would drop our own locks */
+                snprintf(why, why_size, "%s", sqlite_locked_why(path, detail));
+                return -EBUSY;
         default:
                 snprintf(why, why_size, "%s", detail);
         }
