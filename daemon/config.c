@@ -223,6 +223,7 @@ static const ConfigKey config_keys[] = {
         {"fiberd", "socket", KEY_STRING, offsetof(Config, socket_path), 0, 0, 0, 0, NULL},
         {"fiberd", "plugin_dir", KEY_STRING, offsetof(Config, plugin_dir), 0, 0, 0, 0, NULL},
         {"fiberd", "log_level", KEY_LEVEL, offsetof(Config, log_level), 0, 0, 0, 0, NULL},
+        {"fiberd", "log_jobs", KEY_BOOL, offsetof(Config, log_jobs), 0, 0, 0, 0, NULL},
         UKEY("fiberd", "workers", workers, 0, SCHED_MAX_CPUS, 1),
         UKEY("fiberd", "stop_timeout_ms", stop_timeout_ns, 0, 3600000, NSEC_PER_MSEC),
         UKEY("jobs", "max_running", max_running, 1, 65536, 1),
@@ -890,6 +891,7 @@ int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_er
         Config c = {
                 .workers = 0,
                 .log_level = LOG_INFO,
+                .log_jobs = true,
                 .stop_timeout_ns = 5000 * NSEC_PER_MSEC,
                 .max_running = 256,
                 .max_queued = 100000,

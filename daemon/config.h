@@ -20,6 +20,8 @@
  *   workers = 4                    ; job workers in all groups; 0 = the CPUs this
  *                                  ; process may run on (its affinity mask / cpuset)
  *   log_level = info               ; err, warning, notice, info, debug
+ *   log_jobs = true                ; each job's queued, started and finished lines
+ *                                  ; at info (false: only failures' and debug)
  *   stop_timeout_ms = 5000         ; on SIGTERM, how long running jobs get to end
  *   [jobs]
  *   max_running = 256              ; jobs running at once; the rest wait by priority
@@ -176,6 +178,8 @@ typedef struct Config {
         char *plugin_dir;               /* owned */
         unsigned workers;               /* job workers in all groups; 0 = the process's CPUs */
         int log_level;                  /* syslog priority threshold */
+        bool log_jobs;                  /* [fiberd] log_jobs: a job's queued, started and
+                                         * finished lines at info (jobtable.h) */
         uint64_t stop_timeout_ns;       /* SIGTERM: grace period for running jobs */
         unsigned max_running;           /* dispatcher's bound on running jobs */
         size_t max_queued;              /* queued jobs at most */

@@ -45,6 +45,7 @@
  * and the process's end releases everything at once.
  */
 #include "daemon/daemon.h"
+#include "daemon/job/joblines.h"
 #include "daemon/obs/log.h"
 #include "daemon/plugin/opener.h"
 #include "daemon/plugin/crash.h"
@@ -278,6 +279,7 @@ static void daemon_reload(Daemon *d)
                 char live[512], restart[512];
 
                 log_set_level(nc.log_level);
+                joblines_set(nc.log_jobs);
                 jobtable_configure(&d->jobs, nc.max_running, nc.max_queued, nc.retention_ns,
                                    nc.retention_max);
                 apply_quotas(d, &nc);
@@ -851,6 +853,7 @@ int main(int argc, char **argv)
         if (r < 0)
                 return EX_CONFIG;
         log_set_level(d->cfg.log_level);
+        joblines_set(d->cfg.log_jobs);
         sched_set_log(log_sched_hook);
         /* before anything is allocated: as --check-config does */
         if (check_layout(&d->cfg, NULL, NULL) < 0)

@@ -142,8 +142,8 @@ check-fuzz: $(FUZZ_BINS)
 DAEMON_UNIT_TESTS := $(patsubst tests/daemon-unit/%.c,$(BUILD)/tests/daemon-unit/%,\
 	$(sort $(wildcard tests/daemon-unit/test_*.c)))
 DAEMON_UNIT_OBJS = $(addprefix $(BUILD)/daemon/,job/jobstate.o job/job.o server/creds.o \
-	job/joblog.o obs/log.o store/store.o store/store-memory.o store/store-sqlite.o \
-	store/store-redis.o store/store-redis-sched.o store/store-redis-conn.o \
+	job/joblog.o job/joblines.o obs/log.o store/store.o store/store-memory.o \
+	store/store-sqlite.o store/store-redis.o store/store-redis-sched.o store/store-redis-conn.o \
 	store/store-redis-periodic.o job/dispatch.o job/jobtimer.o job/jobkeys.o job/jobquota.o \
 	cron/cron.o cron/duration.o cron/schedule.o)
 $(DAEMON_UNIT_TESTS:%=%.o): CFLAGS += $(DAEMON_CFLAGS)

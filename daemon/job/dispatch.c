@@ -91,6 +91,7 @@
  * plugin instance until then, so a replaced plugin is not unloaded under running code.
  */
 #include "daemon/job/dispatch.h"
+#include "daemon/job/joblines.h"
 #include "daemon/obs/log.h"
 #include "daemon/store/store.h"
 #include "ipc/status.h"
@@ -576,8 +577,10 @@ static void job_fiber_main(void *arg)
                 j->run_result = -ECANCELED;
         else if ((r = job_wait_disk(j)) < 0)
                 j->run_result = r; /* no plugin code ran */
-        else
+        else {
+                joblines_started(j);
                 j->run_result = d->ops->run(d->owner, j);
+        }
         /* j->run: its supervisor's, which joins this fiber before it clears it */
         fiber_event_set(&j->run->ran);
         fiber_event_set(&j->run->wake);
@@ -789,20 +792,8 @@ static void job_supervise(void *arg)
         job_conclude_locked(d, j, false);
         job_release_locked(d, j);
         d->ops->unlock(d->owner);
-        if (j->state == JOB_FAILED || j->state == JOB_DEAD)
-                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner, "%s: %s",
-                              j->state == JOB_DEAD ? "dead (out of attempts)" : "failed",
-                              j->error_message);
-        else if (j->state == JOB_RETRYING)
-                log_job_owner(LOG_NOTICE, j->id, j->plugin_name, j->owner,
-                              "attempt %u of %u failed; the next one is due at %llu ms", j->attempt,
-                              j->max_attempts, (unsigned long long)j->due_ms);
-        else if (j->state == JOB_CANCELLED)
-                log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner, "cancelled: %s",
-                              j->error_message);
-        else
-                log_job_owner(LOG_DEBUG, j->id, j->plugin_name, j->owner, "%s",
-                              job_state_name(j->state));
+        /* a user's job failing is not the daemon's trouble: info or notice (joblines.h) */
+        joblines_ended(j);
         job_unref(j);
 }
 

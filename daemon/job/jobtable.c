@@ -24,6 +24,7 @@
  */
 #include "daemon/job/jobtable.h"
 #include "daemon/job/jobhold.h"
+#include "daemon/job/joblines.h"
 #include "daemon/obs/log.h"
 #include "ipc/protocol.h"
 #include "ipc/status.h"
@@ -689,6 +690,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         SubmitPlan plan;
         Job *j = NULL;
         bool queued = false, claimed = false;
+        JobState accepted = JOB_NEW;
         uint64_t existing = 0, need;
         int r;
 
@@ -750,6 +752,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 log_job(LOG_WARNING, j->id, plugin_name,
                         "out of memory: its idempotency key does not answer repeats");
         if (r == 0) {
+                accepted = j->state; /* before the pump may start it */
                 if (queued && j->durability != DUR_PENDING)
                         dispatch_pump_locked(&t->dispatch);
                 /* the caller's reference: a fleet copy's only one, else beside the table's */
@@ -759,15 +762,8 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         jobtable_unlock(t);
         if (r < 0 && claimed)
                 store_key_release(t->store, origin->creds->uid, jp->key, plan.id);
-        if (r == 0 && plan.fleet_copy)
-                log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
-                              "%s in the fleet (owner %u, priority %d)", job_state_name(j->state),
-                              (unsigned)j->owner, priority);
-        else if (r == 0)
-                log_job_owner(LOG_DEBUG, j->id, plugin_name, j->owner,
-                              "%s (owner %u, priority %d, timeout %llu ms)",
-                              job_state_name(j->state), (unsigned)j->owner, priority,
-                              (unsigned long long)(timeout_ns / NSEC_PER_MSEC));
+        if (r == 0)
+                joblines_queued(j, accepted, plan.fleet_copy);
         return r;
 }
 

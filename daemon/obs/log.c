@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -226,7 +227,27 @@ size_t log_escape(char *dst, size_t size, const char *src)
         return n;
 }
 
-void log_job_text(int level, uint64_t id, const char *plugin, uid_t owner, const char *text)
+/* A journal field "NAME=value" into @buf as @iov; the value cut to fit. */
+static void journal_field(struct iovec *iov, char *buf, size_t size, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void journal_field(struct iovec *iov, char *buf, size_t size, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(buf, size, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                n = 0;
+        *iov = (struct iovec){buf, (size_t)n < size ? (size_t)n : size - 1};
+}
+
+/* The one writer of job lines: to the journal with fields when stderr is the journal,
+ * else to stderr after "job <id> plugin <name>: ". @owner LOG_OWNER_NONE and @class_name
+ * NULL leave their fields out. */
+static void log_job_emit(int level, uint64_t id, const char *plugin, uid_t owner,
+                         const char *class_name, const char *text)
 {
         char buf[LOG_LINE_MAX], name[4 * 64 + 1];
         int saved = errno;
@@ -238,22 +259,25 @@ void log_job_text(int level, uint64_t id, const char *plugin, uid_t owner, const
         log_escape(name, sizeof(name), plugin ? plugin : "?");
         plugin = name;
         if (log_to_journal()) {
-                int r;
+                char msg[LOG_LINE_MAX + 320], prio[16], ident[64], job[48], plug[300], own[32],
+                        cls[64];
+                struct iovec iov[7];
+                size_t n = 0;
 
+                journal_field(&iov[n++], msg, sizeof(msg), "MESSAGE=job %llu plugin %s: %s",
+                              (unsigned long long)id, plugin, text);
+                journal_field(&iov[n++], prio, sizeof(prio), "PRIORITY=%d", level & 7);
+                journal_field(&iov[n++], ident, sizeof(ident), "SYSLOG_IDENTIFIER=%s",
+                              program_invocation_short_name);
+                journal_field(&iov[n++], job, sizeof(job), "FIBERD_JOB=%llu",
+                              (unsigned long long)id);
+                journal_field(&iov[n++], plug, sizeof(plug), "FIBERD_PLUGIN=%s", plugin);
                 if (owner != LOG_OWNER_NONE)
-                        r = sd_journal_send("MESSAGE=job %llu plugin %s: %s",
-                                            (unsigned long long)id, plugin, text, "PRIORITY=%d",
-                                            level & 7, "SYSLOG_IDENTIFIER=%s",
-                                            program_invocation_short_name, "FIBERD_JOB=%llu",
-                                            (unsigned long long)id, "FIBERD_PLUGIN=%s", plugin,
-                                            "FIBERD_OWNER=%u", (unsigned)owner, NULL);
-                else
-                        r = sd_journal_send(
-                                "MESSAGE=job %llu plugin %s: %s", (unsigned long long)id, plugin,
-                                text, "PRIORITY=%d", level & 7, "SYSLOG_IDENTIFIER=%s",
-                                program_invocation_short_name, "FIBERD_JOB=%llu",
-                                (unsigned long long)id, "FIBERD_PLUGIN=%s", plugin, NULL);
-                if (r >= 0) {
+                        journal_field(&iov[n++], own, sizeof(own), "FIBERD_OWNER=%u",
+                                      (unsigned)owner);
+                if (class_name && *class_name)
+                        journal_field(&iov[n++], cls, sizeof(cls), "FIBERD_CLASS=%s", class_name);
+                if (sd_journal_sendv(iov, (int)n) >= 0) {
                         errno = saved;
                         return;
                 }
@@ -265,6 +289,28 @@ void log_job_text(int level, uint64_t id, const char *plugin, uid_t owner, const
         if (off < 0 || off >= 256)
                 off = 255;
         log_emit_text(buf, (size_t)off, text);
+        errno = saved;
+}
+
+void log_job_text(int level, uint64_t id, const char *plugin, uid_t owner, const char *text)
+{
+        log_job_emit(level, id, plugin, owner, NULL, text);
+}
+
+void log_job_class(int level, uint64_t id, const char *plugin, uid_t owner, const char *class_name,
+                   const char *fmt, ...)
+{
+        char text[LOG_LINE_MAX], escaped[LOG_LINE_MAX];
+        int saved = errno;
+        va_list ap;
+
+        if (level > log_get_level())
+                return;
+        va_start(ap, fmt);
+        log_format(text, sizeof(text), fmt, ap);
+        va_end(ap);
+        log_escape(escaped, sizeof(escaped), text);
+        log_job_emit(level, id, plugin, owner, class_name, escaped);
         errno = saved;
 }
 

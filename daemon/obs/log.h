@@ -11,7 +11,8 @@
  * finds all of a job's lines, and escapes its text (log_escape()). When stderr is the
  * journal ($JOURNAL_STREAM names it, systemd.exec(5)), job lines are sent with
  * sd_journal_send() instead, with the fields FIBERD_JOB=<id>, FIBERD_PLUGIN=<name> and,
- * when known, FIBERD_OWNER=<uid>, so `journalctl FIBERD_JOB=42` finds them.
+ * when known, FIBERD_OWNER=<uid> and FIBERD_CLASS=<class>, so `journalctl FIBERD_JOB=42`
+ * finds them.
  *
  * The text of every line is escaped (control characters, DEL and backslash become \n,
  * \t, \xNN, \\): whatever a client or a plugin put in it cannot start a line of its
@@ -76,6 +77,14 @@ void log_job_owner(int level, uint64_t id, const char *plugin, uid_t owner, cons
         __attribute__((format(printf, 5, 6)));
 void log_job_ownerv(int level, uint64_t id, const char *plugin, uid_t owner, const char *fmt,
                     va_list ap) __attribute__((format(printf, 5, 0)));
+
+/*
+ * log_job_class - like log_job_owner(), also naming the job's class @class_name (NULL
+ * or "": none) in the journal's FIBERD_CLASS field: a job's life lines (joblines.h).
+ * Context: any; never yields.
+ */
+void log_job_class(int level, uint64_t id, const char *plugin, uid_t owner, const char *class_name,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /*
  * log_job_text - a job line whose @text is already escaped (log_escape()): the one
