@@ -50,7 +50,8 @@ static const char help_text[] =
         "  wait [--timeout DUR] ID...    wait until the jobs finish; one line each\n"
         "  result ID                     a finished job's result (JSON)\n"
         "  cancel ID                     ask a job to stop\n"
-        "  logs ID                       the lines a job logged (kept with the job)\n"
+        "  logs [-f] ID                  the lines a job logged (kept with the job);\n"
+        "                                -f: follow them until it ends\n"
         "  list [--state S] [--plugin P] [--limit N]\n"
         "                                jobs you can see (root: all)\n"
         "  dead [--plugin P] [--limit N] jobs that ran out of attempts\n"
@@ -753,10 +754,12 @@ static const Verb verbs[] = {
          "  -P, --prometheus    the same in Prometheus's text format (node_exporter's\n"
          "                      textfile collector, promtool check metrics)\n",
          ""},
-        {"logs", verb_logs, "logs ID",
+        {"logs", verb_logs, "logs [--follow] ID",
          "The lines a job wrote to the log, kept with the job (the last 64 lines, 8 KiB);\n"
          "its owner and admins may read them. The journal has them too:\n"
-         "journalctl FIBERD_JOB=ID.\n",
+         "journalctl FIBERD_JOB=ID.\n\n"
+         "  -f, --follow        print new lines as the job logs them, until it ends\n"
+         "                      (then a line naming its final state)\n",
          ""},
         {"batch", verb_batch, "batch [--wait] [--window N] [--class NAME]",
          "Submit JSON Lines job specs from stdin, {\"plugin\": ..., \"args\": {...},\n"

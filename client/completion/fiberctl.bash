@@ -111,6 +111,7 @@ _fiberctl() {
 	plugins) opts="--clear" ;;
 	stats) opts="--openmetrics --prometheus" ;;
 	top) opts="--delay --iterations" ;;
+	logs) opts="--follow" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts $_fiberctl_globals" -- "$cur"))
