@@ -45,8 +45,13 @@ all: $(FIBERD)
 
 # The configuration file an operator edits: every key, commented out, with its default
 # (daemon/fiberd.conf; tests/integration/daemon_config.c checks it against the parser).
+# The committed file names the defaults of PREFIX=/usr/local; the installed copy is
+# rewritten to the PREFIX and SYSCONFDIR it is installed with (FIBERD_CONF_SED), so its
+# plugin_dir is the one this fiberd was built for (tests/install.sh checks PREFIX=/usr).
 # An existing file is the operator's: install leaves it alone, uninstall removes the file
 # only while it is still the one shipped.
+FIBERD_CONF_SED := sed -e 's\#/usr/local/lib/fiberd/plugins\#$(FIBERD_PLUGIN_DIR)\#' \
+	-e 's\#/etc/fiberd/fiberd.conf\#$(FIBERD_CONFIG_FILE)\#' daemon/fiberd.conf
 .PHONY: install-config uninstall-config
 install: install-config
 install-config:
@@ -54,12 +59,14 @@ install-config:
 	@if [ -e $(DESTDIR)$(FIBERD_CONFIG_FILE) ]; then \
 	  echo "install: keeping the existing $(FIBERD_CONFIG_FILE)"; \
 	else \
-	  echo "install -m 0644 daemon/fiberd.conf $(DESTDIR)$(FIBERD_CONFIG_FILE)"; \
-	  install -m 0644 daemon/fiberd.conf $(DESTDIR)$(FIBERD_CONFIG_FILE); \
+	  echo "install daemon/fiberd.conf as $(DESTDIR)$(FIBERD_CONFIG_FILE) (paths of PREFIX=$(PREFIX))"; \
+	  $(FIBERD_CONF_SED) >$(DESTDIR)$(FIBERD_CONFIG_FILE).tmp && \
+	  chmod 644 $(DESTDIR)$(FIBERD_CONFIG_FILE).tmp && \
+	  mv $(DESTDIR)$(FIBERD_CONFIG_FILE).tmp $(DESTDIR)$(FIBERD_CONFIG_FILE); \
 	fi
 uninstall: uninstall-config
 uninstall-config:
-	@if cmp -s daemon/fiberd.conf $(DESTDIR)$(FIBERD_CONFIG_FILE); then \
+	@if $(FIBERD_CONF_SED) | cmp -s - $(DESTDIR)$(FIBERD_CONFIG_FILE); then \
 	  rm -f $(DESTDIR)$(FIBERD_CONFIG_FILE); \
 	  rmdir $(DESTDIR)$(SYSCONFDIR)/fiberd 2>/dev/null || true; \
 	elif [ -e $(DESTDIR)$(FIBERD_CONFIG_FILE) ]; then \
