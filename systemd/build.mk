@@ -1,28 +1,41 @@
 # systemd/ — fiberd.service (Type=notify), fiberd.socket, fiberd-metrics.socket (the
-# Prometheus scrape endpoint, installed disabled), the sysctl.d drop-in raising
-# vm.max_map_count, their verification and `make install`.
+# Prometheus scrape endpoint, installed disabled), the per-user pair in systemd/user/
+# (fiberd --user in a user manager), the sysctl.d drop-in raising vm.max_map_count, their
+# verification and `make install`.
 #
 # The committed units name /usr/local (the default PREFIX); the installed copies and the
 # copies verified by check-systemd are rewritten to the real paths with sed.
 SYSTEMD_UNITS := systemd/fiberd.service systemd/fiberd.socket systemd/fiberd-metrics.socket
+SYSTEMD_USER_UNITS := systemd/user/fiberd.service systemd/user/fiberd.socket
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+SYSTEMD_USER_UNIT_DIR ?= $(PREFIX)/lib/systemd/user
 SYSCTL_DIR ?= $(PREFIX)/lib/sysctl.d
+# the sed that points a committed unit at the installed fiberd and plugins
+SYSTEMD_UNIT_SED = sed -e 's\#/usr/local/bin/fiberd\#$(PREFIX)/bin/fiberd\#' \
+	-e 's\#/usr/local/lib/fiberd/plugins\#$(FIBERD_PLUGIN_DIR)\#'
 
-# check-systemd: `systemd-analyze verify` on the units, with ExecStart pointing at the
-# freshly built fiberd (verify checks that the binary exists) and MANPATH at the built man
-# pages (verify runs man(1) on each Documentation=man:...); any warning fails.
+# check-systemd: `systemd-analyze verify` on the units (`--user verify` on the per-user
+# pair), with ExecStart pointing at the freshly built fiberd (verify checks that the
+# binary exists) and MANPATH at the built man pages (verify runs man(1) on each
+# Documentation=man:...); any warning fails.
 .PHONY: check-systemd
 check-systemd: $(FIBERD) $(MAN_PAGES)
-	@mkdir -p $(BUILD)/systemd-verify
-	@for u in $(SYSTEMD_UNITS); do \
+	@mkdir -p $(BUILD)/systemd-verify/user
+	@for u in $(SYSTEMD_UNITS) $(SYSTEMD_USER_UNITS); do \
 	  sed -e 's#/usr/local/bin/fiberd#$(abspath $(FIBERD))#' \
 	      -e 's#/usr/local/lib/fiberd/plugins#$(abspath $(BUILD))/plugins#' \
-	      $$u > $(BUILD)/systemd-verify/$$(basename $$u); \
+	      $$u > $(BUILD)/systemd-verify/$${u#systemd/}; \
 	done
 	@out=$$(cd $(BUILD)/systemd-verify && MANPATH=$(abspath $(MAN_BUILD_DIR)): systemd-analyze verify $(notdir $(SYSTEMD_UNITS)) 2>&1); \
 	rc=$$?; \
 	if [ $$rc -ne 0 ] || [ -n "$$out" ]; then \
 	  echo "$$out" >&2; echo "check-systemd: systemd-analyze verify failed (rc=$$rc)" >&2; exit 1; \
+	fi
+	@mkdir -p -m 0700 $(BUILD)/systemd-verify/run
+	@out=$$(cd $(BUILD)/systemd-verify/user && MANPATH=$(abspath $(MAN_BUILD_DIR)): XDG_RUNTIME_DIR=$(abspath $(BUILD))/systemd-verify/run systemd-analyze --user verify $(notdir $(SYSTEMD_USER_UNITS)) 2>&1); \
+	rc=$$?; \
+	if [ $$rc -ne 0 ] || [ -n "$$out" ]; then \
+	  echo "$$out" >&2; echo "check-systemd: systemd-analyze --user verify failed (rc=$$rc)" >&2; exit 1; \
 	fi; echo "check-systemd: ok"
 
 # install: honours PREFIX and DESTDIR. bin/fiberd, the units (paths rewritten), the sysctl
@@ -31,14 +44,23 @@ check-systemd: $(FIBERD) $(MAN_PAGES)
 # Afterwards: `systemctl daemon-reload && sysctl --system`.
 .PHONY: install-daemon
 install: install-daemon
-install-daemon: $(FIBERD) install-plugins
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(SYSCTL_DIR)
+install-daemon: $(FIBERD) install-plugins install-units
+	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(FIBERD) $(DESTDIR)$(PREFIX)/bin/fiberd
+
+# The units alone (no build: tests/install.sh installs them for another PREFIX): the
+# system pair into $(SYSTEMD_UNIT_DIR), the per-user pair into $(SYSTEMD_USER_UNIT_DIR)
+# (`systemctl --user enable --now fiberd.socket`), the sysctl drop-in.
+.PHONY: install-units
+install-units:
+	install -d $(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(SYSTEMD_USER_UNIT_DIR) $(DESTDIR)$(SYSCTL_DIR)
 	for u in $(SYSTEMD_UNITS); do \
-	  sed -e 's#/usr/local/bin/fiberd#$(PREFIX)/bin/fiberd#' \
-	      -e 's#/usr/local/lib/fiberd/plugins#$(FIBERD_PLUGIN_DIR)#' \
-	      $$u > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$(basename $$u); \
+	  $(SYSTEMD_UNIT_SED) $$u > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$(basename $$u); \
 	  chmod 644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$(basename $$u); \
+	done
+	for u in $(SYSTEMD_USER_UNITS); do \
+	  $(SYSTEMD_UNIT_SED) $$u > $(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/$$(basename $$u); \
+	  chmod 644 $(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/$$(basename $$u); \
 	done
 	install -m 644 systemd/90-fiberd.conf $(DESTDIR)$(SYSCTL_DIR)/90-fiberd.conf
 
@@ -48,4 +70,5 @@ install-daemon: $(FIBERD) install-plugins
 uninstall: uninstall-daemon
 uninstall-daemon:
 	rm -f $(DESTDIR)$(PREFIX)/bin/fiberd $(DESTDIR)$(SYSCTL_DIR)/90-fiberd.conf \
-		$(SYSTEMD_UNITS:systemd/%=$(DESTDIR)$(SYSTEMD_UNIT_DIR)/%)
+		$(SYSTEMD_UNITS:systemd/%=$(DESTDIR)$(SYSTEMD_UNIT_DIR)/%) \
+		$(SYSTEMD_USER_UNITS:systemd/user/%=$(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/%)

@@ -5,7 +5,10 @@
 #   2. `make uninstall DESTDIR=<scratch>` leaves no file behind (only empty directories
 #      that other packages own on a real system: bin/, lib/systemd/system/, ...);
 #   3. an operator's edited config file survives uninstall (it is theirs now);
-#   4. `make dist` gives fiberd-<version>.tar.gz holding the tree under fiberd-<version>/.
+#   4. installed for PREFIX=/usr, the config file and the units name /usr's paths (the
+#      committed files name /usr/local): plugin_dir = /usr/lib/fiberd/plugins, the same
+#      ExecStart as the system units, the user units in /usr/lib/systemd/user;
+#   5. `make dist` gives fiberd-<version>.tar.gz holding the tree under fiberd-<version>/.
 # Each step names what it expected when it fails. Usage: tests/install.sh SCRATCH_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +32,8 @@ expected=(
 	$prefix/lib/systemd/system/fiberd.service
 	$prefix/lib/systemd/system/fiberd.socket
 	$prefix/lib/systemd/system/fiberd-metrics.socket
+	$prefix/lib/systemd/user/fiberd.service
+	$prefix/lib/systemd/user/fiberd.socket
 	$prefix/lib/sysctl.d/90-fiberd.conf
 )
 # more rows join as the tree installs more (tests/install.d/*.list: one path a line)
@@ -65,6 +70,29 @@ if [ -n "$conf" ]; then
 else
 	mk uninstall
 fi
+
+# Another PREFIX: the files that name paths are rewritten for it. install-config and
+# install-units build nothing, so the tree's fiberd keeps its own PREFIX.
+usr=$scratch/usr-root
+rm -rf "$usr"
+make --no-print-directory -s install-config install-units DESTDIR="$usr" PREFIX=/usr \
+	>"$scratch/make.log" 2>&1 || { sed 's/^/    /' "$scratch/make.log" >&2; fail "make install-config install-units PREFIX=/usr failed"; }
+conf=$usr/etc/fiberd/fiberd.conf
+grep -qx '#plugin_dir = /usr/lib/fiberd/plugins' "$conf" ||
+	fail "PREFIX=/usr: $conf does not name plugin_dir = /usr/lib/fiberd/plugins: $(grep plugin_dir "$conf")"
+! grep -n /usr/local "$conf" || fail "PREFIX=/usr: $conf still names /usr/local (above)"
+for u in system/fiberd.service user/fiberd.service; do
+	grep -qx 'ExecStart=/usr/bin/fiberd .*--plugin-dir /usr/lib/fiberd/plugins' "$usr/usr/lib/systemd/$u" ||
+		fail "PREFIX=/usr: /usr/lib/systemd/$u: $(grep ExecStart "$usr/usr/lib/systemd/$u")"
+done
+grep -qx 'ListenStream=%t/fiberd.sock' "$usr/usr/lib/systemd/user/fiberd.socket" ||
+	fail "PREFIX=/usr: the user socket is not %t/fiberd.sock (fiberd --user's default)"
+make --no-print-directory -s uninstall-config uninstall-daemon DESTDIR="$usr" PREFIX=/usr \
+	>"$scratch/make.log" 2>&1 || fail "make uninstall PREFIX=/usr failed"
+left=$(cd "$usr" && find . -type f)
+[ -z "$left" ] || fail "PREFIX=/usr: uninstall left files behind (the config no longer matches what install wrote?):
+$left"
+echo "$me: PREFIX=/usr: fiberd.conf and the units name /usr's paths; uninstall takes them back"
 
 mk dist
 version=$(sed -n 's/^#define FIBERD_VERSION "\(.*\)"/\1/p' ipc/protocol.h)
