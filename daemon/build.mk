@@ -114,9 +114,10 @@ DAEMON_REDIS_TESTS := $(BUILD)/tests/integration/daemon_redis \
 DAEMON_REDIS_FLEET := $(BUILD)/tests/integration/redis_fleet.o
 $(DAEMON_REDIS_TESTS): $(DAEMON_REDIS_FLEET)
 $(DAEMON_REDIS_TESTS): private LDFLAGS += $(DAEMON_REDIS_FLEET)
-# daemon_socket.c, daemon_list.c and daemon_fiberctl.c run fiberctl too
+# daemon_socket.c, daemon_list.c, daemon_fiberctl.c and daemon_joblines.c run fiberctl too
 $(BUILD)/tests/integration/daemon_socket $(BUILD)/tests/integration/daemon_list \
-	$(BUILD)/tests/integration/daemon_fiberctl: $(DAEMON_FIBERCTL)
+	$(BUILD)/tests/integration/daemon_fiberctl \
+	$(BUILD)/tests/integration/daemon_joblines: $(DAEMON_FIBERCTL)
 INTEGRATION_TESTS += $(DAEMON_TESTS)
 
 # ---- make demo: sha256 of every file under /usr/include through fiberctl batch, checked
