@@ -560,7 +560,7 @@ static SchedConfig job_sched_config(const Config *c, SchedClassConfig *classes)
  * Whether the job scheduler of @c can start here (sched_check(): the layout, then its
  * threads, descriptors and memory against this process's limits, with the server group
  * and fiberd's own on top), without starting a thread. --check-config runs it, and so
- * does the start before anything is allocated: a layout that cannot start is refused by
+ * does the start before any group is made: a layout that cannot start is refused by
  * both, at once and with the same line, instead of after seconds and gigabytes of
  * groups started in vain. @ret_plan, @ret_budget: out, may be NULL.
  * Return: 0; the error of sched_check(), logged.
@@ -855,9 +855,6 @@ int main(int argc, char **argv)
         log_set_level(d->cfg.log_level);
         joblines_set(d->cfg.log_jobs);
         sched_set_log(log_sched_hook);
-        /* before anything is allocated: as --check-config does */
-        if (check_layout(&d->cfg, NULL, NULL) < 0)
-                return EX_CONFIG;
         /* the job store first: after a crash, the first log line names the plugin */
         r = store_open(&d->store, (StoreKind)d->cfg.store_backend,
                        d->cfg.store_backend == STORE_REDIS ? d->cfg.store_redis : d->cfg.store_path,
@@ -873,6 +870,10 @@ int main(int argc, char **argv)
         store_set_commit_delay(d->store, d->cfg.store_commit_delay_ns);
         r = crash_init(d->store);
         if (r < 0)
+                return EX_CONFIG;
+        /* before any group is made, as --check-config does (after the crash report: the
+         * first line after a crash names the plugin) */
+        if (check_layout(&d->cfg, NULL, NULL) < 0)
                 return EX_CONFIG;
         log_msg(LOG_INFO, "job store: %s%s%s", store_kind_name((StoreKind)d->cfg.store_backend),
                 d->store->path ? " at " : "", d->store->path ? d->store->path : "");
