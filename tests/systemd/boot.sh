@@ -6,8 +6,9 @@
 # 2.0 or less with every bundled plugin still working, jobs act with their submitter's
 # rights, a non-root client gets in, `journalctl FIBERD_JOB=ID` finds a job's lines,
 # reload and stop are clean, the socket activates the service, the watchdog restarts
-# a frozen fiberd, and fiberd-metrics.socket serves /metrics to curl (and a scrape
-# starts fiberd). Recipe:
+# a frozen fiberd, fiberd-metrics.socket serves /metrics to curl (and a scrape
+# starts fiberd), and the per-user units run `fiberd --user` under a lingering user's
+# manager (skipped, with the reason, when the container cannot start one). Recipe:
 # shared/recipes/systemd-in-container.md.
 #
 # Needs root. The container's root file system is built once with debootstrap and cached
@@ -143,7 +144,8 @@ echo "$me: PASS: container root $root ready ($((SECONDS - start)) s)"
 # Drop what earlier runs installed (a plugin removed from the tree would stay loaded) and
 # any enablement they left behind, so every boot starts from the same state.
 rm -rf "$root/usr/local/lib/fiberd" "$root/usr/local/lib/systemd/system/fiberd."* \
-	"$root/usr/local/lib/systemd/system/fiberd-metrics."*
+	"$root/usr/local/lib/systemd/system/fiberd-metrics."* \
+	"$root/usr/local/lib/systemd/user/fiberd."*
 rm -f "$root"/etc/systemd/system/*.wants/fiberd.* "$root"/etc/systemd/system/*.wants/fiberd-metrics.*
 if ! timeout "$(left)" make --no-print-directory -s install DESTDIR="$root" PREFIX=/usr/local \
 	>"$work/install.log" 2>&1; then
@@ -347,6 +349,8 @@ check "journalctl FIBERD_JOB=ID: a job's lines, with FIBERD_PLUGIN and FIBERD_OW
 		sleep 0.1; i=$((i + 1))
 	done
 	journalctl -b FIBERD_JOB="$id" -o export --no-pager | grep -qx FIBERD_PLUGIN=sha256
+	journalctl -b FIBERD_JOB="$id" -o export --no-pager | grep -qx FIBERD_CLASS=default
+	journalctl -b FIBERD_JOB="$id" -o export --no-pager | grep -qx PRIORITY=5
 	journalctl -b FIBERD_JOB="$id" -o export --no-pager | grep -qx _SYSTEMD_UNIT=fiberd.service
 	journalctl -b FIBERD_JOB="$id" -o cat --no-pager | grep "^job $id plugin sha256: failed"'
 check "systemctl reload fiberd: SIGHUP reloads, the same process stays active" '
@@ -480,6 +484,48 @@ check "systemctl disable --now fiberd.socket fiberd-metrics.socket; stop fiberd:
 	test "$(prop fiberd.service ExecMainStatus)" = 0
 	test ! -e /run/fiberd.sock
 	journal "$1" "^fiberd stopped: "' "$pid"
+
+# The per-user units: a user with lingering gets a user manager (user@UID.service) at
+# once; `systemctl --user enable --now fiberd.socket` as that user, then fiberctl --user.
+ct_user=fiberd-boot-user
+ct_uid=4242
+if in_ct sh -ec '
+	id -u '$ct_user' >/dev/null 2>&1 || useradd -m -u '$ct_uid' '$ct_user'
+	rm -rf /home/'$ct_user'/.local/state/fiberd
+	loginctl enable-linger '$ct_user'
+	i=0
+	until [ -S /run/user/'$ct_uid'/systemd/private ]; do
+		[ $i -lt 100 ] || exit 1
+		sleep 0.1; i=$((i + 1))
+	done' >"$work/linger.log" 2>&1; then
+	check "systemctl --user enable --now fiberd.socket: fiberd --user on \$XDG_RUNTIME_DIR/fiberd.sock (user units, $ct_user)" '
+		as_user() {
+			setpriv --reuid='$ct_uid' --regid='$ct_uid' --init-groups \
+				env XDG_RUNTIME_DIR=/run/user/'$ct_uid' HOME=/home/'$ct_user' "$@"
+		}
+		as_user systemctl --user daemon-reload
+		test "$(as_user systemctl --user show -p FragmentPath --value fiberd.service)" = \
+			/usr/local/lib/systemd/user/fiberd.service
+		as_user systemctl --user enable --now fiberd.socket
+		test -S /run/user/'$ct_uid'/fiberd.sock
+		test "$(stat -c %a /run/user/'$ct_uid'/fiberd.sock)" = 600
+		r=$(as_user fiberctl --user --json submit echo x=1 --wait)
+		echo "$r"
+		echo "$r" | grep -Eq "\"state\": ?\"done\""
+		echo "$r" | grep -Eq "\"owner\": ?'$ct_uid'([^0-9]|$)"
+		test "$(as_user systemctl --user is-active fiberd.service)" = active
+		test -f /home/'$ct_user'/.local/state/fiberd/jobs.db
+		# another user cannot reach it
+		! setpriv --reuid=65534 --regid=65534 --clear-groups \
+			fiberctl -s /run/user/'$ct_uid'/fiberd.sock ping 2>/dev/null
+		as_user systemctl --user disable --now fiberd.socket
+		as_user systemctl --user stop fiberd.service
+		test ! -e /run/user/'$ct_uid'/fiberd.sock'
+	in_ct loginctl disable-linger "$ct_user" >/dev/null 2>&1 || true
+else
+	sed 's/^/    /' "$work/linger.log"
+	echo "$me: SKIP: the user units: no user manager came up for $ct_user (loginctl enable-linger) in this container; make check-systemd verifies them with systemd-analyze --user verify"
+fi
 
 if [ "$failed" -ne 0 ]; then
 	echo "$me: this boot's journal for fiberd, last lines:"
