@@ -146,7 +146,8 @@ echo "$me: PASS: container root $root ready ($((SECONDS - start)) s)"
 rm -rf "$root/usr/local/lib/fiberd" "$root/usr/local/lib/systemd/system/fiberd."* \
 	"$root/usr/local/lib/systemd/system/fiberd-metrics."* \
 	"$root/usr/local/lib/systemd/user/fiberd."*
-rm -f "$root"/etc/systemd/system/*.wants/fiberd.* "$root"/etc/systemd/system/*.wants/fiberd-metrics.*
+rm -f "$root"/etc/systemd/system/*.wants/fiberd.* "$root"/etc/systemd/system/*.wants/fiberd-metrics.* \
+	"$root/var/lib/systemd/linger/fiberd-boot-user"
 if ! timeout "$(left)" make --no-print-directory -s install DESTDIR="$root" PREFIX=/usr/local \
 	>"$work/install.log" 2>&1; then
 	sed 's/^/    /' "$work/install.log"
@@ -487,15 +488,22 @@ check "systemctl disable --now fiberd.socket fiberd-metrics.socket; stop fiberd:
 
 # The per-user units: a user with lingering gets a user manager (user@UID.service) at
 # once; `systemctl --user enable --now fiberd.socket` as that user, then fiberctl --user.
+# The minimal root has no pam_systemd (libpam-systemd), which gives a user manager its
+# XDG_RUNTIME_DIR: without it user@.service exits at once ("$XDG_RUNTIME_DIR is not
+# set"), so a runtime drop-in sets it.
 ct_user=fiberd-boot-user
 ct_uid=4242
 if in_ct sh -ec '
 	id -u '$ct_user' >/dev/null 2>&1 || useradd -m -u '$ct_uid' '$ct_user'
 	rm -rf /home/'$ct_user'/.local/state/fiberd
+	d=/run/systemd/system/user@.service.d
+	mkdir -p $d
+	printf "[Service]\nEnvironment=XDG_RUNTIME_DIR=/run/user/%%i\n" >$d/50-runtime-dir.conf
+	systemctl daemon-reload
 	loginctl enable-linger '$ct_user'
 	i=0
 	until [ -S /run/user/'$ct_uid'/systemd/private ]; do
-		[ $i -lt 100 ] || exit 1
+		[ $i -lt 100 ] || { systemctl status --no-pager user@'$ct_uid'.service; exit 1; }
 		sleep 0.1; i=$((i + 1))
 	done' >"$work/linger.log" 2>&1; then
 	check "systemctl --user enable --now fiberd.socket: fiberd --user on \$XDG_RUNTIME_DIR/fiberd.sock (user units, $ct_user)" '
@@ -515,9 +523,11 @@ if in_ct sh -ec '
 		echo "$r" | grep -Eq "\"owner\": ?'$ct_uid'([^0-9]|$)"
 		test "$(as_user systemctl --user is-active fiberd.service)" = active
 		test -f /home/'$ct_user'/.local/state/fiberd/jobs.db
-		# another user cannot reach it
-		! setpriv --reuid=65534 --regid=65534 --clear-groups \
-			fiberctl -s /run/user/'$ct_uid'/fiberd.sock ping 2>/dev/null
+		# another user cannot reach it (mode 0600)
+		if setpriv --reuid=65534 --regid=65534 --clear-groups \
+			fiberctl -s /run/user/'$ct_uid'/fiberd.sock ping; then
+			echo "uid 65534 reached the fiberd of uid '$ct_uid'"; exit 1
+		fi
 		as_user systemctl --user disable --now fiberd.socket
 		as_user systemctl --user stop fiberd.service
 		test ! -e /run/user/'$ct_uid'/fiberd.sock'
