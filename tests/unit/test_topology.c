@@ -240,3 +240,61 @@ Test(topology, scheduler_placement_from_fibers)
         sched_free(from_lone.s);
         sched_group_free(lone);
 }
+
+/* What a layout takes at start (budget.c): a worker per slot, a reactor, a monitor while
+ * the stall detector or the rescue is on; spares apart; one run queue per class. */
+Test(topology, budget_counts_what_a_layout_starts)
+{
+        SchedConfig c = {0};
+        SchedPlan p = {.groups = 4, .group_size = 16};
+        SchedClassConfig classes[3] = {{"default", 100}, {"batch", 50}, {"web", 200}};
+        SchedBudget one, three;
+
+        cr_assert_eq(sched_budget(&c, &p, &one), 0);
+        cr_assert_eq(one.groups, 4);
+        cr_assert_eq(one.threads, 4 * (16 + 2), "workers, reactor and monitor per group");
+        cr_assert_eq(one.spare_threads, 4 * 16, "rescue on: a spare per worker by default");
+        cr_assert_eq(one.fds, 4 * 3);
+        cr_assert_gt(one.stack_bytes, 0);
+        /* a run queue of 65536 cells per class and group: more classes, more memory */
+        c.classes = classes;
+        c.nclasses = 3;
+        cr_assert_eq(sched_budget(&c, &p, &three), 0);
+        cr_assert_geq(three.memory_bytes - one.memory_bytes, 4ull * 2 * 65536 * 16);
+        /* stall detector and rescue off: no monitor, no spares */
+        c.control.stall_threshold_ns = SCHED_FOREVER;
+        c.control.rescue_after_ns = SCHED_FOREVER;
+        cr_assert_eq(sched_budget(&c, &p, &three), 0);
+        cr_assert_eq(three.threads, 4 * (16 + 1));
+        cr_assert_eq(three.spare_threads, 0);
+        /* groups of 64 leave no room for spares */
+        p.group_size = 64;
+        c.control.rescue_after_ns = 0;
+        cr_assert_eq(sched_budget(&c, &p, &three), 0);
+        cr_assert_eq(three.spare_threads, 0);
+        p.group_size = 65;
+        cr_assert_eq(sched_budget(&c, &p, &three), -EINVAL);
+}
+
+/* sched_check() passes what can start here, and refuses a layout no limit can hold,
+ * naming why, without starting a thread. */
+Test(topology, check_refuses_what_cannot_start)
+{
+        SchedTopology t = machine(1, 2);
+        SchedConfig c = {.topology = &t};
+        SchedBudget huge = {.threads = 1u << 30};
+        SchedPlan p;
+        char why[512];
+
+        cr_assert_eq(sched_check(&c, NULL, NULL, &p, NULL, why, sizeof(why)), 0, "%s", why);
+        cr_assert_eq(p.groups, 1);
+        cr_assert_str_eq(why, "");
+        /* a billion more threads than any kernel gives */
+        cr_assert_eq(sched_check(&c, NULL, &huge, NULL, NULL, why, sizeof(why)), -EAGAIN);
+        cr_assert(strstr(why, "threads"), "%s", why);
+        /* no layout at all */
+        c.group_size = 65;
+        c.groups = 1;
+        cr_assert_eq(sched_check(&c, NULL, NULL, NULL, NULL, why, sizeof(why)), -EINVAL);
+        cr_assert(strstr(why, "no scheduling group layout"), "%s", why);
+}
