@@ -297,14 +297,25 @@ static void hj_recordf(FiberdJob *hj, int err, const char *code, const char *fmt
         va_end(ap);
 }
 
+/* host->fail() and host->fail_permanent(): the message, its code from @err, and whether a
+ * retry may mend it. Returns @err as a negative errno. */
+static int hj_fail(FiberdJob *hj, int err, bool permanent, const char *fmt, va_list ap)
+{
+        if (err > 0)
+                err = -err;
+        hj_record(hj, err, ipc_status_code_from_errno(err), fmt, ap);
+        pthread_mutex_lock(&hj->lock);
+        hj->fail_permanent = permanent;
+        pthread_mutex_unlock(&hj->lock);
+        return err;
+}
+
 static int host_fail(FiberdJob *hj, int err, const char *fmt, ...)
 {
         va_list ap;
 
-        if (err > 0)
-                err = -err;
         va_start(ap, fmt);
-        hj_record(hj, err, ipc_status_code_from_errno(err), fmt, ap);
+        err = hj_fail(hj, err, false, fmt, ap);
         va_end(ap);
         return err;
 }
@@ -313,14 +324,9 @@ static int host_fail_permanent(FiberdJob *hj, int err, const char *fmt, ...)
 {
         va_list ap;
 
-        if (err > 0)
-                err = -err;
         va_start(ap, fmt);
-        hj_record(hj, err, ipc_status_code_from_errno(err), fmt, ap);
+        err = hj_fail(hj, err, true, fmt, ap);
         va_end(ap);
-        pthread_mutex_lock(&hj->lock);
-        hj->fail_permanent = true;
-        pthread_mutex_unlock(&hj->lock);
         return err;
 }
 
