@@ -86,22 +86,31 @@ static void wait_log(const char *needle)
         cr_assert(fiberd_log_contains(&fd_, needle), "no log line with \"%s\"", needle);
 }
 
-/* Polls job.status (bounded) until job @id is running. */
-static void wait_running(Client *c, uint64_t id)
+/* Polls (bounded) until job @id is running and inside the code of plugin @name:
+ * plugins.list counts it among the instance's running jobs. A job is `running` from its
+ * dispatch, a moment before its fiber takes its reference on the plugin; a file replaced
+ * or removed in that moment retires an instance the job never entered. */
+static void wait_running(Client *c, uint64_t id, const char *name)
 {
+        char v[64];
+        uint64_t running = 0;
+
         for (int i = 0; i < 3000; i++) {
                 Reply rp;
-                bool running;
+                bool state_running;
 
                 rpc_simple(c, "job.status", 1, &id, &rp);
                 cr_assert_eq(rp.r, 0, "%s", rp.st.message);
-                running = strcmp(map_str(rp.result, "state"), "running") == 0;
+                state_running = strcmp(map_str(rp.result, "state"), "running") == 0;
                 reply_clear(&rp);
-                if (running)
-                        return;
+                if (state_running) {
+                        listed(c, "plugins", name, v, sizeof(v), &running);
+                        if (running >= 1)
+                                return;
+                }
                 usleep(10000);
         }
-        cr_assert_fail("job %llu never ran", (unsigned long long)id);
+        cr_assert_fail("job %llu never ran in plugin %s", (unsigned long long)id, name);
 }
 
 /* Waits for job @id; its result's "version". */
@@ -194,7 +203,7 @@ Test(daemon_inplace, an_upgrade_finishes_running_jobs_on_the_old_version)
         Arg until = ARG_S("until", flag);
         a = rpc_submit(c, "inplace", &until, 1, 0, 0, &st);
         cr_assert_neq(a, 0, "%s", st.message);
-        wait_running(c, a);
+        wait_running(c, a, "inplace");
 
         /* install(1)/mv over it: a new inode at the same path */
         fiberd_copy_plugin(&fd_, FIBERD_TEST_PLUGIN_DIR "/inplace_v2.so", "inplace.so");
@@ -261,7 +270,7 @@ Test(daemon_inplace, a_removed_plugin_is_unloaded_after_its_last_job)
         Arg until = ARG_S("until", flag);
         a = rpc_submit(c, "inplace", &until, 1, 0, 0, &st);
         cr_assert_neq(a, 0, "%s", st.message);
-        wait_running(c, a);
+        wait_running(c, a, "inplace");
 
         snprintf(path, sizeof(path), "%s/inplace.so", fd_.plugin_dir);
         cr_assert_eq(unlink(path), 0);
