@@ -351,7 +351,9 @@ Test(daemon_redis, plugin_crashing_in_run_is_quarantined_in_fleet_mode)
                                             .plugins = "echo",
                                             .extra = FIBERD_TEST_PLUGIN_DIR "/crash_run.so"});
         c = fiberd_connect(&host_a);
-        first = rpc_submit(c, "crash_run", NULL, 0, 0, 0, &st);
+        /* parked 200 ms first: in a fleet the job may be read from the stream and run
+         * before its submission is answered, and a crash then would close the answer */
+        first = rpc_submit(c, "crash_run", (Arg[]){ARG_I("ms", 200)}, 1, 0, 0, &st);
         cr_assert_gt(first, 0, "submit: %s", st.message);
         wait_crash(&host_a);
         client_free(c);
@@ -374,7 +376,7 @@ Test(daemon_redis, plugin_crashing_in_run_is_quarantined_in_fleet_mode)
         snprintf(cmd, sizeof(cmd), "redis-cli -s %s HLEN %s | grep -qx '[1-9][0-9]*'",
                  redis_fleet_sock(), key);
         cr_assert_eq(system(cmd), 0, "%s holds no plugin file", key);
-        second = rpc_submit(c, "crash_run", NULL, 0, 0, 0, &st);
+        second = rpc_submit(c, "crash_run", (Arg[]){ARG_I("ms", 200)}, 1, 0, 0, &st);
         cr_assert_gt(second, first, "submit: %s", st.message);
         wait_crash(&host_a);
         client_free(c);

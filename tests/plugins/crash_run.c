@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * crash_run.c — a test plugin whose run() dereferences NULL: fiberd dies of SIGSEGV in
- * the job. The job store's crash-only plugins (daemon/plugin/crash.h) must report the job and
+ * crash_run.c — a test plugin whose run() dereferences NULL (after {"ms"} ms parked, when
+ * given): fiberd dies of SIGSEGV in the job. The job store's crash-only plugins (daemon/plugin/crash.h) must report the job and
  * plugin, fail that job with INTERRUPTED at the next start, and quarantine the plugin
  * after two such crashes, even with a clean restart or another plugin's crash between.
  */
@@ -10,9 +10,11 @@
 static int crash_run_run(FiberdJob *job, const FiberdHost *host)
 {
         volatile int *p = NULL;
+        uint64_t ms = 0;
 
-        (void)job;
-        (void)host;
+        /* {"ms": N}: first N ms parked, so the submission is answered before the crash */
+        if (host->arg_uint(job, "ms", &ms) == 0 && ms)
+                host->sleep_until(job, host->now_ns() + ms * 1000000ull);
         *p = 42;
         return 0;
 }
