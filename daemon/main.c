@@ -551,10 +551,13 @@ static SchedConfig job_sched_config(const Config *c, SchedClassConfig *classes)
 }
 
 /* fiberd's own threads besides the groups' (main, the store's, the opener threads, the
- * blocking-I/O helpers, the metrics endpoint's) and the descriptors it needs besides
- * theirs (the sockets, signalfd, inotify, the store, 64 kept for jobs' files). */
+ * blocking-I/O helpers, the metrics endpoint's) and the descriptors it cannot start
+ * without besides theirs (stdio, the sockets, signalfd, inotify, the store and its
+ * journal, the loader's): a lower bound, like the rest of the check. Descriptors for
+ * connections and jobs' files are not counted: fiberd runs with a few (the server backs
+ * off at EMFILE and says so), so a small RLIMIT_NOFILE is no reason to refuse a start. */
 #define DAEMON_OWN_THREADS (6 + OPENER_THREADS_DEFAULT)
-#define DAEMON_OWN_FDS 96
+#define DAEMON_OWN_FDS 16
 
 /*
  * Whether the job scheduler of @c can start here (sched_check(): the layout, then its
