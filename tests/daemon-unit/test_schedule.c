@@ -173,9 +173,12 @@ static uint64_t walk_latest(const Schedule *c, uint64_t from_ms, uint64_t now_ms
 }
 
 /* Bisection against a walk, for @expr in @tz, from @from_ms over @span_ms, @n nows. */
-static void latest_matches_a_walk(const char *expr, const char *tz, uint64_t from_ms,
-                                  uint64_t span_ms, int n)
+/* Returns how many instants it checked (@n). */
+static int latest_matches_a_walk(const char *expr, const char *tz, uint64_t from_ms,
+                                 uint64_t span_ms, int n)
 {
+        int checked = 0;
+
         Schedule *s = cron(expr, tz);
         uint64_t first, tick;
 
@@ -193,28 +196,32 @@ static void latest_matches_a_walk(const char *expr, const char *tz, uint64_t fro
                 cr_assert_gt(s->next_ms, now);
                 cr_assert_eq(s->next_ms, walk_latest(s, want, s->next_ms),
                              "the next tick is the one after the latest");
+                checked++;
         }
         schedule_free(s);
+        return checked;
 }
 
 Test(schedule, the_latest_passed_cron_tick_is_the_one_a_walk_finds)
 {
-        latest_matches_a_walk("*/7 * * * *", NULL, utc_ms(2026, 1, 1, 0, 0, 0), 3 * 86400000ULL,
-                              40);
-        latest_matches_a_walk("0 3 * * 1-5", NULL, utc_ms(2026, 1, 1, 0, 0, 0), 60 * 86400000ULL,
-                              40);
-        latest_matches_a_walk("0 0 29 2 *", NULL, utc_ms(2026, 1, 1, 0, 0, 0), 900 * 86400000ULL,
-                              5);
+        int n = latest_matches_a_walk("*/7 * * * *", NULL, utc_ms(2026, 1, 1, 0, 0, 0),
+                                      3 * 86400000ULL, 40);
+        n += latest_matches_a_walk("0 3 * * 1-5", NULL, utc_ms(2026, 1, 1, 0, 0, 0),
+                                   60 * 86400000ULL, 40);
+        n += latest_matches_a_walk("0 0 29 2 *", NULL, utc_ms(2026, 1, 1, 0, 0, 0),
+                                   900 * 86400000ULL, 5);
+        cr_assert_eq(n, 85, "%d instants checked", n);
 }
 
 Test(schedule, the_latest_passed_tick_across_berlin_dst_changes)
 {
         need_zone("Europe/Berlin");
         /* the spring gap (29 March 2026) and the autumn repeat (25 October 2026) */
-        latest_matches_a_walk("30 2 * * *", "Europe/Berlin", utc_ms(2026, 3, 25, 0, 0, 0),
-                              10 * 86400000ULL, 30);
-        latest_matches_a_walk("*/20 1-3 * * *", "Europe/Berlin", utc_ms(2026, 10, 23, 0, 0, 0),
-                              5 * 86400000ULL, 30);
+        int n = latest_matches_a_walk("30 2 * * *", "Europe/Berlin", utc_ms(2026, 3, 25, 0, 0, 0),
+                                      10 * 86400000ULL, 30);
+        n += latest_matches_a_walk("*/20 1-3 * * *", "Europe/Berlin", utc_ms(2026, 10, 23, 0, 0, 0),
+                                   5 * 86400000ULL, 30);
+        cr_assert_eq(n, 60, "%d instants checked", n);
 }
 
 Test(schedule, a_cron_with_no_tick_ahead_does_not_start)

@@ -448,7 +448,8 @@ Test(daemon_metrics_http, a_non_loopback_address_needs_allow_remote)
 }
 
 /* An RPC and a metrics socket passed with their names, the metrics one first or not. */
-static void activated_by_name(bool metrics_first)
+/* Returns whether /metrics answered 200 on the metrics socket. */
+static bool activated_by_name(bool metrics_first)
 {
         char sock[96];
         static HttpReply rp;
@@ -488,16 +489,17 @@ static void activated_by_name(bool metrics_first)
          * systemd, which would otherwise fail the socket unit and refuse connections */
         close(http_connect(port));
         close(metrics);
+        return rp.status == 200;
 }
 
 Test(daemon_metrics_http, systemd_sockets_are_taken_by_name_rpc_first)
 {
-        activated_by_name(false);
+        cr_assert(activated_by_name(false), "/metrics did not answer on systemd's socket");
 }
 
 Test(daemon_metrics_http, systemd_sockets_are_taken_by_name_metrics_first)
 {
-        activated_by_name(true);
+        cr_assert(activated_by_name(true), "/metrics did not answer on systemd's socket");
 }
 
 Test(daemon_metrics_http, an_unnamed_single_socket_is_the_rpc_socket)
