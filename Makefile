@@ -6,6 +6,7 @@
 #                     its own build directory)
 #   make fuzz         every libFuzzer target for FUZZ_SECONDS each (tests/build.mk)
 #   make bench        benchmarks with their peers (Go, pthreads, ucontext, bare switch)
+#   make bench-compare BASE=<rev>  a revision built beside the tree, rows of both interleaved
 #   make demo         the main job
 #   make install      honours PREFIX and DESTDIR; make uninstall removes exactly that
 #   make dist         $(BUILD)/fiberd-$(VERSION).tar.gz from `git archive HEAD`

@@ -5,6 +5,8 @@
 #                     libsched, the Go peers (off-line `go build`, caches under $(BUILD)),
 #                     then `fiberd-bench table`: ~5 minutes on 2 cores. As root it raises
 #                     vm.max_map_count for the 1M-fiber rows; otherwise it skips them.
+#   make bench-compare BASE=<rev>  the A/B of a change: BASE built beside the tree and the
+#                     runtime rows of both run interleaved (COMPARE_RUNS, COMPARE_ROWS).
 #   make bench-smoke  every figure once with tiny counts, no Go: proves the bench code
 #                     still runs (a few seconds). The product rows' peers (beanstalkd,
 #                     gearmand, libgearman) are used when installed, skipped otherwise.
@@ -37,7 +39,7 @@ BENCH_ONLY ?=
 BENCH_GO_ENV := GOCACHE=$(abspath $(BUILD))/go/cache GOPATH=$(abspath $(BUILD))/go/path \
                 GOENV=off GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0
 
-.PHONY: bench bench-smoke
+.PHONY: bench bench-smoke bench-compare
 all: $(BENCH_BIN)
 
 # The fiberd generators start the binaries of this tree: their paths are compiled in. The
@@ -85,3 +87,9 @@ bench: deps-bench
 
 bench-smoke: $(BENCH_BIN) $(BENCH_PRODUCT_DEPS) bench-gearman
 	$(BENCH_BIN) table --smoke
+
+# make bench-compare BASE=<rev>: revision BASE built beside the tree, the runtime rows (or
+# COMPARE_ROWS) of both run interleaved; tests/bench/compare.sh says how.
+bench-compare: $(BENCH_BIN) $(BENCH_PRODUCT_DEPS)
+	@test -n "$(BASE)" || { echo "bench-compare: say BASE=<rev>, e.g. BASE=HEAD~1" >&2; exit 2; }
+	BASE=$(BASE) bash tests/bench/compare.sh $(BUILD) $(BENCH_BIN)

@@ -1,0 +1,80 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# tests/bench/compare.sh — `make bench-compare BASE=<rev>`: the A/B a scheduler change
+# needs. It builds revision BASE beside the tree (a `git archive` of it under
+# $BUILD/compare/<sha>, built with its own Makefile) and runs the same fiberd-bench
+# figures of both builds interleaved, A B A B ..., in the same minutes, so a burst of
+# noise on a shared machine hits both alike. It prints one markdown row per figure and
+# column: the median of each side and the ratio new/base.
+#
+#   BASE=<rev>            the revision to compare against (required)
+#   COMPARE_RUNS=N        rounds per figure (default 7)
+#   COMPARE_ROWS='...'    figures, `;`-separated fiberd-bench command lines (default: the
+#                         runtime rows: yield, create+latch, create+join, ping-pong,
+#                         sleep_for(1 ms) lateness)
+#
+# Usage: tests/bench/compare.sh BUILD_DIR NEW_BENCH_BIN   (run from the top of the tree)
+set -euo pipefail
+
+build=${1:?build dir}
+new_bin=${2:?new fiberd-bench}
+base=${BASE:?BASE=<rev> is required, e.g. make bench-compare BASE=HEAD~1}
+runs=${COMPARE_RUNS:-7}
+rows=${COMPARE_ROWS:-"yield 2000000;create 1000000 latch;create 200000 join;pingpong 200000;lateness"}
+
+sha=$(git rev-parse --verify --quiet "$base^{commit}") ||
+        { echo "bench-compare: '$base' is not a revision of this repository" >&2; exit 2; }
+short=$(git rev-parse --short "$sha")
+dir=$build/compare/$sha
+base_bin=$dir/build/bench/fiberd-bench
+
+if [ ! -x "$base_bin" ]; then
+        echo "bench-compare: building $short in $dir (once; kept for the next run)" >&2
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        git archive "$sha" | tar -x -C "$dir"
+        # The base's product rows start its own fiberd: build everything it has.
+        make -C "$dir" --no-print-directory -j"$(nproc)" all >"$dir.log" 2>&1 ||
+                { echo "bench-compare: building $short failed; see $dir.log" >&2; exit 1; }
+fi
+[ -x "$base_bin" ] || { echo "bench-compare: $short has no build/bench/fiberd-bench" >&2; exit 1; }
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2];
+                                                else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "bench-compare: $runs rounds, base $short vs $(git rev-parse --short HEAD)$(
+        git diff --quiet HEAD -- . 2>/dev/null || echo ' (+ uncommitted changes)'); CPU: $(
+        lscpu | sed -n 's/^Model name: *//p' | head -1)" >&2
+IFS=';' read -r -a figs <<<"$rows"
+for r in $(seq "$runs"); do
+        for i in "${!figs[@]}"; do
+                read -r -a argv <<<"${figs[$i]}"
+                for side in base new; do
+                        bin=$base_bin
+                        [ "$side" = new ] && bin=$new_bin
+                        # The last line holds the figures; sched's notices go to stderr.
+                        out=$("$bin" "${argv[@]}" 2>/dev/null | tail -n 1) ||
+                                { echo "bench-compare: '$side ${figs[$i]}' failed" >&2; exit 1; }
+                        echo "$out" >>"$tmp/$i.$side"
+                done
+        done
+        echo "bench-compare: round $r of $runs done" >&2
+done
+
+echo
+echo "| figure (median of $runs, interleaved) | column | base $short | new | new/base |"
+echo "|---|---|---|---|---|"
+for i in "${!figs[@]}"; do
+        cols=$(awk '{ print NF }' "$tmp/$i.new" | head -1)
+        for c in $(seq "$cols"); do
+                b=$(awk -v c="$c" '{ print $c }' "$tmp/$i.base" | median)
+                n=$(awk -v c="$c" '{ print $c }' "$tmp/$i.new" | median)
+                ratio=$(awk -v b="$b" -v n="$n" 'BEGIN { if (b == 0) print "-";
+                                                         else printf "%.3f", n / b }')
+                echo "| ${figs[$i]} | $c | $b | $n | $ratio |"
+        done
+done
