@@ -14,6 +14,7 @@ is on a condition with a deadline. A screenshot goes to $WEB_SCREENSHOT
 Usage: test_web.py FIBERCTL FIBERD PLUGIN_DIR SCREENSHOT"""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -177,6 +178,7 @@ def main():
             if p.poll() is None:
                 p.terminate()
                 p.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)
     assert web.returncode == 0, "fiberctl web exited %d" % web.returncode
     print("check-web: ok")
 
