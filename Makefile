@@ -52,14 +52,15 @@ CPPFLAGS += -DSCHED_CONTEXT_UCONTEXT=1
 endif
 
 # Debian packages every target needs; the deps step installs the missing ones.
-# libmicrohttpd-dev: fiberd's scrape endpoint; curl: the shell tests' HTTP client
+# libmicrohttpd-dev: fiberd's scrape endpoint and `fiberctl web`; libjs-chart.js: the
+# charts of `fiberctl web` (its one runtime dependency, served from /usr/share); curl: the shell tests' HTTP client
 # (tests/prometheus.sh). Prometheus itself is not installed (its package would start a
 # system Prometheus): tests/prometheus-pkg.sh takes its binaries out of the package.
 DEBS := build-essential pkg-config libcriterion-dev libmsgpack-dev libnuma-dev \
         libsystemd-dev libssl-dev libjansson-dev libinih-dev clang-format systemd git \
         scdoc man-db groff-base python3-msgpack python3-pytest libsqlite3-dev \
         libsmartcols-dev tmux zsh redis-server libhiredis-dev clang libclang-rt-14-dev \
-        liburing-dev libcurl4-openssl-dev libmicrohttpd-dev curl
+        liburing-dev libcurl4-openssl-dev libmicrohttpd-dev curl libjs-chart.js
 BENCH_DEBS := golang-go beanstalkd gearman-job-server libgearman-dev
 
 .PHONY: all deps deps-bench check check-unit check-sanitizers bench demo install \
@@ -145,7 +146,7 @@ check-install: all
 check: deps format-check check-layering check-docs
 	$(MAKE) --no-print-directory check-unit check-daemon-unit check-integration check-systemd \
 		check-man check-completion check-install bench-smoke check-clientlib check-python check-plugin-pc \
-		check-tui check-promtool check-prometheus check-fuzz
+		check-tui check-promtool check-prometheus check-web check-fuzz
 	$(MAKE) --no-print-directory check-sanitizers
 	$(MAKE) --no-print-directory check-daemon-sanitizers
 

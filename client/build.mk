@@ -14,6 +14,7 @@ CLIENT_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
 # fiberctl's tables: libsmartcols (util-linux; Debian's libsmartcols-dev)
 FIBERCTL_LIBS = $(shell pkg-config --libs smartcols 2>/dev/null || echo -lsmartcols)
 FIBERCTL_CFLAGS = $(shell pkg-config --cflags smartcols 2>/dev/null)
+WEB_LIBS = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 CFLAGS += $(CLIENT_CFLAGS)
 
 LIBCLIENT := $(BUILD)/libfiberclient.a
@@ -24,8 +25,14 @@ FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
 	client/fiberctl-batch.c client/fiberctl-opts.c client/fiberctl-retry.c \
 	client/fiberctl-schedule.c client/fiberctl-logs.c client/fiberctl-top.c client/convert.c client/progress.c client/table.c client/term.c \
-	client/batchref.c)
+	client/batchref.c client/web.c client/web-api.c)
 $(FIBERCTL_OBJS): CFLAGS += $(FIBERCTL_CFLAGS)
+# `fiberctl web` (client/web.c): libmicrohttpd serves the dashboard, whose files
+# (client/web/) are installed in $(WEB_DIR); Chart.js comes from Debian's libjs-chart.js
+# (WEB_DEBS, installed by the deps step; a runtime dependency of the charts only).
+WEB_DIR = $(PREFIX)/share/fiberd/web
+WEB_ASSETS := client/web/index.html client/web/app.js client/web/style.css
+$(BUILD)/client/web.o: CPPFLAGS += -DFIBERCTL_WEB_DIR='"$(WEB_DIR)"'
 
 $(LIBCLIENT): $(LIBCLIENT_OBJS)
 	@mkdir -p $(dir $@)
@@ -33,7 +40,7 @@ $(LIBCLIENT): $(LIBCLIENT_OBJS)
 
 $(FIBERCTL): $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC)
 	$(CC) $(LDFLAGS) -o $@ $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC) $(IPC_LIBS) \
-		$(CLIENT_LIBS) $(FIBERCTL_LIBS) -lm
+		$(CLIENT_LIBS) $(FIBERCTL_LIBS) $(WEB_LIBS) -lm
 
 # The shared library's version: MAJOR is the soname's, raised when the ABI breaks (a
 # function removed or changed); MINOR when functions are added.
@@ -71,6 +78,8 @@ ZSH_COMPLETION_DIR ?= $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-c
 CLIENT_LIBDIR = $(PREFIX)/lib
 install-client: $(FIBERCTL) $(LIBCLIENT_SO)
 	install -D -m 0755 $(FIBERCTL) $(DESTDIR)$(PREFIX)/bin/fiberctl
+	install -d $(DESTDIR)$(WEB_DIR)
+	install -m 0644 $(WEB_ASSETS) $(DESTDIR)$(WEB_DIR)/
 	install -D -m 0644 client/completion/fiberctl.bash $(DESTDIR)$(BASH_COMPLETION_DIR)/fiberctl
 	install -D -m 0644 client/completion/_fiberctl $(DESTDIR)$(ZSH_COMPLETION_DIR)/_fiberctl
 	install -d $(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/fiberd
@@ -88,8 +97,10 @@ uninstall-client:
 		$(DESTDIR)$(ZSH_COMPLETION_DIR)/_fiberctl \
 		$(DESTDIR)$(CLIENT_LIBDIR)/libfiberd-client.so* \
 		$(DESTDIR)$(PREFIX)/include/fiberd/client.h \
-		$(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc
+		$(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc \
+		$(WEB_ASSETS:client/web/%=$(DESTDIR)$(WEB_DIR)/%)
 	rmdir $(DESTDIR)$(PREFIX)/include/fiberd 2>/dev/null || true
+	rmdir $(DESTDIR)$(WEB_DIR) $(DESTDIR)$(PREFIX)/share/fiberd 2>/dev/null || true
 
 # check-completion: the bash and zsh completions' verbs are `fiberctl --help`'s, each
 # verb's --help options complete, and plugin names and job ids come from a real fiberd
@@ -134,6 +145,18 @@ $(BUILD)/tests/integration/client_convert: private LDFLAGS += $(CLIENT_CONVERT_O
 .PHONY: check-clientlib
 check-clientlib: all $(BUILD)/fiberd $(BUNDLED_PLUGINS)
 	@bash tests/clientlib.sh $(BUILD)/clientlib-test $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
+
+# check-web: `fiberctl web` in headless Chromium against a real fiberd (tests/web/):
+# the token's refusals, the page's counts and graph live, cancel and retry from the page,
+# a screenshot in $(BUILD)/web-dashboard.png. Its Debian packages (WEB_TEST_DEBS) come
+# from deps-web; Debian's python3, for which python3-selenium is installed.
+WEB_TEST_DEBS := chromium chromium-driver python3-selenium libjs-chart.js
+.PHONY: deps-web check-web
+deps-web: deps
+	$(call install_debs,$(WEB_TEST_DEBS))
+check-web: deps-web $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+	/usr/bin/python3 tests/web/test_web.py $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR) \
+		$(BUILD)/web-dashboard.png
 
 # check-python: the Python client (client/python/fiberd) with pytest against a real fiberd
 # that each test module starts (tests/python/). Debian's python3 on purpose: it is the one

@@ -75,6 +75,9 @@ static const char help_text[] =
         "  top [--delay DUR] [--iterations N]\n"
         "                                a live view: jobs per state and class, run\n"
         "                                queues and latency, the longest-running jobs\n"
+        "  web [--assets DIR] [--chartjs FILE]\n"
+        "                                a dashboard in the browser: prints a URL on\n"
+        "                                127.0.0.1 with a token; speaks to fiberd as you\n"
         "\n"
         "Options:\n"
         "  -s, --socket PATH   fiberd's socket (default: $FIBERD_SOCKET, else the system\n"
@@ -777,6 +780,18 @@ static const Verb verbs[] = {
          "  -d, --delay DUR     time between frames (default 1s)\n"
          "  -n, --iterations N  stop after N frames\n",
          " --delay -d --iterations -n "},
+        {"web", verb_web, "web [--assets DIR] [--chartjs FILE]",
+         "A dashboard in the browser, served by fiberctl as you until Ctrl-C: live counts\n"
+         "and throughput, jobs by state, schedules, latency charts, a job's arguments,\n"
+         "result, progress and logs, cancel and retry buttons. It listens on 127.0.0.1\n"
+         "at a random port and prints the URL with its token (?token=), which every\n"
+         "request needs; fiberd sees your own connection, so you may do on the page what\n"
+         "you may do with fiberctl. The charts need Debian's libjs-chart.js.\n\n"
+         "  --assets DIR        the page's files (default: the build tree's client/web,\n"
+         "                      else $(PREFIX)/share/fiberd/web of the install)\n"
+         "  --chartjs FILE      Chart.js (default /usr/share/javascript/chart.js/\n"
+         "                      chart.min.js)\n",
+         " --assets --chartjs "},
 };
 
 static void verb_help(const Verb *v)

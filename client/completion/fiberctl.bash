@@ -10,7 +10,7 @@
 # (schedule remove|pause|resume), talking to the socket the line names with -s /
 # --user. A daemon that does not answer just completes nothing.
 
-_fiberctl_verbs="ping plugins submit status wait result cancel logs list dead retry discard pause resume schedule stats batch top"
+_fiberctl_verbs="ping plugins submit status wait result cancel logs list dead retry discard pause resume schedule stats batch top web"
 # the job options of submit and schedule add (client/fiberctl-opts.c)
 _fiberctl_job_opts="--priority --timeout --class --in --at --retries --backoff --backoff-max --after --key"
 _fiberctl_globals="-s --socket -u --user -j --json -h --help -V --version"
@@ -53,7 +53,7 @@ _fiberctl() {
 		w=${COMP_WORDS[i]}
 		case $w in
 		-s | --socket | -p | --priority | -t | --timeout | -S | --state | --plugin | -n | --limit | --window | -c | --class | -d | --delay | --iterations | \
-			--in | --at | --retries | --backoff | --backoff-max | --after | --key | --cron | --tz | --every | --missed | --owner)
+			--in | --at | --retries | --backoff | --backoff-max | --after | --key | --cron | --tz | --every | --missed | --owner | --assets | --chartjs)
 			((i++)) ;;
 		-*) ;;
 		*)
@@ -111,6 +111,7 @@ _fiberctl() {
 	plugins) opts="--clear" ;;
 	stats) opts="--openmetrics --prometheus" ;;
 	top) opts="--delay --iterations" ;;
+	web) opts="--assets --chartjs" ;;
 	logs) opts="--follow" ;;
 	esac
 	if [[ $cur == -* ]]; then

@@ -253,6 +253,13 @@ static int pack_progress(msgpack_packer *pk, const void *arg)
 }
 
 /* result: the plugin's bytes as they are, once done; else nil */
+static int pack_args(msgpack_packer *pk, const void *arg)
+{
+        const Job *j = arg;
+
+        return msgpack_pack_object(pk, j->args);
+}
+
 static int pack_result(msgpack_packer *pk, const void *arg)
 {
         const Job *j = arg;
@@ -438,7 +445,7 @@ out:
         return r;
 }
 
-int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
+int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool with_args)
 {
         uint64_t next_attempt_ms = j->state == JOB_RETRYING ? j->due_ms : 0;
 
@@ -452,6 +459,7 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result)
                 IPC_KV_PACK(IPC_KEY_STARTED_MS, pack_ms_or_nil, &j->started_ms),
                 IPC_KV_PACK(IPC_KEY_FINISHED_MS, pack_ms_or_nil, &j->finished_ms),
                 IPC_KV_PACK(IPC_KEY_PROGRESS, pack_progress, j),
+                IPC_KV_PACK_IF(with_args, IPC_KEY_ARGS, pack_args, j),
                 IPC_KV_PACK_IF(with_result, IPC_KEY_RESULT, pack_result, j),
                 IPC_KV_PACK(IPC_KEY_ERROR, pack_error, j), IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt),
                 IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts ? j->max_attempts : 1),

@@ -339,10 +339,11 @@ Job *job_unref(Job *j);
  * (ms since the epoch, nil when not yet), progress {done, total} (nil when never
  * reported), result (the plugin's object, nil unless done), error ({code, message}, nil
  * unless failed/cancelled), attempt (runs begun before this one). @with_result false
- * leaves result out.
+ * leaves result out; @with_args adds args, the map as submitted (job.status's record
+ * only: a list page stays small).
  * Context: caller holds the table lock (reads mutable fields). Return: 0; -ENOMEM.
  */
-int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result);
+int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool with_args);
 
 /* job_has_schedule - @j has anything job_pack_schedule() would keep (a due time, more
  * than one attempt, dependencies, a key, failed runs). Context: table lock held. */

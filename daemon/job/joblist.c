@@ -44,7 +44,17 @@ int joblist_pack_record(JobTable *t, const Job *j, msgpack_packer *pk)
         int r;
 
         jobtable_lock(t);
-        r = job_pack_record(pk, j, true);
+        r = job_pack_record(pk, j, true, false);
+        jobtable_unlock(t);
+        return r;
+}
+
+int joblist_pack_status(JobTable *t, const Job *j, msgpack_packer *pk)
+{
+        int r;
+
+        jobtable_lock(t);
+        r = job_pack_record(pk, j, true, true);
         jobtable_unlock(t);
         return r;
 }
@@ -70,7 +80,7 @@ int joblist_pack_page(JobTable *t, const JobListFilter *f, uint64_t cursor, uint
                         next = last;
                         break;
                 }
-                if ((r = job_pack_record(&bp, j, true)) < 0)
+                if ((r = job_pack_record(&bp, j, true, false)) < 0)
                         break;
                 if (body.size > budget && n > 0) {
                         body.size = before; /* this record starts the next page */
@@ -113,7 +123,7 @@ int joblist_pack_all(JobTable *t, const JobListFilter *f, uint64_t limit, size_t
                         skip--;
                         continue;
                 }
-                r |= job_pack_record(&bp, j, true);
+                r |= job_pack_record(&bp, j, true, false);
         }
         jobtable_unlock(t);
         if (r != 0)

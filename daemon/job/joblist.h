@@ -51,6 +51,10 @@ int joblist_pack_raw(msgpack_packer *pk, const char *buf, size_t len);
  */
 int joblist_pack_record(JobTable *t, const Job *j, msgpack_packer *pk);
 
+/* joblist_pack_status - as joblist_pack_record(), with the job's args too: job.status's
+ * answer. Return: 0; -ENOMEM. Context: any fiber; takes the table lock briefly. */
+int joblist_pack_status(JobTable *t, const Job *j, msgpack_packer *pk);
+
 /*
  * joblist_pack_page - one page of job.list: the jobs of @t matching @f with an id below
  * @cursor (0: from the newest), newest first, at most @limit of them and no more bytes

@@ -175,7 +175,7 @@ static int method_status(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
 
         if (r < 0)
                 return r;
-        r = pack_record(d, j, pk);
+        r = joblist_pack_status(&d->jobs, j, pk); /* with its args */
         job_unref(j);
         return r;
 }
