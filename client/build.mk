@@ -18,7 +18,7 @@ CFLAGS += $(CLIENT_CFLAGS)
 
 LIBCLIENT := $(BUILD)/libfiberclient.a
 CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-method.c \
-	client/fiberd-client-compat.c
+	client/fiberd-client-observe.c client/fiberd-client-compat.c
 LIBCLIENT_OBJS := $(CLIENT_LIB_SRCS:%.c=$(BUILD)/%.o)
 FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
@@ -38,7 +38,7 @@ $(FIBERCTL): $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC)
 # The shared library's version: MAJOR is the soname's, raised when the ABI breaks (a
 # function removed or changed); MINOR when functions are added.
 CLIENT_SO_MAJOR := 0
-CLIENT_SO_VERSION := $(CLIENT_SO_MAJOR).2.0
+CLIENT_SO_VERSION := $(CLIENT_SO_MAJOR).3.0
 CLIENT_SONAME := libfiberd-client.so.$(CLIENT_SO_MAJOR)
 LIBCLIENT_SO := $(BUILD)/libfiberd-client.so.$(CLIENT_SO_VERSION)
 LIBCLIENT_SO_OBJS := $(patsubst %.c,$(BUILD)/pic/%.o,$(CLIENT_LIB_SRCS) $(IPC_SRCS))
@@ -129,11 +129,13 @@ CLIENT_CONVERT_OBJS := $(BUILD)/client/convert.o $(BUILD)/client/batchref.o
 $(BUILD)/tests/integration/client_convert: $(CLIENT_CONVERT_OBJS)
 $(BUILD)/tests/integration/client_convert: private LDFLAGS += $(CLIENT_CONVERT_OBJS)
 
-# check-clientlib: a program built only with `pkg-config --cflags --libs fiberd-client`
-# against a `make install DESTDIR=` tree submits jobs to a real fiberd (tests/clientlib.sh).
+# check-clientlib: programs built only with `pkg-config --cflags --libs fiberd-client`
+# against a `make install DESTDIR=` tree submit jobs, follow job logs and read metrics of a
+# real fiberd; the .pc follows its tree (tests/clientlib.sh).
 .PHONY: check-clientlib
-check-clientlib: all $(BUILD)/fiberd $(BUNDLED_PLUGINS)
-	@bash tests/clientlib.sh $(BUILD)/clientlib-test $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
+check-clientlib: all $(BUILD)/fiberd $(BUNDLED_PLUGINS) $(BUILD)/tests/plugins/log_lines.so
+	@bash tests/clientlib.sh $(BUILD)/clientlib-test $(BUILD)/fiberd $(PLUGIN_BUILD_DIR) \
+		$(BUILD)/tests/plugins/log_lines.so
 
 # check-python: the Python client (client/python/fiberd) with pytest against a real fiberd
 # that each test module starts (tests/python/). Debian's python3 on purpose: it is the one
