@@ -142,6 +142,7 @@ check-clientlib: all $(BUILD)/fiberd $(BUNDLED_PLUGINS) $(BUILD)/tests/plugins/l
 # python3-msgpack and python3-pytest (DEBS) are installed for.
 PYTHON ?= /usr/bin/python3
 .PHONY: check-python
-check-python: $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+check-python: $(BUILD)/fiberd $(BUNDLED_PLUGINS) $(BUILD)/tests/plugins/log_lines.so
 	FIBERD_BIN=$(abspath $(BUILD)/fiberd) FIBERD_PLUGIN_DIR=$(abspath $(PLUGIN_BUILD_DIR)) \
+		FIBERD_TEST_PLUGINS=$(abspath $(BUILD)/tests/plugins/log_lines.so) \
 		PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -p no:cacheprovider -q tests/python
