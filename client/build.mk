@@ -81,6 +81,32 @@ install-client: $(FIBERCTL) $(LIBCLIENT_SO)
 	$(call gen_client_pc,$(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc)
 	chmod 0644 $(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc
 
+# The Python package (client/python/fiberd), the Debian way and offline: its modules
+# copied where Debian's python3 looks (/usr/lib/python3/dist-packages for PREFIX=/usr, else
+# PREFIX/lib/python3.X/dist-packages, which Debian's python3 has on sys.path for
+# /usr/local), with a .dist-info whose INSTALLER is make, so pip lists it and leaves it to
+# `make uninstall`. client/python/pyproject.toml is for pip instead.
+PYTHON_SITEDIR ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/dist-packages)
+PYTHON_MODULES := $(sort $(wildcard client/python/fiberd/*.py))
+PYTHON_DIST_INFO = $(DESTDIR)$(PYTHON_SITEDIR)/fiberd-$(VERSION).dist-info
+.PHONY: install-python uninstall-python
+install: install-python
+install-python:
+	install -d $(DESTDIR)$(PYTHON_SITEDIR)/fiberd $(PYTHON_DIST_INFO)
+	install -m 0644 $(PYTHON_MODULES) $(DESTDIR)$(PYTHON_SITEDIR)/fiberd/
+	printf 'Metadata-Version: 2.1\nName: fiberd\nVersion: %s\nSummary: %s\nLicense: MIT\nRequires-Dist: msgpack>=1.0\n' \
+		'$(VERSION)' 'Client of fiberd, the job daemon (sync and asyncio)' >$(PYTHON_DIST_INFO)/METADATA
+	echo make >$(PYTHON_DIST_INFO)/INSTALLER
+	echo fiberd >$(PYTHON_DIST_INFO)/top_level.txt
+	chmod 0644 $(PYTHON_DIST_INFO)/*
+uninstall: uninstall-python
+uninstall-python:
+	rm -f $(PYTHON_MODULES:client/python/fiberd/%=$(DESTDIR)$(PYTHON_SITEDIR)/fiberd/%) \
+		$(PYTHON_DIST_INFO)/METADATA $(PYTHON_DIST_INFO)/INSTALLER \
+		$(PYTHON_DIST_INFO)/top_level.txt
+	rm -rf $(DESTDIR)$(PYTHON_SITEDIR)/fiberd/__pycache__
+	rmdir $(DESTDIR)$(PYTHON_SITEDIR)/fiberd $(PYTHON_DIST_INFO) 2>/dev/null || true
+
 .PHONY: uninstall-client
 uninstall: uninstall-client
 uninstall-client:
