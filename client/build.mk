@@ -163,6 +163,16 @@ check-clientlib: all $(BUILD)/fiberd $(BUNDLED_PLUGINS) $(BUILD)/tests/plugins/l
 	@bash tests/clientlib.sh $(BUILD)/clientlib-test $(BUILD)/fiberd $(PLUGIN_BUILD_DIR) \
 		$(BUILD)/tests/plugins/log_lines.so
 
+# bench-python: submit-and-wait one at a time against run_many, 10,000 echo jobs, on a
+# private fiberd (tests/python/bench_run_many.py; a figure, not a test).
+.PHONY: bench-python
+bench-python: $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+	@set -e; tmp=$$(mktemp -d); trap 'kill $$pid 2>/dev/null; wait; rm -rf $$tmp' EXIT; \
+	STATE_DIRECTORY=$$tmp $(BUILD)/fiberd --config /dev/null --socket $$tmp/s.sock \
+		--plugin-dir $(PLUGIN_BUILD_DIR) --workers 1 --log-level warning & pid=$$!; \
+	for i in $$(seq 500); do [ -S $$tmp/s.sock ] && break; sleep 0.02; done; \
+	PYTHONDONTWRITEBYTECODE=1 $(PYTHON) tests/python/bench_run_many.py $$tmp/s.sock
+
 # check-python: the Python client (client/python/fiberd) with pytest against a real fiberd
 # that each test module starts (tests/python/). Debian's python3 on purpose: it is the one
 # python3-msgpack and python3-pytest (DEBS) are installed for.
