@@ -19,7 +19,7 @@ CFLAGS += $(CLIENT_CFLAGS)
 
 LIBCLIENT := $(BUILD)/libfiberclient.a
 CLIENT_LIB_SRCS := client/client.c client/fiberd-client.c client/fiberd-client-method.c \
-	client/fiberd-client-compat.c
+	client/fiberd-client-observe.c client/fiberd-client-compat.c
 LIBCLIENT_OBJS := $(CLIENT_LIB_SRCS:%.c=$(BUILD)/%.o)
 FIBERCTL := $(BUILD)/fiberctl
 FIBERCTL_OBJS := $(patsubst %.c,$(BUILD)/%.o,client/fiberctl.c client/fiberctl-job.c \
@@ -45,7 +45,7 @@ $(FIBERCTL): $(FIBERCTL_OBJS) $(LIBCLIENT) $(LIBIPC)
 # The shared library's version: MAJOR is the soname's, raised when the ABI breaks (a
 # function removed or changed); MINOR when functions are added.
 CLIENT_SO_MAJOR := 0
-CLIENT_SO_VERSION := $(CLIENT_SO_MAJOR).2.0
+CLIENT_SO_VERSION := $(CLIENT_SO_MAJOR).3.0
 CLIENT_SONAME := libfiberd-client.so.$(CLIENT_SO_MAJOR)
 LIBCLIENT_SO := $(BUILD)/libfiberd-client.so.$(CLIENT_SO_VERSION)
 LIBCLIENT_SO_OBJS := $(patsubst %.c,$(BUILD)/pic/%.o,$(CLIENT_LIB_SRCS) $(IPC_SRCS))
@@ -89,6 +89,32 @@ install-client: $(FIBERCTL) $(LIBCLIENT_SO)
 	install -m 0644 client/fiberd/client.h $(DESTDIR)$(PREFIX)/include/fiberd/client.h
 	$(call gen_client_pc,$(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc)
 	chmod 0644 $(DESTDIR)$(CLIENT_LIBDIR)/pkgconfig/fiberd-client.pc
+
+# The Python package (client/python/fiberd), the Debian way and offline: its modules
+# copied where Debian's python3 looks (/usr/lib/python3/dist-packages for PREFIX=/usr, else
+# PREFIX/lib/python3.X/dist-packages, which Debian's python3 has on sys.path for
+# /usr/local), with a .dist-info whose INSTALLER is make, so pip lists it and leaves it to
+# `make uninstall`. client/python/pyproject.toml is for pip instead.
+PYTHON_SITEDIR ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/dist-packages)
+PYTHON_MODULES := $(sort $(wildcard client/python/fiberd/*.py))
+PYTHON_DIST_INFO = $(DESTDIR)$(PYTHON_SITEDIR)/fiberd-$(VERSION).dist-info
+.PHONY: install-python uninstall-python
+install: install-python
+install-python:
+	install -d $(DESTDIR)$(PYTHON_SITEDIR)/fiberd $(PYTHON_DIST_INFO)
+	install -m 0644 $(PYTHON_MODULES) $(DESTDIR)$(PYTHON_SITEDIR)/fiberd/
+	printf 'Metadata-Version: 2.1\nName: fiberd\nVersion: %s\nSummary: %s\nLicense: MIT\nRequires-Dist: msgpack>=1.0\n' \
+		'$(VERSION)' 'Client of fiberd, the job daemon (sync and asyncio)' >$(PYTHON_DIST_INFO)/METADATA
+	echo make >$(PYTHON_DIST_INFO)/INSTALLER
+	echo fiberd >$(PYTHON_DIST_INFO)/top_level.txt
+	chmod 0644 $(PYTHON_DIST_INFO)/*
+uninstall: uninstall-python
+uninstall-python:
+	rm -f $(PYTHON_MODULES:client/python/fiberd/%=$(DESTDIR)$(PYTHON_SITEDIR)/fiberd/%) \
+		$(PYTHON_DIST_INFO)/METADATA $(PYTHON_DIST_INFO)/INSTALLER \
+		$(PYTHON_DIST_INFO)/top_level.txt
+	rm -rf $(DESTDIR)$(PYTHON_SITEDIR)/fiberd/__pycache__
+	rmdir $(DESTDIR)$(PYTHON_SITEDIR)/fiberd $(PYTHON_DIST_INFO) 2>/dev/null || true
 
 .PHONY: uninstall-client
 uninstall: uninstall-client
@@ -140,11 +166,23 @@ CLIENT_CONVERT_OBJS := $(BUILD)/client/convert.o $(BUILD)/client/batchref.o
 $(BUILD)/tests/integration/client_convert: $(CLIENT_CONVERT_OBJS)
 $(BUILD)/tests/integration/client_convert: private LDFLAGS += $(CLIENT_CONVERT_OBJS)
 
-# check-clientlib: a program built only with `pkg-config --cflags --libs fiberd-client`
-# against a `make install DESTDIR=` tree submits jobs to a real fiberd (tests/clientlib.sh).
+# check-clientlib: programs built only with `pkg-config --cflags --libs fiberd-client`
+# against a `make install DESTDIR=` tree submit jobs, follow job logs and read metrics of a
+# real fiberd; the .pc follows its tree (tests/clientlib.sh).
 .PHONY: check-clientlib
-check-clientlib: all $(BUILD)/fiberd $(BUNDLED_PLUGINS)
-	@bash tests/clientlib.sh $(BUILD)/clientlib-test $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
+check-clientlib: all $(BUILD)/fiberd $(BUNDLED_PLUGINS) $(BUILD)/tests/plugins/log_lines.so
+	@bash tests/clientlib.sh $(BUILD)/clientlib-test $(BUILD)/fiberd $(PLUGIN_BUILD_DIR) \
+		$(BUILD)/tests/plugins/log_lines.so
+
+# bench-python: submit-and-wait one at a time against run_many, 10,000 echo jobs, on a
+# private fiberd (tests/python/bench_run_many.py; a figure, not a test).
+.PHONY: bench-python
+bench-python: $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+	@set -e; tmp=$$(mktemp -d); trap 'kill $$pid 2>/dev/null; wait; rm -rf $$tmp' EXIT; \
+	STATE_DIRECTORY=$$tmp $(BUILD)/fiberd --config /dev/null --socket $$tmp/s.sock \
+		--plugin-dir $(PLUGIN_BUILD_DIR) --workers 1 --log-level warning & pid=$$!; \
+	for i in $$(seq 500); do [ -S $$tmp/s.sock ] && break; sleep 0.02; done; \
+	PYTHONDONTWRITEBYTECODE=1 $(PYTHON) tests/python/bench_run_many.py $$tmp/s.sock
 
 # check-web: `fiberctl web` in headless Chromium against a real fiberd (tests/web/):
 # the token's refusals, the page's counts and graph live, cancel and retry from the page,
@@ -163,6 +201,7 @@ check-web: deps-web $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
 # python3-msgpack and python3-pytest (DEBS) are installed for.
 PYTHON ?= /usr/bin/python3
 .PHONY: check-python
-check-python: $(BUILD)/fiberd $(BUNDLED_PLUGINS)
+check-python: $(BUILD)/fiberd $(BUNDLED_PLUGINS) $(BUILD)/tests/plugins/log_lines.so
 	FIBERD_BIN=$(abspath $(BUILD)/fiberd) FIBERD_PLUGIN_DIR=$(abspath $(PLUGIN_BUILD_DIR)) \
+		FIBERD_TEST_PLUGINS=$(abspath $(BUILD)/tests/plugins/log_lines.so) \
 		PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -p no:cacheprovider -q tests/python

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fiberd-client-internal.h — what fiberd-client.c shares with fiberd-client-method.c
- * inside libfiberd-client (client/): filling a FiberdClientError. Not installed; hidden symbols (the double
+ * fiberd-client-internal.h — what fiberd-client.c, fiberd-client-method.c and
+ * fiberd-client-observe.c share inside libfiberd-client (client/): filling a
+ * FiberdClientError, the blocking form of a method. Not installed; hidden symbols (the double
  * underscore marks them internal, as libuv's uv__ does).
  */
 #ifndef FIBERD_CLIENT_FIBERD_CLIENT_INTERNAL_H
@@ -21,5 +22,13 @@ int fiberd_client__error_from_status(FiberdClientError *err, const IpcStatus *st
  * @r with a printf-style message. Returns @r. */
 __attribute__((format(printf, 3, 4))) int fiberd_client__error_set(FiberdClientError *err, int r,
                                                                    const char *fmt, ...);
+
+/*
+ * fiberd_client__call_sent - the blocking form of a method: a send that gave @r and
+ * @msgid (for @method, named in @err when the send failed), then fiberd_client_call().
+ * Return: as fiberd_client_call(); @r when the send failed. Context: the thread using @c.
+ */
+int fiberd_client__call_sent(FiberdClient *c, int r, uint32_t msgid, const char *method,
+                             int timeout_ms, FiberdClientReply **ret, FiberdClientError *err);
 
 #endif /* FIBERD_CLIENT_FIBERD_CLIENT_INTERNAL_H */

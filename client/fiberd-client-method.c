@@ -227,9 +227,8 @@ int fiberd_client_send_list(FiberdClient *c, const FiberdClientListFilter *filte
         return 0;
 }
 
-/* The blocking form: a send that gave @r and @msgid, then the call. */
-static int call_sent(FiberdClient *c, int r, uint32_t msgid, const char *method, int timeout_ms,
-                     FiberdClientReply **ret, FiberdClientError *err)
+int fiberd_client__call_sent(FiberdClient *c, int r, uint32_t msgid, const char *method,
+                             int timeout_ms, FiberdClientReply **ret, FiberdClientError *err)
 {
         if (r < 0)
                 return fiberd_client__error_set(err, r, "cannot queue the %s request: %s", method,
@@ -247,7 +246,7 @@ int fiberd_client_ping(FiberdClient *c, int timeout_ms, FiberdClientReply **ret,
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_ping(c, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_PING, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_PING, timeout_ms, ret, err);
 }
 
 int fiberd_client_plugins(FiberdClient *c, int timeout_ms, FiberdClientReply **ret,
@@ -255,7 +254,7 @@ int fiberd_client_plugins(FiberdClient *c, int timeout_ms, FiberdClientReply **r
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_plugins(c, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_PLUGINS_LIST, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_PLUGINS_LIST, timeout_ms, ret, err);
 }
 
 int fiberd_client_stats(FiberdClient *c, int timeout_ms, FiberdClientReply **ret,
@@ -263,7 +262,7 @@ int fiberd_client_stats(FiberdClient *c, int timeout_ms, FiberdClientReply **ret
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_stats(c, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_STATS, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_STATS, timeout_ms, ret, err);
 }
 
 int fiberd_client_job_run(FiberdClient *c, const char *plugin, const void *args, size_t args_len,
@@ -272,7 +271,7 @@ int fiberd_client_job_run(FiberdClient *c, const char *plugin, const void *args,
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_run(c, plugin, args, args_len, opts, wait_timeout_ms, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_JOB_RUN, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_JOB_RUN, timeout_ms, ret, err);
 }
 
 int fiberd_client_job_status(FiberdClient *c, uint64_t id, int timeout_ms, FiberdClientReply **ret,
@@ -280,7 +279,7 @@ int fiberd_client_job_status(FiberdClient *c, uint64_t id, int timeout_ms, Fiber
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_status(c, id, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_JOB_STATUS, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_JOB_STATUS, timeout_ms, ret, err);
 }
 
 int fiberd_client_job_wait(FiberdClient *c, uint64_t id, int64_t wait_timeout_ms, int timeout_ms,
@@ -288,7 +287,7 @@ int fiberd_client_job_wait(FiberdClient *c, uint64_t id, int64_t wait_timeout_ms
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_wait(c, id, wait_timeout_ms, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_JOB_WAIT, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_JOB_WAIT, timeout_ms, ret, err);
 }
 
 int fiberd_client_job_result(FiberdClient *c, uint64_t id, int timeout_ms, FiberdClientReply **ret,
@@ -296,7 +295,7 @@ int fiberd_client_job_result(FiberdClient *c, uint64_t id, int timeout_ms, Fiber
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_result(c, id, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_JOB_RESULT, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_JOB_RESULT, timeout_ms, ret, err);
 }
 
 int fiberd_client_job_cancel(FiberdClient *c, uint64_t id, int timeout_ms, FiberdClientReply **ret,
@@ -304,7 +303,7 @@ int fiberd_client_job_cancel(FiberdClient *c, uint64_t id, int timeout_ms, Fiber
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_cancel(c, id, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_JOB_CANCEL, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_JOB_CANCEL, timeout_ms, ret, err);
 }
 
 /* Reads a positive unsigned integer (a job id, a cursor) out of @o. */
@@ -325,7 +324,7 @@ int fiberd_client_submit(FiberdClient *c, const char *plugin, const void *args, 
         uint64_t id;
         int r = fiberd_client_send_submit(c, plugin, args, args_len, opts, &msgid);
 
-        r = call_sent(c, r, msgid, IPC_METHOD_JOB_SUBMIT, timeout_ms, &reply, err);
+        r = fiberd_client__call_sent(c, r, msgid, IPC_METHOD_JOB_SUBMIT, timeout_ms, &reply, err);
         if (r < 0)
                 return r;
         if (!read_id(fiberd_client_object_get(fiberd_client_reply_result(reply), IPC_KEY_ID),
@@ -350,7 +349,7 @@ int fiberd_client_list_page(FiberdClient *c, const FiberdClientListFilter *filte
         uint64_t next_cursor = 0;
         int r = fiberd_client_send_list(c, filter, cursor, &msgid);
 
-        r = call_sent(c, r, msgid, IPC_METHOD_JOB_LIST, timeout_ms, &reply, err);
+        r = fiberd_client__call_sent(c, r, msgid, IPC_METHOD_JOB_LIST, timeout_ms, &reply, err);
         if (r < 0)
                 return r;
         result = fiberd_client_reply_result(reply);
@@ -415,7 +414,7 @@ int fiberd_client_job_retry(FiberdClient *c, const uint64_t *ids, size_t n_ids, 
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_retry(c, ids, n_ids, all, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_JOB_RETRY, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_JOB_RETRY, timeout_ms, ret, err);
 }
 
 int fiberd_client_job_discard(FiberdClient *c, const uint64_t *ids, size_t n_ids, bool all,
@@ -423,7 +422,7 @@ int fiberd_client_job_discard(FiberdClient *c, const uint64_t *ids, size_t n_ids
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_discard(c, ids, n_ids, all, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_JOB_DISCARD, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_JOB_DISCARD, timeout_ms, ret, err);
 }
 
 /* pause, resume: [kind, name]. */
@@ -459,7 +458,7 @@ int fiberd_client_pause(FiberdClient *c, const char *kind, const char *name, int
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_pause(c, kind, name, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_PAUSE, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_PAUSE, timeout_ms, ret, err);
 }
 
 int fiberd_client_resume(FiberdClient *c, const char *kind, const char *name, int timeout_ms,
@@ -467,7 +466,7 @@ int fiberd_client_resume(FiberdClient *c, const char *kind, const char *name, in
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_resume(c, kind, name, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_RESUME, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_RESUME, timeout_ms, ret, err);
 }
 
 /* schedule.add's spec map: {cron, tz} or {every_ms}, and missed when given. */
@@ -516,7 +515,7 @@ int fiberd_client_schedule_add(FiberdClient *c, const char *name,
         uint32_t msgid = 0;
         int r = fiberd_client_send_schedule_add(c, name, spec, plugin, args, args_len, opts,
                                                 &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_ADD, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_ADD, timeout_ms, ret, err);
 }
 
 int fiberd_client_send_schedule_list(FiberdClient *c, uint32_t *ret_msgid)
@@ -529,7 +528,8 @@ int fiberd_client_schedule_list(FiberdClient *c, int timeout_ms, FiberdClientRep
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_schedule_list(c, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_LIST, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_LIST, timeout_ms, ret,
+                                        err);
 }
 
 /* schedule.remove, .pause, .resume: [name] or, for another user's, [name, owner]. */
@@ -572,7 +572,8 @@ int fiberd_client_schedule_remove(FiberdClient *c, const char *name, int64_t own
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_schedule_remove(c, name, owner, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_REMOVE, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_REMOVE, timeout_ms, ret,
+                                        err);
 }
 
 int fiberd_client_schedule_pause(FiberdClient *c, const char *name, int64_t owner, int timeout_ms,
@@ -580,7 +581,8 @@ int fiberd_client_schedule_pause(FiberdClient *c, const char *name, int64_t owne
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_schedule_pause(c, name, owner, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_PAUSE, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_PAUSE, timeout_ms, ret,
+                                        err);
 }
 
 int fiberd_client_schedule_resume(FiberdClient *c, const char *name, int64_t owner, int timeout_ms,
@@ -588,5 +590,6 @@ int fiberd_client_schedule_resume(FiberdClient *c, const char *name, int64_t own
 {
         uint32_t msgid = 0;
         int r = fiberd_client_send_schedule_resume(c, name, owner, &msgid);
-        return call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_RESUME, timeout_ms, ret, err);
+        return fiberd_client__call_sent(c, r, msgid, IPC_METHOD_SCHEDULE_RESUME, timeout_ms, ret,
+                                        err);
 }

@@ -24,7 +24,7 @@ $(BUILD)/man/man$(1)/%.$(1): docs/man/%.$(1).scd ipc/protocol.h | deps
 	@mkdir -p $$(dir $$@)
 	$$(call gen_man,$$<,$$@,$$(PREFIX))
 endef
-$(foreach sec,1 5 7 8,$(eval $(call man_rule,$(sec))))
+$(foreach sec,1 3 5 7 8,$(eval $(call man_rule,$(sec))))
 
 all: $(MAN_PAGES)
 

@@ -49,6 +49,20 @@ for p in "${expected[@]}"; do
 done
 echo "$me: install: ${#expected[@]} expected files present, $(find "$root" -type f | wc -l) in all"
 
+# The Python package: where Debian's python3 looks for PREFIX=/usr/local, importable from
+# the staged tree alone (the source tree off sys.path), at fiberd's version.
+site=$(cd "$root" && find . -path '*/dist-packages/fiberd/__init__.py' | sed 's|^\.||; s|/fiberd/__init__.py$||')
+[ -n "$site" ] || fail "make install did not install the Python package fiberd"
+case $site in $prefix/lib/python3.*/dist-packages) ;; *) fail "the Python package is in $site, not $prefix/lib/python3.X/dist-packages" ;; esac
+version=$(sed -n 's/^#define FIBERD_VERSION "\(.*\)"/\1/p' ipc/protocol.h)
+got=$(cd / && PYTHONPATH=$root$site PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '
+import importlib.metadata, sys, fiberd, fiberd.aio
+assert fiberd.__file__.startswith(sys.argv[1]), fiberd.__file__
+print(fiberd.__version__, importlib.metadata.version("fiberd"))' "$root") ||
+	fail "python3 -c 'import fiberd, fiberd.aio' from the staged $site failed"
+[ "$got" = "$version $version" ] || fail "the staged fiberd package says '$got', not $version (module, metadata)"
+echo "$me: install: python3 imports fiberd $version (and fiberd.aio) from $site"
+
 mk uninstall
 left=$(cd "$root" && find . -type f -o -type l)
 [ -z "$left" ] || fail "make uninstall left files behind:

@@ -50,7 +50,8 @@
  *
  * ABI: only fiberd_client_* symbols are exported (soname libfiberd-client.so.0), each
  * with a symbol version (libfiberd-client.map): FIBERD_CLIENT_0 for the first release,
- * FIBERD_CLIENT_0.2 for what job scheduling added. The structs below that are not opaque
+ * FIBERD_CLIENT_0.2 for what job scheduling added, FIBERD_CLIENT_0.3 for job logs and
+ * metrics. The structs below that are not opaque
  * only ever grow at their end, and a function that reads one keeps its older version: a
  * program built against FIBERD_CLIENT_0's FiberdClientJobOptions calls
  * fiberd_client_submit@FIBERD_CLIENT_0, which reads only the fields that struct had.
@@ -480,6 +481,72 @@ FIBERD_CLIENT_EXPORT int fiberd_client_schedule_resume(FiberdClient *c, const ch
                                                        int64_t owner, int timeout_ms,
                                                        FiberdClientReply **ret,
                                                        FiberdClientError *err);
+
+/* ---- job logs and metrics (FIBERD_CLIENT_0.3) -------------------------------------- */
+
+/*
+ * fiberd_client_job_logs - job.logs [id]: the lines job @id wrote with host->log, oldest
+ * first. Result {id, lines: [{time_ms, level, text}], dropped, bytes}: time_ms the wall
+ * clock (ms since the epoch), level a syslog priority (0 emerg .. 7 debug), text the
+ * line with control characters escaped (\xNN); fiberd keeps the newest 64 lines, 8 KiB,
+ * and counts in "dropped" those it let go. Only the job's owner and admins may read them
+ * (another's job: NOT_FOUND, -ENOENT). A daemon without job.logs: METHOD_NOT_FOUND
+ * (-ENOSYS). Context, blocking and errors as the methods above.
+ */
+FIBERD_CLIENT_EXPORT int fiberd_client_send_job_logs(FiberdClient *c, uint64_t id,
+                                                     uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_job_logs(FiberdClient *c, uint64_t id, int timeout_ms,
+                                                FiberdClientReply **ret, FiberdClientError *err);
+
+/* FiberdClientLogLine - one line of a job's log, as fiberd_client_job_logs_follow() hands
+ * it to its callback. @text is owned by the library and valid during the call only. */
+typedef struct FiberdClientLogLine {
+        uint64_t time_ms; /* wall clock, ms since the epoch */
+        int level;        /* syslog priority, 0 (emerg) .. 7 (debug) */
+        const char *text; /* the line, escaped as fiberd sent it; not NUL-terminated */
+        size_t text_len;  /* bytes of @text */
+        uint64_t missed;  /* lines logged and let go just before this one, never seen
+                           * (fiberd keeps 64: more were logged between two looks) */
+} FiberdClientLogLine;
+
+/* FiberdClientLogFn - called once per new line, in order. Return 0 to go on; any other
+ * value stops the follow, which returns it. */
+typedef int (*FiberdClientLogFn)(const FiberdClientLogLine *line, void *userdata);
+
+/*
+ * fiberd_client_job_logs_follow - `tail -f` of job @id's log (as `fiberctl logs -f`):
+ * each line kept now, then each new one as it comes, to @fn(line, @userdata), until the
+ * job is final. It alternates job.logs with job.wait [id, @poll_ms] (0: 250 ms), so a
+ * line is seen at most @poll_ms late and a job that ends is seen at once; new lines are
+ * told apart by fiberd's count of dropped ones (it numbers no line).
+ * @ret_record: out (may be NULL), the job's final record, the caller frees it; written
+ * only on success. @timeout_ms bounds the whole follow (-1: none).
+ * Return: 0 once the job is final and its last lines are handed over; the non-zero value
+ * @fn returned; -ETIMEDOUT; the errors of fiberd_client_job_logs() (-ENOENT: no such job
+ * of yours; -ENOSYS: fiberd keeps no job logs). Context: the thread using @c; blocks.
+ */
+FIBERD_CLIENT_EXPORT int fiberd_client_job_logs_follow(FiberdClient *c, uint64_t id, int poll_ms,
+                                                       FiberdClientLogFn fn, void *userdata,
+                                                       int timeout_ms,
+                                                       FiberdClientReply **ret_record,
+                                                       FiberdClientError *err);
+
+/*
+ * fiberd_client_metrics - metrics [format]: fiberd's counters as text, the result a
+ * msgpack string. @format NULL or "openmetrics": the OpenMetrics exposition (ends in
+ * "# EOF"); "prometheus": Prometheus's text format 0.0.4 (what node_exporter's textfile
+ * collector reads). Another format: INVALID_ARGUMENT (-EINVAL). The same numbers as
+ * fiberd_client_stats()'s map (fiberd-protocol(7), "metrics").
+ * fiberd_client_metrics_text - the same, as a NUL-terminated copy in *@ret_text (written
+ * only on success; the caller free()s it).
+ */
+FIBERD_CLIENT_EXPORT int fiberd_client_send_metrics(FiberdClient *c, const char *format,
+                                                    uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_metrics(FiberdClient *c, const char *format, int timeout_ms,
+                                               FiberdClientReply **ret, FiberdClientError *err);
+FIBERD_CLIENT_EXPORT int fiberd_client_metrics_text(FiberdClient *c, const char *format,
+                                                    int timeout_ms, char **ret_text,
+                                                    FiberdClientError *err);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Fixtures for the Python client's tests (`make check-python`): a real fiberd, started
 per test module on a temp socket with the built plugins. make passes the paths in
-FIBERD_BIN and FIBERD_PLUGIN_DIR (defaults: build/fiberd, build/plugins)."""
+FIBERD_BIN and FIBERD_PLUGIN_DIR (defaults: build/fiberd, build/plugins), and in
+FIBERD_TEST_PLUGINS the test plugins to load beside them, colon-separated (default:
+build/tests/plugins/log_lines.so, which the job log tests use)."""
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,7 +26,14 @@ def fiberd(tmp_path_factory):
     sock = str(tmp / "fiberd.sock")
     log = open(tmp / "log", "w+")
     binary = os.environ.get("FIBERD_BIN", os.path.join(TOP, "build", "fiberd"))
-    plugins = os.environ.get("FIBERD_PLUGIN_DIR", os.path.join(TOP, "build", "plugins"))
+    bundled = os.environ.get("FIBERD_PLUGIN_DIR", os.path.join(TOP, "build", "plugins"))
+    extra = os.environ.get("FIBERD_TEST_PLUGINS",
+                           os.path.join(TOP, "build", "tests", "plugins", "log_lines.so"))
+    plugins = str(tmp / "plugins")  # copies: fiberd loads no symlink
+    os.mkdir(plugins)
+    for so in [os.path.join(bundled, f) for f in os.listdir(bundled) if f.endswith(".so")] + \
+            [p for p in extra.split(":") if p]:
+        shutil.copy(so, plugins)
     env = dict(os.environ, STATE_DIRECTORY=str(tmp))  # its job store: not /var/lib/fiberd
     proc = subprocess.Popen([binary, "--config", "/dev/null", "--socket", sock, "--plugin-dir", plugins,
                              "--workers", "1", "--log-level", "warning"], stderr=log, env=env)

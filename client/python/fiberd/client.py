@@ -43,6 +43,23 @@ Job scheduling (PROTOCOL.md, "Scheduling jobs")::
     c.retry(41, 42)                           # or c.retry(all=True); -> [41, 42]
     c.schedule_add("nightly", "sha256", {"path": p}, cron="0 3 * * *", tz="Europe/Berlin")
 
+Files (PROTOCOL.md, "Passing files"): put an Fd in a job's args where the plugin takes
+a file, and the descriptor goes along with the request (SCM_RIGHTS); the plugin reads it
+with your rights, not fiberd's::
+
+    with open("big.iso", "rb") as f:
+        rec = c.run("sha256", {"path": Fd(f)})
+
+Job logs and metrics: logs(job) is job.logs' answer; logs(job, follow=True) (or
+follow_logs()) yields each line as it is logged until the job ends, as `fiberctl logs -f`;
+metrics() is the OpenMetrics text (metrics("prometheus"): Prometheus's), stats() the map.
+
+Many jobs at once: run_many(jobs) writes every job.run request before it reads the first
+answer (one connection, msgids matched), so a batch costs about one round trip instead
+of one per job.
+
+asyncio: fiberd.aio has the same methods as coroutines.
+
 Threads: a Client is not thread-safe; use one per thread.
 """
 
@@ -53,9 +70,10 @@ import select
 import socket as _socket
 import time
 
-import msgpack
+from fiberd._wire import (FINAL_STATES, NOTIFICATION, RESPONSE, Fd, Outbox, lines_past,
+                          new_unpacker, pack_request)
 
-__all__ = ["CODES", "Client", "FiberdError", "default_socket", "job_options"]
+__all__ = ["CODES", "Client", "Fd", "FiberdError", "default_socket", "job_options"]
 
 SYSTEM_SOCKET = "/run/fiberd.sock"
 
@@ -78,7 +96,7 @@ CODES = (
     "INTERRUPTED",
 )
 
-_REQUEST, _RESPONSE, _NOTIFICATION = 0, 1, 2
+_RESPONSE, _NOTIFICATION = RESPONSE, NOTIFICATION
 _MAX_MESSAGE = 64 * 1024 * 1024  # bytes buffered for one answer, well above the daemon's cap
 _READ_CHUNK = 65536
 
@@ -115,9 +133,8 @@ class Client:
         self.timeout = timeout
         self._next_msgid = 1
         self._kept = []  # answers that arrived while waiting for another msgid, in order
-        self._unpacker = msgpack.Unpacker(raw=False, unicode_errors="surrogateescape",
-                                          max_buffer_size=_MAX_MESSAGE)
-        self._out = bytearray()
+        self._unpacker = new_unpacker(_MAX_MESSAGE)
+        self._out = Outbox()
         self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             self._sock.connect(self.path)
@@ -140,6 +157,7 @@ class Client:
         if not self._closed:
             self._closed = True
             self._sock.close()
+            self._out.clear()
 
     def __enter__(self):
         return self
@@ -153,10 +171,12 @@ class Client:
 
     def send(self, method, *params):
         """Queue the request method(params...) and return its msgid; nothing is written
-        until a call waits or flush() is called."""
+        until a call waits or flush() is called. An Fd anywhere in @params passes that
+        file with the request (at most 8)."""
         msgid = self._next_msgid
+        data, fds = pack_request(msgid, method, params)
+        self._out.add(data, fds)
         self._next_msgid = 1 if msgid >= 0xFFFFFFFF else msgid + 1
-        self._out += msgpack.packb([_REQUEST, msgid, method, list(params)], use_bin_type=True)
         return msgid
 
     def flush(self, timeout=None):
@@ -202,8 +222,42 @@ class Client:
         return self.call("plugins.list", timeout=timeout)
 
     def stats(self, timeout=None):
-        """The daemon's counters: {uptime_ms, jobs, plugins, groups, layout, server}."""
+        """The daemon's counters: {uptime_ms, jobs, plugins, groups, layout, server,
+        latency, process, ...} (PROTOCOL.md, "stats")."""
         return self.call("stats", timeout=timeout)
+
+    def metrics(self, format=None, timeout=None):
+        """The counters as text: the OpenMetrics exposition (ends in "# EOF"), or with
+        format="prometheus" Prometheus's text format 0.0.4. Another format raises
+        INVALID_ARGUMENT."""
+        return self.call("metrics", *([] if format is None else [format]), timeout=timeout)
+
+    def logs(self, job_id, follow=False, poll=0.25):
+        """The lines the job wrote with host->log (job.logs): {id, lines: [{time_ms,
+        level, text}], dropped, bytes}, oldest first; fiberd keeps the newest 64 lines and
+        counts the others in "dropped". Only the owner and admins may read them
+        (NOT_FOUND otherwise). With follow=True: follow_logs(job_id, poll)."""
+        if follow:
+            return self.follow_logs(job_id, poll=poll)
+        return self.call("job.logs", job_id)
+
+    def follow_logs(self, job_id, poll=0.25):
+        """Yield each line of the job's log, those kept now and then each new one as it
+        is logged, until the job is final (as `fiberctl logs -f`): job.logs, then
+        job.wait for at most @poll seconds, and again. Each line is fiberd's dict with
+        one more key, "missed": lines let go unseen just before it (more than 64 logged
+        between two looks). The generator's return value (StopIteration.value) is the
+        job's final record."""
+        handed, final, record = 0, False, None
+        while True:
+            new, missed, handed = lines_past(self.call("job.logs", job_id), handed)
+            for line in new:
+                line["missed"], missed = missed, 0
+                yield line
+            if final:
+                return record
+            record = self.call("job.wait", job_id, _ms(poll))
+            final = record.get("state") in FINAL_STATES
 
     def submit(self, plugin, args=None, **options):
         """Queue a job; returns its id. @options are job.submit's, as job_options() takes
@@ -217,6 +271,43 @@ class Client:
         """Submit and wait in one request: the job record, final unless @wait seconds
         (None: until it ends) passed first. @options as submit()'s."""
         return self.call("job.run", plugin, args or {}, job_options(**options), _ms(wait))
+
+    def run_many(self, jobs, wait=None, return_exceptions=False, window=None):
+        """Run many jobs and wait for them, pipelined: every job.run request is written
+        before the first answer is read (the answers come in any order and are matched by
+        msgid), so the batch costs about one round trip, not one per job. @jobs: an
+        iterable of (plugin, args) or (plugin, args, options) with options a dict of
+        submit()'s keywords, or dicts {"plugin", "args", **options}. @wait as run()'s;
+        @window, when set, keeps at most that many requests in flight.
+        Returns the job records in the order of @jobs. A request fiberd refuses
+        (INVALID_ARGUMENT, NOT_FOUND, ...) raises its FiberdError once every answer is in,
+        or with return_exceptions=True stands in its place in the list."""
+        reqs = [_job_request(j) for j in jobs]
+        out = [None] * len(reqs)
+        slot = {}  # msgid -> index in reqs
+        left = window if window else len(reqs)
+        nxt = 0
+        first_error = None
+        while nxt < len(reqs) or slot:
+            while nxt < len(reqs) and left > 0:
+                plugin, args, opts = reqs[nxt]
+                slot[self.send("job.run", plugin, args, opts, _ms(wait))] = nxt
+                nxt += 1
+                left -= 1
+            msgid, err, result = self._next_answer(self._deadline(None))  # the client's timeout, per answer
+            i = slot.pop(msgid, None)
+            if i is None:
+                self._kept.append((msgid, err, result))
+                continue
+            left += 1
+            if err is not None:
+                first_error = first_error or err
+                out[i] = err
+            else:
+                out[i] = result
+        if first_error is not None and not return_exceptions:
+            raise first_error
+        return out
 
     def status(self, job_id):
         """The job record, as it is now."""
@@ -364,8 +455,7 @@ class Client:
         readable = revents & (select.POLLIN | select.POLLHUP | select.POLLERR)
         if writable:
             try:
-                n = self._sock.send(self._out)
-                del self._out[:n]
+                self._out.write_some(self._sock)
             except BlockingIOError:
                 pass
             except (BrokenPipeError, ConnectionResetError):
@@ -381,6 +471,22 @@ class Client:
                 self.close()
                 raise FiberdError("UNAVAILABLE", "fiberd closed the connection on %s (it does after a protocol error, or when it stops)" % self.path)
             self._unpacker.feed(data)
+
+
+def _job_request(job):
+    """(plugin, args, options map) of one run_many() entry."""
+    if isinstance(job, dict):
+        job = dict(job)
+        try:
+            plugin = job.pop("plugin")
+        except KeyError:
+            raise ValueError("a job dict needs \"plugin\": %r" % (job,)) from None
+        args = job.pop("args", None)
+        return plugin, args or {}, job_options(**job)
+    if not isinstance(job, (tuple, list)) or not 1 <= len(job) <= 3:
+        raise ValueError("a job is (plugin, args) or (plugin, args, options), not %r" % (job,))
+    plugin, args, opts = (tuple(job) + (None, None))[:3]
+    return plugin, args or {}, job_options(**(opts or {}))
 
 
 def _ms(seconds):
