@@ -59,6 +59,8 @@ static const char help_text[] =
         "  discard ID... | --all         drop finished jobs' records now\n"
         "  pause class|plugin NAME       hold a class's or plugin's queued jobs (admin)\n"
         "  resume class|plugin NAME      let them run again (admin)\n"
+        "  reload [--quiet]              re-read fiberd's config; fails when it is\n"
+        "                                refused (admin)\n"
         "  schedule add NAME (--cron 'EXPR' [--tz ZONE] | --every DUR)\n"
         "         [--missed skip|run-once] PLUGIN [KEY=VALUE...] [job options]\n"
         "  schedule list | remove|pause|resume NAME [--owner UID]\n"
@@ -728,6 +730,12 @@ static const Verb verbs[] = {
          ""},
         {"resume", verb_resume, "resume class|plugin NAME",
          "Let the queued jobs of a paused class or plugin run again (admin).\n", ""},
+        {"reload", verb_reload, "reload [--quiet]",
+         "Re-read fiberd's config and apply what can change live (admin); waits for the\n"
+         "outcome and exits 65 when fiberd refused the file (it keeps running on the\n"
+         "old one). fiberd.service's ExecReload= runs it: systemctl reload fails too.\n\n"
+         "  -q, --quiet         do not print fiberd's refusal (its log names it)\n",
+         ""},
         {"schedule", verb_schedule,
          "schedule add NAME (--cron 'EXPR' [--tz ZONE] | --every DUR)\n"
          "           [--missed skip|run-once] PLUGIN [KEY=VALUE...] [job options]\n"

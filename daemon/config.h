@@ -301,6 +301,15 @@ typedef struct ConfigErrors {
 int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_errors);
 
 /*
+ * config_load_quiet - config_load() that logs nothing: a SIGHUP reload words its failure
+ * in one line of its own. On failure @msg (@size bytes) gets the first error as
+ * config_load() would log it ("/etc/fiberd/fiberd.conf:3: unknown key 'x' in [jobs]"),
+ * followed by how many more there are. @ret: out, written only on success.
+ * Return: as config_load(). Context: as config_load().
+ */
+int config_load_quiet(Config *ret, const ConfigArgs *args, char *msg, size_t size);
+
+/*
  * config_print - write @c to @f as a configuration file: every section and key with its
  * effective value, in the units of the file (what `fiberd --check-config` prints; fed
  * back with --config it gives the same settings). Return: 0; -EIO when @f fails.
