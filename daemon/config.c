@@ -980,7 +980,9 @@ static int config_load_impl(Config *ret, const ConfigArgs *args, bool quiet,
         if (args->plugin_dir && (r = config_set_string(&c.plugin_dir, args->plugin_dir)) < 0)
                 goto out_free;
         if (!c.socket_path) {
-                r = config_default_socket(&c, args->user || (geteuid() != 0 && !socket_activated()),
+                r = config_default_socket(&c,
+                                          args->user || (geteuid() != 0 && !socket_activated() &&
+                                                         !args->socket_passed),
                                           &p);
                 if (r == -ENOMEM)
                         goto out_free;

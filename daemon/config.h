@@ -251,9 +251,11 @@ typedef struct ConfigArgs {
         const char *plugin_dir;
         const char *config_file;
         const char *log_level;
-        long workers;      /* -1 = not given */
-        bool check_config; /* --check-config: validate, print, exit */
-        bool user;         /* --user: the per-user socket by default (as when not root) */
+        long workers;       /* -1 = not given */
+        bool check_config;  /* --check-config: validate, print, exit */
+        bool user;          /* --user: the per-user socket by default (as when not root) */
+        bool socket_passed; /* not a flag: systemd passed the socket (set once listening, as
+                             * sd_listen_fds() unsets LISTEN_PID, so a reload still knows) */
 } ConfigArgs;
 
 /*

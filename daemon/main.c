@@ -798,6 +798,10 @@ int main(int argc, char **argv)
                 log_msg(LOG_ERR, "cannot listen on %s: %s", d->cfg.socket_path, strerror(-r));
                 return EX_OSERR;
         }
+        /* a reload's config_load() no longer sees LISTEN_PID: without this a fiberd that
+         * is not root (the unit's dynamic user) refused every reload for want of
+         * XDG_RUNTIME_DIR */
+        d->args.socket_passed = d->socket_activated;
         if (d->socket_activated) {
                 /* name the socket systemd gave us, not the configured path, in the logs */
                 struct sockaddr_un a = {0};
