@@ -779,9 +779,11 @@ static const Verb verbs[] = {
          " --window -n --class -c "},
         {"top", verb_top, "top [--delay DUR] [--iterations N]",
          "A live view of fiberd, redrawn every second until q or Ctrl-C: jobs per state,\n"
-         "the job classes (shares, queued, running, ready-to-run latency), the scheduling\n"
-         "groups (workers, run-queue depth, ready-to-run latency, stalls, rescues) and the\n"
-         "running jobs that have run longest. Not on a terminal: one frame, then exit.\n\n"
+         "throughput, per-plugin and per-user rows, the newest failed jobs, the job\n"
+         "classes (shares, queued, running, ready-to-run latency), the scheduling groups\n"
+         "(workers, run-queue depth, ready-to-run latency, stalls, rescues) and the\n"
+         "running jobs that have run longest. Not on a terminal: one frame (with\n"
+         "--iterations, N), then exit.\n\n"
          "  -d, --delay DUR     time between frames (default 1s)\n"
          "  -n, --iterations N  stop after N frames\n",
          " --delay -d --iterations -n "},
