@@ -4,7 +4,7 @@
  * jobs"): `fiberctl schedule add|list|remove|pause|resume` (the schedule.* methods:
  * periodic schedules that submit a job at each tick of a cron expression or an
  * interval), and `fiberctl pause|resume class|plugin NAME` (an admin's hold on a class's
- * or a plugin's queued jobs).
+ * or a plugin's queued jobs); beside them the other admin verb, `fiberctl reload`.
  *
  * `schedule add NAME (--cron EXPR [--tz ZONE] | --every DUR) [--missed skip|run-once]
  * PLUGIN [KEY=VALUE...] [job options]` takes the plugin's arguments and the job options
@@ -398,4 +398,43 @@ int verb_pause(Ctl *ctl, int argc, char **argv)
 int verb_resume(Ctl *ctl, int argc, char **argv)
 {
         return pause_or_resume(ctl, argc, argv, IPC_METHOD_RESUME);
+}
+
+/* reload [--quiet] (admin): the `reload` method, which answers once fiberd has applied
+ * the file or refused it; prints what was applied. --quiet leaves fiberd's refusal
+ * unprinted (the exit status still says it): fiberd.service's ExecReload= uses it, as
+ * fiberd's own log line already names the failure in the unit's journal. Beside pause
+ * and resume: the other admin verbs. */
+int verb_reload(Ctl *ctl, int argc, char **argv)
+{
+        static const struct option options[] = {
+                {"quiet", no_argument, NULL, 'q'},
+                {0},
+        };
+        bool quiet = false;
+        json_t *res;
+        CtlStatus cs;
+        int c;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "q", options, NULL)) != -1) {
+                if (c != 'q')
+                        return ctl_usage("reload: unknown option '%s'", argv[optind - 1]);
+                quiet = true;
+        }
+        if (optind != argc)
+                return ctl_usage("reload takes no arguments");
+        if (ctl_call(ctl, IPC_METHOD_RELOAD, json_array(), &res, &cs) < 0) {
+                if (quiet && cs.step == CTL_STEP_ANSWER && cs.st.code &&
+                    strcmp(cs.st.code, IPC_INVALID_ARGUMENT) == 0)
+                        return ctl_exit_status(&cs);
+                return ctl_fail_method(&cs, argv[0], IPC_METHOD_RELOAD);
+        }
+        if (ctl->json)
+                ctl_print_json(res);
+        else
+                printf("configuration reloaded: %s\n",
+                       json_string_value(json_object_get(res, IPC_KEY_RELOADED)) ?: "");
+        json_decref(res);
+        return 0;
 }

@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fiberctl-top.c — `fiberctl top`: a live view of fiberd, redrawn every second until `q`
- * or Ctrl-C, in the manner of top(1): jobs per state, the job classes (shares, queued,
- * running, ready-to-run latency), the scheduling groups (workers, run-queue depth,
- * ready-to-run latency, stalls and rescues) and the running jobs that have run longest.
+ * or Ctrl-C, in the manner of top(1): jobs per state, the throughput (finished jobs a
+ * second between two frames' counters), per plugin its counts and run time, per user
+ * its running and queued jobs, the newest failed jobs and their errors, the job classes
+ * (shares, queued, running, ready-to-run latency), the scheduling groups (workers,
+ * run-queue depth, ready-to-run latency, stalls and rescues) and the running jobs that
+ * have run longest. What fiberd has not measured (no sample) shows `-`, never 0.0.
  *
- * One frame = two calls, `stats` and one page of `job.list {"state": "running"}`, sorted
- * here by start time (the oldest start has run longest). The frame is built as text
+ * One frame = four calls, `stats` and a page each of `job.list` for the running, the
+ * queued and the newest failed jobs; the running ones sorted here by start time (the
+ * oldest start has run longest). The per-user rows count the two pages' owners: the
+ * daemon lists only what the caller may see (an admin: everyone's), so the rows keep
+ * to the access tiers with nothing added to `stats`. The frame is built as text
  * first (its tables from client/table.c, cut to the terminal's width) and then written
  * in one go over the previous one: cursor home, each line followed by "erase to end of
  * line", then "erase below" — no flicker, no ncurses.
@@ -19,7 +25,8 @@
  * returns EINTR and the loop looks at them.
  *
  * Not a terminal (a pipe, a file): one frame, plain, then exit — `fiberctl top | cat` is
- * a snapshot. --iterations N stops after N frames on a terminal too.
+ * a snapshot; with --iterations N, N frames --delay apart (the throughput needs two).
+ * --iterations N stops after N frames on a terminal too.
  */
 #include "client/fiberctl.h"
 
@@ -46,6 +53,8 @@
 #define TOP_DEFAULT_DELAY_MS 1000
 #define TOP_RUNNING_PAGE 1000 /* running jobs asked for per frame (one job.list page) */
 #define TOP_MIN_HEIGHT 10     /* rows assumed when the terminal does not say */
+#define TOP_FAILED_ROWS 5     /* the failed pane: the newest failed jobs */
+#define TOP_MAX_USERS 64      /* per-user rows at most */
 
 static volatile sig_atomic_t top_stop_signal; /* SIGINT/SIGTERM/SIGHUP seen: leave */
 static volatile sig_atomic_t top_resized;     /* SIGWINCH seen: redraw now */
@@ -105,6 +114,22 @@ static void top_take_terminal(void)
         fflush(stdout);
         top_term.screen = true;
 }
+
+/* One frame's data: `stats` and three job.list pages (newest first), each a new
+ * reference: the running jobs, the queued ones (both for the per-user rows: the daemon
+ * lists only what the caller may see, every user's for an admin, its own for others),
+ * and the last TOP_FAILED_ROWS failed ones. */
+typedef struct TopData {
+        json_t *stats, *running, *queued, *failed;
+} TopData;
+
+/* Finished jobs counted at the previous frame, for the throughput line: none measured
+ * before the second frame. */
+typedef struct TopRate {
+        bool have;      /* a previous sample exists */
+        uint64_t at_ns; /* CLOCK_MONOTONIC of it */
+        json_int_t done, failed, cancelled;
+} TopRate;
 
 /* The text of one frame, a line at a time. */
 typedef struct Frame {
@@ -178,6 +203,176 @@ static void top_duration(char *buf, size_t size, json_int_t ms)
                          ms / (3600 * sec), (ms / (60 * sec)) % 60);
 }
 
+/* A duration in ns shown in @unit_ns units with one decimal; `-` for 0, which stats
+ * gives when nothing was measured (no sample, never ran), so 0.0 is never made up. */
+static void top_cell_ns(Table *t, size_t col, json_int_t ns, double unit_ns)
+{
+        if (ns > 0)
+                table_cell(t, col, "%.1f", (double)ns / unit_ns);
+        else
+                table_cell(t, col, "-");
+}
+
+/* The job records of a job.list answer (a page's "jobs", or a plain array). */
+static json_t *top_jobs(json_t *list)
+{
+        return json_is_array(list) ? list : json_object_get(list, IPC_KEY_JOBS);
+}
+
+/* "Throughput:": jobs finished a second since the previous frame, from the counters of
+ * `stats` (done, failed, cancelled since start); `-` until there are two samples. */
+static void top_throughput(Frame *f, const json_t *stats, TopRate *rate)
+{
+        const json_t *jobs = json_object_get(stats, IPC_KEY_JOBS);
+        uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
+        json_int_t done = top_int(jobs, IPC_KEY_DONE), failed = top_int(jobs, IPC_KEY_FAILED);
+        json_int_t cancelled = top_int(jobs, IPC_KEY_CANCELLED);
+
+        if (rate->have && now > rate->at_ns) {
+                double s = (double)(now - rate->at_ns) / NSEC_PER_SEC;
+                frame_printf(f,
+                             "Throughput: %.1f jobs/s finished (%.1f done, %.1f failed, %.1f "
+                             "cancelled) over %.1fs\n",
+                             (double)(done + failed + cancelled - rate->done - rate->failed -
+                                      rate->cancelled) /
+                                     s,
+                             (double)(done - rate->done) / s, (double)(failed - rate->failed) / s,
+                             (double)(cancelled - rate->cancelled) / s, s);
+        } else {
+                frame_printf(f, "Throughput: - jobs/s finished (measured from the second frame)\n");
+        }
+        *rate = (TopRate){true, now, done, failed, cancelled};
+}
+
+/* The per-plugin rows: the counts of `stats`' "plugins", and the run time p50 / p99 of
+ * the plugin's latency entry with the most samples (`-` when none ran). */
+static void top_plugins(Frame *f, const json_t *stats, unsigned width, bool colour)
+{
+        static const char *const cols[] = {"PLUGIN", "QUEUED",    "RUNNING",     "DONE",
+                                           "FAILED", "CANCELLED", "RUN-P50(ms)", "RUN-P99(ms)"};
+        const char *name;
+        json_t *v, *e;
+        size_t i;
+        Table *t = table_new(colour, width);
+
+        if (!t)
+                return;
+        for (i = 0; i < ELEMENTSOF(cols); i++)
+                table_column(t, cols[i], i == 0 ? TABLE_TRUNC : TABLE_RIGHT, 0);
+        json_object_foreach((json_t *)json_object_get(stats, IPC_KEY_PLUGINS), name, v)
+        {
+                const json_t *best = NULL;
+                json_array_foreach(json_object_get(stats, IPC_KEY_LATENCY), i, e)
+                {
+                        if (strcmp(top_str(e, IPC_KEY_PLUGIN, ""), name) == 0 &&
+                            (!best || top_int(e, IPC_KEY_SAMPLES) > top_int(best, IPC_KEY_SAMPLES)))
+                                best = e;
+                }
+                if (table_row(t) < 0)
+                        break;
+                table_cell(t, 0, "%s", name);
+                table_cell(t, 1, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_QUEUED));
+                table_cell(t, 2, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_RUNNING));
+                table_cell(t, 3, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_DONE));
+                table_cell(t, 4, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_FAILED));
+                table_cell(t, 5, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_CANCELLED));
+                const json_t *rt = json_object_get(best, IPC_KEY_RUN_TIME);
+                if (best && top_int(best, IPC_KEY_SAMPLES) > 0) {
+                        top_cell_ns(t, 6, top_int(rt, IPC_KEY_P50_NS), 1e6);
+                        top_cell_ns(t, 7, top_int(rt, IPC_KEY_P99_NS), 1e6);
+                } else {
+                        table_cell(t, 6, "-");
+                        table_cell(t, 7, "-");
+                }
+        }
+        frame_table(f, t);
+}
+
+/* Adds @n jobs of @list's records per owner to @uids/@counts[col] (@nusers so far). */
+static void top_count_owners(json_t *list, size_t col, json_int_t *uids, json_int_t (*counts)[2],
+                             size_t *nusers)
+{
+        json_t *v;
+        size_t i, k;
+
+        json_array_foreach(top_jobs(list), i, v)
+        {
+                json_int_t uid = top_int(v, IPC_KEY_OWNER);
+                for (k = 0; k < *nusers && uids[k] != uid; k++)
+                        ;
+                if (k == *nusers) {
+                        if (k == TOP_MAX_USERS)
+                                continue;
+                        uids[k] = uid;
+                        counts[k][0] = counts[k][1] = 0;
+                        (*nusers)++;
+                }
+                counts[k][col]++;
+        }
+}
+
+/* The per-user rows: running and queued jobs per owner, from the job.list pages, which
+ * hold only the jobs the caller may see (an admin: everyone's). A page that came back
+ * full is marked "+": there may be more. */
+static void top_users(Frame *f, const TopData *d, unsigned width, bool colour)
+{
+        json_int_t uids[TOP_MAX_USERS], counts[TOP_MAX_USERS][2];
+        size_t n = 0;
+        bool more_running = json_array_size(top_jobs(d->running)) >= TOP_RUNNING_PAGE;
+        bool more_queued = json_array_size(top_jobs(d->queued)) >= TOP_RUNNING_PAGE;
+        Table *t;
+
+        top_count_owners(d->running, 0, uids, counts, &n);
+        top_count_owners(d->queued, 1, uids, counts, &n);
+        if (n == 0)
+                return;
+        t = table_new(colour, width);
+        if (!t)
+                return;
+        table_column(t, "USER", TABLE_RIGHT, 0);
+        table_column(t, "RUNNING", TABLE_RIGHT, 0);
+        table_column(t, "QUEUED", TABLE_RIGHT, 0);
+        for (size_t k = 0; k < n; k++) {
+                if (table_row(t) < 0)
+                        break;
+                table_cell(t, 0, "%" JSON_INTEGER_FORMAT, uids[k]);
+                table_cell(t, 1, "%" JSON_INTEGER_FORMAT "%s", counts[k][0],
+                           more_running ? "+" : "");
+                table_cell(t, 2, "%" JSON_INTEGER_FORMAT "%s", counts[k][1],
+                           more_queued ? "+" : "");
+        }
+        frame_table(f, t);
+}
+
+/* The failed pane: the newest failed jobs the caller may see, with their error. */
+static void top_failed(Frame *f, json_t *failed, unsigned width, bool colour)
+{
+        json_t *jobs = top_jobs(failed), *v;
+        size_t i;
+        Table *t;
+
+        frame_printf(f, "Failed, newest first (%zu shown):\n", json_array_size(jobs));
+        t = table_new(colour, width);
+        if (!t)
+                return;
+        table_column(t, "ID", TABLE_RIGHT, 0);
+        table_column(t, "PLUGIN", TABLE_TRUNC, 0);
+        table_column(t, "USER", TABLE_RIGHT, 0);
+        table_column(t, "ERROR", TABLE_TRUNC, 0);
+        json_array_foreach(jobs, i, v)
+        {
+                const json_t *err = json_object_get(v, IPC_KEY_ERROR);
+                if (table_row(t) < 0)
+                        break;
+                table_cell(t, 0, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_ID));
+                table_cell(t, 1, "%s", top_str(v, IPC_KEY_PLUGIN, "?"));
+                table_cell(t, 2, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_OWNER));
+                table_cell(t, 3, "%s: %s", top_str(err, IPC_KEY_CODE, "?"),
+                           top_str(err, IPC_KEY_MESSAGE, ""));
+        }
+        frame_table(f, t);
+}
+
 /* qsort: the earliest start first (the job that has run longest). */
 static int top_by_start(const void *a, const void *b)
 {
@@ -236,9 +431,11 @@ static void top_held(Frame *f, const json_t *stats, bool colour)
 
 /* Builds the frame for a screen @width × @height from `stats` (@stats) and the running
  * jobs (@list). */
-static void top_frame(const Ctl *ctl, Frame *f, const json_t *stats, json_t *list, unsigned width,
+static void top_frame(const Ctl *ctl, Frame *f, const TopData *data, TopRate *rate, unsigned width,
                       unsigned height, bool colour)
 {
+        const json_t *stats = data->stats;
+        json_t *list = data->running;
         static const struct {
                 const char *key, *label;
         } states[] = {
@@ -274,8 +471,13 @@ static void top_frame(const Ctl *ctl, Frame *f, const json_t *stats, json_t *lis
                 stalls += top_int(v, IPC_KEY_STALLS);
                 rescues += top_int(v, IPC_KEY_RESCUES);
         }
-        frame_printf(f, "\nStalls: %" JSON_INTEGER_FORMAT ", rescues: %" JSON_INTEGER_FORMAT "\n\n",
+        frame_printf(f, "\nStalls: %" JSON_INTEGER_FORMAT ", rescues: %" JSON_INTEGER_FORMAT "\n",
                      stalls, rescues);
+        top_throughput(f, stats, rate);
+        frame_printf(f, "\n");
+        top_plugins(f, stats, width, colour);
+        top_users(f, data, width, colour);
+        top_failed(f, data->failed, width, colour);
 
         json_t **running = top_running_sorted(list, &nrunning);
 
@@ -299,9 +501,9 @@ static void top_frame(const Ctl *ctl, Frame *f, const json_t *stats, json_t *lis
                 table_cell(t, 1, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_SHARES));
                 table_cell(t, 2, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_QUEUED));
                 table_cell(t, 3, "%zu", here);
-                table_cell(t, 4, "%.1f", top_int(v, IPC_KEY_RUNTIME_NS) / 1e6);
-                table_cell(t, 5, "%.1f", top_int(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3);
-                table_cell(t, 6, "%.1f", top_int(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
+                top_cell_ns(t, 4, top_int(v, IPC_KEY_RUNTIME_NS), 1e6);
+                top_cell_ns(t, 5, top_int(v, IPC_KEY_READY_TO_RUN_P50_NS), 1e3);
+                top_cell_ns(t, 6, top_int(v, IPC_KEY_READY_TO_RUN_P99_NS), 1e3);
         }
         frame_table(f, t);
 
@@ -319,8 +521,13 @@ static void top_frame(const Ctl *ctl, Frame *f, const json_t *stats, json_t *lis
                 table_cell(t, 0, "%s", top_str(v, IPC_KEY_NAME, "?"));
                 table_cell(t, 1, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_WORKERS));
                 table_cell(t, 2, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_RUNQ_DEPTH));
-                table_cell(t, 3, "%.1f", top_int(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3);
-                table_cell(t, 4, "%.1f", top_int(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
+                if (top_int(v, IPC_KEY_READY_TO_RUN_SAMPLES) > 0) {
+                        table_cell(t, 3, "%.1f", top_int(v, IPC_KEY_READY_TO_RUN_P50_NS) / 1e3);
+                        table_cell(t, 4, "%.1f", top_int(v, IPC_KEY_READY_TO_RUN_P99_NS) / 1e3);
+                } else {
+                        table_cell(t, 3, "-");
+                        table_cell(t, 4, "-");
+                }
                 table_cell(t, 5, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_STALLS));
                 table_cell(t, 6, "%" JSON_INTEGER_FORMAT, top_int(v, IPC_KEY_RESCUES));
         }
@@ -369,26 +576,38 @@ static void top_frame(const Ctl *ctl, Frame *f, const json_t *stats, json_t *lis
         free(running);
 }
 
-/* One frame's data: `stats` and the running jobs. 0 or a negative errno (the reason in
- * @cs). */
-static int top_fetch(Ctl *ctl, json_t **ret_stats, json_t **ret_list, CtlStatus *cs)
+/* One job.list page of @state, newest first, at most @limit records. */
+static int top_list(Ctl *ctl, const char *state, int limit, json_t **ret, CtlStatus *cs)
 {
-        json_t *stats, *list;
-        int r = ctl_call(ctl, IPC_METHOD_STATS, json_array(), &stats, cs);
+        return ctl_call(ctl, IPC_METHOD_JOB_LIST,
+                        json_pack("[{s:s, s:n, s:i}]", IPC_FILTER_STATE, state, IPC_FILTER_CURSOR,
+                                  IPC_FILTER_LIMIT, limit),
+                        ret, cs);
+}
 
+static void top_data_done(TopData *d)
+{
+        json_decref(d->stats);
+        json_decref(d->running);
+        json_decref(d->queued);
+        json_decref(d->failed);
+        *d = (TopData){0};
+}
+
+/* One frame's data (TopData): four calls. 0 or a negative errno (the reason in @cs). */
+static int top_fetch(Ctl *ctl, TopData *d, CtlStatus *cs)
+{
+        int r = ctl_call(ctl, IPC_METHOD_STATS, json_array(), &d->stats, cs);
+
+        if (r >= 0)
+                r = top_list(ctl, IPC_STATE_RUNNING, TOP_RUNNING_PAGE, &d->running, cs);
+        if (r >= 0)
+                r = top_list(ctl, IPC_STATE_QUEUED, TOP_RUNNING_PAGE, &d->queued, cs);
+        if (r >= 0)
+                r = top_list(ctl, IPC_STATE_FAILED, TOP_FAILED_ROWS, &d->failed, cs);
         if (r < 0)
-                return r;
-        r = ctl_call(ctl, IPC_METHOD_JOB_LIST,
-                     json_pack("[{s:s, s:n, s:i}]", IPC_FILTER_STATE, IPC_STATE_RUNNING,
-                               IPC_FILTER_CURSOR, IPC_FILTER_LIMIT, TOP_RUNNING_PAGE),
-                     &list, cs);
-        if (r < 0) {
-                json_decref(stats);
-                return r;
-        }
-        *ret_stats = stats;
-        *ret_list = list;
-        return 0;
+                top_data_done(d);
+        return r;
 }
 
 /* Writes the @n bytes at @p, cut to @width visible columns: SGR sequences (ESC [ ... m)
@@ -500,8 +719,9 @@ int verb_top(Ctl *ctl, int argc, char **argv)
         bool colour = term_colour(stdout);
         if (live)
                 top_take_terminal();
+        TopRate rate = {0};
         for (uint64_t frame = 0; frame < frames; frame++) {
-                json_t *stats, *list;
+                TopData d = {0};
                 Frame f = {0};
                 unsigned width = term_width(stdout);
                 struct winsize ws;
@@ -509,17 +729,22 @@ int verb_top(Ctl *ctl, int argc, char **argv)
                                           ? ws.ws_row
                                           : TOP_MIN_HEIGHT;
 
-                r = top_fetch(ctl, &stats, &list, &cs);
+                r = top_fetch(ctl, &d, &cs);
                 if (r < 0)
                         break;
-                top_frame(ctl, &f, stats, list, live ? width : 0, live ? height : UINT32_MAX / 2,
+                top_frame(ctl, &f, &d, &rate, live ? width : 0, live ? height : UINT32_MAX / 2,
                           colour);
-                json_decref(stats);
-                json_decref(list);
+                top_data_done(&d);
                 if (!live) {
+                        /* a snapshot; with --iterations, that many, --delay apart */
                         fputs(f.text ? f.text : "", stdout);
                         free(f.text);
-                        return 0;
+                        if (frames == UINT64_MAX || frame + 1 >= frames)
+                                return fflush(stdout) == 0 ? 0 : EX_IOERR;
+                        fputs("\n", stdout);
+                        fflush(stdout);
+                        top_wait((int)delay_ms);
+                        continue;
                 }
                 top_draw(&f, width, height);
                 free(f.text);

@@ -59,6 +59,8 @@ static const char help_text[] =
         "  discard ID... | --all         drop finished jobs' records now\n"
         "  pause class|plugin NAME       hold a class's or plugin's queued jobs (admin)\n"
         "  resume class|plugin NAME      let them run again (admin)\n"
+        "  reload [--quiet]              re-read fiberd's config; fails when it is\n"
+        "                                refused (admin)\n"
         "  schedule add NAME (--cron 'EXPR' [--tz ZONE] | --every DUR)\n"
         "         [--missed skip|run-once] PLUGIN [KEY=VALUE...] [job options]\n"
         "  schedule list | remove|pause|resume NAME [--owner UID]\n"
@@ -731,6 +733,12 @@ static const Verb verbs[] = {
          ""},
         {"resume", verb_resume, "resume class|plugin NAME",
          "Let the queued jobs of a paused class or plugin run again (admin).\n", ""},
+        {"reload", verb_reload, "reload [--quiet]",
+         "Re-read fiberd's config and apply what can change live (admin); waits for the\n"
+         "outcome and exits 65 when fiberd refused the file (it keeps running on the\n"
+         "old one). fiberd.service's ExecReload= runs it: systemctl reload fails too.\n\n"
+         "  -q, --quiet         do not print fiberd's refusal (its log names it)\n",
+         ""},
         {"schedule", verb_schedule,
          "schedule add NAME (--cron 'EXPR' [--tz ZONE] | --every DUR)\n"
          "           [--missed skip|run-once] PLUGIN [KEY=VALUE...] [job options]\n"
@@ -774,9 +782,11 @@ static const Verb verbs[] = {
          " --window -n --class -c "},
         {"top", verb_top, "top [--delay DUR] [--iterations N]",
          "A live view of fiberd, redrawn every second until q or Ctrl-C: jobs per state,\n"
-         "the job classes (shares, queued, running, ready-to-run latency), the scheduling\n"
-         "groups (workers, run-queue depth, ready-to-run latency, stalls, rescues) and the\n"
-         "running jobs that have run longest. Not on a terminal: one frame, then exit.\n\n"
+         "throughput, per-plugin and per-user rows, the newest failed jobs, the job\n"
+         "classes (shares, queued, running, ready-to-run latency), the scheduling groups\n"
+         "(workers, run-queue depth, ready-to-run latency, stalls, rescues) and the\n"
+         "running jobs that have run longest. Not on a terminal: one frame (with\n"
+         "--iterations, N), then exit.\n\n"
          "  -d, --delay DUR     time between frames (default 1s)\n"
          "  -n, --iterations N  stop after N frames\n",
          " --delay -d --iterations -n "},

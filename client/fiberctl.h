@@ -247,5 +247,6 @@ int verb_schedule(Ctl *ctl, int argc, char **argv); /* fiberctl-schedule.c */
 int verb_pause(Ctl *ctl, int argc, char **argv);
 int verb_resume(Ctl *ctl, int argc, char **argv);
 int verb_web(Ctl *ctl, int argc, char **argv); /* web.c */
+int verb_reload(Ctl *ctl, int argc, char **argv);
 
 #endif /* FIBERD_CLIENT_FIBERCTL_H */

@@ -15,8 +15,11 @@ FIBERD := $(BUILD)/fiberd
 # PREFIX is /usr/local (where an operator looks first).
 SYSCONFDIR ?= /etc
 FIBERD_CONFIG_FILE := $(SYSCONFDIR)/fiberd/fiberd.conf
+# Where `make install` puts the drop-ins operators copy (systemd/build.mk): the redis
+# store's error names the network one.
+FIBERD_DOC_DIR ?= $(PREFIX)/share/doc/fiberd
 $(DAEMON_OBJS): CPPFLAGS += -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"' \
-	-DFIBERD_CONFIG_FILE='"$(FIBERD_CONFIG_FILE)"'
+	-DFIBERD_CONFIG_FILE='"$(FIBERD_CONFIG_FILE)"' -DFIBERD_DOC_DIR='"$(FIBERD_DOC_DIR)"'
 
 # The default plugin directory and config file are compiled in: rebuild config.o when
 # PREFIX or SYSCONFDIR changes
@@ -26,9 +29,10 @@ DAEMON_PREFIX_STAMP := $(BUILD)/daemon/plugin-dir.stamp
 daemon-prefix-check:
 $(DAEMON_PREFIX_STAMP): daemon-prefix-check
 	@mkdir -p $(dir $@)
-	@echo '$(FIBERD_PLUGIN_DIR) $(FIBERD_CONFIG_FILE)' | cmp -s - $@ 2>/dev/null || \
-		echo '$(FIBERD_PLUGIN_DIR) $(FIBERD_CONFIG_FILE)' > $@
-$(BUILD)/daemon/config.o $(BUILD)/daemon/main.o: $(DAEMON_PREFIX_STAMP)
+	@echo '$(FIBERD_PLUGIN_DIR) $(FIBERD_CONFIG_FILE) $(FIBERD_DOC_DIR)' | cmp -s - $@ 2>/dev/null || \
+		echo '$(FIBERD_PLUGIN_DIR) $(FIBERD_CONFIG_FILE) $(FIBERD_DOC_DIR)' > $@
+$(BUILD)/daemon/config.o $(BUILD)/daemon/main.o $(BUILD)/daemon/store/store-redis-conn.o: \
+	$(DAEMON_PREFIX_STAMP)
 $(DAEMON_OBJS): CFLAGS += $(DAEMON_CFLAGS)
 
 # -rdynamic is deliberately absent: plugins see nothing of the daemon but the host table,

@@ -370,19 +370,34 @@ typedef struct ConfigParse {
         ConfigSeen *seen; /* keys set so far */
         size_t nseen, seen_cap;
         char message[256]; /* what was wrong with the key in hand */
+        bool quiet;        /* config_load_quiet(): keep the errors, log none */
+        char first[320];   /* the first error as it would be logged; "" = none */
 } ConfigParse;
+
+/* Counts an error, worded in @line, and logs it unless @p is quiet; the first is kept
+ * in p->first either way. */
+static void config_report_line(ConfigParse *p, const char *line)
+{
+        if (!p->first[0])
+                snprintf(p->first, sizeof(p->first), "%s", line);
+        if (!p->quiet)
+                log_msg(LOG_ERR, "%s", line);
+        p->errors++;
+}
 
 /* Logs p->message as the error of the current line (none: of the file, or of the
  * settings when no file is read) and counts it. */
 static void config_report(ConfigParse *p)
 {
+        char line[sizeof(p->first)];
+
         if (p->file && p->line)
-                log_msg(LOG_ERR, "%s:%u: %s", p->file, p->line, p->message);
+                snprintf(line, sizeof(line), "%s:%u: %s", p->file, p->line, p->message);
         else if (p->file)
-                log_msg(LOG_ERR, "%s: %s", p->file, p->message);
+                snprintf(line, sizeof(line), "%s: %s", p->file, p->message);
         else
-                log_msg(LOG_ERR, "%s", p->message);
-        p->errors++;
+                snprintf(line, sizeof(line), "%s", p->message);
+        config_report_line(p, line);
         if (!p->first_error)
                 p->first_error = -EINVAL;
 }
@@ -705,25 +720,31 @@ static bool socket_activated(void)
 
 /* No path from the file, $FIBERD_SOCKET or -s: the default of socket_path.h, the system
  * socket or, for a per-user fiberd, $XDG_RUNTIME_DIR's. Never a shared /tmp path. */
-static int config_default_socket(Config *c, bool user)
+static int config_default_socket(Config *c, bool user, ConfigParse *p)
 {
         char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
         int r = socket_path_default(user, path, sizeof(path));
 
         if (r == -ENOENT) {
-                log_msg(LOG_ERR,
-                        "no socket path: a %s fiberd listens on $XDG_RUNTIME_DIR/%s, and "
-                        "XDG_RUNTIME_DIR is not set (or not absolute); run it in a login "
-                        "session (or as a systemd --user service), or name the socket with "
-                        "--socket PATH or FIBERD_SOCKET",
-                        geteuid() != 0 ? "non-root" : "--user", SOCKET_PATH_USER_NAME);
+                char line[sizeof(p->first)];
+
+                snprintf(line, sizeof(line),
+                         "no socket path: a %s fiberd listens on $XDG_RUNTIME_DIR/%s, and "
+                         "XDG_RUNTIME_DIR is not set (or not absolute); run it in a login "
+                         "session (or as a systemd --user service), or name the socket with "
+                         "--socket PATH or FIBERD_SOCKET",
+                         geteuid() != 0 ? "non-root" : "--user", SOCKET_PATH_USER_NAME);
+                config_report_line(p, line);
                 return -EINVAL;
         }
         if (r < 0) {
-                log_msg(LOG_ERR,
-                        "the default socket path under XDG_RUNTIME_DIR is longer than %zu "
-                        "bytes, the limit of a Unix socket address; use --socket PATH",
-                        sizeof(path) - 1);
+                char line[sizeof(p->first)];
+
+                snprintf(line, sizeof(line),
+                         "the default socket path under XDG_RUNTIME_DIR is longer than %zu "
+                         "bytes, the limit of a Unix socket address; use --socket PATH",
+                         sizeof(path) - 1);
+                config_report_line(p, line);
                 return -EINVAL;
         }
         c->socket_path = strdup(path);
@@ -760,27 +781,30 @@ static gid_t config_group_gid(const char *name)
 }
 
 /* [metrics] listen: an address metrics_http.c can bind, loopback unless allow_remote
- * (checked here too, so --check-config says so). Return: 0; -EINVAL, logged naming
+ * (checked here too, so --check-config says so). Return: 0; -EINVAL, reported naming
  * @file. */
-static int config_check_metrics(const Config *c, const char *file)
+static int config_check_metrics(const Config *c, const char *file, ConfigParse *p)
 {
+        char line[sizeof(p->first)];
         struct sockaddr_storage ss;
         socklen_t len;
 
         if (!*c->metrics_listen)
                 return 0;
         if (metrics_http_parse_address(c->metrics_listen, &ss, &len) < 0) {
-                log_msg(LOG_ERR,
-                        "%s: [metrics] listen: bad value '%s' (want HOST:PORT with an IPv4 "
-                        "address or localhost, or [IPV6]:PORT)",
-                        file, c->metrics_listen);
+                snprintf(line, sizeof(line),
+                         "%s: [metrics] listen: bad value '%s' (want HOST:PORT with an IPv4 "
+                         "address or localhost, or [IPV6]:PORT)",
+                         file, c->metrics_listen);
+                config_report_line(p, line);
                 return -EINVAL;
         }
         if (!c->metrics_allow_remote && !metrics_http_is_loopback((struct sockaddr *)&ss)) {
-                log_msg(LOG_ERR,
-                        "%s: [metrics] listen = %s is not a loopback address; set [metrics] "
-                        "allow_remote = true to serve the metrics to other hosts",
-                        file, c->metrics_listen);
+                snprintf(line, sizeof(line),
+                         "%s: [metrics] listen = %s is not a loopback address; set [metrics] "
+                         "allow_remote = true to serve the metrics to other hosts",
+                         file, c->metrics_listen);
+                config_report_line(p, line);
                 return -EINVAL;
         }
         return 0;
@@ -886,7 +910,8 @@ out_report:
         return 0;
 }
 
-int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_errors)
+static int config_load_impl(Config *ret, const ConfigArgs *args, bool quiet,
+                            ConfigErrors *ret_errors, char *first, size_t first_size)
 {
         Config c = {
                 .workers = 0,
@@ -926,7 +951,7 @@ int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_er
                 .classes = {{.name = "default", .shares = 100}},
                 .nclasses = 1,
         };
-        ConfigParse p = {.cfg = &c};
+        ConfigParse p = {.cfg = &c, .quiet = quiet};
         const char *env;
         int r;
 
@@ -956,13 +981,13 @@ int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_er
                 goto out_free;
         if (!c.socket_path) {
                 r = config_default_socket(&c,
-                                          args->user || (geteuid() != 0 && !socket_activated()));
+                                          args->user || (geteuid() != 0 && !socket_activated() &&
+                                                         !args->socket_passed),
+                                          &p);
                 if (r == -ENOMEM)
                         goto out_free;
-                if (r < 0) { /* logged */
-                        p.errors++;
+                if (r < 0) /* reported */
                         p.first_error = p.first_error ? p.first_error : r;
-                }
         }
         if (args->workers >= 0)
                 c.workers = (unsigned)args->workers;
@@ -977,11 +1002,9 @@ int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_er
                          "[access] submit_group: there is no group '%s'", c.submit_group);
                 config_report(&p);
         }
-        if (config_check_metrics(&c, args->config_file ? args->config_file : FIBERD_CONFIG_FILE) <
-            0) {
-                p.errors++; /* logged */
+        if (config_check_metrics(&c, args->config_file ? args->config_file : FIBERD_CONFIG_FILE,
+                                 &p) < 0) /* reported */
                 p.first_error = p.first_error ? p.first_error : -EINVAL;
-        }
         /* 0 stays 0: sched_new() then takes the CPUs in this process's affinity mask */
         c.sched.concurrency = c.workers;
         /* the file's 0 is "never"; the runtime's 0 would be its default of 16 */
@@ -993,6 +1016,8 @@ int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_er
         if (c.sched.control.rescue_after_ns == 0)
                 c.sched.control.rescue_after_ns = SCHED_FOREVER;
         *ret_errors = (ConfigErrors){.n = p.errors, .first = p.first_error};
+        if (first && first_size)
+                snprintf(first, first_size, "%s", p.first);
         config_parse_done(&p);
         *ret = c;
         return 0;
@@ -1001,6 +1026,36 @@ out_free:
         config_parse_done(&p);
         config_done(&c);
         return r;
+}
+
+int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_errors)
+{
+        return config_load_impl(ret, args, false, ret_errors, NULL, 0);
+}
+
+int config_load_quiet(Config *ret, const ConfigArgs *args, char *msg, size_t size)
+{
+        char first[sizeof(((ConfigParse *)0)->first)];
+        ConfigErrors e;
+        Config c;
+        int r = config_load_impl(&c, args, true, &e, first, sizeof(first));
+
+        if (r < 0) {
+                snprintf(msg, size, "%s", strerror(-r));
+                return r;
+        }
+        if (e.n > 0) {
+                if (e.n > 1)
+                        snprintf(msg, size,
+                                 "%s (and %u more errors: fiberd --check-config names each)", first,
+                                 e.n - 1);
+                else
+                        snprintf(msg, size, "%s", first);
+                config_done(&c);
+                return e.first;
+        }
+        *ret = c;
+        return 0;
 }
 
 int config_load(Config *ret, const ConfigArgs *args)

@@ -251,9 +251,11 @@ typedef struct ConfigArgs {
         const char *plugin_dir;
         const char *config_file;
         const char *log_level;
-        long workers;      /* -1 = not given */
-        bool check_config; /* --check-config: validate, print, exit */
-        bool user;         /* --user: the per-user socket by default (as when not root) */
+        long workers;       /* -1 = not given */
+        bool check_config;  /* --check-config: validate, print, exit */
+        bool user;          /* --user: the per-user socket by default (as when not root) */
+        bool socket_passed; /* not a flag: systemd passed the socket (set once listening, as
+                             * sd_listen_fds() unsets LISTEN_PID, so a reload still knows) */
 } ConfigArgs;
 
 /*
@@ -299,6 +301,15 @@ typedef struct ConfigErrors {
  * Context: as config_load().
  */
 int config_load_report(Config *ret, const ConfigArgs *args, ConfigErrors *ret_errors);
+
+/*
+ * config_load_quiet - config_load() that logs nothing: a SIGHUP reload words its failure
+ * in one line of its own. On failure @msg (@size bytes) gets the first error as
+ * config_load() would log it ("/etc/fiberd/fiberd.conf:3: unknown key 'x' in [jobs]"),
+ * followed by how many more there are. @ret: out, written only on success.
+ * Return: as config_load(). Context: as config_load().
+ */
+int config_load_quiet(Config *ret, const ConfigArgs *args, char *msg, size_t size);
 
 /*
  * config_print - write @c to @f as a configuration file: every section and key with its

@@ -18,6 +18,7 @@
 #define FIBERD_DAEMON_DAEMON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "daemon/config.h"
@@ -43,7 +44,30 @@ typedef struct Daemon {
         uint64_t start_ns;      /* CLOCK_MONOTONIC at start */
         bool stopping;          /* atomic: SIGTERM/SIGINT seen */
         FiberEvent stop;        /* set by the signal fiber; main() waits on it */
+        FiberMutex reload_lock; /* one daemon_reload() at a time (SIGHUP, the method) */
+        char reload_error[384]; /* why the last reload failed; "" = it did not. Server group */
 } Daemon;
+
+/*
+ * daemon_reload - re-read the config with the command line's flags and apply what can
+ * change while running (docs/configuration.md, "Signals"), then rescan the plugin
+ * directory; @by names the asker in the first log line ("SIGHUP", "fiberctl reload").
+ * Sends RELOADING=1 ... READY=1 with a STATUS= that says the outcome. A failure logs
+ * exactly one line, keeps the running configuration and stays in the STATUS= line
+ * (stats_status_line()) until a reload succeeds.
+ * @msg: out (@size bytes): what was applied, or why it failed.
+ * Return: 0; -EINVAL (or the config file's open error) when the config does not load;
+ * the rescan's error; -ECANCELED when fiberd is stopping.
+ * Context: a fiber of the server group; yields (one reload at a time).
+ */
+int daemon_reload(Daemon *d, const char *by, char *msg, size_t size);
+
+/*
+ * daemon_apply_limits - hand @c's per-user limits, quotas and the class and plugin caps
+ * (max_running) to the job table and its dispatcher: at start and on each reload.
+ * Context: main thread before the groups serve, or a fiber of the server group.
+ */
+void daemon_apply_limits(Daemon *d, const Config *c);
 
 /* methods_lookup - the method table for server_new(); NULL for an unknown name. */
 MethodFn methods_lookup(const char *name, size_t len);

@@ -35,9 +35,13 @@
  * passed are reported by id and plugin and abandoned with the process (_exit, without
  * the plugins' fini()).
  *
- * SIGHUP: RELOADING=1, re-read the config with the same flags, apply what can change
- * while running, log in one line what changed and what of it needs a restart
- * (config_diff()), rescan the plugin directory, READY=1.
+ * SIGHUP, or the `reload` method (`fiberctl reload`, fiberd.service's ExecReload=):
+ * daemon_reload(): RELOADING=1, re-read the config with the same flags, apply what can
+ * change while running, log in one line what changed and what of it needs a restart
+ * (config_diff()), rescan the plugin directory, READY=1. A config that does not load
+ * changes nothing and is said once: one log line, the STATUS= line (kept by the ticker
+ * until a reload succeeds) and, for the method, its error, which makes ExecReload=, and
+ * so `systemctl reload`, fail (systemd 252 has no Type=notify-reload).
  *
  * --check-config stops after step 1: the settings printed, exit 0 or 1.
  *
@@ -173,168 +177,6 @@ static void stall_hook(const SchedStall *st, void *arg)
                 log_msg(LOG_WARNING, "stall:   (no backtrace: the worker did not answer in time)");
 }
 
-/* ------------------------------------------------------------------ reload ------ */
-
-/* The per-user limits of @c for the job table. */
-static void apply_quotas(Daemon *d, const Config *c)
-{
-        JobQuotas q = {
-                .max_running_per_user = c->max_running_per_user,
-                .max_queued_per_user = c->max_queued_per_user,
-                .submit_rate_per_user = c->submit_rate_per_user,
-                .submit_burst_per_user = c->submit_burst_per_user,
-                .max_bytes_per_user = c->max_bytes_per_user,
-                .max_bytes = c->max_bytes,
-                .retention_max_per_user = c->retention_max_per_user,
-                .exempt_uid = geteuid(),
-        };
-
-        jobtable_set_quotas(&d->jobs, &q);
-        jobtable_set_scheduling(&d->jobs, c->dead_retention_ns, c->dead_retention_max,
-                                c->key_window_ms);
-}
-
-/* The caps of @c on the running jobs of each class and plugin ([class.NAME] and
- * [plugin.NAME] max_running) for the dispatcher; a class the job scheduler does not run
- * (added since the start) waits for the restart that adds it. */
-static void apply_caps(Daemon *d, const Config *c)
-{
-        unsigned class_max[SCHED_MAX_CLASSES + 1] = {0};
-        DispatchPluginCap plugins[CONFIG_MAX_PLUGINS];
-        int r;
-
-        for (unsigned i = 0; i < c->nclasses; i++) {
-                int cls = sched_class_find(d->job_sched, c->classes[i].name);
-                if (cls >= 0 && cls < SCHED_MAX_CLASSES)
-                        class_max[1 + cls] = c->classes[i].max_running;
-        }
-        for (unsigned i = 0; i < c->nplugins; i++)
-                plugins[i] = (DispatchPluginCap){c->plugins[i].name, c->plugins[i].max_running};
-        jobtable_lock(&d->jobs);
-        r = dispatch_set_caps_locked(&d->jobs.dispatch, class_max, plugins, c->nplugins);
-        jobtable_unlock(&d->jobs);
-        if (r < 0)
-                log_msg(LOG_ERR, "cannot set the plugins' max_running: %s", strerror(-r));
-}
-
-/* Gives every class of @nc that the job scheduler already has its new shares at once
- * (sched_class_set_shares()), one log line per change; new classes wait for a restart
- * (config_diff() says so). */
-static void reload_class_shares(Daemon *d, const Config *nc)
-{
-        for (unsigned i = 0; i < nc->nclasses; i++) {
-                const ConfigClass *c = &nc->classes[i];
-                int cls = sched_class_find(d->job_sched, c->name);
-                SchedClassStats cs;
-                int r;
-
-                if (cls < 0 || sched_class_stats(d->job_sched, (unsigned)cls, &cs) < 0 ||
-                    cs.shares == c->shares)
-                        continue;
-                r = sched_class_set_shares(d->job_sched, (unsigned)cls, c->shares);
-                if (r < 0)
-                        log_msg(LOG_ERR, "class %s: cannot set shares to %u: %s", c->name,
-                                c->shares, strerror(-r));
-                else
-                        log_msg(LOG_INFO, "class %s: shares %u -> %u, applied now", c->name,
-                                cs.shares, c->shares);
-        }
-}
-
-/* The classes that run after a reload: @run's set (adding or removing one needs a
- * restart), with @nc's shares, admin_only and max_running for those that stay (applied
- * at once); written to @nc. */
-static void keep_running_classes(const Config *run, Config *nc)
-{
-        ConfigClass kept[SCHED_MAX_CLASSES];
-
-        for (unsigned i = 0; i < run->nclasses; i++) {
-                kept[i] = run->classes[i];
-                for (unsigned k = 0; k < nc->nclasses; k++)
-                        if (strcmp(nc->classes[k].name, kept[i].name) == 0) {
-                                kept[i].shares = nc->classes[k].shares;
-                                kept[i].admin_only = nc->classes[k].admin_only;
-                                kept[i].max_running = nc->classes[k].max_running;
-                        }
-        }
-        memcpy(nc->classes, kept, run->nclasses * sizeof(kept[0]));
-        nc->nclasses = run->nclasses;
-}
-
-static void daemon_reload(Daemon *d)
-{
-        Config nc;
-        int r;
-
-        sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading configuration",
-                   (unsigned long long)(sched_now_ns() / NSEC_PER_USEC));
-        log_msg(LOG_INFO, "SIGHUP: reloading configuration%s%s",
-                d->args.config_file ? " from " : "",
-                d->args.config_file ? d->args.config_file : "");
-        r = config_load(&nc, &d->args);
-        if (r < 0) {
-                log_msg(LOG_ERR, "reload failed (%s); keeping the running configuration",
-                        strerror(-r));
-        } else {
-                char live[512], restart[512];
-
-                log_set_level(nc.log_level);
-                joblines_set(nc.log_jobs);
-                jobtable_configure(&d->jobs, nc.max_running, nc.max_queued, nc.retention_ns,
-                                   nc.retention_max);
-                apply_quotas(d, &nc);
-                apply_caps(d, &nc);
-                server_set_max_message(d->server, nc.max_message);
-                server_set_limits(d->server,
-                                  &(ServerLimits){nc.max_connections, nc.max_connections_per_user,
-                                                  nc.max_in_flight, nc.max_partial_bytes,
-                                                  nc.read_timeout_ns});
-                plugin_host_set_max_result(nc.max_result_bytes, nc.max_message);
-                /* systemd's socket is what we listen on, whatever the file says */
-                if (d->socket_activated) {
-                        char *path = strdup(d->cfg.socket_path);
-                        if (path) {
-                                free(nc.socket_path);
-                                nc.socket_path = path;
-                        }
-                }
-                /* ... and systemd's metrics socket whatever [metrics] listen says */
-                if (d->metrics_activated) {
-                        char *served = strdup(d->cfg.metrics_listen);
-                        if (served) {
-                                free(nc.metrics_listen);
-                                nc.metrics_listen = served;
-                        }
-                }
-                reload_class_shares(d, &nc);
-                config_diff(&d->cfg, &nc, live, sizeof(live), restart, sizeof(restart));
-                log_msg(restart[0] ? LOG_NOTICE : LOG_INFO, "configuration reloaded: %s%s%s%s",
-                        live[0] ? "applied " : "", live[0] ? live : "no live setting changed",
-                        restart[0] ? "; needs a restart (running on the old values until then): "
-                                   : "",
-                        restart);
-                /* d->cfg says what runs: the keys that need a restart keep their running
-                 * values, so the next reload names them again */
-                nc.workers = d->cfg.workers;
-                nc.sched = d->cfg.sched;
-                nc.metrics_allow_remote = d->cfg.metrics_allow_remote;
-                free(nc.metrics_listen);
-                nc.metrics_listen = d->cfg.metrics_listen;
-                d->cfg.metrics_listen = NULL;
-                keep_running_classes(&d->cfg, &nc);
-                /* keep the path we listen on, so shutdown unlinks the right file */
-                free(nc.socket_path);
-                nc.socket_path = d->cfg.socket_path;
-                d->cfg.socket_path = NULL;
-                config_done(&d->cfg);
-                d->cfg = nc;
-        }
-        r = plugin_host_rescan(d->cfg.plugin_dir);
-        if (r < 0)
-                log_msg(LOG_ERR, "rescanning %s failed: %s", d->cfg.plugin_dir, strerror(-r));
-        sd_notify(0, "READY=1\nSTATUS=configuration reloaded");
-}
-
 /* ------------------------------------------------------------------ fibers ------ */
 
 static void signal_fiber(void *arg)
@@ -359,8 +201,10 @@ static void signal_fiber(void *arg)
                         continue;
                 switch (si.ssi_signo) {
                 case SIGHUP:
-                        if (!__atomic_load_n(&d->stopping, __ATOMIC_ACQUIRE))
-                                daemon_reload(d);
+                        if (!__atomic_load_n(&d->stopping, __ATOMIC_ACQUIRE)) {
+                                char msg[512];
+                                daemon_reload(d, "SIGHUP", msg, sizeof(msg));
+                        }
                         break;
                 case SIGTERM:
                 case SIGINT:
@@ -388,7 +232,7 @@ static void due_fiber(void *arg)
 static void ticker_fiber(void *arg)
 {
         Daemon *d = arg;
-        char line[256];
+        char line[768];
 
         for (;;) {
                 if (fiber_sleep_for(TICK_NS) == -ECANCELED)
@@ -713,6 +557,14 @@ static int check_config(const ConfigArgs *args)
                 config_done(&c);
                 return 1;
         }
+        /* a warning, not an error: the server may just be down now. Run under the unit's
+         * sandbox (docs/operations.md), it says whether fiberd could reach it there */
+        if (c.store_backend == STORE_REDIS) {
+                char why[512];
+
+                if (store_redis_probe(c.store_redis, why, sizeof(why)) < 0)
+                        log_msg(LOG_WARNING, "warning: [store] redis: %s", why);
+        }
         r = config_print(&c, stdout) < 0 ? 1 : 0;
         if (r == 0) {
                 printf("# socket: %s (unless systemd passes one: fiberd.socket)\n"
@@ -882,6 +734,7 @@ int main(int argc, char **argv)
                 d->store->path ? " at " : "", d->store->path ? d->store->path : "");
         d->start_ns = sched_now_ns();
         fiber_event_init(&d->stop);
+        fiber_mutex_init(&d->reload_lock);
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -916,8 +769,7 @@ int main(int argc, char **argv)
                           d->cfg.max_queued, d->cfg.retention_ns, d->cfg.retention_max);
         if (r < 0)
                 return EX_OSERR;
-        apply_quotas(d, &d->cfg);
-        apply_caps(d, &d->cfg);
+        daemon_apply_limits(d, &d->cfg);
         /* main.c owns both the table and the plugin host: it wires one to the other */
         jobtable_set_hooks(&d->jobs, &(JobTableHooks){.run = plugin_host_run,
                                                       .cancel = plugin_host_cancel,
@@ -946,6 +798,10 @@ int main(int argc, char **argv)
                 log_msg(LOG_ERR, "cannot listen on %s: %s", d->cfg.socket_path, strerror(-r));
                 return EX_OSERR;
         }
+        /* a reload's config_load() no longer sees LISTEN_PID: without this a fiberd that
+         * is not root (the unit's dynamic user) refused every reload for want of
+         * XDG_RUNTIME_DIR */
+        d->args.socket_passed = d->socket_activated;
         if (d->socket_activated) {
                 /* name the socket systemd gave us, not the configured path, in the logs */
                 struct sockaddr_un a = {0};

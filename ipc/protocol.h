@@ -152,6 +152,10 @@ enum {
 
 /* pause / resume [kind, name] (admin) -> {kind, name, paused, queued} */
 #define IPC_METHOD_PAUSE "pause"
+/* reload [] (admin) -> {reloaded: what was applied}; a config that does not load is
+ * INVALID_ARGUMENT naming its first error (fiberd keeps the running one) */
+#define IPC_METHOD_RELOAD "reload"
+#define IPC_KEY_RELOADED "reloaded"
 #define IPC_METHOD_RESUME "resume"
 #define IPC_PAUSE_KIND_CLASS "class"
 #define IPC_PAUSE_KIND_PLUGIN "plugin"

@@ -7,11 +7,15 @@
 # copies verified by check-systemd are rewritten to the real paths with sed.
 SYSTEMD_UNITS := systemd/fiberd.service systemd/fiberd.socket systemd/fiberd-metrics.socket
 SYSTEMD_USER_UNITS := systemd/user/fiberd.service systemd/user/fiberd.socket
+# Drop-ins an operator copies to /etc/systemd/system/fiberd.service.d/ when a mode needs
+# them (network.conf: the fleet's Redis over TCP); installed under $(FIBERD_DOC_DIR).
+SYSTEMD_DROPINS := systemd/fiberd.service.d/network.conf
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 SYSTEMD_USER_UNIT_DIR ?= $(PREFIX)/lib/systemd/user
 SYSCTL_DIR ?= $(PREFIX)/lib/sysctl.d
 # the sed that points a committed unit at the installed fiberd and plugins
 SYSTEMD_UNIT_SED = sed -e 's\#/usr/local/bin/fiberd\#$(PREFIX)/bin/fiberd\#' \
+	-e 's\#/usr/local/bin/fiberctl\#$(PREFIX)/bin/fiberctl\#' \
 	-e 's\#/usr/local/lib/fiberd/plugins\#$(FIBERD_PLUGIN_DIR)\#'
 
 # check-systemd: `systemd-analyze verify` on the units (`--user verify` on the per-user
@@ -19,10 +23,11 @@ SYSTEMD_UNIT_SED = sed -e 's\#/usr/local/bin/fiberd\#$(PREFIX)/bin/fiberd\#' \
 # binary exists) and MANPATH at the built man pages (verify runs man(1) on each
 # Documentation=man:...); any warning fails.
 .PHONY: check-systemd
-check-systemd: $(FIBERD) $(MAN_PAGES)
+check-systemd: $(FIBERD) $(FIBERCTL) $(MAN_PAGES)
 	@mkdir -p $(BUILD)/systemd-verify/user
 	@for u in $(SYSTEMD_UNITS) $(SYSTEMD_USER_UNITS); do \
 	  sed -e 's#/usr/local/bin/fiberd#$(abspath $(FIBERD))#' \
+	      -e 's#/usr/local/bin/fiberctl#$(abspath $(FIBERCTL))#' \
 	      -e 's#/usr/local/lib/fiberd/plugins#$(abspath $(BUILD))/plugins#' \
 	      $$u > $(BUILD)/systemd-verify/$${u#systemd/}; \
 	done
@@ -39,7 +44,7 @@ check-systemd: $(FIBERD) $(MAN_PAGES)
 	fi; echo "check-systemd: ok"
 
 # install: honours PREFIX and DESTDIR. bin/fiberd, the units (paths rewritten), the sysctl
-# drop-in; install-plugins (plugins/build.mk: bundled plugins, fiberd/plugin.h,
+# drop-in, the unit drop-ins operators copy; install-plugins (plugins/build.mk: bundled plugins, fiberd/plugin.h,
 # fiberd-plugin.pc) and install-client (client/build.mk: fiberctl) run as prerequisites.
 # Afterwards: `systemctl daemon-reload && sysctl --system`.
 .PHONY: install-daemon
@@ -63,6 +68,8 @@ install-units:
 	  chmod 644 $(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/$$(basename $$u); \
 	done
 	install -m 644 systemd/90-fiberd.conf $(DESTDIR)$(SYSCTL_DIR)/90-fiberd.conf
+	install -d $(DESTDIR)$(FIBERD_DOC_DIR)/fiberd.service.d
+	install -m 644 $(SYSTEMD_DROPINS) $(DESTDIR)$(FIBERD_DOC_DIR)/fiberd.service.d/
 
 # uninstall: what install-daemon put (the units, the sysctl drop-in, bin/fiberd).
 # Afterwards: `systemctl daemon-reload`.
@@ -70,5 +77,6 @@ install-units:
 uninstall: uninstall-daemon
 uninstall-daemon:
 	rm -f $(DESTDIR)$(PREFIX)/bin/fiberd $(DESTDIR)$(SYSCTL_DIR)/90-fiberd.conf \
+		$(SYSTEMD_DROPINS:systemd/%=$(DESTDIR)$(FIBERD_DOC_DIR)/%) \
 		$(SYSTEMD_UNITS:systemd/%=$(DESTDIR)$(SYSTEMD_UNIT_DIR)/%) \
 		$(SYSTEMD_USER_UNITS:systemd/user/%=$(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/%)

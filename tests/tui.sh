@@ -6,7 +6,10 @@
 #      terminal), a narrow terminal cuts the table to its width, states are coloured on
 #      the terminal and not with NO_COLOR nor when piped;
 #   2. `fiberctl top`: the headings, a job count that matches the jobs submitted, the
-#      default class row, the running job; `q` ends it, the shell's terminal is back in
+#      default class row, the running job, the throughput measured from the second
+#      frame, the per-plugin rows (counts, and `-` for a run time not measured yet, never
+#      0.0), the per-user row, the failed pane with the error; piped with --iterations 2,
+#      two frames and a measured throughput; `q` ends it, the shell's terminal is back in
 #      canonical mode with echo and the alternate screen is gone; Ctrl-C too;
 #   3. progress: `wait` and `batch --wait` show "done/total jobs done", `submit --wait` on
 #      one job the plugin's own "N/30", each erased at the end; piped, no progress at all.
@@ -111,19 +114,36 @@ echo "$me: a terminal's tables fit its width; colour on a terminal, none with NO
 
 # 2. top ---------------------------------------------------------------------------
 for i in 1 2 3 4; do ctl submit echo "i=$i" >/dev/null || fail "submit echo failed"; done
+failed=$(ctl submit sha256 path=/nonexistent) || fail "submit sha256 failed"
+ctl wait "$failed" >/dev/null && fail "sha256 of /nonexistent did not fail"
 sleeper=$(ctl submit sleep ms=60000) || fail "submit sleep failed"
-submitted=6 # the long-name job, four echo jobs, the sleeper
+submitted=7 # the long-name job, four echo jobs, the failed one, the sleeper
+me_uid=$(id -u)
+piped=$(ctl top --iterations 2 --delay 200ms)
+[ "$(grep -c '^fiberctl top - ' <<<"$piped")" = 2 ] || fail "top --iterations 2, piped: not two frames:
+$piped"
+grep -qE '^Throughput: - jobs/s' <<<"$piped" || fail "top, piped: the first frame measures no throughput"
+grep -qE '^Throughput: [0-9]+\.[0-9] jobs/s finished \([0-9.]+ done, [0-9.]+ failed' <<<"$piped" ||
+	fail "top, piped: no measured throughput in the second frame:
+$piped"
+echo "$me: top piped with --iterations 2: two frames, the second with a measured throughput"
 tmx send-keys "clear; \$F top; echo TOP-EXIT=\$?; stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '; echo" Enter
 wait_for '^Running longest' || fail "top: no 'Running longest' heading"
-wait_for "^Jobs: $submitted submitted, 0 queued, 1 running, 5 done" ||
+wait_for "^Jobs: $submitted submitted, 0 queued, 1 running, 5 done, 1 failed" ||
 	fail "top: the job counts do not match the $submitted jobs submitted"
 wait_for "^Held: 0 scheduled, 0 waiting, 0 retrying, 0 dead; 0 queued behind a pause or a cap" ||
 	fail "top: no line of held jobs"
 for heading in '^fiberctl top - ' '^CLASS +SHARES +QUEUED +RUNNING' '^GROUP +WORKERS +RUNQ' \
-	'^default +100 +[0-9]+ +1 ' '^server ' '^jobs-0 ' "^ *$sleeper +sleep +default " 'q: quit'; do
+	'^default +100 +[0-9]+ +1 ' '^server ' '^jobs-0 ' "^ *$sleeper +sleep +default " 'q: quit' \
+	'^PLUGIN +QUEUED +RUNNING +DONE +FAILED +CANCELLED +RUN-P50\(ms\) +RUN-P99\(ms\)' \
+	'^echo +0 +0 +4 +0 +0 +[0-9]+\.[0-9] +[0-9]+\.[0-9]$' '^sha256 +0 +0 +0 +1 +0 ' \
+	'^sleep +0 +1 +0 +0 +0 +- +-$' '^USER +RUNNING +QUEUED$' "^ *$me_uid +1 +0$" \
+	'^Failed, newest first \(1 shown\):' '^ID +PLUGIN +USER +ERROR' \
+	"^ *$failed +sha256 +$me_uid +NOT_FOUND: cannot open /nonexistent"; do
 	grep -qE -- "$heading" <<<"$pane" || fail "top: nothing matches '$heading'"
 done
-echo "$me: top shows the headings, $submitted jobs, the default class and the running job"
+wait_for '^Throughput: [0-9]+\.[0-9] jobs/s finished' 5 || fail "top: no throughput from the second frame"
+echo "$me: top shows the headings, $submitted jobs, the throughput, the plugin, user and class rows, the failed pane and the running job"
 tmx send-keys q
 wait_for '^TOP-EXIT=0' 5 || fail "top did not end on q"
 wait_for '^icanon echo *$' 5 || fail "top left the terminal without icanon/echo"

@@ -10,7 +10,7 @@
 # (schedule remove|pause|resume), talking to the socket the line names with -s /
 # --user. A daemon that does not answer just completes nothing.
 
-_fiberctl_verbs="ping plugins submit status wait result cancel logs list dead retry discard pause resume schedule stats batch top web"
+_fiberctl_verbs="ping plugins submit status wait result cancel logs list dead retry discard pause resume reload schedule stats batch top web"
 # the job options of submit and schedule add (client/fiberctl-opts.c)
 _fiberctl_job_opts="--priority --timeout --class --in --at --retries --backoff --backoff-max --after --key"
 _fiberctl_globals="-s --socket -u --user -j --json -h --help -V --version"
@@ -113,6 +113,7 @@ _fiberctl() {
 	top) opts="--delay --iterations" ;;
 	web) opts="--assets --chartjs" ;;
 	logs) opts="--follow" ;;
+	reload) opts="--quiet" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts $_fiberctl_globals" -- "$cur"))

@@ -353,12 +353,20 @@ void stats_status_line(Daemon *d, char *buf, size_t size)
         unsigned ngroups = sched_groups(d->job_sched);
         char detached[48] = "";
         JobCounts c;
+        int n = 0;
 
         jobtable_counts(&d->jobs, &c, NULL, NULL);
         if (c.detached) /* only when there are: each holds a worker thread */
                 snprintf(detached, sizeof(detached), ", %llu detached",
                          (unsigned long long)c.detached);
-        snprintf(buf, size,
+        /* first, so `systemctl status` shows it however the line is cut */
+        if (d->reload_error[0])
+                n = snprintf(buf, size,
+                             "reload failed (running on the previous configuration): %s; ",
+                             d->reload_error);
+        if (n < 0 || (size_t)n >= size)
+                return;
+        snprintf(buf + n, size - (size_t)n,
                  "%llu running, %llu queued, %llu done, %llu failed, %llu cancelled%s; "
                  "%u job workers in %u group%s",
                  (unsigned long long)c.running, (unsigned long long)c.queued,

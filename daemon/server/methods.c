@@ -408,6 +408,31 @@ static int method_resume(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
         return pause_request(d, req, false, pk, st);
 }
 
+/* reload []: re-read the config and apply what can change live (daemon_reload()), and
+ * answer how it went: {reloaded: "applied ..."}, or the error that names why the file
+ * was refused. Admin tier: fiberd.service's ExecReload= runs `fiberctl reload` as root. */
+static int method_reload(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
+{
+        Daemon *d = ctx;
+        char by[64], msg[512];
+        int r;
+
+        if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+                return access_denied(&d->cfg, ACCESS_ADMIN, "reloading the configuration", st);
+        snprintf(by, sizeof(by), "reload asked by uid %u", (unsigned)req->uid);
+        r = daemon_reload(d, by, msg, sizeof(msg));
+        if (r == -ECANCELED)
+                return ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN, "fiberd is stopping");
+        if (r < 0)
+                return ipc_status_set(st, r == -EINVAL ? IPC_INVALID_ARGUMENT : IPC_INTERNAL,
+                                      r == -EINVAL ? -EINVAL : -EIO,
+                                      "reload failed: %s; fiberd keeps the running configuration",
+                                      msg);
+        msgpack_pack_map(pk, 1);
+        ipc_pack_kv_cstr(pk, IPC_KEY_RELOADED, msg);
+        return 0;
+}
+
 static const struct {
         const char *name;
         MethodFn fn;
@@ -432,6 +457,8 @@ static const struct {
         {IPC_METHOD_JOB_DISCARD, method_job_discard},
         {IPC_METHOD_PAUSE, method_pause},
         {IPC_METHOD_RESUME, method_resume},
+        /* configuration */
+        {IPC_METHOD_RELOAD, method_reload},
         /* periodic schedules (schedules.c) */
         {IPC_METHOD_SCHEDULE_ADD, schedules_add},
         {IPC_METHOD_SCHEDULE_LIST, schedules_list},

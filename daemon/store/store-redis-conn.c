@@ -11,13 +11,74 @@
 #include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
+#include <errno.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
+
+/* The drop-in that gives fiberd.service the network (systemd/fiberd.service.d/). */
+#define NETWORK_DROPIN FIBERD_DOC_DIR "/fiberd.service.d/network.conf"
+
+/* Whether this process sees a network interface other than the loopback: not under
+ * PrivateNetwork=yes, where the loopback is the namespace's own. */
+static bool has_network(void)
+{
+        struct if_nameindex *ifs = if_nameindex(), *i;
+        bool any = false;
+
+        if (!ifs)
+                return true; /* cannot tell: say nothing */
+        for (i = ifs; i->if_index != 0; i++)
+                if (strcmp(i->if_name, "lo") != 0)
+                        any = true;
+        if_freenameindex(ifs);
+        return any;
+}
+
+/* Appends to @why (@why_size bytes) why a TCP address may be out of this process's
+ * reach: a sandbox that allows no TCP socket (RestrictAddressFamilies=AF_UNIX) or gives
+ * it a network namespace of its own (PrivateNetwork=yes), as the shipped fiberd.service
+ * does; and the drop-in that opens it. Nothing when neither holds. */
+static void sandbox_hint(char *why, size_t why_size)
+{
+        size_t n = strlen(why);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const char *what = NULL;
+
+        if (fd >= 0) {
+                close(fd);
+                if (!has_network())
+                        what = "fiberd has a network namespace of its own (PrivateNetwork=yes in "
+                               "fiberd.service), whose loopback is not the host's";
+        } else if (errno == EAFNOSUPPORT || errno == EPERM || errno == EACCES) {
+                what = "fiberd may not make TCP sockets here (RestrictAddressFamilies=AF_UNIX "
+                       "in fiberd.service)";
+        }
+        if (what && n < why_size)
+                snprintf(why + n, why_size - n,
+                         "; %s: copy " NETWORK_DROPIN " to /etc/systemd/system/fiberd.service.d/ "
+                         "and restart fiberd (docs/operations.md, \"The fleet under systemd\")",
+                         what);
+}
+
+int store_redis_probe(const char *addr, char *why, size_t why_size)
+{
+        redisContext *c = redis_connect(addr, why, why_size);
+
+        if (!c)
+                return -EHOSTUNREACH;
+        redisFree(c);
+        return 0;
+}
 
 redisContext *redis_connect(const char *addr, char *why, size_t why_size)
 {
+        bool tcp = !(strncmp(addr, "unix:", 5) == 0 || addr[0] == '/');
+
         struct timeval tv = {.tv_sec = REDIS_IO_TIMEOUT_S};
         redisContext *c;
 
@@ -37,6 +98,8 @@ redisContext *redis_connect(const char *addr, char *why, size_t why_size)
         }
         if (c->err) {
                 snprintf(why, why_size, "cannot connect to redis at %s: %s", addr, c->errstr);
+                if (tcp)
+                        sandbox_hint(why, why_size);
                 redisFree(c);
                 return NULL;
         }

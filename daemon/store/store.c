@@ -1137,7 +1137,7 @@ bool store_durable(const Store *s)
 int store_open(Store **ret, StoreKind kind, const char *path, const StoreFleetOptions *fleet)
 {
         Store *s;
-        char why[512] = "";
+        char why[1024] = "";
         int r;
 
         if (kind >= STORE_KIND_COUNT)

@@ -384,6 +384,16 @@ typedef struct StoreHealth {
         uint64_t since_ms;     /* CLOCK_REALTIME ms when writes stopped; 0 when not failing */
 } StoreHealth;
 
+/*
+ * store_redis_probe - connect to the Redis server at @addr ([store] redis: HOST:PORT,
+ * unix:PATH or /PATH) and hang up, as `fiberd --check-config` does to tell whether the
+ * fleet's store can be reached from where it runs. On failure @why (@why_size bytes)
+ * says why, and for a TCP address under a sandbox that keeps fiberd off the network
+ * (the shipped fiberd.service) names the drop-in that opens it.
+ * Return: 0; -EHOSTUNREACH. Context: any thread; blocks up to 5 s.
+ */
+int store_redis_probe(const char *addr, char *why, size_t why_size);
+
 /* store_kind_name - "sqlite", "memory", "redis". Context: any. */
 const char *store_kind_name(StoreKind k);
 

@@ -5,7 +5,9 @@
 # READY=1, a job runs through fiberctl, the unit's `systemd-analyze security` exposure is
 # 2.0 or less with every bundled plugin still working, jobs act with their submitter's
 # rights, a non-root client gets in, `journalctl FIBERD_JOB=ID` finds a job's lines,
-# reload and stop are clean, the socket activates the service, the watchdog restarts
+# reload applies each live key and a refused file fails `systemctl reload` (Status
+# line, one journal line), the memory, sqlite and redis job stores (redis with the
+# network drop-in; without it, the start and --check-config name it), stop is clean, the socket activates the service, the watchdog restarts
 # a frozen fiberd, fiberd-metrics.socket serves /metrics to curl (and a scrape
 # starts fiberd), and the per-user units run `fiberd --user` under a lingering user's
 # manager (skipped, with the reason, when the container cannot start one). Recipe:
@@ -31,6 +33,10 @@ host_debs="debootstrap systemd-container util-linux procps"
 # build/fiberctl and build/plugins/*.so (libcrypto.so.3 is in libssl3), and curl, the
 # scraper of the metrics checks.
 ct_debs="systemd,systemd-sysv,dbus,libmsgpackc2,libnuma1,libsystemd0,libssl3,libjansson4,libinih1,libsqlite3-0,libhiredis0.14,libsmartcols1,liburing2,libmicrohttpd12,curl"
+# Added to a root already built, with apt-get inside it (so a root other runs share is
+# not rebuilt): redis-server, the fleet's job store for the redis mode's checks. Its own
+# unit stays disabled: the checks start one on a port of their own.
+ct_extra_debs="redis-server"
 ct_path=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 start=$SECONDS
@@ -138,6 +144,24 @@ if [ "$(cat "$root/.fiberd-ready" 2>/dev/null)" != "$ct_debs" ]; then
 	rm -rf "$root"
 	mv "$root.new" "$root"
 fi
+extra_missing=
+for p in $ct_extra_debs; do
+	chroot "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		extra_missing="$extra_missing $p"
+done
+if [ -n "$extra_missing" ]; then
+	echo "$me: adding$extra_missing to the container root"
+	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+	# shellcheck disable=SC2086 # one word per package
+	if ! { timeout "$(left 600)" chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+		timeout "$(left 600)" chroot "$root" env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends $extra_missing; } >"$work/apt-ct.log" 2>&1; then
+		tail -n 20 "$work/apt-ct.log" | sed 's/^/    /'
+		die "cannot install$extra_missing in the container root"
+	fi
+fi
+# never started at boot: the container shares the host's network, and its port
+systemctl --root="$root" disable redis-server.service >/dev/null 2>&1 || true
 echo "$me: PASS: container root $root ready ($((SECONDS - start)) s)"
 
 # ---- the tree, installed the way a user installs it -----------------------------------
@@ -147,7 +171,8 @@ rm -rf "$root/usr/local/lib/fiberd" "$root/usr/local/lib/systemd/system/fiberd."
 	"$root/usr/local/lib/systemd/system/fiberd-metrics."* \
 	"$root/usr/local/lib/systemd/user/fiberd."*
 rm -f "$root"/etc/systemd/system/*.wants/fiberd.* "$root"/etc/systemd/system/*.wants/fiberd-metrics.* \
-	"$root/var/lib/systemd/linger/fiberd-boot-user"
+	"$root/var/lib/systemd/linger/fiberd-boot-user" "$root/etc/fiberd/fiberd.conf"
+rm -rf "$root/etc/systemd/system/fiberd.service.d" "$root/var/lib/private/fiberd"
 if ! timeout "$(left)" make --no-print-directory -s install DESTDIR="$root" PREFIX=/usr/local \
 	>"$work/install.log" 2>&1; then
 	sed 's/^/    /' "$work/install.log"
@@ -354,11 +379,119 @@ check "journalctl FIBERD_JOB=ID: a job's lines, with FIBERD_PLUGIN and FIBERD_OW
 	journalctl -b FIBERD_JOB="$id" -o export --no-pager | grep -qx PRIORITY=5
 	journalctl -b FIBERD_JOB="$id" -o export --no-pager | grep -qx _SYSTEMD_UNIT=fiberd.service
 	journalctl -b FIBERD_JOB="$id" -o cat --no-pager | grep "^job $id plugin sha256: failed"'
-check "systemctl reload fiberd: SIGHUP reloads, the same process stays active" '
+check "systemctl reload fiberd: ExecReload= asks fiberd (fiberctl reload), the same process stays active" '
 	systemctl reload fiberd
 	test "$(prop fiberd.service MainPID)" = "$1"
 	test "$(systemctl is-active fiberd)" = active
+	journal "$1" "reload asked by uid 0: reloading configuration"
+	journal "$1" "configuration reloaded: "
+	kill -HUP "$1" # the signal still reloads, without an answer
 	journal "$1" "SIGHUP: reloading configuration"' "$pid"
+
+# Each live key of docs/configuration.md ("Signals"), changed by `systemctl reload` in
+# /etc/fiberd/fiberd.conf, and its effect seen: a cap that holds a job queued (a bounded
+# `fiberctl wait --timeout 1s` that must time out, exit 75), a refusal, the shares
+# read back from stats, a job's journal lines there or not. The class must be there
+# from the start (adding one needs a restart).
+reload_prelude='
+conf=/etc/fiberd/fiberd.conf
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+# conf LINES...: the file, then systemctl reload, which must succeed
+conf() { printf "%s\n" "$@" >$conf; systemctl reload fiberd; }
+state() { # state ID STATE: waits up to 5 s
+	i=0
+	until fiberctl --json status "$1" | grep -Eq "\"state\": ?\"$2\""; do
+		[ $i -lt 50 ] || { fiberctl status "$1"; return 1; }
+		sleep 0.1; i=$((i + 1))
+	done
+}
+held() { # held ID: still queued after 1 s of waiting for it
+	rc=0; fiberctl wait --timeout 1s "$1" >/dev/null || rc=$?
+	[ $rc = 75 ] || { echo "job $1: wait exited $rc, not 75 (timed out)"; fiberctl status "$1"; return 1; }
+	state "$1" queued
+}
+'
+check "a [class.batch] in /etc/fiberd/fiberd.conf, systemctl restart: the class the reload checks change" "$reload_prelude"'
+	printf "[class.batch]\nshares = 50\n" >$conf
+	systemctl restart fiberd
+	fiberctl stats | grep -E "^batch +50 "'
+pid=$(main_pid)
+check "systemctl reload applies [jobs] max_running: a second job waits while the first runs" "$reload_prelude"'
+	conf "[class.batch]" "shares = 50" "[jobs]" "max_running = 1"
+	a=$(fiberctl submit sleep ms=600000); b=$(fiberctl submit echo x=1)
+	state $a running; held $b
+	fiberctl cancel $a >/dev/null; fiberctl wait --timeout 10s $b'
+check "systemctl reload applies the shares (read back from stats) and max_running of a class" "$reload_prelude"'
+	conf "[class.batch]" "shares = 70" "max_running = 1"
+	fiberctl stats | grep -E "^batch +70 "
+	a=$(fiberctl submit sleep ms=600000 --class batch); b=$(fiberctl submit sleep ms=1 --class batch)
+	c=$(fiberctl submit echo x=1)
+	state $a running; fiberctl wait --timeout 10s $c; held $b
+	fiberctl cancel $a >/dev/null; fiberctl wait --timeout 10s $b'
+check "systemctl reload applies [plugin.sleep] max_running" "$reload_prelude"'
+	conf "[class.batch]" "shares = 50" "[plugin.sleep]" "max_running = 1"
+	a=$(fiberctl submit sleep ms=600000); b=$(fiberctl submit sleep ms=1)
+	c=$(fiberctl submit echo x=1)
+	state $a running; fiberctl wait --timeout 10s $c; held $b
+	fiberctl cancel $a >/dev/null; fiberctl wait --timeout 10s $b'
+check "systemctl reload applies admin_only of a class: uid 65534 refused, root served" "$reload_prelude"'
+	conf "[class.batch]" "shares = 50" "admin_only = true"
+	r=$(as_nobody fiberctl --json submit echo x=1 --class batch 2>&1 || true)
+	echo "$r" | grep -q PERMISSION_DENIED
+	fiberctl submit echo x=1 --class batch --wait >/dev/null'
+check "systemctl reload applies max_running_per_user and max_queued_per_user (uid 65534)" "$reload_prelude"'
+	conf "[class.batch]" "shares = 50" "[jobs]" "max_running_per_user = 1" "max_queued_per_user = 1"
+	a=$(as_nobody fiberctl submit sleep ms=600000); b=$(as_nobody fiberctl submit sleep ms=1)
+	state $a running; held $b
+	r=$(as_nobody fiberctl --json submit echo x=1 2>&1 || true)
+	echo "$r" | grep -q OVERLOADED
+	fiberctl cancel $a >/dev/null; fiberctl wait --timeout 10s $b'
+check "systemctl reload applies [ipc] max_message" "$reload_prelude"'
+	conf "[class.batch]" "shares = 50" "[ipc]" "max_message = 4096"
+	rc=0; out=$(fiberctl submit echo m=$(head -c 8000 /dev/zero | tr "\0" a) 2>&1) || rc=$?
+	echo "$out"; test $rc = 76
+	echo "$out" | grep -q "limit of 4096 bytes"
+	fiberctl submit echo x=1 --wait >/dev/null'
+check "systemctl reload applies log_jobs and log_level: the lines of a job go, then come back" "$reload_prelude"'
+	pid=$(prop fiberd.service MainPID)
+	conf "[fiberd]" "log_jobs = false" "[class.batch]" "shares = 50"
+	a=$(fiberctl submit echo x=1 --wait | sed -n "s/^job \([0-9]*\).*/\1/p")
+	conf "[fiberd]" "log_level = warning" "[class.batch]" "shares = 50"
+	b=$(fiberctl submit echo x=2 --wait | sed -n "s/^job \([0-9]*\).*/\1/p")
+	conf "[class.batch]" "shares = 50"
+	c=$(fiberctl submit echo x=3 --wait | sed -n "s/^job \([0-9]*\).*/\1/p")
+	echo "jobs $a (log_jobs = false) $b (log_level = warning) $c (defaults)"
+	journal "$pid" "^job $c plugin echo: "
+	if journalctl -b "_PID=$pid" -o cat --no-pager | grep -E "^job ($a|$b) plugin echo: "; then
+		echo "a job logged with log_jobs = false or log_level = warning"; exit 1
+	fi'
+
+# A file fiberd refuses: systemctl reload fails, fiberd runs on as it was, the Status
+# line names the error, and exactly one line in the unit's journal says it.
+check "a broken file: systemctl reload exits non-zero, STATUS= names it, one journal line says it, fiberd keeps running" "$reload_prelude"'
+	pid=$(prop fiberd.service MainPID)
+	printf "[jobs]\nmax_running = 5\nbogus_key = 1\n" >$conf
+	if systemctl reload fiberd; then echo "systemctl reload exited 0 for a broken file"; exit 1; fi
+	test "$(prop fiberd.service MainPID)" = "$pid"
+	test "$(systemctl is-active fiberd)" = active
+	prop fiberd.service StatusText | grep "^reload failed.*: $conf:3: unknown key .bogus_key."
+	i=0 # the ticker keeps it in the Status line
+	until prop fiberd.service StatusText | grep "^reload failed (running on the previous configuration): $conf:3: .*job workers in"; do
+		[ $i -lt 30 ] || exit 1
+		sleep 0.1; i=$((i + 1))
+	done
+	systemctl status --no-pager --lines=0 fiberd | grep "Status: \"reload failed"
+	journal "$pid" "^reload failed: $conf:3: unknown key .bogus_key. in section \[jobs\]; keeping the running configuration$"
+	n=$(journalctl -b -u fiberd.service -o cat --no-pager | grep -c "bogus_key")
+	test "$n" = 1 || { journalctl -b -u fiberd.service -o cat --no-pager | grep "bogus_key"; exit 1; }
+	fiberctl submit echo x=1 --wait >/dev/null # it still serves
+	conf "[class.batch]" "shares = 50"
+	i=0
+	until prop fiberd.service StatusText | grep -v "reload failed"; do
+		[ $i -lt 30 ] || exit 1
+		sleep 0.1; i=$((i + 1))
+	done
+	rm -f $conf'
 
 # The job store (sqlite under StateDirectory=): a restart loses nothing. A finished job
 # stays queryable, a running retry-safe one (sleep) runs again with attempt 1, a running
@@ -400,6 +533,77 @@ check "systemctl stop fiberd with a job running: cancelled, exit 0, Result=succe
 	test "$(prop fiberd.service ExecMainStatus)" = 0
 	journal "$1" "job $id plugin sleep: cancelled"
 	journal "$1" "^fiberd stopped: "' "$pid"
+
+# The job stores of docs/configuration.md, each from the installed units: memory (a
+# restart forgets), sqlite (the default; a restart keeps), and redis, the fleet's, which
+# needs the network drop-in: without it fiberd stops at start naming the drop-in and
+# `fiberd --check-config` in the unit's sandbox warns; with it a job runs and its record
+# is in Redis. Each ends with fiberd stopped and the file removed.
+check "[store] backend = memory: a job runs, a restart forgets it" '
+	systemctl reset-failed fiberd # the start limit: the checks above restarted it often
+	printf "[store]\nbackend = memory\n" >/etc/fiberd/fiberd.conf
+	systemctl start fiberd
+	journal "$(prop fiberd.service MainPID)" "^job store: memory$"
+	id=$(fiberctl submit echo x=1); fiberctl wait --timeout 10s "$id"
+	fiberctl list | grep -E "^ *$id +echo .*done"
+	systemctl restart fiberd
+	rc=0; fiberctl status "$id" || rc=$?
+	test $rc = 66 # NOT_FOUND
+	systemctl stop fiberd; rm /etc/fiberd/fiberd.conf'
+check "[store] backend = sqlite: a job runs, a restart keeps it" '
+	systemctl reset-failed fiberd
+	printf "[store]\nbackend = sqlite\n" >/etc/fiberd/fiberd.conf
+	systemctl start fiberd
+	journal "$(prop fiberd.service MainPID)" "^job store: sqlite at /var/lib/fiberd/jobs.db$"
+	id=$(fiberctl submit echo x=1); fiberctl wait --timeout 10s "$id"
+	systemctl restart fiberd
+	fiberctl --json status "$id" | grep -Eq "\"state\": ?\"done\""
+	fiberctl list | grep -E "^ *$id +echo .*done"
+	systemctl stop fiberd; rm /etc/fiberd/fiberd.conf'
+redis_port=$((20000 + RANDOM % 20000))
+check "[store] backend = redis (127.0.0.1:$redis_port) without the network drop-in: start fails naming it; --check-config in the sandbox warns" '
+	systemd-run -q --unit=fiberd-boot-redis -p DynamicUser=yes /usr/bin/redis-server \
+		--port "$1" --bind 127.0.0.1 --save "" --appendonly no
+	i=0
+	until redis-cli -p "$1" ping 2>/dev/null | grep -q PONG; do
+		[ $i -lt 50 ] || { systemctl status --no-pager fiberd-boot-redis; exit 1; }
+		sleep 0.1; i=$((i + 1))
+	done
+	printf "[store]\nbackend = redis\nredis = 127.0.0.1:%s\n" "$1" >/etc/fiberd/fiberd.conf
+	systemctl reset-failed fiberd
+	if systemctl start fiberd; then echo "fiberd started without the network"; exit 1; fi
+	i=0
+	until journalctl -b -u fiberd.service -o cat --no-pager |
+		grep "cannot connect to redis at 127.0.0.1:$1: .*fiberd.service.d/network.conf"; do
+		[ $i -lt 50 ] || { journalctl -b -u fiberd.service -o cat --no-pager | tail; exit 1; }
+		sleep 0.1; i=$((i + 1))
+	done
+	systemctl stop fiberd; systemctl reset-failed fiberd
+	out=$(systemd-run -q --wait --pipe -p PrivateNetwork=yes -p RestrictAddressFamilies=AF_UNIX \
+		/usr/local/bin/fiberd --check-config 2>&1 >/dev/null)
+	echo "$out"
+	echo "$out" | grep "warning: \[store\] redis: cannot connect to redis at 127.0.0.1:$1: .*RestrictAddressFamilies=AF_UNIX.*/usr/local/share/doc/fiberd/fiberd.service.d/network.conf"
+	out=$(fiberd --check-config 2>&1 >/dev/null) # outside the sandbox: reachable
+	if echo "$out" | grep "warning: \[store\]"; then exit 1; fi' "$redis_port"
+check "[store] backend = redis with the network drop-in: fiberd starts, a job runs through the fleet's store, exposure still 2.0 or less" '
+	install -D -m 644 /usr/local/share/doc/fiberd/fiberd.service.d/network.conf \
+		/etc/systemd/system/fiberd.service.d/network.conf
+	systemctl daemon-reload
+	systemctl reset-failed fiberd
+	systemctl start fiberd
+	journal "$(prop fiberd.service MainPID)" "^job store: redis at 127.0.0.1:$1$"
+	id=$(fiberctl submit sha256 path=/usr/local/bin/fiberd); fiberctl wait --timeout 30s "$id"
+	fiberctl --json result "$id" | grep -Eq "\"sha256\": ?\"$(sha256sum /usr/local/bin/fiberd | cut -c1-64)\""
+	fiberctl list | grep -E "^ *$id +sha256 .*done"
+	redis-cli -p "$1" HGET "fiberd:job:$id" state | grep -x done
+	score=$(systemd-analyze security --no-pager fiberd.service |
+		sed -n "s/.*Overall exposure level for fiberd.service: \([0-9.]*\).*/\1/p")
+	echo "exposure with the drop-in: $score"
+	awk -v s="$score" "BEGIN { exit !(s <= 2.0) }"
+	systemctl stop fiberd
+	rm -rf /etc/systemd/system/fiberd.service.d /etc/fiberd/fiberd.conf
+	systemctl daemon-reload' "$redis_port"
+in_ct systemctl stop fiberd-boot-redis >/dev/null 2>&1 || true
 
 # Socket activation, the way README.md says to set it up.
 check "systemctl enable --now fiberd.socket: listening, fiberd.service not started" '
