@@ -163,7 +163,7 @@ check() {
 # A throw-away tree with one file per layer, each including what it may.
 make_tree() {
 	local t=$1
-	mkdir -p "$t"/{scheduler/base,ipc,plugins/fiberd,daemon,client}
+	mkdir -p "$t"/{scheduler/base,ipc,plugins/fiberd,daemon/job,client}
 	printf '#include <stddef.h>\n' >"$t/scheduler/base/macro.h"
 	printf '#include "scheduler/base/macro.h"\n' >"$t/scheduler/base/list.h"
 	printf '#include "scheduler/base/list.h"\n#include "runq.h"\n' >"$t/scheduler/sched.h"
