@@ -10,7 +10,12 @@
 #if defined(__x86_64__) && !defined(SCHED_CONTEXT_UCONTEXT)
         .text
 
-/* void context_switch_asm(void **from_sp, void *to_sp) */
+/* void context_switch_asm(void **from_sp, void *to_sp)
+ *
+ * The CFI follows every push and pop, so an unwinder that starts inside the switch (the
+ * stall detector's backtrace(3) from a signal, a debugger) finds the return address at
+ * any instruction. Across `movq %rsi, %rsp` the frame is the other context's, saved by
+ * this same code with the same layout, so the offsets still hold. */
         .globl  context_switch_asm
         .hidden context_switch_asm
         .type   context_switch_asm, @function
@@ -18,12 +23,19 @@
 context_switch_asm:
         .cfi_startproc
         pushq   %rbp
+        .cfi_adjust_cfa_offset 8
         pushq   %rbx
+        .cfi_adjust_cfa_offset 8
         pushq   %r15
+        .cfi_adjust_cfa_offset 8
         pushq   %r14
+        .cfi_adjust_cfa_offset 8
         pushq   %r13
+        .cfi_adjust_cfa_offset 8
         pushq   %r12
+        .cfi_adjust_cfa_offset 8
         subq    $8, %rsp
+        .cfi_adjust_cfa_offset 8
         stmxcsr (%rsp)
         fnstcw  4(%rsp)
         movq    %rsp, (%rdi)
@@ -31,12 +43,19 @@ context_switch_asm:
         ldmxcsr (%rsp)
         fldcw   4(%rsp)
         addq    $8, %rsp
+        .cfi_adjust_cfa_offset -8
         popq    %r12
+        .cfi_adjust_cfa_offset -8
         popq    %r13
+        .cfi_adjust_cfa_offset -8
         popq    %r14
+        .cfi_adjust_cfa_offset -8
         popq    %r15
+        .cfi_adjust_cfa_offset -8
         popq    %rbx
+        .cfi_adjust_cfa_offset -8
         popq    %rbp
+        .cfi_adjust_cfa_offset -8
         ret
         .cfi_endproc
         .size   context_switch_asm, .-context_switch_asm
