@@ -186,7 +186,8 @@ bench-python: $(BUILD)/fiberd $(BUNDLED_PLUGINS)
 
 # check-web: `fiberctl web` in headless Chromium against a real fiberd (tests/web/):
 # the token's refusals, the page's counts and graph live, cancel and retry from the page,
-# a screenshot in $(BUILD)/web-dashboard.png. Its Debian packages (WEB_TEST_DEBS) come
+# a screenshot in $(BUILD)/web-dashboard.png; then the access tiers through the API of
+# a dashboard run as an unprivileged user (test_web_tiers.py: needs root, as make check). Its Debian packages (WEB_TEST_DEBS) come
 # from deps-web; Debian's python3, for which python3-selenium is installed.
 WEB_TEST_DEBS := chromium chromium-driver python3-selenium libjs-chart.js
 .PHONY: deps-web check-web
@@ -195,6 +196,7 @@ deps-web: deps
 check-web: deps-web $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
 	/usr/bin/python3 tests/web/test_web.py $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR) \
 		$(BUILD)/web-dashboard.png
+	/usr/bin/python3 tests/web/test_web_tiers.py $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR)
 
 # check-python: the Python client (client/python/fiberd) with pytest against a real fiberd
 # that each test module starts (tests/python/). Debian's python3 on purpose: it is the one

@@ -410,14 +410,17 @@ static int method_resume(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
 
 /* reload []: re-read the config and apply what can change live (daemon_reload()), and
  * answer how it went: {reloaded: "applied ..."}, or the error that names why the file
- * was refused. Admin tier: fiberd.service's ExecReload= runs `fiberctl reload` as root. */
+ * was refused. Admin tier: fiberd.service's ExecReload= runs `fiberctl reload` as root.
+ * The uid fiberd runs as may too, and only this: it could send SIGHUP anyway, so nothing
+ * is lent; it is the user of a per-user fiberd, whose unit (systemd/user/fiberd.service)
+ * runs `fiberctl --user reload` as that user. */
 static int method_reload(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
         char by[64], msg[512];
         int r;
 
-        if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN)
+        if (access_tier(&d->cfg, req->creds) < ACCESS_ADMIN && req->uid != geteuid())
                 return access_denied(&d->cfg, ACCESS_ADMIN, "reloading the configuration", st);
         snprintf(by, sizeof(by), "reload asked by uid %u", (unsigned)req->uid);
         r = daemon_reload(d, by, msg, sizeof(msg));

@@ -710,11 +710,18 @@ if in_ct sh -ec '
 		[ $i -lt 100 ] || { systemctl status --no-pager user@'$ct_uid'.service; exit 1; }
 		sleep 0.1; i=$((i + 1))
 	done' >"$work/linger.log" 2>&1; then
-	check "systemctl --user enable --now fiberd.socket: fiberd --user on \$XDG_RUNTIME_DIR/fiberd.sock (user units, $ct_user)" '
+	user_prelude='
 		as_user() {
 			setpriv --reuid='$ct_uid' --regid='$ct_uid' --init-groups \
 				env XDG_RUNTIME_DIR=/run/user/'$ct_uid' HOME=/home/'$ct_user' "$@"
 		}
+		conf=/etc/fiberd/fiberd.conf
+		# uconf LINES...: the file, then systemctl --user reload (fiberctl --user reload)
+		uconf() { printf "%s\n" "$@" >$conf; as_user systemctl --user reload fiberd; }
+		echo_job() { # echo_job X: a job through the user fiberd, waited for; its id
+			as_user fiberctl --user submit echo x=$1 --wait | sed -n "s/^job \([0-9]*\).*/\1/p"
+		}'
+	check "systemctl --user enable --now fiberd.socket: fiberd --user on \$XDG_RUNTIME_DIR/fiberd.sock (user units, $ct_user)" "$user_prelude"'
 		as_user systemctl --user daemon-reload
 		test "$(as_user systemctl --user show -p FragmentPath --value fiberd.service)" = \
 			/usr/local/lib/systemd/user/fiberd.service
@@ -731,7 +738,35 @@ if in_ct sh -ec '
 		if setpriv --reuid=65534 --regid=65534 --clear-groups \
 			fiberctl -s /run/user/'$ct_uid'/fiberd.sock ping; then
 			echo "uid 65534 reached the fiberd of uid '$ct_uid'"; exit 1
+		fi'
+	check "systemctl --user reload fiberd runs fiberctl --user reload as $ct_user: log_level applied, a refused file fails the reload" "$user_prelude"'
+		grep -qx "ExecReload=/usr/local/bin/fiberctl --user reload --quiet" \
+			/usr/local/lib/systemd/user/fiberd.service
+		pid=$(as_user systemctl --user show -p MainPID --value fiberd.service)
+		# the file as it was afterwards (the system checks leave none)
+		if [ -e $conf ]; then
+			cp $conf /tmp/fiberd-user-conf.saved
+			trap "cp /tmp/fiberd-user-conf.saved $conf" EXIT
+		else
+			trap "rm -f $conf" EXIT
 		fi
+		uconf "[fiberd]" "log_level = warning"
+		journal "$pid" "^reload asked by uid '$ct_uid': reloading configuration"
+		a=$(echo_job 1)
+		uconf "# every key at its default"
+		b=$(echo_job 2)
+		echo "jobs $a (log_level = warning) $b (the default, info)"
+		journal "$pid" "^job $b plugin echo: "
+		if journalctl -b "_PID=$pid" -o cat --no-pager | grep -E "^job $a plugin echo: "; then
+			echo "job $a logged with log_level = warning: the reload did not apply"; exit 1
+		fi
+		if uconf "[jobs]" "bogus = 1"; then
+			echo "systemctl --user reload succeeded with a file fiberd refuses"; exit 1
+		fi
+		journal "$pid" "^reload failed: .*bogus"
+		test "$(as_user systemctl --user is-active fiberd.service)" = active
+		test "$(as_user systemctl --user show -p MainPID --value fiberd.service)" = "$pid"'
+	check "systemctl --user disable --now fiberd.socket: the per-user fiberd stops, its socket goes" "$user_prelude"'
 		as_user systemctl --user disable --now fiberd.socket
 		as_user systemctl --user stop fiberd.service
 		test ! -e /run/user/'$ct_uid'/fiberd.sock'
