@@ -740,6 +740,9 @@ typedef struct DueRun {
         uint64_t n_ids;
         uint64_t *late_ms; /* their lateness */
         uint64_t n_late;
+        uint64_t *again; /* ids whose record did not say started_ms yet (a fleet's shared
+                          * record is written after the host counted the job done) */
+        uint64_t n_again;
 } DueRun;
 
 static uint64_t due_wall_ms(void)
@@ -796,9 +799,15 @@ static void take_lateness(const msgpack_object *res, void *arg)
 {
         DueRun *d = arg;
         IpcStatus st = {0};
-        uint64_t started, due;
+        uint64_t started, due, id;
+        const msgpack_object *s = ipc_map_find(res, IPC_KEY_STARTED_MS);
 
-        if (ipc_read_uint(ipc_map_find(res, IPC_KEY_STARTED_MS), "started_ms", &started, &st) < 0 ||
+        if ((!s || s->type == MSGPACK_OBJECT_NIL) &&
+            ipc_read_uint(ipc_map_find(res, IPC_KEY_ID), IPC_KEY_ID, &id, &st) == 0) {
+                d->again[d->n_again++] = id; /* asked again (product_due()) */
+                return;
+        }
+        if (ipc_read_uint(s, "started_ms", &started, &st) < 0 ||
             ipc_read_uint(ipc_map_find(res, IPC_KEY_RUN_AT_MS), "run_at_ms", &due, &st) < 0)
                 die_status("a due job's record", &st);
         d->late_ms[d->n_late++] = started > due ? started - due : 0;
@@ -857,7 +866,8 @@ int bench_product_due(int argc, char **argv)
         hosts = redis && nh && !strcmp(nh, "2") ? 2 : 1;
         d.ids = calloc(near, sizeof(*d.ids));
         d.late_ms = calloc(near, sizeof(*d.late_ms));
-        if (!d.ids || !d.late_ms)
+        d.again = calloc(near, sizeof(*d.again));
+        if (!d.ids || !d.late_ms || !d.again)
                 bench_die("out of memory");
         if (redis)
                 redis_start(&rsrv);
@@ -909,6 +919,17 @@ int bench_product_due(int argc, char **argv)
                 product_wait_until(bench_now_ns() + 20 * NSEC_PER_MSEC);
         }
         pipeline(c, near, 512, pack_status, take_lateness, &d);
+        while (d.n_again) {
+                uint64_t n = d.n_again;
+                if (bench_now_ns() > deadline)
+                        bench_die("product-due: %llu due jobs counted done have no started_ms "
+                                  "in their records after a minute",
+                                  (unsigned long long)n);
+                memcpy(d.ids, d.again, n * sizeof(*d.ids));
+                d.n_again = 0;
+                product_wait_until(bench_now_ns() + 20 * NSEC_PER_MSEC);
+                pipeline(c, n, 512, pack_status, take_lateness, &d);
+        }
         client_free(c);
         client_free(c2);
         for (unsigned h = 0; h < hosts; h++)
@@ -921,6 +942,7 @@ int bench_product_due(int argc, char **argv)
                (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)(far ? far : 1));
         free(d.ids);
         free(d.late_ms);
+        free(d.again);
         return 0;
 }
 
