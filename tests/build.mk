@@ -105,7 +105,7 @@ FUZZ_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 FUZZ_DAEMON_SRCS = $(filter-out daemon/main.c,$(DAEMON_SRCS)) plugins/loader.c \
 	plugins/elfcheck.c $(IPC_SRCS) $(SCHED_SRCS) \
 	$(if $(filter asm,$(CONTEXT)),scheduler/context-x86_64.S)
-FUZZ_DAEMON_DEFS = -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"' \
+FUZZ_DAEMON_DEFS = -DFIBERD_PLUGIN_DIR='"$(FIBERD_PLUGIN_DIR)"' -DFIBERD_DOC_DIR='"$(FIBERD_DOC_DIR)"' \
 	-DFUZZ_PLUGIN_DIR='"$(abspath $(PLUGIN_BUILD_DIR))"'
 
 FUZZ_DAEMON_HDRS = $(wildcard daemon/*.h daemon/*/*.h ipc/*.h plugins/*.h plugins/fiberd/*.h scheduler/*.h \
