@@ -20,7 +20,9 @@
  * --wait against a fiberd older than job.run (METHOD_NOT_FOUND), the slot's params are
  * sent again as job.submit, followed by job.wait, and every later line does the same.
  * While slots are free and stdin has lines, lines are read and their requests queued;
- * then the requests are flushed in one write and one answer is read. So at most
+ * then the requests are flushed in one write, one answer is waited for, and every answer
+ * that has arrived with it is handled (their output lines written at once) before the
+ * window is refilled: a syscall or two per round, not per job. So at most
  * `window` requests are outstanding, the daemon's queue is never flooded by one client,
  * and output comes in completion order.
  *
@@ -457,6 +459,24 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                 if (r == 0)
                         r = batch_release_held(&b);
                 fiberd_client_reply_free(m);
+                /* the answers already here, before the window is refilled: then the next
+                 * requests go out in one write and the output in one, not one each a job */
+                while (r == 0 && b.busy > b.held) {
+                        e = fiberd_client_receive(ctl->client, 0, &m, &err);
+                        if (e == -ETIMEDOUT)
+                                break;
+                        if (e < 0) {
+                                progress_clear(&b.progress);
+                                cs.step = CTL_STEP_ANSWER;
+                                ctl_status(&cs.st, &err);
+                                r = ctl_fail(&cs);
+                                break;
+                        }
+                        r = batch_handle(&b, m);
+                        if (r == 0)
+                                r = batch_release_held(&b);
+                        fiberd_client_reply_free(m);
+                }
                 fflush(stdout);
                 progress_draw(&b.progress, b.ok + b.failed, b.sent, b.eof, NULL, false);
         }

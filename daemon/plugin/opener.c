@@ -15,6 +15,7 @@
  * (setfsuid(0) first, which gives those capabilities back, then the rest). A switch that
  * does not take (setfsuid() answers the previous fsuid, so it is checked by asking
  * again) fails the open with -EPERM rather than opening as root.
+ * A client whose identity is fiberd's own (uid, gid and groups) needs no switch at all.
  *
  * /proc/self is fiberd. The opener thread is a thread of fiberd, so /proc/self,
  * /proc/thread-self and /proc/<fiberd's pid> (or a thread's id) name fiberd's own
@@ -190,14 +191,38 @@ static bool opener_fd_is_own_proc(int fd)
         return access(link, F_OK) == 0; /* one of fiberd's threads (/proc/<tid>) */
 }
 
+/* Whether every gid of @a (@na of them) is in @b (@nb). */
+static bool groups_within(const gid_t *a, size_t na, const gid_t *b, size_t nb)
+{
+        for (size_t i = 0; i < na; i++) {
+                size_t j = 0;
+                while (j < nb && b[j] != a[i])
+                        j++;
+                if (j == nb)
+                        return false;
+        }
+        return true;
+}
+
+/* Whether @c is fiberd's own file-system identity (uid, gid and the same set of
+ * supplementary groups): switching to it and back would change nothing, so the open
+ * skips both, six credential changes a call (root's jobs on a root fiberd: make demo). */
+static bool creds_are_own(const Creds *c)
+{
+        return c->uid == opener_uid && c->gid == opener_gid &&
+               groups_within(c->groups, c->n_groups, opener_groups, opener_n_groups) &&
+               groups_within(opener_groups, opener_n_groups, c->groups, c->n_groups);
+}
+
 /* One open as @rq's client, checked (see opener.h). Return: an fd; -errno. */
 static int open_as(const OpenRequest *rq)
 {
         bool nonblock = rq->flags & O_NONBLOCK;
+        bool switching = opener_can_switch && !creds_are_own(rq->creds);
         struct stat st;
         int fd, r;
 
-        if (opener_can_switch) {
+        if (switching) {
                 r = switch_to(rq->creds);
                 if (r < 0) {
                         switch_back();
@@ -208,7 +233,7 @@ static int open_as(const OpenRequest *rq)
         }
         fd = open_resolved(rq->dirfd, rq->path, rq->flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
                            rq->mode);
-        if (opener_can_switch)
+        if (switching)
                 switch_back();
         if (fd < 0)
                 return fd;

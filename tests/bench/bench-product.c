@@ -187,6 +187,16 @@ static void fiberd_start(ProductServer *s)
         fiberd_start_workers(s, NULL);
 }
 
+void product_start_fiberd(ProductServer *s)
+{
+        fiberd_start_workers(s, NULL);
+}
+
+const char *product_fiberctl_path(void)
+{
+        return BENCH_FIBERCTL_BIN;
+}
+
 static Client *connect_or_die(const ProductServer *s)
 {
         Client *c;

@@ -76,6 +76,7 @@ static char bench_gearman_path[4096];
 /* One measurement repeated over the rounds: a figure of ours or a peer. */
 typedef struct Job {
         const char *figure; /* group name for --only: yield, create, ... */
+        const char *also;   /* a second --only name that selects it, or NULL */
         const char *label;  /* for progress lines */
         bool go;            /* run the Go peer binary instead of ourselves */
         bool gearman;       /* run fiberd-bench-gearman (beside this binary) instead */
@@ -159,6 +160,7 @@ enum {
         J_P_FIBERD_RATE,
         J_P_BEAN_RATE,
         J_P_GEAR_RATE,
+        J_P_GEARP_8, /* gearmand with pipelining workers and clients (peers/gearman-pipe.c) */
         J_P_FIBERD_RSS,
         J_P_FIBERD_SQL_8,      /* job store: fiberd with the sqlite store (the */
         J_P_BEANB_8,           /* default; the rows above: memory), beanstalkd with its */
@@ -184,6 +186,8 @@ enum {
         J_CTL_DUTY,
         J_CTL_PREEMPT,
         J_P_PREEMPT,
+        J_HASH_FIBERD, /* row 27: hashing a tree (bench-hash.c) */
+        J_HASH_XARGS,
         J_COUNT
 };
 
@@ -267,6 +271,11 @@ static const Row rows[] = {
         {"12. the same, 8 connections: the sqlite job store vs beanstalkd -b -f0 (jobs/s)",
          J_P_FIBERD_SQL_8, J_P_BEANB_8, 0, "/s", "beanstalkd binlog", CMP_RATE, 1,
          ">= beanstalkd binlog"},
+        {"12g. trivial jobs, 8 connections × 64 outstanding, pipelined gearmand workers (jobs/s)",
+         J_P_FIBERD_8, J_P_GEARP_8, 0, "/s", "gearmand -t 1, pipelined", CMP_RATE, 1,
+         ">= gearmand"},
+        {"13g. server CPU per 1,000 trivial jobs (ms)", J_P_FIBERD_8, J_P_GEARP_8, 1, "ms",
+         "gearmand -t 1, pipelined", CMP_TIMES, 1, "<= gearmand"},
         {"13. server CPU per 1,000 trivial jobs, 8 connections (ms)", J_P_FIBERD_8, J_P_GEAR_8, 1,
          "ms", "gearmand -t 1", CMP_TIMES, 1, "<= gearmand"},
         {"13. server CPU per 1,000 trivial jobs, 8 connections (ms)", J_P_FIBERD_8, J_P_BEAN_8, 1,
@@ -418,6 +427,12 @@ static const Row rows[] = {
          "/s", "plain submission, redis", CMP_TIMES, 0, "(measured)"},
         {"26r. fleet mode, 1 host: after one done job (jobs/s)", J_P_R_AFTER_8, J_P_FIBERD_REDIS_8,
          0, "/s", "plain submission, redis", CMP_TIMES, 0, "(measured)"},
+        {"27. hash a tree (/usr/include): fiberd demo path vs xargs -P$(nproc) sha256sum (MB/s)",
+         J_HASH_FIBERD, J_HASH_XARGS, 0, "MB/s", "xargs -P sha256sum", CMP_RATE, 1, ">= xargs"},
+        {"27. the same: wall time (s)", J_HASH_FIBERD, J_HASH_XARGS, 1, "s", "xargs -P sha256sum",
+         CMP_TIMES, 0, "(measured)"},
+        {"27. the same: CPU time, client + fiberd or xargs + sha256sum (s)", J_HASH_FIBERD,
+         J_HASH_XARGS, 2, "s", "xargs -P sha256sum", CMP_TIMES, 0, "(measured)"},
 };
 
 typedef struct Options {
@@ -465,6 +480,8 @@ static void product_jobs_setup(Job *jobs, const Options *o)
                 {J_P_BEAN_8, "product-tput", "beanstalkd 8 conns", "product-beanstalk", "tput", 8,
                  0},
                 {J_P_GEAR_8, "product-tput", "gearmand 8 conns", "product-gearman", "tput", 8, 1},
+                {J_P_GEARP_8, "product-tput", "gearmand pipelined 8 conns", "product-gearman-pipe",
+                 "tput", 8, 0},
                 {J_P_FIBERD_RATE, "product-rate", "fiberd 1k/s", "product-fiberd", "rate", 1, 0},
                 {J_P_BEAN_RATE, "product-rate", "beanstalkd 1k/s", "product-beanstalk", "rate", 1,
                  0},
@@ -537,6 +554,15 @@ static void product_jobs_setup(Job *jobs, const Options *o)
                 jobs[k].values = 3;
                 jobs[k].timeout_s = 300;
         }
+        /* rows 12g/13g alone: BENCH_ONLY=product-gearpipe (the fiberd side of row 12 and
+         * the pipelined gearmand) */
+        jobs[J_P_FIBERD_8].also = jobs[J_P_GEARP_8].also = "product-gearpipe";
+        /* row 27: the whole of /usr/include, 500 files of it in a smoke run */
+        job_set(&jobs[J_HASH_FIBERD], "hash-tree", "fiberd hash tree", false, "hash-tree", r,
+                "/usr/include", s ? "500" : NULL);
+        job_set(&jobs[J_HASH_XARGS], "hash-tree", "xargs sha256sum", false, "hash-tree-xargs", r,
+                "/usr/include", s ? "500" : NULL);
+        jobs[J_HASH_FIBERD].values = jobs[J_HASH_XARGS].values = 3;
         job_set(&jobs[J_P_SKYNET], "product-skynet", "fiberd skynet job", false, "product-skynet",
                 few, s ? "1000" : "1000000", NULL);
         jobs[J_P_SKYNET].timeout_s = 120;
@@ -574,12 +600,19 @@ static void product_jobs_filter(Job *jobs)
                         snprintf(j->skip, sizeof(j->skip),
                                  "redis-server not installed (apt-get install redis-server, or "
                                  "make deps)");
+                else if (!strcmp(j->cmd, "product-gearman-pipe") && !gear)
+                        snprintf(j->skip, sizeof(j->skip),
+                                 "gearmand not installed (apt-get install gearman-job-server, or "
+                                 "make deps-bench)");
                 else if (!strncmp(j->cmd, "product-beanstalk", 17) && !bean)
                         snprintf(j->skip, sizeof(j->skip),
                                  "beanstalkd not installed (apt-get install beanstalkd, or make "
                                  "deps-bench)");
+                else if (!strncmp(j->cmd, "hash-tree", 9) && access("/usr/include", R_OK) < 0)
+                        snprintf(j->skip, sizeof(j->skip), "no /usr/include to hash");
                 else if (!strncmp(j->cmd, "product-f", 9) || !strcmp(j->cmd, "product-skynet") ||
-                         !strcmp(j->cmd, "product-preempt") || !strncmp(j->cmd, "product-due", 11))
+                         !strcmp(j->cmd, "hash-tree") || !strcmp(j->cmd, "product-preempt") ||
+                         !strncmp(j->cmd, "product-due", 11))
                         if (!fiberd)
                                 snprintf(j->skip, sizeof(j->skip), "%s", why);
         }
@@ -765,6 +798,25 @@ static bool figure_selected(const char *only, const char *figure)
         return false;
 }
 
+/* Whether --only @only selects job @j: by its figure or its second name. */
+static bool job_selected(const char *only, const Job *j)
+{
+        return figure_selected(only, j->figure) || (j->also && figure_selected(only, j->also));
+}
+
+/* Whether --only @only prints @row: its figure's job is selected by its figure name, or
+ * by its second name when the peer is selected too (BENCH_ONLY=product-gearpipe prints
+ * rows 12g and 13g, not every row of product-fiberd's 8 connections). */
+static bool row_selected(const char *only, const Row *row, const Job *jobs)
+{
+        const Job *o = &jobs[row->ours];
+
+        if (figure_selected(only, o->figure))
+                return true;
+        return o->also && figure_selected(only, o->also) && row->peer >= 0 &&
+               job_selected(only, &jobs[row->peer]);
+}
+
 /* Decide which jobs run: --only, Go present, and (with mprotect guards, on a kernel
  * without guard regions) vm.max_map_count: a row it cannot hold is skipped with the
  * reason, never failed, and the host's sysctl is left as it is. */
@@ -781,7 +833,7 @@ static void jobs_filter(Job *jobs, const Options *o)
         for (int i = 0; i < J_COUNT; i++) {
                 Job *j = &jobs[i];
                 unsigned long maps = bench_maps_needed(j->max_fibers, j->groups ? j->groups : 1);
-                if (!figure_selected(o->only, j->figure))
+                if (!job_selected(o->only, j))
                         snprintf(j->skip, sizeof(j->skip), "not selected");
                 else if (j->go && !o->go)
                         snprintf(j->skip, sizeof(j->skip), "go not installed");
@@ -1094,8 +1146,10 @@ static void print_header(const char *go)
         uname(&u);
         gmtime_r(&now, &tm);
         strftime(line, sizeof(line), "%Y-%m-%d %H:%M UTC", &tm);
-        printf("\nfiberd benchmarks, %s: %s, %ld CPUs, Linux %s%s\n\n", line, model,
-               sysconf(_SC_NPROCESSORS_ONLN), u.release, gov);
+        /* the CPU on a line of its own: a figure means little without it (lscpu's
+         * "Model name" is /proc/cpuinfo's "model name") */
+        printf("\nfiberd benchmarks, %s, Linux %s%s\nCPU: %s, %ld CPUs\n\n", line, u.release, gov,
+               model, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 static int table_main(int argc, char **argv)
@@ -1145,7 +1199,7 @@ static int table_main(int argc, char **argv)
                 jobs_filter(jobs, &o);
         else if (o.only)
                 for (int i = 0; i < J_COUNT; i++)
-                        if (!figure_selected(o.only, jobs[i].figure))
+                        if (!job_selected(o.only, &jobs[i]))
                                 snprintf(jobs[i].skip, sizeof(jobs[i].skip), "not selected");
         for (int i = 0; i < J_COUNT; i++) {
                 if (jobs[i].go && !o.go && !jobs[i].skip[0])
@@ -1166,7 +1220,7 @@ static int table_main(int argc, char **argv)
         printf("| figure | fiberd median | peer median | ratio | target | met? |\n");
         printf("|---|---|---|---|---|---|\n");
         for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-                if (figure_selected(o.only, jobs[rows[i].ours].figure))
+                if (row_selected(o.only, &rows[i], jobs))
                         print_row(&rows[i], jobs);
         printf("\nMedians of %u runs (create with join, skynet, sleepers: %u; idle: 1), each "
                "run a fresh process, fiberd and its peers interleaved round by round.%s\n",
@@ -1183,6 +1237,16 @@ static int table_main(int argc, char **argv)
                "handed to the client in memory). Server CPU is the server process's utime + "
                "stime. 14-15: one connection, jobs sent on a fixed schedule, latency from the "
                "scheduled send (tests/bench/product.h). 16: one run, 8 connections.\n");
+        printf("12g-13g: row 12's load, 8 connections, through gearmand -t 1 driven at its best: "
+               "the clients pipeline SUBMIT_JOB and the workers keep 64 GRAB_JOBs outstanding "
+               "each, on the binary protocol (tests/bench/peers/gearman-pipe.c).\n");
+        printf("27: each run starts its own fiberd as make demo does (default settings: the "
+               "sqlite job store) and submits one sha256 job per file with fiberctl --json "
+               "batch --wait --window 256 (log level warning); the peer is xargs -0 -P<CPUs> -n "
+               "500 sha256sum. "
+               "Each makes one untimed pass first (a warm page cache); the file list is made "
+               "before the clock starts. CPU time: fiberctl's and fiberd's, or xargs' and its "
+               "sha256sum children's.\n");
         printf("22-23: each run starts its own fiberd (2 job workers, max_running 16384, memory "
                "store) and submits all N jobs on one connection, then waits for all; time from "
                "the first submit to the last final record; threads sampled every ms from "
@@ -1244,6 +1308,8 @@ static const struct {
          "tput N C W | rate N RATE | rss N C W: trivial jobs through fiberd"},
         {"product-beanstalk", bench_product_beanstalk,
          "tput N C W | rate N RATE: the same through beanstalkd"},
+        {"product-gearman-pipe", bench_product_gearman_pipe,
+         "tput N C W: the same through gearmand, pipelining clients and workers (raw protocol)"},
         {"product-fiberd-sqlite", bench_product_fiberd_sqlite,
          "tput N C W | rate N RATE: product-fiberd with the sqlite job store (the default)"},
         {"product-fiberd-redis", bench_product_fiberd_redis,
@@ -1252,6 +1318,10 @@ static const struct {
          "tput N C W | rate N RATE: the same, 2 fiberd hosts sharing the stream"},
         {"product-beanstalk-binlog", bench_product_beanstalk_binlog,
          "tput N C W | rate N RATE: product-beanstalk with its binlog (-b, -f0)"},
+        {"hash-tree", bench_hash_tree,
+         "DIR [MAXFILES]  MB/s s: sha256 of every file through fiberd, as make demo"},
+        {"hash-tree-xargs", bench_hash_tree_xargs,
+         "DIR [MAXFILES]  MB/s s: the same with xargs -0 -P<CPUs> -n 500 sha256sum"},
         {"product-skynet", bench_product_skynet, "[LEAVES] ms of fiberctl submit skynet --wait"},
         {"product-due", bench_product_due,
          "FAR RATE SECONDS: lateness p50 p99 ms of due jobs, bytes per scheduled job"},

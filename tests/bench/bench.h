@@ -22,9 +22,13 @@
  *                 swapcontext, pthread_create/join
  *  bench-util.c   clock, bench_die, counts, resident memory (libc only)
  *  product.c      the product rows' load shape and server handling (product.h)
+ *  bench-hash.c   row 27: the demo's job (sha256 of every file of a tree through
+ *                 fiberctl batch) against xargs -P sha256sum
  *  bench-product.c  the product rows' fiberd side: trivial jobs through fiberd's socket
  *                 with the client library, skynet through fiberctl
  *  peers/beanstalk.c  the beanstalkd generator (a minimal text-protocol client)
+ *  peers/gearman-pipe.c  gearmand at its best: pipelining clients and workers speaking
+ *                 its binary protocol (no libgearman, so part of this binary)
  *  peers/gearman.c    the gearmand generator, its own binary fiberd-bench-gearman
  *                 (libgearman), built only where libgearman-dev is installed
  *  peers/go/      the Go peers, a stand-alone module with no dependencies
@@ -104,6 +108,8 @@ int bench_product_preempt(int argc, char **argv);
 /* p50 p99 µs of sleep-0 behind spin */             /* product.h's loads through fiberd */
 int bench_product_skynet(int argc, char **argv);    /* ms of skynet through fiberctl */
 int bench_product_beanstalk(int argc, char **argv); /* product.h's loads, beanstalkd */
+/* tput through gearmand with pipelining clients and workers (the raw protocol) */
+int bench_product_gearman_pipe(int argc, char **argv);
 /* job store: product-fiberd runs the memory store (like its in-memory peers);
  * these: fiberd with the sqlite store (its default), beanstalkd with its binlog (-b) */
 int bench_product_fiberd_sqlite(int argc, char **argv);
@@ -123,6 +129,10 @@ int bench_product_due_redis(int argc, char **argv);
 int bench_product_due_redis2(int argc, char **argv);
 int bench_product_fiberd_redis_attempts(int argc, char **argv);
 int bench_product_fiberd_redis_after(int argc, char **argv);
+
+/* row 27, hashing a tree: MB/s and seconds of the demo's path and of xargs sha256sum */
+int bench_hash_tree(int argc, char **argv);
+int bench_hash_tree_xargs(int argc, char **argv);
 
 /* bench_product_fiberd_built - whether the fiberd, fiberctl and plugins this tree built
  * are there; if not, why, in @why. Context: any. */

@@ -24,7 +24,7 @@ BENCH_BIN  := $(BUILD)/bench/fiberd-bench
 BENCH_GO   := $(BUILD)/bench/fiberd-bench-go
 BENCH_GEARMAN := $(BUILD)/bench/fiberd-bench-gearman
 BENCH_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tests/bench/*.c)) \
-              tests/bench/peers/beanstalk.c)
+              tests/bench/peers/beanstalk.c tests/bench/peers/gearman-pipe.c)
 BENCH_GEARMAN_OBJS := $(patsubst %.c,$(BUILD)/%.o,tests/bench/peers/gearman.c \
                       tests/bench/product.c tests/bench/bench-util.c)
 BENCH_PRODUCT_DEPS = $(FIBERD) $(DAEMON_FIBERCTL) $(BUNDLED_PLUGINS) \

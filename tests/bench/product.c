@@ -210,6 +210,20 @@ void product_stop(ProductServer *s)
         s->dir[0] = '\0';
 }
 
+void product_start_gearmand(ProductServer *s)
+{
+        char path[512], port[PRODUCT_PORT_LEN], pid[128];
+        char *argv[] = {path, "-t", "1",          "-L",     "127.0.0.1", "-p",    port,
+                        "-P", pid,  "--log-file", "stderr", "--verbose", "ERROR", NULL};
+
+        if (!product_find_server("gearmand", path, sizeof(path)))
+                bench_die("gearmand not installed (apt-get install gearman-job-server, or make "
+                          "deps-bench)");
+        product_tmpdir(s);
+        snprintf(pid, sizeof(pid), "%s/gearmand.pid", s->dir);
+        product_start_tcp(s, argv, port, "gearmand");
+}
+
 uint64_t product_cpu_ns(pid_t pid)
 {
         char path[64], buf[2048], *p;

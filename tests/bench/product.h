@@ -98,6 +98,22 @@ int product_start(ProductServer *s, char *const argv[], const char *env_name, co
 #define PRODUCT_PORT_LEN 16
 void product_start_tcp(ProductServer *s, char *const argv[], char *port, const char *name);
 
+/* product_start_gearmand - start gearmand 1.1 (Debian gearman-job-server) the way both
+ * gearmand generators use it: `-t 1` (one I/O thread), on a free 127.0.0.1 port, its
+ * built-in in-memory queue, errors only in @s->log. Dies when it is not installed or does
+ * not start. Context: the generator's main. */
+void product_start_gearmand(ProductServer *s);
+
+/* product_start_fiberd - start the fiberd this tree built, with its bundled plugins, on a
+ * socket in @s's new temporary directory (@s->socket), its job store in that directory
+ * (FIBERD_BENCH_STORE picks the backend; unset: fiberd's default, sqlite), log level
+ * warning. Dies when it does not start. In fiberd-bench only (bench-product.c).
+ * Context: a generator's main. */
+void product_start_fiberd(ProductServer *s);
+
+/* product_fiberctl_path - the fiberctl this tree built (fiberd-bench only). Static. */
+const char *product_fiberctl_path(void);
+
 /* product_tmpdir - make @s->dir (/tmp/fiberd-bench-XXXXXX) and @s->log in it. Dies on
  * error. */
 void product_tmpdir(ProductServer *s);

@@ -155,20 +155,6 @@ static void *gm_client_open_loop(void *arg)
         return NULL;
 }
 
-static void gm_server_start(ProductServer *s)
-{
-        char path[512], port[PRODUCT_PORT_LEN], pid[128];
-        char *argv[] = {path, "-t", "1",          "-L",     "127.0.0.1", "-p",    port,
-                        "-P", pid,  "--log-file", "stderr", "--verbose", "ERROR", NULL};
-
-        if (!product_find_server("gearmand", path, sizeof(path)))
-                bench_die("gearmand not installed (apt-get install gearman-job-server, or make "
-                          "deps-bench)");
-        product_tmpdir(s);
-        snprintf(pid, sizeof(pid), "%s/gearmand.pid", s->dir);
-        product_start_tcp(s, argv, port, "gearmand");
-}
-
 int main(int argc, char **argv)
 {
         ProductServer srv = {0};
@@ -191,7 +177,7 @@ int main(int argc, char **argv)
                         bench_die("out of memory");
                 gm_period_ns = NSEC_PER_SEC / gm_load.rate;
         }
-        gm_server_start(&srv);
+        product_start_gearmand(&srv);
         gm_port = srv.port;
         for (unsigned i = 0; i < nworkers; i++) {
                 gearman_worker_st *w = gearman_worker_create(NULL);
