@@ -5,11 +5,13 @@
  * between the states are jobstate.c's.
  *
  * The arguments arrive inside a request's msgpack zone, which dies with the request,
- * so job_new() re-packs them and unpacks the bytes again into a zone of the job's own
- * (msgpack-c's zone unpacker points strings into its input, so the input bytes are
- * placed in that same zone first), the way ipc/decoder.c gives each message its zone.
+ * so job_new() deep-copies the object tree into one allocation of the job's own, sized
+ * to what the tree points to (nothing for {}): a job's record is kept for its
+ * retention, so what it costs is counted per record (docs/design.md, "A job's memory").
+ * The plugin and class names are interned (jobnames.h), not copied.
  */
 #include "daemon/job/job.h"
+#include "daemon/job/jobnames.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
 #include "ipc/status.h"
@@ -26,63 +28,105 @@ uint64_t job_now_ms(void)
         return clock_now_ns(CLOCK_REALTIME) / NSEC_PER_MSEC;
 }
 
-/* Bytes msgpack_unpack() takes from a zone for @o's arrays and maps (strings and
- * binaries point into the packed bytes), plus an alignment allowance per allocation. */
-static size_t object_tree_bytes(const msgpack_object *o)
+/* The bytes a deep copy of @o needs beyond @o itself (job_copy_object()): first
+ * @*objs for its arrays and maps, then @*bytes for its strings, binaries and extensions. */
+static void object_copy_size(const msgpack_object *o, size_t *objs, size_t *bytes)
 {
-        size_t n = 0;
-
-        if (o->type == MSGPACK_OBJECT_ARRAY) {
-                n += o->via.array.size * sizeof(msgpack_object) + sizeof(void *);
+        switch (o->type) {
+        case MSGPACK_OBJECT_ARRAY:
+                *objs += o->via.array.size * sizeof(msgpack_object);
                 for (uint32_t i = 0; i < o->via.array.size; i++)
-                        n += object_tree_bytes(&o->via.array.ptr[i]);
-        } else if (o->type == MSGPACK_OBJECT_MAP) {
-                n += o->via.map.size * sizeof(msgpack_object_kv) + sizeof(void *);
-                for (uint32_t i = 0; i < o->via.map.size; i++)
-                        n += object_tree_bytes(&o->via.map.ptr[i].key) +
-                             object_tree_bytes(&o->via.map.ptr[i].val);
+                        object_copy_size(&o->via.array.ptr[i], objs, bytes);
+                break;
+        case MSGPACK_OBJECT_MAP:
+                *objs += o->via.map.size * sizeof(msgpack_object_kv);
+                for (uint32_t i = 0; i < o->via.map.size; i++) {
+                        object_copy_size(&o->via.map.ptr[i].key, objs, bytes);
+                        object_copy_size(&o->via.map.ptr[i].val, objs, bytes);
+                }
+                break;
+        case MSGPACK_OBJECT_STR:
+                *bytes += o->via.str.size;
+                break;
+        case MSGPACK_OBJECT_BIN:
+                *bytes += o->via.bin.size;
+                break;
+        case MSGPACK_OBJECT_EXT:
+                *bytes += o->via.ext.size;
+                break;
+        default:
+                break;
         }
-        return n;
 }
 
-/* Deep-copies @o into a fresh zone sized to fit it in one chunk (not msgpack-c's 8 KiB
- * default: the copy lives as long as the job's record). Return: 0 and *@ret_zone /
- * *@ret, and in *@ret_len the bytes of @o packed; -ENOMEM. */
-static int job_copy_object(const msgpack_object *o, msgpack_zone **ret_zone, msgpack_object *ret,
+/* Copies what @o points to into the buffer at *@objs (arrays and maps, aligned: every
+ * element is a msgpack_object or a pair of them) and *@bytes (the rest), advancing both;
+ * @dst is @o with its pointers moved there. */
+static void object_copy_into(const msgpack_object *o, msgpack_object *dst, char **objs,
+                             char **bytes)
+{
+        *dst = *o;
+        switch (o->type) {
+        case MSGPACK_OBJECT_ARRAY:
+                dst->via.array.ptr = o->via.array.size ? (msgpack_object *)*objs : NULL;
+                *objs += o->via.array.size * sizeof(msgpack_object);
+                for (uint32_t i = 0; i < o->via.array.size; i++)
+                        object_copy_into(&o->via.array.ptr[i], &dst->via.array.ptr[i], objs,
+                                         bytes);
+                break;
+        case MSGPACK_OBJECT_MAP:
+                dst->via.map.ptr = o->via.map.size ? (msgpack_object_kv *)*objs : NULL;
+                *objs += o->via.map.size * sizeof(msgpack_object_kv);
+                for (uint32_t i = 0; i < o->via.map.size; i++) {
+                        object_copy_into(&o->via.map.ptr[i].key, &dst->via.map.ptr[i].key, objs,
+                                         bytes);
+                        object_copy_into(&o->via.map.ptr[i].val, &dst->via.map.ptr[i].val, objs,
+                                         bytes);
+                }
+                break;
+        case MSGPACK_OBJECT_STR:
+                dst->via.str.ptr = *bytes;
+                memcpy(*bytes, o->via.str.ptr, o->via.str.size);
+                *bytes += o->via.str.size;
+                break;
+        case MSGPACK_OBJECT_BIN:
+                dst->via.bin.ptr = *bytes;
+                memcpy(*bytes, o->via.bin.ptr, o->via.bin.size);
+                *bytes += o->via.bin.size;
+                break;
+        case MSGPACK_OBJECT_EXT:
+                dst->via.ext.ptr = *bytes;
+                memcpy(*bytes, o->via.ext.ptr, o->via.ext.size);
+                *bytes += o->via.ext.size;
+                break;
+        default:
+                break;
+        }
+}
+
+/*
+ * Deep-copies @o into one allocation of exactly what it points to (its arrays and maps,
+ * then its strings' bytes): no msgpack_zone (a zone struct and a chunk, two malloc
+ * chunks with headers, for every job, kept as long as its record), and nothing at all
+ * for arguments without a container or string in them, such as {}. Return: 0 and
+ * *@ret_buf (to free(); NULL when nothing was needed) / *@ret, and in *@ret_len the
+ * bytes of @o packed (what the job is charged for); -ENOMEM.
+ */
+static int job_copy_object(const msgpack_object *o, void **ret_buf, msgpack_object *ret,
                            size_t *ret_len)
 {
-        msgpack_sbuffer sb;
-        msgpack_packer pk;
-        msgpack_zone *zone = NULL;
-        msgpack_object obj;
-        size_t off = 0;
-        char *bytes;
-        int r = -ENOMEM;
+        size_t objs = 0, bytes = 0;
+        char *buf = NULL, *op, *bp;
 
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        if (msgpack_pack_object(&pk, *o) != 0)
-                goto out_sbuffer;
-        zone = msgpack_zone_new(sb.size + object_tree_bytes(o) + 2 * sizeof(void *));
-        if (!zone)
-                goto out_sbuffer;
-        bytes = msgpack_zone_malloc(zone, sb.size ? sb.size : 1);
-        if (!bytes)
-                goto out_zone;
-        memcpy(bytes, sb.data, sb.size);
-        if (msgpack_unpack(bytes, sb.size, &off, zone, &obj) != MSGPACK_UNPACK_SUCCESS)
-                goto out_zone;
-        *ret_len = sb.size;
-        msgpack_sbuffer_destroy(&sb);
-        *ret_zone = zone;
-        *ret = obj;
+        object_copy_size(o, &objs, &bytes);
+        if (objs + bytes && !(buf = malloc(objs + bytes)))
+                return -ENOMEM;
+        op = buf;
+        bp = buf + objs;
+        object_copy_into(o, ret, &op, &bp);
+        *ret_buf = buf;
+        *ret_len = jobquota_packed_size(o);
         return 0;
-
-out_zone:
-        msgpack_zone_free(zone);
-out_sbuffer:
-        msgpack_sbuffer_destroy(&sb);
-        return r;
 }
 
 int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, const Plugin *plugin,
@@ -94,12 +138,13 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
 
         if (!j)
                 return -ENOMEM;
-        j->plugin_name = strdup(plugin_name);
-        if (!j->plugin_name)
+        j->plugin_name = jobnames_intern(plugin_name, 0);
+        j->class_name = jobnames_intern(class_name, SCHED_CLASS_NAME_MAX);
+        if (!j->plugin_name || !j->class_name)
                 goto out_free_job;
-        r = job_copy_object(args, &j->args_zone, &j->args, &j->args_bytes);
+        r = job_copy_object(args, &j->args_buf, &j->args, &j->args_bytes);
         if (r < 0)
-                goto out_free_name;
+                goto out_free_job;
         j->id = id;
         j->table = table;
         j->owner = origin->creds->uid;
@@ -112,7 +157,6 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->priority = priority;
         j->timeout_ns = timeout_ns;
         j->sched_class = 1 + cls;
-        snprintf(j->class_name, sizeof(j->class_name), "%s", class_name);
         j->deadline_ns = timeout_ns ? sched_deadline_after(timeout_ns) : SCHED_FOREVER;
         j->refs = 1;
         joblog_init(&j->log);
@@ -131,8 +175,6 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         *ret = j;
         return 0;
 
-out_free_name:
-        free(j->plugin_name);
 out_free_job:
         free(j);
         return r;
@@ -156,12 +198,11 @@ Job *job_unref(Job *j)
                 return NULL;
         if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) != 0)
                 return NULL;
-        msgpack_zone_free(j->args_zone);
+        free(j->args_buf);
         for (size_t i = 0; i < j->n_fds; i++)
                 close(j->fds[i]);
         free(j->fds);
         creds_unref(j->creds);
-        free(j->plugin_name);
         free(j->result);
         free(j->error_message);
         free(j->after);

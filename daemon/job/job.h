@@ -194,15 +194,16 @@ typedef struct Job {
         int *fds;               /* owned: the fds passed with the submission, closed at free */
         size_t n_fds;
         const Plugin *plugin;    /* the loaded plugin (valid until exit) */
-        char *plugin_name;       /* owned copy, for logs and records */
-        msgpack_object args;     /* a map; lives in args_zone */
-        msgpack_zone *args_zone; /* owned */
+        const char *plugin_name; /* interned (jobnames.h): for logs and records */
+        msgpack_object args;     /* a map; what it points to lives in @args_buf */
+        void *args_buf;          /* owned: one allocation (NULL when @args needs none) */
         size_t args_bytes;       /* @args packed: what it is charged for (jobquota.h) */
         uint64_t timeout_ns;     /* 0 = none */
         uint64_t deadline_ns;    /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
         unsigned sched_class;    /* FiberAttr.sched_class of the job fiber: 1 + the class
                                   * index (sched_class_find()) */
-        char class_name[SCHED_CLASS_NAME_MAX + 1]; /* its name, for records and logs */
+        const char *class_name; /* its name, interned (jobnames.h; at most
+                                 * SCHED_CLASS_NAME_MAX bytes), for records and logs */
 
         /* under the table lock */
         JobState state;                         /* written by job_transition() only (jobstate.h) */
