@@ -574,12 +574,12 @@ static void job_fiber_main(void *arg)
         ended = job_state_final(j->state);
         d->ops->unlock(d->owner);
         if (ended) /* cancelled, or timed out, while it waited for a worker */
-                j->run_result = -ECANCELED;
+                j->run->run_result = -ECANCELED;
         else if ((r = job_wait_disk(j)) < 0)
-                j->run_result = r; /* no plugin code ran */
+                j->run->run_result = r; /* no plugin code ran */
         else {
                 joblines_started(j);
-                j->run_result = d->ops->run(d->owner, j);
+                j->run->run_result = d->ops->run(d->owner, j);
         }
         /* j->run: its supervisor's, which joins this fiber before it clears it */
         fiber_event_set(&j->run->ran);
@@ -587,9 +587,10 @@ static void job_fiber_main(void *arg)
 }
 
 /* Final state and error for a job whose entry point returned, or that ends without it
- * (@detached: its code did not return after the cancel); a no-op for a job that ended
- * already (cancelled before its fiber started). Under the lock. */
-static void job_conclude_locked(Dispatcher *d, Job *j, bool detached)
+ * (@detached: its code did not return after the cancel), from what its @run came to; a
+ * no-op for a job that ended already (cancelled before its fiber started). Under the
+ * lock. */
+static void job_conclude_locked(Dispatcher *d, Job *j, const JobRun *run, bool detached)
 {
         const char *left = detached ? " (its code did not return to a yield point; it "
                                       "runs on, detached, and its result is discarded)"
@@ -615,12 +616,12 @@ static void job_conclude_locked(Dispatcher *d, Job *j, bool detached)
                                        : JOB_EV_CANCEL,
                         &(JobChange){.code = j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
                                      .message = msg});
-        } else if (j->run_result < 0) {
+        } else if (run->run_result < 0) {
                 /* failed: again later when it has attempts left (job_retry_event()) */
-                const char *code =
-                        j->fail_code ? j->fail_code : ipc_status_code_from_errno(j->run_result);
+                const char *code = run->fail_code ? run->fail_code
+                                                  : ipc_status_code_from_errno(run->run_result);
                 snprintf(msg, sizeof(msg), "%s",
-                         j->error_message ? j->error_message : strerror(-j->run_result));
+                         j->error_message ? j->error_message : strerror(-run->run_result));
                 job_transition(d->machine, j, job_retry_event(j, code),
                                &(JobChange){.code = code, .message = msg});
         } else {
@@ -650,9 +651,9 @@ static void job_release_locked(Dispatcher *d, Job *j)
  */
 static bool job_detach_locked(Dispatcher *d, Job *j)
 {
-        bool in_plugin = j->fiber_started && j->host_job;
+        bool in_plugin = j->fiber_started && j->run->host_job;
 
-        job_conclude_locked(d, j, in_plugin);
+        job_conclude_locked(d, j, j->run, in_plugin);
         job_release_locked(d, j);
         if (in_plugin)
                 d->ops->set_detached_locked(d->owner, j, true);
@@ -674,7 +675,7 @@ static bool job_wait_ran(Dispatcher *d, Job *j)
         int r;
 
         d->ops->lock(d->owner);
-        cancel_ns = j->cancel_mono_ns;
+        cancel_ns = j->run->cancel_mono_ns;
         d->ops->unlock(d->owner);
         r = fiber_event_wait(&j->run->ran,
                              cancel_ns ? cancel_ns + JOB_DETACH_GRACE_NS : SCHED_FOREVER);
@@ -721,10 +722,16 @@ static void job_supervise(void *arg)
 
         fiber_event_init(&run.ran);
         fiber_event_init(&run.wake);
+        run.run_result = 0;
+        run.fail_code = NULL;
+        run.host_job = NULL;
+        run.cancel_mono_ns = 0;
         d->ops->lock(d->owner);
         j->run = &run;
-        if (j->cancel_requested) /* a cancel came before the run was published */
+        if (j->cancel_requested) { /* a cancel came before the run was published */
+                run.cancel_mono_ns = sched_now_ns(); /* its grace counts from here */
                 fiber_event_set(&run.wake);
+        }
         d->ops->unlock(d->owner);
         r = fiber_create(&f, &attr, job_fiber_main, j);
         if (r < 0) {
@@ -742,10 +749,10 @@ static void job_supervise(void *arg)
                                 return;
                         }
                 }
-                j->run_result = r;
+                run.run_result = r;
                 free(j->error_message);
                 j->error_message = strdup("no fiber could be created for the job");
-                job_conclude_locked(d, j, false);
+                job_conclude_locked(d, j, &run, false);
                 d->ops->unlock(d->owner);
                 log_job_owner(LOG_ERR, j->id, j->plugin_name, j->owner,
                               "cannot create the job fiber: %s", strerror(-r));
@@ -789,7 +796,7 @@ static void job_supervise(void *arg)
                 return;
         }
         j->run = NULL; /* before the run is concluded: a retry may start the next one */
-        job_conclude_locked(d, j, false);
+        job_conclude_locked(d, j, &run, false);
         job_release_locked(d, j);
         d->ops->unlock(d->owner);
         /* a user's job failing is not the daemon's trouble: info or notice (joblines.h) */

@@ -71,8 +71,7 @@ static void object_copy_into(const msgpack_object *o, msgpack_object *dst, char 
                 dst->via.array.ptr = o->via.array.size ? (msgpack_object *)*objs : NULL;
                 *objs += o->via.array.size * sizeof(msgpack_object);
                 for (uint32_t i = 0; i < o->via.array.size; i++)
-                        object_copy_into(&o->via.array.ptr[i], &dst->via.array.ptr[i], objs,
-                                         bytes);
+                        object_copy_into(&o->via.array.ptr[i], &dst->via.array.ptr[i], objs, bytes);
                 break;
         case MSGPACK_OBJECT_MAP:
                 dst->via.map.ptr = o->via.map.size ? (msgpack_object_kv *)*objs : NULL;
@@ -86,17 +85,20 @@ static void object_copy_into(const msgpack_object *o, msgpack_object *dst, char 
                 break;
         case MSGPACK_OBJECT_STR:
                 dst->via.str.ptr = *bytes;
-                memcpy(*bytes, o->via.str.ptr, o->via.str.size);
+                if (o->via.str.size) /* an empty one may point nowhere */
+                        memcpy(*bytes, o->via.str.ptr, o->via.str.size);
                 *bytes += o->via.str.size;
                 break;
         case MSGPACK_OBJECT_BIN:
                 dst->via.bin.ptr = *bytes;
-                memcpy(*bytes, o->via.bin.ptr, o->via.bin.size);
+                if (o->via.bin.size) /* an empty one may point nowhere */
+                        memcpy(*bytes, o->via.bin.ptr, o->via.bin.size);
                 *bytes += o->via.bin.size;
                 break;
         case MSGPACK_OBJECT_EXT:
                 dst->via.ext.ptr = *bytes;
-                memcpy(*bytes, o->via.ext.ptr, o->via.ext.size);
+                if (o->via.ext.size) /* an empty one may point nowhere */
+                        memcpy(*bytes, o->via.ext.ptr, o->via.ext.size);
                 *bytes += o->via.ext.size;
                 break;
         default:
@@ -104,16 +106,35 @@ static void object_copy_into(const msgpack_object *o, msgpack_object *dst, char 
         }
 }
 
+/* The one allocation job_copy_object() made for @o: the first thing it placed (its
+ * root's array, map or bytes), at the start of the buffer; NULL when it made none. */
+static void *object_copy_buf(const msgpack_object *o)
+{
+        switch (o->type) {
+        case MSGPACK_OBJECT_ARRAY:
+                return o->via.array.ptr;
+        case MSGPACK_OBJECT_MAP:
+                return o->via.map.ptr;
+        case MSGPACK_OBJECT_STR:
+                return (void *)o->via.str.ptr;
+        case MSGPACK_OBJECT_BIN:
+                return (void *)o->via.bin.ptr;
+        case MSGPACK_OBJECT_EXT:
+                return (void *)o->via.ext.ptr;
+        default:
+                return NULL;
+        }
+}
+
 /*
  * Deep-copies @o into one allocation of exactly what it points to (its arrays and maps,
  * then its strings' bytes): no msgpack_zone (a zone struct and a chunk, two malloc
  * chunks with headers, for every job, kept as long as its record), and nothing at all
- * for arguments without a container or string in them, such as {}. Return: 0 and
- * *@ret_buf (to free(); NULL when nothing was needed) / *@ret, and in *@ret_len the
- * bytes of @o packed (what the job is charged for); -ENOMEM.
+ * for arguments without a container or string in them, such as {}; no pointer to it
+ * is kept either (object_copy_buf() finds it again). Return: 0 and *@ret, and in
+ * *@ret_len the bytes of @o packed (what the job is charged for); -ENOMEM.
  */
-static int job_copy_object(const msgpack_object *o, void **ret_buf, msgpack_object *ret,
-                           size_t *ret_len)
+static int job_copy_object(const msgpack_object *o, msgpack_object *ret, size_t *ret_len)
 {
         size_t objs = 0, bytes = 0;
         char *buf = NULL, *op, *bp;
@@ -124,7 +145,6 @@ static int job_copy_object(const msgpack_object *o, void **ret_buf, msgpack_obje
         op = buf;
         bp = buf + objs;
         object_copy_into(o, ret, &op, &bp);
-        *ret_buf = buf;
         *ret_len = jobquota_packed_size(o);
         return 0;
 }
@@ -142,7 +162,7 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->class_name = jobnames_intern(class_name, SCHED_CLASS_NAME_MAX);
         if (!j->plugin_name || !j->class_name)
                 goto out_free_job;
-        r = job_copy_object(args, &j->args_buf, &j->args, &j->args_bytes);
+        r = job_copy_object(args, &j->args, &j->args_bytes);
         if (r < 0)
                 goto out_free_job;
         j->id = id;
@@ -198,7 +218,7 @@ Job *job_unref(Job *j)
                 return NULL;
         if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) != 0)
                 return NULL;
-        free(j->args_buf);
+        free(object_copy_buf(&j->args));
         for (size_t i = 0; i < j->n_fds; i++)
                 close(j->fds[i]);
         free(j->fds);

@@ -173,7 +173,9 @@ typedef struct JobRunError {
 
 /*
  * JobRun - what only a run in progress needs: the events its job fiber and its
- * supervisor meet on, and the job fiber's tag. It lives in the supervisor's frame
+ * supervisor meet on, the job fiber's tag, and what the run comes to (its return, the
+ * code of its failure, the plugin host's part, when it was asked to stop). It lives in
+ * the supervisor's frame
  * (dispatch.c), which outlives the job fiber (it joins it), and Job.run points at it
  * while the run lasts, so a finished record does not carry it.
  */
@@ -182,63 +184,63 @@ typedef struct JobRun {
         FiberEvent wake;       /* set when the job fiber returned or cancellation was
                                 * requested while it ran: wakes its supervisor */
         char tag[JOB_TAG_MAX]; /* the job fiber's FiberAttr.tag */
+        /* under the table lock */
+        int run_result;          /* what the plugin's entry point returned */
+        const char *fail_code;   /* IPC_* code the plugin's failure maps to; NULL = errno's */
+        void *host_job;          /* the FiberdJob while the entry point runs (plugin_job.c) */
+        uint64_t cancel_mono_ns; /* (detaching, dispatch.c) CLOCK_MONOTONIC ns when
+                                  * cancellation was requested while it ran; 0 = never:
+                                  * its supervisor gives the fiber JOB_DETACH_GRACE_NS
+                                  * from then to return */
 } JobRun;
 
 typedef struct Job {
         /* immutable after job_new() */
-        uint64_t id;            /* from 1, never reused */
-        struct JobTable *table; /* the table that lists it (not owned: outlives its fibers) */
-        uid_t owner;            /* the submitting client's uid (SO_PEERCRED) */
-        int priority;           /* lower runs first */
-        Creds *creds;           /* the submitter's uid, gid and groups; referenced */
-        int *fds;               /* owned: the fds passed with the submission, closed at free */
-        size_t n_fds;
+        uint64_t id;             /* from 1, never reused */
+        struct JobTable *table;  /* the table that lists it (not owned: outlives its fibers) */
+        uid_t owner;             /* the submitting client's uid (SO_PEERCRED) */
+        int priority;            /* lower runs first */
+        unsigned sched_class;    /* FiberAttr.sched_class of the job fiber: 1 + the class
+                                 * index (sched_class_find()) */
+        uint32_t n_fds;          /* of @fds */
+        Creds *creds;            /* the submitter's uid, gid and groups; referenced */
+        int *fds;                /* owned: the fds passed with the submission, closed at free */
         const Plugin *plugin;    /* the loaded plugin (valid until exit) */
         const char *plugin_name; /* interned (jobnames.h): for logs and records */
-        msgpack_object args;     /* a map; what it points to lives in @args_buf */
-        void *args_buf;          /* owned: one allocation (NULL when @args needs none) */
+        msgpack_object args;     /* a map; what it points to is one allocation of the
+                                  * job's own (job.c), freed with it */
         size_t args_bytes;       /* @args packed: what it is charged for (jobquota.h) */
         uint64_t timeout_ns;     /* 0 = none */
         uint64_t deadline_ns;    /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
-        unsigned sched_class;    /* FiberAttr.sched_class of the job fiber: 1 + the class
-                                  * index (sched_class_find()) */
-        const char *class_name; /* its name, interned (jobnames.h; at most
+        const char *class_name;  /* its name, interned (jobnames.h; at most
                                  * SCHED_CLASS_NAME_MAX bytes), for records and logs */
 
         /* under the table lock */
-        JobState state;                         /* written by job_transition() only (jobstate.h) */
-        uint64_t submitted_ms;                  /* CLOCK_REALTIME, milliseconds since the epoch */
-        uint64_t started_ms, finished_ms;       /* 0 = not yet */
-        uint64_t finished_mono_ns;              /* for retention */
-        uint64_t submitted_mono_ns;             /* CLOCK_MONOTONIC ns: queue wait (joblatency.h) */
-        uint64_t started_mono_ns;               /* CLOCK_MONOTONIC ns; 0 = not started */
+        JobState state;                   /* written by job_transition() only (jobstate.h) */
+        bool cancel_requested;            /* written with job_set_cancel_requested(); host
+                                 * functions read it atomically without the lock */
+        bool timed_out;                   /* the cancellation came from the deadline */
+        bool fiber_started;               /* the job fiber has begun: a job cancelled before that
+                                 * ends at once (jobtable_cancel()), even while every job
+                                 * worker is busy, and its fiber then skips the plugin */
+        bool detached;                    /* (detaching, dispatch.c) the job ended while its fiber
+                                 * still ran plugin code (it did not return within the
+                                 * grace); cleared once the fiber has returned. Written
+                                 * with an atomic store; host functions read it with
+                                 * job_detached() */
+        uint64_t submitted_ms;            /* CLOCK_REALTIME, milliseconds since the epoch */
+        uint64_t started_ms, finished_ms; /* 0 = not yet */
+        uint64_t finished_mono_ns;        /* for retention */
+        uint64_t submitted_mono_ns;       /* CLOCK_MONOTONIC ns: queue wait (joblatency.h) */
+        uint64_t started_mono_ns;         /* CLOCK_MONOTONIC ns; 0 = not started */
         uint64_t progress_done, progress_total; /* atomic: the plugin writes them unlocked */
         char *result; /* packed msgpack object, owned; NULL = none (nil) */
         size_t result_len;
         const char *error_code; /* IPC_* constant; NULL = none */
         char *error_message;    /* owned */
-        bool cancel_requested;  /* written with job_set_cancel_requested(); host
-                                     * functions read it atomically without the lock */
-        bool timed_out;         /* the cancellation came from the deadline */
-        bool fiber_started;     /* the job fiber has begun: a job cancelled before that
-                                 * ends at once (jobtable_cancel()), even while every job
-                                 * worker is busy, and its fiber then skips the plugin */
-        bool detached;          /* (detaching, dispatch.c) the job ended while its fiber
-                                 * still ran plugin code (it did not return within the
-                                 * grace); cleared once the fiber has returned. Written
-                                 * with an atomic store; host functions read it with
-                                 * job_detached() */
-        int run_result;         /* what the plugin's entry point returned */
         Fiber *fiber;           /* joinable job fiber while it may be cancelled */
         JobRun *run;            /* the run in progress (its supervisor's, dispatch.c);
                                  * NULL before and after */
-        const char *fail_code;  /* IPC_* code the plugin's failure maps to; NULL = errno's */
-        void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */
-
-        /* detaching (dispatch.c), under the table lock */
-        uint64_t cancel_mono_ns; /* CLOCK_MONOTONIC ns when cancellation was requested
-                                  * while it ran; 0 = never: its supervisor gives the
-                                  * fiber JOB_DETACH_GRACE_NS from then to return */
 
         /* job scheduling (PROTOCOL.md, "Scheduling jobs"): the plan is immutable after
          * job_set_plan() (before submission or restore); the rest is under the table lock */
@@ -246,16 +248,16 @@ typedef struct Job {
         uint32_t max_attempts; /* >= 1 */
         uint32_t deps_pending; /* waiting: ids of @after not done yet (jobdeps.c) */
         uint64_t backoff_ms, backoff_max_ms;
-        uint64_t *after; /* owned: the ids it runs after */
-        size_t n_after;
+        uint64_t *after;         /* owned: the ids it runs after (@n_after, beside @attempt) */
         char *key;               /* owned: its idempotency key; NULL = none */
         uint64_t due_ms;         /* scheduled, retrying: when it is queued (REALTIME ms) */
         size_t due_index;        /* in JobTable.due (jobtimer.c); SIZE_MAX = not */
         struct Job **dependents; /* referenced: waiting jobs that run after this one */
-        size_t n_dependents, cap_dependents;
+        uint32_t n_dependents, cap_dependents;
         JobRunError *errors; /* owned ring of IPC_JOB_ERRORS_MAX, from the first failed
                               * run on (NULL before): the last failed runs */
         uint32_t n_errors;   /* failed runs ever (the ring holds the last) */
+        uint32_t n_after;    /* of @after */
 
         /* job store (store.h) */
         uint32_t attempt;         /* runs begun before this one (a retry, or a retry-safe job

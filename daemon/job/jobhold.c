@@ -220,17 +220,14 @@ void jobhold_listen(JobHold *t, Job *j, JobState from, JobEvent ev)
                                    job_state_final(j->state) ? j->finished_ms : 0);
 }
 
-/* What one run left in @j, cleared before the next one: its fiber's flags, its outcome
- * (its events went with its supervisor's JobRun, job.h). Its supervisor has joined its
+/* What one run left in @j, cleared before the next one: its fiber's flags (its outcome
+ * and events went with its supervisor's JobRun, job.h). Its supervisor has joined its
  * fiber by then (dispatch.c concludes a run only after that). */
 static void reset_run(Job *j)
 {
         j->cancel_requested = false;
         j->timed_out = false;
         j->fiber_started = false;
-        j->cancel_mono_ns = 0;
-        j->run_result = 0;
-        j->fail_code = NULL;
         j->fail_permanent = false;
         j->interrupted = false;
         j->requeued = false;

@@ -775,7 +775,8 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
 static void cancel_running_locked(JobTable *t, Job *j)
 {
         job_set_cancel_requested(j);
-        j->cancel_mono_ns = sched_now_ns();
+        if (j->run) /* else its supervisor notes the time when it publishes the run */
+                j->run->cancel_mono_ns = sched_now_ns();
         if (j->fiber)
                 fiber_cancel(j->fiber);
         if (t->hooks.cancel)
