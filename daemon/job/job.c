@@ -165,6 +165,9 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         r = job_copy_object(args, &j->args, &j->args_bytes);
         if (r < 0)
                 goto out_free_job;
+        r = job_live_new(j);
+        if (r < 0)
+                goto out_free_args;
         j->id = id;
         j->table = table;
         j->owner = origin->creds->uid;
@@ -176,12 +179,10 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->plugin = plugin;
         j->priority = priority;
         j->timeout_ns = timeout_ns;
+        j->live->deadline_ns = timeout_ns ? sched_deadline_after(timeout_ns) : SCHED_FOREVER;
         j->sched_class = 1 + cls;
-        j->deadline_ns = timeout_ns ? sched_deadline_after(timeout_ns) : SCHED_FOREVER;
         j->refs = 1;
         joblog_init(&j->log);
-        j->heap_index = SIZE_MAX;
-        j->due_index = SIZE_MAX;
         j->max_attempts = 1;
         j->backoff_ms = IPC_BACKOFF_MS_DEFAULT;
         j->backoff_max_ms = IPC_BACKOFF_MAX_MS_DEFAULT;
@@ -195,9 +196,40 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         *ret = j;
         return 0;
 
+out_free_args:
+        free(object_copy_buf(&j->args));
 out_free_job:
         free(j);
         return r;
+}
+
+int job_live_new(Job *j)
+{
+        JobLive *l;
+
+        if (j->live)
+                return 0;
+        l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        l->deadline_ns = j->timeout_ns ? sched_deadline_after(j->timeout_ns) : SCHED_FOREVER;
+        l->due_index = SIZE_MAX;
+        l->heap_index = SIZE_MAX;
+        j->live = l;
+        return 0;
+}
+
+void job_live_drop(Job *j)
+{
+        JobLive *l = j->live;
+
+        if (!l)
+                return;
+        j->live = NULL;
+        for (size_t i = 0; i < l->n_dependents; i++)
+                job_unref(l->dependents[i]);
+        free(l->dependents);
+        free(l);
 }
 
 char *job_format_tag(const Job *j, char *buf, size_t size)
@@ -230,9 +262,7 @@ Job *job_unref(Job *j)
         for (size_t i = 0; j->errors && i < IPC_JOB_ERRORS_MAX; i++)
                 free(j->errors[i].message);
         free(j->errors);
-        for (size_t i = 0; i < j->n_dependents; i++)
-                job_unref(j->dependents[i]);
-        free(j->dependents);
+        job_live_drop(j);
         joblog_done(&j->log);
         free(j);
         return NULL;
@@ -387,7 +417,7 @@ static int pack_errors(msgpack_packer *pk, const void *arg)
 
 bool job_has_schedule(const Job *j)
 {
-        return j->run_at_ms || j->due_ms || j->max_attempts > 1 || j->n_after || j->key ||
+        return j->run_at_ms || job_due_ms(j) || j->max_attempts > 1 || j->n_after || j->key ||
                j->n_errors;
 }
 
@@ -397,7 +427,7 @@ bool job_has_schedule(const Job *j)
 int job_pack_schedule(msgpack_packer *pk, const Job *j)
 {
         return IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_RUN_AT_MS, j->run_at_ms),
-                            IPC_KV_UINT(SCHED_KEY_DUE_MS, j->due_ms),
+                            IPC_KV_UINT(SCHED_KEY_DUE_MS, job_due_ms(j)),
                             IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts),
                             IPC_KV_UINT(IPC_OPT_BACKOFF_MS, j->backoff_ms),
                             IPC_KV_UINT(IPC_OPT_BACKOFF_MAX_MS, j->backoff_max_ms),
@@ -470,9 +500,10 @@ int job_unpack_schedule(Job *j, const char *buf, size_t len)
                 const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
                 if (obj_key_is(&kv->key, IPC_KEY_RUN_AT_MS))
                         j->run_at_ms = obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, SCHED_KEY_DUE_MS))
-                        j->due_ms = obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, IPC_KEY_MAX_ATTEMPTS))
+                else if (obj_key_is(&kv->key, SCHED_KEY_DUE_MS)) {
+                        if (j->live) /* a finished record has no due time to keep */
+                                j->live->due_ms = obj_u64(&kv->val);
+                } else if (obj_key_is(&kv->key, IPC_KEY_MAX_ATTEMPTS))
                         j->max_attempts = (uint32_t)obj_u64(&kv->val);
                 else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MS))
                         j->backoff_ms = obj_u64(&kv->val);
@@ -508,7 +539,7 @@ out:
 
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool with_args)
 {
-        uint64_t next_attempt_ms = j->state == JOB_RETRYING ? j->due_ms : 0;
+        uint64_t next_attempt_ms = j->state == JOB_RETRYING ? job_due_ms(j) : 0;
 
         int r = IPC_PACK_MAP(
                 pk, IPC_KV_UINT(IPC_KEY_ID, j->id), IPC_KV_CSTR(IPC_KEY_PLUGIN, j->plugin_name),

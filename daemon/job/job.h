@@ -194,6 +194,33 @@ typedef struct JobRun {
                                   * from then to return */
 } JobRun;
 
+/*
+ * JobLive - what only a job that is not final (or whose run has not ended) needs: its
+ * place in the dispatcher's queue, in the due set and among the jobs that wait for it,
+ * its run, its deadline, its queue-wait clock and due time. job_new() allocates it;
+ * job_live_drop() frees it once the job is final and no supervisor runs it any more
+ * (jobtable.c's last listener, or the supervisor as it ends, dispatch.c), so the
+ * finished records a table keeps for their retention do not carry it; job_live_new()
+ * makes a fresh one when job.retry revives a final job. Every field is under the table
+ * lock, and read through Job.live only while the job is not final or its supervisor
+ * runs (job_fiber() and job_due_ms() answer for a finished record too).
+ */
+typedef struct JobLive {
+        uint64_t deadline_ns;          /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
+        uint64_t submitted_mono_ns;    /* CLOCK_MONOTONIC ns: queue wait (joblatency.h) */
+        uint64_t due_ms;               /* scheduled, retrying: when it is queued (REALTIME ms) */
+        size_t due_index;              /* in JobTable.due (jobtimer.c); SIZE_MAX = not */
+        size_t heap_index;             /* in its user's queue (dispatch.h); SIZE_MAX = not */
+        struct Dispatcher *dispatcher; /* the one it was queued in (dispatch_push_locked()) */
+        uint32_t dispatch_user;        /* its DispatchUser, once queued (dispatch.c) */
+        uint32_t deps_pending;         /* waiting: ids of @after not done yet (jobhold.c) */
+        struct Job **dependents;       /* referenced: waiting jobs that run after this one */
+        uint32_t n_dependents, cap_dependents;
+        Fiber *fiber; /* joinable job fiber while it may be cancelled */
+        JobRun *run;  /* the run in progress (its supervisor's, dispatch.c); NULL before
+                       * and after */
+} JobLive;
+
 typedef struct Job {
         /* immutable after job_new() */
         uint64_t id;             /* from 1, never reused */
@@ -211,7 +238,6 @@ typedef struct Job {
                                   * job's own (job.c), freed with it */
         size_t args_bytes;       /* @args packed: what it is charged for (jobquota.h) */
         uint64_t timeout_ns;     /* 0 = none */
-        uint64_t deadline_ns;    /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
         const char *class_name;  /* its name, interned (jobnames.h; at most
                                  * SCHED_CLASS_NAME_MAX bytes), for records and logs */
 
@@ -231,29 +257,20 @@ typedef struct Job {
         uint64_t submitted_ms;            /* CLOCK_REALTIME, milliseconds since the epoch */
         uint64_t started_ms, finished_ms; /* 0 = not yet */
         uint64_t finished_mono_ns;        /* for retention */
-        uint64_t submitted_mono_ns;       /* CLOCK_MONOTONIC ns: queue wait (joblatency.h) */
         uint64_t started_mono_ns;         /* CLOCK_MONOTONIC ns; 0 = not started */
         uint64_t progress_done, progress_total; /* atomic: the plugin writes them unlocked */
         char *result; /* packed msgpack object, owned; NULL = none (nil) */
         size_t result_len;
         const char *error_code; /* IPC_* constant; NULL = none */
         char *error_message;    /* owned */
-        Fiber *fiber;           /* joinable job fiber while it may be cancelled */
-        JobRun *run;            /* the run in progress (its supervisor's, dispatch.c);
-                                 * NULL before and after */
 
         /* job scheduling (PROTOCOL.md, "Scheduling jobs"): the plan is immutable after
          * job_set_plan() (before submission or restore); the rest is under the table lock */
         uint64_t run_at_ms;    /* due time asked; 0 = none */
         uint32_t max_attempts; /* >= 1 */
-        uint32_t deps_pending; /* waiting: ids of @after not done yet (jobdeps.c) */
         uint64_t backoff_ms, backoff_max_ms;
-        uint64_t *after;         /* owned: the ids it runs after (@n_after, beside @attempt) */
-        char *key;               /* owned: its idempotency key; NULL = none */
-        uint64_t due_ms;         /* scheduled, retrying: when it is queued (REALTIME ms) */
-        size_t due_index;        /* in JobTable.due (jobtimer.c); SIZE_MAX = not */
-        struct Job **dependents; /* referenced: waiting jobs that run after this one */
-        uint32_t n_dependents, cap_dependents;
+        uint64_t *after;     /* owned: the ids it runs after (@n_after, beside @attempt) */
+        char *key;           /* owned: its idempotency key; NULL = none */
         JobRunError *errors; /* owned ring of IPC_JOB_ERRORS_MAX, from the first failed
                               * run on (NULL before): the last failed runs */
         uint32_t n_errors;   /* failed runs ever (the ring holds the last) */
@@ -276,6 +293,10 @@ typedef struct Job {
                                    * a failed run with attempts left goes back to the
                                    * fleet's schedule set, not this host's due set
                                    * (jobtable.c hands it off, then it is a fleet copy) */
+        uint8_t supervisors;      /* supervisor fibers that run it (dispatch.c), each from
+                                   * its dispatch to its end (a revive may dispatch it
+                                   * again before the last one has ended): while any
+                                   * does, its JobLive stays */
         bool fail_permanent;      /* (scheduling) the plugin said its failure is permanent:
                                    * no retry */
         JobStorePart store;       /* store.c's alone: its writes and their outcome */
@@ -288,12 +309,11 @@ typedef struct Job {
 
         /* table links (jobtable.c), under the table lock */
         struct Job *hash_next;
-        ListHead all_link;      /* in JobTable.all: every job, by id */
-        ListHead fin_link;      /* in JobTable.finished once final, by finish time */
-        size_t heap_index;      /* in its user's queue (dispatch.h); SIZE_MAX = not */
-        uint32_t dispatch_user; /* its DispatchUser, once queued (dispatch.c) */
-        int refs; /* atomic, never under the lock (job_ref()); here beside a 4-byte field */
-        struct Dispatcher *dispatcher; /* the one it was queued in (dispatch_push_locked()) */
+        ListHead all_link; /* in JobTable.all: every job, by id */
+        ListHead fin_link; /* in JobTable.finished once final, by finish time */
+        int refs;          /* atomic, never under the lock (job_ref()) */
+        JobLive *live;     /* owned: what only a job that is not final needs (JobLive above);
+                        * NULL in a finished record. Under the table lock */
 } Job;
 
 /*
@@ -329,6 +349,34 @@ void job_add_run_error(Job *j, const char *code, const char *message, uint64_t f
  * exponential retry, with AWS's "equal jitter". Context: any.
  */
 uint64_t job_backoff_ms(const Job *j, uint32_t attempt);
+
+/*
+ * job_live_new - give @j (final, its JobLive dropped) a fresh one, for a new life
+ * (job.retry's revive). No-op when it has one. Return: 0; -ENOMEM.
+ * Context: table lock held; does not yield.
+ */
+int job_live_new(Job *j);
+
+/*
+ * job_live_drop - free @j's JobLive (its dependents' references dropped: none are left
+ * once it is final, jobhold.c): @j is final and no supervisor runs it. Accepts a job
+ * without one. Context: table lock held (or @j in no table); does not yield.
+ */
+void job_live_drop(Job *j);
+
+/* job_fiber - @j's job fiber while it may be cancelled (JobLive.fiber), NULL after or
+ * when it has no JobLive. Context: table lock held. */
+static inline Fiber *job_fiber(const Job *j)
+{
+        return j->live ? j->live->fiber : NULL;
+}
+
+/* job_due_ms - @j's due time (JobLive.due_ms): 0 for a finished record. Context: table
+ * lock held. */
+static inline uint64_t job_due_ms(const Job *j)
+{
+        return j->live ? j->live->due_ms : 0;
+}
 
 /* job_ref - one more reference; returns @j. Context: any. */
 Job *job_ref(Job *j);

@@ -244,7 +244,7 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                 /* a fleet submission held until its due time, or a retry a host handed
                  * back (jobtable.c): the fleet's schedule set holds it from now on */
                 .fleet_held = held && j->fleet_copy,
-                .due_ms = held                      ? j->due_ms
+                .due_ms = held                      ? job_due_ms(j)
                           : j->state == JOB_WAITING ? j->run_at_ms
                                                     : 0,
         };
