@@ -688,7 +688,7 @@ static bool job_wait_ran(Dispatcher *d, Job *j)
         }
         d->ops->lock(d->owner);
         detached = job_detach_locked(d, j);
-        ran_for_ms = (sched_now_ns() - j->started_mono_ns) / NSEC_PER_MSEC;
+        ran_for_ms = (sched_now_ns() - j->live->started_mono_ns) / NSEC_PER_MSEC;
         why = j->timed_out                        ? "timeout"
               : d->ops->stopping_locked(d->owner) ? "shutdown's cancel"
                                                   : "cancel";
@@ -725,7 +725,7 @@ static void job_supervise(void *arg)
                           .scheduler = d->sched,
                           .sched_class = j->sched_class};
         bool released;
-        uint64_t due_ms;
+        uint64_t due_ms, started_mono_ns;
         Fiber *f;
         int r;
 
@@ -811,10 +811,11 @@ static void job_supervise(void *arg)
         job_conclude_locked(d, j, &run, false);
         job_release_locked(d, j);
         due_ms = job_due_ms(j); /* a retry's; its JobLive may go once the lock is left */
+        started_mono_ns = j->live->started_mono_ns;
         job_supervisor_end_locked(j);
         d->ops->unlock(d->owner);
         /* a user's job failing is not the daemon's trouble: info or notice (joblines.h) */
-        joblines_ended(j, due_ms);
+        joblines_ended(j, started_mono_ns, due_ms);
         job_unref(j);
 }
 

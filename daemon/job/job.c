@@ -134,7 +134,7 @@ static void *object_copy_buf(const msgpack_object *o)
  * is kept either (object_copy_buf() finds it again). Return: 0 and *@ret, and in
  * *@ret_len the bytes of @o packed (what the job is charged for); -ENOMEM.
  */
-static int job_copy_object(const msgpack_object *o, msgpack_object *ret, size_t *ret_len)
+static int job_copy_object(const msgpack_object *o, msgpack_object *ret, uint32_t *ret_len)
 {
         size_t objs = 0, bytes = 0;
         char *buf = NULL, *op, *bp;
@@ -145,7 +145,7 @@ static int job_copy_object(const msgpack_object *o, msgpack_object *ret, size_t 
         op = buf;
         bp = buf + objs;
         object_copy_into(o, ret, &op, &bp);
-        *ret_len = jobquota_packed_size(o);
+        *ret_len = (uint32_t)jobquota_packed_size(o); /* within one message */
         return 0;
 }
 
@@ -176,7 +176,7 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->n_fds = origin->n_fds;
         origin->fds = NULL;
         origin->n_fds = 0;
-        j->plugin = plugin;
+        j->live->plugin = plugin;
         j->priority = priority;
         j->timeout_ns = timeout_ns;
         j->live->deadline_ns = timeout_ns ? sched_deadline_after(timeout_ns) : SCHED_FOREVER;
@@ -184,8 +184,6 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->refs = 1;
         joblog_init(&j->log);
         j->max_attempts = 1;
-        j->backoff_ms = IPC_BACKOFF_MS_DEFAULT;
-        j->backoff_max_ms = IPC_BACKOFF_MAX_MS_DEFAULT;
         list_init(&j->all_link);
         list_init(&j->fin_link);
         list_init(&j->quota.link);
@@ -244,6 +242,19 @@ Job *job_ref(Job *j)
         return j;
 }
 
+/* Frees @c and what it owns. Accepts NULL. */
+static void job_sched_free(JobSched *c)
+{
+        if (!c)
+                return;
+        free(c->after);
+        free(c->key);
+        for (size_t i = 0; c->errors && i < IPC_JOB_ERRORS_MAX; i++)
+                free(c->errors[i].message);
+        free(c->errors);
+        free(c);
+}
+
 Job *job_unref(Job *j)
 {
         if (!j)
@@ -257,52 +268,68 @@ Job *job_unref(Job *j)
         creds_unref(j->creds);
         free(j->result);
         free(j->error_message);
-        free(j->after);
-        free(j->key);
-        for (size_t i = 0; j->errors && i < IPC_JOB_ERRORS_MAX; i++)
-                free(j->errors[i].message);
-        free(j->errors);
+        job_sched_free(j->sched);
         job_live_drop(j);
         joblog_done(&j->log);
         free(j);
         return NULL;
 }
 
+/* @j's JobSched, made with the defaults when it has none. Return: it; NULL when out of
+ * memory. */
+static JobSched *job_sched(Job *j)
+{
+        if (!j->sched && (j->sched = calloc(1, sizeof(*j->sched)))) {
+                j->sched->backoff_ms = IPC_BACKOFF_MS_DEFAULT;
+                j->sched->backoff_max_ms = IPC_BACKOFF_MAX_MS_DEFAULT;
+        }
+        return j->sched;
+}
+
 int job_set_plan(Job *j, const JobPlan *plan)
 {
+        uint64_t backoff_ms = plan->backoff_ms ? plan->backoff_ms : IPC_BACKOFF_MS_DEFAULT;
+        uint64_t backoff_max_ms =
+                plan->backoff_max_ms ? plan->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT;
         uint64_t *after = NULL;
         char *key = NULL;
+        JobSched *c;
 
+        j->max_attempts = plan->max_attempts ? plan->max_attempts : 1;
+        if (!plan->run_at_ms && !plan->n_after && !plan->key &&
+            backoff_ms == IPC_BACKOFF_MS_DEFAULT && backoff_max_ms == IPC_BACKOFF_MAX_MS_DEFAULT &&
+            !j->sched)
+                return 0; /* nothing past the defaults: no JobSched */
         if (plan->n_after) {
                 after = malloc(plan->n_after * sizeof(*after));
                 if (!after)
                         return -ENOMEM;
                 memcpy(after, plan->after, plan->n_after * sizeof(*after));
         }
-        if (plan->key && !(key = strdup(plan->key))) {
+        if ((plan->key && !(key = strdup(plan->key))) || !(c = job_sched(j))) {
                 free(after);
+                free(key);
                 return -ENOMEM;
         }
-        free(j->after);
-        free(j->key);
-        j->after = after;
+        free(c->after);
+        free(c->key);
+        c->after = after;
         j->n_after = plan->n_after;
-        j->key = key;
-        j->run_at_ms = plan->run_at_ms;
-        j->max_attempts = plan->max_attempts ? plan->max_attempts : 1;
-        j->backoff_ms = plan->backoff_ms ? plan->backoff_ms : IPC_BACKOFF_MS_DEFAULT;
-        j->backoff_max_ms =
-                plan->backoff_max_ms ? plan->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT;
+        c->key = key;
+        c->run_at_ms = plan->run_at_ms;
+        c->backoff_ms = backoff_ms;
+        c->backoff_max_ms = backoff_max_ms;
         return 0;
 }
 
 void job_add_run_error(Job *j, const char *code, const char *message, uint64_t finished_ms)
 {
+        JobSched *c = job_sched(j);
         JobRunError *e;
 
-        if (!j->errors && !(j->errors = calloc(IPC_JOB_ERRORS_MAX, sizeof(*j->errors))))
+        if (!c || (!c->errors && !(c->errors = calloc(IPC_JOB_ERRORS_MAX, sizeof(*c->errors)))))
                 return; /* the record lists one failed run fewer */
-        e = &j->errors[j->n_errors % IPC_JOB_ERRORS_MAX];
+        e = &c->errors[j->n_errors % IPC_JOB_ERRORS_MAX];
         free(e->message);
         *e = (JobRunError){.attempt = j->attempt,
                            .code = code,
@@ -313,12 +340,13 @@ void job_add_run_error(Job *j, const char *code, const char *message, uint64_t f
 
 uint64_t job_backoff_ms(const Job *j, uint32_t attempt)
 {
-        uint64_t wait = j->backoff_ms, r;
+        uint64_t backoff_max_ms = j->sched ? j->sched->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT;
+        uint64_t wait = j->sched ? j->sched->backoff_ms : IPC_BACKOFF_MS_DEFAULT, r;
 
-        for (uint32_t i = 1; i < attempt && wait < j->backoff_max_ms; i++)
+        for (uint32_t i = 1; i < attempt && wait < backoff_max_ms; i++)
                 wait *= 2;
-        if (wait > j->backoff_max_ms)
-                wait = j->backoff_max_ms;
+        if (wait > backoff_max_ms)
+                wait = backoff_max_ms;
         /* 50-100 %: a per-thread xorshift seeded from the clock and the job */
         static __thread uint64_t seed;
         if (!seed)
@@ -382,7 +410,7 @@ static int pack_after(msgpack_packer *pk, const void *arg)
         int r = msgpack_pack_array(pk, j->n_after);
 
         for (size_t i = 0; r == 0 && i < j->n_after; i++)
-                r = msgpack_pack_uint64(pk, j->after[i]);
+                r = msgpack_pack_uint64(pk, j->sched->after[i]);
         return r;
 }
 
@@ -395,13 +423,14 @@ static int pack_key(msgpack_packer *pk, const void *arg)
 
 int job_pack_run_errors(msgpack_packer *pk, const Job *j)
 {
-        uint32_t n = !j->errors                         ? 0
+        const JobRunError *errors = j->sched ? j->sched->errors : NULL;
+        uint32_t n = !errors                            ? 0
                      : j->n_errors < IPC_JOB_ERRORS_MAX ? j->n_errors
                                                         : IPC_JOB_ERRORS_MAX;
         int r = msgpack_pack_array(pk, n);
 
         for (uint32_t i = j->n_errors - n; r == 0 && i < j->n_errors; i++) {
-                const JobRunError *e = &j->errors[i % IPC_JOB_ERRORS_MAX];
+                const JobRunError *e = &errors[i % IPC_JOB_ERRORS_MAX];
                 r = IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_ATTEMPT, e->attempt),
                                  IPC_KV_CSTR(IPC_KEY_CODE, e->code ? e->code : IPC_INTERNAL),
                                  IPC_KV_CSTR(IPC_KEY_MESSAGE, e->message ? e->message : ""),
@@ -417,8 +446,8 @@ static int pack_errors(msgpack_packer *pk, const void *arg)
 
 bool job_has_schedule(const Job *j)
 {
-        return j->run_at_ms || job_due_ms(j) || j->max_attempts > 1 || j->n_after || j->key ||
-               j->n_errors;
+        return job_run_at_ms(j) || job_due_ms(j) || j->max_attempts > 1 || j->n_after ||
+               job_plan_key(j) || j->n_errors;
 }
 
 /* the schedule's own keys (the store's, not the wire's) */
@@ -426,14 +455,18 @@ bool job_has_schedule(const Job *j)
 
 int job_pack_schedule(msgpack_packer *pk, const Job *j)
 {
-        return IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_RUN_AT_MS, j->run_at_ms),
-                            IPC_KV_UINT(SCHED_KEY_DUE_MS, job_due_ms(j)),
-                            IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts),
-                            IPC_KV_UINT(IPC_OPT_BACKOFF_MS, j->backoff_ms),
-                            IPC_KV_UINT(IPC_OPT_BACKOFF_MAX_MS, j->backoff_max_ms),
-                            IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j),
-                            IPC_KV_PACK(IPC_KEY_KEY, pack_key, j->key),
-                            IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j));
+        const JobSched *c = j->sched;
+
+        return IPC_PACK_MAP(
+                pk, IPC_KV_UINT(IPC_KEY_RUN_AT_MS, job_run_at_ms(j)),
+                IPC_KV_UINT(SCHED_KEY_DUE_MS, job_due_ms(j)),
+                IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts),
+                IPC_KV_UINT(IPC_OPT_BACKOFF_MS, c ? c->backoff_ms : IPC_BACKOFF_MS_DEFAULT),
+                IPC_KV_UINT(IPC_OPT_BACKOFF_MAX_MS,
+                            c ? c->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT),
+                IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j),
+                IPC_KV_PACK(IPC_KEY_KEY, pack_key, job_plan_key(j)),
+                IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j));
 }
 
 static bool obj_key_is(const msgpack_object *k, const char *name)
@@ -498,32 +531,49 @@ int job_unpack_schedule(Job *j, const char *buf, size_t len)
                 goto out;
         for (uint32_t i = 0; i < u.data.via.map.size; i++) {
                 const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
-                if (obj_key_is(&kv->key, IPC_KEY_RUN_AT_MS))
-                        j->run_at_ms = obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, SCHED_KEY_DUE_MS)) {
+                uint64_t v = obj_u64(&kv->val);
+                if (obj_key_is(&kv->key, IPC_KEY_RUN_AT_MS)) {
+                        if (v && !job_sched(j))
+                                goto out_nomem;
+                        if (j->sched)
+                                j->sched->run_at_ms = v;
+                } else if (obj_key_is(&kv->key, SCHED_KEY_DUE_MS)) {
                         if (j->live) /* a finished record has no due time to keep */
                                 j->live->due_ms = obj_u64(&kv->val);
                 } else if (obj_key_is(&kv->key, IPC_KEY_MAX_ATTEMPTS))
                         j->max_attempts = (uint32_t)obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MS))
-                        j->backoff_ms = obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MAX_MS))
-                        j->backoff_max_ms = obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, IPC_KEY_KEY)) {
-                        free(j->key);
-                        j->key = obj_strdup(&kv->val);
+                else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MS)) {
+                        if (v != IPC_BACKOFF_MS_DEFAULT && !job_sched(j))
+                                goto out_nomem;
+                        if (j->sched)
+                                j->sched->backoff_ms = v;
+                } else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MAX_MS)) {
+                        if (v != IPC_BACKOFF_MAX_MS_DEFAULT && !job_sched(j))
+                                goto out_nomem;
+                        if (j->sched)
+                                j->sched->backoff_max_ms = v;
+                } else if (obj_key_is(&kv->key, IPC_KEY_KEY)) {
+                        char *key = obj_strdup(&kv->val);
+                        if (key && !job_sched(j)) {
+                                free(key);
+                                goto out_nomem;
+                        }
+                        if (j->sched) {
+                                free(j->sched->key);
+                                j->sched->key = key;
+                        }
                 } else if (obj_key_is(&kv->key, IPC_KEY_AFTER) &&
                            kv->val.type == MSGPACK_OBJECT_ARRAY && kv->val.via.array.size) {
                         uint32_t n = kv->val.via.array.size;
                         uint64_t *a = calloc(n, sizeof(*a));
-                        if (!a) {
-                                r = -ENOMEM;
-                                goto out;
+                        if (!a || !job_sched(j)) {
+                                free(a);
+                                goto out_nomem;
                         }
                         for (uint32_t k = 0; k < n; k++)
                                 a[k] = obj_u64(&kv->val.via.array.ptr[k]);
-                        free(j->after);
-                        j->after = a;
+                        free(j->sched->after);
+                        j->sched->after = a;
                         j->n_after = n;
                 } else if (obj_key_is(&kv->key, IPC_KEY_ERRORS)) {
                         unpack_errors(j, &kv->val);
@@ -532,6 +582,9 @@ int job_unpack_schedule(Job *j, const char *buf, size_t len)
         if (!j->max_attempts)
                 j->max_attempts = 1;
         r = 0;
+        goto out;
+out_nomem:
+        r = -ENOMEM;
 out:
         msgpack_unpacked_destroy(&u);
         return r;
@@ -540,6 +593,7 @@ out:
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool with_args)
 {
         uint64_t next_attempt_ms = j->state == JOB_RETRYING ? job_due_ms(j) : 0;
+        uint64_t run_at_ms = job_run_at_ms(j);
 
         int r = IPC_PACK_MAP(
                 pk, IPC_KV_UINT(IPC_KEY_ID, j->id), IPC_KV_CSTR(IPC_KEY_PLUGIN, j->plugin_name),
@@ -556,9 +610,9 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool wit
                 IPC_KV_PACK(IPC_KEY_ERROR, pack_error, j), IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt),
                 IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts ? j->max_attempts : 1),
                 IPC_KV_PACK(IPC_KEY_NEXT_ATTEMPT_MS, pack_ms_or_nil, &next_attempt_ms),
-                IPC_KV_PACK(IPC_KEY_RUN_AT_MS, pack_ms_or_nil, &j->run_at_ms),
+                IPC_KV_PACK(IPC_KEY_RUN_AT_MS, pack_ms_or_nil, &run_at_ms),
                 IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j),
-                IPC_KV_PACK(IPC_KEY_KEY, pack_key, j->key),
+                IPC_KV_PACK(IPC_KEY_KEY, pack_key, job_plan_key(j)),
                 IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j));
 
         return r ? -ENOMEM : 0;

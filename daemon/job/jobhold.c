@@ -65,7 +65,7 @@ static int queue_now_locked(JobHold *t, Job *j, JobEvent ev)
  * ahead, else queued. */
 static void release_locked(JobHold *t, Job *j, JobEvent queue_ev)
 {
-        if (j->run_at_ms > job_now_ms()) {
+        if (job_run_at_ms(j) > job_now_ms()) {
                 job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
                 return;
         }
@@ -108,7 +108,7 @@ int jobhold_accept_locked(JobHold *t, Job *j, Job *const *deps, size_t n_deps, b
                 job_transition(t->machine, j, JOB_EV_WAIT, NULL);
                 return 0;
         }
-        if (j->run_at_ms > job_now_ms()) {
+        if (job_run_at_ms(j) > job_now_ms()) {
                 job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
                 return 0;
         }
@@ -155,7 +155,7 @@ void jobhold_restore_waiting_locked(JobHold *t, Job *j)
 
         j->live->deps_pending = 0;
         for (size_t i = 0; i < j->n_after; i++) {
-                Job *dep = t->find_locked(t->owner, j->after[i]);
+                Job *dep = t->find_locked(t->owner, job_after(j)[i]);
                 if (!dep || dep->state == JOB_DONE)
                         continue; /* gone: it ended before, and this job was not failed */
                 if (job_state_final(dep->state)) {
@@ -192,9 +192,9 @@ void jobhold_listen(JobHold *t, Job *j, JobState from, JobEvent ev)
         switch (j->state) {
         case JOB_SCHEDULED:
                 if (ev == JOB_EV_RESTORE) /* due_ms from the record */
-                        j->live->due_ms = j->live->due_ms ? j->live->due_ms : j->run_at_ms;
+                        j->live->due_ms = j->live->due_ms ? j->live->due_ms : job_run_at_ms(j);
                 else
-                        j->live->due_ms = j->run_at_ms;
+                        j->live->due_ms = job_run_at_ms(j);
                 if (jobtimer_add_locked(&t->due, j, j->live->due_ms) < 0)
                         log_job(LOG_ERR, j->id, j->plugin_name,
                                 "out of memory: its due time is not watched until a restart");
@@ -215,8 +215,9 @@ void jobhold_listen(JobHold *t, Job *j, JobState from, JobEvent ev)
         }
         if (job_state_final(j->state) && ev != JOB_EV_RESTORE && j->live->dependents)
                 dependency_ended_locked(t, j);
-        if (j->key && ev != JOB_EV_RESTORE && job_state_final(j->state) != job_state_final(from))
-                jobkeys_put_locked(&t->keys, j->owner, j->key, j->id,
+        if (job_plan_key(j) && ev != JOB_EV_RESTORE &&
+            job_state_final(j->state) != job_state_final(from))
+                jobkeys_put_locked(&t->keys, j->owner, job_plan_key(j), j->id,
                                    job_state_final(j->state) ? j->finished_ms : 0);
 }
 

@@ -111,18 +111,18 @@ static void stamp(Job *j, JobEvent event, JobState to)
         }
         case JOB_EV_DISPATCH:
                 j->started_ms = job_now_ms();
-                j->started_mono_ns = sched_now_ns();
+                j->live->started_mono_ns = sched_now_ns();
                 return;
         case JOB_EV_REQUEUE:
                 j->started_ms = 0;
-                j->started_mono_ns = 0;
+                j->live->started_mono_ns = 0;
                 return;
         case JOB_EV_DUE:
         case JOB_EV_RELEASE:
         case JOB_EV_REVIVE:
                 /* a new run: its queue wait and its timeout count from now */
                 j->started_ms = j->finished_ms = 0;
-                j->started_mono_ns = j->finished_mono_ns = 0;
+                j->live->started_mono_ns = j->finished_mono_ns = 0;
                 j->live->submitted_mono_ns = sched_now_ns();
                 j->live->deadline_ns =
                         j->timeout_ns ? sched_deadline_after(j->timeout_ns) : SCHED_FOREVER;

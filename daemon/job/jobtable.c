@@ -345,11 +345,11 @@ static void listen_latency(void *ctx, Job *j, JobState from, JobEvent ev)
         JobTable *t = ctx;
 
         if (j->fleet_copy || ev == JOB_EV_RESTORE || !job_state_final(j->state) ||
-            !j->started_mono_ns)
+            !j->live->started_mono_ns)
                 return;
         joblatency_record(&t->latency, j->plugin_name, j->class_name,
-                          j->started_mono_ns - j->live->submitted_mono_ns,
-                          j->finished_mono_ns - j->started_mono_ns);
+                          j->live->started_mono_ns - j->live->submitted_mono_ns,
+                          j->finished_mono_ns - j->live->started_mono_ns);
 }
 
 /* log: one debug line a transition (the lines that say why stay with their callers). */
@@ -745,9 +745,9 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                         /* the sets of the jobs it runs after hold it until they end
                          * (store-redis-sched.c); then it is queued or scheduled */
                         job_transition(&t->machine, j, JOB_EV_WAIT, NULL);
-                } else if (plan.fleet_copy && j->run_at_ms > job_now_ms()) {
+                } else if (plan.fleet_copy && job_run_at_ms(j) > job_now_ms()) {
                         /* the fleet's schedule set holds it until then (store-redis-sched.c) */
-                        j->live->due_ms = j->run_at_ms;
+                        j->live->due_ms = job_run_at_ms(j);
                         job_transition(&t->machine, j, JOB_EV_SCHEDULE, NULL);
                 } else if (plan.fleet_copy) {
                         job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
@@ -1128,8 +1128,8 @@ int jobtable_wait_durable(JobTable *t, Job *j)
                             jobtable_find_locked(t, j->id) == j)
                                 unlink_locked(t, j); /* no row to drop */
                         jobtable_unlock(t);
-                } else if (j->key) { /* a repeat may try again */
-                        store_key_release(t->store, j->owner, j->key, j->id);
+                } else if (job_plan_key(j)) { /* a repeat may try again */
+                        store_key_release(t->store, j->owner, job_plan_key(j), j->id);
                 }
                 return r;
         }
@@ -1286,8 +1286,9 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
         }
         jobtable_lock(t);
         job_transition(&t->machine, j, JOB_EV_RESTORE, &(JobChange){.restored = rec->state});
-        if (j->key && jobkeys_put_locked(&t->hold.keys, j->owner, j->key, j->id,
-                                         job_state_final(j->state) ? j->finished_ms : 0) < 0)
+        if (job_plan_key(j) &&
+            jobkeys_put_locked(&t->hold.keys, j->owner, job_plan_key(j), j->id,
+                               job_state_final(j->state) ? j->finished_ms : 0) < 0)
                 log_job(LOG_WARNING, j->id, j->plugin_name,
                         "out of memory: its idempotency key does not answer repeats");
 

@@ -1093,7 +1093,7 @@ int plugin_host_run(Job *j)
         jobtable_lock(t);
         hj->cancelled = j->cancel_requested;
         j->live->run->host_job = hj;
-        j->plugin = hj->plugin;
+        j->live->plugin = hj->plugin;
         jobtable_unlock(t);
         log_job_owner(LOG_DEBUG, j->id, j->plugin_name, j->owner, "running %s %s", hj->plugin->name,
                       hj->plugin->version);
