@@ -141,7 +141,7 @@ check-fuzz: $(FUZZ_BINS)
 # `make check-daemon-unit`, which `make check` runs.
 DAEMON_UNIT_TESTS := $(patsubst tests/daemon-unit/%.c,$(BUILD)/tests/daemon-unit/%,\
 	$(sort $(wildcard tests/daemon-unit/test_*.c)))
-DAEMON_UNIT_OBJS = $(addprefix $(BUILD)/daemon/,job/jobstate.o job/job.o server/creds.o \
+DAEMON_UNIT_OBJS = $(addprefix $(BUILD)/daemon/,job/jobstate.o job/job.o job/jobnames.o server/creds.o \
 	job/joblog.o job/joblines.o obs/log.o store/store.o store/store-memory.o \
 	store/store-sqlite.o store/store-redis.o store/store-redis-sched.o store/store-redis-conn.o \
 	store/store-redis-periodic.o job/dispatch.o job/jobtimer.o job/jobkeys.o job/jobquota.o \

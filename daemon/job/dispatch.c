@@ -55,12 +55,12 @@
  *    job group: a job that blocks its worker thread, or spins without yielding, on
  *    every job worker at once must not keep its own --timeout or a job.cancel from
  *    being acted on): holds the run's JobRun (job.h: the events below and the job
- *    fiber's tag) in its frame and publishes it in job->run, creates the job fiber
- *    joinable, publishes its handle in job->fiber so job.cancel can fiber_cancel() it,
+ *    fiber's tag) in its frame and publishes it in job->live->run, creates the job fiber
+ *    joinable, publishes its handle in job->live->fiber so job.cancel can fiber_cancel() it,
  *    waits on run->wake until the job's deadline, cancels the job fiber when the
- *    deadline passes, waits on run->ran, then clears job->fiber under the table lock
+ *    deadline passes, waits on run->ran, then clears job->live->fiber under the table lock
  *    and joins it — in that order, so a handle that the lock lets anyone see is never
- *    a joined one — and clears job->run under the lock in the section that concludes
+ *    a joined one — and clears job->live->run under the lock in the section that concludes
  *    the run, before its frame goes;
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
  *    reports), on one of the job scheduler's groups, in the job's class (its children
@@ -135,7 +135,7 @@ static bool job_before(const Job *a, const Job *b)
 static void heap_set(JobHeap *h, size_t i, Job *j)
 {
         h->v[i] = j;
-        j->heap_index = i;
+        j->live->heap_index = i;
 }
 
 static void heap_up(JobHeap *h, size_t i)
@@ -182,22 +182,22 @@ static int heap_push(JobHeap *h, Job *j)
                 h->cap = cap;
         }
         heap_set(h, h->len++, j);
-        heap_up(h, j->heap_index);
+        heap_up(h, j->live->heap_index);
         return 0;
 }
 
 static bool heap_remove(JobHeap *h, Job *j)
 {
-        size_t i = j->heap_index;
+        size_t i = j->live->heap_index;
 
         if (i == SIZE_MAX || i >= h->len || h->v[i] != j)
                 return false;
-        j->heap_index = SIZE_MAX;
+        j->live->heap_index = SIZE_MAX;
         h->len--;
         if (i < h->len) {
                 heap_set(h, i, h->v[h->len]);
                 heap_up(h, i);
-                heap_down(h, h->v[i]->heap_index);
+                heap_down(h, h->v[i]->live->heap_index);
         }
         return true;
 }
@@ -301,7 +301,7 @@ static DispatchLane *lane_get(DispatchUser *u, unsigned cls, size_t plugin)
 /* The lane of @u whose heap holds @j, or NULL: no name compared, the slot tells. */
 static DispatchLane *lane_of(const DispatchUser *u, const Job *j)
 {
-        size_t i = j->heap_index;
+        size_t i = j->live->heap_index;
 
         for (size_t k = 0; i != SIZE_MAX && k < u->n_lanes; k++)
                 if (i < u->lanes[k].queue.len && u->lanes[k].queue.v[i] == j)
@@ -367,8 +367,8 @@ int dispatch_push_locked(Dispatcher *d, Job *j)
         r = heap_push(&l->queue, j);
         if (r < 0)
                 return r;
-        j->dispatch_user = (uint32_t)(u - d->users);
-        j->dispatcher = d;
+        j->live->dispatch_user = (uint32_t)(u - d->users);
+        j->live->dispatcher = d;
         u->queued++;
         d->queued++;
         return 0;
@@ -379,9 +379,9 @@ void dispatch_remove_locked(Dispatcher *d, Job *j)
         DispatchUser *u;
         DispatchLane *l;
 
-        if (j->heap_index == SIZE_MAX || j->dispatch_user >= d->n_users)
+        if (!j->live || j->live->heap_index == SIZE_MAX || j->live->dispatch_user >= d->n_users)
                 return;
-        u = &d->users[j->dispatch_user];
+        u = &d->users[j->live->dispatch_user];
         l = lane_of(u, j);
         if (l && heap_remove(&l->queue, j)) {
                 u->queued--;
@@ -533,8 +533,8 @@ static void job_stopped_locked(Dispatcher *d, Job *j)
         DispatchKey *cls = &d->classes[job_class(j)];
         size_t p = plugin_find(d, j->plugin_name);
 
-        if (j->dispatch_user < d->n_users && d->users[j->dispatch_user].running)
-                d->users[j->dispatch_user].running--;
+        if (j->live->dispatch_user < d->n_users && d->users[j->live->dispatch_user].running)
+                d->users[j->live->dispatch_user].running--;
         if (cls->running)
                 cls->running--;
         if (p != SIZE_MAX && d->plugins[p].key.running)
@@ -564,7 +564,7 @@ static int job_wait_disk(Job *j)
 static void job_fiber_main(void *arg)
 {
         Job *j = arg;
-        Dispatcher *d = j->dispatcher;
+        Dispatcher *d = j->live->dispatcher;
         bool ended;
         int r;
 
@@ -574,22 +574,23 @@ static void job_fiber_main(void *arg)
         ended = job_state_final(j->state);
         d->ops->unlock(d->owner);
         if (ended) /* cancelled, or timed out, while it waited for a worker */
-                j->run_result = -ECANCELED;
+                j->live->run->run_result = -ECANCELED;
         else if ((r = job_wait_disk(j)) < 0)
-                j->run_result = r; /* no plugin code ran */
+                j->live->run->run_result = r; /* no plugin code ran */
         else {
                 joblines_started(j);
-                j->run_result = d->ops->run(d->owner, j);
+                j->live->run->run_result = d->ops->run(d->owner, j);
         }
-        /* j->run: its supervisor's, which joins this fiber before it clears it */
-        fiber_event_set(&j->run->ran);
-        fiber_event_set(&j->run->wake);
+        /* j->live->run: its supervisor's, which joins this fiber before it clears it */
+        fiber_event_set(&j->live->run->ran);
+        fiber_event_set(&j->live->run->wake);
 }
 
 /* Final state and error for a job whose entry point returned, or that ends without it
- * (@detached: its code did not return after the cancel); a no-op for a job that ended
- * already (cancelled before its fiber started). Under the lock. */
-static void job_conclude_locked(Dispatcher *d, Job *j, bool detached)
+ * (@detached: its code did not return after the cancel), from what its @run came to; a
+ * no-op for a job that ended already (cancelled before its fiber started). Under the
+ * lock. */
+static void job_conclude_locked(Dispatcher *d, Job *j, const JobRun *run, bool detached)
 {
         const char *left = detached ? " (its code did not return to a yield point; it "
                                       "runs on, detached, and its result is discarded)"
@@ -615,12 +616,12 @@ static void job_conclude_locked(Dispatcher *d, Job *j, bool detached)
                                        : JOB_EV_CANCEL,
                         &(JobChange){.code = j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
                                      .message = msg});
-        } else if (j->run_result < 0) {
+        } else if (run->run_result < 0) {
                 /* failed: again later when it has attempts left (job_retry_event()) */
-                const char *code =
-                        j->fail_code ? j->fail_code : ipc_status_code_from_errno(j->run_result);
+                const char *code = run->fail_code ? run->fail_code
+                                                  : ipc_status_code_from_errno(run->run_result);
                 snprintf(msg, sizeof(msg), "%s",
-                         j->error_message ? j->error_message : strerror(-j->run_result));
+                         j->error_message ? j->error_message : strerror(-run->run_result));
                 job_transition(d->machine, j, job_retry_event(j, code),
                                &(JobChange){.code = code, .message = msg});
         } else {
@@ -650,9 +651,9 @@ static void job_release_locked(Dispatcher *d, Job *j)
  */
 static bool job_detach_locked(Dispatcher *d, Job *j)
 {
-        bool in_plugin = j->fiber_started && j->host_job;
+        bool in_plugin = j->fiber_started && j->live->run->host_job;
 
-        job_conclude_locked(d, j, in_plugin);
+        job_conclude_locked(d, j, j->live->run, in_plugin);
         job_release_locked(d, j);
         if (in_plugin)
                 d->ops->set_detached_locked(d->owner, j, true);
@@ -674,9 +675,9 @@ static bool job_wait_ran(Dispatcher *d, Job *j)
         int r;
 
         d->ops->lock(d->owner);
-        cancel_ns = j->cancel_mono_ns;
+        cancel_ns = j->live->run->cancel_mono_ns;
         d->ops->unlock(d->owner);
-        r = fiber_event_wait(&j->run->ran,
+        r = fiber_event_wait(&j->live->run->ran,
                              cancel_ns ? cancel_ns + JOB_DETACH_GRACE_NS : SCHED_FOREVER);
         if (r != -ETIMEDOUT) {
                 if (r < 0)
@@ -687,7 +688,7 @@ static bool job_wait_ran(Dispatcher *d, Job *j)
         }
         d->ops->lock(d->owner);
         detached = job_detach_locked(d, j);
-        ran_for_ms = (sched_now_ns() - j->started_mono_ns) / NSEC_PER_MSEC;
+        ran_for_ms = (sched_now_ns() - j->live->started_mono_ns) / NSEC_PER_MSEC;
         why = j->timed_out                        ? "timeout"
               : d->ops->stopping_locked(d->owner) ? "shutdown's cancel"
                                                   : "cancel";
@@ -701,35 +702,50 @@ static bool job_wait_ran(Dispatcher *d, Job *j)
                               "code returns",
                               (unsigned long long)(JOB_DETACH_GRACE_NS / NSEC_PER_MSEC), why,
                               (unsigned long long)ran_for_ms, state);
-        while ((r = fiber_event_wait(&j->run->ran, SCHED_FOREVER)) < 0)
+        while ((r = fiber_event_wait(&j->live->run->ran, SCHED_FOREVER)) < 0)
                 ; /* a supervisor is never cancelled; the fiber returns when its code does */
         return true;
+}
+
+/* @j's supervisor ends: once no supervisor runs a final job, its JobLive goes (job.h;
+ * the table's listener drops it when the job ends without one). Under the lock. */
+static void job_supervisor_end_locked(Job *j)
+{
+        if (--j->supervisors == 0 && job_state_final(j->state))
+                job_live_drop(j);
 }
 
 static void job_supervise(void *arg)
 {
         Job *j = arg;
-        Dispatcher *d = j->dispatcher;
-        JobRun run; /* job.h: lives as long as this frame, published in j->run */
+        Dispatcher *d = j->live->dispatcher;
+        JobRun run; /* job.h: lives as long as this frame, published in j->live->run */
         /* not our group (the server group): the runtime picks one of d->sched's */
         FiberAttr attr = {.tag = job_format_tag(j, run.tag, sizeof(run.tag)),
                           .scheduler = d->sched,
                           .sched_class = j->sched_class};
         bool released;
+        uint64_t due_ms, started_mono_ns;
         Fiber *f;
         int r;
 
         fiber_event_init(&run.ran);
         fiber_event_init(&run.wake);
+        run.run_result = 0;
+        run.fail_code = NULL;
+        run.host_job = NULL;
+        run.cancel_mono_ns = 0;
         d->ops->lock(d->owner);
-        j->run = &run;
-        if (j->cancel_requested) /* a cancel came before the run was published */
+        j->live->run = &run;
+        if (j->cancel_requested) { /* a cancel came before the run was published */
+                run.cancel_mono_ns = sched_now_ns(); /* its grace counts from here */
                 fiber_event_set(&run.wake);
+        }
         d->ops->unlock(d->owner);
         r = fiber_create(&f, &attr, job_fiber_main, j);
         if (r < 0) {
                 d->ops->lock(d->owner);
-                j->run = NULL;
+                j->live->run = NULL;
                 d->running--;
                 job_stopped_locked(d, j);
                 if (r == -EAGAIN && !j->cancel_requested && !d->ops->stopping_locked(d->owner)) {
@@ -737,15 +753,17 @@ static void job_supervise(void *arg)
                         job_transition(d->machine, j, JOB_EV_REQUEUE, NULL);
                         if (dispatch_push_locked(d, j) == 0) {
                                 d->pump_blocked = true;
+                                job_supervisor_end_locked(j);
                                 d->ops->unlock(d->owner);
                                 job_unref(j);
                                 return;
                         }
                 }
-                j->run_result = r;
+                run.run_result = r;
                 free(j->error_message);
                 j->error_message = strdup("no fiber could be created for the job");
-                job_conclude_locked(d, j, false);
+                job_conclude_locked(d, j, &run, false);
+                job_supervisor_end_locked(j);
                 d->ops->unlock(d->owner);
                 log_job_owner(LOG_ERR, j->id, j->plugin_name, j->owner,
                               "cannot create the job fiber: %s", strerror(-r));
@@ -754,18 +772,18 @@ static void job_supervise(void *arg)
         }
 
         d->ops->lock(d->owner);
-        j->fiber = f;
+        j->live->fiber = f;
         if (j->cancel_requested)
                 fiber_cancel(f);
         d->ops->unlock(d->owner);
 
         /* the fiber returns, or a cancel (job.cancel, shutdown) comes, or the deadline */
-        if (fiber_event_wait(&run.wake, j->deadline_ns) == -ETIMEDOUT)
+        if (fiber_event_wait(&run.wake, j->live->deadline_ns) == -ETIMEDOUT)
                 d->ops->cancel(d->owner, j, true);
         released = job_wait_ran(d, j);
 
         d->ops->lock(d->owner);
-        j->fiber = NULL;
+        j->live->fiber = NULL;
         d->ops->unlock(d->owner);
         while (fiber_join(f) == -ECANCELED)
                 ;
@@ -778,7 +796,8 @@ static void job_supervise(void *arg)
                 uint64_t after_ms = (sched_now_ns() - j->finished_mono_ns) / NSEC_PER_MSEC;
 
                 d->ops->set_detached_locked(d->owner, j, false);
-                j->run = NULL;
+                j->live->run = NULL;
+                job_supervisor_end_locked(j);
                 d->ops->unlock(d->owner);
                 if (detached)
                         log_job_owner(LOG_NOTICE, j->id, j->plugin_name, j->owner,
@@ -788,12 +807,15 @@ static void job_supervise(void *arg)
                 job_unref(j);
                 return;
         }
-        j->run = NULL; /* before the run is concluded: a retry may start the next one */
-        job_conclude_locked(d, j, false);
+        j->live->run = NULL; /* before the run is concluded: a retry may start the next one */
+        job_conclude_locked(d, j, &run, false);
         job_release_locked(d, j);
+        due_ms = job_due_ms(j); /* a retry's; its JobLive may go once the lock is left */
+        started_mono_ns = j->live->started_mono_ns;
+        job_supervisor_end_locked(j);
         d->ops->unlock(d->owner);
         /* a user's job failing is not the daemon's trouble: info or notice (joblines.h) */
-        joblines_ended(j);
+        joblines_ended(j, started_mono_ns, due_ms);
         job_unref(j);
 }
 
@@ -810,10 +832,10 @@ void dispatch_pump_locked(Dispatcher *d)
                 FiberAttr attr = {.group = d->supervise_group, .detached = true};
                 int r;
 
-                if (j->deadline_ns != SCHED_FOREVER) {
+                if (j->live->deadline_ns != SCHED_FOREVER) {
                         if (!now)
                                 now = sched_now_ns();
-                        if (j->deadline_ns <= now) {
+                        if (j->live->deadline_ns <= now) {
                                 dispatch_remove_locked(d, j);
                                 j->timed_out = true;
                                 job_set_cancel_requested(j);
@@ -836,9 +858,10 @@ void dispatch_pump_locked(Dispatcher *d)
                         break;
                 }
                 dispatch_remove_locked(d, j);
+                j->supervisors++; /* until job_supervisor_end_locked() */
                 d->running++;
-                d->users[j->dispatch_user].running++;
-                d->users[j->dispatch_user].last_start = ++d->starts;
+                d->users[j->live->dispatch_user].running++;
+                d->users[j->live->dispatch_user].last_start = ++d->starts;
                 d->classes[cls].running++;
                 d->plugins[plugin].key.running++;
                 /* its record says which plugin runs, for recovery (the store listener) */

@@ -5,11 +5,13 @@
  * between the states are jobstate.c's.
  *
  * The arguments arrive inside a request's msgpack zone, which dies with the request,
- * so job_new() re-packs them and unpacks the bytes again into a zone of the job's own
- * (msgpack-c's zone unpacker points strings into its input, so the input bytes are
- * placed in that same zone first), the way ipc/decoder.c gives each message its zone.
+ * so job_new() deep-copies the object tree into one allocation of the job's own, sized
+ * to what the tree points to (nothing for {}): a job's record is kept for its
+ * retention, so what it costs is counted per record (docs/design.md, "A job's memory").
+ * The plugin and class names are interned (jobnames.h), not copied.
  */
 #include "daemon/job/job.h"
+#include "daemon/job/jobnames.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
 #include "ipc/status.h"
@@ -26,63 +28,125 @@ uint64_t job_now_ms(void)
         return clock_now_ns(CLOCK_REALTIME) / NSEC_PER_MSEC;
 }
 
-/* Bytes msgpack_unpack() takes from a zone for @o's arrays and maps (strings and
- * binaries point into the packed bytes), plus an alignment allowance per allocation. */
-static size_t object_tree_bytes(const msgpack_object *o)
+/* The bytes a deep copy of @o needs beyond @o itself (job_copy_object()): first
+ * @*objs for its arrays and maps, then @*bytes for its strings, binaries and extensions. */
+static void object_copy_size(const msgpack_object *o, size_t *objs, size_t *bytes)
 {
-        size_t n = 0;
-
-        if (o->type == MSGPACK_OBJECT_ARRAY) {
-                n += o->via.array.size * sizeof(msgpack_object) + sizeof(void *);
+        switch (o->type) {
+        case MSGPACK_OBJECT_ARRAY:
+                *objs += o->via.array.size * sizeof(msgpack_object);
                 for (uint32_t i = 0; i < o->via.array.size; i++)
-                        n += object_tree_bytes(&o->via.array.ptr[i]);
-        } else if (o->type == MSGPACK_OBJECT_MAP) {
-                n += o->via.map.size * sizeof(msgpack_object_kv) + sizeof(void *);
-                for (uint32_t i = 0; i < o->via.map.size; i++)
-                        n += object_tree_bytes(&o->via.map.ptr[i].key) +
-                             object_tree_bytes(&o->via.map.ptr[i].val);
+                        object_copy_size(&o->via.array.ptr[i], objs, bytes);
+                break;
+        case MSGPACK_OBJECT_MAP:
+                *objs += o->via.map.size * sizeof(msgpack_object_kv);
+                for (uint32_t i = 0; i < o->via.map.size; i++) {
+                        object_copy_size(&o->via.map.ptr[i].key, objs, bytes);
+                        object_copy_size(&o->via.map.ptr[i].val, objs, bytes);
+                }
+                break;
+        case MSGPACK_OBJECT_STR:
+                *bytes += o->via.str.size;
+                break;
+        case MSGPACK_OBJECT_BIN:
+                *bytes += o->via.bin.size;
+                break;
+        case MSGPACK_OBJECT_EXT:
+                *bytes += o->via.ext.size;
+                break;
+        default:
+                break;
         }
-        return n;
 }
 
-/* Deep-copies @o into a fresh zone sized to fit it in one chunk (not msgpack-c's 8 KiB
- * default: the copy lives as long as the job's record). Return: 0 and *@ret_zone /
- * *@ret, and in *@ret_len the bytes of @o packed; -ENOMEM. */
-static int job_copy_object(const msgpack_object *o, msgpack_zone **ret_zone, msgpack_object *ret,
-                           size_t *ret_len)
+/* Copies what @o points to into the buffer at *@objs (arrays and maps, aligned: every
+ * element is a msgpack_object or a pair of them) and *@bytes (the rest), advancing both;
+ * @dst is @o with its pointers moved there. */
+static void object_copy_into(const msgpack_object *o, msgpack_object *dst, char **objs,
+                             char **bytes)
 {
-        msgpack_sbuffer sb;
-        msgpack_packer pk;
-        msgpack_zone *zone = NULL;
-        msgpack_object obj;
-        size_t off = 0;
-        char *bytes;
-        int r = -ENOMEM;
+        *dst = *o;
+        switch (o->type) {
+        case MSGPACK_OBJECT_ARRAY:
+                dst->via.array.ptr = o->via.array.size ? (msgpack_object *)*objs : NULL;
+                *objs += o->via.array.size * sizeof(msgpack_object);
+                for (uint32_t i = 0; i < o->via.array.size; i++)
+                        object_copy_into(&o->via.array.ptr[i], &dst->via.array.ptr[i], objs, bytes);
+                break;
+        case MSGPACK_OBJECT_MAP:
+                dst->via.map.ptr = o->via.map.size ? (msgpack_object_kv *)*objs : NULL;
+                *objs += o->via.map.size * sizeof(msgpack_object_kv);
+                for (uint32_t i = 0; i < o->via.map.size; i++) {
+                        object_copy_into(&o->via.map.ptr[i].key, &dst->via.map.ptr[i].key, objs,
+                                         bytes);
+                        object_copy_into(&o->via.map.ptr[i].val, &dst->via.map.ptr[i].val, objs,
+                                         bytes);
+                }
+                break;
+        case MSGPACK_OBJECT_STR:
+                dst->via.str.ptr = *bytes;
+                if (o->via.str.size) /* an empty one may point nowhere */
+                        memcpy(*bytes, o->via.str.ptr, o->via.str.size);
+                *bytes += o->via.str.size;
+                break;
+        case MSGPACK_OBJECT_BIN:
+                dst->via.bin.ptr = *bytes;
+                if (o->via.bin.size) /* an empty one may point nowhere */
+                        memcpy(*bytes, o->via.bin.ptr, o->via.bin.size);
+                *bytes += o->via.bin.size;
+                break;
+        case MSGPACK_OBJECT_EXT:
+                dst->via.ext.ptr = *bytes;
+                if (o->via.ext.size) /* an empty one may point nowhere */
+                        memcpy(*bytes, o->via.ext.ptr, o->via.ext.size);
+                *bytes += o->via.ext.size;
+                break;
+        default:
+                break;
+        }
+}
 
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        if (msgpack_pack_object(&pk, *o) != 0)
-                goto out_sbuffer;
-        zone = msgpack_zone_new(sb.size + object_tree_bytes(o) + 2 * sizeof(void *));
-        if (!zone)
-                goto out_sbuffer;
-        bytes = msgpack_zone_malloc(zone, sb.size ? sb.size : 1);
-        if (!bytes)
-                goto out_zone;
-        memcpy(bytes, sb.data, sb.size);
-        if (msgpack_unpack(bytes, sb.size, &off, zone, &obj) != MSGPACK_UNPACK_SUCCESS)
-                goto out_zone;
-        *ret_len = sb.size;
-        msgpack_sbuffer_destroy(&sb);
-        *ret_zone = zone;
-        *ret = obj;
+/* The one allocation job_copy_object() made for @o: the first thing it placed (its
+ * root's array, map or bytes), at the start of the buffer; NULL when it made none. */
+static void *object_copy_buf(const msgpack_object *o)
+{
+        switch (o->type) {
+        case MSGPACK_OBJECT_ARRAY:
+                return o->via.array.ptr;
+        case MSGPACK_OBJECT_MAP:
+                return o->via.map.ptr;
+        case MSGPACK_OBJECT_STR:
+                return (void *)o->via.str.ptr;
+        case MSGPACK_OBJECT_BIN:
+                return (void *)o->via.bin.ptr;
+        case MSGPACK_OBJECT_EXT:
+                return (void *)o->via.ext.ptr;
+        default:
+                return NULL;
+        }
+}
+
+/*
+ * Deep-copies @o into one allocation of exactly what it points to (its arrays and maps,
+ * then its strings' bytes): no msgpack_zone (a zone struct and a chunk, two malloc
+ * chunks with headers, for every job, kept as long as its record), and nothing at all
+ * for arguments without a container or string in them, such as {}; no pointer to it
+ * is kept either (object_copy_buf() finds it again). Return: 0 and *@ret, and in
+ * *@ret_len the bytes of @o packed (what the job is charged for); -ENOMEM.
+ */
+static int job_copy_object(const msgpack_object *o, msgpack_object *ret, uint32_t *ret_len)
+{
+        size_t objs = 0, bytes = 0;
+        char *buf = NULL, *op, *bp;
+
+        object_copy_size(o, &objs, &bytes);
+        if (objs + bytes && !(buf = malloc(objs + bytes)))
+                return -ENOMEM;
+        op = buf;
+        bp = buf + objs;
+        object_copy_into(o, ret, &op, &bp);
+        *ret_len = (uint32_t)jobquota_packed_size(o); /* within one message */
         return 0;
-
-out_zone:
-        msgpack_zone_free(zone);
-out_sbuffer:
-        msgpack_sbuffer_destroy(&sb);
-        return r;
 }
 
 int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, const Plugin *plugin,
@@ -94,12 +158,16 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
 
         if (!j)
                 return -ENOMEM;
-        j->plugin_name = strdup(plugin_name);
-        if (!j->plugin_name)
+        j->plugin_name = jobnames_intern(plugin_name, 0);
+        j->class_name = jobnames_intern(class_name, SCHED_CLASS_NAME_MAX);
+        if (!j->plugin_name || !j->class_name)
                 goto out_free_job;
-        r = job_copy_object(args, &j->args_zone, &j->args, &j->args_bytes);
+        r = job_copy_object(args, &j->args, &j->args_bytes);
         if (r < 0)
-                goto out_free_name;
+                goto out_free_job;
+        r = job_live_new(j);
+        if (r < 0)
+                goto out_free_args;
         j->id = id;
         j->table = table;
         j->owner = origin->creds->uid;
@@ -108,19 +176,14 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         j->n_fds = origin->n_fds;
         origin->fds = NULL;
         origin->n_fds = 0;
-        j->plugin = plugin;
+        j->live->plugin = plugin;
         j->priority = priority;
         j->timeout_ns = timeout_ns;
+        j->live->deadline_ns = timeout_ns ? sched_deadline_after(timeout_ns) : SCHED_FOREVER;
         j->sched_class = 1 + cls;
-        snprintf(j->class_name, sizeof(j->class_name), "%s", class_name);
-        j->deadline_ns = timeout_ns ? sched_deadline_after(timeout_ns) : SCHED_FOREVER;
         j->refs = 1;
         joblog_init(&j->log);
-        j->heap_index = SIZE_MAX;
-        j->due_index = SIZE_MAX;
         j->max_attempts = 1;
-        j->backoff_ms = IPC_BACKOFF_MS_DEFAULT;
-        j->backoff_max_ms = IPC_BACKOFF_MAX_MS_DEFAULT;
         list_init(&j->all_link);
         list_init(&j->fin_link);
         list_init(&j->quota.link);
@@ -131,11 +194,40 @@ int job_new(Job **ret, struct JobTable *table, uint64_t id, JobOrigin *origin, c
         *ret = j;
         return 0;
 
-out_free_name:
-        free(j->plugin_name);
+out_free_args:
+        free(object_copy_buf(&j->args));
 out_free_job:
         free(j);
         return r;
+}
+
+int job_live_new(Job *j)
+{
+        JobLive *l;
+
+        if (j->live)
+                return 0;
+        l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        l->deadline_ns = j->timeout_ns ? sched_deadline_after(j->timeout_ns) : SCHED_FOREVER;
+        l->due_index = SIZE_MAX;
+        l->heap_index = SIZE_MAX;
+        j->live = l;
+        return 0;
+}
+
+void job_live_drop(Job *j)
+{
+        JobLive *l = j->live;
+
+        if (!l)
+                return;
+        j->live = NULL;
+        for (size_t i = 0; i < l->n_dependents; i++)
+                job_unref(l->dependents[i]);
+        free(l->dependents);
+        free(l);
 }
 
 char *job_format_tag(const Job *j, char *buf, size_t size)
@@ -150,68 +242,94 @@ Job *job_ref(Job *j)
         return j;
 }
 
+/* Frees @c and what it owns. Accepts NULL. */
+static void job_sched_free(JobSched *c)
+{
+        if (!c)
+                return;
+        free(c->after);
+        free(c->key);
+        for (size_t i = 0; c->errors && i < IPC_JOB_ERRORS_MAX; i++)
+                free(c->errors[i].message);
+        free(c->errors);
+        free(c);
+}
+
 Job *job_unref(Job *j)
 {
         if (!j)
                 return NULL;
         if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) != 0)
                 return NULL;
-        msgpack_zone_free(j->args_zone);
+        free(object_copy_buf(&j->args));
         for (size_t i = 0; i < j->n_fds; i++)
                 close(j->fds[i]);
         free(j->fds);
         creds_unref(j->creds);
-        free(j->plugin_name);
         free(j->result);
         free(j->error_message);
-        free(j->after);
-        free(j->key);
-        for (size_t i = 0; j->errors && i < IPC_JOB_ERRORS_MAX; i++)
-                free(j->errors[i].message);
-        free(j->errors);
-        for (size_t i = 0; i < j->n_dependents; i++)
-                job_unref(j->dependents[i]);
-        free(j->dependents);
+        job_sched_free(j->sched);
+        job_live_drop(j);
         joblog_done(&j->log);
         free(j);
         return NULL;
 }
 
+/* @j's JobSched, made with the defaults when it has none. Return: it; NULL when out of
+ * memory. */
+static JobSched *job_sched(Job *j)
+{
+        if (!j->sched && (j->sched = calloc(1, sizeof(*j->sched)))) {
+                j->sched->backoff_ms = IPC_BACKOFF_MS_DEFAULT;
+                j->sched->backoff_max_ms = IPC_BACKOFF_MAX_MS_DEFAULT;
+        }
+        return j->sched;
+}
+
 int job_set_plan(Job *j, const JobPlan *plan)
 {
+        uint64_t backoff_ms = plan->backoff_ms ? plan->backoff_ms : IPC_BACKOFF_MS_DEFAULT;
+        uint64_t backoff_max_ms =
+                plan->backoff_max_ms ? plan->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT;
         uint64_t *after = NULL;
         char *key = NULL;
+        JobSched *c;
 
+        j->max_attempts = plan->max_attempts ? plan->max_attempts : 1;
+        if (!plan->run_at_ms && !plan->n_after && !plan->key &&
+            backoff_ms == IPC_BACKOFF_MS_DEFAULT && backoff_max_ms == IPC_BACKOFF_MAX_MS_DEFAULT &&
+            !j->sched)
+                return 0; /* nothing past the defaults: no JobSched */
         if (plan->n_after) {
                 after = malloc(plan->n_after * sizeof(*after));
                 if (!after)
                         return -ENOMEM;
                 memcpy(after, plan->after, plan->n_after * sizeof(*after));
         }
-        if (plan->key && !(key = strdup(plan->key))) {
+        if ((plan->key && !(key = strdup(plan->key))) || !(c = job_sched(j))) {
                 free(after);
+                free(key);
                 return -ENOMEM;
         }
-        free(j->after);
-        free(j->key);
-        j->after = after;
+        free(c->after);
+        free(c->key);
+        c->after = after;
         j->n_after = plan->n_after;
-        j->key = key;
-        j->run_at_ms = plan->run_at_ms;
-        j->max_attempts = plan->max_attempts ? plan->max_attempts : 1;
-        j->backoff_ms = plan->backoff_ms ? plan->backoff_ms : IPC_BACKOFF_MS_DEFAULT;
-        j->backoff_max_ms =
-                plan->backoff_max_ms ? plan->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT;
+        c->key = key;
+        c->run_at_ms = plan->run_at_ms;
+        c->backoff_ms = backoff_ms;
+        c->backoff_max_ms = backoff_max_ms;
         return 0;
 }
 
 void job_add_run_error(Job *j, const char *code, const char *message, uint64_t finished_ms)
 {
+        JobSched *c = job_sched(j);
         JobRunError *e;
 
-        if (!j->errors && !(j->errors = calloc(IPC_JOB_ERRORS_MAX, sizeof(*j->errors))))
+        if (!c || (!c->errors && !(c->errors = calloc(IPC_JOB_ERRORS_MAX, sizeof(*c->errors)))))
                 return; /* the record lists one failed run fewer */
-        e = &j->errors[j->n_errors % IPC_JOB_ERRORS_MAX];
+        e = &c->errors[j->n_errors % IPC_JOB_ERRORS_MAX];
         free(e->message);
         *e = (JobRunError){.attempt = j->attempt,
                            .code = code,
@@ -222,12 +340,13 @@ void job_add_run_error(Job *j, const char *code, const char *message, uint64_t f
 
 uint64_t job_backoff_ms(const Job *j, uint32_t attempt)
 {
-        uint64_t wait = j->backoff_ms, r;
+        uint64_t backoff_max_ms = j->sched ? j->sched->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT;
+        uint64_t wait = j->sched ? j->sched->backoff_ms : IPC_BACKOFF_MS_DEFAULT, r;
 
-        for (uint32_t i = 1; i < attempt && wait < j->backoff_max_ms; i++)
+        for (uint32_t i = 1; i < attempt && wait < backoff_max_ms; i++)
                 wait *= 2;
-        if (wait > j->backoff_max_ms)
-                wait = j->backoff_max_ms;
+        if (wait > backoff_max_ms)
+                wait = backoff_max_ms;
         /* 50-100 %: a per-thread xorshift seeded from the clock and the job */
         static __thread uint64_t seed;
         if (!seed)
@@ -291,7 +410,7 @@ static int pack_after(msgpack_packer *pk, const void *arg)
         int r = msgpack_pack_array(pk, j->n_after);
 
         for (size_t i = 0; r == 0 && i < j->n_after; i++)
-                r = msgpack_pack_uint64(pk, j->after[i]);
+                r = msgpack_pack_uint64(pk, j->sched->after[i]);
         return r;
 }
 
@@ -304,13 +423,14 @@ static int pack_key(msgpack_packer *pk, const void *arg)
 
 int job_pack_run_errors(msgpack_packer *pk, const Job *j)
 {
-        uint32_t n = !j->errors                         ? 0
+        const JobRunError *errors = j->sched ? j->sched->errors : NULL;
+        uint32_t n = !errors                            ? 0
                      : j->n_errors < IPC_JOB_ERRORS_MAX ? j->n_errors
                                                         : IPC_JOB_ERRORS_MAX;
         int r = msgpack_pack_array(pk, n);
 
         for (uint32_t i = j->n_errors - n; r == 0 && i < j->n_errors; i++) {
-                const JobRunError *e = &j->errors[i % IPC_JOB_ERRORS_MAX];
+                const JobRunError *e = &errors[i % IPC_JOB_ERRORS_MAX];
                 r = IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_ATTEMPT, e->attempt),
                                  IPC_KV_CSTR(IPC_KEY_CODE, e->code ? e->code : IPC_INTERNAL),
                                  IPC_KV_CSTR(IPC_KEY_MESSAGE, e->message ? e->message : ""),
@@ -326,8 +446,8 @@ static int pack_errors(msgpack_packer *pk, const void *arg)
 
 bool job_has_schedule(const Job *j)
 {
-        return j->run_at_ms || j->due_ms || j->max_attempts > 1 || j->n_after || j->key ||
-               j->n_errors;
+        return job_run_at_ms(j) || job_due_ms(j) || j->max_attempts > 1 || j->n_after ||
+               job_plan_key(j) || j->n_errors;
 }
 
 /* the schedule's own keys (the store's, not the wire's) */
@@ -335,14 +455,18 @@ bool job_has_schedule(const Job *j)
 
 int job_pack_schedule(msgpack_packer *pk, const Job *j)
 {
-        return IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_RUN_AT_MS, j->run_at_ms),
-                            IPC_KV_UINT(SCHED_KEY_DUE_MS, j->due_ms),
-                            IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts),
-                            IPC_KV_UINT(IPC_OPT_BACKOFF_MS, j->backoff_ms),
-                            IPC_KV_UINT(IPC_OPT_BACKOFF_MAX_MS, j->backoff_max_ms),
-                            IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j),
-                            IPC_KV_PACK(IPC_KEY_KEY, pack_key, j->key),
-                            IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j));
+        const JobSched *c = j->sched;
+
+        return IPC_PACK_MAP(
+                pk, IPC_KV_UINT(IPC_KEY_RUN_AT_MS, job_run_at_ms(j)),
+                IPC_KV_UINT(SCHED_KEY_DUE_MS, job_due_ms(j)),
+                IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts),
+                IPC_KV_UINT(IPC_OPT_BACKOFF_MS, c ? c->backoff_ms : IPC_BACKOFF_MS_DEFAULT),
+                IPC_KV_UINT(IPC_OPT_BACKOFF_MAX_MS,
+                            c ? c->backoff_max_ms : IPC_BACKOFF_MAX_MS_DEFAULT),
+                IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j),
+                IPC_KV_PACK(IPC_KEY_KEY, pack_key, job_plan_key(j)),
+                IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j));
 }
 
 static bool obj_key_is(const msgpack_object *k, const char *name)
@@ -407,31 +531,49 @@ int job_unpack_schedule(Job *j, const char *buf, size_t len)
                 goto out;
         for (uint32_t i = 0; i < u.data.via.map.size; i++) {
                 const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
-                if (obj_key_is(&kv->key, IPC_KEY_RUN_AT_MS))
-                        j->run_at_ms = obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, SCHED_KEY_DUE_MS))
-                        j->due_ms = obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, IPC_KEY_MAX_ATTEMPTS))
+                uint64_t v = obj_u64(&kv->val);
+                if (obj_key_is(&kv->key, IPC_KEY_RUN_AT_MS)) {
+                        if (v && !job_sched(j))
+                                goto out_nomem;
+                        if (j->sched)
+                                j->sched->run_at_ms = v;
+                } else if (obj_key_is(&kv->key, SCHED_KEY_DUE_MS)) {
+                        if (j->live) /* a finished record has no due time to keep */
+                                j->live->due_ms = obj_u64(&kv->val);
+                } else if (obj_key_is(&kv->key, IPC_KEY_MAX_ATTEMPTS))
                         j->max_attempts = (uint32_t)obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MS))
-                        j->backoff_ms = obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MAX_MS))
-                        j->backoff_max_ms = obj_u64(&kv->val);
-                else if (obj_key_is(&kv->key, IPC_KEY_KEY)) {
-                        free(j->key);
-                        j->key = obj_strdup(&kv->val);
+                else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MS)) {
+                        if (v != IPC_BACKOFF_MS_DEFAULT && !job_sched(j))
+                                goto out_nomem;
+                        if (j->sched)
+                                j->sched->backoff_ms = v;
+                } else if (obj_key_is(&kv->key, IPC_OPT_BACKOFF_MAX_MS)) {
+                        if (v != IPC_BACKOFF_MAX_MS_DEFAULT && !job_sched(j))
+                                goto out_nomem;
+                        if (j->sched)
+                                j->sched->backoff_max_ms = v;
+                } else if (obj_key_is(&kv->key, IPC_KEY_KEY)) {
+                        char *key = obj_strdup(&kv->val);
+                        if (key && !job_sched(j)) {
+                                free(key);
+                                goto out_nomem;
+                        }
+                        if (j->sched) {
+                                free(j->sched->key);
+                                j->sched->key = key;
+                        }
                 } else if (obj_key_is(&kv->key, IPC_KEY_AFTER) &&
                            kv->val.type == MSGPACK_OBJECT_ARRAY && kv->val.via.array.size) {
                         uint32_t n = kv->val.via.array.size;
                         uint64_t *a = calloc(n, sizeof(*a));
-                        if (!a) {
-                                r = -ENOMEM;
-                                goto out;
+                        if (!a || !job_sched(j)) {
+                                free(a);
+                                goto out_nomem;
                         }
                         for (uint32_t k = 0; k < n; k++)
                                 a[k] = obj_u64(&kv->val.via.array.ptr[k]);
-                        free(j->after);
-                        j->after = a;
+                        free(j->sched->after);
+                        j->sched->after = a;
                         j->n_after = n;
                 } else if (obj_key_is(&kv->key, IPC_KEY_ERRORS)) {
                         unpack_errors(j, &kv->val);
@@ -440,6 +582,9 @@ int job_unpack_schedule(Job *j, const char *buf, size_t len)
         if (!j->max_attempts)
                 j->max_attempts = 1;
         r = 0;
+        goto out;
+out_nomem:
+        r = -ENOMEM;
 out:
         msgpack_unpacked_destroy(&u);
         return r;
@@ -447,7 +592,8 @@ out:
 
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool with_args)
 {
-        uint64_t next_attempt_ms = j->state == JOB_RETRYING ? j->due_ms : 0;
+        uint64_t next_attempt_ms = j->state == JOB_RETRYING ? job_due_ms(j) : 0;
+        uint64_t run_at_ms = job_run_at_ms(j);
 
         int r = IPC_PACK_MAP(
                 pk, IPC_KV_UINT(IPC_KEY_ID, j->id), IPC_KV_CSTR(IPC_KEY_PLUGIN, j->plugin_name),
@@ -464,9 +610,9 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool wit
                 IPC_KV_PACK(IPC_KEY_ERROR, pack_error, j), IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt),
                 IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts ? j->max_attempts : 1),
                 IPC_KV_PACK(IPC_KEY_NEXT_ATTEMPT_MS, pack_ms_or_nil, &next_attempt_ms),
-                IPC_KV_PACK(IPC_KEY_RUN_AT_MS, pack_ms_or_nil, &j->run_at_ms),
+                IPC_KV_PACK(IPC_KEY_RUN_AT_MS, pack_ms_or_nil, &run_at_ms),
                 IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j),
-                IPC_KV_PACK(IPC_KEY_KEY, pack_key, j->key),
+                IPC_KV_PACK(IPC_KEY_KEY, pack_key, job_plan_key(j)),
                 IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j));
 
         return r ? -ENOMEM : 0;

@@ -10,6 +10,13 @@
  * job table's lock; the immutable fields (id, owner, plugin, args, options) may be read
  * without it by whoever holds a reference.
  *
+ * A finished job's record is kept for its retention (tens of thousands of them), so the
+ * Job holds only what a record answers and what a revive needs; the rest comes in parts
+ * that exist only while needed (docs/design.md, "A job's memory"): a JobLive while the
+ * job is not final or a supervisor runs it, a JobSched when it has a schedule or a
+ * failed run, a log buffer from its first line, its arguments in one allocation, its
+ * names interned. tests/daemon-unit/test_jobrecord.c holds the Job to its byte budget.
+ *
  * The lifecycle (PROTOCOL.md, "Jobs"; the states are JobState below, the transition
  * table and its one writer, job_transition(), are jobstate.h):
  *
@@ -173,7 +180,9 @@ typedef struct JobRunError {
 
 /*
  * JobRun - what only a run in progress needs: the events its job fiber and its
- * supervisor meet on, and the job fiber's tag. It lives in the supervisor's frame
+ * supervisor meet on, the job fiber's tag, and what the run comes to (its return, the
+ * code of its failure, the plugin host's part, when it was asked to stop). It lives in
+ * the supervisor's frame
  * (dispatch.c), which outlives the job fiber (it joins it), and Job.run points at it
  * while the run lasts, so a finished record does not carry it.
  */
@@ -182,122 +191,162 @@ typedef struct JobRun {
         FiberEvent wake;       /* set when the job fiber returned or cancellation was
                                 * requested while it ran: wakes its supervisor */
         char tag[JOB_TAG_MAX]; /* the job fiber's FiberAttr.tag */
+        /* under the table lock */
+        int run_result;          /* what the plugin's entry point returned */
+        const char *fail_code;   /* IPC_* code the plugin's failure maps to; NULL = errno's */
+        void *host_job;          /* the FiberdJob while the entry point runs (plugin_job.c) */
+        uint64_t cancel_mono_ns; /* (detaching, dispatch.c) CLOCK_MONOTONIC ns when
+                                  * cancellation was requested while it ran; 0 = never:
+                                  * its supervisor gives the fiber JOB_DETACH_GRACE_NS
+                                  * from then to return */
 } JobRun;
+
+/*
+ * JobLive - what only a job that is not final (or whose run has not ended) needs: its
+ * place in the dispatcher's queue, in the due set and among the jobs that wait for it,
+ * its run, its deadline, its queue-wait clock and due time. job_new() allocates it;
+ * job_live_drop() frees it once the job is final and no supervisor runs it any more
+ * (jobtable.c's last listener, or the supervisor as it ends, dispatch.c), so the
+ * finished records a table keeps for their retention do not carry it; job_live_new()
+ * makes a fresh one when job.retry revives a final job. Every field is under the table
+ * lock, and read through Job.live only while the job is not final or its supervisor
+ * runs (job_fiber() and job_due_ms() answer for a finished record too).
+ */
+/*
+ * JobSched - the wider parts of a job's schedule (PROTOCOL.md, "Scheduling jobs") and
+ * its failed runs, allocated for a job that has one of them (a due time asked, backoffs
+ * other than the defaults, ids it runs after, a key, a failed run): most jobs have none,
+ * and every finished record is kept for its retention. Job.sched NULL answers the
+ * defaults (job_run_at_ms(), job_key(), ...). The plan is immutable after
+ * job_set_plan() (before submission or restore); the errors are under the table lock.
+ */
+typedef struct JobSched {
+        uint64_t run_at_ms; /* due time asked; 0 = none */
+        uint64_t backoff_ms, backoff_max_ms;
+        uint64_t *after;     /* owned: the ids it runs after (Job.n_after) */
+        char *key;           /* owned: its idempotency key; NULL = none */
+        JobRunError *errors; /* owned ring of IPC_JOB_ERRORS_MAX, from the first failed
+                              * run on (NULL before): the last failed runs */
+} JobSched;
+
+typedef struct JobLive {
+        uint64_t deadline_ns;          /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
+        uint64_t submitted_mono_ns;    /* CLOCK_MONOTONIC ns: queue wait (joblatency.h) */
+        uint64_t started_mono_ns;      /* CLOCK_MONOTONIC ns; 0 = not started */
+        uint64_t due_ms;               /* scheduled, retrying: when it is queued (REALTIME ms) */
+        size_t due_index;              /* in JobTable.due (jobtimer.c); SIZE_MAX = not */
+        size_t heap_index;             /* in its user's queue (dispatch.h); SIZE_MAX = not */
+        struct Dispatcher *dispatcher; /* the one it was queued in (dispatch_push_locked()) */
+        uint32_t dispatch_user;        /* its DispatchUser, once queued (dispatch.c) */
+        uint32_t deps_pending;         /* waiting: ids of @after not done yet (jobhold.c) */
+        struct Job **dependents;       /* referenced: waiting jobs that run after this one */
+        uint32_t n_dependents, cap_dependents;
+        const Plugin *plugin; /* its loaded plugin (valid until exit): the one it was
+                               * submitted or restored with, then the one its run runs
+                               * (plugin_job.c); asked whether it is retry-safe */
+        Fiber *fiber;         /* joinable job fiber while it may be cancelled */
+        JobRun *run;          /* the run in progress (its supervisor's, dispatch.c); NULL before
+                               * and after */
+} JobLive;
 
 typedef struct Job {
         /* immutable after job_new() */
-        uint64_t id;            /* from 1, never reused */
-        struct JobTable *table; /* the table that lists it (not owned: outlives its fibers) */
-        uid_t owner;            /* the submitting client's uid (SO_PEERCRED) */
-        int priority;           /* lower runs first */
-        Creds *creds;           /* the submitter's uid, gid and groups; referenced */
-        int *fds;               /* owned: the fds passed with the submission, closed at free */
-        size_t n_fds;
-        const Plugin *plugin;    /* the loaded plugin (valid until exit) */
-        char *plugin_name;       /* owned copy, for logs and records */
-        msgpack_object args;     /* a map; lives in args_zone */
-        msgpack_zone *args_zone; /* owned */
-        size_t args_bytes;       /* @args packed: what it is charged for (jobquota.h) */
-        uint64_t timeout_ns;     /* 0 = none */
-        uint64_t deadline_ns;    /* absolute CLOCK_MONOTONIC; SCHED_FOREVER = none */
+        uint64_t id;             /* from 1, never reused */
+        struct JobTable *table;  /* the table that lists it (not owned: outlives its fibers) */
+        uid_t owner;             /* the submitting client's uid (SO_PEERCRED) */
+        int priority;            /* lower runs first */
         unsigned sched_class;    /* FiberAttr.sched_class of the job fiber: 1 + the class
                                   * index (sched_class_find()) */
-        char class_name[SCHED_CLASS_NAME_MAX + 1]; /* its name, for records and logs */
+        uint32_t n_fds;          /* of @fds */
+        Creds *creds;            /* the submitter's uid, gid and groups; referenced */
+        int *fds;                /* owned: the fds passed with the submission, closed at free */
+        const char *plugin_name; /* interned (jobnames.h): for logs and records */
+        msgpack_object args;     /* a map; what it points to is one allocation of the
+                                  * job's own (job.c), freed with it */
+        uint32_t args_bytes;     /* @args packed: what it is charged for (jobquota.h) */
+        uint32_t result_len;     /* of @result (under the table lock; a message carries
+                                  * less than 4 GiB) */
+        uint64_t timeout_ns;     /* 0 = none */
+        const char *class_name;  /* its name, interned (jobnames.h; at most
+                                  * SCHED_CLASS_NAME_MAX bytes), for records and logs */
 
         /* under the table lock */
-        JobState state;                         /* written by job_transition() only (jobstate.h) */
-        uint64_t submitted_ms;                  /* CLOCK_REALTIME, milliseconds since the epoch */
+        JobState state : 8;           /* written by job_transition() only (jobstate.h) */
+        JobDurability durability : 8; /* how its first write and its run relate
+                                       * (job store, store.h); written by jobtable.c's
+                                       * store paths only, under the table lock, before
+                                       * the job can be dispatched */
+        bool cancel_requested;        /* written with job_set_cancel_requested(); host
+                                       * functions read it atomically without the lock */
+        bool timed_out;               /* the cancellation came from the deadline */
+        bool fiber_started;           /* the job fiber has begun: a job cancelled before that
+                                       * ends at once (jobtable_cancel()), even while every job
+                                       * worker is busy, and its fiber then skips the plugin */
+        bool detached;                /* (detaching, dispatch.c) the job ended while its fiber
+                                       * still ran plugin code (it did not return within the
+                                       * grace); cleared once the fiber has returned. Written
+                                       * with an atomic store; host functions read it with
+                                       * job_detached() */
+        bool interrupted;             /* cancelled by shutdown, not on request: a durable store
+                                       * keeps it (queued again when its plugin is retry-safe) */
+        bool requeued;                /* shutdown left it queued in the store: it is not final
+                                       * there, whatever this process's copy says */
+        bool fleet_copy;              /* not in this host's table: a fleet submission on its way to
+                                       * the shared queue, or a copy of a fleet job's shared record
+                                       * (store-redis.c); no fiber, never dispatched here */
+        bool from_fleet;              /* taken off the fleet's shared queue (StoreRecord.shared):
+                                       * a failed run with attempts left goes back to the
+                                       * fleet's schedule set, not this host's due set
+                                       * (jobtable.c hands it off, then it is a fleet copy) */
+        uint8_t supervisors;          /* supervisor fibers that run it (dispatch.c), each from
+                                       * its dispatch to its end (a revive may dispatch it
+                                       * again before the last one has ended): while any
+                                       * does, its JobLive stays */
+        bool fail_permanent;          /* (scheduling) the plugin said its failure is permanent:
+                                       * no retry */
+        uint32_t attempt;             /* runs begun before this one (a retry, or a retry-safe job
+                                       * requeued; job store, store.h) */
+        uint64_t submitted_ms;        /* CLOCK_REALTIME, milliseconds since the epoch */
         uint64_t started_ms, finished_ms;       /* 0 = not yet */
         uint64_t finished_mono_ns;              /* for retention */
-        uint64_t submitted_mono_ns;             /* CLOCK_MONOTONIC ns: queue wait (joblatency.h) */
-        uint64_t started_mono_ns;               /* CLOCK_MONOTONIC ns; 0 = not started */
         uint64_t progress_done, progress_total; /* atomic: the plugin writes them unlocked */
-        char *result; /* packed msgpack object, owned; NULL = none (nil) */
-        size_t result_len;
+        char *result;           /* packed msgpack object, owned (@result_len); NULL = none (nil) */
         const char *error_code; /* IPC_* constant; NULL = none */
         char *error_message;    /* owned */
-        bool cancel_requested;  /* written with job_set_cancel_requested(); host
-                                     * functions read it atomically without the lock */
-        bool timed_out;         /* the cancellation came from the deadline */
-        bool fiber_started;     /* the job fiber has begun: a job cancelled before that
-                                 * ends at once (jobtable_cancel()), even while every job
-                                 * worker is busy, and its fiber then skips the plugin */
-        bool detached;          /* (detaching, dispatch.c) the job ended while its fiber
-                                 * still ran plugin code (it did not return within the
-                                 * grace); cleared once the fiber has returned. Written
-                                 * with an atomic store; host functions read it with
-                                 * job_detached() */
-        int run_result;         /* what the plugin's entry point returned */
-        Fiber *fiber;           /* joinable job fiber while it may be cancelled */
-        JobRun *run;            /* the run in progress (its supervisor's, dispatch.c);
-                                 * NULL before and after */
-        const char *fail_code;  /* IPC_* code the plugin's failure maps to; NULL = errno's */
-        void *host_job;         /* the FiberdJob while the entry point runs (plugin_job.c) */
-
-        /* detaching (dispatch.c), under the table lock */
-        uint64_t cancel_mono_ns; /* CLOCK_MONOTONIC ns when cancellation was requested
-                                  * while it ran; 0 = never: its supervisor gives the
-                                  * fiber JOB_DETACH_GRACE_NS from then to return */
 
         /* job scheduling (PROTOCOL.md, "Scheduling jobs"): the plan is immutable after
          * job_set_plan() (before submission or restore); the rest is under the table lock */
-        uint64_t run_at_ms;    /* due time asked; 0 = none */
+        JobSched *sched;       /* owned: its due time, backoffs, after ids, key and failed
+                                * runs; NULL while it has none (JobSched above) */
         uint32_t max_attempts; /* >= 1 */
-        uint32_t deps_pending; /* waiting: ids of @after not done yet (jobdeps.c) */
-        uint64_t backoff_ms, backoff_max_ms;
-        uint64_t *after; /* owned: the ids it runs after */
-        size_t n_after;
-        char *key;               /* owned: its idempotency key; NULL = none */
-        uint64_t due_ms;         /* scheduled, retrying: when it is queued (REALTIME ms) */
-        size_t due_index;        /* in JobTable.due (jobtimer.c); SIZE_MAX = not */
-        struct Job **dependents; /* referenced: waiting jobs that run after this one */
-        size_t n_dependents, cap_dependents;
-        JobRunError *errors; /* owned ring of IPC_JOB_ERRORS_MAX, from the first failed
-                              * run on (NULL before): the last failed runs */
-        uint32_t n_errors;   /* failed runs ever (the ring holds the last) */
+        uint32_t n_errors;     /* failed runs ever (JobSched.errors holds the last) */
+        uint32_t n_after;      /* of JobSched.after */
+        int refs;              /* atomic, never under the lock (job_ref()) */
 
         /* job store (store.h) */
-        uint32_t attempt;         /* runs begun before this one (a retry, or a retry-safe job
-                           * requeued) */
-        JobDurability durability; /* how its first write and its run relate; written
-                                   * by jobtable.c's store paths only, under the table
-                                   * lock, before the job can be dispatched */
-        bool interrupted;         /* cancelled by shutdown, not on request: a durable store
-                             * keeps it (queued again when its plugin is retry-safe) */
-        bool requeued;            /* shutdown left it queued in the store: it is not final
-                             * there, whatever this process's copy says */
-        bool fleet_copy;          /* not in this host's table: a fleet submission on its way to
-                             * the shared queue, or a copy of a fleet job's shared record
-                             * (store-redis.c); no fiber, never dispatched here */
-        bool from_fleet;          /* taken off the fleet's shared queue (StoreRecord.shared):
-                                   * a failed run with attempts left goes back to the
-                                   * fleet's schedule set, not this host's due set
-                                   * (jobtable.c hands it off, then it is a fleet copy) */
-        bool fail_permanent;      /* (scheduling) the plugin said its failure is permanent:
-                                   * no retry */
-        JobStorePart store;       /* store.c's alone: its writes and their outcome */
-        JobLog log;               /* its host->log lines, bounded (joblog.h); its own lock */
-        JobQuotaEntry quota;      /* its bytes, charged to its owner, and its place among
-                                   * the owner's finished jobs (jobquota.h); under the
-                                   * table lock, jobtable.c's alone */
+        JobStorePart store;  /* store.c's alone: its writes and their outcome */
+        JobLog log;          /* its host->log lines, bounded (joblog.h); its own lock */
+        JobQuotaEntry quota; /* its bytes, charged to its owner, and its place among
+                              * the owner's finished jobs (jobquota.h); under the
+                              * table lock, jobtable.c's alone */
 
         FiberEvent finished; /* set once the state is final */
 
         /* table links (jobtable.c), under the table lock */
         struct Job *hash_next;
-        ListHead all_link;      /* in JobTable.all: every job, by id */
-        ListHead fin_link;      /* in JobTable.finished once final, by finish time */
-        size_t heap_index;      /* in its user's queue (dispatch.h); SIZE_MAX = not */
-        uint32_t dispatch_user; /* its DispatchUser, once queued (dispatch.c) */
-        int refs; /* atomic, never under the lock (job_ref()); here beside a 4-byte field */
-        struct Dispatcher *dispatcher; /* the one it was queued in (dispatch_push_locked()) */
+        ListHead all_link; /* in JobTable.all: every job, by id */
+        ListHead fin_link; /* in JobTable.finished once final, by finish time */
+        JobLive *live;     /* owned: what only a job that is not final needs (JobLive above);
+                            * NULL in a finished record. Under the table lock */
 } Job;
 
 /*
  * job_new - a new job (JOB_NEW, until jobtable_submit() or a restore moves it on) of
- * @table (kept in Job.table, not referenced) holding a copy of @args (a msgpack map; deep-copied into the job's own zone) for @plugin, owned by
- * @origin's creds (referenced) and holding its fds (taken: @origin's are cleared), in the
- * job class @cls (0-based index; @class_name copied).
+ * @table (kept in Job.table, not referenced) holding a copy of @args (a msgpack map,
+ * deep-copied into one allocation of the job's own) for @plugin (kept in its JobLive),
+ * owned by @origin's creds (referenced) and holding its fds (taken: @origin's are
+ * cleared), in the job class @cls (0-based index; @plugin_name and @class_name interned,
+ * jobnames.h), with its JobLive.
  * @ret: out, one reference, written only on success.
  * Return: 0; -ENOMEM. Context: any; does not yield.
  */
@@ -326,6 +375,52 @@ void job_add_run_error(Job *j, const char *code, const char *message, uint64_t f
  * exponential retry, with AWS's "equal jitter". Context: any.
  */
 uint64_t job_backoff_ms(const Job *j, uint32_t attempt);
+
+/*
+ * job_live_new - give @j (final, its JobLive dropped) a fresh one, for a new life
+ * (job.retry's revive). No-op when it has one. Return: 0; -ENOMEM.
+ * Context: table lock held; does not yield.
+ */
+int job_live_new(Job *j);
+
+/*
+ * job_live_drop - free @j's JobLive (its dependents' references dropped: none are left
+ * once it is final, jobhold.c): @j is final and no supervisor runs it. Accepts a job
+ * without one. Context: table lock held (or @j in no table); does not yield.
+ */
+void job_live_drop(Job *j);
+
+/* job_fiber - @j's job fiber while it may be cancelled (JobLive.fiber), NULL after or
+ * when it has no JobLive. Context: table lock held. */
+static inline Fiber *job_fiber(const Job *j)
+{
+        return j->live ? j->live->fiber : NULL;
+}
+
+/* job_due_ms - @j's due time (JobLive.due_ms): 0 for a finished record. Context: table
+ * lock held. */
+static inline uint64_t job_due_ms(const Job *j)
+{
+        return j->live ? j->live->due_ms : 0;
+}
+
+/* job_run_at_ms - the due time @j's plan asked (JobSched.run_at_ms); 0 = none. */
+static inline uint64_t job_run_at_ms(const Job *j)
+{
+        return j->sched ? j->sched->run_at_ms : 0;
+}
+
+/* job_after - the ids @j runs after (Job.n_after of them); NULL when none. */
+static inline const uint64_t *job_after(const Job *j)
+{
+        return j->sched ? j->sched->after : NULL;
+}
+
+/* job_plan_key - @j's idempotency key; NULL = none. */
+static inline const char *job_plan_key(const Job *j)
+{
+        return j->sched ? j->sched->key : NULL;
+}
 
 /* job_ref - one more reference; returns @j. Context: any. */
 Job *job_ref(Job *j);

@@ -29,15 +29,15 @@
 /* Links @j as a dependent of @dep (a reference). */
 static int add_dependent(Job *dep, Job *j)
 {
-        if (dep->n_dependents == dep->cap_dependents) {
-                size_t cap = dep->cap_dependents ? dep->cap_dependents * 2 : 4;
-                Job **a = realloc(dep->dependents, cap * sizeof(*a));
+        if (dep->live->n_dependents == dep->live->cap_dependents) {
+                size_t cap = dep->live->cap_dependents ? dep->live->cap_dependents * 2 : 4;
+                Job **a = realloc(dep->live->dependents, cap * sizeof(*a));
                 if (!a)
                         return -ENOMEM;
-                dep->dependents = a;
-                dep->cap_dependents = cap;
+                dep->live->dependents = a;
+                dep->live->cap_dependents = cap;
         }
-        dep->dependents[dep->n_dependents++] = job_ref(j);
+        dep->live->dependents[dep->live->n_dependents++] = job_ref(j);
         return 0;
 }
 
@@ -45,9 +45,9 @@ static int add_dependent(Job *dep, Job *j)
 static void drop_dependents(Job *const *deps, size_t n, Job *j)
 {
         for (size_t i = 0; i < n; i++)
-                if (deps[i] && deps[i]->n_dependents &&
-                    deps[i]->dependents[deps[i]->n_dependents - 1] == j)
-                        job_unref(deps[i]->dependents[--deps[i]->n_dependents]);
+                if (deps[i] && deps[i]->live && deps[i]->live->n_dependents &&
+                    deps[i]->live->dependents[deps[i]->live->n_dependents - 1] == j)
+                        job_unref(deps[i]->live->dependents[--deps[i]->live->n_dependents]);
 }
 
 /* Queues a held (or new) @j now: the dispatcher's queue, then @ev's transition. */
@@ -65,7 +65,7 @@ static int queue_now_locked(JobHold *t, Job *j, JobEvent ev)
  * ahead, else queued. */
 static void release_locked(JobHold *t, Job *j, JobEvent queue_ev)
 {
-        if (j->run_at_ms > job_now_ms()) {
+        if (job_run_at_ms(j) > job_now_ms()) {
                 job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
                 return;
         }
@@ -91,12 +91,12 @@ int jobhold_accept_locked(JobHold *t, Job *j, Job *const *deps, size_t n_deps, b
                         drop_dependents(deps, i, j);
                         return r;
                 }
-                j->deps_pending++;
+                j->live->deps_pending++;
         }
         if (failed) {
                 char msg[160];
                 drop_dependents(deps, n_deps, j);
-                j->deps_pending = 0;
+                j->live->deps_pending = 0;
                 snprintf(msg, sizeof(msg), "job %llu, which this job runs after, ended %s",
                          (unsigned long long)failed->id, job_state_name(failed->state));
                 job_transition(t->machine, j, JOB_EV_WAIT, NULL);
@@ -104,11 +104,11 @@ int jobhold_accept_locked(JobHold *t, Job *j, Job *const *deps, size_t n_deps, b
                                &(JobChange){.code = IPC_FAILED_PRECONDITION, .message = msg});
                 return 0;
         }
-        if (j->deps_pending) {
+        if (j->live->deps_pending) {
                 job_transition(t->machine, j, JOB_EV_WAIT, NULL);
                 return 0;
         }
-        if (j->run_at_ms > job_now_ms()) {
+        if (job_run_at_ms(j) > job_now_ms()) {
                 job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
                 return 0;
         }
@@ -121,11 +121,11 @@ int jobhold_accept_locked(JobHold *t, Job *j, Job *const *deps, size_t n_deps, b
 /* @dep ended: its waiting dependents are released (the last dependency done) or fail. */
 static void dependency_ended_locked(JobHold *t, Job *dep)
 {
-        Job **a = dep->dependents;
-        size_t n = dep->n_dependents;
+        Job **a = dep->live->dependents;
+        size_t n = dep->live->n_dependents;
 
-        dep->dependents = NULL;
-        dep->n_dependents = dep->cap_dependents = 0;
+        dep->live->dependents = NULL;
+        dep->live->n_dependents = dep->live->cap_dependents = 0;
         for (size_t i = 0; i < n; i++) {
                 Job *j = a[i];
                 if (j->state != JOB_WAITING) {
@@ -133,13 +133,13 @@ static void dependency_ended_locked(JobHold *t, Job *dep)
                         continue;
                 }
                 if (dep->state == JOB_DONE) {
-                        if (j->deps_pending && --j->deps_pending == 0)
+                        if (j->live->deps_pending && --j->live->deps_pending == 0)
                                 release_locked(t, j, JOB_EV_RELEASE);
                 } else {
                         char msg[160];
                         snprintf(msg, sizeof(msg), "job %llu, which this job runs after, ended %s",
                                  (unsigned long long)dep->id, job_state_name(dep->state));
-                        j->deps_pending = 0;
+                        j->live->deps_pending = 0;
                         job_transition(
                                 t->machine, j, JOB_EV_DEP_FAILED,
                                 &(JobChange){.code = IPC_FAILED_PRECONDITION, .message = msg});
@@ -153,9 +153,9 @@ void jobhold_restore_waiting_locked(JobHold *t, Job *j)
 {
         const Job *failed = NULL;
 
-        j->deps_pending = 0;
+        j->live->deps_pending = 0;
         for (size_t i = 0; i < j->n_after; i++) {
-                Job *dep = t->find_locked(t->owner, j->after[i]);
+                Job *dep = t->find_locked(t->owner, job_after(j)[i]);
                 if (!dep || dep->state == JOB_DONE)
                         continue; /* gone: it ended before, and this job was not failed */
                 if (job_state_final(dep->state)) {
@@ -163,9 +163,9 @@ void jobhold_restore_waiting_locked(JobHold *t, Job *j)
                         break;
                 }
                 if (add_dependent(dep, j) == 0)
-                        j->deps_pending++;
+                        j->live->deps_pending++;
         }
-        if (failed || !j->deps_pending) {
+        if (failed || !j->live->deps_pending) {
                 /* the store missed its end: settle it now */
                 if (failed) {
                         char msg[160];
@@ -192,45 +192,43 @@ void jobhold_listen(JobHold *t, Job *j, JobState from, JobEvent ev)
         switch (j->state) {
         case JOB_SCHEDULED:
                 if (ev == JOB_EV_RESTORE) /* due_ms from the record */
-                        j->due_ms = j->due_ms ? j->due_ms : j->run_at_ms;
+                        j->live->due_ms = j->live->due_ms ? j->live->due_ms : job_run_at_ms(j);
                 else
-                        j->due_ms = j->run_at_ms;
-                if (jobtimer_add_locked(&t->due, j, j->due_ms) < 0)
+                        j->live->due_ms = job_run_at_ms(j);
+                if (jobtimer_add_locked(&t->due, j, j->live->due_ms) < 0)
                         log_job(LOG_ERR, j->id, j->plugin_name,
                                 "out of memory: its due time is not watched until a restart");
                 break;
         case JOB_RETRYING:
                 if (ev == JOB_EV_RETRY) {
                         j->attempt++;
-                        j->due_ms = job_now_ms() + job_backoff_ms(j, j->attempt);
+                        j->live->due_ms = job_now_ms() + job_backoff_ms(j, j->attempt);
                 }
                 if (j->from_fleet && ev != JOB_EV_RESTORE)
                         break; /* the fleet's schedule set holds it (jobtable.c hands it off) */
-                if (jobtimer_add_locked(&t->due, j, j->due_ms) < 0)
+                if (jobtimer_add_locked(&t->due, j, j->live->due_ms) < 0)
                         log_job(LOG_ERR, j->id, j->plugin_name,
                                 "out of memory: its next attempt is not watched until a restart");
                 break;
         default:
                 break;
         }
-        if (job_state_final(j->state) && ev != JOB_EV_RESTORE && j->dependents)
+        if (job_state_final(j->state) && ev != JOB_EV_RESTORE && j->live->dependents)
                 dependency_ended_locked(t, j);
-        if (j->key && ev != JOB_EV_RESTORE && job_state_final(j->state) != job_state_final(from))
-                jobkeys_put_locked(&t->keys, j->owner, j->key, j->id,
+        if (job_plan_key(j) && ev != JOB_EV_RESTORE &&
+            job_state_final(j->state) != job_state_final(from))
+                jobkeys_put_locked(&t->keys, j->owner, job_plan_key(j), j->id,
                                    job_state_final(j->state) ? j->finished_ms : 0);
 }
 
-/* What one run left in @j, cleared before the next one: its fiber's flags, its outcome
- * (its events went with its supervisor's JobRun, job.h). Its supervisor has joined its
+/* What one run left in @j, cleared before the next one: its fiber's flags (its outcome
+ * and events went with its supervisor's JobRun, job.h). Its supervisor has joined its
  * fiber by then (dispatch.c concludes a run only after that). */
 static void reset_run(Job *j)
 {
         j->cancel_requested = false;
         j->timed_out = false;
         j->fiber_started = false;
-        j->cancel_mono_ns = 0;
-        j->run_result = 0;
-        j->fail_code = NULL;
         j->fail_permanent = false;
         j->interrupted = false;
         j->requeued = false;
@@ -308,8 +306,10 @@ int jobhold_revive_locked(JobHold *t, Job *j)
 {
         if (!job_state_final(j->state) || j->state == JOB_DONE || j->fleet_copy)
                 return -EALREADY;
-        if (j->detached || j->fiber) /* its code still runs, or its run still ends */
+        if (j->detached || job_fiber(j)) /* its code still runs, or its run still ends */
                 return -EBUSY;
+        if (job_live_new(j) < 0) /* dropped once it was final: a new life needs one */
+                return -ENOMEM;
         reset_run(j);
         j->attempt = 0;
         return queue_now_locked(t, j, JOB_EV_REVIVE);

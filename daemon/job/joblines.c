@@ -58,22 +58,24 @@ void joblines_started(const Job *j)
         if (!joblines_on())
                 return;
         if (attempts > 1)
-                log_job_class(LOG_INFO, j->id, j->plugin_name, j->owner, j->class_name,
-                              "started (attempt %u of %u, queued %s)", (unsigned)j->attempt + 1,
-                              (unsigned)attempts,
-                              span(t, sizeof(t), j->submitted_mono_ns, j->started_mono_ns));
+                log_job_class(
+                        LOG_INFO, j->id, j->plugin_name, j->owner, j->class_name,
+                        "started (attempt %u of %u, queued %s)", (unsigned)j->attempt + 1,
+                        (unsigned)attempts,
+                        span(t, sizeof(t), j->live->submitted_mono_ns, j->live->started_mono_ns));
         else
-                log_job_class(LOG_INFO, j->id, j->plugin_name, j->owner, j->class_name,
-                              "started (queued %s)",
-                              span(t, sizeof(t), j->submitted_mono_ns, j->started_mono_ns));
+                log_job_class(
+                        LOG_INFO, j->id, j->plugin_name, j->owner, j->class_name,
+                        "started (queued %s)",
+                        span(t, sizeof(t), j->live->submitted_mono_ns, j->live->started_mono_ns));
 }
 
-void joblines_ended(const Job *j)
+void joblines_ended(const Job *j, uint64_t started_mono_ns, uint64_t due_ms)
 {
         char ran[32];
         const char *msg = j->error_message ? j->error_message : "";
 
-        span(ran, sizeof(ran), j->started_mono_ns,
+        span(ran, sizeof(ran), started_mono_ns,
              job_state_final(j->state) ? j->finished_mono_ns : sched_now_ns());
         switch (j->state) {
         case JOB_DONE:
@@ -95,7 +97,7 @@ void joblines_ended(const Job *j)
                               "attempt %u of %u failed in %s: %s; the next one is due at "
                               "%llu ms",
                               (unsigned)j->attempt, (unsigned)j->max_attempts, ran, msg,
-                              (unsigned long long)j->due_ms);
+                              (unsigned long long)due_ms);
                 return;
         case JOB_CANCELLED:
                 log_job_class(LOG_INFO, j->id, j->plugin_name, j->owner, j->class_name,

@@ -47,10 +47,12 @@ void joblines_queued(const Job *j, JobState state, bool fleet);
 void joblines_started(const Job *j);
 
 /*
- * joblines_ended - @j's run ended: done, failed, dead, cancelled (final) or retrying,
- * with how long it ran and its error. Context: its supervisor, after the run concluded,
- * outside the table lock.
+ * joblines_ended - @j's run ended: done, failed, dead, cancelled (final) or retrying
+ * (due again at @due_ms), with how long it ran since @started_mono_ns and its error. The
+ * two times are read under the lock by the caller: a finished job's JobLive (job.h) may
+ * be gone by now. Context: its supervisor, after the run concluded, outside the table
+ * lock.
  */
-void joblines_ended(const Job *j);
+void joblines_ended(const Job *j, uint64_t started_mono_ns, uint64_t due_ms);
 
 #endif

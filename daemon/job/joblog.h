@@ -10,7 +10,11 @@
  * (already escaped by log.c: no control characters), without the "job N plugin P: "
  * prefix. The memory is the job record's: freed with it when retention drops the job.
  *
- * Each JobLog has its own mutex, held only to append or copy a line (no yield), so a
+ * A JobLog is one pointer in the Job: most jobs never log, and a job's record is kept
+ * for its retention, so the buffer (its mutex, its list, its counts) is allocated at
+ * the first line and never for a job that writes none. The pointer is set once, with a
+ * compare-and-swap (two first lines at once: one buffer wins, the other is freed).
+ * Each buffer has its own mutex, held only to append or copy a line (no yield), so a
  * plugin's fibers on several workers may log at once without the job table's lock.
  */
 #ifndef FIBERD_DAEMON_JOBLOG_H
@@ -28,15 +32,13 @@
 #define JOBLOG_MAX_LINES IPC_JOB_LOGS_MAX_LINES
 #define JOBLOG_MAX_BYTES IPC_JOB_LOGS_MAX_BYTES
 
+typedef struct JobLogBuf JobLogBuf;
+
 typedef struct JobLog {
-        pthread_mutex_t lock;
-        ListHead lines;   /* JobLogLine.link, oldest first */
-        size_t n_lines;   /* kept */
-        size_t bytes;     /* text bytes kept */
-        uint64_t dropped; /* lines dropped (oldest first) to stay in bounds */
+        JobLogBuf *buf; /* owned; NULL until the first line (atomic: set once) */
 } JobLog;
 
-/* joblog_init - an empty log. Context: any (job_new()). */
+/* joblog_init - an empty log (nothing allocated). Context: any (job_new()). */
 void joblog_init(JobLog *l);
 
 /* joblog_done - free every line. Context: whoever drops the last job reference. */
@@ -45,7 +47,8 @@ void joblog_done(JobLog *l);
 /*
  * joblog_append - keep one line: @level (syslog priority), @time_ms (CLOCK_REALTIME ms),
  * @text of @len bytes (copied; cut to JOBLOG_MAX_BYTES). Drops the oldest lines to stay
- * in bounds. Return: 0; -ENOMEM (the line is counted as dropped).
+ * in bounds. Return: 0; -ENOMEM (the line is counted as dropped; not counted when
+ * not even the buffer could be allocated).
  * Context: any thread or fiber; does not yield.
  */
 int joblog_append(JobLog *l, int level, uint64_t time_ms, const char *text, size_t len);

@@ -95,13 +95,13 @@ static void stamp(Job *j, JobEvent event, JobState to)
                 if (j->state != JOB_NEW)
                         return; /* waiting → scheduled: submitted long ago */
                 j->submitted_ms = job_now_ms();
-                j->submitted_mono_ns = sched_now_ns();
+                j->live->submitted_mono_ns = sched_now_ns();
                 return;
         case JOB_EV_RESTORE: {
                 /* the record's wall-clock times stay; the queue wait counts from now, and
                  * retention from the record's end, on this boot's monotonic clock */
                 uint64_t now_ms = job_now_ms(), now_ns = sched_now_ns(), age_ns;
-                j->submitted_mono_ns = now_ns;
+                j->live->submitted_mono_ns = now_ns;
                 if (job_state_final(to)) {
                         age_ns = j->finished_ms < now_ms ? (now_ms - j->finished_ms) * NSEC_PER_MSEC
                                                          : 0;
@@ -111,20 +111,20 @@ static void stamp(Job *j, JobEvent event, JobState to)
         }
         case JOB_EV_DISPATCH:
                 j->started_ms = job_now_ms();
-                j->started_mono_ns = sched_now_ns();
+                j->live->started_mono_ns = sched_now_ns();
                 return;
         case JOB_EV_REQUEUE:
                 j->started_ms = 0;
-                j->started_mono_ns = 0;
+                j->live->started_mono_ns = 0;
                 return;
         case JOB_EV_DUE:
         case JOB_EV_RELEASE:
         case JOB_EV_REVIVE:
                 /* a new run: its queue wait and its timeout count from now */
                 j->started_ms = j->finished_ms = 0;
-                j->started_mono_ns = j->finished_mono_ns = 0;
-                j->submitted_mono_ns = sched_now_ns();
-                j->deadline_ns =
+                j->live->started_mono_ns = j->finished_mono_ns = 0;
+                j->live->submitted_mono_ns = sched_now_ns();
+                j->live->deadline_ns =
                         j->timeout_ns ? sched_deadline_after(j->timeout_ns) : SCHED_FOREVER;
                 return;
         default:

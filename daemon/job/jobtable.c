@@ -345,11 +345,11 @@ static void listen_latency(void *ctx, Job *j, JobState from, JobEvent ev)
         JobTable *t = ctx;
 
         if (j->fleet_copy || ev == JOB_EV_RESTORE || !job_state_final(j->state) ||
-            !j->started_mono_ns)
+            !j->live->started_mono_ns)
                 return;
         joblatency_record(&t->latency, j->plugin_name, j->class_name,
-                          j->started_mono_ns - j->submitted_mono_ns,
-                          j->finished_mono_ns - j->started_mono_ns);
+                          j->live->started_mono_ns - j->live->submitted_mono_ns,
+                          j->finished_mono_ns - j->live->started_mono_ns);
 }
 
 /* log: one debug line a transition (the lines that say why stay with their callers). */
@@ -492,8 +492,19 @@ static void listen_fleet(void *ctx, Job *j, JobState from, JobEvent ev)
         fiber_event_set(&j->finished);
         log_job(LOG_DEBUG, j->id, j->plugin_name,
                 "attempt %u is due at %llu ms: handed back to the fleet", j->attempt + 1,
-                (unsigned long long)j->due_ms);
+                (unsigned long long)j->live->due_ms);
         job_unref(j); /* the table's: its queued write holds one */
+}
+
+/* live: a job that is final and that no supervisor runs gives back its JobLive (job.h):
+ * what a finished record is kept with is the Job alone. Last: every listener before it
+ * may still use the JobLive (the due set, the dependents, the latency clock). A
+ * supervisor that still runs it drops it as it ends (dispatch.c). */
+static void listen_live(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        (void)ctx;
+        if (job_state_final(j->state) && !j->supervisors)
+                job_live_drop(j);
 }
 
 /* held: the held states' part (jobhold.h): the due set, dependencies, keys. */
@@ -508,6 +519,7 @@ static const JobStateListener jobtable_listeners[] = {
         {"log", listen_log},         {"store", listen_store},
         {"waiters", listen_waiters}, {"retention", listen_retention},
         {"held", listen_held},       {"fleet", listen_fleet},
+        {"live", listen_live},
 };
 
 /* The table's machine: its listeners above, in that order, told about @t's jobs. */
@@ -733,9 +745,9 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                         /* the sets of the jobs it runs after hold it until they end
                          * (store-redis-sched.c); then it is queued or scheduled */
                         job_transition(&t->machine, j, JOB_EV_WAIT, NULL);
-                } else if (plan.fleet_copy && j->run_at_ms > job_now_ms()) {
+                } else if (plan.fleet_copy && job_run_at_ms(j) > job_now_ms()) {
                         /* the fleet's schedule set holds it until then (store-redis-sched.c) */
-                        j->due_ms = j->run_at_ms;
+                        j->live->due_ms = job_run_at_ms(j);
                         job_transition(&t->machine, j, JOB_EV_SCHEDULE, NULL);
                 } else if (plan.fleet_copy) {
                         job_transition(&t->machine, j, JOB_EV_SUBMIT, NULL);
@@ -775,13 +787,14 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
 static void cancel_running_locked(JobTable *t, Job *j)
 {
         job_set_cancel_requested(j);
-        j->cancel_mono_ns = sched_now_ns();
-        if (j->fiber)
-                fiber_cancel(j->fiber);
+        if (j->live->run) /* else its supervisor notes the time when it publishes the run */
+                j->live->run->cancel_mono_ns = sched_now_ns();
+        if (j->live->fiber)
+                fiber_cancel(j->live->fiber);
         if (t->hooks.cancel)
                 t->hooks.cancel(j);
-        if (j->run) /* else its supervisor sees cancel_requested when it starts the run */
-                fiber_event_set(&j->run->wake);
+        if (j->live->run) /* else its supervisor sees cancel_requested when it starts the run */
+                fiber_event_set(&j->live->run->wake);
 }
 
 int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
@@ -881,7 +894,7 @@ int jobtable_discard(JobTable *t, Job *j)
         jobtable_lock(t);
         if (!job_state_final(j->state) || j->fleet_copy)
                 r = -EALREADY;
-        else if (j->detached || j->fiber)
+        else if (j->detached || job_fiber(j))
                 r = -EBUSY;
         else if (jobtable_find_locked(t, j->id) == j)
                 retire_locked(t, j);
@@ -965,7 +978,7 @@ void jobtable_sweep(JobTable *t)
         jobkeys_sweep_locked(&t->hold.keys, job_now_ms(), t->key_window_ms);
         for (size_t i = 0; i < dispatch_queued_locked(&t->dispatch) && nexpired < 64; i++) {
                 Job *q = dispatch_at_locked(&t->dispatch, i);
-                if (q->deadline_ns <= now)
+                if (q->live->deadline_ns <= now)
                         expired[nexpired++] = job_ref(q);
         }
         t->dispatch.pump_blocked = false;
@@ -1111,12 +1124,12 @@ int jobtable_wait_durable(JobTable *t, Job *j)
                 if (!j->fleet_copy) { /* a fleet submission was never in the table */
                         jobtable_cancel(t, j, false);
                         jobtable_lock(t);
-                        if (job_state_final(j->state) && !j->fiber && !j->detached &&
+                        if (job_state_final(j->state) && !job_fiber(j) && !j->detached &&
                             jobtable_find_locked(t, j->id) == j)
                                 unlink_locked(t, j); /* no row to drop */
                         jobtable_unlock(t);
-                } else if (j->key) { /* a repeat may try again */
-                        store_key_release(t->store, j->owner, j->key, j->id);
+                } else if (job_plan_key(j)) { /* a repeat may try again */
+                        store_key_release(t->store, j->owner, job_plan_key(j), j->id);
                 }
                 return r;
         }
@@ -1273,8 +1286,9 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
         }
         jobtable_lock(t);
         job_transition(&t->machine, j, JOB_EV_RESTORE, &(JobChange){.restored = rec->state});
-        if (j->key && jobkeys_put_locked(&t->hold.keys, j->owner, j->key, j->id,
-                                         job_state_final(j->state) ? j->finished_ms : 0) < 0)
+        if (job_plan_key(j) &&
+            jobkeys_put_locked(&t->hold.keys, j->owner, job_plan_key(j), j->id,
+                               job_state_final(j->state) ? j->finished_ms : 0) < 0)
                 log_job(LOG_WARNING, j->id, j->plugin_name,
                         "out of memory: its idempotency key does not answer repeats");
 
@@ -1343,7 +1357,7 @@ int jobtable_restore(JobTable *t, const StoreRecord *rec, const Plugin *plugin, 
         }
         if (j->state == JOB_WAITING) /* its dependencies, restored before it */
                 jobhold_restore_waiting_locked(&t->hold, j);
-        if (j->state != JOB_QUEUED || j->heap_index != SIZE_MAX) {
+        if (j->state != JOB_QUEUED || j->live->heap_index != SIZE_MAX) {
                 /* held (the due set or its dependencies have it), or released into the
                  * queue just now */
                 jobtable_unlock(t);

@@ -23,13 +23,14 @@ void jobtimer_free(JobTimer *tm)
 
 static bool before(const Job *a, const Job *b)
 {
-        return a->due_ms != b->due_ms ? a->due_ms < b->due_ms : a->id < b->id;
+        return a->live->due_ms != b->live->due_ms ? a->live->due_ms < b->live->due_ms
+                                                  : a->id < b->id;
 }
 
 static void place(JobTimer *tm, size_t i, Job *j)
 {
         tm->heap[i] = j;
-        j->due_index = i;
+        j->live->due_index = i;
 }
 
 static void sift_up(JobTimer *tm, size_t i)
@@ -66,7 +67,7 @@ static void sift_down(JobTimer *tm, size_t i)
 
 int jobtimer_add_locked(JobTimer *tm, Job *j, uint64_t due_ms)
 {
-        if (j->due_index != SIZE_MAX)
+        if (j->live->due_index != SIZE_MAX)
                 jobtimer_remove_locked(tm, j);
         if (tm->n == tm->cap) {
                 size_t cap = tm->cap ? tm->cap * 2 : 64;
@@ -76,7 +77,7 @@ int jobtimer_add_locked(JobTimer *tm, Job *j, uint64_t due_ms)
                 tm->heap = h;
                 tm->cap = cap;
         }
-        j->due_ms = due_ms;
+        j->live->due_ms = due_ms;
         tm->heap[tm->n] = j;
         sift_up(tm, tm->n++);
         if (tm->heap[0] == j)
@@ -86,12 +87,12 @@ int jobtimer_add_locked(JobTimer *tm, Job *j, uint64_t due_ms)
 
 void jobtimer_remove_locked(JobTimer *tm, Job *j)
 {
-        size_t i = j->due_index;
+        size_t i = j->live->due_index;
         Job *last;
 
         if (i == SIZE_MAX || i >= tm->n || tm->heap[i] != j)
                 return;
-        j->due_index = SIZE_MAX;
+        j->live->due_index = SIZE_MAX;
         last = tm->heap[--tm->n];
         if (i == tm->n)
                 return;
@@ -106,7 +107,7 @@ Job *jobtimer_pop_due_locked(JobTimer *tm, uint64_t now_ms)
 {
         Job *j;
 
-        if (!tm->n || tm->heap[0]->due_ms > now_ms)
+        if (!tm->n || tm->heap[0]->live->due_ms > now_ms)
                 return NULL;
         j = tm->heap[0];
         jobtimer_remove_locked(tm, j);

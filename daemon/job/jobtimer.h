@@ -50,7 +50,7 @@ Job *jobtimer_pop_due_locked(JobTimer *tm, uint64_t now_ms);
 /* jobtimer_next_ms_locked - the earliest due time in the set; UINT64_MAX when empty. */
 static inline uint64_t jobtimer_next_ms_locked(const JobTimer *tm)
 {
-        return tm->n ? tm->heap[0]->due_ms : UINT64_MAX;
+        return tm->n ? tm->heap[0]->live->due_ms : UINT64_MAX;
 }
 
 /* jobtimer_count_locked - jobs in the set. */

@@ -247,7 +247,9 @@ unsigned plugin_host_max_attempts(const Plugin *p)
 bool plugin_host_retry_safe(const Job *j)
 {
         /* the loader's copy of the flags: the instance may be unloaded by now */
-        return j->plugin && (j->plugin->flags & FIBERD_PLUGIN_RETRY_SAFE) != 0;
+        /* asked of a job that is not final: its JobLive holds the plugin (job.h) */
+        return j->live && j->live->plugin &&
+               (j->live->plugin->flags & FIBERD_PLUGIN_RETRY_SAFE) != 0;
 }
 
 /* @n instances as maps; @own: the loader's own reference on each, not a job's. */

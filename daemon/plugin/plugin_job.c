@@ -258,7 +258,7 @@ static void children_release(FiberdJob *hj, ListHead *kids)
 
 void plugin_host_cancel(Job *j)
 {
-        FiberdJob *hj = j->host_job;
+        FiberdJob *hj = j->live && j->live->run ? j->live->run->host_job : NULL;
         ListHead *pos, *tmp;
 
         if (!hj)
@@ -1061,7 +1061,7 @@ int plugin_host_run(Job *j)
         int r;
 
         if (!hj) {
-                j->fail_code = NULL;
+                j->live->run->fail_code = NULL;
                 return -ENOMEM;
         }
         /* the instance current now runs the job (plugins in place: a queued job of a replaced
@@ -1072,7 +1072,7 @@ int plugin_host_run(Job *j)
                 jobtable_lock(t);
                 free(j->error_message);
                 j->error_message = strdup("its plugin was removed before the job started");
-                j->fail_code = IPC_NOT_FOUND;
+                j->live->run->fail_code = IPC_NOT_FOUND;
                 jobtable_unlock(t);
                 return -ENOENT;
         }
@@ -1092,8 +1092,8 @@ int plugin_host_run(Job *j)
 
         jobtable_lock(t);
         hj->cancelled = j->cancel_requested;
-        j->host_job = hj;
-        j->plugin = hj->plugin;
+        j->live->run->host_job = hj;
+        j->live->plugin = hj->plugin;
         jobtable_unlock(t);
         log_job_owner(LOG_DEBUG, j->id, j->plugin_name, j->owner, "running %s %s", hj->plugin->name,
                       hj->plugin->version);
@@ -1120,7 +1120,7 @@ int plugin_host_run(Job *j)
                 r = result_refused(hj, result_len, max);
         }
         jobtable_lock(t);
-        j->host_job = NULL;
+        j->live->run->host_job = NULL;
         if (job_state_final(j->state)) {
                 /* the job ended without this fiber (detached, dispatch.c): its record
                  * stays as it ended; what run() returned is dropped */
@@ -1132,7 +1132,7 @@ int plugin_host_run(Job *j)
         } else if (hj->fail_err && hj->fail_err == r) {
                 free(j->error_message);
                 j->error_message = strdup(hj->fail_msg);
-                j->fail_code = hj->fail_code;
+                j->live->run->fail_code = hj->fail_code;
                 j->fail_permanent = hj->fail_permanent;
         }
         jobtable_unlock(t);

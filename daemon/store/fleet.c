@@ -111,7 +111,7 @@ int fleet_cancel(JobTable *t, Store *s, Job *j, Job **ret)
                 .error_message = retrying ? "cancelled while it waited for its next attempt"
                                           : "cancelled before it ran",
                 .finished_ms = job_now_ms(),
-                .key = j->key,
+                .key = job_plan_key(j),
         };
         int r = -EALREADY;
         Job *n;

@@ -184,7 +184,7 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
         size_t code_len = j->error_code ? strlen(j->error_code) + 1 : 0;
         size_t msg_len = j->error_message ? strlen(j->error_message) + 1 : 0;
         size_t class_len = strlen(j->class_name) + 1;
-        size_t key_len = j->key ? strlen(j->key) + 1 : 0;
+        size_t key_len = job_plan_key(j) ? strlen(job_plan_key(j)) + 1 : 0;
         bool requeued = j->requeued && job_state_final(j->state);
         bool held = j->state == JOB_SCHEDULED || j->state == JOB_RETRYING;
         /* a fleet submission that waits: its dependencies go with its first write */
@@ -244,12 +244,12 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                 /* a fleet submission held until its due time, or a retry a host handed
                  * back (jobtable.c): the fleet's schedule set holds it from now on */
                 .fleet_held = held && j->fleet_copy,
-                .due_ms = held                      ? j->due_ms
-                          : j->state == JOB_WAITING ? j->run_at_ms
+                .due_ms = held                      ? job_due_ms(j)
+                          : j->state == JOB_WAITING ? job_run_at_ms(j)
                                                     : 0,
         };
         if (after_len) { /* first: uint64_t-aligned right after the write */
-                memcpy(p, j->after, after_len);
+                memcpy(p, job_after(j), after_len);
                 w->rec.after = (const uint64_t *)(void *)p;
                 w->rec.n_after = j->n_after;
                 p += after_len;
@@ -261,7 +261,7 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
         w->rec.class_name = p;
         p += class_len;
         if (key_len) {
-                memcpy(p, j->key, key_len);
+                memcpy(p, job_plan_key(j), key_len);
                 w->rec.key = p;
                 p += key_len;
         }

@@ -298,7 +298,7 @@ Test(dispatch, a_removed_job_leaves_the_queue)
         pthread_mutex_lock(&o.lock);
         dispatch_remove_locked(&o.d, b);
         cr_assert_eq(dispatch_queued_locked(&o.d), 0);
-        cr_assert_eq(b->heap_index, SIZE_MAX);
+        cr_assert_eq(b->live->heap_index, SIZE_MAX);
         cr_assert_null(dispatch_first_locked(&o.d));
         dispatch_remove_locked(&o.d, b); /* not queued: nothing happens */
         cr_assert_eq(dispatch_queued_locked(&o.d), 0);
@@ -382,7 +382,7 @@ Test(dispatch, a_paused_class_holds_its_jobs_and_not_the_others)
         cr_assert_eq(dispatch_count_locked(&o.d, 0, "echo", false), 3);
         cr_assert_eq(dispatch_count_locked(&o.d, 0, "never", false), 0);
         dispatch_remove_locked(&o.d, j[3]); /* a held job is cancelled as any queued one */
-        cr_assert_eq(j[3]->heap_index, SIZE_MAX);
+        cr_assert_eq(j[3]->live->heap_index, SIZE_MAX);
         pthread_mutex_unlock(&o.lock);
         assert_queued(2, 2);
 

@@ -15,6 +15,7 @@
 #define N 2000
 
 static Job jobs[N];
+static JobLive lives[N]; /* each job's (job.h): the due set keeps its place there */
 
 static void fill(JobTimer *tm, unsigned seed)
 {
@@ -22,8 +23,9 @@ static void fill(JobTimer *tm, unsigned seed)
         srand(seed);
         for (size_t i = 0; i < N; i++) {
                 memset(&jobs[i], 0, sizeof(jobs[i]));
+                lives[i] = (JobLive){.due_index = SIZE_MAX};
                 jobs[i].id = i + 1;
-                jobs[i].due_index = SIZE_MAX;
+                jobs[i].live = &lives[i];
                 cr_assert_eq(jobtimer_add_locked(tm, &jobs[i], 1000 + (uint64_t)(rand() % 500)), 0);
         }
 }
@@ -38,12 +40,13 @@ Test(jobtimer, jobs_come_out_in_due_order_ties_by_id)
         fill(&tm, 1);
         cr_assert_null(jobtimer_pop_due_locked(&tm, 999), "a job came out before its time");
         while ((j = jobtimer_pop_due_locked(&tm, UINT64_MAX))) {
-                cr_assert(j->due_ms > last_due || (j->due_ms == last_due && j->id > last_id),
+                cr_assert(j->live->due_ms > last_due ||
+                                  (j->live->due_ms == last_due && j->id > last_id),
                           "job %llu (due %llu) after job %llu (due %llu)",
-                          (unsigned long long)j->id, (unsigned long long)j->due_ms,
+                          (unsigned long long)j->id, (unsigned long long)j->live->due_ms,
                           (unsigned long long)last_id, (unsigned long long)last_due);
-                cr_assert_eq(j->due_index, SIZE_MAX);
-                last_due = j->due_ms;
+                cr_assert_eq(j->live->due_index, SIZE_MAX);
+                last_due = j->live->due_ms;
                 last_id = j->id;
                 n++;
         }
@@ -66,8 +69,8 @@ Test(jobtimer, removal_anywhere_keeps_the_order)
         cr_assert_eq(jobtimer_count_locked(&tm), N - (N + 2) / 3);
         while ((j = jobtimer_pop_due_locked(&tm, UINT64_MAX))) {
                 cr_assert((j->id - 1) % 3 != 0, "a removed job came out");
-                cr_assert_geq(j->due_ms, last);
-                last = j->due_ms;
+                cr_assert_geq(j->live->due_ms, last);
+                last = j->live->due_ms;
                 n++;
         }
         cr_assert_eq(n, N - (N + 2) / 3);
@@ -77,7 +80,8 @@ Test(jobtimer, removal_anywhere_keeps_the_order)
 Test(jobtimer, an_earlier_job_wakes_the_timer)
 {
         JobTimer tm;
-        Job a = {.id = 1, .due_index = SIZE_MAX}, b = {.id = 2, .due_index = SIZE_MAX};
+        JobLive la = {.due_index = SIZE_MAX}, lb = {.due_index = SIZE_MAX};
+        Job a = {.id = 1, .live = &la}, b = {.id = 2, .live = &lb};
 
         jobtimer_init(&tm);
         cr_assert_eq(jobtimer_add_locked(&tm, &a, 500), 0);
