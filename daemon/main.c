@@ -404,6 +404,24 @@ static SchedConfig job_sched_config(const Config *c, SchedClassConfig *classes)
 #define DAEMON_OWN_FDS 16
 
 /*
+ * The server group's worker count for @c on this machine ([server] workers; 0: from the
+ * CPUs this process may use, config_server_workers()). Context: main thread.
+ */
+static unsigned server_workers(const Config *c)
+{
+        SchedTopology *t;
+        unsigned ncpus = 1;
+
+        if (c->server_workers > 0)
+                return c->server_workers;
+        t = malloc(sizeof(*t)); /* 8 KiB: not on the stack */
+        if (t && sched_topology_detect(t) == 0)
+                ncpus = t->ncpus;
+        free(t);
+        return config_server_workers(c, ncpus);
+}
+
+/*
  * Whether the job scheduler of @c can start here (sched_check(): the layout, then its
  * threads, descriptors and memory against this process's limits, with the server group
  * and fiberd's own on top), without starting a thread. --check-config runs it, and so
@@ -421,8 +439,9 @@ static int check_layout(const Config *c, SchedPlan *ret_plan, SchedBudget *ret_b
         char why[768];
         int r;
 
-        /* the server group: one worker (main() below) */
-        if (sched_budget(&srv, &(SchedPlan){.groups = 1, .group_size = 1}, &extra) < 0)
+        /* the server group: [server] workers (main() below) */
+        if (sched_budget(&srv, &(SchedPlan){.groups = 1, .group_size = server_workers(c)}, &extra) <
+            0)
                 extra = (SchedBudget){0};
         extra.threads += DAEMON_OWN_THREADS;
         extra.fds += DAEMON_OWN_FDS;
@@ -576,9 +595,11 @@ static int check_config(const ConfigArgs *args)
                        : c.store_backend == STORE_SQLITE ? c.store_path
                                                          : "");
                 printf("# job scheduler on this machine: %u scheduling group(s) of %u "
-                       "worker(s), NUMA %s; %u threads and about %llu MiB at start\n",
+                       "worker(s), NUMA %s; %u threads and about %llu MiB at start\n"
+                       "# server group on this machine: %u worker(s), one shared run queue\n",
                        plan.groups, plan.group_size, plan.numa ? "on" : "off", b.threads,
-                       (unsigned long long)((b.memory_bytes + (1 << 20) - 1) >> 20));
+                       (unsigned long long)((b.memory_bytes + (1 << 20) - 1) >> 20),
+                       server_workers(&c));
                 r = fflush(stdout) == 0 ? 0 : 1;
         }
         config_done(&c);
@@ -749,7 +770,9 @@ int main(int argc, char **argv)
 
         sched_set_stall_hook(stall_hook, d);
         sched_set_symbolizer(plugin_host_symbolize, NULL); /* plugin frames by file */
-        gcfg.workers = 1;
+        /* [server] workers; a lone group's default queue policy is one shared run queue,
+         * so whichever server worker is free runs the next ready fiber of any connection */
+        gcfg.workers = server_workers(&d->cfg);
         gcfg.max_fibers = 0; /* 16384: connections and requests in flight */
         gcfg.name = "fiberd-srv";
         gcfg.control = d->cfg.sched.control; /* its stalls are reported too */
@@ -759,9 +782,11 @@ int main(int argc, char **argv)
         gcfg.control.hook_blocking_calls = false;
         r = sched_group_new(&d->server_group, &gcfg);
         if (r < 0) {
-                log_msg(LOG_ERR, "cannot start the server scheduling group: %s", strerror(-r));
+                log_msg(LOG_ERR, "cannot start the server scheduling group (%u workers): %s",
+                        gcfg.workers, strerror(-r));
                 return EX_OSERR;
         }
+        log_msg(LOG_INFO, "server group: %u worker(s), one shared run queue", gcfg.workers);
         r = start_job_scheduler(d);
         if (r != 0)
                 return r;
