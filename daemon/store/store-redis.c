@@ -1329,8 +1329,9 @@ static int redis_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void 
                 return r;
         }
         q->reader_started = true;
-        pthread_setname_np(q->reader, "fiberd-rd-read"); /* its CPU apart: stages.sh */
-        return redis_sched_start(s);                     /* held jobs to the stream when due */
+        /* named: its CPU shows apart (tests/bench/stages.sh) */
+        pthread_setname_np(q->reader, "fiberd-rd-read");
+        return redis_sched_start(s); /* held jobs to the stream when due */
 }
 
 static void redis_fleet_stop(Store *s)
