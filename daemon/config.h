@@ -56,8 +56,8 @@
  *   [server]                       ; the server scheduling group (daemon.h); restart
  *   workers = 1                    ; its worker threads, 0..64: connections' reader and
  *                                  ; request fibers, supervisors and housekeeping share
- *                                  ; them (one run queue); 0 = one per
- *                                  ; CONFIG_SERVER_CPUS_PER_WORKER CPUs, 1..8
+ *                                  ; them (local run queues when more than 1); 0 = one
+ *                                  ; per CONFIG_SERVER_CPUS_PER_WORKER CPUs, 1..8
  *   [access]                       ; access tiers (access.h)
  *   admin_group = fiberd-admin     ; its members (and root) are admins; a group that
  *                                  ; does not exist makes only root admin; "" = none

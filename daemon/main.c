@@ -596,7 +596,7 @@ static int check_config(const ConfigArgs *args)
                                                          : "");
                 printf("# job scheduler on this machine: %u scheduling group(s) of %u "
                        "worker(s), NUMA %s; %u threads and about %llu MiB at start\n"
-                       "# server group on this machine: %u worker(s), one shared run queue\n",
+                       "# server group on this machine: %u worker(s)\n",
                        plan.groups, plan.group_size, plan.numa ? "on" : "off", b.threads,
                        (unsigned long long)((b.memory_bytes + (1 << 20) - 1) >> 20),
                        server_workers(&c));
@@ -770,9 +770,14 @@ int main(int argc, char **argv)
 
         sched_set_stall_hook(stall_hook, d);
         sched_set_symbolizer(plugin_host_symbolize, NULL); /* plugin frames by file */
-        /* [server] workers; a lone group's default queue policy is one shared run queue,
-         * so whichever server worker is free runs the next ready fiber of any connection */
+        /* [server] workers. One worker: the one shared run queue it always had. More:
+         * local queues as well (runnext + a deque per worker, stealing when idle), so the
+         * fibers a worker creates or wakes (a connection's requests, a job's supervisor)
+         * run next on that worker and do not wake a sleeping sibling for each of them:
+         * with one shared queue every push woke the other worker, and two workers lost
+         * a third of one's throughput on 2 cores (docs/scaling.md) */
         gcfg.workers = server_workers(&d->cfg);
+        gcfg.queue_policy = gcfg.workers > 1 ? SCHED_QUEUE_LOCAL : SCHED_QUEUE_SHARED;
         gcfg.max_fibers = 0; /* 16384: connections and requests in flight */
         gcfg.name = "fiberd-srv";
         gcfg.control = d->cfg.sched.control; /* its stalls are reported too */
@@ -786,7 +791,8 @@ int main(int argc, char **argv)
                         gcfg.workers, strerror(-r));
                 return EX_OSERR;
         }
-        log_msg(LOG_INFO, "server group: %u worker(s), one shared run queue", gcfg.workers);
+        log_msg(LOG_INFO, "server group: %u worker(s), %s", gcfg.workers,
+                gcfg.workers > 1 ? "local run queues" : "one shared run queue");
         r = start_job_scheduler(d);
         if (r != 0)
                 return r;
