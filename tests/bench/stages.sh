@@ -84,11 +84,12 @@ while kill -0 "$bench" 2>/dev/null; do
         if [ "$started" = 0 ] && grep -q "trivial job" "$tmp/err" 2>/dev/null; then
                 started=1
                 for k in "${!last[@]}"; do base[$k]=${last[$k]}; done
-                if [ "${STAGES_PERF:-0}" = 1 ] && [ -z "${perf_pid:-}" ] && [ -n "${fiberd1:-}" ]; then
-                        perf record -q -F 999 -p "$fiberd1" -o "$tmp/perf.data" >/dev/null 2>&1 &
-                        perf_pid=$!
-                fi
                 [ -n "$rsock" ] && rbase=$(redis_sample)
+        fi
+        if [ "$started" = 1 ] && [ "${STAGES_PERF:-0}" = 1 ] && [ -z "${perf_pid:-}" ] &&
+                [ -n "${fiberd1:-}" ]; then
+                perf record -q -F 999 -p "$fiberd1" -o "$tmp/perf.data" >/dev/null 2>&1 &
+                perf_pid=$!
         fi
         # every 0.5 s, redis's counters (a redis-cli each time: not every 20 ms)
         polls=$((polls + 1))
@@ -103,14 +104,14 @@ while kill -0 "$bench" 2>/dev/null; do
                 todo=("${todo[@]:1}")
                 for t in /proc/"$p"/task/*/children; do
                         more=()
-                        read -r -a more <"$t" 2>/dev/null || true # no newline at its end
+                        read -r -a more 2>/dev/null <"$t" || true # no newline at its end
                         kids+=("${more[@]}")
                         todo+=("${more[@]}")
                 done
         done
         for pid in "${kids[@]}"; do
                 child=/proc/$pid
-                read -r pcomm <"$child/comm" 2>/dev/null || continue
+                read -r pcomm 2>/dev/null <"$child/comm" || continue
                 case $pcomm in fiberd | redis-server) ;; *) continue ;; esac
                 [ "$pcomm" = fiberd ] && [ -z "${fiberd1:-}" ] && fiberd1=$pid
                 if [ "$pcomm" = redis-server ] && [ -z "$rsock" ]; then
@@ -118,11 +119,11 @@ while kill -0 "$bench" 2>/dev/null; do
                 fi
                 for task in "$child"/task/*; do
                         tid=${task##*/}
-                        read -r ns _ <"$task/schedstat" 2>/dev/null || continue
+                        read -r ns _ 2>/dev/null <"$task/schedstat" || continue
                         if [ "$pcomm" = redis-server ]; then
                                 name=redis-server
                         else
-                                read -r name <"$task/comm" 2>/dev/null || continue
+                                read -r name 2>/dev/null <"$task/comm" || continue
                         fi
                         last[$pid.$tid]=$ns
                         comm_of[$pid.$tid]=$name
@@ -194,7 +195,8 @@ if [ -n "${perf_pid:-}" ]; then
                         else if (sym ~ /^msgpack_/) where = "libmsgpackc"
                         else where = "libc (malloc, memcpy, printf, locks) and other"
                         share[where] += pct }
-                     END { for (w in share) printf "%6.1f%%  %s\n", share[w], w }' \
+                     END { for (w in share) all += share[w]
+                           for (w in share) printf "%6.1f%%  %s\n", 100 * share[w] / all, w }' \
                         "$tmp/symdir" - | sort -rn >"$tmp/split"
         echo
         echo "server workers' CPU by where the code lives (perf samples; share of theirs):"
