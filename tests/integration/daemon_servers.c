@@ -4,7 +4,7 @@
  * fiberd with 1, 2 and 4 server workers (4 oversubscribes a 2-core machine) serves 16
  * connections that each pipeline 64 job.submit and then 64 job.wait, every answer the
  * right one (each job echoes a message naming its connection and index); the stats
- * method and `fiberctl stats` show the server group's workers, and its worker threads
+ * method, `fiberctl stats` and `fiberctl top` show the server group's workers, and its worker threads
  * exist (fiberd-sr-wN: the group "fiberd-srv" cut to 9 characters, worker.c). --check-config prints the key and the count it resolves
  * to; a reload that changes it says it needs a restart. Client threads report failures
  * as text; the test thread asserts (criterion's asserts belong to the test's thread).
@@ -156,14 +156,15 @@ static uint64_t stats_server_workers(Client *c)
         return workers;
 }
 
-/* `fiberctl stats` names the server group with @n workers on its row. */
-static bool fiberctl_shows_server_workers(unsigned n)
+/* `fiberctl @verb` (stats; top, which draws one plain frame into a pipe) names the
+ * server group with @n workers on its row. */
+static bool fiberctl_shows_server_workers(const char *verb, unsigned n)
 {
         char cmd[512], line[512];
         bool seen = false;
         FILE *p;
 
-        snprintf(cmd, sizeof(cmd), "%s -s %s stats 2>&1", FIBERCTL_BIN, fd_.sock);
+        snprintf(cmd, sizeof(cmd), "%s -s %s %s 2>&1 | cat", FIBERCTL_BIN, fd_.sock, verb);
         p = popen(cmd, "r");
         cr_assert(p, "popen %s", cmd);
         while (fgets(line, sizeof(line), p)) {
@@ -202,8 +203,10 @@ static void serve_many_connections(unsigned server_workers)
         c = fiberd_connect(&fd_);
         cr_assert_eq(stats_server_workers(c), server_workers);
         client_free(c);
-        cr_assert(fiberctl_shows_server_workers(server_workers),
+        cr_assert(fiberctl_shows_server_workers("stats", server_workers),
                   "fiberctl stats does not show the server group with %u workers", server_workers);
+        cr_assert(fiberctl_shows_server_workers("top", server_workers),
+                  "fiberctl top does not show the server group with %u workers", server_workers);
 }
 
 Test(daemon_servers, one_server_worker_answers_sixteen_pipelined_connections)
