@@ -153,10 +153,11 @@ check: deps format-check check-layering check-docs
 # check-daemon-sanitizers: fiberd itself built with TSan, then ASan+UBSan, under the
 # integration tests of its own threads (the job store, shutdown, runs and cancels, the
 # hooks that plugin code's blocking calls go through, the schedules' fiber and its
-# writes the store thread answers, the scrape endpoint's thread rendering the metrics);
+# writes the store thread answers, the scrape endpoint's thread rendering the metrics,
+# the server code on 2 and 4 server workers);
 # a report fails it (tests/daemon-sanitizers.sh).
 DAEMON_SAN_TESTS := daemon_store daemon_lifecycle daemon_run daemon_cancel daemon_basic \
-	daemon_detach daemon_hooks daemon_schedule daemon_metrics_http
+	daemon_detach daemon_hooks daemon_schedule daemon_metrics_http daemon_servers
 .PHONY: check-daemon-sanitizers
 check-daemon-sanitizers: deps
 	$(MAKE) --no-print-directory SANITIZE=thread build/thread/fiberd

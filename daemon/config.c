@@ -51,6 +51,8 @@ static void usage(FILE *f, const char *argv0)
                 "  -c, --config FILE      INI configuration file (flags win over it)\n"
                 "  -w, --workers N        job worker threads in all scheduling groups\n"
                 "                         (default 0: one per CPU this process may use)\n"
+                "      --server-workers N worker threads of the server group, 0..%d\n"
+                "                         (default 1; 0: one per %d CPUs, 1..%d)\n"
                 "  -l, --log-level LEVEL  err, warning, notice, info (default), debug\n"
                 "      --check-config     load the configuration as a start would, print the\n"
                 "                         effective settings and exit: 0 valid, 1 not\n"
@@ -59,7 +61,8 @@ static void usage(FILE *f, const char *argv0)
                 "\n"
                 "The configuration file is %s when it exists\n"
                 "(absent: the built-in defaults); --config FILE reads FILE instead.\n",
-                argv0, FIBERD_PLUGIN_DIR, FIBERD_CONFIG_FILE);
+                argv0, FIBERD_PLUGIN_DIR, CONFIG_SERVER_WORKERS_MAX, CONFIG_SERVER_CPUS_PER_WORKER,
+                CONFIG_SERVER_WORKERS_AUTO_MAX, FIBERD_CONFIG_FILE);
 }
 
 /* Parses a decimal in [@min, @max]. Return: 0 and *@ret, or -EINVAL. */
@@ -85,6 +88,7 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
                 {"plugin-dir", required_argument, NULL, 'p'},
                 {"config", required_argument, NULL, 'c'},
                 {"workers", required_argument, NULL, 'w'},
+                {"server-workers", required_argument, NULL, 'S'},
                 {"log-level", required_argument, NULL, 'l'},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, 'V'},
@@ -92,7 +96,7 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
                 {"user", no_argument, NULL, 'U'},
                 {NULL, 0, NULL, 0},
         };
-        ConfigArgs a = {.workers = -1};
+        ConfigArgs a = {.workers = -1, .server_workers = -1};
         unsigned long w;
         int c;
 
@@ -115,6 +119,14 @@ int config_parse_args(ConfigArgs *ret, int argc, char **argv)
                                 return -EINVAL;
                         }
                         a.workers = (long)w;
+                        break;
+                case 'S':
+                        if (parse_ulong(optarg, 0, CONFIG_SERVER_WORKERS_MAX, &w) < 0) {
+                                fprintf(stderr, "%s: --server-workers wants 0..%d, got '%s'\n",
+                                        argv[0], CONFIG_SERVER_WORKERS_MAX, optarg);
+                                return -EINVAL;
+                        }
+                        a.server_workers = (long)w;
                         break;
                 case 'l':
                         if (log_level_parse(optarg) < 0) {
@@ -248,6 +260,7 @@ static const ConfigKey config_keys[] = {
         UKEY("ipc", "max_in_flight", max_in_flight, 1, 65536, 1),
         UKEY("ipc", "max_partial_bytes", max_partial_bytes, 65536, 1UL << 40, 1),
         UKEY("ipc", "read_timeout_ms", read_timeout_ns, 100, 3600000, NSEC_PER_MSEC),
+        UKEY("server", "workers", server_workers, 0, CONFIG_SERVER_WORKERS_MAX, 1),
         {"access", "admin_group", KEY_STRING, offsetof(Config, admin_group), 0, 0, 0, 0, NULL},
         {"access", "submit_group", KEY_STRING, offsetof(Config, submit_group), 0, 0, 0, 0, NULL},
         WKEY("store", "backend", store_backend, store_words),
@@ -939,6 +952,7 @@ static int config_load_impl(Config *ret, const ConfigArgs *args, bool quiet,
                 .max_in_flight = 128,
                 .max_partial_bytes = 64 << 20,
                 .read_timeout_ns = 10 * NSEC_PER_SEC,
+                .server_workers = 1, /* one: what fiberd always ran */
                 .sched = {.optimize_for = SCHED_OPTIMIZE_NEUTRAL,
                           .numa = SCHED_NUMA_AUTO,
                           .steal_every_n = 16,
@@ -991,6 +1005,8 @@ static int config_load_impl(Config *ret, const ConfigArgs *args, bool quiet,
         }
         if (args->workers >= 0)
                 c.workers = (unsigned)args->workers;
+        if (args->server_workers >= 0)
+                c.server_workers = (unsigned)args->server_workers;
         if (args->log_level)
                 c.log_level = log_level_parse(args->log_level);
         c.admin_gid = config_group_gid(c.admin_group);
@@ -1154,15 +1170,25 @@ static void key_format(const Config *c, const ConfigKey *k, char *buf, size_t si
         }
 }
 
-/* Whether a reload applies @k: the socket, the workers, the job scheduler's layout, the
- * store and the metrics endpoint are built once, at start. */
+/* Whether a reload applies @k: the socket, the workers, the server group, the job
+ * scheduler's layout, the store and the metrics endpoint are built once, at start. */
 static bool key_is_live(const ConfigKey *k)
 {
         if (strcmp(k->section, "scheduler") == 0 || strcmp(k->section, "store") == 0 ||
-            strcmp(k->section, "metrics") == 0)
+            strcmp(k->section, "metrics") == 0 || strcmp(k->section, "server") == 0)
                 return false;
         return !(strcmp(k->section, "fiberd") == 0 &&
                  (strcmp(k->name, "socket") == 0 || strcmp(k->name, "workers") == 0));
+}
+
+unsigned config_server_workers(const Config *c, unsigned ncpus)
+{
+        unsigned n;
+
+        if (c->server_workers > 0)
+                return c->server_workers;
+        n = (ncpus + CONFIG_SERVER_CPUS_PER_WORKER - 1) / CONFIG_SERVER_CPUS_PER_WORKER;
+        return n < 1 ? 1 : n > CONFIG_SERVER_WORKERS_AUTO_MAX ? CONFIG_SERVER_WORKERS_AUTO_MAX : n;
 }
 
 int config_print(const Config *c, FILE *f)

@@ -53,6 +53,11 @@
  *                                  ; fiberd stops reading it until answers leave
  *   max_partial_bytes = 67108864   ; bytes of incomplete messages over all connections
  *   read_timeout_ms = 10000        ; a message begun must be whole within this
+ *   [server]                       ; the server scheduling group (daemon.h); restart
+ *   workers = 1                    ; its worker threads, 0..64: connections' reader and
+ *                                  ; request fibers, supervisors and housekeeping share
+ *                                  ; them (local run queues when more than 1); 0 = one
+ *                                  ; per CONFIG_SERVER_CPUS_PER_WORKER CPUs, 1..8
  *   [access]                       ; access tiers (access.h)
  *   admin_group = fiberd-admin     ; its members (and root) are admins; a group that
  *                                  ; does not exist makes only root admin; "" = none
@@ -127,7 +132,7 @@
  * SIGHUP re-reads the file (config_load() again with the same ConfigArgs) and applies
  * what can change while running (log level, plugin dir, stop timeout, [jobs], [ipc],
  * the shares and max_running of classes that already exist, [plugin.NAME]); socket,
- * workers, the [scheduler], [store] and [metrics] keys and adding or removing a class
+ * workers, the [server], [scheduler], [store] and [metrics] keys and adding or removing a class
  * need a restart: config_diff() names the keys of each kind that changed, and the
  * reload logs them in one line.
  */
@@ -205,6 +210,8 @@ typedef struct Config {
         unsigned max_in_flight;            /* requests per connection; then it is not read */
         size_t max_partial_bytes;          /* incomplete messages of all connections */
         uint64_t read_timeout_ns;          /* a started message must be whole by then */
+        unsigned server_workers;           /* [server] workers: the server group's worker threads,
+                                  * 1..64; 0 = from the CPUs (config_server_workers()) */
         char *config_file;                 /* owned: the file read; NULL = none (the default
                                          * file is absent: built-in defaults) */
         char *admin_group;                 /* [access]; owned; "" = none */
@@ -233,6 +240,21 @@ typedef struct Config {
         unsigned nplugins;
 } Config;
 
+/* The server group's workers at most ([server] workers, --server-workers): a scheduling
+ * group's limit (sched.h). */
+#define CONFIG_SERVER_WORKERS_MAX 64
+/* [server] workers = 0: one server worker per this many CPUs the process may use, at
+ * least 1 and at most CONFIG_SERVER_WORKERS_AUTO_MAX (docs/scaling.md says why). */
+#define CONFIG_SERVER_CPUS_PER_WORKER 8
+#define CONFIG_SERVER_WORKERS_AUTO_MAX 8
+
+/*
+ * config_server_workers - the server group's worker count @c asks for on a process that
+ * may use @ncpus CPUs: [server] workers, or for 0 one per CONFIG_SERVER_CPUS_PER_WORKER
+ * of @ncpus, clamped to 1..CONFIG_SERVER_WORKERS_AUTO_MAX. Context: any. Pure.
+ */
+unsigned config_server_workers(const Config *c, unsigned ncpus);
+
 /* config_class_find - the class named @name in @c, or NULL. Context: any. Pure. */
 const ConfigClass *config_class_find(const Config *c, const char *name);
 
@@ -251,17 +273,18 @@ typedef struct ConfigArgs {
         const char *plugin_dir;
         const char *config_file;
         const char *log_level;
-        long workers;       /* -1 = not given */
-        bool check_config;  /* --check-config: validate, print, exit */
-        bool user;          /* --user: the per-user socket by default (as when not root) */
-        bool socket_passed; /* not a flag: systemd passed the socket (set once listening, as
+        long workers;        /* -1 = not given */
+        long server_workers; /* --server-workers; -1 = not given */
+        bool check_config;   /* --check-config: validate, print, exit */
+        bool user;           /* --user: the per-user socket by default (as when not root) */
+        bool socket_passed;  /* not a flag: systemd passed the socket (set once listening, as
                              * sd_listen_fds() unsets LISTEN_PID, so a reload still knows) */
 } ConfigArgs;
 
 /*
  * config_parse_args - getopt_long over @argv:
  *   --socket PATH, --plugin-dir DIR, --config FILE, --workers N (0..SCHED_MAX_CPUS),
- *   --log-level L, --check-config, --user, --help, --version.
+ *   --server-workers N (0..CONFIG_SERVER_WORKERS_MAX), --log-level L, --check-config, --user, --help, --version.
  * @ret: out, written only on success.
  * Return: 0; 1 when --help or --version was handled (text already printed, exit 0);
  * -EINVAL on a usage error (message already printed to stderr, exit 64).

@@ -5,7 +5,8 @@
  * (start-up, signals, shutdown), methods.c (the RPC methods) and stats.c.
  *
  * Where fibers run:
- *  - the "server" scheduling group (one worker, sched_group_new()): the accept, reader,
+ *  - the "server" scheduling group ([server] workers, 1 by default; local run queues
+ *    when more than one: main.c; sched_group_new()): the accept, reader,
  *    request, signal, ticker, schedules and plugin-watch fibers, and the job supervisors (which
  *    enforce --timeout: dispatch.c), so the daemon answers, times out and cancels
  *    even when every job worker is busy or blocked;

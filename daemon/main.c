@@ -404,6 +404,24 @@ static SchedConfig job_sched_config(const Config *c, SchedClassConfig *classes)
 #define DAEMON_OWN_FDS 16
 
 /*
+ * The server group's worker count for @c on this machine ([server] workers; 0: from the
+ * CPUs this process may use, config_server_workers()). Context: main thread.
+ */
+static unsigned server_workers(const Config *c)
+{
+        SchedTopology *t;
+        unsigned ncpus = 1;
+
+        if (c->server_workers > 0)
+                return c->server_workers;
+        t = malloc(sizeof(*t)); /* 8 KiB: not on the stack */
+        if (t && sched_topology_detect(t) == 0)
+                ncpus = t->ncpus;
+        free(t);
+        return config_server_workers(c, ncpus);
+}
+
+/*
  * Whether the job scheduler of @c can start here (sched_check(): the layout, then its
  * threads, descriptors and memory against this process's limits, with the server group
  * and fiberd's own on top), without starting a thread. --check-config runs it, and so
@@ -421,8 +439,9 @@ static int check_layout(const Config *c, SchedPlan *ret_plan, SchedBudget *ret_b
         char why[768];
         int r;
 
-        /* the server group: one worker (main() below) */
-        if (sched_budget(&srv, &(SchedPlan){.groups = 1, .group_size = 1}, &extra) < 0)
+        /* the server group: [server] workers (main() below) */
+        if (sched_budget(&srv, &(SchedPlan){.groups = 1, .group_size = server_workers(c)}, &extra) <
+            0)
                 extra = (SchedBudget){0};
         extra.threads += DAEMON_OWN_THREADS;
         extra.fds += DAEMON_OWN_FDS;
@@ -576,9 +595,11 @@ static int check_config(const ConfigArgs *args)
                        : c.store_backend == STORE_SQLITE ? c.store_path
                                                          : "");
                 printf("# job scheduler on this machine: %u scheduling group(s) of %u "
-                       "worker(s), NUMA %s; %u threads and about %llu MiB at start\n",
+                       "worker(s), NUMA %s; %u threads and about %llu MiB at start\n"
+                       "# server group on this machine: %u worker(s)\n",
                        plan.groups, plan.group_size, plan.numa ? "on" : "off", b.threads,
-                       (unsigned long long)((b.memory_bytes + (1 << 20) - 1) >> 20));
+                       (unsigned long long)((b.memory_bytes + (1 << 20) - 1) >> 20),
+                       server_workers(&c));
                 r = fflush(stdout) == 0 ? 0 : 1;
         }
         config_done(&c);
@@ -749,7 +770,14 @@ int main(int argc, char **argv)
 
         sched_set_stall_hook(stall_hook, d);
         sched_set_symbolizer(plugin_host_symbolize, NULL); /* plugin frames by file */
-        gcfg.workers = 1;
+        /* [server] workers. One worker: the one shared run queue it always had. More:
+         * local queues as well (runnext + a deque per worker, stealing when idle), so the
+         * fibers a worker creates or wakes (a connection's requests, a job's supervisor)
+         * run next on that worker and do not wake a sleeping sibling for each of them:
+         * with one shared queue every push woke the other worker, and two workers lost
+         * a third of one's throughput on 2 cores (docs/scaling.md) */
+        gcfg.workers = server_workers(&d->cfg);
+        gcfg.queue_policy = gcfg.workers > 1 ? SCHED_QUEUE_LOCAL : SCHED_QUEUE_SHARED;
         gcfg.max_fibers = 0; /* 16384: connections and requests in flight */
         gcfg.name = "fiberd-srv";
         gcfg.control = d->cfg.sched.control; /* its stalls are reported too */
@@ -759,9 +787,12 @@ int main(int argc, char **argv)
         gcfg.control.hook_blocking_calls = false;
         r = sched_group_new(&d->server_group, &gcfg);
         if (r < 0) {
-                log_msg(LOG_ERR, "cannot start the server scheduling group: %s", strerror(-r));
+                log_msg(LOG_ERR, "cannot start the server scheduling group (%u workers): %s",
+                        gcfg.workers, strerror(-r));
                 return EX_OSERR;
         }
+        log_msg(LOG_INFO, "server group: %u worker(s), %s", gcfg.workers,
+                gcfg.workers > 1 ? "local run queues" : "one shared run queue");
         r = start_job_scheduler(d);
         if (r != 0)
                 return r;

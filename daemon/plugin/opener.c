@@ -332,6 +332,7 @@ int opener_start(unsigned threads)
                         opener_stop();
                         return r;
                 }
+                pthread_setname_np(opener_threads[opener_nthreads], "fiberd-opener");
         }
         return 0;
 }

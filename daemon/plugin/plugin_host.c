@@ -5,7 +5,8 @@
  * from a loader_list() snapshot, and the plugin loader thread.
  *
  * The plugin loader thread: a plain pthread, not a fiber, because dlopen() and a
- * plugin's init() block for as long as they like, and the server group has one worker.
+ * plugin's init() block for as long as they like, and the server group has few workers
+ * (one by default).
  * It polls three fds: the directory's inotify fd (a file dropped in, replaced or
  * removed), the loader's reap eventfd (a replaced version's last job ended: fini() and
  * dlclose() it here) and its own request eventfd (a rescan asked by SIGHUP or

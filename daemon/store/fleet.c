@@ -11,11 +11,11 @@
  * its record at each change of state (its store thread's group commit).
  *
  * Where it runs and what it costs: every read is made by the request fiber itself, on
- * the server group's one worker, through the store's query connection (one connection
+ * a worker of the server group (one by default), through the store's query connection (one connection
  * shared under a mutex by every query of the process, store_new_id() included: not the
  * store thread's, not the reader thread's). A read blocks that worker for one round
- * trip to Redis (tens of microseconds on a local socket), so the server answers nothing
- * else meanwhile:
+ * trip to Redis (tens of microseconds on a local socket), so with one server worker the
+ * server answers nothing else meanwhile:
  *   job.status   one round trip (HGETALL of the job's hash), none when this host
  *                holds the job;
  *   job.wait     polls: this host's table at each poll, from FLEET_POLL_MIN_NS

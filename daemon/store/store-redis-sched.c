@@ -414,6 +414,7 @@ int redis_sched_start(Store *s)
                 log_msg(LOG_ERR, "cannot start the job store's mover thread: %s", strerror(-r));
                 return r;
         }
+        pthread_setname_np(q->mover, "fiberd-rd-move"); /* its CPU apart: stages.sh */
         q->mover_started = true;
         return 0;
 }

@@ -1220,8 +1220,11 @@ int store_load(Store *s, StoreLoadFn fn, void *arg)
         if (s->backend->commit && !s->thread_started) {
                 pthread_mutex_lock(&s->lock); /* store_write_sync() reads it on its thread */
                 r = -pthread_create(&s->thread, NULL, store_thread, s);
-                if (r == 0)
+                if (r == 0) {
                         s->thread_started = true;
+                        /* its CPU apart in top -H and /proc (tests/bench/stages.sh) */
+                        pthread_setname_np(s->thread, "fiberd-store");
+                }
                 pthread_mutex_unlock(&s->lock);
                 if (r < 0) {
                         log_msg(LOG_ERR, "cannot start the job store thread: %s", strerror(-r));

@@ -6,7 +6,10 @@
 #                     then `fiberd-bench table`: ~5 minutes on 2 cores. As root it raises
 #                     vm.max_map_count for the 1M-fiber rows; otherwise it skips them.
 #   make bench-compare BASE=<rev>  the A/B of a change: BASE built beside the tree and the
-#                     runtime rows of both run interleaved (COMPARE_RUNS, COMPARE_ROWS).
+#                     runtime rows of both run interleaved (COMPARE_RUNS, COMPARE_ROWS;
+#                     COMPARE_NEW_CONF: config text for the new side's fiberd only).
+#   make bench-stages each stage's CPU per 1,000 jobs of a product row, by thread
+#                     (STAGES_ROW, STAGES_PERF=1; tests/bench/stages.sh, docs/scaling.md).
 #   make bench-smoke  every figure once with tiny counts, no Go: proves the bench code
 #                     still runs (a few seconds). The product rows' peers (beanstalkd,
 #                     gearmand, libgearman) are used when installed, skipped otherwise.
@@ -39,7 +42,7 @@ BENCH_ONLY ?=
 BENCH_GO_ENV := GOCACHE=$(abspath $(BUILD))/go/cache GOPATH=$(abspath $(BUILD))/go/path \
                 GOENV=off GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0
 
-.PHONY: bench bench-smoke bench-compare
+.PHONY: bench bench-smoke bench-compare bench-stages
 all: $(BENCH_BIN)
 
 # The fiberd generators start the binaries of this tree: their paths are compiled in. The
@@ -87,6 +90,12 @@ bench: deps-bench
 
 bench-smoke: $(BENCH_BIN) $(BENCH_PRODUCT_DEPS) bench-gearman
 	$(BENCH_BIN) table --smoke
+
+# make bench-stages [STAGES_ROW='product-fiberd-sqlite tput 200000 8 64']: each stage's CPU
+# per 1,000 jobs, thread by thread (tests/bench/stages.sh; docs/scaling.md)
+STAGES_ROW ?= product-fiberd tput 200000 8 64
+bench-stages: $(BENCH_BIN) $(BENCH_PRODUCT_DEPS)
+	bash tests/bench/stages.sh $(BENCH_BIN) $(STAGES_ROW)
 
 # make bench-compare BASE=<rev>: revision BASE built beside the tree, the runtime rows (or
 # COMPARE_ROWS) of both run interleaved; tests/bench/compare.sh says how.

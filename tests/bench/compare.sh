@@ -13,6 +13,9 @@
 #   COMPARE_ROWS='...'    figures, `;`-separated fiberd-bench command lines (default: the
 #                         runtime rows: yield, create+latch, create+join, ping-pong,
 #                         sleep_for(1 ms) lateness)
+#   COMPARE_NEW_CONF='...' config text the new side's product rows give their fiberd
+#                         (FIBERD_BENCH_CONF, `\n` for a newline), e.g.
+#                         '[server]\nworkers = 2': a key the base does not know yet
 #
 # Usage: tests/bench/compare.sh BUILD_DIR NEW_BENCH_BIN   (run from the top of the tree)
 set -euo pipefail
@@ -22,6 +25,7 @@ new_bin=${2:?new fiberd-bench}
 base=${BASE:?BASE=<rev> is required, e.g. make bench-compare BASE=HEAD~1}
 runs=${COMPARE_RUNS:-7}
 rows=${COMPARE_ROWS:-"yield 2000000;create 1000000 latch;create 200000 join;pingpong 200000;lateness"}
+new_conf=$(printf '%b' "${COMPARE_NEW_CONF:-}")
 
 sha=$(git rev-parse --verify --quiet "$base^{commit}") ||
         { echo "bench-compare: '$base' is not a revision of this repository" >&2; exit 2; }
@@ -47,17 +51,21 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "bench-compare: $runs rounds, base $short vs $(git rev-parse --short HEAD)$(
-        git diff --quiet HEAD -- . 2>/dev/null || echo ' (+ uncommitted changes)'); CPU: $(
+        git diff --quiet HEAD -- . 2>/dev/null || echo ' (+ uncommitted changes)')${new_conf:+ with
+${new_conf}
+}; CPU: $(
         lscpu | sed -n 's/^Model name: *//p' | head -1)" >&2
 IFS=';' read -r -a figs <<<"$rows"
 for r in $(seq "$runs"); do
         for i in "${!figs[@]}"; do
                 read -r -a argv <<<"${figs[$i]}"
                 for side in base new; do
-                        bin=$base_bin
+                        bin=$base_bin envp=()
                         [ "$side" = new ] && bin=$new_bin
+                        [ "$side" = new ] && [ -n "$new_conf" ] &&
+                                envp=(env "FIBERD_BENCH_CONF=$new_conf")
                         # The last line holds the figures; sched's notices go to stderr.
-                        out=$("$bin" "${argv[@]}" 2>/dev/null | tail -n 1) ||
+                        out=$("${envp[@]}" "$bin" "${argv[@]}" 2>/dev/null | tail -n 1) ||
                                 { echo "bench-compare: '$side ${figs[$i]}' failed" >&2; exit 1; }
                         echo "$out" >>"$tmp/$i.$side"
                 done
