@@ -27,7 +27,11 @@
  *                fleet's schedule set holds it or it waits for its dependencies (a
  *                script that takes it out of the set and writes its final record,
  *                store-redis-sched.c), one to read its record back; a queued or
- *                running one is refused, its host alone can cancel it;
+ *                running one costs one more, the request put in fiberd:cancels,
+ *                which the host that runs it looks at every 200 ms (store-redis.c);
+ *   any read     while the shared store cannot be reached answers UNAVAILABLE, never
+ *                NOT_FOUND (fleet_lookup()); job.wait keeps looking until its own
+ *                deadline (fleet_lookup_until()).
  *   job.list     per 256 ids of the shared index: one round trip for the ids
  *                (store_list()) and one for the records this host does not hold
  *                (store_fetch_many(), one pipeline), at most FLEET_LIST_SCAN ids per

@@ -67,12 +67,14 @@ Job *fleet_wait(JobTable *t, Store *s, Request *req, Job *j, uint64_t deadline_n
 /*
  * fleet_cancel - job.cancel of fleet copy @j (the caller's reference, taken over): a job
  * held in the fleet's schedule set (scheduled, retrying: store-redis-sched.c) or waiting
- * for its dependencies ends cancelled now, whichever host asks (store_cancel_held()). *@ret is the job as it is
- * then, referenced, also on -EREMOTE: a copy read back, or this host's own when it took
- * the job off the shared queue meanwhile (the caller cancels that one: jobtable_cancel()).
- * Return: 0; -EREMOTE: it is queued or running on another host, which alone can cancel
- * it; -EIO: the shared store cannot be read (*@ret is @j). Context: a request fiber;
- * blocks its worker for two round trips.
+ * for its dependencies ends cancelled now, whichever host asks (store_cancel_held()); one
+ * queued or running on another host is asked to end there (store_cancel_remote(): that
+ * host cancels it within about 200 ms). *@ret is the job as it is then, referenced, also
+ * on -EREMOTE: a copy read back, or this host's own when it took the job off the shared
+ * queue meanwhile (the caller cancels that one: jobtable_cancel()).
+ * Return: 0; -EREMOTE: a store that cannot pass a cancel on (not a fleet); -EIO: the
+ * shared store cannot be read (*@ret is @j). Context: a request fiber; blocks its worker
+ * for two or three round trips.
  */
 int fleet_cancel(JobTable *t, Store *s, Job *j, Job **ret);
 

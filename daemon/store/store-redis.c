@@ -36,6 +36,10 @@
  *                       the fleet's held jobs by due time, its idempotency keys and the
  *                       jobs waiting on each job: store-redis-sched.c, which says what
  *                       they hold and who moves a held or released job to the stream;
+ *   fiberd:cancels      a sorted set of the ids of jobs cancelled through a host that does
+ *                       not run them (score: when, ms): every host's reader looks every
+ *                       200 ms and ends those it runs; the job's final write (put_script)
+ *                       drops its id, and ids older than an hour are dropped;
  *   fiberd:schedules, fiberd:schedules:ticks, fiberd:schedules:version
  *                       the fleet's periodic schedules (schedule.add), where their ticks
  *                       stand and a counter of their changes: store-redis-periodic.c.
@@ -45,8 +49,11 @@
  * the sqlite backend. A fleet submission (StoreRecord.enqueue) is HSET + ZADD + XADD in
  * that transaction: when job.submit answers, the job is in Redis, as durable as the
  * server's own persistence makes it (appendonly yes, appendfsync always for a promise
- * like sqlite's). A job's later writes are HSETs; the one that makes it final also
- * EXPIREs the hash and XACKs the job's stream entry, in the same transaction. A fleet
+ * like sqlite's). A job's writes go through put_script (EVALSHA: an HSET that never
+ * replaces a final state by another one, nor by running or retrying, so a job has one
+ * final state even when two hosts ran it, or a write reached the server after its
+ * sender gave up on it); the one that makes it final also EXPIREs the hash and XACKs the
+ * job's stream entry, in the same transaction. A fleet
  * submission with a due time ahead is HSET + ZADD of the schedule set instead of XADD,
  * one that waits for others is HSET + a script joining their sets, and a retry this
  * host hands back to the fleet is HSET + ZADD + XACK (StoreRecord.fleet_held;
@@ -58,9 +65,15 @@
  * prompt) hands each entry's job to the job table through the `take` callback (main.c),
  * which queues it there as a restored job (jobtable_restore()). The entry stays pending
  * in the group, owned by this host's consumer, until the job is final (the XACK above).
- * While this host holds an entry, the reader re-claims it every claim_idle_ms / 3
- * (XCLAIM ... JUSTID: a heartbeat that resets its idle time); an entry idle longer than
- * claim_idle_ms belongs to a host that stopped, and XAUTOCLAIM gives it to this one.
+ * While this host holds an entry, the reader re-claims it every claim_idle_ms / 3 (the
+ * heartbeat, heartbeat_script: XCLAIM ... JUSTID, resetting its idle time), but only an
+ * entry whose job the job table still holds as its own (StoreFleetHooks.runs) and that
+ * is still pending for this consumer: one another host took over while this one could
+ * not reach the server is let go, never claimed back, and one of a job not run here
+ * idles until any host takes it over. An entry idle longer than claim_idle_ms belongs to
+ * a host that stopped, and XAUTOCLAIM gives it to this one; after a heartbeat came late
+ * (the server or this host stalled: every host's heartbeats stalled with it), no entry
+ * is taken over until claim_idle_ms passed, so live hosts claim theirs again first.
  * Its record then says what happened: still queued runs; running ends INTERRUPTED, or
  * runs again with attempt + 1 when the plugin is retry-safe, exactly as the sqlite
  * recovery at start-up does. At start, the reader first re-reads this consumer's own
@@ -69,6 +82,11 @@
  * Queries (job.status, job.wait, job.list for ids not in the local table, and
  * store_new_id()) share a third connection under a mutex; each blocks the calling
  * worker for one round trip (tens of microseconds on a local socket).
+ *
+ * When the server goes away every connection reports to the link (RedisLink,
+ * store-redis-conn.c): one line each way, calls that fail at once while it is away
+ * (submissions answer UNAVAILABLE with a retry hint: -ENOTCONN from store_new_id()),
+ * and commits that fail with -EIO, which the store holds and tries again (store.c).
  *
  * A job submitted with file descriptors (SCM_RIGHTS) is not a fleet submission: fds
  * cannot cross hosts, so it runs on the host that received it and never goes on the
@@ -1260,13 +1278,14 @@ static size_t heartbeat_drop(RedisStore *q, const redisReply *list, const RedisE
  * consumer (taken over by another host; acknowledged, its job ended) leaves the map.
  * The rest are claimed again in one script. One line when any was let go.
  */
-static void reader_heartbeat(Store *s)
+static int reader_heartbeat(Store *s)
 {
         RedisStore *q = redis_of(s);
         RedisEntry *held = NULL;
         const char **argv = NULL;
         size_t k = 0, n = 0, not_here = 0, taken = 0;
-        redisReply *rep;
+        redisReply *rep = NULL;
+        int r = 0;
 
         pthread_mutex_lock(&q->map_lock);
         if (q->held) {
@@ -1295,7 +1314,8 @@ static void reader_heartbeat(Store *s)
                 }
                 argv[n++] = held[i].entry;
         }
-        rep = n > 6 ? redisCommandArgv(q->r, (int)n, argv, NULL) : NULL;
+        if (n > 6 && !(rep = redisCommandArgv(q->r, (int)n, argv, NULL)))
+                r = -EIO; /* no answer: the caller tells the link */
         if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
                 taken = heartbeat_drop(q, rep->element[0], held, k);
                 (void)heartbeat_drop(q, rep->element[1], held, k); /* ended: nothing to say */
@@ -1315,6 +1335,7 @@ static void reader_heartbeat(Store *s)
 out:
         free(argv);
         free(held);
+        return r;
 }
 
 /*
@@ -1423,7 +1444,7 @@ static void *redis_reader(void *arg)
         RedisStore *q = redis_of(s);
         uint64_t beat_ns = q->claim_idle_ms * NSEC_PER_MSEC / 3;
         uint64_t block_ms = MIN(q->claim_idle_ms / 3, 500);
-        uint64_t next_beat = 0, next_claim = 0, next_cancels = 0;
+        uint64_t next_beat = 0, next_claim = 0, next_cancels = 0, beat_ok = 0;
         char pending[48] = "0";
         bool own_pending = true;
 
@@ -1441,7 +1462,17 @@ static void *redis_reader(void *arg)
                 }
                 now = clock_now_ns(CLOCK_MONOTONIC);
                 if (now >= next_beat) {
-                        reader_heartbeat(s);
+                        /* a heartbeat late by more than one period: the server (or this
+                         * host) stalled, and every host's heartbeats with it, so entries
+                         * idle now belong to live hosts too. No takeover until each had a
+                         * full claim_idle_ms to claim its own again. */
+                        bool late = beat_ok && now - beat_ok > 2 * beat_ns;
+                        if (reader_heartbeat(s) == 0) {
+                                if (late)
+                                        next_claim = MAX(next_claim,
+                                                         now + q->claim_idle_ms * NSEC_PER_MSEC);
+                                beat_ok = now;
+                        }
                         next_beat = now + beat_ns;
                 }
                 if (now >= next_claim && !q->r->err) {
