@@ -361,8 +361,9 @@ static int refused(Daemon *d, const Creds *creds, const msgpack_object *args, in
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
         case -ENOTCONN: /* a fleet's store: its server cannot be reached (store-redis.c) */
                 return ipc_status_set(st, IPC_UNAVAILABLE, r,
-                                      "the fleet's job store cannot be reached: nothing was "
-                                      "accepted; retry later (in %llu ms)",
+                                      "the fleet's job store cannot be reached or cannot take "
+                                      "the job now: nothing was accepted; retry later (in %llu "
+                                      "ms)",
                                       (unsigned long long)store_retry_hint_ms(d->store));
         case -E2BIG:
                 return ipc_status_set(st, IPC_INVALID_ARGUMENT, r, "after: at most %d ids",

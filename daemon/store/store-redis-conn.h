@@ -89,6 +89,8 @@ typedef struct RedisStore {
         redisContext *w; /* the store thread's (commit); at start the main thread's */
         bool w_scripts;  /* w's server has the script its commits call (put_sha) */
         char put_sha[48]; /* SCRIPT LOAD of store-redis.c's put_script */
+        uint64_t *doubt;  /* fleet submissions whose commit got no answer (store thread) */
+        size_t n_doubt, doubt_cap;
 
         pthread_mutex_t q_lock; /* guards q */
         redisContext *q;        /* queries: ids, records, listings, keys, cancels */

@@ -489,10 +489,8 @@ int redis_key_claim(Store *s, uid_t owner, const char *key, uint64_t id, uint64_
         snprintf(ms, sizeof(ms), "%d", SCHED_KEY_CLAIM_MS);
         v = sched_integer(s, redis_query(s, (int)ELEMENTSOF(argv), argv, NULL),
                           "claiming an idempotency key");
-        if (v == -2)
-                return -ENOTCONN; /* the submission answers UNAVAILABLE */
-        if (v < 0)
-                return -EIO;
+        if (v < 0) /* no answer, or an error (logged): the submission answers UNAVAILABLE */
+                return -ENOTCONN;
         *ret_existing = (uint64_t)v;
         return 0;
 }

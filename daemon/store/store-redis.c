@@ -528,6 +528,7 @@ static void redis_close(Store *s)
         free(q->local_key);
         free(q->stream);
         free(q->group);
+        free(q->doubt);
         free(q);
         s->backend_data = NULL;
 }
@@ -813,6 +814,49 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
         return 0;
 }
 
+/*
+ * A submission whose commit got no answer: KEYS[1] its hash, KEYS[2] fiberd:finished,
+ * KEYS[3] fiberd:scheduled; ARGV[1] its id, ARGV[2] now (ms), ARGV[3] the expiry (s),
+ * ARGV[4] this consumer. Its client was told UNAVAILABLE (store.c refuses a submission
+ * whose first write failed), but the write may have reached the server all the same (a
+ * server that hung and resumed): if it did and the job has not started, it ends
+ * cancelled, never run. One that started already runs (the docs say so).
+ */
+static const char doubt_script[] =
+        "local st = redis.call('HGET', KEYS[1], 'state')\n"
+        "if st ~= 'queued' and st ~= 'scheduled' and st ~= 'waiting' then return 0 end\n"
+        "redis.call('HSET', KEYS[1], 'state', 'cancelled', 'error_code', 'CANCELLED',\n"
+        "  'error_message', 'its submission was answered UNAVAILABLE (the job store did '\n"
+        "  .. 'not answer in time): it never runs', 'finished_ms', ARGV[2], 'node', ARGV[4])\n"
+        "redis.call('EXPIRE', KEYS[1], ARGV[3])\n"
+        "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])\n"
+        "redis.call('ZREM', KEYS[3], ARGV[1])\n"
+        "return 1\n";
+
+/* The fleet submissions of @batch, whose commit got no answer, join q->doubt: the next
+ * commit ends them unless they started (doubt_script). Context: the store thread. */
+static void commit_doubt(RedisStore *q, ListHead *batch)
+{
+        ListHead *pos, *tmp;
+
+        list_for_each_safe(pos, tmp, batch)
+        {
+                const StoreWrite *w = list_entry(pos, StoreWrite, link);
+                uint64_t *grown;
+                if (w->op != STORE_OP_PUT || !w->rec.enqueue || !w->rec.args)
+                        continue;
+                if (q->n_doubt == q->doubt_cap) {
+                        size_t cap = q->doubt_cap ? 2 * q->doubt_cap : 64;
+                        grown = reallocarray(q->doubt, cap, sizeof(*grown));
+                        if (!grown)
+                                return; /* those run if they reached the server */
+                        q->doubt = grown;
+                        q->doubt_cap = cap;
+                }
+                q->doubt[q->n_doubt++] = w->rec.id;
+        }
+}
+
 /* CommitCheck - a write whose command's answer says whether the fleet took it
  * (redis_periodic_checked()): where that answer is in EXEC's. */
 typedef struct CommitCheck {
@@ -854,6 +898,15 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         }
         n = n_checks = 0;
         redisAppendCommand(c, "MULTI");
+        for (size_t i = 0; i < q->n_doubt; i++) {
+                redisAppendCommand(c,
+                                   "EVAL %s 3 " REDIS_JOB_KEY_FMT " %s %s %" PRIu64 " %" PRIu64
+                                   " %" PRIu64 " %s",
+                                   doubt_script, q->doubt[i], REDIS_KEY_FINISHED,
+                                   REDIS_KEY_SCHEDULED, q->doubt[i], job_now_ms(), q->expire_s,
+                                   q->consumer);
+                n++;
+        }
         list_for_each_safe(pos, tmp, batch)
         {
                 StoreWrite *w = list_entry(pos, StoreWrite, link);
@@ -885,6 +938,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                         snprintf(why, why_size, "redis: %s", c->errstr[0] ? c->errstr : "no reply");
                         (void)redis_call_failed(s, &q->w);
                         q->w_scripts = false; /* maybe a new connection, to a new server */
+                        commit_doubt(q, batch);
                         free(checks);
                         return -EIO;
                 }
@@ -914,6 +968,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         redis_link_ok(s);
         if (r < 0)
                 return r;
+        q->n_doubt = 0; /* ended, or started: either way settled */
         /* acknowledged: the final jobs' entries are no longer held here */
         list_for_each_safe(pos, tmp, batch)
         {
@@ -1002,8 +1057,9 @@ static int redis_new_id(Store *s, uint64_t *ret)
                         q->id_end = (uint64_t)rep->integer + 1;
                         q->id_next = q->id_end - REDIS_ID_BLOCK;
                 } else {
-                        /* no answer: the submission answers UNAVAILABLE (submit.c) */
-                        r = rep ? -EIO : -ENOTCONN;
+                        /* no answer, or an error (a server loading its data after a
+                         * restart, out of memory): the submission answers UNAVAILABLE */
+                        r = -ENOTCONN;
                 }
                 if (rep)
                         freeReplyObject(rep);

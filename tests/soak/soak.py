@@ -72,18 +72,24 @@ class Redis:
 
     def _connect(self):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
+        self.sock.settimeout(30)
         self.sock.connect(self.path)
-        self.buf = b""
+        self.buf, self.pos = b"", 0
+
+    def _more(self):
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("redis closed")
+        self.buf = self.buf[self.pos:] + chunk  # consumed bytes dropped once per read
+        self.pos = 0
 
     def _line(self):
-        while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("redis closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
+        while True:
+            end = self.buf.find(b"\r\n", self.pos)
+            if end >= 0:
+                line, self.pos = self.buf[self.pos:end], end + 2
+                return line
+            self._more()
 
     def _read(self):
         line = self._line()
@@ -96,9 +102,10 @@ class Redis:
             n = int(rest)
             if n < 0:
                 return None
-            while len(self.buf) < n + 2:
-                self.buf += self.sock.recv(65536)
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
+            while len(self.buf) - self.pos < n + 2:
+                self._more()
+            data = self.buf[self.pos:self.pos + n]
+            self.pos += n + 2
             return data.decode(errors="replace")
         if kind == b"*":
             n = int(rest)
@@ -108,13 +115,13 @@ class Redis:
     def pipeline(self, cmds):
         if self.sock is None:
             self._connect()
-        out = b""
+        out = []
         for cmd in cmds:
-            out += b"*%d\r\n" % len(cmd)
+            out.append(b"*%d\r\n" % len(cmd))
             for a in cmd:
                 a = str(a).encode()
-                out += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.sock.sendall(out)
+                out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
         return [self._read() for _ in cmds]
 
     def call(self, *cmd):
@@ -275,7 +282,7 @@ def client_main(idx, user, socks, stop_at, out_path):
         os.setgid(pw.pw_gid)
         os.setuid(pw.pw_uid)
     rng = random.Random(SEED * 100 + idx)
-    accepted, codes, lost = [], {}, 0
+    accepted, codes, lost, samples = [], {}, 0, {}
     c = None
     while time.time() < stop_at:
         try:
@@ -295,6 +302,8 @@ def client_main(idx, user, socks, stop_at, out_path):
                         lost += len(ids) - k  # no answer: the host went away
                         raise
                     codes[e.code] = codes.get(e.code, 0) + 1
+                    if e.code not in ("UNAVAILABLE", "OVERLOADED"):
+                        samples[e.code] = e.message
             if codes.get("UNAVAILABLE") and rng.random() < 0.5:
                 time.sleep(0.05)  # told to retry later
             if rng.random() < 0.05:  # another host now and then
@@ -313,6 +322,8 @@ def client_main(idx, user, socks, stop_at, out_path):
         f.write(f"{lost}\n")
         f.write(" ".join(f"{k}={v}" for k, v in codes.items()) + "\n")
         f.write(" ".join(str(i) for i in accepted) + "\n")
+        for code, msg in samples.items():
+            f.write(f"{code}: {msg}\n")
 
 
 # ---------------------------------------------------------------- faults -----------
@@ -361,6 +372,15 @@ def settle(fleet, seconds):
     r = Redis(fleet.redis_sock)
     while True:
         fleet.host_keep_up()
+        try:
+            pending = r.call("XPENDING", "fiberd:jobs", "fiberd")[0]
+        except OSError:
+            r = Redis(fleet.redis_sock)
+            time.sleep(1)
+            continue
+        if pending and time.time() < deadline:
+            time.sleep(1)
+            continue
         ids = r.call("ZRANGE", "fiberd:index", 0, -1)
         states = r.pipeline([("HGET", f"fiberd:job:{i}", "state") for i in ids]) if ids else []
         unfinished = {i: s for i, s in zip(ids, states) if s is not None and s not in FINAL}
@@ -443,6 +463,9 @@ def main():
                 k, v = kv.split("=")
                 codes[k] = codes.get(k, 0) + int(v)
             accepted += [int(x) for x in lines[2].split()]
+            for line in lines[3:]:
+                if line:
+                    log("an answer: " + line)
         repeats = len(accepted) - len(set(accepted))
         state_of = dict(zip(ids, states))
         missing = [i for i in accepted if state_of.get(str(i)) is None]
