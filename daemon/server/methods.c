@@ -67,8 +67,8 @@ static const char *retention_words(const Daemon *d, char *buf, size_t size)
 /* Reads params[@i] as a job id and returns the job (referenced) if @req may see it. In a
  * fleet whose store cannot be reached, the lookup is tried again until @deadline_ns
  * (absolute, CLOCK_MONOTONIC; 0: not at all): a waiter keeps waiting through an outage. */
-static int job_from_params_until(Daemon *d, Request *req, size_t i, uint64_t deadline_ns,
-                                 Job **ret, IpcStatus *st)
+static int job_from_params_until(Daemon *d, Request *req, size_t i, uint64_t deadline_ns, Job **ret,
+                                 IpcStatus *st)
 {
         char kept[96];
         uint64_t id;

@@ -180,8 +180,8 @@ redisContext *redis_ensure(Store *s, redisContext **c, char *why, size_t why_siz
 /* Did the last call on @c fail because the server did not answer in time? */
 static bool timed_out(const redisContext *c)
 {
-        return c->err == REDIS_ERR_IO && (strstr(c->errstr, "temporarily unavailable") ||
-                                          strstr(c->errstr, "timed out"));
+        return c->err == REDIS_ERR_IO &&
+               (strstr(c->errstr, "temporarily unavailable") || strstr(c->errstr, "timed out"));
 }
 
 bool redis_call_failed(Store *s, redisContext **c)

@@ -39,12 +39,12 @@
 #define REDIS_ENTRY_BUCKETS 1024
 #define REDIS_CMD_MAX_ARGS 48
 #define REDIS_READ_COUNT 16
-#define REDIS_IO_TIMEOUT_S 5       /* the store thread's, the reader's and the mover's */
-#define REDIS_QUERY_TIMEOUT_MS 2000 /* the query connection's: it blocks a server worker */
-#define REDIS_LINK_RETRY_MIN_MS 100 /* a lost server is tried again after this, doubling */
+#define REDIS_IO_TIMEOUT_S 5         /* the store thread's, the reader's and the mover's */
+#define REDIS_QUERY_TIMEOUT_MS 2000  /* the query connection's: it blocks a server worker */
+#define REDIS_LINK_RETRY_MIN_MS 100  /* a lost server is tried again after this, doubling */
 #define REDIS_LINK_RETRY_MAX_MS 2000 /* ... up to this */
 #define REDIS_LINK_NOTE_S 60         /* while it stays away: a line this often */
-#define REDIS_ID_BLOCK 64 /* ids a host takes from fiberd:next_id at once */
+#define REDIS_ID_BLOCK 64            /* ids a host takes from fiberd:next_id at once */
 #define REDIS_ID_BLOCK_STR "64"
 
 /* RedisEntry - a stream entry this host holds: its job runs or waits here. */
@@ -64,13 +64,13 @@ typedef struct RedisEntry {
  */
 typedef struct RedisLink {
         pthread_mutex_t lock;
-        bool away;               /* atomic: read unlocked by redis_link_away() */
-        uint64_t since_ns;       /* CLOCK_MONOTONIC: when it went away */
-        uint64_t next_try_ns;    /* no connection attempt before this */
-        uint64_t pause_ms;       /* the current pause between tries */
-        uint64_t noted_ns;       /* the last line about it */
-        uint64_t refused;        /* calls failed at once while away */
-        uint64_t outages;        /* times it went away (stats, tests) */
+        bool away;            /* atomic: read unlocked by redis_link_away() */
+        uint64_t since_ns;    /* CLOCK_MONOTONIC: when it went away */
+        uint64_t next_try_ns; /* no connection attempt before this */
+        uint64_t pause_ms;    /* the current pause between tries */
+        uint64_t noted_ns;    /* the last line about it */
+        uint64_t refused;     /* calls failed at once while away */
+        uint64_t outages;     /* times it went away (stats, tests) */
 } RedisLink;
 
 typedef struct RedisStore {
@@ -86,8 +86,8 @@ typedef struct RedisStore {
 
         RedisLink link; /* whether the server answers (store-redis-conn.c) */
 
-        redisContext *w; /* the store thread's (commit); at start the main thread's */
-        bool w_scripts;  /* w's server has the script its commits call (put_sha) */
+        redisContext *w;  /* the store thread's (commit); at start the main thread's */
+        bool w_scripts;   /* w's server has the script its commits call (put_sha) */
         char put_sha[48]; /* SCRIPT LOAD of store-redis.c's put_script */
         uint64_t *doubt;  /* fleet submissions whose commit got no answer (store thread) */
         size_t n_doubt, doubt_cap;
@@ -105,7 +105,7 @@ typedef struct RedisStore {
         redisContext *r; /* the reader's */
         pthread_t reader;
         bool reader_started;
-        bool stop; /* atomic: the reader and the mover leave */
+        bool stop;               /* atomic: the reader and the mover leave */
         StoreFleetHooks hooks;   /* store_fleet_start()'s */
         uint64_t taken, claimed; /* entries read / taken over (reader thread only) */
         uint64_t let_go;         /* held entries let go: not run here, or taken over by

@@ -1625,8 +1625,8 @@ static const char cancel_remote_script[] =
 static int redis_cancel_remote(Store *s, uint64_t id)
 {
         char key[64], now[24], idbuf[24];
-        const char *argv[] = {"EVAL", cancel_remote_script, "2", key, REDIS_KEY_CANCELS,
-                              now,    idbuf};
+        const char *argv[] = {"EVAL", cancel_remote_script, "2", key, REDIS_KEY_CANCELS, now,
+                              idbuf};
         redisReply *rep;
         int r = -EIO;
 

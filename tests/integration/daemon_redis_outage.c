@@ -103,8 +103,8 @@ static void log_wait(const Fiberd *d, const char *needle, unsigned from, int ms)
         uint64_t deadline = fiberd_now_ms() + (uint64_t)ms;
 
         while (log_count(d, needle, from) == 0) {
-                cr_assert(fiberd_now_ms() < deadline, "%s's log has no \"%s\" within %d ms",
-                          d->dir, needle, ms);
+                cr_assert(fiberd_now_ms() < deadline, "%s's log has no \"%s\" within %d ms", d->dir,
+                          needle, ms);
                 usleep(20000);
         }
 }
@@ -425,8 +425,8 @@ Test(daemon_redis_outage, kill_and_restart_every_accepted_job_final_once)
          * when a host took them before the next commit said otherwise */
         cr_assert_geq((uint64_t)store_in_state("done"), pa.accepted + pb.accepted,
                       "an accepted job did not run");
-        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"),
-                     (uint64_t)store_in_state("done"), "a job of the store ran twice");
+        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), (uint64_t)store_in_state("done"),
+                     "a job of the store ran twice");
         cr_assert_eq(store_in_state("done") + store_in_state("cancelled"),
                      redis_fleet_cli_int("ZCARD fiberd:index"), "a job that is neither");
         cr_assert_eq(log_count(&host_a, "cannot be reached", from_a), 1);

@@ -63,8 +63,8 @@ static int server_spawn(void)
                 snprintf(logfile, sizeof(logfile), "%s/redis.log", redis_dir);
                 execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", redis_sock,
                        "--unixsocketperm", "700", "--save", "", "--appendonly",
-                       redis_persist ? "yes" : "no", "--appendfsync", "always", "--dir",
-                       redis_dir, "--logfile", logfile, (char *)NULL);
+                       redis_persist ? "yes" : "no", "--appendfsync", "always", "--dir", redis_dir,
+                       "--logfile", logfile, (char *)NULL);
                 _exit(127);
         }
         deadline = fiberd_now_ms() + 10000;
