@@ -474,6 +474,11 @@ def main():
         for i in accepted:
             s = state_of.get(str(i), "missing")
             by_state[s] = by_state.get(s, 0) + 1
+        failed = [i for i in accepted if state_of.get(str(i)) == "failed"]
+        why = r.pipeline([("HGET", f"fiberd:job:{i}", "error_code") for i in failed]) if failed else []
+        failed_by = {}
+        for code in why:
+            failed_by[code] = failed_by.get(code, 0) + 1
         twice = finished_twice(fleet)
         rows = [
             ("duration", f"{MINUTES:g} min, seed {SEED}, {len(users)} users, 2 hosts, 6 clients"),
@@ -485,11 +490,14 @@ def main():
             ("refused", ", ".join(f"{k} {v}" for k, v in sorted(codes.items())) or "none"),
             ("unanswered (host killed under the batch)", str(lost)),
             ("accepted jobs by final state", ", ".join(f"{k} {v}" for k, v in sorted(by_state.items()))),
+            ("failed, by error", ", ".join(f"{k} {v}" for k, v in sorted(failed_by.items()))
+             or "none"),
             ("accepted jobs not final / missing", f"{len(not_final)} / {len(missing)}"),
             ("ids answered twice", str(repeats)),
             ("records queued or running after settling", str(len(unfinished))),
             ("entries pending in the group", str(pending)),
-            ("jobs whose runs ended twice (logs)", str(twice)),
+            ("jobs whose runs ended twice (logs: the host, or redis-server, died before "
+             "its final write was kept, so the job ran again)", str(twice)),
         ]
         for n in ("a", "b"):
             (br, bf), (er, ef) = base_usage[n], end_usage[n]
