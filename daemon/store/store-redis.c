@@ -1245,6 +1245,7 @@ static size_t reader_handle_all(Store *s, const redisReply *entries, bool claime
         RedisStore *q = redis_of(s);
         char entry[REDIS_READ_COUNT][48];
         uint64_t ids[REDIS_READ_COUNT];
+        redisReply *h[REDIS_READ_COUNT] = {0};
         size_t n, asked = 0;
 
         if (!entries || entries->type != REDIS_REPLY_ARRAY)
@@ -1254,28 +1255,34 @@ static size_t reader_handle_all(Store *s, const redisReply *entries, bool claime
                 ids[i] = entry_parse(entries->element[i], entry[i]);
                 if (entry[i][0] && last)
                         snprintf(last, last_size, "%.47s", entry[i]);
-                if (!ids[i]) {
-                        if (entry[i][0]) /* not a job: nothing to run */
-                                reader_ack(q, entry[i]);
-                        continue;
-                }
-                if (entry_find(q, ids[i], (char[48]){0})) {
+                if (ids[i] && entry_find(q, ids[i], (char[48]){0})) {
                         ids[i] = 0; /* held here already (a pending entry read again) */
+                        entry[i][0] = '\0';
                         continue;
                 }
-                redisAppendCommand(q->r, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
-                asked++;
+                if (ids[i]) {
+                        redisAppendCommand(q->r, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
+                        asked++;
+                }
         }
+        /* every reply of the pipeline first: a command sent before the last one is read
+         * (reader_take()'s XACK) would read another command's reply */
         for (size_t i = 0; i < n && asked; i++) {
-                redisReply *h = NULL;
                 if (!ids[i])
                         continue;
                 asked--;
-                if (redisGetReply(q->r, (void **)&h) != REDIS_OK || !h)
+                if (redisGetReply(q->r, (void **)&h[i]) != REDIS_OK || !h[i]) {
+                        h[i] = NULL;
                         break; /* connection lost: the entries stay pending, read again */
-                if (!redis_stopping(q))
-                        reader_take(s, entry[i], ids[i], h, claimed);
-                freeReplyObject(h);
+                }
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (!ids[i] && entry[i][0] && !q->r->err)
+                        reader_ack(q, entry[i]); /* not a job: nothing to run */
+                else if (h[i] && !redis_stopping(q))
+                        reader_take(s, entry[i], ids[i], h[i], claimed);
+                if (h[i])
+                        freeReplyObject(h[i]);
         }
         return n;
 }

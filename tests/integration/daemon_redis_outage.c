@@ -27,6 +27,9 @@
  *    exactly one final state: B's, written first, which the cut host's later final write
  *    does not change; after the partition heals nothing is left pending, no job is left
  *    queued or running, and the cut host holds no entry of a job it does not run.
+ *  - one read of the stream that meets an entry whose job has no record (or a final
+ *    one: acknowledged, nothing to run) before a queued job: the queued job still runs
+ *    (the acknowledgement waits until every record of the read is in).
  */
 #include "tests/integration/fiberd_harness.h"
 #include "tests/integration/redis_fleet.h"
@@ -534,4 +537,29 @@ Test(daemon_redis_outage, one_host_partitioned_the_other_serves)
                       "A still holds an entry");
         client_free(a);
         client_free(b);
+}
+
+Test(daemon_redis_outage, entry_of_a_gone_job_does_not_drop_the_next)
+{
+        Client *a;
+        char state[32];
+
+        redis_fleet_start("daemon_redis_outage");
+        host_start(&host_a, "a", 4, redis_fleet_sock());
+        a = fiberd_connect(&host_a);
+        /* in one step (the reader gets both in one read): an entry whose job has no
+         * record (it ended and expired, as entries read again after an outage meet),
+         * then a queued echo job. Acknowledging the first must not cost the second. */
+        cr_assert_eq(
+                redis_fleet_cli_int(
+                        "EVAL \"redis.call('XADD', 'fiberd:jobs', '*', 'id', '999999') "
+                        "redis.call('HSET', 'fiberd:job:1000000', 'state', 'queued', 'plugin', "
+                        "'echo', 'owner', '0', 'gid', '0', 'created_ms', '1', 'args', "
+                        "string.char(128)) redis.call('ZADD', 'fiberd:index', 1000000, 1000000) "
+                        "redis.call('XADD', 'fiberd:jobs', '*', 'id', '1000000') return 1\" 0"),
+                1);
+        state_wait(a, 1000000, "done", 10000);
+        cli_wait("XPENDING fiberd:jobs fiberd", 0, 10000);
+        cr_assert_eq(job_state(a, 1000000, state), 0);
+        client_free(a);
 }
