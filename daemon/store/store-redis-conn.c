@@ -14,9 +14,11 @@
  * again (redis_link_retry_ms(), the UNAVAILABLE's hint). The first answer logs one line;
  * in between, one line a minute. A server that hangs (SIGSTOP, a full network buffer)
  * costs one call its timeout (REDIS_QUERY_TIMEOUT_MS on the query connection), then
- * the pause. store-redis.c (the
- * commits, the stream reader, the fleet reads) and store-redis-sched.c (the schedule set
- * and its mover) both stand on it, and neither calls the other's internals through it.
+ * the pause.
+ *
+ * store-redis.c (the commits, the stream reader, the fleet reads) and store-redis-sched.c
+ * (the schedule set and its mover) both stand on it, and neither calls the other's
+ * internals through it.
  */
 #include "daemon/store/store-redis-conn.h"
 #include "daemon/obs/log.h"
@@ -103,22 +105,22 @@ void redis_link_ok(Store *s)
 {
         RedisStore *q = redis_of(s);
         RedisLink *l = &q->link;
-        uint64_t now;
+        uint64_t away_ns = 0;
         bool back = false;
 
         if (!redis_link_away(q))
                 return;
-        now = clock_now_ns(CLOCK_MONOTONIC);
         pthread_mutex_lock(&l->lock);
         if (l->away) {
                 __atomic_store_n(&l->away, false, __ATOMIC_RELEASE);
                 l->next_try_ns = 0;
+                away_ns = clock_now_ns(CLOCK_MONOTONIC) - l->since_ns;
                 back = true;
         }
         pthread_mutex_unlock(&l->lock);
         if (back)
                 log_msg(LOG_NOTICE, "job store: redis %s is back after %.1f s", s->path,
-                        (double)(now - l->since_ns) / NSEC_PER_SEC);
+                        (double)away_ns / NSEC_PER_SEC);
 }
 
 uint64_t redis_link_retry_ms(RedisStore *q)
