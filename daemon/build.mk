@@ -110,11 +110,13 @@ $(DAEMON_METRICS_TEST): $(DAEMON_OM_CHECK) $(DAEMON_FIBERCTL)
 $(DAEMON_METRICS_HTTP_TEST): $(DAEMON_OM_CHECK)
 # private: not inherited by the prerequisites (the plugins, fiberd)
 $(DAEMON_METRICS_TEST) $(DAEMON_METRICS_HTTP_TEST): private LDFLAGS += $(DAEMON_OM_CHECK)
-# the fleet tests (daemon_redis.c, daemon_redis_sched.c, daemon_redis_schedules.c) start a
+# the fleet tests (daemon_redis.c, daemon_redis_sched.c, daemon_redis_schedules.c,
+# daemon_redis_outage.c) start a
 # private redis-server with tests/integration/redis_fleet.c
 DAEMON_REDIS_TESTS := $(BUILD)/tests/integration/daemon_redis \
 	$(BUILD)/tests/integration/daemon_redis_sched \
-	$(BUILD)/tests/integration/daemon_redis_schedules
+	$(BUILD)/tests/integration/daemon_redis_schedules \
+	$(BUILD)/tests/integration/daemon_redis_outage
 DAEMON_REDIS_FLEET := $(BUILD)/tests/integration/redis_fleet.o
 $(DAEMON_REDIS_TESTS): $(DAEMON_REDIS_FLEET)
 $(DAEMON_REDIS_TESTS): private LDFLAGS += $(DAEMON_REDIS_FLEET)

@@ -674,6 +674,41 @@ static size_t fleet_room(void *arg)
 }
 
 /*
+ * Does this host hold job @id as its own (not a fleet copy)? Queued, running, or ended
+ * with its final write still to make: its stream entry stays this host's (store-redis.c
+ * claims again only those). Context: the store's reader thread.
+ */
+static bool fleet_runs(uint64_t id, void *arg)
+{
+        Daemon *d = arg;
+        Job *j = jobtable_get(&d->jobs, id);
+        bool runs = j && !j->fleet_copy;
+
+        if (j)
+                job_unref(j);
+        return runs;
+}
+
+/*
+ * Job @id was cancelled through another host of the fleet (store_cancel_remote()): end
+ * it here as job.cancel would, if this host runs it. Context: the store's reader thread;
+ * does not yield.
+ */
+static void fleet_cancel_here(uint64_t id, void *arg)
+{
+        Daemon *d = arg;
+        Job *j = jobtable_get(&d->jobs, id);
+
+        if (!j)
+                return;
+        if (!j->fleet_copy && !job_state_final(j->state) && !j->cancel_requested) {
+                log_job(LOG_INFO, id, j->plugin_name, "cancelled through another host");
+                (void)jobtable_cancel(&d->jobs, j, false);
+        }
+        job_unref(j);
+}
+
+/*
  * Opens the job store ([store]) and takes back what it holds: the pauses (pause.c), then
  * the jobs: queued jobs queue again, interrupted ones end or requeue (jobtable_restore()). A store that cannot be opened
  * or read stops the start (the reason was logged, naming the file): fiberd never starts
@@ -700,7 +735,12 @@ static int daemon_restore(Daemon *d)
                 return EX_CONFIG;
         }
         jobtable_restore_done(&d->jobs, store_next_id(d->store));
-        r = store_fleet_start(d->store, fleet_take, fleet_room, d); /* redis: the shared queue */
+        r = store_fleet_start(d->store, /* redis: the shared queue */
+                              &(StoreFleetHooks){.take = fleet_take,
+                                                 .room = fleet_room,
+                                                 .runs = fleet_runs,
+                                                 .cancel = fleet_cancel_here,
+                                                 .arg = d});
         if (r < 0)
                 return EX_OSERR;
         jobtable_counts(&d->jobs, &c, NULL, NULL);

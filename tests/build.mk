@@ -174,3 +174,17 @@ $(FIBERCTL_SCHEDULE_TEST): $(FIBERCTL_SCHEDULE_TEST).o $(DAEMON_TEST_HARNESS) $(
 .PHONY: check-fiberctl-schedule
 check-fiberctl-schedule: $(FIBERCTL_SCHEDULE_TEST)
 	$(FIBERCTL_SCHEDULE_TEST) $(CRITERION_FLAGS)
+
+# ---- make soak: the fleet's fault-injection soak (tests/soak/soak.py, docs/testing.md):
+# two fiberd hosts on one redis-server, clients of several users pipelining every bundled
+# plugin while a driver kills hosts and redis-server, hangs it, fills its disk, crashes a
+# plugin and reloads the config; then it counts. Not part of `make check`: it runs
+# SOAK_MINUTES minutes (default 3). As root it mounts a tmpfs and adds the users soak1
+# and soak2; otherwise it says what it skips. redis-server and python3-msgpack come with
+# the deps step.
+SOAK_MINUTES ?= 3
+.PHONY: soak
+soak: deps $(FIBERD) $(BUNDLED_PLUGINS) $(TEST_PLUGINS)
+	SOAK_MINUTES=$(SOAK_MINUTES) FIBERD=$(abspath $(FIBERD)) \
+		PLUGIN_DIR=$(abspath $(PLUGIN_BUILD_DIR)) \
+		TEST_PLUGIN_DIR=$(abspath $(BUILD)/tests/plugins) /usr/bin/python3 tests/soak/soak.py

@@ -64,8 +64,11 @@ static const char *retention_words(const Daemon *d, char *buf, size_t size)
         return buf;
 }
 
-/* Reads params[@i] as a job id and returns the job (referenced) if @req may see it. */
-static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStatus *st)
+/* Reads params[@i] as a job id and returns the job (referenced) if @req may see it. In a
+ * fleet whose store cannot be reached, the lookup is tried again until @deadline_ns
+ * (absolute, CLOCK_MONOTONIC; 0: not at all): a waiter keeps waiting through an outage. */
+static int job_from_params_until(Daemon *d, Request *req, size_t i, uint64_t deadline_ns, Job **ret,
+                                 IpcStatus *st)
 {
         char kept[96];
         uint64_t id;
@@ -74,7 +77,13 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
 
         if (r < 0)
                 return r;
-        j = fleet_get(&d->jobs, d->store, id); /* this host's table, else the fleet's */
+        /* this host's table, else the fleet's */
+        if (fleet_lookup_until(&d->jobs, d->store, req, id, deadline_ns, &j) == -ENOTCONN)
+                return ipc_status_set(st, IPC_UNAVAILABLE, -ENOTCONN,
+                                      "the fleet's job store cannot be reached, so job %llu "
+                                      "cannot be looked up: retry later (in %llu ms)",
+                                      (unsigned long long)id,
+                                      (unsigned long long)store_retry_hint_ms(d->store));
         if (j && j->owner != req->uid && access_tier(&d->cfg, req->creds) < ACCESS_ADMIN) {
                 /* not yours: as if it did not exist, so ids leak nothing */
                 j = job_unref(j);
@@ -96,6 +105,11 @@ static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStat
         }
         *ret = j;
         return 0;
+}
+
+static int job_from_params(Daemon *d, Request *req, size_t i, Job **ret, IpcStatus *st)
+{
+        return job_from_params_until(d, req, i, 0, ret, st);
 }
 
 static int pack_record(Daemon *d, Job *j, msgpack_packer *pk)
@@ -203,7 +217,12 @@ static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
         r = wait_ms_from_params(req, IPC_WAIT_PARAM_TIMEOUT_MS, &timeout_ms, st);
         if (r < 0)
                 return r;
-        r = job_from_params(d, req, IPC_JOB_PARAM_ID, &j, st);
+        /* a fleet whose store is away: the lookup waits for it as long as the wait */
+        r = job_from_params_until(d, req, IPC_JOB_PARAM_ID,
+                                  timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
+                                          ? SCHED_FOREVER
+                                          : sched_deadline_after(timeout_ms * NSEC_PER_MSEC),
+                                  &j, st);
         if (r < 0)
                 return r;
         return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);

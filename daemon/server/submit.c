@@ -15,11 +15,13 @@
  *     listing them) and, when [class.NAME] says admin_only, needs the admin tier;
  *  4. the plugin: loaded (NOT_FOUND listing the loaded ones), then its own check_args
  *     (plugin_host.c: the plugin's words);
- *  5. the job store can write (store_failing(), store.h): while it cannot (a full disk),
- *     UNAVAILABLE "retry later", and nothing is created;
+ *  5. the job store can write (store_failing(), store.h): while it cannot (a full disk,
+ *     a fleet's lost server), UNAVAILABLE "retry later (in N ms)", N from
+ *     store_retry_hint_ms(), and nothing is created;
  *  6. the job table accepts it (jobtable_submit(): admission, id, the job, its first
  *     store write, dispatch); its errnos are worded here: -EAGAIN, -EDQUOT, -EBUSY,
- *     -ENOBUFS, -ENOSPC OVERLOADED naming the limit, -ESHUTDOWN UNAVAILABLE;
+ *     -ENOBUFS, -ENOSPC OVERLOADED naming the limit, -ESHUTDOWN UNAVAILABLE, -ENOTCONN
+ *     (a fleet's server cannot be reached for an id or a key) UNAVAILABLE "retry later";
  *  7. the answer waits for the store (jobtable_wait_durable()): a failed write refuses
  *     the submission (the job is cancelled, and nothing of it is written): UNAVAILABLE
  *     "retry later" when the store cannot write for now, INTERNAL otherwise.
@@ -314,19 +316,22 @@ static int refused_bytes(Daemon *d, const Creds *creds, const msgpack_object *ar
 
 /* The store cannot write (@r, a transient error: store.h), steps 5 and 7: nothing was
  * accepted. @begun: the id of a job that began under load before its refusal (DUR_EARLY,
- * cancelled since), which the answer names; 0 = none. */
-static int store_refused(int r, uint64_t begun, IpcStatus *st)
+ * cancelled since), which the answer names; 0 = none. The answer says when to retry
+ * (store_retry_hint_ms()). */
+static int store_refused(Store *s, int r, uint64_t begun, IpcStatus *st)
 {
+        unsigned long long ms = (unsigned long long)store_retry_hint_ms(s);
+
         if (begun)
                 return ipc_status_set(st, IPC_UNAVAILABLE, r,
                                       "the job store cannot write (%s): nothing was accepted "
                                       "(job %llu had begun under load and was cancelled); "
-                                      "retry later",
-                                      strerror(-r), (unsigned long long)begun);
+                                      "retry later (in %llu ms)",
+                                      strerror(-r), (unsigned long long)begun, ms);
         return ipc_status_set(st, IPC_UNAVAILABLE, r,
                               "the job store cannot write (%s): nothing was accepted; retry "
-                              "later",
-                              strerror(-r));
+                              "later (in %llu ms)",
+                              strerror(-r), ms);
 }
 
 /* Step 6's errnos (jobtable_submit()) as the answer's status. */
@@ -354,6 +359,12 @@ static int refused(Daemon *d, const Creds *creds, const msgpack_object *args, in
                 return refused_bytes(d, creds, args, r, st);
         case -ESHUTDOWN:
                 return ipc_status_set(st, IPC_UNAVAILABLE, r, "fiberd is shutting down");
+        case -ENOTCONN: /* a fleet's store: its server cannot be reached (store-redis.c) */
+                return ipc_status_set(st, IPC_UNAVAILABLE, r,
+                                      "the fleet's job store cannot be reached or cannot take "
+                                      "the job now: nothing was accepted; retry later (in %llu "
+                                      "ms)",
+                                      (unsigned long long)store_retry_hint_ms(d->store));
         case -E2BIG:
                 return ipc_status_set(st, IPC_INVALID_ARGUMENT, r, "after: at most %d ids",
                                       IPC_AFTER_MAX);
@@ -412,7 +423,7 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
                 StoreHealth h;
                 store_health(d->store, &h);
                 if (h.failing)
-                        return store_refused(h.error, 0, st);
+                        return store_refused(d->store, h.error, 0, st);
         }
         snprintf(cname, sizeof(cname), "%s", plugin_host_name(plugin));
         plan = (JobPlan){
@@ -445,7 +456,7 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
                         jobtable_lock(&d->jobs); /* its plugin ran: dispatched under load */
                         begun = j->durability == DUR_EARLY && j->started_ms ? j->id : 0;
                         jobtable_unlock(&d->jobs);
-                        r = store_refused(r, begun, st);
+                        r = store_refused(d->store, r, begun, st);
                 } else {
                         r = ipc_status_set(st, IPC_INTERNAL, r,
                                            "the job store could not record the job (%s); it "

@@ -27,7 +27,11 @@
  *                fleet's schedule set holds it or it waits for its dependencies (a
  *                script that takes it out of the set and writes its final record,
  *                store-redis-sched.c), one to read its record back; a queued or
- *                running one is refused, its host alone can cancel it;
+ *                running one costs one more, the request put in fiberd:cancels,
+ *                which the host that runs it looks at every 200 ms (store-redis.c);
+ *   any read     while the shared store cannot be reached answers UNAVAILABLE, never
+ *                NOT_FOUND (fleet_lookup()); job.wait keeps looking until its own
+ *                deadline (fleet_lookup_until()).
  *   job.list     per 256 ids of the shared index: one round trip for the ids
  *                (store_list()) and one for the records this host does not hold
  *                (store_fetch_many(), one pipeline), at most FLEET_LIST_SCAN ids per
@@ -46,6 +50,8 @@
 #define FLEET_POLL_MAX_NS (100 * NSEC_PER_MSEC)
 #define FLEET_POLL_REMOTE_NS (1600 * NSEC_PER_USEC) /* polls before: local only */
 #define FLEET_LIST_SCAN 4096
+#define FLEET_RETRY_MIN_NS (100 * NSEC_PER_MSEC) /* a lookup the store could not answer */
+#define FLEET_RETRY_MAX_NS (1000 * NSEC_PER_MSEC)
 
 /* FleetFetch - store_fetch()'s callback state for fleet_get(). */
 typedef struct FleetFetch {
@@ -59,14 +65,46 @@ static int fleet_copy_one(const StoreRecord *rec, void *arg)
         return jobtable_fleet_copy(f->table, rec, &f->job);
 }
 
-Job *fleet_get(JobTable *t, Store *s, uint64_t id)
+int fleet_lookup(JobTable *t, Store *s, uint64_t id, Job **ret)
 {
         FleetFetch f = {.table = t};
-        Job *j = jobtable_get(t, id);
+        int r;
 
-        if (j || !s || !store_fleet(s))
-                return j;
-        return store_fetch(s, id, fleet_copy_one, &f) == 0 ? f.job : NULL;
+        *ret = jobtable_get(t, id);
+        if (*ret)
+                return 0;
+        if (!s || !store_fleet(s))
+                return -ENOENT;
+        r = store_fetch(s, id, fleet_copy_one, &f);
+        if (r == 0 && !f.job)
+                r = -ENOENT;
+        *ret = r == 0 ? f.job : NULL;
+        if (r < 0 && f.job)
+                job_unref(f.job);
+        return r == -EIO || r == -ENOTCONN ? -ENOTCONN : r;
+}
+
+int fleet_lookup_until(JobTable *t, Store *s, Request *req, uint64_t id, uint64_t deadline_ns,
+                       Job **ret)
+{
+        uint64_t pause = FLEET_RETRY_MIN_NS;
+        int r;
+
+        while ((r = fleet_lookup(t, s, id, ret)) == -ENOTCONN) {
+                uint64_t now = sched_now_ns();
+                if (now >= deadline_ns || request_conn_closed(req))
+                        break;
+                fiber_sleep_until(deadline_ns - now > pause ? now + pause : deadline_ns);
+                pause = MIN(pause * 2, FLEET_RETRY_MAX_NS);
+        }
+        return r;
+}
+
+Job *fleet_get(JobTable *t, Store *s, uint64_t id)
+{
+        Job *j;
+
+        return fleet_lookup(t, s, id, &j) == 0 ? j : NULL;
 }
 
 Job *fleet_wait(JobTable *t, Store *s, Request *req, Job *j, uint64_t deadline_ns)
@@ -123,7 +161,10 @@ int fleet_cancel(JobTable *t, Store *s, Job *j, Job **ret)
                 return r;
         }
         /* cancelled, or it left the set first: either way, its record as it is now */
-        n = fleet_get(t, s, j->id);
+        if (fleet_lookup(t, s, j->id, &n) == -ENOTCONN) {
+                *ret = j;
+                return -EIO;
+        }
         if (!n) { /* its record is gone (retention): nothing left to cancel */
                 *ret = j;
                 return 0;
@@ -134,7 +175,11 @@ int fleet_cancel(JobTable *t, Store *s, Job *j, Job **ret)
          * caller cancels it here) */
         if (r == 0 || job_state_final(n->state) || !n->fleet_copy)
                 return 0;
-        return -EREMOTE;
+        /* queued or running on another host: that host ends it (store_cancel_remote()) */
+        r = store_cancel_remote(s, n->id);
+        if (r == -ENOTSUP)
+                return -EREMOTE;
+        return r == -EALREADY || r == -ENOENT ? 0 : r;
 }
 
 /* FleetPage - one page of ids of fleet_list(): the job of each, this host's or a copy. */

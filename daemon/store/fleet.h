@@ -35,6 +35,24 @@
 Job *fleet_get(JobTable *t, Store *s, uint64_t id);
 
 /*
+ * fleet_lookup - fleet_get() that says why it found nothing: 0 with *@ret referenced;
+ * -ENOENT: no such job (here or in the shared store); -ENOTCONN: the shared store cannot
+ * be read now (its server is away: the caller answers UNAVAILABLE, never NOT_FOUND, for
+ * a job that may well exist). Context: as fleet_get().
+ */
+int fleet_lookup(JobTable *t, Store *s, uint64_t id, Job **ret);
+
+/*
+ * fleet_lookup_until - fleet_lookup(), tried again while the shared store cannot be
+ * reached, until @deadline_ns (absolute CLOCK_MONOTONIC; 0: once) passes or @req's
+ * connection closed: job.wait through an outage. The pause between tries doubles from
+ * 100 ms to 1 s (each try is at once while the store's link is away: store-redis-conn.c).
+ * Return: as fleet_lookup(). Context: a request fiber; sleeps (yields) between tries.
+ */
+int fleet_lookup_until(JobTable *t, Store *s, Request *req, uint64_t id, uint64_t deadline_ns,
+                       Job **ret);
+
+/*
  * fleet_wait - job.wait on a fleet copy @j (the caller's reference, taken over): polls
  * until the job is final, @deadline_ns (absolute CLOCK_MONOTONIC; 0 = don't wait)
  * passes or @req's connection closed; once @t holds the job (this host took it off the
@@ -49,12 +67,14 @@ Job *fleet_wait(JobTable *t, Store *s, Request *req, Job *j, uint64_t deadline_n
 /*
  * fleet_cancel - job.cancel of fleet copy @j (the caller's reference, taken over): a job
  * held in the fleet's schedule set (scheduled, retrying: store-redis-sched.c) or waiting
- * for its dependencies ends cancelled now, whichever host asks (store_cancel_held()). *@ret is the job as it is
- * then, referenced, also on -EREMOTE: a copy read back, or this host's own when it took
- * the job off the shared queue meanwhile (the caller cancels that one: jobtable_cancel()).
- * Return: 0; -EREMOTE: it is queued or running on another host, which alone can cancel
- * it; -EIO: the shared store cannot be read (*@ret is @j). Context: a request fiber;
- * blocks its worker for two round trips.
+ * for its dependencies ends cancelled now, whichever host asks (store_cancel_held()); one
+ * queued or running on another host is asked to end there (store_cancel_remote(): that
+ * host cancels it within about 200 ms). *@ret is the job as it is then, referenced, also
+ * on -EREMOTE: a copy read back, or this host's own when it took the job off the shared
+ * queue meanwhile (the caller cancels that one: jobtable_cancel()).
+ * Return: 0; -EREMOTE: a store that cannot pass a cancel on (not a fleet); -EIO: the
+ * shared store cannot be read (*@ret is @j). Context: a request fiber; blocks its worker
+ * for two or three round trips.
  */
 int fleet_cancel(JobTable *t, Store *s, Job *j, Job **ret);
 

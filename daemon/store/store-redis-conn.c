@@ -1,10 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * store-redis-conn.c — what both halves of the redis backend share: connecting (and
- * connecting again after an error), the query connection request fibers use, and the
- * stop flag the backend's threads look at (store-redis-conn.h). store-redis.c (the
- * commits, the stream reader, the fleet reads) and store-redis-sched.c (the schedule set
- * and its mover) both stand on it, and neither calls the other's internals through it.
+ * connecting again after an error), the query connection request fibers use, the stop
+ * flag the backend's threads look at, and the link (RedisLink, store-redis-conn.h):
+ * whether the server answers.
+ *
+ * The link is how a fleet rides out its server going away: every connection of the
+ * process reports its failures (redis_link_failed()) and its answers (redis_link_ok())
+ * to it. The first failure logs one line and starts a pause, 100 ms doubling to 2 s,
+ * during which no connection tries the server again: a call fails at once (the query
+ * connection returns NULL, its callers -ENOTCONN or -EIO), so a request fiber never
+ * blocks its worker on a server known to be gone, and a client is told when to try
+ * again (redis_link_retry_ms(), the UNAVAILABLE's hint). The first answer logs one line;
+ * in between, one line a minute. A server that hangs (SIGSTOP, a full network buffer)
+ * costs one call its timeout (REDIS_QUERY_TIMEOUT_MS on the query connection), then
+ * the pause.
+ *
+ * store-redis.c (the commits, the stream reader, the fleet reads) and store-redis-sched.c
+ * (the schedule set and its mover) both stand on it, and neither calls the other's
+ * internals through it.
  */
 #include "daemon/store/store-redis-conn.h"
 #include "daemon/obs/log.h"
@@ -107,15 +121,148 @@ redisContext *redis_connect(const char *addr, char *why, size_t why_size)
         return c;
 }
 
+bool redis_link_away(RedisStore *q)
+{
+        return __atomic_load_n(&q->link.away, __ATOMIC_ACQUIRE);
+}
+
+void redis_link_failed(Store *s, const char *why)
+{
+        RedisStore *q = redis_of(s);
+        RedisLink *l = &q->link;
+        uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
+        char line[512] = "";
+
+        pthread_mutex_lock(&l->lock);
+        if (!l->away) {
+                l->since_ns = l->noted_ns = now;
+                l->pause_ms = REDIS_LINK_RETRY_MIN_MS;
+                l->refused = 0;
+                l->outages++;
+                __atomic_store_n(&l->away, true, __ATOMIC_RELEASE);
+                snprintf(line, sizeof(line),
+                         "job store: redis %s cannot be reached (%s): submissions answer "
+                         "UNAVAILABLE and waiters wait until it is back; trying again every "
+                         "%d ms at most",
+                         s->path, why, REDIS_LINK_RETRY_MAX_MS);
+        } else if (now >= l->next_try_ns) {
+                /* a try that failed: the next one waits twice as long */
+                l->pause_ms = MIN(l->pause_ms * 2, (uint64_t)REDIS_LINK_RETRY_MAX_MS);
+                if (now - l->noted_ns >= REDIS_LINK_NOTE_S * NSEC_PER_SEC) {
+                        l->noted_ns = now;
+                        snprintf(line, sizeof(line),
+                                 "job store: redis %s still cannot be reached after %.0f s "
+                                 "(%s); %llu calls refused meanwhile",
+                                 s->path, (double)(now - l->since_ns) / NSEC_PER_SEC, why,
+                                 (unsigned long long)l->refused);
+                }
+        }
+        if (now >= l->next_try_ns)
+                l->next_try_ns = now + l->pause_ms * NSEC_PER_MSEC;
+        pthread_mutex_unlock(&l->lock);
+        if (line[0])
+                log_msg(LOG_ERR, "%s", line);
+}
+
+void redis_link_ok(Store *s)
+{
+        RedisStore *q = redis_of(s);
+        RedisLink *l = &q->link;
+        uint64_t away_ns = 0;
+        bool back = false;
+
+        if (!redis_link_away(q))
+                return;
+        pthread_mutex_lock(&l->lock);
+        if (l->away) {
+                __atomic_store_n(&l->away, false, __ATOMIC_RELEASE);
+                l->next_try_ns = 0;
+                away_ns = clock_now_ns(CLOCK_MONOTONIC) - l->since_ns;
+                back = true;
+        }
+        pthread_mutex_unlock(&l->lock);
+        if (back)
+                log_msg(LOG_NOTICE, "job store: redis %s is back after %.1f s", s->path,
+                        (double)away_ns / NSEC_PER_SEC);
+}
+
+uint64_t redis_link_retry_ms(RedisStore *q)
+{
+        RedisLink *l = &q->link;
+        uint64_t now = clock_now_ns(CLOCK_MONOTONIC), ms = REDIS_LINK_RETRY_MIN_MS;
+
+        if (!redis_link_away(q))
+                return ms;
+        pthread_mutex_lock(&l->lock);
+        if (l->next_try_ns > now)
+                ms = MAX(ms, (l->next_try_ns - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
+        pthread_mutex_unlock(&l->lock);
+        return ms;
+}
+
+/* false while the link is away and its pause runs: no try now (counted). */
+static bool link_may_try(RedisStore *q)
+{
+        RedisLink *l = &q->link;
+        bool may;
+
+        if (!redis_link_away(q))
+                return true;
+        pthread_mutex_lock(&l->lock);
+        may = !l->away || clock_now_ns(CLOCK_MONOTONIC) >= l->next_try_ns;
+        if (!may)
+                l->refused++;
+        pthread_mutex_unlock(&l->lock);
+        return may;
+}
+
 redisContext *redis_ensure(Store *s, redisContext **c, char *why, size_t why_size)
 {
+        RedisStore *q = redis_of(s);
+
         if (*c && (*c)->err) {
                 redisFree(*c);
                 *c = NULL;
         }
-        if (!*c)
-                *c = redis_connect(s->path, why, why_size);
+        if (*c)
+                return *c;
+        if (!link_may_try(q)) {
+                snprintf(why, why_size, "redis %s is away; next try in %llu ms", s->path,
+                         (unsigned long long)redis_link_retry_ms(q));
+                return NULL;
+        }
+        *c = redis_connect(s->path, why, why_size);
+        if (!*c) {
+                redis_link_failed(s, why);
+        } else if (c == &q->q) { /* the query connection blocks a server worker */
+                struct timeval tv = {.tv_sec = REDIS_QUERY_TIMEOUT_MS / 1000,
+                                     .tv_usec = REDIS_QUERY_TIMEOUT_MS % 1000 * 1000};
+                redisSetTimeout(*c, tv);
+        }
         return *c;
+}
+
+/* Did the last call on @c fail because the server did not answer in time? */
+static bool timed_out(const redisContext *c)
+{
+        return c->err == REDIS_ERR_IO &&
+               (strstr(c->errstr, "temporarily unavailable") || strstr(c->errstr, "timed out"));
+}
+
+bool redis_call_failed(Store *s, redisContext **c)
+{
+        char why[256];
+
+        snprintf(why, sizeof(why), "%s", *c && (*c)->errstr[0] ? (*c)->errstr : "no reply");
+        if (!*c || timed_out(*c) || redis_link_away(redis_of(s))) {
+                redis_link_failed(s, why);
+                return false;
+        }
+        /* dropped: a server that is gone, or a connection left over from before it came
+         * back (a restart): one connect tells them apart (and marks the link if it fails) */
+        redisFree(*c);
+        *c = NULL;
+        return redis_ensure(s, c, why, sizeof(why)) != NULL;
 }
 
 redisReply *redis_query(Store *s, int argc, const char **argv, const size_t *len)
@@ -125,13 +272,18 @@ redisReply *redis_query(Store *s, int argc, const char **argv, const size_t *len
         redisReply *rep = NULL;
 
         pthread_mutex_lock(&q->q_lock);
-        for (int tries = 0; tries < 2 && !rep; tries++)
-                if (redis_ensure(s, &q->q, why, sizeof(why)))
-                        rep = redisCommandArgv(q->q, argc, argv, len);
+        /* a second try only on a new connection after a dropped one (a restart between
+         * two calls): a timeout is a server that does not answer, tried again later */
+        for (int tries = 0; tries < 2 && !rep; tries++) {
+                if (!redis_ensure(s, &q->q, why, sizeof(why)))
+                        break; /* the link is away (redis_ensure() marked it) */
+                rep = redisCommandArgv(q->q, argc, argv, len);
+                if (!rep && !redis_call_failed(s, &q->q))
+                        break;
+        }
         pthread_mutex_unlock(&q->q_lock);
-        if (!rep)
-                log_msg(LOG_ERR, "job store: redis %s: %s", s->path,
-                        why[0] ? why : "connection lost");
+        if (rep)
+                redis_link_ok(s);
         return rep;
 }
 

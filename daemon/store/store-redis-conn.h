@@ -32,14 +32,19 @@
 #define REDIS_KEY_SCHEDULES "fiberd:schedules" /* periodic schedules (store-redis-periodic.c) */
 #define REDIS_KEY_SCHEDULE_TICKS "fiberd:schedules:ticks"
 #define REDIS_KEY_SCHEDULES_VERSION "fiberd:schedules:version"
+#define REDIS_KEY_CANCELS "fiberd:cancels" /* cancels asked through another host */
 #define REDIS_JOB_KEY_FMT "fiberd:job:%" PRIu64
 #define REDIS_HOST_KEY_FMT "fiberd:host:%s:%s" /* the host's name, then plugins / meta */
 #define REDIS_IDEM_KEY_FMT "fiberd:key:%u:%s"  /* an owner's idempotency key */
 #define REDIS_ENTRY_BUCKETS 1024
 #define REDIS_CMD_MAX_ARGS 48
 #define REDIS_READ_COUNT 16
-#define REDIS_IO_TIMEOUT_S 5
-#define REDIS_ID_BLOCK 64 /* ids a host takes from fiberd:next_id at once */
+#define REDIS_IO_TIMEOUT_S 5         /* the store thread's, the reader's and the mover's */
+#define REDIS_QUERY_TIMEOUT_MS 2000  /* the query connection's: it blocks a server worker */
+#define REDIS_LINK_RETRY_MIN_MS 100  /* a lost server is tried again after this, doubling */
+#define REDIS_LINK_RETRY_MAX_MS 2000 /* ... up to this */
+#define REDIS_LINK_NOTE_S 60         /* while it stays away: a line this often */
+#define REDIS_ID_BLOCK 64            /* ids a host takes from fiberd:next_id at once */
 #define REDIS_ID_BLOCK_STR "64"
 
 /* RedisEntry - a stream entry this host holds: its job runs or waits here. */
@@ -48,6 +53,25 @@ typedef struct RedisEntry {
         char entry[48]; /* its stream entry id, "ms-seq" */
         struct RedisEntry *next;
 } RedisEntry;
+
+/*
+ * RedisLink - whether the server answers, shared by every connection of the process
+ * (store-redis-conn.c): the first failure marks it away (one line), every later one
+ * doubles the pause before the next try (REDIS_LINK_RETRY_MIN_MS to _MAX_MS), and the
+ * first answer marks it back (one line). While it is away and the pause has not passed,
+ * a call fails at once without touching the network (-ENOTCONN), so a request fiber
+ * never waits on a server that is known to be gone.
+ */
+typedef struct RedisLink {
+        pthread_mutex_t lock;
+        bool away;            /* atomic: read unlocked by redis_link_away() */
+        uint64_t since_ns;    /* CLOCK_MONOTONIC: when it went away */
+        uint64_t next_try_ns; /* no connection attempt before this */
+        uint64_t pause_ms;    /* the current pause between tries */
+        uint64_t noted_ns;    /* the last line about it */
+        uint64_t refused;     /* calls failed at once while away */
+        uint64_t outages;     /* times it went away (stats, tests) */
+} RedisLink;
 
 typedef struct RedisStore {
         char *consumer;         /* owned: the consumer name (node, or hostname.pid) */
@@ -60,7 +84,13 @@ typedef struct RedisStore {
         uint64_t keep_max;      /* and at most this many final jobs' hashes are kept */
         uint64_t key_window_s;  /* a final job's idempotency key lives this long */
 
-        redisContext *w; /* the store thread's (commit); at start the main thread's */
+        RedisLink link; /* whether the server answers (store-redis-conn.c) */
+
+        redisContext *w;  /* the store thread's (commit); at start the main thread's */
+        bool w_scripts;   /* w's server has the script its commits call (put_sha) */
+        char put_sha[48]; /* SCRIPT LOAD of store-redis.c's put_script */
+        uint64_t *doubt;  /* fleet submissions whose commit got no answer (store thread) */
+        size_t n_doubt, doubt_cap;
 
         pthread_mutex_t q_lock; /* guards q */
         redisContext *q;        /* queries: ids, records, listings, keys, cancels */
@@ -75,11 +105,11 @@ typedef struct RedisStore {
         redisContext *r; /* the reader's */
         pthread_t reader;
         bool reader_started;
-        bool stop; /* atomic: the reader and the mover leave */
-        StoreLoadFn take;
-        StoreRoomFn room;
-        void *take_arg;
+        bool stop;               /* atomic: the reader and the mover leave */
+        StoreFleetHooks hooks;   /* store_fleet_start()'s */
         uint64_t taken, claimed; /* entries read / taken over (reader thread only) */
+        uint64_t let_go;         /* held entries let go: not run here, or taken over by
+                                  * another host meanwhile (reader thread only) */
 
         redisContext *m; /* the mover's (store-redis-sched.c) */
         pthread_t mover;
@@ -102,13 +132,39 @@ static inline RedisStore *redis_of(Store *s)
 redisContext *redis_connect(const char *addr, char *why, size_t why_size);
 
 /* redis_ensure - *@c, connected again to @s's server if a failure dropped it; NULL when
- * the server is away (@why says why). Context: the thread that owns *@c. */
+ * the server is away (@why says why): at once, without a try, while the link's pause
+ * runs (RedisLink). A failed connect marks the link away. Context: the thread that owns
+ * *@c. */
 redisContext *redis_ensure(Store *s, redisContext **c, char *why, size_t why_size);
 
 /* redis_query - one command on the query connection, under its lock; reconnects once
- * after a loss. NULL when the server cannot be reached (logged). Context: any thread;
- * blocks it for one round trip. */
+ * after a loss. NULL when the server cannot be reached (the link is marked away: one
+ * line, not one per call). Context: any thread; blocks it for one round trip, at most
+ * REDIS_QUERY_TIMEOUT_MS; none while the link is away and its pause runs. */
 redisReply *redis_query(Store *s, int argc, const char **argv, const size_t *len);
+
+/* redis_call_failed - a call on *@c got no answer: a timeout (a server that hangs) marks
+ * the link away; a dropped connection is connected again at once, and only a connect
+ * that fails marks the link away (a connection left over from before a restart of the
+ * server is not an outage). Return true when *@c is connected again (the caller may try
+ * once more). Context: the thread that owns *@c. */
+bool redis_call_failed(Store *s, redisContext **c);
+
+/* redis_link_failed - a call on a connection failed (@why): the link is away from now
+ * (its first failure logs one line; later ones a line each REDIS_LINK_NOTE_S) and the
+ * next try waits for the pause. Context: any thread. */
+void redis_link_failed(Store *s, const char *why);
+
+/* redis_link_ok - a call was answered: a link that was away is back (one line). Cheap
+ * when it was never away (one atomic load). Context: any thread. */
+void redis_link_ok(Store *s);
+
+/* redis_link_away - the server is known to be away now (a hint, read unlocked). */
+bool redis_link_away(RedisStore *q);
+
+/* redis_link_retry_ms - when a client should try again: the time until the link's next
+ * try, at least REDIS_LINK_RETRY_MIN_MS; that minimum while the link is up. */
+uint64_t redis_link_retry_ms(RedisStore *q);
 
 /* redis_stopping - store_fleet_stop() was called: the reader and the mover leave. */
 bool redis_stopping(RedisStore *q);

@@ -376,12 +376,18 @@ static void *sched_mover(void *arg)
                 long taken;
 
                 if (!redis_ensure(s, &q->m, why, sizeof(why))) {
-                        /* the reader logs the server's absence */
-                        redis_pause(q, 500);
+                        /* the link logs the server's absence (store-redis-conn.c) */
+                        redis_pause(q, MIN(redis_link_retry_ms(q), (uint64_t)500));
                         continue;
                 }
                 now_ms = job_now_ms();
                 taken = sched_move(q, now_ms, &next_ms);
+                if (taken < 0 && q->m->err) { /* no answer: the link's line, not ours */
+                        (void)redis_call_failed(s, &q->m);
+                        redis_pause(q, MIN(redis_link_retry_ms(q), (uint64_t)500));
+                        continue;
+                }
+                redis_link_ok(s);
                 if (taken < 0) {
                         if (!logged)
                                 log_msg(LOG_WARNING,
@@ -433,13 +439,14 @@ void redis_sched_stop(Store *s)
 
 /* ------------------------------------------------------------------ queries ----- */
 
-/* The integer of an EVAL reply; -1 (and logged) for anything else. */
+/* The integer of an EVAL reply; -2 for no reply (the server cannot be reached: the link
+ * says so, redis_query()); -1 (and logged) for anything else. */
 static long long sched_integer(Store *s, redisReply *rep, const char *what)
 {
         long long v = -1;
 
         if (!rep)
-                return -1; /* logged by redis_query() */
+                return -2;
         if (rep->type == REDIS_REPLY_INTEGER)
                 v = rep->integer;
         else
@@ -483,8 +490,8 @@ int redis_key_claim(Store *s, uid_t owner, const char *key, uint64_t id, uint64_
         snprintf(ms, sizeof(ms), "%d", SCHED_KEY_CLAIM_MS);
         v = sched_integer(s, redis_query(s, (int)ELEMENTSOF(argv), argv, NULL),
                           "claiming an idempotency key");
-        if (v < 0)
-                return -EIO;
+        if (v < 0) /* no answer, or an error (logged): the submission answers UNAVAILABLE */
+                return -ENOTCONN;
         *ret_existing = (uint64_t)v;
         return 0;
 }

@@ -36,6 +36,10 @@
  *                       the fleet's held jobs by due time, its idempotency keys and the
  *                       jobs waiting on each job: store-redis-sched.c, which says what
  *                       they hold and who moves a held or released job to the stream;
+ *   fiberd:cancels      a sorted set of the ids of jobs cancelled through a host that does
+ *                       not run them (score: when, ms): every host's reader looks every
+ *                       200 ms and ends those it runs; the job's final write (put_script)
+ *                       drops its id, and ids older than an hour are dropped;
  *   fiberd:schedules, fiberd:schedules:ticks, fiberd:schedules:version
  *                       the fleet's periodic schedules (schedule.add), where their ticks
  *                       stand and a counter of their changes: store-redis-periodic.c.
@@ -45,8 +49,11 @@
  * the sqlite backend. A fleet submission (StoreRecord.enqueue) is HSET + ZADD + XADD in
  * that transaction: when job.submit answers, the job is in Redis, as durable as the
  * server's own persistence makes it (appendonly yes, appendfsync always for a promise
- * like sqlite's). A job's later writes are HSETs; the one that makes it final also
- * EXPIREs the hash and XACKs the job's stream entry, in the same transaction. A fleet
+ * like sqlite's). A job's writes go through put_script (EVALSHA: an HSET that never
+ * replaces a final state by another one, nor by running or retrying, so a job has one
+ * final state even when two hosts ran it, or a write reached the server after its
+ * sender gave up on it); the one that makes it final also EXPIREs the hash and XACKs the
+ * job's stream entry, in the same transaction. A fleet
  * submission with a due time ahead is HSET + ZADD of the schedule set instead of XADD,
  * one that waits for others is HSET + a script joining their sets, and a retry this
  * host hands back to the fleet is HSET + ZADD + XACK (StoreRecord.fleet_held;
@@ -58,9 +65,15 @@
  * prompt) hands each entry's job to the job table through the `take` callback (main.c),
  * which queues it there as a restored job (jobtable_restore()). The entry stays pending
  * in the group, owned by this host's consumer, until the job is final (the XACK above).
- * While this host holds an entry, the reader re-claims it every claim_idle_ms / 3
- * (XCLAIM ... JUSTID: a heartbeat that resets its idle time); an entry idle longer than
- * claim_idle_ms belongs to a host that stopped, and XAUTOCLAIM gives it to this one.
+ * While this host holds an entry, the reader re-claims it every claim_idle_ms / 3 (the
+ * heartbeat, heartbeat_script: XCLAIM ... JUSTID, resetting its idle time), but only an
+ * entry whose job the job table still holds as its own (StoreFleetHooks.runs) and that
+ * is still pending for this consumer: one another host took over while this one could
+ * not reach the server is let go, never claimed back, and one of a job not run here
+ * idles until any host takes it over. An entry idle longer than claim_idle_ms belongs to
+ * a host that stopped, and XAUTOCLAIM gives it to this one; after a heartbeat came late
+ * (the server or this host stalled: every host's heartbeats stalled with it), no entry
+ * is taken over until claim_idle_ms passed, so live hosts claim theirs again first.
  * Its record then says what happened: still queued runs; running ends INTERRUPTED, or
  * runs again with attempt + 1 when the plugin is retry-safe, exactly as the sqlite
  * recovery at start-up does. At start, the reader first re-reads this consumer's own
@@ -69,6 +82,11 @@
  * Queries (job.status, job.wait, job.list for ids not in the local table, and
  * store_new_id()) share a third connection under a mutex; each blocks the calling
  * worker for one round trip (tens of microseconds on a local socket).
+ *
+ * When the server goes away every connection reports to the link (RedisLink,
+ * store-redis-conn.c): one line each way, calls that fail at once while it is away
+ * (submissions answer UNAVAILABLE with a retry hint: -ENOTCONN from store_new_id()),
+ * and commits that fail with -EIO, which the store holds and tries again (store.c).
  *
  * A job submitted with file descriptors (SCM_RIGHTS) is not a fleet submission: fds
  * cannot cross hosts, so it runs on the host that received it and never goes on the
@@ -137,12 +155,60 @@ static void cmd_i64(RedisCmd *c, int64_t v)
         cmd_bin(c, c->num[c->argc], (size_t)n);
 }
 
-/* HSET of every field of @rec (the arguments only when given), by @consumer. */
-static void cmd_hset(RedisCmd *c, char *key, const StoreRecord *rec, const char *consumer)
+/*
+ * A job's write: KEYS[1] its hash, KEYS[2] fiberd:cancels; ARGV the fields and values
+ * to set, "state" and its value first. A final state is written once: once the hash is
+ * done, failed, cancelled or dead, a write of another final state, or of running or
+ * retrying (a host that was cut off and ran a job another host took over meanwhile, a
+ * write that reached the server after its sender gave up on it), changes nothing; only
+ * a job queued again (job.retry) leaves a final state. A final write drops the job's
+ * cancel request. Return 1 written, 0 not.
+ */
+static const char put_script[] =
+        "local final = {done = true, failed = true, cancelled = true, dead = true}\n"
+        "local cur = redis.call('HGET', KEYS[1], 'state')\n"
+        "local new = ARGV[2]\n"
+        "if cur and final[cur] and (final[new] or new == 'running' or new == 'retrying') then\n"
+        "  return 0\n"
+        "end\n"
+        "redis.call('HSET', KEYS[1], unpack(ARGV))\n"
+        "if final[new] then\n"
+        "  redis.call('ZREM', KEYS[2], string.match(KEYS[1], '%d+$'))\n"
+        "end\n"
+        "return 1\n";
+
+/* SCRIPT LOAD of put_script on @c (a new connection: a restarted server has no
+ * scripts) into q->put_sha. Return 0; -EIO (the link is told when no answer came). */
+static int put_script_load(Store *s, redisContext *c)
+{
+        RedisStore *q = redis_of(s);
+        redisReply *rep = redisCommand(c, "SCRIPT LOAD %s", put_script);
+        int r = -EIO;
+
+        if (!rep)
+                (void)redis_call_failed(s, &q->w); /* w_scripts stays false */
+        else if (rep->type == REDIS_REPLY_STRING && rep->len < sizeof(q->put_sha)) {
+                memcpy(q->put_sha, rep->str, rep->len + 1);
+                r = 0;
+        } else
+                log_msg(LOG_ERR, "job store: redis %s: SCRIPT LOAD: %s", s->path,
+                        rep->type == REDIS_REPLY_ERROR ? rep->str : "an unexpected reply");
+        if (rep)
+                freeReplyObject(rep);
+        return r;
+}
+
+/* put_script (EVALSHA @sha) of every field of @rec (the arguments only when given), by
+ * @consumer. */
+static void cmd_hset(RedisCmd *c, char *key, const StoreRecord *rec, const char *consumer,
+                     const char *sha)
 {
         c->argc = 0;
-        cmd_str(c, "HSET");
+        cmd_str(c, "EVALSHA");
+        cmd_str(c, sha);
+        cmd_str(c, "2");
         cmd_str(c, key);
+        cmd_str(c, REDIS_KEY_CANCELS);
         cmd_str(c, "state");
         cmd_str(c, job_state_name(rec->state));
         cmd_str(c, "plugin");
@@ -452,6 +518,7 @@ static void redis_close(Store *s)
                         q->entries[i] = e->next;
                         free(e);
                 }
+        pthread_mutex_destroy(&q->link.lock);
         pthread_mutex_destroy(&q->q_lock);
         pthread_mutex_destroy(&q->id_lock);
         pthread_mutex_destroy(&q->map_lock);
@@ -461,6 +528,7 @@ static void redis_close(Store *s)
         free(q->local_key);
         free(q->stream);
         free(q->group);
+        free(q->doubt);
         free(q);
         s->backend_data = NULL;
 }
@@ -476,6 +544,7 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
         if (!q)
                 return -ENOMEM;
         s->backend_data = q;
+        pthread_mutex_init(&q->link.lock, NULL);
         pthread_mutex_init(&q->q_lock, NULL);
         pthread_mutex_init(&q->id_lock, NULL);
         pthread_mutex_init(&q->map_lock, NULL);
@@ -698,7 +767,7 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 return 0; /* retention by time is EXPIRE's */
         snprintf(key, sizeof(key), REDIS_JOB_KEY_FMT, rec->id);
         snprintf(idbuf, sizeof(idbuf), "%" PRIu64, rec->id);
-        cmd_hset(&cmd, key, rec, q->consumer);
+        cmd_hset(&cmd, key, rec, q->consumer, q->put_sha);
         redisAppendCommandArgv(c, cmd.argc, cmd.argv, cmd.len);
         (*n)++;
         if (rec->args) {
@@ -745,6 +814,49 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
         return 0;
 }
 
+/*
+ * A submission whose commit got no answer: KEYS[1] its hash, KEYS[2] fiberd:finished,
+ * KEYS[3] fiberd:scheduled; ARGV[1] its id, ARGV[2] now (ms), ARGV[3] the expiry (s),
+ * ARGV[4] this consumer. Its client was told UNAVAILABLE (store.c refuses a submission
+ * whose first write failed), but the write may have reached the server all the same (a
+ * server that hung and resumed): if it did and the job has not started, it ends
+ * cancelled, never run. One that started already runs (the docs say so).
+ */
+static const char doubt_script[] =
+        "local st = redis.call('HGET', KEYS[1], 'state')\n"
+        "if st ~= 'queued' and st ~= 'scheduled' and st ~= 'waiting' then return 0 end\n"
+        "redis.call('HSET', KEYS[1], 'state', 'cancelled', 'error_code', 'CANCELLED',\n"
+        "  'error_message', 'its submission was answered UNAVAILABLE (the job store did '\n"
+        "  .. 'not answer in time): it never runs', 'finished_ms', ARGV[2], 'node', ARGV[4])\n"
+        "redis.call('EXPIRE', KEYS[1], ARGV[3])\n"
+        "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])\n"
+        "redis.call('ZREM', KEYS[3], ARGV[1])\n"
+        "return 1\n";
+
+/* The fleet submissions of @batch, whose commit got no answer, join q->doubt: the next
+ * commit ends them unless they started (doubt_script). Context: the store thread. */
+static void commit_doubt(RedisStore *q, ListHead *batch)
+{
+        ListHead *pos, *tmp;
+
+        list_for_each_safe(pos, tmp, batch)
+        {
+                const StoreWrite *w = list_entry(pos, StoreWrite, link);
+                uint64_t *grown;
+                if (w->op != STORE_OP_PUT || !w->rec.enqueue || !w->rec.args)
+                        continue;
+                if (q->n_doubt == q->doubt_cap) {
+                        size_t cap = q->doubt_cap ? 2 * q->doubt_cap : 64;
+                        grown = reallocarray(q->doubt, cap, sizeof(*grown));
+                        if (!grown)
+                                return; /* those run if they reached the server */
+                        q->doubt = grown;
+                        q->doubt_cap = cap;
+                }
+                q->doubt[q->n_doubt++] = w->rec.id;
+        }
+}
+
 /* CommitCheck - a write whose command's answer says whether the fleet took it
  * (redis_periodic_checked()): where that answer is in EXEC's. */
 typedef struct CommitCheck {
@@ -755,7 +867,7 @@ typedef struct CommitCheck {
 static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
 {
         RedisStore *q = redis_of(s);
-        redisContext *c;
+        redisContext *c, *was;
         redisReply *rep = NULL;
         ListHead *pos, *tmp;
         CommitCheck *checks = NULL;
@@ -772,13 +884,29 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                 return 0; /* nothing Redis keeps (retention drops) */
         if (n_checks && !(checks = calloc(n_checks, sizeof(*checks))))
                 return -ENOMEM;
+        was = q->w;
         c = redis_ensure(s, &q->w, why, why_size);
-        if (!c) {
+        if (c != was)
+                q->w_scripts = false; /* a new connection: maybe a restarted server */
+        if (c && !q->w_scripts && put_script_load(s, c) == 0)
+                q->w_scripts = true;
+        if (!c || !q->w_scripts) {
+                /* held and tried again (store.c); the link logged the server's absence */
+                /* (a failed SCRIPT LOAD told the link) */
                 free(checks);
                 return -EIO;
         }
         n = n_checks = 0;
         redisAppendCommand(c, "MULTI");
+        for (size_t i = 0; i < q->n_doubt; i++) {
+                redisAppendCommand(c,
+                                   "EVAL %s 3 " REDIS_JOB_KEY_FMT " %s %s %" PRIu64 " %" PRIu64
+                                   " %" PRIu64 " %s",
+                                   doubt_script, q->doubt[i], REDIS_KEY_FINISHED,
+                                   REDIS_KEY_SCHEDULED, q->doubt[i], job_now_ms(), q->expire_s,
+                                   q->consumer);
+                n++;
+        }
         list_for_each_safe(pos, tmp, batch)
         {
                 StoreWrite *w = list_entry(pos, StoreWrite, link);
@@ -808,6 +936,9 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         for (size_t i = 0; i < n + 2; i++) {
                 if (redisGetReply(c, (void **)&rep) != REDIS_OK || !rep) {
                         snprintf(why, why_size, "redis: %s", c->errstr[0] ? c->errstr : "no reply");
+                        (void)redis_call_failed(s, &q->w);
+                        q->w_scripts = false; /* maybe a new connection, to a new server */
+                        commit_doubt(q, batch);
                         free(checks);
                         return -EIO;
                 }
@@ -815,11 +946,15 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                         snprintf(why, why_size, "redis: %s", rep->str);
                         r = -EIO;
                 }
+                if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0)
+                        q->w_scripts = false; /* a server restarted under this connection */
                 if (i == n + 1 && rep->type == REDIS_REPLY_ARRAY) {
                         for (size_t k = 0; k < rep->elements && r == 0; k++)
                                 if (rep->element[k]->type == REDIS_REPLY_ERROR) {
                                         snprintf(why, why_size, "redis: %s", rep->element[k]->str);
                                         r = -EIO;
+                                        if (strncmp(rep->element[k]->str, "NOSCRIPT", 8) == 0)
+                                                q->w_scripts = false;
                                 }
                         /* a schedule's add or change the fleet refused: that write only */
                         for (size_t k = 0; k < n_checks && r == 0; k++)
@@ -830,8 +965,10 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                 freeReplyObject(rep);
         }
         free(checks);
+        redis_link_ok(s);
         if (r < 0)
                 return r;
+        q->n_doubt = 0; /* ended, or started: either way settled */
         /* acknowledged: the final jobs' entries are no longer held here */
         list_for_each_safe(pos, tmp, batch)
         {
@@ -920,7 +1057,9 @@ static int redis_new_id(Store *s, uint64_t *ret)
                         q->id_end = (uint64_t)rep->integer + 1;
                         q->id_next = q->id_end - REDIS_ID_BLOCK;
                 } else {
-                        r = -EIO;
+                        /* no answer, or an error (a server loading its data after a
+                         * restart, out of memory): the submission answers UNAVAILABLE */
+                        r = -ENOTCONN;
                 }
                 if (rep)
                         freeReplyObject(rep);
@@ -971,22 +1110,21 @@ static int redis_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn
         /* a second try only when the connection was lost before any reply (as redis_query()) */
         for (int tries = 0; tries < 2 && got == 0; tries++) {
                 if (!redis_ensure(s, &q->q, why, sizeof(why)))
-                        continue;
+                        break; /* the link is away */
                 for (size_t i = 0; i < n; i++)
                         redisAppendCommand(q->q, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
                 for (got = 0; got < n; got++)
                         if (redisGetReply(q->q, (void **)&reps[got]) != REDIS_OK || !reps[got])
                                 break;
-                if (got < n && !why[0])
-                        snprintf(why, sizeof(why), "%s",
-                                 q->q->errstr[0] ? q->q->errstr : "connection lost");
+                /* a new connection after a dropped one: once more; else not now */
+                if (got < n && (got > 0 || !redis_call_failed(s, &q->q)))
+                        break;
         }
         pthread_mutex_unlock(&q->q_lock);
-        if (got < n) {
-                log_msg(LOG_ERR, "job store: redis %s: %s", s->path,
-                        why[0] ? why : "connection lost");
-                r = -EIO;
-        }
+        if (got < n)
+                r = -EIO; /* the link says why */
+        else
+                redis_link_ok(s);
         for (size_t i = 0; i < got && r == 0; i++) {
                 StoreRecord rec;
                 int p = reps[i]->type == REDIS_REPLY_ERROR ? -EIO
@@ -1092,7 +1230,7 @@ static void reader_take(Store *s, const char *entry, uint64_t id, const redisRep
                         job_state_name(rec.state));
         }
         q->taken++;
-        r = q->take(&rec, q->take_arg);
+        r = q->hooks.take(&rec, q->hooks.arg);
         if (r < 0)
                 entry_remove(q, id); /* left pending: another host (or this one) takes it */
 }
@@ -1107,6 +1245,7 @@ static size_t reader_handle_all(Store *s, const redisReply *entries, bool claime
         RedisStore *q = redis_of(s);
         char entry[REDIS_READ_COUNT][48];
         uint64_t ids[REDIS_READ_COUNT];
+        redisReply *h[REDIS_READ_COUNT] = {0};
         size_t n, asked = 0;
 
         if (!entries || entries->type != REDIS_REPLY_ARRAY)
@@ -1116,66 +1255,176 @@ static size_t reader_handle_all(Store *s, const redisReply *entries, bool claime
                 ids[i] = entry_parse(entries->element[i], entry[i]);
                 if (entry[i][0] && last)
                         snprintf(last, last_size, "%.47s", entry[i]);
-                if (!ids[i]) {
-                        if (entry[i][0]) /* not a job: nothing to run */
-                                reader_ack(q, entry[i]);
-                        continue;
-                }
-                if (entry_find(q, ids[i], (char[48]){0})) {
+                if (ids[i] && entry_find(q, ids[i], (char[48]){0})) {
                         ids[i] = 0; /* held here already (a pending entry read again) */
+                        entry[i][0] = '\0';
                         continue;
                 }
-                redisAppendCommand(q->r, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
-                asked++;
+                if (ids[i]) {
+                        redisAppendCommand(q->r, "HGETALL " REDIS_JOB_KEY_FMT, ids[i]);
+                        asked++;
+                }
         }
+        /* every reply of the pipeline first: a command sent before the last one is read
+         * (reader_take()'s XACK) would read another command's reply */
         for (size_t i = 0; i < n && asked; i++) {
-                redisReply *h = NULL;
                 if (!ids[i])
                         continue;
                 asked--;
-                if (redisGetReply(q->r, (void **)&h) != REDIS_OK || !h)
+                if (redisGetReply(q->r, (void **)&h[i]) != REDIS_OK || !h[i]) {
+                        h[i] = NULL;
                         break; /* connection lost: the entries stay pending, read again */
-                if (!redis_stopping(q))
-                        reader_take(s, entry[i], ids[i], h, claimed);
-                freeReplyObject(h);
+                }
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (!ids[i] && entry[i][0] && !q->r->err)
+                        reader_ack(q, entry[i]); /* not a job: nothing to run */
+                else if (h[i] && !redis_stopping(q))
+                        reader_take(s, entry[i], ids[i], h[i], claimed);
+                if (h[i])
+                        freeReplyObject(h[i]);
         }
         return n;
 }
 
-/* XCLAIM ... JUSTID of every entry held here: they are not idle, their jobs live. */
-static void reader_heartbeat(RedisStore *q)
+/*
+ * The heartbeat: KEYS[1] the stream; ARGV[1] the group, ARGV[2] this consumer, ARGV[3..]
+ * the entries this host runs. Each one still pending for this consumer is claimed again
+ * (XCLAIM ... JUSTID: its idle time starts over); one owned by another consumer (taken
+ * over while this host was cut off from the server) or acknowledged meanwhile (its job
+ * ended) is left alone, never claimed back. Return {taken over, acknowledged}.
+ */
+static const char heartbeat_script[] =
+        "local taken, gone = {}, {}\n"
+        "for i = 3, #ARGV do\n"
+        "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)\n"
+        "  if not p[1] then\n"
+        "    gone[#gone + 1] = ARGV[i]\n"
+        "  elseif p[1][2] == ARGV[2] then\n"
+        "    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')\n"
+        "  else\n"
+        "    taken[#taken + 1] = ARGV[i]\n"
+        "  end\n"
+        "end\n"
+        "return {taken, gone}\n";
+
+/* The entries of @list (a heartbeat_script answer's array) leave the map, when @held
+ * (@k copies) still has them as they were; return how many. */
+static size_t heartbeat_drop(RedisStore *q, const redisReply *list, const RedisEntry *held,
+                             size_t k)
 {
-        char(*ids)[48] = NULL;
+        size_t n = 0;
+
+        if (list->type != REDIS_REPLY_ARRAY)
+                return 0;
+        for (size_t i = 0; i < list->elements; i++) {
+                const redisReply *e = list->element[i];
+                for (size_t h = 0; e->type == REDIS_REPLY_STRING && h < k; h++)
+                        if (strcmp(held[h].entry, e->str) == 0) {
+                                char now[48];
+                                /* the same entry still held (not a new one of the job) */
+                                if (entry_find(q, held[h].id, now) && strcmp(now, e->str) == 0) {
+                                        entry_remove(q, held[h].id);
+                                        n++;
+                                }
+                                break;
+                        }
+        }
+        return n;
+}
+
+/*
+ * The heartbeat of the entries held here, checked against what this host runs: an
+ * entry whose job the job table no longer holds as its own (StoreFleetHooks.runs) is
+ * let go (no longer claimed: it idles, and after claim_idle_ms any host takes it over
+ * and its record says what to do); one the server no longer has pending for this
+ * consumer (taken over by another host; acknowledged, its job ended) leaves the map.
+ * The rest are claimed again in one script. One line when any was let go.
+ */
+static int reader_heartbeat(Store *s)
+{
+        RedisStore *q = redis_of(s);
+        RedisEntry *held = NULL;
         const char **argv = NULL;
-        size_t k = 0, n = 0;
-        redisReply *rep;
+        size_t k = 0, n = 0, not_here = 0, taken = 0;
+        redisReply *rep = NULL;
+        int r = 0;
 
         pthread_mutex_lock(&q->map_lock);
         if (q->held) {
                 /* copies: the store thread drops entries as their jobs end */
-                ids = malloc(q->held * sizeof(*ids));
-                for (size_t b = 0; ids && b < REDIS_ENTRY_BUCKETS; b++)
+                held = malloc(q->held * sizeof(*held));
+                for (size_t b = 0; held && b < REDIS_ENTRY_BUCKETS; b++)
                         for (RedisEntry *e = q->entries[b]; e; e = e->next)
-                                memcpy(ids[k++], e->entry, sizeof(e->entry));
+                                held[k++] = *e;
         }
         pthread_mutex_unlock(&q->map_lock);
         if (k)
                 argv = malloc((k + 6) * sizeof(*argv));
-        if (argv) {
-                argv[n++] = "XCLAIM";
-                argv[n++] = q->stream;
-                argv[n++] = q->group;
-                argv[n++] = q->consumer;
-                argv[n++] = "0";
-                for (size_t i = 0; i < k; i++)
-                        argv[n++] = ids[i];
-                argv[n++] = "JUSTID";
-                rep = redisCommandArgv(q->r, (int)n, argv, NULL);
-                if (rep)
-                        freeReplyObject(rep);
+        if (!argv)
+                goto out;
+        argv[n++] = "EVAL";
+        argv[n++] = heartbeat_script;
+        argv[n++] = "1";
+        argv[n++] = q->stream;
+        argv[n++] = q->group;
+        argv[n++] = q->consumer;
+        for (size_t i = 0; i < k; i++) {
+                if (q->hooks.runs && !q->hooks.runs(held[i].id, q->hooks.arg)) {
+                        entry_remove(q, held[i].id);
+                        not_here++;
+                        continue;
+                }
+                argv[n++] = held[i].entry;
         }
+        if (n > 6 && !(rep = redisCommandArgv(q->r, (int)n, argv, NULL)))
+                r = -EIO; /* no answer: the caller tells the link */
+        if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+                taken = heartbeat_drop(q, rep->element[0], held, k);
+                (void)heartbeat_drop(q, rep->element[1], held, k); /* ended: nothing to say */
+        } else if (rep && rep->type == REDIS_REPLY_ERROR) {
+                log_msg(LOG_ERR, "job store: redis heartbeat: %s", rep->str);
+        }
+        if (rep)
+                freeReplyObject(rep);
+        if (not_here || taken) {
+                q->let_go += not_here + taken;
+                log_msg(LOG_NOTICE,
+                        "job store: let go of %zu stream entries: %zu of jobs this host does "
+                        "not run, %zu taken over by another host while this one could not "
+                        "reach redis (a job run on both keeps the first final state written)",
+                        not_here + taken, not_here, taken);
+        }
+out:
         free(argv);
-        free(ids);
+        free(held);
+        return r;
+}
+
+/*
+ * Cancels asked through another host (store_cancel_remote()): every id in fiberd:cancels
+ * goes to StoreFleetHooks.cancel, which ends the job if this host runs it. The request
+ * stays until the job's final write (put_script) drops it, so a host that takes the job
+ * over later ends it too; requests older than an hour are dropped.
+ */
+static void reader_cancels(Store *s)
+{
+        RedisStore *q = redis_of(s);
+        uint64_t old = job_now_ms() - 3600 * 1000ULL;
+        redisReply *rep = redisCommand(q->r, "ZRANGE %s 0 255", REDIS_KEY_CANCELS);
+
+        if (rep && rep->type == REDIS_REPLY_ARRAY && q->hooks.cancel)
+                for (size_t i = 0; i < rep->elements; i++)
+                        if (rep->element[i]->type == REDIS_REPLY_STRING)
+                                q->hooks.cancel(strtoull(rep->element[i]->str, NULL, 10),
+                                                q->hooks.arg);
+        if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements) {
+                freeReplyObject(rep);
+                rep = redisCommand(q->r, "ZREMRANGEBYSCORE %s -inf %" PRIu64, REDIS_KEY_CANCELS,
+                                   old);
+        }
+        if (rep)
+                freeReplyObject(rep);
 }
 
 /* XAUTOCLAIM of every entry idle longer than claim_idle_ms: their hosts stopped. */
@@ -1258,10 +1507,9 @@ static void *redis_reader(void *arg)
         RedisStore *q = redis_of(s);
         uint64_t beat_ns = q->claim_idle_ms * NSEC_PER_MSEC / 3;
         uint64_t block_ms = MIN(q->claim_idle_ms / 3, 500);
-        uint64_t next_beat = 0, next_claim = 0;
+        uint64_t next_beat = 0, next_claim = 0, next_cancels = 0, beat_ok = 0;
         char pending[48] = "0";
         bool own_pending = true;
-        bool logged = false;
 
         if (block_ms == 0)
                 block_ms = 1;
@@ -1269,41 +1517,65 @@ static void *redis_reader(void *arg)
                 char why[256] = "";
                 uint64_t now;
                 size_t want;
-                long n;
 
                 if (!redis_ensure(s, &q->r, why, sizeof(why))) {
-                        if (!logged)
-                                log_msg(LOG_ERR, "job store: %s; retrying", why);
-                        logged = true;
-                        redis_pause(q, 500);
+                        /* the link logged it (store-redis-conn.c): one line, not one a try */
+                        redis_pause(q, MIN(redis_link_retry_ms(q), (uint64_t)500));
                         continue;
                 }
-                if (logged)
-                        log_msg(LOG_NOTICE, "job store: redis %s is back", s->path);
-                logged = false;
                 now = clock_now_ns(CLOCK_MONOTONIC);
                 if (now >= next_beat) {
-                        reader_heartbeat(q);
+                        /* a heartbeat late by more than one period: the server (or this
+                         * host) stalled, and every host's heartbeats with it, so entries
+                         * idle now belong to live hosts too. No takeover until each had a
+                         * full claim_idle_ms to claim its own again. */
+                        bool late = beat_ok && now - beat_ok > 2 * beat_ns;
+                        if (reader_heartbeat(s) == 0) {
+                                if (late)
+                                        next_claim = MAX(next_claim,
+                                                         now + q->claim_idle_ms * NSEC_PER_MSEC);
+                                beat_ok = now;
+                        }
                         next_beat = now + beat_ns;
                 }
-                if (now >= next_claim) {
+                if (now >= next_claim && !q->r->err) {
                         reader_autoclaim(s);
                         next_claim = now + beat_ns;
                 }
-                if (own_pending) {
-                        /* this consumer's own entries: its jobs whatever the room */
-                        n = reader_read(s, pending, sizeof(pending), 0, REDIS_READ_COUNT);
-                        if (n == 0)
-                                own_pending = false;
+                if (now >= next_cancels && !q->r->err) {
+                        reader_cancels(s);
+                        next_cancels = now + 200 * NSEC_PER_MSEC;
+                }
+                if (q->r->err) {
+                        /* no answer: the link says so; held entries are claimed again once
+                         * it is back, the heartbeat first */
+                        (void)redis_call_failed(s, &q->r);
+                        next_beat = 0;
                         continue;
                 }
-                want = q->room ? q->room(q->take_arg) : REDIS_READ_COUNT;
+                if (own_pending) {
+                        /* this consumer's own entries: its jobs whatever the room */
+                        long n = reader_read(s, pending, sizeof(pending), 0, REDIS_READ_COUNT);
+                        if (n == 0)
+                                own_pending = false;
+                        else if (n < 0)
+                                (void)redis_call_failed(s, &q->r);
+                        else
+                                redis_link_ok(s);
+                        continue;
+                }
+                want = q->hooks.room ? q->hooks.room(q->hooks.arg) : REDIS_READ_COUNT;
                 if (want == 0) {
                         /* full: the jobs wait in the stream for a host with room */
                         redis_pause(q, MIN(block_ms, 50));
                         continue;
                 }
-                reader_read(s, NULL, 0, block_ms, want);
+                if (reader_read(s, NULL, 0, block_ms, want) < 0) {
+                        (void)redis_call_failed(s, &q->r);
+                        next_beat = 0;
+                } else {
+                        redis_link_ok(s);
+                }
         }
         if (q->r) {
                 redisFree(q->r);
@@ -1312,14 +1584,12 @@ static void *redis_reader(void *arg)
         return NULL;
 }
 
-static int redis_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg)
+static int redis_fleet_start(Store *s, const StoreFleetHooks *hooks)
 {
         RedisStore *q = redis_of(s);
         int r;
 
-        q->take = take;
-        q->room = room;
-        q->take_arg = arg;
+        q->hooks = *hooks;
         log_msg(LOG_INFO,
                 "job store: redis %s, stream %s, group %s, consumer %s, claim after %llu ms",
                 s->path, q->stream, q->group, q->consumer, (unsigned long long)q->claim_idle_ms);
@@ -1344,8 +1614,54 @@ static void redis_fleet_stop(Store *s)
         pthread_join(q->reader, NULL);
         q->reader_started = false;
         redis_sched_stop(s);
-        log_msg(LOG_INFO, "job store: took %llu jobs off stream %s (%llu from silent hosts)",
-                (unsigned long long)q->taken, q->stream, (unsigned long long)q->claimed);
+        log_msg(LOG_INFO,
+                "job store: took %llu jobs off stream %s (%llu from silent hosts), let go of "
+                "%llu; redis was away %llu times",
+                (unsigned long long)q->taken, q->stream, (unsigned long long)q->claimed,
+                (unsigned long long)q->let_go, (unsigned long long)q->link.outages);
+}
+
+/* KEYS[1] the job's hash, KEYS[2] fiberd:cancels; ARGV[1] now (ms), ARGV[2] the id.
+ * Return -1 no such job, 0 final already, 1 asked. */
+static const char cancel_remote_script[] =
+        "local final = {done = true, failed = true, cancelled = true, dead = true}\n"
+        "local st = redis.call('HGET', KEYS[1], 'state')\n"
+        "if not st then return -1 end\n"
+        "if final[st] then return 0 end\n"
+        "redis.call('ZADD', KEYS[2], 'NX', ARGV[1], ARGV[2])\n"
+        "return 1\n";
+
+static int redis_cancel_remote(Store *s, uint64_t id)
+{
+        char key[64], now[24], idbuf[24];
+        const char *argv[] = {"EVAL", cancel_remote_script, "2", key, REDIS_KEY_CANCELS, now,
+                              idbuf};
+        redisReply *rep;
+        int r = -EIO;
+
+        snprintf(key, sizeof(key), REDIS_JOB_KEY_FMT, id);
+        snprintf(now, sizeof(now), "%" PRIu64, job_now_ms());
+        snprintf(idbuf, sizeof(idbuf), "%" PRIu64, id);
+        rep = redis_query(s, (int)ELEMENTSOF(argv), argv, NULL);
+        if (!rep)
+                return -EIO; /* the link says why */
+        if (rep->type == REDIS_REPLY_INTEGER)
+                r = rep->integer == 1 ? 0 : rep->integer == 0 ? -EALREADY : -ENOENT;
+        else
+                log_msg(LOG_ERR, "job store: redis %s: asking for a cancel: %s", s->path,
+                        rep->type == REDIS_REPLY_ERROR ? rep->str : "an unexpected reply");
+        freeReplyObject(rep);
+        return r;
+}
+
+static bool redis_server_away(Store *s)
+{
+        return redis_link_away(redis_of(s));
+}
+
+static uint64_t redis_retry_hint_ms(Store *s)
+{
+        return redis_link_retry_ms(redis_of(s));
 }
 
 const StoreBackend store_redis_backend = {
@@ -1367,6 +1683,9 @@ const StoreBackend store_redis_backend = {
         .fleet_stop = redis_fleet_stop,
         .fetch_many = redis_fetch_many,
         .cancel_held = redis_cancel_held,
+        .cancel_remote = redis_cancel_remote,
+        .server_away = redis_server_away,
+        .retry_hint_ms = redis_retry_hint_ms,
         .key_claim = redis_key_claim,
         .key_release = redis_key_release,
 };

@@ -425,6 +425,19 @@ void store_health(Store *s, StoreHealth *ret)
         pthread_mutex_unlock(&s->lock);
 }
 
+uint64_t store_retry_hint_ms(Store *s)
+{
+        uint64_t now = clock_now_ns(CLOCK_MONOTONIC), at, ms;
+
+        if (s->backend->retry_hint_ms)
+                return MAX(s->backend->retry_hint_ms(s), (uint64_t)100);
+        pthread_mutex_lock(&s->lock);
+        at = s->failing ? s->retry_at_ns : 0;
+        pthread_mutex_unlock(&s->lock);
+        ms = at > now ? (at - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC : 0;
+        return MAX(ms, (uint64_t)100);
+}
+
 bool store_error_transient(int error)
 {
         switch (error) {
@@ -967,6 +980,7 @@ static bool note_attempt_locked(Store *s, int error, bool transient, size_t nwri
         if (error < 0)
                 s->last_error = error;
         if (error == 0 && s->failing) {
+                /* at LOG_DEBUG when fail_quiet: the backend said it is back */
                 snprintf(line, size,
                          "job store %s: writing again after %.1f s; %zu writes caught up", name,
                          (double)(now - s->fail_since_ns) / NSEC_PER_SEC, nwrites);
@@ -977,6 +991,7 @@ static bool note_attempt_locked(Store *s, int error, bool transient, size_t nwri
         if (!transient)
                 return false;
         if (!s->failing) {
+                s->fail_quiet = s->backend->server_away && s->backend->server_away(s);
                 snprintf(line, size,
                          "job store %s: cannot write (%s); holding %zu writes in memory and "
                          "retrying",
@@ -987,7 +1002,7 @@ static bool note_attempt_locked(Store *s, int error, bool transient, size_t nwri
                 __atomic_store_n(&s->failing, true, __ATOMIC_RELEASE);
         } else {
                 s->retry_ns = MIN(2 * s->retry_ns, STORE_RETRY_MAX_NS);
-                if (now - s->fail_logged_ns >= 60 * NSEC_PER_SEC) {
+                if (now - s->fail_logged_ns >= 60 * NSEC_PER_SEC && !s->fail_quiet) {
                         snprintf(line, size,
                                  "job store %s: still cannot write (%s) after %.0f s; holding "
                                  "%zu writes in memory",
@@ -1118,8 +1133,10 @@ static void *store_thread(void *arg)
                 s->batches_done = s->batches_taken;
                 pthread_cond_broadcast(&s->idle);
                 if (line[0]) {
+                        /* the backend's server is away and its lines say so: debug */
+                        int level = s->fail_quiet ? LOG_DEBUG : transient ? LOG_ERR : LOG_NOTICE;
                         pthread_mutex_unlock(&s->lock);
-                        log_msg(transient ? LOG_ERR : LOG_NOTICE, "%s", line);
+                        log_msg(level, "%s", line);
                         pthread_mutex_lock(&s->lock);
                 }
         }
@@ -1254,9 +1271,9 @@ int store_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_
         return s->backend->list ? s->backend->list(s, below, max, ids, ret_n) : -ENOTSUP;
 }
 
-int store_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg)
+int store_fleet_start(Store *s, const StoreFleetHooks *hooks)
 {
-        return s->backend->fleet_start ? s->backend->fleet_start(s, take, room, arg) : 0;
+        return s->backend->fleet_start ? s->backend->fleet_start(s, hooks) : 0;
 }
 
 void store_fleet_stop(Store *s)
@@ -1268,6 +1285,11 @@ void store_fleet_stop(Store *s)
 int store_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg)
 {
         return s->backend->fetch_many ? s->backend->fetch_many(s, ids, n, fn, arg) : -ENOTSUP;
+}
+
+int store_cancel_remote(Store *s, uint64_t id)
+{
+        return s->backend->cancel_remote ? s->backend->cancel_remote(s, id) : -ENOTSUP;
 }
 
 int store_cancel_held(Store *s, const StoreRecord *rec)

@@ -229,6 +229,23 @@ typedef struct Store Store;
 /* StoreRoomFn - how many more fleet jobs this host wants now (0: none for now). */
 typedef size_t (*StoreRoomFn)(void *arg);
 
+/*
+ * StoreFleetHooks - what a fleet's reader thread asks of the job table
+ * (store_fleet_start()); every hook runs on that thread and must not yield.
+ */
+typedef struct StoreFleetHooks {
+        /* take - queue @rec here (0), or leave it to another host (a negative errno) */
+        int (*take)(const StoreRecord *rec, void *arg);
+        /* room - how many more fleet jobs this host wants now (0: none for now) */
+        size_t (*room)(void *arg);
+        /* runs - this host's table holds job @id as its own (queued, running, or ended
+         * with its final write still to make): its stream entry is this host's to keep */
+        bool (*runs)(uint64_t id, void *arg);
+        /* cancel - job @id was asked to end through another host: cancel it here */
+        void (*cancel)(uint64_t id, void *arg);
+        void *arg;
+} StoreFleetHooks;
+
 /* StoreMetaFn - one meta integer, @key (valid during the call) = @value
  * (store_meta_list()); return 0 or a negative errno to stop. */
 typedef int (*StoreMetaFn)(const char *key, int64_t value, void *arg);
@@ -289,13 +306,17 @@ typedef struct StoreBackend {
          * @ids; *@ret_n how many. Context: any thread. */
         int (*list)(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_n);
         /* fleet_start / fleet_stop - start / stop taking jobs off the shared queue. */
-        int (*fleet_start)(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg);
+        int (*fleet_start)(Store *s, const StoreFleetHooks *hooks);
         void (*fleet_stop)(Store *s);
         /* fetch_many - @fn with the shared record of each of @ids (@n of them) that exists,
          * in the order of @ids, all read in one round trip; a missing or unreadable one
          * is skipped (the latter logged).
          * Return 0; @fn's error; -ENOMEM; -EIO. Context: any thread. */
         int (*fetch_many)(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg);
+        /* cancel_remote - ask the host that runs fleet job @id (queued or running) to
+         * cancel it (StoreFleetHooks.cancel). Return 0; -EALREADY: it is final; -ENOENT:
+         * no such job; -EIO. Context: any thread. */
+        int (*cancel_remote)(Store *s, uint64_t id);
         /* cancel_held - end job @rec->id, held in the fleet's schedule set or waiting
          * for its dependencies, as @rec says (state, error, finished_ms, owner, key), if
          * it still is. Return 0; -EALREADY: not held or waiting any more (moved to the
@@ -308,6 +329,13 @@ typedef struct StoreBackend {
                          uint64_t *ret_existing);
         /* key_release - forget @owner's @key if it still names job @id. Context: any. */
         void (*key_release)(Store *s, uid_t owner, const char *key, uint64_t id);
+        /* server_away - the backend's server is known to be away now, and the backend
+         * logged it (one line when it goes, one when it is back): the store's own lines
+         * about failing writes would repeat them. NULL: never. Context: any thread. */
+        bool (*server_away)(Store *s);
+        /* retry_hint_ms - when a refused client should try again (an UNAVAILABLE's
+         * hint), in ms; NULL: the store's own retry pause. Context: any thread. */
+        uint64_t (*retry_hint_ms)(Store *s);
 } StoreBackend;
 
 extern const StoreBackend store_memory_backend;
@@ -359,6 +387,9 @@ struct Store {
         uint64_t retry_ns;          /* the backoff now: 100 ms, doubling up to 5 s */
         uint64_t retry_at_ns;       /* CLOCK_MONOTONIC of the next attempt */
         uint64_t fail_logged_ns;    /* the last line logged about it (one a minute) */
+        bool fail_quiet;            /* it began while the backend's server was away
+                                     * (StoreBackend.server_away): the backend's lines
+                                     * say so, the store's go to LOG_DEBUG */
         uint64_t close_deadline_ns; /* closing while failing: the last attempt's time */
         uint64_t close_retry_ns;    /* how long that is after the close: STORE_CLOSE_RETRY_NS
                                      * (tests shorten it) */
@@ -492,6 +523,14 @@ bool store_failing(Store *s);
 /* store_health - whether @s can write now, into *@ret. Context: any; takes the store's
  * lock briefly. */
 void store_health(Store *s, StoreHealth *ret);
+
+/*
+ * store_retry_hint_ms - when a client refused because the store cannot write or be
+ * reached (UNAVAILABLE) should try again, in ms: the backend's hint (a fleet: when it
+ * tries its server again), else the time until the store thread's next attempt; at least
+ * 100. Context: any; takes the store's lock briefly.
+ */
+uint64_t store_retry_hint_ms(Store *s);
 
 /*
  * store_error_transient - @error (negative errno) is one a later commit may not have:
@@ -645,18 +684,31 @@ int store_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_t *ret_
 int store_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn fn, void *arg);
 
 /*
- * store_fleet_start - start taking jobs off the shared queue: @take is called with each
- * record taken, on the store's reader thread; it returns 0 once the job is in the job
- * table (or ended there), or a negative errno to leave it to another host. @room says
- * how many more jobs this host wants: the reader reads no more than that (a host does
- * not take jobs it could not start soon while another host is idle).
+ * store_fleet_start - start taking jobs off the shared queue: @hooks->take is called
+ * with each record taken, on the store's reader thread; it returns 0 once the job is in
+ * the job table (or ended there), or a negative errno to leave it to another host.
+ * @hooks->room says how many more jobs this host wants: the reader reads no more than
+ * that (a host does not take jobs it could not start soon while another host is idle).
+ * @hooks->runs says which held entries this host still runs (the others are let go, for
+ * any host to take over); @hooks->cancel ends a job that was cancelled through another
+ * host. @hooks is copied.
  * Return: 0 (also for a store that is not a fleet); the error of pthread_create().
  * Context: main thread at start-up, after store_load().
  */
-int store_fleet_start(Store *s, StoreLoadFn take, StoreRoomFn room, void *arg);
+int store_fleet_start(Store *s, const StoreFleetHooks *hooks);
 
 /* store_fleet_stop - take no more jobs (joins the reader). Context: main thread. */
 void store_fleet_stop(Store *s);
+
+/*
+ * store_cancel_remote - ask whichever host runs fleet job @id (queued or running there)
+ * to cancel it: the request stays in the fleet's cancel set until the job's final state
+ * is written, and the host that holds the job ends it at its reader's next look (every
+ * 200 ms; StoreFleetHooks.cancel), also a host that takes it over later. Return: 0;
+ * -EALREADY (it is final); -ENOENT (no such job); -ENOTSUP (not a fleet store); -EIO.
+ * Context: any thread or fiber; blocks its thread for one round trip.
+ */
+int store_cancel_remote(Store *s, uint64_t id);
 
 /*
  * store_cancel_held - end job @rec->id as @rec says (its state, error, finished_ms; its
