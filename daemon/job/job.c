@@ -140,7 +140,34 @@ static int job_copy_object(const msgpack_object *o, msgpack_object *ret, uint32_
         char *buf = NULL, *op, *bp;
 
         object_copy_size(o, &objs, &bytes);
-        if (objs + bytes && !(buf = malloc(objs + bytes)))
+        if (!(objs + bytes)) {
+                /* a scalar, {}, [] or an empty string: nothing to point to (and no
+                 * arithmetic on a NULL buffer) */
+                *ret = *o;
+                switch (o->type) {
+                case MSGPACK_OBJECT_ARRAY:
+                        ret->via.array.ptr = NULL;
+                        break;
+                case MSGPACK_OBJECT_MAP:
+                        ret->via.map.ptr = NULL;
+                        break;
+                case MSGPACK_OBJECT_STR:
+                        ret->via.str.ptr = NULL;
+                        break;
+                case MSGPACK_OBJECT_BIN:
+                        ret->via.bin.ptr = NULL;
+                        break;
+                case MSGPACK_OBJECT_EXT:
+                        ret->via.ext.ptr = NULL;
+                        break;
+                default:
+                        break;
+                }
+                *ret_len = (uint32_t)jobquota_packed_size(o);
+                return 0;
+        }
+        buf = malloc(objs + bytes);
+        if (!buf)
                 return -ENOMEM;
         op = buf;
         bp = buf + objs;
