@@ -89,40 +89,67 @@ static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker
 #endif
 }
 
+/* Classes: end the charging period at a switch from @w->current to @next (NULL: the
+ * idle loop): one TSC read, the time since the period began charged to the class of
+ * the fiber(s) that ran (all of one class and group: a change of either ends a
+ * period), and a new period for @next. Out of line: 1 switch in CLASS_BATCH inside a
+ * class, and the switches between classes, come here. Context: @w's thread. */
+static __attribute__((noinline)) void charge_period(Worker *w, Fiber *next)
+{
+        SchedulingGroup *g = w->group;
+        uint64_t now = clock_tsc_now();
+        Fiber *cur = w->current;
+
+        if (cur && w->run_tsc && cur->group == g)
+                class_charge(g, cur, now - w->run_tsc);
+        w->run_tsc = next ? now : 0;
+        w->charge_skip = CLASS_BATCH;
+}
+
 /* A switch on @w to @next (NULL: the idle loop). The switch count is what the monitor
  * watches (a worker whose count stands still is inside one fiber) and what starts a
  * new task quota (fiber_need_preempt() arms it lazily), so the common path costs a
- * store and a load, no clock read. In a group with classes the fiber that ran is
- * charged to its class, which takes a TSC read per switch. Context: @w's thread. */
+ * store and a load, no clock read. In a group with classes the time fibers run is
+ * charged to their class, by periods: a period ends at a switch to another class or
+ * group or to the idle loop, or after CLASS_BATCH switches inside one class, so most
+ * switches read no clock either. w->classes, fixed at start and on the worker's first
+ * cache line, keeps all of it a predictable branch on a group without classes.
+ * Context: @w's thread. */
 static inline void account_switch(Worker *w, Fiber *next)
 {
-        SchedulingGroup *g = w->group;
-
-        if (UNLIKELY(g->nclasses > 1)) {
-                uint64_t now = clock_tsc_now();
+        if (UNLIKELY(w->classes)) {
                 Fiber *cur = w->current;
-                if (cur && w->run_tsc && cur->group == g)
-                        class_charge(g, cur, now - w->run_tsc);
-                w->run_tsc = next ? now : 0;
+                if (cur && next && w->charge_skip && cur->cls == next->cls &&
+                    cur->group == next->group)
+                        w->charge_skip--;
+                else
+                        charge_period(w, next);
         }
         if (UNLIKELY(__atomic_load_n(&w->blocked, __ATOMIC_RELAXED)))
                 worker_unblock(w);
         __atomic_store_n(&w->run_seq, w->run_seq + 1, __ATOMIC_RELAXED);
 }
 
-static inline void note_running(Worker *w, Fiber *f)
+/* Ready-to-run latency of @f, made ready at TSC @ready: out of line, as a yielder
+ * (ready_tsc == 0) never comes here. */
+static __attribute__((noinline)) void note_latency(Worker *w, Fiber *f, uint64_t ready)
+{
+        uint64_t now = clock_tsc_now();
+
+        histogram_add(&w->latency, now - ready);
+        if (w->class_latency && f->group == w->group)
+                histogram_add(&w->class_latency[f->cls], now - ready);
+        __atomic_store_n(&f->ready_tsc, 0, __ATOMIC_RELAXED);
+}
+
+static inline __attribute__((always_inline)) void note_running(Worker *w, Fiber *f)
 {
         /* Ready-to-run latency is measured from a wake-up or a creation; a fiber that
          * only yielded (ready_tsc == 0) was never waiting for anything. */
         /* Atomic: an idle sibling may be looking at it to decide on stealing. */
         uint64_t ready = __atomic_load_n(&f->ready_tsc, __ATOMIC_RELAXED);
-        if (ready) {
-                uint64_t now = clock_tsc_now();
-                histogram_add(&w->latency, now - ready);
-                if (w->class_latency && f->group == w->group)
-                        histogram_add(&w->class_latency[f->cls], now - ready);
-                __atomic_store_n(&f->ready_tsc, 0, __ATOMIC_RELAXED);
-        }
+        if (ready)
+                note_latency(w, f, ready);
         account_switch(w, f);
         __atomic_store_n(&w->current, f, __ATOMIC_RELAXED); /* the monitor reads it */
         __atomic_store_n(&w->switches, w->switches + 1, __ATOMIC_RELAXED);
@@ -130,7 +157,8 @@ static inline void note_running(Worker *w, Fiber *f)
 
 /* Leave @self for @next (the worker's idle loop when NULL), asking the code that runs
  * first on the new stack to finish @action for @self. */
-static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
+static inline __attribute__((always_inline)) void switch_away(Worker *w, Fiber *self, Fiber *next,
+                                                              int action)
 {
         w->prev = self;
         w->prev_action = action;
@@ -376,11 +404,16 @@ int fiber_yield(void)
         }
         if (__atomic_load_n(&self->cancelled, __ATOMIC_ACQUIRE))
                 return -ECANCELED;
-        if (UNLIKELY(worker_surplus(w))) {
+        if (LIKELY(w->plain)) {
+                /* The fast path (no classes, not a spare): the pick of a group without
+                 * classes, and no check that only spares or classes need. */
+                next = ready_pop(w);
+        } else if (UNLIKELY(worker_surplus(w))) {
                 switch_away(w, self, NULL, FIBER_ACT_YIELD); /* requeued; we park */
                 return 0;
+        } else {
+                next = ready_pop_yield(w, self);
         }
-        next = ready_pop_yield(w, self);
         if (!next) {
                 /* nothing else is ready: keep running, with a new task quota; for the
                  * monitor it is a switch (a fiber that yields is not stalled) */

@@ -56,10 +56,17 @@ static Fiber *yield_pop(Worker *w)
         return f;
 }
 
-static Fiber *shared_pop(Worker *w)
+static inline Fiber *shared_pop(Worker *w)
 {
         SchedulingGroup *g = w->group;
-        Fiber *f = g->nclasses > 1 ? class_pop(g, w->cls) : runq_pop(&g->runq);
+        Fiber *f;
+
+        if (UNLIKELY(w->classes))
+                f = class_pop(g, w->cls);
+        else if (runq_looks_empty(&g->runq))
+                return NULL; /* the common case of a yield: no call, no CAS */
+        else
+                f = runq_pop(&g->runq);
         if (f)
                 counter_inc(&w->shared_dequeues);
         return f;
@@ -102,19 +109,26 @@ static Fiber *local_pop(Worker *w, unsigned n)
         return shared_pop(w);
 }
 
-/* Whether @w's runnext or deque holds fibers (of class w->cls). */
+/* Whether @w's yield list, runnext or deque holds fibers (of class w->cls). */
 static bool local_nonempty(Worker *w)
 {
-        return __atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local);
+        return w->yield_head ||
+               (w->group->local_queues &&
+                (__atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local)));
 }
 
-/* Move @w's runnext and deque to their classes' queues (oldest first), so that a
- * worker moving to another class leaves nothing behind that only it would run. */
+/* Move @w's yield list, runnext and deque to their classes' queues (oldest first), so
+ * that a worker moving to another class leaves nothing behind that only it would run. */
 static void local_flush(Worker *w)
 {
         SchedulingGroup *g = w->group;
         Fiber *f;
         bool any = false;
+
+        while ((f = yield_pop(w))) {
+                ready_push_shared(f->group, f);
+                any = true;
+        }
 
         while ((f = localq_pop(&w->local))) {
                 ready_push_shared(f->group, f);
@@ -131,22 +145,36 @@ static void local_flush(Worker *w)
 /* A group with classes: serve the class with the lowest vruntime (class.c). With
  * @cur_active (a fiber of class w->cls yields), that class counts as ready even when
  * its queues are empty, and NULL means "keep running the yielder". */
+/* The pick among @w's own fibers (of class w->cls, in a group with classes): its yield
+ * list first every 8th pop or after a rotation, then runnext and deque (local policy),
+ * the shared queue, the yield list. */
+static inline Fiber *own_pop(Worker *w, unsigned n)
+{
+        Fiber *f;
+
+        if (UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
+                w->yield_rotated = false;
+                return yield_pop(w);
+        }
+        f = w->group->local_queues ? local_pop(w, n) : shared_pop(w);
+        return f ? f : yield_pop(w);
+}
+
 static Fiber *class_ready_pop(Worker *w, unsigned n, bool cur_active)
 {
         SchedulingGroup *g = w->group;
-        bool local = g->local_queues && local_nonempty(w);
+        bool local = local_nonempty(w);
         int c = class_pick(g, w->cls, local || cur_active);
         Fiber *f;
 
+        w->class_batch = CLASS_BATCH;
         if (c < 0)
                 return NULL;
         if ((unsigned)c == w->cls)
-                return g->local_queues ? local_pop(w, n) : shared_pop(w);
-        if ((unsigned)c != w->cls) {
-                if (local)
-                        local_flush(w);
-                w->cls = (unsigned)c;
-        }
+                return own_pop(w, n);
+        if (local)
+                local_flush(w);
+        w->cls = (unsigned)c;
         f = shared_pop(w);
         return f ? f : class_pop_any(g);
 }
@@ -154,16 +182,10 @@ static Fiber *class_ready_pop(Worker *w, unsigned n, bool cur_active)
 Fiber *ready_pop(Worker *w)
 {
         unsigned n = ++w->pops;
-        Fiber *f;
 
-        if (w->group->nclasses > 1)
+        if (UNLIKELY(w->classes))
                 return class_ready_pop(w, n, false);
-        if (UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
-                w->yield_rotated = false;
-                return yield_pop(w);
-        }
-        f = w->group->local_queues ? local_pop(w, n) : shared_pop(w);
-        return f ? f : yield_pop(w);
+        return own_pop(w, n);
 }
 
 void ready_flush(Worker *w)
@@ -184,12 +206,21 @@ Fiber *ready_pop_yield(Worker *w, Fiber *self)
 {
         SchedulingGroup *g = w->group;
 
-        if (g->nclasses == 1 || self->group != g)
+        if (!w->classes || self->group != g)
                 return ready_pop(w);
+        if (self->cls == w->cls && w->class_batch) {
+                /* Seastar's task quota, counted in yields: the worker keeps serving
+                 * its class for CLASS_BATCH yields without a pick (the class order
+                 * changes only as fast as the charges, which are batched the same
+                 * way: fiber.c), taking its own fibers as a group without classes
+                 * does; NULL keeps the yielder running. */
+                w->class_batch--;
+                return own_pop(w, ++w->pops);
+        }
         if (self->cls != w->cls) {
                 /* a fiber of another class runs here (stolen, or runnext of a
                  * sibling): this worker serves its class from now on */
-                if (g->local_queues && local_nonempty(w))
+                if (local_nonempty(w))
                         local_flush(w);
                 w->cls = self->cls;
         }
@@ -243,32 +274,24 @@ void ready_push(Fiber *f)
         group_wake(g);
 }
 
-void ready_requeue(Worker *w, Fiber *f)
+/* 1 yield in 64 on average goes to the shared queue, at random spacing (1..128): a
+ * fixed period would pick the same fiber of two that take turns every time, and the
+ * other would never move. One xorshift32 draw per rotation, not per yield. */
+static void yield_rotate(Worker *w, Fiber *f)
 {
-        if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
-                ready_push_shared(f->group, f);
-                return;
-        }
-        if (f->group->nclasses > 1 || worker_surplus(w)) {
-                /* classes: the pick is made at every yield; a surplus spare is about
-                 * to park and must leave nothing in its own lists */
-                ready_push_shared(f->group, f);
-                group_wake_idle(f->group);
-                return;
-        }
-        /* 1 in 64 at random: a counter would pick the same fiber of two that take
-         * turns every time, and the other would never move. */
         w->yield_rng ^= w->yield_rng << 13;
         w->yield_rng ^= w->yield_rng >> 17;
         w->yield_rng ^= w->yield_rng << 5;
-        if ((w->yield_rng & 63) == 0) {
-                /* This worker has more ready fibers than it can run: let a sleeping
-                 * sibling take one. */
-                ready_push_shared(f->group, f);
-                group_wake_idle(f->group);
-                w->yield_rotated = true; /* our next pop leaves it to the others */
-                return;
-        }
+        w->yield_countdown = 1 + (w->yield_rng & 127);
+        /* This worker has more ready fibers than it can run: let a sleeping sibling
+         * take one. */
+        ready_push_shared(f->group, f);
+        group_wake_idle(f->group);
+        w->yield_rotated = true; /* our next pop leaves it to the others */
+}
+
+static inline void yield_append(Worker *w, Fiber *f)
+{
         f->yield_next = NULL;
         if (w->yield_tail)
                 w->yield_tail->yield_next = f;
@@ -276,4 +299,36 @@ void ready_requeue(Worker *w, Fiber *f)
                 w->yield_head = f;
         w->yield_tail = f;
         __atomic_store_n(&w->yield_n, w->yield_n + 1, __ATOMIC_RELAXED);
+}
+
+void ready_requeue(Worker *w, Fiber *f)
+{
+        /* The fast path: a worker of a group without classes (w->plain, fixed at
+         * start) or one serving @f's class, its own group's fiber, no sibling
+         * spinning: a decrement and an append. */
+        if (LIKELY(f->group == w->group &&
+                   !__atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) &&
+            (LIKELY(w->plain) || (w->classes && f->cls == w->cls && !worker_surplus(w)))) {
+                if (UNLIKELY(--w->yield_countdown == 0))
+                        yield_rotate(w, f);
+                else
+                        yield_append(w, f);
+                return;
+        }
+        if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
+                ready_push_shared(f->group, f);
+                return;
+        }
+        if (f->group->nclasses > 1 || worker_surplus(w)) {
+                /* classes: a fiber of another class than the one this worker now
+                 * serves goes to its class's queue; a surplus spare is about to park
+                 * and must leave nothing in its own lists */
+                ready_push_shared(f->group, f);
+                group_wake_idle(f->group);
+                return;
+        }
+        if (--w->yield_countdown == 0)
+                yield_rotate(w, f);
+        else
+                yield_append(w, f);
 }

@@ -253,50 +253,66 @@ typedef struct StackPool {
         size_t maps_reserved;        /* mprotect guards: this group's share of the budget */
 } StackPool;
 
+/* In a group with classes, a worker picks a class (class_pick()) and reads the clock
+ * to charge one at most once per CLASS_BATCH yields or same-class switches, and at
+ * every switch between classes or groups and to the idle loop: seastar's run of a
+ * class's tasks until its quota ends (shared/seeds/002), counted in switches, so a
+ * switch inside a class costs what it costs without classes. */
+#define CLASS_BATCH 16
+
 struct Worker {
+        /* The switch path's fields, first: a yield touches these two cache lines and
+         * the fibers' own, nothing else (the histogram and the deque lie further on). */
         SchedulingGroup *group;
         unsigned index;
+        bool plain;               /* a worker of a group without classes, not a spare: yield
+                            * and requeue take their fast path (set once, worker_init) */
+        bool classes;             /* the group has classes: switches charge them (set once) */
+        bool yield_rotated;       /* one just did: the next pop takes the yield list first */
+        bool blocked;             /* the monitor found it inside one fiber too long and
+                             * started a spare in its place (atomic) */
+        Context sched_ctx;        /* the worker thread's own stack: the idle loop */
+        Fiber *current;           /* running fiber; NULL in the idle loop */
+        Fiber *prev;              /* the fiber just switched away from */
+        int prev_action;          /* what to do with it (FIBER_ACT_*) */
+        unsigned pops;            /* pops so far: every 8th serves the yield list first, and
+                            * (local policy) the shared queue, so neither starves */
+        Fiber *yield_head;        /* fibers that yielded here while no sibling spun: */
+        Fiber *yield_tail;        /* a FIFO only this worker touches (no atomics) */
+        size_t yield_n;           /* its length; atomic for stats readers */
+        uint32_t yield_rng;       /* xorshift32 state, drawn once per rotation */
+        uint32_t yield_countdown; /* yields to the next rotation (1..127, random) */
+        uint64_t switches;        /* stats: single writer, relaxed */
+        uint64_t run_seq;         /* bumped at every switch (atomic: the monitor reads it) */
+        unsigned cls;             /* classes: the class its runnext and deque hold */
+        uint64_t run_tsc;         /* classes: when the running fiber started running (TSC), for
+                            * charging its class; 0 in the idle loop */
+        unsigned class_batch;     /* classes: yields left before the next class pick */
+        unsigned charge_skip;     /* classes: same-class switches left before the next TSC
+                               * read and charge (fiber.c) */
         pthread_t thread;
-        Context sched_ctx; /* the worker thread's own stack: the idle loop */
-        Fiber *current;    /* running fiber; NULL in the idle loop */
-        Fiber *prev;       /* the fiber just switched away from */
-        int prev_action;   /* what to do with it (FIBER_ACT_*) */
         StackCache stacks;
-        void *altstack;    /* sigaltstack for the overflow handler */
-        uint64_t switches; /* stats: single writer, relaxed */
+        void *altstack; /* sigaltstack for the overflow handler */
         uint64_t created;
         uint64_t finished;
         uint64_t local_dequeues;  /* from a local run queue (own or a sibling's) */
         uint64_t shared_dequeues; /* from the group's shared run queue */
-        unsigned pops;            /* pops so far: every 8th serves the yield list first, and
-                                   * (local policy) the shared queue, so neither starves */
         unsigned idle_rounds;     /* rounds without work: paces stealing */
         bool steal_hit;           /* the last steal try found a fiber: try again at once */
         uint8_t spin_misses;      /* spins in a row that found nothing (worker.c), <= 6 */
         uint64_t rescued_tsc;     /* local policy: when the deque's oldest last ran first */
         Histogram latency;
-        Fiber *yield_head;   /* fibers that yielded here while no sibling spun: */
-        Fiber *yield_tail;   /* a FIFO only this worker touches (no atomics) */
-        size_t yield_n;      /* its length; atomic for stats readers */
-        uint32_t yield_rng;  /* xorshift32 state: 1 yield in 64 goes to the shared queue */
-        bool yield_rotated;  /* one just did: the next pop takes the yield list first */
         Fiber *next;         /* local policy: runs next (Go's runnext); atomic */
         uint64_t next_since; /* TSC when next was set; atomic */
         LocalRunq local;     /* SCHED_QUEUE_LOCAL only */
         /* CPU control (class.c, monitor.c). */
-        unsigned cls;             /* classes: the class its runnext and deque hold */
         bool running;             /* in a fiber, not the idle loop (atomic: the monitor
                                    * reads it; written only at idle transitions) */
-        uint64_t run_tsc;         /* classes: when the running fiber started running
-                                   * (TSC), for charging its class; 0 in the idle loop */
-        uint64_t run_seq;         /* bumped at every switch (atomic: the monitor reads it) */
         uint64_t quota_end_tsc;   /* the task quota's end: fiber_need_preempt() */
         uint64_t quota_seq;       /* the run_seq that quota_end_tsc belongs to */
         uint64_t mon_seq;         /* monitor only: the run_seq it last saw, and */
         uint64_t mon_since_ns;    /* since when it has seen it */
         Histogram *class_latency; /* classes: ready-to-run per class, else NULL */
-        bool blocked;             /* the monitor found it inside one fiber too long and
-                                 * started a spare in its place (atomic) */
         uint64_t stall_seq;       /* run_seq of the last stall reported (monitor only) */
         int spare_futex;          /* a spare parked in reserve waits here */
         int thread_state;         /* WORKER_THREAD_*: monitor and the thread (atomic) */

@@ -270,7 +270,10 @@ int worker_init(Worker *w, SchedulingGroup *g, unsigned index)
                         return -ENOMEM;
         }
         wait_slot_init(&g->slots[index]);
-        w->yield_rng = 0x9e3779b9u ^ (index + 1); /* xorshift32: any nonzero seed */
+        w->classes = g->nclasses > 1;
+        w->plain = !w->classes && index < g->nworkers; /* spares may become surplus */
+        w->yield_rng = 0x9e3779b9u ^ (index + 1);      /* xorshift32: any nonzero seed */
+        w->yield_countdown = 64;
         return stack_cache_init(&w->stacks, g->stack_cache);
 }
 
