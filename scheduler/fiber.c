@@ -260,6 +260,27 @@ void fiber_release(Fiber *f)
                 stack_free(f->group, f->stack_lo, f->stack_size, f->outside);
 }
 
+/* Creation backpressure: a fiber that creates fibers faster than its group runs them
+ * would pile up ready fibers, each holding a stack, and once they outnumber the warm
+ * stack caches (stack.c) every new one costs a fresh slot (its guard installed, page
+ * tables and first pages faulted in) and every exit a release (madvise): measured, 8x
+ * the cost of a fiber from the cache. So a creator on a worker of the group whose
+ * backlog (the fiber's class queue, plus its worker's deque under the local policy)
+ * has reached CREATE_BACKLOG yields once after the push, and its worker runs some of
+ * the backlog (Cilk's work-first order, taken only when the help-first one falls
+ * behind): the backlog stays far below the warm pool (>= 1024 stacks), and creation
+ * runs at the speed of the cache. */
+#define CREATE_BACKLOG 256
+
+static size_t create_backlog(Worker *w, const Fiber *f)
+{
+        SchedulingGroup *g = w->group;
+        size_t n = g->nclasses > 1 ? __atomic_load_n(&g->classes[f->cls].queued, __ATOMIC_RELAXED)
+                                   : runq_size(&g->runq);
+
+        return g->local_queues ? n + localq_size(&w->local) : n;
+}
+
 int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
 {
         static const FiberAttr defaults;
@@ -339,6 +360,8 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         if (ret)
                 *ret = f;
         ready_push(f);
+        if (self && w && w->group == g && UNLIKELY(create_backlog(w, f) >= CREATE_BACKLOG))
+                (void)fiber_yield(); /* -ECANCELED: the creator sees it at its next wait */
         return 0;
 }
 
@@ -432,6 +455,12 @@ bool fiber_need_preempt(void)
         if (!w || !w->current)
                 return false;
         now = clock_tsc_now();
+        /* A fiber made ready here while this one kept running waits in runnext, which
+         * woke nobody (ready.c): past RUNNEXT_STEAL_NS a sibling is woken to steal it. */
+        if (UNLIKELY(__atomic_load_n(&w->next, __ATOMIC_RELAXED)) &&
+            now - __atomic_load_n(&w->next_since, __ATOMIC_RELAXED) >=
+                    clock_ns_to_tsc(RUNNEXT_STEAL_NS))
+                group_wake_idle(w->group);
         if (UNLIKELY(w->quota_seq != w->run_seq)) {
                 /* the first look since the fiber was switched to: its quota starts
                  * now (a fiber that checks often, as a preemption point should, loses

@@ -87,6 +87,23 @@ static bool local_starving(Worker *w)
         return true;
 }
 
+/* Take @w's runnext. The fiber inherits the time slice of the one that made it ready
+ * (Go's runqget inheritTime): when that one's task quota is armed, the switch to it
+ * (which bumps run_seq by one) keeps the quota running, so two fibers that wake each
+ * other cannot hold the worker longer than one fiber could. */
+static inline Fiber *next_pop(Worker *w)
+{
+        Fiber *f;
+
+        if (!__atomic_load_n(&w->next, __ATOMIC_RELAXED) ||
+            !(f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL)))
+                return NULL;
+        if (w->quota_seq == w->run_seq)
+                w->quota_seq = w->run_seq + 1;
+        counter_inc(&w->local_dequeues);
+        return f;
+}
+
 static Fiber *local_pop(Worker *w, unsigned n)
 {
         Fiber *f;
@@ -97,11 +114,8 @@ static Fiber *local_pop(Worker *w, unsigned n)
                 counter_inc(&w->local_dequeues);
                 return f;
         }
-        if (__atomic_load_n(&w->next, __ATOMIC_RELAXED) &&
-            (f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
-                counter_inc(&w->local_dequeues);
+        if ((f = next_pop(w)))
                 return f;
-        }
         if ((f = localq_pop_newest(&w->local))) {
                 counter_inc(&w->local_dequeues);
                 return f;
@@ -112,9 +126,8 @@ static Fiber *local_pop(Worker *w, unsigned n)
 /* Whether @w's yield list, runnext or deque holds fibers (of class w->cls). */
 static bool local_nonempty(Worker *w)
 {
-        return w->yield_head ||
-               (w->group->local_queues &&
-                (__atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local)));
+        return w->yield_head || __atomic_load_n(&w->next, __ATOMIC_RELAXED) ||
+               (w->group->local_queues && localq_size(&w->local));
 }
 
 /* Move @w's yield list, runnext and deque to their classes' queues (oldest first), so
@@ -156,7 +169,11 @@ static inline Fiber *own_pop(Worker *w, unsigned n)
                 w->yield_rotated = false;
                 return yield_pop(w);
         }
-        f = w->group->local_queues ? local_pop(w, n) : shared_pop(w);
+        if (w->group->local_queues)
+                f = local_pop(w, n);
+        else if (!(n % 8 == 0 && (f = shared_pop(w))) && !(f = next_pop(w)))
+                f = shared_pop(w); /* shared policy: runnext, the shared queue first on
+                                    * every 8th pop so that it is not starved */
         return f ? f : yield_pop(w);
 }
 
@@ -253,19 +270,37 @@ void ready_push(Fiber *f)
 
         /* when it was made ready: ready-to-run latency, and runnext's age */
         __atomic_store_n(&f->ready_tsc, clock_tsc_now(), __ATOMIC_RELAXED);
-        if ((w = worker_self()) && w->group->local_queues &&
-            (w->group == g || (!f->no_steal && is_thief_of(w->group, g))) &&
+        if ((w = worker_self()) &&
+            (w->group == g ||
+             (w->group->local_queues && !f->no_steal && is_thief_of(w->group, g))) &&
             (g->nclasses == 1 || f->cls == w->cls) && !worker_surplus(w)) {
-                /* Go's runnext: it runs next on this worker (its waker or creator is
-                 * about to park, or busy); the previous occupant moves to the deque.
-                 * On a thief of @f's group the same holds (a stolen fiber spawning
-                 * or waking), so a stolen subtree stays there, depth-first; a fiber
-                 * of a group this one does not steal from (a server group's, say)
-                 * goes home. */
+                /* Go's runnext (runtime/proc.go, ready() and newproc(): runqput with
+                 * next = true), under both policies: it runs next on this worker (its
+                 * waker or creator is about to park, or busy), on the caches the
+                 * waker just warmed, instead of crossing to another worker through
+                 * the shared queue and a futex wake-up; the previous occupant moves
+                 * to the deque (local policy) or the shared queue. On a thief of
+                 * @f's group the same holds (a stolen fiber spawning or waking), so a
+                 * stolen subtree stays there, depth-first; a fiber of a group this
+                 * one does not steal from (a server group's, say) goes home. A
+                 * sibling takes a runnext that waited RUNNEXT_STEAL_NS (steal.c).
+                 *
+                 * Filling an empty runnext wakes nobody (tokio's LIFO slot): the
+                 * waker of a ping-pong or a request is about to park, and its worker
+                 * runs the fiber next; a wake-up would cost the waker a fence and a
+                 * futex call, and the woken sibling's spinning would pull runnext's
+                 * cache line away at every hand-off (measured: ping-pong 1.4x slower
+                 * with Go's wakep() here). A displaced occupant is work for
+                 * another worker, which is woken for it as before. A waker that
+                 * keeps running instead is caught by fiber_need_preempt() (a
+                 * runnext older than RUNNEXT_STEAL_NS wakes a sibling, which steals
+                 * it) and, with no preemption point, by the monitor's next tick. */
                 uint64_t now = clock_tsc_now();
                 __atomic_store_n(&w->next_since, now, __ATOMIC_RELAXED);
                 Fiber *old = __atomic_exchange_n(&w->next, f, __ATOMIC_ACQ_REL);
-                if (old && !localq_push(&w->local, old, now))
+                if (!old)
+                        return;
+                if (!(w->group->local_queues && localq_push(&w->local, old, now)))
                         ready_push_shared(old->group, old);
                 group_wake_idle(w->group);
                 return;

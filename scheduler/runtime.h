@@ -260,6 +260,11 @@ typedef struct StackPool {
  * switch inside a class costs what it costs without classes. */
 #define CLASS_BATCH 16
 
+/* How long a runnext fiber belongs to its worker alone: a sibling steals it after that
+ * (steal.c), and a worker whose fiber keeps running wakes one for it (fiber.c, the
+ * monitor). Go's runqgrab waits ~3 us the same way. */
+#define RUNNEXT_STEAL_NS (4 * NSEC_PER_USEC)
+
 struct Worker {
         /* The switch path's fields, first: a yield touches these two cache lines and
          * the fibers' own, nothing else (the histogram and the deque lie further on). */
