@@ -148,14 +148,27 @@ typedef struct TimerHeap {
         int timerfd;       /* CLOCK_MONOTONIC, absolute; in the reactor's poll set */
         int dirty;         /* atomic: the earliest deadline may differ from armed_ns */
         int programming;   /* atomic: a thread is bringing the timerfd up to date */
+        uint64_t next_ns;  /* the earliest deadline, 0 = none (atomic: read without the
+                            * lock by idle workers, timer_next_ns()) */
 } TimerHeap;
 
 /* timer_heap_init - an empty heap and its timerfd. Return: 0, -errno of timerfd_create.
  * timer_heap_term - close the timerfd (no timer may be armed). Context: any thread. */
 int timer_heap_init(TimerHeap *h);
 void timer_heap_term(TimerHeap *h);
-/* timer_add - arm @n (embedded in a Waiter) at @deadline_ns. Context: any. */
-void timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns);
+/* timer_add - arm @n (embedded in a Waiter) at @deadline_ns. Return: whether it is now
+ * the earliest. Context: any. */
+bool timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns);
+/* timer_next_ns - the earliest deadline, 0 when no timer is armed: one load. */
+static inline uint64_t timer_next_ns(const TimerHeap *h)
+{
+        return __atomic_load_n(&h->next_ns, __ATOMIC_ACQUIRE);
+}
+/* timer_run_due - claim and wake the Waiters of every timer due at @now_ns, and bring
+ * the timerfd up to the new earliest deadline. Return: how many were woken. Context:
+ * any thread; a worker calls it from its scheduler loop (worker.c), the reactor
+ * after the timerfd fired (timer_fire()). */
+unsigned timer_run_due(TimerHeap *h, uint64_t now_ns);
 /* timer_remove - disarm @n if still armed; after it returns the timer code no longer
  * touches @n. Context: any. */
 void timer_remove(TimerHeap *h, TimerNode *n);
@@ -427,6 +440,9 @@ struct SchedulingGroup {
         uint64_t sleeping_mask __attribute__((aligned(128))); /* workers in wait slots */
         bool pending_spinner_wakeup __attribute__((aligned(128)));
         bool stopped;
+        unsigned timer_sleeper;  /* the worker asleep until the earliest timer, + 1; 0 =
+                                 * none (atomic; worker.c) */
+        uint64_t timer_sleep_ns; /* the deadline it sleeps until (atomic) */
         WaitSlot *slots;
         Worker *workers;
         unsigned nworkers;
@@ -560,6 +576,9 @@ static inline bool worker_surplus(const Worker *w)
         return UNLIKELY(w->index >= g->nworkers) &&
                w->index - g->nworkers >= __atomic_load_n(&g->nblocked, __ATOMIC_ACQUIRE);
 }
+/* worker_timer_armed - a timer at @deadline_ns became the earliest of @g's: wake the
+ * worker sleeping until a later one, so it sleeps until this one. Context: any. */
+void worker_timer_armed(SchedulingGroup *g, uint64_t deadline_ns);
 /* worker_unblock - @w's fiber switched out after the monitor marked it blocked: it is
  * a regular worker again, and the spare started for it becomes surplus (woken so it
  * parks). Context: @w's thread, at a switch. */

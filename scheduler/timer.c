@@ -126,19 +126,29 @@ static void timerfd_sync(TimerHeap *h)
         } while (__atomic_load_n(&h->dirty, __ATOMIC_SEQ_CST));
 }
 
-void timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns)
+/* Publish the root's deadline for timer_next_ns(). Context: under h->lock. */
+static void next_update(TimerHeap *h)
+{
+        __atomic_store_n(&h->next_ns, h->root ? h->root->deadline_ns : 0, __ATOMIC_RELEASE);
+}
+
+bool timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns)
 {
         n->deadline_ns = deadline_ns;
         n->child = n->sibling = n->prev = NULL;
         spin_lock(&h->lock);
         n->armed = true;
         h->root = heap_meld(h->root, n);
-        bool earliest = h->root == n && deadline_ns != h->armed_ns;
+        bool first = h->root == n;
+        bool earliest = first && deadline_ns != h->armed_ns;
+        if (first)
+                next_update(h);
         spin_unlock(&h->lock);
         if (earliest) {
                 __atomic_store_n(&h->dirty, 1, __ATOMIC_SEQ_CST);
                 timerfd_sync(h);
         }
+        return first;
 }
 
 void timer_remove(TimerHeap *h, TimerNode *n)
@@ -147,21 +157,32 @@ void timer_remove(TimerHeap *h, TimerNode *n)
         if (n->armed) {
                 h->root = heap_remove(h->root, n);
                 n->armed = false;
+                next_update(h);
         }
         spin_unlock(&h->lock);
 }
 
 void timer_fire(TimerHeap *h)
 {
-        uint64_t now, expirations;
-        Waiter *batch[64];
-        unsigned n_batch;
-        TimerNode *n;
+        uint64_t expirations;
 
         if (read(h->timerfd, &expirations, sizeof(expirations)) < 0) {
                 /* EAGAIN: re-programmed in between; fine */
         }
-        now = sched_now_ns();
+        /* the timerfd has expired: timer_run_due() re-programs it even when a worker
+         * ran the timers first */
+        spin_lock(&h->lock);
+        h->armed_ns = UINT64_MAX;
+        spin_unlock(&h->lock);
+        timer_run_due(h, sched_now_ns());
+}
+
+unsigned timer_run_due(TimerHeap *h, uint64_t now)
+{
+        Waiter *batch[64];
+        unsigned n_batch, total = 0;
+        TimerNode *n;
+
         do {
                 n_batch = 0;
                 spin_lock(&h->lock);
@@ -176,13 +197,19 @@ void timer_fire(TimerHeap *h)
                         if (waiter_claim(w, -ETIMEDOUT))
                                 batch[n_batch++] = w;
                 }
-                h->armed_ns = UINT64_MAX; /* force re-programming: the timerfd has expired */
+                next_update(h);
+                bool resync = h->armed_ns != (h->root ? h->root->deadline_ns : 0);
                 spin_unlock(&h->lock);
-                __atomic_store_n(&h->dirty, 1, __ATOMIC_SEQ_CST);
-                timerfd_sync(h);
+                /* the fibers first: the timerfd's syscall is not on their path */
                 for (unsigned i = 0; i < n_batch; i++)
                         waiter_wake(batch[i]);
+                if (resync) {
+                        __atomic_store_n(&h->dirty, 1, __ATOMIC_SEQ_CST);
+                        timerfd_sync(h);
+                }
+                total += n_batch;
         } while (n_batch == 64);
+        return total;
 }
 
 int timer_heap_init(TimerHeap *h)
