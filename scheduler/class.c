@@ -112,13 +112,13 @@ void class_term(SchedulingGroup *g)
         g->classes = NULL;
 }
 
-void class_push(SchedulingGroup *g, Fiber *f)
+void class_push(SchedulingGroup *g, Fiber *f, bool activate)
 {
         SchedClass *c = &g->classes[f->cls];
 
         while (UNLIKELY(!runq_push(c->runq, f)))
                 cpu_relax(); /* cannot happen: live fibers <= capacity */
-        if (__atomic_fetch_add(&c->queued, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (__atomic_fetch_add(&c->queued, 1, __ATOMIC_ACQ_REL) == 0 && activate) {
                 /* Activated: no credit for the time it was idle (seastar's
                  * activate(): vruntime = max(vruntime, last_vruntime)). */
                 uint64_t last = __atomic_load_n(&g->last_vruntime, __ATOMIC_RELAXED);

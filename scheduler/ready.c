@@ -72,6 +72,18 @@ static inline Fiber *shared_pop(Worker *w)
         return f;
 }
 
+/* Put back on its class's queue a fiber that was ready or running on a worker (a
+ * yielder, or one flushed from a worker's own lists): its class was active all along,
+ * so unlike a wake-up it inherits no vruntime (class.c), even when the queue was
+ * empty because the class's fibers sat in that worker's yield list. */
+static void requeue_shared(Fiber *f)
+{
+        if (f->group->nclasses > 1)
+                class_push(f->group, f, false);
+        else
+                ready_push_shared(f->group, f);
+}
+
 /* The oldest fiber of @w's deque has waited a time slice, and the last one taken that
  * way was a time slice ago: one rescue per slice, so a busy tree is not turned
  * breadth-first (its oldest fibers are its biggest subtrees, all of them old). */
@@ -139,16 +151,16 @@ static void local_flush(Worker *w)
         bool any = false;
 
         while ((f = yield_pop(w))) {
-                ready_push_shared(f->group, f);
+                requeue_shared(f);
                 any = true;
         }
 
         while ((f = localq_pop(&w->local))) {
-                ready_push_shared(f->group, f);
+                requeue_shared(f);
                 any = true;
         }
         if ((f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
-                ready_push_shared(f->group, f);
+                requeue_shared(f);
                 any = true;
         }
         if (any)
@@ -211,7 +223,7 @@ void ready_flush(Worker *w)
         bool any = false;
 
         while ((f = yield_pop(w))) {
-                ready_push_shared(f->group, f);
+                requeue_shared(f);
                 any = true;
         }
         if (any)
@@ -247,7 +259,7 @@ Fiber *ready_pop_yield(Worker *w, Fiber *self)
 void ready_push_shared(SchedulingGroup *g, Fiber *f)
 {
         if (g->nclasses > 1) {
-                class_push(g, f);
+                class_push(g, f, true);
                 return;
         }
         while (UNLIKELY(!runq_push(&g->runq, f)))
@@ -320,7 +332,7 @@ static void yield_rotate(Worker *w, Fiber *f)
         w->yield_countdown = 1 + (w->yield_rng & 127);
         /* This worker has more ready fibers than it can run: let a sleeping sibling
          * take one. */
-        ready_push_shared(f->group, f);
+        requeue_shared(f);
         group_wake_idle(f->group);
         w->yield_rotated = true; /* our next pop leaves it to the others */
 }
@@ -351,14 +363,14 @@ void ready_requeue(Worker *w, Fiber *f)
                 return;
         }
         if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
-                ready_push_shared(f->group, f);
+                requeue_shared(f);
                 return;
         }
         if (f->group->nclasses > 1 || worker_surplus(w)) {
                 /* classes: a fiber of another class than the one this worker now
                  * serves goes to its class's queue; a surplus spare is about to park
                  * and must leave nothing in its own lists */
-                ready_push_shared(f->group, f);
+                requeue_shared(f);
                 group_wake_idle(f->group);
                 return;
         }

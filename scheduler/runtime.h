@@ -201,6 +201,7 @@ struct Fiber {
         FiberFn fn;
         void *arg;
         char *stack_lo;     /* the stack's lowest byte; its guard lies below it */
+        char *stack_hi;     /* one past the stack's usable top (ASan's bounds) */
         size_t stack_size;  /* bytes, guard not included */
         int handoff;        /* wake-up handshake, see waiter.c */
         int refs;           /* 1 running + 1 joinable handle */
@@ -212,6 +213,8 @@ struct Fiber {
         Waiter *joiner;
         uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
         bool outside;       /* created outside the group: the stack returns to the group pool */
+        bool apart;         /* joinable: this block is malloc'ed, not at the stack's top,
+                             * and the stack goes back at exit, before the join */
         bool no_steal;      /* only its own group's workers may run it */
         uint8_t cls;        /* its job class: an index into its group's classes */
         Fiber *yield_next;  /* its worker's yield list (that worker only) */
@@ -530,9 +533,11 @@ bool group_wake_sleeper(SchedulingGroup *g);
  * class_term - free them. Context: group construction and destruction. */
 int class_init(SchedulingGroup *g, const SchedClassConfig *cfg, unsigned n, size_t cap);
 void class_term(SchedulingGroup *g);
-/* class_push - append @f to its class's queue; a class whose queue was empty inherits
- * the group's last vruntime (no banked credit). Context: any. */
-void class_push(SchedulingGroup *g, Fiber *f);
+/* class_push - append @f to its class's queue; with @activate (a wake-up or a
+ * creation), a class whose queue was empty inherits the group's last vruntime (no
+ * banked credit); without (a yielder or a flushed fiber: its class was active on a
+ * worker), it keeps its own. Context: any. */
+void class_push(SchedulingGroup *g, Fiber *f, bool activate);
 /* class_pop - the oldest fiber of class @c, or NULL. Context: any. */
 Fiber *class_pop(SchedulingGroup *g, unsigned c);
 /* class_pick - the class to run next: the lowest vruntime among classes with queued
