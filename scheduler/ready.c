@@ -5,19 +5,24 @@
  * worker's next pick from its own queues (ready_pop). Taking from other workers and
  * other groups is steal.c.
  *
+ * Runnext (Go's, both policies): a fiber made ready by code running on a worker of its
+ * group (spawned, or woken by a post, an unlock, a join, or a timer an idle worker
+ * ran) goes to that worker's runnext slot and runs as soon as the current fiber parks,
+ * on the caches its waker warmed; filling an empty slot wakes nobody (ready_push()
+ * says why and what catches a waker that keeps running). The previous occupant moves
+ * to the tail of the worker's deque (local policy) or to the shared queue.
+ *
  * Local queues (SCHED_QUEUE_LOCAL; tRPC-Cpp Fiber's v2 policy, shared/seeds/001; Go's
- * per-P queue and runnext): a fiber made ready by code running on a worker of its
- * group (spawned, or woken by a post, an unlock, a join) goes to that worker's
- * runnext slot and runs as soon as the current fiber parks; the previous occupant
- * moves to the tail of the worker's deque. The owner takes the newest fiber from the
+ * per-P queue): The owner takes the newest fiber from the
  * deque (work-first, as Cilk and Chase-Lev deques do), so a tree of fibers runs
  * depth-first and a skynet of a million leaves keeps a few hundred fibers (and warm
  * stacks) alive instead of a million. Every 64th pop the owner looks at its own
  * oldest: one that has waited over LOCAL_STARVE_NS (a time slice) runs before runnext
  * and the newest (at most one such per slice), so a chain of spawns cannot hold it
- * back forever. An idle worker is woken only when nobody spins. Wake-ups from timers,
- * fds and other threads go to the shared queue, which a worker reads first on every
- * 8th pop so they are not starved (flare's acquire rounds).
+ * back forever. An idle worker is woken only when nobody spins. Wake-ups from the
+ * reactor (fds, the timerfd backstop) and other threads go to the shared queue, which
+ * a worker reads first on every 8th pop so they are not starved (flare's acquire
+ * rounds); so does a worker with a busy runnext.
  *
  * A fiber of another group made ready on a worker of a group that steals from it (a
  * stolen fiber spawning or waking) also goes to that worker's runnext, so a stolen

@@ -3,9 +3,13 @@
  * timer.c — a group's timers: deadlines of blocking calls in an intrusive pairing heap
  * (Fredman et al. 1986: insert O(1), pop-min and remove O(log n) amortized), and the
  * CLOCK_MONOTONIC timerfd (absolute, nanosecond resolution) that always holds the
- * earliest deadline. The timerfd sits in the reactor's poll set (reactor.c), so the
- * reactor thread sleeps without a timeout and an idle group makes no wake-ups at all;
- * workers never sleep with a timeout, so a busy worker never looks at timers.
+ * earliest deadline. Timers are run from the scheduler loop first (Go's checkTimers,
+ * runtime/proc.go): an idle worker runs the due ones itself (timer_run_due()), and one
+ * idle worker per group sleeps with the earliest deadline as its timeout (worker.c),
+ * so an expiry costs one thread wake-up and its fibers run on the worker that ran
+ * it. The timerfd sits in the reactor's poll set (reactor.c) as the backstop for a
+ * group whose workers are all busy; the reactor thread sleeps without a timeout, and
+ * a group without timers makes no wake-ups at all.
  *
  * The heap is guarded by a spinlock: arming a timer never allocates (the node is
  * embedded in its Waiter), and the timerfd is re-programmed only when the earliest
@@ -14,7 +18,8 @@
  * doing it) re-reads the earliest deadline and calls timerfd_settime() until the heap
  * is clean (timerfd_sync()), so workers that arm timers never spin behind a syscall,
  * and the last setting always matches the heap. Expired timers are claimed under the
- * lock and woken after it is released (timer_fire()).
+ * lock and woken after it is released (timer_run_due()); the earliest deadline is
+ * also published in next_ns, so an idle worker checks for due timers with one load.
  */
 #include <errno.h>
 #include <sys/timerfd.h>

@@ -15,6 +15,8 @@
  *    then CPU and NUMA binding; thread_term() undoes them in reverse before it returns.
  *
  * A worker with nothing to run (flare's acquire rounds, shared/seeds/000, 003):
+ *  0. runs the group's due timers (run_timers(): Go's checkTimers), whose fibers land
+ *     in its runnext;
  *  1. takes a fiber from its own queues, its siblings' local queues, other groups
  *     (steal_idle_acquire());
  *  2. otherwise tries to become one of at most two spinners (CAS its bit into the
@@ -28,7 +30,10 @@
  *     gets work sets the flag (if fewer than two spin) instead of waking someone
  *     itself, because it now has real work to do;
  *  3. otherwise sets its bit in the sleeping mask, looks once more (a producer may have
- *     read the mask before the bit was set), and sleeps on its wait slot.
+ *     read the mask before the bit was set), and sleeps on its wait slot; the first
+ *     sleeper of the group while timers are armed sleeps only until the earliest one
+ *     (sleep_on_slot(): Go's M blocked in netpoll until the next timer) and then runs
+ *     it.
  * The producer's side of this (claiming a spinner or a sleeper) is group_wake() in
  * group.c.
  */
