@@ -66,9 +66,11 @@ static inline Fiber *shared_pop(Worker *w)
         SchedulingGroup *g = w->group;
         Fiber *f;
 
-        if (UNLIKELY(w->classes))
+        if (UNLIKELY(w->classes)) {
+                if (!__atomic_load_n(&g->classes[w->cls].queued, __ATOMIC_RELAXED))
+                        return NULL; /* class_pop()'s first look, without the call */
                 f = class_pop(g, w->cls);
-        else if (runq_looks_empty(&g->runq))
+        } else if (runq_looks_empty(&g->runq))
                 return NULL; /* the common case of a yield: no call, no CAS */
         else
                 f = runq_pop(&g->runq);
@@ -178,7 +180,7 @@ static void local_flush(Worker *w)
 /* The pick among @w's own fibers (of class w->cls, in a group with classes): its yield
  * list first every 8th pop or after a rotation, then runnext and deque (local policy),
  * the shared queue, the yield list. */
-static inline Fiber *own_pop(Worker *w, unsigned n)
+static inline __attribute__((always_inline)) Fiber *own_pop(Worker *w, unsigned n)
 {
         Fiber *f;
 

@@ -305,6 +305,8 @@ struct Worker {
         uint32_t yield_countdown; /* yields to the next rotation (1..127, random) */
         uint64_t switches;        /* stats: single writer, relaxed */
         uint64_t run_seq;         /* bumped at every switch (atomic: the monitor reads it) */
+        Fiber *next;              /* runs next (Go's runnext); atomic (siblings steal it) */
+        uint64_t next_since;      /* TSC when next was set; atomic */
         unsigned cls;             /* classes: the class its runnext and deque hold */
         uint64_t run_tsc;         /* classes: when the running fiber started running (TSC), for
                             * charging its class; 0 in the idle loop */
@@ -323,9 +325,7 @@ struct Worker {
         uint8_t spin_misses;      /* spins in a row that found nothing (worker.c), <= 6 */
         uint64_t rescued_tsc;     /* local policy: when the deque's oldest last ran first */
         Histogram latency;
-        Fiber *next;         /* local policy: runs next (Go's runnext); atomic */
-        uint64_t next_since; /* TSC when next was set; atomic */
-        LocalRunq local;     /* SCHED_QUEUE_LOCAL only */
+        LocalRunq local; /* SCHED_QUEUE_LOCAL only */
         /* CPU control (class.c, monitor.c). */
         bool running;             /* in a fiber, not the idle loop (atomic: the monitor
                                    * reads it; written only at idle transitions) */
