@@ -16,7 +16,7 @@
  *
  * A worker with nothing to run (flare's acquire rounds, shared/seeds/000, 003):
  *  0. runs the group's due timers (run_timers(): Go's checkTimers), whose fibers land
- *     in its runnext;
+ *     in its runnext, and again at every round of a spin (step 2);
  *  1. takes a fiber from its own queues, its siblings' local queues, other groups
  *     (steal_idle_acquire());
  *  2. otherwise tries to become one of at most two spinners (CAS its bit into the
@@ -74,6 +74,8 @@ void worker_set_self(Worker *w)
 
 /* ------------------------------------------------------------------ idle loop ----- */
 
+static void run_timers(Worker *w);
+
 static Fiber *spinning_acquire(Worker *w)
 {
         SchedulingGroup *g = w->group;
@@ -116,6 +118,7 @@ static Fiber *spinning_acquire(Worker *w)
         full_fence();
 
         for (int round = 0; round < rounds; round++) {
+                run_timers(w); /* a spin lasts up to ~200 us: timers due meanwhile */
                 if ((f = steal_idle_acquire(w)))
                         break;
                 if (!(__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED) & me))
