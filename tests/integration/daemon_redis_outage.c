@@ -440,8 +440,9 @@ Test(daemon_redis_outage, kill_and_restart_every_accepted_job_final_once)
                 cr_assert_leq(runs - kept, 2 * PIPE_DEPTH, "%llu jobs ran twice",
                               (unsigned long long)(runs - kept));
                 if (runs > kept)
-                        fprintf(stderr, "daemon_redis_outage: %llu runs after the server died "
-                                        "were run again by the other host\n",
+                        fprintf(stderr,
+                                "daemon_redis_outage: %llu runs after the server died "
+                                "were run again by the other host\n",
                                 (unsigned long long)(runs - kept));
         }
         cr_assert_eq(store_in_state("done") + store_in_state("cancelled"),
