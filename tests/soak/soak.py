@@ -182,7 +182,7 @@ class Fleet:
     def host_sock(self, node):
         return os.path.join(self.host_dir(node), "fiberd.sock")
 
-    def host_start(self, node):
+    def host_start(self, node, attempt=0):
         d = self.host_dir(node)
         plugins = os.path.join(d, "plugins")
         if not os.path.isdir(d):
@@ -208,7 +208,18 @@ class Fleet:
         deadline = time.time() + 20
         while time.time() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError(f"host {node} exited with {proc.returncode} at start")
+                # as Restart=on-failure would: a host that meets Redis still starting (or
+                # its disk still full) exits at start; try again, a few times, and say why
+                with open(os.path.join(d, "fiberd.log")) as f:
+                    why = f.read().splitlines()[-3:]
+                self.restarts["start-failures"] = self.restarts.get("start-failures", 0) + 1
+                print(f"soak: host {node} exited with {proc.returncode} at start: "
+                      + " | ".join(why), file=sys.stderr)
+                if attempt >= 5:
+                    raise RuntimeError(f"host {node} exited with {proc.returncode} at start "
+                                       f"{attempt + 1} times")
+                time.sleep(1)
+                return self.host_start(node, attempt + 1)
             try:
                 with Client(self.host_sock(node), timeout=1) as c:
                     c.ping()
@@ -485,7 +496,8 @@ def main():
             ("faults", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))),
             ("restarts after a death", f"host a {fleet.restarts['a']}, host b "
              f"{fleet.restarts['b']}, redis-server {fleet.restarts['redis']} (its AOF "
-             "could not be written: fill-disk)"),
+             "could not be written: fill-disk); hosts that exited at start and were "
+             f"started again: {fleet.restarts.get('start-failures', 0)}"),
             ("submissions accepted", str(len(accepted))),
             ("refused", ", ".join(f"{k} {v}" for k, v in sorted(codes.items())) or "none"),
             ("unanswered (host killed under the batch)", str(lost)),
