@@ -414,7 +414,10 @@ typedef struct FiberAttr {
  * the call never waits, the caller retries or sheds load); -EINVAL (no group from a
  * pthread, bad stack size, @ret inconsistent with @attr->detached); -ENOMEM when no
  * stack could be mapped.
- * Context: any. Does not yield.
+ * Context: any. Does not yield, except from a fiber of the same group whose ready
+ * backlog (its class's queue; with SCHED_QUEUE_LOCAL, plus its worker's deque) has
+ * reached 256 fibers: then it yields once after making the new fiber ready, so that
+ * its worker helps run the backlog (creation backpressure, see scheduler/fiber.c).
  */
 int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg);
 
