@@ -276,10 +276,14 @@ void fiber_release(Fiber *f)
  * tables and first pages faulted in) and every exit a release (madvise): measured, 8x
  * the cost of a fiber from the cache. So a creator on a worker of the group whose
  * backlog (the fiber's class queue, plus its worker's deque under the local policy)
- * has reached CREATE_BACKLOG yields once after the push, and its worker runs some of
- * the backlog (Cilk's work-first order, taken only when the help-first one falls
+ * has reached CREATE_BACKLOG has its task quota ended after the push (and an idle
+ * sibling woken): its next preemption point or wait switches, and its worker runs some
+ * of the backlog (Cilk's work-first order, taken only when the help-first one falls
  * behind): the backlog stays far below the warm pool (>= 1024 stacks), and creation
- * runs at the speed of the cache. */
+ * runs at the speed of the cache. fiber_create() itself never switches: callers hold
+ * pthread mutexes across it (the job table's lock, plugin hosts' child lists), and a
+ * switch there lets another fiber of the same worker block its thread on that mutex,
+ * whose owner then never runs again (every worker of a group deadlocked that way). */
 #define CREATE_BACKLOG 256
 
 static size_t create_backlog(Worker *w, const Fiber *f)
@@ -388,8 +392,12 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         if (ret)
                 *ret = f;
         ready_push(f);
-        if (self && w && w->group == g && UNLIKELY(create_backlog(w, f) >= CREATE_BACKLOG))
-                (void)fiber_yield(); /* -ECANCELED: the creator sees it at its next wait */
+        if (self && w && w->group == g && UNLIKELY(create_backlog(w, f) >= CREATE_BACKLOG)) {
+                /* no switch here (see above): the quota ends, fiber_need_preempt() says so */
+                w->quota_seq = w->run_seq;
+                w->quota_end_tsc = 0;
+                group_wake_idle(g);
+        }
         return 0;
 }
 

@@ -157,8 +157,17 @@ static void run_timers(Worker *w)
         TimerHeap *h = &w->group->reactor.timers;
         uint64_t next = timer_next_ns(h), now;
 
-        if (next && next <= (now = sched_now_ns()))
-                timer_run_due(h, now);
+        Fiber *last;
+
+        if (!next || next > (now = sched_now_ns()) || timer_run_due(h, now) < 2)
+                return;
+        /* Several expired at once (this worker came late): they were woken in deadline
+         * order, each into runnext, which pushed the one before it out to the queue, so
+         * the latest would run first. Behind the others it runs last, in order. */
+        if ((last = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
+                ready_push_shared(last->group, last);
+                group_wake_idle(w->group);
+        }
 }
 
 void worker_timer_armed(SchedulingGroup *g, uint64_t deadline_ns)
