@@ -70,7 +70,7 @@ static int block_calls_run(FiberdJob *job, const FiberdHost *host)
                 if (pipe2(p, O_CLOEXEC) < 0)
                         return -errno;
                 rc = read(p[0], &c, 1);
-                err = errno;
+                err = rc < 0 ? errno : 0;
                 close(p[0]);
                 close(p[1]);
         } else if (!strcmp(call, "connect_recv")) {
@@ -85,13 +85,13 @@ static int block_calls_run(FiberdJob *job, const FiberdHost *host)
                         rc = read(s, &c, 1);
                         bytes = rc > 0 ? (uint64_t)rc : 0;
                 }
-                err = errno;
+                err = rc < 0 ? errno : 0;
                 close(s);
         } else if (!strcmp(call, "open")) {
                 char buf[4096];
                 int fd = open(path, O_RDONLY | O_CLOEXEC);
                 rc = fd;
-                err = errno;
+                err = fd < 0 ? errno : 0; /* errno is unspecified after a success */
                 if (fd >= 0) {
                         ssize_t n;
                         while ((n = read(fd, buf, sizeof(buf))) > 0)
@@ -102,7 +102,7 @@ static int block_calls_run(FiberdJob *job, const FiberdHost *host)
                 char buf[4096];
                 FILE *f = fopen(path, "r");
                 rc = f ? 0 : -1;
-                err = errno;
+                err = f ? 0 : errno; /* errno is unspecified after a success */
                 if (f) {
                         size_t n;
                         while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
