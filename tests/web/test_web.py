@@ -14,6 +14,7 @@ is on a condition with a deadline. A screenshot goes to $WEB_SCREENSHOT
 Usage: test_web.py FIBERCTL FIBERD PLUGIN_DIR SCREENSHOT"""
 import json
 import os
+import socket
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,18 @@ import time
 import urllib.error
 import urllib.request
 
-from selenium import webdriver
+# selenium reaches chromedriver at "localhost"; a minimal root (debootstrap minbase, some
+# containers) has no /etc/hosts, and then that name does not resolve: it means loopback.
+_getaddrinfo = socket.getaddrinfo
+
+
+def _loopback_getaddrinfo(host, *args, **kwargs):
+    return _getaddrinfo("127.0.0.1" if host == "localhost" else host, *args, **kwargs)
+
+
+socket.getaddrinfo = _loopback_getaddrinfo
+
+from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
