@@ -191,8 +191,14 @@ bench-python: $(BUILD)/fiberd $(BUNDLED_PLUGINS)
 # from deps-web; Debian's python3, for which python3-selenium is installed.
 WEB_TEST_DEBS := chromium chromium-driver python3-selenium libjs-chart.js
 .PHONY: deps-web check-web
+# Chromium's driver reaches the browser at "localhost": a root without that name (a
+# debootstrap minbase root has no /etc/hosts) gets the line every Debian install has.
 deps-web: deps
 	$(call install_debs,$(WEB_TEST_DEBS))
+	@getent hosts localhost >/dev/null || { [ "$$(id -u)" = 0 ] && \
+	  echo '127.0.0.1 localhost' >>/etc/hosts && \
+	  echo "deps-web: localhost did not resolve: added '127.0.0.1 localhost' to /etc/hosts"; } || \
+	  { echo "deps-web: localhost does not resolve; add '127.0.0.1 localhost' to /etc/hosts" >&2; exit 1; }
 check-web: deps-web $(FIBERCTL) $(BUILD)/fiberd $(BUNDLED_PLUGINS)
 	/usr/bin/python3 tests/web/test_web.py $(FIBERCTL) $(BUILD)/fiberd $(PLUGIN_BUILD_DIR) \
 		$(BUILD)/web-dashboard.png
