@@ -23,14 +23,8 @@
  * tree still runs depth-first on warm stacks, and its time is charged to that class.
  * A fiber made ready for another class goes to its class's queue. When the pick moves
  * a worker to another class, the fibers left in its runnext and deque go to their
- * class's queue first, so runnext never runs a class out of its order. A yielder of the
- * class the worker serves goes to its yield list as without classes; the pick is made
- * once per CLASS_BATCH yields, at every yield after a spent task quota, and at every
- * pop that is not a yield, and the clock is read to charge a class once per
- * CLASS_BATCH switches inside it or at a switch between classes (runtime.h): seastar
- * reconsiders the class order only when a quota ends, too. Fibers put back on their
- * class's queue from a worker (yielders, flushed lists) do not count as an
- * activation: their class never idled. Thieves take from a sibling's
+ * class's queue first, so runnext never runs a class out of its order. Yields go to
+ * the class's queue (the pick is made at every yield). Thieves take from a sibling's
  * deque whatever class it holds (the time is charged to the fiber's own class), and
  * from another group's queues in that group's class order.
  */
@@ -118,13 +112,13 @@ void class_term(SchedulingGroup *g)
         g->classes = NULL;
 }
 
-void class_push(SchedulingGroup *g, Fiber *f, bool activate)
+void class_push(SchedulingGroup *g, Fiber *f)
 {
         SchedClass *c = &g->classes[f->cls];
 
         while (UNLIKELY(!runq_push(c->runq, f)))
                 cpu_relax(); /* cannot happen: live fibers <= capacity */
-        if (__atomic_fetch_add(&c->queued, 1, __ATOMIC_ACQ_REL) == 0 && activate) {
+        if (__atomic_fetch_add(&c->queued, 1, __ATOMIC_ACQ_REL) == 0) {
                 /* Activated: no credit for the time it was idle (seastar's
                  * activate(): vruntime = max(vruntime, last_vruntime)). */
                 uint64_t last = __atomic_load_n(&g->last_vruntime, __ATOMIC_RELAXED);

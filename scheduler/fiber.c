@@ -70,7 +70,7 @@ static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker
         size_t size;
         if (to_fiber) {
                 bottom = to_fiber->stack_lo;
-                size = (size_t)(to_fiber->stack_hi - to_fiber->stack_lo);
+                size = (size_t)((char *)to_fiber - (char *)bottom);
         } else {
                 bottom = w->asan_stack_bottom;
                 size = w->asan_stack_size;
@@ -89,67 +89,40 @@ static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker
 #endif
 }
 
-/* Classes: end the charging period at a switch from @w->current to @next (NULL: the
- * idle loop): one TSC read, the time since the period began charged to the class of
- * the fiber(s) that ran (all of one class and group: a change of either ends a
- * period), and a new period for @next. Out of line: 1 switch in CLASS_BATCH inside a
- * class, and the switches between classes, come here. Context: @w's thread. */
-static __attribute__((noinline)) void charge_period(Worker *w, Fiber *next)
-{
-        SchedulingGroup *g = w->group;
-        uint64_t now = clock_tsc_now();
-        Fiber *cur = w->current;
-
-        if (cur && w->run_tsc && cur->group == g)
-                class_charge(g, cur, now - w->run_tsc);
-        w->run_tsc = next ? now : 0;
-        w->charge_skip = CLASS_BATCH;
-}
-
 /* A switch on @w to @next (NULL: the idle loop). The switch count is what the monitor
  * watches (a worker whose count stands still is inside one fiber) and what starts a
  * new task quota (fiber_need_preempt() arms it lazily), so the common path costs a
- * store and a load, no clock read. In a group with classes the time fibers run is
- * charged to their class, by periods: a period ends at a switch to another class or
- * group or to the idle loop, or after CLASS_BATCH switches inside one class, so most
- * switches read no clock either. w->classes, fixed at start and on the worker's first
- * cache line, keeps all of it a predictable branch on a group without classes.
- * Context: @w's thread. */
+ * store and a load, no clock read. In a group with classes the fiber that ran is
+ * charged to its class, which takes a TSC read per switch. Context: @w's thread. */
 static inline void account_switch(Worker *w, Fiber *next)
 {
-        if (UNLIKELY(w->classes)) {
+        SchedulingGroup *g = w->group;
+
+        if (UNLIKELY(g->nclasses > 1)) {
+                uint64_t now = clock_tsc_now();
                 Fiber *cur = w->current;
-                if (cur && next && w->charge_skip && cur->cls == next->cls &&
-                    cur->group == next->group)
-                        w->charge_skip--;
-                else
-                        charge_period(w, next);
+                if (cur && w->run_tsc && cur->group == g)
+                        class_charge(g, cur, now - w->run_tsc);
+                w->run_tsc = next ? now : 0;
         }
         if (UNLIKELY(__atomic_load_n(&w->blocked, __ATOMIC_RELAXED)))
                 worker_unblock(w);
         __atomic_store_n(&w->run_seq, w->run_seq + 1, __ATOMIC_RELAXED);
 }
 
-/* Ready-to-run latency of @f, made ready at TSC @ready: out of line, as a yielder
- * (ready_tsc == 0) never comes here. */
-static __attribute__((noinline)) void note_latency(Worker *w, Fiber *f, uint64_t ready)
-{
-        uint64_t now = clock_tsc_now();
-
-        histogram_add(&w->latency, now - ready);
-        if (w->class_latency && f->group == w->group)
-                histogram_add(&w->class_latency[f->cls], now - ready);
-        __atomic_store_n(&f->ready_tsc, 0, __ATOMIC_RELAXED);
-}
-
-static inline __attribute__((always_inline)) void note_running(Worker *w, Fiber *f)
+static inline void note_running(Worker *w, Fiber *f)
 {
         /* Ready-to-run latency is measured from a wake-up or a creation; a fiber that
          * only yielded (ready_tsc == 0) was never waiting for anything. */
         /* Atomic: an idle sibling may be looking at it to decide on stealing. */
         uint64_t ready = __atomic_load_n(&f->ready_tsc, __ATOMIC_RELAXED);
-        if (ready)
-                note_latency(w, f, ready);
+        if (ready) {
+                uint64_t now = clock_tsc_now();
+                histogram_add(&w->latency, now - ready);
+                if (w->class_latency && f->group == w->group)
+                        histogram_add(&w->class_latency[f->cls], now - ready);
+                __atomic_store_n(&f->ready_tsc, 0, __ATOMIC_RELAXED);
+        }
         account_switch(w, f);
         __atomic_store_n(&w->current, f, __ATOMIC_RELAXED); /* the monitor reads it */
         __atomic_store_n(&w->switches, w->switches + 1, __ATOMIC_RELAXED);
@@ -157,8 +130,7 @@ static inline __attribute__((always_inline)) void note_running(Worker *w, Fiber 
 
 /* Leave @self for @next (the worker's idle loop when NULL), asking the code that runs
  * first on the new stack to finish @action for @self. */
-static inline __attribute__((always_inline)) void switch_away(Worker *w, Fiber *self, Fiber *next,
-                                                              int action)
+static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
 {
         w->prev = self;
         w->prev_action = action;
@@ -195,12 +167,6 @@ void fiber_run(Worker *w, Fiber *f)
 static void fiber_finish_exit(Worker *w, Fiber *f)
 {
         Waiter *joiner;
-
-        /* A joinable fiber's stack goes back now (it never runs again, and its control
-         * block is apart): the stack caches serve the next creation even when the
-         * joins come much later. */
-        if (f->apart)
-                stack_free(f->group, f->stack_lo, f->stack_size, f->outside);
 
         __atomic_store_n(&w->finished, w->finished + 1, __ATOMIC_RELAXED);
         __atomic_fetch_sub(&f->group->alive, 1, __ATOMIC_RELEASE);
@@ -262,37 +228,8 @@ static void fiber_entry(void *arg)
 
 void fiber_release(Fiber *f)
 {
-        if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) != 0)
-                return;
-        if (f->apart)
-                free(f); /* its stack went back at exit */
-        else
+        if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0)
                 stack_free(f->group, f->stack_lo, f->stack_size, f->outside);
-}
-
-/* Creation backpressure: a fiber that creates fibers faster than its group runs them
- * would pile up ready fibers, each holding a stack, and once they outnumber the warm
- * stack caches (stack.c) every new one costs a fresh slot (its guard installed, page
- * tables and first pages faulted in) and every exit a release (madvise): measured, 8x
- * the cost of a fiber from the cache. So a creator on a worker of the group whose
- * backlog (the fiber's class queue, plus its worker's deque under the local policy)
- * has reached CREATE_BACKLOG has its task quota ended after the push (and an idle
- * sibling woken): its next preemption point or wait switches, and its worker runs some
- * of the backlog (Cilk's work-first order, taken only when the help-first one falls
- * behind): the backlog stays far below the warm pool (>= 1024 stacks), and creation
- * runs at the speed of the cache. fiber_create() itself never switches: callers hold
- * pthread mutexes across it (the job table's lock, plugin hosts' child lists), and a
- * switch there lets another fiber of the same worker block its thread on that mutex,
- * whose owner then never runs again (every worker of a group deadlocked that way). */
-#define CREATE_BACKLOG 256
-
-static size_t create_backlog(Worker *w, const Fiber *f)
-{
-        SchedulingGroup *g = w->group;
-        size_t n = g->nclasses > 1 ? __atomic_load_n(&g->classes[f->cls].queued, __ATOMIC_RELAXED)
-                                   : runq_size(&g->runq);
-
-        return g->local_queues ? n + localq_size(&w->local) : n;
 }
 
 int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
@@ -343,27 +280,9 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
          * last: this one starts clean. */
         __asan_unpoison_memory_region(lo, size);
 #endif
-        /* A detached fiber's control block sits at the top of its stack, cache-line
-         * aligned: one allocation, freed at exit. A joinable one's is allocated apart,
-         * so that its stack goes back to the caches at exit, not at the join: a
-         * creator that joins late (create N, then join N) would otherwise hold N stacks
-         * and make every creation take a fresh slot (measured: ~25x the cost of a cached
-         * stack, in guard installation, page tables and faults). */
-        if (attr->detached) {
-                f = (Fiber *)(((uintptr_t)(lo + size) - sizeof(Fiber)) & ~(uintptr_t)63);
-                memset(f, 0, sizeof(*f));
-                f->stack_hi = (char *)f;
-        } else {
-                f = aligned_alloc(64, (sizeof(Fiber) + 63) & ~(size_t)63);
-                if (!f) {
-                        stack_free(g, lo, size, !(w = worker_self()) || w->group != g);
-                        __atomic_fetch_sub(&g->alive, 1, __ATOMIC_RELEASE);
-                        return -ENOMEM;
-                }
-                memset(f, 0, sizeof(*f));
-                f->apart = true;
-                f->stack_hi = lo + size;
-        }
+        /* The control block sits at the top of the stack, cache-line aligned. */
+        f = (Fiber *)(((uintptr_t)(lo + size) - sizeof(Fiber)) & ~(uintptr_t)63);
+        memset(f, 0, sizeof(*f));
         f->group = g;
         f->id = __atomic_fetch_add(&next_fiber_id, 1, __ATOMIC_RELAXED);
         f->tag = attr->tag;
@@ -378,7 +297,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         } else if (self && (self->group == g || (g->owner && self->group->owner == g->owner))) {
                 f->cls = self->cls; /* the classes of one scheduler's groups are the same */
         }
-        context_init(&f->ctx, lo, (size_t)(f->stack_hi - lo), fiber_entry, f);
+        context_init(&f->ctx, lo, (size_t)((char *)f - lo), fiber_entry, f);
 #ifdef SCHED_TSAN
         f->tsan_fiber = __tsan_create_fiber(0);
 #endif
@@ -392,12 +311,6 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         if (ret)
                 *ret = f;
         ready_push(f);
-        if (self && w && w->group == g && UNLIKELY(create_backlog(w, f) >= CREATE_BACKLOG)) {
-                /* no switch here (see above): the quota ends, fiber_need_preempt() says so */
-                w->quota_seq = w->run_seq;
-                w->quota_end_tsc = 0;
-                group_wake_idle(g);
-        }
         return 0;
 }
 
@@ -463,16 +376,11 @@ int fiber_yield(void)
         }
         if (__atomic_load_n(&self->cancelled, __ATOMIC_ACQUIRE))
                 return -ECANCELED;
-        if (LIKELY(w->plain)) {
-                /* The fast path (no classes, not a spare): the pick of a group without
-                 * classes, and no check that only spares or classes need. */
-                next = ready_pop(w);
-        } else if (UNLIKELY(worker_surplus(w))) {
+        if (UNLIKELY(worker_surplus(w))) {
                 switch_away(w, self, NULL, FIBER_ACT_YIELD); /* requeued; we park */
                 return 0;
-        } else {
-                next = ready_pop_yield(w, self);
         }
+        next = ready_pop_yield(w, self);
         if (!next) {
                 /* nothing else is ready: keep running, with a new task quota; for the
                  * monitor it is a switch (a fiber that yields is not stalled) */
@@ -491,12 +399,6 @@ bool fiber_need_preempt(void)
         if (!w || !w->current)
                 return false;
         now = clock_tsc_now();
-        /* A fiber made ready here while this one kept running waits in runnext, which
-         * woke nobody (ready.c): past RUNNEXT_STEAL_NS a sibling is woken to steal it. */
-        if (UNLIKELY(__atomic_load_n(&w->next, __ATOMIC_RELAXED)) &&
-            now - __atomic_load_n(&w->next_since, __ATOMIC_RELAXED) >=
-                    clock_ns_to_tsc(RUNNEXT_STEAL_NS))
-                group_wake_idle(w->group);
         if (UNLIKELY(w->quota_seq != w->run_seq)) {
                 /* the first look since the fiber was switched to: its quota starts
                  * now (a fiber that checks often, as a preemption point should, loses
@@ -505,13 +407,7 @@ bool fiber_need_preempt(void)
                 w->quota_end_tsc = now + w->group->quota_tsc;
                 return false;
         }
-        if (now < w->quota_end_tsc)
-                return false;
-        /* The quota is spent: the yield that follows picks a class and charges at
-         * once, as without batching (CLASS_BATCH spares only the quick yields). */
-        w->class_batch = 0;
-        w->charge_skip = 0;
-        return true;
+        return now >= w->quota_end_tsc;
 }
 
 int fiber_maybe_yield(void)

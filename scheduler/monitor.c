@@ -552,10 +552,6 @@ static bool monitor_scan(SchedulingGroup *g)
                         w->mon_since_ns = now;
                         continue;
                 }
-                /* One fiber ran a whole tick while another waits in its runnext,
-                 * which woke nobody (ready.c): wake a sibling to steal it. */
-                if (__atomic_load_n(&w->next, __ATOMIC_RELAXED))
-                        group_wake_idle(g);
                 ran = now - w->mon_since_ns; /* at least this long in one fiber */
                 if (g->stall_ns && ran >= g->stall_ns && w->stall_seq != seq) {
                         w->stall_seq = seq;

@@ -5,24 +5,19 @@
  * worker's next pick from its own queues (ready_pop). Taking from other workers and
  * other groups is steal.c.
  *
- * Runnext (Go's, both policies): a fiber made ready by code running on a worker of its
- * group (spawned, or woken by a post, an unlock, a join, or a timer an idle worker
- * ran) goes to that worker's runnext slot and runs as soon as the current fiber parks,
- * on the caches its waker warmed; filling an empty slot wakes nobody (ready_push()
- * says why and what catches a waker that keeps running). The previous occupant moves
- * to the tail of the worker's deque (local policy) or to the shared queue.
- *
  * Local queues (SCHED_QUEUE_LOCAL; tRPC-Cpp Fiber's v2 policy, shared/seeds/001; Go's
- * per-P queue): The owner takes the newest fiber from the
+ * per-P queue and runnext): a fiber made ready by code running on a worker of its
+ * group (spawned, or woken by a post, an unlock, a join) goes to that worker's
+ * runnext slot and runs as soon as the current fiber parks; the previous occupant
+ * moves to the tail of the worker's deque. The owner takes the newest fiber from the
  * deque (work-first, as Cilk and Chase-Lev deques do), so a tree of fibers runs
  * depth-first and a skynet of a million leaves keeps a few hundred fibers (and warm
  * stacks) alive instead of a million. Every 64th pop the owner looks at its own
  * oldest: one that has waited over LOCAL_STARVE_NS (a time slice) runs before runnext
  * and the newest (at most one such per slice), so a chain of spawns cannot hold it
- * back forever. An idle worker is woken only when nobody spins. Wake-ups from the
- * reactor (fds, the timerfd backstop) and other threads go to the shared queue, which
- * a worker reads first on every 8th pop so they are not starved (flare's acquire
- * rounds); so does a worker with a busy runnext.
+ * back forever. An idle worker is woken only when nobody spins. Wake-ups from timers,
+ * fds and other threads go to the shared queue, which a worker reads first on every
+ * 8th pop so they are not starved (flare's acquire rounds).
  *
  * A fiber of another group made ready on a worker of a group that steals from it (a
  * stolen fiber spawning or waking) also goes to that worker's runnext, so a stolen
@@ -61,34 +56,13 @@ static Fiber *yield_pop(Worker *w)
         return f;
 }
 
-static inline Fiber *shared_pop(Worker *w)
+static Fiber *shared_pop(Worker *w)
 {
         SchedulingGroup *g = w->group;
-        Fiber *f;
-
-        if (UNLIKELY(w->classes)) {
-                if (!__atomic_load_n(&g->classes[w->cls].queued, __ATOMIC_RELAXED))
-                        return NULL; /* class_pop()'s first look, without the call */
-                f = class_pop(g, w->cls);
-        } else if (runq_looks_empty(&g->runq))
-                return NULL; /* the common case of a yield: no call, no CAS */
-        else
-                f = runq_pop(&g->runq);
+        Fiber *f = g->nclasses > 1 ? class_pop(g, w->cls) : runq_pop(&g->runq);
         if (f)
                 counter_inc(&w->shared_dequeues);
         return f;
-}
-
-/* Put back on its class's queue a fiber that was ready or running on a worker (a
- * yielder, or one flushed from a worker's own lists): its class was active all along,
- * so unlike a wake-up it inherits no vruntime (class.c), even when the queue was
- * empty because the class's fibers sat in that worker's yield list. */
-static void requeue_shared(Fiber *f)
-{
-        if (f->group->nclasses > 1)
-                class_push(f->group, f, false);
-        else
-                ready_push_shared(f->group, f);
 }
 
 /* The oldest fiber of @w's deque has waited a time slice, and the last one taken that
@@ -106,23 +80,6 @@ static bool local_starving(Worker *w)
         return true;
 }
 
-/* Take @w's runnext. The fiber inherits the time slice of the one that made it ready
- * (Go's runqget inheritTime): when that one's task quota is armed, the switch to it
- * (which bumps run_seq by one) keeps the quota running, so two fibers that wake each
- * other cannot hold the worker longer than one fiber could. */
-static inline Fiber *next_pop(Worker *w)
-{
-        Fiber *f;
-
-        if (!__atomic_load_n(&w->next, __ATOMIC_RELAXED) ||
-            !(f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL)))
-                return NULL;
-        if (w->quota_seq == w->run_seq)
-                w->quota_seq = w->run_seq + 1;
-        counter_inc(&w->local_dequeues);
-        return f;
-}
-
 static Fiber *local_pop(Worker *w, unsigned n)
 {
         Fiber *f;
@@ -133,8 +90,11 @@ static Fiber *local_pop(Worker *w, unsigned n)
                 counter_inc(&w->local_dequeues);
                 return f;
         }
-        if ((f = next_pop(w)))
+        if (__atomic_load_n(&w->next, __ATOMIC_RELAXED) &&
+            (f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
+                counter_inc(&w->local_dequeues);
                 return f;
+        }
         if ((f = localq_pop_newest(&w->local))) {
                 counter_inc(&w->local_dequeues);
                 return f;
@@ -142,32 +102,26 @@ static Fiber *local_pop(Worker *w, unsigned n)
         return shared_pop(w);
 }
 
-/* Whether @w's yield list, runnext or deque holds fibers (of class w->cls). */
+/* Whether @w's runnext or deque holds fibers (of class w->cls). */
 static bool local_nonempty(Worker *w)
 {
-        return w->yield_head || __atomic_load_n(&w->next, __ATOMIC_RELAXED) ||
-               (w->group->local_queues && localq_size(&w->local));
+        return __atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local);
 }
 
-/* Move @w's yield list, runnext and deque to their classes' queues (oldest first), so
- * that a worker moving to another class leaves nothing behind that only it would run. */
+/* Move @w's runnext and deque to their classes' queues (oldest first), so that a
+ * worker moving to another class leaves nothing behind that only it would run. */
 static void local_flush(Worker *w)
 {
         SchedulingGroup *g = w->group;
         Fiber *f;
         bool any = false;
 
-        while ((f = yield_pop(w))) {
-                requeue_shared(f);
-                any = true;
-        }
-
         while ((f = localq_pop(&w->local))) {
-                requeue_shared(f);
+                ready_push_shared(f->group, f);
                 any = true;
         }
         if ((f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
-                requeue_shared(f);
+                ready_push_shared(f->group, f);
                 any = true;
         }
         if (any)
@@ -177,40 +131,22 @@ static void local_flush(Worker *w)
 /* A group with classes: serve the class with the lowest vruntime (class.c). With
  * @cur_active (a fiber of class w->cls yields), that class counts as ready even when
  * its queues are empty, and NULL means "keep running the yielder". */
-/* The pick among @w's own fibers (of class w->cls, in a group with classes): its yield
- * list first every 8th pop or after a rotation, then runnext and deque (local policy),
- * the shared queue, the yield list. */
-static inline __attribute__((always_inline)) Fiber *own_pop(Worker *w, unsigned n)
-{
-        Fiber *f;
-
-        if (UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
-                w->yield_rotated = false;
-                return yield_pop(w);
-        }
-        if (w->group->local_queues)
-                f = local_pop(w, n);
-        else if (!(n % 8 == 0 && (f = shared_pop(w))) && !(f = next_pop(w)))
-                f = shared_pop(w); /* shared policy: runnext, the shared queue first on
-                                    * every 8th pop so that it is not starved */
-        return f ? f : yield_pop(w);
-}
-
 static Fiber *class_ready_pop(Worker *w, unsigned n, bool cur_active)
 {
         SchedulingGroup *g = w->group;
-        bool local = local_nonempty(w);
+        bool local = g->local_queues && local_nonempty(w);
         int c = class_pick(g, w->cls, local || cur_active);
         Fiber *f;
 
-        w->class_batch = CLASS_BATCH;
         if (c < 0)
                 return NULL;
         if ((unsigned)c == w->cls)
-                return own_pop(w, n);
-        if (local)
-                local_flush(w);
-        w->cls = (unsigned)c;
+                return g->local_queues ? local_pop(w, n) : shared_pop(w);
+        if ((unsigned)c != w->cls) {
+                if (local)
+                        local_flush(w);
+                w->cls = (unsigned)c;
+        }
         f = shared_pop(w);
         return f ? f : class_pop_any(g);
 }
@@ -218,10 +154,16 @@ static Fiber *class_ready_pop(Worker *w, unsigned n, bool cur_active)
 Fiber *ready_pop(Worker *w)
 {
         unsigned n = ++w->pops;
+        Fiber *f;
 
-        if (UNLIKELY(w->classes))
+        if (w->group->nclasses > 1)
                 return class_ready_pop(w, n, false);
-        return own_pop(w, n);
+        if (UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
+                w->yield_rotated = false;
+                return yield_pop(w);
+        }
+        f = w->group->local_queues ? local_pop(w, n) : shared_pop(w);
+        return f ? f : yield_pop(w);
 }
 
 void ready_flush(Worker *w)
@@ -230,7 +172,7 @@ void ready_flush(Worker *w)
         bool any = false;
 
         while ((f = yield_pop(w))) {
-                requeue_shared(f);
+                ready_push_shared(f->group, f);
                 any = true;
         }
         if (any)
@@ -242,21 +184,12 @@ Fiber *ready_pop_yield(Worker *w, Fiber *self)
 {
         SchedulingGroup *g = w->group;
 
-        if (!w->classes || self->group != g)
+        if (g->nclasses == 1 || self->group != g)
                 return ready_pop(w);
-        if (self->cls == w->cls && w->class_batch) {
-                /* Seastar's task quota, counted in yields: the worker keeps serving
-                 * its class for CLASS_BATCH yields without a pick (the class order
-                 * changes only as fast as the charges, which are batched the same
-                 * way: fiber.c), taking its own fibers as a group without classes
-                 * does; NULL keeps the yielder running. */
-                w->class_batch--;
-                return own_pop(w, ++w->pops);
-        }
         if (self->cls != w->cls) {
                 /* a fiber of another class runs here (stolen, or runnext of a
                  * sibling): this worker serves its class from now on */
-                if (local_nonempty(w))
+                if (g->local_queues && local_nonempty(w))
                         local_flush(w);
                 w->cls = self->cls;
         }
@@ -266,7 +199,7 @@ Fiber *ready_pop_yield(Worker *w, Fiber *self)
 void ready_push_shared(SchedulingGroup *g, Fiber *f)
 {
         if (g->nclasses > 1) {
-                class_push(g, f, true);
+                class_push(g, f);
                 return;
         }
         while (UNLIKELY(!runq_push(&g->runq, f)))
@@ -289,37 +222,19 @@ void ready_push(Fiber *f)
 
         /* when it was made ready: ready-to-run latency, and runnext's age */
         __atomic_store_n(&f->ready_tsc, clock_tsc_now(), __ATOMIC_RELAXED);
-        if ((w = worker_self()) &&
-            (w->group == g ||
-             (w->group->local_queues && !f->no_steal && is_thief_of(w->group, g))) &&
+        if ((w = worker_self()) && w->group->local_queues &&
+            (w->group == g || (!f->no_steal && is_thief_of(w->group, g))) &&
             (g->nclasses == 1 || f->cls == w->cls) && !worker_surplus(w)) {
-                /* Go's runnext (runtime/proc.go, ready() and newproc(): runqput with
-                 * next = true), under both policies: it runs next on this worker (its
-                 * waker or creator is about to park, or busy), on the caches the
-                 * waker just warmed, instead of crossing to another worker through
-                 * the shared queue and a futex wake-up; the previous occupant moves
-                 * to the deque (local policy) or the shared queue. On a thief of
-                 * @f's group the same holds (a stolen fiber spawning or waking), so a
-                 * stolen subtree stays there, depth-first; a fiber of a group this
-                 * one does not steal from (a server group's, say) goes home. A
-                 * sibling takes a runnext that waited RUNNEXT_STEAL_NS (steal.c).
-                 *
-                 * Filling an empty runnext wakes nobody (tokio's LIFO slot): the
-                 * waker of a ping-pong or a request is about to park, and its worker
-                 * runs the fiber next; a wake-up would cost the waker a fence and a
-                 * futex call, and the woken sibling's spinning would pull runnext's
-                 * cache line away at every hand-off (measured: ping-pong 1.4x slower
-                 * with Go's wakep() here). A displaced occupant is work for
-                 * another worker, which is woken for it as before. A waker that
-                 * keeps running instead is caught by fiber_need_preempt() (a
-                 * runnext older than RUNNEXT_STEAL_NS wakes a sibling, which steals
-                 * it) and, with no preemption point, by the monitor's next tick. */
+                /* Go's runnext: it runs next on this worker (its waker or creator is
+                 * about to park, or busy); the previous occupant moves to the deque.
+                 * On a thief of @f's group the same holds (a stolen fiber spawning
+                 * or waking), so a stolen subtree stays there, depth-first; a fiber
+                 * of a group this one does not steal from (a server group's, say)
+                 * goes home. */
                 uint64_t now = clock_tsc_now();
                 __atomic_store_n(&w->next_since, now, __ATOMIC_RELAXED);
                 Fiber *old = __atomic_exchange_n(&w->next, f, __ATOMIC_ACQ_REL);
-                if (!old)
-                        return;
-                if (!(w->group->local_queues && localq_push(&w->local, old, now)))
+                if (old && !localq_push(&w->local, old, now))
                         ready_push_shared(old->group, old);
                 group_wake_idle(w->group);
                 return;
@@ -328,24 +243,32 @@ void ready_push(Fiber *f)
         group_wake(g);
 }
 
-/* 1 yield in 64 on average goes to the shared queue, at random spacing (1..128): a
- * fixed period would pick the same fiber of two that take turns every time, and the
- * other would never move. One xorshift32 draw per rotation, not per yield. */
-static void yield_rotate(Worker *w, Fiber *f)
+void ready_requeue(Worker *w, Fiber *f)
 {
+        if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
+                ready_push_shared(f->group, f);
+                return;
+        }
+        if (f->group->nclasses > 1 || worker_surplus(w)) {
+                /* classes: the pick is made at every yield; a surplus spare is about
+                 * to park and must leave nothing in its own lists */
+                ready_push_shared(f->group, f);
+                group_wake_idle(f->group);
+                return;
+        }
+        /* 1 in 64 at random: a counter would pick the same fiber of two that take
+         * turns every time, and the other would never move. */
         w->yield_rng ^= w->yield_rng << 13;
         w->yield_rng ^= w->yield_rng >> 17;
         w->yield_rng ^= w->yield_rng << 5;
-        w->yield_countdown = 1 + (w->yield_rng & 127);
-        /* This worker has more ready fibers than it can run: let a sleeping sibling
-         * take one. */
-        requeue_shared(f);
-        group_wake_idle(f->group);
-        w->yield_rotated = true; /* our next pop leaves it to the others */
-}
-
-static inline void yield_append(Worker *w, Fiber *f)
-{
+        if ((w->yield_rng & 63) == 0) {
+                /* This worker has more ready fibers than it can run: let a sleeping
+                 * sibling take one. */
+                ready_push_shared(f->group, f);
+                group_wake_idle(f->group);
+                w->yield_rotated = true; /* our next pop leaves it to the others */
+                return;
+        }
         f->yield_next = NULL;
         if (w->yield_tail)
                 w->yield_tail->yield_next = f;
@@ -353,36 +276,4 @@ static inline void yield_append(Worker *w, Fiber *f)
                 w->yield_head = f;
         w->yield_tail = f;
         __atomic_store_n(&w->yield_n, w->yield_n + 1, __ATOMIC_RELAXED);
-}
-
-void ready_requeue(Worker *w, Fiber *f)
-{
-        /* The fast path: a worker of a group without classes (w->plain, fixed at
-         * start) or one serving @f's class, its own group's fiber, no sibling
-         * spinning: a decrement and an append. */
-        if (LIKELY(f->group == w->group &&
-                   !__atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) &&
-            (LIKELY(w->plain) || (w->classes && f->cls == w->cls && !worker_surplus(w)))) {
-                if (UNLIKELY(--w->yield_countdown == 0))
-                        yield_rotate(w, f);
-                else
-                        yield_append(w, f);
-                return;
-        }
-        if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
-                requeue_shared(f);
-                return;
-        }
-        if (f->group->nclasses > 1 || worker_surplus(w)) {
-                /* classes: a fiber of another class than the one this worker now
-                 * serves goes to its class's queue; a surplus spare is about to park
-                 * and must leave nothing in its own lists */
-                requeue_shared(f);
-                group_wake_idle(f->group);
-                return;
-        }
-        if (--w->yield_countdown == 0)
-                yield_rotate(w, f);
-        else
-                yield_append(w, f);
 }

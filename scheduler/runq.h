@@ -46,16 +46,6 @@ bool runq_push(Runq *q, void *item);
 /* runq_pop - take the oldest item. Return: it, or NULL when empty. Context: any. */
 void *runq_pop(Runq *q);
 
-/* runq_looks_empty - head and tail are equal: nothing to pop, as runq_pop() would
- * find, without a call (a yield checks the shared queue at every switch). A push whose
- * tail claim is not visible yet counts as not done; its producer wakes a worker after
- * it. Context: any. */
-static inline bool runq_looks_empty(const Runq *q)
-{
-        return __atomic_load_n(&q->tail, __ATOMIC_RELAXED) ==
-               __atomic_load_n(&q->head, __ATOMIC_ACQUIRE);
-}
-
 /* runq_size - an estimate of the items queued now (exact when nobody pushes or pops). */
 size_t runq_size(const Runq *q);
 

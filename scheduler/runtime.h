@@ -148,27 +148,14 @@ typedef struct TimerHeap {
         int timerfd;       /* CLOCK_MONOTONIC, absolute; in the reactor's poll set */
         int dirty;         /* atomic: the earliest deadline may differ from armed_ns */
         int programming;   /* atomic: a thread is bringing the timerfd up to date */
-        uint64_t next_ns;  /* the earliest deadline, 0 = none (atomic: read without the
-                            * lock by idle workers, timer_next_ns()) */
 } TimerHeap;
 
 /* timer_heap_init - an empty heap and its timerfd. Return: 0, -errno of timerfd_create.
  * timer_heap_term - close the timerfd (no timer may be armed). Context: any thread. */
 int timer_heap_init(TimerHeap *h);
 void timer_heap_term(TimerHeap *h);
-/* timer_add - arm @n (embedded in a Waiter) at @deadline_ns. Return: whether it is now
- * the earliest. Context: any. */
-bool timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns);
-/* timer_next_ns - the earliest deadline, 0 when no timer is armed: one load. */
-static inline uint64_t timer_next_ns(const TimerHeap *h)
-{
-        return __atomic_load_n(&h->next_ns, __ATOMIC_ACQUIRE);
-}
-/* timer_run_due - claim and wake the Waiters of every timer due at @now_ns, and bring
- * the timerfd up to the new earliest deadline. Return: how many were woken. Context:
- * any thread; a worker calls it from its scheduler loop (worker.c), the reactor
- * after the timerfd fired (timer_fire()). */
-unsigned timer_run_due(TimerHeap *h, uint64_t now_ns);
+/* timer_add - arm @n (embedded in a Waiter) at @deadline_ns. Context: any. */
+void timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns);
 /* timer_remove - disarm @n if still armed; after it returns the timer code no longer
  * touches @n. Context: any. */
 void timer_remove(TimerHeap *h, TimerNode *n);
@@ -201,7 +188,6 @@ struct Fiber {
         FiberFn fn;
         void *arg;
         char *stack_lo;     /* the stack's lowest byte; its guard lies below it */
-        char *stack_hi;     /* one past the stack's usable top (ASan's bounds) */
         size_t stack_size;  /* bytes, guard not included */
         int handoff;        /* wake-up handshake, see waiter.c */
         int refs;           /* 1 running + 1 joinable handle */
@@ -213,8 +199,6 @@ struct Fiber {
         Waiter *joiner;
         uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
         bool outside;       /* created outside the group: the stack returns to the group pool */
-        bool apart;         /* joinable: this block is malloc'ed, not at the stack's top,
-                             * and the stack goes back at exit, before the join */
         bool no_steal;      /* only its own group's workers may run it */
         uint8_t cls;        /* its job class: an index into its group's classes */
         Fiber *yield_next;  /* its worker's yield list (that worker only) */
@@ -269,71 +253,50 @@ typedef struct StackPool {
         size_t maps_reserved;        /* mprotect guards: this group's share of the budget */
 } StackPool;
 
-/* In a group with classes, a worker picks a class (class_pick()) and reads the clock
- * to charge one at most once per CLASS_BATCH yields or same-class switches, and at
- * every switch between classes or groups and to the idle loop: seastar's run of a
- * class's tasks until its quota ends (shared/seeds/002), counted in switches, so a
- * switch inside a class costs what it costs without classes. */
-#define CLASS_BATCH 16
-
-/* How long a runnext fiber belongs to its worker alone: a sibling steals it after that
- * (steal.c), and a worker whose fiber keeps running wakes one for it (fiber.c, the
- * monitor). Go's runqgrab waits ~3 us the same way. */
-#define RUNNEXT_STEAL_NS (4 * NSEC_PER_USEC)
-
 struct Worker {
-        /* The switch path's fields, first: a yield touches these two cache lines and
-         * the fibers' own, nothing else (the histogram and the deque lie further on). */
         SchedulingGroup *group;
         unsigned index;
-        bool plain;               /* a worker of a group without classes, not a spare: yield
-                            * and requeue take their fast path (set once, worker_init) */
-        bool classes;             /* the group has classes: switches charge them (set once) */
-        bool yield_rotated;       /* one just did: the next pop takes the yield list first */
-        bool blocked;             /* the monitor found it inside one fiber too long and
-                             * started a spare in its place (atomic) */
-        Context sched_ctx;        /* the worker thread's own stack: the idle loop */
-        Fiber *current;           /* running fiber; NULL in the idle loop */
-        Fiber *prev;              /* the fiber just switched away from */
-        int prev_action;          /* what to do with it (FIBER_ACT_*) */
-        unsigned pops;            /* pops so far: every 8th serves the yield list first, and
-                            * (local policy) the shared queue, so neither starves */
-        Fiber *yield_head;        /* fibers that yielded here while no sibling spun: */
-        Fiber *yield_tail;        /* a FIFO only this worker touches (no atomics) */
-        size_t yield_n;           /* its length; atomic for stats readers */
-        uint32_t yield_rng;       /* xorshift32 state, drawn once per rotation */
-        uint32_t yield_countdown; /* yields to the next rotation (1..127, random) */
-        uint64_t switches;        /* stats: single writer, relaxed */
-        uint64_t run_seq;         /* bumped at every switch (atomic: the monitor reads it) */
-        Fiber *next;              /* runs next (Go's runnext); atomic (siblings steal it) */
-        uint64_t next_since;      /* TSC when next was set; atomic */
-        unsigned cls;             /* classes: the class its runnext and deque hold */
-        uint64_t run_tsc;         /* classes: when the running fiber started running (TSC), for
-                            * charging its class; 0 in the idle loop */
-        unsigned class_batch;     /* classes: yields left before the next class pick */
-        unsigned charge_skip;     /* classes: same-class switches left before the next TSC
-                               * read and charge (fiber.c) */
         pthread_t thread;
+        Context sched_ctx; /* the worker thread's own stack: the idle loop */
+        Fiber *current;    /* running fiber; NULL in the idle loop */
+        Fiber *prev;       /* the fiber just switched away from */
+        int prev_action;   /* what to do with it (FIBER_ACT_*) */
         StackCache stacks;
-        void *altstack; /* sigaltstack for the overflow handler */
+        void *altstack;    /* sigaltstack for the overflow handler */
+        uint64_t switches; /* stats: single writer, relaxed */
         uint64_t created;
         uint64_t finished;
         uint64_t local_dequeues;  /* from a local run queue (own or a sibling's) */
         uint64_t shared_dequeues; /* from the group's shared run queue */
+        unsigned pops;            /* pops so far: every 8th serves the yield list first, and
+                                   * (local policy) the shared queue, so neither starves */
         unsigned idle_rounds;     /* rounds without work: paces stealing */
         bool steal_hit;           /* the last steal try found a fiber: try again at once */
         uint8_t spin_misses;      /* spins in a row that found nothing (worker.c), <= 6 */
         uint64_t rescued_tsc;     /* local policy: when the deque's oldest last ran first */
         Histogram latency;
-        LocalRunq local; /* SCHED_QUEUE_LOCAL only */
+        Fiber *yield_head;   /* fibers that yielded here while no sibling spun: */
+        Fiber *yield_tail;   /* a FIFO only this worker touches (no atomics) */
+        size_t yield_n;      /* its length; atomic for stats readers */
+        uint32_t yield_rng;  /* xorshift32 state: 1 yield in 64 goes to the shared queue */
+        bool yield_rotated;  /* one just did: the next pop takes the yield list first */
+        Fiber *next;         /* local policy: runs next (Go's runnext); atomic */
+        uint64_t next_since; /* TSC when next was set; atomic */
+        LocalRunq local;     /* SCHED_QUEUE_LOCAL only */
         /* CPU control (class.c, monitor.c). */
+        unsigned cls;             /* classes: the class its runnext and deque hold */
         bool running;             /* in a fiber, not the idle loop (atomic: the monitor
                                    * reads it; written only at idle transitions) */
+        uint64_t run_tsc;         /* classes: when the running fiber started running
+                                   * (TSC), for charging its class; 0 in the idle loop */
+        uint64_t run_seq;         /* bumped at every switch (atomic: the monitor reads it) */
         uint64_t quota_end_tsc;   /* the task quota's end: fiber_need_preempt() */
         uint64_t quota_seq;       /* the run_seq that quota_end_tsc belongs to */
         uint64_t mon_seq;         /* monitor only: the run_seq it last saw, and */
         uint64_t mon_since_ns;    /* since when it has seen it */
         Histogram *class_latency; /* classes: ready-to-run per class, else NULL */
+        bool blocked;             /* the monitor found it inside one fiber too long and
+                                 * started a spare in its place (atomic) */
         uint64_t stall_seq;       /* run_seq of the last stall reported (monitor only) */
         int spare_futex;          /* a spare parked in reserve waits here */
         int thread_state;         /* WORKER_THREAD_*: monitor and the thread (atomic) */
@@ -443,9 +406,6 @@ struct SchedulingGroup {
         uint64_t sleeping_mask __attribute__((aligned(128))); /* workers in wait slots */
         bool pending_spinner_wakeup __attribute__((aligned(128)));
         bool stopped;
-        unsigned timer_sleeper;  /* the worker asleep until the earliest timer, + 1; 0 =
-                                 * none (atomic; worker.c) */
-        uint64_t timer_sleep_ns; /* the deadline it sleeps until (atomic) */
         WaitSlot *slots;
         Worker *workers;
         unsigned nworkers;
@@ -533,11 +493,9 @@ bool group_wake_sleeper(SchedulingGroup *g);
  * class_term - free them. Context: group construction and destruction. */
 int class_init(SchedulingGroup *g, const SchedClassConfig *cfg, unsigned n, size_t cap);
 void class_term(SchedulingGroup *g);
-/* class_push - append @f to its class's queue; with @activate (a wake-up or a
- * creation), a class whose queue was empty inherits the group's last vruntime (no
- * banked credit); without (a yielder or a flushed fiber: its class was active on a
- * worker), it keeps its own. Context: any. */
-void class_push(SchedulingGroup *g, Fiber *f, bool activate);
+/* class_push - append @f to its class's queue; a class whose queue was empty inherits
+ * the group's last vruntime (no banked credit). Context: any. */
+void class_push(SchedulingGroup *g, Fiber *f);
 /* class_pop - the oldest fiber of class @c, or NULL. Context: any. */
 Fiber *class_pop(SchedulingGroup *g, unsigned c);
 /* class_pick - the class to run next: the lowest vruntime among classes with queued
@@ -581,9 +539,6 @@ static inline bool worker_surplus(const Worker *w)
         return UNLIKELY(w->index >= g->nworkers) &&
                w->index - g->nworkers >= __atomic_load_n(&g->nblocked, __ATOMIC_ACQUIRE);
 }
-/* worker_timer_armed - a timer at @deadline_ns became the earliest of @g's: wake the
- * worker sleeping until a later one, so it sleeps until this one. Context: any. */
-void worker_timer_armed(SchedulingGroup *g, uint64_t deadline_ns);
 /* worker_unblock - @w's fiber switched out after the monitor marked it blocked: it is
  * a regular worker again, and the spare started for it becomes surplus (woken so it
  * parks). Context: @w's thread, at a switch. */

@@ -414,11 +414,7 @@ typedef struct FiberAttr {
  * the call never waits, the caller retries or sheds load); -EINVAL (no group from a
  * pthread, bad stack size, @ret inconsistent with @attr->detached); -ENOMEM when no
  * stack could be mapped.
- * Context: any. Never yields, so it may be called under a pthread mutex. From a fiber
- * of the same group whose ready backlog (its class's queue; with SCHED_QUEUE_LOCAL,
- * plus its worker's deque) has reached 256 fibers it ends the caller's task quota, so
- * that the caller's next fiber_maybe_yield() or wait lets its worker help run the
- * backlog (creation backpressure, see scheduler/fiber.c).
+ * Context: any. Does not yield.
  */
 int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg);
 

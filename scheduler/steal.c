@@ -22,16 +22,21 @@
 #include "scheduler/runtime.h"
 #include "scheduler/base/spinlock.h"
 
+/* How long a runnext fiber belongs to its worker alone. */
+#define RUNNEXT_STEAL_NS (4 * NSEC_PER_USEC)
+
 /* Take from the siblings' local queues, starting after our own index. */
 Fiber *steal_siblings(Worker *w)
 {
         SchedulingGroup *g = w->group;
 
+        if (!g->local_queues)
+                return NULL;
         unsigned n = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE); /* spares too */
 
         for (unsigned i = 1; i < n; i++) {
                 Worker *sib = &g->workers[(w->index + i) % n];
-                Fiber *f = g->local_queues ? localq_pop(&sib->local) : NULL;
+                Fiber *f = localq_pop(&sib->local);
                 if (!f) {
                         /* Its runnext only once it has waited a while: the owner is
                          * probably about to run it (Go waits ~3 us the same way). The

@@ -3,13 +3,9 @@
  * timer.c — a group's timers: deadlines of blocking calls in an intrusive pairing heap
  * (Fredman et al. 1986: insert O(1), pop-min and remove O(log n) amortized), and the
  * CLOCK_MONOTONIC timerfd (absolute, nanosecond resolution) that always holds the
- * earliest deadline. Timers are run from the scheduler loop first (Go's checkTimers,
- * runtime/proc.go): an idle worker runs the due ones itself (timer_run_due()), and one
- * idle worker per group sleeps with the earliest deadline as its timeout (worker.c),
- * so an expiry costs one thread wake-up and its fibers run on the worker that ran
- * it. The timerfd sits in the reactor's poll set (reactor.c) as the backstop for a
- * group whose workers are all busy; the reactor thread sleeps without a timeout, and
- * a group without timers makes no wake-ups at all.
+ * earliest deadline. The timerfd sits in the reactor's poll set (reactor.c), so the
+ * reactor thread sleeps without a timeout and an idle group makes no wake-ups at all;
+ * workers never sleep with a timeout, so a busy worker never looks at timers.
  *
  * The heap is guarded by a spinlock: arming a timer never allocates (the node is
  * embedded in its Waiter), and the timerfd is re-programmed only when the earliest
@@ -18,8 +14,7 @@
  * doing it) re-reads the earliest deadline and calls timerfd_settime() until the heap
  * is clean (timerfd_sync()), so workers that arm timers never spin behind a syscall,
  * and the last setting always matches the heap. Expired timers are claimed under the
- * lock and woken after it is released (timer_run_due()); the earliest deadline is
- * also published in next_ns, so an idle worker checks for due timers with one load.
+ * lock and woken after it is released (timer_fire()).
  */
 #include <errno.h>
 #include <sys/timerfd.h>
@@ -131,29 +126,19 @@ static void timerfd_sync(TimerHeap *h)
         } while (__atomic_load_n(&h->dirty, __ATOMIC_SEQ_CST));
 }
 
-/* Publish the root's deadline for timer_next_ns(). Context: under h->lock. */
-static void next_update(TimerHeap *h)
-{
-        __atomic_store_n(&h->next_ns, h->root ? h->root->deadline_ns : 0, __ATOMIC_RELEASE);
-}
-
-bool timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns)
+void timer_add(TimerHeap *h, TimerNode *n, uint64_t deadline_ns)
 {
         n->deadline_ns = deadline_ns;
         n->child = n->sibling = n->prev = NULL;
         spin_lock(&h->lock);
         n->armed = true;
         h->root = heap_meld(h->root, n);
-        bool first = h->root == n;
-        bool earliest = first && deadline_ns != h->armed_ns;
-        if (first)
-                next_update(h);
+        bool earliest = h->root == n && deadline_ns != h->armed_ns;
         spin_unlock(&h->lock);
         if (earliest) {
                 __atomic_store_n(&h->dirty, 1, __ATOMIC_SEQ_CST);
                 timerfd_sync(h);
         }
-        return first;
 }
 
 void timer_remove(TimerHeap *h, TimerNode *n)
@@ -162,32 +147,21 @@ void timer_remove(TimerHeap *h, TimerNode *n)
         if (n->armed) {
                 h->root = heap_remove(h->root, n);
                 n->armed = false;
-                next_update(h);
         }
         spin_unlock(&h->lock);
 }
 
 void timer_fire(TimerHeap *h)
 {
-        uint64_t expirations;
+        uint64_t now, expirations;
+        Waiter *batch[64];
+        unsigned n_batch;
+        TimerNode *n;
 
         if (read(h->timerfd, &expirations, sizeof(expirations)) < 0) {
                 /* EAGAIN: re-programmed in between; fine */
         }
-        /* the timerfd has expired: timer_run_due() re-programs it even when a worker
-         * ran the timers first */
-        spin_lock(&h->lock);
-        h->armed_ns = UINT64_MAX;
-        spin_unlock(&h->lock);
-        timer_run_due(h, sched_now_ns());
-}
-
-unsigned timer_run_due(TimerHeap *h, uint64_t now)
-{
-        Waiter *batch[64];
-        unsigned n_batch, total = 0;
-        TimerNode *n;
-
+        now = sched_now_ns();
         do {
                 n_batch = 0;
                 spin_lock(&h->lock);
@@ -202,19 +176,13 @@ unsigned timer_run_due(TimerHeap *h, uint64_t now)
                         if (waiter_claim(w, -ETIMEDOUT))
                                 batch[n_batch++] = w;
                 }
-                next_update(h);
-                bool resync = h->armed_ns != (h->root ? h->root->deadline_ns : 0);
+                h->armed_ns = UINT64_MAX; /* force re-programming: the timerfd has expired */
                 spin_unlock(&h->lock);
-                /* the fibers first: the timerfd's syscall is not on their path */
+                __atomic_store_n(&h->dirty, 1, __ATOMIC_SEQ_CST);
+                timerfd_sync(h);
                 for (unsigned i = 0; i < n_batch; i++)
                         waiter_wake(batch[i]);
-                if (resync) {
-                        __atomic_store_n(&h->dirty, 1, __ATOMIC_SEQ_CST);
-                        timerfd_sync(h);
-                }
-                total += n_batch;
         } while (n_batch == 64);
-        return total;
 }
 
 int timer_heap_init(TimerHeap *h)

@@ -121,8 +121,8 @@ int waiter_block(Waiter *w, uint64_t deadline_ns)
                 return -ETIMEDOUT;
         }
         timers = &f->group->reactor.timers;
-        if (deadline_ns != SCHED_FOREVER && timer_add(timers, &w->timer, deadline_ns))
-                worker_timer_armed(f->group, deadline_ns);
+        if (deadline_ns != SCHED_FOREVER)
+                timer_add(timers, &w->timer, deadline_ns);
 
         fiber_switch_out(f, FIBER_ACT_PARK);
 

@@ -10,11 +10,7 @@
 #ifndef FIBERD_WAITSLOT_H
 #define FIBERD_WAITSLOT_H
 
-#include <errno.h>
 #include <limits.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <time.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -48,30 +44,6 @@ static inline void wait_slot_wait(WaitSlot *s)
                         syscall(SYS_futex, &s->wakeups, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
                 } while (__atomic_load_n(&s->wakeups, __ATOMIC_ACQUIRE) == 0);
         }
-}
-
-/* wait_slot_wait_until - wait_slot_wait(), but give up at @deadline_ns
- * (CLOCK_MONOTONIC, absolute: FUTEX_WAIT_BITSET). Return: true when a wake-up was
- * consumed, false on the deadline (the slot is as before the call). Context: the
- * slot's own worker thread only. */
-static inline bool wait_slot_wait_until(WaitSlot *s, uint64_t deadline_ns)
-{
-        struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
-                              .tv_nsec = (long)(deadline_ns % 1000000000u)};
-        int zero = 0;
-
-        if (__atomic_fetch_sub(&s->wakeups, 1, __ATOMIC_ACQ_REL) != 1)
-                return true;
-        do {
-                if (syscall(SYS_futex, &s->wakeups, FUTEX_WAIT_BITSET_PRIVATE, 0, &ts, NULL,
-                            FUTEX_BITSET_MATCH_ANY) < 0 &&
-                    errno == ETIMEDOUT) {
-                        /* take our wait back, unless a wake-up came meanwhile */
-                        return !__atomic_compare_exchange_n(&s->wakeups, &zero, 1, false,
-                                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-                }
-        } while (__atomic_load_n(&s->wakeups, __ATOMIC_ACQUIRE) == 0);
-        return true;
 }
 
 /* wait_slot_wake_forever - make every later wait return at once (group stop). */

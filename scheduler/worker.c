@@ -15,8 +15,6 @@
  *    then CPU and NUMA binding; thread_term() undoes them in reverse before it returns.
  *
  * A worker with nothing to run (flare's acquire rounds, shared/seeds/000, 003):
- *  0. runs the group's due timers (run_timers(): Go's checkTimers), whose fibers land
- *     in its runnext, and again at every round of a spin (step 2);
  *  1. takes a fiber from its own queues, its siblings' local queues, other groups
  *     (steal_idle_acquire());
  *  2. otherwise tries to become one of at most two spinners (CAS its bit into the
@@ -30,10 +28,7 @@
  *     gets work sets the flag (if fewer than two spin) instead of waking someone
  *     itself, because it now has real work to do;
  *  3. otherwise sets its bit in the sleeping mask, looks once more (a producer may have
- *     read the mask before the bit was set), and sleeps on its wait slot; the first
- *     sleeper of the group while timers are armed sleeps only until the earliest one
- *     (sleep_on_slot(): Go's M blocked in netpoll until the next timer) and then runs
- *     it.
+ *     read the mask before the bit was set), and sleeps on its wait slot.
  * The producer's side of this (claiming a spinner or a sleeper) is group_wake() in
  * group.c.
  */
@@ -73,8 +68,6 @@ void worker_set_self(Worker *w)
 }
 
 /* ------------------------------------------------------------------ idle loop ----- */
-
-static void run_timers(Worker *w);
 
 static Fiber *spinning_acquire(Worker *w)
 {
@@ -118,7 +111,6 @@ static Fiber *spinning_acquire(Worker *w)
         full_fence();
 
         for (int round = 0; round < rounds; round++) {
-                run_timers(w); /* a spin lasts up to ~200 us: timers due meanwhile */
                 if ((f = steal_idle_acquire(w)))
                         break;
                 if (!(__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED) & me))
@@ -146,63 +138,6 @@ static Fiber *spinning_acquire(Worker *w)
         return f;
 }
 
-/* Timers from the scheduler loop (Go's checkTimers in schedule() and findRunnable(),
- * runtime/proc.go): an idle worker runs the group's due timers itself, so the fibers
- * they wake are made ready on it (its runnext) and run here at once, instead of the
- * reactor thread waking and then waking a worker: one thread wake-up per expiry
- * instead of two, which on a loaded machine is the difference between a 1 ms sleep
- * ending ~0.2 ms late and ~2 ms late. Context: @w's thread, in its idle loop. */
-static void run_timers(Worker *w)
-{
-        TimerHeap *h = &w->group->reactor.timers;
-        uint64_t next = timer_next_ns(h), now;
-
-        Fiber *last;
-
-        if (!next || next > (now = sched_now_ns()) || timer_run_due(h, now) < 2)
-                return;
-        /* Several expired at once (this worker came late): they were woken in deadline
-         * order, each into runnext, which pushed the one before it out to the queue, so
-         * the latest would run first. Behind the others it runs last, in order. */
-        if ((last = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
-                ready_push_shared(last->group, last);
-                group_wake_idle(w->group);
-        }
-}
-
-void worker_timer_armed(SchedulingGroup *g, uint64_t deadline_ns)
-{
-        unsigned s = __atomic_load_n(&g->timer_sleeper, __ATOMIC_ACQUIRE);
-
-        if (s && deadline_ns < __atomic_load_n(&g->timer_sleep_ns, __ATOMIC_ACQUIRE))
-                wait_slot_wake(&g->slots[s - 1]); /* it sleeps again, until this one */
-}
-
-/* Sleep on the wait slot: until woken, or, for the one worker of the group that takes
- * the timer sleeper's role (Go's one M blocked in netpoll with the earliest timer as
- * its timeout), until the earliest timer is due, then run it. The other sleepers need
- * no timeout; the reactor's timerfd stays armed as the backstop when every worker is
- * busy. */
-static void sleep_on_slot(Worker *w)
-{
-        SchedulingGroup *g = w->group;
-        uint64_t due = timer_next_ns(&g->reactor.timers);
-        unsigned none = 0;
-
-        if (!due || !__atomic_compare_exchange_n(&g->timer_sleeper, &none, w->index + 1, false,
-                                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-                wait_slot_wait(&g->slots[w->index]);
-                return;
-        }
-        __atomic_store_n(&g->timer_sleep_ns, due, __ATOMIC_SEQ_CST);
-        /* A timer armed before the store may be earlier than @due: look again. */
-        due = timer_next_ns(&g->reactor.timers);
-        if (due)
-                wait_slot_wait_until(&g->slots[w->index], due);
-        __atomic_store_n(&g->timer_sleeper, 0, __ATOMIC_RELEASE);
-        run_timers(w);
-}
-
 /* Sleep once on the wait slot. Return: a fiber, or NULL after a wake-up that brought
  * no work of this group's (a stop, or a hint to steal: the caller goes round again). */
 static Fiber *wait_for_fiber(Worker *w)
@@ -223,7 +158,7 @@ static Fiber *wait_for_fiber(Worker *w)
                 __atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL);
                 return NULL;
         }
-        sleep_on_slot(w);
+        wait_slot_wait(&g->slots[w->index]);
         __atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL);
         return ready_pop(w);
 }
@@ -306,7 +241,6 @@ static void *worker_main(void *arg)
                                 break;
                         continue;
                 }
-                run_timers(w);
                 Fiber *f = steal_idle_acquire(w);
                 if (!f)
                         f = spinning_acquire(w);
@@ -336,10 +270,7 @@ int worker_init(Worker *w, SchedulingGroup *g, unsigned index)
                         return -ENOMEM;
         }
         wait_slot_init(&g->slots[index]);
-        w->classes = g->nclasses > 1;
-        w->plain = !w->classes && index < g->nworkers; /* spares may become surplus */
-        w->yield_rng = 0x9e3779b9u ^ (index + 1);      /* xorshift32: any nonzero seed */
-        w->yield_countdown = 64;
+        w->yield_rng = 0x9e3779b9u ^ (index + 1); /* xorshift32: any nonzero seed */
         return stack_cache_init(&w->stacks, g->stack_cache);
 }
 

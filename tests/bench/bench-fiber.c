@@ -5,8 +5,6 @@
  *
  *  yield     a group with 1 worker; a starter fiber creates two fibers that each call
  *            fiber_yield() N times, then joins them: ns per switch = elapsed / 2N.
- *            "yield N classes": the same in a group with two job classes (100 and 50
- *            shares), both fibers in the first: what classes cost a switch.
  *  create    a group with 2 workers; one fiber creates N joinable fibers (each adds 1
  *            to a counter, like the Go peer's wg.Done) and then joins them all, in
  *            creation order: ns per fiber. Created from inside a fiber, as the daemon
@@ -130,27 +128,8 @@ static void yield_starter(void *arg)
 
 int bench_fiber_yield(int argc, char **argv)
 {
-        static const SchedClassConfig classes[] = {{"first", 100}, {"second", 50}};
         YieldRun y = {.rounds = bench_parse_count(argc > 1 ? argv[1] : NULL, 2000000)};
-        SchedGroupConfig cfg = {
-                .workers = 1,
-                .runq_capacity = bench_fibers_cap(16),
-                .max_fibers = bench_fibers_cap(16),
-                .name = "bench",
-                .control = BENCH_NO_MONITOR,
-        };
-        SchedulingGroup *g = NULL;
-        int r;
-
-        if (argc > 2 && !strcmp(argv[2], "classes")) {
-                cfg.classes = classes;
-                cfg.nclasses = ELEMENTSOF(classes);
-        } else if (argc > 2) {
-                bench_die("yield: '%s' is not 'classes'", argv[2]);
-        }
-        r = sched_group_new(&g, &cfg);
-        if (r < 0)
-                bench_die("sched_group_new: %s", strerror(-r));
+        SchedulingGroup *g = group_start(1, bench_fibers_cap(16));
 
         fiber_wait(fiber_start(g, yield_starter, &y));
         sched_group_free(g);
