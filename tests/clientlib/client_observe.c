@@ -127,6 +127,10 @@ int main(int argc, char **argv)
         /* more lines than fiberd keeps */
         s = (Seen){.in_order = true};
         id = submit_logger(c, 100, 0);
+        /* a job that logged them all (its ring wrapped) before the follow starts */
+        if (fiberd_client_job_wait(c, id, -1, 10000, &reply, &err) < 0)
+                failed("job.wait", &err);
+        fiberd_client_reply_free(reply);
         if (fiberd_client_job_logs_follow(c, id, 0, on_line, &s, 30000, NULL, &err) != 0)
                 failed("following a job of 100 lines", &err);
         if (s.lines + s.missed != 100 || s.missed < 36 || strcmp(s.last, "line 100") != 0 ||
