@@ -68,10 +68,13 @@ wait_for() {
 	done
 	return 1
 }
-# run COMMAND: clear the screen, type COMMAND, wait for its "EXIT=n" line
+# run COMMAND: clear the screen, type COMMAND, wait for its own "EXIT-k=n" line (numbered:
+# the previous command's line stays on the pane until the shell runs `clear`)
+runs=0
 run() {
-	tmx send-keys "clear; $1; echo EXIT=\$?" Enter
-	wait_for '^EXIT=[0-9]+' "${2:-10}" || fail "'$1' did not finish"
+	runs=$((runs + 1))
+	tmx send-keys "clear; $1; echo EXIT-$runs=\$?" Enter
+	wait_for "^EXIT-$runs=[0-9]+" "${2:-10}" || fail "'$1' did not finish"
 }
 
 # 1. tables -----------------------------------------------------------------------
@@ -159,23 +162,23 @@ ctl cancel "$sleeper" >/dev/null
 # 3. progress ------------------------------------------------------------------------
 a=$(ctl submit sleep ms=300) && b=$(ctl submit sleep ms=1500) && c=$(ctl submit sleep ms=2500) ||
 	fail "submit sleep failed"
-tmx send-keys "clear; \$F wait $a $b $c; echo EXIT=\$?" Enter
+tmx send-keys "clear; \$F wait $a $b $c; echo EXIT-wait=\$?" Enter
 wait_for '^[12]/3 jobs done' || fail "wait: no 'done/total' progress line"
-wait_for '^EXIT=0' || fail "wait did not finish"
+wait_for '^EXIT-wait=0' || fail "wait did not finish"
 grep -q 'jobs done' <<<"$pane" && fail "wait: the progress line was not erased"
 [ "$(grep -c ' sleep done ' <<<"$pane")" = 3 ] || fail "wait: not the three job lines"
 echo "$me: wait shows done/total and erases it"
 
 printf '{"plugin": "sleep", "args": {"ms": %d}}\n' 200 1500 2500 >"$tmp/jobs.jsonl"
-tmx send-keys "clear; \$F batch --wait < $tmp/jobs.jsonl; echo EXIT=\$?" Enter
+tmx send-keys "clear; \$F batch --wait < $tmp/jobs.jsonl; echo EXIT-batch=\$?" Enter
 wait_for '^[12]/3 jobs done' || fail "batch: no 'done/total' progress line"
-wait_for '^EXIT=0' || fail "batch did not finish"
+wait_for '^EXIT-batch=0' || fail "batch did not finish"
 grep -q 'jobs done' <<<"$pane" && fail "batch: the progress line was not erased"
 echo "$me: batch --wait shows done/total and erases it"
 
-tmx send-keys "clear; \$F submit $long steps=30 step_ms=100 --wait; echo EXIT=\$?" Enter
+tmx send-keys "clear; \$F submit $long steps=30 step_ms=100 --wait; echo EXIT-submit=\$?" Enter
 wait_for '^[0-9]+/30 \([0-9]+%\)' || fail "submit --wait: no plugin progress 'N/30'"
-wait_for '^EXIT=0' || fail "submit --wait did not finish"
+wait_for '^EXIT-submit=0' || fail "submit --wait did not finish"
 grep -qE '^[0-9]+/30 \(' <<<"$pane" && fail "submit --wait: the progress line was not erased"
 grep -q "^job [0-9]* ($long): done" <<<"$pane" || fail "submit --wait: no final record"
 echo "$me: submit --wait shows the plugin's progress and erases it"
