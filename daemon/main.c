@@ -606,6 +606,74 @@ static int check_config(const ConfigArgs *args)
         return r;
 }
 
+/* The first wait for redis-server, and the longest between two tries (doubling). */
+#define REDIS_WAIT_FIRST_MS 100
+#define REDIS_WAIT_MAX_MS 5000
+/* How often a host still waiting for redis-server says so again. */
+#define REDIS_WAIT_LOG_S 60
+
+/*
+ * A fleet host ([store] backend = redis) started while redis-server is away (restarting,
+ * its disk full, the network not up yet) waits for it, as a running host rides out an
+ * outage, instead of exiting: under fiberd.service a start that fails five times in
+ * ten seconds hits systemd's start limit, and the host would stay down after Redis came
+ * back. One warning when the wait starts (the reason: refused, no such socket, or the
+ * sandbox's hint from store_redis_probe()), one line a minute while it lasts, one when
+ * Redis answers; STATUS= says it meanwhile. The wait has no bound of its own: systemd's
+ * TimeoutStartSec= ends a start that waits too long (and Restart= tries again), SIGTERM
+ * or ^C ends it at once (not blocked yet: the default action). Tries back off from
+ * REDIS_WAIT_FIRST_MS to REDIS_WAIT_MAX_MS. Context: the main thread, before any other.
+ */
+static void wait_for_redis(const char *addr)
+{
+        uint64_t start = sched_now_ns(), said = start, delay_ms = REDIS_WAIT_FIRST_MS;
+        char why[512];
+        bool waited = false;
+
+        while (store_redis_probe(addr, why, sizeof(why)) < 0) {
+                uint64_t now = sched_now_ns();
+
+                if (!waited) {
+                        log_msg(LOG_WARNING,
+                                "%s; the fleet's jobs are there: waiting for it before "
+                                "starting (retrying every %u s at most)",
+                                why, REDIS_WAIT_MAX_MS / 1000);
+                } else if (now - said >= REDIS_WAIT_LOG_S * NSEC_PER_SEC) {
+                        log_msg(LOG_WARNING, "%s; still waiting for it after %.0f s", why,
+                                (double)(now - start) / NSEC_PER_SEC);
+                        said = now;
+                }
+                if (!waited)
+                        sd_notifyf(0, "STATUS=waiting for redis at %s", addr);
+                waited = true;
+                usleep(delay_ms * 1000);
+                delay_ms = MIN(delay_ms * 2, (uint64_t)REDIS_WAIT_MAX_MS);
+        }
+        if (waited)
+                log_msg(LOG_NOTICE, "redis at %s answers after %.1f s: starting", addr,
+                        (double)(sched_now_ns() - start) / NSEC_PER_SEC);
+}
+
+/*
+ * A start-up step that read the job store failed (the reason was logged). A fleet host
+ * whose redis-server went away between wait_for_redis() and here exits EX_TEMPFAIL, and
+ * says so: Restart=on-failure starts it again, and that start waits for Redis. Anything
+ * else is the store's content or configuration: EX_CONFIG.
+ */
+static int start_failed(const Daemon *d)
+{
+        char why[512];
+
+        if (d->cfg.store_backend != STORE_REDIS ||
+            store_redis_probe(d->cfg.store_redis, why, sizeof(why)) == 0)
+                return EX_CONFIG;
+        log_msg(LOG_ERR, "%s: redis-server went away while fiberd was starting; exiting "
+                         "with EX_TEMPFAIL so that the service manager starts it again "
+                         "(a start waits for Redis)",
+                why);
+        return EX_TEMPFAIL;
+}
+
 /* store_load()'s callback: one stored job back into the table. */
 static int restore_one(const StoreRecord *rec, void *arg)
 {
@@ -722,17 +790,17 @@ static int daemon_restore(Daemon *d)
         jobtable_set_store(&d->jobs, d->store);
         /* the pauses first: no restored job of a paused class or plugin starts */
         if (pause_restore(d) < 0)
-                return EX_CONFIG;
+                return start_failed(d);
         /* the schedules: read on this thread, before the store thread takes over */
         if (schedrun_restore(d) < 0)
-                return EX_CONFIG;
+                return start_failed(d);
         r = store_load(d->store, restore_one, d);
         if (r < 0) {
                 log_msg(LOG_ERR,
                         "cannot take back the jobs of the store: %s; fiberd stops "
                         "rather than start without them",
                         strerror(-r));
-                return EX_CONFIG;
+                return start_failed(d);
         }
         jobtable_restore_done(&d->jobs, store_next_id(d->store));
         r = store_fleet_start(d->store, /* redis: the shared queue */
@@ -771,7 +839,10 @@ int main(int argc, char **argv)
         log_set_level(d->cfg.log_level);
         joblines_set(d->cfg.log_jobs);
         sched_set_log(log_sched_hook);
-        /* the job store first: after a crash, the first log line names the plugin */
+        /* the job store first: after a crash, the first log line names the plugin; a
+         * fleet host waits for redis-server rather than exit */
+        if (d->cfg.store_backend == STORE_REDIS)
+                wait_for_redis(d->cfg.store_redis);
         r = store_open(&d->store, (StoreKind)d->cfg.store_backend,
                        d->cfg.store_backend == STORE_REDIS ? d->cfg.store_redis : d->cfg.store_path,
                        &(StoreFleetOptions){.stream = d->cfg.store_stream,
@@ -782,11 +853,11 @@ int main(int argc, char **argv)
                                             .retention_max = d->cfg.retention_max,
                                             .key_window_ms = d->cfg.key_window_ms});
         if (r < 0)
-                return EX_CONFIG;
+                return start_failed(d);
         store_set_commit_delay(d->store, d->cfg.store_commit_delay_ns);
         r = crash_init(d->store);
         if (r < 0)
-                return EX_CONFIG;
+                return start_failed(d);
         /* before any group is made, as --check-config does (after the crash report: the
          * first line after a crash names the plugin) */
         if (check_layout(&d->cfg, NULL, NULL) < 0)

@@ -236,6 +236,31 @@ void fiberd_restart(Fiberd *d)
         fiberd_wait_ready(d);
 }
 
+void fiberd_restart_begin(Fiberd *d)
+{
+        cr_assert(d->pid == 0, "fiberd_restart_begin: fiberd still runs");
+        fiberd_rotate_log(d);
+        fiberd_spawn(d);
+}
+
+bool fiberd_running(Fiberd *d)
+{
+        int status;
+
+        if (d->pid <= 0)
+                return false;
+        if (waitpid(d->pid, &status, WNOHANG) != d->pid)
+                return true;
+        dump_log(d);
+        d->pid = 0;
+        return false;
+}
+
+void fiberd_wait_started(Fiberd *d)
+{
+        fiberd_wait_ready(d);
+}
+
 int fiberd_restart_fails(Fiberd *d, int timeout_ms)
 {
         uint64_t deadline = fiberd_now_ms() + (uint64_t)timeout_ms;

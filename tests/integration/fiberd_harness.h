@@ -60,6 +60,18 @@ void fiberd_start(Fiberd *d, const FiberdOpts *o);
 void fiberd_restart(Fiberd *d);
 
 /*
+ * fiberd_restart_begin - fiberd_restart() without the wait: fiberd is started, and the
+ * test looks at it while it starts (a start that waits for something); then
+ * fiberd_wait_started() waits for it as fiberd_restart() does. Asserts.
+ */
+void fiberd_restart_begin(Fiberd *d);
+void fiberd_wait_started(Fiberd *d);
+
+/* fiberd_running - true while fiberd's process has not exited (reaps it, and prints its
+ * log, when it has). */
+bool fiberd_running(Fiberd *d);
+
+/*
  * fiberd_restart_fails - the same, for a start that must fail: wait (at most
  * @timeout_ms) for fiberd to exit; its wait status, or -1 when it was still running
  * (then killed).

@@ -207,9 +207,12 @@ class Fleet:
         self.hosts[node] = proc
         deadline = time.time() + 20
         while time.time() < deadline:
+            # a host waits for redis-server at start: keep it up meanwhile (it exits when
+            # its AOF cannot be written)
+            self.redis_keep_up()
             if proc.poll() is not None:
-                # as Restart=on-failure would: a host that meets Redis still starting (or
-                # its disk still full) exits at start; try again, a few times, and say why
+                # as Restart=on-failure would: a host whose Redis went away in the middle
+                # of its start exits 75 (EX_TEMPFAIL); try again, a few times, and say why
                 with open(os.path.join(d, "fiberd.log")) as f:
                     why = f.read().splitlines()[-3:]
                 self.restarts["start-failures"] = self.restarts.get("start-failures", 0) + 1
@@ -231,14 +234,18 @@ class Fleet:
     def host_alive(self, node):
         return self.hosts[node].poll() is None
 
-    def host_keep_up(self):
-        """Restarts what died: redis-server (it exits when it cannot write its AOF with
-        appendfsync always, as after fill-disk), a host (kill -9, a crashed plugin)."""
+    def redis_keep_up(self):
+        """Starts redis-server again when it died (as Restart= would)."""
         if self.redis_proc is None or self.redis_proc.poll() is not None:
             if self.redis_proc is not None:
                 self.restarts["redis"] += 1
             self.redis_proc = None
             self.redis_start()
+
+    def host_keep_up(self):
+        """Restarts what died: redis-server (it exits when it cannot write its AOF with
+        appendfsync always, as after fill-disk), a host (kill -9, a crashed plugin)."""
+        self.redis_keep_up()
         for node in self.hosts:
             if not self.host_alive(node):
                 self.hosts[node].wait()
