@@ -386,6 +386,32 @@ static int batch_handle(Batch *b, FiberdClientReply *m)
         return 0;
 }
 
+/*
+ * One answer, waited for at most @timeout_ms (-1: no limit), handled, and the lines held
+ * behind it released. Return: 0; -ETIMEDOUT when none came in time; else the exit status
+ * of a lost connection (reported here) or of batch_handle().
+ */
+static int batch_receive(Batch *b, int timeout_ms)
+{
+        CtlStatus cs = {.step = CTL_STEP_ANSWER};
+        FiberdClientReply *m;
+        FiberdClientError err;
+        int r = fiberd_client_receive(b->ctl->client, timeout_ms, &m, &err);
+
+        if (r == -ETIMEDOUT && timeout_ms >= 0)
+                return r;
+        if (r < 0) {
+                progress_clear(&b->progress);
+                ctl_status(&cs.st, &err);
+                return ctl_fail(&cs);
+        }
+        r = batch_handle(b, m);
+        if (r == 0)
+                r = batch_release_held(b);
+        fiberd_client_reply_free(m);
+        return r;
+}
+
 int verb_batch(Ctl *ctl, int argc, char **argv)
 {
         static const struct option options[] = {
@@ -440,43 +466,18 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                                       b.held);
                         break;
                 }
-                FiberdClientReply *m;
-                FiberdClientError err;
-                int e = fiberd_client_receive(ctl->client, b.progress.on ? PROGRESS_TICK_MS : -1,
-                                              &m, &err);
-                if (e == -ETIMEDOUT && b.progress.on) {
+                r = batch_receive(&b, b.progress.on ? PROGRESS_TICK_MS : -1);
+                if (r == -ETIMEDOUT) { /* the progress line's tick */
                         progress_draw(&b.progress, b.ok + b.failed, b.sent, b.eof, NULL, false);
+                        r = 0;
                         continue;
                 }
-                if (e < 0) {
-                        progress_clear(&b.progress);
-                        cs.step = CTL_STEP_ANSWER;
-                        ctl_status(&cs.st, &err);
-                        r = ctl_fail(&cs);
-                        break;
-                }
-                r = batch_handle(&b, m);
-                if (r == 0)
-                        r = batch_release_held(&b);
-                fiberd_client_reply_free(m);
                 /* the answers already here, before the window is refilled: then the next
                  * requests go out in one write and the output in one, not one each a job */
-                while (r == 0 && b.busy > b.held) {
-                        e = fiberd_client_receive(ctl->client, 0, &m, &err);
-                        if (e == -ETIMEDOUT)
-                                break;
-                        if (e < 0) {
-                                progress_clear(&b.progress);
-                                cs.step = CTL_STEP_ANSWER;
-                                ctl_status(&cs.st, &err);
-                                r = ctl_fail(&cs);
-                                break;
-                        }
-                        r = batch_handle(&b, m);
-                        if (r == 0)
-                                r = batch_release_held(&b);
-                        fiberd_client_reply_free(m);
-                }
+                while (r == 0 && b.busy > b.held)
+                        r = batch_receive(&b, 0);
+                if (r == -ETIMEDOUT)
+                        r = 0;
                 fflush(stdout);
                 progress_draw(&b.progress, b.ok + b.failed, b.sent, b.eof, NULL, false);
         }

@@ -96,22 +96,6 @@ static int job_state(Client *c, uint64_t id, char *state, uint64_t *attempt)
         return r;
 }
 
-/* The host's `stats` jobs counter @key (done, running, ...). */
-static uint64_t host_jobs(Client *c, const char *key)
-{
-        const msgpack_object *jobs;
-        uint64_t v;
-        Reply rp;
-
-        rpc_simple(c, "stats", 0, NULL, &rp);
-        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
-        jobs = map_get(rp.result, "jobs");
-        cr_assert(jobs && jobs->type == MSGPACK_OBJECT_MAP, "stats has no jobs map");
-        v = map_uint(jobs, key);
-        reply_clear(&rp);
-        return v;
-}
-
 #define FLEET_JOBS 12
 
 Test(daemon_redis, both_hosts_run_each_job_once_and_answer_for_all)
@@ -152,8 +136,8 @@ Test(daemon_redis, both_hosts_run_each_job_once_and_answer_for_all)
                 cr_assert_str_eq(state, "done", "job %llu through b", (unsigned long long)ids[i]);
         }
         /* each job ran exactly once, and both hosts ran some */
-        done_a = host_jobs(a, "done");
-        done_b = host_jobs(b, "done");
+        done_a = rpc_stats_jobs(a, "done");
+        done_b = rpc_stats_jobs(b, "done");
         cr_assert_eq(done_a + done_b, FLEET_JOBS, "a ran %llu, b ran %llu of %d jobs",
                      (unsigned long long)done_a, (unsigned long long)done_b, FLEET_JOBS);
         cr_assert(done_a > 0 && done_b > 0, "a ran %llu, b ran %llu: not both hosts",
@@ -192,14 +176,14 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
         /* which host runs it: the one whose running counter says so */
         deadline = fiberd_now_ms() + 10000;
         for (;;) {
-                if (host_jobs(a, "running") == 1) {
+                if (rpc_stats_jobs(a, "running") == 1) {
                         runner = &host_a;
                         other = &host_b;
                         runner_c = a;
                         other_c = b;
                         break;
                 }
-                if (host_jobs(b, "running") == 1) {
+                if (rpc_stats_jobs(b, "running") == 1) {
                         runner = &host_b;
                         other = &host_a;
                         runner_c = b;
@@ -231,7 +215,7 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
         cr_assert_str_eq(state, "done");
         cr_assert(fiberd_log_contains(other, "taken over from a silent host"),
                   "the other host's log names the takeover");
-        cr_assert_eq(host_jobs(other_c, "done"), 1);
+        cr_assert_eq(rpc_stats_jobs(other_c, "done"), 1);
         client_free(other_c);
 }
 

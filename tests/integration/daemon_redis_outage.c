@@ -71,22 +71,6 @@ static void host_start(Fiberd *d, const char *node, unsigned max_running, const 
         fiberd_start(d, &(FiberdOpts){.config = config, .plugins = "echo sleep", .workers = 2});
 }
 
-/* The host's `stats` jobs counter @key (done, running, ...). */
-static uint64_t host_jobs(Client *c, const char *key)
-{
-        const msgpack_object *jobs;
-        uint64_t v;
-        Reply rp;
-
-        rpc_simple(c, "stats", 0, NULL, &rp);
-        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
-        jobs = map_get(rp.result, "jobs");
-        cr_assert(jobs && jobs->type == MSGPACK_OBJECT_MAP, "stats has no jobs map");
-        v = map_uint(jobs, key);
-        reply_clear(&rp);
-        return v;
-}
-
 /* Lines of @d's log from line @from on (0: all) containing @needle. */
 static unsigned log_count(const Fiberd *d, const char *needle, unsigned from)
 {
@@ -288,7 +272,7 @@ Test(daemon_redis_outage, hang_submissions_unavailable_waiters_kept_one_line_eac
         }
         log_wait(&host_a, "cannot be reached", from_a, 10000);
         /* the jobs end on A meanwhile; their final writes wait for the server */
-        while (host_jobs(a, "done") < HANG_JOBS) {
+        while (rpc_stats_jobs(a, "done") < HANG_JOBS) {
                 cr_assert(fiberd_now_ms() - t0 < 15000, "A's jobs did not end");
                 usleep(20000);
         }
@@ -307,7 +291,7 @@ Test(daemon_redis_outage, hang_submissions_unavailable_waiters_kept_one_line_eac
         /* the accepted jobs ran, once; a refused submission whose write reached the
          * server when it resumed ended cancelled, never run */
         cr_assert_eq(store_in_state("done"), HANG_JOBS, "only the accepted jobs ran");
-        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), HANG_JOBS,
+        cr_assert_eq(rpc_stats_jobs(a, "done") + rpc_stats_jobs(b, "done"), HANG_JOBS,
                      "every accepted job ran once");
         cr_assert_eq(store_in_state("cancelled") + HANG_JOBS,
                      redis_fleet_cli_int("ZCARD fiberd:index"), "a job that is neither");
@@ -437,7 +421,7 @@ Test(daemon_redis_outage, kill_and_restart_every_accepted_job_final_once)
          * again by the other host (at least once, docs/operations.md); the record keeps
          * the first final state either way, and such runs stay a handful */
         {
-                uint64_t runs = host_jobs(a, "done") + host_jobs(b, "done");
+                uint64_t runs = rpc_stats_jobs(a, "done") + rpc_stats_jobs(b, "done");
                 uint64_t kept = (uint64_t)store_in_state("done");
                 cr_assert_geq(runs, kept, "fewer runs (%llu) than done records (%llu)",
                               (unsigned long long)runs, (unsigned long long)kept);
@@ -485,7 +469,7 @@ Test(daemon_redis_outage, cancel_through_the_other_host)
         cr_assert_eq(rp.r, 0, "wait through A: %s", rp.st.message);
         cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
         reply_clear(&rp);
-        cr_assert_eq(host_jobs(a, "cancelled"), 1, "A ended it");
+        cr_assert_eq(rpc_stats_jobs(a, "cancelled"), 1, "A ended it");
         cr_assert(fiberd_log_contains(&host_a, "cancelled through another host"));
         cli_wait("ZCARD fiberd:cancels", 0, 5000); /* its final write dropped the request */
         client_free(a);
@@ -533,7 +517,7 @@ Test(daemon_redis_outage, one_host_partitioned_the_other_serves)
                 cr_assert(fiberd_now_ms() - t0 < 10000, "B took nothing over");
                 usleep(20000);
         }
-        while (host_jobs(a, "done") < 1) {
+        while (rpc_stats_jobs(a, "done") < 1) {
                 cr_assert(fiberd_now_ms() - t0 < 10000, "A's run did not end");
                 usleep(20000);
         }

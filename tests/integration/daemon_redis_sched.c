@@ -176,22 +176,6 @@ static void wait_state(Client *c, uint64_t id, const char *want, uint64_t ms)
         }
 }
 
-/* The host's `stats` jobs counter @key (done, running, ...). */
-static uint64_t host_jobs(Client *c, const char *key)
-{
-        const msgpack_object *jobs;
-        uint64_t v;
-        Reply rp;
-
-        rpc_simple(c, "stats", 0, NULL, &rp);
-        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
-        jobs = map_get(rp.result, "jobs");
-        cr_assert(jobs && jobs->type == MSGPACK_OBJECT_MAP, "stats has no jobs map");
-        v = map_uint(jobs, key);
-        reply_clear(&rp);
-        return v;
-}
-
 /* Is job @id in the fleet's schedule set? */
 static bool in_schedule_set(uint64_t id)
 {
@@ -257,7 +241,7 @@ Test(daemon_redis_sched, delayed_jobs_run_once_on_either_host_after_their_due_ti
         cr_assert_lt(late_max, 1000, "a job started %llu ms after its due time",
                      (unsigned long long)late_max);
         /* each ran once: the hosts' done counters add up; the set is empty */
-        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), DELAYED_JOBS);
+        cr_assert_eq(rpc_stats_jobs(a, "done") + rpc_stats_jobs(b, "done"), DELAYED_JOBS);
         cr_assert_eq(redis_fleet_cli_int("ZCARD fiberd:scheduled"), 0);
         state_of(a, ids[DELAYED_JOBS - 1], state);
         cr_assert_str_eq(state, "done");
@@ -291,7 +275,7 @@ Test(daemon_redis_sched, a_delayed_job_of_a_killed_host_runs_on_the_other)
                   (unsigned long long)started, (unsigned long long)due);
         reply_clear(&rp);
         /* once: one final state, on the host that is left */
-        cr_assert_eq(host_jobs(b, "done"), 1);
+        cr_assert_eq(rpc_stats_jobs(b, "done"), 1);
         cr_assert_eq(redis_fleet_cli_int("ZCARD fiberd:scheduled"), 0);
         cr_assert_eq(redis_fleet_cli_int("XLEN fiberd:jobs"), 1, "moved to the stream once");
         client_free(b);
@@ -326,7 +310,7 @@ Test(daemon_redis_sched, a_job_due_while_every_host_was_down_runs_when_one_is_ba
                   "due at %llu, started at %llu: before the host was back at %llu",
                   (unsigned long long)due, (unsigned long long)started, (unsigned long long)back);
         reply_clear(&rp);
-        cr_assert_eq(host_jobs(b, "done"), 1);
+        cr_assert_eq(rpc_stats_jobs(b, "done"), 1);
         client_free(b);
 }
 
@@ -403,7 +387,7 @@ Test(daemon_redis_sched, a_retry_runs_on_the_other_host_when_the_first_is_killed
         reply_clear(&rp);
         cr_assert(fiberd_log_contains(other, "attempt 2 of 3 failed"),
                   "the other host did not run attempt 1");
-        cr_assert_eq(host_jobs(other_c, "done"), 1);
+        cr_assert_eq(rpc_stats_jobs(other_c, "done"), 1);
         cr_assert_eq(redis_fleet_cli_int("ZCARD fiberd:scheduled"), 0);
         client_free(other_c);
 }
@@ -427,7 +411,7 @@ Test(daemon_redis_sched, a_fleet_job_out_of_attempts_ends_dead)
         cr_assert_eq(map_uint(rp.result, "attempt"), 2);
         check_errors(rp.result, 3);
         reply_clear(&rp);
-        cr_assert_eq(host_jobs(a, "dead") + host_jobs(b, "dead"), 1);
+        cr_assert_eq(rpc_stats_jobs(a, "dead") + rpc_stats_jobs(b, "dead"), 1);
         cr_assert_eq(redis_fleet_cli_int("ZCARD fiberd:scheduled"), 0);
         client_free(a);
         client_free(b);
@@ -462,8 +446,8 @@ Test(daemon_redis_sched, a_wait_on_the_host_that_ran_a_failed_attempt_follows_th
         cr_assert_eq(runs, 3, "flaky counted %llu runs", (unsigned long long)runs);
         reply_clear(&rp);
         cr_assert(fiberd_log_contains(&host_a, "attempt 2 of 3 failed"));
-        cr_assert_eq(host_jobs(a, "done"), 1);
-        cr_assert_eq(host_jobs(a, "retrying"), 0, "a handed-back retry is still counted here");
+        cr_assert_eq(rpc_stats_jobs(a, "done"), 1);
+        cr_assert_eq(rpc_stats_jobs(a, "retrying"), 0, "a handed-back retry is still counted here");
         client_free(a);
 }
 
@@ -547,7 +531,7 @@ Test(daemon_redis_sched, a_scheduled_job_is_cancelled_through_the_other_host)
         usleep(700000); /* past its due time: it never runs */
         state_of(a, id, state);
         cr_assert_str_eq(state, "cancelled");
-        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), 0);
+        cr_assert_eq(rpc_stats_jobs(a, "done") + rpc_stats_jobs(b, "done"), 0);
         cr_assert_eq(redis_fleet_cli_int("XLEN fiberd:jobs"), 0);
         client_free(a);
         client_free(b);
@@ -612,7 +596,7 @@ Test(daemon_redis_sched, a_job_after_another_hosts_jobs_runs_once_they_are_done)
         waiting = submit(b, "echo", (Arg[]){ARG_I("n", 2)}, 1, &(Opts){.after = deps, .n_after = 1},
                          NULL);
         wait_state(a, waiting, "done", 10000);
-        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), 5);
+        cr_assert_eq(rpc_stats_jobs(a, "done") + rpc_stats_jobs(b, "done"), 5);
         client_free(a);
         client_free(b);
 }
@@ -662,7 +646,7 @@ Test(daemon_redis_sched, a_failed_dependency_fails_the_chain_after_it)
                 cr_assert_str_eq(rp.st.code, "FAILED_PRECONDITION", "%s", rp.st.message);
                 reply_clear(&rp);
         }
-        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), 0);
+        cr_assert_eq(rpc_stats_jobs(a, "done") + rpc_stats_jobs(b, "done"), 0);
         client_free(a);
         client_free(b);
 }
@@ -691,7 +675,7 @@ Test(daemon_redis_sched, a_waiting_job_is_cancelled_through_the_other_host)
         usleep(100000); /* its dependency's end does not bring it back */
         state_of(a, waiting, state);
         cr_assert_str_eq(state, "cancelled");
-        cr_assert_eq(host_jobs(a, "done") + host_jobs(b, "done"), 1);
+        cr_assert_eq(rpc_stats_jobs(a, "done") + rpc_stats_jobs(b, "done"), 1);
         cr_assert(!has_dependents(dep));
         client_free(a);
         client_free(b);

@@ -549,6 +549,21 @@ uint64_t map_uint(const msgpack_object *map, const char *key)
         return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : UINT64_MAX;
 }
 
+uint64_t rpc_stats_jobs(Client *c, const char *key)
+{
+        const msgpack_object *jobs;
+        uint64_t v;
+        Reply rp;
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
+        jobs = map_get(rp.result, "jobs");
+        cr_assert(jobs && jobs->type == MSGPACK_OBJECT_MAP, "stats has no jobs map");
+        v = map_uint(jobs, key);
+        reply_clear(&rp);
+        return v;
+}
+
 uint64_t rpc_submit_long(Client *c, const char *plugin)
 {
         IpcStatus st = {0};

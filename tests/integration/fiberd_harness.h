@@ -197,6 +197,10 @@ uint64_t map_uint(const msgpack_object *map, const char *key);
 /* map_get - the object under @key, or NULL. */
 const msgpack_object *map_get(const msgpack_object *map, const char *key);
 
+/* rpc_stats_jobs - the `stats` jobs counter @key (done, running, ...) through @c: a
+ * host's own counts in a fleet. Asserts stats answers. */
+uint64_t rpc_stats_jobs(Client *c, const char *key);
+
 /* Paths set by daemon/build.mk. */
 #ifndef FIBERD_BIN
 #define FIBERD_BIN "build/fiberd"
