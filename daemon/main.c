@@ -617,8 +617,9 @@ static int check_config(const ConfigArgs *args)
  * its disk full, the network not up yet) waits for it, as a running host rides out an
  * outage, instead of exiting: under fiberd.service a start that fails five times in
  * ten seconds hits systemd's start limit, and the host would stay down after Redis came
- * back. One warning when the wait starts (the reason: refused, no such socket, or the
- * sandbox's hint from store_redis_probe()), one line a minute while it lasts, one when
+ * back. A sandbox that allows no TCP socket is not waited for (store_open() fails,
+ * naming the drop-in). One warning when the wait starts (the reason: refused, no such
+ * socket, a private network's hint), one line a minute while it lasts, one when
  * Redis answers; STATUS= says it meanwhile. The wait has no bound of its own: systemd's
  * TimeoutStartSec= ends a start that waits too long (and Restart= tries again), SIGTERM
  * or ^C ends it at once (not blocked yet: the default action). Tries back off from
@@ -629,10 +630,13 @@ static void wait_for_redis(const char *addr)
         uint64_t start = sched_now_ns(), said = start, delay_ms = REDIS_WAIT_FIRST_MS;
         char why[512];
         bool waited = false;
+        int r;
 
-        while (store_redis_probe(addr, why, sizeof(why)) < 0) {
+        while ((r = store_redis_probe(addr, why, sizeof(why))) < 0) {
                 uint64_t now = sched_now_ns();
 
+                if (r == -EAFNOSUPPORT)
+                        return; /* the sandbox's: store_open() says so, naming the drop-in */
                 if (!waited) {
                         log_msg(LOG_WARNING,
                                 "%s; the fleet's jobs are there: waiting for it before "
@@ -665,7 +669,7 @@ static int start_failed(const Daemon *d)
         char why[512];
 
         if (d->cfg.store_backend != STORE_REDIS ||
-            store_redis_probe(d->cfg.store_redis, why, sizeof(why)) == 0)
+            store_redis_probe(d->cfg.store_redis, why, sizeof(why)) != -EHOSTUNREACH)
                 return EX_CONFIG;
         log_msg(LOG_ERR, "%s: redis-server went away while fiberd was starting; exiting "
                          "with EX_TEMPFAIL so that the service manager starts it again "

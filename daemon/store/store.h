@@ -421,7 +421,10 @@ typedef struct StoreHealth {
  * fleet's store can be reached from where it runs. On failure @why (@why_size bytes)
  * says why, and for a TCP address under a sandbox that keeps fiberd off the network
  * (the shipped fiberd.service) names the drop-in that opens it.
- * Return: 0; -EHOSTUNREACH. Context: any thread; blocks up to 5 s.
+ * Return: 0; -EAFNOSUPPORT when @addr is TCP and this process may not make a TCP socket
+ * at all (RestrictAddressFamilies=: waiting does not help); -EHOSTUNREACH otherwise
+ * (refused, no such socket, timed out: the server may come). Context: any thread;
+ * blocks up to 5 s.
  */
 int store_redis_probe(const char *addr, char *why, size_t why_size);
 
