@@ -7,7 +7,8 @@
 # rights, a non-root client gets in, `journalctl FIBERD_JOB=ID` finds a job's lines,
 # reload applies each live key and a refused file fails `systemctl reload` (Status
 # line, one journal line), the memory, sqlite and redis job stores (redis with the
-# network drop-in; without it, the start and --check-config name it), stop is clean, the socket activates the service, the watchdog restarts
+# network drop-in; without it, the start and --check-config name it; started while
+# Redis is down, it waits for it), stop is clean, the socket activates the service, the watchdog restarts
 # a frozen fiberd, fiberd-metrics.socket serves /metrics to curl (and a scrape
 # starts fiberd), and the per-user units run `fiberd --user` under a lingering user's
 # manager (skipped, with the reason, when the container cannot start one). Recipe:
@@ -600,10 +601,32 @@ check "[store] backend = redis with the network drop-in: fiberd starts, a job ru
 		sed -n "s/.*Overall exposure level for fiberd.service: \([0-9.]*\).*/\1/p")
 	echo "exposure with the drop-in: $score"
 	awk -v s="$score" "BEGIN { exit !(s <= 2.0) }"
-	systemctl stop fiberd
-	rm -rf /etc/systemd/system/fiberd.service.d /etc/fiberd/fiberd.conf
-	systemctl daemon-reload' "$redis_port"
+	systemctl stop fiberd' "$redis_port"
+check "[store] backend = redis, started while Redis is down: fiberd waits for it (activating, STATUS= says so), then starts and runs a job" '
+	systemctl stop fiberd-boot-redis
+	systemctl reset-failed fiberd
+	systemctl start --no-block fiberd
+	i=0
+	until prop fiberd.service StatusText | grep "^waiting for redis at 127.0.0.1:$1$"; do
+		[ $i -lt 100 ] || { systemctl status --no-pager fiberd; exit 1; }
+		sleep 0.1; i=$((i + 1))
+	done
+	test "$(prop fiberd.service ActiveState)" = activating
+	pid=$(prop fiberd.service MainPID)
+	journal "$pid" "cannot connect to redis at 127.0.0.1:$1: .*waiting for it before starting"
+	systemd-run -q --unit=fiberd-boot-redis -p DynamicUser=yes /usr/bin/redis-server \
+		--port "$1" --bind 127.0.0.1 --save "" --appendonly no
+	i=0 # its tries back off to one every 5 s
+	until [ "$(prop fiberd.service ActiveState)" = active ]; do
+		[ $i -lt 150 ] || { systemctl status --no-pager fiberd; exit 1; }
+		sleep 0.1; i=$((i + 1))
+	done
+	test "$(prop fiberd.service MainPID)" = "$pid" # the same process: it waited
+	journal "$pid" "^redis at 127.0.0.1:$1 answers after "
+	id=$(fiberctl submit echo x=1); fiberctl wait --timeout 30s "$id"
+	systemctl stop fiberd' "$redis_port"
 in_ct systemctl stop fiberd-boot-redis >/dev/null 2>&1 || true
+in_ct sh -c 'rm -rf /etc/systemd/system/fiberd.service.d /etc/fiberd/fiberd.conf; systemctl daemon-reload'
 
 # Socket activation, the way README.md says to set it up.
 check "systemctl enable --now fiberd.socket: listening, fiberd.service not started" '
