@@ -82,11 +82,21 @@ static void sandbox_hint(char *why, size_t why_size)
 int store_redis_probe(const char *addr, char *why, size_t why_size)
 {
         redisContext *c = redis_connect(addr, why, why_size);
-        int fd;
+        redisReply *rep;
+        int fd, r = 0;
 
         if (c) {
+                /* connected is not ready: a server loading its data answers LOADING */
+                rep = redisCommand(c, "PING");
+                if (!rep || rep->type == REDIS_REPLY_ERROR) {
+                        snprintf(why, why_size, "redis at %s is not ready: %s", addr,
+                                 rep ? rep->str : c->errstr[0] ? c->errstr : "no answer to PING");
+                        r = -EHOSTUNREACH;
+                }
+                if (rep)
+                        freeReplyObject(rep);
                 redisFree(c);
-                return 0;
+                return r;
         }
         if (strncmp(addr, "unix:", 5) == 0 || addr[0] == '/')
                 return -EHOSTUNREACH;

@@ -91,6 +91,8 @@ typedef struct RedisStore {
         char put_sha[48]; /* SCRIPT LOAD of store-redis.c's put_script */
         uint64_t *doubt;  /* fleet submissions whose commit got no answer (store thread) */
         size_t n_doubt, doubt_cap;
+        RedisEntry *handback; /* entries the commit being made acknowledges (store thread) */
+        size_t n_handback, handback_cap;
 
         pthread_mutex_t q_lock; /* guards q */
         redisContext *q;        /* queries: ids, records, listings, keys, cancels */
@@ -108,6 +110,7 @@ typedef struct RedisStore {
         bool stop;               /* atomic: the reader and the mover leave */
         StoreFleetHooks hooks;   /* store_fleet_start()'s */
         uint64_t taken, claimed; /* entries read / taken over (reader thread only) */
+        uint64_t reader_error_ns; /* when the reader last logged a refusal (reader thread) */
         uint64_t let_go;         /* held entries let go: not run here, or taken over by
                                   * another host meanwhile (reader thread only) */
 

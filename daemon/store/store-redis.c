@@ -529,6 +529,7 @@ static void redis_close(Store *s)
         free(q->stream);
         free(q->group);
         free(q->doubt);
+        free(q->handback);
         free(q);
         s->backend_data = NULL;
 }
@@ -729,6 +730,34 @@ static bool commit_kept(const StoreWrite *w)
 }
 
 /* Appends @w's commands to @c's pipeline; *@n counts them. Return 0; -ENOMEM. */
+/* Notes that the commit being made acknowledges entry @entry of job @id. Return: false
+ * when there is no memory to (the entry then stays in the map). Store thread. */
+static bool handback_note(RedisStore *q, uint64_t id, const char *entry)
+{
+        if (q->n_handback == q->handback_cap) {
+                size_t cap = q->handback_cap ? 2 * q->handback_cap : 16;
+                RedisEntry *v = realloc(q->handback, cap * sizeof(*v));
+                if (!v)
+                        return false;
+                q->handback = v;
+                q->handback_cap = cap;
+        }
+        q->handback[q->n_handback] = (RedisEntry){.id = id};
+        snprintf(q->handback[q->n_handback].entry, sizeof(q->handback[0].entry), "%s", entry);
+        q->n_handback++;
+        return true;
+}
+
+/* The commit failed: the entries it would have acknowledged are held again, and the
+ * batch's next try acknowledges them. Store thread. */
+static void handback_undo(RedisStore *q)
+{
+        for (size_t i = 0; i < q->n_handback; i++)
+                (void)entry_add(q, q->handback[i].id, q->handback[i].entry,
+                                strlen(q->handback[i].entry));
+        q->n_handback = 0;
+}
+
 static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, size_t *n)
 {
         const StoreRecord *rec = &w->rec;
@@ -783,11 +812,15 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 /* a retry handed back to the fleet (jobtable.c): its next attempt is the
                  * schedule set's, whichever host is up then. The entry leaves the map
                  * now, before the EXEC: the heartbeat stops, and a new entry of the same
-                 * job (due at once) is read as new. Should the commit fail, the entry
-                 * idles and is taken over after claim_idle_ms, its record "running". */
+                 * job (due at once) is read as new. Should the commit fail, it comes back
+                 * (handback_undo()), so that the batch's next try acknowledges it too:
+                 * left pending, another host would take it over, read a record that is
+                 * not final and run the job beside its scheduled retry. No memory to note
+                 * it: it stays in the map, and the heartbeat drops it once acknowledged */
                 redisAppendCommand(c, "XACK %s %s %s", q->stream, q->group, entry);
                 (*n)++;
-                entry_remove(q, rec->id);
+                if (handback_note(q, rec->id, entry))
+                        entry_remove(q, rec->id);
         }
         redis_sched_append(q, c, rec, n);
         if (rec->args && !rec->enqueue && !job_state_final(rec->state)) {
@@ -897,6 +930,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                 return -EIO;
         }
         n = n_checks = 0;
+        q->n_handback = 0;
         redisAppendCommand(c, "MULTI");
         for (size_t i = 0; i < q->n_doubt; i++) {
                 redisAppendCommand(c,
@@ -939,6 +973,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                         (void)redis_call_failed(s, &q->w);
                         q->w_scripts = false; /* maybe a new connection, to a new server */
                         commit_doubt(q, batch);
+                        handback_undo(q);
                         free(checks);
                         return -EIO;
                 }
@@ -966,8 +1001,11 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         }
         free(checks);
         redis_link_ok(s);
-        if (r < 0)
+        if (r < 0) {
+                handback_undo(q);
                 return r;
+        }
+        q->n_handback = 0;
         q->n_doubt = 0; /* ended, or started: either way settled */
         /* acknowledged: the final jobs' entries are no longer held here */
         list_for_each_safe(pos, tmp, batch)
@@ -1170,6 +1208,40 @@ static int redis_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_
 
 /* ------------------------------------------------------------------ reader ------ */
 
+/* reader_read()'s answer when the server refused the read: the reader pauses. */
+#define READ_REFUSED (-2)
+/* How often the reader says again that the server refuses what it asks. */
+#define READER_ERROR_LOG_S 60
+
+/*
+ * The server answered the reader's @what with error @err: said once a minute at most
+ * (a server loading its data answers LOADING to every call until it is done). NOGROUP:
+ * the consumer group is gone (a server restarted without its data, a FLUSHALL), and no
+ * host would read the stream again: it is made again from the stream's first entry, as
+ * redis_open() does; entries of jobs already final are acknowledged as they are read.
+ * Reader thread.
+ */
+static void reader_error(RedisStore *q, const char *what, const char *err)
+{
+        uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
+        redisReply *rep;
+
+        if (!q->reader_error_ns || now - q->reader_error_ns >= READER_ERROR_LOG_S * NSEC_PER_SEC) {
+                log_msg(LOG_ERR, "job store: redis %s: %s", what, err);
+                q->reader_error_ns = now;
+        }
+        if (strncmp(err, "NOGROUP", 7) != 0)
+                return;
+        rep = redisCommand(q->r, "XGROUP CREATE %s %s 0 MKSTREAM", q->stream, q->group);
+        if (rep && (rep->type != REDIS_REPLY_ERROR || strncmp(rep->str, "BUSYGROUP", 9) == 0))
+                log_msg(LOG_WARNING,
+                        "job store: redis had no consumer group %s of stream %s (a server "
+                        "that restarted without its data?): made it again",
+                        q->group, q->stream);
+        if (rep)
+                freeReplyObject(rep);
+}
+
 static void reader_ack(RedisStore *q, const char *entry)
 {
         redisReply *rep = redisCommand(q->r, "XACK %s %s %s", q->stream, q->group, entry);
@@ -1207,8 +1279,18 @@ static void reader_take(Store *s, const char *entry, uint64_t id, const redisRep
 {
         RedisStore *q = redis_of(s);
         StoreRecord rec;
-        int r = h->type == REDIS_REPLY_ERROR ? -EIO : record_parse(h, id, &rec);
+        int r;
 
+        if (h->type == REDIS_REPLY_ERROR) {
+                /* the server could not answer for it (loading, busy): the entry stays
+                 * pending, and is read again after claim_idle_ms, by whichever host */
+                log_msg(LOG_WARNING,
+                        "job store: redis could not read job %" PRIu64 " (%s): its stream "
+                        "entry %s is read again later",
+                        id, h->str, entry);
+                return;
+        }
+        r = record_parse(h, id, &rec);
         if (r < 0 || job_state_final(rec.state)) {
                 /* its record is gone (retention), unreadable, or the job ended before its
                  * host could acknowledge it */
@@ -1383,7 +1465,9 @@ static int reader_heartbeat(Store *s)
                 taken = heartbeat_drop(q, rep->element[0], held, k);
                 (void)heartbeat_drop(q, rep->element[1], held, k); /* ended: nothing to say */
         } else if (rep && rep->type == REDIS_REPLY_ERROR) {
-                log_msg(LOG_ERR, "job store: redis heartbeat: %s", rep->str);
+                /* nothing was claimed again: not a beat (a takeover must wait) */
+                reader_error(q, "heartbeat", rep->str);
+                r = -EIO;
         }
         if (rep)
                 freeReplyObject(rep);
@@ -1444,7 +1528,7 @@ static void reader_autoclaim(Store *s)
                 if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
                     rep->element[0]->type != REDIS_REPLY_STRING) {
                         if (rep->type == REDIS_REPLY_ERROR)
-                                log_msg(LOG_ERR, "job store: redis XAUTOCLAIM: %s", rep->str);
+                                reader_error(q, "XAUTOCLAIM", rep->str);
                         freeReplyObject(rep);
                         return;
                 }
@@ -1460,7 +1544,8 @@ static void reader_autoclaim(Store *s)
 /*
  * One XREADGROUP: this consumer's own pending entries after @pending_from when
  * @pending_from is set (a restart under the same name), else new entries, blocking at
- * most @block_ms. Return the entries read; -1 on a lost connection.
+ * most @block_ms. Return the entries read; -1 on a lost connection; READ_REFUSED when the
+ * server answered an error (reader_error() said it and, for NOGROUP, made the group).
  */
 static long reader_read(Store *s, char *pending_from, size_t from_size, uint64_t block_ms,
                         size_t want)
@@ -1495,8 +1580,10 @@ static long reader_read(Store *s, char *pending_from, size_t from_size, uint64_t
             rep->element[0]->type == REDIS_REPLY_ARRAY && rep->element[0]->elements >= 2)
                 n = (long)reader_handle_all(s, rep->element[0]->element[1], false, pending_from,
                                             from_size);
-        else if (rep->type == REDIS_REPLY_ERROR)
-                log_msg(LOG_ERR, "job store: redis XREADGROUP: %s", rep->str);
+        else if (rep->type == REDIS_REPLY_ERROR) {
+                reader_error(q, "XREADGROUP", rep->str);
+                n = READ_REFUSED;
+        }
         freeReplyObject(rep);
         return n;
 }
@@ -1558,6 +1645,8 @@ static void *redis_reader(void *arg)
                         long n = reader_read(s, pending, sizeof(pending), 0, REDIS_READ_COUNT);
                         if (n == 0)
                                 own_pending = false;
+                        else if (n == READ_REFUSED)
+                                redis_pause(q, block_ms);
                         else if (n < 0)
                                 (void)redis_call_failed(s, &q->r);
                         else
@@ -1570,7 +1659,11 @@ static void *redis_reader(void *arg)
                         redis_pause(q, MIN(block_ms, 50));
                         continue;
                 }
-                if (reader_read(s, NULL, 0, block_ms, want) < 0) {
+                long n = reader_read(s, NULL, 0, block_ms, want);
+                if (n == READ_REFUSED) {
+                        /* answered, but not read: not a lost link, and no busy loop */
+                        redis_pause(q, block_ms);
+                } else if (n < 0) {
                         (void)redis_call_failed(s, &q->r);
                         next_beat = 0;
                 } else {

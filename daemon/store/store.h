@@ -417,13 +417,14 @@ typedef struct StoreHealth {
 
 /*
  * store_redis_probe - connect to the Redis server at @addr ([store] redis: HOST:PORT,
- * unix:PATH or /PATH) and hang up, as `fiberd --check-config` does to tell whether the
+ * unix:PATH or /PATH), PING it (a server still loading its data answers LOADING: not
+ * ready) and hang up, as `fiberd --check-config` does to tell whether the
  * fleet's store can be reached from where it runs. On failure @why (@why_size bytes)
  * says why, and for a TCP address under a sandbox that keeps fiberd off the network
  * (the shipped fiberd.service) names the drop-in that opens it.
  * Return: 0; -EAFNOSUPPORT when @addr is TCP and this process may not make a TCP socket
  * at all (RestrictAddressFamilies=: waiting does not help); -EHOSTUNREACH otherwise
- * (refused, no such socket, timed out: the server may come). Context: any thread;
+ * (refused, no such socket, timed out, not ready: the server may come). Context: any thread;
  * blocks up to 5 s.
  */
 int store_redis_probe(const char *addr, char *why, size_t why_size);

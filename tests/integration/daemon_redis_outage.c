@@ -29,6 +29,9 @@
  *    queued or running, and the cut host holds no entry of a job it does not run.
  *  - a host started while the server is down waits for it (one log line, still running),
  *    starts once it answers, and serves the job it finished before: nothing exits 78;
+ *  - the consumer group destroyed under a running host (a server restarted without its
+ *    data): the host makes it again and runs the next job, with a line or two, not a
+ *    line a read;
  *  - one read of the stream that meets an entry whose job has no record (or a final
  *    one: acknowledged, nothing to run) before a queued job: the queued job still runs
  *    (the acknowledgement waits until every record of the read is in).
@@ -605,5 +608,33 @@ Test(daemon_redis_outage, start_waits_for_redis_then_serves_what_it_kept)
         cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
         cr_assert_str_eq(map_str(rp.result, "state"), "done");
         reply_clear(&rp);
+        client_free(a);
+}
+
+Test(daemon_redis_outage, consumer_group_gone_is_made_again)
+{
+        Arg arg = ARG_S("text", "after");
+        IpcStatus st = {0};
+        Client *a;
+        uint64_t id;
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_outage");
+        host_start(&host_a, "a", 4, redis_fleet_sock());
+        a = fiberd_connect(&host_a);
+        id = rpc_submit(a, "echo", &arg, 1, 0, 0, &st);
+        cr_assert(id > 0, "submit: %s", st.message);
+        state_wait(a, id, "done", 10000);
+        /* as after a server restarted without its data: every read answers NOGROUP */
+        cr_assert_eq(redis_fleet_cli_int("XGROUP DESTROY fiberd:jobs fiberd"), 1);
+        id = rpc_submit(a, "echo", &arg, 1, 0, 0, &st);
+        cr_assert(id > 0, "submit: %s", st.message);
+        rpc_job_wait(a, id, 10000, &rp);
+        cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        reply_clear(&rp);
+        cr_assert(fiberd_log_contains(&host_a, "made it again"), "no line for the group made again");
+        /* said, not flooded: at most one line a minute for each call refused */
+        cr_assert_leq(log_count(&host_a, "NOGROUP", 0), 3, "the refusals flood the log");
         client_free(a);
 }
