@@ -171,7 +171,9 @@ static bool same_origin(const Web *w, struct MHD_Connection *c)
 
         if (site && strcmp(site, "same-origin") != 0)
                 return false;
-        return origin && strcmp(origin, w->origin) == 0;
+        /* the page's origin is the host it was opened by: 127.0.0.1 or localhost */
+        return origin && strncmp(origin, "http://", 7) == 0 &&
+               (strcmp(origin + 7, w->host[0]) == 0 || strcmp(origin + 7, w->host[1]) == 0);
 }
 
 static bool host_ok(const Web *w, struct MHD_Connection *c)

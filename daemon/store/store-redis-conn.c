@@ -112,9 +112,15 @@ int store_redis_probe(const char *addr, char *why, size_t why_size)
 
 redisContext *redis_connect(const char *addr, char *why, size_t why_size)
 {
-        bool tcp = !(strncmp(addr, "unix:", 5) == 0 || addr[0] == '/');
+        return redis_connect_within(addr, REDIS_IO_TIMEOUT_S * 1000, why, why_size);
+}
 
-        struct timeval tv = {.tv_sec = REDIS_IO_TIMEOUT_S};
+redisContext *redis_connect_within(const char *addr, uint64_t timeout_ms, char *why,
+                                   size_t why_size)
+{
+        bool tcp = !(strncmp(addr, "unix:", 5) == 0 || addr[0] == '/');
+        struct timeval tv = {.tv_sec = (time_t)(timeout_ms / 1000),
+                             .tv_usec = (suseconds_t)(timeout_ms % 1000 * 1000)};
         redisContext *c;
 
         if (strncmp(addr, "unix:", 5) == 0 || addr[0] == '/') {
@@ -252,14 +258,13 @@ redisContext *redis_ensure(Store *s, redisContext **c, char *why, size_t why_siz
                          (unsigned long long)redis_link_retry_ms(q));
                 return NULL;
         }
-        *c = redis_connect(s->path, why, why_size);
-        if (!*c) {
+        /* the query connection blocks a server worker: its connect and its calls get
+         * REDIS_QUERY_TIMEOUT_MS, the others REDIS_IO_TIMEOUT_S */
+        *c = redis_connect_within(s->path,
+                                  c == &q->q ? REDIS_QUERY_TIMEOUT_MS : REDIS_IO_TIMEOUT_S * 1000,
+                                  why, why_size);
+        if (!*c)
                 redis_link_failed(s, why);
-        } else if (c == &q->q) { /* the query connection blocks a server worker */
-                struct timeval tv = {.tv_sec = REDIS_QUERY_TIMEOUT_MS / 1000,
-                                     .tv_usec = REDIS_QUERY_TIMEOUT_MS % 1000 * 1000};
-                redisSetTimeout(*c, tv);
-        }
         return *c;
 }
 

@@ -134,6 +134,11 @@ static inline RedisStore *redis_of(Store *s)
  */
 redisContext *redis_connect(const char *addr, char *why, size_t why_size);
 
+/* redis_connect_within - the same with @timeout_ms for the connect and every call (a
+ * host name is still resolved by getaddrinfo(), which has no timeout). */
+redisContext *redis_connect_within(const char *addr, uint64_t timeout_ms, char *why,
+                                   size_t why_size);
+
 /* redis_ensure - *@c, connected again to @s's server if a failure dropped it; NULL when
  * the server is away (@why says why): at once, without a try, while the link's pause
  * runs (RedisLink). A failed connect marks the link away. Context: the thread that owns
