@@ -1293,6 +1293,26 @@ void config_diff(const Config *old, const Config *new, char *live, size_t live_s
                 }
 }
 
+void config_keep_restart_keys(Config *running, Config *next)
+{
+        for (size_t i = 0; i < ELEMENTSOF(config_keys); i++) {
+                const ConfigKey *k = &config_keys[i];
+                char *a = (char *)running + k->offset, *b = (char *)next + k->offset;
+                size_t width = k->kind == KEY_STRING ? sizeof(char *)
+                               : k->kind == KEY_UINT ? k->width
+                               : k->kind == KEY_BOOL ? sizeof(bool)
+                                                     : sizeof(int);
+                char tmp[sizeof(uint64_t)];
+
+                if (key_is_live(k))
+                        continue;
+                _Static_assert(sizeof(char *) <= sizeof(tmp), "a field fits tmp");
+                memcpy(tmp, b, width);
+                memcpy(b, a, width);
+                memcpy(a, tmp, width); /* strings: each side keeps one to free */
+        }
+}
+
 void config_done(Config *c)
 {
         free(c->socket_path);

@@ -355,6 +355,14 @@ void config_diff(const Config *old, const Config *new, char *live, size_t live_s
                  size_t restart_size);
 
 /*
+ * config_keep_restart_keys - give @next the values @running has of every key that needs
+ * a restart (the @restart list of config_diff()), so that a reloaded config says what
+ * runs and the next reload names them again. Strings are exchanged, not copied: each
+ * Config still owns (and config_done() frees) what it holds afterwards. Context: any.
+ */
+void config_keep_restart_keys(Config *running, Config *next);
+
+/*
  * config_sched_classes - @c's classes as the runtime takes them (SchedConfig.classes):
  * fills @ret (SCHED_MAX_CLASSES entries, names pointing into @c, so valid while @c is
  * unchanged) and returns how many. Context: any.

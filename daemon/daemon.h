@@ -33,6 +33,11 @@
 typedef struct Daemon {
         ConfigArgs args; /* the command line, kept for SIGHUP */
         Config cfg;      /* current settings */
+        /* the settings a reload replaced, freed at the next one: request fibers on other
+         * server workers ([server] workers > 1) may still read its strings (access.c's
+         * group names) in the moment of the swap */
+        Config cfg_retired;
+        bool cfg_retired_set;
         SchedulingGroup *server_group;
         Scheduler *job_sched; /* the job groups */
         JobTable jobs;

@@ -190,20 +190,17 @@ int daemon_reload(Daemon *d, const char *by, char *msg, size_t size)
                 snprintf(msg, size, "%s%s%s%s", live[0] ? "applied " : "",
                          live[0] ? live : "no live setting changed",
                          restart[0] ? "; needs a restart: " : "", restart);
-                /* d->cfg says what runs: the keys that need a restart keep their running
-                 * values, so the next reload names them again */
-                nc.workers = d->cfg.workers;
-                nc.sched = d->cfg.sched;
-                nc.metrics_allow_remote = d->cfg.metrics_allow_remote;
-                free(nc.metrics_listen);
-                nc.metrics_listen = d->cfg.metrics_listen;
-                d->cfg.metrics_listen = NULL;
+                /* d->cfg says what runs: the keys that need a restart ([store],
+                 * [server], [scheduler], [metrics], socket — the path shutdown unlinks —
+                 * and workers) keep their running values, so the next reload names them
+                 * again */
+                nc.sched = d->cfg.sched; /* first: with what the file does not set */
+                config_keep_restart_keys(&d->cfg, &nc);
                 keep_running_classes(&d->cfg, &nc);
-                /* keep the path we listen on, so shutdown unlinks the right file */
-                free(nc.socket_path);
-                nc.socket_path = d->cfg.socket_path;
-                d->cfg.socket_path = NULL;
-                config_done(&d->cfg);
+                if (d->cfg_retired_set)
+                        config_done(&d->cfg_retired);
+                d->cfg_retired = d->cfg; /* not freed yet: see daemon.h */
+                d->cfg_retired_set = true;
                 d->cfg = nc;
         }
         r = plugin_host_rescan(d->cfg.plugin_dir);

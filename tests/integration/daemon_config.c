@@ -255,13 +255,14 @@ Test(daemon_config, sighup_names_what_needs_a_restart_in_one_line)
         cr_assert(fiberd_notify_wait(&fd_, "READY=1", 10000));
         snprintf(conf, sizeof(conf), "%s/fiberd.conf", fd_.dir);
         write_file(conf, "[fiberd]\nworkers = 3\n[jobs]\nmax_running = 9\nretention_s = 60\n"
+                         "[server]\nworkers = 2\n[store]\nbackend = memory\n"
                          "[scheduler]\nnuma = off\n");
         kill(fd_.pid, SIGHUP);
         cr_assert(log_becomes("configuration reloaded: "), "no reload line");
         cr_assert(fiberd_log_contains(&fd_, "configuration reloaded: applied [jobs] max_running, "
                                             "[jobs] retention_s; needs a restart (running on "
-                                            "the old values until then): workers, [scheduler] "
-                                            "numa"),
+                                            "the old values until then): workers, [server] "
+                                            "workers, [store] backend, [scheduler] numa"),
                   "the reload line does not name the keys");
         cr_assert_eq(log_lines_with("restart"), 1, "more than one line about the restart");
 
@@ -270,8 +271,10 @@ Test(daemon_config, sighup_names_what_needs_a_restart_in_one_line)
         for (int i = 0; i < 1000 && log_lines_with("configuration reloaded: ") < 2; i++)
                 usleep(10000);
         cr_assert(fiberd_log_contains(&fd_, "configuration reloaded: no live setting changed; "
-                                            "needs a restart"),
-                  "a second reload forgot that workers still waits for a restart");
+                                            "needs a restart (running on the old values until "
+                                            "then): workers, [server] workers, [store] backend, "
+                                            "[scheduler] numa"),
+                  "a second reload forgot a key that still waits for a restart");
 }
 
 /* ------------------------------------------------- config that tells the truth ---- */
