@@ -209,7 +209,13 @@ int daemon_reload(Daemon *d, const char *by, char *msg, size_t size)
                          strerror(-r));
                 log_msg(LOG_ERR, "reload failed: %s", why);
                 snprintf(d->reload_error, sizeof(d->reload_error), "%s", why);
-                snprintf(msg, size, "%s", why);
+                /* the settings were applied all the same (msg says which): say both */
+                if (msg[0]) {
+                        size_t n = strlen(msg);
+                        snprintf(msg + n, size - n, "; but %s", why);
+                } else {
+                        snprintf(msg, size, "%s", why);
+                }
                 sd_notifyf(0, "READY=1\nSTATUS=reload failed: %s", why);
         } else {
                 d->reload_error[0] = '\0';
