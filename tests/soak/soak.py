@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import multiprocessing as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -145,9 +146,13 @@ class Fleet:
         if self.redis_proc is None and not os.path.isdir(self.redis_dir):
             os.makedirs(self.redis_dir)
             if os.geteuid() == 0:
+                # room for the whole run's records (every job is kept, for the counts:
+                # about 1 KiB each in the AOF) and the AOF's rewrites, so that only
+                # fill-disk fills it
+                size = max(256, 160 * MINUTES)
                 self.tmpfs = subprocess.run(
-                    ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", self.redis_dir],
-                    capture_output=True).returncode == 0
+                    ["mount", "-t", "tmpfs", "-o", f"size={size:.0f}m", "tmpfs",
+                     self.redis_dir], capture_output=True).returncode == 0
             if not self.tmpfs:
                 log("fill-disk skipped: cannot mount a tmpfs here (not root?)")
         try:
@@ -160,7 +165,7 @@ class Fleet:
              "--appendfsync", "always", "--dir", self.redis_dir,
              "--logfile", os.path.join(self.base, "redis.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 20
+        deadline = time.time() + 120  # it answers LOADING until its AOF is read
         while time.time() < deadline:
             try:
                 if Redis(self.redis_sock).call("PING") == "PONG":
@@ -205,7 +210,7 @@ class Fleet:
                                 env=env, stdout=logf, stderr=logf)
         logf.close()
         self.hosts[node] = proc
-        deadline = time.time() + 20
+        deadline = time.time() + 120  # a start waits for Redis, then reads its jobs
         while time.time() < deadline:
             # a host waits for redis-server at start: keep it up meanwhile (it exits when
             # its AOF cannot be written)
@@ -367,7 +372,7 @@ def fault(fleet, rng, counts):
         fleet.redis_proc.send_signal(signal.SIGCONT)
     elif kind == "fill-disk":
         fill = os.path.join(fleet.redis_dir, "fill")
-        subprocess.run(["dd", "if=/dev/zero", f"of={fill}", "bs=1M", "count=512"],
+        subprocess.run(["dd", "if=/dev/zero", f"of={fill}", "bs=1M"],  # until it is full
                        capture_output=True)
         time.sleep(3)
         os.unlink(fill)
@@ -536,6 +541,17 @@ def main():
         for k, v in rows:
             print(f"| {k} | {v} |")
         print()
+    except Exception:
+        failures.append("the run stopped: " + traceback.format_exc().strip().splitlines()[-1])
+        # what the logs said last, before the directory goes
+        for name in ("redis.log", "host-a/fiberd.log", "host-b/fiberd.log"):
+            try:
+                with open(os.path.join(base, name), errors="replace") as f:
+                    tail = f.read().splitlines()[-8:]
+                log(f"last lines of {name}:\n    " + "\n    ".join(tail))
+            except OSError:
+                pass
+        raise
     finally:
         fleet.stop()
         if not os.environ.get("SOAK_KEEP"):
