@@ -35,6 +35,42 @@
 
 #include "client/convert.h"
 
+/* ------------------------------------------------------------------ answers ---- */
+
+/* Every answer of the dashboard, its pages' (web.c) as the API's, goes out here, with
+ * the security headers. */
+
+enum MHD_Result web_answer(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp)
+{
+        enum MHD_Result r;
+
+        if (!resp)
+                return MHD_NO;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+        MHD_add_response_header(resp, "Content-Security-Policy",
+                                "default-src 'self'; script-src 'self'; style-src 'self'; "
+                                "img-src 'self' data:; connect-src 'self'; object-src 'none'; "
+                                "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+        r = MHD_queue_response(c, status, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
+enum MHD_Result web_answer_text(struct MHD_Connection *c, unsigned status, const char *type,
+                                const char *text)
+{
+        struct MHD_Response *resp =
+                MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+
+        if (resp)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                        type ? type : "text/plain; charset=utf-8");
+        return web_answer(c, status, resp);
+}
+
 /* One call to fiberd, as ctl_call() but bounded in time, and dropping a connection
  * that failed. Return: 0 and *@ret (new reference), or -errno with @cs filled. */
 static int web_call(Web *w, const char *method, json_t *params, json_t **ret, CtlStatus *cs)

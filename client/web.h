@@ -32,10 +32,10 @@ typedef struct Web {
         Ctl *ctl;                      /* the user's connection to fiberd (their own rights) */
         char token[WEB_TOKEN_HEX + 1]; /* required on every request */
         char origin[64];               /* "http://127.0.0.1:PORT": the URL printed */
-        char host[2][40];    /* the Host headers (and Origins, after http://) accepted:
+        char host[2][40];              /* the Host headers (and Origins, after http://) accepted:
                               * 127.0.0.1:PORT, localhost:PORT */
-        char assets[4096];   /* the folder of index.html, app.js, style.css */
-        const char *chartjs; /* Chart.js (Debian's libjs-chart.js), or NULL */
+        char assets[4096];             /* the folder of index.html, app.js, style.css */
+        const char *chartjs;           /* Chart.js (Debian's libjs-chart.js), or NULL */
         struct MHD_Daemon *mhd;
 } Web;
 

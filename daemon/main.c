@@ -671,9 +671,10 @@ static int start_failed(const Daemon *d)
         if (d->cfg.store_backend != STORE_REDIS ||
             store_redis_probe(d->cfg.store_redis, why, sizeof(why)) != -EHOSTUNREACH)
                 return EX_CONFIG;
-        log_msg(LOG_ERR, "%s: redis-server went away while fiberd was starting; exiting "
-                         "with EX_TEMPFAIL so that the service manager starts it again "
-                         "(a start waits for Redis)",
+        log_msg(LOG_ERR,
+                "%s: redis-server went away while fiberd was starting; exiting "
+                "with EX_TEMPFAIL so that the service manager starts it again "
+                "(a start waits for Redis)",
                 why);
         return EX_TEMPFAIL;
 }

@@ -90,7 +90,9 @@ int store_redis_probe(const char *addr, char *why, size_t why_size)
                 rep = redisCommand(c, "PING");
                 if (!rep || rep->type == REDIS_REPLY_ERROR) {
                         snprintf(why, why_size, "redis at %s is not ready: %s", addr,
-                                 rep ? rep->str : c->errstr[0] ? c->errstr : "no answer to PING");
+                                 rep            ? rep->str
+                                 : c->errstr[0] ? c->errstr
+                                                : "no answer to PING");
                         r = -EHOSTUNREACH;
                 }
                 if (rep)
@@ -107,7 +109,7 @@ int store_redis_probe(const char *addr, char *why, size_t why_size)
                 return -EHOSTUNREACH;
         }
         return errno == EAFNOSUPPORT || errno == EPERM || errno == EACCES ? -EAFNOSUPPORT
-                                                                           : -EHOSTUNREACH;
+                                                                          : -EHOSTUNREACH;
 }
 
 redisContext *redis_connect(const char *addr, char *why, size_t why_size)

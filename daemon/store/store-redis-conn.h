@@ -107,11 +107,11 @@ typedef struct RedisStore {
         redisContext *r; /* the reader's */
         pthread_t reader;
         bool reader_started;
-        bool stop;               /* atomic: the reader and the mover leave */
-        StoreFleetHooks hooks;   /* store_fleet_start()'s */
-        uint64_t taken, claimed; /* entries read / taken over (reader thread only) */
+        bool stop;                /* atomic: the reader and the mover leave */
+        StoreFleetHooks hooks;    /* store_fleet_start()'s */
+        uint64_t taken, claimed;  /* entries read / taken over (reader thread only) */
         uint64_t reader_error_ns; /* when the reader last logged a refusal (reader thread) */
-        uint64_t let_go;         /* held entries let go: not run here, or taken over by
+        uint64_t let_go;          /* held entries let go: not run here, or taken over by
                                   * another host meanwhile (reader thread only) */
 
         redisContext *m; /* the mover's (store-redis-sched.c) */

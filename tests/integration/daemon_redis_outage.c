@@ -633,7 +633,8 @@ Test(daemon_redis_outage, consumer_group_gone_is_made_again)
         cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
         cr_assert_str_eq(map_str(rp.result, "state"), "done");
         reply_clear(&rp);
-        cr_assert(fiberd_log_contains(&host_a, "made it again"), "no line for the group made again");
+        cr_assert(fiberd_log_contains(&host_a, "made it again"),
+                  "no line for the group made again");
         /* said, not flooded: at most one line a minute for each call refused */
         cr_assert_leq(log_count(&host_a, "NOGROUP", 0), 3, "the refusals flood the log");
         client_free(a);
