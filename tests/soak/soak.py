@@ -197,8 +197,10 @@ class Fleet:
                 subprocess.run(["cp", os.path.join(PLUGIN_DIR, p + ".so"), plugins], check=True)
             subprocess.run(["cp", os.path.join(TEST_PLUGIN_DIR, "crash_run.so"), plugins],
                            check=True)
+            # every record kept for the counts: retention_max at its largest (a 30-minute
+            # run accepts more than a million jobs, and retention would drop the oldest)
             with open(os.path.join(d, "fiberd.conf"), "w") as f:
-                f.write("[jobs]\nmax_running = 16\nretention_max = 1000000\n"
+                f.write("[jobs]\nmax_running = 16\nretention_max = 10000000\n"
                         "retention_s = 86400\nmax_queued_per_user = 100000\n"
                         f"[store]\nbackend = redis\nredis = unix:{self.redis_sock}\n"
                         f"node = {node}\nclaim_idle_ms = 2000\n")
@@ -443,13 +445,14 @@ def main():
         f"in {base}")
     fleet = Fleet(base)
     failures = []
+    procs = []
     try:
         fleet.redis_start()
         fleet.host_start("a")
         fleet.host_start("b")
         socks = [fleet.host_sock("a"), fleet.host_sock("b")]
         stop_at = time.time() + MINUTES * 60
-        procs, outs = [], []
+        outs = []
         for i in range(6):
             out = os.path.join(base, f"client-{i}.out")
             outs.append(out)
@@ -551,6 +554,8 @@ def main():
                 log(f"last lines of {name}:\n    " + "\n    ".join(tail))
             except OSError:
                 pass
+        for p in procs:  # the clients would go on until the run's end
+            p.terminate()
         raise
     finally:
         fleet.stop()
