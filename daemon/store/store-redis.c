@@ -534,6 +534,29 @@ static void redis_close(Store *s)
         s->backend_data = NULL;
 }
 
+/*
+ * The consumer group, from the stream's first entry (jobs submitted before any host read
+ * it are read too), made on @c; BUSYGROUP: it exists already, which is as good. Return:
+ * 0; -EIO with the reason in @why.
+ */
+static int group_create(RedisStore *q, redisContext *c, char *why, size_t why_size)
+{
+        redisReply *rep = redisCommand(c, "XGROUP CREATE %s %s 0 MKSTREAM", q->stream, q->group);
+        int r = 0;
+
+        if (!rep || (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "BUSYGROUP", 9) != 0)) {
+                snprintf(why, why_size, "cannot create the consumer group %s of stream %s: %s",
+                         q->group, q->stream,
+                         rep             ? rep->str
+                         : c->errstr[0] ? c->errstr
+                                        : "connection lost");
+                r = -EIO;
+        }
+        if (rep)
+                freeReplyObject(rep);
+        return r;
+}
+
 static int redis_open(Store *s, const char *path, char *why, size_t why_size)
 {
         const StoreFleetOptions *o = &s->fleet;
@@ -591,21 +614,10 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
                 redis_close(s);
                 return -ECONNREFUSED;
         }
-        /* the group, from the stream's first entry (jobs submitted before any host read
-         * it are read too); BUSYGROUP: it exists already */
-        rep = redisCommand(q->w, "XGROUP CREATE %s %s 0 MKSTREAM", q->stream, q->group);
-        if (!rep || (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "BUSYGROUP", 9) != 0)) {
-                snprintf(why, why_size, "cannot create the consumer group %s of stream %s: %s",
-                         q->group, q->stream,
-                         rep               ? rep->str
-                         : q->w->errstr[0] ? q->w->errstr
-                                           : "connection lost");
-                if (rep)
-                        freeReplyObject(rep);
+        if (group_create(q, q->w, why, why_size) < 0) {
                 redis_close(s);
                 return -EIO;
         }
-        freeReplyObject(rep);
         /* logged by redis_fleet_start(): after a crash, crash_init()'s line is first */
         return 0;
 }
@@ -1224,7 +1236,7 @@ static int redis_list(Store *s, uint64_t below, size_t max, uint64_t *ids, size_
 static void reader_error(RedisStore *q, const char *what, const char *err)
 {
         uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
-        redisReply *rep;
+        char why[256];
 
         if (!q->reader_error_ns || now - q->reader_error_ns >= READER_ERROR_LOG_S * NSEC_PER_SEC) {
                 log_msg(LOG_ERR, "job store: redis %s: %s", what, err);
@@ -1232,14 +1244,11 @@ static void reader_error(RedisStore *q, const char *what, const char *err)
         }
         if (strncmp(err, "NOGROUP", 7) != 0)
                 return;
-        rep = redisCommand(q->r, "XGROUP CREATE %s %s 0 MKSTREAM", q->stream, q->group);
-        if (rep && (rep->type != REDIS_REPLY_ERROR || strncmp(rep->str, "BUSYGROUP", 9) == 0))
+        if (group_create(q, q->r, why, sizeof(why)) == 0)
                 log_msg(LOG_WARNING,
                         "job store: redis had no consumer group %s of stream %s (a server "
                         "that restarted without its data?): made it again",
                         q->group, q->stream);
-        if (rep)
-                freeReplyObject(rep);
 }
 
 static void reader_ack(RedisStore *q, const char *entry)
