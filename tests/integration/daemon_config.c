@@ -54,24 +54,10 @@ TestSuite(daemon_config, .init = setup, .fini = teardown, .timeout = 60);
 static int run_fiberd(const char *args, bool with_stderr, char *out, size_t size)
 {
         char cmd[1024];
-        size_t n = 0;
-        FILE *p;
-        int status;
 
         snprintf(cmd, sizeof(cmd), "%s %s %s", FIBERD_BIN, args,
                  with_stderr ? "2>&1" : "2>/dev/null");
-        p = popen(cmd, "r");
-        cr_assert(p, "popen %s", cmd);
-        while (n + 1 < size && !feof(p)) {
-                size_t got = fread(out + n, 1, size - 1 - n, p);
-                if (got == 0)
-                        break;
-                n += got;
-        }
-        out[n] = '\0';
-        status = pclose(p);
-        cr_assert(WIFEXITED(status), "%s: not exited", cmd);
-        return WEXITSTATUS(status);
+        return fiberd_sh(cmd, out, size);
 }
 
 /* The lines of @text that are neither comments nor blank, each as "x = y", into @out. */
@@ -284,23 +270,9 @@ Test(daemon_config, sighup_names_what_needs_a_restart_in_one_line)
 static int run_sh(const char *script, unsigned timeout_s, char *out, size_t size)
 {
         char cmd[2048];
-        size_t n = 0;
-        FILE *p;
-        int status;
 
         snprintf(cmd, sizeof(cmd), "timeout -k 2 %u sh -c '%s' 2>&1", timeout_s, script);
-        p = popen(cmd, "r");
-        cr_assert(p, "popen %s", cmd);
-        while (n + 1 < size) {
-                size_t got = fread(out + n, 1, size - 1 - n, p);
-                if (got == 0)
-                        break;
-                n += got;
-        }
-        out[n] = '\0';
-        status = pclose(p);
-        cr_assert(WIFEXITED(status), "%s: not exited", cmd);
-        return WEXITSTATUS(status);
+        return fiberd_sh(cmd, out, size);
 }
 
 Test(daemon_config, check_config_reports_every_error_of_the_file_in_one_run)

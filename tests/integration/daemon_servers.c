@@ -231,23 +231,9 @@ Test(daemon_servers, four_server_workers_on_two_cores_answer_every_request)
 static int run_fiberd(const char *args, char *out, size_t size)
 {
         char cmd[1024];
-        size_t n = 0;
-        FILE *p;
-        int status;
 
         snprintf(cmd, sizeof(cmd), "%s %s 2>&1", FIBERD_BIN, args);
-        p = popen(cmd, "r");
-        cr_assert(p, "popen %s", cmd);
-        while (n + 1 < size) {
-                size_t got = fread(out + n, 1, size - 1 - n, p);
-                if (got == 0)
-                        break;
-                n += got;
-        }
-        out[n] = '\0';
-        status = pclose(p);
-        cr_assert(WIFEXITED(status), "%s: not exited", cmd);
-        return WEXITSTATUS(status);
+        return fiberd_sh(cmd, out, size);
 }
 
 Test(daemon_servers, check_config_shows_the_key_and_the_count_it_resolves_to)

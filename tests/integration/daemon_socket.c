@@ -58,23 +58,9 @@ TestSuite(daemon_socket, .init = setup, .fini = teardown, .timeout = 60);
 static int run(const char *cmd, char *out, size_t size)
 {
         char full[2048];
-        size_t n = 0;
-        FILE *p;
-        int status;
 
         snprintf(full, sizeof(full), "%s 2>&1", cmd);
-        p = popen(full, "r");
-        cr_assert(p);
-        while (n + 1 < size) {
-                size_t got = fread(out + n, 1, size - 1 - n, p);
-                if (got == 0)
-                        break;
-                n += got;
-        }
-        out[n] = '\0';
-        status = pclose(p);
-        cr_assert(WIFEXITED(status), "%s: did not exit", cmd);
-        return WEXITSTATUS(status);
+        return fiberd_sh(full, out, size);
 }
 
 /* `fiberd --check-config` with @env (assignments for env(1), or "-u X") and @flags. */

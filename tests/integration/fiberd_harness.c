@@ -549,6 +549,25 @@ uint64_t map_uint(const msgpack_object *map, const char *key)
         return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : UINT64_MAX;
 }
 
+int fiberd_sh(const char *cmd, char *out, size_t size)
+{
+        FILE *p = popen(cmd, "r");
+        size_t n = 0;
+        int status;
+
+        cr_assert(p, "popen %s", cmd);
+        while (n + 1 < size) {
+                size_t got = fread(out + n, 1, size - 1 - n, p);
+                if (got == 0)
+                        break;
+                n += got;
+        }
+        out[n] = '\0';
+        status = pclose(p);
+        cr_assert(WIFEXITED(status), "%s: not exited", cmd);
+        return WEXITSTATUS(status);
+}
+
 uint64_t rpc_stats_jobs(Client *c, const char *key)
 {
         const msgpack_object *jobs;

@@ -96,6 +96,12 @@ bool fiberd_notify_wait(Fiberd *d, const char *needle, int timeout_ms);
 /* fiberd_connect - a client on the daemon's socket (asserts). */
 Client *fiberd_connect(const Fiberd *d);
 
+/*
+ * fiberd_sh - run @cmd through sh (add "2>&1" to it for stderr too): what it writes, up to
+ * @size - 1 bytes, NUL-terminated into @out. Returns its exit status; asserts it exited.
+ */
+int fiberd_sh(const char *cmd, char *out, size_t size);
+
 /* fiberd_now_ms - CLOCK_MONOTONIC now, milliseconds: the clock of every bounded wait in
  * the tests. */
 uint64_t fiberd_now_ms(void);
