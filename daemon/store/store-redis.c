@@ -547,7 +547,7 @@ static int group_create(RedisStore *q, redisContext *c, char *why, size_t why_si
         if (!rep || (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "BUSYGROUP", 9) != 0)) {
                 snprintf(why, why_size, "cannot create the consumer group %s of stream %s: %s",
                          q->group, q->stream,
-                         rep             ? rep->str
+                         rep            ? rep->str
                          : c->errstr[0] ? c->errstr
                                         : "connection lost");
                 r = -EIO;
