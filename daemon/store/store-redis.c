@@ -561,7 +561,6 @@ static int redis_open(Store *s, const char *path, char *why, size_t why_size)
 {
         const StoreFleetOptions *o = &s->fleet;
         RedisStore *q = calloc(1, sizeof(*q));
-        redisReply *rep;
         char host[256];
         int r;
 
