@@ -583,10 +583,13 @@ static inline void counter_inc(uint64_t *c)
 
 /* steal_siblings - a fiber from a sibling's local queue or (after a while) runnext.
  * steal_remote - one idle round's try at other groups, paced by each victim's every_n.
+ * steal_victims_now - a try at every victim group, unpaced: a worker about to sleep, so a
+ *   fiber pushed while it was between paced tries does not wait for the next push.
  * steal_idle_acquire - one idle round: own queues, siblings' local queues, other groups.
  * Context: @w's thread. */
 Fiber *steal_siblings(Worker *w);
 Fiber *steal_remote(Worker *w);
+Fiber *steal_victims_now(Worker *w);
 Fiber *steal_idle_acquire(Worker *w);
 
 /* ------------------------------------------------------------------ stack.c ------- */

@@ -14,10 +14,13 @@
  * (default 16), other nodes only when enabled, at their own, rarer rate — taking from
  * its shared queue, then the oldest of each of its workers' local deques. A fiber
  * created non-stealable goes to the tail of its own group's shared queue and the thief
- * looks at the next one (past 8 at most per try). A stolen fiber keeps its home group
+ * looks at the next one, past as many as were queued when the try began (a fixed bound
+ * left a movable fiber behind more pinned ones than that unseen). A stolen fiber keeps its home group
  * (its stack, its accounting, the wake-ups from timers and fds); what it spawns or
  * wakes while on the thief stays there (ready.c). With every worker of a group busy, a
- * push wakes a sleeping worker of a same-node thief group (group.c).
+ * push wakes a sleeping worker of a same-node thief group (group.c); a thief about to
+ * sleep looks at its victims once more, unpaced (steal_victims_now()), so that a push
+ * made while it was between its paced tries and its sleeping bit is not left behind.
  */
 #include "scheduler/runtime.h"
 #include "scheduler/base/spinlock.h"
@@ -57,17 +60,32 @@ Fiber *steal_siblings(Worker *w)
         return NULL;
 }
 
+/* The fibers waiting in @v's shared queue (or queues, one per class) now: an estimate. */
+static size_t shared_queued(SchedulingGroup *v)
+{
+        size_t n = 0;
+
+        if (v->nclasses <= 1)
+                return runq_size(&v->runq);
+        for (unsigned i = 0; i < v->nclasses; i++)
+                n += __atomic_load_n(&v->classes[i].queued, __ATOMIC_RELAXED);
+        return n;
+}
+
 /* Take one stealable fiber from group @v: its shared queue, then the oldest fiber of
  * each worker's local deque (with a spawning tree, the biggest subtree). A
  * non-stealable one goes to the tail of its group's shared queue (still ready, still
- * its group's) and the thief looks further, past 8 of them at most. */
+ * its group's) and the thief looks further: past as many as were queued when it began
+ * (and 8 more, for those arriving meanwhile), so a try that finds nothing has seen
+ * every fiber that was waiting. */
 static Fiber *steal_from(SchedulingGroup *v)
 {
-        unsigned source = 0, skipped = 0;
+        unsigned source = 0;
+        size_t skipped = 0, limit = shared_queued(v) + 8;
 
         while (source <=
                        (v->local_queues ? __atomic_load_n(&v->nslots_live, __ATOMIC_ACQUIRE) : 0) &&
-               skipped < 8) {
+               skipped < limit) {
                 Fiber *f = source == 0 ? (v->nclasses > 1 ? class_pop_any(v) : runq_pop(&v->runq))
                                        : localq_pop(&v->workers[source - 1].local);
                 if (!f) {
@@ -82,6 +100,18 @@ static Fiber *steal_from(SchedulingGroup *v)
         return NULL;
 }
 
+/* Try victim @v for worker @w; count a hit. */
+static Fiber *steal_victim(Worker *w, struct Victim *v)
+{
+        Fiber *f = steal_from(v->group);
+
+        if (f) {
+                __atomic_fetch_add(&w->group->steals_in, 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&v->group->steals_out, 1, __ATOMIC_RELAXED);
+        }
+        return f;
+}
+
 /* One idle round's try at other groups, paced by each victim's every_n. */
 Fiber *steal_remote(Worker *w)
 {
@@ -94,15 +124,28 @@ Fiber *steal_remote(Worker *w)
                  * have more, and a thief that just ran a stolen fiber is idle now. */
                 if (!v->every_n || (round % v->every_n && !w->steal_hit))
                         continue;
-                Fiber *f = steal_from(v->group);
+                Fiber *f = steal_victim(w, v);
                 if (f) {
                         w->steal_hit = true;
-                        __atomic_fetch_add(&g->steals_in, 1, __ATOMIC_RELAXED);
-                        __atomic_fetch_add(&v->group->steals_out, 1, __ATOMIC_RELAXED);
                         return f;
                 }
         }
         w->steal_hit = false;
+        return NULL;
+}
+
+Fiber *steal_victims_now(Worker *w)
+{
+        SchedulingGroup *g = w->group;
+
+        for (unsigned i = 0; i < g->nvictims; i++) {
+                struct Victim *v = &g->victims[i];
+                Fiber *f;
+                if (v->every_n && (f = steal_victim(w, v))) {
+                        w->steal_hit = true;
+                        return f;
+                }
+        }
         return NULL;
 }
 

@@ -27,8 +27,9 @@
  *     wake-up flag claims it and wakes a sleeper to spin in its place; a spinner that
  *     gets work sets the flag (if fewer than two spin) instead of waking someone
  *     itself, because it now has real work to do;
- *  3. otherwise sets its bit in the sleeping mask, looks once more (a producer may have
- *     read the mask before the bit was set), and sleeps on its wait slot.
+ *  3. otherwise sets its bit in the sleeping mask, looks once more, other groups
+ *     included and unpaced (a producer may have read the mask before the bit was
+ *     set), and sleeps on its wait slot.
  * The producer's side of this (claiming a spinner or a sleeper) is group_wake() in
  * group.c.
  */
@@ -148,8 +149,10 @@ static Fiber *wait_for_fiber(Worker *w)
 
         __atomic_fetch_or(&g->sleeping_mask, me, __ATOMIC_ACQ_REL);
         full_fence();
-        /* A producer may have read the mask before our bit was set. */
-        if ((f = ready_pop(w)) || (f = steal_siblings(w))) {
+        /* A producer may have read the mask before our bit was set; a producer in a
+         * group we steal from wakes us only if our bit was set (group_wake()), and
+         * our paced tries may not have looked since its push. */
+        if ((f = ready_pop(w)) || (f = steal_siblings(w)) || (f = steal_victims_now(w))) {
                 if (!(__atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL) & me))
                         group_wake(g); /* its wake-up was meant for work */
                 return f;

@@ -147,6 +147,52 @@ Test(steal, non_stealable_fibers_stay_in_their_group)
         sched_free(s);
 }
 
+/* A thief asleep while its victim's queue holds only pinned fibers, more than one try
+ * of the old bound (8) looked past: one movable fiber pushed behind them wakes it, and
+ * it finds that fiber before it sleeps again (the wake-up's try is not paced, and looks
+ * past every fiber that was queued). With no further push, nothing else would. */
+Test(steal, sleeping_thief_finds_a_fiber_behind_many_pinned_ones)
+{
+        SchedTopology t = one_node(2);
+        Scheduler *s;
+        Hog h = {0};
+        enum { N = 40 };
+        Job movable, pinned[N];
+        FiberLatch moved, stayed;
+        SchedGroupStats s1;
+
+        start_with_hog(&s, &h, &t, 0);
+        fiber_latch_init(&moved, 1);
+        fiber_latch_init(&stayed, N);
+        FiberAttr a = {.detached = true, .group = sched_group_at(s, 0)};
+        FiberAttr p = a;
+        p.no_steal = true;
+        for (int i = 0; i < N; i++) {
+                pinned[i] = (Job){.done = &stayed};
+                cr_assert_eq(fiber_create(NULL, &p, job, &pinned[i]), 0);
+        }
+        /* the thief has looked at them and gone to sleep */
+        uint64_t until = sched_deadline_after(30 * SEC_NS);
+        for (;;) {
+                sched_group_stats(sched_group_at(s, 1), &s1);
+                if (s1.sleeping == 1)
+                        break;
+                cr_assert_lt(sched_deadline_after(0), until, "group 1's worker never slept");
+                usleep(1000); /* polling a condition */
+        }
+        movable = (Job){.done = &moved};
+        cr_assert_eq(fiber_create(NULL, &a, job, &movable), 0);
+        cr_assert_eq(fiber_latch_wait(&moved, sched_deadline_after(30 * SEC_NS)), 0,
+                     "the movable fiber behind %d pinned ones was never stolen", N);
+        cr_assert_neq(movable.tid, h.tid);
+        cr_assert_eq(fiber_latch_wait(&stayed, 0), -ETIMEDOUT);
+        __atomic_store_n(&h.release, 1, __ATOMIC_RELEASE);
+        cr_assert_eq(fiber_latch_wait(&stayed, sched_deadline_after(60 * SEC_NS)), 0);
+        for (int i = 0; i < N; i++)
+                cr_assert_eq(pinned[i].tid, h.tid, "a pinned fiber ran on its own worker");
+        sched_free(s);
+}
+
 /* Local deques: fibers spawned inside a busy group wait in its worker's deque, and an
  * idle group steals them from there (the oldest first), never a non-stealable one; a
  * sleeping thief is woken for it when the spawning group has nobody idle. A
