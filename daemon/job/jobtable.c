@@ -764,9 +764,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 log_job(LOG_WARNING, j->id, plugin_name,
                         "out of memory: its idempotency key does not answer repeats");
         if (r == 0) {
-                accepted = j->state; /* before the pump may start it */
-                if (queued && j->durability != DUR_PENDING)
-                        dispatch_pump_locked(&t->dispatch);
+                accepted = j->state;
                 /* the caller's reference: a fleet copy's only one, else beside the table's */
                 *ret = j->fleet_copy ? j : job_ref(j);
                 *ret_existing = 0;
@@ -774,9 +772,18 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         jobtable_unlock(t);
         if (r < 0 && claimed)
                 store_key_release(t->store, origin->creds->uid, jp->key, plan.id);
-        if (r == 0)
-                joblines_queued(j, accepted, plan.fleet_copy);
-        return r;
+        if (r < 0)
+                return r;
+        joblines_queued(j, accepted, plan.fleet_copy);
+        /* the dispatcher starts it (jobtable_pump()) unless the store must have it first */
+        return queued && j->durability != DUR_PENDING ? 1 : 0;
+}
+
+void jobtable_pump(JobTable *t)
+{
+        jobtable_lock(t);
+        dispatch_pump_locked(&t->dispatch);
+        jobtable_unlock(t);
 }
 
 /*

@@ -227,11 +227,24 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
  * max_bytes_per_user, -ENOSPC max_bytes, even once its own finished jobs are dropped
  * (jobquota_admit(): those are dropped, oldest first, when that makes room);
  * -ESHUTDOWN once jobtable_stop() ran.
+ * Return on success: 1 when the job is queued for the dispatcher, which the caller then
+ * asks to start it (jobtable_pump()); 0 when it is not (held, a fleet copy, a repeat of
+ * a key, or queued behind its first store write: the store's listener pumps then).
+ * Starting jobs is the dispatcher's: the submission only accepts, so a refusal or a
+ * repeat never creates a fiber, and the table lock is not held across fiber creation.
  * Context: any fiber or thread; does not yield.
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
                     const char *class_name, const JobPlan *plan, Job **ret, uint64_t *ret_existing);
+
+/*
+ * jobtable_pump - start queued jobs while fewer than max_running run
+ * (dispatch_pump_locked(): a supervisor fiber each, on the server group), after a
+ * submission that returned 1. Context: any fiber or thread; takes the table lock; does
+ * not yield.
+ */
+void jobtable_pump(JobTable *t);
 
 /*
  * jobtable_retry - job.retry: queue a failed, cancelled or dead @j again (attempt 0; its
