@@ -667,20 +667,12 @@ static int admit_locked(JobTable *t, uid_t uid, uint64_t need, bool fleet)
         return 0;
 }
 
-/* An earlier job of @uid with @key that still answers for it (jobkeys.h), referenced,
- * or its id alone in *@ret_id when its record is gone. Locked. */
-static bool key_match_locked(JobTable *t, uid_t uid, const char *key, Job **ret, uint64_t *ret_id)
+/* Whether an earlier job of @uid with @key still answers for it (jobkeys.h): its id in
+ * *@ret_id. Locked. */
+static bool key_find_locked(JobTable *t, uid_t uid, const char *key, uint64_t *ret_id)
 {
-        uint64_t id;
-
-        if (!key ||
-            !jobkeys_find_locked(&t->hold.keys, uid, key, job_now_ms(), t->key_window_ms, &id))
-                return false;
-        *ret_id = id;
-        *ret = jobtable_find_locked(t, id);
-        if (*ret)
-                job_ref(*ret);
-        return true;
+        return key &&
+               jobkeys_find_locked(&t->hold.keys, uid, key, job_now_ms(), t->key_window_ms, ret_id);
 }
 
 /*
@@ -718,17 +710,18 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 r = store_key_claim(t->store, origin->creds->uid, jp->key, plan.id, &existing);
                 if (r < 0)
                         return r;
-                if (existing) { /* this host's job, if it holds it; the caller asks the fleet */
-                        *ret = jobtable_get(t, existing);
-                        *ret_existing = existing;
-                        return 0;
-                }
-                claimed = true;
+                claimed = !existing;
         }
         jobtable_lock(t);
-        if (!plan.fleet && key_match_locked(t, origin->creds->uid, jp->key, &j, &existing)) {
+        if (existing ||
+            (!plan.fleet && key_find_locked(t, origin->creds->uid, jp->key, &existing))) {
+                /* a repeat: the earlier job, referenced, or NULL when this host does not
+                 * hold it (its record is gone; in a fleet, the caller asks the fleet) */
+                Job *earlier = jobtable_find_locked(t, existing);
+                if (earlier)
+                        job_ref(earlier);
                 jobtable_unlock(t);
-                *ret = j;
+                *ret = earlier;
                 *ret_existing = existing;
                 return 0;
         }
