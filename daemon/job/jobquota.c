@@ -144,6 +144,19 @@ int jobquota_admit(const JobQuota *q, const JobQuotaUser *u, uint64_t need)
         return drop ? JOBQUOTA_DROP : 0;
 }
 
+JobQuotaEntry *jobquota_room(const JobQuota *q, const JobQuotaUser *u)
+{
+        const JobQuotaLimits *l = &q->limits;
+
+        if (!u || !u->n_finished)
+                return NULL;
+        if ((l->max_bytes_per_user && !jobquota_exempt(q, u->uid) &&
+             u->bytes > l->max_bytes_per_user) ||
+            (l->max_bytes && q->bytes > l->max_bytes))
+                return jobquota_oldest(u);
+        return NULL;
+}
+
 JobQuotaEntry *jobquota_user_excess(const JobQuota *q, const JobQuotaUser *u)
 {
         const JobQuotaLimits *l = &q->limits;

@@ -6,9 +6,10 @@
  * max_bytes, retention_max_per_user, retention_max).
  *
  * The rule: one user's jobs never push out another user's results. So
- *  - a submission that would pass its user's byte budget, or the global one, first drops
- *    that user's own oldest finished jobs, when dropping them makes room, and is refused
- *    otherwise (jobquota_admit());
+ *  - a submission that would pass its user's byte budget, or the global one, is
+ *    accepted when dropping that user's own oldest finished jobs makes room, and refused
+ *    otherwise (jobquota_admit()); once it is charged, those jobs go
+ *    (jobquota_room());
  *  - a user whose finished jobs pass retention_max_per_user, or whose bytes pass its
  *    budget once a result is in, loses its own oldest finished job
  *    (jobquota_user_excess());
@@ -124,10 +125,19 @@ JobQuotaEntry *jobquota_oldest(const JobQuotaUser *u);
  * jobquota_admit - may @u add a job of @need bytes of arguments? Within its budget
  * (unless exempt) and the global one: 0. Over one of them, but dropping its own finished
  * jobs would make room: JOBQUOTA_DROP (the caller drops jobquota_oldest(@u) and asks
- * again). Otherwise: -ENOBUFS over max_bytes_per_user, -ENOSPC over max_bytes (the
- * errnos of jobtable_submit()). Nothing changes here.
+ * again, or charges the job and then drops what jobquota_room() names). Otherwise:
+ * -ENOBUFS over max_bytes_per_user, -ENOSPC over max_bytes (the errnos of
+ * jobtable_submit()). Nothing changes here.
  */
 int jobquota_admit(const JobQuota *q, const JobQuotaUser *u, uint64_t need);
+
+/*
+ * jobquota_room - once a new job of @u is charged: @u's oldest finished entry while @u
+ * holds more than max_bytes_per_user (unless exempt) or all users more than max_bytes,
+ * the room jobquota_admit() found in @u's own finished jobs; else (or @u has none left)
+ * NULL. Dropping each entry it names, until NULL, ends where jobquota_admit()'s loop did.
+ */
+JobQuotaEntry *jobquota_room(const JobQuota *q, const JobQuotaUser *u);
 
 /*
  * jobquota_user_excess - @u's oldest finished entry when @u is over one of its own

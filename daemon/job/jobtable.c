@@ -18,8 +18,8 @@
  * charged to its owner for its args and result (listen_quota), a user past its own
  * bounds loses its own oldest finished jobs, the global bounds take from whoever holds
  * the most (trim_locked(), at every finish and sweep), and a submission past a byte
- * budget first drops its sender's own oldest finished jobs when that makes room
- * (admit_locked()). Time (retention_s) drops from the front of the finished list, for
+ * budget is admitted when its sender's own oldest finished jobs make room
+ * (admit_locked()), which go once it is charged (listen_retention()). Time (retention_s) drops from the front of the finished list, for
  * everyone alike.
  */
 #include "daemon/job/jobtable.h"
@@ -429,6 +429,7 @@ static void trim_locked(JobTable *t, JobQuotaUser *u, Job *keep)
 static void listen_retention(void *ctx, Job *j, JobState from, JobEvent ev)
 {
         JobTable *t = ctx;
+        JobQuotaEntry *e;
 
         if (j->fleet_copy)
                 return;
@@ -443,8 +444,14 @@ static void listen_retention(void *ctx, Job *j, JobState from, JobEvent ev)
                 }
                 return;
         }
-        if (!job_state_final(j->state))
+        if (!job_state_final(j->state)) {
+                /* a new job, charged now (listen_quota): admission found room for it
+                 * in its owner's finished jobs (admit_locked()), which go, oldest first */
+                if (from == JOB_NEW && ev != JOB_EV_RESTORE)
+                        while ((e = jobquota_room(&t->quota, j->quota.user)))
+                                retire_locked(t, quota_job(e));
                 return;
+        }
         if (ev == JOB_EV_RESTORE) {
                 restore_finished_locked(t, j);
                 return;
@@ -635,14 +642,14 @@ static int plan_submission(JobTable *t, const JobOrigin *origin, const JobPlan *
  * Admission: may @uid queue one more job, of @need bytes of args, now? The errnos of
  * jobtable_submit(). Held jobs (scheduled, waiting, retrying) count as queued for the
  * global bound. The byte budgets (jobquota.h) are checked before the dispatcher takes a
- * token; only once everything said yes are the sender's own oldest finished jobs
- * dropped to make room, so a refusal drops nothing. A fleet copy is not held here (the
- * shared store holds it): no byte budget. Locked.
+ * token. Nothing is dropped here, so a refusal drops nothing: the room admission found
+ * in the sender's own oldest finished jobs is made once the new job is charged, by the
+ * retention listener (listen_retention(), jobquota_room()), the one place that drops
+ * records to hold the bounds. A fleet copy is not held here (the shared store holds
+ * it): no byte budget. Locked.
  */
 static int admit_locked(JobTable *t, uid_t uid, uint64_t need, bool fleet)
 {
-        JobQuotaUser *u = NULL;
-        JobQuotaEntry *e;
         int r;
 
         if (t->stopping)
@@ -652,19 +659,14 @@ static int admit_locked(JobTable *t, uid_t uid, uint64_t need, bool fleet)
             t->max_queued)
                 return -EAGAIN;
         if (!fleet) {
-                u = jobquota_user(&t->quota, uid);
+                JobQuotaUser *u = jobquota_user(&t->quota, uid);
                 if (!u)
                         return -ENOMEM;
                 r = jobquota_admit(&t->quota, u, need);
                 if (r < 0)
                         return r;
         }
-        r = dispatch_admit_locked(&t->dispatch, uid);
-        if (r < 0)
-                return r;
-        while (u && jobquota_admit(&t->quota, u, need) == JOBQUOTA_DROP && (e = jobquota_oldest(u)))
-                retire_locked(t, quota_job(e));
-        return 0;
+        return dispatch_admit_locked(&t->dispatch, uid);
 }
 
 /* Whether an earlier job of @uid with @key still answers for it (jobkeys.h): its id in

@@ -4,7 +4,8 @@
  * charges add up per user and in all; a user past its own bounds names its own oldest
  * finished job, never another user's; the global bounds name the biggest holder's; a
  * submission past a budget is told to drop the sender's finished jobs only when that
- * makes room, and refused otherwise; root and the exempt uid pass the per-user bounds
+ * makes room, and refused otherwise, and once charged is given that room from the
+ * sender's oldest (jobquota_room()); root and the exempt uid pass the per-user bounds
  * but not the global ones.
  */
 #include "daemon/job/jobquota.h"
@@ -129,6 +130,45 @@ Test(jobquota, bytes_past_a_users_budget_drop_its_own_finished_jobs_first)
         cr_assert_eq(jobquota_user_excess(&q, a), NULL, "90 held: within");
         jobquota_charge(&q, &running, 80); /* its result came: 110 */
         cr_assert_eq(jobquota_user_excess(&q, a), &a2);
+}
+
+/* Admission says DROP; the new job is charged; jobquota_room() names the sender's own
+ * oldest finished jobs until the budgets hold again: as many as admission's loop would
+ * have dropped, never another user's, and nothing for an exempt user's own budget. */
+Test(jobquota, room_for_a_charged_job_comes_from_its_senders_oldest)
+{
+        JobQuotaEntry a1, a2, a3, b1, fresh, g1, mine;
+        JobQuotaUser *a, *ex;
+        int dropped = 0;
+
+        limits(100, 200, 0, 1000);
+        add(&b1, B, 50, true);
+        add(&a1, A, 30, true);
+        add(&a2, A, 30, true);
+        add(&a3, A, 30, true);
+        a = jobquota_user(&q, A);
+        cr_assert_eq(jobquota_room(&q, a), NULL, "90 of 100: within");
+        cr_assert_eq(jobquota_admit(&q, a, 55), JOBQUOTA_DROP);
+        add(&fresh, A, 55, false); /* charged: 145 */
+        cr_assert_eq(jobquota_room(&q, a), &a1, "its oldest first");
+        jobquota_detach(&q, &a1);
+        cr_assert_eq(jobquota_room(&q, a), &a2, "115 held: still over");
+        jobquota_detach(&q, &a2);
+        cr_assert_eq(jobquota_room(&q, a), NULL, "85 held: within");
+        cr_assert_eq(jobquota_room(&q, jobquota_user(&q, B)), NULL, "B is within its own");
+        cr_assert_eq(a->bytes, 85);
+
+        /* the exempt uid: no budget of its own, the global one still binds it */
+        ex = jobquota_user(&q, 999);
+        add(&g1, 999, 40, true);
+        add(&mine, 999, 40, false); /* 50 + 85 + 80 = 215 > 200 */
+        while (jobquota_room(&q, ex) && dropped < 5) {
+                jobquota_detach(&q, jobquota_room(&q, ex));
+                dropped++;
+        }
+        cr_assert_eq(dropped, 1, "one of its own finished jobs brings the total to 175");
+        cr_assert_eq(ex->n_finished, 0);
+        cr_assert_eq(jobquota_room(&q, ex), NULL, "nothing of its own left to drop");
 }
 
 Test(jobquota, the_global_budget_binds_root_too)

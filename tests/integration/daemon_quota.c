@@ -215,6 +215,41 @@ Test(daemon_quota, a_user_at_its_budget_drops_its_own_oldest_finished_jobs)
         client_free(c);
 }
 
+/* As a user: a sleep job of a minute whose args hold *@arg bytes more, its id in ids_[20]. */
+static void long_sleeper(const void *arg)
+{
+        Client *c = fiberd_connect(&fd_);
+        IpcStatus st = {0};
+        Arg a[] = {ARG_I("ms", 60000), ARG_S("pad", blob(*(const size_t *)arg))};
+
+        ids_[20] = rpc_submit(c, "sleep", a, 2, 0, 0, &st);
+        CHECK(ids_[20] != 0, "submit: %s %s", st.code, st.message);
+        client_free(c);
+}
+
+/* The room a submission needs is made when it is accepted, not when something ends: with
+ * the new job still running, the sender's oldest finished job is gone already and the
+ * one after it is kept. */
+Test(daemon_quota, the_room_a_submission_needs_is_made_when_it_is_accepted)
+{
+        const size_t pad = 60000;
+        Client *c;
+        Reply rp;
+
+        start_as_root("[jobs]\nmax_bytes_per_user = 150000\n", false);
+        cr_assert(fiberd_run_as(USER_A, USER_A, flood,
+                                &(Flood){.first = 0, .n = 2, .bytes = 30000})); /* 120,000 */
+        cr_assert(fiberd_run_as(USER_A, USER_A, long_sleeper, &pad));
+        c = fiberd_connect(&fd_);
+        cr_assert(known(c, ids_[20]), "the sleep job");
+        cr_assert(!known(c, ids_[0]), "its oldest finished job stayed: 180,000 held of 150,000");
+        cr_assert(known(c, ids_[1]), "one finished job made room; the next one went too");
+        rpc_simple(c, "job.cancel", 1, &ids_[20], &rp);
+        cr_assert_eq(rp.r, 0, "job.cancel: %s", rp.st.message);
+        reply_clear(&rp);
+        client_free(c);
+}
+
 /* ------------------------------------------------------------------ results --------- */
 
 /* As root: an echo of @n bytes; its final record's state and error into @state and
