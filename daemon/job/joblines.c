@@ -75,13 +75,14 @@ void joblines_ended(const Job *j, uint64_t started_mono_ns, uint64_t due_ms)
         char ran[32];
         const char *msg = j->error_message ? j->error_message : "";
 
+        if (j->state == JOB_DONE && !joblines_on())
+                return; /* the common case: nothing to format */
         span(ran, sizeof(ran), started_mono_ns,
              job_state_final(j->state) ? j->finished_mono_ns : sched_now_ns());
         switch (j->state) {
         case JOB_DONE:
-                if (joblines_on())
-                        log_job_class(LOG_INFO, j->id, j->plugin_name, j->owner, j->class_name,
-                                      "finished done in %s", ran);
+                log_job_class(LOG_INFO, j->id, j->plugin_name, j->owner, j->class_name,
+                              "finished done in %s", ran);
                 return;
         case JOB_FAILED:
                 log_job_class(LOG_NOTICE, j->id, j->plugin_name, j->owner, j->class_name,

@@ -1082,7 +1082,8 @@ int plugin_host_run(Job *j)
         hj->fds = j->fds;
         hj->n_fds = j->n_fds;
         hj->creds = j->creds;
-        job_format_tag(j, hj->tag, sizeof(hj->tag));
+        /* the job fiber's tag, formatted by its supervisor (dispatch.c): the children's */
+        memcpy(hj->tag, j->live->run->tag, sizeof(hj->tag));
         pthread_mutex_init(&hj->lock, NULL);
         hj->children_lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
         msgpack_sbuffer_init(&hj->kv);
