@@ -695,7 +695,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         Job *deps[IPC_AFTER_MAX];
         SubmitPlan plan;
         Job *j = NULL;
-        bool queued = false, claimed = false;
+        bool queued = false, claimed = false, start = false;
         JobState accepted = JOB_NEW;
         uint64_t existing = 0, need;
         int r;
@@ -760,6 +760,8 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                         "out of memory: its idempotency key does not answer repeats");
         if (r == 0) {
                 accepted = j->state;
+                /* read under the lock: once it is released, the job may move on */
+                start = queued && j->durability != DUR_PENDING;
                 /* the caller's reference: a fleet copy's only one, else beside the table's */
                 *ret = j->fleet_copy ? j : job_ref(j);
                 *ret_existing = 0;
@@ -771,7 +773,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 return r;
         joblines_queued(j, accepted, plan.fleet_copy);
         /* the dispatcher starts it (jobtable_pump()) unless the store must have it first */
-        return queued && j->durability != DUR_PENDING ? 1 : 0;
+        return start ? 1 : 0;
 }
 
 void jobtable_pump(JobTable *t)
