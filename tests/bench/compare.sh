@@ -4,7 +4,7 @@
 # tests/bench/compare.sh — `make bench-compare BASE=<rev>`: the A/B a scheduler change
 # needs. It builds revision BASE beside the tree (a `git archive` of it under
 # $BUILD/compare/<sha>, built with its own Makefile) and runs the same fiberd-bench
-# figures of both builds interleaved, A B A B ..., in the same minutes, so a burst of
+# figures of both builds interleaved, A B B A A B ..., in the same minutes, so a burst of
 # noise on a shared machine hits both alike. It prints one markdown row per figure and
 # column: the median of each side and the ratio new/base.
 #
@@ -59,7 +59,12 @@ IFS=';' read -r -a figs <<<"$rows"
 for r in $(seq "$runs"); do
         for i in "${!figs[@]}"; do
                 read -r -a argv <<<"${figs[$i]}"
-                for side in base new; do
+                # Which side goes first alternates by round, so that neither always
+                # runs right after the other (an A/A of one revision, always base
+                # first, once put the second side 5-8 % behind on the product rows).
+                order="base new"
+                [ $((r % 2)) -eq 0 ] && order="new base"
+                for side in $order; do
                         bin=$base_bin envp=()
                         [ "$side" = new ] && bin=$new_bin
                         [ "$side" = new ] && [ -n "$new_conf" ] &&
