@@ -154,10 +154,12 @@ check: deps format-check check-layering check-docs
 # integration tests of its own threads (the job store, shutdown, runs and cancels, the
 # hooks that plugin code's blocking calls go through, the schedules' fiber and its
 # writes the store thread answers, the scrape endpoint's thread rendering the metrics,
-# the server code on 2 and 4 server workers);
+# the server code on 2 and 4 server workers, the Redis fleet's reader, heartbeat and
+# query threads while Redis stops, restarts and is cut off);
 # a report fails it (tests/daemon-sanitizers.sh).
 DAEMON_SAN_TESTS := daemon_store daemon_lifecycle daemon_run daemon_cancel daemon_basic \
-	daemon_detach daemon_hooks daemon_schedule daemon_metrics_http daemon_servers
+	daemon_detach daemon_hooks daemon_schedule daemon_metrics_http daemon_servers \
+	daemon_redis_outage
 .PHONY: check-daemon-sanitizers
 check-daemon-sanitizers: deps
 	$(MAKE) --no-print-directory SANITIZE=thread build/thread/fiberd
