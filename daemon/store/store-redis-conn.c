@@ -193,7 +193,12 @@ void redis_link_failed(Store *s, const char *why)
                 log_msg(LOG_ERR, "%s", line);
 }
 
-void redis_link_ok(Store *s)
+uint64_t redis_link_clock(void)
+{
+        return clock_now_ns(CLOCK_MONOTONIC);
+}
+
+void redis_link_ok(Store *s, uint64_t asked_ns)
 {
         RedisStore *q = redis_of(s);
         RedisLink *l = &q->link;
@@ -203,7 +208,7 @@ void redis_link_ok(Store *s)
         if (!redis_link_away(q))
                 return;
         pthread_mutex_lock(&l->lock);
-        if (l->away) {
+        if (l->away && asked_ns >= l->since_ns) {
                 __atomic_store_n(&l->away, false, __ATOMIC_RELEASE);
                 l->next_try_ns = 0;
                 away_ns = clock_now_ns(CLOCK_MONOTONIC) - l->since_ns;
@@ -298,6 +303,7 @@ redisReply *redis_query(Store *s, int argc, const char **argv, const size_t *len
         RedisStore *q = redis_of(s);
         char why[256] = "";
         redisReply *rep = NULL;
+        uint64_t asked = redis_link_clock();
 
         pthread_mutex_lock(&q->q_lock);
         /* a second try only on a new connection after a dropped one (a restart between
@@ -311,7 +317,7 @@ redisReply *redis_query(Store *s, int argc, const char **argv, const size_t *len
         }
         pthread_mutex_unlock(&q->q_lock);
         if (rep)
-                redis_link_ok(s);
+                redis_link_ok(s, asked);
         return rep;
 }
 

@@ -380,6 +380,7 @@ static void *sched_mover(void *arg)
                         redis_pause(q, MIN(redis_link_retry_ms(q), (uint64_t)500));
                         continue;
                 }
+                uint64_t asked = redis_link_clock();
                 now_ms = job_now_ms();
                 taken = sched_move(q, now_ms, &next_ms);
                 if (taken < 0 && q->m->err) { /* no answer: the link's line, not ours */
@@ -387,7 +388,7 @@ static void *sched_mover(void *arg)
                         redis_pause(q, MIN(redis_link_retry_ms(q), (uint64_t)500));
                         continue;
                 }
-                redis_link_ok(s);
+                redis_link_ok(s, asked);
                 if (taken < 0) {
                         if (!logged)
                                 log_msg(LOG_WARNING,

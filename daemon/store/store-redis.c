@@ -916,6 +916,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         ListHead *pos, *tmp;
         CommitCheck *checks = NULL;
         size_t n = 0, finals = 0, n_checks = 0;
+        uint64_t asked;
         int r = 0;
 
         list_for_each_safe(pos, tmp, batch)
@@ -928,6 +929,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                 return 0; /* nothing Redis keeps (retention drops) */
         if (n_checks && !(checks = calloc(n_checks, sizeof(*checks))))
                 return -ENOMEM;
+        asked = redis_link_clock();
         was = q->w;
         c = redis_ensure(s, &q->w, why, why_size);
         if (c != was)
@@ -1011,7 +1013,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                 freeReplyObject(rep);
         }
         free(checks);
-        redis_link_ok(s);
+        redis_link_ok(s, asked);
         if (r < 0) {
                 handback_undo(q);
                 return r;
@@ -1148,6 +1150,7 @@ static int redis_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn
         char why[256] = "";
         redisReply **reps;
         size_t got = 0;
+        uint64_t asked = redis_link_clock();
         int r = 0;
 
         if (n == 0)
@@ -1173,7 +1176,7 @@ static int redis_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn
         if (got < n)
                 r = -EIO; /* the link says why */
         else
-                redis_link_ok(s);
+                redis_link_ok(s, asked);
         for (size_t i = 0; i < got && r == 0; i++) {
                 StoreRecord rec;
                 int p = reps[i]->type == REDIS_REPLY_ERROR ? -EIO
@@ -1650,6 +1653,7 @@ static void *redis_reader(void *arg)
                 }
                 if (own_pending) {
                         /* this consumer's own entries: its jobs whatever the room */
+                        uint64_t asked = redis_link_clock();
                         long n = reader_read(s, pending, sizeof(pending), 0, REDIS_READ_COUNT);
                         if (n == 0)
                                 own_pending = false;
@@ -1658,7 +1662,7 @@ static void *redis_reader(void *arg)
                         else if (n < 0)
                                 (void)redis_call_failed(s, &q->r);
                         else
-                                redis_link_ok(s);
+                                redis_link_ok(s, asked);
                         continue;
                 }
                 want = q->hooks.room ? q->hooks.room(q->hooks.arg) : REDIS_READ_COUNT;
@@ -1667,6 +1671,7 @@ static void *redis_reader(void *arg)
                         redis_pause(q, MIN(block_ms, 50));
                         continue;
                 }
+                uint64_t asked = redis_link_clock();
                 long n = reader_read(s, NULL, 0, block_ms, want);
                 if (n == READ_REFUSED) {
                         /* answered, but not read: not a lost link, and no busy loop */
@@ -1675,7 +1680,7 @@ static void *redis_reader(void *arg)
                         (void)redis_call_failed(s, &q->r);
                         next_beat = 0;
                 } else {
-                        redis_link_ok(s);
+                        redis_link_ok(s, asked);
                 }
         }
         if (q->r) {
