@@ -100,53 +100,40 @@ static Fiber *steal_from(SchedulingGroup *v)
         return NULL;
 }
 
-/* Try victim @v for worker @w; count a hit. */
-static Fiber *steal_victim(Worker *w, struct Victim *v)
-{
-        Fiber *f = steal_from(v->group);
-
-        if (f) {
-                __atomic_fetch_add(&w->group->steals_in, 1, __ATOMIC_RELAXED);
-                __atomic_fetch_add(&v->group->steals_out, 1, __ATOMIC_RELAXED);
-        }
-        return f;
-}
-
-/* One idle round's try at other groups, paced by each victim's every_n. */
-Fiber *steal_remote(Worker *w)
+/* A try at other groups: every victim (@paced false), or each whose turn it is in this
+ * idle round (every_n rounds, or right after a hit). */
+static Fiber *steal_victims(Worker *w, bool paced)
 {
         SchedulingGroup *g = w->group;
-        unsigned round = ++w->idle_rounds;
+        unsigned round = paced ? ++w->idle_rounds : 0;
 
         for (unsigned i = 0; i < g->nvictims; i++) {
                 struct Victim *v = &g->victims[i];
                 /* Paced, except right after a hit: a victim that had one may well
                  * have more, and a thief that just ran a stolen fiber is idle now. */
-                if (!v->every_n || (round % v->every_n && !w->steal_hit))
+                if (!v->every_n || (paced && round % v->every_n && !w->steal_hit))
                         continue;
-                Fiber *f = steal_victim(w, v);
+                Fiber *f = steal_from(v->group);
                 if (f) {
                         w->steal_hit = true;
+                        __atomic_fetch_add(&g->steals_in, 1, __ATOMIC_RELAXED);
+                        __atomic_fetch_add(&v->group->steals_out, 1, __ATOMIC_RELAXED);
                         return f;
                 }
         }
-        w->steal_hit = false;
+        if (paced)
+                w->steal_hit = false;
         return NULL;
+}
+
+Fiber *steal_remote(Worker *w)
+{
+        return steal_victims(w, true);
 }
 
 Fiber *steal_victims_now(Worker *w)
 {
-        SchedulingGroup *g = w->group;
-
-        for (unsigned i = 0; i < g->nvictims; i++) {
-                struct Victim *v = &g->victims[i];
-                Fiber *f;
-                if (v->every_n && (f = steal_victim(w, v))) {
-                        w->steal_hit = true;
-                        return f;
-                }
-        }
-        return NULL;
+        return steal_victims(w, false);
 }
 
 Fiber *steal_idle_acquire(Worker *w)
