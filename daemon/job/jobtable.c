@@ -773,7 +773,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 return r;
         joblines_queued(j, accepted, plan.fleet_copy);
         /* the dispatcher starts it (jobtable_pump()) unless the store must have it first */
-        return start ? 1 : 0;
+        return start;
 }
 
 void jobtable_pump(JobTable *t)

@@ -193,11 +193,6 @@ void redis_link_failed(Store *s, const char *why)
                 log_msg(LOG_ERR, "%s", line);
 }
 
-uint64_t redis_link_clock(void)
-{
-        return clock_now_ns(CLOCK_MONOTONIC);
-}
-
 void redis_link_ok(Store *s, uint64_t asked_ns)
 {
         RedisStore *q = redis_of(s);
@@ -303,7 +298,7 @@ redisReply *redis_query(Store *s, int argc, const char **argv, const size_t *len
         RedisStore *q = redis_of(s);
         char why[256] = "";
         redisReply *rep = NULL;
-        uint64_t asked = redis_link_clock();
+        uint64_t asked = clock_now_ns(CLOCK_MONOTONIC);
 
         pthread_mutex_lock(&q->q_lock);
         /* a second try only on a new connection after a dropped one (a restart between

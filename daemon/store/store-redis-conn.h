@@ -163,11 +163,7 @@ bool redis_call_failed(Store *s, redisContext **c);
  * next try waits for the pause. Context: any thread. */
 void redis_link_failed(Store *s, const char *why);
 
-/* redis_link_clock - now, on the clock redis_link_ok() compares (CLOCK_MONOTONIC, ns):
- * taken before a call is sent. */
-uint64_t redis_link_clock(void);
-
-/* redis_link_ok - a call sent at @asked_ns (redis_link_clock()) was answered: a link
+/* redis_link_ok - a call sent at @asked_ns (CLOCK_MONOTONIC ns, taken before it was sent) was answered: a link
  * that was away since before @asked_ns is back (one line). An answer to a call sent
  * before the link went away says nothing of now (another thread's reply read late, while
  * this one already failed), so it changes nothing. Cheap when the link was never away

@@ -380,7 +380,7 @@ static void *sched_mover(void *arg)
                         redis_pause(q, MIN(redis_link_retry_ms(q), (uint64_t)500));
                         continue;
                 }
-                uint64_t asked = redis_link_clock();
+                uint64_t asked = clock_now_ns(CLOCK_MONOTONIC);
                 now_ms = job_now_ms();
                 taken = sched_move(q, now_ms, &next_ms);
                 if (taken < 0 && q->m->err) { /* no answer: the link's line, not ours */

@@ -929,7 +929,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                 return 0; /* nothing Redis keeps (retention drops) */
         if (n_checks && !(checks = calloc(n_checks, sizeof(*checks))))
                 return -ENOMEM;
-        asked = redis_link_clock();
+        asked = clock_now_ns(CLOCK_MONOTONIC);
         was = q->w;
         c = redis_ensure(s, &q->w, why, why_size);
         if (c != was)
@@ -1150,7 +1150,7 @@ static int redis_fetch_many(Store *s, const uint64_t *ids, size_t n, StoreLoadFn
         char why[256] = "";
         redisReply **reps;
         size_t got = 0;
-        uint64_t asked = redis_link_clock();
+        uint64_t asked = clock_now_ns(CLOCK_MONOTONIC);
         int r = 0;
 
         if (n == 0)
@@ -1653,7 +1653,7 @@ static void *redis_reader(void *arg)
                 }
                 if (own_pending) {
                         /* this consumer's own entries: its jobs whatever the room */
-                        uint64_t asked = redis_link_clock();
+                        uint64_t asked = clock_now_ns(CLOCK_MONOTONIC);
                         long n = reader_read(s, pending, sizeof(pending), 0, REDIS_READ_COUNT);
                         if (n == 0)
                                 own_pending = false;
@@ -1671,7 +1671,7 @@ static void *redis_reader(void *arg)
                         redis_pause(q, MIN(block_ms, 50));
                         continue;
                 }
-                uint64_t asked = redis_link_clock();
+                uint64_t asked = clock_now_ns(CLOCK_MONOTONIC);
                 long n = reader_read(s, NULL, 0, block_ms, want);
                 if (n == READ_REFUSED) {
                         /* answered, but not read: not a lost link, and no busy loop */
