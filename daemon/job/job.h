@@ -108,7 +108,8 @@ typedef struct JobOrigin {
  *     none ──────── nothing to wait for: the memory store (store_settle() at once), or
  *                   a record read back from the store (restored, a fleet copy)
  *     pending ───── its first write is queued; the job runs only once it is committed
- *                   (its job fiber waits, dispatch.c; jobtable_wait_durable() pumps)
+ *                   (its job fiber waits, dispatch.c; the table dispatches it once the
+ *                   store says it is committed: jobtable_submitted())
  *     early ─────── its first write is queued; the job was dispatched at once (the
  *                   store was busy: the record carries the state it reached by then)
  *     deferred ──── job.run: nothing is answered before the job ends, so its first

@@ -630,7 +630,7 @@ static int plan_submission(JobTable *t, const JobOrigin *origin, const JobPlan *
                  * record written with the state it reached by then (one row write for a
                  * trivial job, not three; a crash before the commit loses only a
                  * submission not answered yet). With the store idle,
-                 * jobtable_wait_durable() dispatches it once it is on disk: it costs one
+                 * the table dispatches it once it is on disk (jobtable_submitted()): one
                  * fsync of latency either way, and a plugin that crashes fiberd at once
                  * then leaves an answered job with an INTERRUPTED record.
                  */
@@ -685,7 +685,7 @@ static bool key_find_locked(JobTable *t, uid_t uid, const char *key, uint64_t *r
  * the fleet's schedule set when its due time is ahead, or the sets of the jobs it runs
  * after), whose listeners list the job in the table (listen_table) and queue its first
  * write (listen_store); last, dispatch unless the job waits for the disk first
- * (DUR_PENDING: jobtable_wait_durable() dispatches it).
+ * (DUR_PENDING: jobtable_submitted() dispatches it once it is on disk).
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
@@ -1066,10 +1066,39 @@ static void jobtable_snapshot(Job *j, StoreReadFn read, void *ctx, void *arg)
         jobtable_unlock(j->table);
 }
 
+/*
+ * StoreSubmittedFn of the table's store: what @j's first write came to (@error, 0 when
+ * committed), told before its submitter hears (jobtable_wait_durable()). A job that
+ * waited for the disk (DUR_PENDING) is dispatched now. A refused one (nothing of it will
+ * ever be written, and nobody was told its id) is cancelled and leaves the table, no row
+ * to drop, unless a run begun under load is still ending: then it stays until its
+ * retention. A fleet copy was never in the table: its idempotency key is released, so
+ * that a repeat may try again. Context: the store thread; does not yield.
+ */
+static void jobtable_submitted(Job *j, int error, void *arg)
+{
+        JobTable *t = arg;
+
+        if (j->fleet_copy) {
+                if (error && job_plan_key(j))
+                        store_key_release(t->store, j->owner, job_plan_key(j), j->id);
+                return;
+        }
+        if (error)
+                jobtable_cancel(t, j, false);
+        jobtable_lock(t);
+        if (!error && j->durability == DUR_PENDING)
+                dispatch_pump_locked(&t->dispatch);
+        else if (error && job_state_final(j->state) && !job_fiber(j) && !j->detached &&
+                 jobtable_find_locked(t, j->id) == j)
+                unlink_locked(t, j);
+        jobtable_unlock(t);
+}
+
 void jobtable_set_store(JobTable *t, Store *s)
 {
         if (s)
-                store_set_source(s, jobtable_snapshot, t);
+                store_set_source(s, jobtable_snapshot, jobtable_submitted, t);
         jobtable_lock(t);
         t->store = s;
         jobtable_unlock(t);
@@ -1113,36 +1142,13 @@ int jobtable_wait_recorded(JobTable *t, Job *j, uint64_t deadline_ns)
 int jobtable_wait_durable(JobTable *t, Job *j)
 {
         JobDurability durability;
-        int r;
 
         jobtable_lock(t);
         durability = j->durability;
         jobtable_unlock(t);
-        if (durability == DUR_DEFERRED)
-                return 0; /* job.run: the answer waits for jobtable_wait_recorded() */
-
-        r = store_wait(j, false, false);
-        if (r < 0) {
-                /* refused (store_submit()): nothing of it is written, and it leaves the
-                 * table if it has ended (a run begun under load may still be ending) */
-                if (!j->fleet_copy) { /* a fleet submission was never in the table */
-                        jobtable_cancel(t, j, false);
-                        jobtable_lock(t);
-                        if (job_state_final(j->state) && !job_fiber(j) && !j->detached &&
-                            jobtable_find_locked(t, j->id) == j)
-                                unlink_locked(t, j); /* no row to drop */
-                        jobtable_unlock(t);
-                } else if (job_plan_key(j)) { /* a repeat may try again */
-                        store_key_release(t->store, j->owner, job_plan_key(j), j->id);
-                }
-                return r;
-        }
-        if (durability == DUR_PENDING) { /* it waited for the disk to be dispatched */
-                jobtable_lock(t);
-                dispatch_pump_locked(&t->dispatch);
-                jobtable_unlock(t);
-        }
-        return 0;
+        /* job.run: the answer waits for jobtable_wait_recorded(); else the store told the
+         * table first (jobtable_submitted()): dispatched, or cancelled if refused */
+        return durability == DUR_DEFERRED ? 0 : store_wait(j, false, false);
 }
 
 /* Where a restored final job goes in the finished list, or a dead one in the dead list

@@ -172,10 +172,10 @@ void jobtable_restore_done(JobTable *t, uint64_t next_id);
  * Under load the job may have started (or ended) meanwhile (DUR_EARLY): its
  * record is written with the state it reached by the time the store takes it.
  * Return: 0; the store's error (negative errno): the submission was refused
- * (store_submit()), the job is then cancelled (when it has not ended yet) and dropped
- * from the table (unless a run begun under load is still ending: then it stays until
- * its retention), nothing of it is written, and the submission must be answered with
- * an error (store_error_transient(): retry later).
+ * (store_submit()), and the table, told by the store before this returns, cancelled the
+ * job (when it had not ended yet) and dropped it (unless a run begun under load is still
+ * ending: then it stays until its retention); nothing of it is written, and the
+ * submission must be answered with an error (store_error_transient(): retry later).
  * Context: a fiber (yields); not a job's.
  */
 int jobtable_wait_durable(JobTable *t, Job *j);
@@ -229,7 +229,7 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
  * -ESHUTDOWN once jobtable_stop() ran.
  * Return on success: 1 when the job is queued for the dispatcher, which the caller then
  * asks to start it (jobtable_pump()); 0 when it is not (held, a fleet copy, a repeat of
- * a key, or queued behind its first store write: the store's listener pumps then).
+ * a key, or queued behind its first store write: the table pumps once the store has it).
  * Starting jobs is the dispatcher's: the submission only accepts, so a refusal or a
  * repeat never creates a fiber, and the table lock is not held across fiber creation.
  * Context: any fiber or thread; does not yield.

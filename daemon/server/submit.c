@@ -24,8 +24,9 @@
  *     -ENOBUFS, -ENOSPC OVERLOADED naming the limit, -ESHUTDOWN UNAVAILABLE, -ENOTCONN
  *     (a fleet's server cannot be reached for an id or a key) UNAVAILABLE "retry later";
  *  7. the answer waits for the store (jobtable_wait_durable()): a failed write refuses
- *     the submission (the job is cancelled, and nothing of it is written): UNAVAILABLE
- *     "retry later" when the store cannot write for now, INTERNAL otherwise.
+ *     the submission (the table cancelled the job when the store told it, and nothing
+ *     of it is written): UNAVAILABLE "retry later" when the store cannot write for now,
+ *     INTERNAL otherwise.
  *
  * Who owns what: the params stay the caller's (a request's zone); the job takes the
  * origin's fds in step 6 (origin->fds is set NULL; submit_request() hands that back to
@@ -193,11 +194,10 @@ static int class_from_option(Daemon *d, const char *name, size_t len, int *ret, 
                               (int)(len > 64 ? 64 : len), name, known);
 }
 
-/* Step 3: @p's options against @creds' tier and the config; the class index in *@ret_cls. */
-static int check_options(Daemon *d, const Creds *creds, const SubmitParams *p, int *ret_cls,
-                         IpcStatus *st)
+/* Step 3: @p's options against the submitter's tier (@admin) and the config; the class
+ * index in *@ret_cls. */
+static int check_options(Daemon *d, bool admin, const SubmitParams *p, int *ret_cls, IpcStatus *st)
 {
-        bool admin = access_tier(&d->cfg, creds) >= ACCESS_ADMIN;
         const ConfigClass *k;
         int cls = 0, r;
 
@@ -237,13 +237,12 @@ static int check_options(Daemon *d, const Creds *creds, const SubmitParams *p, i
         return 0;
 }
 
-/* Step 3, the `after` ids: jobs the submitter may see (its own; an admin's: any), not
- * ended otherwise than done; in a fleet not for a job with fds (@n_fds). */
-static int check_after(Daemon *d, const Creds *creds, size_t n_fds, const SubmitParams *p,
+/* Step 3, the `after` ids: jobs the submitter (@uid, @admin) may see (its own; an
+ * admin's: any), not ended otherwise than done; in a fleet not for a job with fds
+ * (@n_fds). */
+static int check_after(Daemon *d, uid_t uid, bool admin, size_t n_fds, const SubmitParams *p,
                        IpcStatus *st)
 {
-        bool admin = access_tier(&d->cfg, creds) >= ACCESS_ADMIN;
-
         if (p->n_after && n_fds && store_fleet(d->store))
                 /* it runs on this host only, and its dependencies anywhere */
                 return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EOPNOTSUPP,
@@ -254,7 +253,7 @@ static int check_after(Daemon *d, const Creds *creds, size_t n_fds, const Submit
                 /* in a fleet, any host's job (its shared record) */
                 Job *dep = fleet_get(&d->jobs, d->store, p->after[i]);
                 JobState state;
-                if (!dep || (dep->owner != creds->uid && !admin)) {
+                if (!dep || (dep->owner != uid && !admin)) {
                         job_unref(dep);
                         return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
                                               "after: no job %llu of yours (finished jobs are "
@@ -378,16 +377,17 @@ static int refused(Daemon *d, const Creds *creds, const msgpack_object *args, in
 static int check_submission(Daemon *d, const JobOrigin *origin, const msgpack_object *params,
                             SubmitParams *p, const Plugin **ret_plugin, int *ret_cls, IpcStatus *st)
 {
+        AccessTier tier = access_tier(&d->cfg, origin->creds);
         int r;
 
-        if (access_tier(&d->cfg, origin->creds) < ACCESS_SUBMIT)
+        if (tier < ACCESS_SUBMIT)
                 return access_denied(&d->cfg, ACCESS_SUBMIT, "submitting a job", st);
         r = read_params(params, p, st);
         if (r < 0)
                 return r;
-        r = check_options(d, origin->creds, p, ret_cls, st);
+        r = check_options(d, tier >= ACCESS_ADMIN, p, ret_cls, st);
         if (r == 0)
-                r = check_after(d, origin->creds, origin->n_fds, p, st);
+                r = check_after(d, origin->creds->uid, tier >= ACCESS_ADMIN, origin->n_fds, p, st);
         if (r < 0)
                 return r;
         r = find_plugin(p, ret_plugin, st);

@@ -11,8 +11,9 @@
  * and the fsyncs per second stay bounded by the disk, not by the submissions.
  *
  * A failed commit refuses the submissions in it: they get the error in the job's store
- * part (JobStorePart), job.submit answers it and the job is cancelled, so a client
- * never holds an id the store does not have. When the error is transient (the disk
+ * part (JobStorePart), the owner hears it first (StoreSubmittedFn: the job table cancels
+ * the job), then job.submit answers it, so a client never holds an id the store does
+ * not have. When the error is transient (the disk
  * full, store.h's essay), every other job of the batch is queued again, and the store
  * thread waits out a backoff (retry_wait_locked()) before it takes the queue again,
  * snapshots included, so what is written then is each job's latest record. The writes
@@ -454,10 +455,11 @@ bool store_error_transient(int error)
         }
 }
 
-void store_set_source(Store *s, StoreSnapshotFn snapshot, void *arg)
+void store_set_source(Store *s, StoreSnapshotFn snapshot, StoreSubmittedFn submitted, void *arg)
 {
         pthread_mutex_lock(&s->lock);
         s->snapshot = snapshot;
+        s->submitted = submitted;
         s->snapshot_arg = arg;
         pthread_mutex_unlock(&s->lock);
 }
@@ -887,6 +889,8 @@ static void job_written(Store *s, StoreTaken *t, int error, bool transient, List
         }
         if (error) /* before the events that publish it */
                 j->store.error = error;
+        if (t->submit && s->submitted) /* the owner acts on it before the submitter hears */
+                s->submitted(j, error, s->snapshot_arg);
         if (t->notify) /* a submission's first write, or a deferred one (store_put()) */
                 fiber_event_set(&j->store.committed);
         if (final)
@@ -949,6 +953,8 @@ static void give_up_locked(Store *s, int error)
                         Job *j = container_of(se, Job, store.entry);
                         j->store.queued = false;
                         j->store.error = error;
+                        if (j->store.submit && s->submitted)
+                                s->submitted(j, error, s->snapshot_arg);
                         fiber_event_set(&j->store.committed);
                         fiber_event_set(&j->store.final_committed);
                         job_unref(j);

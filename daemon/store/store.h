@@ -39,8 +39,8 @@
  *
  * When the disk cannot take a write (full, over quota, failing: store_error_transient()),
  * nothing accepted is dropped. A submission's first write (store_submit()) is refused:
- * its waiter hears the error, the job is cancelled by its submitter and nothing of it
- * is ever written, since nobody was told its id. Every other write of a job stays
+ * the owner hears it (StoreSubmittedFn: the job table cancels the job), then its
+ * waiter, and nothing of it is ever written, since nobody was told its id. Every other write of a job stays
  * queued and the store thread tries the whole queue again, 100 ms after the failure,
  * then twice as long each time up to 5 s (a probe write when nothing is held), and
  * writes each job's record as it is by then, so a job that ended meanwhile has its
@@ -267,6 +267,17 @@ typedef void (*StoreReadFn)(const Job *j, void *ctx);
  */
 typedef void (*StoreSnapshotFn)(Job *j, StoreReadFn read, void *ctx, void *arg);
 
+/*
+ * StoreSubmittedFn - the owner's (store_set_source()): what @j's submission
+ * (store_submit()) came to, @error: 0, committed; a negative errno, refused (nothing of
+ * @j is ever written). Called once per submission, with nothing of the store's held and
+ * before store_wait(@j, false) answers, so what the owner does about it (start a job that
+ * waited for the disk, cancel a refused one) is done by the time its submitter hears.
+ * @arg: the owner's. Context: the store thread (the closing thread when store_close()
+ * drops what it cannot write); must not yield.
+ */
+typedef void (*StoreSubmittedFn)(Job *j, int error, void *arg);
+
 /* StoreBackend - what a backend implements; every function runs on one thread at a time. */
 typedef struct StoreBackend {
         const char *name;
@@ -360,8 +371,9 @@ struct Store {
         struct StoreTaken *taken; /* the store thread's: the batch being snapshotted */
         size_t taken_cap;
         uint64_t commit_delay_ns; /* store_set_commit_delay() */
-        StoreSnapshotFn snapshot; /* store_set_source(): how a job's record is read */
-        void *snapshot_arg;
+        StoreSnapshotFn snapshot;   /* store_set_source(): how a job's record is read */
+        StoreSubmittedFn submitted; /* ... and whom a submission's outcome is told */
+        void *snapshot_arg;         /* their argument */
         /* store_delete()'s ids, counted in `queued`: one sorted delete ends each batch
          * (after the batch's puts, so a job's last write never lands after its drop) */
         uint64_t *deletes, *deletes_taken;
@@ -485,9 +497,10 @@ void store_put(Store *s, Job *j, bool with_args, bool notify);
 /*
  * store_submit - store_put(@s, @j, true, true) for a submission whose answer waits for
  * this write (job.submit): if its commit fails, the submission is refused instead of
- * kept for the next attempt. store_wait(@j, false) and store_wait(@j, true) then answer
- * the error, and nothing of @j is written afterwards (its store_put()s are ignored): the
- * submitter cancels it and nobody was told its id. Context: as store_put().
+ * kept for the next attempt. The owner hears the outcome first (StoreSubmittedFn), then
+ * store_wait(@j, false) and store_wait(@j, true) answer the error, and nothing of @j is
+ * written afterwards (its store_put()s are ignored): the owner cancels it and nobody was
+ * told its id. Context: as store_put().
  */
 void store_submit(Store *s, Job *j);
 
@@ -546,11 +559,13 @@ bool store_error_transient(int error);
 
 /*
  * store_set_source - how the store thread reads a queued job's record: @snapshot(@arg)
- * (see StoreSnapshotFn); the job table passes its own, which takes its lock, so the
- * store never names the table. NULL: the record is read with nothing held (jobs in no
- * table; unit tests). Context: main thread at start-up, before store_load().
+ * (see StoreSnapshotFn), and whom it tells what each submission came to: @submitted(@arg)
+ * (StoreSubmittedFn). The job table passes its own, so the store never names the table.
+ * NULL @snapshot: the record is read with nothing held (jobs in no table; unit tests);
+ * NULL @submitted: nobody is told but the submission's waiters.
+ * Context: main thread at start-up, before store_load().
  */
-void store_set_source(Store *s, StoreSnapshotFn snapshot, void *arg);
+void store_set_source(Store *s, StoreSnapshotFn snapshot, StoreSubmittedFn submitted, void *arg);
 
 /*
  * store_set_commit_delay - after a batch of 16 writes or more (a busy store), the store

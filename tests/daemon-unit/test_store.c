@@ -8,7 +8,8 @@
  * A full disk (commits failing with -ENOSPC for a while): every accepted job's write is
  * held and lands once, in order and as the job is by then, when commits succeed again;
  * its waiters are answered only then (a fiber's store_wait_until() gives up at its
- * deadline meanwhile); a submission is refused at once and never written; attempts back
+ * deadline meanwhile); a submission is refused at once and never written, and the
+ * owner hears what each submission came to before its submitter does; attempts back
  * off; a write that is not a job's hears the error without waiting out the backoff;
  * store_drain() and store_close() wait a while for space, and the close then drops
  * what it still cannot write, answering its waiters. */
@@ -49,6 +50,11 @@ typedef struct Fake {
         int n_snapshots;
         pthread_t snapshot_thread;
         bool snapshot_mismatch; /* a snapshot ran on another thread than the commits */
+        /* the owner's StoreSubmittedFn calls */
+        int n_submitted;
+        uint64_t submitted_ids[MAX_IDS];
+        int submitted_errors[MAX_IDS];
+        bool heard_before[MAX_IDS]; /* its waiters had been answered before the owner */
 } Fake;
 
 static Fake fake = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
@@ -119,6 +125,22 @@ static void fake_snapshot(Job *j, StoreReadFn read, void *ctx, void *arg)
         read(j, ctx);
 }
 
+/* The owner's StoreSubmittedFn: notes each outcome, and whether the submission's
+ * waiters had heard it already (they must not have). */
+static void fake_submitted(Job *j, int error, void *arg)
+{
+        cr_assert_eq(arg, &fake);
+        pthread_mutex_lock(&fake.lock);
+        if (fake.n_submitted < MAX_IDS) {
+                fake.submitted_ids[fake.n_submitted] = j->id;
+                fake.submitted_errors[fake.n_submitted] = error;
+                fake.heard_before[fake.n_submitted] =
+                        __atomic_load_n(&j->store.committed.set, __ATOMIC_ACQUIRE) != 0;
+        }
+        fake.n_submitted++;
+        pthread_mutex_unlock(&fake.lock);
+}
+
 /* A memory store whose backend is the fake one (store_open() has no hook for a
  * backend of a test's own; the memory backend keeps no state to lose). */
 static Store *open_fake(void)
@@ -127,7 +149,7 @@ static Store *open_fake(void)
 
         cr_assert_eq(store_open(&s, STORE_MEMORY, NULL, NULL), 0);
         s->backend = &fake_backend;
-        store_set_source(s, fake_snapshot, &fake);
+        store_set_source(s, fake_snapshot, fake_submitted, &fake);
         cr_assert_eq(store_load(s, NULL, NULL), 0); /* starts the store thread */
         return s;
 }
@@ -433,7 +455,13 @@ Test(store, a_submission_while_the_disk_is_full_is_refused_and_never_written)
         cr_assert(store_error_transient(j->store.error), "not an error to retry later");
         cr_assert(final_durable(j), "a waiter on its final state would wait forever");
         cr_assert_eq(s->refused, 1);
-        /* its submitter cancels it: that change is not written either */
+        pthread_mutex_lock(&fake.lock);
+        cr_assert_eq(fake.n_submitted, 1, "the owner was told %d times", fake.n_submitted);
+        cr_assert_eq(fake.submitted_errors[0], -ENOSPC, "the owner heard %d",
+                     fake.submitted_errors[0]);
+        cr_assert_not(fake.heard_before[0], "the submitter heard before the owner");
+        pthread_mutex_unlock(&fake.lock);
+        /* its owner cancels it: that change is not written either */
         j->state = JOB_CANCELLED;
         store_put(s, j, false, false);
         wait_failing(s, true);
@@ -452,6 +480,37 @@ Test(store, a_submission_while_the_disk_is_full_is_refused_and_never_written)
         cr_assert_eq(landed(5, NULL), 0, "a refused submission was written");
         store_close(s);
         job_unref(j);
+}
+
+Test(store, the_owner_hears_what_each_submission_came_to_before_its_submitter)
+{
+        Store *s = open_fake();
+        Job *a = new_job(11, "echo"), *b = new_job(12, "echo"), *c = new_job(13, "echo");
+
+        store_submit(s, a);
+        store_put(s, b, true, true); /* a deferred first write, not a submission */
+        store_flush(s);
+        cr_assert(durable(a) && durable(b));
+        fake.fail = -EINVAL; /* a record the database refuses: the submission is refused */
+        store_submit(s, c);
+        store_flush(s);
+        cr_assert(durable(c));
+        pthread_mutex_lock(&fake.lock);
+        cr_assert_eq(fake.n_submitted, 2, "the owner was told %d times, not once per "
+                     "submission", fake.n_submitted);
+        cr_assert_eq(fake.submitted_ids[0], 11);
+        cr_assert_eq(fake.submitted_errors[0], 0, "a committed submission came to %d",
+                     fake.submitted_errors[0]);
+        cr_assert_eq(fake.submitted_ids[1], 13);
+        cr_assert_eq(fake.submitted_errors[1], -EINVAL);
+        for (int i = 0; i < 2; i++)
+                cr_assert_not(fake.heard_before[i], "job %llu's submitter heard first",
+                              (unsigned long long)fake.submitted_ids[i]);
+        pthread_mutex_unlock(&fake.lock);
+        store_close(s);
+        job_unref(a);
+        job_unref(b);
+        job_unref(c);
 }
 
 Test(store, attempts_back_off_while_the_disk_is_full)
