@@ -9,10 +9,12 @@
  * The first input byte picks the caller: 0 is root, anything else uid 1000 + (byte & 3),
  * so the owner checks of job.status/result/cancel/list are reached by both sides. The
  * rest is a byte stream drained as the server's reader does. The daemon is set up once
- * (LLVMFuzzerInitialize) with max_running = 0, so a queued job never runs: no plugin
- * code runs on fuzzed args and no file is opened. After each input every job is
- * cancelled and swept (retention 0), and every schedule dropped, so inputs do not see
- * each other's jobs and schedules grow.
+ * (LLVMFuzzerInitialize) without the table's hooks, so a job that is dispatched ends
+ * at once (its run is -ENOSYS): no plugin code runs on fuzzed args and no file is
+ * opened. After each input every job is cancelled, its supervisor awaited, and the
+ * table swept (retention 0), and every schedule dropped, so inputs do not see each
+ * other's jobs, schedules do not grow, and no job is held by a fiber when the fuzzer
+ * exits (LeakSanitizer does not read fiber stacks).
  *
  * job.wait and job.run are skipped: they park their request fiber until a job ends or
  * the connection closes, and there is no connection here (job.run's params are
@@ -27,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/server/creds.h"
 #include "daemon/daemon.h"
@@ -80,6 +83,8 @@ static int collect_job(Job *j, void *arg)
 {
         Job **jobs = arg;
 
+        if (job_state_final(j->state))
+                return 0;
         for (size_t i = 0; i < 64; i++)
                 if (!jobs[i]) {
                         jobs[i] = job_ref(j);
@@ -88,15 +93,32 @@ static int collect_job(Job *j, void *arg)
         return 1;
 }
 
-/* Cancels every job and drops the finished ones. */
+/* Whether some job still has a supervisor fiber (dispatch.c), which holds a reference. */
+static int supervised(Job *j, void *arg)
+{
+        (void)arg;
+        return j->supervisors ? 1 : 0;
+}
+
+/* Cancels every job that has not ended, waits (10 s at most) until no supervisor runs one, and drops the
+ * finished ones. */
 static void forget_jobs(JobTable *t)
 {
-        Job *jobs[64] = {0};
+        uint64_t until = sched_now_ns() + 10 * NSEC_PER_SEC;
+        bool more;
 
-        jobtable_foreach(t, collect_job, jobs);
-        for (size_t i = 0; i < 64 && jobs[i]; i++) {
-                jobtable_cancel(t, jobs[i], false);
-                job_unref(jobs[i]);
+        do { /* 64 at a time: ended ones are not collected again */
+                Job *jobs[64] = {0};
+                more = jobtable_foreach(t, collect_job, jobs) != 0;
+                for (size_t i = 0; i < 64 && jobs[i]; i++) {
+                        jobtable_cancel(t, jobs[i], false);
+                        job_unref(jobs[i]);
+                }
+        } while (more);
+        while (jobtable_foreach(t, supervised, NULL) != 0) {
+                if (sched_now_ns() > until)
+                        abort(); /* a supervisor that never ends is a bug */
+                usleep(100);
         }
         jobtable_sweep(t);
 }
