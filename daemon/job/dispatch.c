@@ -74,7 +74,15 @@
  * the plugin. Otherwise the supervisor gives the job its final state: cancelled if
  * cancellation was requested (cooperative: a job that ignored it still ends cancelled),
  * failed if the entry point returned a negative errno, done otherwise; it wakes the
- * job's waiters and pumps the queue.
+ * job's waiters and, when jobs wait, kicks the dispatcher fiber.
+ *
+ * The dispatcher fiber. Supervisors are created by one long-lived fiber on the same
+ * group, which runs dispatch_pump_locked() after each dispatch_kick(): a submission
+ * (the request fiber), a finishing job (its supervisor) and the store thread (a job that
+ * waited for the disk) only kick it, so none of them creates fibers or stacks under the
+ * table lock on its own stack, and a burst of kicks before it runs is one pump (one lock
+ * hold for many starts). The control paths (a pause lifted, a cap or max_running raised,
+ * the owner's ticker, restore) pump at once, under the lock they hold anyway.
  *
  * Detaching. A fiber cannot be killed, and cancellation only reaches code that comes back
  * to a yield point: a CPU loop that never yields, or a blocking system call, keeps its
@@ -103,16 +111,44 @@
 
 /* ------------------------------------------------------------------ queue ------- */
 
-void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
-                   unsigned max_running, const DispatchOps *ops, void *owner,
-                   const JobMachine *machine)
+/* The dispatcher fiber: a pump after each kick, until the owner stops (dispatch_init()).
+ * The flag is cleared before the pump takes the lock, so a job queued before a kick
+ * that found it still set is seen by this pump, and one queued later kicks again. */
+static void dispatch_fiber(void *arg)
 {
+        Dispatcher *d = arg;
+        bool stop = false;
+
+        while (!stop && fiber_sem_wait(&d->kick, SCHED_FOREVER) == 0) {
+                __atomic_store_n(&d->kicked, false, __ATOMIC_SEQ_CST);
+                d->ops->lock(d->owner);
+                stop = d->ops->stopping_locked(d->owner);
+                if (!stop)
+                        dispatch_pump_locked(d);
+                d->ops->unlock(d->owner);
+        }
+}
+
+int dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
+                  unsigned max_running, const DispatchOps *ops, void *owner,
+                  const JobMachine *machine)
+{
+        FiberAttr attr = {.group = supervise_group, .detached = true, .tag = "dispatcher"};
+
         *d = (Dispatcher){.ops = ops,
                           .owner = owner,
                           .machine = machine,
                           .sched = sched,
                           .supervise_group = supervise_group,
                           .max_running = max_running ? max_running : 1};
+        fiber_sem_init(&d->kick, 0);
+        return fiber_create(NULL, &attr, dispatch_fiber, d);
+}
+
+void dispatch_kick(Dispatcher *d)
+{
+        if (!__atomic_exchange_n(&d->kicked, true, __ATOMIC_SEQ_CST))
+                fiber_sem_post(&d->kick, 1);
 }
 
 void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running)
@@ -629,14 +665,15 @@ static void job_conclude_locked(Dispatcher *d, Job *j, const JobRun *run, bool d
         }
 }
 
-/* @j stops holding a max_running slot (its own and its user's): start what waits. Under
- * the lock. */
+/* @j stops holding a max_running slot (its own and its user's): what waits is started by
+ * the dispatcher fiber (dispatch_kick()). Under the lock. */
 static void job_release_locked(Dispatcher *d, Job *j)
 {
         d->running--;
         job_stopped_locked(d, j);
         d->pump_blocked = false; /* a fiber was freed: worth another try */
-        dispatch_pump_locked(d);
+        if (d->queued)
+                dispatch_kick(d);
         d->ops->idle_locked(d->owner);
 }
 

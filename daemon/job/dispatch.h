@@ -159,20 +159,35 @@ typedef struct Dispatcher {
         DispatchPlugin *plugins;                    /* owned array; DispatchLane.plugin */
         size_t n_plugins, cap_plugins;
         bool pump_blocked; /* fiber_create said -EAGAIN: retry on the next tick */
+        FiberSemaphore kick; /* dispatch_kick() posts it; the dispatcher fiber waits on it */
+        bool kicked;         /* a kick is pending (atomic): the next ones only note it */
 } Dispatcher;
 
 /*
  * dispatch_init - an empty queue whose jobs run on the groups of @sched and whose
  * supervisors run on @supervise_group (the daemon's server group; neither owned, both
- * must outlive every job fiber). @max_running: jobs running at once, 0 taken as 1.
- * @ops and @owner: what the dispatcher needs from its owner (DispatchOps; @ops not
- * copied); @machine: the machine every state change goes through (not owned). All
- * must outlive every job fiber.
- * Context: main thread at start-up. Cannot fail (the queue grows on first push).
+ * must outlive every job fiber), and the dispatcher fiber on that group, which starts
+ * queued jobs when kicked (dispatch_kick()) until the owner stops
+ * (DispatchOps.stopping_locked, then a kick). @max_running: jobs running at once, 0
+ * taken as 1. @ops and @owner: what the dispatcher needs from its owner (DispatchOps;
+ * @ops not copied); @machine: the machine every state change goes through (not owned).
+ * All must outlive every job fiber.
+ * Return: 0; fiber_create()'s error for the dispatcher fiber (-ENOMEM, -EAGAIN).
+ * Context: main thread at start-up (the queue grows on first push).
  */
-void dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
-                   unsigned max_running, const DispatchOps *ops, void *owner,
-                   const JobMachine *machine);
+int dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_group,
+                  unsigned max_running, const DispatchOps *ops, void *owner,
+                  const JobMachine *machine);
+
+/*
+ * dispatch_kick - have the dispatcher fiber start what can start now
+ * (dispatch_pump_locked()) as soon as it runs, instead of on the caller's stack: a
+ * submission, a finishing job or the store thread creates no fiber, and a kick made
+ * while one is pending costs one atomic exchange, so a burst of submissions is one pump
+ * (Go's netpoll and timers hand work to the scheduler loop the same way).
+ * Context: any fiber or thread, the table lock held or not; does not yield.
+ */
+void dispatch_kick(Dispatcher *d);
 
 /* dispatch_set_max_running_locked - a new bound (SIGHUP), 0 taken as 1. Table lock held. */
 void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running);

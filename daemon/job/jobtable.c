@@ -58,6 +58,8 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
                   unsigned max_running, size_t max_queued, uint64_t retention_ns,
                   size_t retention_max)
 {
+        int r;
+
         memset(t, 0, sizeof(*t));
         t->nbuckets = 1024;
         t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
@@ -65,8 +67,6 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
                 return -ENOMEM;
         pthread_mutex_init(&t->lock, NULL);
         t->next_id = 1;
-        dispatch_init(&t->dispatch, sched, supervise_group, max_running, &jobtable_dispatch_ops, t,
-                      &t->machine);
         t->max_queued = max_queued;
         t->retention_ns = retention_ns;
         jobquota_init(&t->quota);
@@ -85,7 +85,14 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
                                                .owner = t});
         fiber_event_init(&t->idle);
         machine_init(t);
-        return 0;
+        /* last: its fiber may run at once (it waits for the first kick) */
+        r = dispatch_init(&t->dispatch, sched, supervise_group, max_running,
+                          &jobtable_dispatch_ops, t, &t->machine);
+        if (r < 0) {
+                free(t->buckets);
+                t->buckets = NULL;
+        }
+        return r;
 }
 
 void jobtable_set_hooks(JobTable *t, const JobTableHooks *hooks)
@@ -684,8 +691,9 @@ static bool key_find_locked(JobTable *t, uid_t uid, const char *key, uint64_t *r
  * scheduled or waiting; a fleet copy is queued by the store instead: the shared queue,
  * the fleet's schedule set when its due time is ahead, or the sets of the jobs it runs
  * after), whose listeners list the job in the table (listen_table) and queue its first
- * write (listen_store); last, dispatch unless the job waits for the disk first
- * (DUR_PENDING: jobtable_submitted() dispatches it once it is on disk).
+ * write (listen_store); last, a kick of the dispatcher fiber, which starts it, unless
+ * the job waits for the disk first (DUR_PENDING: jobtable_submitted() kicks once it is
+ * on disk).
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
@@ -695,7 +703,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         Job *deps[IPC_AFTER_MAX];
         SubmitPlan plan;
         Job *j = NULL;
-        bool queued = false, claimed = false, start = false;
+        bool queued = false, claimed = false;
         JobState accepted = JOB_NEW;
         uint64_t existing = 0, need;
         int r;
@@ -760,8 +768,8 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                         "out of memory: its idempotency key does not answer repeats");
         if (r == 0) {
                 accepted = j->state;
-                /* read under the lock: once it is released, the job may move on */
-                start = queued && j->durability != DUR_PENDING;
+                if (queued && j->durability != DUR_PENDING)
+                        dispatch_kick(&t->dispatch); /* its fiber starts it */
                 /* the caller's reference: a fleet copy's only one, else beside the table's */
                 *ret = j->fleet_copy ? j : job_ref(j);
                 *ret_existing = 0;
@@ -772,15 +780,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         if (r < 0)
                 return r;
         joblines_queued(j, accepted, plan.fleet_copy);
-        /* the dispatcher starts it (jobtable_pump()) unless the store must have it first */
-        return start;
-}
-
-void jobtable_pump(JobTable *t)
-{
-        jobtable_lock(t);
-        dispatch_pump_locked(&t->dispatch);
-        jobtable_unlock(t);
+        return 0;
 }
 
 /*
@@ -1017,6 +1017,7 @@ void jobtable_stop(JobTable *t)
                                                        "shutting down"});
         }
         fiber_event_set(&t->hold.due.wake); /* the due set's timer returns */
+        dispatch_kick(&t->dispatch);        /* and the dispatcher fiber */
         for (j = jobtable_next_locked(t, NULL); j; j = jobtable_next_locked(t, j)) {
                 if (job_state_held(j->state)) {
                         if (t->store && store_durable(t->store)) {
@@ -1088,7 +1089,7 @@ static void jobtable_submitted(Job *j, int error, void *arg)
                 jobtable_cancel(t, j, false);
         jobtable_lock(t);
         if (!error && j->durability == DUR_PENDING)
-                dispatch_pump_locked(&t->dispatch);
+                dispatch_kick(&t->dispatch);
         else if (error && job_state_final(j->state) && !job_fiber(j) && !j->detached &&
                  jobtable_find_locked(t, j->id) == j)
                 unlink_locked(t, j);

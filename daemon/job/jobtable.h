@@ -113,9 +113,11 @@ typedef struct JobTable {
 
 /*
  * jobtable_init - an empty table whose jobs run on the groups of @sched and whose
- * supervisors run on @supervise_group (the server group; dispatch.h). Neither is
- * owned; both must outlive the table's fibers.
- * Return: 0; -ENOMEM. Context: main thread at start-up.
+ * supervisors run on @supervise_group (the server group; dispatch.h), with the
+ * dispatcher fiber on that group (it ends at jobtable_stop()). Neither is owned; both
+ * must outlive the table's fibers.
+ * Return: 0; -ENOMEM; -EAGAIN (no fiber for the dispatcher). Context: main thread at
+ * start-up.
  */
 int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_group,
                   unsigned max_running, size_t max_queued, uint64_t retention_ns,
@@ -227,24 +229,14 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
  * max_bytes_per_user, -ENOSPC max_bytes, even once its own finished jobs are dropped
  * (jobquota_admit(): those are dropped, oldest first, when that makes room);
  * -ESHUTDOWN once jobtable_stop() ran.
- * Return on success: 1 when the job is queued for the dispatcher, which the caller then
- * asks to start it (jobtable_pump()); 0 when it is not (held, a fleet copy, a repeat of
- * a key, or queued behind its first store write: the table pumps once the store has it).
- * Starting jobs is the dispatcher's: the submission only accepts, so a refusal or a
- * repeat never creates a fiber, and the table lock is not held across fiber creation.
+ * Starting jobs is the dispatcher's: a queued job is started by its fiber, which this
+ * kicks (dispatch_kick()), or once the store has the job's first write when that comes
+ * first (DUR_PENDING); the submission creates no fiber itself.
  * Context: any fiber or thread; does not yield.
  */
 int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const char *plugin_name,
                     const msgpack_object *args, int priority, uint64_t timeout_ns, unsigned cls,
                     const char *class_name, const JobPlan *plan, Job **ret, uint64_t *ret_existing);
-
-/*
- * jobtable_pump - start queued jobs while fewer than max_running run
- * (dispatch_pump_locked(): a supervisor fiber each, on the server group), after a
- * submission that returned 1. Context: any fiber or thread; takes the table lock; does
- * not yield.
- */
-void jobtable_pump(JobTable *t);
 
 /*
  * jobtable_retry - job.retry: queue a failed, cancelled or dead @j again (attempt 0; its
@@ -325,7 +317,8 @@ void jobtable_sweep(JobTable *t);
  * set once nothing is queued or running. With a durable store (store_durable()), queued
  * jobs are not cancelled but left queued in the store (their waiters are woken to
  * answer UNAVAILABLE), and running jobs are marked interrupted: a retry-safe one is
- * written back queued, with attempt + 1, when it returns. Context: any; does not yield.
+ * written back queued, with attempt + 1, when it returns. The dispatcher fiber returns.
+ * Context: any; does not yield.
  */
 void jobtable_stop(JobTable *t);
 

@@ -19,7 +19,7 @@
  *     a fleet's lost server), UNAVAILABLE "retry later (in N ms)", N from
  *     store_retry_hint_ms(), and nothing is created;
  *  6. the job table accepts it (jobtable_submit(): admission, id, the job, its first
- *     store write), and the dispatcher starts it when slots are free (jobtable_pump());
+ *     store write), and the dispatcher's fiber starts it when slots are free;
  *     the table's errnos are worded here: -EAGAIN, -EDQUOT, -EBUSY,
  *     -ENOBUFS, -ENOSPC OVERLOADED naming the limit, -ESHUTDOWN UNAVAILABLE, -ENOTCONN
  *     (a fleet's server cannot be reached for an id or a key) UNAVAILABLE "retry later";
@@ -442,8 +442,6 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
                             sched_class_name(d->job_sched, (unsigned)cls), &plan, &j, &existing);
         if (r < 0)
                 return refused(d, origin->creds, p.args, r, st);
-        if (r > 0) /* queued: the dispatcher starts it (step 6) */
-                jobtable_pump(&d->jobs);
         *ret_existing = existing;
         if (existing && !j && store_fleet(d->store)) /* a key of the fleet: any host's job */
                 j = fleet_get(&d->jobs, d->store, existing);

@@ -122,7 +122,7 @@ static void setup(unsigned max_running)
         o.machine = (JobMachine){.listeners = listeners, .n_listeners = 1, .ctx = &o};
         cr_assert_eq(sched_new(&sched, &c), 0);
         cr_assert_eq(sched_group_new(&supervise, &(SchedGroupConfig){.workers = 1}), 0);
-        dispatch_init(&o.d, sched, supervise, max_running, &ops, &o, &o.machine);
+        cr_assert_eq(dispatch_init(&o.d, sched, supervise, max_running, &ops, &o, &o.machine), 0);
 }
 
 /* A job @id of @uid at @priority in class @cls (0-based: Job.sched_class is 1 + it) of
