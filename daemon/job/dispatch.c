@@ -752,6 +752,31 @@ static void job_supervisor_end_locked(Job *j)
                 job_live_drop(j);
 }
 
+/*
+ * No job fiber could be created for @j (fiber_create()'s @error): back to the queue when
+ * the group is only full for now (-EAGAIN; the owner's ticker retries), else the job
+ * fails, and *@note says so for the log. Under the lock.
+ */
+static void job_no_fiber_locked(Dispatcher *d, Job *j, JobRun *run, int error, char *note,
+                                size_t size)
+{
+        j->live->run = NULL;
+        d->running--;
+        job_stopped_locked(d, j);
+        if (error == -EAGAIN && !j->cancel_requested && !d->ops->stopping_locked(d->owner)) {
+                job_transition(d->machine, j, JOB_EV_REQUEUE, NULL);
+                if (dispatch_push_locked(d, j) == 0) {
+                        d->pump_blocked = true;
+                        return;
+                }
+        }
+        run->run_result = error;
+        free(j->error_message);
+        j->error_message = strdup("no fiber could be created for the job");
+        job_conclude_locked(d, j, run, false);
+        snprintf(note, size, "cannot create the job fiber: %s", strerror(-error));
+}
+
 static void job_supervise(void *arg)
 {
         Job *j = arg;
@@ -761,8 +786,10 @@ static void job_supervise(void *arg)
         FiberAttr attr = {.tag = job_format_tag(j, run.tag, sizeof(run.tag)),
                           .scheduler = d->sched,
                           .sched_class = j->sched_class};
-        bool released;
-        uint64_t due_ms, started_mono_ns;
+        char note[192] = ""; /* a line for fiberd's log once the lock is left */
+        int level = LOG_ERR;
+        bool released, ended = false; /* ended: it ran and ended here (joblines.h) */
+        uint64_t due_ms = 0, started_mono_ns = 0;
         Fiber *f;
         int r;
 
@@ -780,35 +807,11 @@ static void job_supervise(void *arg)
         }
         d->ops->unlock(d->owner);
         r = fiber_create(&f, &attr, job_fiber_main, j);
-        if (r < 0) {
-                d->ops->lock(d->owner);
-                j->live->run = NULL;
-                d->running--;
-                job_stopped_locked(d, j);
-                if (r == -EAGAIN && !j->cancel_requested && !d->ops->stopping_locked(d->owner)) {
-                        /* the group is full: back to the queue, the ticker retries */
-                        job_transition(d->machine, j, JOB_EV_REQUEUE, NULL);
-                        if (dispatch_push_locked(d, j) == 0) {
-                                d->pump_blocked = true;
-                                job_supervisor_end_locked(j);
-                                d->ops->unlock(d->owner);
-                                job_unref(j);
-                                return;
-                        }
-                }
-                run.run_result = r;
-                free(j->error_message);
-                j->error_message = strdup("no fiber could be created for the job");
-                job_conclude_locked(d, j, &run, false);
-                job_supervisor_end_locked(j);
-                d->ops->unlock(d->owner);
-                log_job_owner(LOG_ERR, j->id, j->plugin_name, j->owner,
-                              "cannot create the job fiber: %s", strerror(-r));
-                job_unref(j);
-                return;
-        }
-
         d->ops->lock(d->owner);
+        if (r < 0) {
+                job_no_fiber_locked(d, j, &run, r, note, sizeof(note));
+                goto out;
+        }
         j->live->fiber = f;
         if (j->cancel_requested)
                 fiber_cancel(f);
@@ -829,30 +832,33 @@ static void job_supervise(void *arg)
         if (released) {
                 /* the job ended long ago: its result and errors are not looked at, and
                  * only the count of detached fibers changes */
-                bool detached = j->detached;
-                uint64_t after_ms = (sched_now_ns() - j->finished_mono_ns) / NSEC_PER_MSEC;
-
+                if (j->detached) {
+                        level = LOG_NOTICE;
+                        snprintf(note, sizeof(note),
+                                 "its detached code returned %llu ms after the job ended; "
+                                 "what it returned is discarded",
+                                 (unsigned long long)((sched_now_ns() - j->finished_mono_ns) /
+                                                      NSEC_PER_MSEC));
+                }
                 d->ops->set_detached_locked(d->owner, j, false);
                 j->live->run = NULL;
-                job_supervisor_end_locked(j);
-                d->ops->unlock(d->owner);
-                if (detached)
-                        log_job_owner(LOG_NOTICE, j->id, j->plugin_name, j->owner,
-                                      "its detached code returned %llu ms after the job ended; "
-                                      "what it returned is discarded",
-                                      (unsigned long long)after_ms);
-                job_unref(j);
-                return;
+        } else {
+                j->live->run = NULL; /* before the run is concluded: a retry may start the
+                                      * next one */
+                job_conclude_locked(d, j, &run, false);
+                job_release_locked(d, j);
+                due_ms = job_due_ms(j); /* a retry's; its JobLive may go once the lock is left */
+                started_mono_ns = j->live->started_mono_ns;
+                ended = true;
         }
-        j->live->run = NULL; /* before the run is concluded: a retry may start the next one */
-        job_conclude_locked(d, j, &run, false);
-        job_release_locked(d, j);
-        due_ms = job_due_ms(j); /* a retry's; its JobLive may go once the lock is left */
-        started_mono_ns = j->live->started_mono_ns;
+out:
         job_supervisor_end_locked(j);
         d->ops->unlock(d->owner);
+        if (note[0])
+                log_job_owner(level, j->id, j->plugin_name, j->owner, "%s", note);
         /* a user's job failing is not the daemon's trouble: info or notice (joblines.h) */
-        joblines_ended(j, started_mono_ns, due_ms);
+        if (ended)
+                joblines_ended(j, started_mono_ns, due_ms);
         job_unref(j);
 }
 
