@@ -171,6 +171,20 @@ Job *jobtable_get(JobTable *t, uint64_t id)
         return j;
 }
 
+int jobtable_job_state(JobTable *t, uint64_t id, uid_t *ret_owner, JobState *ret_state)
+{
+        Job *j;
+
+        jobtable_lock(t);
+        j = jobtable_find_locked(t, id);
+        if (j) {
+                *ret_owner = j->owner;
+                *ret_state = j->state;
+        }
+        jobtable_unlock(t);
+        return j ? 0 : -ENOENT;
+}
+
 /* ------------------------------------------------------------------ counters ---- */
 
 static JobCounts *plugin_counts_locked(JobTable *t, const char *name)

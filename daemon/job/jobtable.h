@@ -284,6 +284,13 @@ static inline Job *jobtable_find_locked(const JobTable *t, uint64_t id)
 Job *jobtable_get(JobTable *t, uint64_t id);
 
 /*
+ * jobtable_job_state - the owner and state of the job with @id, read under the lock
+ * (no reference is taken). Return: 0; -ENOENT (never existed or retired).
+ * Context: any; does not yield.
+ */
+int jobtable_job_state(JobTable *t, uint64_t id, uid_t *ret_owner, JobState *ret_state);
+
+/*
  * jobtable_cancel - request cancellation: a queued job ends cancelled at once; so does a
  * running one whose job fiber has not started yet (it waits for a job worker; its
  * supervisor still joins it); a running job gets fiber_cancel() and ends cancelled when

@@ -251,19 +251,20 @@ static int check_after(Daemon *d, uid_t uid, bool admin, size_t n_fds, const Sub
                                       "redis): wait for them, then submit");
         for (size_t i = 0; i < p->n_after; i++) {
                 /* in a fleet, any host's job (its shared record) */
-                Job *dep = fleet_get(&d->jobs, d->store, p->after[i]);
+                uid_t owner;
                 JobState state;
-                if (!dep || (dep->owner != uid && !admin)) {
-                        job_unref(dep);
+                int r = fleet_job_state(&d->jobs, d->store, p->after[i], &owner, &state);
+                if (r == -ENOTCONN)
+                        return ipc_status_set(st, IPC_UNAVAILABLE, r,
+                                              "after: the fleet's job store cannot be reached "
+                                              "to look up job %llu; nothing was accepted; retry "
+                                              "later",
+                                              (unsigned long long)p->after[i]);
+                if (r < 0 || (owner != uid && !admin))
                         return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
                                               "after: no job %llu of yours (finished jobs are "
                                               "kept for a while only)",
                                               (unsigned long long)p->after[i]);
-                }
-                jobtable_lock(&d->jobs);
-                state = dep->state;
-                jobtable_unlock(&d->jobs);
-                job_unref(dep);
                 if (job_state_final(state) && state != JOB_DONE)
                         return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EALREADY,
                                               "after: job %llu ended %s; it will never be done",

@@ -84,6 +84,38 @@ int fleet_lookup(JobTable *t, Store *s, uint64_t id, Job **ret)
         return r == -EIO || r == -ENOTCONN ? -ENOTCONN : r;
 }
 
+/* FleetState - store_fetch()'s callback state for fleet_job_state(). */
+typedef struct FleetState {
+        bool found;
+        uid_t owner;
+        JobState state;
+} FleetState;
+
+static int fleet_state_one(const StoreRecord *rec, void *arg)
+{
+        FleetState *f = arg;
+
+        *f = (FleetState){.found = true, .owner = rec->owner, .state = rec->state};
+        return 0;
+}
+
+int fleet_job_state(JobTable *t, Store *s, uint64_t id, uid_t *ret_owner, JobState *ret_state)
+{
+        FleetState f = {0};
+        int r = jobtable_job_state(t, id, ret_owner, ret_state);
+
+        if (r != -ENOENT || !s || !store_fleet(s))
+                return r;
+        r = store_fetch(s, id, fleet_state_one, &f);
+        if (r == 0 && !f.found)
+                r = -ENOENT;
+        if (r == 0) {
+                *ret_owner = f.owner;
+                *ret_state = f.state;
+        }
+        return r == -EIO || r == -ENOTCONN ? -ENOTCONN : r;
+}
+
 int fleet_lookup_until(JobTable *t, Store *s, Request *req, uint64_t id, uint64_t deadline_ns,
                        Job **ret)
 {

@@ -43,6 +43,13 @@ Job *fleet_get(JobTable *t, Store *s, uint64_t id);
 int fleet_lookup(JobTable *t, Store *s, uint64_t id, Job **ret);
 
 /*
+ * fleet_job_state - the owner and state of job @id of the fleet: @t's own, else its
+ * shared record's in @s (no copy is made). Return: 0; -ENOENT and -ENOTCONN as
+ * fleet_lookup(). Context: as fleet_get().
+ */
+int fleet_job_state(JobTable *t, Store *s, uint64_t id, uid_t *ret_owner, JobState *ret_state);
+
+/*
  * fleet_lookup_until - fleet_lookup(), tried again while the shared store cannot be
  * reached, until @deadline_ns (absolute CLOCK_MONOTONIC; 0: once) passes or @req's
  * connection closed: job.wait through an outage. The pause between tries doubles from

@@ -9,7 +9,8 @@
  * What is checked:
  *  - a server that hangs: submissions answer UNAVAILABLE with a hint of when to retry
  *    ("retry later (in N ms)"), never INTERNAL; job.status through a host that does not
- *    hold the job answers UNAVAILABLE, never NOT_FOUND; a job.wait started during the
+ *    hold the job answers UNAVAILABLE, never NOT_FOUND, and so does a submission to run
+ *    after that job; a job.wait started during the
  *    outage through that host gets the job's final state once the server is back; the
  *    jobs that ended during the outage are final in the shared store afterwards, run
  *    once (the hosts' done counters add up to the jobs); each host logs at most one line
@@ -272,6 +273,28 @@ Test(daemon_redis_outage, hang_submissions_unavailable_waiters_kept_one_line_eac
                 IpcStatus st = {0};
                 cr_assert_eq(rpc_submit(b, "echo", &echo_arg, 1, 0, 0, &st), 0);
                 cr_assert_str_eq(st.code ? st.code : "", "UNAVAILABLE", "%s", st.message);
+        }
+        /* a job after one of A's, through B, which must read that one's shared record:
+         * UNAVAILABLE, not "no job of yours" */
+        {
+                uint32_t msgid;
+                msgpack_packer *pk = client_request(b, "job.submit", 3, &msgid);
+                Reply rp;
+
+                cr_assert(pk);
+                ipc_pack_cstr(pk, "echo");
+                msgpack_pack_map(pk, 0);
+                msgpack_pack_map(pk, 1);
+                ipc_pack_cstr(pk, "after");
+                msgpack_pack_array(pk, 1);
+                msgpack_pack_uint64(pk, ids[1]);
+                rpc_wait_reply(b, msgid, &rp);
+                cr_assert_neq(rp.r, 0, "a job after %llu was accepted while the server hung",
+                              (unsigned long long)ids[1]);
+                cr_assert_str_eq(rp.st.code ? rp.st.code : "", "UNAVAILABLE", "%s",
+                                 rp.st.message);
+                cr_assert(strstr(rp.st.message, "retry later"), "%s", rp.st.message);
+                reply_clear(&rp);
         }
         log_wait(&host_a, "cannot be reached", from_a, 10000);
         /* the jobs end on A meanwhile; their final writes wait for the server */
