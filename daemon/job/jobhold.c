@@ -289,8 +289,7 @@ void jobhold_timer(JobHold *t)
                 }
                 fiber_event_reset(&t->due.wake); /* an add from here on sets it again */
                 now_ms = job_now_ms();
-                if (jobhold_run_due_locked(t, now_ms))
-                        dispatch_pump_locked(t->dispatch);
+                jobhold_run_due_locked(t, now_ms); /* the table's dispatch listener kicks */
                 next_ms = jobtimer_next_ms_locked(&t->due);
                 pthread_mutex_unlock(t->lock);
                 wait_ms = next_ms <= now_ms ? 0 : next_ms - now_ms;

@@ -59,7 +59,7 @@ void jobhold_free(JobHold *h);
  * when some of @deps (the jobs of its `after`, found in the table; NULL entries for ids
  * the table no longer lists, which ended before) are not done; failed at once when one
  * ended otherwise; scheduled when its run_at_ms is ahead; else queued (pushed to the
- * dispatcher, not pumped). @j's `dependents` links are made here.
+ * dispatcher; the owner's listener of the queued state starts it). @j's `dependents` links are made here.
  * Return: 0 and *@ret_queued (true: it is queued now); -ENOMEM (nothing changed: @j is
  * still new and unlisted).
  * Context: table lock held; does not yield.
@@ -101,7 +101,8 @@ void jobhold_timer(JobHold *h);
  * jobhold_revive_locked - job.retry: queue a failed, cancelled or dead @j again, its
  * attempt back to 0 (its errors stay listed).
  * Return: 0; -EALREADY: @j is not final, or done; -ENOMEM.
- * Context: table lock held; does not yield (the caller pumps the dispatcher).
+ * Context: table lock held; does not yield (the owner's listener of the queued state
+ * starts it).
  */
 int jobhold_revive_locked(JobHold *h, Job *j);
 

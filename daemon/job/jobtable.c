@@ -524,6 +524,20 @@ static void listen_fleet(void *ctx, Job *j, JobState from, JobEvent ev)
         job_unref(j); /* the table's: its queued write holds one */
 }
 
+/* dispatch: a job that enters the queue is started by the dispatcher's fiber
+ * (dispatch_kick()), whichever way it came: submitted, due, released by its
+ * dependencies, revived by job.retry. Not a submission that waits for the disk first
+ * (jobtable_submitted() kicks once the store has it), a job put back because no fiber
+ * could be made (the ticker retries), a restored one (jobtable_restore_done() starts
+ * the restored queue), nor a fleet copy (the shared queue's). */
+static void listen_dispatch(void *ctx, Job *j, JobState from, JobEvent ev)
+{
+        if (j->state != JOB_QUEUED || j->fleet_copy || ev == JOB_EV_REQUEUE ||
+            ev == JOB_EV_RESTORE || (from == JOB_NEW && j->durability == DUR_PENDING))
+                return;
+        dispatch_kick(&((JobTable *)ctx)->dispatch);
+}
+
 /* live: a job that is final and that no supervisor runs gives back its JobLive (job.h):
  * what a finished record is kept with is the Job alone. Last: every listener before it
  * may still use the JobLive (the due set, the dependents, the latency clock). A
@@ -547,7 +561,7 @@ static const JobStateListener jobtable_listeners[] = {
         {"log", listen_log},         {"store", listen_store},
         {"waiters", listen_waiters}, {"retention", listen_retention},
         {"held", listen_held},       {"fleet", listen_fleet},
-        {"live", listen_live},
+        {"dispatch", listen_dispatch}, {"live", listen_live},
 };
 
 /* The table's machine: its listeners above, in that order, told about @t's jobs. */
@@ -782,8 +796,6 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                         "out of memory: its idempotency key does not answer repeats");
         if (r == 0) {
                 accepted = j->state;
-                if (queued && j->durability != DUR_PENDING)
-                        dispatch_kick(&t->dispatch); /* its fiber starts it */
                 /* the caller's reference: a fleet copy's only one, else beside the table's */
                 *ret = j->fleet_copy ? j : job_ref(j);
                 *ret_existing = 0;
@@ -895,9 +907,7 @@ int jobtable_retry(JobTable *t, Job *j)
         int r;
 
         jobtable_lock(t);
-        r = jobhold_revive_locked(&t->hold, j);
-        if (r == 0)
-                dispatch_pump_locked(&t->dispatch);
+        r = jobhold_revive_locked(&t->hold, j); /* queued: the dispatch listener kicks */
         jobtable_unlock(t);
         if (r == 0)
                 log_job_owner(LOG_INFO, j->id, j->plugin_name, j->owner,
