@@ -243,6 +243,13 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
         r = submit_request(d, req, true, &j, &existing, st);
         if (r < 0)
                 return r;
+        /* a key's earlier job this host does not hold: in a fleet, any host's */
+        if (!j && (r = fleet_lookup(&d->jobs, d->store, existing, &j)) == -ENOTCONN)
+                return ipc_status_set(st, IPC_UNAVAILABLE, r,
+                                      "job %llu has this key, and the fleet's job store cannot "
+                                      "be reached to wait for it: retry later (in %llu ms)",
+                                      (unsigned long long)existing,
+                                      (unsigned long long)store_retry_hint_ms(d->store));
         if (!j)
                 return ipc_status_set(st, IPC_NOT_FOUND, -ENOENT,
                                       "job %llu, which had this key, has ended and its record is "

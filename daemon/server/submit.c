@@ -10,9 +10,11 @@
  *  1. access: the submit tier (access.c: PERMISSION_DENIED naming the tier);
  *  2. params: plugin name, args, options priority / timeout_ms / class (ipc/value.h
  *     words INVALID_ARGUMENT);
- *  3. options against access and config: a negative priority needs the admin tier;
- *     timeout_ms in range; the class is one of the job scheduler's (INVALID_ARGUMENT
- *     listing them) and, when [class.NAME] says admin_only, needs the admin tier;
+ *  3. options against access and config: timeout_ms in range; the class is one of the
+ *     job scheduler's (INVALID_ARGUMENT listing them); a negative priority, or a class
+ *     whose [class.NAME] says admin_only, needs the admin tier; the schedule's times;
+ *     the `after` ids (the submitter's jobs, not ended otherwise than done; in a fleet
+ *     UNAVAILABLE while the shared store cannot be reached);
  *  4. the plugin: loaded (NOT_FOUND listing the loaded ones), then its own check_args
  *     (plugin_host.c: the plugin's words);
  *  5. the job store can write (store_failing(), store.h): while it cannot (a full disk,
@@ -195,20 +197,34 @@ static int class_from_option(Daemon *d, const char *name, size_t len, int *ret, 
 }
 
 /* Step 3: @p's options against the submitter's tier (@admin) and the config; the class
- * index in *@ret_cls. */
-static int check_options(Daemon *d, bool admin, const SubmitParams *p, int *ret_cls, IpcStatus *st)
+ * index in *@ret_cls and its name in *@ret_class_name (the job scheduler's). What needs
+ * the admin tier (a negative priority, a class reserved to admins) is refused in one
+ * place, once the class is known. */
+static int check_options(Daemon *d, bool admin, const SubmitParams *p, int *ret_cls,
+                         const char **ret_class_name, IpcStatus *st)
 {
+        char what[SCHED_CLASS_NAME_MAX + 16];
+        const char *need_admin = NULL, *cname;
         const ConfigClass *k;
         int cls = 0, r;
 
-        if (p->priority < 0 && !admin)
-                return access_denied(&d->cfg, ACCESS_ADMIN, "a negative priority", st);
         if (p->timeout_ms > UINT64_MAX / NSEC_PER_MSEC)
                 return ipc_status_set(st, IPC_INVALID_ARGUMENT, -ERANGE,
                                       "timeout_ms: %llu is too large",
                                       (unsigned long long)p->timeout_ms);
         if (p->class_name && (r = class_from_option(d, p->class_name, p->class_len, &cls, st)) < 0)
                 return r;
+        cname = sched_class_name(d->job_sched, (unsigned)cls);
+        /* a class reserved to admins ([class.NAME] admin_only; default too) */
+        k = config_class_find(&d->cfg, cname);
+        if (p->priority < 0)
+                need_admin = "a negative priority";
+        else if (k && k->admin_only) {
+                snprintf(what, sizeof(what), "the class %s", k->name);
+                need_admin = what;
+        }
+        if (need_admin && !admin)
+                return access_denied(&d->cfg, ACCESS_ADMIN, need_admin, st);
         if (p->has_delay && p->has_run_at)
                 return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
                                       "delay_ms and run_at: give one of them, not both");
@@ -226,14 +242,8 @@ static int check_options(Daemon *d, bool admin, const SubmitParams *p, int *ret_
                                       "backoff_max_ms (%llu) is below backoff_ms (%llu)",
                                       (unsigned long long)p->backoff_max_ms,
                                       (unsigned long long)p->backoff_ms);
-        /* a class reserved to admins ([class.NAME] admin_only; default too) */
-        k = config_class_find(&d->cfg, sched_class_name(d->job_sched, (unsigned)cls));
-        if (k && k->admin_only && !admin) {
-                char what[SCHED_CLASS_NAME_MAX + 16];
-                snprintf(what, sizeof(what), "the class %s", k->name);
-                return access_denied(&d->cfg, ACCESS_ADMIN, what, st);
-        }
         *ret_cls = cls;
+        *ret_class_name = cname;
         return 0;
 }
 
@@ -243,12 +253,6 @@ static int check_options(Daemon *d, bool admin, const SubmitParams *p, int *ret_
 static int check_after(Daemon *d, uid_t uid, bool admin, size_t n_fds, const SubmitParams *p,
                        IpcStatus *st)
 {
-        if (p->n_after && n_fds && store_fleet(d->store))
-                /* it runs on this host only, and its dependencies anywhere */
-                return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EOPNOTSUPP,
-                                      "after: a job submitted with file descriptors cannot "
-                                      "wait for other jobs in fleet mode ([store] backend = "
-                                      "redis): wait for them, then submit");
         for (size_t i = 0; i < p->n_after; i++) {
                 /* in a fleet, any host's job (its shared record) */
                 uid_t owner;
@@ -271,6 +275,12 @@ static int check_after(Daemon *d, uid_t uid, bool admin, size_t n_fds, const Sub
                                               (unsigned long long)p->after[i],
                                               job_state_name(state));
         }
+        if (p->n_after && n_fds && store_fleet(d->store))
+                /* it runs on this host only, and its dependencies anywhere */
+                return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EOPNOTSUPP,
+                                      "after: a job submitted with file descriptors cannot "
+                                      "wait for other jobs in fleet mode ([store] backend = "
+                                      "redis): wait for them, then submit");
         return 0;
 }
 
@@ -317,11 +327,11 @@ static int refused_bytes(Daemon *d, const Creds *creds, const msgpack_object *ar
 
 /* The store cannot write (@r, a transient error: store.h), steps 5 and 7: nothing was
  * accepted. @begun: the id of a job that began under load before its refusal (DUR_EARLY,
- * cancelled since), which the answer names; 0 = none. The answer says when to retry
- * (store_retry_hint_ms()). */
-static int store_refused(Store *s, int r, uint64_t begun, IpcStatus *st)
+ * cancelled since), which the answer names; 0 = none. The answer says when to retry:
+ * @retry_ms (store_retry_hint_ms()). */
+static int store_refused(int r, uint64_t retry_ms, uint64_t begun, IpcStatus *st)
 {
-        unsigned long long ms = (unsigned long long)store_retry_hint_ms(s);
+        unsigned long long ms = (unsigned long long)retry_ms;
 
         if (begun)
                 return ipc_status_set(st, IPC_UNAVAILABLE, r,
@@ -376,7 +386,8 @@ static int refused(Daemon *d, const Creds *creds, const msgpack_object *args, in
 
 /* Steps 1 to 4 for @origin: *@p read from @params, the plugin and class they name. */
 static int check_submission(Daemon *d, const JobOrigin *origin, const msgpack_object *params,
-                            SubmitParams *p, const Plugin **ret_plugin, int *ret_cls, IpcStatus *st)
+                            SubmitParams *p, const Plugin **ret_plugin, int *ret_cls,
+                            const char **ret_class_name, IpcStatus *st)
 {
         AccessTier tier = access_tier(&d->cfg, origin->creds);
         int r;
@@ -386,7 +397,7 @@ static int check_submission(Daemon *d, const JobOrigin *origin, const msgpack_ob
         r = read_params(params, p, st);
         if (r < 0)
                 return r;
-        r = check_options(d, tier >= ACCESS_ADMIN, p, ret_cls, st);
+        r = check_options(d, tier >= ACCESS_ADMIN, p, ret_cls, ret_class_name, st);
         if (r == 0)
                 r = check_after(d, origin->creds->uid, tier >= ACCESS_ADMIN, origin->n_fds, p, st);
         if (r < 0)
@@ -400,11 +411,12 @@ static int check_submission(Daemon *d, const JobOrigin *origin, const msgpack_ob
 int submit_check(Daemon *d, Creds *creds, const msgpack_object *params, IpcStatus *st)
 {
         JobOrigin origin = {.creds = creds};
+        const char *class_name;
         const Plugin *plugin;
         SubmitParams p;
         int cls;
 
-        return check_submission(d, &origin, params, &p, &plugin, &cls, st);
+        return check_submission(d, &origin, params, &p, &plugin, &cls, &class_name, st);
 }
 
 int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Job **ret,
@@ -414,18 +426,20 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
         JobPlan plan;
         SubmitParams p;
         char cname[128];
+        const char *class_name;
         const Plugin *plugin;
         Job *j;
         int cls = 0, r;
 
-        r = check_submission(d, origin, params, &p, &plugin, &cls, st);
+        r = check_submission(d, origin, params, &p, &plugin, &cls, &class_name, st);
         if (r < 0)
                 return r;
         if (d->store && store_failing(d->store)) { /* step 5: read again, with its error */
+                uint64_t retry_ms = store_retry_hint_ms(d->store);
                 StoreHealth h;
                 store_health(d->store, &h);
                 if (h.failing)
-                        return store_refused(d->store, h.error, 0, st);
+                        return store_refused(h.error, retry_ms, 0, st);
         }
         snprintf(cname, sizeof(cname), "%s", plugin_host_name(plugin));
         plan = (JobPlan){
@@ -439,14 +453,12 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
                 .key = p.key[0] ? p.key : NULL,
         };
         r = jobtable_submit(&d->jobs, origin, plugin, cname, p.args, (int)p.priority,
-                            p.timeout_ms * NSEC_PER_MSEC, (unsigned)cls,
-                            sched_class_name(d->job_sched, (unsigned)cls), &plan, &j, &existing);
+                            p.timeout_ms * NSEC_PER_MSEC, (unsigned)cls, class_name, &plan, &j,
+                            &existing);
         if (r < 0)
                 return refused(d, origin->creds, p.args, r, st);
         *ret_existing = existing;
-        if (existing && !j && store_fleet(d->store)) /* a key of the fleet: any host's job */
-                j = fleet_get(&d->jobs, d->store, existing);
-        if (existing && !j) { /* its record is gone: the id is the answer */
+        if (existing && !j) { /* not held here (gone; a fleet's other host): the id answers */
                 *ret = NULL;
                 return 0;
         }
@@ -458,7 +470,7 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
                         jobtable_lock(&d->jobs); /* its plugin ran: dispatched under load */
                         begun = j->durability == DUR_EARLY && j->started_ms ? j->id : 0;
                         jobtable_unlock(&d->jobs);
-                        r = store_refused(d->store, r, begun, st);
+                        r = store_refused(r, store_retry_hint_ms(d->store), begun, st);
                 } else {
                         r = ipc_status_set(st, IPC_INTERNAL, r,
                                            "the job store could not record the job (%s); it "

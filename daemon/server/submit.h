@@ -41,7 +41,8 @@ int submit_check(Daemon *d, Creds *creds, const msgpack_object *params, IpcStatu
  * the job's end, and so may its first store write). The job takes @req's fds on
  * success (req->fds is then NULL).
  * @ret: out, one reference (caller unrefs), written only on success; NULL when an
- * idempotency key matched a job whose record is gone (jobtable_submit()).
+ * idempotency key matched a job this host does not hold (its record is gone, or in a
+ * fleet another host's: fleet_lookup() finds it; jobtable_submit()).
  * @ret_existing: out: that earlier job's id when a key matched one; else 0.
  * Return: 0; a negative errno with @st filled (every refusal of job.submit).
  * Context: a request fiber of the server group (yields while the store writes).
