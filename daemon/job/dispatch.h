@@ -158,7 +158,7 @@ typedef struct Dispatcher {
         DispatchKey classes[SCHED_MAX_CLASSES + 1]; /* by Job.sched_class (1 + class index) */
         DispatchPlugin *plugins;                    /* owned array; DispatchLane.plugin */
         size_t n_plugins, cap_plugins;
-        bool pump_blocked; /* fiber_create said -EAGAIN: retry on the next tick */
+        bool pump_blocked;   /* fiber_create said -EAGAIN: retry on the next tick */
         FiberSemaphore kick; /* dispatch_kick() posts it; the dispatcher fiber waits on it */
         bool kicked;         /* a kick is pending (atomic): the next ones only note it */
 } Dispatcher;

@@ -86,8 +86,8 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
         fiber_event_init(&t->idle);
         machine_init(t);
         /* last: its fiber may run at once (it waits for the first kick) */
-        r = dispatch_init(&t->dispatch, sched, supervise_group, max_running,
-                          &jobtable_dispatch_ops, t, &t->machine);
+        r = dispatch_init(&t->dispatch, sched, supervise_group, max_running, &jobtable_dispatch_ops,
+                          t, &t->machine);
         if (r < 0) {
                 free(t->buckets);
                 t->buckets = NULL;
@@ -556,11 +556,11 @@ static void listen_held(void *ctx, Job *j, JobState from, JobEvent ev)
 }
 
 static const JobStateListener jobtable_listeners[] = {
-        {"table", listen_table},     {"quota", listen_quota},
-        {"counts", listen_counts},   {"latency", listen_latency},
-        {"log", listen_log},         {"store", listen_store},
-        {"waiters", listen_waiters}, {"retention", listen_retention},
-        {"held", listen_held},       {"fleet", listen_fleet},
+        {"table", listen_table},       {"quota", listen_quota},
+        {"counts", listen_counts},     {"latency", listen_latency},
+        {"log", listen_log},           {"store", listen_store},
+        {"waiters", listen_waiters},   {"retention", listen_retention},
+        {"held", listen_held},         {"fleet", listen_fleet},
         {"dispatch", listen_dispatch}, {"live", listen_live},
 };
 

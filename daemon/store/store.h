@@ -370,7 +370,7 @@ struct Store {
         size_t queued;
         struct StoreTaken *taken; /* the store thread's: the batch being snapshotted */
         size_t taken_cap;
-        uint64_t commit_delay_ns; /* store_set_commit_delay() */
+        uint64_t commit_delay_ns;   /* store_set_commit_delay() */
         StoreSnapshotFn snapshot;   /* store_set_source(): how a job's record is read */
         StoreSubmittedFn submitted; /* ... and whom a submission's outcome is told */
         void *snapshot_arg;         /* their argument */

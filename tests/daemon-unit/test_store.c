@@ -496,8 +496,10 @@ Test(store, the_owner_hears_what_each_submission_came_to_before_its_submitter)
         store_flush(s);
         cr_assert(durable(c));
         pthread_mutex_lock(&fake.lock);
-        cr_assert_eq(fake.n_submitted, 2, "the owner was told %d times, not once per "
-                     "submission", fake.n_submitted);
+        cr_assert_eq(fake.n_submitted, 2,
+                     "the owner was told %d times, not once per "
+                     "submission",
+                     fake.n_submitted);
         cr_assert_eq(fake.submitted_ids[0], 11);
         cr_assert_eq(fake.submitted_errors[0], 0, "a committed submission came to %d",
                      fake.submitted_errors[0]);

@@ -291,8 +291,7 @@ Test(daemon_redis_outage, hang_submissions_unavailable_waiters_kept_one_line_eac
                 rpc_wait_reply(b, msgid, &rp);
                 cr_assert_neq(rp.r, 0, "a job after %llu was accepted while the server hung",
                               (unsigned long long)ids[1]);
-                cr_assert_str_eq(rp.st.code ? rp.st.code : "", "UNAVAILABLE", "%s",
-                                 rp.st.message);
+                cr_assert_str_eq(rp.st.code ? rp.st.code : "", "UNAVAILABLE", "%s", rp.st.message);
                 cr_assert(strstr(rp.st.message, "retry later"), "%s", rp.st.message);
                 reply_clear(&rp);
         }
