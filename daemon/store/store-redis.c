@@ -52,8 +52,9 @@
  * like sqlite's). A job's writes go through put_script (EVALSHA: an HSET that never
  * replaces a final state by another one, nor by running or retrying, so a job has one
  * final state even when two hosts ran it, or a write reached the server after its
- * sender gave up on it); the one that makes it final also EXPIREs the hash and XACKs the
- * job's stream entry, in the same transaction. A fleet
+ * sender gave up on it; a write of a state the script would always let through, such
+ * as a submission's queued, is a plain HSET); the one that makes it final also EXPIREs
+ * the hash and XACKs the job's stream entry, in the same transaction. A fleet
  * submission with a due time ahead is HSET + ZADD of the schedule set instead of XADD,
  * one that waits for others is HSET + a script joining their sets, and a retry this
  * host hands back to the fleet is HSET + ZADD + XACK (StoreRecord.fleet_held;
@@ -198,17 +199,26 @@ static int put_script_load(Store *s, redisContext *c)
         return r;
 }
 
-/* put_script (EVALSHA @sha) of every field of @rec (the arguments only when given), by
- * @consumer. */
+/* Every field of @rec (the arguments only when given), by @consumer: through put_script
+ * (EVALSHA @sha) when the new state is one the script may refuse (final, running,
+ * retrying); a plain HSET otherwise (queued, scheduled, waiting: a fleet submission, a
+ * revive), which the script would always let through and drop no cancel request for,
+ * so a job's first write costs Redis no script and two commands fewer. */
 static void cmd_hset(RedisCmd *c, char *key, const StoreRecord *rec, const char *consumer,
                      const char *sha)
 {
         c->argc = 0;
-        cmd_str(c, "EVALSHA");
-        cmd_str(c, sha);
-        cmd_str(c, "2");
-        cmd_str(c, key);
-        cmd_str(c, REDIS_KEY_CANCELS);
+        if (job_state_final(rec->state) || rec->state == JOB_RUNNING ||
+            rec->state == JOB_RETRYING) {
+                cmd_str(c, "EVALSHA");
+                cmd_str(c, sha);
+                cmd_str(c, "2");
+                cmd_str(c, key);
+                cmd_str(c, REDIS_KEY_CANCELS);
+        } else {
+                cmd_str(c, "HSET");
+                cmd_str(c, key);
+        }
         cmd_str(c, "state");
         cmd_str(c, job_state_name(rec->state));
         cmd_str(c, "plugin");
