@@ -1093,11 +1093,11 @@ static void jobtable_snapshot(Job *j, StoreReadFn read, void *ctx, void *arg)
 
 /*
  * StoreSubmittedFn of the table's store: what @j's first write came to (@error, 0 when
- * committed), told before its submitter hears (jobtable_wait_durable()). A job that
- * waited for the disk (DUR_PENDING) is dispatched now. A refused one (nothing of it will
- * ever be written, and nobody was told its id) is cancelled and leaves the table, no row
- * to drop, unless a run begun under load is still ending: then it stays until its
- * retention. A fleet copy was never in the table: its idempotency key is released, so
+ * committed). A job that waited for the disk (DUR_PENDING) is dispatched now, its
+ * submitter already woken, so it is answered first. A refused one, told before its
+ * submitter hears (jobtable_wait_durable()), nothing of it ever written and its id told
+ * to nobody, is cancelled and leaves the table, no row to drop, unless a run begun under
+ * load is still ending: then it stays until its retention. A fleet copy was never in the table: its idempotency key is released, so
  * that a repeat may try again. Context: the store thread; does not yield.
  */
 static void jobtable_submitted(Job *j, int error, void *arg)

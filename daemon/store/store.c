@@ -13,7 +13,7 @@
  * A failed commit refuses the submissions in it: they get the error in the job's store
  * part (JobStorePart), the owner hears it first (StoreSubmittedFn: the job table cancels
  * the job), then job.submit answers it, so a client never holds an id the store does
- * not have. When the error is transient (the disk
+ * not have. A committed submission is told to the owner after its submitter is woken. When the error is transient (the disk
  * full, store.h's essay), every other job of the batch is queued again, and the store
  * thread waits out a backoff (retry_wait_locked()) before it takes the queue again,
  * snapshots included, so what is written then is each job's latest record. The writes
@@ -889,12 +889,14 @@ static void job_written(Store *s, StoreTaken *t, int error, bool transient, List
         }
         if (error) /* before the events that publish it */
                 j->store.error = error;
-        if (t->submit && s->submitted) /* the owner acts on it before the submitter hears */
+        if (t->submit && error && s->submitted) /* refused: cancelled before it is said */
                 s->submitted(j, error, s->snapshot_arg);
         if (t->notify) /* a submission's first write, or a deferred one (store_put()) */
                 fiber_event_set(&j->store.committed);
         if (final)
                 fiber_event_set(&j->store.final_committed);
+        if (t->submit && !error && s->submitted) /* committed: started once answered */
+                s->submitted(j, 0, s->snapshot_arg);
         job_unref(j);
 out_free_write:
         if (w && !w->borrowed)

@@ -270,9 +270,11 @@ typedef void (*StoreSnapshotFn)(Job *j, StoreReadFn read, void *ctx, void *arg);
 /*
  * StoreSubmittedFn - the owner's (store_set_source()): what @j's submission
  * (store_submit()) came to, @error: 0, committed; a negative errno, refused (nothing of
- * @j is ever written). Called once per submission, with nothing of the store's held and
- * before store_wait(@j, false) answers, so what the owner does about it (start a job that
- * waited for the disk, cancel a refused one) is done by the time its submitter hears.
+ * @j is ever written). Called once per submission, with nothing of the store's held. A
+ * refusal is told before store_wait(@j, false) answers, so the owner has cancelled the
+ * job by the time its submitter hears; a commit after the submitter is woken, so a job
+ * that waited for the disk starts behind its answer (a plugin that crashes fiberd at
+ * once leaves an answered submission and a record naming it).
  * @arg: the owner's. Context: the store thread (the closing thread when store_close()
  * drops what it cannot write); must not yield.
  */
