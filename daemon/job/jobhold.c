@@ -74,12 +74,11 @@ static void release_locked(JobHold *t, Job *j, JobEvent queue_ev)
                 job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
 }
 
-int jobhold_accept_locked(JobHold *t, Job *j, Job *const *deps, size_t n_deps, bool *ret_queued)
+int jobhold_accept_locked(JobHold *t, Job *j, Job *const *deps, size_t n_deps)
 {
         const Job *failed = NULL;
         int r;
 
-        *ret_queued = false;
         for (size_t i = 0; i < n_deps; i++) {
                 if (!deps[i] || deps[i]->state == JOB_DONE)
                         continue;
@@ -112,10 +111,7 @@ int jobhold_accept_locked(JobHold *t, Job *j, Job *const *deps, size_t n_deps, b
                 job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
                 return 0;
         }
-        r = queue_now_locked(t, j, JOB_EV_SUBMIT);
-        if (r == 0)
-                *ret_queued = true;
-        return r;
+        return queue_now_locked(t, j, JOB_EV_SUBMIT);
 }
 
 /* @dep ended: its waiting dependents are released (the last dependency done) or fail. */

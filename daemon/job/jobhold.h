@@ -59,12 +59,12 @@ void jobhold_free(JobHold *h);
  * when some of @deps (the jobs of its `after`, found in the table; NULL entries for ids
  * the table no longer lists, which ended before) are not done; failed at once when one
  * ended otherwise; scheduled when its run_at_ms is ahead; else queued (pushed to the
- * dispatcher; the owner's listener of the queued state starts it). @j's `dependents` links are made here.
- * Return: 0 and *@ret_queued (true: it is queued now); -ENOMEM (nothing changed: @j is
- * still new and unlisted).
+ * dispatcher; the owner's listener of the queued state starts it). @j's `dependents`
+ * links are made here.
+ * Return: 0; -ENOMEM (nothing changed: @j is still new and unlisted).
  * Context: table lock held; does not yield.
  */
-int jobhold_accept_locked(JobHold *h, Job *j, Job *const *deps, size_t n_deps, bool *ret_queued);
+int jobhold_accept_locked(JobHold *h, Job *j, Job *const *deps, size_t n_deps);
 
 /*
  * jobhold_listen - the table machine's listener for the held states (jobstate.h): a job

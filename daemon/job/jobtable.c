@@ -731,7 +731,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         Job *deps[IPC_AFTER_MAX];
         SubmitPlan plan;
         Job *j = NULL;
-        bool queued = false, claimed = false;
+        bool claimed = false;
         JobState accepted = JOB_NEW;
         uint64_t existing = 0, need;
         int r;
@@ -785,7 +785,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 } else {
                         for (size_t i = 0; i < jp->n_after; i++)
                                 deps[i] = jobtable_find_locked(t, jp->after[i]);
-                        r = jobhold_accept_locked(&t->hold, j, deps, jp->n_after, &queued);
+                        r = jobhold_accept_locked(&t->hold, j, deps, jp->n_after);
                         if (r < 0)
                                 j = job_unref(j);
                 }
@@ -1097,8 +1097,9 @@ static void jobtable_snapshot(Job *j, StoreReadFn read, void *ctx, void *arg)
  * submitter already woken, so it is answered first. A refused one, told before its
  * submitter hears (jobtable_wait_durable()), nothing of it ever written and its id told
  * to nobody, is cancelled and leaves the table, no row to drop, unless a run begun under
- * load is still ending: then it stays until its retention. A fleet copy was never in the table: its idempotency key is released, so
- * that a repeat may try again. Context: the store thread; does not yield.
+ * load is still ending: then it stays until its retention. A fleet copy was never in the
+ * table: its idempotency key is released, so that a repeat may try again.
+ * Context: the store thread; does not yield.
  */
 static void jobtable_submitted(Job *j, int error, void *arg)
 {
