@@ -320,6 +320,9 @@ static void server(FILE *f, Daemon *d)
         sample_uint(f, "fiberd_requests_total", NULL, NULL, NULL, NULL, ss.requests);
         family(f, "fiberd_requests_in_flight", "gauge", NULL, "Requests being handled now.");
         sample_uint(f, "fiberd_requests_in_flight", NULL, NULL, NULL, NULL, ss.in_flight);
+        family(f, "fiberd_answer_writes", "counter", NULL,
+               "Writes that carried answers to clients (one carries every answer ready).");
+        sample_uint(f, "fiberd_answer_writes_total", NULL, NULL, NULL, NULL, ss.answer_writes);
         family(f, "fiberd_protocol_errors", "counter", NULL,
                "Malformed, oversized or non-MessagePack input from clients.");
         sample_uint(f, "fiberd_protocol_errors_total", NULL, NULL, NULL, NULL, ss.protocol_errors);

@@ -64,6 +64,8 @@
 #define ACCEPT_BACKOFF_MAX_NS NSEC_PER_SEC
 /* How long a reader waits for a free fiber before answering OVERLOADED. */
 #define CONN_FIBER_RETRY_NS (5 * NSEC_PER_SEC)
+/* Yields a flushing request fiber makes at most while more answers keep joining. */
+#define CONN_GATHER_ROUNDS 16
 /* Bytes asked of the decoder per read. */
 #define CONN_READ_CHUNK 65536
 
@@ -100,13 +102,19 @@ struct Conn {
         int fds[IPC_FDS_QUEUED_MAX]; /* received, not yet claimed by a request: the
                                       * reader fiber's, oldest first */
         size_t n_fds;
-        bool closed;            /* atomic: shut down after an error */
-        FiberSemaphore slots;   /* free request slots (max_in_flight at accept) */
-        FiberMutex write_lock;  /* one response on the wire at a time */
-        IpcDecoder *decoder;    /* the reader fiber's */
-        size_t partial;         /* reader's: bytes counted in stats.partial_bytes */
-        uint64_t partial_since; /* reader's: when the incomplete message began; 0 = none */
-        size_t max_partial;     /* reader's copies of the limits at accept */
+        bool closed;               /* atomic: shut down after an error */
+        FiberSemaphore slots;      /* free request slots (max_in_flight at accept) */
+        FiberMutex write_lock;     /* one write on the wire at a time */
+        pthread_mutex_t out_lock;  /* guards out, out_count, flushing; never held across
+                                   * a switch */
+        msgpack_sbuffer out;       /* answers queued for the next write */
+        msgpack_sbuffer out_spare; /* the flusher's: the buffer it last wrote, emptied */
+        unsigned out_count;        /* answers in out, each holding a request slot */
+        bool flushing;             /* a request fiber is writing out: append and leave */
+        IpcDecoder *decoder;       /* the reader fiber's */
+        size_t partial;            /* reader's: bytes counted in stats.partial_bytes */
+        uint64_t partial_since;    /* reader's: when the incomplete message began; 0 = none */
+        size_t max_partial;        /* reader's copies of the limits at accept */
         uint64_t read_timeout_ns;
 };
 
@@ -316,6 +324,9 @@ static Conn *conn_unref(Conn *c)
                 close(c->fds[i]);
         creds_unref(c->creds);
         ipc_decoder_free(c->decoder);
+        msgpack_sbuffer_destroy(&c->out);
+        msgpack_sbuffer_destroy(&c->out_spare);
+        pthread_mutex_destroy(&c->out_lock);
         STAT_ADD(c->server, connections, -1);
         STAT_ADD(c->server, partial_bytes, -(uint64_t)c->partial);
         server_user_put(c->server, c->uid);
@@ -359,6 +370,79 @@ static int conn_send(Conn *c, const void *data, size_t len)
                 return (int)w;
         }
         return 0;
+}
+
+/* Gives back @n request slots whose answers have left (or never will). */
+static void conn_answers_done(Conn *c, unsigned n)
+{
+        fiber_sem_post(&c->slots, n);
+        STAT_ADD(c->server, in_flight, -(uint64_t)n);
+}
+
+/*
+ * Sends the answer to a request and gives its slot back once it has left, writing the
+ * answers of many requests with one write() (brpc's write queue; the batching that
+ * pipelined gearmand gets from its event loop): the answer is appended to the
+ * connection's queue, and the first request fiber to find no flush under way flushes.
+ * It yields first, as long as answers keep joining (at most CONN_GATHER_ROUNDS times), so
+ * the request fibers already ready on its worker append their answers and end without a
+ * system call of their own; then it writes what is queued,
+ * in turns, until the queue is empty. A request slot comes back only when its answer
+ * has left, so a client that stops reading still holds at most max_in_flight answers
+ * here (backpressure), and a flusher whose write times out shuts the connection down
+ * like any write (conn_send()). Copies @data. Context: a request fiber; may park.
+ */
+static void conn_answer(Conn *c, const void *data, size_t len)
+{
+        msgpack_sbuffer batch;
+        unsigned n;
+        bool flush;
+
+        pthread_mutex_lock(&c->out_lock);
+        if (msgpack_sbuffer_write(&c->out, data, len) != 0) {
+                pthread_mutex_unlock(&c->out_lock);
+                conn_send(c, data, len); /* no memory to queue it: on its own */
+                STAT_ADD(c->server, answer_writes, 1);
+                conn_answers_done(c, 1);
+                return;
+        }
+        c->out_count++;
+        flush = !c->flushing;
+        c->flushing = true;
+        pthread_mutex_unlock(&c->out_lock);
+        if (!flush)
+                return;
+        /* A yield runs up to 8 ready fibers (a worker reads its yield list first on every
+         * 8th pop: ready.c): yield again while they keep adding answers. */
+        for (unsigned round = 0, seen = 1; round < CONN_GATHER_ROUNDS; round++) {
+                unsigned now;
+
+                fiber_yield();
+                pthread_mutex_lock(&c->out_lock);
+                now = c->out_count;
+                pthread_mutex_unlock(&c->out_lock);
+                if (now == seen)
+                        break;
+                seen = now;
+        }
+        for (;;) {
+                pthread_mutex_lock(&c->out_lock);
+                n = c->out_count;
+                if (!n) {
+                        c->flushing = false;
+                        pthread_mutex_unlock(&c->out_lock);
+                        return;
+                }
+                batch = c->out;
+                c->out = c->out_spare;
+                c->out_count = 0;
+                pthread_mutex_unlock(&c->out_lock);
+                conn_send(c, batch.data, batch.size); /* -EPIPE when closed: dropped */
+                STAT_ADD(c->server, answer_writes, 1);
+                msgpack_sbuffer_clear(&batch);
+                c->out_spare = batch; /* only the flusher touches the spare */
+                conn_answers_done(c, n);
+        }
 }
 
 /* Sends an error response with a printf-style message. */
@@ -438,13 +522,10 @@ static void request_main(void *arg)
                 ipc_pack_error_response(&pk, req->msg.msgid, IPC_OUT_OF_MEMORY,
                                         "fiberd ran out of memory building the response");
         }
-        conn_send(c, out.data, out.size);
-
-        msgpack_sbuffer_destroy(&out);
         msgpack_sbuffer_destroy(&result);
         request_free(req);
-        fiber_sem_post(&c->slots, 1);
-        STAT_ADD(s, in_flight, -1);
+        conn_answer(c, out.data, out.size);
+        msgpack_sbuffer_destroy(&out);
         conn_unref(c);
 }
 
@@ -871,6 +952,9 @@ static void server_accept_loop(void *arg)
                 c->read_timeout_ns = lim.read_timeout_ns;
                 fiber_sem_init(&c->slots, lim.max_in_flight);
                 fiber_mutex_init(&c->write_lock);
+                pthread_mutex_init(&c->out_lock, NULL);
+                msgpack_sbuffer_init(&c->out);
+                msgpack_sbuffer_init(&c->out_spare);
                 STAT_ADD(s, connections, 1);
                 STAT_ADD(s, accepted, 1);
                 if (fiber_create(NULL, &attr, conn_reader, c) < 0) {
@@ -949,4 +1033,5 @@ void server_stats(const Server *s, ServerStats *ret)
         ret->protocol_errors = __atomic_load_n(&s->stats.protocol_errors, __ATOMIC_RELAXED);
         ret->refused = __atomic_load_n(&s->stats.refused, __ATOMIC_RELAXED);
         ret->partial_bytes = __atomic_load_n(&s->stats.partial_bytes, __ATOMIC_RELAXED);
+        ret->answer_writes = __atomic_load_n(&s->stats.answer_writes, __ATOMIC_RELAXED);
 }

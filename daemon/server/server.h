@@ -154,6 +154,8 @@ typedef struct ServerStats {
         uint64_t protocol_errors; /* malformed, oversized or non-msgpack input */
         uint64_t refused;         /* connections refused by a ServerLimits limit or no fd */
         uint64_t partial_bytes;   /* bytes of incomplete messages held now */
+        uint64_t answer_writes;   /* since start: writes that carried answers to requests
+                                   * (requests / answer_writes = answers per write) */
 } ServerStats;
 void server_stats(const Server *s, ServerStats *ret);
 

@@ -250,6 +250,64 @@ static void print_memory(const char *when)
 
 /* ------------------------------------------------------------- attacks ---------- */
 
+/* Reads @fd until @want responses have come, the close, or @timeout_ms; returns how many. */
+static unsigned read_responses(int fd, unsigned want, int timeout_ms)
+{
+        uint64_t deadline = fiberd_now_ms() + (uint64_t)timeout_ms;
+        unsigned got = 0;
+        IpcDecoder *d;
+        char buf[4096];
+
+        cr_assert(ipc_decoder_new(&d, 0) == 0);
+        while (got < want && fiberd_now_ms() < deadline) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                IpcMessage m;
+                ssize_t n;
+
+                if (poll(&p, 1, 20) <= 0)
+                        continue;
+                n = recv(fd, buf, sizeof(buf), 0);
+                if (n <= 0)
+                        break;
+                ipc_decoder_feed(d, buf, (size_t)n);
+                while (ipc_decoder_next(d, &m) == 1) {
+                        got += m.type == IPC_RESPONSE && m.error.type == MSGPACK_OBJECT_NIL;
+                        ipc_message_clear(&m);
+                }
+        }
+        ipc_decoder_free(d);
+        return got;
+}
+
+/*
+ * 64 pings that arrive in one read are answered in a few writes, not 64: the first
+ * answer's fiber waits for the others that are ready and writes them all
+ * (server.c: conn_answer()). Every ping still gets its answer.
+ */
+Test(daemon_security, pipelined_answers_leave_together)
+{
+        enum { PINGS = 64 };
+        unsigned char burst[PINGS * sizeof(ping_bytes)];
+        uint64_t writes_before, writes;
+        int fd;
+
+        for (size_t i = 0; i < PINGS; i++)
+                memcpy(burst + i * sizeof(ping_bytes), ping_bytes, sizeof(ping_bytes));
+        fiberd_start(&fd_, NULL);
+        writes_before = server_stat("answer_writes");
+        fd = raw_connect();
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(write_some(fd, burst, sizeof(burst)), sizeof(burst));
+        cr_assert_eq(read_responses(fd, PINGS, 10000), PINGS, "not every ping was answered");
+        close(fd);
+        /* less the stats call that reads the counter, whose answer comes after */
+        writes = server_stat("answer_writes") - writes_before - 1;
+        cr_log_info("%u answers in %llu writes", PINGS, (unsigned long long)writes);
+        cr_assert_geq(writes, 1);
+        cr_assert_leq(writes, PINGS / 8, "%llu writes for %u answers: each went on its own",
+                      (unsigned long long)writes, PINGS);
+}
+
 /*
  * Five connections pipeline 5,000 pings each and never read an answer. Before, each
  * pinned 4,097 request fibers and together they filled the server group (every new
