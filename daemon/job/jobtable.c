@@ -65,7 +65,11 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
         t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
         if (!t->buckets)
                 return -ENOMEM;
-        pthread_mutex_init(&t->lock, NULL);
+        /* Adaptive: the lock is held for short sections by the server worker and by the
+         * job fibers on the job workers (their start and result), so a waiter spins a
+         * while before it sleeps in the kernel, and the holder's unlock seldom has a
+         * sleeper to wake with a system call of its own. */
+        t->lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
         t->next_id = 1;
         t->max_queued = max_queued;
         t->retention_ns = retention_ns;
