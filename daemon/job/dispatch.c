@@ -66,8 +66,9 @@
  *    reports), on one of the job scheduler's groups, in the job's class (its children
  *    inherit it): waits, when the store says so (Job.durability), until the job's record
  *    is on disk, then calls the owner's run hook (DispatchOps.run: the plugin host's
- *    entry point call, set by main.c, which knows nothing of the store) and sets
- *    run->ran.
+ *    entry point call, set by main.c, which knows nothing of the store), which leaves
+ *    the run's outcome in the JobRun, and sets run->ran; the supervisor moves the
+ *    outcome into the job as it concludes the run (job_take_outcome_locked()).
  * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
  * at once (the owner's cancel): every job worker may be stuck for long, and no plugin
  * code of it has run; the fiber, when it gets a worker, sees the final state and skips
@@ -688,7 +689,12 @@ static void job_release_locked(Dispatcher *d, Job *j)
  */
 static bool job_detach_locked(Dispatcher *d, Job *j)
 {
-        bool in_plugin = j->fiber_started && j->live->run->host_job;
+        JobRun *run = j->live->run;
+        bool in_plugin;
+
+        pthread_mutex_lock(&run->host_lock);
+        in_plugin = j->fiber_started && run->host_job;
+        pthread_mutex_unlock(&run->host_lock);
 
         job_conclude_locked(d, j, j->live->run, in_plugin);
         job_release_locked(d, j);
@@ -777,6 +783,26 @@ static void job_no_fiber_locked(Dispatcher *d, Job *j, JobRun *run, int error, c
         snprintf(note, size, "cannot create the job fiber: %s", strerror(-error));
 }
 
+/* Moves what @run came to (JobRun, job.h) into @j unless @j ended without it (then it
+ * stays in @run, which frees it). Under the lock. */
+static void job_take_outcome_locked(Job *j, JobRun *run)
+{
+        if (job_state_final(j->state))
+                return;
+        if (run->result) {
+                free(j->result);
+                j->result = run->result;
+                j->result_len = run->result_len;
+                run->result = NULL;
+        }
+        if (run->error_message) { /* the plugin's failure, in its words */
+                free(j->error_message);
+                j->error_message = run->error_message;
+                run->error_message = NULL;
+                j->fail_permanent = run->fail_permanent;
+        }
+}
+
 static void job_supervise(void *arg)
 {
         Job *j = arg;
@@ -797,6 +823,11 @@ static void job_supervise(void *arg)
         fiber_event_init(&run.wake);
         run.run_result = 0;
         run.fail_code = NULL;
+        run.error_message = NULL;
+        run.fail_permanent = false;
+        run.result = NULL;
+        run.result_len = 0;
+        pthread_mutex_init(&run.host_lock, NULL);
         run.host_job = NULL;
         run.cancel_mono_ns = 0;
         d->ops->lock(d->owner);
@@ -845,6 +876,7 @@ static void job_supervise(void *arg)
         } else {
                 j->live->run = NULL; /* before the run is concluded: a retry may start the
                                       * next one */
+                job_take_outcome_locked(j, &run);
                 job_conclude_locked(d, j, &run, false);
                 job_release_locked(d, j);
                 due_ms = job_due_ms(j); /* a retry's; its JobLive may go once the lock is left */
@@ -854,6 +886,9 @@ static void job_supervise(void *arg)
 out:
         job_supervisor_end_locked(j);
         d->ops->unlock(d->owner);
+        free(run.result); /* what was not taken: a run that ended after its job */
+        free(run.error_message);
+        pthread_mutex_destroy(&run.host_lock);
         if (note[0])
                 log_job_owner(level, j->id, j->plugin_name, j->owner, "%s", note);
         /* a user's job failing is not the daemon's trouble: info or notice (joblines.h) */

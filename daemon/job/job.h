@@ -37,6 +37,7 @@
 #ifndef FIBERD_DAEMON_JOB_H
 #define FIBERD_DAEMON_JOB_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -192,10 +193,26 @@ typedef struct JobRun {
         FiberEvent wake;       /* set when the job fiber returned or cancellation was
                                 * requested while it ran: wakes its supervisor */
         char tag[JOB_TAG_MAX]; /* the job fiber's FiberAttr.tag */
+        /*
+         * What the run comes to: written by the job fiber alone, without the table lock,
+         * before it sets @ran; read by the supervisor after @ran, which moves it into the
+         * Job under the table lock when it concludes the run (a job ended meanwhile, by a
+         * detach, keeps its record and the run's is dropped). So the job workers do not
+         * take the table lock to hand a run's outcome back.
+         */
+        int run_result;        /* what the plugin's entry point returned */
+        const char *fail_code; /* IPC_* code the plugin's failure maps to; NULL = errno's */
+        char *error_message;   /* owned: the plugin's own words for its failure; NULL = none */
+        bool fail_permanent;   /* the plugin said no retry can help (host->fail_permanent()) */
+        char *result;          /* owned: the msgpack map of a run that returned 0; NULL = none */
+        size_t result_len;
+        /* host_job: the FiberdJob while the entry point runs (plugin_job.c), published and
+         * cleared by the job fiber under host_lock alone; the table's cancel hook and the
+         * detach read it under the table lock and host_lock (in that order), so the
+         * FiberdJob is not freed under them */
+        pthread_mutex_t host_lock;
+        void *host_job;
         /* under the table lock */
-        int run_result;          /* what the plugin's entry point returned */
-        const char *fail_code;   /* IPC_* code the plugin's failure maps to; NULL = errno's */
-        void *host_job;          /* the FiberdJob while the entry point runs (plugin_job.c) */
         uint64_t cancel_mono_ns; /* (detaching, dispatch.c) CLOCK_MONOTONIC ns when
                                   * cancellation was requested while it ran; 0 = never:
                                   * its supervisor gives the fiber JOB_DETACH_GRACE_NS
@@ -244,7 +261,9 @@ typedef struct JobLive {
         uint32_t n_dependents, cap_dependents;
         const Plugin *plugin; /* its loaded plugin (valid until exit): the one it was
                                * submitted or restored with, then the one its run runs
-                               * (plugin_job.c); asked whether it is retry-safe */
+                               * (plugin_job.c); asked whether it is retry-safe; the job
+                               * fiber stores it atomically without the table lock, so it
+                               * is read with __atomic_load_n() */
         Fiber *fiber;         /* joinable job fiber while it may be cancelled */
         JobRun *run;          /* the run in progress (its supervisor's, dispatch.c); NULL before
                                * and after */

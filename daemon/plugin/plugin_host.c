@@ -249,8 +249,9 @@ bool plugin_host_retry_safe(const Job *j)
 {
         /* the loader's copy of the flags: the instance may be unloaded by now */
         /* asked of a job that is not final: its JobLive holds the plugin (job.h) */
-        return j->live && j->live->plugin &&
-               (j->live->plugin->flags & FIBERD_PLUGIN_RETRY_SAFE) != 0;
+        const Plugin *p = j->live ? __atomic_load_n(&j->live->plugin, __ATOMIC_ACQUIRE) : NULL;
+
+        return p && (p->flags & FIBERD_PLUGIN_RETRY_SAFE) != 0;
 }
 
 /* @n instances as maps; @own: the loader's own reference on each, not a job's. */

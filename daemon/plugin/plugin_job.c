@@ -34,8 +34,15 @@
  * child (the child's memory goes with the last reference). A fiber of the job (run()
  * or a child) that returns without joining its own children has them cancelled and
  * detached, in O(their number); it never touches children other fibers spawned. Lock
- * order: table lock, then children_lock or the FiberdJob mutex; never the other way
- * round.
+ * order: table lock, then the run's host_lock (JobRun, job.h), then children_lock or
+ * the FiberdJob mutex; never the other way round.
+ *
+ * The job fiber itself never takes the table lock: it publishes the FiberdJob in its
+ * JobRun and clears it under the run's host_lock, and leaves the run's outcome (result,
+ * the plugin's error, its code) in the JobRun for the supervisor, which takes the table
+ * lock anyway to conclude the run. The server worker holds the table lock for most of
+ * a job's bookkeeping, so job workers that took it too made it the daemon's most
+ * contended lock (futex waits and wake-ups on every thread under load).
  *
  * Channels and futures (ABI 3): a FiberdChan wraps a runtime FiberChan and is listed
  * on its FiberdJob, so channels a plugin never freed go with the job's last reference;
@@ -258,11 +265,20 @@ static void children_release(FiberdJob *hj, ListHead *kids)
 
 void plugin_host_cancel(Job *j)
 {
-        FiberdJob *hj = j->live && j->live->run ? j->live->run->host_job : NULL;
+        JobRun *run = j->live ? j->live->run : NULL;
         ListHead *pos, *tmp;
+        FiberdJob *hj;
 
-        if (!hj)
+        if (!run)
+                return;
+        /* host_lock held throughout: the job fiber clears host_job under it before it
+         * lets the FiberdJob go */
+        pthread_mutex_lock(&run->host_lock);
+        hj = run->host_job;
+        if (!hj) {
+                pthread_mutex_unlock(&run->host_lock);
                 return; /* not running the plugin yet, or no longer */
+        }
         pthread_mutex_lock(&hj->children_lock);
         __atomic_store_n(&hj->cancelled, true, __ATOMIC_SEQ_CST);
         list_for_each_safe(pos, tmp, &hj->children)
@@ -275,6 +291,7 @@ void plugin_host_cancel(Job *j)
                         fiber_cancel(f);
         }
         pthread_mutex_unlock(&hj->children_lock);
+        pthread_mutex_unlock(&run->host_lock);
 }
 
 /* ------------------------------------------------------------------ errors ------ */
@@ -1054,14 +1071,14 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
 
 int plugin_host_run(Job *j)
 {
-        JobTable *t = j->table;
+        JobRun *run = j->live->run; /* its supervisor's: outlives this call */
         FiberdJob *hj = calloc(1, sizeof(*hj));
         char *result = NULL;
         size_t result_len = 0, refused, max;
         int r;
 
         if (!hj) {
-                j->live->run->fail_code = NULL;
+                run->fail_code = NULL;
                 return -ENOMEM;
         }
         /* the instance current now runs the job (plugins in place: a queued job of a replaced
@@ -1069,11 +1086,8 @@ int plugin_host_run(Job *j)
         hj->plugin = plugin_host_acquire(j->plugin_name, strlen(j->plugin_name));
         if (!hj->plugin) {
                 free(hj);
-                jobtable_lock(t);
-                free(j->error_message);
-                j->error_message = strdup("its plugin was removed before the job started");
-                j->live->run->fail_code = IPC_NOT_FOUND;
-                jobtable_unlock(t);
+                run->error_message = strdup("its plugin was removed before the job started");
+                run->fail_code = IPC_NOT_FOUND;
                 return -ENOENT;
         }
         hj->refs = 1;
@@ -1091,11 +1105,14 @@ int plugin_host_run(Job *j)
         list_init(&hj->kids);
         list_init(&hj->chans);
 
-        jobtable_lock(t);
-        hj->cancelled = j->cancel_requested;
-        j->live->run->host_job = hj;
-        j->live->plugin = hj->plugin;
-        jobtable_unlock(t);
+        /* Published under the run's host_lock alone (JobRun, job.h): a cancel sets
+         * cancel_requested before it takes host_lock to look for the FiberdJob, so
+         * either it finds it or this reads the flag set. */
+        pthread_mutex_lock(&run->host_lock);
+        hj->cancelled = __atomic_load_n(&j->cancel_requested, __ATOMIC_ACQUIRE);
+        run->host_job = hj;
+        pthread_mutex_unlock(&run->host_lock);
+        __atomic_store_n(&j->live->plugin, hj->plugin, __ATOMIC_RELEASE);
         log_job_owner(LOG_DEBUG, j->id, j->plugin_name, j->owner, "running %s %s", hj->plugin->name,
                       hj->plugin->version);
 
@@ -1120,23 +1137,22 @@ int plugin_host_run(Job *j)
                 result = NULL;
                 r = result_refused(hj, result_len, max);
         }
-        jobtable_lock(t);
-        j->live->run->host_job = NULL;
-        if (job_state_final(j->state)) {
-                /* the job ended without this fiber (detached, dispatch.c): its record
-                 * stays as it ended; what run() returned is dropped */
+        pthread_mutex_lock(&run->host_lock);
+        run->host_job = NULL;
+        pthread_mutex_unlock(&run->host_lock);
+        /* the run's outcome, for its supervisor to conclude (it drops it when the job
+         * ended without this fiber: detached, dispatch.c) */
+        if (r == 0) {
+                run->result = result;
+                run->result_len = result_len;
+        } else {
                 free(result);
-        } else if (r == 0) {
-                free(j->result);
-                j->result = result;
-                j->result_len = result_len;
-        } else if (hj->fail_err && hj->fail_err == r) {
-                free(j->error_message);
-                j->error_message = strdup(hj->fail_msg);
-                j->live->run->fail_code = hj->fail_code;
-                j->fail_permanent = hj->fail_permanent;
+                if (hj->fail_err && hj->fail_err == r) {
+                        run->error_message = strdup(hj->fail_msg);
+                        run->fail_code = hj->fail_code;
+                        run->fail_permanent = hj->fail_permanent;
+                }
         }
-        jobtable_unlock(t);
         hj_unref(hj);
         return r;
 }
