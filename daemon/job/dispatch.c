@@ -71,7 +71,7 @@
  *    outcome into the job as it concludes the run (job_take_outcome_locked()).
  * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
  * at once (the owner's cancel): every job worker may be stuck for long, and no plugin
- * code of it has run; the fiber, when it gets a worker, sees the final state and skips
+ * code of it has run; the fiber, when it gets a worker, finds it forestalled (job_fiber_begin()) and skips
  * the plugin. Otherwise the supervisor gives the job its final state: cancelled if
  * cancellation was requested (cooperative: a job that ignored it still ends cancelled),
  * failed if the entry point returned a negative errno, done otherwise; it wakes the
@@ -95,7 +95,7 @@
  * max_running slot (global and its user's) so queued jobs start, counts the fiber in the
  * detached gauge (JobCounts.detached) and logs a warning. It keeps waiting on run->ran
  * (a parked fiber on the server group, nothing more); when the code returns, whatever
- * it returned is discarded (plugin_host_run() sees the final state), the gauge goes
+ * it returned is discarded (the supervisor finds the job final and drops the run's outcome), the gauge goes
  * down and the fiber is joined. The FiberdJob (plugin_job.c) holds the job and the
  * plugin instance until then, so a replaced plugin is not unloaded under running code.
  */
@@ -605,11 +605,9 @@ static void job_fiber_main(void *arg)
         bool ended;
         int r;
 
-        /* under the lock: the owner's cancel ends a job at once only before this */
-        d->ops->lock(d->owner);
-        j->fiber_started = true;
-        ended = job_state_final(j->state);
-        d->ops->unlock(d->owner);
+        /* the owner's cancel, or a detach, ends a job at once only before this; no lock:
+         * one compare-and-swap decides (job_fiber_begin()) */
+        ended = !job_fiber_begin(j);
         if (ended) /* cancelled, or timed out, while it waited for a worker */
                 j->live->run->run_result = -ECANCELED;
         else if ((r = job_wait_disk(j)) < 0)
@@ -692,9 +690,14 @@ static bool job_detach_locked(Dispatcher *d, Job *j)
         JobRun *run = j->live->run;
         bool in_plugin;
 
-        pthread_mutex_lock(&run->host_lock);
-        in_plugin = j->fiber_started && run->host_job;
-        pthread_mutex_unlock(&run->host_lock);
+        /* a fiber that has not begun never will run the plugin */
+        if (job_fiber_forestall(j))
+                in_plugin = false;
+        else {
+                pthread_mutex_lock(&run->host_lock);
+                in_plugin = run->host_job != NULL;
+                pthread_mutex_unlock(&run->host_lock);
+        }
 
         job_conclude_locked(d, j, j->live->run, in_plugin);
         job_release_locked(d, j);

@@ -299,9 +299,11 @@ typedef struct Job {
         bool cancel_requested;        /* written with job_set_cancel_requested(); host
                                        * functions read it atomically without the lock */
         bool timed_out;               /* the cancellation came from the deadline */
-        bool fiber_started;           /* the job fiber has begun: a job cancelled before that
-                                       * ends at once (jobtable_cancel()), even while every job
-                                       * worker is busy, and its fiber then skips the plugin */
+        uint8_t fiber_start;          /* JobFiberStart, atomic: the job fiber has begun, or
+                                       * the job ended before it did; a job cancelled before
+                                       * its fiber began ends at once (jobtable_cancel()),
+                                       * even while every job worker is busy, and its fiber
+                                       * then skips the plugin (job_fiber_begin()) */
         bool detached;                /* (detaching, dispatch.c) the job ended while its fiber
                                        * still ran plugin code (it did not return within the
                                        * grace); cleared once the fiber has returned. Written
@@ -480,6 +482,39 @@ int job_unpack_schedule(Job *j, const char *buf, size_t len);
 /* job_pack_run_errors - the record's `errors`: an array of {attempt, code, message,
  * finished_ms}, oldest first. Context: table lock held. Return: 0; msgpack's error. */
 int job_pack_run_errors(msgpack_packer *pk, const Job *j);
+
+/*
+ * JobFiberStart - the race between a run's job fiber beginning and the job ending before
+ * it does (a cancel or a detach while the fiber waits for a job worker), decided by one
+ * compare-and-swap from JOB_FIBER_WAITING, so the job fiber takes no lock to begin.
+ */
+typedef enum JobFiberStart {
+        JOB_FIBER_WAITING = 0, /* dispatched; its fiber has not begun */
+        JOB_FIBER_BEGUN,       /* its fiber began first: a cancel is cooperative from now on */
+        JOB_FIBER_FORESTALLED, /* the job ended first: its fiber skips the plugin */
+} JobFiberStart;
+
+/* job_fiber_begin - the job fiber begins; false when the job ended before it (it must
+ * skip the plugin). Context: the job fiber; no lock needed. */
+static inline bool job_fiber_begin(Job *j)
+{
+        uint8_t want = JOB_FIBER_WAITING;
+
+        return __atomic_compare_exchange_n(&j->fiber_start, &want, JOB_FIBER_BEGUN, false,
+                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+               want == JOB_FIBER_BEGUN;
+}
+
+/* job_fiber_forestall - ends the race before the job fiber begins; false when it has
+ * begun. Context: table lock held (a caller ending the job). */
+static inline bool job_fiber_forestall(Job *j)
+{
+        uint8_t want = JOB_FIBER_WAITING;
+
+        return __atomic_compare_exchange_n(&j->fiber_start, &want, JOB_FIBER_FORESTALLED, false,
+                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+               want == JOB_FIBER_FORESTALLED;
+}
 
 /* job_set_cancel_requested - set the flag (atomic store). Context: table lock held. */
 static inline void job_set_cancel_requested(Job *j)

@@ -224,7 +224,7 @@ static void reset_run(Job *j)
 {
         j->cancel_requested = false;
         j->timed_out = false;
-        j->fiber_started = false;
+        __atomic_store_n(&j->fiber_start, JOB_FIBER_WAITING, __ATOMIC_RELAXED);
         j->fail_permanent = false;
         j->interrupted = false;
         j->requeued = false;

@@ -865,7 +865,7 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                 /* Its fiber waits for a job worker that may be stuck for long:
                  * no plugin code of it ran, so it ends now; the fiber, when it runs,
                  * skips the plugin, and its supervisor still joins it. */
-                if (!j->fiber_started)
+                if (job_fiber_forestall(j))
                         job_transition(&t->machine, j, timed_out ? JOB_EV_TIMEOUT : JOB_EV_CANCEL,
                                        &(JobChange){.code = timed_out ? IPC_DEADLINE_EXCEEDED
                                                                       : IPC_CANCELLED,
