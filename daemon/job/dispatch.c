@@ -592,7 +592,7 @@ static int job_wait_disk(Job *j)
 {
         int r;
 
-        if (j->durability != DUR_PENDING)
+        if (!j->live->run->wait_disk)
                 return 0;
         r = store_wait(j, false, true);
         return r < 0 ? -ECANCELED : 0; /* the store failed: job.submit cancels it */
@@ -834,6 +834,7 @@ static void job_supervise(void *arg)
         run.host_job = NULL;
         run.cancel_mono_ns = 0;
         d->ops->lock(d->owner);
+        run.wait_disk = j->durability == DUR_PENDING; /* set at submission, never again */
         j->live->run = &run;
         if (j->cancel_requested) { /* a cancel came before the run was published */
                 run.cancel_mono_ns = sched_now_ns(); /* its grace counts from here */

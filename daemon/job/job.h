@@ -193,6 +193,9 @@ typedef struct JobRun {
         FiberEvent wake;       /* set when the job fiber returned or cancellation was
                                 * requested while it ran: wakes its supervisor */
         char tag[JOB_TAG_MAX]; /* the job fiber's FiberAttr.tag */
+        bool wait_disk;        /* Job.durability was DUR_PENDING when the supervisor
+                                * published the run, under the table lock, before the job
+                                * fiber existed: the fiber reads this, not the Job */
         /*
          * What the run comes to: written by the job fiber alone, without the table lock,
          * before it sets @ran; read by the supervisor after @ran, which moves it into the
