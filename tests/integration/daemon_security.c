@@ -121,28 +121,40 @@ typedef enum Answer { ANSWER_NONE, ANSWER_RESPONSE, ANSWER_NOTICE, ANSWER_CLOSED
  * Reads @fd until the first message, the close, or @timeout_ms. @code gets the error code
  * of a notification or error response ("" for a plain response).
  */
+/*
+ * Feeds @d what @fd has within 20 ms. Returns false once @fd is closed (or failed);
+ * true otherwise, also when nothing came.
+ */
+static bool feed_some(int fd, IpcDecoder *d)
+{
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        char buf[4096];
+        ssize_t n;
+
+        if (poll(&p, 1, 20) <= 0)
+                return true;
+        n = recv(fd, buf, sizeof(buf), 0);
+        if (n <= 0)
+                return false;
+        ipc_decoder_feed(d, buf, (size_t)n);
+        return true;
+}
+
 static Answer read_answer(int fd, int timeout_ms, char *code, size_t size)
 {
         uint64_t deadline = fiberd_now_ms() + (uint64_t)timeout_ms;
         Answer a = ANSWER_NONE;
         IpcDecoder *d;
-        char buf[4096];
 
         code[0] = '\0';
         cr_assert(ipc_decoder_new(&d, 0) == 0);
         while (a == ANSWER_NONE && fiberd_now_ms() < deadline) {
-                struct pollfd p = {.fd = fd, .events = POLLIN};
                 IpcMessage m;
-                ssize_t n;
 
-                if (poll(&p, 1, 20) <= 0)
-                        continue;
-                n = recv(fd, buf, sizeof(buf), 0);
-                if (n <= 0) {
+                if (!feed_some(fd, d)) {
                         a = ANSWER_CLOSED;
                         break;
                 }
-                ipc_decoder_feed(d, buf, (size_t)n);
                 if (ipc_decoder_next(d, &m) == 1) {
                         const msgpack_object *err =
                                 m.type == IPC_RESPONSE ? &m.error : ipc_array_at(&m.params, 0);
@@ -256,20 +268,13 @@ static unsigned read_responses(int fd, unsigned want, int timeout_ms)
         uint64_t deadline = fiberd_now_ms() + (uint64_t)timeout_ms;
         unsigned got = 0;
         IpcDecoder *d;
-        char buf[4096];
 
         cr_assert(ipc_decoder_new(&d, 0) == 0);
         while (got < want && fiberd_now_ms() < deadline) {
-                struct pollfd p = {.fd = fd, .events = POLLIN};
                 IpcMessage m;
-                ssize_t n;
 
-                if (poll(&p, 1, 20) <= 0)
-                        continue;
-                n = recv(fd, buf, sizeof(buf), 0);
-                if (n <= 0)
+                if (!feed_some(fd, d))
                         break;
-                ipc_decoder_feed(d, buf, (size_t)n);
                 while (ipc_decoder_next(d, &m) == 1) {
                         got += m.type == IPC_RESPONSE && m.error.type == MSGPACK_OBJECT_NIL;
                         ipc_message_clear(&m);
