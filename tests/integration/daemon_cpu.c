@@ -81,6 +81,20 @@ static const char *job_state(Client *c, uint64_t id, char *state, size_t size)
         return code;
 }
 
+/* Waits (10 s at most) until job @id leaves "queued": the dispatcher fiber starts a
+ * job a moment after its submission was answered. Its state then is in @state. */
+static void job_wait_dispatched(Client *c, uint64_t id, char *state, size_t size)
+{
+        uint64_t deadline = fiberd_now_ms() + 10000;
+
+        do {
+                job_state(c, id, state, size);
+                if (strcmp(state, "queued") != 0)
+                        return;
+                usleep(5000);
+        } while (fiberd_now_ms() < deadline);
+}
+
 static bool job_final(const char *state)
 {
         return strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 ||
@@ -274,7 +288,7 @@ Test(daemon_cpu, timeout_and_cancel_while_every_job_worker_is_blocked)
         /* job.cancel of a dispatched job that waits for a worker */
         running = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 60000)}, 1, 0, 0, &st);
         cr_assert_neq(running, 0, "%s", st.message);
-        job_state(c, running, state, sizeof(state));
+        job_wait_dispatched(c, running, state, sizeof(state));
         cr_assert_str_eq(state, "running");
         rpc_simple(c, "job.cancel", 1, &running, &rp);
         cr_assert_eq(rp.r, 0, "%s", rp.st.message);
