@@ -379,13 +379,33 @@ static void conn_answers_done(Conn *c, unsigned n)
         STAT_ADD(c->server, in_flight, -(uint64_t)n);
 }
 
+/* After a write: yields while the request fibers made ready meanwhile keep adding their
+ * answers (a yield runs up to 8 ready fibers: a worker reads its yield list first on
+ * every 8th pop, ready.c), at most CONN_GATHER_ROUNDS times. */
+static void conn_gather(Conn *c)
+{
+        for (unsigned round = 0, seen = 0; round < CONN_GATHER_ROUNDS; round++) {
+                unsigned now;
+
+                fiber_yield();
+                pthread_mutex_lock(&c->out_lock);
+                now = c->out_count;
+                pthread_mutex_unlock(&c->out_lock);
+                if (now == seen)
+                        break;
+                seen = now;
+        }
+}
+
 /*
  * Sends the answer to a request and gives its slot back once it has left, writing the
  * answers of many requests with one write() (brpc's write queue; the batching that
  * pipelined gearmand gets from its event loop): the answer is appended to the
  * connection's queue, and the first request fiber to find no flush under way flushes.
- * It yields first, as long as answers keep joining (at most CONN_GATHER_ROUNDS times), so
- * the request fibers already ready on its worker append their answers and end without a
+ * It writes its own answer at once (so an answer is never held back behind work that is
+ * ready after it: a job whose plugin crashes fiberd at once starts after its submission
+ * was answered, dispatch.c), then yields while answers keep joining (conn_gather()), so
+ * the request fibers already ready on its worker append theirs and end without a
  * system call of their own; then it writes what is queued,
  * in turns, until the queue is empty. A request slot comes back only when its answer
  * has left, so a client that stops reading still holds at most max_in_flight answers
@@ -412,19 +432,6 @@ static void conn_answer(Conn *c, const void *data, size_t len)
         pthread_mutex_unlock(&c->out_lock);
         if (!flush)
                 return;
-        /* A yield runs up to 8 ready fibers (a worker reads its yield list first on every
-         * 8th pop: ready.c): yield again while they keep adding answers. */
-        for (unsigned round = 0, seen = 1; round < CONN_GATHER_ROUNDS; round++) {
-                unsigned now;
-
-                fiber_yield();
-                pthread_mutex_lock(&c->out_lock);
-                now = c->out_count;
-                pthread_mutex_unlock(&c->out_lock);
-                if (now == seen)
-                        break;
-                seen = now;
-        }
         for (;;) {
                 pthread_mutex_lock(&c->out_lock);
                 n = c->out_count;
@@ -442,6 +449,7 @@ static void conn_answer(Conn *c, const void *data, size_t len)
                 msgpack_sbuffer_clear(&batch);
                 c->out_spare = batch; /* only the flusher touches the spare */
                 conn_answers_done(c, n);
+                conn_gather(c);
         }
 }
 

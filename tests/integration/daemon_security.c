@@ -286,8 +286,8 @@ static unsigned read_responses(int fd, unsigned want, int timeout_ms)
 
 /*
  * 64 pings that arrive in one read are answered in a few writes, not 64: the first
- * answer's fiber waits for the others that are ready and writes them all
- * (server.c: conn_answer()). Every ping still gets its answer.
+ * answer leaves at once, and its fiber then waits for the others that are ready and
+ * writes them together (server.c: conn_answer()). Every ping still gets its answer.
  */
 Test(daemon_security, pipelined_answers_leave_together)
 {
