@@ -71,8 +71,8 @@
  *    outcome into the job as it concludes the run (job_take_outcome_locked()).
  * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
  * at once (the owner's cancel): every job worker may be stuck for long, and no plugin
- * code of it has run; the fiber, when it gets a worker, finds it forestalled (job_fiber_begin()) and skips
- * the plugin. Otherwise the supervisor gives the job its final state: cancelled if
+ * code of it has run; the fiber, when it gets a worker, finds it forestalled
+ * (job_fiber_begin()) and skips the plugin. Otherwise the supervisor gives the job its final state: cancelled if
  * cancellation was requested (cooperative: a job that ignored it still ends cancelled),
  * failed if the entry point returned a negative errno, done otherwise; it wakes the
  * job's waiters and, when jobs wait, kicks the dispatcher fiber.
@@ -95,8 +95,8 @@
  * max_running slot (global and its user's) so queued jobs start, counts the fiber in the
  * detached gauge (JobCounts.detached) and logs a warning. It keeps waiting on run->ran
  * (a parked fiber on the server group, nothing more); when the code returns, whatever
- * it returned is discarded (the supervisor finds the job final and drops the run's outcome), the gauge goes
- * down and the fiber is joined. The FiberdJob (plugin_job.c) holds the job and the
+ * it returned is discarded (the supervisor finds the job final and drops the run's
+ * outcome), the gauge goes down and the fiber is joined. The FiberdJob (plugin_job.c) holds the job and the
  * plugin instance until then, so a replaced plugin is not unloaded under running code.
  */
 #include "daemon/job/dispatch.h"
@@ -602,13 +602,11 @@ static void job_fiber_main(void *arg)
 {
         Job *j = arg;
         Dispatcher *d = j->live->dispatcher;
-        bool ended;
         int r;
 
         /* the owner's cancel, or a detach, ends a job at once only before this; no lock:
-         * one compare-and-swap decides (job_fiber_begin()) */
-        ended = !job_fiber_begin(j);
-        if (ended) /* cancelled, or timed out, while it waited for a worker */
+         * one compare-and-swap decides */
+        if (!job_fiber_begin(j)) /* cancelled, or timed out, while it waited for a worker */
                 j->live->run->run_result = -ECANCELED;
         else if ((r = job_wait_disk(j)) < 0)
                 j->live->run->run_result = r; /* no plugin code ran */
@@ -699,7 +697,7 @@ static bool job_detach_locked(Dispatcher *d, Job *j)
                 pthread_mutex_unlock(&run->host_lock);
         }
 
-        job_conclude_locked(d, j, j->live->run, in_plugin);
+        job_conclude_locked(d, j, run, in_plugin);
         job_release_locked(d, j);
         if (in_plugin)
                 d->ops->set_detached_locked(d->owner, j, true);
@@ -810,7 +808,7 @@ static void job_supervise(void *arg)
 {
         Job *j = arg;
         Dispatcher *d = j->live->dispatcher;
-        JobRun run; /* job.h: lives as long as this frame, published in j->live->run */
+        JobRun run = {0}; /* job.h: lives as long as this frame, published in j->live->run */
         /* not our group (the server group): the runtime picks one of d->sched's */
         FiberAttr attr = {.tag = job_format_tag(j, run.tag, sizeof(run.tag)),
                           .scheduler = d->sched,
@@ -824,15 +822,7 @@ static void job_supervise(void *arg)
 
         fiber_event_init(&run.ran);
         fiber_event_init(&run.wake);
-        run.run_result = 0;
-        run.fail_code = NULL;
-        run.error_message = NULL;
-        run.fail_permanent = false;
-        run.result = NULL;
-        run.result_len = 0;
         pthread_mutex_init(&run.host_lock, NULL);
-        run.host_job = NULL;
-        run.cancel_mono_ns = 0;
         d->ops->lock(d->owner);
         run.wait_disk = j->durability == DUR_PENDING; /* set at submission, never again */
         j->live->run = &run;

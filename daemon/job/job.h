@@ -497,26 +497,28 @@ typedef enum JobFiberStart {
         JOB_FIBER_FORESTALLED, /* the job ended first: its fiber skips the plugin */
 } JobFiberStart;
 
+/* True when @j's race ends (or ended before) with @to: WAITING -> @to. */
+static inline bool job_fiber_claim(Job *j, JobFiberStart to)
+{
+        uint8_t want = JOB_FIBER_WAITING;
+
+        return __atomic_compare_exchange_n(&j->fiber_start, &want, to, false, __ATOMIC_ACQ_REL,
+                                           __ATOMIC_ACQUIRE) ||
+               want == to;
+}
+
 /* job_fiber_begin - the job fiber begins; false when the job ended before it (it must
  * skip the plugin). Context: the job fiber; no lock needed. */
 static inline bool job_fiber_begin(Job *j)
 {
-        uint8_t want = JOB_FIBER_WAITING;
-
-        return __atomic_compare_exchange_n(&j->fiber_start, &want, JOB_FIBER_BEGUN, false,
-                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
-               want == JOB_FIBER_BEGUN;
+        return job_fiber_claim(j, JOB_FIBER_BEGUN);
 }
 
 /* job_fiber_forestall - ends the race before the job fiber begins; false when it has
  * begun. Context: table lock held (a caller ending the job). */
 static inline bool job_fiber_forestall(Job *j)
 {
-        uint8_t want = JOB_FIBER_WAITING;
-
-        return __atomic_compare_exchange_n(&j->fiber_start, &want, JOB_FIBER_FORESTALLED, false,
-                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
-               want == JOB_FIBER_FORESTALLED;
+        return job_fiber_claim(j, JOB_FIBER_FORESTALLED);
 }
 
 /* job_set_cancel_requested - set the flag (atomic store). Context: table lock held. */

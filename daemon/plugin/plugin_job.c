@@ -1145,13 +1145,10 @@ int plugin_host_run(Job *j)
         if (r == 0) {
                 run->result = result;
                 run->result_len = result_len;
-        } else {
-                free(result);
-                if (hj->fail_err && hj->fail_err == r) {
-                        run->error_message = strdup(hj->fail_msg);
-                        run->fail_code = hj->fail_code;
-                        run->fail_permanent = hj->fail_permanent;
-                }
+        } else if (hj->fail_err && hj->fail_err == r) { /* no result: it failed */
+                run->error_message = strdup(hj->fail_msg);
+                run->fail_code = hj->fail_code;
+                run->fail_permanent = hj->fail_permanent;
         }
         hj_unref(hj);
         return r;
