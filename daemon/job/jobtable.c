@@ -65,8 +65,8 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
         t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
         if (!t->buckets)
                 return -ENOMEM;
-        /* Adaptive: the lock is held for short sections by the server worker and by the
-         * job fibers on the job workers (their start and result), so a waiter spins a
+        /* Adaptive: the lock is held for short sections (by the server group's fibers and
+         * the store thread; never by the job workers, dispatch.c), so a waiter spins a
          * while before it sleeps in the kernel, and the holder's unlock seldom has a
          * sleeper to wake with a system call of its own. */
         t->lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;

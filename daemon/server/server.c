@@ -406,8 +406,8 @@ static void conn_gather(Conn *c)
  * ready after it: a job whose plugin crashes fiberd at once starts after its submission
  * was answered, dispatch.c), then yields while answers keep joining (conn_gather()), so
  * the request fibers already ready on its worker append theirs and end without a
- * system call of their own; then it writes what is queued,
- * in turns, until the queue is empty. A request slot comes back only when its answer
+ * system call of their own; then it writes what is queued, in turns, until the queue
+ * is empty. A request slot comes back only when its answer
  * has left, so a client that stops reading still holds at most max_in_flight answers
  * here (backpressure), and a flusher whose write times out shuts the connection down
  * like any write (conn_send()). Copies @data. Context: a request fiber; may park.

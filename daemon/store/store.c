@@ -13,12 +13,13 @@
  * A failed commit refuses the submissions in it: they get the error in the job's store
  * part (JobStorePart), the owner hears it first (StoreSubmittedFn: the job table cancels
  * the job), then job.submit answers it, so a client never holds an id the store does
- * not have. A committed submission is told to the owner after its submitter is woken. When the error is transient (the disk
- * full, store.h's essay), every other job of the batch is queued again, and the store
- * thread waits out a backoff (retry_wait_locked()) before it takes the queue again,
- * snapshots included, so what is written then is each job's latest record. The writes
- * that are not a job's, and every write after an error that is not transient (a bad
- * record), are reported to their callers and dropped, as one batch's worth.
+ * not have. A committed submission is told to the owner after its submitter is woken.
+ * When the error is transient (the disk full, store.h's essay), every other job of the
+ * batch is queued again, and the store thread waits out a backoff (retry_wait_locked())
+ * before it takes the queue again, snapshots included, so what is written then is each
+ * job's latest record. The writes that are not a job's, and every write after an error
+ * that is not transient (a bad record), are reported to their callers and dropped, as
+ * one batch's worth.
  */
 #include "daemon/store/store.h"
 #include "daemon/obs/log.h"
