@@ -83,21 +83,29 @@ static Fiber *steal_from(SchedulingGroup *v)
         unsigned source = 0;
         size_t skipped = 0, limit = shared_queued(v) + 8;
 
+        Fiber *f;
+
         while (source <=
                        (v->local_queues ? __atomic_load_n(&v->nslots_live, __ATOMIC_ACQUIRE) : 0) &&
                skipped < limit) {
-                Fiber *f = source == 0 ? (v->nclasses > 1 ? class_pop_any(v) : runq_pop(&v->runq))
-                                       : localq_pop(&v->workers[source - 1].local);
+                f = source == 0 ? (v->nclasses > 1 ? class_pop_any(v) : runq_pop(&v->runq))
+                                : localq_pop(&v->workers[source - 1].local);
                 if (!f) {
                         source++;
                         continue;
                 }
                 if (!f->no_steal)
-                        return f;
+                        goto out;
                 ready_push_shared(f->group, f);
                 skipped++;
         }
-        return NULL;
+        f = NULL;
+out:
+        /* A fiber put back may be the one its group's last worker looked for before it
+         * went to sleep, in the moment the thief held it: wake that worker. */
+        if (skipped)
+                group_wake_idle(v);
+        return f;
 }
 
 /* A try at other groups: every victim (@paced false), or each whose turn it is in this
