@@ -47,8 +47,15 @@ bool group_wake_sleeper(SchedulingGroup *g)
 {
         uint64_t mask;
 
+        int poller = reactor_poller(&g->reactor);
+        uint64_t poller_bit = poller >= 0 ? 1ull << poller : 0;
+
         while ((mask = __atomic_load_n(&g->sleeping_mask, __ATOMIC_RELAXED))) {
-                uint64_t bit = mask & -mask;
+                /* A worker asleep on its futex first: the one in the poll set stays
+                 * there watching fds and timers (woken, it would wake a futex sleeper
+                 * to take its place) */
+                uint64_t pick = mask & ~poller_bit ? mask & ~poller_bit : mask;
+                uint64_t bit = pick & -pick;
                 if (__atomic_fetch_and(&g->sleeping_mask, ~bit, __ATOMIC_ACQ_REL) & bit) {
                         wait_slot_wake(&g->slots[__builtin_ctzll(bit)]);
                         __atomic_fetch_add(&g->futex_wakeups, 1, __ATOMIC_RELAXED);

@@ -2,8 +2,8 @@
 /*
  * reactor-epoll.c — the reactor's poll backend on Linux epoll, behind the small
  * interface reactor.c uses (redis's ae_epoll.c under ae.c): a poll set, fds watched for
- * good (the timerfd, the stop eventfd) under a key of their own, fds armed one shot
- * (EPOLLONESHOT) under their own number, and a wait with no timeout.
+ * good (the timerfd, the wake-up eventfd) under a key of their own, fds armed one shot
+ * (EPOLLONESHOT) under their own number, and a wait with a timeout.
  *
  * Event bits are epoll's: fiber_wait_fd() takes EPOLLIN / EPOLLOUT in its public API.
  */
@@ -28,9 +28,9 @@ void reactor_backend_term(Reactor *r)
         r->epfd = -1;
 }
 
-int reactor_backend_add(Reactor *r, int fd, uint64_t key)
+int reactor_backend_add(Reactor *r, int fd, uint64_t key, bool edge)
 {
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = key};
+        struct epoll_event ev = {.events = EPOLLIN | (edge ? EPOLLET : 0), .data.u64 = key};
 
         if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
                 return -errno;
@@ -61,16 +61,16 @@ int reactor_backend_arm(Reactor *r, int fd, uint32_t events, bool *added)
         return 0;
 }
 
-int reactor_backend_poll(Reactor *r, ReactorEvent *evs, int max)
+int reactor_backend_poll(Reactor *r, ReactorEvent *evs, int max, int timeout_ms)
 {
         struct epoll_event ev[64];
         int n;
 
         if (max > (int)ELEMENTSOF(ev))
                 max = (int)ELEMENTSOF(ev);
-        n = epoll_wait(r->epfd, ev, max, -1);
+        n = epoll_wait(r->epfd, ev, max, timeout_ms);
         if (n < 0)
-                return -errno; /* the reactor is a plain thread */
+                return -errno; /* no fiber runs on the polling thread's stack */
         for (int i = 0; i < n; i++)
                 evs[i] = (ReactorEvent){.key = ev[i].data.u64, .events = ev[i].events};
         return n;

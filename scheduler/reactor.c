@@ -1,13 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * reactor.c — each scheduling group's reactor thread: it sleeps in the poll backend
- * (reactor-epoll.c) and wakes the fibers whose fd became ready or whose timer expired
- * (timer.c: the timerfd is one more fd in the same poll set), as redis's ae.c does over
- * ae_epoll.c.
+ * reactor.c — each scheduling group's poll set (reactor-epoll.c; the timerfd of
+ * timer.c is one more fd in it, as in redis's ae.c over ae_epoll.c) and who waits in it.
  *
- * Design choice (issue "timers: one timer thread per group or per-worker heaps"): one
- * thread per group, like tRPC-Cpp Fiber's TimerWorker (shared/seeds/001), which also
- * owns the group's poll set.
+ * Go's netpoller shape (runtime/netpoll.go, proc.go findRunnable): a worker about to
+ * sleep with nothing to run takes the poll set if nobody holds it and sleeps in it
+ * instead of on its wait slot's futex (reactor_poll_wait()); a ready fd or an expired
+ * timer wakes it directly, it makes the fibers ready on itself and runs them. One
+ * thread at a time holds the poll set (Reactor.poller), so events are handled by one
+ * thread in order; the group's other idle workers sleep on their futexes and are woken
+ * first for new work (group_wake_sleeper()), so the holder stays where it is. A wake of
+ * the holder's slot writes an eventfd in the set (WaitSlot.kickfd). Letting go of the
+ * set, the holder wakes a sibling asleep on its futex to take it.
+ *
+ * While every worker is busy nobody sleeps in the set, and the group's reactor thread
+ * looks at it every tick (1 ms), as Go's sysmon polls the network when no P has: a
+ * fiber that yields in a loop never lets its worker go idle, and fibers other groups
+ * may steal must still be made ready. While a worker holds the set the reactor thread
+ * sleeps with no timeout; the holder wakes it when it lets go. Before this, the
+ * reactor thread (tRPC-Cpp Fiber's TimerWorker, shared/seeds/001) held the set for
+ * good, and every ready fd cost a wake-up of it and then one of a worker: at 1,000
+ * jobs/s the reactor thread alone took a fifth of the daemon's CPU (docs/benchmarks.md).
  *
  * fd waits: a table indexed by fd (chunks allocated on first use, never freed) holds at
  * most one input and one output Waiter per fd. A wait arms the fd one-shot, so each
@@ -31,6 +44,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "scheduler/runtime.h"
@@ -38,7 +52,7 @@
 
 /* Poll keys besides fds. */
 #define KEY_TIMER UINT64_MAX
-#define KEY_STOP (UINT64_MAX - 1)
+#define KEY_WAKE (UINT64_MAX - 1)
 
 /* ------------------------------------------------------------------ fds ----------- */
 
@@ -212,35 +226,143 @@ int fiber_wait_fd(int fd, uint32_t events, uint64_t deadline_ns)
         return rc < 0 ? rc : (int)w.data;
 }
 
+/* ------------------------------------------------------------------ the poll set -- */
+
+/* Handle what one poll brought. Context: the poll set's holder. */
+static void reactor_dispatch(Reactor *r, const ReactorEvent *evs, int n)
+{
+        for (int i = 0; i < n; i++) {
+                uint64_t key = evs[i].key;
+                if (key == KEY_TIMER) {
+                        timer_fire(&r->timers);
+                } else if (key == KEY_WAKE) {
+                        /* edge-triggered: reported once per write, never read (its
+                         * count cannot reach 2^64 - 1 at one write per wake-up) */
+                } else {
+                        fd_ready(r, (int)key, evs[i].events);
+                }
+        }
+}
+
+static bool poll_take(Reactor *r, int who)
+{
+        int none = POLLER_NONE;
+
+        return __atomic_load_n(&r->poller, __ATOMIC_RELAXED) == POLLER_NONE &&
+               __atomic_compare_exchange_n(&r->poller, &none, who, false, __ATOMIC_SEQ_CST,
+                                           __ATOMIC_RELAXED);
+}
+
+/* Give the poll set up. Somebody must watch it again soon: a worker asleep on its futex
+ * (it would not know the poll set is free) is woken to take it on its way back to
+ * sleep, and the reactor thread, if it sleeps with no timeout, is woken to look every
+ * tick while no worker does (the woken worker may find work and never come to the poll
+ * set). The stores and loads are seq_cst, paired with a worker setting its sleeping bit
+ * before it tries to take the poll set and with the reactor thread announcing its sleep
+ * before it looks at the holder. */
+static void poll_release(SchedulingGroup *g)
+{
+        Reactor *r = &g->reactor;
+        int one = 1;
+
+        __atomic_store_n(&r->poller, POLLER_NONE, __ATOMIC_SEQ_CST);
+        full_fence();
+        if (__atomic_load_n(&g->sleeping_mask, __ATOMIC_SEQ_CST) &&
+            __atomic_load_n(&r->poller, __ATOMIC_SEQ_CST) == POLLER_NONE)
+                group_wake_sleeper(g);
+        if (__atomic_load_n(&r->thread_sleep, __ATOMIC_SEQ_CST) == 1 &&
+            __atomic_compare_exchange_n(&r->thread_sleep, &one, 0, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST))
+                syscall(SYS_futex, &r->thread_sleep, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+bool reactor_poll_wait(SchedulingGroup *g, Worker *w)
+{
+        Reactor *r = &g->reactor;
+        WaitSlot *s = &g->slots[w->index];
+        ReactorEvent evs[64];
+        int n = 0, zero = 0;
+
+        if (!poll_take(r, (int)w->index))
+                return false;
+        __atomic_store_n(&s->kickfd, r->wakefd, __ATOMIC_SEQ_CST);
+        if (__atomic_fetch_sub(&s->wakeups, 1, __ATOMIC_ACQ_REL) == 1) {
+                n = reactor_backend_poll(r, evs, (int)ELEMENTSOF(evs), -1);
+                /* Not necessarily woken: back to "awake, nothing pending" unless a waker
+                 * added its wake-up meanwhile (then that one is the wake consumed). */
+                __atomic_compare_exchange_n(&s->wakeups, &zero, 1, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE);
+        }
+        __atomic_store_n(&s->kickfd, -1, __ATOMIC_RELEASE);
+        /* Awake before the fibers are made ready, so that their wake-ups do not pick
+         * this worker from the sleeping mask. */
+        __atomic_fetch_and(&g->sleeping_mask, ~(1ull << w->index), __ATOMIC_ACQ_REL);
+        if (n > 0) {
+                reactor_dispatch(r, evs, n);
+                __atomic_fetch_add(&r->worker_events, (uint64_t)n, __ATOMIC_RELAXED);
+        }
+        poll_release(g);
+        return true;
+}
+
 /* ------------------------------------------------------------------ thread -------- */
+
+/* The reactor thread looks at the poll set every tick while nobody sleeps in it (every
+ * worker of the group busy), as Go's sysmon polls the network when no P has for 10 ms:
+ * so fds and timers are served while fibers keep every worker running (a fiber that
+ * yields in a loop never lets its worker go idle), and fibers other groups may steal
+ * are made ready. After REACTOR_IDLE_TICKS looks in a row that found nothing or found
+ * a worker in the poll set, it sleeps with no timeout while a worker holds the poll
+ * set; the worker wakes it when it lets go (poll_release()). */
+#define REACTOR_TICK_NS NSEC_PER_MSEC
+#define REACTOR_IDLE_TICKS 8
 
 static void *reactor_main(void *arg)
 {
         SchedulingGroup *g = arg;
         Reactor *r = &g->reactor;
         ReactorEvent evs[64];
+        unsigned idle = 0;
         char name[16];
 
         snprintf(name, sizeof(name), "%.9s-tmr", g->name);
         pthread_setname_np(pthread_self(), name);
-        for (;;) {
-                int n = reactor_backend_poll(r, evs, (int)ELEMENTSOF(evs));
-                if (n < 0) {
-                        if (n == -EINTR)
-                                continue;
-                        sched_log(LOG_CRIT, "reactor: poll: %s", strerror(-n));
-                        abort();
+        while (__atomic_load_n(&r->thread_sleep, __ATOMIC_ACQUIRE) != 2) {
+                int n = 0;
+                if (poll_take(r, POLLER_REACTOR)) {
+                        n = reactor_backend_poll(r, evs, (int)ELEMENTSOF(evs), 0);
+                        if (n < 0 && n != -EINTR) {
+                                sched_log(LOG_CRIT, "reactor: poll: %s", strerror(-n));
+                                abort();
+                        }
+                        if (n > 0) {
+                                reactor_dispatch(r, evs, n);
+                                __atomic_fetch_add(&r->reactor_events, (uint64_t)n,
+                                                   __ATOMIC_RELAXED);
+                        }
+                        poll_release(g);
                 }
-                for (int i = 0; i < n; i++) {
-                        uint64_t key = evs[i].key;
-                        if (key == KEY_STOP)
-                                return NULL;
-                        if (key == KEY_TIMER)
-                                timer_fire(&r->timers);
-                        else
-                                fd_ready(r, (int)key, evs[i].events);
+                idle = n > 0 ? 0 : idle + 1;
+                if (idle < REACTOR_IDLE_TICKS) {
+                        struct timespec ts = timespec_store_ns(REACTOR_TICK_NS);
+                        syscall(SYS_futex, &r->thread_sleep, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+                        continue;
                 }
+                idle = 0;
+                /* Announce the sleep, then look: a worker lets go of the poll set before
+                 * it reads the flag (both seq_cst), so one of the two sees the other. */
+                int zero = 0;
+                if (!__atomic_compare_exchange_n(&r->thread_sleep, &zero, 1, false,
+                                                 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+                        continue; /* stopping */
+                full_fence();
+                if (__atomic_load_n(&r->poller, __ATOMIC_SEQ_CST) >= 0)
+                        syscall(SYS_futex, &r->thread_sleep, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+                zero = 1;
+                __atomic_compare_exchange_n(&r->thread_sleep, &zero, 0, false, __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST);
         }
+        return NULL;
 }
 
 int reactor_init(Reactor *r, SchedulingGroup *g)
@@ -248,31 +370,32 @@ int reactor_init(Reactor *r, SchedulingGroup *g)
         int rc;
 
         memset(r, 0, sizeof(*r));
-        r->stopfd = -1;
+        r->wakefd = -1;
+        r->poller = POLLER_NONE;
         rc = reactor_backend_init(r);
         if (rc < 0)
                 return rc;
         rc = timer_heap_init(&r->timers);
         if (rc < 0)
                 goto out_backend;
-        r->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (r->stopfd < 0) {
+        r->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (r->wakefd < 0) {
                 rc = -errno;
                 goto out_timers;
         }
-        rc = reactor_backend_add(r, r->timers.timerfd, KEY_TIMER);
+        rc = reactor_backend_add(r, r->timers.timerfd, KEY_TIMER, false);
         if (rc < 0)
-                goto out_stopfd;
-        rc = reactor_backend_add(r, r->stopfd, KEY_STOP);
+                goto out_wakefd;
+        rc = reactor_backend_add(r, r->wakefd, KEY_WAKE, true);
         if (rc < 0)
-                goto out_stopfd;
+                goto out_wakefd;
         rc = -pthread_create(&r->thread, NULL, reactor_main, g);
         if (rc < 0)
-                goto out_stopfd;
+                goto out_wakefd;
         return 0;
 
-out_stopfd:
-        close(r->stopfd);
+out_wakefd:
+        close(r->wakefd);
 out_timers:
         timer_heap_term(&r->timers);
 out_backend:
@@ -282,13 +405,10 @@ out_backend:
 
 void reactor_term(Reactor *r)
 {
-        uint64_t one = 1;
-
-        if (write(r->stopfd, &one, sizeof(one)) < 0) {
-                /* an eventfd write of 1 cannot fail short of a bug */
-        }
+        __atomic_store_n(&r->thread_sleep, 2, __ATOMIC_SEQ_CST);
+        syscall(SYS_futex, &r->thread_sleep, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
         pthread_join(r->thread, NULL);
-        close(r->stopfd);
+        close(r->wakefd);
         timer_heap_term(&r->timers);
         reactor_backend_term(r);
         for (unsigned i = 0; i < FD_CHUNKS; i++)

@@ -28,7 +28,8 @@
  *   stack.c        fiber stacks in guarded arena slots, the caches, the overflow handler
  *   waiter.c       Waiter: one blocking call, and the wake-up handshake
  *   timer.c        the timer heap and its timerfd
- *   reactor.c      the reactor thread, the fd table, fiber_wait_fd
+ *   reactor.c      the poll set's holder (a sleeping worker, else the reactor
+ *                  thread's look every tick), the fd table, fiber_wait_fd
  *   reactor-epoll.c  the reactor's poll backend
  *   fiber.c        fibers: create, switch, exit, join, yield, sleep, cancel, locals
  *   ready.c        where a ready fiber goes; a worker's next pick from its own queues
@@ -351,19 +352,46 @@ typedef struct FdEntry {
 #define FD_CHUNK 1024
 #define FD_CHUNKS 4096 /* fds below 4 Mi */
 
+/* Who holds a group's poll set (Reactor.poller): nobody, the reactor thread, or a
+ * worker (its index, >= 0). */
+#define POLLER_NONE (-1)
+#define POLLER_REACTOR (-2)
+
 typedef struct Reactor {
         int epfd;   /* the backend's poll set (reactor-epoll.c) */
-        int stopfd; /* eventfd: stop the reactor thread */
+        int wakefd; /* eventfd in the poll set: wakes the worker sleeping there */
+        int poller __attribute__((aligned(128))); /* POLLER_*, or a worker's index */
+        int thread_sleep; /* futex: 1 while the reactor thread sleeps with no timeout,
+                           * 2 to stop it */
         pthread_t thread;
+        uint64_t worker_events;  /* stats: events a worker took from the poll set */
+        uint64_t reactor_events; /* stats: events the reactor thread took */
         TimerHeap timers;
         FdEntry *chunks[FD_CHUNKS];
 } Reactor;
 
-/* reactor_init - the poll set, the timers, the stop eventfd and the reactor thread.
+/* reactor_init - the poll set, the timers, the wake-up eventfd and the reactor thread.
  * Return: 0, -errno. reactor_term - stop and join the thread, release them in
  * reverse. Context: the group's creator. */
 int reactor_init(Reactor *r, SchedulingGroup *g);
 void reactor_term(Reactor *r);
+/* reactor_poll_wait - instead of its wait slot's futex, sleep in the group's poll set
+ * (Go's netpoller: an idle worker waits for fds and timers itself, so a ready fd wakes
+ * the thread that runs its fiber, not a reactor thread that then wakes a worker).
+ * Called by a worker about to sleep, its bit in the sleeping mask set; takes the poll
+ * set if nobody holds it. Sleeps until an fd or timer event or a wake of its slot
+ * (kickfd), clears its sleeping bit, makes the fibers of the events ready (on this
+ * worker: its runnext or the shared queue), and gives the poll set up again.
+ * Return: false at once when another thread holds the poll set (the caller sleeps on
+ * the futex: the holder wakes it when it lets go), true after the sleep.
+ * Context: @w's own thread, in its idle loop. */
+bool reactor_poll_wait(SchedulingGroup *g, Worker *w);
+/* reactor_poller - the index of the worker sleeping in the poll set, or -1. */
+static inline int reactor_poller(const Reactor *r)
+{
+        int p = __atomic_load_n(&r->poller, __ATOMIC_RELAXED);
+        return p >= 0 ? p : -1;
+}
 
 /* ------------------------------------------------------------------ reactor-epoll.c */
 
@@ -376,16 +404,18 @@ typedef struct ReactorEvent {
 /* reactor_backend_init / _term - create / close @r's poll set. Return: 0, -errno. */
 int reactor_backend_init(Reactor *r);
 void reactor_backend_term(Reactor *r);
-/* reactor_backend_add - watch @fd for input for good, reported under @key.
- * Return: 0, -errno. Context: the group's creator. */
-int reactor_backend_add(Reactor *r, int fd, uint64_t key);
+/* reactor_backend_add - watch @fd for input for good, reported under @key; with @edge
+ * once per change (an eventfd: once per write, never read). Return: 0, -errno.
+ * Context: the group's creator. */
+int reactor_backend_add(Reactor *r, int fd, uint64_t key, bool edge);
 /* reactor_backend_arm - report @fd (under its own number) once when ready for
  * @events; *@added says whether it is registered already and is set once it is.
  * Return: 0, -errno of epoll_ctl. Context: any; the fd entry's lock held. */
 int reactor_backend_arm(Reactor *r, int fd, uint32_t events, bool *added);
-/* reactor_backend_poll - wait with no timeout and fill up to @max events.
- * Return: their number, or -errno (-EINTR: call again). Context: the reactor thread. */
-int reactor_backend_poll(Reactor *r, ReactorEvent *evs, int max);
+/* reactor_backend_poll - wait up to @timeout_ms (-1: no limit, 0: a look) and fill up
+ * to @max events. Return: their number, or -errno (-EINTR: a signal came).
+ * Context: the thread holding the poll set (Reactor.poller). */
+int reactor_backend_poll(Reactor *r, ReactorEvent *evs, int max, int timeout_ms);
 
 /* ------------------------------------------------------------------ group.c ------- */
 

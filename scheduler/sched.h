@@ -21,8 +21,9 @@
  * Mechanisms and where they come from:
  *  - scheduling group, shared bounded MPMC run queue, spinning / sleeping masks, wait
  *    slots, pending wake-up: flare's fiber scheduling (shared/seeds/000, 003);
- *  - one timer+fd reactor thread per group: tRPC-Cpp Fiber's TimerWorker role
- *    (shared/seeds/001), with epoll and a CLOCK_MONOTONIC timerfd;
+ *  - one poll set per group (epoll, a CLOCK_MONOTONIC timerfd in it), waited in by an
+ *    idle worker (Go's netpoller), else looked at every millisecond by the group's
+ *    reactor thread (Go's sysmon; tRPC-Cpp Fiber's TimerWorker, shared/seeds/001);
  *  - stacks with a guard (2 MiB, stack.c) and a LIFO cache, control block at the top:
  *    flare / libdill;
  *  - an event a plain pthread can set to wake fibers: tRPC's FiberEvent.
@@ -145,7 +146,8 @@ typedef struct SchedGroupConfig {
 
 /*
  * sched_group_new - start a scheduling group: @cfg->workers worker pthreads sharing one
- * run queue, plus one reactor thread for timers and fd waits.
+ * run queue, plus one reactor thread that serves timers and fd waits while no idle
+ * worker does.
  * @ret: out, the group, written only on success; free with sched_group_free().
  * @cfg: NULL for all defaults.
  *
@@ -186,22 +188,27 @@ typedef struct SchedGroupStats {
         uint64_t fibers_finished;
         uint64_t fibers_alive;
         uint64_t context_switches;
-        uint64_t spinner_handoffs; /* ready fibers handed to a spinning worker */
-        uint64_t futex_wakeups;    /* sleeping workers woken through their wait slot */
-        uint64_t runq_depth;       /* fibers ready now: shared queue, local queues,
+        uint64_t spinner_handoffs;    /* ready fibers handed to a spinning worker */
+        uint64_t futex_wakeups;       /* sleeping workers woken through their wait slot */
+        uint64_t worker_poll_events;  /* fd and timer events a worker sleeping in the
+                                       * group's poll set took itself */
+        uint64_t reactor_poll_events; /* the same taken by the reactor thread's look
+                                       * every millisecond while every worker is busy */
+        int poll_worker;              /* the worker sleeping in the poll set now; -1 */
+        uint64_t runq_depth;          /* fibers ready now: shared queue, local queues,
                                     * runnext slots and yield lists */
-        uint64_t runq_full;        /* fiber_create calls refused with -EAGAIN */
-        SchedLatency ready_to_run; /* from made ready to running, nanoseconds */
-        int node;                  /* NUMA node the group is bound to; -1 = not bound */
-        char cpus[64];             /* the CPUs its workers may run on, "0-3,8" or "any" */
-        uint64_t steals_in;        /* fibers this group's workers took from other groups */
-        uint64_t steals_out;       /* fibers other groups' workers took from this one */
-        uint64_t local_dequeues;   /* fibers taken from a worker's local run queue */
-        uint64_t shared_dequeues;  /* fibers taken from the group's shared run queue */
-        uint64_t stalls;           /* stall reports (fibers that ran past the threshold) */
-        uint64_t rescues;          /* spare workers started or woken for a blocked one */
-        unsigned spares_running;   /* spare workers running fibers now */
-        unsigned threads;          /* worker threads alive now, spares included */
+        uint64_t runq_full;           /* fiber_create calls refused with -EAGAIN */
+        SchedLatency ready_to_run;    /* from made ready to running, nanoseconds */
+        int node;                     /* NUMA node the group is bound to; -1 = not bound */
+        char cpus[64];                /* the CPUs its workers may run on, "0-3,8" or "any" */
+        uint64_t steals_in;           /* fibers this group's workers took from other groups */
+        uint64_t steals_out;          /* fibers other groups' workers took from this one */
+        uint64_t local_dequeues;      /* fibers taken from a worker's local run queue */
+        uint64_t shared_dequeues;     /* fibers taken from the group's shared run queue */
+        uint64_t stalls;              /* stall reports (fibers that ran past the threshold) */
+        uint64_t rescues;             /* spare workers started or woken for a blocked one */
+        unsigned spares_running;      /* spare workers running fibers now */
+        unsigned threads;             /* worker threads alive now, spares included */
 } SchedGroupStats;
 
 /*
@@ -537,8 +544,9 @@ void sched_set_symbolizer(SchedSymbolizeFn fn, void *arg);
 
 /*
  * fiber_wait_fd - park until @fd is ready for @events (EPOLLIN / EPOLLOUT, may be OR'ed)
- * or @deadline_ns passes, without blocking the worker thread: the group's reactor
- * thread watches @fd with epoll (EPOLLONESHOT) and makes the fiber ready.
+ * or @deadline_ns passes, without blocking the worker thread: @fd goes into the
+ * group's epoll set (EPOLLONESHOT), and the fiber is made ready by the idle worker
+ * sleeping in that set, or by the reactor thread's look while every worker is busy.
  * At most one fiber may wait for input and one for output on one fd at a time.
  * Return: the ready events (> 0, may include EPOLLERR / EPOLLHUP); -ETIMEDOUT;
  * -ECANCELED; -EBUSY when another fiber already waits on @fd in that direction;

@@ -41,6 +41,9 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
         s.fibers_alive = __atomic_load_n(&g->alive, __ATOMIC_ACQUIRE);
         s.spinner_handoffs = __atomic_load_n(&g->spinner_handoffs, __ATOMIC_RELAXED);
         s.futex_wakeups = __atomic_load_n(&g->futex_wakeups, __ATOMIC_RELAXED);
+        s.worker_poll_events = __atomic_load_n(&g->reactor.worker_events, __ATOMIC_RELAXED);
+        s.reactor_poll_events = __atomic_load_n(&g->reactor.reactor_events, __ATOMIC_RELAXED);
+        s.poll_worker = reactor_poller(&g->reactor);
         for (unsigned c = 0; c < g->nclasses; c++)
                 s.runq_depth += runq_size(g->classes[c].runq);
         s.threads += g->nworkers;

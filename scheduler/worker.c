@@ -29,7 +29,8 @@
  *     itself, because it now has real work to do;
  *  3. otherwise sets its bit in the sleeping mask, looks once more, other groups
  *     included and unpaced (a producer may have read the mask before the bit was
- *     set), and sleeps on its wait slot.
+ *     set), and sleeps: in the group's poll set if nobody is there (reactor.c, Go's
+ *     netpoller: fds and timers then wake it directly), else on its wait slot.
  * The producer's side of this (claiming a spinner or a sleeper) is group_wake() in
  * group.c.
  */
@@ -161,7 +162,10 @@ static Fiber *wait_for_fiber(Worker *w)
                 __atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL);
                 return NULL;
         }
-        wait_slot_wait(&g->slots[w->index]);
+        /* In the poll set if nobody is (fds and timers wake this worker directly), else
+         * on the futex. */
+        if (!reactor_poll_wait(g, w))
+                wait_slot_wait(&g->slots[w->index]);
         __atomic_fetch_and(&g->sleeping_mask, ~me, __ATOMIC_ACQ_REL);
         return ready_pop(w);
 }

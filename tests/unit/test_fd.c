@@ -272,3 +272,88 @@ Test(fd, accept_connect_read_write)
         rmdir(dir);
         sched_group_free(g);
 }
+
+/* Go's netpoller shape: a worker with nothing to run sleeps in its group's poll set
+ * itself, so a ready fd wakes the thread that runs the fiber; and while every worker
+ * is busy (a fiber that yields in a loop never lets its worker go idle), the reactor
+ * thread's look every millisecond still serves fds and timers. */
+Test(fd, an_idle_worker_takes_fd_events_itself)
+{
+        SchedulingGroup *g = test_group(1);
+        FiberAttr a = {.group = g};
+        SchedGroupStats st;
+        uint64_t until = sched_deadline_after(30 * SEC_NS);
+        Pipe p = {0};
+        Fiber *r;
+
+        cr_assert_eq(pipe2(p.fd, O_NONBLOCK | O_CLOEXEC), 0);
+        cr_assert_eq(fiber_create(&r, &a, reader, &p), 0);
+        /* the reader parked, its worker gone to sleep in the poll set */
+        for (;;) {
+                sched_group_stats(g, &st);
+                if (st.poll_worker == 0)
+                        break;
+                cr_assert_lt(sched_deadline_after(0), until, "the worker never polled");
+                usleep(1000); /* polling a condition */
+        }
+        uint64_t by_worker = st.worker_poll_events, by_reactor = st.reactor_poll_events;
+        cr_assert_eq(write(p.fd[1], "hello", 5), 5);
+        cr_assert_eq(fiber_join(r), 0);
+        cr_assert(p.rc & EPOLLIN);
+        cr_assert_eq(p.read_rc, 5);
+        sched_group_stats(g, &st);
+        cr_assert_gt(st.worker_poll_events, by_worker, "the worker took the event");
+        cr_assert_eq(st.reactor_poll_events, by_reactor,
+                     "the reactor thread looked while a worker held the poll set");
+        close(p.fd[0]);
+        close(p.fd[1]);
+        sched_group_free(g);
+}
+
+typedef struct Hogged {
+        int stop;
+        Pipe pipe;
+        FiberEvent done;
+} Hogged;
+
+static void yielder(void *arg)
+{
+        Hogged *b = arg;
+        while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE))
+                fiber_yield();
+}
+
+static void sleeper_then_reader(void *arg)
+{
+        Hogged *b = arg;
+        fiber_sleep_for(2 * MS_NS); /* a timer */
+        reader(&b->pipe);           /* an fd */
+        __atomic_store_n(&b->stop, 1, __ATOMIC_RELEASE);
+        fiber_event_set(&b->done);
+}
+
+Test(fd, timers_and_fds_are_served_while_every_worker_is_busy)
+{
+        SchedulingGroup *g = test_group(1);
+        FiberAttr a = {.group = g};
+        SchedGroupStats st;
+        Hogged b = {0};
+        Fiber *y, *s;
+
+        cr_assert_eq(pipe2(b.pipe.fd, O_NONBLOCK | O_CLOEXEC), 0);
+        cr_assert_eq(write(b.pipe.fd[1], "x", 1), 1); /* ready before the wait */
+        fiber_event_init(&b.done);
+        cr_assert_eq(fiber_create(&y, &a, yielder, &b), 0);
+        cr_assert_eq(fiber_create(&s, &a, sleeper_then_reader, &b), 0);
+        cr_assert_eq(fiber_event_wait(&b.done, sched_deadline_after(30 * SEC_NS)), 0,
+                     "the timer or the fd was never served");
+        cr_assert_eq(fiber_join(s), 0);
+        cr_assert_eq(fiber_join(y), 0);
+        cr_assert(b.pipe.rc & EPOLLIN);
+        cr_assert_eq(b.pipe.read_rc, 1);
+        sched_group_stats(g, &st);
+        cr_assert_geq(st.reactor_poll_events, 2, "the reactor thread took the timer and the fd");
+        close(b.pipe.fd[0]);
+        close(b.pipe.fd[1]);
+        sched_group_free(g);
+}
