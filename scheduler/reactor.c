@@ -14,7 +14,8 @@
  * set, the holder wakes a sibling asleep on its futex to take it.
  *
  * While every worker is busy nobody sleeps in the set, and the group's reactor thread
- * looks at it every tick (1 ms), as Go's sysmon polls the network when no P has: a
+ * looks at it every tick (1 ms, backing off to 10 ms while it finds nothing), as Go's
+ * sysmon polls the network when no P has: a
  * fiber that yields in a loop never lets its worker go idle, and fibers other groups
  * may steal must still be made ready. While a worker holds the set the reactor thread
  * sleeps with no timeout; the holder wakes it when it lets go. Before this, the
@@ -307,14 +308,16 @@ bool reactor_poll_wait(SchedulingGroup *g, Worker *w)
 
 /* ------------------------------------------------------------------ thread -------- */
 
-/* The reactor thread looks at the poll set every tick while nobody sleeps in it (every
- * worker of the group busy), as Go's sysmon polls the network when no P has for 10 ms:
+/* The reactor thread looks at the poll set every tick (1 ms, backing off to 10 ms while
+ * it finds nothing) while nobody sleeps in it (every worker of the group busy), as Go's
+ * sysmon polls the network when no P has for 10 ms:
  * so fds and timers are served while fibers keep every worker running (a fiber that
  * yields in a loop never lets its worker go idle), and fibers other groups may steal
  * are made ready. After REACTOR_IDLE_TICKS looks in a row that found nothing or found
  * a worker in the poll set, it sleeps with no timeout while a worker holds the poll
  * set; the worker wakes it when it lets go (poll_release()). */
 #define REACTOR_TICK_NS NSEC_PER_MSEC
+#define REACTOR_TICK_MAX_NS (10 * NSEC_PER_MSEC)
 #define REACTOR_IDLE_TICKS 8
 
 static void *reactor_main(void *arg)
@@ -323,6 +326,7 @@ static void *reactor_main(void *arg)
         Reactor *r = &g->reactor;
         ReactorEvent evs[64];
         unsigned idle = 0;
+        uint64_t tick = REACTOR_TICK_NS;
         char name[16];
 
         snprintf(name, sizeof(name), "%.9s-tmr", g->name);
@@ -343,8 +347,13 @@ static void *reactor_main(void *arg)
                         poll_release(g);
                 }
                 idle = n > 0 ? 0 : idle + 1;
+                /* Go's sysmon backs off the same way: a look that found nothing doubles
+                 * the next delay, up to 10 ms; one that found events restores 1 ms. A
+                 * thread waking every millisecond beside a busy worker costs it a few
+                 * per cent on a VM whose idle vCPU polls before it halts. */
+                tick = n > 0 ? REACTOR_TICK_NS : MIN(2 * tick, (uint64_t)REACTOR_TICK_MAX_NS);
                 if (idle < REACTOR_IDLE_TICKS) {
-                        struct timespec ts = timespec_store_ns(REACTOR_TICK_NS);
+                        struct timespec ts = timespec_store_ns(tick);
                         syscall(SYS_futex, &r->thread_sleep, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
                         continue;
                 }

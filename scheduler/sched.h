@@ -22,7 +22,7 @@
  *  - scheduling group, shared bounded MPMC run queue, spinning / sleeping masks, wait
  *    slots, pending wake-up: flare's fiber scheduling (shared/seeds/000, 003);
  *  - one poll set per group (epoll, a CLOCK_MONOTONIC timerfd in it), waited in by an
- *    idle worker (Go's netpoller), else looked at every millisecond by the group's
+ *    idle worker (Go's netpoller), else looked at every 1-10 ms by the group's
  *    reactor thread (Go's sysmon; tRPC-Cpp Fiber's TimerWorker, shared/seeds/001);
  *  - stacks with a guard (2 MiB, stack.c) and a LIFO cache, control block at the top:
  *    flare / libdill;
@@ -193,7 +193,7 @@ typedef struct SchedGroupStats {
         uint64_t worker_poll_events;  /* fd and timer events a worker sleeping in the
                                        * group's poll set took itself */
         uint64_t reactor_poll_events; /* the same taken by the reactor thread's look
-                                       * every millisecond while every worker is busy */
+                                       * every 1-10 ms while every worker is busy */
         int poll_worker;              /* the worker sleeping in the poll set now; -1 */
         uint64_t runq_depth;          /* fibers ready now: shared queue, local queues,
                                     * runnext slots and yield lists */
