@@ -314,9 +314,18 @@ static void pingpong_client(void *arg)
 int bench_fiber_pingpong(int argc, char **argv)
 {
         PingPong p = {.rounds = bench_parse_count(argc > 1 ? argv[1] : NULL, 200000)};
-        SchedulingGroup *g = group_start(2, bench_fibers_cap(16));
+        SchedQueuePolicy policy = SCHED_QUEUE_SHARED;
+        SchedulingGroup *g;
         Fiber *server, *client;
         uint64_t t0, t1;
+
+        /* "local": the default policy, where a woken fiber goes to its waker's runnext
+         * (Go's shape); without it, one shared queue: every hand-off crosses workers */
+        if (argc > 2 && !strcmp(argv[2], "local"))
+                policy = SCHED_QUEUE_LOCAL;
+        else if (argc > 2 && strcmp(argv[2], "shared"))
+                bench_die("pingpong: policy '%s' is neither shared nor local", argv[2]);
+        g = group_start_policy(2, bench_fibers_cap(16), policy);
 
         fiber_sem_init(&p.ping, 0);
         fiber_sem_init(&p.pong, 0);
