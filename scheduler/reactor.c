@@ -267,7 +267,6 @@ static void poll_release(SchedulingGroup *g)
         int one = 1;
 
         __atomic_store_n(&r->poller, POLLER_NONE, __ATOMIC_SEQ_CST);
-        full_fence();
         if (__atomic_load_n(&g->sleeping_mask, __ATOMIC_SEQ_CST) &&
             __atomic_load_n(&r->poller, __ATOMIC_SEQ_CST) == POLLER_NONE)
                 group_wake_sleeper(g);
@@ -288,6 +287,7 @@ bool reactor_poll_wait(SchedulingGroup *g, Worker *w)
                 return false;
         __atomic_store_n(&s->kickfd, r->wakefd, __ATOMIC_SEQ_CST);
         if (__atomic_fetch_sub(&s->wakeups, 1, __ATOMIC_ACQ_REL) == 1) {
+                __atomic_fetch_add(&r->worker_sleeps, 1, __ATOMIC_RELAXED);
                 n = reactor_backend_poll(r, evs, (int)ELEMENTSOF(evs), -1);
                 /* Not necessarily woken: back to "awake, nothing pending" unless a waker
                  * added its wake-up meanwhile (then that one is the wake consumed). */
@@ -334,6 +334,7 @@ static void *reactor_main(void *arg)
         while (__atomic_load_n(&r->thread_sleep, __ATOMIC_ACQUIRE) != 2) {
                 int n = 0;
                 if (poll_take(r, POLLER_REACTOR)) {
+                        __atomic_fetch_add(&r->reactor_looks, 1, __ATOMIC_RELAXED);
                         n = reactor_backend_poll(r, evs, (int)ELEMENTSOF(evs), 0);
                         if (n < 0 && n != -EINTR) {
                                 sched_log(LOG_CRIT, "reactor: poll: %s", strerror(-n));

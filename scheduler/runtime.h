@@ -366,6 +366,8 @@ typedef struct Reactor {
         pthread_t thread;
         uint64_t worker_events;  /* stats: events a worker took from the poll set */
         uint64_t reactor_events; /* stats: events the reactor thread took */
+        uint64_t worker_sleeps;  /* stats: times a worker slept in the poll set */
+        uint64_t reactor_looks;  /* stats: times the reactor thread looked at it */
         TimerHeap timers;
         FdEntry *chunks[FD_CHUNKS];
 } Reactor;

@@ -194,6 +194,8 @@ typedef struct SchedGroupStats {
                                        * group's poll set took itself */
         uint64_t reactor_poll_events; /* the same taken by the reactor thread's look
                                        * every 1-10 ms while every worker is busy */
+        uint64_t poll_sleeps;         /* times a worker went to sleep in the poll set */
+        uint64_t reactor_looks;       /* times the reactor thread looked at the poll set */
         int poll_worker;              /* the worker sleeping in the poll set now; -1 */
         uint64_t runq_depth;          /* fibers ready now: shared queue, local queues,
                                     * runnext slots and yield lists */

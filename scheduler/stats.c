@@ -43,6 +43,8 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
         s.futex_wakeups = __atomic_load_n(&g->futex_wakeups, __ATOMIC_RELAXED);
         s.worker_poll_events = __atomic_load_n(&g->reactor.worker_events, __ATOMIC_RELAXED);
         s.reactor_poll_events = __atomic_load_n(&g->reactor.reactor_events, __ATOMIC_RELAXED);
+        s.poll_sleeps = __atomic_load_n(&g->reactor.worker_sleeps, __ATOMIC_RELAXED);
+        s.reactor_looks = __atomic_load_n(&g->reactor.reactor_looks, __ATOMIC_RELAXED);
         s.poll_worker = reactor_poller(&g->reactor);
         for (unsigned c = 0; c < g->nclasses; c++)
                 s.runq_depth += runq_size(g->classes[c].runq);
