@@ -65,8 +65,6 @@ static bool log_wait(const char *a, const char *b, unsigned ms)
         return true;
 }
 
-/* The daemon's OS threads now (/proc/PID/task). */
-
 /* job.status: copies the state into @state; returns the error code ("" if none). */
 static const char *job_state(Client *c, uint64_t id, char *state, size_t size)
 {

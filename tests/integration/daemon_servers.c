@@ -189,8 +189,15 @@ static unsigned serve_many_connections(unsigned server_workers)
         fiberd_start(&fd_, &o);
         snprintf(logline, sizeof(logline), "server group: %u worker(s)", server_workers);
         cr_assert(fiberd_log_contains(&fd_, logline), "the start does not log '%s'", logline);
-        cr_assert_eq(threads_named(fd_.pid, "fiberd-sr-w"), server_workers,
-                     "fiberd does not run %u server worker threads", server_workers);
+        /* Each worker names its thread as it starts, which may be after the log line:
+         * wait for the names (a condition, not a time), then require the exact count. */
+        unsigned named;
+        uint64_t until = fiberd_now_ms() + 10000;
+        while ((named = threads_named(fd_.pid, "fiberd-sr-w")) < server_workers &&
+               fiberd_now_ms() < until)
+                usleep(10000); /* polling a condition */
+        cr_assert_eq(named, server_workers, "fiberd runs %u server worker threads, not %u", named,
+                     server_workers);
 
         memset(conns, 0, sizeof(conns));
         for (int i = 0; i < CONNS; i++) {
