@@ -31,6 +31,10 @@
  * fiber. The window between the syscall check and the signal is described at
  * stall_report().
  *
+ * Fibers waiting behind one (Go's sysmon): a fiber made ready into a worker's runnext
+ * wakes no sibling (ready.c), so when the worker's fiber runs on for a tick instead of
+ * parking, the monitor wakes an idle sibling, which steals it.
+ *
  * Rescue (libgo's Dispatcher marks a processer whose coroutine has not switched for a
  * while as blocking and moves its work; Go's sysmon retakes a P from an M stuck in a
  * syscall and hands it to another M): when a worker has been inside one fiber for
@@ -553,6 +557,13 @@ static bool monitor_scan(SchedulingGroup *g)
                         continue;
                 }
                 ran = now - w->mon_since_ns; /* at least this long in one fiber */
+                /* Go's sysmon does the same for a P running one goroutine: fibers
+                 * made ready on this worker (runnext, which wakes nobody, or its
+                 * deque) wait behind the fiber it runs, while a sibling may sleep.
+                 * Woken, the sibling steals them (steal_siblings()). */
+                if (g->local_queues &&
+                    (__atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local)))
+                        group_wake_idle(g);
                 if (g->stall_ns && ran >= g->stall_ns && w->stall_seq != seq) {
                         w->stall_seq = seq;
                         stall_report(g, w, seq, ran);

@@ -15,7 +15,9 @@
  * stacks) alive instead of a million. Every 64th pop the owner looks at its own
  * oldest: one that has waited over LOCAL_STARVE_NS (a time slice) runs before runnext
  * and the newest (at most one such per slice), so a chain of spawns cannot hold it
- * back forever. An idle worker is woken only when nobody spins. Wake-ups from timers,
+ * back forever. An idle worker is woken only when nobody spins, and only for a fiber a
+ * sibling may take now: one alone in runnext wakes nobody (the monitor wakes a sibling
+ * for it when the worker's fiber runs on instead of parking). Wake-ups from timers,
  * fds and other threads go to the shared queue, which a worker reads first on every
  * 8th pop so they are not starved (flare's acquire rounds).
  *
@@ -234,7 +236,16 @@ void ready_push(Fiber *f)
                 uint64_t now = clock_tsc_now();
                 __atomic_store_n(&w->next_since, now, __ATOMIC_RELAXED);
                 Fiber *old = __atomic_exchange_n(&w->next, f, __ATOMIC_ACQ_REL);
-                if (old && !localq_push(&w->local, old, now))
+                if (!old)
+                        return;
+                /* The displaced one waits in the deque, where a sibling may take it
+                 * at once: wake an idle one. A fiber alone in runnext wakes nobody:
+                 * a sibling could not take it for RUNNEXT_STEAL_NS, by which time the
+                 * waker has usually parked and this worker runs it (a hand-off, where
+                 * the wake-up cost more than the hand-off itself); when the waker
+                 * keeps running instead, the monitor wakes a sibling to take it
+                 * (monitor_scan()). */
+                if (!localq_push(&w->local, old, now))
                         ready_push_shared(old->group, old);
                 group_wake_idle(w->group);
                 return;

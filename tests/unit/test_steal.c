@@ -438,6 +438,70 @@ Test(steal, local_policy_oldest_is_not_starved_by_a_spawn_chain)
         sched_group_free(g);
 }
 
+/* A fiber made ready into its waker's runnext wakes no sibling (the waker usually parks
+ * at once and runs it); when the waker runs on instead, the monitor wakes the idle
+ * sibling, which takes it. Rescue is off, so that nothing else could move it. */
+typedef struct Behind {
+        SchedulingGroup *group;
+        int ran;
+        long hog_tid, ran_tid;
+} Behind;
+
+static void behind_ran(void *arg)
+{
+        Behind *b = arg;
+
+        b->ran_tid = tid();
+        __atomic_store_n(&b->ran, 1, __ATOMIC_RELEASE);
+}
+
+static void behind_hog(void *arg)
+{
+        static const FiberAttr detached = {.detached = true};
+        Behind *b = arg;
+        uint64_t until = sched_deadline_after(10 * SEC_NS);
+
+        b->hog_tid = tid();
+        /* The sibling asleep in the poll set first, and staying there for 20 ms: no
+         * spinner about to look at our runnext, no look of the reactor thread that
+         * would wake it to take the poll set, no pending wake-up passing through. */
+        SchedGroupStats st, prev = {.poll_worker = -1};
+        uint64_t since = 0;
+        for (;;) {
+                sched_group_stats(b->group, &st);
+                uint64_t now = sched_deadline_after(0);
+                cr_assert_lt(now, until, "the sibling never stayed asleep");
+                if (st.poll_worker < 0 || st.poll_worker != prev.poll_worker ||
+                    st.poll_sleeps != prev.poll_sleeps) {
+                        prev = st;
+                        since = now;
+                } else if (now - since >= 20 * MS_NS) {
+                        break;
+                }
+        }
+        cr_assert_eq(fiber_create(NULL, &detached, behind_ran, b), 0); /* into runnext */
+        /* runs on without a switch until the other fiber ran, 10 s at most */
+        while (!__atomic_load_n(&b->ran, __ATOMIC_ACQUIRE) && sched_deadline_after(0) < until)
+                continue;
+}
+
+Test(steal, a_fiber_behind_one_that_runs_on_is_taken_by_an_idle_sibling)
+{
+        SchedGroupConfig cfg = {.workers = 2,
+                                .queue_policy = SCHED_QUEUE_LOCAL,
+                                .control = {.rescue_after_ns = SCHED_FOREVER}};
+        SchedulingGroup *g;
+        Behind b = {0};
+
+        cr_assert_eq(sched_group_new(&g, &cfg), 0);
+        b.group = g;
+        run_in_fiber(g, behind_hog, &b);
+        cr_assert_eq(__atomic_load_n(&b.ran, __ATOMIC_ACQUIRE), 1,
+                     "the fiber waited behind its waker for 10 s");
+        cr_assert_neq(b.ran_tid, b.hog_tid, "the fiber ran on its waker's worker");
+        sched_group_free(g);
+}
+
 Test(steal, group_rejects_an_unknown_queue_policy)
 {
         SchedGroupConfig cfg = {.workers = 1, .queue_policy = (SchedQueuePolicy)7};
