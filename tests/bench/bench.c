@@ -108,6 +108,7 @@ enum {
         J_SKYNET_LOCAL,
         J_GO_SKYNET,
         J_PINGPONG,
+        J_PINGPONG_LOCAL,
         J_GO_PINGPONG,
         J_SLEEPERS,
         J_GO_SLEEPERS,
@@ -234,6 +235,10 @@ static const Row rows[] = {
          "Go skynet (channels)", CMP_FASTER, 2, ">= 2x faster"},
         {"4. ping-pong via FiberSemaphore, 2 workers (ns/round trip)", J_PINGPONG, J_GO_PINGPONG, 0,
          "ns", "Go unbuffered chan, GOMAXPROCS=2", CMP_FASTER, 1, "<= Go"},
+        {"4b. same, local deques: the woken fiber goes to its waker's runnext, as in Go (ns/round "
+         "trip)",
+         J_PINGPONG_LOCAL, J_GO_PINGPONG, 0, "ns", "Go unbuffered chan, GOMAXPROCS=2", CMP_FASTER,
+         1, "<= Go"},
         {"5. 1M sleeping fibers, resident bytes per fiber", J_SLEEPERS, J_GO_SLEEPERS, 0, "B",
          "Go 1M goroutines in time.Sleep", CMP_MEMORY, 2, "<= 2x Go"},
         {"6. idle group, 2 workers, CPU over 10 s (% of a core)", J_IDLE, -1, 0, "%", NULL,
@@ -703,6 +708,8 @@ static void jobs_setup(Job *jobs, const Options *o)
         job_set(&jobs[J_GO_SKYNET], "skynet", "Go skynet", true, "skynet", few, NULL, NULL);
         job_set(&jobs[J_PINGPONG], "pingpong", "fiberd ping-pong", false, "pingpong", r,
                 s ? "2000" : "200000", NULL);
+        job_set(&jobs[J_PINGPONG_LOCAL], "pingpong", "fiberd ping-pong/local", false, "pingpong", r,
+                s ? "2000" : "200000", "local");
         job_set(&jobs[J_GO_PINGPONG], "pingpong", "Go ping-pong", true, "pingpong", r, "200000",
                 NULL);
         job_set(&jobs[J_SLEEPERS], "sleepers", "fiberd sleepers", false, "sleepers", few,
@@ -1278,7 +1285,7 @@ static const struct {
         {"create", bench_fiber_create, "[N [join|latch]] ns per fiber, create N from a fiber"},
         {"skynet", bench_fiber_skynet,
          "[LEAVES [shared|local]] ms for the skynet tree (power of 10)"},
-        {"pingpong", bench_fiber_pingpong, "[N]     ns per round trip, 2 workers"},
+        {"pingpong", bench_fiber_pingpong, "[N] [shared|local]  ns per round trip, 2 workers"},
         {"sleepers", bench_fiber_sleepers, "[N [MS]] resident bytes per sleeping fiber"},
         {"idle", bench_fiber_idle, "[MS]        CPU % of a core of an idle 2-worker group"},
         {"lateness", bench_fiber_lateness, "[G [K]] p50 p99 µs of fiber_sleep_for(1 ms)"},
