@@ -26,6 +26,30 @@ static inline SchedulingGroup *test_group(unsigned workers)
         return g;
 }
 
+/* Wait until one worker of @g has stayed asleep in the group's poll set for 20 ms on
+ * end: the same sleep, and no look of the reactor thread in between (seen only once,
+ * the worker may be passing through on its way from a pending wake-up). Busy-polls
+ * the stats, so a fiber may call it without letting its own worker go idle. Fails the
+ * test at @until (sched_deadline_after()). Return: the stats last read. */
+static inline SchedGroupStats wait_poll_set_settled(SchedulingGroup *g, uint64_t until)
+{
+        SchedGroupStats st, prev = {.poll_worker = -1};
+        uint64_t since = 0;
+
+        for (;;) {
+                sched_group_stats(g, &st);
+                uint64_t now = sched_deadline_after(0);
+                cr_assert_lt(now, until, "no worker stayed asleep in the poll set");
+                if (st.poll_worker < 0 || st.poll_worker != prev.poll_worker ||
+                    st.poll_sleeps != prev.poll_sleeps || st.reactor_looks != prev.reactor_looks) {
+                        prev = st;
+                        since = now;
+                } else if (now - since >= 20 * MS_NS) {
+                        return st;
+                }
+        }
+}
+
 typedef struct TestRun {
         FiberFn fn;
         void *arg;

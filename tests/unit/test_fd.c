@@ -288,22 +288,8 @@ Test(fd, an_idle_worker_takes_fd_events_itself)
 
         cr_assert_eq(pipe2(p.fd, O_NONBLOCK | O_CLOEXEC), 0);
         cr_assert_eq(fiber_create(&r, &a, reader, &p), 0);
-        /* The reader parked, its worker gone to sleep in the poll set and staying
-         * there: the same sleep in two looks 20 ms apart, and the reactor thread not
-         * looking between them. Seen only once, the worker may be passing through the
-         * poll set on its way from a pending wake-up, and the reactor thread's look
-         * could take the event in the moment it lets go (legitimately). */
-        SchedGroupStats prev = {.poll_worker = -1};
-        for (;;) {
-                sched_group_stats(g, &st);
-                if (st.poll_worker == 0 && prev.poll_worker == 0 &&
-                    st.poll_sleeps == prev.poll_sleeps && st.reactor_looks == prev.reactor_looks)
-                        break;
-                cr_assert_lt(sched_deadline_after(0), until,
-                             "the worker never stayed in the poll set");
-                prev = st;
-                usleep(20000); /* polling a condition */
-        }
+        /* the reader parked, its worker gone to sleep in the poll set and staying there */
+        st = wait_poll_set_settled(g, until);
         uint64_t by_worker = st.worker_poll_events, by_reactor = st.reactor_poll_events;
         cr_assert_eq(write(p.fd[1], "hello", 5), 5);
         cr_assert_eq(fiber_join(r), 0);

@@ -462,23 +462,10 @@ static void behind_hog(void *arg)
         uint64_t until = sched_deadline_after(10 * SEC_NS);
 
         b->hog_tid = tid();
-        /* The sibling asleep in the poll set first, and staying there for 20 ms: no
-         * spinner about to look at our runnext, no look of the reactor thread that
-         * would wake it to take the poll set, no pending wake-up passing through. */
-        SchedGroupStats st, prev = {.poll_worker = -1};
-        uint64_t since = 0;
-        for (;;) {
-                sched_group_stats(b->group, &st);
-                uint64_t now = sched_deadline_after(0);
-                cr_assert_lt(now, until, "the sibling never stayed asleep");
-                if (st.poll_worker < 0 || st.poll_worker != prev.poll_worker ||
-                    st.poll_sleeps != prev.poll_sleeps) {
-                        prev = st;
-                        since = now;
-                } else if (now - since >= 20 * MS_NS) {
-                        break;
-                }
-        }
+        /* The sibling asleep in the poll set first, and staying there: no spinner about
+         * to look at our runnext, no look of the reactor thread that would wake it to
+         * take the poll set, no pending wake-up passing through. */
+        wait_poll_set_settled(b->group, until);
         cr_assert_eq(fiber_create(NULL, &detached, behind_ran, b), 0); /* into runnext */
         /* runs on without a switch until the other fiber ran, 10 s at most */
         while (!__atomic_load_n(&b->ran, __ATOMIC_ACQUIRE) && sched_deadline_after(0) < until)
