@@ -86,22 +86,6 @@ void sched_set_symbolizer(SchedSymbolizeFn fn, void *arg)
         __atomic_store_n(&symbolizer, fn, __ATOMIC_RELEASE);
 }
 
-static int futex_wait(int *word, int val, uint64_t timeout_ns)
-{
-        struct timespec ts;
-
-        ts = timespec_store_ns(timeout_ns == SCHED_FOREVER ? 0 : timeout_ns);
-        if (syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val,
-                    timeout_ns == SCHED_FOREVER ? NULL : &ts, NULL, 0) < 0)
-                return -errno;
-        return 0;
-}
-
-static void futex_wake(int *word)
-{
-        syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
 /* ------------------------------------------------------------------ backtrace ----- */
 
 /*
@@ -435,6 +419,13 @@ static void stall_report(SchedulingGroup *g, Worker *w, uint64_t seq, uint64_t r
 
 /* ------------------------------------------------------------------ rescue -------- */
 
+/* Fibers wait in @w's own runnext slot or deque (local queues only). */
+static bool worker_has_ready(const SchedulingGroup *g, const Worker *w)
+{
+        return g->local_queues &&
+               (__atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local));
+}
+
 /* Fibers wait for a worker of @g: its queues, its workers' deques and runnext slots. */
 static bool group_has_ready(const SchedulingGroup *g)
 {
@@ -443,9 +434,8 @@ static bool group_has_ready(const SchedulingGroup *g)
         for (unsigned c = 0; c < g->nclasses; c++)
                 if (runq_size(g->classes[c].runq))
                         return true;
-        for (unsigned i = 0; g->local_queues && i < n; i++)
-                if (localq_size(&g->workers[i].local) ||
-                    __atomic_load_n(&g->workers[i].next, __ATOMIC_RELAXED))
+        for (unsigned i = 0; i < n; i++)
+                if (worker_has_ready(g, &g->workers[i]))
                         return true;
         return false;
 }
@@ -561,8 +551,7 @@ static bool monitor_scan(SchedulingGroup *g)
                  * made ready on this worker (runnext, which wakes nobody, or its
                  * deque) wait behind the fiber it runs, while a sibling may sleep.
                  * Woken, the sibling steals them (steal_siblings()). */
-                if (g->local_queues &&
-                    (__atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local)))
+                if (worker_has_ready(g, w))
                         group_wake_idle(g);
                 if (g->stall_ns && ran >= g->stall_ns && w->stall_seq != seq) {
                         w->stall_seq = seq;

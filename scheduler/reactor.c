@@ -273,7 +273,7 @@ static void poll_release(SchedulingGroup *g)
         if (__atomic_load_n(&r->thread_sleep, __ATOMIC_SEQ_CST) == 1 &&
             __atomic_compare_exchange_n(&r->thread_sleep, &one, 0, false, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST))
-                syscall(SYS_futex, &r->thread_sleep, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+                futex_wake(&r->thread_sleep);
 }
 
 bool reactor_poll_wait(SchedulingGroup *g, Worker *w)
@@ -354,8 +354,7 @@ static void *reactor_main(void *arg)
                  * per cent on a VM whose idle vCPU polls before it halts. */
                 tick = n > 0 ? REACTOR_TICK_NS : MIN(2 * tick, (uint64_t)REACTOR_TICK_MAX_NS);
                 if (idle < REACTOR_IDLE_TICKS) {
-                        struct timespec ts = timespec_store_ns(tick);
-                        syscall(SYS_futex, &r->thread_sleep, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+                        futex_wait(&r->thread_sleep, 0, tick);
                         continue;
                 }
                 idle = 0;
@@ -367,7 +366,7 @@ static void *reactor_main(void *arg)
                         continue; /* stopping */
                 full_fence();
                 if (__atomic_load_n(&r->poller, __ATOMIC_SEQ_CST) >= 0)
-                        syscall(SYS_futex, &r->thread_sleep, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+                        futex_wait(&r->thread_sleep, 1, SCHED_FOREVER);
                 zero = 1;
                 __atomic_compare_exchange_n(&r->thread_sleep, &zero, 0, false, __ATOMIC_SEQ_CST,
                                             __ATOMIC_SEQ_CST);
@@ -416,7 +415,7 @@ out_backend:
 void reactor_term(Reactor *r)
 {
         __atomic_store_n(&r->thread_sleep, 2, __ATOMIC_SEQ_CST);
-        syscall(SYS_futex, &r->thread_sleep, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        futex_wake(&r->thread_sleep);
         pthread_join(r->thread, NULL);
         close(r->wakefd);
         timer_heap_term(&r->timers);

@@ -17,7 +17,9 @@
  * and the newest (at most one such per slice), so a chain of spawns cannot hold it
  * back forever. An idle worker is woken only when nobody spins, and only for a fiber a
  * sibling may take now: one alone in runnext wakes nobody (the monitor wakes a sibling
- * for it when the worker's fiber runs on instead of parking). Wake-ups from timers,
+ * for it when the worker's fiber runs on instead of parking; in a group with neither
+ * stall detector nor rescue there is no monitor, and it waits for that fiber's next
+ * switch). Wake-ups from timers,
  * fds and other threads go to the shared queue, which a worker reads first on every
  * 8th pop so they are not starved (flare's acquire rounds).
  *

@@ -49,6 +49,7 @@
 #ifndef FIBERD_RUNTIME_H
 #define FIBERD_RUNTIME_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -67,6 +68,24 @@
 #include "scheduler/runq.h"
 #include "scheduler/sched.h"
 #include "scheduler/waitslot.h"
+
+/* futex_wait - sleep while *@word == @val, at most @timeout_ns (SCHED_FOREVER: no
+ * limit). Return: 0 when woken, -EAGAIN (*@word was not @val), -ETIMEDOUT, -EINTR.
+ * Context: any thread. futex_wake - wake one waiter of @word. */
+static inline int futex_wait(int *word, int val, uint64_t timeout_ns)
+{
+        struct timespec ts = timespec_store_ns(timeout_ns == SCHED_FOREVER ? 0 : timeout_ns);
+
+        if (syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val,
+                    timeout_ns == SCHED_FOREVER ? NULL : &ts, NULL, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+static inline void futex_wake(int *word)
+{
+        syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SCHED_ASAN 1
