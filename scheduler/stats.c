@@ -18,6 +18,10 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
                 __atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED));
         s.sleeping = (unsigned)__builtin_popcountll(
                 __atomic_load_n(&g->sleeping_mask, __ATOMIC_RELAXED));
+        /* acquire, paired with the release at a fiber's end: a caller that reads 0
+         * sees everything the fibers did (daemon shutdown frees what they used),
+         * including their workers' finished counts, read after it for that reason */
+        s.fibers_alive = __atomic_load_n(&g->alive, __ATOMIC_ACQUIRE);
         s.fibers_created = __atomic_load_n(&g->created_outside, __ATOMIC_RELAXED);
         for (unsigned i = 0; i < n; i++) {
                 Worker *w = &g->workers[i];
@@ -36,9 +40,6 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
                                 (__atomic_load_n(&w->next, __ATOMIC_RELAXED) != NULL);
                 hs[i] = &w->latency;
         }
-        /* acquire, paired with the release at a fiber's end: a caller that reads 0
-         * sees everything the fibers did (daemon shutdown frees what they used) */
-        s.fibers_alive = __atomic_load_n(&g->alive, __ATOMIC_ACQUIRE);
         s.spinner_handoffs = __atomic_load_n(&g->spinner_handoffs, __ATOMIC_RELAXED);
         s.futex_wakeups = __atomic_load_n(&g->futex_wakeups, __ATOMIC_RELAXED);
         s.worker_poll_events = __atomic_load_n(&g->reactor.worker_events, __ATOMIC_RELAXED);
