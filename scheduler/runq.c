@@ -56,16 +56,9 @@ bool runq_push(Runq *q, void *item)
         }
 }
 
-void *runq_pop(Runq *q)
+/* runq_pop()'s part past the empty check, from head position @pos. */
+void *runq_pop_cells(Runq *q, size_t pos)
 {
-        size_t pos = __atomic_load_n(&q->head, __ATOMIC_ACQUIRE);
-
-        /* Empty at a glance: head and tail load in parallel, where the cell's sequence
-         * number would need the head first (the idle check on every yield). A push whose
-         * tail claim is not visible yet counts as not done, as an unpublished cell does
-         * below; its producer wakes a worker after it completes. */
-        if (__atomic_load_n(&q->tail, __ATOMIC_RELAXED) == pos)
-                return NULL;
         for (;;) {
                 RunqCell *c = &q->cells[pos & q->mask];
                 size_t seq = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);

@@ -44,7 +44,21 @@ void runq_term(Runq *q);
 bool runq_push(Runq *q, void *item);
 
 /* runq_pop - take the oldest item. Return: it, or NULL when empty. Context: any. */
-void *runq_pop(Runq *q);
+/* runq_pop_cells - runq_pop() past its empty check, from head position @head. */
+void *runq_pop_cells(Runq *q, size_t head);
+static inline void *runq_pop(Runq *q)
+{
+        size_t pos = __atomic_load_n(&q->head, __ATOMIC_ACQUIRE);
+
+        /* Empty at a glance, inline: head and tail load in parallel, where the cell's
+         * sequence number would need the head first (the idle check on every yield). A
+         * push whose tail claim is not visible yet counts as not done, as an
+         * unpublished cell does in runq_pop_cells(); its producer wakes a worker after
+         * it completes. */
+        if (__atomic_load_n(&q->tail, __ATOMIC_RELAXED) == pos)
+                return NULL;
+        return runq_pop_cells(q, pos);
+}
 
 /* runq_size - an estimate of the items queued now (exact when nobody pushes or pops). */
 size_t runq_size(const Runq *q);

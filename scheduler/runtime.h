@@ -341,9 +341,29 @@ enum { WORKER_THREAD_NONE, WORKER_THREAD_RUNNING, WORKER_THREAD_EXITED };
  * a group with hook_blocking_calls. Context: any. */
 void hook_init(void);
 
-/* worker_self - the calling thread's Worker, or NULL. Not inlined, so that code after
- * a context switch (possibly on another thread) reads the thread pointer again. */
+/* worker_self - the calling thread's Worker, or NULL. Context: any thread.
+ * A fiber may resume on another thread than the one it left, so the thread pointer
+ * must be read again after every switch: the compiler may keep a TLS variable's
+ * address (thread pointer + offset) in a register across a call, as it does any other
+ * address, which is right for threads and wrong for fibers (folly's and Boost.Context's
+ * "fiber-safe TLS" problem). On x86-64 the read is one volatile asm (initial-exec TLS:
+ * the offset from the GOT, the load through %fs), which the compiler can neither move
+ * nor merge with another; elsewhere it is a call the compiler cannot see into. */
+#if defined(__x86_64__)
+extern __thread Worker *sched_tls_worker __attribute__((tls_model("initial-exec")));
+static inline Worker *worker_self(void)
+{
+        Worker *w;
+        __asm__ __volatile__("movq sched_tls_worker@gottpoff(%%rip), %0\n\t"
+                             "movq %%fs:(%0), %0"
+                             : "=r"(w)
+                             :
+                             : "memory");
+        return w;
+}
+#else
 Worker *worker_self(void);
+#endif
 void worker_set_self(Worker *w);
 /* worker_init - set up @w, worker @index of @g, with a stack cache of g->stack_cache
  * stacks (the parts that need no thread of its own; worker.c lists them). Return: 0, -ENOMEM.

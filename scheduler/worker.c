@@ -54,19 +54,22 @@
 #define SPIN_ROUNDS_IDLE 4  /* the same when Go's rule says the group is idle */
 #define PAUSES_PER_ROUND 64 /* pause instructions between polls */
 
-static __thread Worker *tls_worker;
+/* The calling thread's Worker (runtime.h, worker_self()). */
+__thread Worker *sched_tls_worker __attribute__((tls_model("initial-exec")));
 
+#if !defined(__x86_64__)
 __attribute__((noinline)) Worker *worker_self(void)
 {
         Worker *w;
         __asm__ __volatile__("" ::: "memory");
-        w = tls_worker;
+        w = sched_tls_worker;
         return w;
 }
+#endif
 
 void worker_set_self(Worker *w)
 {
-        tls_worker = w;
+        sched_tls_worker = w;
 }
 
 /* ------------------------------------------------------------------ idle loop ----- */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "scheduler/runtime.h"
 
 static void add_one(void *arg)
 {
@@ -345,6 +346,9 @@ static void migrator(void *arg)
                 acc += i;
                 note_thread();
                 fiber_sleep_for(10000); /* the timer makes it ready on any worker */
+                /* the thread pointer is read again after the switch: the Worker is
+                 * the one whose thread runs the fiber now */
+                cr_assert_eq(__atomic_load_n(&worker_self()->tid, __ATOMIC_ACQUIRE), tid());
                 if (tid() != first)
                         __atomic_store_n(moved, 1, __ATOMIC_RELAXED);
         }
