@@ -5,6 +5,8 @@
  *
  *  yield     a group with 1 worker; a starter fiber creates two fibers that each call
  *            fiber_yield() N times, then joins them: ns per switch = elapsed / 2N.
+ *            "classes": the same on a group with two job classes (default 100 and
+ *            batch 50 shares), the yielders in default.
  *  create    a group with 2 workers; one fiber creates N joinable fibers (each adds 1
  *            to a counter, like the Go peer's wg.Done) and then joins them all, in
  *            creation order: ns per fiber. Created from inside a fiber, as the daemon
@@ -129,7 +131,29 @@ static void yield_starter(void *arg)
 int bench_fiber_yield(int argc, char **argv)
 {
         YieldRun y = {.rounds = bench_parse_count(argc > 1 ? argv[1] : NULL, 2000000)};
-        SchedulingGroup *g = group_start(1, bench_fibers_cap(16));
+        SchedulingGroup *g;
+
+        if (argc > 2 && !strcmp(argv[2], "classes")) {
+                /* the daemon's shape: classes configured, the yielders in the default
+                 * one (a yield then picks the class with the lowest vruntime) */
+                static const SchedClassConfig classes[] = {{"default", 100}, {"batch", 50}};
+                SchedGroupConfig cfg = {
+                        .workers = 1,
+                        .runq_capacity = bench_fibers_cap(16),
+                        .max_fibers = bench_fibers_cap(16),
+                        .name = "bench",
+                        .classes = classes,
+                        .nclasses = ELEMENTSOF(classes),
+                        .control = BENCH_NO_MONITOR,
+                };
+                int r = sched_group_new(&g, &cfg);
+                if (r < 0)
+                        bench_die("sched_group_new(classes): %s", strerror(-r));
+        } else if (argc > 2) {
+                bench_die("yield: '%s' is not classes", argv[2]);
+        } else {
+                g = group_start(1, bench_fibers_cap(16));
+        }
 
         fiber_wait(fiber_start(g, yield_starter, &y));
         sched_group_free(g);

@@ -1281,7 +1281,7 @@ static const struct {
         int (*fn)(int argc, char **argv);
         const char *help;
 } commands[] = {
-        {"yield", bench_fiber_yield, "[N]        ns per switch, 2 fibers x N yields, 1 worker"},
+        {"yield", bench_fiber_yield, "[N] [classes]  ns per switch, 2 fibers x N yields, 1 worker"},
         {"create", bench_fiber_create, "[N [join|latch]] ns per fiber, create N from a fiber"},
         {"skynet", bench_fiber_skynet,
          "[LEAVES [shared|local]] ms for the skynet tree (power of 10)"},
