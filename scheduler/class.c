@@ -23,8 +23,11 @@
  * tree still runs depth-first on warm stacks, and its time is charged to that class.
  * A fiber made ready for another class goes to its class's queue. When the pick moves
  * a worker to another class, the fibers left in its runnext and deque go to their
- * class's queue first, so runnext never runs a class out of its order. Yields go to
- * the class's queue (the pick is made at every yield). Thieves take from a sibling's
+ * class's queue first, so runnext never runs a class out of its order. The pick is made
+ * at every yield; a yielder of the class the worker still serves goes to the worker's
+ * yield list as in a group without classes (no atomic operation, no wake-up: ready.c),
+ * which holds that class's fibers only and is flushed to the class's queue with the
+ * runnext and deque when the worker moves on. Thieves take from a sibling's
  * deque whatever class it holds (the time is charged to the fiber's own class), and
  * from another group's queues in that group's class order.
  */
@@ -34,6 +37,10 @@
 #include <string.h>
 
 #include "scheduler/runtime.h"
+
+/* The most CPU time a worker runs before charging it to the class (class_charge()):
+ * a twenty-fifth of the default task quota. */
+#define CLASS_CHARGE_BATCH_NS (20 * NSEC_PER_USEC)
 
 static const SchedClassConfig default_class = {.name = "default", .shares = 100};
 
@@ -186,14 +193,27 @@ Fiber *class_pop_any(SchedulingGroup *g)
         return NULL;
 }
 
-void class_charge(SchedulingGroup *g, const Fiber *f, uint64_t ticks)
+/* Charge @w's batch to its class. */
+static void charge_flush(Worker *w)
 {
-        SchedClass *c = &g->classes[f->cls];
+        SchedClass *c = &w->group->classes[w->charge_cls];
         uint64_t recip = __atomic_load_n(&c->recip_q32, __ATOMIC_RELAXED);
+        uint64_t ticks = w->charge_tsc;
 
+        w->charge_tsc = 0;
         __atomic_fetch_add(&c->runtime_tsc, ticks, __ATOMIC_RELAXED);
         __atomic_fetch_add(&c->vruntime, (uint64_t)(((unsigned __int128)ticks * recip) >> 32),
                            __ATOMIC_RELAXED);
+}
+
+void class_charge(Worker *w, const Fiber *f, uint64_t ticks, bool flush)
+{
+        if (w->charge_tsc && w->charge_cls != f->cls)
+                charge_flush(w);
+        w->charge_cls = f->cls;
+        w->charge_tsc += ticks;
+        if (flush || w->charge_tsc >= clock_ns_to_tsc(CLASS_CHARGE_BATCH_NS))
+                charge_flush(w);
 }
 
 /* ------------------------------------------------------------------ public -------- */

@@ -102,7 +102,7 @@ static inline void account_switch(Worker *w, Fiber *next)
                 uint64_t now = clock_tsc_now();
                 Fiber *cur = w->current;
                 if (cur && w->run_tsc && cur->group == g)
-                        class_charge(g, cur, now - w->run_tsc);
+                        class_charge(w, cur, now - w->run_tsc, !next);
                 w->run_tsc = next ? now : 0;
         }
         if (UNLIKELY(__atomic_load_n(&w->blocked, __ATOMIC_RELAXED)))

@@ -112,14 +112,18 @@ static bool local_nonempty(Worker *w)
         return __atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local);
 }
 
-/* Move @w's runnext and deque to their classes' queues (oldest first), so that a
- * worker moving to another class leaves nothing behind that only it would run. */
+/* Move @w's yield list, runnext and deque to their classes' queues (oldest first), so
+ * that a worker moving to another class leaves nothing behind that only it would run. */
 static void local_flush(Worker *w)
 {
         SchedulingGroup *g = w->group;
         Fiber *f;
         bool any = false;
 
+        while ((f = yield_pop(w))) {
+                ready_push_shared(f->group, f);
+                any = true;
+        }
         while ((f = localq_pop(&w->local))) {
                 ready_push_shared(f->group, f);
                 any = true;
@@ -138,19 +142,25 @@ static void local_flush(Worker *w)
 static Fiber *class_ready_pop(Worker *w, unsigned n, bool cur_active)
 {
         SchedulingGroup *g = w->group;
-        bool local = g->local_queues && local_nonempty(w);
+        bool local = w->yield_head || (g->local_queues && local_nonempty(w));
         int c = class_pick(g, w->cls, local || cur_active);
         Fiber *f;
 
         if (c < 0)
                 return NULL;
-        if ((unsigned)c == w->cls)
-                return g->local_queues ? local_pop(w, n) : shared_pop(w);
-        if ((unsigned)c != w->cls) {
-                if (local)
-                        local_flush(w);
-                w->cls = (unsigned)c;
+        if ((unsigned)c == w->cls) {
+                /* the yield list as in ready_pop(): after the class's queues, first on
+                 * every 8th pop and after a rotation */
+                if (UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
+                        w->yield_rotated = false;
+                        return yield_pop(w);
+                }
+                f = g->local_queues ? local_pop(w, n) : shared_pop(w);
+                return f ? f : yield_pop(w);
         }
+        if (local)
+                local_flush(w);
+        w->cls = (unsigned)c;
         f = shared_pop(w);
         return f ? f : class_pop_any(g);
 }
@@ -193,7 +203,7 @@ Fiber *ready_pop_yield(Worker *w, Fiber *self)
         if (self->cls != w->cls) {
                 /* a fiber of another class runs here (stolen, or runnext of a
                  * sibling): this worker serves its class from now on */
-                if (g->local_queues && local_nonempty(w))
+                if (w->yield_head || (g->local_queues && local_nonempty(w)))
                         local_flush(w);
                 w->cls = self->cls;
         }
@@ -262,9 +272,10 @@ void ready_requeue(Worker *w, Fiber *f)
                 ready_push_shared(f->group, f);
                 return;
         }
-        if (f->group->nclasses > 1 || worker_surplus(w)) {
-                /* classes: the pick is made at every yield; a surplus spare is about
-                 * to park and must leave nothing in its own lists */
+        if ((f->group->nclasses > 1 && f->cls != w->cls) || worker_surplus(w)) {
+                /* a fiber of a class this worker no longer serves (the pick at its
+                 * yield moved the worker on); a surplus spare is about to park and must
+                 * leave nothing in its own lists */
                 ready_push_shared(f->group, f);
                 group_wake_idle(f->group);
                 return;

@@ -309,6 +309,8 @@ struct Worker {
                                    * reads it; written only at idle transitions) */
         uint64_t run_tsc;         /* classes: when the running fiber started running
                                    * (TSC), for charging its class; 0 in the idle loop */
+        uint64_t charge_tsc;      /* classes: ticks run and not yet charged to class */
+        unsigned charge_cls;      /* charge_cls (class_charge()) */
         uint64_t run_seq;         /* bumped at every switch (atomic: the monitor reads it) */
         uint64_t quota_end_tsc;   /* the task quota's end: fiber_need_preempt() */
         uint64_t quota_seq;       /* the run_seq that quota_end_tsc belongs to */
@@ -576,8 +578,14 @@ int class_pick(SchedulingGroup *g, unsigned cur, bool cur_local);
 /* class_pop_any - a fiber from the class class_pick() would choose (thieves, and
  * workers without local queues). Context: any. */
 Fiber *class_pop_any(SchedulingGroup *g);
-/* class_charge - @ticks of CPU to @f's class. Context: a worker, at a switch. */
-void class_charge(SchedulingGroup *g, const Fiber *f, uint64_t ticks);
+/* class_charge - @ticks of CPU run by a fiber of @f's class on @w: added to what @w
+ * has not charged yet, and charged to the class (two atomic adds on the group's
+ * shared counters) once that reaches CLASS_CHARGE_BATCH_NS, when the class changes, or
+ * with @flush (the worker goes idle). So fibers that switch every few hundred ns cost
+ * the shared counters one update per batch, and a pick sees another worker's time at
+ * most one batch late, far below the task quota that shares are enforced at. Context:
+ * @w's thread, at a switch. */
+void class_charge(Worker *w, const Fiber *f, uint64_t ticks, bool flush);
 
 /* ------------------------------------------------------------------ monitor.c ----- */
 
