@@ -97,6 +97,7 @@ typedef struct Job {
 
 enum {
         J_YIELD,
+        J_YIELD_CLASSES,
         J_FLOOR,
         J_UCONTEXT,
         J_GO_YIELD,
@@ -223,6 +224,8 @@ static const Row rows[] = {
          "ucontext swapcontext", CMP_SCALE, 0, "(scale)"},
         {"1. yield, 2 fibers on 1 worker (ns/switch)", J_YIELD, J_GO_YIELD, 0, "ns",
          "Go Gosched, GOMAXPROCS=1", CMP_FASTER, 3, ">= 3x faster"},
+        {"1c. the same on a group with job classes (default 100, batch 50 shares; ns/switch)",
+         J_YIELD_CLASSES, J_FLOOR, 0, "ns", "bare context_switch", CMP_FLOOR, 2.5, "<= 2.5x floor"},
         {"2. create+start 1M fibers from a fiber, then join each handle, 2 workers (ns/fiber)",
          J_CREATE, J_GO_CREATE, 0, "ns", "Go goroutine + WaitGroup", CMP_FASTER, 4, ">= 4x faster"},
         {"2. create+start 1M fibers from a fiber, then join each handle, 2 workers (ns/fiber)",
@@ -684,6 +687,8 @@ static void jobs_setup(Job *jobs, const Options *o)
 
         job_set(&jobs[J_YIELD], "yield", "fiberd yield", false, "yield", r, s ? "10000" : "2000000",
                 NULL);
+        job_set(&jobs[J_YIELD_CLASSES], "yield", "fiberd yield, classes", false, "yield", r,
+                s ? "10000" : "2000000", "classes");
         job_set(&jobs[J_FLOOR], "yield", "bare switch", false, "floor", r, s ? "10000" : "5000000",
                 NULL);
         job_set(&jobs[J_UCONTEXT], "yield", "ucontext", false, "ucontext", r,
