@@ -106,15 +106,19 @@ static Fiber *local_pop(Worker *w, unsigned n)
         return shared_pop(w);
 }
 
-/* Whether @w's runnext or deque holds fibers (of class w->cls). */
-static bool local_nonempty(Worker *w)
+/* Whether @w's own lists hold fibers (all of class w->cls): its yield list, and with
+ * local queues its runnext and deque. */
+static inline bool own_nonempty(Worker *w)
 {
-        return __atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local);
+        return w->yield_head ||
+               (w->group->local_queues &&
+                (__atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local)));
 }
 
 /* Move @w's yield list, runnext and deque to their classes' queues (oldest first), so
- * that a worker moving to another class leaves nothing behind that only it would run. */
-static void local_flush(Worker *w)
+ * that a worker moving to another class, or a spare about to park, leaves nothing
+ * behind that only it would run. */
+static void own_flush(Worker *w)
 {
         SchedulingGroup *g = w->group;
         Fiber *f;
@@ -136,30 +140,37 @@ static void local_flush(Worker *w)
                 group_wake(g);
 }
 
+/* @w's (a worker of @g) next fiber of the class it serves (of @g, without classes), pop number
+ * @n: its queues, then its yield list, which goes first on every 8th pop and after a
+ * rotation so that a stream of new work cannot starve it. */
+static inline Fiber *own_pop(SchedulingGroup *g, Worker *w, unsigned n)
+{
+        Fiber *f;
+
+        if (UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
+                w->yield_rotated = false;
+                return yield_pop(w);
+        }
+        f = g->local_queues ? local_pop(w, n) : shared_pop(w);
+        return f ? f : yield_pop(w);
+}
+
 /* A group with classes: serve the class with the lowest vruntime (class.c). With
  * @cur_active (a fiber of class w->cls yields), that class counts as ready even when
  * its queues are empty, and NULL means "keep running the yielder". */
 static Fiber *class_ready_pop(Worker *w, unsigned n, bool cur_active)
 {
         SchedulingGroup *g = w->group;
-        bool local = w->yield_head || (g->local_queues && local_nonempty(w));
-        int c = class_pick(g, w->cls, local || cur_active);
+        bool own = own_nonempty(w);
+        int c = class_pick(g, w->cls, own || cur_active);
         Fiber *f;
 
         if (c < 0)
                 return NULL;
-        if ((unsigned)c == w->cls) {
-                /* the yield list as in ready_pop(): after the class's queues, first on
-                 * every 8th pop and after a rotation */
-                if (UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
-                        w->yield_rotated = false;
-                        return yield_pop(w);
-                }
-                f = g->local_queues ? local_pop(w, n) : shared_pop(w);
-                return f ? f : yield_pop(w);
-        }
-        if (local)
-                local_flush(w);
+        if ((unsigned)c == w->cls)
+                return own_pop(g, w, n);
+        if (own)
+                own_flush(w);
         w->cls = (unsigned)c;
         f = shared_pop(w);
         return f ? f : class_pop_any(g);
@@ -168,30 +179,15 @@ static Fiber *class_ready_pop(Worker *w, unsigned n, bool cur_active)
 Fiber *ready_pop(Worker *w)
 {
         unsigned n = ++w->pops;
-        Fiber *f;
 
         if (w->group->nclasses > 1)
                 return class_ready_pop(w, n, false);
-        if (UNLIKELY(w->yield_head) && (n % 8 == 4 || w->yield_rotated)) {
-                w->yield_rotated = false;
-                return yield_pop(w);
-        }
-        f = w->group->local_queues ? local_pop(w, n) : shared_pop(w);
-        return f ? f : yield_pop(w);
+        return own_pop(w->group, w, n);
 }
 
 void ready_flush(Worker *w)
 {
-        Fiber *f;
-        bool any = false;
-
-        while ((f = yield_pop(w))) {
-                ready_push_shared(f->group, f);
-                any = true;
-        }
-        if (any)
-                group_wake(w->group);
-        local_flush(w);
+        own_flush(w);
 }
 
 Fiber *ready_pop_yield(Worker *w, Fiber *self)
@@ -203,8 +199,8 @@ Fiber *ready_pop_yield(Worker *w, Fiber *self)
         if (self->cls != w->cls) {
                 /* a fiber of another class runs here (stolen, or runnext of a
                  * sibling): this worker serves its class from now on */
-                if (w->yield_head || (g->local_queues && local_nonempty(w)))
-                        local_flush(w);
+                if (own_nonempty(w))
+                        own_flush(w);
                 w->cls = self->cls;
         }
         return class_ready_pop(w, ++w->pops, true);

@@ -43,9 +43,10 @@ void runq_term(Runq *q);
  * Context: any thread; lock-free. */
 bool runq_push(Runq *q, void *item);
 
-/* runq_pop - take the oldest item. Return: it, or NULL when empty. Context: any. */
 /* runq_pop_cells - runq_pop() past its empty check, from head position @head. */
 void *runq_pop_cells(Runq *q, size_t head);
+
+/* runq_pop - take the oldest item. Return: it, or NULL when empty. Context: any. */
 static inline void *runq_pop(Runq *q)
 {
         size_t pos = __atomic_load_n(&q->head, __ATOMIC_ACQUIRE);

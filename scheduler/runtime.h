@@ -309,8 +309,9 @@ struct Worker {
                                    * reads it; written only at idle transitions) */
         uint64_t run_tsc;         /* classes: when the running fiber started running
                                    * (TSC), for charging its class; 0 in the idle loop */
-        uint64_t charge_tsc;      /* classes: ticks run and not yet charged to class */
-        unsigned charge_cls;      /* charge_cls (class_charge()) */
+        uint64_t charge_tsc;      /* classes: ticks run and not yet charged to their
+                                   * class (class_charge()) */
+        unsigned charge_cls;      /* the class those ticks belong to */
         uint64_t run_seq;         /* bumped at every switch (atomic: the monitor reads it) */
         uint64_t quota_end_tsc;   /* the task quota's end: fiber_need_preempt() */
         uint64_t quota_seq;       /* the run_seq that quota_end_tsc belongs to */
