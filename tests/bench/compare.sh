@@ -11,8 +11,10 @@
 #   BASE=<rev>            the revision to compare against (required)
 #   COMPARE_RUNS=N        rounds per figure (default 7)
 #   COMPARE_ROWS='...'    figures, `;`-separated fiberd-bench command lines (default: the
-#                         runtime rows: yield, create+latch, create+join, ping-pong,
-#                         sleep_for(1 ms) lateness)
+#                         runtime rows: the bare switch, yield without and with job
+#                         classes, create+latch, create+join, ping-pong, sleep_for(1 ms)
+#                         lateness). A figure the base's fiberd-bench does not have (it
+#                         exits non-zero) is shown for the new side only.
 #   COMPARE_NEW_CONF='...' config text the new side's product rows give their fiberd
 #                         (FIBERD_BENCH_CONF, `\n` for a newline), e.g.
 #                         '[server]\nworkers = 2': a key the base does not know yet
@@ -24,7 +26,7 @@ build=${1:?build dir}
 new_bin=${2:?new fiberd-bench}
 base=${BASE:?BASE=<rev> is required, e.g. make bench-compare BASE=HEAD~1}
 runs=${COMPARE_RUNS:-7}
-rows=${COMPARE_ROWS:-"yield 2000000;create 1000000 latch;create 200000 join;pingpong 200000;lateness"}
+rows=${COMPARE_ROWS:-"floor;yield 2000000;yield 2000000 classes;create 1000000 latch;create 200000 join;pingpong 200000;lateness"}
 new_conf=$(printf '%b' "${COMPARE_NEW_CONF:-}")
 
 sha=$(git rev-parse --verify --quiet "$base^{commit}") ||
@@ -70,8 +72,16 @@ for r in $(seq "$runs"); do
                         [ "$side" = new ] && [ -n "$new_conf" ] &&
                                 envp=(env "FIBERD_BENCH_CONF=$new_conf")
                         # The last line holds the figures; sched's notices go to stderr.
-                        out=$("${envp[@]}" "$bin" "${argv[@]}" 2>/dev/null | tail -n 1) ||
-                                { echo "bench-compare: '$side ${figs[$i]}' failed" >&2; exit 1; }
+                        if ! out=$("${envp[@]}" "$bin" "${argv[@]}" 2>/dev/null | tail -n 1); then
+                                if [ "$side" = base ]; then
+                                        [ -e "$tmp/$i.nobase" ] || echo "bench-compare: base" \
+                                                "$short has no figure '${figs[$i]}': new side only" >&2
+                                        touch "$tmp/$i.nobase"
+                                        continue
+                                fi
+                                echo "bench-compare: '$side ${figs[$i]}' failed" >&2
+                                exit 1
+                        fi
                         echo "$out" >>"$tmp/$i.$side"
                 done
         done
@@ -84,8 +94,12 @@ echo "|---|---|---|---|---|"
 for i in "${!figs[@]}"; do
         cols=$(awk '{ print NF }' "$tmp/$i.new" | head -1)
         for c in $(seq "$cols"); do
-                b=$(awk -v c="$c" '{ print $c }' "$tmp/$i.base" | median)
                 n=$(awk -v c="$c" '{ print $c }' "$tmp/$i.new" | median)
+                if [ -e "$tmp/$i.nobase" ]; then
+                        echo "| ${figs[$i]} | $c | — | $n | — |"
+                        continue
+                fi
+                b=$(awk -v c="$c" '{ print $c }' "$tmp/$i.base" | median)
                 ratio=$(awk -v b="$b" -v n="$n" 'BEGIN { if (b == 0) print "-";
                                                          else printf "%.3f", n / b }')
                 echo "| ${figs[$i]} | $c | $b | $n | $ratio |"
