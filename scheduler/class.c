@@ -4,10 +4,11 @@
  * (shared/seeds/002, reactor::run_some_tasks and task_queue) carried from one thread per
  * core to a group of workers.
  *
- * Each class is a run queue with shares. The time a fiber runs (TSC ticks between the
- * switch that started it and the one that ended it) is charged to its class, scaled by
- * 2^32 / shares (seastar's _reciprocal_shares_times_2_power_32, so charging is a
- * multiply and a shift): the class's vruntime. A worker takes its next fiber from the
+ * Each class is a run queue with shares. The time its fibers run (TSC ticks between
+ * the switch that started a segment of its fibers on a worker and the one that ended
+ * it: class_account()) is charged to the class, scaled by 2^32 / shares (seastar's
+ * _reciprocal_shares_times_2_power_32, so charging is a multiply and a shift): the
+ * class's vruntime. A worker takes its next fiber from the
  * class with the lowest vruntime among those with ready fibers, so under full load the
  * classes' CPU time follows their shares. A class whose queue goes from empty to
  * non-empty inherits the highest vruntime picked so far (seastar's _last_vruntime), so a
@@ -23,11 +24,13 @@
  * tree still runs depth-first on warm stacks, and its time is charged to that class.
  * A fiber made ready for another class goes to its class's queue. When the pick moves
  * a worker to another class, the fibers left in its runnext and deque go to their
- * class's queue first, so runnext never runs a class out of its order. The pick is made
- * at every yield; a yielder of the class the worker still serves goes to the worker's
- * yield list as in a group without classes (no atomic operation, no wake-up: ready.c),
- * which holds that class's fibers only and is flushed to the class's queue with the
- * runnext and deque when the worker moves on. Thieves take from a sibling's
+ * class's queue first, so runnext never runs a class out of its order. A pick can only
+ * change when a vruntime changes or a class gets fibers, so a yield picks again at the
+ * first yield after its worker charged time and on every 8th yield (seastar picks once
+ * per task quota; this is finer). A yielder of the class the worker still serves goes
+ * to the worker's yield list as in a group without classes (no atomic operation, no
+ * wake-up: ready.c), which holds that class's fibers only and is flushed to the class's
+ * queue with the runnext and deque when the worker moves on. Thieves take from a sibling's
  * deque whatever class it holds (the time is charged to the fiber's own class), and
  * from another group's queues in that group's class order.
  */
@@ -41,6 +44,11 @@
 /* The most CPU time a worker runs before charging it to the class (class_charge()):
  * a twenty-fifth of the default task quota. */
 #define CLASS_CHARGE_BATCH_NS (20 * NSEC_PER_USEC)
+
+/* A segment shorter than this (fibers of one class switching often) goes on for
+ * CLASS_SEGMENT_SWITCHES switches before the next clock read: class_account(). */
+#define CLASS_SEGMENT_SHORT_NS (2 * NSEC_PER_USEC)
+#define CLASS_SEGMENT_SWITCHES 8
 
 static const SchedClassConfig default_class = {.name = "default", .shares = 100};
 
@@ -201,6 +209,7 @@ static void charge_flush(Worker *w)
         uint64_t ticks = w->charge_tsc;
 
         w->charge_tsc = 0;
+        w->pick_due = true;
         __atomic_fetch_add(&c->runtime_tsc, ticks, __ATOMIC_RELAXED);
         __atomic_fetch_add(&c->vruntime, (uint64_t)(((unsigned __int128)ticks * recip) >> 32),
                            __ATOMIC_RELAXED);
@@ -214,6 +223,25 @@ void class_charge(Worker *w, const Fiber *f, uint64_t ticks, bool flush)
         w->charge_tsc += ticks;
         if (flush || w->charge_tsc >= clock_ns_to_tsc(CLASS_CHARGE_BATCH_NS))
                 charge_flush(w);
+}
+
+void class_account(Worker *w, const Fiber *cur, const Fiber *next)
+{
+        uint64_t now = clock_tsc_now();
+
+        bool short_run = false;
+
+        if (cur && w->run_tsc && cur->group == w->group) {
+                uint64_t ticks = now - w->run_tsc;
+                class_charge(w, cur, ticks, !next);
+                short_run = ticks < clock_ns_to_tsc(CLASS_SEGMENT_SHORT_NS);
+        }
+        /* the next segment may go on without a clock read only if it was short and
+         * the next fiber is one of this group's (whose class it records) */
+        w->segment_left =
+                short_run && next && next->group == w->group ? CLASS_SEGMENT_SWITCHES - 1 : 0;
+        w->segment_cls = next ? next->cls : 0;
+        w->run_tsc = next ? now : 0;
 }
 
 /* ------------------------------------------------------------------ public -------- */

@@ -92,18 +92,20 @@ static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker
 /* A switch on @w to @next (NULL: the idle loop). The switch count is what the monitor
  * watches (a worker whose count stands still is inside one fiber) and what starts a
  * new task quota (fiber_need_preempt() arms it lazily), so the common path costs a
- * store and a load, no clock read. In a group with classes the fiber that ran is
- * charged to its class, which takes a TSC read per switch. Context: @w's thread. */
+ * store and a load, no clock read. In a group with classes the time run is charged to
+ * the class by segments (class_account()): a switch between two fibers of @w's group
+ * and of one class, while the segment's switches are short, only counts down the
+ * switches until the next clock read. Context: @w's thread. */
 static inline void account_switch(Worker *w, Fiber *next)
 {
         SchedulingGroup *g = w->group;
 
         if (UNLIKELY(g->nclasses > 1)) {
-                uint64_t now = clock_tsc_now();
-                Fiber *cur = w->current;
-                if (cur && w->run_tsc && cur->group == g)
-                        class_charge(w, cur, now - w->run_tsc, !next);
-                w->run_tsc = next ? now : 0;
+                /* segment_left > 0: the running fiber is of w->segment_cls and @g */
+                if (w->segment_left && next && next->cls == w->segment_cls && next->group == g)
+                        w->segment_left--;
+                else
+                        class_account(w, w->current, next);
         }
         if (UNLIKELY(__atomic_load_n(&w->blocked, __ATOMIC_RELAXED)))
                 worker_unblock(w);

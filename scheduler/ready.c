@@ -63,7 +63,14 @@ static Fiber *yield_pop(Worker *w)
 static Fiber *shared_pop(Worker *w)
 {
         SchedulingGroup *g = w->group;
-        Fiber *f = g->nclasses > 1 ? class_pop(g, w->cls) : runq_pop(&g->runq);
+        Fiber *f;
+
+        if (g->nclasses > 1)
+                f = __atomic_load_n(&g->classes[w->cls].queued, __ATOMIC_RELAXED)
+                            ? class_pop(g, w->cls)
+                            : NULL;
+        else
+                f = runq_pop(&g->runq);
         if (f)
                 counter_inc(&w->shared_dequeues);
         return f;
@@ -193,6 +200,7 @@ void ready_flush(Worker *w)
 Fiber *ready_pop_yield(Worker *w, Fiber *self)
 {
         SchedulingGroup *g = w->group;
+        unsigned n;
 
         if (g->nclasses == 1 || self->group != g)
                 return ready_pop(w);
@@ -203,7 +211,14 @@ Fiber *ready_pop_yield(Worker *w, Fiber *self)
                         own_flush(w);
                 w->cls = self->cls;
         }
-        return class_ready_pop(w, ++w->pops, true);
+        /* The pick can change only when a vruntime does (a charge: pick_due) or another
+         * class gets fibers: pick at the first yield after a charge of this worker's,
+         * and on every 8th for the rest (other workers' charges, new work). */
+        n = ++w->pops;
+        if (!w->pick_due && n % 8 != 0)
+                return own_pop(g, w, n);
+        w->pick_due = false;
+        return class_ready_pop(w, n, true);
 }
 
 void ready_push_shared(SchedulingGroup *g, Fiber *f)

@@ -307,8 +307,15 @@ struct Worker {
         unsigned cls;             /* classes: the class its runnext and deque hold */
         bool running;             /* in a fiber, not the idle loop (atomic: the monitor
                                    * reads it; written only at idle transitions) */
-        uint64_t run_tsc;         /* classes: when the running fiber started running
-                                   * (TSC), for charging its class; 0 in the idle loop */
+        uint64_t run_tsc;         /* classes: when the running segment (fibers of one
+                                   * class run in a row) started (TSC), for charging
+                                   * its class; 0 in the idle loop */
+        unsigned segment_left;    /* switches the segment may still go on without a
+                                   * clock read (class_account()); 0 when the running
+                                   * fiber is not of @group */
+        unsigned segment_cls;     /* the class of the running segment */
+        bool pick_due;            /* a charge changed a vruntime: the next yield picks
+                                   * the class again (ready_pop_yield()) */
         uint64_t charge_tsc;      /* classes: ticks run and not yet charged to their
                                    * class (class_charge()) */
         unsigned charge_cls;      /* the class those ticks belong to */
@@ -587,6 +594,15 @@ Fiber *class_pop_any(SchedulingGroup *g);
  * most one batch late, far below the task quota that shares are enforced at. Context:
  * @w's thread, at a switch. */
 void class_charge(Worker *w, const Fiber *f, uint64_t ticks, bool flush);
+/* class_account - a switch on @w from @cur to @next (either NULL: the idle loop) that
+ * ends the running segment: reads the clock, charges the segment to @cur's class
+ * (class_charge(), when @cur is of @w's group), and starts the next one. A segment
+ * shorter than CLASS_SEGMENT_SHORT_NS may go on for CLASS_SEGMENT_SWITCHES switches
+ * between fibers of one class without a clock read (account_switch() counts them down
+ * in segment_left), so a class whose fibers switch every few ns pays one read per
+ * CLASS_SEGMENT_SWITCHES switches, and a class whose fibers run long pays one a switch
+ * (its time is charged at most one segment late). Context: @w's thread, at a switch. */
+void class_account(Worker *w, const Fiber *cur, const Fiber *next);
 
 /* ------------------------------------------------------------------ monitor.c ----- */
 

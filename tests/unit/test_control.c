@@ -102,13 +102,18 @@ Test(control, maybe_yield_lets_a_fiber_behind_it_run)
 
 typedef struct Busy {
         int stop;
+        bool short_runs; /* yield at every turn, not at the task quota's end */
 } Busy;
 
 static void busy(void *arg)
 {
         Busy *b = arg;
-        while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE))
-                fiber_maybe_yield();
+        while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
+                if (b->short_runs)
+                        fiber_yield();
+                else
+                        fiber_maybe_yield();
+        }
 }
 
 static uint64_t class_runtime(SchedulingGroup *g, unsigned c)
@@ -133,11 +138,11 @@ static void stop_busy(Busy *b, Fiber **fs, unsigned n)
                 cr_assert_eq(fiber_join(fs[i]), 0);
 }
 
-Test(control, classes_share_the_cpu_by_their_shares)
+static void share_by_shares(bool short_runs)
 {
         static const SchedClassConfig classes[] = {{"default", 100}, {"half", 50}};
         SchedulingGroup *g = control_group(1, classes, 2, (SchedControl){0});
-        Busy b = {0};
+        Busy b = {.short_runs = short_runs};
         Fiber *fs[4];
         uint64_t a0, b0, a, h;
 
@@ -145,6 +150,7 @@ Test(control, classes_share_the_cpu_by_their_shares)
         start_busy(g, 1, 2, &b, fs + 2);
         a0 = class_runtime(g, 0);
         b0 = class_runtime(g, 1);
+        uint64_t t0 = sched_now_ns();
         /* until the two have run 600 ms between them (a condition, not a time) */
         uint64_t deadline = sched_deadline_after(60 * SEC_NS);
         do {
@@ -152,8 +158,15 @@ Test(control, classes_share_the_cpu_by_their_shares)
                 a = class_runtime(g, 0) - a0;
                 h = class_runtime(g, 1) - b0;
         } while (a + h < 600 * MS_NS && sched_now_ns() < deadline);
+        uint64_t wall = sched_now_ns() - t0;
         stop_busy(&b, fs, 4);
         cr_assert(h > 0, "the class of 50 shares never ran");
+        /* the one worker ran fibers all along: the time charged is the time that passed
+         * (the clock is the TSC, so a thread the kernel preempted is charged too) */
+        cr_log_info("charged %.1f%% of the time that passed",
+                    100.0 * (double)(a + h) / (double)wall);
+        cr_assert((double)(a + h) >= 0.7 * (double)wall, "charged %" PRIu64 " ns of %" PRIu64 " ns",
+                  a + h, wall);
         double ratio = (double)a / (double)h;
         cr_log_info("runtime 100:50 shares = %.3f (want 2)", ratio);
         cr_assert(ratio > 1.4 && ratio < 2.8, "runtime ratio %.2f for shares 100:50", ratio);
@@ -164,6 +177,19 @@ Test(control, classes_share_the_cpu_by_their_shares)
         cr_assert_eq(cs.shares, 50);
         cr_assert_eq(sched_group_class_stats(g, 2, &cs), -EINVAL);
         sched_group_free(g);
+}
+
+Test(control, classes_share_the_cpu_by_their_shares)
+{
+        share_by_shares(false);
+}
+
+/* Fibers that yield every few ns: the class's time is charged by segments of several
+ * switches without a clock read, and the class picked again only every few yields;
+ * the shares must hold all the same. */
+Test(control, classes_share_the_cpu_by_their_shares_when_fibers_yield_at_once)
+{
+        share_by_shares(true);
 }
 
 Test(control, an_idle_class_banks_no_credit)
