@@ -171,7 +171,14 @@ static void fiber_finish_exit(Worker *w, Fiber *f)
         Waiter *joiner;
 
         __atomic_store_n(&w->finished, w->finished + 1, __ATOMIC_RELAXED);
-        __atomic_fetch_sub(&f->group->alive, 1, __ATOMIC_RELEASE);
+        if (f->group == w->group) {
+                /* release: a stats reader that counts this exit sees what it did */
+                __atomic_store_n(&w->exits_pending, w->exits_pending + 1, __ATOMIC_RELEASE);
+                if (w->exits_pending >= ALIVE_EXIT_BATCH)
+                        alive_flush(w);
+        } else {
+                __atomic_fetch_add(&f->group->released, 1, __ATOMIC_RELEASE);
+        }
 #ifdef SCHED_TSAN
         __tsan_destroy_fiber(f->tsan_fiber);
         f->tsan_fiber = NULL;
@@ -228,6 +235,60 @@ static void fiber_entry(void *arg)
         abort(); /* not reached: an exited fiber is never resumed */
 }
 
+void alive_flush(Worker *w)
+{
+        size_t n = w->exits_pending;
+
+        if (n) {
+                /* zero first: a stats reader (released, then each worker's pending)
+                 * may then miss an exit, never count one twice */
+                __atomic_store_n(&w->exits_pending, 0, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&w->group->released, n, __ATOMIC_RELEASE);
+        }
+}
+
+/* A process-unique id: from the worker's block of ids, taken 1024 at a time from the
+ * process's counter (one locked add per 1024 creations, not one each), or from the
+ * counter itself off a worker. */
+static uint64_t fiber_id_next(Worker *w)
+{
+        enum { ID_BLOCK = 1024 };
+
+        if (!w)
+                return __atomic_fetch_add(&next_fiber_id, 1, __ATOMIC_RELAXED);
+        if (w->id_next == w->id_end) {
+                w->id_next = __atomic_fetch_add(&next_fiber_id, ID_BLOCK, __ATOMIC_RELAXED);
+                w->id_end = w->id_next + ID_BLOCK;
+        }
+        return w->id_next++;
+}
+
+/* Count a creation on @g against max_fibers. Return: false (and it counts as
+ * released again) when @g already has max_fibers live fibers. */
+static bool fiber_admit(SchedulingGroup *g, Worker *w)
+{
+        uint64_t n = __atomic_add_fetch(&g->admitted, 1, __ATOMIC_ACQ_REL);
+        bool own = w && w->group == g;
+
+        /* A released count read earlier can only be lower, so the bound errs on the
+         * safe side: a worker of @g looks at the shared count only when the one it
+         * read last does not admit the fiber. */
+        if (own && n - w->released_seen <= g->max_fibers)
+                return true;
+        uint64_t rel = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE);
+        if (own && w->exits_pending && n - rel > g->max_fibers) {
+                /* exits this worker counted and has not added yet */
+                alive_flush(w);
+                rel = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE);
+        }
+        if (own)
+                w->released_seen = rel;
+        if (n - rel <= g->max_fibers)
+                return true;
+        __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
+        return false;
+}
+
 void fiber_release(Fiber *f)
 {
         if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0)
@@ -266,14 +327,14 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         if (size % ps || size < 4 * ps || attr->sched_class > g->nclasses)
                 return -EINVAL;
 
-        if (__atomic_add_fetch(&g->alive, 1, __ATOMIC_ACQ_REL) > g->max_fibers) {
-                __atomic_fetch_sub(&g->alive, 1, __ATOMIC_RELEASE);
+        w = worker_self();
+        if (!fiber_admit(g, w)) {
                 __atomic_fetch_add(&g->runq_full, 1, __ATOMIC_RELAXED);
                 return -EAGAIN;
         }
         r = stack_alloc(g, size, &lo);
         if (r < 0) {
-                __atomic_fetch_sub(&g->alive, 1, __ATOMIC_RELEASE);
+                __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
                 return r;
         }
 
@@ -286,7 +347,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         f = (Fiber *)(((uintptr_t)(lo + size) - sizeof(Fiber)) & ~(uintptr_t)63);
         memset(f, 0, sizeof(*f));
         f->group = g;
-        f->id = __atomic_fetch_add(&next_fiber_id, 1, __ATOMIC_RELAXED);
+        f->id = fiber_id_next(w);
         f->tag = attr->tag;
         f->fn = fn;
         f->arg = arg;
@@ -303,7 +364,6 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
 #ifdef SCHED_TSAN
         f->tsan_fiber = __tsan_create_fiber(0);
 #endif
-        w = worker_self();
         if (w && w->group == g) {
                 __atomic_store_n(&w->created, w->created + 1, __ATOMIC_RELAXED);
         } else {

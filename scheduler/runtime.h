@@ -286,6 +286,12 @@ struct Worker {
         uint64_t switches; /* stats: single writer, relaxed */
         uint64_t created;
         uint64_t finished;
+        size_t exits_pending;     /* fibers of @group that exited here and are not yet
+                                   * taken off its alive count (alive_flush(); atomic:
+                                   * sched_group_stats() reads it) */
+        uint64_t released_seen;   /* its group's released count as it last read it */
+        uint64_t id_next;         /* fiber ids this worker hands out: [id_next, id_end), */
+        uint64_t id_end;          /* a block taken from the process's counter */
         uint64_t local_dequeues;  /* from a local run queue (own or a sibling's) */
         uint64_t shared_dequeues; /* from the group's shared run queue */
         unsigned pops;            /* pops so far: every 8th serves the yield list first, and
@@ -494,8 +500,13 @@ struct SchedulingGroup {
         size_t stack_size;
         size_t max_fibers;
         unsigned stack_cache; /* stacks cached per worker */
-        size_t alive __attribute__((aligned(128)));
+        /* Live fibers = admitted - released - the workers' exits_pending. Both only
+         * grow: a creation adds to admitted, and a refused one, an exit off the
+         * group's workers and a worker's batch of exits (alive_flush()) to released,
+         * on its own line, so the creator's line does not move at every exit. */
+        uint64_t admitted __attribute__((aligned(128)));
         uint64_t runq_full;
+        uint64_t released __attribute__((aligned(128)));
         uint64_t spinner_handoffs __attribute__((aligned(128)));
         uint64_t futex_wakeups;
         uint64_t created_outside; /* fibers created from non-worker threads */
@@ -566,6 +577,16 @@ void group_release(SchedulingGroup *g);
 void group_wake(SchedulingGroup *g);
 void group_wake_idle(SchedulingGroup *g);
 bool group_wake_sleeper(SchedulingGroup *g);
+/* alive_flush - add the exits @w has counted (exits_pending) to its group's released
+ * count. A worker counts the exits of its group's fibers and adds them in one atomic
+ * add per ALIVE_EXIT_BATCH, when it goes idle, and before a creation that would be
+ * refused at max_fibers, so neither the creator's line (admitted) nor the released
+ * one moves at every exit. admitted - released never counts fewer fibers than exist
+ * (the max_fibers bound the run queue's capacity relies on); it counts at most
+ * ALIVE_EXIT_BATCH - 1 more per busy worker, which sched_group_stats() takes off
+ * again (its fibers_alive never reports a live fiber as gone). Context: @w's thread. */
+#define ALIVE_EXIT_BATCH 32
+void alive_flush(Worker *w);
 
 /* ------------------------------------------------------------------ class.c ------- */
 

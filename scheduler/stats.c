@@ -18,10 +18,21 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
                 __atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED));
         s.sleeping = (unsigned)__builtin_popcountll(
                 __atomic_load_n(&g->sleeping_mask, __ATOMIC_RELAXED));
-        /* acquire, paired with the release at a fiber's end: a caller that reads 0
-         * sees everything the fibers did (daemon shutdown frees what they used),
-         * including their workers' finished counts, read after it for that reason */
-        s.fibers_alive = __atomic_load_n(&g->alive, __ATOMIC_ACQUIRE);
+        /* Live = admitted - released - the exits the workers counted and have not
+         * added to released yet (alive_flush()), read in that order backwards:
+         * released, then the pending exits (a flush zeroes its worker's before it adds
+         * to released, so no exit is counted twice), then admitted, which by then
+         * holds the creation of every fiber whose exit was counted. So the result
+         * never reports a live fiber as gone: a caller that reads 0 had no live fiber
+         * at the moment admitted was read. Each load acquires, paired with the
+         * release at an exit: that caller also sees everything the fibers did (daemon
+         * shutdown frees what they used), including their workers' finished counts,
+         * read after it for that reason. */
+        uint64_t released = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE), pending = 0;
+        for (unsigned i = 0; i < n; i++)
+                pending += __atomic_load_n(&g->workers[i].exits_pending, __ATOMIC_ACQUIRE);
+        uint64_t admitted = __atomic_load_n(&g->admitted, __ATOMIC_ACQUIRE);
+        s.fibers_alive = admitted > released + pending ? admitted - released - pending : 0;
         s.fibers_created = __atomic_load_n(&g->created_outside, __ATOMIC_RELAXED);
         for (unsigned i = 0; i < n; i++) {
                 Worker *w = &g->workers[i];

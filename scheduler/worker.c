@@ -247,6 +247,8 @@ static void *worker_main(void *arg)
 
         thread_init(w);
         for (;;) {
+                /* idle from here on: the exits it counted leave the alive count now */
+                alive_flush(w);
                 if (UNLIKELY(worker_surplus(w))) {
                         /* a spare no blocked worker needs now (monitor.c) */
                         ready_flush(w);

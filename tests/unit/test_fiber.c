@@ -309,6 +309,48 @@ Test(fiber, backpressure_returns_eagain)
         sched_group_free(g);
 }
 
+/* A worker counts the exits of its group's fibers and takes them off the group's
+ * alive count in batches (alive_flush()): a worker that never goes idle must still
+ * report them in the stats at once, and a creation at max_fibers must see them. */
+typedef struct BusyCreator {
+        SchedulingGroup *g;
+        int ran;
+        uint64_t alive_seen;
+        int second_round; /* creations that succeeded after the first round ended */
+} BusyCreator;
+
+static void busy_creator(void *arg)
+{
+        BusyCreator *b = arg;
+        FiberAttr a = {.group = b->g, .detached = true};
+        SchedGroupStats s;
+
+        /* 15 children and this fiber: the group's max_fibers of 16 */
+        for (int i = 0; i < 15; i++)
+                cr_assert_eq(fiber_create(NULL, &a, add_one, &b->ran), 0);
+        /* one worker: they run as this fiber yields, and it never goes idle */
+        while (__atomic_load_n(&b->ran, __ATOMIC_RELAXED) < 15)
+                fiber_yield();
+        fiber_yield(); /* the last one's exit is done at the switch after it */
+        sched_group_stats(b->g, &s);
+        b->alive_seen = s.fibers_alive;
+        for (int i = 0; i < 15; i++)
+                b->second_round += fiber_create(NULL, &a, add_one, &b->ran) == 0;
+}
+
+Test(fiber, exits_are_counted_while_their_worker_stays_busy)
+{
+        SchedGroupConfig cfg = {.workers = 1, .runq_capacity = 64, .max_fibers = 16};
+        BusyCreator b = {0};
+
+        cr_assert_eq(sched_group_new(&b.g, &cfg), 0);
+        run_in_fiber(b.g, busy_creator, &b);
+        cr_assert_eq(b.alive_seen, 1, "fibers_alive %llu with only the creator left",
+                     (unsigned long long)b.alive_seen);
+        cr_assert_eq(b.second_round, 15, "only %d of 15 creations after 15 exits", b.second_round);
+        sched_group_free(b.g);
+}
+
 /* errno safety and migration: a fiber's locals survive resuming on another worker. */
 /* The kernel thread id, through a real syscall each time: glibc declares
  * pthread_self() const, so the compiler may reuse a value from before a switch. */
