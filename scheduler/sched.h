@@ -186,7 +186,9 @@ typedef struct SchedGroupStats {
         unsigned sleeping; /* workers asleep on their wait slot now */
         uint64_t fibers_created;
         uint64_t fibers_finished;
-        uint64_t fibers_alive;
+        uint64_t fibers_alive; /* created and not yet ended; may count a fiber ending at
+                                * the moment of the call, never misses a live one, so 0
+                                * means none was alive when the call read it */
         uint64_t context_switches;
         uint64_t spinner_handoffs;    /* ready fibers handed to a spinning worker */
         uint64_t futex_wakeups;       /* sleeping workers woken through their wait slot */
