@@ -35,7 +35,8 @@
  * to the shared queue instead, where the spinner can take it. So does one yield in 64
  * (at random), waking a sleeping sibling, and this worker's next pop takes its own
  * yield list first to give the others a chance at it: CPU-bound fibers that yield
- * spread over the group's workers instead of staying where they first ran.
+ * spread over the group's workers instead of staying where they first ran (not in a
+ * group of one worker that no group steals from: nobody to spread to).
  *
  * Thresholds are in nanoseconds and compared in TSC ticks through the rate clock.c
  * measured at start-up (clock_ns_to_tsc()), so they hold on any TSC frequency.
@@ -292,7 +293,10 @@ void ready_requeue(Worker *w, Fiber *f)
                 return;
         }
         /* 1 in 64 at random: a counter would pick the same fiber of two that take
-         * turns every time, and the other would never move. */
+         * turns every time, and the other would never move. A group of one worker that
+         * no other group steals from has nobody to spread to. */
+        if (UNLIKELY(w->group->nworkers == 1 && !w->group->nthieves))
+                goto own;
         w->yield_rng ^= w->yield_rng << 13;
         w->yield_rng ^= w->yield_rng >> 17;
         w->yield_rng ^= w->yield_rng << 5;
@@ -304,6 +308,7 @@ void ready_requeue(Worker *w, Fiber *f)
                 w->yield_rotated = true; /* our next pop leaves it to the others */
                 return;
         }
+own:
         f->yield_next = NULL;
         if (w->yield_tail)
                 w->yield_tail->yield_next = f;
