@@ -270,20 +270,24 @@ static bool fiber_admit(SchedulingGroup *g, Worker *w)
         uint64_t n = __atomic_add_fetch(&g->admitted, 1, __ATOMIC_ACQ_REL);
         bool own = w && w->group == g;
 
-        /* A released count read earlier can only be lower, so the bound errs on the
-         * safe side: a worker of @g looks at the shared count only when the one it
-         * read last does not admit the fiber. */
+        /* Fast: the released count this worker read last. It was read before our add,
+         * so every creation it refunded or exit it counted came before ours, and n
+         * minus it can only count more fibers than live. */
         if (own && n - w->released_seen <= g->max_fibers)
                 return true;
-        uint64_t rel = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE);
-        if (own && w->exits_pending && n - rel > g->max_fibers) {
-                /* exits this worker counted and has not added yet */
-                alive_flush(w);
-                rel = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE);
-        }
+        /* Else a snapshot as sched_group_stats() takes it: released, then the exits
+         * the workers counted and have not added (a flush zeroes its count before it
+         * adds), then admitted, which by then holds every creation those counts
+         * refunded or ended, ours included. n itself would not do: released may by
+         * now hold the refund of a creation after ours. */
+        uint64_t rel = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE), pending = 0;
+        unsigned slots = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE);
+        for (unsigned i = 0; i < slots; i++)
+                pending += __atomic_load_n(&g->workers[i].exits_pending, __ATOMIC_ACQUIRE);
+        uint64_t adm = __atomic_load_n(&g->admitted, __ATOMIC_ACQUIRE);
         if (own)
                 w->released_seen = rel;
-        if (n - rel <= g->max_fibers)
+        if (adm - rel - pending <= g->max_fibers)
                 return true;
         __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
         return false;

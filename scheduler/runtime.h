@@ -579,12 +579,14 @@ void group_wake_idle(SchedulingGroup *g);
 bool group_wake_sleeper(SchedulingGroup *g);
 /* alive_flush - add the exits @w has counted (exits_pending) to its group's released
  * count. A worker counts the exits of its group's fibers and adds them in one atomic
- * add per ALIVE_EXIT_BATCH, when it goes idle, and before a creation that would be
- * refused at max_fibers, so neither the creator's line (admitted) nor the released
- * one moves at every exit. admitted - released never counts fewer fibers than exist
- * (the max_fibers bound the run queue's capacity relies on); it counts at most
- * ALIVE_EXIT_BATCH - 1 more per busy worker, which sched_group_stats() takes off
- * again (its fibers_alive never reports a live fiber as gone). Context: @w's thread. */
+ * add per ALIVE_EXIT_BATCH and when it goes idle, so neither the creator's line
+ * (admitted) nor the released one moves at every exit. admitted - released never
+ * counts fewer fibers than exist; it counts at most ALIVE_EXIT_BATCH - 1 more per
+ * busy worker, which a creation refused on the fast check (fiber_admit()) and
+ * sched_group_stats() take off again by reading released, every worker's pending
+ * count, then admitted: a snapshot that never reports a live fiber as gone, so the
+ * max_fibers bound (which the run queue's capacity relies on) holds and a live count
+ * of 0 means none was alive. Context: @w's thread. */
 #define ALIVE_EXIT_BATCH 32
 void alive_flush(Worker *w);
 

@@ -351,6 +351,53 @@ Test(fiber, exits_are_counted_while_their_worker_stays_busy)
         sched_group_free(b.g);
 }
 
+/* The same seen from a thread off the group: the exits a busy worker counted and has
+ * not added to the group's count yet must not make a creation at max_fibers fail. */
+typedef struct BusyYielder {
+        SchedulingGroup *g;
+        int ran;     /* children that ran */
+        int stop;    /* set by the test */
+        int created; /* children it created */
+} BusyYielder;
+
+static void busy_yielder(void *arg)
+{
+        BusyYielder *b = arg;
+        FiberAttr a = {.group = b->g, .detached = true};
+
+        for (int i = 0; i < 14; i++)
+                b->created += fiber_create(NULL, &a, add_one, &b->ran) == 0;
+        /* one worker: its children run as it yields, and it never goes idle */
+        while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE))
+                fiber_yield();
+}
+
+Test(fiber, a_creator_off_the_group_sees_the_exits_a_busy_worker_counted)
+{
+        SchedGroupConfig cfg = {.workers = 1, .runq_capacity = 64, .max_fibers = 16};
+        FiberAttr a = {.detached = true};
+        BusyYielder b = {0};
+        Fiber *busy;
+        int ok = 0, more = 0;
+
+        cr_assert_eq(sched_group_new(&b.g, &cfg), 0);
+        a.group = b.g;
+        FiberAttr ja = {.group = b.g};
+        cr_assert_eq(fiber_create(&busy, &ja, busy_yielder, &b), 0);
+        uint64_t deadline = sched_deadline_after(60 * SEC_NS);
+        while (__atomic_load_n(&b.ran, __ATOMIC_RELAXED) < 14 && sched_now_ns() < deadline)
+                usleep(1000);
+        cr_assert_eq(__atomic_load_n(&b.ran, __ATOMIC_RELAXED), 14);
+        /* 1 live (the yielder) of 16: 15 more fit, whatever its worker still counts */
+        for (int i = 0; i < 15; i++)
+                ok += fiber_create(NULL, &a, add_one, &more) == 0;
+        __atomic_store_n(&b.stop, 1, __ATOMIC_RELEASE);
+        cr_assert_eq(fiber_join(busy), 0);
+        cr_assert_eq(b.created, 14);
+        cr_assert_eq(ok, 15, "only %d of 15 creations with 1 fiber of 16 alive", ok);
+        sched_group_free(b.g);
+}
+
 /* errno safety and migration: a fiber's locals survive resuming on another worker. */
 /* The kernel thread id, through a real syscall each time: glibc declares
  * pthread_self() const, so the compiler may reuse a value from before a switch. */
