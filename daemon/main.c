@@ -293,17 +293,11 @@ static int report_detached(Job *j, void *arg)
         return 0;
 }
 
-/* Fibers alive on every group of the job scheduler (each count read on its own). */
+/* Fibers alive on every group of the job scheduler, as one snapshot: a job fiber that
+ * spawns a child in another group and ends cannot hide the child. */
 static uint64_t job_fibers_alive(const Daemon *d)
 {
-        uint64_t n = 0;
-
-        for (unsigned i = 0; i < sched_groups(d->job_sched); i++) {
-                SchedGroupStats gs;
-                sched_group_stats(sched_group_at(d->job_sched, i), &gs);
-                n += gs.fibers_alive;
-        }
-        return n;
+        return sched_fibers_alive(d->job_sched);
 }
 
 static int daemon_shutdown(Daemon *d)

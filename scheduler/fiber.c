@@ -280,14 +280,12 @@ static bool fiber_admit(SchedulingGroup *g, Worker *w)
          * adds), then admitted, which by then holds every creation those counts
          * refunded or ended, ours included. n itself would not do: released may by
          * now hold the refund of a creation after ours. */
-        uint64_t rel = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE), pending = 0;
-        unsigned slots = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE);
-        for (unsigned i = 0; i < slots; i++)
-                pending += __atomic_load_n(&g->workers[i].exits_pending, __ATOMIC_ACQUIRE);
+        uint64_t rel = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE);
+        uint64_t ended = group_ended(g); /* rel is a lower bound of its released part */
         uint64_t adm = __atomic_load_n(&g->admitted, __ATOMIC_ACQUIRE);
         if (own)
                 w->released_seen = rel;
-        if (adm - rel - pending <= g->max_fibers)
+        if (adm - ended <= g->max_fibers)
                 return true;
         __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
         return false;

@@ -589,6 +589,20 @@ bool group_wake_sleeper(SchedulingGroup *g);
  * of 0 means none was alive. Context: @w's thread. */
 #define ALIVE_EXIT_BATCH 32
 void alive_flush(Worker *w);
+/* group_ended - the first half of a live-count snapshot of @g: released plus every
+ * worker's pending exits, read in that order (acquire), since a flush zeroes its
+ * worker's count before it adds to released: no exit is counted twice. Read admitted
+ * after it (it then holds every creation the result refunded or ended): admitted -
+ * ended never counts a live fiber as gone. Context: any. */
+static inline uint64_t group_ended(const SchedulingGroup *g)
+{
+        uint64_t ended = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE);
+        unsigned slots = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE);
+
+        for (unsigned i = 0; i < slots; i++)
+                ended += __atomic_load_n(&g->workers[i].exits_pending, __ATOMIC_ACQUIRE);
+        return ended;
+}
 
 /* ------------------------------------------------------------------ class.c ------- */
 

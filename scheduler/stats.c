@@ -5,6 +5,8 @@
  * loads, so a snapshot is consistent per field, not across fields. Ready-to-run
  * latency comes from the workers' histograms (histogram.c).
  */
+#include <stdlib.h>
+
 #include "scheduler/runtime.h"
 
 void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
@@ -28,11 +30,9 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
          * release at an exit: that caller also sees everything the fibers did (daemon
          * shutdown frees what they used), including their workers' finished counts,
          * read after it for that reason. */
-        uint64_t released = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE), pending = 0;
-        for (unsigned i = 0; i < n; i++)
-                pending += __atomic_load_n(&g->workers[i].exits_pending, __ATOMIC_ACQUIRE);
+        uint64_t ended = group_ended(g);
         uint64_t admitted = __atomic_load_n(&g->admitted, __ATOMIC_ACQUIRE);
-        s.fibers_alive = admitted > released + pending ? admitted - released - pending : 0;
+        s.fibers_alive = admitted > ended ? admitted - ended : 0;
         s.fibers_created = __atomic_load_n(&g->created_outside, __ATOMIC_RELAXED);
         for (unsigned i = 0; i < n; i++) {
                 Worker *w = &g->workers[i];
@@ -70,4 +70,26 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
         s.steals_out = __atomic_load_n(&g->steals_out, __ATOMIC_RELAXED);
         histogram_summarize(hs, n, &s.ready_to_run);
         *ret = s;
+}
+
+uint64_t sched_fibers_alive(const Scheduler *s)
+{
+        unsigned n = sched_groups(s);
+        uint64_t *ended = calloc(n ? n : 1, sizeof(*ended)), alive = 0;
+
+        if (!ended)
+                return UINT64_MAX; /* "not known to be 0" */
+        /* Every group's ended count first, then every group's admitted: a fiber that
+         * created a child in one group and ended in another was counted ended only
+         * after the child was admitted, so the child is in the admitted read later.
+         * Group by group, a group read before the child was created and the parent's
+         * group after it ended would show neither. */
+        for (unsigned i = 0; i < n; i++)
+                ended[i] = group_ended(sched_group_at(s, i));
+        for (unsigned i = 0; i < n; i++) {
+                uint64_t adm = __atomic_load_n(&sched_group_at(s, i)->admitted, __ATOMIC_ACQUIRE);
+                alive += adm > ended[i] ? adm - ended[i] : 0;
+        }
+        free(ended);
+        return alive;
 }

@@ -115,6 +115,62 @@ Test(steal, same_node_group_steals_from_a_busy_one)
         sched_free(s);
 }
 
+/* A relay across two groups: each fiber creates the next in the other group and ends,
+ * so one is always alive until the last waits for the test's release. */
+typedef struct Relay {
+        Scheduler *s;
+        int hops; /* left to make */
+        int last; /* set by the last fiber, which then waits for release */
+        FiberEvent release;
+} Relay;
+
+static void relay_hop(void *arg)
+{
+        Relay *r = arg;
+        FiberAttr a = {.detached = true, .no_steal = true};
+
+        if (--r->hops <= 0) {
+                __atomic_store_n(&r->last, 1, __ATOMIC_RELEASE);
+                fiber_event_wait(&r->release, SCHED_FOREVER);
+                return;
+        }
+        /* the other group: hops alternate 0, 1, 0, ... */
+        a.group = sched_group_at(r->s, (unsigned)r->hops % 2);
+        cr_assert_eq(fiber_create(NULL, &a, relay_hop, r), 0);
+}
+
+Test(steal, fibers_alive_across_groups_never_misses_a_relay)
+{
+        SchedTopology t = one_node(2);
+        Scheduler *s = start_on(&t, 2, 1, SCHED_QUEUE_DEFAULT, 0);
+        Relay r = {.s = s, .hops = 20000};
+        FiberAttr a = {.detached = true, .no_steal = true, .group = sched_group_at(s, 0)};
+        unsigned long reads = 0, zeros = 0, naive_zeros = 0;
+
+        fiber_event_init(&r.release);
+        cr_assert_eq(fiber_create(NULL, &a, relay_hop, &r), 0);
+        /* one relay fiber is alive from here until the release */
+        while (!__atomic_load_n(&r.last, __ATOMIC_ACQUIRE)) {
+                SchedGroupStats g0, g1;
+                zeros += sched_fibers_alive(s) == 0;
+                sched_group_stats(sched_group_at(s, 0), &g0);
+                sched_group_stats(sched_group_at(s, 1), &g1);
+                naive_zeros += g0.fibers_alive + g1.fibers_alive == 0;
+                reads++;
+        }
+        cr_log_info("%lu reads: %lu zero, %lu zero when summed group by group", reads, zeros,
+                    naive_zeros);
+        cr_assert_eq(zeros, 0, "read 0 live fibers %lu times of %lu while one was alive", zeros,
+                     reads);
+        cr_assert_geq(sched_fibers_alive(s), 1);
+        fiber_event_set(&r.release);
+        uint64_t deadline = sched_deadline_after(60 * SEC_NS);
+        while (sched_fibers_alive(s) && sched_now_ns() < deadline)
+                usleep(1000);
+        cr_assert_eq(sched_fibers_alive(s), 0);
+        sched_free(s);
+}
+
 Test(steal, non_stealable_fibers_stay_in_their_group)
 {
         SchedTopology t = one_node(2);
