@@ -127,6 +127,8 @@ struct FiberdChild {
         ListHead link;  /* in hj->children while listed (list_linked()); children_lock */
         ListHead sib;   /* in its spawner's kids until joined or released; children_lock */
         ListHead kids;  /* its own children not yet joined; children_lock */
+        bool spawned;   /* it spawned a child (only its own fiber reads or writes it):
+                         * otherwise kids stays empty and its end takes no lock */
 };
 
 /* The result cap, bytes: [jobs] max_result_bytes, or what [ipc] max_message leaves a
@@ -632,7 +634,9 @@ static void child_main(void *arg)
         fiber_local_set(job_key, hj);
         c->ret = c->fn(hj, &plugin_host_functions, c->arg);
         fiber_local_set(job_key, NULL);
-        children_release(hj, &c->kids);
+        /* only this fiber adds to its kids (spawn() lists a child on its spawner's) */
+        if (c->spawned)
+                children_release(hj, &c->kids);
         fiber_event_set(&c->done);
         child_unref(c);
         hj_unref(hj);
@@ -682,6 +686,9 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         list_add_head(&hj->children, &c->link);
         list_add_head(spawner_kids(hj), &c->sib);
         pthread_mutex_unlock(&hj->children_lock);
+        FiberdChild *self = fiber_local_get(child_key);
+        if (self)
+                self->spawned = true; /* its own field, on its own fiber */
         __atomic_add_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
         r = fiber_create(&f, &attr, child_main, c);
         if (r < 0) {
