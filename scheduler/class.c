@@ -144,14 +144,11 @@ void class_push(SchedulingGroup *g, Fiber *f)
         }
 }
 
-Fiber *class_pop(SchedulingGroup *g, unsigned c)
+Fiber *class_pop_queued(SchedulingGroup *g, unsigned c)
 {
         SchedClass *k = &g->classes[c];
-        Fiber *f;
+        Fiber *f = runq_pop(k->runq);
 
-        if (!__atomic_load_n(&k->queued, __ATOMIC_RELAXED))
-                return NULL;
-        f = runq_pop(k->runq);
         if (f)
                 __atomic_fetch_sub(&k->queued, 1, __ATOMIC_ACQ_REL);
         return f;
@@ -228,7 +225,6 @@ void class_charge(Worker *w, const Fiber *f, uint64_t ticks, bool flush)
 void class_account(Worker *w, const Fiber *cur, const Fiber *next)
 {
         uint64_t now = clock_tsc_now();
-
         bool short_run = false;
 
         if (cur && w->run_tsc && cur->group == w->group) {

@@ -280,8 +280,8 @@ static bool fiber_admit(SchedulingGroup *g, Worker *w)
          * adds), then admitted, which by then holds every creation those counts
          * refunded or ended, ours included. n itself would not do: released may by
          * now hold the refund of a creation after ours. */
-        uint64_t rel = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE);
-        uint64_t ended = group_ended(g); /* rel is a lower bound of its released part */
+        uint64_t rel;
+        uint64_t ended = group_ended(g, &rel);
         uint64_t adm = __atomic_load_n(&g->admitted, __ATOMIC_ACQUIRE);
         if (own)
                 w->released_seen = rel;

@@ -64,14 +64,8 @@ static Fiber *yield_pop(Worker *w)
 static Fiber *shared_pop(Worker *w)
 {
         SchedulingGroup *g = w->group;
-        Fiber *f;
+        Fiber *f = g->nclasses > 1 ? class_pop(g, w->cls) : runq_pop(&g->runq);
 
-        if (g->nclasses > 1)
-                f = __atomic_load_n(&g->classes[w->cls].queued, __ATOMIC_RELAXED)
-                            ? class_pop(g, w->cls)
-                            : NULL;
-        else
-                f = runq_pop(&g->runq);
         if (f)
                 counter_inc(&w->shared_dequeues);
         return f;
@@ -278,6 +272,20 @@ void ready_push(Fiber *f)
         group_wake(g);
 }
 
+/* Whether this yield on @w goes to the shared queue for the siblings: 1 in 64 at
+ * random (a counter would pick the same fiber of two that take turns every time, and
+ * the other would never move), never in a group of one worker that no other group
+ * steals from (nobody to spread to). */
+static inline bool yield_rotates(Worker *w)
+{
+        if (UNLIKELY(w->group->nworkers == 1 && !w->group->nthieves))
+                return false;
+        w->yield_rng ^= w->yield_rng << 13;
+        w->yield_rng ^= w->yield_rng >> 17;
+        w->yield_rng ^= w->yield_rng << 5;
+        return (w->yield_rng & 63) == 0;
+}
+
 void ready_requeue(Worker *w, Fiber *f)
 {
         if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
@@ -292,15 +300,7 @@ void ready_requeue(Worker *w, Fiber *f)
                 group_wake_idle(f->group);
                 return;
         }
-        /* 1 in 64 at random: a counter would pick the same fiber of two that take
-         * turns every time, and the other would never move. A group of one worker that
-         * no other group steals from has nobody to spread to. */
-        if (UNLIKELY(w->group->nworkers == 1 && !w->group->nthieves))
-                goto own;
-        w->yield_rng ^= w->yield_rng << 13;
-        w->yield_rng ^= w->yield_rng >> 17;
-        w->yield_rng ^= w->yield_rng << 5;
-        if ((w->yield_rng & 63) == 0) {
+        if (yield_rotates(w)) {
                 /* This worker has more ready fibers than it can run: let a sleeping
                  * sibling take one. */
                 ready_push_shared(f->group, f);
@@ -308,7 +308,6 @@ void ready_requeue(Worker *w, Fiber *f)
                 w->yield_rotated = true; /* our next pop leaves it to the others */
                 return;
         }
-own:
         f->yield_next = NULL;
         if (w->yield_tail)
                 w->yield_tail->yield_next = f;

@@ -589,16 +589,19 @@ bool group_wake_sleeper(SchedulingGroup *g);
  * of 0 means none was alive. Context: @w's thread. */
 #define ALIVE_EXIT_BATCH 32
 void alive_flush(Worker *w);
-/* group_ended - the first half of a live-count snapshot of @g: released plus every
- * worker's pending exits, read in that order (acquire), since a flush zeroes its
- * worker's count before it adds to released: no exit is counted twice. Read admitted
- * after it (it then holds every creation the result refunded or ended): admitted -
- * ended never counts a live fiber as gone. Context: any. */
-static inline uint64_t group_ended(const SchedulingGroup *g)
+/* group_ended - the first half of a live-count snapshot of @g: released (also stored
+ * in *@released when not NULL) plus every worker's pending exits, read in that order
+ * (acquire), since a flush zeroes its worker's count before it adds to released: no
+ * exit is counted twice. Read admitted after it (it then holds every creation the
+ * result refunded or ended): admitted - ended never counts a live fiber as gone, and
+ * each load's acquire makes what the ended fibers did visible. Context: any. */
+static inline uint64_t group_ended(const SchedulingGroup *g, uint64_t *released)
 {
         uint64_t ended = __atomic_load_n(&g->released, __ATOMIC_ACQUIRE);
         unsigned slots = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE);
 
+        if (released)
+                *released = ended;
         for (unsigned i = 0; i < slots; i++)
                 ended += __atomic_load_n(&g->workers[i].exits_pending, __ATOMIC_ACQUIRE);
         return ended;
@@ -614,8 +617,16 @@ void class_term(SchedulingGroup *g);
 /* class_push - append @f to its class's queue; a class whose queue was empty inherits
  * the group's last vruntime (no banked credit). Context: any. */
 void class_push(SchedulingGroup *g, Fiber *f);
-/* class_pop - the oldest fiber of class @c, or NULL. Context: any. */
-Fiber *class_pop(SchedulingGroup *g, unsigned c);
+/* class_pop_queued - class_pop() past its empty check. */
+Fiber *class_pop_queued(SchedulingGroup *g, unsigned c);
+/* class_pop - the oldest fiber of class @c, or NULL; the empty check inline (a worker
+ * looks at its class's queue at most pops). Context: any. */
+static inline Fiber *class_pop(SchedulingGroup *g, unsigned c)
+{
+        if (!__atomic_load_n(&g->classes[c].queued, __ATOMIC_RELAXED))
+                return NULL;
+        return class_pop_queued(g, c);
+}
 /* class_pick - the class to run next: the lowest vruntime among classes with queued
  * fibers, and @cur when @cur_local (its fibers wait in the worker's local queues).
  * Return: the class, or -1 when nothing is queued. Context: a worker of @g. */

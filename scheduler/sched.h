@@ -373,8 +373,7 @@ SchedulingGroup *sched_group_at(const Scheduler *s, unsigned i);
  * one, and a fiber that creates a child in another group and ends cannot hide the
  * child (adding sched_group_stats()' fibers_alive group by group could). So 0 means
  * no fiber of @s was alive when the count was taken, and everything those that ended
- * did is visible to the caller. Return: the count; UINT64_MAX when out of memory.
- * Context: any.
+ * did is visible to the caller. Return: the count. Context: any.
  */
 uint64_t sched_fibers_alive(const Scheduler *s);
 void sched_get_plan(const Scheduler *s, SchedPlan *ret);

@@ -5,8 +5,6 @@
  * loads, so a snapshot is consistent per field, not across fields. Ready-to-run
  * latency comes from the workers' histograms (histogram.c).
  */
-#include <stdlib.h>
-
 #include "scheduler/runtime.h"
 
 void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
@@ -20,17 +18,11 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
                 __atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED));
         s.sleeping = (unsigned)__builtin_popcountll(
                 __atomic_load_n(&g->sleeping_mask, __ATOMIC_RELAXED));
-        /* Live = admitted - released - the exits the workers counted and have not
-         * added to released yet (alive_flush()), read in that order backwards:
-         * released, then the pending exits (a flush zeroes its worker's before it adds
-         * to released, so no exit is counted twice), then admitted, which by then
-         * holds the creation of every fiber whose exit was counted. So the result
-         * never reports a live fiber as gone: a caller that reads 0 had no live fiber
-         * at the moment admitted was read. Each load acquires, paired with the
-         * release at an exit: that caller also sees everything the fibers did (daemon
-         * shutdown frees what they used), including their workers' finished counts,
-         * read after it for that reason. */
-        uint64_t ended = group_ended(g);
+        /* A snapshot (group_ended()): a caller that reads 0 had no live fiber when
+         * admitted was read, and sees everything the fibers did (daemon shutdown frees
+         * what they used), including their workers' finished counts, read after it
+         * for that reason. */
+        uint64_t ended = group_ended(g, NULL);
         uint64_t admitted = __atomic_load_n(&g->admitted, __ATOMIC_ACQUIRE);
         s.fibers_alive = admitted > ended ? admitted - ended : 0;
         s.fibers_created = __atomic_load_n(&g->created_outside, __ATOMIC_RELAXED);
@@ -74,22 +66,16 @@ void sched_group_stats(const SchedulingGroup *g, SchedGroupStats *ret)
 
 uint64_t sched_fibers_alive(const Scheduler *s)
 {
-        unsigned n = sched_groups(s);
-        uint64_t *ended = calloc(n ? n : 1, sizeof(*ended)), alive = 0;
+        uint64_t ended = 0, admitted = 0;
 
-        if (!ended)
-                return UINT64_MAX; /* "not known to be 0" */
         /* Every group's ended count first, then every group's admitted: a fiber that
          * created a child in one group and ended in another was counted ended only
          * after the child was admitted, so the child is in the admitted read later.
          * Group by group, a group read before the child was created and the parent's
          * group after it ended would show neither. */
-        for (unsigned i = 0; i < n; i++)
-                ended[i] = group_ended(sched_group_at(s, i));
-        for (unsigned i = 0; i < n; i++) {
-                uint64_t adm = __atomic_load_n(&sched_group_at(s, i)->admitted, __ATOMIC_ACQUIRE);
-                alive += adm > ended[i] ? adm - ended[i] : 0;
-        }
-        free(ended);
-        return alive;
+        for (unsigned i = 0; i < sched_groups(s); i++)
+                ended += group_ended(sched_group_at(s, i), NULL);
+        for (unsigned i = 0; i < sched_groups(s); i++)
+                admitted += __atomic_load_n(&sched_group_at(s, i)->admitted, __ATOMIC_ACQUIRE);
+        return admitted > ended ? admitted - ended : 0;
 }
