@@ -138,58 +138,78 @@ static void stop_busy(Busy *b, Fiber **fs, unsigned n)
                 cr_assert_eq(fiber_join(fs[i]), 0);
 }
 
-static void share_by_shares(bool short_runs)
+/* Two classes of 100 and 50 shares, two busy fibers each, on one worker, until they
+ * have run 600 ms between them. The group is left for the caller's checks. */
+typedef struct ShareRun {
+        SchedulingGroup *g;
+        uint64_t a, h; /* ns charged to the classes of 100 and 50 shares */
+        uint64_t wall; /* ns that passed meanwhile */
+} ShareRun;
+
+static ShareRun share_run(bool short_runs)
 {
         static const SchedClassConfig classes[] = {{"default", 100}, {"half", 50}};
-        SchedulingGroup *g = control_group(1, classes, 2, (SchedControl){0});
+        ShareRun r = {.g = control_group(1, classes, 2, (SchedControl){0})};
         Busy b = {.short_runs = short_runs};
         Fiber *fs[4];
-        uint64_t a0, b0, a, h;
 
-        start_busy(g, 0, 2, &b, fs);
-        start_busy(g, 1, 2, &b, fs + 2);
-        a0 = class_runtime(g, 0);
-        b0 = class_runtime(g, 1);
+        start_busy(r.g, 0, 2, &b, fs);
+        start_busy(r.g, 1, 2, &b, fs + 2);
+        uint64_t a0 = class_runtime(r.g, 0), b0 = class_runtime(r.g, 1);
         uint64_t t0 = sched_now_ns();
         /* until the two have run 600 ms between them (a condition, not a time) */
         uint64_t deadline = sched_deadline_after(60 * SEC_NS);
         do {
                 usleep(10000);
-                a = class_runtime(g, 0) - a0;
-                h = class_runtime(g, 1) - b0;
-        } while (a + h < 600 * MS_NS && sched_now_ns() < deadline);
-        uint64_t wall = sched_now_ns() - t0;
+                r.a = class_runtime(r.g, 0) - a0;
+                r.h = class_runtime(r.g, 1) - b0;
+        } while (r.a + r.h < 600 * MS_NS && sched_now_ns() < deadline);
+        r.wall = sched_now_ns() - t0;
         stop_busy(&b, fs, 4);
-        cr_assert(h > 0, "the class of 50 shares never ran");
-        /* the one worker ran fibers all along: the time charged is the time that passed
-         * (the clock is the TSC, so a thread the kernel preempted is charged too) */
-        cr_log_info("charged %.1f%% of the time that passed",
-                    100.0 * (double)(a + h) / (double)wall);
-        cr_assert((double)(a + h) >= 0.7 * (double)wall, "charged %" PRIu64 " ns of %" PRIu64 " ns",
-                  a + h, wall);
-        double ratio = (double)a / (double)h;
-        cr_log_info("runtime 100:50 shares = %.3f (want 2)", ratio);
-        cr_assert(ratio > 1.4 && ratio < 2.8, "runtime ratio %.2f for shares 100:50", ratio);
-
-        SchedClassStats cs;
-        cr_assert_eq(sched_group_class_stats(g, 1, &cs), 0);
-        cr_assert_str_eq(cs.name, "half");
-        cr_assert_eq(cs.shares, 50);
-        cr_assert_eq(sched_group_class_stats(g, 2, &cs), -EINVAL);
-        sched_group_free(g);
+        cr_log_info("charged %.1f%% of the time that passed; runtime 100:50 shares = %.3f "
+                    "(want 2)",
+                    100.0 * (double)(r.a + r.h) / (double)r.wall,
+                    r.h ? (double)r.a / (double)r.h : 0.0);
+        return r;
 }
 
 Test(control, classes_share_the_cpu_by_their_shares)
 {
-        share_by_shares(false);
+        ShareRun r = share_run(false);
+        SchedClassStats cs;
+
+        cr_assert(r.h > 0, "the class of 50 shares never ran");
+        /* the one worker ran fibers all along: the time charged is the time that passed
+         * (the clock is the TSC, so a thread the kernel preempted is charged too) */
+        cr_assert((double)(r.a + r.h) >= 0.7 * (double)r.wall,
+                  "charged %" PRIu64 " ns of %" PRIu64 " ns", r.a + r.h, r.wall);
+        double ratio = (double)r.a / (double)r.h;
+        cr_assert(ratio > 1.4 && ratio < 2.8, "runtime ratio %.2f for shares 100:50", ratio);
+        cr_assert_eq(sched_group_class_stats(r.g, 1, &cs), 0);
+        cr_assert_str_eq(cs.name, "half");
+        cr_assert_eq(cs.shares, 50);
+        cr_assert_eq(sched_group_class_stats(r.g, 2, &cs), -EINVAL);
+        sched_group_free(r.g);
 }
 
 /* Fibers that yield every few ns: the class's time is charged by segments of several
  * switches without a clock read, and the class picked again only every few yields;
- * the shares must hold all the same. */
+ * the shares, and the time charged, must hold all the same. */
 Test(control, classes_share_the_cpu_by_their_shares_when_fibers_yield_at_once)
 {
-        share_by_shares(true);
+        ShareRun r = share_run(true);
+        SchedClassStats cs;
+
+        cr_assert(r.h > 0, "the class of 50 shares never ran");
+        cr_assert((double)(r.a + r.h) >= 0.7 * (double)r.wall,
+                  "charged %" PRIu64 " ns of %" PRIu64 " ns", r.a + r.h, r.wall);
+        double ratio = (double)r.a / (double)r.h;
+        cr_assert(ratio > 1.4 && ratio < 2.8, "runtime ratio %.2f for shares 100:50", ratio);
+        cr_assert_eq(sched_group_class_stats(r.g, 1, &cs), 0);
+        cr_assert_str_eq(cs.name, "half");
+        cr_assert_eq(cs.shares, 50);
+        cr_assert_eq(sched_group_class_stats(r.g, 2, &cs), -EINVAL);
+        sched_group_free(r.g);
 }
 
 Test(control, an_idle_class_banks_no_credit)
