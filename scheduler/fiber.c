@@ -170,6 +170,11 @@ static void fiber_finish_exit(Worker *w, Fiber *f)
 {
         Waiter *joiner;
 
+        if (f->apart) {
+                /* nothing runs on it any more; the block waits for the join */
+                stack_free(f->group, f->stack_lo, f->stack_size, f->outside);
+                f->stack_lo = NULL;
+        }
         __atomic_store_n(&w->finished, w->finished + 1, __ATOMIC_RELAXED);
         if (f->group == w->group) {
                 /* release: a stats reader that counts this exit sees what it did */
@@ -291,9 +296,57 @@ static bool fiber_admit(SchedulingGroup *g, Worker *w)
         return false;
 }
 
+/* Joinable fibers' control blocks. A detached fiber's control block sits at the top of
+ * its stack and goes with it. A joinable one's must outlive the stack: its fiber may end
+ * long before the join, so the block is its own allocation and the stack goes back at
+ * the exit (fiber_finish_exit()). A creator that makes a million joinable fibers before
+ * it joins the first then holds a million blocks of a few hundred bytes, and only as
+ * many stacks (each a slot with a 2 MiB guard) as are running or waiting to run.
+ * Blocks come from malloc, with a LIFO of up to FIBER_BLOCK_CACHE free ones per worker
+ * in front of it, as each P keeps its free g's in Go's runtime (proc.go, gfget/gfput). */
+#define FIBER_BLOCK_CACHE 256
+
+static Fiber *fiber_block_get(Worker *w)
+{
+        Fiber *f = w ? w->blocks : NULL;
+
+        if (!f)
+                return malloc(sizeof(Fiber));
+        w->blocks = f->yield_next;
+        w->nblocks--;
+        return f;
+}
+
+static void fiber_block_put(Fiber *f)
+{
+        Worker *w = worker_self();
+
+        if (w && w->nblocks < FIBER_BLOCK_CACHE) {
+                f->yield_next = w->blocks;
+                w->blocks = f;
+                w->nblocks++;
+        } else {
+                free(f);
+        }
+}
+
+void fiber_blocks_term(Worker *w)
+{
+        while (w->blocks) {
+                Fiber *f = w->blocks;
+                w->blocks = f->yield_next;
+                free(f);
+        }
+        w->nblocks = 0;
+}
+
 void fiber_release(Fiber *f)
 {
-        if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) != 0)
+                return;
+        if (f->apart)
+                fiber_block_put(f); /* its stack went back at the exit */
+        else
                 stack_free(f->group, f->stack_lo, f->stack_size, f->outside);
 }
 
@@ -339,14 +392,23 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
                 return r;
         }
+        if (ret) {
+                f = fiber_block_get(w);
+                if (!f) {
+                        stack_free(g, lo, size, !(w && w->group == g));
+                        __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
+                        return -ENOMEM;
+                }
+        } else {
+                /* The control block sits at the top of the stack, cache-line aligned. */
+                f = (Fiber *)(((uintptr_t)(lo + size) - sizeof(Fiber)) & ~(uintptr_t)63);
+        }
 
 #ifdef SCHED_ASAN
         /* A cached stack still carries the poisoned redzones of the fiber that used it
          * last: this one starts clean. */
         __asan_unpoison_memory_region(lo, size);
 #endif
-        /* The control block sits at the top of the stack, cache-line aligned. */
-        f = (Fiber *)(((uintptr_t)(lo + size) - sizeof(Fiber)) & ~(uintptr_t)63);
         memset(f, 0, sizeof(*f));
         f->group = g;
         f->id = fiber_id_next(w);
@@ -356,13 +418,14 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         f->stack_lo = lo;
         f->stack_size = size;
         f->refs = attr->detached ? 1 : 2;
+        f->apart = !attr->detached;
         f->no_steal = attr->no_steal;
         if (attr->sched_class) {
                 f->cls = (uint8_t)(attr->sched_class - 1);
         } else if (self && (self->group == g || (g->owner && self->group->owner == g->owner))) {
                 f->cls = self->cls; /* the classes of one scheduler's groups are the same */
         }
-        context_init(&f->ctx, lo, (size_t)((char *)f - lo), fiber_entry, f);
+        context_init(&f->ctx, lo, f->apart ? size : (size_t)((char *)f - lo), fiber_entry, f);
 #ifdef SCHED_TSAN
         f->tsan_fiber = __tsan_create_fiber(0);
 #endif

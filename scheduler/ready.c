@@ -288,23 +288,27 @@ static inline bool yield_rotates(Worker *w)
 
 void ready_requeue(Worker *w, Fiber *f)
 {
-        if (w->group != f->group || __atomic_load_n(&f->group->spinning_mask, __ATOMIC_RELAXED)) {
-                ready_push_shared(f->group, f);
+        /* Once in the shared queue, @f may run, end and be freed on another worker
+         * (a joinable fiber's control block): nothing reads it after the push. */
+        SchedulingGroup *g = f->group;
+
+        if (w->group != g || __atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED)) {
+                ready_push_shared(g, f);
                 return;
         }
-        if ((f->group->nclasses > 1 && f->cls != w->cls) || worker_surplus(w)) {
+        if ((g->nclasses > 1 && f->cls != w->cls) || worker_surplus(w)) {
                 /* a fiber of a class this worker no longer serves (the pick at its
                  * yield moved the worker on); a surplus spare is about to park and must
                  * leave nothing in its own lists */
-                ready_push_shared(f->group, f);
-                group_wake_idle(f->group);
+                ready_push_shared(g, f);
+                group_wake_idle(g);
                 return;
         }
         if (yield_rotates(w)) {
                 /* This worker has more ready fibers than it can run: let a sleeping
                  * sibling take one. */
-                ready_push_shared(f->group, f);
-                group_wake_idle(f->group);
+                ready_push_shared(g, f);
+                group_wake_idle(g);
                 w->yield_rotated = true; /* our next pop leaves it to the others */
                 return;
         }

@@ -207,7 +207,8 @@ struct Fiber {
         const char *tag;
         FiberFn fn;
         void *arg;
-        char *stack_lo;     /* the stack's lowest byte; its guard lies below it */
+        char *stack_lo;     /* the stack's lowest byte; its guard lies below it; NULL
+                             * once a joinable fiber gave it back at its exit */
         size_t stack_size;  /* bytes, guard not included */
         int handoff;        /* wake-up handshake, see waiter.c */
         int refs;           /* 1 running + 1 joinable handle */
@@ -219,6 +220,8 @@ struct Fiber {
         Waiter *joiner;
         uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
         bool outside;       /* created outside the group: the stack returns to the group pool */
+        bool apart;         /* joinable: this block is its own allocation (fiber_block_get()),
+                             * not the stack's top, and the stack goes back at the exit */
         bool no_steal;      /* only its own group's workers may run it */
         uint8_t cls;        /* its job class: an index into its group's classes */
         Fiber *yield_next;  /* its worker's yield list (that worker only) */
@@ -239,8 +242,12 @@ void fiber_switch_out(Fiber *self, int action);
 void fiber_finish_switch(Worker *w);
 /* fiber_run - from a worker's idle loop, run @f until it switches back. */
 void fiber_run(Worker *w, Fiber *f);
-/* fiber_release - drop a reference; the last one frees the stack. Context: any. */
+/* fiber_release - drop a reference; the last one frees the stack, or for a joinable
+ * fiber (whose stack went back at its exit) its control block. Context: any. */
 void fiber_release(Fiber *f);
+/* fiber_blocks_term - free @w's cache of joinable fibers' control blocks. Context: the
+ * group's creator, while @w's thread is not running. */
+void fiber_blocks_term(Worker *w);
 
 /* ------------------------------------------------------------------ worker.c ------ */
 
@@ -282,6 +289,8 @@ struct Worker {
         Fiber *prev;       /* the fiber just switched away from */
         int prev_action;   /* what to do with it (FIBER_ACT_*) */
         StackCache stacks;
+        Fiber *blocks;     /* joinable fibers' free control blocks, a LIFO linked by */
+        unsigned nblocks;  /* yield_next; this worker's thread only (fiber.c) */
         void *altstack;    /* sigaltstack for the overflow handler */
         uint64_t switches; /* stats: single writer, relaxed */
         uint64_t created;

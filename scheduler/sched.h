@@ -24,8 +24,9 @@
  *  - one poll set per group (epoll, a CLOCK_MONOTONIC timerfd in it), waited in by an
  *    idle worker (Go's netpoller), else looked at every 1-10 ms by the group's
  *    reactor thread (Go's sysmon; tRPC-Cpp Fiber's TimerWorker, shared/seeds/001);
- *  - stacks with a guard (2 MiB, stack.c) and a LIFO cache, control block at the top:
- *    flare / libdill;
+ *  - stacks with a guard (2 MiB, stack.c) and a LIFO cache, a detached fiber's control
+ *    block at the top (flare / libdill); a joinable fiber's control block apart, its
+ *    stack given back at its exit (Go's g outlives its stack the same way);
  *  - an event a plain pthread can set to wake fibers: tRPC's FiberEvent.
  */
 #ifndef FIBERD_SCHED_H
@@ -428,12 +429,14 @@ typedef struct FiberAttr {
  * fiber_create - create a fiber running @fn(@arg) and make it ready.
  * @ret: out, the handle of a joinable fiber (written only on success); must be NULL
  * for a detached fiber. A joinable fiber's handle stays valid until fiber_join()
- * returns 0 or fiber_detach().
+ * returns 0 or fiber_detach(). Its stack goes back when the fiber returns; until the
+ * join only its control block (sizeof(Fiber), about 200 bytes, from malloc) is held,
+ * so fibers that end long before their join cost no stack each.
  *
  * Return: 0; -EAGAIN when the group already has max_fibers live fibers (backpressure:
  * the call never waits, the caller retries or sheds load); -EINVAL (no group from a
  * pthread, bad stack size, @ret inconsistent with @attr->detached); -ENOMEM when no
- * stack could be mapped.
+ * stack could be mapped or, for a joinable fiber, no control block allocated.
  * Context: any. Does not yield.
  */
 int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg);

@@ -454,6 +454,54 @@ static void busy(void *arg)
                 fiber_yield();
 }
 
+/* A joinable fiber gives its stack back when it ends, not when it is joined: its
+ * control block is apart from the stack and is all the join needs. So a creator that
+ * joins late does not hold a stack (a slot with a 2 MiB guard) per ended fiber. */
+typedef struct StackSpot {
+        uintptr_t frame; /* an address in the fiber's stack */
+        int ran;
+} StackSpot;
+
+static void note_stack(void *arg)
+{
+        StackSpot *s = arg;
+
+        s->frame = (uintptr_t)__builtin_frame_address(0);
+        __atomic_store_n(&s->ran, 1, __ATOMIC_RELEASE);
+}
+
+static void ended_then_joined(void *arg)
+{
+        StackSpot *s = arg; /* two of them */
+        Fiber *a, *b;
+
+        cr_assert_eq(fiber_create(&a, NULL, note_stack, &s[0]), 0);
+        /* one worker: when the yield returns after it ran, its exit is done too */
+        while (!__atomic_load_n(&s[0].ran, __ATOMIC_ACQUIRE))
+                cr_assert_eq(fiber_yield(), 0);
+        cr_assert_eq(fiber_create(&b, NULL, note_stack, &s[1]), 0);
+        while (!__atomic_load_n(&s[1].ran, __ATOMIC_ACQUIRE))
+                cr_assert_eq(fiber_yield(), 0);
+        cr_assert_eq(fiber_join(a), 0);
+        cr_assert_eq(fiber_join(b), 0);
+}
+
+Test(fiber, an_ended_fiber_gives_its_stack_back_before_its_join)
+{
+        SchedulingGroup *g = test_group(1);
+        StackSpot s[2] = {0};
+
+        run_in_fiber(g, ended_then_joined, s);
+        cr_assert_neq(s[0].frame, 0);
+        /* the worker's stack cache is a LIFO: the second fiber got the first's stack */
+        uintptr_t d = s[0].frame > s[1].frame ? s[0].frame - s[1].frame : s[1].frame - s[0].frame;
+        cr_assert_lt(d, 64 * 1024,
+                     "the second fiber ran %zu bytes away from the first: "
+                     "the first, ended and not joined, still held its stack",
+                     (size_t)d);
+        sched_group_free(g);
+}
+
 Test(fiber, migrates_between_workers_with_state_intact)
 {
         SchedulingGroup *g = test_group(2);
