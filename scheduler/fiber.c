@@ -296,56 +296,12 @@ static bool fiber_admit(SchedulingGroup *g, Worker *w)
         return false;
 }
 
-/* Joinable fibers' control blocks. A detached fiber's control block sits at the top of
- * its stack and goes with it. A joinable one's must outlive the stack: its fiber may end
- * long before the join, so the block is its own allocation and the stack goes back at
- * the exit (fiber_finish_exit()). A creator that makes a million joinable fibers before
- * it joins the first then holds a million blocks of a few hundred bytes, and only as
- * many stacks (each a slot with a 2 MiB guard) as are running or waiting to run.
- * Blocks come from malloc, with a LIFO of up to FIBER_BLOCK_CACHE free ones per worker
- * in front of it, as each P keeps its free g's in Go's runtime (proc.go, gfget/gfput). */
-#define FIBER_BLOCK_CACHE 256
-
-static Fiber *fiber_block_get(Worker *w)
-{
-        Fiber *f = w ? w->blocks : NULL;
-
-        if (!f)
-                return malloc(sizeof(Fiber));
-        w->blocks = f->yield_next;
-        w->nblocks--;
-        return f;
-}
-
-static void fiber_block_put(Fiber *f)
-{
-        Worker *w = worker_self();
-
-        if (w && w->nblocks < FIBER_BLOCK_CACHE) {
-                f->yield_next = w->blocks;
-                w->blocks = f;
-                w->nblocks++;
-        } else {
-                free(f);
-        }
-}
-
-void fiber_blocks_term(Worker *w)
-{
-        while (w->blocks) {
-                Fiber *f = w->blocks;
-                w->blocks = f->yield_next;
-                free(f);
-        }
-        w->nblocks = 0;
-}
-
 void fiber_release(Fiber *f)
 {
         if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) != 0)
                 return;
         if (f->apart)
-                fiber_block_put(f); /* its stack went back at the exit */
+                slab_block_put(worker_self(), f); /* its stack went back at the exit */
         else
                 stack_free(f->group, f->stack_lo, f->stack_size, f->outside);
 }
@@ -393,7 +349,9 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 return r;
         }
         if (ret) {
-                f = fiber_block_get(w);
+                /* Its block outlives the stack: the stack goes back at the exit,
+                 * the block at the join (slab.c) */
+                f = slab_block_get(w);
                 if (!f) {
                         stack_free(g, lo, size, !(w && w->group == g));
                         __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);

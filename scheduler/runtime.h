@@ -5,9 +5,10 @@
  * the file that defines it (libuv's uv__ discipline); the public API is sched.h.
  *
  * Who owns what:
- *  - A Fiber lives at the top of its own stack (flare's layout); the stack is
- *    owned by the fiber's references (one for the running fiber, one for a joinable
- *    handle) and goes back to a stack cache when the last one is dropped.
+ *  - A detached Fiber lives at the top of its own stack (flare's layout), which goes
+ *    back to a stack cache when the fiber ends. A joinable Fiber is a block of its own
+ *    (slab.c), owned by its two references (the running fiber, the handle): its stack
+ *    goes back when it ends, the block when the last reference is dropped.
  *  - A Worker is one pthread of a group; its scheduler context (the thread's own stack)
  *    runs the idle loop. Fibers switch to each other directly when one is ready, and to
  *    the worker's context only when none is.
@@ -26,6 +27,7 @@
  *   histogram.c    the ready-to-run latency histogram
  *   topology.c     CPUs and nodes, the group layout, NUMA memory policy
  *   stack.c        fiber stacks in guarded arena slots, the caches, the overflow handler
+ *   slab.c         joinable fibers' control blocks: slabs, per-worker caches
  *   waiter.c       Waiter: one blocking call, and the wake-up handshake
  *   timer.c        the timer heap and its timerfd
  *   reactor.c      the poll set's holder (a sleeping worker, else the reactor
@@ -220,7 +222,7 @@ struct Fiber {
         Waiter *joiner;
         uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
         bool outside;       /* created outside the group: the stack returns to the group pool */
-        bool apart;         /* joinable: this block is its own allocation (fiber_block_get()),
+        bool apart;         /* joinable: this block is its own allocation (slab_block_get()),
                              * not the stack's top, and the stack goes back at the exit */
         bool no_steal;      /* only its own group's workers may run it */
         uint8_t cls;        /* its job class: an index into its group's classes */
@@ -245,9 +247,22 @@ void fiber_run(Worker *w, Fiber *f);
 /* fiber_release - drop a reference; the last one frees the stack, or for a joinable
  * fiber (whose stack went back at its exit) its control block. Context: any. */
 void fiber_release(Fiber *f);
-/* fiber_blocks_term - free @w's cache of joinable fibers' control blocks. Context: the
- * group's creator, while @w's thread is not running. */
-void fiber_blocks_term(Worker *w);
+
+/* ------------------------------------------------------------------ slab.c -------- */
+
+/* slab_block_get - a control block for a joinable fiber (uninitialised): from @w's
+ * cache, else from the slabs (a batch into @w's cache when @w is not NULL). Return:
+ * NULL when no slab can be mapped. Context: @w is the calling thread's worker, or NULL
+ * off the workers. */
+Fiber *slab_block_get(Worker *w);
+/* slab_block_put - give back @f's block (its fiber ended and was joined or detached).
+ * Context: as slab_block_get(). */
+void slab_block_put(Worker *w, Fiber *f);
+/* slab_cache_term - give @w's cached blocks back to the slabs. Context: the group's
+ * creator, while @w's thread is not running. */
+void slab_cache_term(Worker *w);
+/* slab_mapped - slabs mapped now (SLAB_BYTES each), for tests. Context: any. */
+size_t slab_mapped(void);
 
 /* ------------------------------------------------------------------ worker.c ------ */
 
@@ -290,7 +305,7 @@ struct Worker {
         int prev_action;   /* what to do with it (FIBER_ACT_*) */
         StackCache stacks;
         Fiber *blocks;     /* joinable fibers' free control blocks, a LIFO linked by */
-        unsigned nblocks;  /* yield_next; this worker's thread only (fiber.c) */
+        unsigned nblocks;  /* yield_next; this worker's thread only (slab.c) */
         void *altstack;    /* sigaltstack for the overflow handler */
         uint64_t switches; /* stats: single writer, relaxed */
         uint64_t created;

@@ -430,7 +430,7 @@ typedef struct FiberAttr {
  * @ret: out, the handle of a joinable fiber (written only on success); must be NULL
  * for a detached fiber. A joinable fiber's handle stays valid until fiber_join()
  * returns 0 or fiber_detach(). Its stack goes back when the fiber returns; until the
- * join only its control block (sizeof(Fiber), about 200 bytes, from malloc) is held,
+ * join only its control block (192 bytes, from the runtime's slabs) is held,
  * so fibers that end long before their join cost no stack each.
  *
  * Return: 0; -EAGAIN when the group already has max_fibers live fibers (backpressure:

@@ -296,7 +296,7 @@ void worker_term(Worker *w)
         if (!w->group)
                 return; /* never initialised */
         free(w->class_latency);
-        fiber_blocks_term(w);
+        slab_cache_term(w);
         stack_cache_term(w->group, &w->stacks);
 }
 
