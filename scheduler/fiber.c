@@ -166,7 +166,7 @@ void fiber_run(Worker *w, Fiber *f)
         fiber_finish_switch(w);
 }
 
-static void fiber_finish_exit(Worker *w, Fiber *f)
+static __attribute__((noinline)) void fiber_finish_exit(Worker *w, Fiber *f)
 {
         Waiter *joiner;
 

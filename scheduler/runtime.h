@@ -304,8 +304,6 @@ struct Worker {
         Fiber *prev;       /* the fiber just switched away from */
         int prev_action;   /* what to do with it (FIBER_ACT_*) */
         StackCache stacks;
-        Fiber *blocks;     /* joinable fibers' free control blocks, a LIFO linked by */
-        unsigned nblocks;  /* yield_next; this worker's thread only (slab.c) */
         void *altstack;    /* sigaltstack for the overflow handler */
         uint64_t switches; /* stats: single writer, relaxed */
         uint64_t created;
@@ -366,6 +364,8 @@ struct Worker {
         uint64_t bt_seq;          /* run_seq when it was taken: whose frames they are */
         bool bt_intr;             /* the signal cut a syscall short (it returned EINTR) */
         int bt_n;                 /* frames in bt; -1 while asked for (atomic) */
+        Fiber *blocks;            /* joinable fibers' free control blocks, a LIFO linked by */
+        unsigned nblocks;         /* yield_next; this worker's thread only (slab.c) */
 #ifdef SCHED_ASAN
         void *asan_stack_bottom;
         size_t asan_stack_size;
