@@ -12,7 +12,9 @@
  * queue (1.1 million joinable fibers alive at once) ran 1.20x slower on malloc.
  *
  * A slab is SLAB_BYTES of anonymous memory mapped at an address aligned to its size, so
- * a block finds its slab by masking its own address. The slab's header fills its first
+ * a block finds its slab by masking its own address; from the second slab on, it is
+ * one transparent huge page (MADV_HUGEPAGE): create 1M fibers and then join each took
+ * 53,000 page faults with small pages, 7,000 with huge ones. The slab's header fills its first
  * cache line; the blocks follow, each rounded up to whole cache lines. A
  * slab hands out never-used blocks by a bump index first, so the pages of a slab that
  * was never filled are never faulted in, then the ones on its free list.
@@ -33,7 +35,7 @@
 #include "scheduler/base/spinlock.h"
 #include "scheduler/runtime.h"
 
-#define SLAB_BYTES (1UL << 20) /* 5,461 blocks of 192 bytes */
+#define SLAB_BYTES (2UL << 20) /* 10,922 blocks of 192 bytes; one huge page */
 #define SLAB_CACHE 256         /* free blocks a worker keeps */
 #define SLAB_BATCH 128         /* blocks moved at once between a worker and the slabs */
 
@@ -105,6 +107,11 @@ static Slab *slab_map(void)
                 munmap(p, (size_t)(base - p));
         if (base + SLAB_BYTES < p + 2 * SLAB_BYTES)
                 munmap(base + SLAB_BYTES, (size_t)(p + 2 * SLAB_BYTES - (base + SLAB_BYTES)));
+        /* A burst: from the second slab on, one huge page each, so 10,922 blocks
+         * cost one page fault, not 512. The first stays in small pages: a process
+         * with a few joinable fibers keeps a few KiB resident, not 2 MiB. */
+        if (slabs.mapped)
+                madvise(base, SLAB_BYTES, MADV_HUGEPAGE);
         slabs.mapped++;
         return (Slab *)base; /* fresh anonymous memory: the header reads all zero */
 }
