@@ -70,7 +70,10 @@ static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker
         size_t size;
         if (to_fiber) {
                 bottom = to_fiber->stack_lo;
-                size = (size_t)((char *)to_fiber - (char *)bottom);
+                /* a detached fiber's control block tops its stack; a joinable one's
+                 * is apart and the stack is all its own */
+                size = to_fiber->apart ? to_fiber->stack_size
+                                       : (size_t)((char *)to_fiber - (char *)bottom);
         } else {
                 bottom = w->asan_stack_bottom;
                 size = w->asan_stack_size;

@@ -22,8 +22,10 @@
  * Each worker keeps a LIFO of up to SLAB_CACHE free blocks (Worker.blocks: the block
  * freed last is the warmest); blocks move between it and the slabs SLAB_BATCH at a time
  * under one process-wide spinlock, so a worker that only creates joinable fibers and
- * one that only joins them meet at the lock once per batch. A slab whose blocks are all
- * free is unmapped, except one kept as the spare, so memory goes back after a burst.
+ * one that only joins them meet at the lock once per batch. No system call and no
+ * first touch of a page is made under the lock: slabs are mapped and unmapped, and
+ * never-used blocks linked, with it dropped. A slab whose blocks are all free is
+ * unmapped, except one kept as the spare, so memory goes back after a burst.
  *
  * Under AddressSanitizer the blocks come from malloc, so that a use after the join is
  * reported.
@@ -93,7 +95,9 @@ static void partial_del(Slab *s)
         s->listed = false;
 }
 
-/* A new slab: twice its size mapped, then the unaligned head and tail unmapped. */
+/* A new slab: twice its size mapped, then the unaligned head and tail unmapped; its
+ * header written, so the first page fault (a whole huge page's clearing) is taken
+ * here, outside the lock. NULL when the address space is exhausted. */
 static Slab *slab_map(void)
 {
         char *p = mmap(NULL, 2 * SLAB_BYTES, PROT_READ | PROT_WRITE,
@@ -110,25 +114,32 @@ static Slab *slab_map(void)
         /* A burst: from the second slab on, one huge page each, so 10,922 blocks
          * cost one page fault, not 512. The first stays in small pages: a process
          * with a few joinable fibers keeps a few KiB resident, not 2 MiB. */
-        if (slabs.mapped)
+        if (__atomic_load_n(&slabs.mapped, __ATOMIC_RELAXED))
                 madvise(base, SLAB_BYTES, MADV_HUGEPAGE);
-        slabs.mapped++;
-        return (Slab *)base; /* fresh anonymous memory: the header reads all zero */
+        memset(base, 0, sizeof(Slab));
+        return (Slab *)base;
 }
 
-/* The slab to take from: a partial one, else the spare, else a new one (NULL when none
- * can be mapped). Context: slabs.lock held. */
+/* The slab to take from: a partial one, else the spare, else a new one, mapped with
+ * the lock dropped (no system call or first touch is made under it). Return: NULL when
+ * none can be mapped. Context: slabs.lock held; it is held again on return. */
 static Slab *slab_for_take(void)
 {
         Slab *s = slabs.partial;
 
-        if (!s) {
-                s = slabs.spare;
+        if (s)
+                return s;
+        if ((s = slabs.spare)) {
                 slabs.spare = NULL;
-                if (!s && !(s = slab_map()))
+        } else {
+                spin_unlock(&slabs.lock);
+                s = slab_map();
+                spin_lock(&slabs.lock);
+                if (!s)
                         return NULL;
-                partial_add(s);
+                __atomic_store_n(&slabs.mapped, slabs.mapped + 1, __ATOMIC_RELAXED);
         }
+        partial_add(s);
         return s;
 }
 
@@ -139,8 +150,10 @@ static void slab_taken(Slab *s, unsigned n)
                 partial_del(s); /* full */
 }
 
-/* Give @f back to its slab. Context: slabs.lock held. */
-static void slab_give(Fiber *f)
+/* Give @f back to its slab. A slab left empty becomes the spare, or when there is one
+ * already goes on *@dead, to be unmapped once the lock is dropped (slabs_unmap()).
+ * Context: slabs.lock held. */
+static void slab_give(Fiber *f, Slab **dead)
 {
         Slab *s = slab_of(f);
 
@@ -162,8 +175,18 @@ static void slab_give(Fiber *f)
                 slabs.spare = s;
                 return;
         }
-        slabs.mapped--;
-        munmap(s, SLAB_BYTES);
+        __atomic_store_n(&slabs.mapped, slabs.mapped - 1, __ATOMIC_RELAXED);
+        s->next = *dead;
+        *dead = s;
+}
+
+static void slabs_unmap(Slab *dead)
+{
+        while (dead) {
+                Slab *next = dead->next;
+                munmap(dead, SLAB_BYTES);
+                dead = next;
+        }
 }
 
 /* Off a worker: one block. */
@@ -187,9 +210,10 @@ static Fiber *slab_take_one(void)
         return f;
 }
 
-/* Refill @w's empty cache: a slab's whole free list, or up to SLAB_BATCH never-used
- * blocks, taken under the lock in O(1); the never-used ones are linked (their pages
- * faulted in) after it. Return: blocks taken, 0 when no slab can be mapped. */
+/* Refill @w's empty cache with up to SLAB_BATCH blocks of one slab: from its free list
+ * (recently given back, so warm), else never-used ones, which are linked (their pages
+ * faulted in) after the lock is dropped. Return: blocks taken, 0 when no slab can be
+ * mapped. */
 static unsigned slab_refill(Worker *w)
 {
         unsigned first = 0, n = 0;
@@ -199,11 +223,11 @@ static unsigned slab_refill(Worker *w)
         spin_lock(&slabs.lock);
         if ((s = slab_for_take())) {
                 if (s->free) {
-                        chain = s->free;
-                        tail = s->free_tail;
-                        n = s->nfree;
-                        s->free = NULL;
-                        s->nfree = 0;
+                        chain = tail = s->free;
+                        for (n = 1; n < SLAB_BATCH && tail->yield_next; n++)
+                                tail = tail->yield_next;
+                        s->free = tail->yield_next;
+                        s->nfree -= n;
                 } else {
                         first = s->bump;
                         n = SLAB_BLOCKS - first < SLAB_BATCH ? (unsigned)(SLAB_BLOCKS - first)
@@ -252,10 +276,13 @@ void slab_block_put(Worker *w, Fiber *f)
         free(f);
         return;
 #endif
+        Slab *dead = NULL;
+
         if (!w) {
                 spin_lock(&slabs.lock);
-                slab_give(f);
+                slab_give(f, &dead);
                 spin_unlock(&slabs.lock);
+                slabs_unmap(dead);
                 return;
         }
         f->yield_next = w->blocks;
@@ -273,15 +300,17 @@ void slab_block_put(Worker *w, Fiber *f)
         spin_lock(&slabs.lock);
         while (back) {
                 Fiber *next = back->yield_next;
-                slab_give(back);
+                slab_give(back, &dead);
                 back = next;
         }
         spin_unlock(&slabs.lock);
+        slabs_unmap(dead);
 }
 
 void slab_cache_term(Worker *w)
 {
         Fiber *f = w->blocks;
+        Slab *dead = NULL;
 
         w->blocks = NULL;
         w->nblocks = 0;
@@ -290,16 +319,14 @@ void slab_cache_term(Worker *w)
         spin_lock(&slabs.lock);
         while (f) {
                 Fiber *next = f->yield_next;
-                slab_give(f);
+                slab_give(f, &dead);
                 f = next;
         }
         spin_unlock(&slabs.lock);
+        slabs_unmap(dead);
 }
 
 size_t slab_mapped(void)
 {
-        spin_lock(&slabs.lock);
-        size_t n = slabs.mapped;
-        spin_unlock(&slabs.lock);
-        return n;
+        return __atomic_load_n(&slabs.mapped, __ATOMIC_RELAXED);
 }
