@@ -60,6 +60,13 @@ bool fiber_cancelled(void)
 
 /* ------------------------------------------------------------------ switching ----- */
 
+/* The bytes of @f's stack its frames may use: all of it for a joinable fiber, whose
+ * control block is apart; below the control block for a detached one. */
+static inline size_t fiber_stack_room(const Fiber *f)
+{
+        return f->apart ? f->stack_size : (size_t)((const char *)f - f->stack_lo);
+}
+
 /* Switch from @from to @to with the sanitizers told. @to_bottom/@to_size describe the
  * destination stack for ASan; @exiting says @from will never run again. */
 static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker *w, bool exiting)
@@ -70,10 +77,7 @@ static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker
         size_t size;
         if (to_fiber) {
                 bottom = to_fiber->stack_lo;
-                /* a detached fiber's control block tops its stack; a joinable one's
-                 * is apart and the stack is all its own */
-                size = to_fiber->apart ? to_fiber->stack_size
-                                       : (size_t)((char *)to_fiber - (char *)bottom);
+                size = fiber_stack_room(to_fiber);
         } else {
                 bottom = w->asan_stack_bottom;
                 size = w->asan_stack_size;
@@ -318,6 +322,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         size_t size, ps = page_size();
         char *lo;
         Fiber *f;
+        bool own; /* created on a worker of its own group */
         int r;
 
         if (!attr)
@@ -342,6 +347,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 return -EINVAL;
 
         w = worker_self();
+        own = w && w->group == g;
         if (!fiber_admit(g, w)) {
                 __atomic_fetch_add(&g->runq_full, 1, __ATOMIC_RELAXED);
                 return -EAGAIN;
@@ -356,7 +362,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                  * the block at the join (slab.c) */
                 f = slab_block_get(w);
                 if (!f) {
-                        stack_free(g, lo, size, !(w && w->group == g));
+                        stack_free(g, lo, size, !own);
                         __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
                         return -ENOMEM;
                 }
@@ -386,11 +392,11 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         } else if (self && (self->group == g || (g->owner && self->group->owner == g->owner))) {
                 f->cls = self->cls; /* the classes of one scheduler's groups are the same */
         }
-        context_init(&f->ctx, lo, f->apart ? size : (size_t)((char *)f - lo), fiber_entry, f);
+        context_init(&f->ctx, lo, fiber_stack_room(f), fiber_entry, f);
 #ifdef SCHED_TSAN
         f->tsan_fiber = __tsan_create_fiber(0);
 #endif
-        if (w && w->group == g) {
+        if (own) {
                 __atomic_store_n(&w->created, w->created + 1, __ATOMIC_RELAXED);
         } else {
                 f->outside = true;

@@ -37,6 +37,8 @@
 #include "scheduler/base/spinlock.h"
 #include "scheduler/runtime.h"
 
+#ifndef SCHED_ASAN
+
 #define SLAB_BYTES (2UL << 20) /* 10,922 blocks of 192 bytes; one huge page */
 #define SLAB_CACHE 256         /* free blocks a worker keeps */
 #define SLAB_BATCH 128         /* blocks moved at once between a worker and the slabs */
@@ -44,12 +46,10 @@
 typedef struct Slab Slab;
 struct Slab {
         Slab *next, *prev; /* on the partial list while it has a free block */
-        Fiber *free;       /* blocks given back, linked by yield_next, */
-        Fiber *free_tail;  /* the list's last (valid while free is not NULL) */
-        unsigned nfree;    /* and how many */
+        Fiber *free;       /* blocks given back, linked by yield_next */
         unsigned bump;     /* blocks [bump, SLAB_BLOCKS) were never handed out */
-        unsigned used;     /* blocks handed out and not given back */
-        bool listed;       /* on the partial list */
+        unsigned used;     /* blocks handed out and not given back; a slab in use is
+                            * on the partial list unless it is full */
 } __attribute__((aligned(64)));
 
 /* A block's size: sizeof(Fiber) (192 bytes; more under a sanitizer) rounded up to a
@@ -81,7 +81,6 @@ static void partial_add(Slab *s)
         if (s->next)
                 s->next->prev = s;
         slabs.partial = s;
-        s->listed = true;
 }
 
 static void partial_del(Slab *s)
@@ -92,7 +91,6 @@ static void partial_del(Slab *s)
                 slabs.partial = s->next;
         if (s->next)
                 s->next->prev = s->prev;
-        s->listed = false;
 }
 
 /* A new slab: twice its size mapped, then the unaligned head and tail unmapped; its
@@ -143,34 +141,27 @@ static Slab *slab_for_take(void)
         return s;
 }
 
-static void slab_taken(Slab *s, unsigned n)
+static bool slab_full(const Slab *s)
 {
-        s->used += n;
-        if (!s->free && s->bump == SLAB_BLOCKS)
-                partial_del(s); /* full */
+        return !s->free && s->bump == SLAB_BLOCKS;
 }
 
 /* Give @f back to its slab. A slab left empty becomes the spare, or when there is one
- * already goes on *@dead, to be unmapped once the lock is dropped (slabs_unmap()).
- * Context: slabs.lock held. */
+ * already goes on *@dead, to be unmapped once the lock is dropped. Context: slabs.lock
+ * held. */
 static void slab_give(Fiber *f, Slab **dead)
 {
         Slab *s = slab_of(f);
 
-        if (!s->free)
-                s->free_tail = f;
+        if (slab_full(s))
+                partial_add(s);
         f->yield_next = s->free;
         s->free = f;
-        s->nfree++;
-        s->used--;
-        if (!s->listed)
-                partial_add(s);
-        if (s->used)
+        if (--s->used)
                 return;
         partial_del(s);
         if (!slabs.spare) {
                 s->free = NULL; /* empty: hand its blocks out from the start again */
-                s->nfree = 0;
                 s->bump = 0;
                 slabs.spare = s;
                 return;
@@ -180,8 +171,19 @@ static void slab_give(Fiber *f, Slab **dead)
         *dead = s;
 }
 
-static void slabs_unmap(Slab *dead)
+/* Give back a NULL-terminated @list of blocks (linked by yield_next): one lock for
+ * all, and the slabs they empty unmapped after it. */
+static void slabs_give(Fiber *list)
 {
+        Slab *dead = NULL;
+
+        spin_lock(&slabs.lock);
+        while (list) {
+                Fiber *next = list->yield_next;
+                slab_give(list, &dead);
+                list = next;
+        }
+        spin_unlock(&slabs.lock);
         while (dead) {
                 Slab *next = dead->next;
                 munmap(dead, SLAB_BYTES);
@@ -189,32 +191,11 @@ static void slabs_unmap(Slab *dead)
         }
 }
 
-/* Off a worker: one block. */
-static Fiber *slab_take_one(void)
-{
-        Fiber *f = NULL;
-        Slab *s;
-
-        spin_lock(&slabs.lock);
-        if ((s = slab_for_take())) {
-                if (s->free) {
-                        f = s->free;
-                        s->free = f->yield_next;
-                        s->nfree--;
-                } else {
-                        f = slab_block(s, s->bump++);
-                }
-                slab_taken(s, 1);
-        }
-        spin_unlock(&slabs.lock);
-        return f;
-}
-
-/* Refill @w's empty cache with up to SLAB_BATCH blocks of one slab: from its free list
+/* Take up to @want blocks of one slab and push them on *@list: from its free list
  * (recently given back, so warm), else never-used ones, which are linked (their pages
  * faulted in) after the lock is dropped. Return: blocks taken, 0 when no slab can be
  * mapped. */
-static unsigned slab_refill(Worker *w)
+static unsigned slab_take(Fiber **list, unsigned want)
 {
         unsigned first = 0, n = 0;
         Fiber *chain = NULL, *tail = NULL;
@@ -224,44 +205,41 @@ static unsigned slab_refill(Worker *w)
         if ((s = slab_for_take())) {
                 if (s->free) {
                         chain = tail = s->free;
-                        for (n = 1; n < SLAB_BATCH && tail->yield_next; n++)
+                        for (n = 1; n < want && tail->yield_next; n++)
                                 tail = tail->yield_next;
                         s->free = tail->yield_next;
-                        s->nfree -= n;
                 } else {
                         first = s->bump;
-                        n = SLAB_BLOCKS - first < SLAB_BATCH ? (unsigned)(SLAB_BLOCKS - first)
-                                                             : SLAB_BATCH;
+                        n = SLAB_BLOCKS - first < want ? (unsigned)(SLAB_BLOCKS - first) : want;
                         s->bump += n;
                 }
-                slab_taken(s, n);
+                s->used += n;
+                if (slab_full(s))
+                        partial_del(s);
         }
         spin_unlock(&slabs.lock);
         if (chain) {
-                tail->yield_next = w->blocks;
-                w->blocks = chain;
+                tail->yield_next = *list;
+                *list = chain;
         } else {
                 for (unsigned i = n; i-- > 0;) {
                         Fiber *f = slab_block(s, first + i);
-                        f->yield_next = w->blocks;
-                        w->blocks = f;
+                        f->yield_next = *list;
+                        *list = f;
                 }
         }
-        w->nblocks += n;
         return n;
 }
 
 Fiber *slab_block_get(Worker *w)
 {
-        Fiber *f;
+        Fiber *f = NULL;
 
-#ifdef SCHED_ASAN
-        (void)w;
-        return malloc(sizeof(Fiber));
-#endif
-        if (!w)
-                return slab_take_one();
-        if (!w->blocks && !slab_refill(w))
+        if (!w) {
+                slab_take(&f, 1);
+                return f;
+        }
+        if (!w->blocks && !(w->nblocks = slab_take(&w->blocks, SLAB_BATCH)))
                 return NULL;
         f = w->blocks;
         w->blocks = f->yield_next;
@@ -271,18 +249,9 @@ Fiber *slab_block_get(Worker *w)
 
 void slab_block_put(Worker *w, Fiber *f)
 {
-#ifdef SCHED_ASAN
-        (void)w;
-        free(f);
-        return;
-#endif
-        Slab *dead = NULL;
-
         if (!w) {
-                spin_lock(&slabs.lock);
-                slab_give(f, &dead);
-                spin_unlock(&slabs.lock);
-                slabs_unmap(dead);
+                f->yield_next = NULL;
+                slabs_give(f);
                 return;
         }
         f->yield_next = w->blocks;
@@ -290,43 +259,49 @@ void slab_block_put(Worker *w, Fiber *f)
         if (++w->nblocks < SLAB_CACHE)
                 return;
         /* full: a batch from the top goes back (as Go's gfput moves a P's free g's) */
-        Fiber *back = w->blocks;
-        Fiber *last = back;
+        Fiber *back = w->blocks, *last = back;
         for (unsigned i = 1; i < SLAB_BATCH; i++)
                 last = last->yield_next;
         w->blocks = last->yield_next;
         w->nblocks -= SLAB_BATCH;
         last->yield_next = NULL;
-        spin_lock(&slabs.lock);
-        while (back) {
-                Fiber *next = back->yield_next;
-                slab_give(back, &dead);
-                back = next;
-        }
-        spin_unlock(&slabs.lock);
-        slabs_unmap(dead);
+        slabs_give(back);
 }
 
 void slab_cache_term(Worker *w)
 {
-        Fiber *f = w->blocks;
-        Slab *dead = NULL;
-
+        slabs_give(w->blocks);
         w->blocks = NULL;
         w->nblocks = 0;
-        if (!f)
-                return;
-        spin_lock(&slabs.lock);
-        while (f) {
-                Fiber *next = f->yield_next;
-                slab_give(f, &dead);
-                f = next;
-        }
-        spin_unlock(&slabs.lock);
-        slabs_unmap(dead);
 }
 
 size_t slab_mapped(void)
 {
         return __atomic_load_n(&slabs.mapped, __ATOMIC_RELAXED);
 }
+
+#else /* SCHED_ASAN */
+
+Fiber *slab_block_get(Worker *w)
+{
+        (void)w;
+        return malloc(sizeof(Fiber));
+}
+
+void slab_block_put(Worker *w, Fiber *f)
+{
+        (void)w;
+        free(f);
+}
+
+void slab_cache_term(Worker *w)
+{
+        (void)w;
+}
+
+size_t slab_mapped(void)
+{
+        return 0;
+}
+
+#endif
