@@ -404,7 +404,7 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         }
         if (ret)
                 *ret = f;
-        ready_push(f);
+        ready_push_new(f);
         return 0;
 }
 

@@ -153,6 +153,7 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         g->pin_workers = p->pin_workers;
         g->bind = p->bind;
         g->local_queues = p->local_queues;
+        g->runnext = p->local_queues || nworkers > 1; /* ready.c: hand-offs */
         /* CPU control (class.c, monitor.c) */
         g->quota_tsc =
                 clock_ns_to_tsc(ctl->task_quota_ns ? ctl->task_quota_ns : 500 * NSEC_PER_USEC);

@@ -419,10 +419,10 @@ static void stall_report(SchedulingGroup *g, Worker *w, uint64_t seq, uint64_t r
 
 /* ------------------------------------------------------------------ rescue -------- */
 
-/* Fibers wait in @w's own runnext slot or deque (local queues only). */
+/* Fibers wait in @w's own runnext slot or deque (groups with runnext slots only). */
 static bool worker_has_ready(const SchedulingGroup *g, const Worker *w)
 {
-        return g->local_queues &&
+        return g->runnext &&
                (__atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local));
 }
 

@@ -28,6 +28,16 @@
  * subtree runs depth-first on the thief instead of flowing back through its home
  * group's FIFO queue; a fiber created non-stealable always goes home.
  *
+ * Shared queue (SCHED_QUEUE_SHARED; flare's one run queue per group, shared/seeds/000):
+ * every spawn and every wake-up from a timer, an fd or another thread goes to the
+ * group's queue, FIFO, where any worker takes it. With more than one worker, a fiber
+ * woken by a running fiber of its group (a post, an unlock, a join: a hand-off) goes to
+ * the waker's runnext slot instead, as above, and wakes nobody: the waker usually parks
+ * at once and its worker runs the woken fiber on warm caches. Through the queue, a
+ * spinning sibling took it first and every hand-off crossed cores (ping-pong 1.9x
+ * slower). A sibling steals it after RUNNEXT_STEAL_NS, and the worker takes the queue
+ * first on every 8th pop. A group of one worker has no slot: its queue stays one FIFO.
+ *
  * Yield (both policies): a fiber that yields while no sibling spins goes to the tail
  * of its worker's yield list, a FIFO only that worker touches, so a yield costs no
  * atomic read-modify-write; the list is read after every queue (and first on every
@@ -86,6 +96,23 @@ static bool local_starving(Worker *w)
         return true;
 }
 
+/* A shared queue with runnext slots: the slot first, but the queue first on every 8th
+ * pop (flare's acquire rounds), so two fibers handing off to each other cannot starve
+ * it. */
+static Fiber *next_pop(Worker *w, unsigned n)
+{
+        Fiber *f;
+
+        if (n % 8 == 0 && (f = shared_pop(w)))
+                return f;
+        if (__atomic_load_n(&w->next, __ATOMIC_RELAXED) &&
+            (f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
+                counter_inc(&w->local_dequeues);
+                return f;
+        }
+        return shared_pop(w);
+}
+
 static Fiber *local_pop(Worker *w, unsigned n)
 {
         Fiber *f;
@@ -113,7 +140,7 @@ static Fiber *local_pop(Worker *w, unsigned n)
 static inline bool own_nonempty(Worker *w)
 {
         return w->yield_head ||
-               (w->group->local_queues &&
+               (w->group->runnext &&
                 (__atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local)));
 }
 
@@ -130,7 +157,7 @@ static void own_flush(Worker *w)
                 ready_push_shared(f->group, f);
                 any = true;
         }
-        while ((f = localq_pop(&w->local))) {
+        while (g->local_queues && (f = localq_pop(&w->local))) {
                 ready_push_shared(f->group, f);
                 any = true;
         }
@@ -153,7 +180,7 @@ static inline Fiber *own_pop(SchedulingGroup *g, Worker *w, unsigned n)
                 w->yield_rotated = false;
                 return yield_pop(w);
         }
-        f = g->local_queues ? local_pop(w, n) : shared_pop(w);
+        f = g->local_queues ? local_pop(w, n) : g->runnext ? next_pop(w, n) : shared_pop(w);
         return f ? f : yield_pop(w);
 }
 
@@ -235,16 +262,31 @@ static bool is_thief_of(const SchedulingGroup *thief, const SchedulingGroup *vic
         return false;
 }
 
-void ready_push(Fiber *f)
+/* Whether @f, made ready on @w (@wake: woken, not spawned), goes to @w's runnext slot.
+ * With local queues: a fiber of @w's group or of a group it steals from, spawned or
+ * woken. On a shared queue of more than one worker: only a fiber of the group woken by
+ * a running fiber, a hand-off whose waker is about to park; a spawn goes to the
+ * shared queue, where the group's FIFO spreads new work (flare), and so do the
+ * wake-ups of timers and fds the idle loop delivers, many at a time. */
+static inline bool runs_next_here(Worker *w, const Fiber *f, bool wake)
+{
+        SchedulingGroup *g = f->group;
+
+        if (!w->group->runnext || (g->nclasses > 1 && f->cls != w->cls) || worker_surplus(w))
+                return false;
+        if (!w->group->local_queues)
+                return wake && w->group == g && w->current;
+        return w->group == g || (!f->no_steal && is_thief_of(w->group, g));
+}
+
+static inline void ready_push_common(Fiber *f, bool wake)
 {
         SchedulingGroup *g = f->group;
         Worker *w;
 
         /* when it was made ready: ready-to-run latency, and runnext's age */
         __atomic_store_n(&f->ready_tsc, clock_tsc_now(), __ATOMIC_RELAXED);
-        if ((w = worker_self()) && w->group->local_queues &&
-            (w->group == g || (!f->no_steal && is_thief_of(w->group, g))) &&
-            (g->nclasses == 1 || f->cls == w->cls) && !worker_surplus(w)) {
+        if ((w = worker_self()) && runs_next_here(w, f, wake)) {
                 /* Go's runnext: it runs next on this worker (its waker or creator is
                  * about to park, or busy); the previous occupant moves to the deque.
                  * On a thief of @f's group the same holds (a stolen fiber spawning
@@ -263,13 +305,23 @@ void ready_push(Fiber *f)
                  * the wake-up cost more than the hand-off itself); when the waker
                  * keeps running instead, the monitor wakes a sibling to take it
                  * (monitor_scan()). */
-                if (!localq_push(&w->local, old, now))
+                if (!w->group->local_queues || !localq_push(&w->local, old, now))
                         ready_push_shared(old->group, old);
                 group_wake_idle(w->group);
                 return;
         }
         ready_push_shared(g, f);
         group_wake(g);
+}
+
+void ready_push(Fiber *f)
+{
+        ready_push_common(f, true);
+}
+
+void ready_push_new(Fiber *f)
+{
+        ready_push_common(f, false);
 }
 
 /* Whether this yield on @w goes to the shared queue for the siblings: 1 in 64 at

@@ -543,6 +543,8 @@ struct SchedulingGroup {
         bool pin_workers;  /* worker i on the i-th CPU of cpus */
         bool bind;         /* apply cpus / node to threads and memory */
         bool local_queues; /* SCHED_QUEUE_LOCAL */
+        bool runnext;      /* a runnext slot per worker: local queues, or a shared queue
+                            * with more than one worker (ready.c) */
         unsigned nvictims;
         struct Victim {
                 SchedulingGroup *group;
@@ -719,10 +721,14 @@ bool worker_spare_park(Worker *w);
 
 /* ------------------------------------------------------------------ ready.c ------- */
 
-/* ready_push - make @f ready: its waker's runnext slot when that worker may run it
- * (local policy), else its group's shared run queue; then wake a worker (flare's
- * spinner-first, lowest-sleeper-next order). Context: any. */
+/* ready_push - make @f, woken, ready: its waker's runnext slot when that worker may run
+ * it (local policy; on a shared queue of more than one worker, a fiber woken by a
+ * running fiber of its group), else its group's shared run queue; then wake a worker
+ * (flare's spinner-first, lowest-sleeper-next order). Context: any. */
 void ready_push(Fiber *f);
+/* ready_push_new - ready_push() for a fiber just created: runnext only under the local
+ * policy, the shared queue otherwise. Context: any. */
+void ready_push_new(Fiber *f);
 /* ready_push_shared - append @f to @g's shared run queue, waking nobody. Context: any. */
 void ready_push_shared(SchedulingGroup *g, Fiber *f);
 /* ready_requeue - put @f, which just yielded on @w, back: on @w's yield list when no

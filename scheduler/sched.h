@@ -80,7 +80,8 @@ size_t sched_stack_maps_per_fiber(void);
 /* Where a worker's ready fibers wait: see "Run queues" in the README. */
 typedef enum SchedQueuePolicy {
         SCHED_QUEUE_DEFAULT = 0, /* the measured default (see README) */
-        SCHED_QUEUE_SHARED,      /* one run queue per group (flare) */
+        SCHED_QUEUE_SHARED,      /* one run queue per group (flare); with more than one
+                                  * worker, a woken fiber's hand-off in runnext (ready.c) */
         SCHED_QUEUE_LOCAL,       /* plus a local queue per worker (tRPC v2, Go) */
 } SchedQueuePolicy;
 

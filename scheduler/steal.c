@@ -7,7 +7,8 @@
  *
  * Siblings take the oldest fiber of a local deque (the biggest subtree of a spawning
  * tree), and a sibling's runnext once it has waited RUNNEXT_STEAL_NS (Go waits ~3 us
- * the same way): until then its owner is probably about to run it.
+ * the same way): until then its owner is probably about to run it. On a shared queue of
+ * more than one worker there are no deques, only the runnext slots of hand-offs.
  *
  * Stealing between groups (flare / tRPC-Cpp, seeds 000, 001, 003): an idle worker tries
  * each victim group every `every_n` idle rounds — same-node victims at steal_every_n
@@ -33,13 +34,13 @@ Fiber *steal_siblings(Worker *w)
 {
         SchedulingGroup *g = w->group;
 
-        if (!g->local_queues)
+        if (!g->runnext)
                 return NULL;
         unsigned n = __atomic_load_n(&g->nslots_live, __ATOMIC_ACQUIRE); /* spares too */
 
         for (unsigned i = 1; i < n; i++) {
                 Worker *sib = &g->workers[(w->index + i) % n];
-                Fiber *f = localq_pop(&sib->local);
+                Fiber *f = g->local_queues ? localq_pop(&sib->local) : NULL;
                 if (!f) {
                         /* Its runnext only once it has waited a while: the owner is
                          * probably about to run it (Go waits ~3 us the same way). The
