@@ -180,7 +180,9 @@ static inline Fiber *own_pop(SchedulingGroup *g, Worker *w, unsigned n)
                 w->yield_rotated = false;
                 return yield_pop(w);
         }
-        f = g->local_queues ? local_pop(w, n) : g->runnext ? next_pop(w, n) : shared_pop(w);
+        /* one test for a group of one worker on the shared queue (runnext is set for
+         * every group with local queues) */
+        f = !g->runnext ? shared_pop(w) : g->local_queues ? local_pop(w, n) : next_pop(w, n);
         return f ? f : yield_pop(w);
 }
 
