@@ -96,23 +96,11 @@ static bool local_starving(Worker *w)
         return true;
 }
 
-/* A shared queue with runnext slots: the slot first, but the queue first on every 8th
- * pop (flare's acquire rounds), so two fibers handing off to each other cannot starve
- * it. */
-static Fiber *next_pop(Worker *w, unsigned n)
-{
-        Fiber *f;
-
-        if (n % 8 == 0 && (f = shared_pop(w)))
-                return f;
-        if (__atomic_load_n(&w->next, __ATOMIC_RELAXED) &&
-            (f = __atomic_exchange_n(&w->next, NULL, __ATOMIC_ACQ_REL))) {
-                counter_inc(&w->local_dequeues);
-                return f;
-        }
-        return shared_pop(w);
-}
-
+/* A worker with a runnext slot: the shared queue first on every 8th pop (flare's
+ * acquire rounds, so a chain of hand-offs cannot starve it), the deque's oldest when
+ * it has waited a time slice (every 64th), then runnext, the deque (newest first), the
+ * shared queue. On a shared queue the deque stays empty: a
+ * displaced runnext fiber goes to the queue (ready_push()). */
 static Fiber *local_pop(Worker *w, unsigned n)
 {
         Fiber *f;
@@ -157,7 +145,7 @@ static void own_flush(Worker *w)
                 ready_push_shared(f->group, f);
                 any = true;
         }
-        while (g->local_queues && (f = localq_pop(&w->local))) {
+        while ((f = localq_pop(&w->local))) {
                 ready_push_shared(f->group, f);
                 any = true;
         }
@@ -180,9 +168,7 @@ static inline Fiber *own_pop(SchedulingGroup *g, Worker *w, unsigned n)
                 w->yield_rotated = false;
                 return yield_pop(w);
         }
-        /* one test for a group of one worker on the shared queue (runnext is set for
-         * every group with local queues) */
-        f = !g->runnext ? shared_pop(w) : g->local_queues ? local_pop(w, n) : next_pop(w, n);
+        f = g->runnext ? local_pop(w, n) : shared_pop(w);
         return f ? f : yield_pop(w);
 }
 

@@ -40,7 +40,7 @@ Fiber *steal_siblings(Worker *w)
 
         for (unsigned i = 1; i < n; i++) {
                 Worker *sib = &g->workers[(w->index + i) % n];
-                Fiber *f = g->local_queues ? localq_pop(&sib->local) : NULL;
+                Fiber *f = localq_pop(&sib->local); /* empty on a shared queue */
                 if (!f) {
                         /* Its runnext only once it has waited a while: the owner is
                          * probably about to run it (Go waits ~3 us the same way). The

@@ -500,7 +500,8 @@ Test(steal, local_policy_oldest_is_not_starved_by_a_spawn_chain)
  * sibling, which takes it. Rescue is off, so that nothing else could move it. */
 typedef struct Behind {
         SchedulingGroup *group;
-        int ran;
+        FiberEvent go; /* the woken fiber's, on the shared queue */
+        int waiting, ran;
         long hog_tid, ran_tid;
 } Behind;
 
@@ -529,21 +530,29 @@ static void behind_hog(void *arg)
                 continue;
 }
 
-Test(steal, a_fiber_behind_one_that_runs_on_is_taken_by_an_idle_sibling)
+/* Runs @waker on a group of two workers under @policy; the fiber it makes ready (@what)
+ * must have run, and on the other worker. */
+static void behind_check(SchedQueuePolicy policy, FiberFn waker, const char *what)
 {
         SchedGroupConfig cfg = {.workers = 2,
-                                .queue_policy = SCHED_QUEUE_LOCAL,
+                                .queue_policy = policy,
                                 .control = {.rescue_after_ns = SCHED_FOREVER}};
         SchedulingGroup *g;
         Behind b = {0};
 
         cr_assert_eq(sched_group_new(&g, &cfg), 0);
         b.group = g;
-        run_in_fiber(g, behind_hog, &b);
+        fiber_event_init(&b.go);
+        run_in_fiber(g, waker, &b);
         cr_assert_eq(__atomic_load_n(&b.ran, __ATOMIC_ACQUIRE), 1,
-                     "the fiber waited behind its waker for 10 s");
-        cr_assert_neq(b.ran_tid, b.hog_tid, "the fiber ran on its waker's worker");
+                     "%s waited behind its waker for 10 s", what);
+        cr_assert_neq(b.ran_tid, b.hog_tid, "%s ran on its waker's worker", what);
         sched_group_free(g);
+}
+
+Test(steal, a_fiber_behind_one_that_runs_on_is_taken_by_an_idle_sibling)
+{
+        behind_check(SCHED_QUEUE_LOCAL, behind_hog, "the fiber");
 }
 
 /* On a shared queue of two workers, a fiber woken by a running fiber of its group is a
@@ -619,27 +628,19 @@ Test(steal, shared_policy_of_one_worker_keeps_one_fifo)
 
 /* The same on the shared queue when the waker runs on instead of parking: the monitor
  * wakes the idle sibling, which takes the woken fiber from the slot. */
-typedef struct BehindWake {
-        SchedulingGroup *group;
-        FiberEvent go;
-        int waiting, ran;
-        long hog_tid, ran_tid;
-} BehindWake;
-
 static void behind_waiter(void *arg)
 {
-        BehindWake *b = arg;
+        Behind *b = arg;
 
         __atomic_store_n(&b->waiting, 1, __ATOMIC_RELEASE);
         cr_assert_eq(fiber_event_wait(&b->go, sched_deadline_after(60 * SEC_NS)), 0);
-        b->ran_tid = tid();
-        __atomic_store_n(&b->ran, 1, __ATOMIC_RELEASE);
+        behind_ran(b);
 }
 
 static void behind_waker(void *arg)
 {
         static const FiberAttr detached = {.detached = true};
-        BehindWake *b = arg;
+        Behind *b = arg;
         uint64_t until = sched_deadline_after(10 * SEC_NS);
 
         b->hog_tid = tid();
@@ -655,20 +656,7 @@ static void behind_waker(void *arg)
 
 Test(steal, shared_policy_a_woken_fiber_behind_one_that_runs_on_is_taken_by_a_sibling)
 {
-        SchedGroupConfig cfg = {.workers = 2,
-                                .queue_policy = SCHED_QUEUE_SHARED,
-                                .control = {.rescue_after_ns = SCHED_FOREVER}};
-        SchedulingGroup *g;
-        BehindWake b = {0};
-
-        cr_assert_eq(sched_group_new(&g, &cfg), 0);
-        b.group = g;
-        fiber_event_init(&b.go);
-        run_in_fiber(g, behind_waker, &b);
-        cr_assert_eq(__atomic_load_n(&b.ran, __ATOMIC_ACQUIRE), 1,
-                     "the woken fiber waited behind its waker for 10 s");
-        cr_assert_neq(b.ran_tid, b.hog_tid, "the woken fiber ran on its waker's worker");
-        sched_group_free(g);
+        behind_check(SCHED_QUEUE_SHARED, behind_waker, "the woken fiber");
 }
 
 Test(steal, group_rejects_an_unknown_queue_policy)
