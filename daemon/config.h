@@ -49,8 +49,10 @@
  *   max_connections = 0            ; connections open at once; 0 = half the fds that
  *                                  ; RLIMIT_NOFILE leaves after 64 kept for jobs
  *   max_connections_per_user = 64  ; connections one uid may have open at once
- *   max_in_flight = 128            ; requests in flight on one connection; beyond,
+ *   max_in_flight = 512            ; requests in flight on one connection; beyond,
  *                                  ; fiberd stops reading it until answers leave
+ *   max_in_flight_per_user = 2048  ; the same over all of one uid's connections (root
+ *                                  ; is exempt); a reload applies it at once
  *   max_partial_bytes = 67108864   ; bytes of incomplete messages over all connections
  *   read_timeout_ms = 10000        ; a message begun must be whole within this
  *   [server]                       ; the server scheduling group (daemon.h); restart
@@ -208,6 +210,7 @@ typedef struct Config {
         unsigned max_connections;          /* open at once; 0 = from RLIMIT_NOFILE */
         unsigned max_connections_per_user; /* open at once by one uid */
         unsigned max_in_flight;            /* requests per connection; then it is not read */
+        unsigned max_in_flight_per_user;   /* the same over one uid's connections */
         size_t max_partial_bytes;          /* incomplete messages of all connections */
         uint64_t read_timeout_ns;          /* a started message must be whole by then */
         unsigned server_workers;           /* [server] workers: the server group's worker threads,

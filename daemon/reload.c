@@ -160,9 +160,14 @@ int daemon_reload(Daemon *d, const char *by, char *msg, size_t size)
                 apply_caps(d, &nc);
                 server_set_max_message(d->server, nc.max_message);
                 server_set_limits(d->server,
-                                  &(ServerLimits){nc.max_connections, nc.max_connections_per_user,
-                                                  nc.max_in_flight, nc.max_partial_bytes,
-                                                  nc.read_timeout_ns});
+                                  &(ServerLimits){
+                                          .max_connections = nc.max_connections,
+                                          .max_connections_per_user = nc.max_connections_per_user,
+                                          .max_in_flight = nc.max_in_flight,
+                                          .max_in_flight_per_user = nc.max_in_flight_per_user,
+                                          .max_partial_bytes = nc.max_partial_bytes,
+                                          .read_timeout_ns = nc.read_timeout_ns,
+                                  });
                 plugin_host_set_max_result(nc.max_result_bytes, nc.max_message);
                 /* systemd's socket is what we listen on, whatever the file says */
                 if (d->socket_activated) {

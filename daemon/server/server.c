@@ -23,6 +23,13 @@
  *    reader takes one per request before starting its fiber and the request fiber gives
  *    it back, so a client that pipelines without reading its answers is simply not read
  *    any more (its writes back up: backpressure) and holds at most max_in_flight fibers.
+ *  - requests in flight per uid over all its connections: a second FiberSemaphore, of
+ *    max_in_flight_per_user slots, in the uid's UserConns, taken after the
+ *    connection's. At the limit every reader of that uid parks (the same backpressure),
+ *    so one user's many connections hold at most that many server fibers, whatever
+ *    max_in_flight is. Root is exempt. A reload resizes it at once: a raise posts the
+ *    difference, a cut takes back the slots free now and the rest as answers leave
+ *    (UserConns.owed).
  *  - incomplete messages: the bytes every connection's decoder holds of a message not
  *    yet whole are summed; a connection holding more than one read's worth when the sum
  *    is over max_partial_bytes is closed (OVERLOADED).
@@ -69,10 +76,15 @@
 /* Bytes asked of the decoder per read. */
 #define CONN_READ_CHUNK 65536
 
-/* Connections open by one uid. */
+/* Connections open by one uid, and its request slots over all of them. Allocated
+ * apart (Server.users holds pointers), so a Conn may keep a pointer while the array
+ * grows; freed with the uid's last connection, after every slot came back. */
 typedef struct UserConns {
         uid_t uid;
-        unsigned n;
+        unsigned n;           /* connections open; under Server.lock */
+        unsigned limit;       /* max_in_flight_per_user the slots were sized for; lock */
+        unsigned owed;        /* atomic: slots a lowered limit takes back as they return */
+        FiberSemaphore slots; /* free request slots of the uid (not used for root) */
 } UserConns;
 
 struct Server {
@@ -87,7 +99,7 @@ struct Server {
 
         pthread_mutex_t lock; /* guards limits and users[]; never held across a switch */
         ServerLimits limits;  /* max_connections resolved (never 0) */
-        UserConns *users;     /* uids with a connection open; unordered */
+        UserConns **users;    /* uids with a connection open; unordered */
         size_t n_users, cap_users;
         uint64_t refused_logged_ns; /* when a connection refusal was last logged */
 };
@@ -104,6 +116,7 @@ struct Conn {
         size_t n_fds;
         bool closed;               /* atomic: shut down after an error */
         FiberSemaphore slots;      /* free request slots (max_in_flight at accept) */
+        UserConns *user;           /* the uid's slots too; NULL for root (exempt) */
         FiberMutex write_lock;     /* one write on the wire at a time */
         pthread_mutex_t out_lock;  /* guards out, out_count, flushing; never held across
                                    * a switch */
@@ -224,21 +237,74 @@ unsigned server_auto_max_connections(void)
         return n < 8 ? 8 : n > 1000000 ? 1000000 : (unsigned)n;
 }
 
+/* Gives back @n of @u's request slots, less what a lowered limit still takes back.
+ * Context: any thread holding a reference to a connection of @u. */
+static void user_slots_put(UserConns *u, unsigned n)
+{
+        unsigned owed = __atomic_load_n(&u->owed, __ATOMIC_RELAXED);
+
+        while (UNLIKELY(owed)) {
+                unsigned take = MIN(owed, n);
+                if (__atomic_compare_exchange_n(&u->owed, &owed, owed - take, false,
+                                                __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                        n -= take;
+                        break;
+                }
+        }
+        if (n)
+                fiber_sem_post(&u->slots, n);
+}
+
+/* Resizes @u's slots from u->limit to @limit: a raise posts the difference (first
+ * cancelling what a cut still owed), a cut takes back the free slots and owes the rest.
+ * Under s->lock. */
+static void user_slots_resize(UserConns *u, unsigned limit)
+{
+        if (limit > u->limit) {
+                unsigned add = limit - u->limit;
+                unsigned owed = __atomic_load_n(&u->owed, __ATOMIC_RELAXED);
+
+                while (owed) {
+                        unsigned take = MIN(owed, add);
+                        if (__atomic_compare_exchange_n(&u->owed, &owed, owed - take, false,
+                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                                add -= take;
+                                break;
+                        }
+                }
+                if (add)
+                        fiber_sem_post(&u->slots, add);
+        } else {
+                unsigned cut = u->limit - limit;
+
+                while (cut && fiber_sem_trywait(&u->slots))
+                        cut--;
+                if (cut)
+                        __atomic_add_fetch(&u->owed, cut, __ATOMIC_RELAXED);
+        }
+        u->limit = limit;
+}
+
 void server_set_limits(Server *s, const ServerLimits *limits)
 {
         pthread_mutex_lock(&s->lock);
         s->limits = *limits;
         if (!s->limits.max_connections)
                 s->limits.max_connections = server_auto_max_connections();
+        for (size_t i = 0; i < s->n_users; i++)
+                if (s->users[i]->limit != s->limits.max_in_flight_per_user)
+                        user_slots_resize(s->users[i], s->limits.max_in_flight_per_user);
         pthread_mutex_unlock(&s->lock);
 }
 
 /*
  * Counts a new connection of @uid against the connection limits. Returns NULL when it
  * may stay, else the sentence telling the client which limit it hit (static text).
- * @ret_limits: out, the limits in force (for the connection's own ones).
+ * @ret_limits: out, the limits in force (for the connection's own ones). @ret_user:
+ * out, the uid's entry (its request slots), valid until server_user_put().
  */
-static const char *server_user_get(Server *s, uid_t uid, ServerLimits *ret_limits)
+static const char *server_user_get(Server *s, uid_t uid, ServerLimits *ret_limits,
+                                   UserConns **ret_user)
 {
         uint64_t open = __atomic_load_n(&s->stats.connections, __ATOMIC_RELAXED);
         const char *why = NULL;
@@ -247,8 +313,8 @@ static const char *server_user_get(Server *s, uid_t uid, ServerLimits *ret_limit
         pthread_mutex_lock(&s->lock);
         *ret_limits = s->limits;
         for (size_t i = 0; i < s->n_users; i++)
-                if (s->users[i].uid == uid)
-                        u = &s->users[i];
+                if (s->users[i]->uid == uid)
+                        u = s->users[i];
         if (open >= s->limits.max_connections + (uid == 0 ? SERVER_ROOT_RESERVE : 0)) {
                 why = "fiberd has max_connections connections open; retry later";
         } else if (u && uid != 0 && u->n >= s->limits.max_connections_per_user) {
@@ -257,7 +323,7 @@ static const char *server_user_get(Server *s, uid_t uid, ServerLimits *ret_limit
         } else if (!u) {
                 if (s->n_users == s->cap_users) {
                         size_t cap = s->cap_users ? 2 * s->cap_users : 16;
-                        UserConns *n = realloc(s->users, cap * sizeof(*n));
+                        UserConns **n = realloc(s->users, cap * sizeof(*n));
                         if (!n) {
                                 why = "fiberd is out of memory";
                                 goto out_unlock;
@@ -265,11 +331,20 @@ static const char *server_user_get(Server *s, uid_t uid, ServerLimits *ret_limit
                         s->users = n;
                         s->cap_users = cap;
                 }
-                u = &s->users[s->n_users++];
-                *u = (UserConns){.uid = uid};
+                u = calloc(1, sizeof(*u));
+                if (!u) {
+                        why = "fiberd is out of memory";
+                        goto out_unlock;
+                }
+                u->uid = uid;
+                u->limit = s->limits.max_in_flight_per_user;
+                fiber_sem_init(&u->slots, u->limit);
+                s->users[s->n_users++] = u;
         }
-        if (!why)
+        if (!why) {
                 u->n++;
+                *ret_user = u;
+        }
 out_unlock:
         pthread_mutex_unlock(&s->lock);
         return why;
@@ -280,10 +355,14 @@ static void server_user_put(Server *s, uid_t uid)
 {
         pthread_mutex_lock(&s->lock);
         for (size_t i = 0; i < s->n_users; i++) {
-                if (s->users[i].uid != uid)
+                UserConns *u = s->users[i];
+
+                if (u->uid != uid)
                         continue;
-                if (--s->users[i].n == 0)
+                if (--u->n == 0) {
                         s->users[i] = s->users[--s->n_users];
+                        free(u);
+                }
                 break;
         }
         pthread_mutex_unlock(&s->lock);
@@ -372,10 +451,18 @@ static int conn_send(Conn *c, const void *data, size_t len)
         return 0;
 }
 
+/* Gives back @n request slots, the connection's and its uid's. */
+static void conn_slots_put(Conn *c, unsigned n)
+{
+        fiber_sem_post(&c->slots, n);
+        if (c->user)
+                user_slots_put(c->user, n);
+}
+
 /* Gives back @n request slots whose answers have left (or never will). */
 static void conn_answers_done(Conn *c, unsigned n)
 {
-        fiber_sem_post(&c->slots, n);
+        conn_slots_put(c, n);
         STAT_ADD(c->server, in_flight, -(uint64_t)n);
 }
 
@@ -586,21 +673,25 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
         }
         STAT_ADD(s, requests, 1);
         /*
-         * A slot first: at max_in_flight the reader parks here and reads no more from
-         * this connection until a response has left (backpressure). It wakes when a
-         * request fiber ends, also when the connection was shut down meanwhile.
+         * A slot first, the connection's and then its uid's: at max_in_flight, or at
+         * max_in_flight_per_user over the uid's connections, the reader parks here and
+         * reads no more from this connection until a response has left (backpressure).
+         * It wakes when a request fiber ends, also when the connection was shut down
+         * meanwhile.
          */
         r = fiber_sem_wait(&c->slots, SCHED_FOREVER);
+        if (r == 0 && c->user && (r = fiber_sem_wait(&c->user->slots, SCHED_FOREVER)) < 0)
+                fiber_sem_post(&c->slots, 1);
         if (r < 0 || __atomic_load_n(&c->closed, __ATOMIC_ACQUIRE)) {
                 if (r == 0)
-                        fiber_sem_post(&c->slots, 1);
+                        conn_slots_put(c, 1);
                 conn_drop_fds(c, msg);
                 ipc_message_clear(msg);
                 return;
         }
         req = calloc(1, sizeof(*req));
         if (!req) {
-                fiber_sem_post(&c->slots, 1);
+                conn_slots_put(c, 1);
                 conn_send_error(c, msg->msgid, IPC_OUT_OF_MEMORY, "fiberd is out of memory");
                 conn_drop_fds(c, msg);
                 ipc_message_clear(msg);
@@ -622,7 +713,7 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
                                                "with it (SCM_RIGHTS); see PROTOCOL.md, "
                                                "\"Passing files\"");
                 request_free(req);
-                fiber_sem_post(&c->slots, 1);
+                conn_slots_put(c, 1);
                 conn_unref(c);
                 return;
         }
@@ -644,7 +735,7 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
                 conn_send_error(c, req->msg.msgid, IPC_OVERLOADED,
                                 "fiberd has no fiber left for this request; retry later");
                 request_free(req);
-                fiber_sem_post(&c->slots, 1);
+                conn_slots_put(c, 1);
                 STAT_ADD(s, in_flight, -1);
                 conn_unref(c);
         }
@@ -899,6 +990,7 @@ static void server_accept_loop(void *arg)
                 FiberAttr attr = {.group = s->group, .detached = true};
                 Creds *creds;
                 ServerLimits lim;
+                UserConns *user = NULL;
                 const char *why;
                 Conn *c;
                 int fd = fiber_accept(s->listen_fd, SCHED_FOREVER);
@@ -927,7 +1019,7 @@ static void server_accept_loop(void *arg)
                         close(fd);
                         continue;
                 }
-                why = server_user_get(s, creds->uid, &lim);
+                why = server_user_get(s, creds->uid, &lim, &user);
                 if (why) {
                         uint64_t now = sched_now_ns();
                         STAT_ADD(s, refused, 1);
@@ -959,6 +1051,7 @@ static void server_accept_loop(void *arg)
                 c->max_partial = lim.max_partial_bytes;
                 c->read_timeout_ns = lim.read_timeout_ns;
                 fiber_sem_init(&c->slots, lim.max_in_flight);
+                c->user = c->uid == 0 ? NULL : user; /* root: no per-user limit */
                 fiber_mutex_init(&c->write_lock);
                 pthread_mutex_init(&c->out_lock, NULL);
                 msgpack_sbuffer_init(&c->out);
@@ -989,7 +1082,8 @@ int server_new(Server **ret, int listen_fd, SchedulingGroup *group, size_t max_m
         s->limits = (ServerLimits){
                 .max_connections = server_auto_max_connections(),
                 .max_connections_per_user = 64,
-                .max_in_flight = 128,
+                .max_in_flight = 512,
+                .max_in_flight_per_user = 2048,
                 .max_partial_bytes = 64 << 20,
                 .read_timeout_ns = 10 * NSEC_PER_SEC,
         };

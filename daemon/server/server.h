@@ -114,18 +114,23 @@ void server_set_max_message(Server *s, size_t max_message);
  * Over a connection limit, a new connection gets the notification
  * [2, "connection.error", [{code: OVERLOADED, message}]] and is closed; root may exceed
  * max_connections by SERVER_ROOT_RESERVE so an admin can still get in, and has no
- * per-user limit.
+ * per-user limit. server_set_limits() applies max_in_flight_per_user at once (a cut
+ * takes back slots as answers leave); the other per-connection limits apply to
+ * connections accepted afterwards.
  */
 typedef struct ServerLimits {
         unsigned max_connections;          /* open at once; 0 = server_auto_max_connections() */
         unsigned max_connections_per_user; /* open at once by one uid */
-        unsigned max_in_flight;   /* requests per connection being handled; at the limit the
+        unsigned max_in_flight;          /* requests per connection being handled; at the limit the
                                     * connection is not read until one is answered
                                     * (backpressure: no fiber is pinned by the excess) */
-        size_t max_partial_bytes; /* bytes of incomplete messages over all connections; a
+        unsigned max_in_flight_per_user; /* the same over all connections of one uid (root
+                                          * exempt): at the limit none of them is read
+                                          * until one of its answers has left */
+        size_t max_partial_bytes;        /* bytes of incomplete messages over all connections; a
                                     * connection that would go past it (holding more than
                                     * one read's worth) is closed with OVERLOADED */
-        uint64_t read_timeout_ns; /* a message begun must be whole within this, ns; else
+        uint64_t read_timeout_ns;        /* a message begun must be whole within this, ns; else
                                     * DEADLINE_EXCEEDED and the connection is closed */
 } ServerLimits;
 

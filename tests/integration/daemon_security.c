@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,7 +318,9 @@ Test(daemon_security, pipelined_answers_leave_together)
  * Five connections pipeline 5,000 pings each and never read an answer. Before, each
  * pinned 4,097 request fibers and together they filled the server group (every new
  * client refused for ~25 s). Now each is read only while it has max_in_flight (default
- * 128) requests in flight: the fresh ping is answered and in_flight stays bounded.
+ * 512) requests in flight: the fresh ping is answered and in_flight stays bounded. (The
+ * test's uid is root, which max_in_flight_per_user does not bound: see
+ * in_flight_per_user.)
  */
 Test(daemon_security, pipelining_without_reading)
 {
@@ -348,7 +351,7 @@ Test(daemon_security, pipelining_without_reading)
         fresh_ping_answered("5 connections pipelining without reading");
         in_flight = server_stat("in_flight");
         cr_log_info("requests in flight: %llu", (unsigned long long)in_flight);
-        cr_assert_leq(in_flight, CONNS * 128 + 2, "in flight %llu: the excess was not held back",
+        cr_assert_leq(in_flight, CONNS * 512 + 2, "in flight %llu: the excess was not held back",
                       (unsigned long long)in_flight);
         print_memory("during the attack");
         for (int i = 0; i < CONNS; i++)
@@ -578,6 +581,192 @@ Test(daemon_security, connections_per_user_and_in_all)
         /* b holds a copy of a's stop pipe (forked after it): b goes first */
         attacker_stop(&b);
         attacker_stop(&a);
+}
+
+/* The server's requests in flight once they stop changing (bounded wait), less the
+ * stats request that reads them. */
+static uint64_t in_flight_settled(void)
+{
+        uint64_t now = 0;
+
+        for (uint64_t prev = UINT64_MAX, deadline = fiberd_now_ms() + 10000;
+             fiberd_now_ms() < deadline; prev = now) {
+                now = server_stat("in_flight") - 1;
+                if (now == prev && now > 0)
+                        break;
+                usleep(100000);
+        }
+        return now;
+}
+
+/* Another uid's connections that pipeline pings and read the answers on command. */
+typedef struct Pipeliner {
+        pid_t pid;
+        int cmd;    /* write end: 'w' pipelines a burst on every connection, 'd' drains */
+        int report; /* read end: one unsigned per command, pings sent or answers read */
+} Pipeliner;
+
+/* Enough pings that the answers fill each connection's socket buffer (the client reads
+ * none), so every connection holds requests in flight; few enough that the requests fit
+ * in it. */
+enum { PIPE_CONNS = 5, PIPE_PINGS = 5000 };
+
+/* Reads the answers of all @n connections @fds at once (a client that read one at a
+ * time would hold the others' slots: max_in_flight_per_user counts them all) until
+ * each has @want or 20 s pass; returns how many in all. */
+static unsigned read_responses_all(const int *fds, int n, unsigned want)
+{
+        uint64_t deadline = fiberd_now_ms() + 20000;
+        IpcDecoder *d[PIPE_CONNS];
+        unsigned got[PIPE_CONNS] = {0}, sum = 0;
+
+        for (int i = 0; i < n; i++)
+                cr_assert(ipc_decoder_new(&d[i], 0) == 0);
+        while (sum < (unsigned)n * want && fiberd_now_ms() < deadline) {
+                for (int i = 0; i < n; i++) {
+                        IpcMessage m;
+                        char buf[4096];
+                        ssize_t r =
+                                got[i] < want ? recv(fds[i], buf, sizeof(buf), MSG_DONTWAIT) : 0;
+
+                        if (r > 0)
+                                ipc_decoder_feed(d[i], buf, (size_t)r);
+                        while (ipc_decoder_next(d[i], &m) == 1) {
+                                if (m.type == IPC_RESPONSE && m.error.type == MSGPACK_OBJECT_NIL) {
+                                        got[i]++;
+                                        sum++;
+                                }
+                                ipc_message_clear(&m);
+                        }
+                }
+                poll(NULL, 0, 1);
+        }
+        for (int i = 0; i < n; i++)
+                ipc_decoder_free(d[i]);
+        return sum;
+}
+
+static void pipeliner_child(int cmd, int report)
+{
+        static unsigned char burst[PIPE_PINGS * sizeof(ping_bytes)];
+        int fds[PIPE_CONNS];
+        char c;
+
+        for (size_t i = 0; i < PIPE_PINGS; i++)
+                memcpy(burst + i * sizeof(ping_bytes), ping_bytes, sizeof(ping_bytes));
+        for (int i = 0; i < PIPE_CONNS; i++)
+                if ((fds[i] = raw_connect()) < 0)
+                        _exit(4);
+        while (read(cmd, &c, 1) == 1) {
+                unsigned n = 0;
+
+                /* 'w': the socket buffer holds what fiberd does not read */
+                for (int i = 0; c == 'w' && i < PIPE_CONNS; i++)
+                        n += write_some(fds[i], burst, sizeof(burst)) / sizeof(ping_bytes);
+                if (c == 'd')
+                        n = read_responses_all(fds, PIPE_CONNS, PIPE_PINGS);
+                if (write(report, &n, sizeof(n)) != sizeof(n))
+                        _exit(3);
+        }
+        _exit(0);
+}
+
+static void pipeliner_start(Pipeliner *p, uid_t uid)
+{
+        int cmd[2], report[2];
+
+        cr_assert_eq(pipe(cmd), 0);
+        cr_assert_eq(pipe(report), 0);
+        p->pid = fork();
+        cr_assert_geq(p->pid, 0);
+        if (p->pid == 0) {
+                close(cmd[1]);
+                close(report[0]);
+                if (setgid(uid) < 0 || setuid(uid) < 0)
+                        _exit(2);
+                pipeliner_child(cmd[0], report[1]);
+        }
+        close(cmd[0]);
+        close(report[1]);
+        p->cmd = cmd[1];
+        p->report = report[0];
+}
+
+/* Sends @c to @p; returns its report. */
+static unsigned pipeliner_do(Pipeliner *p, char c)
+{
+        unsigned n = 0;
+
+        cr_assert_eq(write(p->cmd, &c, 1), 1);
+        cr_assert_eq(read(p->report, &n, sizeof(n)), (ssize_t)sizeof(n),
+                     "the pipelining child did not report");
+        return n;
+}
+
+static void pipeliner_stop(Pipeliner *p)
+{
+        int status;
+
+        close(p->cmd);
+        close(p->report);
+        cr_assert_eq(waitpid(p->pid, &status, 0), p->pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pipeliner status 0x%x", status);
+}
+
+/* Rewrites the config file with @text and reloads; waits until the reload is done. */
+static void reload_with(const char *text)
+{
+        char conf[PATH_MAX];
+        FILE *f;
+
+        snprintf(conf, sizeof(conf), "%s/fiberd.conf", fd_.dir);
+        f = fopen(conf, "w");
+        cr_assert(f);
+        fputs(text, f);
+        fclose(f);
+        kill(fd_.pid, SIGHUP);
+        cr_assert(fiberd_notify_wait(&fd_, "RELOADING=1", 10000));
+        cr_assert(fiberd_notify_wait(&fd_, "READY=1", 10000));
+}
+
+/*
+ * Another user's five connections pipeline 5,000 pings each and read no answer, against
+ * max_in_flight = 64 and max_in_flight_per_user = 100: the user holds 100 requests in
+ * flight over all of them, not 5 × 64, and root's fresh ping is answered. A reload to
+ * 150 lets 50 more in at once. A reload to 40 takes slots back as answers leave: the
+ * user then reads every answer (none lost), pipelines again and holds 40.
+ */
+Test(daemon_security, in_flight_per_user)
+{
+        enum { SENT = PIPE_CONNS * PIPE_PINGS };
+        FiberdOpts o = {.config = "[ipc]\nmax_in_flight = 64\nmax_in_flight_per_user = 100\n",
+                        .notify = true};
+        Pipeliner p;
+        uint64_t n;
+
+        start_for_other_users(&o);
+        cr_assert(fiberd_notify_wait(&fd_, "READY=1", 10000));
+        pipeliner_start(&p, 65534);
+        cr_assert_eq(pipeliner_do(&p, 'w'), SENT, "the burst did not fit the socket buffers");
+        n = in_flight_settled();
+        cr_log_info("in flight at max_in_flight_per_user = 100: %llu", (unsigned long long)n);
+        cr_assert_eq(n, 100, "the user holds %llu requests in flight, not 100",
+                     (unsigned long long)n);
+        fresh_ping_answered("another user at its in-flight limit");
+
+        reload_with("[ipc]\nmax_in_flight = 64\nmax_in_flight_per_user = 150\n");
+        n = in_flight_settled();
+        cr_log_info("after the reload to 150: %llu", (unsigned long long)n);
+        cr_assert_eq(n, 150, "a raised limit held %llu in flight, not 150", (unsigned long long)n);
+
+        reload_with("[ipc]\nmax_in_flight = 64\nmax_in_flight_per_user = 40\n");
+        cr_assert_eq(pipeliner_do(&p, 'd'), SENT, "not every ping was answered");
+        cr_assert_eq(pipeliner_do(&p, 'w'), SENT, "the burst did not fit the socket buffers");
+        n = in_flight_settled();
+        cr_log_info("after the reload to 40: %llu", (unsigned long long)n);
+        cr_assert_eq(n, 40, "a lowered limit held %llu in flight, not 40", (unsigned long long)n);
+        cr_assert_eq(pipeliner_do(&p, 'd'), SENT, "not every ping was answered");
+        pipeliner_stop(&p);
 }
 
 /* Lowers the soft RLIMIT_NOFILE for the fiberd about to start; returns the old limit. */
