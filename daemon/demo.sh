@@ -11,18 +11,18 @@
 #
 # The daemon gets a private config: the installed /etc/fiberd/fiberd.conf is not the demo's
 # business, and log_jobs = false, since three log lines a job cost more CPU than hashing
-# the job's file. The window is twice fiberd's max_in_flight (128 a connection), so
+# the job's file. The window is twice fiberd's max_in_flight (512 a connection), so
 # requests wait in the socket and fiberd reads them in bulk.
 #
 # Environment (set by daemon/build.mk): FIBERD, FIBERCTL, PLUGIN_DIR; optional DEMO_DIR,
-# DEMO_WINDOW (jobs in flight, default 256), DEMO_WORKERS (fiberd --workers).
+# DEMO_WINDOW (jobs in flight, default 1024), DEMO_WORKERS (fiberd --workers).
 set -eu
 
 FIBERD=${FIBERD:?path of fiberd}
 FIBERCTL=${FIBERCTL:?path of fiberctl}
 PLUGIN_DIR=${PLUGIN_DIR:?bundled plugin directory}
 DEMO_DIR=${DEMO_DIR:-/usr/include}
-DEMO_WINDOW=${DEMO_WINDOW:-256}
+DEMO_WINDOW=${DEMO_WINDOW:-1024}
 
 die() {
 	echo "demo: FAILED: $*" >&2

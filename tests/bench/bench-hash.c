@@ -7,7 +7,7 @@
  *                                  plugins, default settings but for log_jobs (off, as
  *                                  the demo has it; log level warning here): the sqlite
  *                                  job store), one sha256 job per regular file through
- *                                  `fiberctl --json batch --wait --window 256`, results
+ *                                  `fiberctl --json batch --wait --window 1024`, results
  *                                  to a file
  *  hash-tree-xargs DIR [MAXFILES]  xargs -0 -P<online CPUs> -n 500 sha256sum, the list on
  *                                  its stdin, the digests to a file
@@ -36,7 +36,7 @@
 #include "tests/bench/bench.h"
 #include "tests/bench/product.h"
 
-#define HASH_WINDOW "256" /* demo.sh's DEMO_WINDOW */
+#define HASH_WINDOW "1024" /* demo.sh's DEMO_WINDOW */
 
 /* The walk's state: nftw() has no user pointer. */
 static FILE *hash_jobs, *hash_list;

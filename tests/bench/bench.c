@@ -1254,7 +1254,7 @@ static int table_main(int argc, char **argv)
                "each, on the binary protocol (tests/bench/peers/gearman-pipe.c).\n");
         printf("27: each run starts its own fiberd as make demo does (default settings: the "
                "sqlite job store) and submits one sha256 job per file with fiberctl --json "
-               "batch --wait --window 256 (log level warning); the peer is xargs -0 -P<CPUs> -n "
+               "batch --wait --window 1024 (log level warning); the peer is xargs -0 -P<CPUs> -n "
                "500 sha256sum. "
                "Each makes one untimed pass first (a warm page cache); the file list is made "
                "before the clock starts. CPU time: fiberctl's and fiberd's, or xargs' and its "
