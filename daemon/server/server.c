@@ -111,12 +111,12 @@ struct Conn {
         uid_t uid;
         pid_t pid;
         Creds *creds;                /* referenced; shared with every request */
+        UserConns *user;             /* its request slots too; NULL for root (exempt) */
         int fds[IPC_FDS_QUEUED_MAX]; /* received, not yet claimed by a request: the
                                       * reader fiber's, oldest first */
         size_t n_fds;
         bool closed;               /* atomic: shut down after an error */
         FiberSemaphore slots;      /* free request slots (max_in_flight at accept) */
-        UserConns *user;           /* the uid's slots too; NULL for root (exempt) */
         FiberMutex write_lock;     /* one write on the wire at a time */
         pthread_mutex_t out_lock;  /* guards out, out_count, flushing; never held across
                                    * a switch */
