@@ -82,7 +82,77 @@ typedef struct Batch {
         unsigned long bad_input, failed, ok;
         unsigned long sent; /* jobs sent (lines that were specs) */
         Progress progress;  /* on a terminal: done / sent, "+" until stdin's end */
+        /* The slot of an answer in O(1), not a scan of the window per answer: an open
+         * addressing table (linear probing) of slot index + 1 by the outstanding
+         * request's msgid, 0 = empty; its size a power of two at least twice the
+         * window. And the free slots' indices, a stack. */
+        uint32_t *by_msgid;
+        size_t by_msgid_mask;
+        size_t *free_slots;
+        size_t n_free;
 } Batch;
+
+/* Fibonacci hashing (Knuth, TAOCP 6.4): the msgids' high product bits, so neighbours
+ * spread over the table and a long-outstanding request's cell is not met by every
+ * mask-th later one. */
+static size_t msgid_home(const Batch *b, uint32_t msgid)
+{
+        return (size_t)((msgid * UINT64_C(0x9E3779B97F4A7C15)) >> 40) & b->by_msgid_mask;
+}
+
+/* Files @s under its outstanding request's msgid. */
+static void slot_track(Batch *b, BatchSlot *s)
+{
+        size_t i = msgid_home(b, s->msgid);
+
+        while (b->by_msgid[i])
+                i = (i + 1) & b->by_msgid_mask;
+        b->by_msgid[i] = (uint32_t)(s - b->slots) + 1;
+}
+
+/* Takes @s out of the table, if it is in it (backward-shift deletion: the entries after
+ * it that probed past its cell move up, so no lookup meets a hole before its key). */
+static void slot_untrack(Batch *b, BatchSlot *s)
+{
+        uint32_t want = (uint32_t)(s - b->slots) + 1;
+        size_t i = msgid_home(b, s->msgid), j;
+
+        if (!s->msgid)
+                return;
+        while (b->by_msgid[i] && b->by_msgid[i] != want)
+                i = (i + 1) & b->by_msgid_mask;
+        if (!b->by_msgid[i])
+                return;
+        for (j = i;;) {
+                size_t home;
+
+                b->by_msgid[i] = 0;
+                for (;;) {
+                        j = (j + 1) & b->by_msgid_mask;
+                        if (!b->by_msgid[j])
+                                return;
+                        home = msgid_home(b, b->slots[b->by_msgid[j] - 1].msgid);
+                        /* stays when its home lies cyclically in (i, j] */
+                        if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+                                continue;
+                        break;
+                }
+                b->by_msgid[i] = b->by_msgid[j];
+                i = j;
+        }
+}
+
+/* The busy slot whose outstanding request is @msgid; NULL when none is. */
+static BatchSlot *slot_of_msgid(const Batch *b, uint32_t msgid)
+{
+        for (size_t i = msgid_home(b, msgid); msgid && b->by_msgid[i];
+             i = (i + 1) & b->by_msgid_mask) {
+                BatchSlot *s = &b->slots[b->by_msgid[i] - 1];
+                if (s->msgid == msgid)
+                        return s->busy ? s : NULL;
+        }
+        return NULL;
+}
 
 static void batch_print_error(Batch *b, unsigned long line, const char *code, const char *msg)
 {
@@ -99,6 +169,8 @@ static void batch_print_error(Batch *b, unsigned long line, const char *code, co
 
 static void slot_release(Batch *b, BatchSlot *s)
 {
+        slot_untrack(b, s);
+        b->free_slots[b->n_free++] = (size_t)(s - b->slots);
         free(s->plugin);
         json_decref(s->params);
         if (s->held)
@@ -129,13 +201,17 @@ static int batch_lines_grow(Batch *b)
         return 0;
 }
 
-/* ctl_send() for the batch: 0, or the exit code of a failure (reported), which stops it. */
-static int batch_send(Batch *b, const char *method, json_t *params, uint32_t *ret_msgid)
+/* ctl_send() for slot @s, whose outstanding request it becomes: 0, or the exit code of a
+ * failure (reported), which stops the batch. */
+static int batch_send(Batch *b, BatchSlot *s, const char *method, json_t *params)
 {
         CtlStatus cs;
 
-        if (ctl_send(b->ctl, method, params, ret_msgid, &cs) < 0)
+        slot_untrack(b, s);
+        s->msgid = 0;
+        if (ctl_send(b->ctl, method, params, &s->msgid, &cs) < 0)
                 return ctl_fail(&cs);
+        slot_track(b, s);
         return 0;
 }
 
@@ -145,9 +221,9 @@ static int batch_send_job(Batch *b, BatchSlot *s, json_t *params)
 {
         if (b->wait && !b->no_run) {
                 s->params = json_incref(params);
-                return batch_send(b, IPC_METHOD_JOB_RUN, params, &s->msgid);
+                return batch_send(b, s, IPC_METHOD_JOB_RUN, params);
         }
-        return batch_send(b, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
+        return batch_send(b, s, IPC_METHOD_JOB_SUBMIT, params);
 }
 
 /* Refuses line @line for a bad "after" (batchref_resolve()'s @r and @why): a bad line
@@ -273,10 +349,7 @@ static int batch_read_line(Batch *b)
                 return 0;
         }
 
-        BatchSlot *s = NULL;
-        for (size_t i = 0; i < b->window && !s; i++)
-                if (!b->slots[i].busy)
-                        s = &b->slots[i];
+        BatchSlot *s = &b->slots[b->free_slots[--b->n_free]]; /* busy < window */
         s->busy = true;
         s->line = b->line;
         s->plugin = strdup(json_string_value(plugin));
@@ -322,14 +395,10 @@ static void batch_print_submitted(Batch *b, const BatchSlot *s)
 /* Handles one answer. 0, or an exit code that stops the batch. */
 static int batch_handle(Batch *b, FiberdClientReply *m)
 {
-        BatchSlot *s = NULL;
+        BatchSlot *s = slot_of_msgid(b, fiberd_client_reply_msgid(m));
         IpcStatus st;
         json_t *res;
 
-        for (size_t i = 0; i < b->window && !s; i++)
-                if (b->slots[i].busy && fiberd_client_reply_msgid(m) != 0 &&
-                    b->slots[i].msgid == fiberd_client_reply_msgid(m))
-                        s = &b->slots[i];
         if (!s)
                 return 0; /* a notification, or a stray answer: not ours */
         if (ctl_response(m, &res, &st) < 0) {
@@ -340,7 +409,7 @@ static int batch_handle(Batch *b, FiberdClientReply *m)
                         json_t *params = s->params;
                         b->no_run = true;
                         s->params = NULL;
-                        return batch_send(b, IPC_METHOD_JOB_SUBMIT, params, &s->msgid);
+                        return batch_send(b, s, IPC_METHOD_JOB_SUBMIT, params);
                 }
                 batch_print_error(b, s->line, st.code, st.message);
                 b->failed++;
@@ -366,11 +435,11 @@ static int batch_handle(Batch *b, FiberdClientReply *m)
                         return 0;
                 }
                 s->waiting = true;
-                return batch_send(b, IPC_METHOD_JOB_WAIT, json_pack("[I]", s->id), &s->msgid);
+                return batch_send(b, s, IPC_METHOD_JOB_WAIT, json_pack("[I]", s->id));
         }
         if (!ctl_job_is_final(res)) { /* the daemon gave up waiting: ask again */
                 json_decref(res);
-                return batch_send(b, IPC_METHOD_JOB_WAIT, json_pack("[I]", s->id), &s->msgid);
+                return batch_send(b, s, IPC_METHOD_JOB_WAIT, json_pack("[I]", s->id));
         }
         if (b->ctl->json && json_is_object(res)) {
                 json_object_set_new(res, "line", json_integer((json_int_t)s->line));
@@ -449,8 +518,19 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
         if (ctl_connect(ctl, &cs) < 0)
                 return ctl_fail(&cs);
         b.slots = calloc(b.window, sizeof(*b.slots));
-        if (!b.slots)
-                return EX_OSERR;
+        b.free_slots = calloc(b.window, sizeof(*b.free_slots));
+        b.by_msgid_mask = 15;
+        while (b.by_msgid_mask + 1 < 2 * b.window)
+                b.by_msgid_mask = 2 * b.by_msgid_mask + 1;
+        b.by_msgid = calloc(b.by_msgid_mask + 1, sizeof(*b.by_msgid));
+        if (!b.slots || !b.free_slots || !b.by_msgid) {
+                free(b.slots);
+                free(b.free_slots);
+                free(b.by_msgid);
+                return ctl_error(IPC_OUT_OF_MEMORY, EX_OSERR, "batch: out of memory");
+        }
+        for (size_t i = b.window; i > 0; i--) /* slot 0 on top */
+                b.free_slots[b.n_free++] = i - 1;
         progress_init(&b.progress, ctl);
 
         while (r == 0 && (!b.eof || b.busy > 0)) {
@@ -489,6 +569,8 @@ int verb_batch(Ctl *ctl, int argc, char **argv)
                 json_decref(b.slots[i].after);
         }
         free(b.slots);
+        free(b.free_slots);
+        free(b.by_msgid);
         free(b.lines);
         if (r)
                 return r;

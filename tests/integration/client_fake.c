@@ -1086,6 +1086,15 @@ Test(fiberctl, batch_submits_and_waits, .init = setup_normal, .fini = fake_stop)
         assert_contains(r.out, "line 2: job");
 }
 
+/* How many times @needle occurs in @s. */
+static int count_substr(const char *s, const char *needle)
+{
+        int n = 0;
+        for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle))
+                n++;
+        return n;
+}
+
 static int count_lines(const char *s, const char *line)
 {
         int n = 0;
@@ -1140,6 +1149,36 @@ Test(fiberctl, batch_wait_is_one_job_run_per_line, .init = setup_normal, .fini =
         cr_assert_eq(count_lines(fake_methods(), "job.submit"), 0, "%s", fake_methods());
         cr_assert_eq(count_lines(fake_methods(), "job.wait"), 1, "only for slow: %s",
                      fake_methods());
+}
+
+/*
+ * 60 lines through a window of 6: echo, slow and fail in turn, so answers come out of
+ * order and a slow line's slot sends a job.wait under a new msgid. fiberctl finds each
+ * answer's slot by its msgid in a hash table of 16 cells, where some of the 80 msgids
+ * collide and their cells are taken out again: every line must end once, each with its
+ * own plugin's outcome. A lost answer leaves fiberctl waiting: the test times out.
+ */
+Test(fiberctl, batch_matches_every_answer_to_its_line, .init = setup_normal, .fini = fake_stop,
+     .timeout = 30)
+{
+        static const char *const plugins[] = {"echo", "slow", "fail"};
+        char input[4096];
+        size_t len = 0;
+        int lines = 0;
+        Run r;
+
+        for (int i = 0; i < 60; i++)
+                len += (size_t)snprintf(input + len, sizeof(input) - len,
+                                        "{\"plugin\": \"%s\", \"args\": {\"n\": %d}}\n",
+                                        plugins[i % 3], i);
+        RUN(&r, input, "batch", "--wait", "--window", "6");
+        cr_assert_eq(r.status, 1, "the fail lines failed: %s", r.err);
+        for (char *p = r.out; (p = strchr(p, '\n')); p++)
+                lines++;
+        cr_assert_eq(lines, 60, "%d output lines for 60 jobs:\n%s", lines, r.out);
+        cr_assert_eq(count_substr(r.out, " echo done "), 20, "%s", r.out);
+        cr_assert_eq(count_substr(r.out, " slow done"), 20, "%s", r.out);
+        cr_assert_eq(count_substr(r.out, " fail failed "), 20, "%s", r.out);
 }
 
 static int cmp_str(const void *a, const void *b)
