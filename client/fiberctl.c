@@ -286,12 +286,26 @@ int ctl_call(Ctl *ctl, const char *method, json_t *params, json_t **ret_result, 
 
 void ctl_print_json(const json_t *j)
 {
-        char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (s) {
-                fputs(s, stdout);
-                fputc('\n', stdout);
-                free(s);
+        /* One buffer kept for the process: a batch prints a record a job, and
+         * json_dumps() would grow a fresh string by doubling for each (a dozen
+         * reallocations for a 500-byte record) and free it. */
+        static char *buf;
+        static size_t cap;
+        size_t n = json_dumpb(j, buf, cap, JSON_COMPACT | JSON_ENCODE_ANY);
+
+        if (n > cap) {
+                size_t want = MAX(n, 2 * cap);
+                char *b = realloc(buf, want);
+                if (!b)
+                        return;
+                buf = b;
+                cap = want;
+                n = json_dumpb(j, buf, cap, JSON_COMPACT | JSON_ENCODE_ANY);
         }
+        if (n == 0 || n > cap)
+                return; /* not encodable (json_dumps() would give NULL too) */
+        fwrite(buf, 1, n, stdout);
+        fputc('\n', stdout);
 }
 
 bool ctl_parse_id(const char *s, uint64_t *ret)
