@@ -237,41 +237,39 @@ unsigned server_auto_max_connections(void)
         return n < 8 ? 8 : n > 1000000 ? 1000000 : (unsigned)n;
 }
 
+/* Takes up to @n off what a lowered limit still owes @u; returns how many it took. */
+static unsigned user_owed_pay(UserConns *u, unsigned n)
+{
+        unsigned owed = __atomic_load_n(&u->owed, __ATOMIC_RELAXED);
+
+        while (owed) {
+                unsigned take = MIN(owed, n);
+                if (__atomic_compare_exchange_n(&u->owed, &owed, owed - take, false,
+                                                __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+                        return take;
+        }
+        return 0;
+}
+
 /* Gives back @n of @u's request slots, less what a lowered limit still takes back.
  * Context: any thread holding a reference to a connection of @u. */
 static void user_slots_put(UserConns *u, unsigned n)
 {
-        unsigned owed = __atomic_load_n(&u->owed, __ATOMIC_RELAXED);
-
-        while (UNLIKELY(owed)) {
-                unsigned take = MIN(owed, n);
-                if (__atomic_compare_exchange_n(&u->owed, &owed, owed - take, false,
-                                                __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-                        n -= take;
-                        break;
-                }
-        }
+        n -= user_owed_pay(u, n);
         if (n)
                 fiber_sem_post(&u->slots, n);
 }
 
 /* Resizes @u's slots from u->limit to @limit: a raise posts the difference (first
  * cancelling what a cut still owed), a cut takes back the free slots and owes the rest.
- * Under s->lock. */
+ * free + held - owed is the limit throughout, whatever answers leave meanwhile. Under
+ * s->lock. */
 static void user_slots_resize(UserConns *u, unsigned limit)
 {
         if (limit > u->limit) {
                 unsigned add = limit - u->limit;
-                unsigned owed = __atomic_load_n(&u->owed, __ATOMIC_RELAXED);
 
-                while (owed) {
-                        unsigned take = MIN(owed, add);
-                        if (__atomic_compare_exchange_n(&u->owed, &owed, owed - take, false,
-                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-                                add -= take;
-                                break;
-                        }
-                }
+                add -= user_owed_pay(u, add);
                 if (add)
                         fiber_sem_post(&u->slots, add);
         } else {
