@@ -271,6 +271,7 @@ enum {
  * (IPC_KEY_REFUSED, the same word as plugins.list's), bytes of incomplete messages held */
 #define IPC_KEY_PARTIAL_BYTES "partial_bytes"
 #define IPC_KEY_ANSWER_WRITES "answer_writes"
+#define IPC_KEY_USER_THROTTLED "user_throttled"
 
 /* CPU control: stats' classes[] entries {name, shares, runtime_ns, vruntime, queued,
  * ready_to_run_p50_ns, ready_to_run_p99_ns}; groups[] entries' stalls, rescues,

@@ -323,6 +323,9 @@ static void server(FILE *f, Daemon *d)
         family(f, "fiberd_answer_writes", "counter", NULL,
                "Writes that carried answers to clients (one carries every answer ready).");
         sample_uint(f, "fiberd_answer_writes_total", NULL, NULL, NULL, NULL, ss.answer_writes);
+        family(f, "fiberd_user_throttled", "counter", NULL,
+               "Requests held back because their user had max_in_flight_per_user in flight.");
+        sample_uint(f, "fiberd_user_throttled_total", NULL, NULL, NULL, NULL, ss.user_throttled);
         family(f, "fiberd_protocol_errors", "counter", NULL,
                "Malformed, oversized or non-MessagePack input from clients.");
         sample_uint(f, "fiberd_protocol_errors_total", NULL, NULL, NULL, NULL, ss.protocol_errors);

@@ -298,7 +298,8 @@ static int pack_server(msgpack_packer *pk, const void *arg)
                             IPC_KV_UINT(IPC_KEY_PROTOCOL_ERRORS, ss.protocol_errors),
                             IPC_KV_UINT(IPC_KEY_REFUSED, ss.refused),
                             IPC_KV_UINT(IPC_KEY_PARTIAL_BYTES, ss.partial_bytes),
-                            IPC_KV_UINT(IPC_KEY_ANSWER_WRITES, ss.answer_writes));
+                            IPC_KV_UINT(IPC_KEY_ANSWER_WRITES, ss.answer_writes),
+                            IPC_KV_UINT(IPC_KEY_USER_THROTTLED, ss.user_throttled));
 }
 
 /* store: {failing, pending_writes, since_ms, error} of the job store (store_health()). */

@@ -678,8 +678,11 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
          * meanwhile.
          */
         r = fiber_sem_wait(&c->slots, SCHED_FOREVER);
-        if (r == 0 && c->user && (r = fiber_sem_wait(&c->user->slots, SCHED_FOREVER)) < 0)
-                fiber_sem_post(&c->slots, 1);
+        if (r == 0 && c->user && !fiber_sem_trywait(&c->user->slots)) {
+                STAT_ADD(s, user_throttled, 1);
+                if ((r = fiber_sem_wait(&c->user->slots, SCHED_FOREVER)) < 0)
+                        fiber_sem_post(&c->slots, 1);
+        }
         if (r < 0 || __atomic_load_n(&c->closed, __ATOMIC_ACQUIRE)) {
                 if (r == 0)
                         conn_slots_put(c, 1);
@@ -1134,4 +1137,5 @@ void server_stats(const Server *s, ServerStats *ret)
         ret->refused = __atomic_load_n(&s->stats.refused, __ATOMIC_RELAXED);
         ret->partial_bytes = __atomic_load_n(&s->stats.partial_bytes, __ATOMIC_RELAXED);
         ret->answer_writes = __atomic_load_n(&s->stats.answer_writes, __ATOMIC_RELAXED);
+        ret->user_throttled = __atomic_load_n(&s->stats.user_throttled, __ATOMIC_RELAXED);
 }

@@ -161,6 +161,8 @@ typedef struct ServerStats {
         uint64_t partial_bytes;   /* bytes of incomplete messages held now */
         uint64_t answer_writes;   /* since start: writes that carried answers to requests
                                    * (requests / answer_writes = answers per write) */
+        uint64_t user_throttled;  /* since start: requests a connection's reader held back
+                                   * because its uid had max_in_flight_per_user in flight */
 } ServerStats;
 void server_stats(const Server *s, ServerStats *ret);
 

@@ -351,6 +351,7 @@ Test(daemon_security, pipelining_without_reading)
         fresh_ping_answered("5 connections pipelining without reading");
         in_flight = server_stat("in_flight");
         cr_log_info("requests in flight: %llu", (unsigned long long)in_flight);
+        cr_assert_eq(server_stat("user_throttled"), 0, "root was held by a per-user limit");
         cr_assert_leq(in_flight, CONNS * 512 + 2, "in flight %llu: the excess was not held back",
                       (unsigned long long)in_flight);
         print_memory("during the attack");
@@ -732,9 +733,10 @@ static void reload_with(const char *text)
 /*
  * Another user's five connections pipeline 5,000 pings each and read no answer, against
  * max_in_flight = 64 and max_in_flight_per_user = 100: the user holds 100 requests in
- * flight over all of them, not 5 × 64, and root's fresh ping is answered. A reload to
- * 150 lets 50 more in at once. A reload to 40 takes slots back as answers leave: the
- * user then reads every answer (none lost), pipelines again and holds 40.
+ * flight over all of them, not 5 × 64 (stats count the requests held back), and root's
+ * fresh ping is answered. A reload to 150 lets 50 more in at once. A reload to 40 takes
+ * slots back as answers leave: the user then reads every answer (none lost), pipelines
+ * again and holds 40.
  */
 Test(daemon_security, in_flight_per_user)
 {
@@ -752,6 +754,7 @@ Test(daemon_security, in_flight_per_user)
         cr_log_info("in flight at max_in_flight_per_user = 100: %llu", (unsigned long long)n);
         cr_assert_eq(n, 100, "the user holds %llu requests in flight, not 100",
                      (unsigned long long)n);
+        cr_assert_gt(server_stat("user_throttled"), 0, "stats do not count the held requests");
         fresh_ping_answered("another user at its in-flight limit");
 
         reload_with("[ipc]\nmax_in_flight = 64\nmax_in_flight_per_user = 150\n");
