@@ -584,18 +584,20 @@ Test(daemon_security, connections_per_user_and_in_all)
         attacker_stop(&a);
 }
 
-/* The server's requests in flight once they stop changing (bounded wait), less the
- * stats request that reads them. */
-static uint64_t in_flight_settled(void)
+/* The server's requests in flight, less the stats request that reads them: once they
+ * reach @want (bounded wait), read again 300 ms later, so a count only passing through
+ * @want on its way up is not taken for it; else the last count read. */
+static uint64_t in_flight_settled(uint64_t want)
 {
         uint64_t now = 0;
 
-        for (uint64_t prev = UINT64_MAX, deadline = fiberd_now_ms() + 10000;
-             fiberd_now_ms() < deadline; prev = now) {
+        for (uint64_t deadline = fiberd_now_ms() + 10000; fiberd_now_ms() < deadline;) {
                 now = server_stat("in_flight") - 1;
-                if (now == prev && now > 0)
-                        break;
-                usleep(100000);
+                if (now == want) {
+                        usleep(300000);
+                        return server_stat("in_flight") - 1;
+                }
+                usleep(20000);
         }
         return now;
 }
@@ -750,7 +752,7 @@ Test(daemon_security, in_flight_per_user)
         cr_assert(fiberd_notify_wait(&fd_, "READY=1", 10000));
         pipeliner_start(&p, 65534);
         cr_assert_eq(pipeliner_do(&p, 'w'), SENT, "the burst did not fit the socket buffers");
-        n = in_flight_settled();
+        n = in_flight_settled(100);
         cr_log_info("in flight at max_in_flight_per_user = 100: %llu", (unsigned long long)n);
         cr_assert_eq(n, 100, "the user holds %llu requests in flight, not 100",
                      (unsigned long long)n);
@@ -758,14 +760,14 @@ Test(daemon_security, in_flight_per_user)
         fresh_ping_answered("another user at its in-flight limit");
 
         reload_with("[ipc]\nmax_in_flight = 64\nmax_in_flight_per_user = 150\n");
-        n = in_flight_settled();
+        n = in_flight_settled(150);
         cr_log_info("after the reload to 150: %llu", (unsigned long long)n);
         cr_assert_eq(n, 150, "a raised limit held %llu in flight, not 150", (unsigned long long)n);
 
         reload_with("[ipc]\nmax_in_flight = 64\nmax_in_flight_per_user = 40\n");
         cr_assert_eq(pipeliner_do(&p, 'd'), SENT, "not every ping was answered");
         cr_assert_eq(pipeliner_do(&p, 'w'), SENT, "the burst did not fit the socket buffers");
-        n = in_flight_settled();
+        n = in_flight_settled(40);
         cr_log_info("after the reload to 40: %llu", (unsigned long long)n);
         cr_assert_eq(n, 40, "a lowered limit held %llu in flight, not 40", (unsigned long long)n);
         cr_assert_eq(pipeliner_do(&p, 'd'), SENT, "not every ping was answered");
