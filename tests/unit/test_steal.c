@@ -530,9 +530,9 @@ static void behind_hog(void *arg)
                 continue;
 }
 
-/* Runs @waker on a group of two workers under @policy; the fiber it makes ready (@what)
- * must have run, and on the other worker. */
-static void behind_check(SchedQueuePolicy policy, FiberFn waker, const char *what)
+/* Runs @waker on a group of two workers under @policy, then frees the group. Returns
+ * what the test asserts: whether the fiber it made ready ran, and on which threads. */
+static Behind behind_run(SchedQueuePolicy policy, FiberFn waker)
 {
         SchedGroupConfig cfg = {.workers = 2,
                                 .queue_policy = policy,
@@ -544,15 +544,18 @@ static void behind_check(SchedQueuePolicy policy, FiberFn waker, const char *wha
         b.group = g;
         fiber_event_init(&b.go);
         run_in_fiber(g, waker, &b);
-        cr_assert_eq(__atomic_load_n(&b.ran, __ATOMIC_ACQUIRE), 1,
-                     "%s waited behind its waker for 10 s", what);
-        cr_assert_neq(b.ran_tid, b.hog_tid, "%s ran on its waker's worker", what);
         sched_group_free(g);
+        b.group = NULL;
+        return b;
 }
 
 Test(steal, a_fiber_behind_one_that_runs_on_is_taken_by_an_idle_sibling)
 {
-        behind_check(SCHED_QUEUE_LOCAL, behind_hog, "the fiber");
+        Behind b = behind_run(SCHED_QUEUE_LOCAL, behind_hog);
+
+        cr_assert_eq(__atomic_load_n(&b.ran, __ATOMIC_ACQUIRE), 1,
+                     "the fiber waited behind its waker for 10 s");
+        cr_assert_neq(b.ran_tid, b.hog_tid, "the fiber ran on its waker's worker");
 }
 
 /* On a shared queue of two workers, a fiber woken by a running fiber of its group is a
@@ -656,7 +659,11 @@ static void behind_waker(void *arg)
 
 Test(steal, shared_policy_a_woken_fiber_behind_one_that_runs_on_is_taken_by_a_sibling)
 {
-        behind_check(SCHED_QUEUE_SHARED, behind_waker, "the woken fiber");
+        Behind b = behind_run(SCHED_QUEUE_SHARED, behind_waker);
+
+        cr_assert_eq(__atomic_load_n(&b.ran, __ATOMIC_ACQUIRE), 1,
+                     "the woken fiber waited behind its waker for 10 s");
+        cr_assert_neq(b.ran_tid, b.hog_tid, "the woken fiber ran on its waker's worker");
 }
 
 Test(steal, group_rejects_an_unknown_queue_policy)
