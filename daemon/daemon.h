@@ -75,6 +75,12 @@ int daemon_reload(Daemon *d, const char *by, char *msg, size_t size);
  */
 void daemon_apply_limits(Daemon *d, const Config *c);
 
+/*
+ * daemon_apply_server_limits - hand @c's [ipc] limits to the server (server_set_limits()):
+ * at start and on each reload. Context: as daemon_apply_limits(); d->server exists.
+ */
+void daemon_apply_server_limits(Daemon *d, const Config *c);
+
 /* methods_lookup - the method table for server_new(); NULL for an unknown name. */
 MethodFn methods_lookup(const char *name, size_t len);
 

@@ -957,16 +957,7 @@ int main(int argc, char **argv)
         r = server_new(&d->server, listen_fd, d->server_group, d->cfg.max_message, methods_lookup,
                        d);
         if (r == 0)
-                server_set_limits(
-                        d->server,
-                        &(ServerLimits){
-                                .max_connections = d->cfg.max_connections,
-                                .max_connections_per_user = d->cfg.max_connections_per_user,
-                                .max_in_flight = d->cfg.max_in_flight,
-                                .max_in_flight_per_user = d->cfg.max_in_flight_per_user,
-                                .max_partial_bytes = d->cfg.max_partial_bytes,
-                                .read_timeout_ns = d->cfg.read_timeout_ns,
-                        });
+                daemon_apply_server_limits(d, &d->cfg);
         if (r < 0 || (r = server_start(d->server)) < 0) {
                 log_msg(LOG_ERR, "cannot start the server: %s", strerror(-r));
                 return EX_SOFTWARE;

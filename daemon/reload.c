@@ -80,6 +80,19 @@ void daemon_apply_limits(Daemon *d, const Config *c)
         apply_caps(d, c);
 }
 
+void daemon_apply_server_limits(Daemon *d, const Config *c)
+{
+        server_set_limits(d->server,
+                          &(ServerLimits){
+                                  .max_connections = c->max_connections,
+                                  .max_connections_per_user = c->max_connections_per_user,
+                                  .max_in_flight = c->max_in_flight,
+                                  .max_in_flight_per_user = c->max_in_flight_per_user,
+                                  .max_partial_bytes = c->max_partial_bytes,
+                                  .read_timeout_ns = c->read_timeout_ns,
+                          });
+}
+
 /* Gives every class of @nc that the job scheduler already has its new shares at once
  * (sched_class_set_shares()), one log line per change; new classes wait for a restart
  * (config_diff() says so). */
@@ -159,15 +172,7 @@ int daemon_reload(Daemon *d, const char *by, char *msg, size_t size)
                 apply_quotas(d, &nc);
                 apply_caps(d, &nc);
                 server_set_max_message(d->server, nc.max_message);
-                server_set_limits(d->server,
-                                  &(ServerLimits){
-                                          .max_connections = nc.max_connections,
-                                          .max_connections_per_user = nc.max_connections_per_user,
-                                          .max_in_flight = nc.max_in_flight,
-                                          .max_in_flight_per_user = nc.max_in_flight_per_user,
-                                          .max_partial_bytes = nc.max_partial_bytes,
-                                          .read_timeout_ns = nc.read_timeout_ns,
-                                  });
+                daemon_apply_server_limits(d, &nc);
                 plugin_host_set_max_result(nc.max_result_bytes, nc.max_message);
                 /* systemd's socket is what we listen on, whatever the file says */
                 if (d->socket_activated) {

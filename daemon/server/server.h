@@ -121,17 +121,18 @@ void server_set_max_message(Server *s, size_t max_message);
 typedef struct ServerLimits {
         unsigned max_connections;          /* open at once; 0 = server_auto_max_connections() */
         unsigned max_connections_per_user; /* open at once by one uid */
-        unsigned max_in_flight;          /* requests per connection being handled; at the limit the
-                                    * connection is not read until one is answered
-                                    * (backpressure: no fiber is pinned by the excess) */
-        unsigned max_in_flight_per_user; /* the same over all connections of one uid (root
-                                          * exempt): at the limit none of them is read
-                                          * until one of its answers has left */
-        size_t max_partial_bytes;        /* bytes of incomplete messages over all connections; a
-                                    * connection that would go past it (holding more than
-                                    * one read's worth) is closed with OVERLOADED */
-        uint64_t read_timeout_ns;        /* a message begun must be whole within this, ns; else
-                                    * DEADLINE_EXCEEDED and the connection is closed */
+        /* requests per connection being handled; at the limit the connection is not read
+         * until one is answered (backpressure: no fiber is pinned by the excess) */
+        unsigned max_in_flight;
+        /* the same over all connections of one uid (root exempt): at the limit none of
+         * them is read until one of its answers has left */
+        unsigned max_in_flight_per_user;
+        /* bytes of incomplete messages over all connections; a connection that would go
+         * past it (holding more than one read's worth) is closed with OVERLOADED */
+        size_t max_partial_bytes;
+        /* a message begun must be whole within this, ns; else DEADLINE_EXCEEDED and the
+         * connection is closed */
+        uint64_t read_timeout_ns;
 } ServerLimits;
 
 #define SERVER_ROOT_RESERVE 4
