@@ -136,7 +136,9 @@ json_t *convert_msgpack_to_json(const msgpack_object *o)
                         return json_null(); /* JSON has no NaN or infinity */
                 return json_real(o->via.f64);
         case MSGPACK_OBJECT_STR:
-                return json_stringn_nocheck(o->via.str.ptr, o->via.str.size);
+                /* msgpack-c may leave an empty string's pointer NULL (when it ends the
+                 * buffer), which jansson takes for a failure */
+                return json_stringn_nocheck(o->via.str.size ? o->via.str.ptr : "", o->via.str.size);
         case MSGPACK_OBJECT_BIN:
                 return hex_string(o->via.bin.ptr, o->via.bin.size);
         case MSGPACK_OBJECT_EXT: {
@@ -163,7 +165,8 @@ json_t *convert_msgpack_to_json(const msgpack_object *o)
                         json_t *v = convert_msgpack_to_json(&kv->val);
                         char *key;
                         if (kv->key.type == MSGPACK_OBJECT_STR) {
-                                key = strndup(kv->key.via.str.ptr, kv->key.via.str.size);
+                                key = strndup(kv->key.via.str.size ? kv->key.via.str.ptr : "",
+                                              kv->key.via.str.size);
                         } else {
                                 json_t *k = convert_msgpack_to_json(&kv->key);
                                 key = k ? json_dumps(k, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
@@ -182,6 +185,189 @@ json_t *convert_msgpack_to_json(const msgpack_object *o)
         }
         }
         return json_null();
+}
+
+/* The length of the UTF-8 sequence at @p (at most @n bytes), 0 when it is not one:
+ * jansson's rules (utf.c): no overlong forms, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+        unsigned c = p[0];
+        size_t len;
+        uint32_t cp;
+
+        if (c < 0x80)
+                return 1;
+        if (c < 0xC2 || c > 0xF4)
+                return 0; /* a continuation byte, an overlong lead, or beyond U+10FFFF */
+        len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        if (n < len)
+                return 0;
+        cp = c & (0x7Fu >> len);
+        for (size_t i = 1; i < len; i++) {
+                if ((p[i] & 0xC0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (p[i] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+                return 0;
+        return len;
+}
+
+/* Appends the JSON string for the @n bytes at @s: 0, -EDOM when they are not UTF-8,
+ * -ENOMEM. */
+static int text_string(msgpack_sbuffer *out, const char *s, size_t n)
+{
+        static const char hex[] = "0123456789ABCDEF";
+        /* @s may be NULL when @n is 0 (msgpack-c's empty string) */
+        const unsigned char *p = (const unsigned char *)(n ? s : ""), *end = p + n, *run = p;
+        int r = msgpack_sbuffer_write(out, "\"", 1);
+
+        while (r == 0 && p < end) {
+                char esc[6] = {'\\', 'u', '0', '0'};
+                size_t len = 2;
+
+                if (*p >= 0x80) {
+                        size_t k = utf8_seq(p, (size_t)(end - p));
+                        if (!k)
+                                return -EDOM;
+                        p += k;
+                        continue;
+                }
+                if (*p >= 0x20 && *p != '"' && *p != '\\') {
+                        p++;
+                        continue;
+                }
+                switch (*p) {
+                case '"':
+                case '\\':
+                        esc[1] = (char)*p;
+                        break;
+                case '\b':
+                        esc[1] = 'b';
+                        break;
+                case '\f':
+                        esc[1] = 'f';
+                        break;
+                case '\n':
+                        esc[1] = 'n';
+                        break;
+                case '\r':
+                        esc[1] = 'r';
+                        break;
+                case '\t':
+                        esc[1] = 't';
+                        break;
+                default:
+                        esc[4] = hex[*p >> 4];
+                        esc[5] = hex[*p & 15];
+                        len = 6;
+                }
+                r = msgpack_sbuffer_write(out, (const char *)run, (size_t)(p - run));
+                if (r == 0)
+                        r = msgpack_sbuffer_write(out, esc, len);
+                run = ++p;
+        }
+        if (r == 0)
+                r = msgpack_sbuffer_write(out, (const char *)run, (size_t)(p - run));
+        if (r == 0)
+                r = msgpack_sbuffer_write(out, "\"", 1);
+        return r == 0 ? 0 : -ENOMEM;
+}
+
+static int text_int(msgpack_sbuffer *out, int64_t v)
+{
+        char buf[24], *p = buf + sizeof(buf);
+        uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+
+        do
+                *--p = (char)('0' + u % 10);
+        while ((u /= 10) != 0);
+        if (v < 0)
+                *--p = '-';
+        return msgpack_sbuffer_write(out, p, (size_t)(buf + sizeof(buf) - p)) == 0 ? 0 : -ENOMEM;
+}
+
+static int text_lit(msgpack_sbuffer *out, const char *s)
+{
+        return msgpack_sbuffer_write(out, s, strlen(s)) == 0 ? 0 : -ENOMEM;
+}
+
+/* A map that convert_msgpack_to_json() keeps as it is: at most 64 keys (so the check
+ * for a repeated one stays cheap), strings without NUL, none twice. */
+static bool text_map_plain(const msgpack_object_map *m)
+{
+        if (m->size > 64)
+                return false;
+        for (uint32_t i = 0; i < m->size; i++) {
+                const msgpack_object *k = &m->ptr[i].key;
+                if (k->type != MSGPACK_OBJECT_STR || memchr(k->via.str.ptr, 0, k->via.str.size))
+                        return false;
+                for (uint32_t j = 0; j < i; j++) {
+                        const msgpack_object *e = &m->ptr[j].key;
+                        if (e->via.str.size == k->via.str.size &&
+                            !memcmp(e->via.str.ptr, k->via.str.ptr, k->via.str.size))
+                                return false;
+                }
+        }
+        return true;
+}
+
+static int text_value(msgpack_sbuffer *out, const msgpack_object *o)
+{
+        int r = 0;
+
+        switch (o->type) {
+        case MSGPACK_OBJECT_NIL:
+                return text_lit(out, "null");
+        case MSGPACK_OBJECT_BOOLEAN:
+                return text_lit(out, o->via.boolean ? "true" : "false");
+        case MSGPACK_OBJECT_POSITIVE_INTEGER:
+                if (o->via.u64 > (uint64_t)INT64_MAX)
+                        return -EDOM; /* a real in the tree */
+                return text_int(out, (int64_t)o->via.u64);
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+                return text_int(out, o->via.i64);
+        case MSGPACK_OBJECT_STR:
+                return text_string(out, o->via.str.ptr, o->via.str.size);
+        case MSGPACK_OBJECT_ARRAY:
+                r = text_lit(out, "[");
+                for (uint32_t i = 0; r == 0 && i < o->via.array.size; i++) {
+                        if (i)
+                                r = text_lit(out, ",");
+                        if (r == 0)
+                                r = text_value(out, &o->via.array.ptr[i]);
+                }
+                return r ? r : text_lit(out, "]");
+        case MSGPACK_OBJECT_MAP:
+                if (!text_map_plain(&o->via.map))
+                        return -EDOM;
+                r = text_lit(out, "{");
+                for (uint32_t i = 0; r == 0 && i < o->via.map.size; i++) {
+                        const msgpack_object_kv *kv = &o->via.map.ptr[i];
+                        if (i)
+                                r = text_lit(out, ",");
+                        if (r == 0)
+                                r = text_string(out, kv->key.via.str.ptr, kv->key.via.str.size);
+                        if (r == 0)
+                                r = text_lit(out, ":");
+                        if (r == 0)
+                                r = text_value(out, &kv->val);
+                }
+                return r ? r : text_lit(out, "}");
+        default:
+                return -EDOM; /* floats, bin, ext: the tree renders them */
+        }
+}
+
+int convert_msgpack_to_json_text(msgpack_sbuffer *out, const msgpack_object *o)
+{
+        size_t was = out->size;
+        int r = text_value(out, o);
+
+        if (r < 0)
+                out->size = was;
+        return r;
 }
 
 json_t *convert_kv_value(const char *value)

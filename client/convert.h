@@ -32,6 +32,22 @@ int convert_json_to_msgpack(msgpack_packer *pk, const json_t *j);
 json_t *convert_msgpack_to_json(const msgpack_object *o);
 
 /*
+ * convert_msgpack_to_json_text - append @o to @out as compact JSON text, byte for byte
+ * what json_dumpb(convert_msgpack_to_json(@o), JSON_COMPACT | JSON_ENCODE_ANY) writes,
+ * without building the tree: no allocation but @out's growth. For the values a job
+ * record holds: nil, booleans, integers, UTF-8 strings, arrays, and maps of distinct
+ * UTF-8 string keys without NUL bytes (at most 64 keys a map). Anything else (floats,
+ * integers above INT64_MAX, bin, ext, other keys, a repeated key, a string that is not
+ * UTF-8) is -EDOM, with @out as it was, for the caller to take the tree path, whose
+ * rendering has rules for those. Source: jansson 2.14's dump.c for the escapes (the
+ * short forms \" \\ \b \f \n \r \t, other control characters as \u00XX in upper-case
+ * hex, '/' and non-ASCII as they are) and its utf.c for what counts as UTF-8.
+ * Context: any thread. Return: 0; -EDOM as above; -ENOMEM (@out could not grow); on
+ * failure @out is as it was.
+ */
+int convert_msgpack_to_json_text(msgpack_sbuffer *out, const msgpack_object *o);
+
+/*
  * convert_kv_value - the JSON value a command-line VALUE stands for: "true"/"false",
  * "null", a decimal integer (with optional sign), a float ("1.5", "1e3"), else the string
  * itself. A value written inside double or single quotes ("'123'") is always a string,

@@ -45,20 +45,23 @@ static bool state_is_unsuccessful(const char *s)
                strcmp(s, IPC_STATE_DEAD) == 0;
 }
 
+int ctl_job_state_exit(const char *state)
+{
+        if (strcmp(state, IPC_STATE_DONE) == 0)
+                return 0;
+        if (state_is_unsuccessful(state))
+                return EXIT_JOB_FAILED;
+        return EX_TEMPFAIL;
+}
+
 bool ctl_job_is_final(const json_t *record)
 {
-        const char *s = str_of(record, IPC_KEY_STATE, "");
-        return strcmp(s, IPC_STATE_DONE) == 0 || state_is_unsuccessful(s);
+        return ctl_job_exit(record) != EX_TEMPFAIL;
 }
 
 int ctl_job_exit(const json_t *record)
 {
-        const char *s = str_of(record, IPC_KEY_STATE, "");
-        if (strcmp(s, IPC_STATE_DONE) == 0)
-                return 0;
-        if (state_is_unsuccessful(s))
-                return EXIT_JOB_FAILED;
-        return EX_TEMPFAIL;
+        return ctl_job_state_exit(str_of(record, IPC_KEY_STATE, ""));
 }
 
 /* "65ms", "1.25s", "3m05s" for a duration in milliseconds. */

@@ -145,6 +145,8 @@ bool ctl_parse_id(const char *s, uint64_t *ret);
  * (queued, running, scheduled, waiting, retrying). */
 bool ctl_job_is_final(const json_t *record);
 int ctl_job_exit(const json_t *record);
+/* ctl_job_state_exit - ctl_job_exit() for the state name @state (NUL-terminated). */
+int ctl_job_state_exit(const char *state);
 
 /* ctl_print_job_line - one line about a finished (or waited-for) job record: human
  * "17 sha256 done 65ms {result}" or, with --json, the record itself. */

@@ -4,7 +4,9 @@
  * a socket: durations ("1h30m", `--in`, `--backoff`), points in time (`--at`: RFC 3339
  * with a zone, "@EPOCH"; no zone refused), and the "after" references of `batch` lines
  * ("#3" = the job of line 3; a line naming itself or a later one is a cycle). They link
- * client/convert.o and client/batchref.o, fiberctl's own objects.
+ * client/convert.o and client/batchref.o, fiberctl's own objects. And the JSON text a
+ * batch prints for a job record, written from msgpack without a jansson tree: byte for
+ * byte what jansson prints, or left to jansson when it cannot be.
  */
 #include <criterion/criterion.h>
 
@@ -235,4 +237,240 @@ Test(batchref, at_most_ipc_after_max_items)
         cr_assert_eq(json_array_size(ids), IPC_AFTER_MAX);
         json_decref(ids);
         json_decref(after);
+}
+
+/* --- msgpack to JSON text, the batch's record printer --- */
+
+/* @o as the tree path prints it: convert_msgpack_to_json(), json_dumpb(); NULL when
+ * jansson cannot dump it (a string that is not UTF-8). Caller frees. */
+static char *tree_text(const msgpack_object *o)
+{
+        json_t *j = convert_msgpack_to_json(o);
+        char *s;
+
+        cr_assert_not_null(j, "convert_msgpack_to_json() failed");
+        s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+        json_decref(j);
+        return s;
+}
+
+/* Unpacks @sb's bytes into @o (zone @z). */
+static void unpack(const msgpack_sbuffer *sb, msgpack_zone *z, msgpack_object *o)
+{
+        size_t off = 0;
+
+        msgpack_zone_init(z, 4096);
+        cr_assert_eq(msgpack_unpack(sb->data, sb->size, &off, z, o), MSGPACK_UNPACK_SUCCESS);
+}
+
+/* Asserts the text writer gives exactly the tree path's bytes for @sb's value. */
+static void text_same(const msgpack_sbuffer *sb, const char *what)
+{
+        msgpack_sbuffer out = {0};
+        msgpack_object o;
+        msgpack_zone z;
+
+        unpack(sb, &z, &o);
+        msgpack_sbuffer_write(&out, "x", 1); /* appends, after what is there */
+        char *want = tree_text(&o);
+        cr_assert_not_null(want, "%s: jansson cannot print it", what);
+        cr_assert_eq(convert_msgpack_to_json_text(&out, &o), 0, "%s: refused", what);
+        cr_assert_eq(out.size, strlen(want) + 1, "%s: %zu bytes, want %zu: %.*s", what, out.size,
+                     strlen(want) + 1, (int)out.size, out.data);
+        cr_assert(!memcmp(out.data, "x", 1) && !memcmp(out.data + 1, want, strlen(want)),
+                  "%s: wrote %.*s, jansson %s", what, (int)out.size - 1, out.data + 1, want);
+        free(want);
+        msgpack_sbuffer_destroy(&out);
+        msgpack_zone_destroy(&z);
+}
+
+/* Asserts the writer leaves @sb's value to the tree path (-EDOM), @out untouched. */
+static void text_refused(const msgpack_sbuffer *sb, const char *what)
+{
+        msgpack_sbuffer out = {0};
+        msgpack_object o;
+        msgpack_zone z;
+
+        unpack(sb, &z, &o);
+        msgpack_sbuffer_write(&out, "{\"a\":", 5);
+        cr_assert_eq(convert_msgpack_to_json_text(&out, &o), -EDOM, "%s: taken", what);
+        cr_assert_eq(out.size, 5, "%s: %zu bytes left behind", what, out.size - 5);
+        msgpack_sbuffer_destroy(&out);
+        msgpack_zone_destroy(&z);
+}
+
+static void pack_str(msgpack_packer *pk, const char *s, size_t n)
+{
+        msgpack_pack_str(pk, n);
+        msgpack_pack_str_body(pk, s, n);
+}
+
+Test(convert_text, a_job_record_prints_as_jansson_prints_it)
+{
+        msgpack_sbuffer sb = {0};
+        msgpack_packer pk;
+
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 9);
+        pack_str(&pk, "id", 2);
+        msgpack_pack_uint64(&pk, 23408);
+        pack_str(&pk, "state", 5);
+        pack_str(&pk, "done", 4);
+        pack_str(&pk, "progress", 8);
+        msgpack_pack_map(&pk, 2);
+        pack_str(&pk, "done", 4);
+        msgpack_pack_int64(&pk, -5011);
+        pack_str(&pk, "total", 5);
+        msgpack_pack_uint64(&pk, INT64_MAX);
+        pack_str(&pk, "result", 6);
+        msgpack_pack_map(&pk, 1);
+        pack_str(&pk, "path", 4);
+        pack_str(&pk, "/usr/include/EGL/egl.h", 22);
+        pack_str(&pk, "error", 5);
+        msgpack_pack_nil(&pk);
+        pack_str(&pk, "after", 5);
+        msgpack_pack_array(&pk, 3);
+        msgpack_pack_uint64(&pk, 1);
+        msgpack_pack_true(&pk);
+        msgpack_pack_false(&pk);
+        pack_str(&pk, "errors", 6);
+        msgpack_pack_array(&pk, 0);
+        pack_str(&pk, "", 0);
+        msgpack_pack_map(&pk, 0);
+        pack_str(&pk, "min", 3);
+        msgpack_pack_int64(&pk, INT64_MIN);
+        text_same(&sb, "a record");
+        msgpack_sbuffer_destroy(&sb);
+}
+
+Test(convert_text, strings_escape_as_jansson_escapes_them)
+{
+        /* every control character, the two that must be escaped, '/', DEL, and UTF-8 of
+         * each length at the edges jansson's utf.c accepts */
+        static const char *const strs[] = {"\"",
+                                           "\\",
+                                           "/",
+                                           "\x7f",
+                                           "a\"b\\c/d",
+                                           "\xc2\x80",
+                                           "\xdf\xbf",
+                                           "\xe0\xa0\x80",
+                                           "\xed\x9f\xbf",
+                                           "\xee\x80\x80",
+                                           "\xef\xbf\xbf",
+                                           "\xf0\x90\x80\x80",
+                                           "\xf4\x8f\xbf\xbf",
+                                           "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 end",
+                                           ""};
+        msgpack_sbuffer sb = {0};
+        msgpack_packer pk;
+        char ctl[32];
+
+        for (int c = 0; c < 32; c++)
+                ctl[c] = (char)c;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        pack_str(&pk, ctl, sizeof(ctl));
+        text_same(&sb, "the control characters");
+        for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+                char what[64];
+
+                sb.size = 0;
+                pack_str(&pk, strs[i], strlen(strs[i]));
+                snprintf(what, sizeof(what), "string %zu", i);
+                text_same(&sb, what);
+                /* the same bytes as a map key */
+                sb.size = 0;
+                msgpack_pack_map(&pk, 1);
+                pack_str(&pk, strs[i], strlen(strs[i]));
+                pack_str(&pk, ctl + 8, 6);
+                snprintf(what, sizeof(what), "key %zu", i);
+                text_same(&sb, what);
+        }
+        msgpack_sbuffer_destroy(&sb);
+}
+
+Test(convert_text, what_it_cannot_render_exactly_is_left_to_the_tree)
+{
+        /* not UTF-8 by jansson's rules: jansson refuses to print these too */
+        static const char *const bad[] = {"\x80",
+                                          "a\xbf",
+                                          "\xc0\x80",
+                                          "\xc1\xbf",
+                                          "\xe0\x80\x80",
+                                          "\xed\xa0\x80",
+                                          "\xed\xbf\xbf",
+                                          "\xf0\x80\x80\x80",
+                                          "\xf4\x90\x80\x80",
+                                          "\xf5\x80\x80\x80",
+                                          "\xe2\x82",
+                                          "\xc3",
+                                          "\xe2\x28\xa1"};
+        msgpack_sbuffer sb = {0};
+        msgpack_packer pk;
+        msgpack_object o;
+        msgpack_zone z;
+
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char what[64];
+
+                sb.size = 0;
+                pack_str(&pk, bad[i], strlen(bad[i]));
+                snprintf(what, sizeof(what), "bad UTF-8 %zu", i);
+                text_refused(&sb, what);
+                unpack(&sb, &z, &o);
+                char *t = tree_text(&o);
+                cr_assert_null(t, "%s: jansson prints it as %s", what, t);
+                msgpack_zone_destroy(&z);
+        }
+        sb.size = 0;
+        msgpack_pack_double(&pk, 1.5);
+        text_refused(&sb, "a float");
+        sb.size = 0;
+        msgpack_pack_uint64(&pk, (uint64_t)INT64_MAX + 1);
+        text_refused(&sb, "an integer above INT64_MAX");
+        sb.size = 0;
+        msgpack_pack_bin(&pk, 2);
+        msgpack_pack_bin_body(&pk, "ab", 2);
+        text_refused(&sb, "bin");
+        sb.size = 0;
+        msgpack_pack_ext(&pk, 1, 7);
+        msgpack_pack_ext_body(&pk, "a", 1);
+        text_refused(&sb, "ext");
+        sb.size = 0;
+        msgpack_pack_map(&pk, 1);
+        msgpack_pack_uint64(&pk, 1);
+        msgpack_pack_nil(&pk);
+        text_refused(&sb, "an integer key");
+        sb.size = 0;
+        msgpack_pack_map(&pk, 1);
+        pack_str(&pk, "a\0b", 3);
+        msgpack_pack_nil(&pk);
+        text_refused(&sb, "a key with NUL");
+        sb.size = 0;
+        msgpack_pack_map(&pk, 3);
+        pack_str(&pk, "k", 1);
+        msgpack_pack_uint64(&pk, 1);
+        pack_str(&pk, "j", 1);
+        msgpack_pack_uint64(&pk, 2);
+        pack_str(&pk, "k", 1);
+        msgpack_pack_uint64(&pk, 3);
+        text_refused(&sb, "a repeated key");
+        sb.size = 0; /* deep inside: the partial output is taken back too */
+        msgpack_pack_array(&pk, 2);
+        pack_str(&pk, "first", 5);
+        msgpack_pack_map(&pk, 1);
+        pack_str(&pk, "x", 1);
+        msgpack_pack_float(&pk, 2.0f);
+        text_refused(&sb, "a float in a map in an array");
+        sb.size = 0;
+        msgpack_pack_map(&pk, 65);
+        for (int i = 0; i < 65; i++) {
+                char k[8];
+                int n = snprintf(k, sizeof(k), "k%d", i);
+                pack_str(&pk, k, (size_t)n);
+                msgpack_pack_nil(&pk);
+        }
+        text_refused(&sb, "a map of 65 keys");
+        msgpack_sbuffer_destroy(&sb);
 }

@@ -44,6 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "client/client.h"
 #include "client/fiberd/client.h"
 #include "ipc/ipc.h"
@@ -1069,10 +1071,24 @@ Test(fiberctl, batch_submits_and_waits, .init = setup_normal, .fini = fake_stop)
         cr_assert_eq(r.status, 0, "%s", r.err);
         assert_contains(r.out, "\"path\":\"/a\"");
         assert_contains(r.out, "\"path\":\"/b\"");
-        assert_contains(r.out, "\"line\":3");
+        assert_contains(r.out, ",\"line\":3}\n");
         int lines = 0;
-        for (char *p = r.out; (p = strchr(p, '\n')); p++)
+        for (char *p = r.out, *nl; (nl = strchr(p, '\n')); p = nl + 1) {
+                /* each a JSON record whose line is the one its args came from */
+                json_error_t jerr;
+                json_t *rec = json_loadb(p, (size_t)(nl - p), 0, &jerr);
+                cr_assert_not_null(rec, "not JSON (%s): %.*s", jerr.text, (int)(nl - p), p);
+                const char *path =
+                        json_string_value(json_object_get(json_object_get(rec, "result"), "path"));
+                json_int_t line = json_integer_value(json_object_get(rec, "line"));
+                cr_assert_eq(line,
+                             !path                 ? 3
+                             : !strcmp(path, "/a") ? 1
+                                                   : 4,
+                             "%.*s", (int)(nl - p), p);
+                json_decref(rec);
                 lines++;
+        }
         cr_assert_eq(lines, 3, "%s", r.out);
 
         RUN(&r, "{\"plugin\": \"fail\"}\n{\"plugin\": \"nope\"}\n", "batch", "--wait");
