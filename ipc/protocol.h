@@ -272,6 +272,10 @@ enum {
 #define IPC_KEY_PARTIAL_BYTES "partial_bytes"
 #define IPC_KEY_ANSWER_WRITES "answer_writes"
 #define IPC_KEY_USER_THROTTLED "user_throttled"
+#define IPC_KEY_OPENS "opens"
+#define IPC_KEY_INLINE_ENABLED "inline_enabled"
+#define IPC_KEY_INLINE "inline"
+#define IPC_KEY_OPENER "opener"
 
 /* CPU control: stats' classes[] entries {name, shares, runtime_ns, vruntime, queued,
  * ready_to_run_p50_ns, ready_to_run_p99_ns}; groups[] entries' stalls, rescues,

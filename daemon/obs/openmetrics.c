@@ -21,6 +21,7 @@
 #include "daemon/obs/openmetrics.h"
 #include "daemon/daemon.h"
 #include "daemon/obs/procstats.h"
+#include "daemon/plugin/opener.h"
 #include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
@@ -329,6 +330,12 @@ static void server(FILE *f, Daemon *d)
         family(f, "fiberd_protocol_errors", "counter", NULL,
                "Malformed, oversized or non-MessagePack input from clients.");
         sample_uint(f, "fiberd_protocol_errors_total", NULL, NULL, NULL, NULL, ss.protocol_errors);
+        OpenerStats os;
+        opener_stats(&os);
+        family(f, "fiberd_opens", "counter", NULL,
+               "Files opened for jobs: inline in the job's worker, or by an opener thread.");
+        sample_uint(f, "fiberd_opens_total", "where", "inline", NULL, NULL, os.inline_opens);
+        sample_uint(f, "fiberd_opens_total", "where", "opener", NULL, NULL, os.thread_opens);
         if (d->store) {
                 StoreHealth h;
                 store_health(d->store, &h);

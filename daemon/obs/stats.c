@@ -17,6 +17,7 @@
  */
 #include "daemon/daemon.h"
 #include "daemon/obs/procstats.h"
+#include "daemon/plugin/opener.h"
 #include "ipc/encoder.h"
 #include "ipc/protocol.h"
 #include "scheduler/base/time-util.h"
@@ -302,6 +303,18 @@ static int pack_server(msgpack_packer *pk, const void *arg)
                             IPC_KV_UINT(IPC_KEY_USER_THROTTLED, ss.user_throttled));
 }
 
+/* opens: where host->open() and the plugins' hooked open() ran (opener.h). */
+static int pack_opens(msgpack_packer *pk, const void *arg)
+{
+        OpenerStats os;
+
+        (void)arg;
+        opener_stats(&os);
+        return IPC_PACK_MAP(pk, IPC_KV_BOOL(IPC_KEY_INLINE_ENABLED, os.inline_enabled),
+                            IPC_KV_UINT(IPC_KEY_INLINE, os.inline_opens),
+                            IPC_KV_UINT(IPC_KEY_OPENER, os.thread_opens));
+}
+
 /* store: {failing, pending_writes, since_ms, error} of the job store (store_health()). */
 static int pack_store(msgpack_packer *pk, const void *arg)
 {
@@ -344,6 +357,7 @@ int stats_pack(Daemon *d, msgpack_packer *pk)
                                  IPC_KV_PACK(IPC_KEY_SERVER, pack_server, d->server),
                                  IPC_KV_PACK(IPC_KEY_PROCESS, pack_process, NULL),
                                  IPC_KV_UINT(IPC_KEY_SCHEDULES, schedule_count(&d->schedules)),
+                                 IPC_KV_PACK(IPC_KEY_OPENS, pack_opens, NULL),
                                  IPC_KV_PACK(IPC_KEY_STORE, pack_store, d->store));
         }
         msgpack_sbuffer_destroy(&sb);

@@ -79,6 +79,8 @@ static gid_t opener_gid;     /* fiberd's own fsgid */
 static gid_t *opener_groups; /* fiberd's own supplementary groups */
 static size_t opener_n_groups;
 static bool opener_no_openat2; /* atomic: the kernel said ENOSYS once */
+static bool opener_inline;     /* atomic: open_inline() may try (opener_start()) */
+static uint64_t opener_inline_opens, opener_thread_opens; /* atomic, since start */
 
 static OpenRequest *request_unref(OpenRequest *rq)
 {
@@ -214,12 +216,44 @@ static bool creds_are_own(const Creds *c)
                groups_within(opener_groups, opener_n_groups, c->groups, c->n_groups);
 }
 
+/* The checks on @fd, just opened O_NONBLOCK for a client of @uid with the caller's
+ * @flags (see opener.h): @fd, or -errno with @fd closed. */
+static int open_checked(int fd, uid_t uid, int flags, bool any_type)
+{
+        struct stat st;
+        int r;
+
+        if (fd < 0)
+                return fd;
+        if (uid != 0 && opener_fd_is_own_proc(fd)) {
+                r = -EACCES; /* /proc/self is fiberd, not the submitter */
+                goto out_close;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                goto out_close;
+        }
+        if (!(flags & O_NONBLOCK)) {
+                if (!any_type && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+                        r = -EINVAL;
+                        goto out_close;
+                }
+                if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+                        r = -errno;
+                        goto out_close;
+                }
+        }
+        return fd;
+
+out_close:
+        close(fd);
+        return r;
+}
+
 /* One open as @rq's client, checked (see opener.h). Return: an fd; -errno. */
 static int open_as(const OpenRequest *rq)
 {
-        bool nonblock = rq->flags & O_NONBLOCK;
         bool switching = opener_can_switch && !creds_are_own(rq->creds);
-        struct stat st;
         int fd, r;
 
         if (switching) {
@@ -235,31 +269,58 @@ static int open_as(const OpenRequest *rq)
                            rq->mode);
         if (switching)
                 switch_back();
-        if (fd < 0)
-                return fd;
-        if (rq->creds->uid != 0 && opener_fd_is_own_proc(fd)) {
-                r = -EACCES; /* /proc/self is fiberd, not the submitter */
-                goto out_close;
-        }
-        if (fstat(fd, &st) < 0) {
-                r = -errno;
-                goto out_close;
-        }
-        if (!nonblock) {
-                if (!rq->any_type && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-                        r = -EINVAL;
-                        goto out_close;
-                }
-                if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-                        r = -errno;
-                        goto out_close;
-                }
-        }
-        return fd;
+        return open_checked(fd, rq->creds->uid, rq->flags, rq->any_type);
+}
 
-out_close:
-        close(fd);
-        return r;
+/* Whether open(2) of a file of this file system, once its path is looked up, returns
+ * without waiting: local disk file systems and tmpfs. Not NFS, FUSE or any other that
+ * asks a server or a daemon, and not procfs (fiberd's own /proc entries are checked by
+ * the opener). Overlayfs opens its layers' files (set up by root), and for reading only
+ * copies nothing up. */
+static bool fs_opens_without_waiting(long type)
+{
+        switch (type) {
+        case EXT4_SUPER_MAGIC: /* ext2 and ext3 too */
+        case XFS_SUPER_MAGIC:
+        case BTRFS_SUPER_MAGIC:
+        case F2FS_SUPER_MAGIC:
+        case TMPFS_MAGIC:
+        case OVERLAYFS_SUPER_MAGIC:
+                return true;
+        default:
+                return false;
+        }
+}
+
+/*
+ * The open in the calling fiber's own worker, without the hand-off to an opener thread
+ * (two thread wake-ups an open), when nothing in it can wait: a read-only open of a path
+ * on the root mount (whose file system fs_opens_without_waiting()), by a client whose
+ * identity is fiberd's own, so no credentials change. openat2(2) with RESOLVE_CACHED
+ * looks the path up in the dentry cache only and answers EAGAIN where it would read a
+ * directory from disk; RESOLVE_NO_XDEV answers EXDEV where the path leaves the root mount
+ * (/proc, a FUSE or NFS mount, a bind mount); O_NONBLOCK keeps a FIFO from waiting for
+ * a writer. This is io_uring's own inline attempt at IORING_OP_OPENAT (LOOKUP_CACHED,
+ * O_NONBLOCK, no O_CREAT or O_TRUNC), limited to file systems whose open does not ask
+ * a server. Return: an fd or -errno as open_as(); -EAGAIN: not done here, ask an opener.
+ */
+static int open_inline(const Creds *creds, int dirfd, const char *path, int flags, bool any_type)
+{
+        struct open_how how = {
+                .flags = (uint64_t)(flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY),
+                .resolve = RESOLVE_NO_MAGICLINKS | RESOLVE_CACHED | RESOLVE_NO_XDEV,
+        };
+        int fd;
+
+        if (!__atomic_load_n(&opener_inline, __ATOMIC_RELAXED) || dirfd != AT_FDCWD ||
+            (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)) ||
+            creds->uid != opener_uid || (opener_can_switch && !creds_are_own(creds)))
+                return -EAGAIN;
+        fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd < 0 && (errno == EAGAIN || errno == EXDEV || errno == EINTR))
+                return -EAGAIN;
+        __atomic_add_fetch(&opener_inline_opens, 1, __ATOMIC_RELAXED);
+        return open_checked(fd < 0 ? -errno : fd, creds->uid, flags, any_type);
 }
 
 /* Hands @rq's result to its caller, or closes the fd when the caller has gone. */
@@ -296,8 +357,27 @@ static void *opener_main(void *arg)
                 e = list_pop_head(&opener_queue);
                 pthread_mutex_unlock(&opener_lock);
                 rq = list_entry(e, OpenRequest, link);
+                __atomic_add_fetch(&opener_thread_opens, 1, __ATOMIC_RELAXED);
                 request_finish(rq, open_as(rq));
         }
+}
+
+/* Whether open_inline() can work here: the root mount's file system opens without
+ * waiting, and the kernel knows openat2(2)'s RESOLVE_CACHED (5.12). */
+static bool opener_probe_inline(void)
+{
+        struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                               .resolve = RESOLVE_CACHED | RESOLVE_NO_XDEV};
+        struct statfs sfs;
+        int fd;
+
+        if (statfs("/", &sfs) < 0 || !fs_opens_without_waiting((long)sfs.f_type))
+                return false;
+        fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+        if (fd < 0)
+                return errno == EAGAIN; /* known but not cached; ENOSYS, EINVAL: unknown */
+        close(fd);
+        return true;
 }
 
 int opener_start(unsigned threads)
@@ -321,6 +401,7 @@ int opener_start(unsigned threads)
                 return -errno;
         opener_n_groups = (size_t)n;
         opener_can_switch = opener_uid == 0 || have_setid_caps();
+        opener_inline = opener_probe_inline();
         if (!opener_can_switch)
                 log_msg(LOG_NOTICE,
                         "fiberd cannot switch file-system credentials (not root, no "
@@ -341,6 +422,7 @@ void opener_stop(void)
 {
         pthread_mutex_lock(&opener_lock);
         opener_stopping = true;
+        __atomic_store_n(&opener_inline, false, __ATOMIC_RELAXED);
         pthread_cond_broadcast(&opener_cond);
         pthread_mutex_unlock(&opener_lock);
         for (unsigned i = 0; i < opener_nthreads; i++)
@@ -368,9 +450,16 @@ int opener_open(const Creds *creds, const char *path, int flags, int *ret_fd)
 int opener_openat(const Creds *creds, int dirfd, const char *path, int flags, mode_t mode,
                   bool any_type, int *ret_fd)
 {
-        OpenRequest *rq = calloc(1, sizeof(*rq));
+        OpenRequest *rq;
         int expected = OPEN_PENDING, r;
 
+        r = open_inline(creds, dirfd, path, flags, any_type);
+        if (r != -EAGAIN) {
+                if (r >= 0)
+                        *ret_fd = r;
+                return r < 0 ? r : 0;
+        }
+        rq = calloc(1, sizeof(*rq));
         if (!rq)
                 return -ENOMEM;
         rq->path = strdup(path);
@@ -415,4 +504,11 @@ int opener_openat(const Creds *creds, int dirfd, const char *path, int flags, mo
         }
         request_unref(rq);
         return r;
+}
+
+void opener_stats(OpenerStats *ret)
+{
+        ret->inline_enabled = __atomic_load_n(&opener_inline, __ATOMIC_RELAXED);
+        ret->inline_opens = __atomic_load_n(&opener_inline_opens, __ATOMIC_RELAXED);
+        ret->thread_opens = __atomic_load_n(&opener_thread_opens, __ATOMIC_RELAXED);
 }

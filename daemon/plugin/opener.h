@@ -28,11 +28,24 @@
  * The calling fiber parks on a FiberEvent the opener thread sets, so a slow open (NFS,
  * FUSE) holds an opener thread, never a job worker. A job cancelled while it waits gets
  * -ECANCELED at once; the opener closes the fd it opens later.
+ *
+ * Inline opens: the hand-off costs two thread wake-ups, more than the open of a cached
+ * path itself. So an open that cannot wait is done in the calling fiber's worker: a
+ * read-only open (no O_CREAT, O_TRUNC) relative to AT_FDCWD by a client whose identity is
+ * fiberd's own (no credentials to change: root's jobs on a root fiberd, a per-user
+ * fiberd's own user), with openat2(RESOLVE_CACHED | RESOLVE_NO_XDEV), when the root
+ * mount is ext2/3/4, xfs, btrfs, f2fs, tmpfs or overlayfs (checked at start). The path is
+ * then looked up in the dentry cache only, and must stay on the root mount, whose open
+ * does not ask a server; a lookup that would read from disk (EAGAIN) or leave the mount
+ * (EXDEV: /proc, NFS, FUSE, a bind mount) goes to an opener thread as above. The same
+ * checks follow either way. As with io_uring's inline IORING_OP_OPENAT, a fanotify
+ * permission listener (root's) can still hold such an open.
  */
 #ifndef FIBERD_DAEMON_OPENER_H
 #define FIBERD_DAEMON_OPENER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "daemon/server/creds.h"
@@ -79,5 +92,15 @@ int opener_open(const Creds *creds, const char *path, int flags, int *ret_fd);
  */
 int opener_openat(const Creds *creds, int dirfd, const char *path, int flags, mode_t mode,
                   bool any_type, int *ret_fd);
+
+/* What opener_stats() reports. */
+typedef struct OpenerStats {
+        bool inline_enabled;   /* inline opens are possible here (see above) */
+        uint64_t inline_opens; /* since start: opens done in the caller's worker */
+        uint64_t thread_opens; /* since start: opens done by an opener thread */
+} OpenerStats;
+
+/* opener_stats - the counters above. Context: any thread. */
+void opener_stats(OpenerStats *ret);
 
 #endif

@@ -13,6 +13,9 @@
  *    (O_PATH, O_WRONLY) at submit, and fail a symlink loop INVALID_ARGUMENT;
  *  - answer PERMISSION_DENIED for fiberd's own /proc entries (/proc/self,
  *    /proc/thread-self, /proc/<fiberd's pid>) to a user, and the user's own process.
+ * Root's own jobs open a cached path on the root mount in their worker, not on an opener
+ * thread, where the root file system allows it (stats.opens); a file on another mount
+ * still goes to an opener, and a FIFO is still refused.
  * Access tiers (item 2): every user reads its own jobs and submits by default; another
  * user's job id answers NOT_FOUND worded as for an id that never existed; a negative
  * priority, and other users' jobs, need the admin tier; [access] submit_group and
@@ -26,11 +29,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -343,6 +350,175 @@ static void proc_checks(const void *arg)
         snprintf(own, sizeof(own), "/proc/%d/status", (int)getpid());
         job_final(c, submit_path(c, own), state, code);
         CHECK(strcmp(state, "done") == 0, "the user's own %s: %s %s", own, state, code);
+        client_free(c);
+}
+
+/* Whether fiberd should open inline here, worked out as opener.h says: the root mount's
+ * file system opens without asking a server, and the kernel knows RESOLVE_CACHED. */
+static bool inline_expected(void)
+{
+        static const long local[] = {EXT4_SUPER_MAGIC, XFS_SUPER_MAGIC, BTRFS_SUPER_MAGIC,
+                                     F2FS_SUPER_MAGIC, TMPFS_MAGIC,     OVERLAYFS_SUPER_MAGIC};
+        struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                               .resolve = RESOLVE_CACHED | RESOLVE_NO_XDEV};
+        struct statfs sfs;
+        bool known = false;
+        int fd;
+
+        cr_assert(statfs("/", &sfs) == 0);
+        for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+                known |= (long)sfs.f_type == local[i];
+        if (!known)
+                return false;
+        fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+        if (fd < 0)
+                return errno == EAGAIN;
+        close(fd);
+        return true;
+}
+
+/* The mount @path's file is on (statx's mount id), 0 when it cannot be told. */
+static uint64_t mount_of(const char *path)
+{
+        struct statx stx;
+
+        if (statx(AT_FDCWD, path, 0, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID))
+                return 0;
+        return stx.stx_mnt_id;
+}
+
+typedef struct Opens {
+        bool enabled;
+        uint64_t in_worker, by_opener;
+} Opens;
+
+static Opens opens_now(Client *c)
+{
+        const msgpack_object *o, *e;
+        Opens v;
+        Reply rp;
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
+        o = map_get(rp.result, "opens");
+        e = map_get(o, "inline_enabled");
+        cr_assert(e && e->type == MSGPACK_OBJECT_BOOLEAN, "stats has no opens.inline_enabled");
+        v = (Opens){e->via.boolean, map_uint(o, "inline"), map_uint(o, "opener")};
+        reply_clear(&rp);
+        return v;
+}
+
+/* sha256 of @path as the test's client (root); its final state and error code. */
+static void hash_as_root(Client *c, const char *path, char state[16], char code[32],
+                         char digest[65])
+{
+        Reply rp;
+        const msgpack_object *err;
+
+        rpc_job_wait(c, submit_path(c, path), WAIT_MS, &rp);
+        cr_assert_eq(rp.r, 0, "job.wait: %s", rp.st.message);
+        snprintf(state, 16, "%s", map_str(rp.result, "state"));
+        err = map_get(rp.result, "error");
+        snprintf(code, 32, "%s",
+                 err && err->type == MSGPACK_OBJECT_MAP ? map_str(err, "code") : "");
+        snprintf(digest, 65, "%s", map_str(map_get(rp.result, "result"), "sha256"));
+        reply_clear(&rp);
+}
+
+/*
+ * Root's jobs on a root fiberd have fiberd's own identity, so a read-only open of a cached
+ * path on the root mount is done in the job's worker (opener.h, "Inline opens"), where the
+ * root mount's file system allows it; a file on another mount goes to an opener thread;
+ * a FIFO is refused either way, without blocking the one job worker.
+ */
+Test(daemon_creds, root_opens_inline_where_nothing_can_wait)
+{
+        static const char *const candidates[] = {"/etc/os-release", "/usr/lib/os-release",
+                                                 "/etc/passwd", "/etc/group"};
+        bool want = inline_expected();
+        uint64_t root = mount_of("/");
+        const char *file = NULL;
+        static const char *const elsewhere[] = {"/dev/shm", "/run", "/tmp"};
+        char state[16], code[32], digest[65], local[65], dir[] = "/var/tmp/fiberd-fifo-XXXXXX";
+        char other[96] = "";
+        Opens a, b;
+        Client *c;
+
+        cr_assert(geteuid() == 0, "this test needs root: fiberd must run as root");
+        cr_assert(root != 0, "statx cannot tell the root mount");
+        for (size_t i = 0; !file && i < sizeof(candidates) / sizeof(candidates[0]); i++)
+                if (access(candidates[i], R_OK) == 0 && mount_of(candidates[i]) == root)
+                        file = candidates[i];
+        cr_assert_not_null(file, "no file of the root mount to hash");
+        fiberd_start(&fd_, &(FiberdOpts){.plugins = "sha256", .workers = 1});
+        c = fiberd_connect(&fd_);
+        sha256_hex_of(file, local); /* also brings its path into the dentry cache */
+
+        a = opens_now(c);
+        cr_assert_eq(a.enabled, want, "inline opens %s here, want %s (root file system)",
+                     a.enabled ? "on" : "off", want ? "on" : "off");
+        for (int i = 0; i < 3; i++) {
+                hash_as_root(c, file, state, code, digest);
+                cr_assert_str_eq(state, "done", "%s: %s %s", file, state, code);
+                cr_assert_str_eq(digest, local, "%s", file);
+        }
+        b = opens_now(c);
+        cr_log_info("%s: %llu inline, %llu by an opener", file,
+                    (unsigned long long)(b.in_worker - a.in_worker),
+                    (unsigned long long)(b.by_opener - a.by_opener));
+        /* a lookup the dentry cache cannot finish without blocking (EAGAIN) may still
+         * go to an opener, so not all three need be inline */
+        cr_assert_eq(b.in_worker - a.in_worker + b.by_opener - a.by_opener, 3, "opens counted");
+        if (want)
+                cr_assert_geq(b.in_worker - a.in_worker, 1, "no open in the job's worker");
+        else
+                cr_assert_eq(b.in_worker, a.in_worker, "opened inline where it may not");
+
+        /* another mount (tmpfs, whose lookups are cached): the path leaves the root
+         * mount, so an opener thread opens it, every time */
+        for (size_t i = 0; i < sizeof(elsewhere) / sizeof(elsewhere[0]); i++) {
+                int fd;
+
+                if (mount_of(elsewhere[i]) == root || mount_of(elsewhere[i]) == 0)
+                        continue;
+                snprintf(other, sizeof(other), "%s/fiberd-creds-%d", elsewhere[i], (int)getpid());
+                fd = open(other, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                if (fd < 0)
+                        continue;
+                cr_assert(write(fd, "elsewhere\n", 10) == 10);
+                close(fd);
+                break;
+        }
+        cr_assert(other[0], "no directory on a mount other than the root's to write in");
+        sha256_hex_of(other, local);
+        for (int i = 0; i < 2; i++) {
+                hash_as_root(c, other, state, code, digest);
+                cr_assert_str_eq(state, "done", "%s: %s %s", other, state, code);
+                cr_assert_str_eq(digest, local, "%s", other);
+        }
+        unlink(other);
+        a = opens_now(c);
+        cr_assert_eq(a.in_worker, b.in_worker, "%s, on another mount, was opened inline", other);
+        cr_assert_eq(a.by_opener, b.by_opener + 2, "%s did not reach an opener", other);
+
+        /* FIFOs, on the root mount when /var/tmp is on it: refused, the worker not held */
+        cr_assert_not_null(mkdtemp(dir), "mkdtemp %s: %s", dir, strerror(errno));
+        char fifo[64];
+        snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+        cr_assert(mkfifo(fifo, 0600) == 0);
+        for (int i = 0; i < 2; i++) {
+                hash_as_root(c, fifo, state, code, digest);
+                cr_assert_str_eq(code, "INVALID_ARGUMENT", "FIFO: %s %s", state, code);
+        }
+        hash_as_root(c, file, state, code, digest);
+        cr_assert_str_eq(state, "done", "the job after the FIFOs: %s %s", state, code);
+        b = opens_now(c);
+        cr_log_info("FIFOs and one file: %llu inline, %llu by an opener",
+                    (unsigned long long)(b.in_worker - a.in_worker),
+                    (unsigned long long)(b.by_opener - a.by_opener));
+        cr_assert_eq(b.in_worker - a.in_worker + b.by_opener - a.by_opener, 3, "opens counted");
+        unlink(fifo);
+        rmdir(dir);
         client_free(c);
 }
 

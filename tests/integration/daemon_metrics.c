@@ -143,6 +143,7 @@ Test(daemon_metrics, metrics_is_valid_openmetrics_with_every_family)
                 "# TYPE process_start_time_seconds gauge",
                 "# TYPE fiberd_build_info gauge",
                 "# TYPE fiberd_connections gauge",
+                "# TYPE fiberd_opens counter",
         };
         FiberdOpts o = {.config = "[class.batch]\nshares = 50\n"};
         const Arg sleep_args[] = {ARG_I("ms", 20)};
