@@ -164,13 +164,16 @@ int bench_fiber_yield(int argc, char **argv)
 /* ------------------------------------------------------------------ create -------- */
 
 typedef struct CreateRun {
+        /* read by the creating loop: a line of their own, apart from what the children
+         * write (Go's loop keeps n in a register and writes only wg and sum) */
         uint64_t n;
         bool latch;      /* detached fibers + a FiberLatch instead of joining handles */
         Fiber **handles; /* n, allocated and touched before the clock starts */
-        FiberLatch done; /* latch mode: counts the fibers still to finish */
-        uint64_t ran;    /* children that ran */
         uint64_t eagain; /* creations refused at max_fibers and retried */
         uint64_t t0, t1;
+        /* written by the children */
+        _Alignas(64) FiberLatch done; /* latch mode: counts the fibers still to finish */
+        uint64_t ran;                 /* children that ran */
 } CreateRun;
 
 static void create_child(void *arg)
