@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "scheduler/runtime.h"
 #include "scheduler/base/spinlock.h"
@@ -60,24 +61,55 @@ bool fiber_cancelled(void)
 
 /* ------------------------------------------------------------------ switching ----- */
 
-/* The bytes of @f's stack its frames may use: all of it for a joinable fiber, whose
- * control block is apart; below the control block for a detached one. */
-static inline size_t fiber_stack_room(const Fiber *f)
+static void fiber_entry(void *arg);
+
+/*
+ * Lazy stack binding: a fiber gets its stack when it first runs, not when it is created
+ * (Go's newproc allocates a goroutine's small stack at creation; here a stack is a
+ * guarded slot of 128 KiB by default, whose first use costs a guard install and page
+ * faults). So a fiber waiting for its first run holds only its control block: a creator
+ * that runs ahead of the workers that run its fibers fills the run queue with blocks,
+ * not with stacks, and the stacks in use are those of the fibers that have started and
+ * not ended, recycled hot through the running worker's cache. The stack is taken on the
+ * worker about to run @f, from its cache (stack_alloc()); a failure there (no memory for
+ * a new arena or mapping: the system is out of memory) cannot be given back to the
+ * creator, which has returned, so the worker logs it and retries with a growing pause
+ * rather than lose the fiber. Context: the worker's thread, on the stack it leaves.
+ */
+static __attribute__((noinline)) void fiber_bind_stack(Fiber *f)
 {
-        return f->apart ? f->stack_size : (size_t)((const char *)f - f->stack_lo);
+        char *lo;
+        int r;
+
+        for (unsigned ms = 1; (r = stack_alloc(f->group, f->stack_size, &lo)) < 0;
+             ms = MIN(ms * 2, 1000u)) {
+                sched_log(LOG_ERR, "fiber %llu: no stack for its first run (%s); retrying",
+                          (unsigned long long)f->id, strerror(-r));
+                struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+                nanosleep(&ts, NULL);
+        }
+#ifdef SCHED_ASAN
+        /* A cached stack still carries the poisoned redzones of the fiber that used it
+         * last: this one starts clean. */
+        __asan_unpoison_memory_region(lo, f->stack_size);
+#endif
+        f->stack_lo = lo;
+        context_init(&f->ctx, lo, f->stack_size, fiber_entry, f);
 }
 
 /* Switch from @from to @to with the sanitizers told. @to_bottom/@to_size describe the
  * destination stack for ASan; @exiting says @from will never run again. */
 static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker *w, bool exiting)
 {
+        if (to_fiber && UNLIKELY(!to_fiber->stack_lo))
+                fiber_bind_stack(to_fiber); /* its first run */
 #ifdef SCHED_ASAN
         void *fake = NULL;
         const void *bottom;
         size_t size;
         if (to_fiber) {
                 bottom = to_fiber->stack_lo;
-                size = fiber_stack_room(to_fiber);
+                size = to_fiber->stack_size;
         } else {
                 bottom = w->asan_stack_bottom;
                 size = w->asan_stack_size;
@@ -177,11 +209,9 @@ static __attribute__((noinline)) void fiber_finish_exit(Worker *w, Fiber *f)
 {
         Waiter *joiner;
 
-        if (f->apart) {
-                /* nothing runs on it any more; the block waits for the join */
-                stack_free(f->group, f->stack_lo, f->stack_size, f->outside);
-                f->stack_lo = NULL;
-        }
+        /* nothing runs on it any more; a joinable fiber's block waits for the join */
+        stack_free(f->group, f->stack_lo, f->stack_size, false);
+        f->stack_lo = NULL;
         __atomic_store_n(&w->finished, w->finished + 1, __ATOMIC_RELAXED);
         if (f->group == w->group) {
                 /* release: a stats reader that counts this exit sees what it did */
@@ -307,10 +337,7 @@ void fiber_release(Fiber *f)
 {
         if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) != 0)
                 return;
-        if (f->apart)
-                slab_block_put(worker_self(), f); /* its stack went back at the exit */
-        else
-                stack_free(f->group, f->stack_lo, f->stack_size, f->outside);
+        slab_block_put(worker_self(), f); /* its stack went back at the exit */
 }
 
 int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
@@ -320,10 +347,8 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
         Fiber *self = fiber_self();
         Worker *w;
         size_t size, ps = page_size();
-        char *lo;
         Fiber *f;
         bool own; /* created on a worker of its own group */
-        int r;
 
         if (!attr)
                 attr = &defaults;
@@ -352,54 +377,33 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 __atomic_fetch_add(&g->runq_full, 1, __ATOMIC_RELAXED);
                 return -EAGAIN;
         }
-        r = stack_alloc(g, size, &lo);
-        if (r < 0) {
+        /* The control block: its stack comes at its first run (fiber_bind_stack()),
+         * goes back at its exit, the block at the join or the exit (slab.c) */
+        f = slab_block_get(w);
+        if (!f) {
                 __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
-                return r;
+                return -ENOMEM;
         }
-        if (ret) {
-                /* Its block outlives the stack: the stack goes back at the exit,
-                 * the block at the join (slab.c) */
-                f = slab_block_get(w);
-                if (!f) {
-                        stack_free(g, lo, size, !own);
-                        __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
-                        return -ENOMEM;
-                }
-        } else {
-                /* The control block sits at the top of the stack, cache-line aligned. */
-                f = (Fiber *)(((uintptr_t)(lo + size) - sizeof(Fiber)) & ~(uintptr_t)63);
-        }
-
-#ifdef SCHED_ASAN
-        /* A cached stack still carries the poisoned redzones of the fiber that used it
-         * last: this one starts clean. */
-        __asan_unpoison_memory_region(lo, size);
-#endif
         memset(f, 0, sizeof(*f));
         f->group = g;
         f->id = fiber_id_next(w);
         f->tag = attr->tag;
         f->fn = fn;
         f->arg = arg;
-        f->stack_lo = lo;
         f->stack_size = size;
         f->refs = attr->detached ? 1 : 2;
-        f->apart = !attr->detached;
         f->no_steal = attr->no_steal;
         if (attr->sched_class) {
                 f->cls = (uint8_t)(attr->sched_class - 1);
         } else if (self && (self->group == g || (g->owner && self->group->owner == g->owner))) {
                 f->cls = self->cls; /* the classes of one scheduler's groups are the same */
         }
-        context_init(&f->ctx, lo, fiber_stack_room(f), fiber_entry, f);
 #ifdef SCHED_TSAN
         f->tsan_fiber = __tsan_create_fiber(0);
 #endif
         if (own) {
                 __atomic_store_n(&w->created, w->created + 1, __ATOMIC_RELAXED);
         } else {
-                f->outside = true;
                 __atomic_fetch_add(&g->created_outside, 1, __ATOMIC_RELAXED);
         }
         if (ret)

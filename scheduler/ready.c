@@ -329,7 +329,7 @@ static inline bool yield_rotates(Worker *w)
 void ready_requeue(Worker *w, Fiber *f)
 {
         /* Once in the shared queue, @f may run, end and be freed on another worker
-         * (a joinable fiber's control block): nothing reads it after the push. */
+         * (its control block): nothing reads it after the push. */
         SchedulingGroup *g = f->group;
 
         if (w->group != g || __atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED)) {

@@ -27,7 +27,7 @@
  *   histogram.c    the ready-to-run latency histogram
  *   topology.c     CPUs and nodes, the group layout, NUMA memory policy
  *   stack.c        fiber stacks in guarded arena slots, the caches, the overflow handler
- *   slab.c         joinable fibers' control blocks: slabs, per-worker caches
+ *   slab.c         fibers' control blocks: slabs, per-worker caches
  *   waiter.c       Waiter: one blocking call, and the wake-up handshake
  *   timer.c        the timer heap and its timerfd
  *   reactor.c      the poll set's holder (a sleeping worker, else the reactor
@@ -210,7 +210,7 @@ struct Fiber {
         FiberFn fn;
         void *arg;
         char *stack_lo;     /* the stack's lowest byte; its guard lies below it; NULL
-                             * once a joinable fiber gave it back at its exit */
+                             * before its first run and after its exit */
         size_t stack_size;  /* bytes, guard not included */
         int handoff;        /* wake-up handshake, see waiter.c */
         int refs;           /* 1 running + 1 joinable handle */
@@ -221,9 +221,6 @@ struct Fiber {
         bool done;
         Waiter *joiner;
         uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
-        bool outside;       /* created outside the group: the stack returns to the group pool */
-        bool apart;         /* joinable: this block is its own allocation (slab_block_get()),
-                             * not the stack's top, and the stack goes back at the exit */
         bool no_steal;      /* only its own group's workers may run it */
         uint8_t cls;        /* its job class: an index into its group's classes */
         Fiber *yield_next;  /* its worker's yield list (that worker only) */
@@ -244,13 +241,13 @@ void fiber_switch_out(Fiber *self, int action);
 void fiber_finish_switch(Worker *w);
 /* fiber_run - from a worker's idle loop, run @f until it switches back. */
 void fiber_run(Worker *w, Fiber *f);
-/* fiber_release - drop a reference; the last one frees the stack, or for a joinable
- * fiber (whose stack went back at its exit) its control block. Context: any. */
+/* fiber_release - drop a reference; the last one frees the control block (the stack
+ * went back at the exit). Context: any. */
 void fiber_release(Fiber *f);
 
 /* ------------------------------------------------------------------ slab.c -------- */
 
-/* slab_block_get - a control block for a joinable fiber (uninitialised): from @w's
+/* slab_block_get - a control block for a fiber (uninitialised): from @w's
  * cache, else from the slabs (a batch into @w's cache when @w is not NULL). Return:
  * NULL when no slab can be mapped. Context: @w is the calling thread's worker, or NULL
  * off the workers. */
@@ -364,7 +361,7 @@ struct Worker {
         uint64_t bt_seq;          /* run_seq when it was taken: whose frames they are */
         bool bt_intr;             /* the signal cut a syscall short (it returned EINTR) */
         int bt_n;                 /* frames in bt; -1 while asked for (atomic) */
-        Fiber *blocks;            /* joinable fibers' free control blocks, a LIFO linked by */
+        Fiber *blocks;            /* fibers' free control blocks, a LIFO linked by */
         unsigned nblocks;         /* yield_next; this worker's thread only (slab.c) */
 #ifdef SCHED_ASAN
         void *asan_stack_bottom;

@@ -24,9 +24,9 @@
  *  - one poll set per group (epoll, a CLOCK_MONOTONIC timerfd in it), waited in by an
  *    idle worker (Go's netpoller), else looked at every 1-10 ms by the group's
  *    reactor thread (Go's sysmon; tRPC-Cpp Fiber's TimerWorker, shared/seeds/001);
- *  - stacks with a guard (2 MiB, stack.c) and a LIFO cache, a detached fiber's control
- *    block at the top (flare / libdill); a joinable fiber's control block apart, its
- *    stack given back at its exit (Go's g outlives its stack the same way);
+ *  - stacks with a guard (2 MiB, stack.c) and a LIFO cache (flare / libdill), taken at a
+ *    fiber's first run, not at its creation, and given back at its exit; the control
+ *    block apart, from slabs (Go's g outlives its stack the same way);
  *  - an event a plain pthread can set to wake fibers: tRPC's FiberEvent.
  */
 #ifndef FIBERD_SCHED_H
@@ -430,14 +430,16 @@ typedef struct FiberAttr {
  * fiber_create - create a fiber running @fn(@arg) and make it ready.
  * @ret: out, the handle of a joinable fiber (written only on success); must be NULL
  * for a detached fiber. A joinable fiber's handle stays valid until fiber_join()
- * returns 0 or fiber_detach(). Its stack goes back when the fiber returns; until the
- * join only its control block (192 bytes, from the runtime's slabs) is held,
- * so fibers that end long before their join cost no stack each.
+ * returns 0 or fiber_detach(). A fiber's stack is taken when it first runs and goes
+ * back when it returns: before its first run and after its end (until the join) only
+ * its control block (192 bytes, from the runtime's slabs) is held, so fibers queued
+ * behind a busy worker, and fibers that end long before their join, cost no stack each.
  *
  * Return: 0; -EAGAIN when the group already has max_fibers live fibers (backpressure:
  * the call never waits, the caller retries or sheds load); -EINVAL (no group from a
  * pthread, bad stack size, @ret inconsistent with @attr->detached); -ENOMEM when no
- * stack could be mapped or, for a joinable fiber, no control block allocated.
+ * control block could be allocated. (A stack that cannot be had at the first run is
+ * logged and retried by the worker, with a growing pause, until it can.)
  * Context: any. Does not yield.
  */
 int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg);

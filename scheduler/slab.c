@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * slab.c — the control blocks of joinable fibers, in slabs.
+ * slab.c — the control blocks of fibers, in slabs.
  *
- * A joinable fiber's control block outlives its stack (fiber.c gives the stack back at
- * the exit and keeps the block for the join), so it is an allocation of its own. It
+ * A fiber's control block lives longer than its stack: a fiber takes its stack at its
+ * first run and gives it back at its exit (fiber.c), and a joinable one's block waits for
+ * the join, so the block is an allocation of its own. It
  * comes from a slab allocator (Bonwick's slabs, as the kernel's SLUB keeps per-CPU free
  * objects in front of its slabs) rather than from malloc: a burst of a million joinable
  * fibers takes about 200 MB of blocks, and glibc grows a thread's arena 128 KiB at a
@@ -21,8 +22,8 @@
  *
  * Each worker keeps a LIFO of up to SLAB_CACHE free blocks (Worker.blocks: the block
  * freed last is the warmest); blocks move between it and the slabs SLAB_BATCH at a time
- * under one process-wide spinlock, so a worker that only creates joinable fibers and
- * one that only joins them meet at the lock once per batch. No system call and no
+ * under one process-wide spinlock, so a worker that only creates fibers and
+ * one that only runs (and frees) them meet at the lock once per batch. No system call and no
  * first touch of a page is made under the lock: slabs are mapped and unmapped, and
  * never-used blocks linked, with it dropped. A slab whose blocks are all free is
  * unmapped, except one kept as the spare, so memory goes back after a burst.
@@ -111,7 +112,7 @@ static Slab *slab_map(void)
                 munmap(base + SLAB_BYTES, (size_t)(p + 2 * SLAB_BYTES - (base + SLAB_BYTES)));
         /* A burst: from the second slab on, one huge page each, so 10,922 blocks
          * cost one page fault, not 512. The first stays in small pages: a process
-         * with a few joinable fibers keeps a few KiB resident, not 2 MiB. */
+         * with a few fibers keeps a few KiB resident, not 2 MiB. */
         if (__atomic_load_n(&slabs.mapped, __ATOMIC_RELAXED))
                 madvise(base, SLAB_BYTES, MADV_HUGEPAGE);
         memset(base, 0, sizeof(Slab));

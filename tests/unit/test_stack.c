@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -226,6 +227,132 @@ Test(stack, guard_regions_need_no_map_per_fiber, .timeout = 300)
                      during - before);
         crowd_finish(&c);
         sched_group_free(g);
+}
+
+/* (These two: plain build only, like the one above; under ASan an address-space limit
+ * also refuses its shadow memory.) */
+
+/* A fiber waiting for its first run holds no stack (lazy stack binding, fiber.c): with
+ * mprotect guards, where every stack is a mapping and its guard another, a fiber of a
+ * one-worker group creates 10,000 fibers without yielding, so none of them can run yet;
+ * they add no memory map (20,000 if each took its stack at creation). Then all run. */
+typedef struct Unstarted {
+        long n, maps_before, maps_after, ran;
+} Unstarted;
+
+static void unstarted_child(void *arg)
+{
+        __atomic_fetch_add(&((Unstarted *)arg)->ran, 1, __ATOMIC_RELAXED);
+}
+
+static void unstarted_creator(void *arg)
+{
+        static const FiberAttr detached = {.detached = true};
+        Unstarted *u = arg;
+
+        u->maps_before = maps_lines();
+        for (long i = 0; i < u->n; i++)
+                cr_assert_eq(fiber_create(NULL, &detached, unstarted_child, u), 0, "fiber %ld", i);
+        u->maps_after = maps_lines();
+}
+
+Test(stack, a_fiber_waiting_for_its_first_run_holds_no_stack)
+{
+        setenv("FIBERD_STACK_GUARD", "mprotect", 1);
+        SchedGroupConfig cfg = {.workers = 1, .max_fibers = 16384, .runq_capacity = 16384};
+        Unstarted u = {.n = 10000};
+        SchedulingGroup *g = NULL;
+
+        cr_assert_eq(sched_stack_guard_mode(), SCHED_GUARD_MPROTECT);
+        cr_assert_eq(sched_group_new(&g, &cfg), 0);
+        run_in_fiber(g, unstarted_creator, &u);
+        cr_assert_lt(u.maps_after - u.maps_before, 100,
+                     "%ld fibers not yet run added %ld memory maps", u.n,
+                     u.maps_after - u.maps_before);
+        for (int i = 0; i < 6000 && __atomic_load_n(&u.ran, __ATOMIC_RELAXED) < u.n; i++)
+                usleep(10000);
+        cr_assert_eq(__atomic_load_n(&u.ran, __ATOMIC_RELAXED), u.n, "not every fiber ran");
+        sched_group_free(g);
+}
+
+/* A stack that cannot be had at a fiber's first run (the creator has returned: nobody
+ * to give -ENOMEM to) is logged and retried until it can: under an address-space limit
+ * a fiber with a stack of its own size (never cached: a fresh mapping) cannot start;
+ * once the limit is lifted it runs. In a child, whose rlimit the test may lower. */
+static int bind_failures;
+
+static void count_bind_failures(int level, const char *msg)
+{
+        (void)level;
+        if (strstr(msg, "no stack for its first run"))
+                __atomic_fetch_add(&bind_failures, 1, __ATOMIC_RELAXED);
+}
+
+static void set_flag(void *arg)
+{
+        __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+static long vm_bytes(void)
+{
+        FILE *fp = fopen("/proc/self/statm", "re");
+        long size = 0;
+
+        if (!fp || fscanf(fp, "%ld", &size) != 1)
+                _exit(10);
+        fclose(fp);
+        return size * sysconf(_SC_PAGESIZE);
+}
+
+Test(stack, a_stack_that_cannot_be_had_at_the_first_run_is_retried)
+{
+        pid_t pid = fork();
+        int status;
+
+        cr_assert_neq(pid, -1);
+        if (pid == 0) {
+                SchedulingGroup *g = NULL;
+                SchedGroupConfig cfg = {.workers = 1};
+                FiberAttr own = {.stack_size = 256 * 1024}; /* not the group's: mapped */
+                struct rlimit was, low;
+                int ran = 0, warm = 0;
+                Fiber *f;
+
+                sched_set_log(count_bind_failures);
+                if (sched_group_new(&g, &cfg) < 0)
+                        _exit(2);
+                own.group = g;
+                /* a first fiber maps the control blocks' slab */
+                if (fiber_create(&f, &own, set_flag, &warm) < 0 || fiber_join(f) < 0 || !warm)
+                        _exit(3);
+                if (getrlimit(RLIMIT_AS, &was) < 0)
+                        _exit(4);
+                low = (struct rlimit){.rlim_cur = (rlim_t)vm_bytes() + (1 << 20),
+                                      .rlim_max = was.rlim_max};
+                if (setrlimit(RLIMIT_AS, &low) < 0)
+                        _exit(5);
+                if (fiber_create(&f, &own, set_flag, &ran) < 0)
+                        _exit(6); /* creation needs no stack */
+                for (int i = 0; i < 1000 && __atomic_load_n(&bind_failures, __ATOMIC_RELAXED) < 2;
+                     i++)
+                        usleep(10000);
+                if (__atomic_load_n(&bind_failures, __ATOMIC_RELAXED) < 2)
+                        _exit(7); /* no retry was logged */
+                if (__atomic_load_n(&ran, __ATOMIC_ACQUIRE))
+                        _exit(8); /* it ran without a stack? */
+                if (setrlimit(RLIMIT_AS, &was) < 0)
+                        _exit(9);
+                if (fiber_join(f) < 0 || !__atomic_load_n(&ran, __ATOMIC_ACQUIRE))
+                        _exit(11);
+                sched_group_free(g);
+                _exit(0);
+        }
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status), "the child died (status %#x)", status);
+        cr_assert_eq(WEXITSTATUS(status), 0,
+                     "child check %d failed (6: creation failed, 7: no retry logged, 8: ran "
+                     "anyway, 11: did not run once the limit was lifted)",
+                     WEXITSTATUS(status));
 }
 #endif
 
