@@ -26,7 +26,10 @@
  * its final record, and that record must say "done".
  *
  * One thread per connection (a Client is single-threaded); in tput mode each keeps W jobs
- * outstanding, pipelined, answers matched by msgid. In rate mode one connection sends the
+ * outstanding, pipelined, answers matched by msgid: it takes every answer that has
+ * arrived before it refills the window, so the refills go out in one write, as `fiberctl
+ * batch` does and as the pipelined gearmand peer's clients do (gearman-pipe.c). In rate
+ * mode one connection sends the
  * jobs on a fixed schedule (ppoll with ns timeouts between sends) and the latency of a
  * job runs from its scheduled send time, so a late send counts against the server too.
  *
@@ -393,9 +396,13 @@ static void *conn_closed_loop(void *arg)
                 }
                 if (client_receive(k->client, &m, RECEIVE_TIMEOUT_MS, &st) < 0)
                         die_status("receive", &st);
-                if (conn_answer(k, &m))
-                        outstanding--;
-                ipc_message_clear(&m);
+                do {
+                        if (conn_answer(k, &m))
+                                outstanding--;
+                        ipc_message_clear(&m);
+                        /* the answers already here (timeout 0: what is buffered or
+                         * readable now; nothing is queued to flush yet) */
+                } while (k->done < k->jobs && client_receive(k->client, &m, 0, &st) == 1);
         }
         return NULL;
 }
