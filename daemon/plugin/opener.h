@@ -77,7 +77,8 @@ void opener_stop(void);
  * socket or device when @flags lacks O_NONBLOCK; -EACCES when fiberd cannot switch to
  * @creds; -ECANCELED when the calling fiber is cancelled while it waits; -ESHUTDOWN
  * when the openers are stopped; -ENOMEM.
- * Context: a fiber (parks it, never its worker); or a plain thread (blocks it).
+ * Context: a fiber (parks it, never its worker; an inline open, above, runs in the
+ * worker without parking); or a plain thread (blocks it).
  */
 int opener_open(const Creds *creds, const char *path, int flags, int *ret_fd);
 
