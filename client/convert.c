@@ -102,6 +102,96 @@ int convert_json_to_msgpack(msgpack_packer *pk, const json_t *j)
         return r < 0 ? -ENOMEM : 0;
 }
 
+/* The length of the UTF-8 sequence at @p (at most @n bytes), 0 when it is not one:
+ * jansson's rules (utf.c): no overlong forms, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+        unsigned c = p[0];
+        size_t len;
+        uint32_t cp;
+
+        if (c < 0x80)
+                return 1;
+        if (c < 0xC2 || c > 0xF4)
+                return 0; /* a continuation byte, an overlong lead, or beyond U+10FFFF */
+        len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        if (n < len)
+                return 0;
+        cp = c & (0x7Fu >> len);
+        for (size_t i = 1; i < len; i++) {
+                if ((p[i] & 0xC0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (p[i] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+                return 0;
+        return len;
+}
+
+/* Whether the @n bytes at @s are UTF-8 (utf8_seq()'s rules). */
+static bool utf8_valid(const char *s, size_t n)
+{
+        if (!n)
+                return true; /* @s may be NULL then */
+        const unsigned char *p = (const unsigned char *)s, *end = p + n;
+
+        while (p < end) {
+                size_t k = utf8_seq(p, (size_t)(end - p));
+                if (!k)
+                        return false;
+                p += k;
+        }
+        return true;
+}
+
+/* A NUL-terminated copy of the @n bytes at @s (not UTF-8) with U+FFFD in place of each
+ * byte that does not begin a valid sequence, its length in *@ret_len; NULL on out of
+ * memory. */
+static char *utf8_repaired(const char *s, size_t n, size_t *ret_len)
+{
+        const unsigned char *p = (const unsigned char *)s, *end = p + n;
+        char *out = malloc(3 * n + 1), *q = out;
+
+        if (!out)
+                return NULL;
+        while (p < end) {
+                size_t k = utf8_seq(p, (size_t)(end - p));
+                if (k) {
+                        memcpy(q, p, k);
+                        q += k;
+                        p += k;
+                } else {
+                        memcpy(q, "\xEF\xBF\xBD", 3);
+                        q += 3;
+                        p++;
+                }
+        }
+        *q = '\0';
+        *ret_len = (size_t)(q - out);
+        return out;
+}
+
+/* The JSON string for the @n bytes at @s (NULL when @n is 0: msgpack-c leaves an empty
+ * string's pointer NULL when it ends the buffer, which jansson takes for a failure);
+ * text that is not UTF-8, which JSON cannot carry and jansson would refuse to print, with
+ * U+FFFD in place of each byte that does not begin a valid sequence. */
+static json_t *string_json(const char *s, size_t n)
+{
+        size_t len;
+        char *fixed;
+        json_t *j;
+
+        if (!n)
+                return json_string("");
+        if (utf8_valid(s, n))
+                return json_stringn_nocheck(s, n);
+        fixed = utf8_repaired(s, n, &len);
+        j = fixed ? json_stringn_nocheck(fixed, len) : NULL;
+        free(fixed);
+        return j;
+}
+
 static json_t *hex_string(const char *p, size_t len)
 {
         static const char digits[] = "0123456789abcdef";
@@ -136,9 +226,7 @@ json_t *convert_msgpack_to_json(const msgpack_object *o)
                         return json_null(); /* JSON has no NaN or infinity */
                 return json_real(o->via.f64);
         case MSGPACK_OBJECT_STR:
-                /* msgpack-c may leave an empty string's pointer NULL (when it ends the
-                 * buffer), which jansson takes for a failure */
-                return json_stringn_nocheck(o->via.str.size ? o->via.str.ptr : "", o->via.str.size);
+                return string_json(o->via.str.ptr, o->via.str.size);
         case MSGPACK_OBJECT_BIN:
                 return hex_string(o->via.bin.ptr, o->via.bin.size);
         case MSGPACK_OBJECT_EXT: {
@@ -164,7 +252,12 @@ json_t *convert_msgpack_to_json(const msgpack_object *o)
                         const msgpack_object_kv *kv = &o->via.map.ptr[i];
                         json_t *v = convert_msgpack_to_json(&kv->val);
                         char *key;
-                        if (kv->key.type == MSGPACK_OBJECT_STR) {
+                        if (kv->key.type == MSGPACK_OBJECT_STR &&
+                            !utf8_valid(kv->key.via.str.ptr, kv->key.via.str.size)) {
+                                size_t len;
+                                key = utf8_repaired(kv->key.via.str.ptr, kv->key.via.str.size,
+                                                    &len);
+                        } else if (kv->key.type == MSGPACK_OBJECT_STR) {
                                 key = strndup(kv->key.via.str.size ? kv->key.via.str.ptr : "",
                                               kv->key.via.str.size);
                         } else {
@@ -185,33 +278,6 @@ json_t *convert_msgpack_to_json(const msgpack_object *o)
         }
         }
         return json_null();
-}
-
-/* The length of the UTF-8 sequence at @p (at most @n bytes), 0 when it is not one:
- * jansson's rules (utf.c): no overlong forms, no surrogates, nothing above U+10FFFF. */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-        unsigned c = p[0];
-        size_t len;
-        uint32_t cp;
-
-        if (c < 0x80)
-                return 1;
-        if (c < 0xC2 || c > 0xF4)
-                return 0; /* a continuation byte, an overlong lead, or beyond U+10FFFF */
-        len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-        if (n < len)
-                return 0;
-        cp = c & (0x7Fu >> len);
-        for (size_t i = 1; i < len; i++) {
-                if ((p[i] & 0xC0) != 0x80)
-                        return 0;
-                cp = cp << 6 | (p[i] & 0x3F);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-                return 0;
-        return len;
 }
 
 /* Appends the JSON string for the @n bytes at @s: 0, -EDOM when they are not UTF-8,

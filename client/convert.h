@@ -27,7 +27,9 @@ int convert_json_to_msgpack(msgpack_packer *pk, const json_t *j);
  * convert_msgpack_to_json - a new JSON value for @o (caller owns, json_decref()).
  * Maps with non-string keys get their keys rendered as JSON text; unsigned integers above
  * INT64_MAX become reals (JSON has no unsigned 64-bit); bin becomes a hex string; ext a
- * {"ext": type, "hex": data} object. Return: the value, NULL on out of memory.
+ * {"ext": type, "hex": data} object; a string (or key) that is not UTF-8, which JSON
+ * cannot carry, gets U+FFFD in place of each byte that does not begin a valid sequence.
+ * Return: the value, NULL on out of memory.
  */
 json_t *convert_msgpack_to_json(const msgpack_object *o);
 
@@ -39,7 +41,7 @@ json_t *convert_msgpack_to_json(const msgpack_object *o);
  * UTF-8 string keys without NUL bytes (at most 64 keys a map). Anything else (floats,
  * integers above INT64_MAX, bin, ext, other keys, a repeated key, a string that is not
  * UTF-8) is -EDOM, with @out as it was, for the caller to take the tree path, whose
- * rendering has rules for those. Source: jansson 2.14's dump.c for the escapes (the
+ * rendering has rules for those (U+FFFD for bytes that are not UTF-8). Source: jansson 2.14's dump.c for the escapes (the
  * short forms \" \\ \b \f \n \r \t, other control characters as \u00XX in upper-case
  * hex, '/' and non-ASCII as they are) and its utf.c for what counts as UTF-8.
  * Context: any thread. Return: 0; -EDOM as above; -ENOMEM (@out could not grow); on

@@ -391,7 +391,15 @@ Test(convert_text, strings_escape_as_jansson_escapes_them)
 
 Test(convert_text, what_it_cannot_render_exactly_is_left_to_the_tree)
 {
-        /* not UTF-8 by jansson's rules: jansson refuses to print these too */
+        /* not UTF-8 by jansson's rules; the tree has U+FFFD (R) for each byte that does
+         * not begin a valid sequence */
+#define R "\xef\xbf\xbd"
+        static const char *const fixed[] = {"\"" R "\"",       "\"a" R "\"",      "\"" R R "\"",
+                                            "\"" R R "\"",     "\"" R R R "\"",   "\"" R R R "\"",
+                                            "\"" R R R "\"",   "\"" R R R R "\"", "\"" R R R R "\"",
+                                            "\"" R R R R "\"", "\"" R R "\"",     "\"" R "\"",
+                                            "\"" R "(" R "\""};
+#undef R
         static const char *const bad[] = {"\x80",
                                           "a\xbf",
                                           "\xc0\x80",
@@ -420,7 +428,23 @@ Test(convert_text, what_it_cannot_render_exactly_is_left_to_the_tree)
                 text_refused(&sb, what);
                 unpack(&sb, &z, &o);
                 char *t = tree_text(&o);
-                cr_assert_null(t, "%s: jansson prints it as %s", what, t);
+                cr_assert_not_null(t, "%s: the tree cannot print it", what);
+                cr_assert_str_eq(t, fixed[i], "%s", what);
+                free(t);
+                /* and as a key */
+                sb.size = 0;
+                msgpack_pack_map(&pk, 1);
+                pack_str(&pk, bad[i], strlen(bad[i]));
+                msgpack_pack_nil(&pk);
+                text_refused(&sb, what);
+                msgpack_zone_destroy(&z);
+                unpack(&sb, &z, &o);
+                t = tree_text(&o);
+                cr_assert_not_null(t, "%s as a key: the tree cannot print it", what);
+                cr_assert(!strncmp(t + 1, fixed[i], strlen(fixed[i])) &&
+                                  t[1 + strlen(fixed[i])] == ':',
+                          "%s as a key: %s", what, t);
+                free(t);
                 msgpack_zone_destroy(&z);
         }
         sb.size = 0;
