@@ -276,7 +276,8 @@ static int open_as(const OpenRequest *rq)
  * without waiting: local disk file systems and tmpfs. Not NFS, FUSE or any other that
  * asks a server or a daemon, and not procfs (fiberd's own /proc entries are checked by
  * the opener). Overlayfs opens its layers' files (set up by root), and for reading only
- * copies nothing up. */
+ * copies nothing up; it cannot follow a symlink in a cached lookup, so a path through
+ * one goes to an opener thread there. */
 static bool fs_opens_without_waiting(long type)
 {
         switch (type) {
