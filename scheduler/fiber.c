@@ -16,7 +16,9 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "scheduler/runtime.h"
 #include "scheduler/base/spinlock.h"
@@ -70,11 +72,16 @@ static void fiber_entry(void *arg);
  * faults). So a fiber waiting for its first run holds only its control block: a creator
  * that runs ahead of the workers that run its fibers fills the run queue with blocks,
  * not with stacks, and the stacks in use are those of the fibers that have started and
- * not ended, recycled hot through the running worker's cache. The stack is taken on the
- * worker about to run @f, from its cache (stack_alloc()); a failure there (no memory for
- * a new arena or mapping: the system is out of memory) cannot be given back to the
- * creator, which has returned, so the worker logs it and retries with a growing pause
- * rather than lose the fiber. Context: the worker's thread, on the stack it leaves.
+ * not ended, recycled hot through the running worker's cache. Only stacks of the group's
+ * default size are bound late: another size is its own mapping, never cached, so
+ * fiber_create() maps it at once and a failure still reaches the creator. The stack is
+ * taken on the worker about to run @f, from its cache (stack_alloc()), before @f becomes
+ * the worker's current fiber (the overflow handler and the stall detector look at that).
+ * A failure there (no memory for a new arena slot: the system is out of memory) cannot
+ * be given back to the creator, which has returned, so the worker logs it and retries
+ * with a growing pause rather than lose the fiber; the pause is a raw system call, not
+ * the nanosleep() the hooks would turn into a park of the fiber being switched in.
+ * Context: the worker's thread, on the stack it leaves.
  */
 static __attribute__((noinline)) void fiber_bind_stack(Fiber *f)
 {
@@ -83,10 +90,11 @@ static __attribute__((noinline)) void fiber_bind_stack(Fiber *f)
 
         for (unsigned ms = 1; (r = stack_alloc(f->group, f->stack_size, &lo)) < 0;
              ms = MIN(ms * 2, 1000u)) {
-                sched_log(LOG_ERR, "fiber %llu: no stack for its first run (%s); retrying",
-                          (unsigned long long)f->id, strerror(-r));
+                if (ms == 1 || ms == 1000) /* the first failure, then about once a second */
+                        sched_log(LOG_ERR, "fiber %llu: no stack for its first run (%s); retrying",
+                                  (unsigned long long)f->id, strerror(-r));
                 struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-                nanosleep(&ts, NULL);
+                syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
         }
 #ifdef SCHED_ASAN
         /* A cached stack still carries the poisoned redzones of the fiber that used it
@@ -101,8 +109,6 @@ static __attribute__((noinline)) void fiber_bind_stack(Fiber *f)
  * destination stack for ASan; @exiting says @from will never run again. */
 static inline void switch_to(Context *from, Context *to, Fiber *to_fiber, Worker *w, bool exiting)
 {
-        if (to_fiber && UNLIKELY(!to_fiber->stack_lo))
-                fiber_bind_stack(to_fiber); /* its first run */
 #ifdef SCHED_ASAN
         void *fake = NULL;
         const void *bottom;
@@ -176,6 +182,8 @@ static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
         w->prev = self;
         w->prev_action = action;
         if (next) {
+                if (UNLIKELY(!next->stack_lo))
+                        fiber_bind_stack(next); /* its first run */
                 note_running(w, next);
                 switch_to(&self->ctx, &next->ctx, next, w, action == FIBER_ACT_EXIT);
         } else {
@@ -198,6 +206,8 @@ void fiber_run(Worker *w, Fiber *f)
 {
         w->prev = NULL;
         w->prev_action = FIBER_ACT_NONE;
+        if (UNLIKELY(!f->stack_lo))
+                fiber_bind_stack(f); /* its first run */
         note_running(w, f);
         __atomic_store_n(&w->running, true, __ATOMIC_SEQ_CST); /* see monitor_wake() */
         monitor_wake(w->group);
@@ -385,6 +395,21 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 return -ENOMEM;
         }
         memset(f, 0, sizeof(*f));
+        if (size != g->stack_size) {
+                /* a stack of its own size: mapped now, so a failure reaches the caller */
+                char *lo;
+                int r = stack_alloc(g, size, &lo);
+                if (r < 0) {
+                        slab_block_put(w, f);
+                        __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
+                        return r;
+                }
+#ifdef SCHED_ASAN
+                __asan_unpoison_memory_region(lo, size);
+#endif
+                f->stack_lo = lo;
+                context_init(&f->ctx, lo, size, fiber_entry, f);
+        }
         f->group = g;
         f->id = fiber_id_next(w);
         f->tag = attr->tag;

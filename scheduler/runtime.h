@@ -5,10 +5,10 @@
  * the file that defines it (libuv's uv__ discipline); the public API is sched.h.
  *
  * Who owns what:
- *  - A detached Fiber lives at the top of its own stack (flare's layout), which goes
- *    back to a stack cache when the fiber ends. A joinable Fiber is a block of its own
- *    (slab.c), owned by its two references (the running fiber, the handle): its stack
- *    goes back when it ends, the block when the last reference is dropped.
+ *  - A Fiber is a block of its own (slab.c), owned by its references (the running
+ *    fiber, and a joinable one's handle). Its stack is taken when it first runs (a stack
+ *    of another size than the group's, when it is created) and goes back to a stack
+ *    cache when it ends; the block goes when the last reference is dropped.
  *  - A Worker is one pthread of a group; its scheduler context (the thread's own stack)
  *    runs the idle loop. Fibers switch to each other directly when one is ready, and to
  *    the worker's context only when none is.

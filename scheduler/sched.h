@@ -438,8 +438,9 @@ typedef struct FiberAttr {
  * Return: 0; -EAGAIN when the group already has max_fibers live fibers (backpressure:
  * the call never waits, the caller retries or sheds load); -EINVAL (no group from a
  * pthread, bad stack size, @ret inconsistent with @attr->detached); -ENOMEM when no
- * control block could be allocated. (A stack that cannot be had at the first run is
- * logged and retried by the worker, with a growing pause, until it can.)
+ * control block could be allocated or, for a stack of another size than the group's, no
+ * stack mapped. (A stack of the group's size is taken at the first run; one that cannot
+ * be had then is logged and retried by the worker, with a growing pause, until it can.)
  * Context: any. Does not yield.
  */
 int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg);

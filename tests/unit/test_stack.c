@@ -276,9 +276,13 @@ Test(stack, a_fiber_waiting_for_its_first_run_holds_no_stack)
 }
 
 /* A stack that cannot be had at a fiber's first run (the creator has returned: nobody
- * to give -ENOMEM to) is logged and retried until it can: under an address-space limit
- * a fiber with a stack of its own size (never cached: a fresh mapping) cannot start;
- * once the limit is lifted it runs. In a child, whose rlimit the test may lower. */
+ * to give -ENOMEM to) is logged and retried until it can. In a child, whose rlimit the
+ * test may lower, with mprotect guards (each stack its own mapping): a first fiber with a
+ * stack of its own size (mapped at its creation, unmapped at its end) brings in the
+ * control blocks' slab; then, under an address-space limit, a fiber creates one of the
+ * group's stack size and joins it: the child cannot start; once the limit is lifted it
+ * runs and the join returns. On a plain group and on one whose blocking calls are hooked,
+ * where a nanosleep() of the retry's would park the joining fiber a second time. */
 static int bind_failures;
 
 static void count_bind_failures(int level, const char *msg)
@@ -293,6 +297,26 @@ static void set_flag(void *arg)
         __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
 }
 
+/* The parent of the retried fiber: it creates it (a fiber of the group's stack size) and
+ * joins it, so the worker binds the child's stack as it switches away from this one. */
+typedef struct Parent {
+        FiberEvent go; /* set once the limit is in place */
+        int created, ran, done;
+} Parent;
+
+static void parent_fiber(void *arg)
+{
+        Parent *p = arg;
+        Fiber *f;
+
+        if (fiber_event_wait(&p->go, SCHED_FOREVER) < 0 ||
+            fiber_create(&f, NULL, set_flag, &p->ran) < 0)
+                return;
+        __atomic_store_n(&p->created, 1, __ATOMIC_RELEASE);
+        if (fiber_join(f) == 0)
+                __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+}
+
 static long vm_bytes(void)
 {
         FILE *fp = fopen("/proc/self/statm", "re");
@@ -304,7 +328,7 @@ static long vm_bytes(void)
         return size * sysconf(_SC_PAGESIZE);
 }
 
-Test(stack, a_stack_that_cannot_be_had_at_the_first_run_is_retried)
+static void retried_in_a_child(bool hooked)
 {
         pid_t pid = fork();
         int status;
@@ -312,37 +336,46 @@ Test(stack, a_stack_that_cannot_be_had_at_the_first_run_is_retried)
         cr_assert_neq(pid, -1);
         if (pid == 0) {
                 SchedulingGroup *g = NULL;
-                SchedGroupConfig cfg = {.workers = 1};
-                FiberAttr own = {.stack_size = 256 * 1024}; /* not the group's: mapped */
+                SchedGroupConfig cfg = {.workers = 1, .control = {.hook_blocking_calls = hooked}};
+                FiberAttr own = {.stack_size = 256 * 1024};
                 struct rlimit was, low;
-                int ran = 0, warm = 0;
+                Parent parent = {0};
+                int warm = 0;
                 Fiber *f;
 
+                alarm(25); /* a hung child dies rather than outlive the test */
+                setenv("FIBERD_STACK_GUARD", "mprotect", 1);
                 sched_set_log(count_bind_failures);
                 if (sched_group_new(&g, &cfg) < 0)
                         _exit(2);
                 own.group = g;
-                /* a first fiber maps the control blocks' slab */
                 if (fiber_create(&f, &own, set_flag, &warm) < 0 || fiber_join(f) < 0 || !warm)
                         _exit(3);
+                /* the parent, with a stack of its own size (mapped now), waits for go */
+                fiber_event_init(&parent.go);
+                if (fiber_create(&f, &own, parent_fiber, &parent) < 0)
+                        _exit(6);
                 if (getrlimit(RLIMIT_AS, &was) < 0)
                         _exit(4);
                 low = (struct rlimit){.rlim_cur = (rlim_t)vm_bytes() + (1 << 20),
                                       .rlim_max = was.rlim_max};
                 if (setrlimit(RLIMIT_AS, &low) < 0)
                         _exit(5);
-                if (fiber_create(&f, &own, set_flag, &ran) < 0)
-                        _exit(6); /* creation needs no stack */
-                for (int i = 0; i < 1000 && __atomic_load_n(&bind_failures, __ATOMIC_RELAXED) < 2;
+                fiber_event_set(&parent.go);
+                for (int i = 0; i < 1000 && __atomic_load_n(&bind_failures, __ATOMIC_RELAXED) < 1;
                      i++)
                         usleep(10000);
-                if (__atomic_load_n(&bind_failures, __ATOMIC_RELAXED) < 2)
-                        _exit(7); /* no retry was logged */
-                if (__atomic_load_n(&ran, __ATOMIC_ACQUIRE))
+                usleep(50000); /* a few retries */
+                if (!__atomic_load_n(&parent.created, __ATOMIC_ACQUIRE))
+                        _exit(12); /* the child's creation failed: it needs no stack */
+                if (__atomic_load_n(&bind_failures, __ATOMIC_RELAXED) < 1)
+                        _exit(7); /* no failure was logged */
+                if (__atomic_load_n(&parent.ran, __ATOMIC_ACQUIRE))
                         _exit(8); /* it ran without a stack? */
                 if (setrlimit(RLIMIT_AS, &was) < 0)
                         _exit(9);
-                if (fiber_join(f) < 0 || !__atomic_load_n(&ran, __ATOMIC_ACQUIRE))
+                if (fiber_join(f) < 0 || !__atomic_load_n(&parent.ran, __ATOMIC_ACQUIRE) ||
+                    !__atomic_load_n(&parent.done, __ATOMIC_ACQUIRE))
                         _exit(11);
                 sched_group_free(g);
                 _exit(0);
@@ -350,9 +383,19 @@ Test(stack, a_stack_that_cannot_be_had_at_the_first_run_is_retried)
         cr_assert_eq(waitpid(pid, &status, 0), pid);
         cr_assert(WIFEXITED(status), "the child died (status %#x)", status);
         cr_assert_eq(WEXITSTATUS(status), 0,
-                     "child check %d failed (6: creation failed, 7: no retry logged, 8: ran "
-                     "anyway, 11: did not run once the limit was lifted)",
-                     WEXITSTATUS(status));
+                     "%s group: child check %d failed (6, 12: creation failed, 7: no failure "
+                     "logged, 8: ran anyway, 11: did not run once the limit was lifted)",
+                     hooked ? "hooked" : "plain", WEXITSTATUS(status));
+}
+
+Test(stack, a_stack_that_cannot_be_had_at_the_first_run_is_retried, .timeout = 30)
+{
+        retried_in_a_child(false);
+}
+
+Test(stack, a_stack_that_cannot_be_had_at_the_first_run_is_retried_when_hooked, .timeout = 30)
+{
+        retried_in_a_child(true);
 }
 #endif
 
