@@ -367,12 +367,14 @@ static bool text_map_plain(const msgpack_object_map *m)
                 return false;
         for (uint32_t i = 0; i < m->size; i++) {
                 const msgpack_object *k = &m->ptr[i].key;
-                if (k->type != MSGPACK_OBJECT_STR || memchr(k->via.str.ptr, 0, k->via.str.size))
+                if (k->type != MSGPACK_OBJECT_STR ||
+                    (k->via.str.size && memchr(k->via.str.ptr, 0, k->via.str.size)))
                         return false;
                 for (uint32_t j = 0; j < i; j++) {
                         const msgpack_object *e = &m->ptr[j].key;
                         if (e->via.str.size == k->via.str.size &&
-                            !memcmp(e->via.str.ptr, k->via.str.ptr, k->via.str.size))
+                            (!k->via.str.size ||
+                             !memcmp(e->via.str.ptr, k->via.str.ptr, k->via.str.size)))
                                 return false;
                 }
         }

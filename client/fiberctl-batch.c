@@ -415,7 +415,8 @@ static bool batch_print_record(Batch *b, BatchSlot *s, FiberdClientReply *m)
             !state || state->type != MSGPACK_OBJECT_STR || state->via.str.size >= sizeof(name) ||
             ipc_map_find(rec, "line"))
                 return false;
-        memcpy(name, state->via.str.ptr, state->via.str.size);
+        if (state->via.str.size) /* the pointer may be NULL for "" */
+                memcpy(name, state->via.str.ptr, state->via.str.size);
         name[state->via.str.size] = '\0';
         exit = ctl_job_state_exit(name);
         if (exit == EX_TEMPFAIL)

@@ -333,7 +333,8 @@ static void server(FILE *f, Daemon *d)
         OpenerStats os;
         opener_stats(&os);
         family(f, "fiberd_opens", "counter", NULL,
-               "Files opened for jobs: inline in the job's worker, or by an opener thread.");
+               "Opens jobs asked for, whatever their outcome: inline in the job's worker, or by an "
+               "opener thread.");
         sample_uint(f, "fiberd_opens_total", "where", "inline", NULL, NULL, os.inline_opens);
         sample_uint(f, "fiberd_opens_total", "where", "opener", NULL, NULL, os.thread_opens);
         if (d->store) {

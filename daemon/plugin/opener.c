@@ -275,9 +275,8 @@ static int open_as(const OpenRequest *rq)
 /* Whether open(2) of a file of this file system, once its path is looked up, returns
  * without waiting: local disk file systems and tmpfs. Not NFS, FUSE or any other that
  * asks a server or a daemon, and not procfs (fiberd's own /proc entries are checked by
- * the opener). Overlayfs opens its layers' files (set up by root), and for reading only
- * copies nothing up; it cannot follow a symlink in a cached lookup, so a path through
- * one goes to an opener thread there. */
+ * the opener). Not overlayfs: its layers may lie on NFS or FUSE (a netboot root), and its
+ * open is the open of the layer's file. */
 static bool fs_opens_without_waiting(long type)
 {
         switch (type) {
@@ -286,7 +285,6 @@ static bool fs_opens_without_waiting(long type)
         case BTRFS_SUPER_MAGIC:
         case F2FS_SUPER_MAGIC:
         case TMPFS_MAGIC:
-        case OVERLAYFS_SUPER_MAGIC:
                 return true;
         default:
                 return false;
@@ -313,8 +311,10 @@ static int open_inline(const Creds *creds, int dirfd, const char *path, int flag
         };
         int fd;
 
+        /* An absolute path only: RESOLVE_NO_XDEV keeps a lookup on the mount it starts
+         * from, and a relative one starts at the working directory, which may be on NFS */
         if (!__atomic_load_n(&opener_inline, __ATOMIC_RELAXED) || dirfd != AT_FDCWD ||
-            (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)) ||
+            path[0] != '/' || (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)) ||
             creds->uid != opener_uid || (opener_can_switch && !creds_are_own(creds)))
                 return -EAGAIN;
         fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));

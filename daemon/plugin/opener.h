@@ -31,15 +31,18 @@
  *
  * Inline opens: the hand-off costs two thread wake-ups, more than the open of a cached
  * path itself. So an open that cannot wait is done in the calling fiber's worker: a
- * read-only open (no O_CREAT, O_TRUNC) relative to AT_FDCWD by a client whose identity is
+ * read-only open (no O_CREAT, O_TRUNC) of an absolute path by a client whose identity is
  * fiberd's own (no credentials to change: root's jobs on a root fiberd, a per-user
  * fiberd's own user), with openat2(RESOLVE_CACHED | RESOLVE_NO_XDEV), when the root
- * mount is ext2/3/4, xfs, btrfs, f2fs, tmpfs or overlayfs (checked at start). The path is
+ * mount is ext2/3/4, xfs, btrfs, f2fs or tmpfs (checked at start; not overlayfs, whose
+ * layers may be remote). The path is
  * then looked up in the dentry cache only, and must stay on the root mount, whose open
  * does not ask a server; a lookup that would read from disk (EAGAIN) or leave the mount
  * (EXDEV: /proc, NFS, FUSE, a bind mount) goes to an opener thread as above. The same
- * checks follow either way. As with io_uring's inline IORING_OP_OPENAT, a fanotify
- * permission listener (root's) can still hold such an open.
+ * checks follow either way. As with io_uring's inline IORING_OP_OPENAT, what the open
+ * itself does after the lookup can still take time: a fanotify permission listener
+ * (root's), IMA appraisal or fs-verity reading the disk, the driver of a device node
+ * that lies on the root mount outside /dev.
  */
 #ifndef FIBERD_DAEMON_OPENER_H
 #define FIBERD_DAEMON_OPENER_H
