@@ -237,25 +237,20 @@ unsigned server_auto_max_connections(void)
         return n < 8 ? 8 : n > 1000000 ? 1000000 : (unsigned)n;
 }
 
-/* Takes up to @n off what a lowered limit still owes @u; returns how many it took. */
-static unsigned user_owed_pay(UserConns *u, unsigned n)
+/* Gives back @n of @u's request slots, less what a lowered limit still takes back.
+ * Context: any thread holding a reference to a connection of @u; or under s->lock. */
+static void user_slots_put(UserConns *u, unsigned n)
 {
         unsigned owed = __atomic_load_n(&u->owed, __ATOMIC_RELAXED);
 
-        while (owed) {
+        while (UNLIKELY(owed)) {
                 unsigned take = MIN(owed, n);
                 if (__atomic_compare_exchange_n(&u->owed, &owed, owed - take, false,
-                                                __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-                        return take;
+                                                __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                        n -= take;
+                        break;
+                }
         }
-        return 0;
-}
-
-/* Gives back @n of @u's request slots, less what a lowered limit still takes back.
- * Context: any thread holding a reference to a connection of @u. */
-static void user_slots_put(UserConns *u, unsigned n)
-{
-        n -= user_owed_pay(u, n);
         if (n)
                 fiber_sem_post(&u->slots, n);
 }
@@ -267,11 +262,7 @@ static void user_slots_put(UserConns *u, unsigned n)
 static void user_slots_resize(UserConns *u, unsigned limit)
 {
         if (limit > u->limit) {
-                unsigned add = limit - u->limit;
-
-                add -= user_owed_pay(u, add);
-                if (add)
-                        fiber_sem_post(&u->slots, add);
+                user_slots_put(u, limit - u->limit); /* as answers leaving would */
         } else {
                 unsigned cut = u->limit - limit;
 
