@@ -65,6 +65,18 @@ bool fiber_cancelled(void)
 
 static void fiber_entry(void *arg);
 
+/* Gives @f the stack at @lo (f->stack_size bytes) and the frame its first switch enters. */
+static void fiber_take_stack(Fiber *f, char *lo)
+{
+#ifdef SCHED_ASAN
+        /* A cached stack still carries the poisoned redzones of the fiber that used it
+         * last: this one starts clean. */
+        __asan_unpoison_memory_region(lo, f->stack_size);
+#endif
+        f->stack_lo = lo;
+        context_init(&f->ctx, lo, f->stack_size, fiber_entry, f);
+}
+
 /*
  * Lazy stack binding: a fiber gets its stack when it first runs, not when it is created
  * (Go's newproc allocates a goroutine's small stack at creation; here a stack is a
@@ -96,13 +108,7 @@ static __attribute__((noinline)) void fiber_bind_stack(Fiber *f)
                 struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
                 syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
         }
-#ifdef SCHED_ASAN
-        /* A cached stack still carries the poisoned redzones of the fiber that used it
-         * last: this one starts clean. */
-        __asan_unpoison_memory_region(lo, f->stack_size);
-#endif
-        f->stack_lo = lo;
-        context_init(&f->ctx, lo, f->stack_size, fiber_entry, f);
+        fiber_take_stack(f, lo);
 }
 
 /* Switch from @from to @to with the sanitizers told. @to_bottom/@to_size describe the
@@ -395,6 +401,13 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                 return -ENOMEM;
         }
         memset(f, 0, sizeof(*f));
+        f->group = g;
+        f->id = fiber_id_next(w);
+        f->tag = attr->tag;
+        f->fn = fn;
+        f->arg = arg;
+        f->stack_size = size;
+        f->refs = attr->detached ? 1 : 2;
         if (size != g->stack_size) {
                 /* a stack of its own size: mapped now, so a failure reaches the caller */
                 char *lo;
@@ -404,19 +417,8 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
                         __atomic_fetch_add(&g->released, 1, __ATOMIC_RELEASE);
                         return r;
                 }
-#ifdef SCHED_ASAN
-                __asan_unpoison_memory_region(lo, size);
-#endif
-                f->stack_lo = lo;
-                context_init(&f->ctx, lo, size, fiber_entry, f);
+                fiber_take_stack(f, lo);
         }
-        f->group = g;
-        f->id = fiber_id_next(w);
-        f->tag = attr->tag;
-        f->fn = fn;
-        f->arg = arg;
-        f->stack_size = size;
-        f->refs = attr->detached ? 1 : 2;
         f->no_steal = attr->no_steal;
         if (attr->sched_class) {
                 f->cls = (uint8_t)(attr->sched_class - 1);
