@@ -145,12 +145,12 @@ static bool utf8_valid(const char *s, size_t n)
         return true;
 }
 
-/* A NUL-terminated copy of the @n bytes at @s (not UTF-8) with U+FFFD in place of each
- * byte that does not begin a valid sequence, its length in *@ret_len; NULL on out of
- * memory. */
+/* A NUL-terminated copy of the @n bytes at @s (NULL when @n is 0: msgpack-c's empty
+ * string) with U+FFFD in place of each byte that does not begin a valid UTF-8 sequence,
+ * its length in *@ret_len; NULL on out of memory. */
 static char *utf8_repaired(const char *s, size_t n, size_t *ret_len)
 {
-        const unsigned char *p = (const unsigned char *)s, *end = p + n;
+        const unsigned char *p = (const unsigned char *)(n ? s : ""), *end = p + n;
         char *out = malloc(3 * n + 1), *q = out;
 
         if (!out)
@@ -252,14 +252,10 @@ json_t *convert_msgpack_to_json(const msgpack_object *o)
                         const msgpack_object_kv *kv = &o->via.map.ptr[i];
                         json_t *v = convert_msgpack_to_json(&kv->val);
                         char *key;
-                        if (kv->key.type == MSGPACK_OBJECT_STR &&
-                            !utf8_valid(kv->key.via.str.ptr, kv->key.via.str.size)) {
+                        if (kv->key.type == MSGPACK_OBJECT_STR) {
                                 size_t len;
                                 key = utf8_repaired(kv->key.via.str.ptr, kv->key.via.str.size,
                                                     &len);
-                        } else if (kv->key.type == MSGPACK_OBJECT_STR) {
-                                key = strndup(kv->key.via.str.size ? kv->key.via.str.ptr : "",
-                                              kv->key.via.str.size);
                         } else {
                                 json_t *k = convert_msgpack_to_json(&kv->key);
                                 key = k ? json_dumps(k, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
