@@ -591,10 +591,13 @@ int group_start(SchedulingGroup *g);
  * Scheduler stops every group before releasing any: workers touch other groups. */
 void group_stop(SchedulingGroup *g);
 void group_release(SchedulingGroup *g);
-/* group_wake - after a push to the shared queue: claim a spinner, else wake the lowest
+/* group_wake - after a push to the shared queue of a fiber woken or started from
+ * outside the group: claim a spinner (it pops at its next pause), else wake the lowest
  * sleeper, else a sleeper of a same-node group that steals from this one.
- * group_wake_idle - after a local push: wake a sleeper only when nobody spins, else
- * (all busy) a sleeping worker of a same-node group that steals from this one.
+ * group_wake_idle - after a local push, or a shared push of a fiber spawned by one of the
+ * group's own: wake a sleeper only when nobody spins (a spinner polls the queues once a
+ * round by itself), else (all busy) a sleeping worker of a same-node group that steals
+ * from this one.
  * group_wake_sleeper - wake @g's lowest sleeping worker; false when none sleeps.
  * Context: any. */
 void group_wake(SchedulingGroup *g);

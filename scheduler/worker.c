@@ -31,8 +31,10 @@
  *     included and unpaced (a producer may have read the mask before the bit was
  *     set), and sleeps: in the group's poll set if nobody is there (reactor.c, Go's
  *     netpoller: fds and timers then wake it directly), else on its wait slot.
- * The producer's side of this (claiming a spinner or a sleeper) is group_wake() in
- * group.c.
+ * The producer's side of this is in group.c: a fiber woken, or started from outside the
+ * group, claims a spinner or wakes a sleeper (group_wake()); one spawned by a fiber of
+ * the group, or pushed to a local queue, wakes a sleeper only when nobody spins, and a
+ * spinner finds it at its next round (group_wake_idle()).
  */
 #include <errno.h>
 #include <stdio.h>

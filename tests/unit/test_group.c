@@ -107,3 +107,72 @@ Test(group, idle_workers_sleep)
         cr_assert_eq(s.workers, 4);
         sched_group_free(g);
 }
+
+/* A fiber that spawns children and, without yielding, waits for each to run: only the
+ * other worker can run them, whether it was busy, spinning or asleep at the spawn. */
+typedef struct SpawnSpin {
+        int iterations;
+        int started;          /* children that ran within their deadline */
+        int lost;             /* a child not run within 2 s (the loop stops there) */
+        uint64_t handoffs[2]; /* spinner hand-offs before and after */
+        uint64_t wakeups[2];  /* futex wake-ups before and after */
+        SchedulingGroup *g;
+} SpawnSpin;
+
+static void set_flag(void *arg)
+{
+        __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+static void spawn_and_spin(void *arg)
+{
+        SpawnSpin *s = arg;
+        FiberAttr a = {.detached = true};
+        SchedGroupStats st;
+        unsigned seed = 7;
+        int flag;
+
+        sched_group_stats(s->g, &st);
+        s->handoffs[0] = st.spinner_handoffs;
+        s->wakeups[0] = st.futex_wakeups;
+        for (int i = 0; i < s->iterations; i++) {
+                __atomic_store_n(&flag, 0, __ATOMIC_RELAXED);
+                if (fiber_create(NULL, &a, set_flag, &flag) != 0)
+                        break;
+                uint64_t deadline = sched_now_ns() + 2 * SEC_NS;
+                while (!__atomic_load_n(&flag, __ATOMIC_ACQUIRE) && sched_now_ns() < deadline)
+                        ;
+                if (!__atomic_load_n(&flag, __ATOMIC_ACQUIRE)) {
+                        s->lost++;
+                        /* it still holds &flag: let it run here before leaving */
+                        while (!__atomic_load_n(&flag, __ATOMIC_ACQUIRE))
+                                fiber_yield();
+                        break;
+                }
+                s->started++;
+                /* a gap of 0-300 us: the other worker is found running, spinning, or
+                 * (past its few spin rounds) asleep */
+                uint64_t gap_end = sched_now_ns() + (uint64_t)(rand_r(&seed) % 300) * 1000;
+                while (sched_now_ns() < gap_end)
+                        ;
+        }
+        sched_group_stats(s->g, &st);
+        s->handoffs[1] = st.spinner_handoffs;
+        s->wakeups[1] = st.futex_wakeups;
+}
+
+Test(group, a_spawn_from_the_group_wakes_a_sleeper_and_never_claims_a_spinner, .timeout = 120)
+{
+        SpawnSpin s = {.iterations = 2000, .g = test_group(2)};
+
+        run_in_fiber(s.g, spawn_and_spin, &s);
+        cr_assert_eq(s.lost, 0, "%d of %d children never ran while their creator kept running",
+                     s.lost, s.iterations);
+        cr_assert_eq(s.started, s.iterations);
+        /* Some spawns found the other worker asleep and woke it... */
+        cr_assert_gt(s.wakeups[1], s.wakeups[0], "no spawn found the other worker asleep");
+        /* ...and none claimed it while it spun: a spinner finds a spawn by itself. */
+        cr_assert_eq(s.handoffs[1], s.handoffs[0], "%lu spawns claimed a spinner",
+                     (unsigned long)(s.handoffs[1] - s.handoffs[0]));
+        sched_group_free(s.g);
+}
