@@ -12,17 +12,26 @@
  *  pthread   pthread_create + pthread_join of N threads (default 20,000: the kernel
  *            cost makes 1,000,000 pointless), in batches of 256, per thread; the scale
  *            for the fiber-creation figure.
+ *  c2c       a cache line passed back and forth N times (default 1,000,000) between two
+ *            threads pinned to the first two CPUs the process may use: the round trip
+ *            every cross-core hand-off pays at least twice (the run queue's cell, the
+ *            fiber's control block). On a VM it is the host's placement of the two
+ *            vCPUs, and it can change under a running guest: on the AMD EPYC VM of
+ *            docs/benchmarks.md it is 45-65 ns for minutes, then 360-400 ns for minutes
+ *            ("Two regimes" there), and the cross-core rows move with it.
  *
  * The two switch loops run on one thread with stacks from malloc, so nothing here
  * depends on the runtime's groups: they ran (and can run) before libsched was built,
  * from scheduler/context.c and context-x86_64.S alone.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
 
+#include "scheduler/base/spinlock.h"
 #include "scheduler/context.h"
 #include "tests/bench/bench.h"
 
@@ -143,5 +152,65 @@ int bench_peer_pthread(int argc, char **argv)
                 bench_die("pthread: %llu threads ran, want %llu", (unsigned long long)ran,
                           (unsigned long long)n);
         printf("%.2f\n", (double)(t1 - t0) / (double)n);
+        return 0;
+}
+
+/* ------------------------------------------------------------------ c2c ----------- */
+
+static uint64_t c2c_line __attribute__((aligned(128)));
+static uint64_t c2c_rounds;
+
+static void c2c_pin(int cpu)
+{
+        cpu_set_t one;
+
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one))
+                bench_die("c2c: cannot pin a thread to CPU %d", cpu);
+}
+
+/* The other side: answers each odd value with the next even one. */
+static void *c2c_echo(void *arg)
+{
+        c2c_pin((int)(intptr_t)arg);
+        for (uint64_t v = 1; v < 2 * c2c_rounds; v += 2) {
+                while (__atomic_load_n(&c2c_line, __ATOMIC_ACQUIRE) != v)
+                        cpu_relax();
+                __atomic_store_n(&c2c_line, v + 1, __ATOMIC_RELEASE);
+        }
+        return NULL;
+}
+
+int bench_peer_c2c(int argc, char **argv)
+{
+        cpu_set_t allowed;
+        int cpus[2], n = 0;
+        pthread_t t;
+        uint64_t t0, t1;
+
+        c2c_rounds = bench_parse_count(argc > 1 ? argv[1] : NULL, 1000000);
+        if (sched_getaffinity(0, sizeof(allowed), &allowed))
+                bench_die("c2c: sched_getaffinity failed");
+        for (int cpu = 0; cpu < CPU_SETSIZE && n < 2; cpu++)
+                if (CPU_ISSET(cpu, &allowed))
+                        cpus[n++] = cpu;
+        if (n < 2)
+                bench_die("c2c: needs two CPUs, the process may use %d", n);
+        c2c_line = 0;
+        if (pthread_create(&t, NULL, c2c_echo, (void *)(intptr_t)cpus[1]))
+                bench_die("c2c: pthread_create failed");
+        c2c_pin(cpus[0]);
+        t0 = bench_now_ns();
+        for (uint64_t v = 0; v < 2 * c2c_rounds; v += 2) {
+                while (__atomic_load_n(&c2c_line, __ATOMIC_ACQUIRE) != v)
+                        cpu_relax();
+                __atomic_store_n(&c2c_line, v + 1, __ATOMIC_RELEASE);
+        }
+        while (__atomic_load_n(&c2c_line, __ATOMIC_ACQUIRE) != 2 * c2c_rounds)
+                cpu_relax();
+        t1 = bench_now_ns();
+        pthread_join(t, NULL);
+        printf("%.1f\n", (double)(t1 - t0) / (double)c2c_rounds);
         return 0;
 }

@@ -101,6 +101,7 @@ enum {
         J_FLOOR,
         J_UCONTEXT,
         J_GO_YIELD,
+        J_C2C, /* before the cross-core rows of each round: the host's placement then */
         J_CREATE,
         J_CREATE_LATCH,
         J_GO_CREATE,
@@ -204,6 +205,7 @@ typedef enum Cmp {
         CMP_TIMES,  /* ours / peer shown; <= target when target > 0 */
         CMP_RATE,   /* ours / peer >= target (throughput: higher is better) */
         CMP_DIFF,   /* ours - peer <= target when target > 0 ("+x ns") */
+        CMP_ROUNDS, /* numbers only, each round's shown after the median */
 } Cmp;
 
 typedef struct Row {
@@ -218,6 +220,9 @@ typedef struct Row {
 } Row;
 
 static const Row rows[] = {
+        {"0. a cache line's round trip between the two CPUs, each round (ns; on a VM, the host's "
+         "placement of the vCPUs: it moves the cross-core rows, see \"Two regimes\")",
+         J_C2C, -1, 0, "ns", NULL, CMP_ROUNDS, 0, "(the machine)"},
         {"1. yield, 2 fibers on 1 worker (ns/switch)", J_YIELD, J_FLOOR, 0, "ns",
          "bare context_switch", CMP_FLOOR, 2.5, "<= 2.5x floor"},
         {"1. yield, 2 fibers on 1 worker (ns/switch)", J_YIELD, J_UCONTEXT, 0, "ns",
@@ -694,6 +699,8 @@ static void jobs_setup(Job *jobs, const Options *o)
         job_set(&jobs[J_UCONTEXT], "yield", "ucontext", false, "ucontext", r,
                 s ? "10000" : "1000000", NULL);
         job_set(&jobs[J_GO_YIELD], "yield", "Go Gosched", true, "yield", r, "1000000", NULL);
+        job_set(&jobs[J_C2C], "create", "c2c round trip", false, "c2c", r, s ? "10000" : "1000000",
+                NULL);
         job_set(&jobs[J_CREATE], "create", "fiberd create", false, "create", few,
                 s ? "2000" : "1000000", "join");
         jobs[J_CREATE].max_fibers = bench_fibers_cap(s ? 2000 : 1000000);
@@ -1057,17 +1064,41 @@ static bool format_cell(char *buf, size_t size, const Job *j, int value, const c
         return true;
 }
 
+/*
+ * The ratio of a row: the median over the rounds of each round's ratio (ours and the
+ * peer run seconds apart within a round), or, when a run of either failed (its numbers
+ * no longer line up with the rounds), the ratio of the two medians. Paired, a round in
+ * which the host moved the two vCPUs apart (docs/benchmarks.md, "Two regimes": every
+ * cross-core figure three to four times slower for minutes) is compared with itself, not
+ * with a peer's round on the other placement. @op: 'q' for a / b, 'd' for a - b.
+ */
+static double row_ratio(const Job *o, int ov, const Job *p, int pv, char op)
+{
+        double r[MAX_RUNS];
+        unsigned n = o->ok < p->ok ? o->ok : p->ok;
+
+        if (o->failed || p->failed || !n) {
+                double a = job_median(o, ov), b = job_median(p, pv);
+                return op == 'd' ? a - b : a / b;
+        }
+        for (unsigned i = 0; i < n; i++)
+                r[i] = op == 'd' ? o->v[ov][i] - p->v[pv][i] : o->v[ov][i] / p->v[pv][i];
+        qsort(r, n, sizeof(double), cmp_double);
+        return n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+}
+
 static void print_row(const Row *row, const Job *jobs)
 {
         char ours[400], peer[460], cell[400], ratio[64] = "—", met[16] = "—";
         const Job *o = &jobs[row->ours];
         bool have_ours = format_cell(ours, sizeof(ours), o, row->value, row->unit);
         bool have_peer = false;
-        double a = have_ours ? job_median(o, row->value) : 0, b = 0, q;
+        double a = have_ours ? job_median(o, row->value) : 0, b = 0, q, aq = 0, ad = 0;
+        int pv = 0;
 
         if (row->peer >= 0) {
                 const Job *p = &jobs[row->peer];
-                int pv = row->value + (row->peer == row->ours);
+                pv = row->value + (row->peer == row->ours);
                 have_peer = format_cell(cell, sizeof(cell), p, pv, row->unit);
                 snprintf(peer, sizeof(peer), "%s: %s", row->peer_name, cell);
                 if (have_peer)
@@ -1076,18 +1107,28 @@ static void print_row(const Row *row, const Job *jobs)
                 snprintf(peer, sizeof(peer), "—");
         }
 
+        if (row->cmp == CMP_ROUNDS && have_ours) {
+                size_t len = strlen(ours);
+                for (unsigned i = 0; i < o->ok && len + 16 < sizeof(ours); i++)
+                        len += (size_t)snprintf(ours + len, sizeof(ours) - len, "%s%.0f%s",
+                                                i ? ", " : " (rounds: ", o->v[row->value][i],
+                                                i + 1 == o->ok ? ")" : "");
+        }
         if (row->cmp == CMP_LIMIT && have_ours) {
                 snprintf(met, sizeof(met), "%s", a <= row->target ? "yes" : "**no**");
         } else if (have_ours && have_peer && a > 0 && b > 0) {
+                /* ours / peer and ours - peer, round by round */
+                aq = row_ratio(o, row->value, &jobs[row->peer], pv, 'q');
+                ad = row_ratio(o, row->value, &jobs[row->peer], pv, 'd');
                 switch (row->cmp) {
                 case CMP_FLOOR:
-                        q = a / b;
+                        q = aq;
                         snprintf(ratio, sizeof(ratio), "%.2fx the floor", q);
                         snprintf(met, sizeof(met), "%s", q <= row->target ? "yes" : "**no**");
                         break;
                 case CMP_FASTER:
                 case CMP_SCALE:
-                        q = b / a;
+                        q = 1 / aq;
                         if (q >= 1)
                                 snprintf(ratio, sizeof(ratio), "%.2fx faster", q);
                         else
@@ -1097,7 +1138,7 @@ static void print_row(const Row *row, const Job *jobs)
                                          q >= row->target ? "yes" : "**no**");
                         break;
                 case CMP_TIMES:
-                        q = a / b;
+                        q = aq;
                         snprintf(ratio, sizeof(ratio), "%.2fx %s", q, row->peer_name);
                         snprintf(met, sizeof(met), "%s",
                                  row->target <= 0   ? "—"
@@ -1105,12 +1146,12 @@ static void print_row(const Row *row, const Job *jobs)
                                                     : "**no**");
                         break;
                 case CMP_RATE:
-                        q = a / b;
+                        q = aq;
                         snprintf(ratio, sizeof(ratio), "%.2fx %s", q, row->peer_name);
                         snprintf(met, sizeof(met), "%s", q >= row->target ? "yes" : "**no**");
                         break;
                 case CMP_DIFF:
-                        q = a - b;
+                        q = ad;
                         snprintf(ratio, sizeof(ratio), "%+.1f %s", q, row->unit);
                         snprintf(met, sizeof(met), "%s",
                                  row->target <= 0   ? "—"
@@ -1118,7 +1159,7 @@ static void print_row(const Row *row, const Job *jobs)
                                                     : "**no**");
                         break;
                 case CMP_MEMORY:
-                        q = a / b;
+                        q = aq;
                         snprintf(ratio, sizeof(ratio), "%.2fx Go", q);
                         snprintf(met, sizeof(met), "%s", q <= row->target ? "yes" : "**no**");
                         break;
@@ -1235,7 +1276,10 @@ static int table_main(int argc, char **argv)
                 if (row_selected(o.only, &rows[i], jobs))
                         print_row(&rows[i], jobs);
         printf("\nMedians of %u runs (create with join, skynet, sleepers: %u; idle: 1), each "
-               "run a fresh process, fiberd and its peers interleaved round by round.%s\n",
+               "run a fresh process, fiberd and its peers interleaved round by round. A "
+               "ratio is the median of each round's ratio (ours and the peer seconds apart), "
+               "so a change of the host's placement of the vCPUs between rounds (row 0) "
+               "is not compared across.%s\n",
                o.runs, o.runs < 3 ? o.runs : 3, o.smoke ? " SMOKE SIZES: not a measurement." : "");
         printf("Fibers use the default 128 KiB stacks. 2: one fiber creates all 1M joinable "
                "fibers, then joins each handle (a joinable fiber keeps its stack until "
@@ -1316,6 +1360,7 @@ static const struct {
         {"floor", bench_peer_floor, "[N]        ns per bare context_switch"},
         {"ucontext", bench_peer_ucontext, "[N]     ns per swapcontext"},
         {"pthread", bench_peer_pthread, "[N]      ns per pthread_create+join"},
+        {"c2c", bench_peer_c2c, "[N]          ns per cache-line round trip between 2 CPUs"},
         {"product-fiberd", bench_product_fiberd,
          "tput N C W | rate N RATE | rss N C W: trivial jobs through fiberd"},
         {"product-beanstalk", bench_product_beanstalk,

@@ -6,7 +6,9 @@
 # $BUILD/compare/<sha>, built with its own Makefile) and runs the same fiberd-bench
 # figures of both builds interleaved, A B B A A B ..., in the same minutes, so a burst of
 # noise on a shared machine hits both alike. It prints one markdown row per figure and
-# column: the median of each side and the ratio new/base.
+# column: the median of each side and the ratio new/base, and a cache line's round trip
+# between two CPUs at the start of each round (`fiberd-bench c2c`), which says whether
+# the host moved a VM's vCPUs apart meanwhile.
 #
 #   BASE=<rev>            the revision to compare against (required)
 #   COMPARE_RUNS=N        rounds per figure (default 7)
@@ -59,6 +61,10 @@ ${new_conf}
         lscpu | sed -n 's/^Model name: *//p' | head -1)" >&2
 IFS=';' read -r -a figs <<<"$rows"
 for r in $(seq "$runs"); do
+        # The host's placement of the two CPUs in this round (a VM's can change for
+        # minutes at a time, and every cross-core figure with it: docs/benchmarks.md,
+        # "Two regimes"); both sides of a round share it.
+        "$new_bin" c2c 200000 2>/dev/null >>"$tmp/c2c" || true
         for i in "${!figs[@]}"; do
                 read -r -a argv <<<"${figs[$i]}"
                 # Which side goes first alternates by round, so that neither always
@@ -89,6 +95,8 @@ for r in $(seq "$runs"); do
 done
 
 echo
+[ -s "$tmp/c2c" ] && echo "A cache line's round trip between two CPUs at the start of each round" \
+        "(fiberd-bench c2c, ns): $(paste -sd' ' "$tmp/c2c")"
 echo "| figure (median of $runs, interleaved) | column | base $short | new | new/base |"
 echo "|---|---|---|---|---|"
 for i in "${!figs[@]}"; do
