@@ -11,8 +11,9 @@
  *    peer), so memory figures start from a clean heap, a crash or a hang costs one row,
  *    not the table, and a hung child is killed at its time limit.
  *  - Runs are interleaved: round 1 of every figure and its peers, then round 2, ... so
- *    a burst of noise on a shared 2-core machine hits ours and the peer alike, and the
- *    ratio of the two medians holds even when absolute numbers wander.
+ *    a burst of noise on a shared 2-core machine hits ours and the peer alike, and a
+ *    row's ratio is the median of each round's ratio (row_ratio()), which holds even
+ *    when absolute numbers wander, and when a VM's host moves its vCPUs between rounds.
  *  - Medians, not means: one descheduled run does not move them.
  *  - With guard regions (Linux >= 6.13) a fiber costs no memory map, so the
  *    1,000,000-fiber figures run at the kernel's default vm.max_map_count. With
@@ -1282,10 +1283,10 @@ static int table_main(int argc, char **argv)
                "is not compared across.%s\n",
                o.runs, o.runs < 3 ? o.runs : 3, o.smoke ? " SMOKE SIZES: not a measurement." : "");
         printf("Fibers use the default 128 KiB stacks. 2: one fiber creates all 1M joinable "
-               "fibers, then joins each handle (a joinable fiber keeps its stack until "
-               "joined, so all 1M stacks exist at once); 2b: detached fibers counted down on "
-               "a FiberLatch, as Go's WaitGroup. 5: RSS delta / 1M, each side in its own "
-               "process. Ratios compare the two medians of the same invocation.\n");
+               "fibers, then joins each handle (a joinable fiber's stack goes back when it "
+               "ends, its 192-byte control block when it is joined: 1M of them exist at "
+               "once); 2b: detached fibers counted down on a FiberLatch, as Go's WaitGroup. "
+               "5: RSS delta / 1M, each side in its own process.\n");
         printf("12-16: each run starts its own server (fiberd on a Unix socket; beanstalkd "
                "and gearmand -t 1 on 127.0.0.1, in memory) and its workers in the generator "
                "process; a job counts when the client has seen it complete (fiberd: its final "
