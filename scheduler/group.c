@@ -10,8 +10,11 @@
  *
  * A producer pushes the fiber, then claims the lowest spinning worker (a CAS that
  * clears its bit: no syscall, the spinner will find the fiber), else the lowest
- * sleeping worker, whose wait slot it wakes. Preferring low-numbered workers keeps a
- * lightly loaded group on few, warm CPUs.
+ * sleeping worker, whose wait slot it wakes (group_wake()). Preferring low-numbered
+ * workers keeps a lightly loaded group on few, warm CPUs. A fiber spawned by a fiber of
+ * its own group claims nobody while a worker spins (group_wake_idle(), ready.c): the
+ * spinner finds it at its next round and, if it leaves fibers behind, wakes a sleeper
+ * for them (worker.c), as Go's spinning M does.
  *
  * Backpressure: a group holds at most max_fibers live fibers and max_fibers <= the run
  * queue's capacity, so making a fiber ready never finds the queue full; fiber_create()

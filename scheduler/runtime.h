@@ -602,6 +602,9 @@ void group_release(SchedulingGroup *g);
  * Context: any. */
 void group_wake(SchedulingGroup *g);
 void group_wake_idle(SchedulingGroup *g);
+/* group_shared_queued - the fibers waiting in @g's shared run queue (or queues, one per
+ * job class) now: an estimate, exact when nobody pushes or pops. Context: any. */
+size_t group_shared_queued(SchedulingGroup *g);
 bool group_wake_sleeper(SchedulingGroup *g);
 /* alive_flush - add the exits @w has counted (exits_pending) to its group's released
  * count. A worker counts the exits of its group's fibers and adds them in one atomic

@@ -192,7 +192,8 @@ typedef struct SchedGroupStats {
                                 * the moment of the call, never misses a live one, so 0
                                 * means none was alive when the call read it */
         uint64_t context_switches;
-        uint64_t spinner_handoffs;    /* ready fibers handed to a spinning worker */
+        uint64_t spinner_handoffs;    /* ready fibers that claimed a spinning worker (a fiber
+                                       * spawned by one of the group's own claims none) */
         uint64_t futex_wakeups;       /* sleeping workers woken through their wait slot */
         uint64_t worker_poll_events;  /* fd and timer events a worker sleeping in the
                                        * group's poll set took itself */

@@ -22,6 +22,8 @@
  * push wakes a sleeping worker of a same-node thief group (group.c); a thief about to
  * sleep looks at its victims once more, unpaced (steal_victims_now()), so that a push
  * made while it was between its paced tries and its sleeping bit is not left behind.
+ * (A fiber spawned by a fiber of its own group wakes a thief's sleeper only when its
+ * group has no spinner: the spinner wakes one itself if it leaves work behind.)
  */
 #include "scheduler/runtime.h"
 #include "scheduler/base/spinlock.h"
@@ -61,8 +63,7 @@ Fiber *steal_siblings(Worker *w)
         return NULL;
 }
 
-/* The fibers waiting in @v's shared queue (or queues, one per class) now: an estimate. */
-static size_t shared_queued(SchedulingGroup *v)
+size_t group_shared_queued(SchedulingGroup *v)
 {
         size_t n = 0;
 
@@ -82,7 +83,7 @@ static size_t shared_queued(SchedulingGroup *v)
 static Fiber *steal_from(SchedulingGroup *v)
 {
         unsigned source = 0;
-        size_t skipped = 0, limit = shared_queued(v) + 8;
+        size_t skipped = 0, limit = group_shared_queued(v) + 8;
 
         Fiber *f;
 

@@ -25,8 +25,10 @@
  *     each spin that found nothing halves the next (bounded spinning that adapts to
  *     load; a spin that finds work restores it); a spinner that sees the pending
  *     wake-up flag claims it and wakes a sleeper to spin in its place; a spinner that
- *     gets work sets the flag (if fewer than two spin) instead of waking someone
- *     itself, because it now has real work to do;
+ *     gets work and leaves more in the shared queue wakes a sleeper for it, unless
+ *     someone still spins (a burst of spawns may all have counted on it: Go's
+ *     resetspinning()), and one that leaves none sets the flag (if fewer than two spin)
+ *     instead of waking someone itself, because it now has real work to do;
  *  3. otherwise sets its bit in the sleeping mask, looks once more, other groups
  *     included and unpaced (a producer may have read the mask before the bit was
  *     set), and sleeps: in the group's poll set if nobody is there (reactor.c, Go's
@@ -142,9 +144,26 @@ claimed:
                 f = ready_pop(w);
         w->spin_misses = f ? 0 : (uint8_t)MIN(w->spin_misses + 1, 6);
         if (f) {
+                bool woke = false;
+                /* Work left behind in the shared queue while a worker sleeps: a fiber
+                 * spawned by a fiber of this group did not claim us (ready.c), so a
+                 * burst of them may all have counted on this one spinner, which takes
+                 * one. Wake a sleeper for the rest unless someone still spins (Go's
+                 * resetspinning() calls wakep() for the same reason). The fence pairs
+                 * with the producer's between its push and its look at the spinning
+                 * mask: it saw our bit, so we see its push. A worker that goes to sleep
+                 * after our look at the sleeping mask looks at the queue itself. With two
+                 * workers there is none to wake: the other is the one that spawned. */
+                if (__atomic_load_n(&g->nslots_live, __ATOMIC_RELAXED) > 2 &&
+                    __atomic_load_n(&g->sleeping_mask, __ATOMIC_RELAXED)) {
+                        full_fence();
+                        if (group_shared_queued(g) &&
+                            !__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED))
+                                woke = group_wake_sleeper(g);
+                }
                 /* Busy: ask another spinner to wake a replacement for us. */
-                if (__builtin_popcountll(__atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED)) <
-                    MAX_SPINNERS)
+                if (!woke && __builtin_popcountll(__atomic_load_n(&g->spinning_mask,
+                                                                  __ATOMIC_RELAXED)) < MAX_SPINNERS)
                         __atomic_store_n(&g->pending_spinner_wakeup, true, __ATOMIC_RELEASE);
         }
         return f;

@@ -17,7 +17,7 @@
  *            every cross-core hand-off pays at least twice (the run queue's cell, the
  *            fiber's control block). On a VM it is the host's placement of the two
  *            vCPUs, and it can change under a running guest: on the AMD EPYC VM of
- *            docs/benchmarks.md it is 45-65 ns for minutes, then 360-400 ns for minutes
+ *            docs/benchmarks.md it is 43-68 ns for minutes, then 360-440 ns for minutes
  *            ("Two regimes" there), and the cross-core rows move with it.
  *
  * The two switch loops run on one thread with stacks from malloc, so nothing here
@@ -159,6 +159,7 @@ int bench_peer_pthread(int argc, char **argv)
 
 static uint64_t c2c_line __attribute__((aligned(128)));
 static uint64_t c2c_rounds;
+static int c2c_ready __attribute__((aligned(128))); /* the echo side is pinned */
 
 static void c2c_pin(int cpu)
 {
@@ -174,6 +175,7 @@ static void c2c_pin(int cpu)
 static void *c2c_echo(void *arg)
 {
         c2c_pin((int)(intptr_t)arg);
+        __atomic_store_n(&c2c_ready, 1, __ATOMIC_RELEASE);
         for (uint64_t v = 1; v < 2 * c2c_rounds; v += 2) {
                 while (__atomic_load_n(&c2c_line, __ATOMIC_ACQUIRE) != v)
                         cpu_relax();
@@ -201,6 +203,8 @@ int bench_peer_c2c(int argc, char **argv)
         if (pthread_create(&t, NULL, c2c_echo, (void *)(intptr_t)cpus[1]))
                 bench_die("c2c: pthread_create failed");
         c2c_pin(cpus[0]);
+        while (!__atomic_load_n(&c2c_ready, __ATOMIC_ACQUIRE)) /* its start is not timed */
+                cpu_relax();
         t0 = bench_now_ns();
         for (uint64_t v = 0; v < 2 * c2c_rounds; v += 2) {
                 while (__atomic_load_n(&c2c_line, __ATOMIC_ACQUIRE) != v)

@@ -1071,19 +1071,25 @@ static bool format_cell(char *buf, size_t size, const Job *j, int value, const c
  * no longer line up with the rounds), the ratio of the two medians. Paired, a round in
  * which the host moved the two vCPUs apart (docs/benchmarks.md, "Two regimes": every
  * cross-core figure three to four times slower for minutes) is compared with itself, not
- * with a peer's round on the other placement. @op: 'q' for a / b, 'd' for a - b.
+ * with a peer's round on the other placement. @op: 'q' for ours / peer, 'r' for peer /
+ * ours, 'd' for ours - peer. Context: after every round; a and b, the medians, > 0.
  */
 static double row_ratio(const Job *o, int ov, const Job *p, int pv, char op)
 {
-        double r[MAX_RUNS];
+        double r[MAX_RUNS], a = job_median(o, ov), b = job_median(p, pv);
         unsigned n = o->ok < p->ok ? o->ok : p->ok;
+        bool paired = !o->failed && !p->failed && n;
 
-        if (o->failed || p->failed || !n) {
-                double a = job_median(o, ov), b = job_median(p, pv);
-                return op == 'd' ? a - b : a / b;
+        for (unsigned i = 0; paired && i < n; i++) {
+                double x = o->v[ov][i], y = p->v[pv][i];
+                /* a round of 0 (a coarse unit) cannot be divided by: medians then */
+                if ((op == 'q' && y <= 0) || (op == 'r' && x <= 0))
+                        paired = false;
+                else
+                        r[i] = op == 'd' ? x - y : op == 'q' ? x / y : y / x;
         }
-        for (unsigned i = 0; i < n; i++)
-                r[i] = op == 'd' ? o->v[ov][i] - p->v[pv][i] : o->v[ov][i] / p->v[pv][i];
+        if (!paired)
+                return op == 'd' ? a - b : op == 'q' ? a / b : b / a;
         qsort(r, n, sizeof(double), cmp_double);
         return n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
 }
@@ -1094,7 +1100,7 @@ static void print_row(const Row *row, const Job *jobs)
         const Job *o = &jobs[row->ours];
         bool have_ours = format_cell(ours, sizeof(ours), o, row->value, row->unit);
         bool have_peer = false;
-        double a = have_ours ? job_median(o, row->value) : 0, b = 0, q, aq = 0, ad = 0;
+        double a = have_ours ? job_median(o, row->value) : 0, b = 0, q, aq = 0, ar = 0, ad = 0;
         int pv = 0;
 
         if (row->peer >= 0) {
@@ -1108,7 +1114,7 @@ static void print_row(const Row *row, const Job *jobs)
                 snprintf(peer, sizeof(peer), "—");
         }
 
-        if (row->cmp == CMP_ROUNDS && have_ours) {
+        if (row->cmp == CMP_ROUNDS && have_ours && !o->failed) {
                 size_t len = strlen(ours);
                 for (unsigned i = 0; i < o->ok && len + 16 < sizeof(ours); i++)
                         len += (size_t)snprintf(ours + len, sizeof(ours) - len, "%s%.0f%s",
@@ -1120,6 +1126,7 @@ static void print_row(const Row *row, const Job *jobs)
         } else if (have_ours && have_peer && a > 0 && b > 0) {
                 /* ours / peer and ours - peer, round by round */
                 aq = row_ratio(o, row->value, &jobs[row->peer], pv, 'q');
+                ar = row_ratio(o, row->value, &jobs[row->peer], pv, 'r');
                 ad = row_ratio(o, row->value, &jobs[row->peer], pv, 'd');
                 switch (row->cmp) {
                 case CMP_FLOOR:
@@ -1129,7 +1136,7 @@ static void print_row(const Row *row, const Job *jobs)
                         break;
                 case CMP_FASTER:
                 case CMP_SCALE:
-                        q = 1 / aq;
+                        q = ar;
                         if (q >= 1)
                                 snprintf(ratio, sizeof(ratio), "%.2fx faster", q);
                         else

@@ -114,6 +114,7 @@ typedef struct SpawnSpin {
         int iterations;
         int started;          /* children that ran within their deadline */
         int lost;             /* a child not run within 2 s (the loop stops there) */
+        int never_slept;      /* waits for the other worker to sleep that timed out */
         uint64_t handoffs[2]; /* spinner hand-offs before and after */
         uint64_t wakeups[2];  /* futex wake-ups before and after */
         SchedulingGroup *g;
@@ -136,6 +137,16 @@ static void spawn_and_spin(void *arg)
         s->handoffs[0] = st.spinner_handoffs;
         s->wakeups[0] = st.futex_wakeups;
         for (int i = 0; i < s->iterations; i++) {
+                /* every 8th spawn after the other worker has gone to sleep (its spin
+                 * may outlast any gap below on a slow machine or under TSan) */
+                if (i % 8 == 0) {
+                        uint64_t until = sched_now_ns() + 10 * SEC_NS;
+                        do
+                                sched_group_stats(s->g, &st);
+                        while (st.sleeping < 1 && sched_now_ns() < until);
+                        if (st.sleeping < 1)
+                                s->never_slept++;
+                }
                 __atomic_store_n(&flag, 0, __ATOMIC_RELAXED);
                 if (fiber_create(NULL, &a, set_flag, &flag) != 0)
                         break;
@@ -146,7 +157,7 @@ static void spawn_and_spin(void *arg)
                         s->lost++;
                         /* it still holds &flag: let it run here before leaving */
                         while (!__atomic_load_n(&flag, __ATOMIC_ACQUIRE))
-                                fiber_yield();
+                                fiber_sleep_for(MS_NS); /* parked, so its worker pops it */
                         break;
                 }
                 s->started++;
@@ -169,10 +180,84 @@ Test(group, a_spawn_from_the_group_wakes_a_sleeper_and_never_claims_a_spinner, .
         cr_assert_eq(s.lost, 0, "%d of %d children never ran while their creator kept running",
                      s.lost, s.iterations);
         cr_assert_eq(s.started, s.iterations);
+        cr_assert_eq(s.never_slept, 0, "the other worker did not go to sleep within 10 s");
         /* Some spawns found the other worker asleep and woke it... */
         cr_assert_gt(s.wakeups[1], s.wakeups[0], "no spawn found the other worker asleep");
         /* ...and none claimed it while it spun: a spinner finds a spawn by itself. */
         cr_assert_eq(s.handoffs[1], s.handoffs[0], "%lu spawns claimed a spinner",
                      (unsigned long)(s.handoffs[1] - s.handoffs[0]));
         sched_group_free(s.g);
+}
+
+/* Three workers: a fiber spawns two children in a row, and each child waits, without
+ * yielding, until the other has started; the creator waits for both, without yielding
+ * either. So the two must run on the two other workers at once, whichever of them was
+ * spinning or asleep at the spawns. */
+typedef struct PairRun {
+        int iterations;
+        int done;     /* iterations whose two children met */
+        int lost;     /* an iteration whose second child did not start within 1 s */
+        int started;  /* this iteration's children that have started */
+        int finished; /* this iteration's children that have returned */
+        int waited;   /* children that gave up waiting for the other after 1 s */
+} PairRun;
+
+static void pair_child(void *arg)
+{
+        PairRun *p = arg;
+        uint64_t deadline = sched_now_ns() + SEC_NS;
+
+        __atomic_add_fetch(&p->started, 1, __ATOMIC_ACQ_REL);
+        while (__atomic_load_n(&p->started, __ATOMIC_ACQUIRE) < 2 && sched_now_ns() < deadline)
+                ;
+        if (__atomic_load_n(&p->started, __ATOMIC_ACQUIRE) < 2)
+                __atomic_add_fetch(&p->waited, 1, __ATOMIC_ACQ_REL);
+        __atomic_add_fetch(&p->finished, 1, __ATOMIC_ACQ_REL);
+}
+
+static void spawn_pairs(void *arg)
+{
+        PairRun *p = arg;
+        FiberAttr a = {.detached = true};
+        unsigned seed = 11;
+
+        for (int i = 0; i < p->iterations; i++) {
+                __atomic_store_n(&p->started, 0, __ATOMIC_RELAXED);
+                __atomic_store_n(&p->finished, 0, __ATOMIC_RELEASE);
+                if (fiber_create(NULL, &a, pair_child, p) != 0 ||
+                    fiber_create(NULL, &a, pair_child, p) != 0)
+                        break;
+                uint64_t deadline = sched_now_ns() + 3 * SEC_NS;
+                while (__atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < 2 &&
+                       sched_now_ns() < deadline)
+                        ;
+                if (__atomic_load_n(&p->waited, __ATOMIC_ACQUIRE) ||
+                    __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < 2) {
+                        p->lost++;
+                        /* let a child still queued run here, before @p's fields are reused */
+                        while (__atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < 2)
+                                fiber_sleep_for(MS_NS); /* parked, so its worker pops it */
+                        break;
+                }
+                p->done++;
+                /* a gap of 0-100 us: the other two workers are found running, spinning
+                 * (one of them, or both) or asleep */
+                uint64_t gap_end = sched_now_ns() + (uint64_t)(rand_r(&seed) % 100) * 1000;
+                while (sched_now_ns() < gap_end)
+                        ;
+        }
+}
+
+Test(group, a_burst_of_spawns_met_by_one_spinner_wakes_a_sleeper_for_the_rest, .timeout = 120)
+{
+        PairRun p = {.iterations = 1000}; /* on 2 CPUs the pair shares one: ~3 ms each */
+        SchedulingGroup *g = test_group(3);
+
+        run_in_fiber(g, spawn_pairs, &p);
+        cr_assert_eq(p.lost, 0,
+                     "after %d pairs, a second child waited 1 s in the queue with a worker "
+                     "asleep: a wake-up was lost",
+                     p.done);
+        cr_assert_eq(p.done, p.iterations);
+        sched_group_free(g);
 }
