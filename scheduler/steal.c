@@ -23,7 +23,8 @@
  * sleep looks at its victims once more, unpaced (steal_victims_now()), so that a push
  * made while it was between its paced tries and its sleeping bit is not left behind.
  * (A fiber spawned by a fiber of its own group wakes a thief's sleeper only when its
- * group has no spinner: the spinner wakes one itself if it leaves work behind.)
+ * group has no spinner: the spinner that takes it wakes a sleeper of its own group if
+ * it leaves work behind, and a thief finds the rest at its paced tries.)
  */
 #include "scheduler/runtime.h"
 #include "scheduler/base/spinlock.h"

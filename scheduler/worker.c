@@ -25,8 +25,8 @@
  *     each spin that found nothing halves the next (bounded spinning that adapts to
  *     load; a spin that finds work restores it); a spinner that sees the pending
  *     wake-up flag claims it and wakes a sleeper to spin in its place; a spinner that
- *     gets work and leaves more in the shared queue wakes a sleeper for it, unless
- *     someone still spins (a burst of spawns may all have counted on it: Go's
+ *     gets work and leaves more in the shared queue wakes a sleeper for it (in a group
+ *     of more than two workers), unless someone still spins (a burst of spawns may all have counted on it: Go's
  *     resetspinning()), and one that leaves none sets the flag (if fewer than two spin)
  *     instead of waking someone itself, because it now has real work to do;
  *  3. otherwise sets its bit in the sleeping mask, looks once more, other groups

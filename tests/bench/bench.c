@@ -1100,12 +1100,11 @@ static void print_row(const Row *row, const Job *jobs)
         const Job *o = &jobs[row->ours];
         bool have_ours = format_cell(ours, sizeof(ours), o, row->value, row->unit);
         bool have_peer = false;
-        double a = have_ours ? job_median(o, row->value) : 0, b = 0, q, aq = 0, ar = 0, ad = 0;
-        int pv = 0;
+        double a = have_ours ? job_median(o, row->value) : 0, b = 0, q;
+        const Job *p = row->peer >= 0 ? &jobs[row->peer] : NULL;
+        int pv = row->value + (row->peer == row->ours);
 
-        if (row->peer >= 0) {
-                const Job *p = &jobs[row->peer];
-                pv = row->value + (row->peer == row->ours);
+        if (p) {
                 have_peer = format_cell(cell, sizeof(cell), p, pv, row->unit);
                 snprintf(peer, sizeof(peer), "%s: %s", row->peer_name, cell);
                 if (have_peer)
@@ -1124,19 +1123,15 @@ static void print_row(const Row *row, const Job *jobs)
         if (row->cmp == CMP_LIMIT && have_ours) {
                 snprintf(met, sizeof(met), "%s", a <= row->target ? "yes" : "**no**");
         } else if (have_ours && have_peer && a > 0 && b > 0) {
-                /* ours / peer and ours - peer, round by round */
-                aq = row_ratio(o, row->value, &jobs[row->peer], pv, 'q');
-                ar = row_ratio(o, row->value, &jobs[row->peer], pv, 'r');
-                ad = row_ratio(o, row->value, &jobs[row->peer], pv, 'd');
                 switch (row->cmp) {
                 case CMP_FLOOR:
-                        q = aq;
+                        q = row_ratio(o, row->value, p, pv, 'q');
                         snprintf(ratio, sizeof(ratio), "%.2fx the floor", q);
                         snprintf(met, sizeof(met), "%s", q <= row->target ? "yes" : "**no**");
                         break;
                 case CMP_FASTER:
                 case CMP_SCALE:
-                        q = ar;
+                        q = row_ratio(o, row->value, p, pv, 'r');
                         if (q >= 1)
                                 snprintf(ratio, sizeof(ratio), "%.2fx faster", q);
                         else
@@ -1146,7 +1141,7 @@ static void print_row(const Row *row, const Job *jobs)
                                          q >= row->target ? "yes" : "**no**");
                         break;
                 case CMP_TIMES:
-                        q = aq;
+                        q = row_ratio(o, row->value, p, pv, 'q');
                         snprintf(ratio, sizeof(ratio), "%.2fx %s", q, row->peer_name);
                         snprintf(met, sizeof(met), "%s",
                                  row->target <= 0   ? "—"
@@ -1154,12 +1149,12 @@ static void print_row(const Row *row, const Job *jobs)
                                                     : "**no**");
                         break;
                 case CMP_RATE:
-                        q = aq;
+                        q = row_ratio(o, row->value, p, pv, 'q');
                         snprintf(ratio, sizeof(ratio), "%.2fx %s", q, row->peer_name);
                         snprintf(met, sizeof(met), "%s", q >= row->target ? "yes" : "**no**");
                         break;
                 case CMP_DIFF:
-                        q = ad;
+                        q = row_ratio(o, row->value, p, pv, 'd');
                         snprintf(ratio, sizeof(ratio), "%+.1f %s", q, row->unit);
                         snprintf(met, sizeof(met), "%s",
                                  row->target <= 0   ? "—"
@@ -1167,7 +1162,7 @@ static void print_row(const Row *row, const Job *jobs)
                                                     : "**no**");
                         break;
                 case CMP_MEMORY:
-                        q = aq;
+                        q = row_ratio(o, row->value, p, pv, 'q');
                         snprintf(ratio, sizeof(ratio), "%.2fx Go", q);
                         snprintf(met, sizeof(met), "%s", q <= row->target ? "yes" : "**no**");
                         break;
