@@ -163,13 +163,8 @@ static inline void account_switch(Worker *w, Fiber *next)
         __atomic_store_n(&w->run_seq, w->run_seq + 1, __ATOMIC_RELAXED);
 }
 
-/* @f is about to run on @w: its stack if this is its first run (before it becomes the
- * worker's current fiber, which the overflow handler and the stall detector look at),
- * its ready-to-run latency, and then current. */
 static inline void note_running(Worker *w, Fiber *f)
 {
-        if (UNLIKELY(!f->stack_lo))
-                fiber_bind_stack(f); /* its first run */
         /* Ready-to-run latency is measured from a wake-up or a creation; a fiber that
          * only yielded (ready_tsc == 0) was never waiting for anything. */
         /* Atomic: an idle sibling may be looking at it to decide on stealing. */
@@ -193,6 +188,8 @@ static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
         w->prev = self;
         w->prev_action = action;
         if (next) {
+                if (UNLIKELY(!next->stack_lo))
+                        fiber_bind_stack(next); /* its first run */
                 note_running(w, next);
                 switch_to(&self->ctx, &next->ctx, next, w, action == FIBER_ACT_EXIT);
         } else {
@@ -215,6 +212,8 @@ void fiber_run(Worker *w, Fiber *f)
 {
         w->prev = NULL;
         w->prev_action = FIBER_ACT_NONE;
+        if (UNLIKELY(!f->stack_lo))
+                fiber_bind_stack(f); /* its first run */
         note_running(w, f);
         __atomic_store_n(&w->running, true, __ATOMIC_SEQ_CST); /* see monitor_wake() */
         monitor_wake(w->group);
