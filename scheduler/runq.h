@@ -49,19 +49,18 @@ void *runq_pop_cells(Runq *q, size_t head);
 /* runq_pop - take the oldest item. Return: it, or NULL when empty. Context: any. */
 static inline void *runq_pop(Runq *q)
 {
-        size_t pos = __atomic_load_n(&q->head, __ATOMIC_ACQUIRE);
+        size_t pos = __atomic_load_n(&q->head, __ATOMIC_RELAXED);
+        RunqCell *c = &q->cells[pos & q->mask];
 
-        /* Empty at a glance, inline: head and tail load in parallel, where the cell's
-         * sequence number would need the head first (the idle check on every yield). A
-         * push whose tail claim is not visible yet counts as not done, as an
-         * unpublished cell does in runq_pop_cells(); its producer wakes a worker after
-         * it completes. */
-        if (__atomic_load_n(&q->tail, __ATOMIC_RELAXED) == pos)
+        /* Empty at a glance, inline, from the head cell's sequence number alone: the
+         * tail is the producers' line, and a consumer that read it on every pop would
+         * pull it away from the producer at each push (a cache-line round trip per
+         * fiber when one worker creates and another runs). */
+        if ((intptr_t)(__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) - (pos + 1)) < 0)
                 return NULL;
         return runq_pop_cells(q, pos);
 }
 
-/* runq_size - an estimate of the items queued now (exact when nobody pushes or pops). */
 size_t runq_size(const Runq *q);
 
 #endif
