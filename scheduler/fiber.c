@@ -241,6 +241,14 @@ static __attribute__((noinline)) void fiber_finish_exit(Worker *w, Fiber *f)
         __tsan_destroy_fiber(f->tsan_fiber);
         f->tsan_fiber = NULL;
 #endif
+        /* The last reference is the fiber's own (detached, or its handle given back):
+         * nobody can join it or look at it any more, so the block goes back without the
+         * join lock and the reference count's atomic (no call takes a reference after
+         * fiber_create(); the acquire pairs with the handle's release). */
+        if (__atomic_load_n(&f->refs, __ATOMIC_ACQUIRE) == 1) {
+                slab_block_put(w, f);
+                return;
+        }
         spin_lock(&f->join_lock);
         __atomic_store_n(&f->done, true, __ATOMIC_RELEASE);
         joiner = f->joiner;
