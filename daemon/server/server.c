@@ -568,6 +568,40 @@ static void request_free(Request *req)
         free(req);
 }
 
+/*
+ * One answer while it is packed: room on the request fiber's stack for the usual
+ * answer, the heap past it. A request used to pack its result into one malloc'd
+ * msgpack_sbuffer and copy it into a second behind the response header: two 8 KiB
+ * allocations and a copy for every answer.
+ */
+typedef struct AnswerBuf {
+        char *data;
+        size_t size, alloc;
+        char room[1024];
+} AnswerBuf;
+
+/* msgpack_packer_write for an AnswerBuf. Return: 0; -1 without memory (the packer's
+ * convention), the answer as it was. */
+static int answer_write(void *data, const char *buf, size_t len)
+{
+        AnswerBuf *a = data;
+
+        if (len > a->alloc - a->size) {
+                size_t want = a->alloc * 2 > a->size + len ? a->alloc * 2 : a->size + len;
+                char *p = a->data == a->room ? malloc(want) : realloc(a->data, want);
+
+                if (!p)
+                        return -1;
+                if (a->data == a->room)
+                        memcpy(p, a->room, a->size);
+                a->data = p;
+                a->alloc = want;
+        }
+        memcpy(a->data + a->size, buf, len);
+        a->size += len;
+        return 0;
+}
+
 static void request_main(void *arg)
 {
         Request *req = arg;
@@ -575,14 +609,21 @@ static void request_main(void *arg)
         Conn *c = req->conn;
         MethodFn fn = s->lookup(req->msg.method, req->msg.method_len);
         IpcStatus st = {0};
-        msgpack_sbuffer result, out;
+        AnswerBuf out;
         msgpack_packer pk;
+        size_t head;
         int r;
 
-        msgpack_sbuffer_init(&result);
-        msgpack_sbuffer_init(&out);
-        msgpack_packer_init(&pk, &result, msgpack_sbuffer_write);
-        if (!fn) {
+        out.data = out.room;
+        out.size = 0;
+        out.alloc = sizeof(out.room);
+        msgpack_packer_init(&pk, &out, answer_write);
+        /* [1, msgid, nil, result]: the method packs its result behind the header */
+        r = ipc_pack_response_begin(&pk, req->msg.msgid);
+        head = out.size;
+        if (r < 0) {
+                ; /* no memory for the header: the error answer below */
+        } else if (!fn) {
                 r = ipc_status_set(&st, IPC_METHOD_NOT_FOUND, -ENOSYS,
                                    "no method '%s'; see PROTOCOL.md for the method list",
                                    req->msg.method);
@@ -590,26 +631,23 @@ static void request_main(void *arg)
                 r = fn(s->ctx, req, &pk, &st);
                 if (r < 0 && !ipc_status_failed(&st))
                         ipc_status_errno(&st, r, NULL);
-                if (r >= 0 && result.size == 0)
+                if (r >= 0 && out.size == head)
                         r = msgpack_pack_nil(&pk) ? -ENOMEM : 0;
         }
-        msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
         if (r < 0 || ipc_status_failed(&st)) {
-                r = ipc_pack_status_response(&pk, req->msg.msgid, &st);
-        } else {
-                r = ipc_pack_response_begin(&pk, req->msg.msgid);
-                if (r == 0 && msgpack_sbuffer_write(&out, result.data, result.size) != 0)
-                        r = -ENOMEM;
+                out.size = 0; /* what the method packed is not the answer */
+                if (ipc_status_failed(&st))
+                        r = ipc_pack_status_response(&pk, req->msg.msgid, &st);
         }
         if (r < 0) {
-                msgpack_sbuffer_clear(&out);
+                out.size = 0;
                 ipc_pack_error_response(&pk, req->msg.msgid, IPC_OUT_OF_MEMORY,
                                         "fiberd ran out of memory building the response");
         }
-        msgpack_sbuffer_destroy(&result);
         request_free(req);
         conn_answer(c, out.data, out.size);
-        msgpack_sbuffer_destroy(&out);
+        if (out.data != out.room)
+                free(out.data);
         conn_unref(c);
 }
 
