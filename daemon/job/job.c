@@ -257,9 +257,36 @@ void job_live_drop(Job *j)
         free(l);
 }
 
+/* Appends @n bytes of @s to @buf at *@at, as far as @size leaves room (one kept for the
+ * NUL). */
+static void tag_put(char *buf, size_t size, size_t *at, const char *s, size_t n)
+{
+        if (*at + 1 >= size)
+                return;
+        if (n > size - 1 - *at)
+                n = size - 1 - *at;
+        memcpy(buf + *at, s, n);
+        *at += n;
+}
+
 char *job_format_tag(const Job *j, char *buf, size_t size)
 {
-        snprintf(buf, size, "job %llu plugin %s", (unsigned long long)j->id, j->plugin_name);
+        /* by hand: this runs for every job, and snprintf() was 2 % of a trivial job's
+         * server CPU */
+        char digits[20];
+        size_t at = 0, nd = 0;
+        uint64_t id = j->id;
+
+        if (!size)
+                return buf;
+        do
+                digits[sizeof(digits) - ++nd] = (char)('0' + id % 10);
+        while ((id /= 10) && nd < sizeof(digits));
+        tag_put(buf, size, &at, "job ", 4);
+        tag_put(buf, size, &at, digits + sizeof(digits) - nd, nd);
+        tag_put(buf, size, &at, " plugin ", 8);
+        tag_put(buf, size, &at, j->plugin_name, strlen(j->plugin_name));
+        buf[at] = '\0';
         return buf;
 }
 

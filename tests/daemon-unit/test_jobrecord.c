@@ -306,3 +306,20 @@ Test(jobrecord, a_revive_gets_a_fresh_joblive)
         cr_assert_eq(j->live->deadline_ns, SCHED_FOREVER);
         job_unref(j);
 }
+
+Test(jobrecord, the_fiber_tag_names_the_job_and_its_plugin_and_truncates_cleanly)
+{
+        msgpack_object args = {.type = MSGPACK_OBJECT_MAP};
+        Job *j = new_job("sha256", "default", &args);
+        char buf[JOB_TAG_MAX], small[12], one[1] = {'x'};
+
+        j->id = 18446744073709551615ull; /* every digit of a uint64_t */
+        cr_assert_str_eq(job_format_tag(j, buf, sizeof(buf)),
+                         "job 18446744073709551615 plugin sha256");
+        j->id = 0;
+        cr_assert_str_eq(job_format_tag(j, buf, sizeof(buf)), "job 0 plugin sha256");
+        j->id = 42;
+        cr_assert_str_eq(job_format_tag(j, small, sizeof(small)), "job 42 plug");
+        cr_assert_eq(job_format_tag(j, one, sizeof(one))[0], '\0');
+        job_unref(j);
+}
