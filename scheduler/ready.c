@@ -74,7 +74,9 @@ static Fiber *yield_pop(Worker *w)
 static Fiber *shared_pop(Worker *w)
 {
         SchedulingGroup *g = w->group;
-        Fiber *f = g->nclasses > 1 ? class_pop(g, w->cls) : runq_pop(&g->runq);
+        Fiber *f = g->nclasses > 1 ? class_pop(g, w->cls)
+                   : w->yield_head ? runq_pop_glance(&g->runq)
+                                   : runq_pop(&g->runq);
 
         if (f)
                 counter_inc(&w->shared_dequeues);

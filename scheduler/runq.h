@@ -51,14 +51,37 @@ static inline void *runq_pop(Runq *q)
 {
         size_t pos = __atomic_load_n(&q->head, __ATOMIC_RELAXED);
         RunqCell *c = &q->cells[pos & q->mask];
+        intptr_t dif = (intptr_t)(__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) - (pos + 1));
 
-        /* Empty at a glance, inline, from the head cell's sequence number alone: the
-         * tail is the producers' line, and a consumer that read it on every pop would
-         * pull it away from the producer at each push (a cache-line round trip per
-         * fiber when one worker creates and another runs). */
-        if ((intptr_t)(__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) - (pos + 1)) < 0)
+        /* Empty at a glance, from the head cell's sequence number alone: the tail is
+         * the producers' line, and a consumer that read it on every pop pulled it away
+         * from the producer at each push (a cache-line round trip per fiber when one
+         * worker creates and another runs). The uncontended pop is inline too (the
+         * yield path); a lost race goes on in runq_pop_cells(). */
+        if (dif < 0)
                 return NULL;
-        return runq_pop_cells(q, pos);
+        if (dif == 0 && __atomic_compare_exchange_n(&q->head, &pos, pos + 1, true, __ATOMIC_RELAXED,
+                                                    __ATOMIC_RELAXED)) {
+                void *item = c->item;
+                __atomic_store_n(&c->seq, pos + q->mask + 1, __ATOMIC_RELEASE);
+                return item;
+        }
+        return runq_pop_cells(q, __atomic_load_n(&q->head, __ATOMIC_RELAXED));
+}
+
+/*
+ * runq_pop_glance - runq_pop() for a caller that has other work at hand (a worker whose
+ * yield list holds fibers): it reads the tail first, beside the head, so that an empty
+ * queue costs two parallel loads rather than a head-then-cell chain (the empty check
+ * on every yield of a lone worker). A consumer that reads the tail pulls the producers'
+ * line, so only this path does. Return: the oldest item; NULL when empty.
+ */
+static inline void *runq_pop_glance(Runq *q)
+{
+        if (__atomic_load_n(&q->tail, __ATOMIC_RELAXED) ==
+            __atomic_load_n(&q->head, __ATOMIC_RELAXED))
+                return NULL;
+        return runq_pop(q);
 }
 
 size_t runq_size(const Runq *q);
