@@ -46,7 +46,8 @@ bool runq_push(Runq *q, void *item);
 /* runq_pop_cells - runq_pop() past its empty check, from head position @head. */
 void *runq_pop_cells(Runq *q, size_t head);
 
-/* runq_pop - take the oldest item. Return: it, or NULL when empty. Context: any. */
+/* runq_pop - take the oldest item. Return: it, or NULL when empty. Context: any thread;
+ * lock-free. */
 static inline void *runq_pop(Runq *q)
 {
         size_t pos = __atomic_load_n(&q->head, __ATOMIC_RELAXED);
@@ -56,8 +57,8 @@ static inline void *runq_pop(Runq *q)
         /* Empty at a glance, from the head cell's sequence number alone: the tail is
          * the producers' line, and a consumer that read it on every pop pulled it away
          * from the producer at each push (a cache-line round trip per fiber when one
-         * worker creates and another runs). The uncontended pop is inline too (the
-         * yield path); a lost race goes on in runq_pop_cells(). */
+         * worker creates and another runs). The uncontended claim is inline too; a
+         * lost race goes on in runq_pop_cells(). */
         if (dif < 0)
                 return NULL;
         if (dif == 0 && __atomic_compare_exchange_n(&q->head, &pos, pos + 1, true, __ATOMIC_RELAXED,
