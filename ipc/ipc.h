@@ -20,6 +20,7 @@
 
 #include "ipc/decoder.h"
 #include "ipc/encoder.h"
+#include "ipc/packbuf.h"
 #include "ipc/protocol.h"
 #include "ipc/socket_path.h"
 #include "ipc/status.h"

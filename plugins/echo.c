@@ -13,51 +13,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/packbuf.h"
 #include "plugins/fiberd/plugin.h"
 
 #define ECHO_INLINE 512 /* bytes of packed args kept on the stack */
 
-/* A msgpack write target: @inline_buf until it is full, then a malloc'ed copy. */
-typedef struct EchoBuffer {
-        char *data; /* inline_buf or owned */
-        size_t len, cap;
-        char inline_buf[ECHO_INLINE];
-} EchoBuffer;
-
-static int echo_buffer_write(void *data, const char *buf, size_t len)
-{
-        EchoBuffer *b = data;
-
-        if (len > b->cap - b->len) {
-                size_t cap = b->cap * 2 > b->len + len ? b->cap * 2 : b->len + len;
-                char *p = b->data == b->inline_buf ? malloc(cap) : realloc(b->data, cap);
-
-                if (!p)
-                        return -1;
-                if (b->data == b->inline_buf)
-                        memcpy(p, b->inline_buf, b->len);
-                b->data = p;
-                b->cap = cap;
-        }
-        memcpy(b->data + b->len, buf, len);
-        b->len += len;
-        return 0;
-}
-
 static int echo_run(FiberdJob *job, const FiberdHost *host)
 {
-        EchoBuffer b = {.len = 0, .cap = ECHO_INLINE};
+        char room[ECHO_INLINE];
+        IpcPackBuf b;
         msgpack_packer pk;
         int r;
 
-        b.data = b.inline_buf;
-        msgpack_packer_init(&pk, &b, echo_buffer_write);
+        ipc_packbuf_init(&b, room, sizeof(room));
+        msgpack_packer_init(&pk, &b, ipc_packbuf_write);
         if (msgpack_pack_object(&pk, *host->args_object(job)) < 0)
                 r = host->fail(job, -ENOMEM, "cannot copy the args: out of memory");
         else
-                r = host->result_msgpack(job, b.data, b.len);
-        if (b.data != b.inline_buf)
-                free(b.data);
+                r = host->result_msgpack(job, b.data, b.size);
+        ipc_packbuf_free(&b);
         return r < 0 ? r : 0;
 }
 

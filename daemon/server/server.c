@@ -44,6 +44,7 @@
 #include "daemon/obs/log.h"
 #include "daemon/server/listenfds.h"
 #include "ipc/encoder.h"
+#include "ipc/packbuf.h"
 #include "ipc/protocol.h"
 #include "ipc/value.h"
 #include "scheduler/base/macro.h"
@@ -568,40 +569,6 @@ static void request_free(Request *req)
         free(req);
 }
 
-/*
- * One answer while it is packed: room on the request fiber's stack for the usual
- * answer, the heap past it. A request used to pack its result into one malloc'd
- * msgpack_sbuffer and copy it into a second behind the response header: two 8 KiB
- * allocations and a copy for every answer.
- */
-typedef struct AnswerBuf {
-        char *data;
-        size_t size, alloc;
-        char room[1024];
-} AnswerBuf;
-
-/* msgpack_packer_write for an AnswerBuf. Return: 0; -1 without memory (the packer's
- * convention), the answer as it was. */
-static int answer_write(void *data, const char *buf, size_t len)
-{
-        AnswerBuf *a = data;
-
-        if (len > a->alloc - a->size) {
-                size_t want = a->alloc * 2 > a->size + len ? a->alloc * 2 : a->size + len;
-                char *p = a->data == a->room ? malloc(want) : realloc(a->data, want);
-
-                if (!p)
-                        return -1;
-                if (a->data == a->room)
-                        memcpy(p, a->room, a->size);
-                a->data = p;
-                a->alloc = want;
-        }
-        memcpy(a->data + a->size, buf, len);
-        a->size += len;
-        return 0;
-}
-
 static void request_main(void *arg)
 {
         Request *req = arg;
@@ -609,15 +576,16 @@ static void request_main(void *arg)
         Conn *c = req->conn;
         MethodFn fn = s->lookup(req->msg.method, req->msg.method_len);
         IpcStatus st = {0};
-        AnswerBuf out;
+        /* the usual answer packs on this fiber's stack: a msgpack_sbuffer each for the
+         * result and the answer cost two 8 KiB allocations and a copy per request */
+        char room[1024];
+        IpcPackBuf out;
         msgpack_packer pk;
         size_t head;
         int r;
 
-        out.data = out.room;
-        out.size = 0;
-        out.alloc = sizeof(out.room);
-        msgpack_packer_init(&pk, &out, answer_write);
+        ipc_packbuf_init(&out, room, sizeof(room));
+        msgpack_packer_init(&pk, &out, ipc_packbuf_write);
         /* [1, msgid, nil, result]: the method packs its result behind the header */
         r = ipc_pack_response_begin(&pk, req->msg.msgid);
         head = out.size;
@@ -646,8 +614,7 @@ static void request_main(void *arg)
         }
         request_free(req);
         conn_answer(c, out.data, out.size);
-        if (out.data != out.room)
-                free(out.data);
+        ipc_packbuf_free(&out);
         conn_unref(c);
 }
 

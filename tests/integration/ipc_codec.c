@@ -672,3 +672,42 @@ Test(ipc_encoder, pack_map_counts_its_entries)
                 buf_done(&b);
         }
 }
+
+/* IpcPackBuf: packs in the caller's room, moves to the heap past it with every byte
+ * kept, and is empty in its room again after ipc_packbuf_free(). */
+Test(ipc_packbuf, stays_in_its_room_then_moves_to_the_heap_with_every_byte)
+{
+        char room[16], big[100];
+        IpcPackBuf b;
+        msgpack_packer pk;
+        msgpack_unpacked u;
+        size_t off = 0;
+
+        memset(big, 'x', sizeof(big));
+        ipc_packbuf_init(&b, room, sizeof(room));
+        msgpack_packer_init(&pk, &b, ipc_packbuf_write);
+        cr_assert_eq(msgpack_pack_array(&pk, 2), 0);
+        cr_assert_eq(ipc_pack_cstr(&pk, "short"), 0);
+        cr_assert_eq(b.data, room, "7 bytes left the room");
+        cr_assert_eq(ipc_pack_strn(&pk, big, sizeof(big)), 0);
+        cr_assert_neq(b.data, room, "109 bytes stayed in a 16-byte room");
+        cr_assert_geq(b.alloc, b.size);
+
+        msgpack_unpacked_init(&u);
+        cr_assert_eq(msgpack_unpack_next(&u, b.data, b.size, &off), MSGPACK_UNPACK_SUCCESS);
+        cr_assert_eq(off, b.size);
+        cr_assert_eq(u.data.via.array.size, 2);
+        cr_assert_eq(u.data.via.array.ptr[0].via.str.size, 5);
+        cr_assert_eq(memcmp(u.data.via.array.ptr[0].via.str.ptr, "short", 5), 0);
+        cr_assert_eq(u.data.via.array.ptr[1].via.str.size, sizeof(big));
+        cr_assert_eq(memcmp(u.data.via.array.ptr[1].via.str.ptr, big, sizeof(big)), 0);
+        msgpack_unpacked_destroy(&u);
+
+        ipc_packbuf_free(&b);
+        cr_assert_eq(b.data, room);
+        cr_assert_eq(b.size, 0);
+        cr_assert_eq(b.alloc, sizeof(room));
+        cr_assert_eq(ipc_packbuf_write(&b, "abc", 3), 0);
+        cr_assert_eq(b.data, room, "a freed buffer did not start in its room again");
+        cr_assert_eq(memcmp(room, "abc", 3), 0);
+}
