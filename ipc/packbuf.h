@@ -27,8 +27,8 @@
 
 /* IpcPackBuf - the bytes packed so far: @data is the caller's room or, past it, owned. */
 typedef struct IpcPackBuf {
-        char *data;  /* @room, or a malloc'd copy once the bytes outgrew it */
-        size_t size; /* bytes packed */
+        char *data;   /* @room, or a malloc'd copy once the bytes outgrew it */
+        size_t size;  /* bytes packed */
         size_t alloc; /* bytes @data can hold */
         char *room;   /* the caller's; never freed here */
         size_t room_size;
