@@ -30,6 +30,32 @@ Test(runq, fifo_full_and_empty)
         runq_term(&q);
 }
 
+/* Empty is told from the head cell alone (runq_pop()) and from head and tail
+ * (runq_pop_glance()): both must agree lap after lap, in every fill level, or a worker
+ * would idle with work queued or take a cell not yet published. */
+Test(runq, both_pops_tell_empty_and_order_over_many_laps)
+{
+        Runq q;
+        uintptr_t next_in = 1, next_out = 1;
+
+        cr_assert_eq(runq_init(&q, 4), 0);
+        for (unsigned lap = 0; lap < 64; lap++) {
+                unsigned fill = lap % 5; /* 0..4: empty to full */
+
+                for (unsigned i = 0; i < fill; i++)
+                        cr_assert(runq_push(&q, (void *)next_in++));
+                for (unsigned i = 0; i < fill; i++) {
+                        void *v = i % 2 ? runq_pop_glance(&q) : runq_pop(&q);
+                        cr_assert_eq((uintptr_t)v, next_out, "lap %u: %p, expected %lu", lap, v,
+                                     (unsigned long)next_out);
+                        next_out++;
+                }
+                cr_assert_null(runq_pop(&q), "lap %u: an empty queue popped", lap);
+                cr_assert_null(runq_pop_glance(&q), "lap %u: an empty queue glanced", lap);
+        }
+        runq_term(&q);
+}
+
 #define PRODUCERS 4
 #define CONSUMERS 4
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
