@@ -56,28 +56,6 @@ bool runq_push(Runq *q, void *item)
         }
 }
 
-/* runq_pop()'s part past the empty check, from head position @pos. */
-void *runq_pop_cells(Runq *q, size_t pos)
-{
-        for (;;) {
-                RunqCell *c = &q->cells[pos & q->mask];
-                size_t seq = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
-                intptr_t dif = (intptr_t)seq - (intptr_t)(pos + 1);
-                if (dif == 0) {
-                        if (__atomic_compare_exchange_n(&q->head, &pos, pos + 1, true,
-                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-                                void *item = c->item;
-                                __atomic_store_n(&c->seq, pos + q->mask + 1, __ATOMIC_RELEASE);
-                                return item;
-                        }
-                } else if (dif < 0) {
-                        return NULL; /* empty */
-                } else {
-                        pos = __atomic_load_n(&q->head, __ATOMIC_RELAXED);
-                }
-        }
-}
-
 size_t runq_size(const Runq *q)
 {
         size_t head = __atomic_load_n(&q->head, __ATOMIC_RELAXED);

@@ -43,31 +43,33 @@ void runq_term(Runq *q);
  * Context: any thread; lock-free. */
 bool runq_push(Runq *q, void *item);
 
-/* runq_pop_cells - runq_pop() past its empty check, from head position @head. */
-void *runq_pop_cells(Runq *q, size_t head);
-
 /* runq_pop - take the oldest item. Return: it, or NULL when empty. Context: any thread;
  * lock-free. */
 static inline void *runq_pop(Runq *q)
 {
         size_t pos = __atomic_load_n(&q->head, __ATOMIC_RELAXED);
-        RunqCell *c = &q->cells[pos & q->mask];
-        intptr_t dif = (intptr_t)(__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) - (pos + 1));
 
-        /* Empty at a glance, from the head cell's sequence number alone: the tail is
-         * the producers' line, and a consumer that read it on every pop pulled it away
-         * from the producer at each push (a cache-line round trip per fiber when one
-         * worker creates and another runs). The uncontended claim is inline too; a
-         * lost race goes on in runq_pop_cells(). */
-        if (dif < 0)
-                return NULL;
-        if (dif == 0 && __atomic_compare_exchange_n(&q->head, &pos, pos + 1, true, __ATOMIC_RELAXED,
-                                                    __ATOMIC_RELAXED)) {
-                void *item = c->item;
-                __atomic_store_n(&c->seq, pos + q->mask + 1, __ATOMIC_RELEASE);
-                return item;
+        /* Empty is told from the head cell's sequence number alone: the tail is the
+         * producers' line, and a consumer that read it on every pop pulled it away from
+         * the producer at each push (a cache-line round trip per fiber when one worker
+         * creates and another runs). Inline: it runs at every switch. */
+        for (;;) {
+                RunqCell *c = &q->cells[pos & q->mask];
+                intptr_t dif = (intptr_t)(__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) - (pos + 1));
+
+                if (dif == 0) {
+                        if (__atomic_compare_exchange_n(&q->head, &pos, pos + 1, true,
+                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                                void *item = c->item;
+                                __atomic_store_n(&c->seq, pos + q->mask + 1, __ATOMIC_RELEASE);
+                                return item;
+                        }
+                } else if (dif < 0) {
+                        return NULL; /* empty, or its cell not published yet */
+                } else {
+                        pos = __atomic_load_n(&q->head, __ATOMIC_RELAXED); /* lost a race */
+                }
         }
-        return runq_pop_cells(q, __atomic_load_n(&q->head, __ATOMIC_RELAXED));
 }
 
 /*
@@ -85,6 +87,7 @@ static inline void *runq_pop_glance(Runq *q)
         return runq_pop(q);
 }
 
+/* runq_size - an estimate of the items queued now (exact when nobody pushes or pops). */
 size_t runq_size(const Runq *q);
 
 #endif
