@@ -587,25 +587,22 @@ static void request_main(void *arg)
         ipc_packbuf_init(&out, room, sizeof(room));
         msgpack_packer_init(&pk, &out, ipc_packbuf_write);
         /* [1, msgid, nil, result]: the method packs its result behind the header */
-        r = ipc_pack_response_begin(&pk, req->msg.msgid);
+        r = ipc_pack_response_begin(&pk, req->msg.msgid); /* < 0: the error answer below */
         head = out.size;
-        if (r < 0) {
-                ; /* no memory for the header: the error answer below */
-        } else if (!fn) {
+        if (r == 0 && !fn) {
                 r = ipc_status_set(&st, IPC_METHOD_NOT_FOUND, -ENOSYS,
                                    "no method '%s'; see PROTOCOL.md for the method list",
                                    req->msg.method);
-        } else {
+        } else if (r == 0) {
                 r = fn(s->ctx, req, &pk, &st);
                 if (r < 0 && !ipc_status_failed(&st))
                         ipc_status_errno(&st, r, NULL);
                 if (r >= 0 && out.size == head)
                         r = msgpack_pack_nil(&pk) ? -ENOMEM : 0;
         }
-        if (r < 0 || ipc_status_failed(&st)) {
+        if (ipc_status_failed(&st)) {
                 out.size = 0; /* what the method packed is not the answer */
-                if (ipc_status_failed(&st))
-                        r = ipc_pack_status_response(&pk, req->msg.msgid, &st);
+                r = ipc_pack_status_response(&pk, req->msg.msgid, &st);
         }
         if (r < 0) {
                 out.size = 0;
