@@ -26,9 +26,10 @@
  *     load; a spin that finds work restores it); a spinner that sees the pending
  *     wake-up flag claims it and wakes a sleeper to spin in its place; a spinner that
  *     gets work and leaves more in the shared queue wakes a sleeper for it (in a group
- *     of more than two workers), unless someone still spins (a burst of spawns may all have counted on it: Go's
- *     resetspinning()), and one that leaves none sets the flag (if fewer than two spin)
- *     instead of waking someone itself, because it now has real work to do;
+ *     of more than two workers), unless someone still spins (a burst of spawns may all
+ *     have counted on it: Go's resetspinning()), and one that leaves none sets the flag
+ *     (if fewer than two spin) instead of waking someone itself, because it now has
+ *     real work to do;
  *  3. otherwise sets its bit in the sleeping mask, looks once more, other groups
  *     included and unpaced (a producer may have read the mask before the bit was
  *     set), and sleeps: in the group's poll set if nobody is there (reactor.c, Go's

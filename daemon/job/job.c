@@ -281,7 +281,7 @@ char *job_format_tag(const Job *j, char *buf, size_t size)
                 return buf;
         do
                 digits[sizeof(digits) - ++nd] = (char)('0' + id % 10);
-        while ((id /= 10) && nd < sizeof(digits));
+        while ((id /= 10)); /* a uint64_t has at most 20 digits */
         tag_put(buf, size, &at, "job ", 4);
         tag_put(buf, size, &at, digits + sizeof(digits) - nd, nd);
         tag_put(buf, size, &at, " plugin ", 8);
