@@ -40,9 +40,10 @@ void plugin_host_set_max_result(size_t max_result_bytes, size_t max_message);
 
 /*
  * plugin_host_check_args - refuse bad args before a job is created: @args must be a
- * map, and the current instance of @p's plugin, when its descriptor has check_args
- * (plugin.h), must accept them; it reads them, and @origin's fds and creds (borrowed,
- * nothing taken), through a job-less FiberdJob handle (plugin_job.c).
+ * map, and @p, when its descriptor has check_args (plugin.h), must accept them; it reads
+ * them, and @origin's fds and creds (borrowed, nothing taken), through a job-less
+ * FiberdJob handle (plugin_job.c). @p is an instance the caller holds a reference on
+ * (plugin_host_acquire()), so its code stays mapped while check_args runs.
  * Return: 0; a negative errno with @st filled with INVALID_ARGUMENT and the plugin's
  * reason. Context: a request fiber; does not yield (unless the plugin breaks the rule).
  */

@@ -284,12 +284,13 @@ static int check_after(Daemon *d, uid_t uid, bool admin, size_t n_fds, const Sub
         return 0;
 }
 
-/* Step 4, first half: the loaded plugin @p names, or NOT_FOUND listing the loaded ones. */
+/* Step 4, first half: the current instance of the plugin @p names, referenced (the
+ * caller releases it: plugin_host_release()), or NOT_FOUND listing the loaded ones. */
 static int find_plugin(const SubmitParams *p, const Plugin **ret, IpcStatus *st)
 {
         char loaded[512];
 
-        *ret = plugin_host_find(p->plugin, p->plugin_len);
+        *ret = plugin_host_acquire(p->plugin, p->plugin_len);
         if (*ret)
                 return 0;
         plugin_host_names(loaded, sizeof(loaded));
@@ -384,7 +385,9 @@ static int refused(Daemon *d, const Creds *creds, const msgpack_object *args, in
         }
 }
 
-/* Steps 1 to 4 for @origin: *@p read from @params, the plugin and class they name. */
+/* Steps 1 to 4 for @origin: *@p read from @params, the plugin and class they name.
+ * On success *@ret_plugin holds a reference (plugin_host_release()): one lookup serves
+ * the args check and the submission, and the instance checked is the one queued. */
 static int check_submission(Daemon *d, const JobOrigin *origin, const msgpack_object *params,
                             SubmitParams *p, const Plugin **ret_plugin, int *ret_cls,
                             const char **ret_class_name, IpcStatus *st)
@@ -405,7 +408,12 @@ static int check_submission(Daemon *d, const JobOrigin *origin, const msgpack_ob
         r = find_plugin(p, ret_plugin, st);
         if (r < 0)
                 return r;
-        return plugin_host_check_args(*ret_plugin, p->args, origin, st); /* its check_args */
+        r = plugin_host_check_args(*ret_plugin, p->args, origin, st); /* its check_args */
+        if (r < 0) {
+                plugin_host_release(*ret_plugin);
+                *ret_plugin = NULL;
+        }
+        return r;
 }
 
 int submit_check(Daemon *d, Creds *creds, const msgpack_object *params, IpcStatus *st)
@@ -414,9 +422,12 @@ int submit_check(Daemon *d, Creds *creds, const msgpack_object *params, IpcStatu
         const char *class_name;
         const Plugin *plugin;
         SubmitParams p;
-        int cls;
+        int cls, r;
 
-        return check_submission(d, &origin, params, &p, &plugin, &cls, &class_name, st);
+        r = check_submission(d, &origin, params, &p, &plugin, &cls, &class_name, st);
+        if (r == 0)
+                plugin_host_release(plugin);
+        return r;
 }
 
 int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Job **ret,
@@ -425,7 +436,6 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
         uint64_t existing = 0;
         JobPlan plan;
         SubmitParams p;
-        char cname[128];
         const char *class_name;
         const Plugin *plugin;
         Job *j;
@@ -438,10 +448,11 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
                 uint64_t retry_ms = store_retry_hint_ms(d->store);
                 StoreHealth h;
                 store_health(d->store, &h);
-                if (h.failing)
-                        return store_refused(h.error, retry_ms, 0, st);
+                if (h.failing) {
+                        r = store_refused(h.error, retry_ms, 0, st);
+                        goto out;
+                }
         }
-        snprintf(cname, sizeof(cname), "%s", plugin_host_name(plugin));
         plan = (JobPlan){
                 .run_at_ms = p.has_delay ? job_now_ms() + p.delay_ms : p.run_at,
                 .max_attempts = (uint32_t)(p.has_attempts ? p.max_attempts
@@ -452,15 +463,19 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
                 .n_after = p.n_after,
                 .key = p.key[0] ? p.key : NULL,
         };
-        r = jobtable_submit(&d->jobs, origin, plugin, cname, p.args, (int)p.priority,
-                            p.timeout_ms * NSEC_PER_MSEC, (unsigned)cls, class_name, &plan, &j,
-                            &existing);
-        if (r < 0)
-                return refused(d, origin->creds, p.args, r, st);
+        /* the name is the loader's, which keeps it as long as fiberd runs (loader.c) */
+        r = jobtable_submit(&d->jobs, origin, plugin, plugin_host_name(plugin), p.args,
+                            (int)p.priority, p.timeout_ms * NSEC_PER_MSEC, (unsigned)cls,
+                            class_name, &plan, &j, &existing);
+        if (r < 0) {
+                r = refused(d, origin->creds, p.args, r, st);
+                goto out;
+        }
         *ret_existing = existing;
         if (existing && !j) { /* not held here (gone; a fleet's other host): the id answers */
                 *ret = NULL;
-                return 0;
+                r = 0;
+                goto out;
         }
         /* the job store (store.h): answer only once the job is on disk */
         r = jobtable_wait_durable(&d->jobs, j);
@@ -479,10 +494,13 @@ int submit_params(Daemon *d, JobOrigin *origin, const msgpack_object *params, Jo
                                            strerror(-r));
                 }
                 job_unref(j);
-                return r;
+                goto out;
         }
         *ret = j;
-        return 0;
+        r = 0;
+out:
+        plugin_host_release(plugin);
+        return r;
 }
 
 int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, uint64_t *ret_existing,
