@@ -711,3 +711,40 @@ Test(ipc_packbuf, stays_in_its_room_then_moves_to_the_heap_with_every_byte)
         cr_assert_eq(b.data, room, "a freed buffer did not start in its room again");
         cr_assert_eq(memcmp(room, "abc", 3), 0);
 }
+
+static int write_fails(void *data, const char *buf, size_t len)
+{
+        (void)data;
+        (void)buf;
+        (void)len;
+        return -1;
+}
+
+/* ipc_pack_strn() writes a short string in one call: the same bytes msgpack-c's two
+ * calls write, at every length on both sides of the fixstr bound (31/32 bytes), and a
+ * failing write target is -ENOMEM. */
+Test(ipc_encoder, strings_pack_as_msgpack_c_packs_them_at_every_length)
+{
+        char text[70];
+        msgpack_packer failing;
+
+        for (size_t i = 0; i < sizeof(text); i++)
+                text[i] = (char)('a' + i % 26);
+        for (size_t len = 0; len <= sizeof(text); len++) {
+                Buf a, b;
+                buf_init(&a);
+                buf_init(&b);
+                cr_assert_eq(ipc_pack_strn(&a.pk, text, len), 0);
+                cr_assert_eq(msgpack_pack_str(&b.pk, len), 0);
+                cr_assert_eq(msgpack_pack_str_body(&b.pk, text, len), 0);
+                cr_assert_eq(a.sb.size, b.sb.size, "length %zu: %zu bytes, msgpack-c %zu", len,
+                             a.sb.size, b.sb.size);
+                cr_assert_eq(memcmp(a.sb.data, b.sb.data, a.sb.size), 0, "length %zu differs", len);
+                buf_done(&a);
+                buf_done(&b);
+        }
+        msgpack_packer_init(&failing, NULL, write_fails);
+        cr_assert_eq(ipc_pack_strn(&failing, text, 5), -ENOMEM);
+        cr_assert_eq(ipc_pack_strn(&failing, text, 40), -ENOMEM);
+        cr_assert_eq(ipc_pack_cstr(&failing, "key"), -ENOMEM);
+}
