@@ -45,59 +45,74 @@
  * dispatcher is unit-tested with a fake owner (tests/daemon-unit/test_dispatch.c).
  *
  * Placement: every job fiber is created with FiberAttr.scheduler = d->sched and no
- * group, so the runtime places it: its supervisor runs outside the job scheduler, so
- * sched_pick_group() chooses a group on the caller's NUMA node, round robin; the
- * plugin's children stay in the job fiber's group. Idle workers of other groups may
- * still steal them.
+ * group, so the runtime places it: the dispatcher fiber that creates it runs outside
+ * the job scheduler, so sched_pick_group() chooses a group on the caller's NUMA node,
+ * round robin; the plugin's children stay in the job fiber's group. Idle workers of
+ * other groups may still steal them.
  *
- * A running job has two fibers:
- *  - the supervisor (detached), on d->supervise_group (the daemon's server group, not a
- *    job group: a job that blocks its worker thread, or spins without yielding, on
- *    every job worker at once must not keep its own --timeout or a job.cancel from
- *    being acted on): holds the run's JobRun (job.h: the events below and the job
- *    fiber's tag) in its frame and publishes it in job->live->run, creates the job fiber
- *    joinable, publishes its handle in job->live->fiber so job.cancel can fiber_cancel() it,
- *    waits on run->wake until the job's deadline, cancels the job fiber when the
- *    deadline passes, waits on run->ran, then clears job->live->fiber under the table lock
- *    and joins it — in that order, so a handle that the lock lets anyone see is never
- *    a joined one — and clears job->live->run under the lock in the section that concludes
- *    the run, before its frame goes;
+ * A run. The pump (dispatch_pump_locked(), under the lock) gives a job it starts a
+ * JobRun (job.h: the run's events, the job fiber's tag, its outcome), publishes it in
+ * job->live->run and puts it on d->starting. Then the dispatcher fiber, on
+ * d->supervise_group (the daemon's server group), goes through three steps per kick,
+ * each for every run at hand at once:
+ *  - start (dispatch_start()): creates the job fibers, joinable, outside the lock (a
+ *    creation may wake a job worker), then under one lock hold publishes each handle in
+ *    job->live->fiber, so job.cancel can fiber_cancel() it, cancels the fibers whose job
+ *    was asked to stop meanwhile, and starts the supervisors that are wanted (below);
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
  *    reports), on one of the job scheduler's groups, in the job's class (its children
- *    inherit it): waits, when the store says so (Job.durability), until the job's record
- *    is on disk, then calls the owner's run hook (DispatchOps.run: the plugin host's
- *    entry point call, set by main.c, which knows nothing of the store), which leaves
- *    the run's outcome in the JobRun, and sets run->ran; the supervisor moves the
- *    outcome into the job as it concludes the run (job_take_outcome_locked()).
+ *    inherit it), waits, when the store says so (Job.durability), until the job's
+ *    record is on disk, then calls the owner's run hook (DispatchOps.run: the plugin
+ *    host's entry point call, set by main.c, which knows nothing of the store), which
+ *    leaves the run's outcome in the JobRun, sets run->ran and hands the run back:
+ *    a compare-and-swap push on d->done and a kick, no lock;
+ *  - conclude (dispatch_conclude()): takes the whole done stack, clears each
+ *    job->live->fiber under the lock and joins the fibers — in that order, so a handle
+ *    that the lock lets anyone see is never a joined one — then, under one lock hold,
+ *    moves each outcome into its job (job_take_outcome_locked()), gives the job its
+ *    final state and gives back its slot, and frees the runs once the lock is left.
+ * A trivial job so costs no fiber of its own on the server group and a share of a few
+ * lock holds, however many jobs end together: one fiber per run used to wait for each
+ * job and took the lock four times for it (a fifth of a trivial job's server CPU).
  * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
  * at once (the owner's cancel): every job worker may be stuck for long, and no plugin
  * code of it has run; the fiber, when it gets a worker, finds it forestalled
- * (job_fiber_begin()) and skips the plugin. Otherwise the supervisor gives the job its final state: cancelled if
- * cancellation was requested (cooperative: a job that ignored it still ends cancelled),
- * failed if the entry point returned a negative errno, done otherwise; it wakes the
- * job's waiters and, when jobs wait, kicks the dispatcher fiber.
+ * (job_fiber_begin()) and skips the plugin. Otherwise the conclusion gives the job its
+ * final state: cancelled if cancellation was requested (cooperative: a job that ignored
+ * it still ends cancelled), failed if the entry point returned a negative errno, done
+ * otherwise; it wakes the job's waiters and, when jobs wait, kicks the dispatcher fiber.
  *
- * The dispatcher fiber. Supervisors are created by one long-lived fiber on the same
- * group, which runs dispatch_pump_locked() after each dispatch_kick(): a submission
- * (the request fiber), a finishing job (its supervisor) and the store thread (a job that
- * waited for the disk) only kick it, so none of them creates fibers or stacks under the
- * table lock on its own stack, and a burst of kicks before it runs is one pump (one lock
- * hold for many starts). The control paths (a pause lifted, a cap or max_running raised,
- * the owner's ticker, restore) pump at once, under the lock they hold anyway.
+ * The dispatcher fiber. It is also what starts queued jobs: a submission (the request
+ * fiber), a finishing job (the conclusion) and the store thread (a job that waited for
+ * the disk) only kick it, so none of them creates fibers or stacks under the table lock
+ * on its own stack, and a burst of kicks before it runs is one round (one lock hold for
+ * many starts). The control paths (a pause lifted, a cap or max_running raised, the
+ * owner's ticker, restore) pump at once, under the lock they hold anyway, and kick it
+ * to create the fibers.
  *
- * Detaching. A fiber cannot be killed, and cancellation only reaches code that comes back
- * to a yield point: a CPU loop that never yields, or a blocking system call, keeps its
- * worker thread whatever fiberd does. So the job lets go of the fiber instead. A cancel
- * of a running job (job.cancel, its timeout, shutdown: the owner notes the time and
- * sets run->wake) gives its fiber JOB_DETACH_GRACE_NS to return; past that the
- * supervisor ends the job without it (job_detach_locked(): the same final state, error
- * and store write a returning job would get, its waiters answered), gives back its
+ * Supervisors and detaching. A run with a deadline (--timeout), or one asked to stop
+ * (job.cancel, shutdown: the owner notes the time, sets run->wake and calls
+ * dispatch_supervise_locked()), gets a supervisor fiber on d->supervise_group (the
+ * server group, not a job group: a job that blocks its worker thread, or spins without
+ * yielding, on every job worker at once must not keep its own --timeout or a job.cancel
+ * from being acted on). It waits on run->wake until the deadline and cancels the job as
+ * a timeout when it passes. A fiber cannot be killed, and cancellation only reaches code
+ * that comes back to a yield point: a CPU loop that never yields, or a blocking system
+ * call, keeps its worker thread whatever fiberd does. So the job lets go of the fiber
+ * instead: the supervisor gives a cancelled fiber JOB_DETACH_GRACE_NS to return; past
+ * that it ends the job without it (job_detach_locked(): the same final state, error and
+ * store write a returning job would get, its waiters answered), gives back its
  * max_running slot (global and its user's) so queued jobs start, counts the fiber in the
- * detached gauge (JobCounts.detached) and logs a warning. It keeps waiting on run->ran
- * (a parked fiber on the server group, nothing more); when the code returns, whatever
- * it returned is discarded (the supervisor finds the job final and drops the run's
- * outcome), the gauge goes down and the fiber is joined. The FiberdJob (plugin_job.c) holds the job and the
- * plugin instance until then, so a replaced plugin is not unloaded under running code.
+ * detached gauge (JobCounts.detached) and logs a warning. When the code returns, its
+ * run comes back to the dispatcher fiber like any other, whatever it returned is
+ * discarded (run->released), the gauge goes down and the fiber is joined. The FiberdJob
+ * (plugin_job.c) holds the job and the plugin instance until then, so a replaced plugin
+ * is not unloaded under running code.
+ *
+ * Lifetimes. A run holds a reference on its job and counts in Job.supervisors (which
+ * keeps its JobLive) until it is concluded; a supervisor holds a reference on the run
+ * (JobRun.refs) and counts in Job.supervisors until it ends; the last reference frees
+ * the run.
  */
 #include "daemon/job/dispatch.h"
 #include "daemon/job/joblines.h"
@@ -112,21 +127,40 @@
 
 /* ------------------------------------------------------------------ queue ------- */
 
-/* The dispatcher fiber: a pump after each kick, until the owner stops (dispatch_init()).
- * The flag is cleared before the pump takes the lock, so a job queued before a kick
- * that found it still set is seen by this pump, and one queued later kicks again. */
+/*
+ * The dispatcher fiber: after each kick, the runs handed back since the last one are
+ * concluded (dispatch_conclude()), queued jobs are started (dispatch_pump_locked(), not
+ * once the owner stops), and the job fibers of the runs just started are created
+ * (dispatch_start()). The flag is cleared before the done stack is taken and the lock
+ * is taken, so a run handed back or a job queued after a kick that found it still set is
+ * seen by this round, and one later kicks again. It runs as long as the process: runs
+ * still come back after the owner stops.
+ */
+static void dispatch_conclude(Dispatcher *d, JobRun *done);
+static void dispatch_start(Dispatcher *d, JobRun *list);
+
 static void dispatch_fiber(void *arg)
 {
         Dispatcher *d = arg;
-        bool stop = false;
+        JobRun *done, *starting;
 
-        while (!stop && fiber_sem_wait(&d->kick, SCHED_FOREVER) == 0) {
+        while (fiber_sem_wait(&d->kick, SCHED_FOREVER) == 0) {
                 __atomic_store_n(&d->kicked, false, __ATOMIC_SEQ_CST);
+                done = __atomic_exchange_n(&d->done, NULL, __ATOMIC_ACQUIRE);
+                if (done)
+                        dispatch_conclude(d, done);
                 d->ops->lock(d->owner);
-                stop = d->ops->stopping_locked(d->owner);
-                if (!stop)
+                if (!d->ops->stopping_locked(d->owner)) {
+                        d->pumping = true;
                         dispatch_pump_locked(d);
+                        d->pumping = false;
+                }
+                starting = d->starting;
+                d->starting = NULL;
+                d->starting_tail = &d->starting;
                 d->ops->unlock(d->owner);
+                if (starting)
+                        dispatch_start(d, starting);
         }
 }
 
@@ -142,6 +176,7 @@ int dispatch_init(Dispatcher *d, Scheduler *sched, SchedulingGroup *supervise_gr
                           .sched = sched,
                           .supervise_group = supervise_group,
                           .max_running = max_running ? max_running : 1};
+        d->starting_tail = &d->starting;
         fiber_sem_init(&d->kick, 0);
         return fiber_create(NULL, &attr, dispatch_fiber, d);
 }
@@ -588,35 +623,67 @@ static void job_stopped_locked(Dispatcher *d, Job *j)
  * record could not be written (the submitter cancels it); the wait's error.
  * Context: @j's job fiber, before its run hook; yields.
  */
-static int job_wait_disk(Job *j)
+static int job_wait_disk(Job *j, const JobRun *run)
 {
         int r;
 
-        if (!j->live->run->wait_disk)
+        if (!run->wait_disk)
                 return 0;
         r = store_wait(j, false, true);
         return r < 0 ? -ECANCELED : 0; /* the store failed: job.submit cancels it */
 }
 
+/* Drops a reference on @run (JobRun.refs): the last one frees it, with what its job did
+ * not take of its outcome, and drops the run's reference on the job. Context: any; no
+ * lock held (the job's last reference may go). */
+static void run_unref(JobRun *run)
+{
+        Job *j = run->job;
+
+        if (__atomic_sub_fetch(&run->refs, 1, __ATOMIC_ACQ_REL) != 0)
+                return;
+        free(run->result);
+        free(run->error_message);
+        pthread_mutex_destroy(&run->host_lock);
+        free(run);
+        job_unref(j);
+}
+
+/* The job fiber hands @run back to the dispatcher fiber: onto Dispatcher.done, a
+ * Treiber stack (job workers push, the dispatcher fiber takes the whole stack at once,
+ * so no pop can meet an ABA), then a kick. The run stays valid after the push: the
+ * dispatcher fiber joins this fiber before it frees it. */
+static void run_hand_back(Dispatcher *d, JobRun *run)
+{
+        JobRun *head = __atomic_load_n(&d->done, __ATOMIC_RELAXED);
+
+        do
+                run->done_next = head;
+        while (!__atomic_compare_exchange_n(&d->done, &head, run, true, __ATOMIC_RELEASE,
+                                            __ATOMIC_RELAXED));
+        dispatch_kick(d);
+}
+
 static void job_fiber_main(void *arg)
 {
-        Job *j = arg;
-        Dispatcher *d = j->live->dispatcher;
+        JobRun *run = arg;
+        Job *j = run->job;
+        Dispatcher *d = j->live->dispatcher; /* its JobLive stays while the run lasts */
         int r;
 
         /* the owner's cancel, or a detach, ends a job at once only before this; no lock:
          * one compare-and-swap decides */
         if (!job_fiber_begin(j)) /* cancelled, or timed out, while it waited for a worker */
-                j->live->run->run_result = -ECANCELED;
-        else if ((r = job_wait_disk(j)) < 0)
-                j->live->run->run_result = r; /* no plugin code ran */
+                run->run_result = -ECANCELED;
+        else if ((r = job_wait_disk(j, run)) < 0)
+                run->run_result = r; /* no plugin code ran */
         else {
                 joblines_started(j);
-                j->live->run->run_result = d->ops->run(d->owner, j);
+                run->run_result = d->ops->run(d->owner, j);
         }
-        /* j->live->run: its supervisor's, which joins this fiber before it clears it */
-        fiber_event_set(&j->live->run->ran);
-        fiber_event_set(&j->live->run->wake);
+        fiber_event_set(&run->ran);
+        fiber_event_set(&run->wake); /* its supervisor, if it has one */
+        run_hand_back(d, run);
 }
 
 /* Final state and error for a job whose entry point returned, or that ends without it
@@ -675,17 +742,16 @@ static void job_release_locked(Dispatcher *d, Job *j)
 }
 
 /*
- * The job fiber of @j has not returned JOB_DETACH_GRACE_NS after its cancel: the job ends
- * now (cancelled, its waiters answered, its record written; a no-op when it had ended
- * already) and gives back its slot. When the fiber is inside the plugin's run()
+ * The job fiber of @run has not returned JOB_DETACH_GRACE_NS after its cancel: the job
+ * ends now (cancelled, its waiters answered, its record written; a no-op when it had
+ * ended already) and gives back its slot. When the fiber is inside the plugin's run()
  * (Job.host_job), it counts as detached until it returns. A fiber that has not started
  * yet (every job worker is held) skips the plugin when it starts, and one outside run()
  * returns without running plugin code: neither is detached.
  * Return: the job has a detached fiber. Under the lock.
  */
-static bool job_detach_locked(Dispatcher *d, Job *j)
+static bool job_detach_locked(Dispatcher *d, Job *j, JobRun *run)
 {
-        JobRun *run = j->live->run;
         bool in_plugin;
 
         /* a fiber that has not begun never will run the plugin */
@@ -699,45 +765,69 @@ static bool job_detach_locked(Dispatcher *d, Job *j)
 
         job_conclude_locked(d, j, run, in_plugin);
         job_release_locked(d, j);
+        run->released = true;
         if (in_plugin)
                 d->ops->set_detached_locked(d->owner, j, true);
         return in_plugin;
 }
 
-/*
- * Waits, in @j's supervisor, until @j's job fiber has returned: at once when it did (the
- * wake came from it); after a cancel, until JOB_DETACH_GRACE_NS past it, then the job
- * ends without the fiber (job_detach_locked()) and the wait goes on for as long as the
- * code runs. Return: true when the job ended (and gave back its slot) before its fiber
- * returned. Context: the supervisor fiber; yields.
- */
-static bool job_wait_ran(Dispatcher *d, Job *j)
+/* Something that ran @j is done with it (a run concluded, a supervisor ended): once
+ * nothing runs a final job, its JobLive goes (job.h; the table's listener drops it when
+ * the job ends with nothing running it). Under the lock. */
+static void job_supervisor_end_locked(Job *j)
 {
-        uint64_t cancel_ns, ran_for_ms = 0;
+        if (--j->supervisors == 0 && job_state_final(j->state))
+                job_live_drop(j);
+}
+
+/*
+ * A run's supervisor, on d->supervise_group (the server group, not a job group: a job
+ * that blocks its worker thread, or spins without yielding, on every job worker at once
+ * must not keep its own timeout or a job.cancel from being acted on). Only a run with a
+ * deadline, or one asked to stop, has one (dispatch_supervise_locked()): a run without
+ * either ends through the dispatcher fiber alone. It waits on run->wake until the job's
+ * deadline and cancels the job as a timeout when the deadline passes; then, after a
+ * cancel, it gives the fiber JOB_DETACH_GRACE_NS to return, past which the job ends
+ * without it (job_detach_locked()). It ends there: the fiber's return, whenever it
+ * comes, reaches the dispatcher fiber like any other. Context: its own fiber; yields.
+ */
+static void job_supervise(void *arg)
+{
+        JobRun *run = arg;
+        Job *j = run->job;
+        Dispatcher *d = j->live->dispatcher; /* its JobLive stays while this runs */
+        uint64_t deadline_ns, cancel_ns, ran_for_ms = 0;
         const char *why = "cancel", *state = "";
-        bool detached;
+        bool detached = false;
         int r;
 
         d->ops->lock(d->owner);
-        cancel_ns = j->live->run->cancel_mono_ns;
+        deadline_ns = j->live->deadline_ns;
         d->ops->unlock(d->owner);
-        r = fiber_event_wait(&j->live->run->ran,
-                             cancel_ns ? cancel_ns + JOB_DETACH_GRACE_NS : SCHED_FOREVER);
-        if (r != -ETIMEDOUT) {
-                if (r < 0)
-                        log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
-                                      "supervisor wait failed (%s); joining the job fiber",
-                                      strerror(-r));
-                return false;
-        }
+        /* the fiber returns, or a cancel (job.cancel, shutdown) comes, or the deadline */
+        if (fiber_event_wait(&run->wake, deadline_ns) == -ETIMEDOUT)
+                d->ops->cancel(d->owner, j, true);
         d->ops->lock(d->owner);
-        detached = job_detach_locked(d, j);
-        ran_for_ms = (sched_now_ns() - j->live->started_mono_ns) / NSEC_PER_MSEC;
-        why = j->timed_out                        ? "timeout"
-              : d->ops->stopping_locked(d->owner) ? "shutdown's cancel"
-                                                  : "cancel";
-        state = job_state_name(j->state);
+        cancel_ns = run->cancel_mono_ns;
         d->ops->unlock(d->owner);
+        r = fiber_event_wait(&run->ran,
+                             cancel_ns ? cancel_ns + JOB_DETACH_GRACE_NS : SCHED_FOREVER);
+        if (r == -ETIMEDOUT) {
+                d->ops->lock(d->owner);
+                if (!run->concluded && !run->released) {
+                        detached = job_detach_locked(d, j, run);
+                        ran_for_ms = (sched_now_ns() - j->live->started_mono_ns) / NSEC_PER_MSEC;
+                        why = j->timed_out                        ? "timeout"
+                              : d->ops->stopping_locked(d->owner) ? "shutdown's cancel"
+                                                                  : "cancel";
+                        state = job_state_name(j->state);
+                }
+                d->ops->unlock(d->owner);
+        } else if (r < 0) {
+                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
+                              "supervisor wait failed (%s); the job ends when its fiber returns",
+                              strerror(-r));
+        }
         if (detached)
                 log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
                               "its code did not return to a yield point within %llu ms of the "
@@ -746,17 +836,44 @@ static bool job_wait_ran(Dispatcher *d, Job *j)
                               "code returns",
                               (unsigned long long)(JOB_DETACH_GRACE_NS / NSEC_PER_MSEC), why,
                               (unsigned long long)ran_for_ms, state);
-        while ((r = fiber_event_wait(&j->live->run->ran, SCHED_FOREVER)) < 0)
-                ; /* a supervisor is never cancelled; the fiber returns when its code does */
-        return true;
+        d->ops->lock(d->owner);
+        job_supervisor_end_locked(j);
+        d->ops->unlock(d->owner);
+        run_unref(run);
 }
 
-/* @j's supervisor ends: once no supervisor runs a final job, its JobLive goes (job.h;
- * the table's listener drops it when the job ends without one). Under the lock. */
-static void job_supervisor_end_locked(Job *j)
+/* Starts @run's supervisor fiber (job_supervise()): it holds a reference on the run and
+ * keeps the job's JobLive. One that cannot be created is logged: the job's timeout and
+ * a cancel's grace then go unenforced, and the job ends when its code returns. Under
+ * the lock. */
+static void supervise_start_locked(Dispatcher *d, JobRun *run)
 {
-        if (--j->supervisors == 0 && job_state_final(j->state))
-                job_live_drop(j);
+        FiberAttr attr = {.group = d->supervise_group, .detached = true};
+        Job *j = run->job;
+        int r;
+
+        __atomic_add_fetch(&run->refs, 1, __ATOMIC_RELAXED);
+        j->supervisors++;
+        r = fiber_create(NULL, &attr, job_supervise, run);
+        if (r < 0) {
+                j->supervisors--;                                    /* the run holds one */
+                __atomic_sub_fetch(&run->refs, 1, __ATOMIC_RELAXED); /* and the dispatcher */
+                log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
+                              "cannot create its supervisor fiber (%s): its timeout and a "
+                              "cancel's grace go unenforced; it ends when its code returns",
+                              strerror(-r));
+        }
+}
+
+void dispatch_supervise_locked(Dispatcher *d, Job *j)
+{
+        JobRun *run = j->live ? j->live->run : NULL;
+
+        if (!run || run->supervised || run->concluded || run->released)
+                return;
+        run->supervised = true;
+        if (run->started) /* else the dispatcher fiber starts it with the job fiber */
+                supervise_start_locked(d, run);
 }
 
 /*
@@ -804,105 +921,143 @@ static void job_take_outcome_locked(Job *j, JobRun *run)
         }
 }
 
-static void job_supervise(void *arg)
+/* After the lock: @run's log line (JobRun.note), its job's "ended" line when it ended
+ * here (joblines.h: a user's job failing is not the daemon's trouble, info or notice),
+ * then the dispatcher's reference on it. */
+static void run_finish(JobRun *run)
 {
-        Job *j = arg;
-        Dispatcher *d = j->live->dispatcher;
-        JobRun run = {0}; /* job.h: lives as long as this frame, published in j->live->run */
-        /* not our group (the server group): the runtime picks one of d->sched's */
-        FiberAttr attr = {.tag = job_format_tag(j, run.tag, sizeof(run.tag)),
-                          .scheduler = d->sched,
-                          .sched_class = j->sched_class};
-        char note[192] = ""; /* a line for fiberd's log once the lock is left */
-        int level = LOG_ERR;
-        bool released, ended = false; /* ended: it ran and ended here (joblines.h) */
-        uint64_t due_ms = 0, started_mono_ns = 0;
-        Fiber *f;
-        int r;
+        Job *j = run->job;
 
-        fiber_event_init(&run.ran);
-        fiber_event_init(&run.wake);
-        pthread_mutex_init(&run.host_lock, NULL);
-        d->ops->lock(d->owner);
-        run.wait_disk = j->durability == DUR_PENDING; /* set at submission, never again */
-        j->live->run = &run;
-        if (j->cancel_requested) { /* a cancel came before the run was published */
-                run.cancel_mono_ns = sched_now_ns(); /* its grace counts from here */
-                fiber_event_set(&run.wake);
+        if (run->note[0])
+                log_job_owner(run->note_level, j->id, j->plugin_name, j->owner, "%s", run->note);
+        if (run->ended)
+                joblines_ended(j, run->started_mono_ns, run->due_ms);
+        run_unref(run);
+}
+
+/*
+ * Creates the job fibers of the runs the pump started (@list, oldest first), outside the
+ * lock (a creation may wake a job worker), then under one lock hold publishes each
+ * handle in job->live->fiber (job.cancel's fiber_cancel() needs it), cancels a fiber
+ * whose job was asked to stop meanwhile, starts the supervisors of the runs that want
+ * one (a deadline, a cancel), and sends a job whose fiber could not be created back to
+ * the queue or to failed (job_no_fiber_locked()). Context: the dispatcher fiber.
+ */
+static void dispatch_start(Dispatcher *d, JobRun *list)
+{
+        JobRun *run, *next;
+
+        for (run = list; run; run = run->next) {
+                Job *j = run->job;
+                /* not our group (the server group): the runtime picks one of d->sched's */
+                FiberAttr attr = {.tag = job_format_tag(j, run->tag, sizeof(run->tag)),
+                                  .scheduler = d->sched,
+                                  .sched_class = j->sched_class};
+                run->create_error = fiber_create(&run->fiber, &attr, job_fiber_main, run);
         }
-        d->ops->unlock(d->owner);
-        r = fiber_create(&f, &attr, job_fiber_main, j);
         d->ops->lock(d->owner);
-        if (r < 0) {
-                job_no_fiber_locked(d, j, &run, r, note, sizeof(note));
-                goto out;
-        }
-        j->live->fiber = f;
-        if (j->cancel_requested)
-                fiber_cancel(f);
-        d->ops->unlock(d->owner);
+        for (run = list; run; run = run->next) {
+                Job *j = run->job;
 
-        /* the fiber returns, or a cancel (job.cancel, shutdown) comes, or the deadline */
-        if (fiber_event_wait(&run.wake, j->live->deadline_ns) == -ETIMEDOUT)
-                d->ops->cancel(d->owner, j, true);
-        released = job_wait_ran(d, j);
-
-        d->ops->lock(d->owner);
-        j->live->fiber = NULL;
-        d->ops->unlock(d->owner);
-        while (fiber_join(f) == -ECANCELED)
-                ;
-
-        d->ops->lock(d->owner);
-        if (released) {
-                /* the job ended long ago: its result and errors are not looked at, and
-                 * only the count of detached fibers changes */
-                if (j->detached) {
-                        level = LOG_NOTICE;
-                        snprintf(note, sizeof(note),
-                                 "its detached code returned %llu ms after the job ended; "
-                                 "what it returned is discarded",
-                                 (unsigned long long)((sched_now_ns() - j->finished_mono_ns) /
-                                                      NSEC_PER_MSEC));
+                if (run->create_error < 0) {
+                        run->note_level = LOG_ERR;
+                        job_no_fiber_locked(d, j, run, run->create_error, run->note,
+                                            sizeof(run->note));
+                        run->concluded = true;
+                        job_supervisor_end_locked(j);
+                        continue;
                 }
-                d->ops->set_detached_locked(d->owner, j, false);
-                j->live->run = NULL;
-        } else {
-                j->live->run = NULL; /* before the run is concluded: a retry may start the
-                                      * next one */
-                job_take_outcome_locked(j, &run);
-                job_conclude_locked(d, j, &run, false);
-                job_release_locked(d, j);
-                due_ms = job_due_ms(j); /* a retry's; its JobLive may go once the lock is left */
-                started_mono_ns = j->live->started_mono_ns;
-                ended = true;
+                j->live->fiber = run->fiber;
+                run->started = true;
+                if (j->cancel_requested)
+                        fiber_cancel(run->fiber);
+                if (run->supervised)
+                        supervise_start_locked(d, run);
         }
-out:
-        job_supervisor_end_locked(j);
         d->ops->unlock(d->owner);
-        free(run.result); /* what was not taken: a run that ended after its job */
-        free(run.error_message);
-        pthread_mutex_destroy(&run.host_lock);
-        if (note[0])
-                log_job_owner(level, j->id, j->plugin_name, j->owner, "%s", note);
-        /* a user's job failing is not the daemon's trouble: info or notice (joblines.h) */
-        if (ended)
-                joblines_ended(j, started_mono_ns, due_ms);
-        job_unref(j);
+        for (run = list; run; run = next) {
+                next = run->next;
+                if (run->create_error < 0)
+                        run_finish(run);
+        }
+}
+
+/*
+ * Concludes the runs on @done, handed back by their job fibers (run_hand_back(), newest
+ * first): each job fiber's handle is cleared under the lock, then the fiber joined, in
+ * that order, so a handle that the lock lets anyone see is never a joined one; then
+ * under one lock hold each run's outcome goes into its job, which gets its final state
+ * and gives back its slot (job_conclude_locked(), job_release_locked()), unless the
+ * job ended without its fiber (a detach: only the detached gauge changes). The log
+ * lines come after the lock. Context: the dispatcher fiber; yields (the joins).
+ */
+static void dispatch_conclude(Dispatcher *d, JobRun *done)
+{
+        JobRun *list = NULL, *run, *next;
+
+        for (run = done; run; run = next) { /* oldest first */
+                next = run->done_next;
+                run->done_next = list;
+                list = run;
+        }
+        d->ops->lock(d->owner);
+        for (run = list; run; run = run->done_next)
+                if (run->job->live->fiber == run->fiber)
+                        run->job->live->fiber = NULL;
+        d->ops->unlock(d->owner);
+        for (run = list; run; run = run->done_next)
+                while (fiber_join(run->fiber) == -ECANCELED)
+                        ; /* the dispatcher fiber is never cancelled */
+
+        d->ops->lock(d->owner);
+        for (run = list; run; run = run->done_next) {
+                Job *j = run->job;
+
+                run->concluded = true;
+                if (j->live->run == run) /* before the run is concluded: a retry may start
+                                          * the next one */
+                        j->live->run = NULL;
+                if (run->released) {
+                        /* the job ended long ago: its result and errors are not looked
+                         * at, and only the count of detached fibers changes */
+                        if (j->detached) {
+                                run->note_level = LOG_NOTICE;
+                                snprintf(run->note, sizeof(run->note),
+                                         "its detached code returned %llu ms after the job "
+                                         "ended; what it returned is discarded",
+                                         (unsigned long long)((sched_now_ns() -
+                                                               j->finished_mono_ns) /
+                                                              NSEC_PER_MSEC));
+                        }
+                        d->ops->set_detached_locked(d->owner, j, false);
+                } else {
+                        job_take_outcome_locked(j, run);
+                        job_conclude_locked(d, j, run, false);
+                        job_release_locked(d, j);
+                        run->due_ms = job_due_ms(j); /* a retry's; its JobLive may go below */
+                        run->started_mono_ns = j->live->started_mono_ns;
+                        run->ended = true;
+                }
+                job_supervisor_end_locked(j);
+        }
+        d->ops->unlock(d->owner);
+        for (run = list; run; run = next) {
+                next = run->done_next;
+                run_finish(run);
+        }
 }
 
 void dispatch_pump_locked(Dispatcher *d)
 {
         uint64_t now = 0;
-
+        bool started = false;
         DispatchLane *l;
 
         while (!d->pump_blocked && d->queued && d->running < d->max_running && (l = lane_next(d))) {
                 Job *j = l->queue.v[0];
                 unsigned cls = l->cls;
                 size_t plugin = l->plugin;
-                FiberAttr attr = {.group = d->supervise_group, .detached = true};
-                int r;
+                JobRun *run;
 
                 if (j->live->deadline_ns != SCHED_FOREVER) {
                         if (!now)
@@ -919,18 +1074,25 @@ void dispatch_pump_locked(Dispatcher *d)
                                 continue;
                         }
                 }
-                r = fiber_create(NULL, &attr, job_supervise, job_ref(j));
-                if (r < 0) {
-                        job_unref(j);
-                        d->pump_blocked = true;
+                run = calloc(1, sizeof(*run));
+                if (!run) {
+                        d->pump_blocked = true; /* the owner's ticker tries again */
                         log_msg(LOG_WARNING,
-                                "dispatcher: cannot create a supervisor fiber (%s); %zu jobs "
-                                "wait",
-                                strerror(-r), d->queued);
+                                "dispatcher: out of memory for a job's run; %zu jobs wait",
+                                d->queued);
                         break;
                 }
+                fiber_event_init(&run->ran);
+                fiber_event_init(&run->wake);
+                pthread_mutex_init(&run->host_lock, NULL);
+                run->refs = 1; /* the dispatcher's, until it concludes the run */
+                run->job = job_ref(j);
+                run->wait_disk = j->durability == DUR_PENDING; /* set at submission, never
+                                                                * again */
+                run->supervised = j->live->deadline_ns != SCHED_FOREVER;
                 dispatch_remove_locked(d, j);
-                j->supervisors++; /* until job_supervisor_end_locked() */
+                j->live->run = run;
+                j->supervisors++; /* until the run is concluded (dispatch_conclude()) */
                 d->running++;
                 d->users[j->live->dispatch_user].running++;
                 d->users[j->live->dispatch_user].last_start = ++d->starts;
@@ -938,5 +1100,10 @@ void dispatch_pump_locked(Dispatcher *d)
                 d->plugins[plugin].key.running++;
                 /* its record says which plugin runs, for recovery (the store listener) */
                 job_transition(d->machine, j, JOB_EV_DISPATCH, NULL);
+                *d->starting_tail = run;
+                d->starting_tail = &run->next;
+                started = true;
         }
+        if (started && !d->pumping) /* the dispatcher fiber creates their fibers */
+                dispatch_kick(d);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dispatch.h — the dispatcher: the queue of jobs waiting to run, the bound on how many
- * run at once, and the supervisor and job fibers that run them (dispatch.c has the
+ * run at once, and the fibers that run them: the dispatcher fiber, each job's job fiber
+ * and, for a run with a deadline or a cancel, its supervisor (dispatch.c has the
  * design).
  *
  * A Dispatcher lives inside its owner (the JobTable, jobtable.h, field `dispatch`) and
@@ -71,7 +72,7 @@ typedef struct JobHeap {
  * ([class.NAME] / [plugin.NAME] max_running). Held jobs stay queued (dispatch.c).
  */
 typedef struct DispatchKey {
-        unsigned running;     /* its jobs with a supervisor fiber */
+        unsigned running;     /* its jobs with a run in progress (JobRun) */
         unsigned max_running; /* 0 = no cap */
         bool paused;
 } DispatchKey;
@@ -106,7 +107,7 @@ typedef struct DispatchUser {
         size_t n_lanes, cap_lanes;
         size_t queued;       /* its queued jobs, in all its lanes */
         uint64_t held;       /* its scheduled, waiting and retrying jobs (jobhold.c) */
-        unsigned running;    /* its jobs with a supervisor fiber */
+        unsigned running;    /* its jobs with a run in progress (JobRun) */
         uint64_t last_start; /* Dispatcher.starts when a job of its last started; 0 = never */
         double tokens;       /* submissions it may make now */
         uint64_t refill_ns;  /* when tokens was last topped up */
@@ -127,7 +128,7 @@ typedef struct DispatchOps {
         int (*run)(void *owner, Job *j);
         /* cancel - @j's deadline passed while it ran: cancel it as a timeout (the owner
          * ends it or asks its fiber to stop). Return 0; -EALREADY when it had ended.
-         * Context: its supervisor fiber, no lock held; does not yield. */
+         * Context: its run's supervisor fiber, no lock held; does not yield. */
         int (*cancel)(void *owner, Job *j, bool timed_out);
         /* stopping_locked - the owner is shutting down (cancel messages say so). */
         bool (*stopping_locked)(void *owner);
@@ -144,13 +145,14 @@ typedef struct Dispatcher {
         void *owner;               /* their argument: the JobTable */
         const JobMachine *machine; /* its jobs' transitions (jobstate.h); not owned */
         Scheduler *sched; /* where job fibers run: its groups, placed by the runtime; not owned */
-        SchedulingGroup *supervise_group; /* where supervisors run: the server group, so
-                                           * timeouts and cancel work while every job
-                                           * worker is blocked; not owned */
+        SchedulingGroup *supervise_group; /* where the dispatcher fiber and supervisors
+                                           * run: the server group, so timeouts and
+                                           * cancel work while every job worker is
+                                           * blocked; not owned */
         DispatchUser *users;              /* owned array; Job.dispatch_user indexes it */
         size_t n_users, cap_users;
         size_t queued;        /* queued jobs of every user */
-        unsigned running;     /* jobs with a supervisor fiber */
+        unsigned running;     /* jobs with a run in progress (JobRun) */
         unsigned max_running; /* bound: keeps the run queue from refusing fibers */
         uint64_t starts;      /* jobs started since start-up */
         JobQuotas quotas;
@@ -161,14 +163,22 @@ typedef struct Dispatcher {
         bool pump_blocked;   /* fiber_create said -EAGAIN: retry on the next tick */
         FiberSemaphore kick; /* dispatch_kick() posts it; the dispatcher fiber waits on it */
         bool kicked;         /* a kick is pending (atomic): the next ones only note it */
+        bool pumping;        /* the dispatcher fiber's own pump runs (no kick needed) */
+        JobRun *starting;    /* runs started by the pump whose job fiber the dispatcher
+                              * fiber creates next, oldest first (JobRun.next) */
+        JobRun **starting_tail;
+        JobRun *done; /* runs whose job fiber returned, newest first
+                              * (JobRun.done_next): a stack pushed by job fibers with a
+                              * compare-and-swap, taken whole by the dispatcher fiber */
 } Dispatcher;
 
 /*
  * dispatch_init - an empty queue whose jobs run on the groups of @sched and whose
  * supervisors run on @supervise_group (the daemon's server group; neither owned, both
- * must outlive every job fiber), and the dispatcher fiber on that group, which starts
- * queued jobs when kicked (dispatch_kick()) until the owner stops
- * (DispatchOps.stopping_locked, then a kick). @max_running: jobs running at once, 0
+ * must outlive every job fiber), and the dispatcher fiber on that group, which, when
+ * kicked (dispatch_kick()), concludes the runs whose job fiber returned, starts queued
+ * jobs until the owner stops (DispatchOps.stopping_locked) and creates their job
+ * fibers; it runs as long as the process. @max_running: jobs running at once, 0
  * taken as 1. @ops and @owner: what the dispatcher needs from its owner (DispatchOps;
  * @ops not copied); @machine: the machine every state change goes through (not owned).
  * All must outlive every job fiber.
@@ -274,15 +284,24 @@ Job *dispatch_first_locked(const Dispatcher *d);
 Job *dispatch_at_locked(const Dispatcher *d, size_t i);
 
 /*
+ * dispatch_supervise_locked - @j's run was asked to stop (a job.cancel, shutdown): give
+ * it a supervisor fiber, if it has none, which ends the job without its fiber when the
+ * fiber has not returned JOB_DETACH_GRACE_NS after the cancel (dispatch.c, "Detaching").
+ * A no-op for a job with no run in progress, or whose run is supervised already (its
+ * deadline) or over. Context: any fiber or thread; the table lock held; does not yield.
+ */
+void dispatch_supervise_locked(Dispatcher *d, Job *j);
+
+/*
  * dispatch_pump_locked - start queued jobs while fewer than max_running run: among the
  * users below max_running_per_user, the one whose best job that no pause or class or
  * plugin cap holds has the lowest priority value, then the one with the fewest jobs
  * running, then the one whose last start is longest ago (round robin), so one user's
- * flood cannot starve another's job of equal priority; each gets a supervisor fiber on
- * d->supervise_group that starts the job fiber on a group of d->sched, enforces its
- * deadline and joins it. A job whose deadline passed while queued ends cancelled
- * (DEADLINE_EXCEEDED) instead. Every state change goes through
- * d->machine.
+ * flood cannot starve another's job of equal priority; each gets a run (JobRun), and the
+ * dispatcher fiber creates its job fiber on a group of d->sched, joins it when it
+ * returns and concludes the run; a run with a deadline also gets a supervisor fiber on
+ * d->supervise_group that enforces it. A job whose deadline passed while queued ends
+ * cancelled (DEADLINE_EXCEEDED) instead. Every state change goes through d->machine.
  * Context: any fiber or thread; the table lock held; does not yield.
  */
 void dispatch_pump_locked(Dispatcher *d);

@@ -4,7 +4,7 @@
  *
  * A Job is reference counted (job_ref() / job_unref(); atomic, any thread). The job
  * table (jobtable.h) holds one reference from submission until retention drops it;
- * a running job's supervisor fiber holds one; a request handler that looks a job up
+ * a running job's run holds one (dispatch.c); a request handler that looks a job up
  * gets its own. Every field that changes after submission (state, timestamps, progress,
  * result, error, cancel flag, fiber handle, links) is read and written only under the
  * job table's lock; the immutable fields (id, owner, plugin, args, options) may be read
@@ -13,7 +13,7 @@
  * A finished job's record is kept for its retention (tens of thousands of them), so the
  * Job holds only what a record answers and what a revive needs; the rest comes in parts
  * that exist only while needed (docs/design.md, "A job's memory"): a JobLive while the
- * job is not final or a supervisor runs it, a JobSched when it has a schedule or a
+ * job is not final or a run of it lasts, a JobSched when it has a schedule or a
  * failed run, a log buffer from its first line, its arguments in one allocation, its
  * names interned. tests/daemon-unit/test_jobrecord.c holds the Job to its byte budget.
  *
@@ -183,25 +183,26 @@ typedef struct JobRunError {
 /*
  * JobRun - what only a run in progress needs: the events its job fiber and its
  * supervisor meet on, the job fiber's tag, and what the run comes to (its return, the
- * code of its failure, the plugin host's part, when it was asked to stop). It lives in
- * the supervisor's frame
- * (dispatch.c), which outlives the job fiber (it joins it), and Job.run points at it
- * while the run lasts, so a finished record does not carry it.
+ * code of its failure, the plugin host's part, when it was asked to stop). The
+ * dispatcher allocates it as it starts the run and frees it once the job fiber is
+ * joined and no supervisor looks at it (dispatch.c), and Job.run points at it while the
+ * run lasts, so a finished record does not carry it.
  */
 typedef struct JobRun {
         FiberEvent ran;        /* set by the job fiber when the entry point returned */
         FiberEvent wake;       /* set when the job fiber returned or cancellation was
                                 * requested while it ran: wakes its supervisor */
         char tag[JOB_TAG_MAX]; /* the job fiber's FiberAttr.tag */
-        bool wait_disk;        /* Job.durability was DUR_PENDING when the supervisor
-                                * published the run, under the table lock, before the job
+        bool wait_disk;        /* Job.durability was DUR_PENDING when the dispatcher
+                                * started the run, under the table lock, before the job
                                 * fiber existed: the fiber reads this, not the Job */
         /*
          * What the run comes to: written by the job fiber alone, without the table lock,
-         * before it sets @ran; read by the supervisor after @ran, which moves it into the
-         * Job under the table lock when it concludes the run (a job ended meanwhile, by a
-         * detach, keeps its record and the run's is dropped). So the job workers do not
-         * take the table lock to hand a run's outcome back.
+         * before it sets @ran; read by the dispatcher fiber after the job fiber handed the
+         * run back (dispatch.c), which moves it into the Job under the table lock when it
+         * concludes the run (a job ended meanwhile, by a detach, keeps its record and the
+         * run's is dropped). So the job workers do not take the table lock to hand a run's
+         * outcome back.
          */
         int run_result;        /* what the plugin's entry point returned */
         const char *fail_code; /* IPC_* code the plugin's failure maps to; NULL = errno's */
@@ -215,23 +216,45 @@ typedef struct JobRun {
          * FiberdJob is not freed under them */
         pthread_mutex_t host_lock;
         void *host_job;
+        /* the dispatcher's (dispatch.c) */
+        struct Job *job;          /* its job, referenced until the run is freed */
+        Fiber *fiber;             /* the job fiber (joinable), once created; joined by the
+                                   * dispatcher fiber before the run is concluded */
+        int create_error;         /* fiber_create()'s error for the job fiber; 0 = none */
+        struct JobRun *next;      /* on Dispatcher.starting (under the table lock) */
+        struct JobRun *done_next; /* on Dispatcher.done: pushed by the job fiber */
+        int refs;                 /* atomic: the dispatcher's, and its supervisor's while
+                                   * one runs */
+        /* what the dispatcher fiber logs once it has left the lock */
+        bool ended;                       /* it ran and ended here: joblines_ended() */
+        uint64_t due_ms, started_mono_ns; /* joblines_ended()'s */
+        int note_level;
+        char note[192]; /* a line for fiberd's log; "" = none */
         /* under the table lock */
         uint64_t cancel_mono_ns; /* (detaching, dispatch.c) CLOCK_MONOTONIC ns when
                                   * cancellation was requested while it ran; 0 = never:
                                   * its supervisor gives the fiber JOB_DETACH_GRACE_NS
                                   * from then to return */
+        bool started;            /* its job fiber exists and job->live->fiber was set */
+        bool supervised;         /* a supervisor fiber watches it (its deadline, or a
+                                  * cancel's grace), or is to once the fiber exists */
+        bool released;           /* the job ended without its fiber (a detach): its slot
+                                  * was given back and its outcome is dropped */
+        bool concluded;          /* the dispatcher concluded it: a late supervisor does not
+                                  * detach it */
 } JobRun;
 
 /*
  * JobLive - what only a job that is not final (or whose run has not ended) needs: its
  * place in the dispatcher's queue, in the due set and among the jobs that wait for it,
  * its run, its deadline, its queue-wait clock and due time. job_new() allocates it;
- * job_live_drop() frees it once the job is final and no supervisor runs it any more
- * (jobtable.c's last listener, or the supervisor as it ends, dispatch.c), so the
+ * job_live_drop() frees it once the job is final and nothing runs it any more (no run
+ * and no supervisor: Job.supervisors; jobtable.c's last listener, or the last of them as
+ * it ends, dispatch.c), so the
  * finished records a table keeps for their retention do not carry it; job_live_new()
  * makes a fresh one when job.retry revives a final job. Every field is under the table
- * lock, and read through Job.live only while the job is not final or its supervisor
- * runs (job_fiber() and job_due_ms() answer for a finished record too).
+ * lock, and read through Job.live only while the job is not final or something runs it
+ * (job_fiber() and job_due_ms() answer for a finished record too).
  */
 /*
  * JobSched - the wider parts of a job's schedule (PROTOCOL.md, "Scheduling jobs") and
@@ -268,8 +291,8 @@ typedef struct JobLive {
                                * fiber stores it atomically without the table lock, so it
                                * is read with __atomic_load_n() */
         Fiber *fiber;         /* joinable job fiber while it may be cancelled */
-        JobRun *run;          /* the run in progress (its supervisor's, dispatch.c); NULL before
-                               * and after */
+        JobRun *run;          /* the run in progress (the dispatcher's, dispatch.c); NULL
+                               * before and after */
 } JobLive;
 
 typedef struct Job {
@@ -323,10 +346,11 @@ typedef struct Job {
                                        * a failed run with attempts left goes back to the
                                        * fleet's schedule set, not this host's due set
                                        * (jobtable.c hands it off, then it is a fleet copy) */
-        uint8_t supervisors;          /* supervisor fibers that run it (dispatch.c), each from
-                                       * its dispatch to its end (a revive may dispatch it
-                                       * again before the last one has ended): while any
-                                       * does, its JobLive stays */
+        uint8_t supervisors;          /* what still runs it (dispatch.c): each run from its
+                                       * dispatch until the dispatcher concludes it, and each
+                                       * supervisor fiber (a revive may dispatch it again
+                                       * before a detached run has ended): while any does,
+                                       * its JobLive stays */
         bool fail_permanent;          /* (scheduling) the plugin said its failure is permanent:
                                        * no retry */
         uint32_t attempt;             /* runs begun before this one (a retry, or a retry-safe job
@@ -410,7 +434,7 @@ int job_live_new(Job *j);
 
 /*
  * job_live_drop - free @j's JobLive (its dependents' references dropped: none are left
- * once it is final, jobhold.c): @j is final and no supervisor runs it. Accepts a job
+ * once it is final, jobhold.c): @j is final and nothing runs it (Job.supervisors). Accepts a job
  * without one. Context: table lock held (or @j in no table); does not yield.
  */
 void job_live_drop(Job *j);

@@ -218,8 +218,8 @@ void jobhold_listen(JobHold *t, Job *j, JobState from, JobEvent ev)
 }
 
 /* What one run left in @j, cleared before the next one: its fiber's flags (its outcome
- * and events went with its supervisor's JobRun, job.h). Its supervisor has joined its
- * fiber by then (dispatch.c concludes a run only after that). */
+ * and events went with its JobRun, job.h). The dispatcher fiber has joined its fiber by
+ * then (dispatch.c concludes a run only after that). */
 static void reset_run(Job *j)
 {
         j->cancel_requested = false;

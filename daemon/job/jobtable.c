@@ -542,10 +542,10 @@ static void listen_dispatch(void *ctx, Job *j, JobState from, JobEvent ev)
         dispatch_kick(&((JobTable *)ctx)->dispatch);
 }
 
-/* live: a job that is final and that no supervisor runs gives back its JobLive (job.h):
- * what a finished record is kept with is the Job alone. Last: every listener before it
- * may still use the JobLive (the due set, the dependents, the latency clock). A
- * supervisor that still runs it drops it as it ends (dispatch.c). */
+/* live: a job that is final and that nothing runs (Job.supervisors) gives back its
+ * JobLive (job.h): what a finished record is kept with is the Job alone. Last: every
+ * listener before it may still use the JobLive (the due set, the dependents, the latency
+ * clock). A run or a supervisor that still runs it drops it as it ends (dispatch.c). */
 static void listen_live(void *ctx, Job *j, JobState from, JobEvent ev)
 {
         (void)ctx;
@@ -815,20 +815,23 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
 
 /*
  * Asks a running @j to stop: its flag, its fiber and its children cancelled, the time
- * noted and its supervisor woken, which gives its fiber JOB_DETACH_GRACE_NS to return
- * (dispatch.c). The caller sets timed_out / interrupted first. Under the lock.
+ * noted and its run's supervisor woken (started if it had none), which gives its fiber
+ * JOB_DETACH_GRACE_NS to return (dispatch.c). The caller sets timed_out / interrupted
+ * first. Under the lock.
  */
 static void cancel_running_locked(JobTable *t, Job *j)
 {
         job_set_cancel_requested(j);
-        if (j->live->run) /* else its supervisor notes the time when it publishes the run */
+        if (j->live->run)
                 j->live->run->cancel_mono_ns = sched_now_ns();
-        if (j->live->fiber)
+        if (j->live->fiber) /* else the dispatcher cancels it as it publishes it */
                 fiber_cancel(j->live->fiber);
         if (t->hooks.cancel)
                 t->hooks.cancel(j);
-        if (j->live->run) /* else its supervisor sees cancel_requested when it starts the run */
+        if (j->live->run) {
                 fiber_event_set(&j->live->run->wake);
+                dispatch_supervise_locked(&t->dispatch, j); /* the grace, then a detach */
+        }
 }
 
 int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
@@ -864,7 +867,7 @@ int jobtable_cancel(JobTable *t, Job *j, bool timed_out)
                 cancel_running_locked(t, j);
                 /* Its fiber waits for a job worker that may be stuck for long:
                  * no plugin code of it ran, so it ends now; the fiber, when it runs,
-                 * skips the plugin, and its supervisor still joins it. */
+                 * skips the plugin, and the dispatcher still joins it. */
                 if (job_fiber_forestall(j))
                         job_transition(&t->machine, j, timed_out ? JOB_EV_TIMEOUT : JOB_EV_CANCEL,
                                        &(JobChange){.code = timed_out ? IPC_DEADLINE_EXCEEDED

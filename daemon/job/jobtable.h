@@ -114,8 +114,9 @@ typedef struct JobTable {
 /*
  * jobtable_init - an empty table whose jobs run on the groups of @sched and whose
  * supervisors run on @supervise_group (the server group; dispatch.h), with the
- * dispatcher fiber on that group (it ends at jobtable_stop()). Neither is owned; both
- * must outlive the table's fibers.
+ * dispatcher fiber on that group (it starts no job after jobtable_stop(), and concludes
+ * runs as long as the process lives). Neither is owned; both must outlive the table's
+ * fibers.
  * Return: 0; -ENOMEM; -EAGAIN (no fiber for the dispatcher). Context: main thread at
  * start-up.
  */
@@ -292,8 +293,8 @@ int jobtable_job_state(JobTable *t, uint64_t id, uid_t *ret_owner, JobState *ret
 
 /*
  * jobtable_cancel - request cancellation: a queued job ends cancelled at once; so does a
- * running one whose job fiber has not started yet (it waits for a job worker; its
- * supervisor still joins it); a running job gets fiber_cancel() and ends cancelled when
+ * running one whose job fiber has not started yet (it waits for a job worker; the
+ * dispatcher still joins it); a running job gets fiber_cancel() and ends cancelled when
  * its entry point returns, or, when it has not returned JOB_DETACH_GRACE_NS later, ends
  * cancelled without it (detached: dispatch.h).
  * @timed_out: the request comes from the job's deadline (error DEADLINE_EXCEEDED instead

@@ -39,8 +39,8 @@
  *
  * The job fiber itself never takes the table lock: it publishes the FiberdJob in its
  * JobRun and clears it under the run's host_lock, and leaves the run's outcome (result,
- * the plugin's error, its code) in the JobRun for the supervisor, which takes the table
- * lock anyway to conclude the run. The server worker holds the table lock for most of
+ * the plugin's error, its code) in the JobRun for the dispatcher fiber, which takes the
+ * table lock anyway to conclude the run (dispatch.c). The server worker holds the table lock for most of
  * a job's bookkeeping, so job workers that took it too made it the daemon's most
  * contended lock (futex waits and wake-ups on every thread under load).
  *
@@ -1078,7 +1078,7 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
 
 int plugin_host_run(Job *j)
 {
-        JobRun *run = j->live->run; /* its supervisor's: outlives this call */
+        JobRun *run = j->live->run; /* the dispatcher's: outlives this call */
         FiberdJob *hj = calloc(1, sizeof(*hj));
         char *result = NULL;
         size_t result_len = 0, refused, max;
@@ -1103,7 +1103,7 @@ int plugin_host_run(Job *j)
         hj->fds = j->fds;
         hj->n_fds = j->n_fds;
         hj->creds = j->creds;
-        /* the job fiber's tag, formatted by its supervisor (dispatch.c): the children's */
+        /* the job fiber's tag, formatted by the dispatcher (dispatch.c): the children's */
         memcpy(hj->tag, j->live->run->tag, sizeof(hj->tag));
         pthread_mutex_init(&hj->lock, NULL);
         hj->children_lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
@@ -1147,8 +1147,8 @@ int plugin_host_run(Job *j)
         pthread_mutex_lock(&run->host_lock);
         run->host_job = NULL;
         pthread_mutex_unlock(&run->host_lock);
-        /* the run's outcome, for its supervisor to conclude (it drops it when the job
-         * ended without this fiber: detached, dispatch.c) */
+        /* the run's outcome, for the dispatcher fiber to conclude (it drops it when the
+         * job ended without this fiber: detached, dispatch.c) */
         if (r == 0) {
                 run->result = result;
                 run->result_len = result_len;

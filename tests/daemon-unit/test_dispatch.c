@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* The dispatcher (daemon/job/dispatch.c) with a fake owner instead of the job table: its
- * DispatchOps are a mutex, a run hook that parks each job until the test lets it go,
- * and a listener that records the order jobs start in. A small Scheduler runs the
- * supervisor and job fibers. Admission (per-user queue cap, token bucket), the
+ * DispatchOps are a mutex, a run hook that parks each job until the test lets it go
+ * (or, for a stubborn job, blocks its worker thread, ignoring cancellation), a cancel
+ * that does what the table's does, and a listener that records the order jobs start in.
+ * A small Scheduler runs the dispatcher, supervisor and job fibers. Runs that end
+ * together are each concluded once and give back their slots and JobLive; a deadline
+ * cancels a running job through its supervisor; a cancelled job whose code does not
+ * return is detached after the grace and concluded when it returns. Admission
+ * (per-user queue cap, token bucket), the
  * max_running and per-user bounds, priority then submission order, a removed job
  * leaving the queue, round robin between users at equal priority; pauses of a class or
  * a plugin and caps on a class's or a plugin's running jobs hold their jobs queued
@@ -29,7 +34,10 @@ typedef struct Owner {
         uint64_t started[MAX_JOBS]; /* ids in dispatch order */
         int n_started, n_ended;
         int running_now, running_max; /* in the run hook */
+        int detached;                 /* the detached gauge (set_detached_locked) */
         FiberEvent release[MAX_JOBS]; /* by id: the run hook returns once set */
+        bool stubborn[MAX_JOBS];      /* by id: the run hook blocks its thread until let_go */
+        bool let_go;                  /* atomic: stubborn run hooks return */
 } Owner;
 
 static Owner o;
@@ -55,16 +63,54 @@ static int op_run(void *owner, Job *j)
         if (++ow->running_now > ow->running_max)
                 ow->running_max = ow->running_now;
         pthread_mutex_unlock(&ow->lock);
-        r = fiber_event_wait(&ow->release[j->id], SCHED_FOREVER);
+        if (ow->stubborn[j->id]) {
+                JobRun *run = j->live->run;
+                /* inside the plugin's code, as the plugin host says (JobRun.host_job) */
+                pthread_mutex_lock(&run->host_lock);
+                run->host_job = ow;
+                pthread_mutex_unlock(&run->host_lock);
+                /* code that never comes back to a yield point: a cancel cannot reach it */
+                while (!__atomic_load_n(&ow->let_go, __ATOMIC_ACQUIRE)) {
+                        struct timespec ts = {0, 1000000};
+                        nanosleep(&ts, NULL);
+                }
+                pthread_mutex_lock(&run->host_lock);
+                run->host_job = NULL;
+                pthread_mutex_unlock(&run->host_lock);
+                r = 0;
+        } else {
+                r = fiber_event_wait(&ow->release[j->id], SCHED_FOREVER);
+        }
         pthread_mutex_lock(&ow->lock);
         ow->running_now--;
         pthread_mutex_unlock(&ow->lock);
         return r;
 }
 
+/* What the job table's cancel does to a running job (jobtable.c): the flag, the time,
+ * the fiber cancelled, its run's supervisor woken or started. */
 static int op_cancel(void *owner, Job *j, bool timed_out)
 {
-        return -EALREADY; /* no deadlines in these tests */
+        Owner *ow = owner;
+        int r = 0;
+
+        pthread_mutex_lock(&ow->lock);
+        if (job_state_final(j->state) || j->state != JOB_RUNNING || j->cancel_requested) {
+                r = -EALREADY;
+        } else {
+                j->timed_out = timed_out;
+                job_set_cancel_requested(j);
+                if (j->live->run)
+                        j->live->run->cancel_mono_ns = sched_now_ns();
+                if (j->live->fiber)
+                        fiber_cancel(j->live->fiber);
+                if (j->live->run) {
+                        fiber_event_set(&j->live->run->wake);
+                        dispatch_supervise_locked(&ow->d, j);
+                }
+        }
+        pthread_mutex_unlock(&ow->lock);
+        return r;
 }
 
 static bool op_stopping_locked(void *owner)
@@ -76,8 +122,13 @@ static void op_idle_locked(void *owner)
 {
 }
 
+/* The table's gauge (jobtable_set_detached_locked()): the job's flag and a count. */
 static void op_set_detached_locked(void *owner, Job *j, bool detached)
 {
+        if (j->detached == detached)
+                return;
+        __atomic_store_n(&j->detached, detached, __ATOMIC_RELEASE);
+        ((Owner *)owner)->detached += detached ? 1 : -1;
 }
 
 static const DispatchOps ops = {
@@ -126,8 +177,10 @@ static void setup(unsigned max_running)
 }
 
 /* A job @id of @uid at @priority in class @cls (0-based: Job.sched_class is 1 + it) of
- * plugin @plugin, submitted (queued) and in the dispatcher's queue. */
-static Job *push_to(uint64_t id, uid_t uid, int priority, unsigned cls, const char *plugin)
+ * plugin @plugin with a timeout of @timeout_ns (0 = none), submitted (queued) and in the
+ * dispatcher's queue. */
+static Job *push_timed(uint64_t id, uid_t uid, int priority, unsigned cls, const char *plugin,
+                       uint64_t timeout_ns)
 {
         msgpack_object args = {.type = MSGPACK_OBJECT_MAP};
         JobOrigin origin = {0};
@@ -136,7 +189,7 @@ static Job *push_to(uint64_t id, uid_t uid, int priority, unsigned cls, const ch
 
         cr_assert_eq(creds_new(uid, uid, NULL, 0, &c), 0);
         origin.creds = c;
-        cr_assert_eq(job_new(&j, NULL, id, &origin, NULL, plugin, &args, priority, 0, cls,
+        cr_assert_eq(job_new(&j, NULL, id, &origin, NULL, plugin, &args, priority, timeout_ns, cls,
                              cls ? "batch" : "default"),
                      0);
         creds_unref(c);
@@ -145,6 +198,11 @@ static Job *push_to(uint64_t id, uid_t uid, int priority, unsigned cls, const ch
         cr_assert_eq(dispatch_push_locked(&o.d, j), 0);
         pthread_mutex_unlock(&o.lock);
         return j;
+}
+
+static Job *push_to(uint64_t id, uid_t uid, int priority, unsigned cls, const char *plugin)
+{
+        return push_timed(id, uid, priority, cls, plugin, 0);
 }
 
 /* A job of plugin "echo" in the default class. */
@@ -497,4 +555,129 @@ Test(dispatch, class_and_plugin_caps_hold_until_a_job_ends_or_the_cap_rises)
         pthread_mutex_unlock(&o.lock);
         for (int i = 0; i < 6; i++)
                 drop(j[i]);
+}
+
+/* Waits (10 s at most) until @j's JobLive is gone: every run and supervisor of it ended
+ * (Job.supervisors), the job final. */
+static void wait_no_live(Job *j)
+{
+        for (int i = 0;; i++) {
+                pthread_mutex_lock(&o.lock);
+                bool gone = j->live == NULL;
+                pthread_mutex_unlock(&o.lock);
+                if (gone)
+                        return;
+                cr_assert_lt(i, 10000, "job %llu keeps its JobLive", (unsigned long long)j->id);
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+        }
+}
+
+/* Waits (10 s at most) until @n jobs are inside the run hook. */
+static void wait_in_run_hook(int n)
+{
+        for (int i = 0;; i++) {
+                pthread_mutex_lock(&o.lock);
+                int now = o.running_now;
+                pthread_mutex_unlock(&o.lock);
+                if (now >= n)
+                        return;
+                cr_assert_lt(i, 10000, "%d of %d jobs in the run hook", now, n);
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+        }
+}
+
+/* Runs whose job fibers return together come back to the dispatcher fiber together:
+ * each is concluded once (done, its slot back, its JobLive and references gone). */
+Test(dispatch, runs_that_end_together_are_each_concluded_once)
+{
+        Job *j[MAX_JOBS - 1];
+        int n = MAX_JOBS - 1;
+
+        setup(MAX_JOBS);
+        for (int i = 0; i < n; i++)
+                j[i] = push(i + 1, 1000 + i % 3, 0);
+        pump();
+        wait_for(n, 0);
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(o.d.running, (unsigned)n);
+        pthread_mutex_unlock(&o.lock);
+        for (int id = 1; id <= n; id++)
+                fiber_event_set(&o.release[id]);
+        wait_for(n, n);
+        for (int i = 0; i < n; i++) {
+                wait_no_live(j[i]);
+                cr_assert_eq(j[i]->state, JOB_DONE, "job %d %s", i + 1,
+                             job_state_name(j[i]->state));
+                drop(j[i]);
+        }
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(o.n_ended, n, "%d final states for %d jobs", o.n_ended, n);
+        cr_assert_eq(o.d.running, 0);
+        cr_assert(dispatch_idle_locked(&o.d));
+        pthread_mutex_unlock(&o.lock);
+}
+
+/* A run with a deadline gets a supervisor: past the deadline it cancels the job as a
+ * timeout (DEADLINE_EXCEEDED); a run that ends before its deadline leaves nothing
+ * behind. */
+Test(dispatch, a_deadline_cancels_a_running_job_through_its_supervisor)
+{
+        Job *late, *quick;
+
+        setup(4);
+        late = push_timed(1, 1000, 0, 0, "echo", 50 * NSEC_PER_MSEC);
+        quick = push_timed(2, 1000, 0, 0, "echo", 60 * NSEC_PER_SEC);
+        pump();
+        wait_for(2, 0);
+        fiber_event_set(&o.release[2]);
+        wait_for(2, 1);
+        wait_for(2, 2); /* job 1: its deadline, 50 ms */
+        wait_no_live(late);
+        wait_no_live(quick);
+        cr_assert_eq(quick->state, JOB_DONE, "%s", job_state_name(quick->state));
+        cr_assert_eq(late->state, JOB_CANCELLED, "%s", job_state_name(late->state));
+        cr_assert(late->timed_out);
+        cr_assert_str_eq(late->error_code, IPC_DEADLINE_EXCEEDED);
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(o.d.running, 0);
+        cr_assert_eq(o.detached, 0, "a cancelled job that returned counted as detached");
+        pthread_mutex_unlock(&o.lock);
+        drop(late);
+        drop(quick);
+}
+
+/* A cancelled job whose code does not return is ended without it once the grace has
+ * passed: final, its slot back, counted detached; when the code returns at last, its
+ * run is concluded without touching the job, the gauge goes down and the JobLive goes. */
+Test(dispatch, a_cancelled_job_that_does_not_return_is_detached_after_the_grace)
+{
+        Job *j;
+
+        setup(2);
+        o.stubborn[1] = true;
+        j = push(1, 1000, 0);
+        pump();
+        wait_for(1, 0);
+        wait_in_run_hook(1); /* its fiber exists: the cancel must start a supervisor */
+        cr_assert_eq(op_cancel(&o, j, false), 0);
+        wait_for(1, 1); /* JOB_DETACH_GRACE_NS after the cancel */
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(j->state, JOB_CANCELLED, "%s", job_state_name(j->state));
+        cr_assert_str_eq(j->error_code, IPC_CANCELLED);
+        cr_assert(j->detached, "the job ended without its fiber but is not marked detached");
+        cr_assert_eq(o.detached, 1);
+        cr_assert_eq(o.d.running, 0, "the detached job kept its slot");
+        cr_assert_not_null(j->live, "its run still holds the JobLive");
+        pthread_mutex_unlock(&o.lock);
+
+        __atomic_store_n(&o.let_go, true, __ATOMIC_RELEASE);
+        wait_no_live(j);
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(o.detached, 0, "the gauge stayed up after the code returned");
+        cr_assert_eq(j->state, JOB_CANCELLED, "the late return changed the job");
+        cr_assert_eq(o.n_ended, 1);
+        pthread_mutex_unlock(&o.lock);
+        drop(j);
 }
