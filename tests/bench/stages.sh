@@ -28,7 +28,7 @@
 #   reactor       fiberd-sr-tmr: the server group's reactor (epoll, timers): it sees a
 #                 socket readable and wakes a server worker
 #   server        fiberd-sr-wN: the server workers: decode, the method, the job table,
-#                 the dispatcher and each job's supervisor, the answer's write
+#                 the dispatcher fiber and the supervisors, the answer's write
 #   job workers   fiberd-jo-wN: the job fibers (the plugin's run)
 #   job reactor   fiberd-jo-tmr
 #   store         fiberd-store: the store thread's group commit (sqlite, redis writes)
