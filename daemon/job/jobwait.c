@@ -53,6 +53,8 @@ static void wait_final(Request *req, Job *j, uint64_t deadline)
  */
 static int wait_recorded(JobTable *t, Request *req, Job *j, uint64_t deadline)
 {
+        if (!t->store || !store_durable(t->store))
+                return 0; /* nothing is written (jobtable_wait_recorded()): no clock read */
         for (;;) {
                 uint64_t now = sched_now_ns();
                 uint64_t slice = deadline > now && deadline - now > WAIT_SLICE_NS
@@ -120,18 +122,19 @@ int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout
                 timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
                         ? SCHED_FOREVER
                         : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
-        bool unavailable;
+        bool unavailable, fleet = store_fleet(t->store); /* else no job is a fleet copy */
         int r;
 
         for (;;) {
                 /* the fleet runs it: its shared record until this host has it */
-                if (fleet_copy(t, j))
+                if (fleet && fleet_copy(t, j))
                         j = fleet_wait(t, s, req, j, timeout_ms ? deadline : 0);
-                if (!timeout_ms || fleet_copy(t, j))
+                if (!timeout_ms || (fleet && fleet_copy(t, j)))
                         break;
                 wait_final(req, j, deadline);
                 /* a retry this host handed back to the fleet (jobtable.c) goes on there */
-                if (!fleet_copy(t, j) || sched_now_ns() >= deadline || request_conn_closed(req))
+                if (!fleet || !fleet_copy(t, j) || sched_now_ns() >= deadline ||
+                    request_conn_closed(req))
                         break;
         }
         jobtable_lock(t);
