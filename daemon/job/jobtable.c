@@ -439,11 +439,22 @@ static Job *quota_job(JobQuotaEntry *e)
 static void trim_locked(JobTable *t, JobQuotaUser *u, Job *keep)
 {
         JobQuotaEntry *k = keep ? &keep->quota : NULL, *e;
+        Job *next;
 
         while ((e = jobquota_user_excess(&t->quota, u)) && e != k)
                 retire_locked(t, quota_job(e));
         while ((e = jobquota_global_excess(&t->quota)) && e != k)
                 retire_locked(t, quota_job(e));
+        /* The job the next finish of @u's drops: finished a retention's worth of jobs
+         * ago, so out of the caches by now. Its lines are fetched while other work runs,
+         * not when its unlinking waits on them (a third of the finish's cost in perf). */
+        if (u && (e = jobquota_oldest(u)) && e != k) {
+                next = quota_job(e);
+                __builtin_prefetch(next, 1);
+                __builtin_prefetch(&next->quota, 1);
+                __builtin_prefetch(&next->hash_next, 1);
+                __builtin_prefetch(&next->fin_link, 1);
+        }
 }
 
 /* retention: a final job joins the finished list (and its owner's, jobquota.h); the
