@@ -66,11 +66,13 @@
  *    host's entry point call, set by main.c, which knows nothing of the store), which
  *    leaves the run's outcome in the JobRun, sets run->ran and hands the run back:
  *    a compare-and-swap push on d->done and a kick, no lock;
- *  - conclude (dispatch_conclude()): takes the whole done stack, clears each
- *    job->live->fiber under the lock and joins the fibers — in that order, so a handle
- *    that the lock lets anyone see is never a joined one — then, under one lock hold,
- *    moves each outcome into its job (job_take_outcome_locked()), gives the job its
- *    final state and gives back its slot, and frees the runs once the lock is left.
+ *  - conclude (dispatch_conclude()): takes the whole done stack and, under one lock
+ *    hold for up to DISPATCH_CONCLUDE_MAX runs (a yield between two), clears each
+ *    job->live->fiber, moves each outcome into its job (job_take_outcome_locked()),
+ *    gives the job its final state and gives back its slot; then it joins the fibers —
+ *    after the handles were cleared, so a handle that the lock lets anyone see is never
+ *    a joined one, and after the waiters were woken, so no answer waits for a fiber's
+ *    exit — and frees the runs.
  * A trivial job so costs no fiber of its own on the server group and a share of a few
  * lock holds, however many jobs end together: one fiber per run used to wait for each
  * job and took the lock four times for it (a fifth of a trivial job's server CPU).
@@ -982,37 +984,32 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
         }
 }
 
-/*
- * Concludes the runs on @done, handed back by their job fibers (run_hand_back(), newest
- * first): each job fiber's handle is cleared under the lock, then the fiber joined, in
- * that order, so a handle that the lock lets anyone see is never a joined one; then
- * under one lock hold each run's outcome goes into its job, which gets its final state
- * and gives back its slot (job_conclude_locked(), job_release_locked()), unless the
- * job ended without its fiber (a detach: only the detached gauge changes). The log
- * lines come after the lock. Context: the dispatcher fiber; yields (the joins).
- */
-static void dispatch_conclude(Dispatcher *d, JobRun *done)
-{
-        JobRun *list = NULL, *run, *next;
+/* Runs concluded under one lock hold at most (dispatch_conclude()): at the 0.75 us a
+ * run's conclusion takes in perf on the benchmark machine (docs/scaling.md), 256 hold
+ * the lock for about 0.2 ms. */
+#define DISPATCH_CONCLUDE_MAX 256
 
-        for (run = done; run; run = next) { /* oldest first */
-                next = run->done_next;
-                run->done_next = list;
-                list = run;
-        }
-        d->ops->lock(d->owner);
-        for (run = list; run; run = run->done_next)
-                if (run->job->live->fiber == run->fiber)
-                        run->job->live->fiber = NULL;
-        d->ops->unlock(d->owner);
-        for (run = list; run; run = run->done_next)
-                while (fiber_join(run->fiber) == -ECANCELED)
-                        ; /* the dispatcher fiber is never cancelled */
+/*
+ * Concludes the runs on @list (oldest first, linked by done_next), handed back by their
+ * job fibers (run_hand_back()): under one lock hold, each job fiber's handle is cleared
+ * and each run's outcome goes into its job, which gets its final state and gives back
+ * its slot (job_conclude_locked(), job_release_locked()), unless the job ended without
+ * its fiber (a detach: only the detached gauge changes). Then the fibers are joined:
+ * after their handles were cleared, so a handle that the lock lets anyone see is never
+ * a joined one, and after the waiters were woken, so an answer does not wait for a
+ * fiber's exit. The runs are freed after the joins (their tags are the fibers'), and
+ * the log lines come last. Context: the dispatcher fiber; yields (the joins).
+ */
+static void conclude_some(Dispatcher *d, JobRun *list)
+{
+        JobRun *run, *next;
 
         d->ops->lock(d->owner);
         for (run = list; run; run = run->done_next) {
                 Job *j = run->job;
 
+                if (j->live->fiber == run->fiber)
+                        j->live->fiber = NULL;
                 run->concluded = true;
                 if (j->live->run == run) /* before the run is concluded: a retry may start
                                           * the next one */
@@ -1041,9 +1038,39 @@ static void dispatch_conclude(Dispatcher *d, JobRun *done)
                 job_supervisor_end_locked(j);
         }
         d->ops->unlock(d->owner);
+        /* after the waiters were woken: a fiber that handed its run back a moment ago
+         * may still be on its way out, and the answer need not wait for that */
+        for (run = list; run; run = run->done_next)
+                while (fiber_join(run->fiber) == -ECANCELED)
+                        ; /* the dispatcher fiber is never cancelled */
         for (run = list; run; run = next) {
                 next = run->done_next;
                 run_finish(run);
+        }
+}
+
+/* dispatch_conclude(): @done oldest first, then DISPATCH_CONCLUDE_MAX runs at a time,
+ * with a yield between, so a burst of thousands of runs (a large max_running) neither
+ * holds the lock nor keeps this worker's other fibers waiting for long. */
+static void dispatch_conclude(Dispatcher *d, JobRun *done)
+{
+        JobRun *list = NULL, *run, *next, *rest;
+        unsigned n;
+
+        for (run = done; run; run = next) {
+                next = run->done_next;
+                run->done_next = list;
+                list = run;
+        }
+        while (list) {
+                for (n = 1, run = list; n < DISPATCH_CONCLUDE_MAX && run->done_next; n++)
+                        run = run->done_next;
+                rest = run->done_next;
+                run->done_next = NULL;
+                conclude_some(d, list);
+                list = rest;
+                if (list)
+                        fiber_yield();
         }
 }
 

@@ -447,7 +447,8 @@ static void trim_locked(JobTable *t, JobQuotaUser *u, Job *keep)
                 retire_locked(t, quota_job(e));
         /* The job the next finish of @u's drops: finished a retention's worth of jobs
          * ago, so out of the caches by now. Its lines are fetched while other work runs,
-         * not when its unlinking waits on them (a third of the finish's cost in perf). */
+         * not when its unlinking waits on them (hash_remove_locked()'s wait alone was 6 %
+         * of a trivial job's server CPU in perf). */
         if (u && (e = jobquota_oldest(u)) && e != k) {
                 next = quota_job(e);
                 __builtin_prefetch(next, 1);

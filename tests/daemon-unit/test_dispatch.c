@@ -63,7 +63,9 @@ static int op_run(void *owner, Job *j)
         if (++ow->running_now > ow->running_max)
                 ow->running_max = ow->running_now;
         pthread_mutex_unlock(&ow->lock);
-        if (ow->stubborn[j->id]) {
+        if (j->id >= MAX_JOBS) {
+                r = 0; /* a job of a burst: it returns at once */
+        } else if (ow->stubborn[j->id]) {
                 JobRun *run = j->live->run;
                 /* inside the plugin's code, as the plugin host says (JobRun.host_job) */
                 pthread_mutex_lock(&run->host_lock);
@@ -680,4 +682,30 @@ Test(dispatch, a_cancelled_job_that_does_not_return_is_detached_after_the_grace)
         cr_assert_eq(o.n_ended, 1);
         pthread_mutex_unlock(&o.lock);
         drop(j);
+}
+
+/* A burst of runs larger than one lock hold's share (DISPATCH_CONCLUDE_MAX, 256) comes
+ * back while the dispatcher fiber still creates the rest: every run is concluded, once,
+ * across the holds. */
+Test(dispatch, a_burst_larger_than_one_lock_hold_is_concluded_completely)
+{
+        enum { BURST = 700 };
+        static Job *j[BURST];
+
+        setup(BURST);
+        for (int i = 0; i < BURST; i++)
+                j[i] = push(MAX_JOBS + i, 1000, 0);
+        pump();
+        wait_for(MAX_JOBS, BURST);
+        for (int i = 0; i < BURST; i++) {
+                wait_no_live(j[i]);
+                cr_assert_eq(j[i]->state, JOB_DONE, "job %d %s", MAX_JOBS + i,
+                             job_state_name(j[i]->state));
+                drop(j[i]);
+        }
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(o.n_ended, BURST, "%d final states for %d jobs", o.n_ended, BURST);
+        cr_assert_eq(o.d.running, 0);
+        cr_assert(dispatch_idle_locked(&o.d));
+        pthread_mutex_unlock(&o.lock);
 }
