@@ -75,6 +75,37 @@ Test(ipc_decoder, request_round_trip)
         ipc_decoder_free(d);
 }
 
+/* A message's zone starts at its size plus a little for its objects: a request of
+ * thousands of one-byte elements (24 bytes of msgpack_object each) needs many more
+ * chunks, and every element still comes out. */
+Test(ipc_decoder, a_message_of_many_small_objects_outgrows_its_first_chunk)
+{
+        enum { N = 5000 };
+        Buf b;
+        IpcMessage m = {0};
+        IpcDecoder *d = decoder(0);
+        const msgpack_object *a;
+
+        buf_init(&b);
+        cr_assert_eq(ipc_pack_request_begin(&b.pk, 9, "job.submit", 1), 0);
+        cr_assert_eq(msgpack_pack_array(&b.pk, N), 0);
+        for (int i = 0; i < N; i++)
+                cr_assert_eq(msgpack_pack_uint8(&b.pk, (uint8_t)(i % 100)), 0);
+        cr_assert_eq(ipc_decoder_feed(d, b.sb.data, b.sb.size), 0);
+        cr_assert_eq(ipc_decoder_next(d, &m), 1);
+        cr_assert_eq(m.msgid, 9);
+        cr_assert_str_eq(m.method, "job.submit");
+        a = ipc_array_at(&m.params, 0);
+        cr_assert_not_null(a);
+        cr_assert_eq(a->type, MSGPACK_OBJECT_ARRAY);
+        cr_assert_eq(a->via.array.size, N);
+        for (int i = 0; i < N; i++)
+                cr_assert_eq(a->via.array.ptr[i].via.u64, (uint64_t)(i % 100), "element %d", i);
+        ipc_message_clear(&m);
+        buf_done(&b);
+        ipc_decoder_free(d);
+}
+
 Test(ipc_decoder, response_error_and_notification_round_trip)
 {
         Buf b;
