@@ -12,6 +12,7 @@
 #include "tests/integration/fiberd_harness.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -387,5 +388,53 @@ Test(daemon_errors, unreadable_msgid_gets_notification)
         }
         ipc_decoder_free(d);
         close(fd);
+        bystander_ping();
+}
+
+/* A plugin's raw msgpack result is checked to be one whole value: a truncated one, one
+ * with a second value behind it and a byte msgpack never uses are refused (-EINVAL) and
+ * leave no result; a valid one of thousands of small elements (more objects than the
+ * first chunk of the check's zone holds) comes back whole. */
+Test(daemon_errors, a_plugins_raw_result_is_checked_whole)
+{
+        static const FiberdOpts opts = {.extra = FIBERD_TEST_PLUGIN_DIR "/raw_result.so"};
+        const msgpack_object *res, *a;
+        IpcStatus st;
+        Client *c;
+        uint64_t id;
+        Reply rp;
+
+        fiberd_start(&fd_, &opts);
+        other_ = fiberd_connect(&fd_);
+        c = fiberd_connect(&fd_);
+        id = rpc_submit(c, "raw_result", NULL, 0, 0, 0, &st);
+        cr_assert_neq(id, 0, "%s", st.message);
+        rpc_job_wait(c, id, 10000, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        res = map_get(rp.result, "result");
+        cr_assert_not_null(res);
+        for (size_t i = 0; i < 3; i++) {
+                const char *key = (const char *[]){"truncated", "trailing", "invalid"}[i];
+                const msgpack_object *v = map_get(res, key);
+                cr_assert_not_null(v, "no %s in the result", key);
+                cr_assert_eq(v->type, MSGPACK_OBJECT_NEGATIVE_INTEGER, "%s", key);
+                cr_assert_eq(v->via.i64, -EINVAL, "%s: %lld", key, (long long)v->via.i64);
+        }
+        reply_clear(&rp);
+
+        id = rpc_submit(c, "raw_result", (Arg[]){ARG_S("mode", "many"), ARG_I("n", 5000)}, 2, 0, 0,
+                        &st);
+        cr_assert_neq(id, 0, "%s", st.message);
+        rpc_job_wait(c, id, 10000, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        a = map_get(map_get(rp.result, "result"), "a");
+        cr_assert_not_null(a, "the result lost its array");
+        cr_assert_eq(a->type, MSGPACK_OBJECT_ARRAY);
+        cr_assert_eq(a->via.array.size, 5000);
+        for (uint32_t i = 0; i < 5000; i++)
+                cr_assert_eq(a->via.array.ptr[i].via.u64, i % 100, "element %u", i);
+        reply_clear(&rp);
         bystander_ping();
 }
