@@ -16,9 +16,9 @@
 
 static int raw_refused(FiberdJob *job, const FiberdHost *host)
 {
-        static const unsigned char truncated[] = {0x81, 0xa1, 'k'};   /* {"k": missing */
-        static const unsigned char trailing[] = {0x80, 0x80};          /* {} {} */
-        static const unsigned char invalid[] = {0xc1};                 /* never used */
+        static const unsigned char truncated[] = {0x81, 0xa1, 'k'}; /* {"k": missing */
+        static const unsigned char trailing[] = {0x80, 0x80};       /* {} {} */
+        static const unsigned char invalid[] = {0xc1};              /* never used */
         int r1 = host->result_msgpack(job, truncated, sizeof(truncated));
         int r2 = host->result_msgpack(job, trailing, sizeof(trailing));
         int r3 = host->result_msgpack(job, invalid, sizeof(invalid));
