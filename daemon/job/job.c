@@ -28,6 +28,26 @@ uint64_t job_now_ms(void)
         return clock_now_ns(CLOCK_REALTIME) / NSEC_PER_MSEC;
 }
 
+/* CLOCK_REALTIME - CLOCK_MONOTONIC (mod 2^64) and the monotonic time it was read at.
+ * Written together by whoever finds the reading old; a reader that sees the new time
+ * sees the new offset (release / acquire), and one that mixes an old time with a new
+ * offset gets a wall time off by the clocks' drift since, microseconds. */
+static uint64_t wall_offset_ns, wall_synced_ns;
+
+uint64_t job_wall_ms_at(uint64_t mono_ns)
+{
+        uint64_t synced = __atomic_load_n(&wall_synced_ns, __ATOMIC_ACQUIRE), real;
+
+        /* unsigned: a @mono_ns older than the last reading also reads again */
+        if (synced && mono_ns - synced < JOB_WALL_RESYNC_NS)
+                return (mono_ns + __atomic_load_n(&wall_offset_ns, __ATOMIC_RELAXED)) /
+                       NSEC_PER_MSEC;
+        real = clock_now_ns(CLOCK_REALTIME);
+        __atomic_store_n(&wall_offset_ns, real - mono_ns, __ATOMIC_RELAXED);
+        __atomic_store_n(&wall_synced_ns, mono_ns ? mono_ns : 1, __ATOMIC_RELEASE);
+        return real / NSEC_PER_MSEC;
+}
+
 /* The bytes a deep copy of @o needs beyond @o itself (job_copy_object()): first
  * @*objs for its arrays and maps, then @*bytes for its strings, binaries and extensions. */
 static void object_copy_size(const msgpack_object *o, size_t *objs, size_t *bytes)

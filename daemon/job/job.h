@@ -50,6 +50,7 @@
 #include "daemon/job/jobquota.h"
 #include "ipc/protocol.h"
 #include "scheduler/base/list.h"
+#include "scheduler/base/time-util.h"
 #include "scheduler/sched.h"
 
 /*
@@ -564,6 +565,17 @@ char *job_format_tag(const Job *j, char *buf, size_t size);
 
 /* job_now_ms - CLOCK_REALTIME in milliseconds. Context: any. */
 uint64_t job_now_ms(void);
+
+/*
+ * job_wall_ms_at - CLOCK_REALTIME in milliseconds at @mono_ns, a CLOCK_MONOTONIC reading
+ * (sched_now_ns()) just taken: @mono_ns plus the wall clock's offset from the monotonic
+ * one, read again once the last reading is JOB_WALL_RESYNC_NS old. So a state change
+ * stamps its wall-clock and its monotonic time with one clock read, and a step of the
+ * wall clock (settimeofday, an NTP step) shows in the stamps within a second. Context:
+ * any thread; lock-free.
+ */
+uint64_t job_wall_ms_at(uint64_t mono_ns);
+#define JOB_WALL_RESYNC_NS NSEC_PER_SEC
 
 /* job_state_name - "queued", "running", ... Context: any. */
 const char *job_state_name(JobState s);

@@ -88,14 +88,16 @@ int job_state_next(JobState from, JobEvent event, JobState restored, JobState *r
 /* The times @j's new state @to starts (jobstate.h, job_transition()). */
 static void stamp(Job *j, JobEvent event, JobState to)
 {
+        uint64_t now;
+
         switch (event) {
         case JOB_EV_SUBMIT:
         case JOB_EV_SCHEDULE:
         case JOB_EV_WAIT:
                 if (j->state != JOB_NEW)
                         return; /* waiting → scheduled: submitted long ago */
-                j->submitted_ms = job_now_ms();
-                j->live->submitted_mono_ns = sched_now_ns();
+                j->live->submitted_mono_ns = now = sched_now_ns();
+                j->submitted_ms = job_wall_ms_at(now); /* one clock read for both */
                 return;
         case JOB_EV_RESTORE: {
                 /* the record's wall-clock times stay; the queue wait counts from now, and
@@ -110,8 +112,8 @@ static void stamp(Job *j, JobEvent event, JobState to)
                 return;
         }
         case JOB_EV_DISPATCH:
-                j->started_ms = job_now_ms();
-                j->live->started_mono_ns = sched_now_ns();
+                j->live->started_mono_ns = now = sched_now_ns();
+                j->started_ms = job_wall_ms_at(now);
                 return;
         case JOB_EV_REQUEUE:
                 j->started_ms = 0;
@@ -129,8 +131,8 @@ static void stamp(Job *j, JobEvent event, JobState to)
                 return;
         default:
                 if (job_state_final(to)) {
-                        j->finished_ms = job_now_ms();
-                        j->finished_mono_ns = sched_now_ns();
+                        j->finished_mono_ns = now = sched_now_ns();
+                        j->finished_ms = job_wall_ms_at(now);
                 }
                 return;
         }

@@ -353,3 +353,27 @@ Test(jobstate, failed_runs_are_listed_and_the_oldest_drop_out)
         free(j.sched->errors);
         free(j.sched);
 }
+
+/* The wall-clock stamps come from the monotonic reading with the wall clock's offset
+ * (job_wall_ms_at()): they agree with CLOCK_REALTIME read around them, a reading older
+ * than the last one (which reads the offset again) still gives its own time, and
+ * readings in order give stamps in order. */
+Test(jobstate, wall_clock_stamps_follow_the_monotonic_reading)
+{
+        uint64_t before = job_now_ms(), mono = sched_now_ns(), ms = job_wall_ms_at(mono);
+        uint64_t after = job_now_ms(), newer, old_ms;
+
+        cr_assert_geq(ms + 1, before, "%llu ms, the clock read %llu before", (unsigned long long)ms,
+                      (unsigned long long)before);
+        cr_assert_leq(ms, after + 1, "%llu ms, the clock read %llu after", (unsigned long long)ms,
+                      (unsigned long long)after);
+        newer = sched_now_ns();
+        cr_assert_geq(job_wall_ms_at(newer), ms);
+        old_ms = job_wall_ms_at(mono); /* older than the last reading: read again */
+        cr_assert_geq(old_ms + 1, ms);
+        cr_assert_leq(old_ms, ms + 1);
+        for (int i = 0; i < 1000; i++) {
+                uint64_t a = sched_now_ns(), b = sched_now_ns();
+                cr_assert_leq(job_wall_ms_at(a), job_wall_ms_at(b), "stamps went backwards");
+        }
+}
