@@ -590,6 +590,23 @@ static void wait_in_run_hook(int n)
         }
 }
 
+/* Each of the @n jobs @j is done, its JobLive and every reference but the test's gone
+ * (then dropped), once; none runs and nothing is queued. */
+static void assert_all_concluded(Job **j, int n)
+{
+        for (int i = 0; i < n; i++) {
+                wait_no_live(j[i]);
+                cr_assert_eq(j[i]->state, JOB_DONE, "job %llu %s", (unsigned long long)j[i]->id,
+                             job_state_name(j[i]->state));
+                drop(j[i]);
+        }
+        pthread_mutex_lock(&o.lock);
+        cr_assert_eq(o.n_ended, n, "%d final states for %d jobs", o.n_ended, n);
+        cr_assert_eq(o.d.running, 0);
+        cr_assert(dispatch_idle_locked(&o.d));
+        pthread_mutex_unlock(&o.lock);
+}
+
 /* Runs whose job fibers return together come back to the dispatcher fiber together:
  * each is concluded once (done, its slot back, its JobLive and references gone). */
 Test(dispatch, runs_that_end_together_are_each_concluded_once)
@@ -608,17 +625,7 @@ Test(dispatch, runs_that_end_together_are_each_concluded_once)
         for (int id = 1; id <= n; id++)
                 fiber_event_set(&o.release[id]);
         wait_for(n, n);
-        for (int i = 0; i < n; i++) {
-                wait_no_live(j[i]);
-                cr_assert_eq(j[i]->state, JOB_DONE, "job %d %s", i + 1,
-                             job_state_name(j[i]->state));
-                drop(j[i]);
-        }
-        pthread_mutex_lock(&o.lock);
-        cr_assert_eq(o.n_ended, n, "%d final states for %d jobs", o.n_ended, n);
-        cr_assert_eq(o.d.running, 0);
-        cr_assert(dispatch_idle_locked(&o.d));
-        pthread_mutex_unlock(&o.lock);
+        assert_all_concluded(j, n);
 }
 
 /* A run with a deadline gets a supervisor: past the deadline it cancels the job as a
@@ -697,15 +704,5 @@ Test(dispatch, a_burst_larger_than_one_lock_hold_is_concluded_completely)
                 j[i] = push(MAX_JOBS + i, 1000, 0);
         pump();
         wait_for(MAX_JOBS, BURST);
-        for (int i = 0; i < BURST; i++) {
-                wait_no_live(j[i]);
-                cr_assert_eq(j[i]->state, JOB_DONE, "job %d %s", MAX_JOBS + i,
-                             job_state_name(j[i]->state));
-                drop(j[i]);
-        }
-        pthread_mutex_lock(&o.lock);
-        cr_assert_eq(o.n_ended, BURST, "%d final states for %d jobs", o.n_ended, BURST);
-        cr_assert_eq(o.d.running, 0);
-        cr_assert(dispatch_idle_locked(&o.d));
-        pthread_mutex_unlock(&o.lock);
+        assert_all_concluded(j, BURST);
 }
