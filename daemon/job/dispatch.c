@@ -984,9 +984,9 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
         }
 }
 
-/* Runs concluded under one lock hold at most (dispatch_conclude()): at the 0.75 us a
- * run's conclusion takes in perf on the benchmark machine (docs/scaling.md), 256 hold
- * the lock for about 0.2 ms. */
+/* Runs concluded under one lock hold at most (dispatch_conclude()): a trivial job's
+ * conclusion took about 0.75 us in perf on the 2-vCPU AMD EPYC of docs/benchmarks.md,
+ * so 256 hold the lock for about 0.2 ms. */
 #define DISPATCH_CONCLUDE_MAX 256
 
 /*
