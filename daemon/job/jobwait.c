@@ -109,6 +109,8 @@ static bool fleet_copy(JobTable *t, Job *j)
 {
         bool copy;
 
+        if (!store_fleet(t->store))
+                return false; /* only a fleet store makes copies: no lock needed */
         jobtable_lock(t);
         copy = j->fleet_copy;
         jobtable_unlock(t);
@@ -122,19 +124,18 @@ int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout
                 timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
                         ? SCHED_FOREVER
                         : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
-        bool unavailable, fleet = store_fleet(t->store); /* else no job is a fleet copy */
+        bool unavailable;
         int r;
 
         for (;;) {
                 /* the fleet runs it: its shared record until this host has it */
-                if (fleet && fleet_copy(t, j))
+                if (fleet_copy(t, j))
                         j = fleet_wait(t, s, req, j, timeout_ms ? deadline : 0);
-                if (!timeout_ms || (fleet && fleet_copy(t, j)))
+                if (!timeout_ms || fleet_copy(t, j))
                         break;
                 wait_final(req, j, deadline);
                 /* a retry this host handed back to the fleet (jobtable.c) goes on there */
-                if (!fleet || !fleet_copy(t, j) || sched_now_ns() >= deadline ||
-                    request_conn_closed(req))
+                if (!fleet_copy(t, j) || sched_now_ns() >= deadline || request_conn_closed(req))
                         break;
         }
         jobtable_lock(t);
