@@ -509,10 +509,6 @@ static int decoder_envelope(IpcDecoder *d, const msgpack_object *o, IpcMessage *
         return 0;
 }
 
-/* A message's zone: its bytes plus this much for its objects (msgpack_object is 24
- * bytes: 21 of them) before the zone needs a second chunk. */
-#define IPC_ZONE_SLACK 512
-
 int ipc_decoder_next(IpcDecoder *d, IpcMessage *ret)
 {
         if (d->failed)
@@ -529,10 +525,8 @@ int ipc_decoder_next(IpcDecoder *d, IpcMessage *ret)
         msgpack_object o;
         size_t off = 0;
 
-        /* Room for the copy and the objects of a typical request in one chunk; the zone
-         * adds chunks for a message with more objects. Not msgpack-c's 8 KiB default: a
-         * malloc that large (past glibc's small sizes) consolidates the allocator's fast
-         * bins, which on a server of small requests is a cost per message. */
+        /* the copy and the objects of a typical request in one chunk (IPC_ZONE_SLACK);
+         * the zone adds chunks for a message with more objects */
         m.zone = msgpack_zone_new(len + IPC_ZONE_SLACK);
         if (!m.zone)
                 return -ENOMEM;

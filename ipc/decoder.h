@@ -94,6 +94,15 @@ typedef struct IpcDecoder IpcDecoder;
  */
 int ipc_decoder_new(IpcDecoder **ret, size_t max_message);
 
+/*
+ * IPC_ZONE_SLACK - bytes a msgpack zone gets beyond the message it unpacks, for the
+ * message's objects (msgpack_object is 24 bytes: 21 of them) before the zone needs a
+ * second chunk. A zone of the message's size plus this, not msgpack-c's 8 KiB default:
+ * a malloc that large (past glibc's small sizes) consolidates the allocator's fast bins,
+ * which on a server of small messages is a cost per message.
+ */
+#define IPC_ZONE_SLACK 512
+
 /* ipc_decoder_free - release @d and the bytes it holds. Accepts NULL; returns NULL. */
 IpcDecoder *ipc_decoder_free(IpcDecoder *d);
 

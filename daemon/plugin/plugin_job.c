@@ -66,6 +66,7 @@
 #include "daemon/plugin/opener.h"
 #include "daemon/plugin/plugin_host.h"
 #include "daemon/plugin/plugin_job.h"
+#include "ipc/decoder.h"
 #include "ipc/value.h"
 #include "plugins/loader.h"
 #include "scheduler/base/list.h"
@@ -546,9 +547,8 @@ static int host_result_msgpack(FiberdJob *hj, const void *buf, size_t len)
                 return -EINVAL;
         if (len > max)
                 return result_refused(hj, len, max);
-        /* one whole object: checked in a zone sized to it, not msgpack_unpacked's 8 KiB
-         * (a malloc that large consolidates glibc's fast bins, once per job) */
-        if (!msgpack_zone_init(&zone, len + 512))
+        /* one whole object: checked in a zone sized to it (IPC_ZONE_SLACK) */
+        if (!msgpack_zone_init(&zone, len + IPC_ZONE_SLACK))
                 return -ENOMEM;
         r = msgpack_unpack(buf, len, &off, &zone, &obj);
         msgpack_zone_destroy(&zone);
@@ -1183,25 +1183,25 @@ int plugin_host_check_args(const Plugin *p, const msgpack_object *args, const Jo
                         .n_fds = origin->n_fds,
                         .creds = origin->creds};
         char why[FAIL_MESSAGE_MAX] = "";
-        const Plugin *cur = p; /* the caller's reference keeps its code mapped */
         int r = 0;
 
         if (args->type != MSGPACK_OBJECT_MAP)
                 return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
                                       "args: expected a map for plugin %s", p->name);
-        if (!DESC_HAS(cur->desc, check_args) || !cur->desc->check_args)
+        /* the caller's reference keeps @p's code mapped */
+        if (!DESC_HAS(p->desc, check_args) || !p->desc->check_args)
                 return 0;
         pthread_mutex_init(&hj.lock, NULL);
         hj.children_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
         msgpack_sbuffer_init(&hj.kv);
         list_init(&hj.children);
         list_init(&hj.kids);
-        r = cur->desc->check_args(&hj, &plugin_host_functions, why, sizeof(why));
+        r = p->desc->check_args(&hj, &plugin_host_functions, why, sizeof(why));
         if (r < 0) {
                 if (r == -ECANCELED || r > 0)
                         r = -EINVAL;
                 why[sizeof(why) - 1] = '\0';
-                r = ipc_status_set(st, IPC_INVALID_ARGUMENT, r, "%s: %s", cur->name,
+                r = ipc_status_set(st, IPC_INVALID_ARGUMENT, r, "%s: %s", p->name,
                                    why[0]        ? why
                                    : hj.fail_err ? hj.fail_msg
                                                  : strerror(-r));
