@@ -816,7 +816,7 @@ static void job_supervise(void *arg)
                              cancel_ns ? cancel_ns + JOB_DETACH_GRACE_NS : SCHED_FOREVER);
         if (r == -ETIMEDOUT) {
                 d->ops->lock(d->owner);
-                if (!run->concluded && !run->released) {
+                if (!run->concluded) { /* else it returned just in time */
                         detached = job_detach_locked(d, j, run);
                         ran_for_ms = (sched_now_ns() - j->live->started_mono_ns) / NSEC_PER_MSEC;
                         why = j->timed_out                        ? "timeout"
@@ -871,7 +871,9 @@ void dispatch_supervise_locked(Dispatcher *d, Job *j)
 {
         JobRun *run = j->live ? j->live->run : NULL;
 
-        if (!run || run->supervised || run->concluded || run->released)
+        /* a concluded run is no job's run any more; a released one was detached by its
+         * supervisor, so it has one */
+        if (!run || run->supervised)
                 return;
         run->supervised = true;
         if (run->started) /* else the dispatcher fiber starts it with the job fiber */
