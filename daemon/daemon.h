@@ -52,6 +52,10 @@ typedef struct Daemon {
         FiberEvent stop;        /* set by the signal fiber; main() waits on it */
         FiberMutex reload_lock; /* one daemon_reload() at a time (SIGHUP, the method) */
         char reload_error[384]; /* why the last reload failed; "" = it did not. Server group */
+        /* fleet jobs this host left in the stream because it does not load their plugin,
+         * by id modulo the size: said once each, not at every takeover (fleet_take(), the
+         * store's reader thread only) */
+        uint64_t fleet_declined[256];
 } Daemon;
 
 /*

@@ -707,9 +707,16 @@ static int fleet_take(const StoreRecord *rec, void *arg)
         p = plugin_host_find(rec->plugin, strlen(rec->plugin));
         if (!p && !crashed) {
                 /* another host may have it (a fleet need not load the same plugins): the
-                 * entry stays pending, and is taken over after claim_idle_ms */
-                log_job(LOG_NOTICE, rec->id, rec->plugin,
-                        "its plugin is not loaded on this host: left to another host");
+                 * entry stays pending, and is taken over after claim_idle_ms, by any host,
+                 * this one again included; when no host loads it (a quarantine on every
+                 * host) the job waits queued until one does. Said once per job. */
+                uint64_t *seen = &d->fleet_declined[rec->id % ELEMENTSOF(d->fleet_declined)];
+                if (*seen != rec->id)
+                        log_job(LOG_WARNING, rec->id, rec->plugin,
+                                "no plugin by that name is loaded on this host: the job stays "
+                                "queued in the fleet's stream for a host that loads it "
+                                "(`fiberctl plugins` on each host)");
+                *seen = rec->id;
                 return -ENOENT;
         }
         /* the job this host crashed in last time (its plugin may be quarantined now):

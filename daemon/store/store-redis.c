@@ -1327,15 +1327,19 @@ static void reader_take(Store *s, const char *entry, uint64_t id, const redisRep
                 return; /* held here already (a pending entry read again) */
         /* its retries go back to the fleet (jobtable.c) */
         rec.shared = true;
+        r = q->hooks.take(&rec, q->hooks.arg);
+        if (r < 0) {
+                entry_remove(q, id); /* left pending: another host (or this one) takes it */
+                return;
+        }
+        q->taken++;
         if (claimed) {
+                /* said once it is taken: a host that does not load the job's plugin
+                 * leaves it (the take hook says so), which is no takeover */
                 q->claimed++;
                 log_msg(LOG_NOTICE, "job %" PRIu64 ": taken over from a silent host (%s)", id,
                         job_state_name(rec.state));
         }
-        q->taken++;
-        r = q->hooks.take(&rec, q->hooks.arg);
-        if (r < 0)
-                entry_remove(q, id); /* left pending: another host (or this one) takes it */
 }
 
 /*

@@ -26,7 +26,11 @@
  *    after a job that is done it is queued at once; a dependency that fails fails the
  *    chain after it, each naming the job it ran after; a job after a failed one is
  *    refused; a waiting job cancelled through the other host stays cancelled when its
- *    dependency ends.
+ *    dependency ends;
+ *  - a job whose plugin no live host loads (its host killed, the other without it) stays
+ *    queued in the stream: the host without it says so once however often its entry
+ *    comes back to it, claims no takeover, and the job runs once a host that loads the
+ *    plugin is back.
  *
  * Every wait is a bounded poll of a condition; the intervals are tens to hundreds of
  * milliseconds.
@@ -56,8 +60,8 @@ TestSuite(daemon_redis_sched, .fini = teardown, .timeout = 90);
 
 #define FLAKY_SO FIBERD_TEST_PLUGIN_DIR "/flaky.so"
 
-/* Starts fiberd @d as fleet node @node with echo, sleep and the flaky test plugin. */
-static void host_start(Fiberd *d, const char *node)
+/* Starts fiberd @d as fleet node @node with the bundled @plugins and @extra (or NULL). */
+static void host_start_with(Fiberd *d, const char *node, const char *plugins, const char *extra)
 {
         char config[512];
 
@@ -66,10 +70,15 @@ static void host_start(Fiberd *d, const char *node)
                  "[store]\nbackend = redis\nredis = unix:%s\nnode = %s\n"
                  "claim_idle_ms = 500\n",
                  redis_fleet_sock(), node);
-        fiberd_start(d, &(FiberdOpts){.config = config,
-                                      .plugins = "echo sleep",
-                                      .extra = FLAKY_SO,
-                                      .workers = 2});
+        fiberd_start(
+                d,
+                &(FiberdOpts){.config = config, .plugins = plugins, .extra = extra, .workers = 2});
+}
+
+/* Starts fiberd @d as fleet node @node with echo, sleep and the flaky test plugin. */
+static void host_start(Fiberd *d, const char *node)
+{
+        host_start_with(d, node, "echo sleep", FLAKY_SO);
 }
 
 static uint64_t wall_ms(void)
@@ -679,6 +688,79 @@ Test(daemon_redis_sched, a_waiting_job_is_cancelled_through_the_other_host)
         cr_assert_str_eq(state, "cancelled");
         cr_assert_eq(rpc_stats_jobs(a, "done") + rpc_stats_jobs(b, "done"), 1);
         cr_assert(!has_dependents(dep));
+        client_free(a);
+        client_free(b);
+}
+
+/* ------------------------------------------------------------ a plugin no host loads */
+
+/* The lines of @d's log (this run's) that contain @needle. */
+static unsigned log_count(const Fiberd *d, const char *needle)
+{
+        char line[2048];
+        unsigned n = 0;
+        FILE *f = fopen(d->log, "r");
+
+        cr_assert(f, "%s", d->log);
+        while (fgets(line, sizeof(line), f))
+                n += strstr(line, needle) != NULL;
+        fclose(f);
+        return n;
+}
+
+/* How often the stream's oldest pending entry was delivered (XPENDING's count); 0 none. */
+static long long deliveries(void)
+{
+        return redis_fleet_cli_int("EVAL \"local p = redis.call('XPENDING', KEYS[1], ARGV[1], "
+                                   "'-', '+', 1) return p[1] and p[1][4] or 0\" "
+                                   "1 fiberd:jobs fiberd");
+}
+
+#define DECLINED "no plugin by that name is loaded on this host"
+
+Test(daemon_redis_sched, a_job_whose_plugin_no_host_loads_waits_until_one_does)
+{
+        uint64_t id, deadline;
+        int status_;
+        Client *a, *b;
+        char state[32];
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        a = fiberd_connect(&host_a);
+        /* held first, so that no host takes it before the one that loads sleep is gone */
+        id = submit(a, "sleep", (Arg[]){ARG_I("ms", 1)}, 1, &(Opts){.delay_ms = 200}, NULL);
+        client_free(a);
+        status_ = fiberd_signal_and_wait(&host_a, SIGKILL, 10000);
+        cr_assert(WIFSIGNALED(status_) && WTERMSIG(status_) == SIGKILL, "status 0x%x", status_);
+
+        host_start_with(&host_b, "b", "echo", NULL);
+        b = fiberd_connect(&host_b);
+        /* b moves it to the stream when due, reads it, leaves it; its entry idles past
+         * claim_idle_ms and b takes it again, and again */
+        deadline = fiberd_now_ms() + 20000;
+        while (deliveries() < 4) {
+                cr_assert(fiberd_now_ms() < deadline, "job %llu's entry was delivered %lld times",
+                          (unsigned long long)id, deliveries());
+                usleep(50000);
+        }
+        cr_assert_eq(log_count(&host_b, DECLINED), 1,
+                     "host b said %u times that it does not load the job's plugin",
+                     log_count(&host_b, DECLINED));
+        cr_assert(!fiberd_log_contains(&host_b, "taken over from a silent host"),
+                  "a job b left in the stream was logged as taken over");
+        state_of(b, id, state);
+        cr_assert_str_eq(state, "queued");
+
+        /* a host that loads sleep is back: the job runs there, once */
+        fiberd_restart(&host_a);
+        rpc_job_wait(b, id, 15000, &rp);
+        cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        reply_clear(&rp);
+        a = fiberd_connect(&host_a);
+        cr_assert_eq(rpc_stats_jobs(a, "done"), 1);
         client_free(a);
         client_free(b);
 }
