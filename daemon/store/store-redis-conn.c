@@ -210,9 +210,13 @@ void redis_link_ok(Store *s, uint64_t asked_ns)
                 back = true;
         }
         pthread_mutex_unlock(&l->lock);
-        if (back)
+        if (back) {
                 log_msg(LOG_NOTICE, "job store: redis %s is back after %.1f s", s->path,
                         (double)away_ns / NSEC_PER_SEC);
+                /* the writes held meanwhile (final ones among them) go now, not at the
+                 * end of the store's backoff */
+                store_retry_now(s);
+        }
 }
 
 uint64_t redis_link_retry_ms(RedisStore *q)

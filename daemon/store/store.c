@@ -415,6 +415,16 @@ bool store_failing(Store *s)
         return s && __atomic_load_n(&s->failing, __ATOMIC_ACQUIRE);
 }
 
+void store_retry_now(Store *s)
+{
+        pthread_mutex_lock(&s->lock);
+        if (s->failing) {
+                s->retry_at_ns = clock_now_ns(CLOCK_MONOTONIC); /* retry_wait_locked() */
+                pthread_cond_signal(&s->wake);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
 void store_health(Store *s, StoreHealth *ret)
 {
         pthread_mutex_lock(&s->lock);

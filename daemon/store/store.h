@@ -539,6 +539,17 @@ int store_wait_until(Store *s, Job *j, bool final, uint64_t deadline_ns);
  * for the next attempt (store.h's essay). Context: any; does not block. */
 bool store_failing(Store *s);
 
+/*
+ * store_retry_now - the backend's server is reachable again (a fleet's Redis is back):
+ * while writes are held (store_failing()), the store thread tries them now instead of
+ * at the end of its backoff, which reaches STORE_RETRY_MAX_NS in a long outage. Jobs
+ * that ended meanwhile get their final write in at once, not seconds later (a host
+ * killed in those seconds would leave them to run again). Nothing when not failing.
+ * Context: any thread but the store thread's commit callback with s->lock held (it
+ * takes the lock); does not block beyond it.
+ */
+void store_retry_now(Store *s);
+
 /* store_health - whether @s can write now, into *@ret. Context: any; takes the store's
  * lock briefly. */
 void store_health(Store *s, StoreHealth *ret);

@@ -12,7 +12,8 @@
  * owner hears a refusal before the submitter does and a commit after; attempts back
  * off; a write that is not a job's hears the error without waiting out the backoff;
  * store_drain() and store_close() wait a while for space, and the close then drops
- * what it still cannot write, answering its waiters. */
+ * what it still cannot write, answering its waiters; store_retry_now() (a fleet's Redis
+ * back) ends the backoff at once. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
@@ -563,6 +564,31 @@ Test(store, a_write_that_is_not_a_jobs_hears_the_error_without_the_backoff)
         wait_failing(s, false);
         store_flush(s);
         cr_assert_eq(landed(1, NULL), 2, "the held write was dropped with the meta write");
+        store_close(s);
+        job_unref(a);
+}
+
+Test(store, a_server_back_is_written_to_at_once_not_after_the_backoff)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING);
+        uint64_t t0;
+        JobState st;
+
+        set_fail(-EIO);
+        a->state = JOB_DONE;
+        store_put(s, a, false, false);
+        wait_commits(6); /* the submission, attempts at 0, 0.1, 0.3, 0.7 and 1.5 s: the
+                          * next one 1.6 s on */
+        set_fail(0);
+        t0 = clock_now_ns(CLOCK_MONOTONIC);
+        store_retry_now(s); /* as a fleet's link does when its Redis is back */
+        wait_failing(s, false);
+        cr_assert(clock_now_ns(CLOCK_MONOTONIC) - t0 < NSEC_PER_SEC,
+                  "the held write waited out the backoff after the server was back");
+        store_flush(s);
+        cr_assert_eq(landed(1, &st), 2, "the submission and the held write");
+        cr_assert_eq(st, JOB_DONE, "the held final write landed as %d", st);
         store_close(s);
         job_unref(a);
 }
