@@ -731,12 +731,19 @@ static int fleet_take(const StoreRecord *rec, void *arg)
 /*
  * How many more fleet jobs this host takes now: up to twice max_running queued or
  * running here, so its job workers never wait on the stream while the rest stays in
- * the stream for hosts with room. Context: the store's reader thread.
+ * the stream for hosts with room; none while the store cannot write. Context: the
+ * store's reader thread.
  */
 static size_t fleet_room(void *arg)
 {
         Daemon *d = arg;
         size_t cap, held;
+
+        /* the store cannot write (Redis loading, or its disk full): a job run now could
+         * not record its end, and a host killed meanwhile would leave it to run again;
+         * the stream keeps it for a host that can, or for this one once it writes */
+        if (store_failing(d->store))
+                return 0;
 
         /* the dispatcher's bound, not d->cfg: SIGHUP replaces the config on the main
          * thread while this runs on the reader */

@@ -37,7 +37,7 @@
 #define REDIS_HOST_KEY_FMT "fiberd:host:%s:%s" /* the host's name, then plugins / meta */
 #define REDIS_IDEM_KEY_FMT "fiberd:key:%u:%s"  /* an owner's idempotency key */
 #define REDIS_ENTRY_BUCKETS 1024
-#define REDIS_CMD_MAX_ARGS 48
+#define REDIS_CMD_MAX_ARGS 64
 #define REDIS_READ_COUNT 16
 #define REDIS_IO_TIMEOUT_S 5         /* the store thread's, the reader's and the mover's */
 #define REDIS_QUERY_TIMEOUT_MS 2000  /* the query connection's: it blocks a server worker */

@@ -54,7 +54,8 @@
  * final state even when two hosts ran it, or a write reached the server after its
  * sender gave up on it; a write of a state the script would always let through, such
  * as a submission's queued, is a plain HSET); the one that makes it final also EXPIREs
- * the hash and XACKs the job's stream entry, in the same transaction. A fleet
+ * the hash, adds it to fiberd:finished and XACKs the job's stream entry, in the same
+ * script after its HSET, so that a write the server refuses acknowledges nothing. A fleet
  * submission with a due time ahead is HSET + ZADD of the schedule set instead of XADD,
  * one that waits for others is HSET + a script joining their sets, and a retry this
  * host hands back to the fleet is HSET + ZADD + XACK (StoreRecord.fleet_held;
@@ -157,26 +158,45 @@ static void cmd_i64(RedisCmd *c, int64_t v)
 }
 
 /*
- * A job's write: KEYS[1] its hash, KEYS[2] fiberd:cancels; ARGV the fields and values
- * to set, "state" and its value first. A final state is written once: once the hash is
- * done, failed, cancelled or dead, a write of another final state, or of running or
- * retrying (a host that was cut off and ran a job another host took over meanwhile, a
- * write that reached the server after its sender gave up on it), changes nothing; only
- * a job queued again (job.retry) leaves a final state. A final write drops the job's
- * cancel request. Return 1 written, 0 not.
+ * A job's write: KEYS[1] its hash, KEYS[2] fiberd:cancels, KEYS[3] fiberd:finished, KEYS[4]
+ * the stream (ARGV[1] "x") or this host's local set (ARGV[1] "s"); ARGV[2] the expiry of
+ * a final record (s), ARGV[3] its finished_ms, ARGV[4] the group, ARGV[5] the job's stream
+ * entry; ARGV[6..] the fields and values to set, "state" and its value first. A final
+ * state is written once: once the hash is done, failed, cancelled or dead, a write of
+ * another final state, or of running or retrying (a host that was cut off and ran a job
+ * another host took over meanwhile, a write that reached the server after its sender
+ * gave up on it), changes nothing; only a job queued again (job.retry) leaves a final
+ * state. A final write drops the job's cancel request, and then, written or not, gives
+ * the hash its expiry, puts the job in fiberd:finished and acknowledges its entry (or
+ * takes it out of the local set): after the HSET, in the script, so that an HSET the
+ * server refuses (out of memory, an ACL) leaves the entry pending: acknowledged in the
+ * same MULTI beside a failed write, a job whose host then died would stay running with
+ * no entry for any host to take over. Return 1 written, 0 not.
  */
 static const char put_script[] =
         "local final = {done = true, failed = true, cancelled = true, dead = true}\n"
         "local cur = redis.call('HGET', KEYS[1], 'state')\n"
-        "local new = ARGV[2]\n"
-        "if cur and final[cur] and (final[new] or new == 'running' or new == 'retrying') then\n"
-        "  return 0\n"
+        "local new = ARGV[7]\n"
+        "local id = string.match(KEYS[1], '%d+$')\n"
+        "local written = 0\n"
+        "if not (cur and final[cur] and (final[new] or new == 'running' or new == 'retrying')) "
+        "then\n"
+        "  redis.call('HSET', KEYS[1], unpack(ARGV, 6))\n"
+        "  if final[new] then\n"
+        "    redis.call('ZREM', KEYS[2], id)\n"
+        "  end\n"
+        "  written = 1\n"
         "end\n"
-        "redis.call('HSET', KEYS[1], unpack(ARGV))\n"
         "if final[new] then\n"
-        "  redis.call('ZREM', KEYS[2], string.match(KEYS[1], '%d+$'))\n"
+        "  redis.call('EXPIRE', KEYS[1], ARGV[2])\n"
+        "  redis.call('ZADD', KEYS[3], ARGV[3], id)\n"
+        "  if ARGV[1] == 'x' then\n"
+        "    redis.call('XACK', KEYS[4], ARGV[4], ARGV[5])\n"
+        "  elseif ARGV[1] == 's' then\n"
+        "    redis.call('SREM', KEYS[4], id)\n"
+        "  end\n"
         "end\n"
-        "return 1\n";
+        "return written\n";
 
 /* SCRIPT LOAD of put_script on @c (a new connection: a restarted server has no
  * scripts) into q->put_sha. Return 0; -EIO (the link is told when no answer came). */
@@ -199,22 +219,32 @@ static int put_script_load(Store *s, redisContext *c)
         return r;
 }
 
-/* Every field of @rec (the arguments only when given), by @consumer: through put_script
- * (EVALSHA @sha) when the new state is one the script may refuse (final, running,
- * retrying); a plain HSET otherwise (queued, scheduled, waiting: a fleet submission, a
- * revive), which the script would always let through and drop no cancel request for,
- * so a job's first write costs Redis no script and two commands fewer. */
-static void cmd_hset(RedisCmd *c, char *key, const StoreRecord *rec, const char *consumer,
-                     const char *sha)
+/* Every field of @rec (the arguments only when given), by q's consumer: through
+ * put_script (EVALSHA) when the new state is one the script may refuse (final, running,
+ * retrying), with what a final write does beside it (@expire: the expiry, s; @entry: the
+ * job's stream entry held here, or NULL: the job is maybe in the local set); a plain HSET
+ * otherwise (queued, scheduled, waiting: a fleet submission, a revive), which the script
+ * would always let through and drop no cancel request for, so a job's first write costs
+ * Redis no script and two commands fewer. @key and @expire must outlive @c's use. */
+static void cmd_hset(RedisCmd *c, RedisStore *q, const char *key, const StoreRecord *rec,
+                     const char *expire, const char *entry)
 {
+        bool final = job_state_final(rec->state);
+
         c->argc = 0;
-        if (job_state_final(rec->state) || rec->state == JOB_RUNNING ||
-            rec->state == JOB_RETRYING) {
+        if (final || rec->state == JOB_RUNNING || rec->state == JOB_RETRYING) {
                 cmd_str(c, "EVALSHA");
-                cmd_str(c, sha);
-                cmd_str(c, "2");
+                cmd_str(c, q->put_sha);
+                cmd_str(c, "4");
                 cmd_str(c, key);
                 cmd_str(c, REDIS_KEY_CANCELS);
+                cmd_str(c, REDIS_KEY_FINISHED);
+                cmd_str(c, entry ? q->stream : q->local_key);
+                cmd_str(c, !final ? "" : entry ? "x" : "s");
+                cmd_str(c, expire);
+                cmd_u64(c, rec->finished_ms);
+                cmd_str(c, q->group);
+                cmd_str(c, entry ? entry : "");
         } else {
                 cmd_str(c, "HSET");
                 cmd_str(c, key);
@@ -260,7 +290,7 @@ static void cmd_hset(RedisCmd *c, char *key, const StoreRecord *rec, const char 
         cmd_str(c, "sched"); /* "" = none: a packed map is never empty */
         cmd_bin(c, rec->sched ? rec->sched : "", rec->sched ? rec->sched_len : 0);
         cmd_str(c, "node");
-        cmd_str(c, rec->enqueue ? "" : consumer);
+        cmd_str(c, rec->enqueue ? "" : q->consumer);
 }
 
 /* ------------------------------------------------------------------ held entries - */
@@ -817,7 +847,10 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 return 0; /* retention by time is EXPIRE's */
         snprintf(key, sizeof(key), REDIS_JOB_KEY_FMT, rec->id);
         snprintf(idbuf, sizeof(idbuf), "%" PRIu64, rec->id);
-        cmd_hset(&cmd, key, rec, q->consumer, q->put_sha);
+        snprintf(expire, sizeof(expire), "%" PRIu64, q->expire_s);
+        held = entry_find(q, rec->id, entry);
+        /* a final write's expiry, fiberd:finished and acknowledgement are the script's */
+        cmd_hset(&cmd, q, key, rec, expire, held ? entry : NULL);
         redisAppendCommandArgv(c, cmd.argc, cmd.argv, cmd.len);
         (*n)++;
         if (rec->args) {
@@ -828,7 +861,6 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 redisAppendCommand(c, "XADD %s * id %s", q->stream, idbuf);
                 (*n)++;
         }
-        held = entry_find(q, rec->id, entry);
         if (rec->fleet_held && held) {
                 /* a retry handed back to the fleet (jobtable.c): its next attempt is the
                  * schedule set's, whichever host is up then. The entry leaves the map
@@ -848,22 +880,6 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
                 /* a job that runs here only (fds): this host's, until its final write */
                 redisAppendCommand(c, "SADD %s %s", q->local_key, idbuf);
                 (*n)++;
-        }
-        if (job_state_final(rec->state)) {
-                snprintf(expire, sizeof(expire), "%" PRIu64, q->expire_s);
-                redisAppendCommand(c, "EXPIRE %s %s", key, expire);
-                (*n)++;
-                redisAppendCommand(c, "ZADD %s %" PRIu64 " %s", REDIS_KEY_FINISHED,
-                                   rec->finished_ms, idbuf);
-                (*n)++;
-                if (held) {
-                        redisAppendCommand(c, "XACK %s %s %s", q->stream, q->group, entry);
-                        (*n)++;
-                } else {
-                        /* not off the stream: maybe in this host's local set */
-                        redisAppendCommand(c, "SREM %s %s", q->local_key, idbuf);
-                        (*n)++;
-                }
         }
         return 0;
 }
@@ -1619,7 +1635,7 @@ static void *redis_reader(void *arg)
         RedisStore *q = redis_of(s);
         uint64_t beat_ns = q->claim_idle_ms * NSEC_PER_MSEC / 3;
         uint64_t block_ms = MIN(q->claim_idle_ms / 3, 500);
-        uint64_t next_beat = 0, next_claim = 0, next_cancels = 0, beat_ok = 0;
+        uint64_t next_beat = 0, next_claim = 0, next_cancels = 0, beat_ok = 0, next_store_kick = 0;
         char pending[48] = "0";
         bool own_pending = true;
 
@@ -1678,6 +1694,14 @@ static void *redis_reader(void *arg)
                         else
                                 redis_link_ok(s, asked);
                         continue;
+                }
+                if (store_failing(s) && now >= next_store_kick) {
+                        /* the server answers this thread, but the store's last commit
+                         * failed (Redis was loading its data, or could not write its
+                         * AOF): try the held writes now, not at the end of a backoff
+                         * that a long outage stretched to seconds */
+                        store_retry_now(s);
+                        next_store_kick = now + STORE_RETRY_MIN_NS;
                 }
                 want = q->hooks.room ? q->hooks.room(q->hooks.arg) : REDIS_READ_COUNT;
                 if (want == 0) {

@@ -35,7 +35,11 @@
  *    line a read;
  *  - one read of the stream that meets an entry whose job has no record (or a final
  *    one: acknowledged, nothing to run) before a queued job: the queued job still runs
- *    (the acknowledgement waits until every record of the read is in).
+ *    (the acknowledgement waits until every record of the read is in);
+ *  - a server that answers reads but refuses the store's writes (an ACL without HSET):
+ *    the host's store fails, and while it does the host takes no new job off the stream
+ *    (one could not record its end); once writes are allowed again the held final write
+ *    lands and the job left in the stream runs.
  */
 #include "tests/integration/fiberd_harness.h"
 #include "tests/integration/redis_fleet.h"
@@ -659,5 +663,50 @@ Test(daemon_redis_outage, consumer_group_gone_is_made_again)
                   "no line for the group made again");
         /* said, not flooded: at most one line a minute for each call refused */
         cr_assert_leq(log_count(&host_a, "NOGROUP", 0), 3, "the refusals flood the log");
+        client_free(a);
+}
+
+Test(daemon_redis_outage, no_job_is_taken_while_the_store_cannot_write)
+{
+        Client *a;
+        uint64_t first;
+
+        redis_fleet_start("daemon_redis_outage");
+        host_start(&host_a, "a", 4, redis_fleet_sock());
+        a = fiberd_connect(&host_a);
+        /* a queued echo job's record, not on the stream yet */
+        cr_assert_eq(redis_fleet_cli_int(
+                             "EVAL \"redis.call('HSET', 'fiberd:job:1000000', 'state', 'queued', "
+                             "'plugin', 'echo', 'owner', '0', 'gid', '0', 'created_ms', '1', "
+                             "'args', string.char(128)) redis.call('ZADD', 'fiberd:index', "
+                             "1000000, 1000000) return 1\" 0"),
+                     1);
+        first = rpc_submit(a, "sleep", (Arg[]){ARG_I("ms", 300)}, 1, 0, 0, &(IpcStatus){0});
+        cr_assert_gt(first, 0);
+        state_wait(a, first, "running", 10000);
+        /* writes refused from now on (a script's HSET too); reads still answered */
+        cr_assert_neq(redis_fleet_cli_int("ACL SETUSER default -hset"), -2);
+        {
+                uint64_t deadline = fiberd_now_ms() + 10000;
+                while (!host_store_failing(a)) { /* the sleep job's final write failed */
+                        cr_assert(fiberd_now_ms() < deadline, "the store did not fail");
+                        usleep(20000);
+                }
+        }
+        /* a blocking read the reader began before the store failed may still take one
+         * entry: let it end (claim_idle_ms / 3 = 166 ms here) */
+        usleep(400 * 1000);
+        cr_assert_gt(redis_fleet_cli_int("XADD fiberd:jobs '*' id 1000000"), 0, "XADD refused");
+        usleep(1000 * 1000); /* two of the reader's blocking reads: it would have read it */
+        cr_assert_eq(
+                redis_fleet_cli_int("XPENDING fiberd:jobs fiberd"), 1,
+                "the host took a job off the stream while its store could not write (%lld pending)",
+                redis_fleet_cli_int("XPENDING fiberd:jobs fiberd"));
+        cr_assert(host_store_failing(a));
+
+        cr_assert_neq(redis_fleet_cli_int("ACL SETUSER default +hset"), -2);
+        state_wait(a, first, "done", 10000);
+        state_wait(a, 1000000, "done", 10000);
+        cli_wait("XPENDING fiberd:jobs fiberd", 0, 10000);
         client_free(a);
 }
