@@ -73,7 +73,8 @@
  * is still pending for this consumer: one another host took over while this one could
  * not reach the server is let go, never claimed back, and one of a job not run here
  * idles until any host takes it over. An entry idle longer than claim_idle_ms belongs to
- * a host that stopped, and XAUTOCLAIM gives it to this one; after a heartbeat came late
+ * a host that stopped, and XAUTOCLAIM gives it to this one (polled at random periods
+ * around claim_idle_ms / 3, so that no host is always first to a due entry); after a heartbeat came late
  * (the server or this host stalled: every host's heartbeats stalled with it), no entry
  * is taken over until claim_idle_ms passed, so live hosts claim theirs again first.
  * Its record then says what happened: still queued runs; running ends INTERRUPTED, or
@@ -780,7 +781,6 @@ static bool commit_kept(const StoreWrite *w)
         return w->op != STORE_OP_DELETE;
 }
 
-/* Appends @w's commands to @c's pipeline; *@n counts them. Return 0; -ENOMEM. */
 /* Notes that the commit being made acknowledges entry @entry of job @id. Return: false
  * when there is no memory to (the entry then stays in the map). Store thread. */
 static bool handback_note(RedisStore *q, uint64_t id, const char *entry)
@@ -809,6 +809,7 @@ static void handback_undo(RedisStore *q)
         q->n_handback = 0;
 }
 
+/* Appends @w's commands to @c's pipeline; *@n counts them. Return 0; -ENOMEM. */
 static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, size_t *n)
 {
         const StoreRecord *rec = &w->rec;
@@ -1629,6 +1630,18 @@ static long reader_read(Store *s, char *pending_from, size_t from_size, uint64_t
         return n;
 }
 
+/* A pseudo-random time in [0, @span) ns (xorshift64 on *@state). */
+static uint64_t jitter_ns(uint64_t *state, uint64_t span)
+{
+        uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ULL;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *state = x;
+        return span ? x % span : 0;
+}
+
 static void *redis_reader(void *arg)
 {
         Store *s = arg;
@@ -1636,6 +1649,7 @@ static void *redis_reader(void *arg)
         uint64_t beat_ns = q->claim_idle_ms * NSEC_PER_MSEC / 3;
         uint64_t block_ms = MIN(q->claim_idle_ms / 3, 500);
         uint64_t next_beat = 0, next_claim = 0, next_cancels = 0, beat_ok = 0, next_store_kick = 0;
+        uint64_t rng = clock_now_ns(CLOCK_MONOTONIC) ^ ((uint64_t)getpid() << 32);
         char pending[48] = "0";
         bool own_pending = true;
 
@@ -1668,7 +1682,13 @@ static void *redis_reader(void *arg)
                 }
                 if (now >= next_claim && !q->r->err) {
                         reader_autoclaim(s);
-                        next_claim = now + beat_ns;
+                        /* a period drawn from [beat / 2, beat * 3 / 2): an entry a host
+                         * claimed idles again for claim_idle_ms, three of its periods, so
+                         * with a fixed period the host that claimed it would poll first
+                         * each time it came due and keep it from every other; a host that
+                         * leaves a job whose plugin it does not load would keep the job
+                         * from the host that loads it */
+                        next_claim = now + beat_ns / 2 + jitter_ns(&rng, beat_ns);
                 }
                 if (now >= next_cancels && !q->r->err) {
                         reader_cancels(s);
