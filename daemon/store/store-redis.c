@@ -1648,7 +1648,7 @@ static void *redis_reader(void *arg)
         RedisStore *q = redis_of(s);
         uint64_t beat_ns = q->claim_idle_ms * NSEC_PER_MSEC / 3;
         uint64_t block_ms = MIN(q->claim_idle_ms / 3, 500);
-        uint64_t next_beat = 0, next_claim = 0, next_cancels = 0, beat_ok = 0, next_store_kick = 0;
+        uint64_t next_beat = 0, next_claim = 0, next_cancels = 0, beat_ok = 0;
         uint64_t rng = clock_now_ns(CLOCK_MONOTONIC) ^ ((uint64_t)getpid() << 32);
         char pending[48] = "0";
         bool own_pending = true;
@@ -1714,14 +1714,6 @@ static void *redis_reader(void *arg)
                         else
                                 redis_link_ok(s, asked);
                         continue;
-                }
-                if (store_failing(s) && now >= next_store_kick) {
-                        /* the server answers this thread, but the store's last commit
-                         * failed (Redis was loading its data, or could not write its
-                         * AOF): try the held writes now, not at the end of a backoff
-                         * that a long outage stretched to seconds */
-                        store_retry_now(s);
-                        next_store_kick = now + STORE_RETRY_MIN_NS;
                 }
                 want = q->hooks.room ? q->hooks.room(q->hooks.arg) : REDIS_READ_COUNT;
                 if (want == 0) {

@@ -1020,7 +1020,13 @@ static bool note_attempt_locked(Store *s, int error, bool transient, size_t nwri
                 s->retry_ns = STORE_RETRY_MIN_NS;
                 __atomic_store_n(&s->failing, true, __ATOMIC_RELEASE);
         } else {
-                s->retry_ns = MIN(2 * s->retry_ns, STORE_RETRY_MAX_NS);
+                /* the backoff grows while the disk is full or the server away; a server
+                 * that answers but refuses (Redis loading its data, out of memory) is
+                 * tried again at the shortest pause, and one back from away at once
+                 * (store_retry_now()) */
+                bool answers = s->backend->server_away && !s->backend->server_away(s);
+                s->retry_ns =
+                        answers ? STORE_RETRY_MIN_NS : MIN(2 * s->retry_ns, STORE_RETRY_MAX_NS);
                 if (now - s->fail_logged_ns >= 60 * NSEC_PER_SEC && !s->fail_quiet) {
                         snprintf(line, size,
                                  "job store %s: still cannot write (%s) after %.0f s; holding "

@@ -344,7 +344,9 @@ typedef struct StoreBackend {
         void (*key_release)(Store *s, uid_t owner, const char *key, uint64_t id);
         /* server_away - the backend's server is known to be away now, and the backend
          * logged it (one line when it goes, one when it is back): the store's own lines
-         * about failing writes would repeat them. NULL: never. Context: any thread. */
+         * about failing writes would repeat them. A backend that has it, and whose
+         * server answers while refusing writes, is retried at the shortest pause, not
+         * after a growing backoff. NULL: never away. Context: any thread. */
         bool (*server_away)(Store *s);
         /* retry_hint_ms - when a refused client should try again (an UNAVAILABLE's
          * hint), in ms; NULL: the store's own retry pause. Context: any thread. */

@@ -13,7 +13,8 @@
  * off; a write that is not a job's hears the error without waiting out the backoff;
  * store_drain() and store_close() wait a while for space, and the close then drops
  * what it still cannot write, answering its waiters; store_retry_now() (a fleet's Redis
- * back) ends the backoff at once. */
+ * back) ends the backoff at once, and a server that answers while it refuses is retried
+ * at the shortest pause. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
@@ -115,6 +116,20 @@ static const StoreBackend fake_backend = {
         .close = fake_close,
 };
 
+/* A backend whose server answers while it refuses writes (server_away: never). */
+static bool fake_server_answers(Store *s)
+{
+        return false;
+}
+
+static const StoreBackend fake_answering_backend = {
+        .name = "fake",
+        .open = fake_open,
+        .commit = fake_commit,
+        .close = fake_close,
+        .server_away = fake_server_answers,
+};
+
 /* The owner's StoreSnapshotFn: counts, notes the thread, reads with nothing held. */
 static void fake_snapshot(Job *j, StoreReadFn read, void *ctx, void *arg)
 {
@@ -149,7 +164,7 @@ static Store *open_fake(void)
         Store *s = NULL;
 
         cr_assert_eq(store_open(&s, STORE_MEMORY, NULL, NULL), 0);
-        s->backend = &fake_backend;
+        s->backend = &fake_answering_backend;
         store_set_source(s, fake_snapshot, fake_submitted, &fake);
         cr_assert_eq(store_load(s, NULL, NULL), 0); /* starts the store thread */
         return s;
@@ -564,6 +579,29 @@ Test(store, a_write_that_is_not_a_jobs_hears_the_error_without_the_backoff)
         wait_failing(s, false);
         store_flush(s);
         cr_assert_eq(landed(1, NULL), 2, "the held write was dropped with the meta write");
+        store_close(s);
+        job_unref(a);
+}
+
+Test(store, a_server_that_answers_but_refuses_is_retried_without_a_growing_backoff)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING);
+
+        s->backend = &fake_answering_backend;
+        set_fail(-EIO);
+        store_put(s, a, false, false);
+        wait_commits(9); /* the submission, then 8 attempts: 0.1 s apart, not 0.1 .. 12.7 s */
+        pthread_mutex_lock(&fake.lock);
+        for (int i = 2; i + 1 < 9; i++) {
+                uint64_t gap = fake.at_ns[i + 1] - fake.at_ns[i];
+                cr_assert(gap < 2 * STORE_RETRY_MIN_NS,
+                          "attempt %d came %llu ms after the one before: a growing backoff", i + 1,
+                          (unsigned long long)(gap / NSEC_PER_MSEC));
+        }
+        pthread_mutex_unlock(&fake.lock);
+        set_fail(0);
+        wait_failing(s, false);
         store_close(s);
         job_unref(a);
 }
