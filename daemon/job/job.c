@@ -421,14 +421,8 @@ uint64_t job_backoff_ms(const Job *j, uint32_t attempt)
                 wait *= 2;
         if (wait > backoff_max_ms)
                 wait = backoff_max_ms;
-        /* 50-100 %: a per-thread xorshift seeded from the clock and the job */
-        static __thread uint64_t seed;
-        if (!seed)
-                seed = clock_now_ns(CLOCK_MONOTONIC) ^ (j->id * 0x9e3779b97f4a7c15ULL) ^ 1;
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        r = wait / 2 ? seed % (wait / 2 + 1) : 0;
+        /* 50-100 % */
+        r = wait / 2 ? jitter_below(wait / 2 + 1) : 0;
         return wait - wait / 2 + r;
 }
 

@@ -1630,18 +1630,6 @@ static long reader_read(Store *s, char *pending_from, size_t from_size, uint64_t
         return n;
 }
 
-/* A pseudo-random time in [0, @span) ns (xorshift64 on *@state). */
-static uint64_t jitter_ns(uint64_t *state, uint64_t span)
-{
-        uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ULL;
-
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *state = x;
-        return span ? x % span : 0;
-}
-
 static void *redis_reader(void *arg)
 {
         Store *s = arg;
@@ -1649,7 +1637,6 @@ static void *redis_reader(void *arg)
         uint64_t beat_ns = q->claim_idle_ms * NSEC_PER_MSEC / 3;
         uint64_t block_ms = MIN(q->claim_idle_ms / 3, 500);
         uint64_t next_beat = 0, next_claim = 0, next_cancels = 0, beat_ok = 0;
-        uint64_t rng = clock_now_ns(CLOCK_MONOTONIC) ^ ((uint64_t)getpid() << 32);
         char pending[48] = "0";
         bool own_pending = true;
 
@@ -1688,7 +1675,7 @@ static void *redis_reader(void *arg)
                          * each time it came due and keep it from every other; a host that
                          * leaves a job whose plugin it does not load would keep the job
                          * from the host that loads it */
-                        next_claim = now + beat_ns / 2 + jitter_ns(&rng, beat_ns);
+                        next_claim = now + beat_ns / 2 + jitter_below(beat_ns);
                 }
                 if (now >= next_cancels && !q->r->err) {
                         reader_cancels(s);

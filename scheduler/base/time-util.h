@@ -40,4 +40,24 @@ static inline uint64_t clock_now_ns(clockid_t clock)
         return timespec_load_ns(&ts);
 }
 
+/*
+ * jitter_below - a pseudo-random number in [0, @n) (0 when @n is 0), for spreading
+ * retries and polls apart: a per-thread xorshift64 (Marsaglia) seeded from the monotonic
+ * clock and the state's address. Not for secrets. Context: any thread; it does not
+ * yield, so a fiber never keeps another thread's state.
+ */
+static inline uint64_t jitter_below(uint64_t n)
+{
+        static __thread uint64_t state;
+        uint64_t x = state;
+
+        if (!x)
+                x = (clock_now_ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)&state) | 1;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state = x;
+        return n ? x % n : 0;
+}
+
 #endif /* FIBERD_BASE_TIME_UTIL_H */
