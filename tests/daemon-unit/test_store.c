@@ -164,7 +164,7 @@ static Store *open_fake(void)
         Store *s = NULL;
 
         cr_assert_eq(store_open(&s, STORE_MEMORY, NULL, NULL), 0);
-        s->backend = &fake_answering_backend;
+        s->backend = &fake_backend;
         store_set_source(s, fake_snapshot, fake_submitted, &fake);
         cr_assert_eq(store_load(s, NULL, NULL), 0); /* starts the store thread */
         return s;
