@@ -4,9 +4,11 @@
  * behind a plugin's FiberdJob pointer.
  *
  * A FiberdJob lives from run()'s call until run() has returned *and* its last child
- * fiber has ended (reference counted: the job fiber holds one reference, every live
- * child one), because a child the parent gave up joining (the job was cancelled) may
- * still be winding down and calling host functions.
+ * fiber has ended (reference counted: the job fiber holds one reference, each of its
+ * children's nodes one, and a child's node holds one on its spawner's node, so every
+ * node up to the FiberdJob outlives the fibers below it), because a child the parent
+ * gave up joining (the job was cancelled) may still be winding down and calling host
+ * functions.
  *
  * Results are built key by key into a private msgpack buffer (result_*()), or replaced
  * whole (result_msgpack()); when run() returns 0 the bytes become the job's result,
@@ -21,21 +23,26 @@
  * (children may call host functions concurrently); it is never held across a yield.
  *
  * Children: spawn() creates a joinable fiber on the spawner's job group and lists it
- * twice: in the FiberdJob's list of every child (for cancellation) and in its spawner's
- * own list of children not yet joined (the job fiber's, or a child's, found through a
- * fiber-local key). Both lists are under children_lock, held for list operations, and
- * by plugin_host_cancel() for its walk over every child: glibc's adaptive mutex, which
- * spins a moment before it sleeps, so spawns and joins on every worker take it for the
- * price of a spinlock and do not burn a CPU behind a long cancel walk or a preempted
- * holder.
- * Cancelling the job (jobtable_cancel(), under the table lock) cancels every listed
- * child through the table's cancel hook, plugin_host_cancel(). join() waits on the
- * child's `done` event; a cancelled parent stops waiting, cancels and detaches the
- * child (the child's memory goes with the last reference). A fiber of the job (run()
- * or a child) that returns without joining its own children has them cancelled and
- * detached, in O(their number); it never touches children other fibers spawned. Lock
- * order: table lock, then the run's host_lock (JobRun, job.h), then children_lock or
- * the FiberdJob mutex; never the other way round.
+ * on its spawner's own list of children not yet joined (KidList: the job fiber's in the
+ * FiberdJob, a child's in its FiberdChild, found through a fiber-local key). Each list
+ * has its own lock, held for list operations only, so the children form a tree whose
+ * every node is locked by the fiber that owns it: a spawn and its join take a lock
+ * nobody else wants, where one lock for the whole job put every spawn and join of
+ * every worker on one cache line (a job spawning a million fibers on 2 workers spent
+ * 40 % of its time in that lock). The lock is glibc's adaptive mutex, which spins a
+ * moment before it sleeps, so a spawn behind a cancel walk does not burn a CPU.
+ * Cancelling the job (jobtable_cancel(), under the table lock) walks the tree through
+ * the table's cancel hook, plugin_host_cancel(): it sets `cancelled`, so that a spawn
+ * under any list's lock from then on refuses, then, one list at a time under its lock,
+ * cancels each listed child and takes a reference on it to walk its list next. A child
+ * its spawner let go (below) is off the tree: it was cancelled when let go, and its
+ * own children are let go when it returns. join() waits on the child's `done` event; a
+ * cancelled parent stops waiting, cancels and detaches the child (the child's memory
+ * goes with the last reference). A fiber of the job (run() or a child) that returns
+ * without joining its own children has them cancelled and detached, in O(their
+ * number); it never touches children other fibers spawned. Lock order: table lock,
+ * then the run's host_lock (JobRun, job.h), then one KidList lock or the FiberdJob
+ * mutex; never the other way round, and never two KidList locks at once.
  *
  * The job fiber itself never takes the table lock: it publishes the FiberdJob in its
  * JobRun and clears it under the run's host_lock, and leaves the run's outcome (result,
@@ -81,8 +88,22 @@
 
 #define FAIL_MESSAGE_MAX 512
 
+/* A spawner's children not yet joined (FiberdChild.sib), under its own lock: an
+ * adaptive mutex (see the top of the file), held for list operations and, by the cancel
+ * walk, over one list's fiber_cancel() calls. */
+typedef struct KidList {
+        pthread_mutex_t lock;
+        ListHead kids;
+} KidList;
+
+static void kidlist_init(KidList *l)
+{
+        l->lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+        list_init(&l->kids);
+}
+
 struct FiberdJob {
-        int refs;                   /* atomic: the job fiber + each live child */
+        int refs;                   /* atomic: the job fiber + its children's nodes */
         Job *job;                   /* referenced; NULL in a check_args handle */
         const Plugin *plugin;       /* the instance it runs, referenced (plugin_host_acquire) */
         const msgpack_object *args; /* the argument map: the job's, or the request's */
@@ -101,10 +122,8 @@ struct FiberdJob {
         const char *fail_code; /* IPC_* */
         bool fail_permanent;   /* host->fail_permanent(): no retry (job.h) */
         char fail_msg[FAIL_MESSAGE_MAX];
-        pthread_mutex_t children_lock; /* adaptive: over cancelled, children, kids, sib */
-        bool cancelled;                /* children were cancelled; spawn() refuses */
-        ListHead children;             /* FiberdChild.link: every listed child, for cancellation */
-        ListHead kids;  /* FiberdChild.sib: the job fiber's children not yet joined */
+        bool cancelled; /* atomic (seq_cst): the children were cancelled; spawn() refuses */
+        KidList top;    /* the job fiber's children not yet joined */
         ListHead chans; /* FiberdChan.link: channels not freed yet; under lock */
 };
 
@@ -116,7 +135,8 @@ struct FiberdChan {
 };
 
 struct FiberdChild {
-        int refs; /* atomic: the parent's handle + the child fiber */
+        int refs; /* atomic: the parent's handle + the child fiber + each of its children's
+                   * nodes (+ a cancel walk's) */
         FiberdJob *hj;
         Fiber *fiber; /* joinable until join() or detach; atomic (plugin_host_cancel) */
         FiberdChildFn fn;
@@ -125,11 +145,18 @@ struct FiberdChild {
         int ret;
         FiberEvent done;
         Fiber *spawner; /* the fiber that spawned it: only it joins it */
-        ListHead link;  /* in hj->children while listed (list_linked()); children_lock */
-        ListHead sib;   /* in its spawner's kids until joined or released; children_lock */
-        ListHead kids;  /* its own children not yet joined; children_lock */
-        bool spawned;   /* it spawned a child (only its own fiber reads or writes it):
-                         * otherwise kids stays empty and its end takes no lock */
+        /* Its spawner's node, NULL for the job fiber's children: it holds a reference
+         * on that node (on the FiberdJob), so the nodes up to the FiberdJob outlive its
+         * fiber, and no spawn or end of a child writes a line every worker shares. */
+        FiberdChild *up;
+        KidList *parent; /* its spawner's list: valid while it is listed there */
+        ListHead sib;    /* in parent->kids until joined or let go; parent->lock */
+        KidList own;     /* its own children not yet joined */
+        /* plugin_host_cancel()'s walk (under the run's host_lock: one walk at a time) */
+        FiberdChild *cancel_next;
+        /* it spawned a child (only its own fiber reads or writes it): otherwise own
+         * stays empty and its end takes no lock */
+        bool spawned;
 };
 
 /* The result cap, bytes: [jobs] max_result_bytes, or what [ipc] max_message leaves a
@@ -163,29 +190,42 @@ static FiberdJob *hj_unref(FiberdJob *hj)
                 free(ch);
         }
         pthread_mutex_destroy(&hj->lock);
-        pthread_mutex_destroy(&hj->children_lock);
+        pthread_mutex_destroy(&hj->top.lock);
         job_unref(hj->job);
         plugin_host_release(hj->plugin); /* may let a replaced version go */
         free(hj);
         return NULL;
 }
 
-static FiberdChild *child_unref(FiberdChild *c)
+/* Drops a reference on @c; the last one frees it and drops the reference it held on
+ * its spawner's node (FiberdChild.up, or the FiberdJob for the job fiber's children),
+ * and so on up the tree. Context: any; never the FiberdJob's last reference while the
+ * job fiber holds its own (plugin_host_cancel() relies on it). */
+static void child_unref(FiberdChild *c)
 {
-        if (!c || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
-                return NULL;
-        free(c);
-        return NULL;
+        while (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+                FiberdChild *up = c->up;
+                FiberdJob *hj = c->hj;
+
+                pthread_mutex_destroy(&c->own.lock);
+                free(c);
+                if (!up) {
+                        hj_unref(hj);
+                        break;
+                }
+                c = up;
+        }
 }
 
-/* Unlinks @c from its job's list of children and from its spawner's. Under
- * children_lock. */
-static void child_unlist_locked(FiberdChild *c)
+/* Unlinks @c from its spawner's list (a no-op once it is off it). Context: the fiber
+ * that holds @c's handle, while its spawner's list exists (the spawner lets go of what
+ * it did not join before that list goes). */
+static void child_unlist(FiberdChild *c)
 {
-        if (list_linked(&c->link))
-                list_del(&c->link);
+        pthread_mutex_lock(&c->parent->lock);
         if (list_linked(&c->sib))
                 list_del(&c->sib);
+        pthread_mutex_unlock(&c->parent->lock);
 }
 
 /* Each child fiber finds its FiberdChild here (fiber-local storage), so that what it
@@ -230,30 +270,22 @@ int plugin_job_init(size_t max_result_bytes, size_t max_message)
         return 0;
 }
 
-/* The un-joined children of the calling fiber of @hj: a child's own, or the job
- * fiber's. */
-static ListHead *spawner_kids(FiberdJob *hj)
-{
-        FiberdChild *self = fiber_local_get(child_key);
-        return self ? &self->kids : &hj->kids;
-}
-
 /*
  * Cancels and lets go every child in @kids (the calling fiber's children it never
  * joined: the plugin returned without joining). Children spawned by other fibers of the
  * job are on their own lists, left to those fibers. Context: the spawner's fiber.
  */
-static void children_release(FiberdJob *hj, ListHead *kids)
+static void children_release(FiberdJob *hj, KidList *kids)
 {
         for (;;) {
                 ListHead *pos;
                 FiberdChild *c;
 
-                pthread_mutex_lock(&hj->children_lock);
-                pos = list_first(kids);
+                pthread_mutex_lock(&kids->lock);
+                pos = list_first(&kids->kids);
                 if (pos)
-                        child_unlist_locked(list_entry(pos, FiberdChild, sib));
-                pthread_mutex_unlock(&hj->children_lock);
+                        list_del(pos);
+                pthread_mutex_unlock(&kids->lock);
                 if (!pos)
                         break;
                 c = list_entry(pos, FiberdChild, sib);
@@ -266,10 +298,33 @@ static void children_release(FiberdJob *hj, ListHead *kids)
         }
 }
 
+/* The cancel walk's step over one list: cancels each listed child (one whose fiber
+ * spawn() has not stored yet cancels itself: it re-reads `cancelled`) and pushes it on
+ * *@todo with a reference, so its own list is walked next. Under @l's lock: a listed
+ * child holds its handle's reference, and its fiber is not joined before it leaves the
+ * list. */
+static void cancel_kids(KidList *l, FiberdChild **todo)
+{
+        ListHead *pos;
+
+        pthread_mutex_lock(&l->lock);
+        for (pos = l->kids.next; pos != &l->kids; pos = pos->next) {
+                FiberdChild *c = list_entry(pos, FiberdChild, sib);
+                Fiber *f = __atomic_load_n(&c->fiber, __ATOMIC_SEQ_CST);
+
+                if (f)
+                        fiber_cancel(f);
+                __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+                c->cancel_next = *todo;
+                *todo = c;
+        }
+        pthread_mutex_unlock(&l->lock);
+}
+
 void plugin_host_cancel(Job *j)
 {
         JobRun *run = j->live ? j->live->run : NULL;
-        ListHead *pos, *tmp;
+        FiberdChild *todo = NULL, *c;
         FiberdJob *hj;
 
         if (!run)
@@ -282,18 +337,15 @@ void plugin_host_cancel(Job *j)
                 pthread_mutex_unlock(&run->host_lock);
                 return; /* not running the plugin yet, or no longer */
         }
-        pthread_mutex_lock(&hj->children_lock);
+        /* Before any list is locked: a spawn that takes a list's lock after the walk
+         * passed it sees the flag and refuses, so no child is left unwalked. */
         __atomic_store_n(&hj->cancelled, true, __ATOMIC_SEQ_CST);
-        list_for_each_safe(pos, tmp, &hj->children)
-        {
-                /* NULL: host_spawn() has listed it and not yet stored its fiber; it
-                 * then sees cancelled and cancels the fiber itself. */
-                Fiber *f = __atomic_load_n(&list_entry(pos, FiberdChild, link)->fiber,
-                                           __ATOMIC_SEQ_CST);
-                if (f)
-                        fiber_cancel(f);
+        cancel_kids(&hj->top, &todo);
+        while ((c = todo)) {
+                todo = c->cancel_next;
+                cancel_kids(&c->own, &todo);
+                child_unref(c);
         }
-        pthread_mutex_unlock(&hj->children_lock);
         pthread_mutex_unlock(&run->host_lock);
 }
 
@@ -642,12 +694,11 @@ static void child_main(void *arg)
         fiber_local_set(job_key, hj);
         c->ret = c->fn(hj, &plugin_host_functions, c->arg);
         fiber_local_set(job_key, NULL);
-        /* only this fiber adds to its kids (spawn() lists a child on its spawner's) */
+        /* only this fiber adds to its own list (spawn() lists a child on its spawner's) */
         if (c->spawned)
-                children_release(hj, &c->kids);
+                children_release(hj, &c->own);
         fiber_event_set(&c->done);
-        child_unref(c);
-        hj_unref(hj);
+        child_unref(c); /* the last one lets go of the nodes above, up to @hj */
 }
 
 static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const void *arg,
@@ -657,7 +708,9 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         /* the copy of arg follows the struct, at max alignment */
         size_t head =
                 (sizeof(FiberdChild) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
-        FiberdChild *c;
+        /* the spawner's node: a child's (fiber-local), NULL for the job fiber */
+        FiberdChild *self = fiber_local_get(child_key), *c;
+        int *up_refs = self ? &self->refs : &hj->refs;
         Fiber *f;
         int r;
 
@@ -678,32 +731,34 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
         c->fn = fn;
         c->hj = hj;
         c->spawner = fiber_self();
+        c->up = self;
         c->refs = 2;
-        list_init(&c->link);
         list_init(&c->sib);
-        list_init(&c->kids);
+        kidlist_init(&c->own);
         fiber_event_init(&c->done);
 
-        /* Held for list operations only (see the top of the file). */
-        pthread_mutex_lock(&hj->children_lock);
-        if (hj->cancelled) {
-                pthread_mutex_unlock(&hj->children_lock);
+        /* Held for list operations only (see the top of the file); `cancelled` read
+         * under it, so a cancel walk that passed this list already is seen. */
+        c->parent = self ? &self->own : &hj->top;
+        pthread_mutex_lock(&c->parent->lock);
+        if (__atomic_load_n(&hj->cancelled, __ATOMIC_SEQ_CST)) {
+                pthread_mutex_unlock(&c->parent->lock);
+                pthread_mutex_destroy(&c->own.lock);
                 free(c);
                 return -ECANCELED;
         }
-        list_add_head(&hj->children, &c->link);
-        list_add_head(spawner_kids(hj), &c->sib);
-        pthread_mutex_unlock(&hj->children_lock);
-        FiberdChild *self = fiber_local_get(child_key);
+        list_add_head(&c->parent->kids, &c->sib);
+        pthread_mutex_unlock(&c->parent->lock);
         if (self)
                 self->spawned = true; /* its own field, on its own fiber */
-        __atomic_add_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
+        /* the spawner's node stays as long as this one: the spawner runs, so it holds
+         * a reference already and this one is never the first */
+        __atomic_add_fetch(up_refs, 1, __ATOMIC_RELAXED);
         r = fiber_create(&f, &attr, child_main, c);
         if (r < 0) {
-                __atomic_sub_fetch(&hj->refs, 1, __ATOMIC_RELAXED);
-                pthread_mutex_lock(&hj->children_lock);
-                child_unlist_locked(c);
-                pthread_mutex_unlock(&hj->children_lock);
+                __atomic_sub_fetch(up_refs, 1, __ATOMIC_RELAXED);
+                child_unlist(c);
+                pthread_mutex_destroy(&c->own.lock);
                 free(c);
                 return r;
         }
@@ -720,9 +775,7 @@ static int host_join(FiberdJob *hj, FiberdChild *c, void *ret_arg)
 {
         int r = fiber_event_wait(&c->done, SCHED_FOREVER);
 
-        pthread_mutex_lock(&hj->children_lock);
-        child_unlist_locked(c);
-        pthread_mutex_unlock(&hj->children_lock);
+        child_unlist(c);
         if (r < 0) {
                 /* the parent was cancelled first: let the child end on its own */
                 fiber_cancel(c->fiber);
@@ -904,9 +957,7 @@ static void host_future_free(FiberdJob *hj, FiberdFuture *fut)
                 host_join(hj, c, NULL); /* returned: join it, release it */
                 return;
         }
-        pthread_mutex_lock(&hj->children_lock);
-        child_unlist_locked(c);
-        pthread_mutex_unlock(&hj->children_lock);
+        child_unlist(c);
         fiber_cancel(c->fiber);
         fiber_detach(c->fiber);
         child_unref(c);
@@ -1114,10 +1165,8 @@ int plugin_host_run(Job *j)
         /* the job fiber's tag, formatted by the dispatcher (dispatch.c): the children's */
         memcpy(hj->tag, j->live->run->tag, sizeof(hj->tag));
         pthread_mutex_init(&hj->lock, NULL);
-        hj->children_lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+        kidlist_init(&hj->top);
         msgpack_sbuffer_init(&hj->kv);
-        list_init(&hj->children);
-        list_init(&hj->kids);
         list_init(&hj->chans);
 
         /* Published under the run's host_lock alone (JobRun, job.h): a cancel sets
@@ -1136,7 +1185,7 @@ int plugin_host_run(Job *j)
         fiber_local_set(job_key, NULL);
 
         /* children run() never joined: cancel and let them go */
-        children_release(hj, &hj->kids);
+        children_release(hj, &hj->top);
 
         pthread_mutex_lock(&hj->lock);
         refused = hj->refused_bytes;
@@ -1192,10 +1241,8 @@ int plugin_host_check_args(const Plugin *p, const msgpack_object *args, const Jo
         if (!DESC_HAS(p->desc, check_args) || !p->desc->check_args)
                 return 0;
         pthread_mutex_init(&hj.lock, NULL);
-        hj.children_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+        kidlist_init(&hj.top);
         msgpack_sbuffer_init(&hj.kv);
-        list_init(&hj.children);
-        list_init(&hj.kids);
         r = p->desc->check_args(&hj, &plugin_host_functions, why, sizeof(why));
         if (r < 0) {
                 if (r == -ECANCELED || r > 0)
@@ -1210,6 +1257,6 @@ int plugin_host_check_args(const Plugin *p, const msgpack_object *args, const Jo
         }
         msgpack_sbuffer_destroy(&hj.kv);
         pthread_mutex_destroy(&hj.lock);
-        pthread_mutex_destroy(&hj.children_lock);
+        pthread_mutex_destroy(&hj.top.lock);
         return r;
 }

@@ -3,7 +3,8 @@
  * daemon_chan.c — channels and futures through the plugin ABI (version 3), end to end:
  * the chan_future test plugin runs producers and square computations as futures, a
  * select loop and an unbuffered ping-pong, with its sums checked; a job parked in
- * chan_recv ends "cancelled" once job.cancel (or its timeout_ms) reaches it; and a
+ * chan_recv ends "cancelled" once job.cancel (or its timeout_ms) reaches it, also a
+ * grandchild parked under a child that never yields; and a
  * plugin built against ABI version 1 still loads and runs next to it. "Promptly" is a
  * bounded job.wait, never a timing assertion.
  */
@@ -12,6 +13,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 static Fiberd fd_;
 
@@ -76,21 +78,27 @@ static uint64_t submit_blocked(Client *c, int64_t timeout_ms)
         return id;
 }
 
-static void wait_parked(Client *c, uint64_t id)
+/* Waits (bounded: 10 s, in 5 ms requests) until the log has job @id's line @what. */
+static void wait_logged(Client *c, uint64_t id, const char *what)
 {
-        char needle[64];
+        char needle[128];
 
-        snprintf(needle, sizeof(needle), "job %lu plugin chan_future: parked in chan_recv",
-                 (unsigned long)id);
-        for (int i = 0; i < 2000; i++) {
+        snprintf(needle, sizeof(needle), "job %lu plugin chan_future: %s", (unsigned long)id, what);
+        for (uint64_t t0 = fiberd_now_ms(); fiberd_now_ms() < t0 + 10000;) {
                 Reply rp;
                 if (fiberd_log_contains(&fd_, needle))
                         return;
-                rpc_job_wait(c, id, 5, &rp); /* a 5 ms pause that is also a request */
+                /* a 5 ms pause that is also a request; a final job answers at once */
+                rpc_job_wait(c, id, 5, &rp);
                 reply_clear(&rp);
+                usleep(1000);
         }
-        cr_assert_fail("job %lu never reached chan_recv (no \"%s\" in the log)", (unsigned long)id,
-                       needle);
+        cr_assert_fail("job %lu: no \"%s\" in the log after 10 s", (unsigned long)id, needle);
+}
+
+static void wait_parked(Client *c, uint64_t id)
+{
+        wait_logged(c, id, "parked in chan_recv");
 }
 
 static void check_cancelled(Client *c, uint64_t id, const char *code)
@@ -125,6 +133,32 @@ Test(daemon_chan, cancel_reaches_a_job_parked_in_chan_recv)
         /* the daemon goes on: another job parks and is ended by its timeout */
         id = submit_blocked(c, 100);
         check_cancelled(c, id, IPC_DEADLINE_EXCEEDED);
+        client_free(c);
+}
+
+/* The job's cancel walks its tree of children to the bottom: a grandchild parked in
+ * chan_recv, under a child that spins without a yield point until that grandchild
+ * returns, is cancelled by the walk itself (the child can pass nothing on). A walk
+ * that stopped at the job fiber's own children would leave the child spinning its 15 s
+ * and log that it gave up. */
+Test(daemon_chan, cancel_reaches_a_grandchild_under_a_child_that_never_yields)
+{
+        IpcStatus st;
+        Client *c;
+        Reply rp;
+        uint64_t id;
+
+        fiberd_start(&fd_, &opts);
+        c = fiberd_connect(&fd_);
+        id = rpc_submit(c, "chan_future", (Arg[]){ARG_S("mode", "nest")}, 1, 0, 0, &st);
+        cr_assert_neq(id, 0, "%s", st.message);
+        wait_logged(c, id, "grandchild parked in chan_recv");
+        rpc_simple(c, "job.cancel", 1, &id, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        reply_clear(&rp);
+        check_cancelled(c, id, IPC_CANCELLED);
+        wait_logged(c, id, "the spinning child saw its child return");
+        cr_assert_not(fiberd_log_contains(&fd_, "the spinning child gave up"));
         client_free(c);
 }
 

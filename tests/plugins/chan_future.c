@@ -11,7 +11,14 @@
  *   {"mode": "block"}  chan_recv on a channel nobody sends to, with no deadline: the job
  *       ends only by cancellation (job.cancel or timeout_ms); returns what chan_recv
  *       returned (-ECANCELED).
+ *   {"mode": "nest"}  a tree the job's cancel must walk to its bottom: the job fiber
+ *       waits on a future (a child) that spawns a grandchild and then spins without a
+ *       yield point until the grandchild has returned; the grandchild parks in chan_recv
+ *       (logging "grandchild parked in chan_recv"). Only a cancel that reaches the
+ *       grandchild itself ends the spin, logged "the spinning child saw its child
+ *       return"; after 15 s the child gives up ("the spinning child gave up").
  */
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -144,6 +151,64 @@ static int run_work(FiberdJob *job, const FiberdHost *host, int64_t n)
         return host->result_int(job, "pong", v);
 }
 
+/* What the nest's child and grandchild share: the child frees it once the grandchild
+ * has returned (a grandchild never reached keeps it: leaked, not freed under it). */
+typedef struct Nest {
+        FiberdChan *never; /* nobody sends: the grandchild parks until cancelled */
+        int returned;      /* atomic: the grandchild returned */
+} Nest;
+
+static int nest_grandchild(FiberdJob *job, const FiberdHost *host, void *arg)
+{
+        Nest *n = *(Nest **)arg;
+        int64_t v;
+        int r;
+
+        host->log(job, LOG_INFO, "grandchild parked in chan_recv");
+        r = host->chan_recv(job, n->never, &v, UINT64_MAX);
+        __atomic_store_n(&n->returned, 1, __ATOMIC_RELEASE);
+        return r;
+}
+
+static int nest_child(FiberdJob *job, const FiberdHost *host, void *arg)
+{
+        Nest *n = *(Nest **)arg;
+        uint64_t give_up = host->now_ns() + 15ull * 1000000000ull;
+        FiberdFuture *g;
+        int r;
+
+        if ((r = host->async(job, &g, nest_grandchild, &n, sizeof(n))) < 0)
+                return r;
+        /* no host call that could see the cancel: only the grandchild's return ends it */
+        while (!__atomic_load_n(&n->returned, __ATOMIC_ACQUIRE) && host->now_ns() < give_up)
+                __asm__ __volatile__("" ::: "memory");
+        if (!__atomic_load_n(&n->returned, __ATOMIC_ACQUIRE)) {
+                host->log(job, LOG_WARNING, "the spinning child gave up");
+                return -ETIMEDOUT;
+        }
+        host->log(job, LOG_INFO, "the spinning child saw its child return");
+        host->future_free(job, g);
+        free(n);
+        return 0;
+}
+
+static int run_nest(FiberdJob *job, const FiberdHost *host)
+{
+        Nest *n = calloc(1, sizeof(*n));
+        FiberdFuture *child;
+        int r, value;
+
+        if (!n)
+                return -ENOMEM;
+        if ((r = host->chan_new(job, &n->never, sizeof(int64_t), 0)) < 0 ||
+            (r = host->async(job, &child, nest_child, &n, sizeof(n))) < 0) {
+                free(n);
+                return r;
+        }
+        /* parks until the cancel; the child is then let go, still spinning */
+        return host->future_get(job, child, UINT64_MAX, &value, NULL);
+}
+
 static int chan_future_run(FiberdJob *job, const FiberdHost *host)
 {
         char mode[16] = "work";
@@ -166,6 +231,8 @@ static int chan_future_run(FiberdJob *job, const FiberdHost *host)
                 host->log(job, LOG_INFO, "parked in chan_recv");
                 return host->chan_recv(job, ch, &v, UINT64_MAX); /* freed with the job */
         }
+        if (strcmp(mode, "nest") == 0)
+                return run_nest(job, host);
         return run_work(job, host, n);
 }
 
