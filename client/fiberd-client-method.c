@@ -162,6 +162,52 @@ int fiberd_client_send_run(FiberdClient *c, const char *plugin, const void *args
         return 0;
 }
 
+/* job.run's and job.wait's `fields`: @n names, or nil for the whole record (@fields
+ * NULL). */
+static int pack_fields(msgpack_packer *pk, const char *const *fields, size_t n)
+{
+        if (!fields)
+                return msgpack_pack_nil(pk);
+        if (msgpack_pack_array(pk, (uint32_t)n) != 0)
+                return -1;
+        for (size_t i = 0; i < n; i++)
+                if (ipc_pack_cstr(pk, fields[i]) != 0)
+                        return -1;
+        return 0;
+}
+
+static bool fields_valid(const char *const *fields, size_t n)
+{
+        if (!fields)
+                return n == 0;
+        if (n > UINT32_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!fields[i])
+                        return false;
+        return true;
+}
+
+int fiberd_client_send_run_fields(FiberdClient *c, const char *plugin, const void *args,
+                                  size_t args_len, const FiberdClientJobOptions *opts,
+                                  int64_t wait_timeout_ms, const char *const *fields,
+                                  size_t n_fields, uint32_t *ret_msgid)
+{
+        msgpack_packer *pk;
+        uint32_t msgid;
+        int r;
+
+        if (!fields_valid(fields, n_fields))
+                return -EINVAL;
+        r = send_job(c, IPC_METHOD_JOB_RUN, plugin, args, args_len, opts, 2, &pk, &msgid);
+        if (r < 0)
+                return r;
+        if (pack_wait_timeout(pk, wait_timeout_ms) != 0 || pack_fields(pk, fields, n_fields) != 0)
+                return -ENOMEM;
+        *ret_msgid = msgid;
+        return 0;
+}
+
 /* [id] of job.status, job.result and job.cancel. */
 static int send_id(FiberdClient *c, const char *method, uint64_t id, uint32_t *ret_msgid)
 {
@@ -197,6 +243,22 @@ int fiberd_client_send_wait(FiberdClient *c, uint64_t id, int64_t wait_timeout_m
                 fiberd_client_request(c, IPC_METHOD_JOB_WAIT, IPC_WAIT_NPARAMS, &msgid);
 
         if (!pk || msgpack_pack_uint64(pk, id) != 0 || pack_wait_timeout(pk, wait_timeout_ms) != 0)
+                return -ENOMEM;
+        *ret_msgid = msgid;
+        return 0;
+}
+
+int fiberd_client_send_wait_fields(FiberdClient *c, uint64_t id, int64_t wait_timeout_ms,
+                                   const char *const *fields, size_t n_fields, uint32_t *ret_msgid)
+{
+        uint32_t msgid;
+        msgpack_packer *pk;
+
+        if (!fields_valid(fields, n_fields))
+                return -EINVAL;
+        pk = fiberd_client_request(c, IPC_METHOD_JOB_WAIT, IPC_WAIT_NPARAMS_FIELDS, &msgid);
+        if (!pk || msgpack_pack_uint64(pk, id) != 0 ||
+            pack_wait_timeout(pk, wait_timeout_ms) != 0 || pack_fields(pk, fields, n_fields) != 0)
                 return -ENOMEM;
         *ret_msgid = msgid;
         return 0;

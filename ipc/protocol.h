@@ -51,8 +51,10 @@
 #define IPC_FDS_PER_REQUEST_MAX 8
 #define IPC_FDS_QUEUED_MAX 32
 
-/* job.submit [plugin, args, options]; job.run [plugin, args, options, timeout_ms]: the
- * first three as job.submit's, then job.wait's timeout_ms (the wait, not the job's). */
+/* job.submit [plugin, args, options]; job.run [plugin, args, options, timeout_ms,
+ * fields]: the first three as job.submit's, then job.wait's timeout_ms (the wait, not
+ * the job's) and fields (the record's keys to answer, PROTOCOL.md "job.wait"; left out
+ * or nil = the whole record). */
 enum {
         IPC_SUBMIT_PARAM_PLUGIN = 0,
         IPC_SUBMIT_PARAM_ARGS = 1,
@@ -60,14 +62,19 @@ enum {
         IPC_SUBMIT_NPARAMS = 3,
         IPC_RUN_PARAM_TIMEOUT_MS = 3,
         IPC_RUN_NPARAMS = 4,
+        IPC_RUN_PARAM_FIELDS = 4,
+        IPC_RUN_NPARAMS_FIELDS = 5,
 };
 
-/* job.status, job.wait, job.result, job.cancel: [id, ...]; job.wait [id, timeout_ms] */
+/* job.status, job.wait, job.result, job.cancel: [id, ...]; job.wait [id, timeout_ms,
+ * fields] */
 enum {
         IPC_JOB_PARAM_ID = 0,
         IPC_JOB_NPARAMS = 1,
         IPC_WAIT_PARAM_TIMEOUT_MS = 1,
         IPC_WAIT_NPARAMS = 2,
+        IPC_WAIT_PARAM_FIELDS = 2,
+        IPC_WAIT_NPARAMS_FIELDS = 3,
 };
 
 /* job.list [filter] */

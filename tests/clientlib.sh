@@ -11,7 +11,8 @@
 #      order answers, errors as codes, job.list pages (see the program's header);
 #   4. the ABI stays versioned: the functions whose FiberdClientJobOptions grew have their
 #      FIBERD_CLIENT_0 version beside the default FIBERD_CLIENT_0.2 one, job logs and
-#      metrics are FIBERD_CLIENT_0.3, and tests/clientlib/client_abi0.c, a program bound
+#      metrics are FIBERD_CLIENT_0.3, job.run's and job.wait's fields FIBERD_CLIENT_0.4,
+#      and tests/clientlib/client_abi0.c, a program bound
 #      to FIBERD_CLIENT_0 with the old struct followed by poison, must print "ok" against
 #      the same fiberd;
 #   5. tests/clientlib/client_observe.c (job.logs, following a job's log, metrics, a job
@@ -81,7 +82,10 @@ grep -q " T fiberd_client_schedule_add@@FIBERD_CLIENT_0.2\$" <<<"$syms" ||
 for f in fiberd_client_job_logs fiberd_client_job_logs_follow fiberd_client_metrics fiberd_client_metrics_text; do
 	grep -q " T $f@@FIBERD_CLIENT_0.3\$" <<<"$syms" || fail "$f is not in FIBERD_CLIENT_0.3"
 done
-echo "$me: FIBERD_CLIENT_0 kept beside FIBERD_CLIENT_0.2 for the functions whose options grew; logs and metrics in FIBERD_CLIENT_0.3"
+for f in fiberd_client_send_run_fields fiberd_client_send_wait_fields; do
+	grep -q " T $f@@FIBERD_CLIENT_0.4\$" <<<"$syms" || fail "$f is not in FIBERD_CLIENT_0.4"
+done
+echo "$me: FIBERD_CLIENT_0 kept beside FIBERD_CLIENT_0.2 for the functions whose options grew; logs and metrics in FIBERD_CLIENT_0.3; fields in FIBERD_CLIENT_0.4"
 
 tmp=$(mktemp -d)
 pid=

@@ -329,6 +329,29 @@ FIBERD_CLIENT_EXPORT int fiberd_client_send_run(FiberdClient *c, const char *plu
                                                 int64_t wait_timeout_ms, uint32_t *ret_msgid);
 FIBERD_CLIENT_EXPORT int fiberd_client_send_status(FiberdClient *c, uint64_t id,
                                                    uint32_t *ret_msgid);
+
+/*
+ * fiberd_client_send_run_fields, fiberd_client_send_wait_fields - job.run and job.wait
+ * answering only the record keys in @fields (@n_fields names, such as "result" and
+ * "error"; id and state always come; NULL with 0 = the whole record, as
+ * fiberd_client_send_run() and _wait()): a program that pipelines many small jobs and
+ * reads two keys of each answer saves the daemon packing, and itself decoding, the
+ * other nineteen. The daemon refuses a name the record does not have with
+ * INVALID_ARGUMENT (and queues nothing for job.run). Other arguments as above.
+ * Return: 0; -ENOMEM; -EINVAL (a NULL name, or @fields NULL with @n_fields > 0).
+ * A daemon older than `fields` answers the whole record. Context: the thread using @c.
+ * Symbol version FIBERD_CLIENT_0.4.
+ */
+FIBERD_CLIENT_EXPORT int fiberd_client_send_run_fields(FiberdClient *c, const char *plugin,
+                                                       const void *args, size_t args_len,
+                                                       const FiberdClientJobOptions *opts,
+                                                       int64_t wait_timeout_ms,
+                                                       const char *const *fields, size_t n_fields,
+                                                       uint32_t *ret_msgid);
+FIBERD_CLIENT_EXPORT int fiberd_client_send_wait_fields(FiberdClient *c, uint64_t id,
+                                                        int64_t wait_timeout_ms,
+                                                        const char *const *fields, size_t n_fields,
+                                                        uint32_t *ret_msgid);
 FIBERD_CLIENT_EXPORT int fiberd_client_send_wait(FiberdClient *c, uint64_t id,
                                                  int64_t wait_timeout_ms, uint32_t *ret_msgid);
 FIBERD_CLIENT_EXPORT int fiberd_client_send_result(FiberdClient *c, uint64_t id,

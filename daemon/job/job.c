@@ -658,14 +658,87 @@ out:
         return r;
 }
 
+/* The record's keys in the order job_pack_record_fields() packs them: bit i of a fields
+ * mask is record_keys[i]. */
+static const char *const record_keys[] = {
+        IPC_KEY_ID,
+        IPC_KEY_PLUGIN,
+        IPC_KEY_CLASS,
+        IPC_KEY_OWNER,
+        IPC_KEY_STATE,
+        IPC_KEY_PRIORITY,
+        IPC_KEY_TIMEOUT_MS,
+        IPC_KEY_CREATED_MS,
+        IPC_KEY_STARTED_MS,
+        IPC_KEY_FINISHED_MS,
+        IPC_KEY_PROGRESS,
+        IPC_KEY_ARGS,
+        IPC_KEY_RESULT,
+        IPC_KEY_ERROR,
+        IPC_KEY_ATTEMPT,
+        IPC_KEY_MAX_ATTEMPTS,
+        IPC_KEY_NEXT_ATTEMPT_MS,
+        IPC_KEY_RUN_AT_MS,
+        IPC_KEY_AFTER,
+        IPC_KEY_KEY,
+        IPC_KEY_ERRORS,
+};
+#define FIELD_BIT(i) (1u << (i))
+#define FIELDS_ALWAYS (FIELD_BIT(0) | FIELD_BIT(4)) /* id, state */
+#define FIELD_ARGS 11
+
+int job_fields_parse(const msgpack_object *o, uint32_t *ret, IpcStatus *st)
+{
+        uint32_t mask = FIELDS_ALWAYS;
+
+        if (!o || o->type == MSGPACK_OBJECT_NIL) {
+                *ret = JOB_FIELDS_ALL;
+                return 0;
+        }
+        if (o->type != MSGPACK_OBJECT_ARRAY)
+                return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                      "fields: expected an array of record keys or nil");
+        for (uint32_t k = 0; k < o->via.array.size; k++) {
+                const msgpack_object *e = &o->via.array.ptr[k];
+                size_t i;
+
+                if (e->type != MSGPACK_OBJECT_STR)
+                        return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                              "fields[%u]: expected a record key (a string)", k);
+                for (i = 0; i < ELEMENTSOF(record_keys); i++)
+                        if (i != FIELD_ARGS && strlen(record_keys[i]) == e->via.str.size &&
+                            memcmp(record_keys[i], e->via.str.ptr, e->via.str.size) == 0)
+                                break;
+                if (i == ELEMENTSOF(record_keys))
+                        return ipc_status_set(
+                                st, IPC_INVALID_ARGUMENT, -EINVAL,
+                                "fields[%u]: \"%.*s\" is not a key of the job record (id, "
+                                "plugin, class, owner, state, priority, timeout_ms, created_ms, "
+                                "started_ms, finished_ms, progress, result, error, attempt, "
+                                "max_attempts, next_attempt_ms, run_at_ms, after, key, errors)",
+                                k, (int)(e->via.str.size > 64 ? 64 : e->via.str.size),
+                                e->via.str.ptr);
+                mask |= FIELD_BIT(i);
+        }
+        *ret = mask;
+        return 0;
+}
+
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool with_args)
+{
+        return job_pack_record_fields(pk, j, with_result, with_args, JOB_FIELDS_ALL);
+}
+
+int job_pack_record_fields(msgpack_packer *pk, const Job *j, bool with_result, bool with_args,
+                           uint32_t fields)
 {
         uint64_t next_attempt_ms = j->state == JOB_RETRYING ? job_due_ms(j) : 0;
         uint64_t run_at_ms = job_run_at_ms(j);
-
-        int r = IPC_PACK_MAP(
-                pk, IPC_KV_UINT(IPC_KEY_ID, j->id), IPC_KV_CSTR(IPC_KEY_PLUGIN, j->plugin_name),
-                IPC_KV_CSTR(IPC_KEY_CLASS, j->class_name), IPC_KV_UINT(IPC_KEY_OWNER, j->owner),
+        IpcKv kv[] = {
+                IPC_KV_UINT(IPC_KEY_ID, j->id),
+                IPC_KV_CSTR(IPC_KEY_PLUGIN, j->plugin_name),
+                IPC_KV_CSTR(IPC_KEY_CLASS, j->class_name),
+                IPC_KV_UINT(IPC_KEY_OWNER, j->owner),
                 IPC_KV_CSTR(IPC_KEY_STATE, job_state_name(j->state)),
                 IPC_KV_INT(IPC_KEY_PRIORITY, j->priority),
                 IPC_KV_UINT(IPC_KEY_TIMEOUT_MS, j->timeout_ns / NSEC_PER_MSEC),
@@ -675,15 +748,22 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool wit
                 IPC_KV_PACK(IPC_KEY_PROGRESS, pack_progress, j),
                 IPC_KV_PACK_IF(with_args, IPC_KEY_ARGS, pack_args, j),
                 IPC_KV_PACK_IF(with_result, IPC_KEY_RESULT, pack_result, j),
-                IPC_KV_PACK(IPC_KEY_ERROR, pack_error, j), IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt),
+                IPC_KV_PACK(IPC_KEY_ERROR, pack_error, j),
+                IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt),
                 IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts ? j->max_attempts : 1),
                 IPC_KV_PACK(IPC_KEY_NEXT_ATTEMPT_MS, pack_ms_or_nil, &next_attempt_ms),
                 IPC_KV_PACK(IPC_KEY_RUN_AT_MS, pack_ms_or_nil, &run_at_ms),
                 IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j),
                 IPC_KV_PACK(IPC_KEY_KEY, pack_key, job_plan_key(j)),
-                IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j));
+                IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j),
+        };
 
-        return r ? -ENOMEM : 0;
+        _Static_assert(ELEMENTSOF(kv) == ELEMENTSOF(record_keys), "record_keys is kv's order");
+        if (fields != JOB_FIELDS_ALL)
+                for (size_t i = 0; i < ELEMENTSOF(kv); i++)
+                        if (!(fields & FIELD_BIT(i)))
+                                kv[i].type = IPC_KV_TYPE_SKIP;
+        return ipc_pack_map_kv(pk, kv, ELEMENTSOF(kv)) ? -ENOMEM : 0;
 }
 
 static const char *const job_state_names[JOB_STATE_COUNT] = {

@@ -49,6 +49,7 @@
 #include "daemon/job/joblog.h"
 #include "daemon/job/jobquota.h"
 #include "ipc/protocol.h"
+#include "ipc/status.h"
 #include "scheduler/base/list.h"
 #include "scheduler/base/time-util.h"
 #include "scheduler/sched.h"
@@ -489,6 +490,29 @@ Job *job_unref(Job *j);
  * Context: caller holds the table lock (reads mutable fields). Return: 0; -ENOMEM.
  */
 int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool with_args);
+
+/* A record's keys to answer: bit i for the i-th key of job_pack_record()'s order; id
+ * and state are always answered. */
+#define JOB_FIELDS_ALL UINT32_MAX
+
+/*
+ * job_pack_record_fields - job_pack_record() of the keys in @fields only (a mask from
+ * job_fields_parse(); JOB_FIELDS_ALL = every key): a client that reads three keys of a
+ * trivial job's answer is not sent, and does not decode, the other eighteen.
+ * Context: caller holds the table lock. Return: 0; -ENOMEM.
+ */
+int job_pack_record_fields(msgpack_packer *pk, const Job *j, bool with_result, bool with_args,
+                           uint32_t fields);
+
+/*
+ * job_fields_parse - job.run's and job.wait's `fields` param (PROTOCOL.md "job.wait"):
+ * an array of record key names, or nil / absent (@o NULL) for the whole record.
+ * @ret: out, the mask for job_pack_record_fields(), id and state always in it.
+ * Return: 0; -EINVAL with @st set (INVALID_ARGUMENT) when @o is not an array of
+ * strings or names a key the record does not have (`args` is job.status's only).
+ * Context: any.
+ */
+int job_fields_parse(const msgpack_object *o, uint32_t *ret, IpcStatus *st);
 
 /* job_has_schedule - @j has anything job_pack_schedule() would keep (a due time, more
  * than one attempt, dependencies, a key, failed runs). Context: table lock held. */

@@ -41,10 +41,15 @@ int joblist_pack_raw(msgpack_packer *pk, const char *buf, size_t len)
 
 int joblist_pack_record(JobTable *t, const Job *j, msgpack_packer *pk)
 {
+        return joblist_pack_fields(t, j, JOB_FIELDS_ALL, pk);
+}
+
+int joblist_pack_fields(JobTable *t, const Job *j, uint32_t fields, msgpack_packer *pk)
+{
         int r;
 
         jobtable_lock(t);
-        r = job_pack_record(pk, j, true, false);
+        r = job_pack_record_fields(pk, j, true, false, fields);
         jobtable_unlock(t);
         return r;
 }

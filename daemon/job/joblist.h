@@ -51,6 +51,10 @@ int joblist_pack_raw(msgpack_packer *pk, const char *buf, size_t len);
  */
 int joblist_pack_record(JobTable *t, const Job *j, msgpack_packer *pk);
 
+/* joblist_pack_fields - as joblist_pack_record(), the keys in @fields only
+ * (job_pack_record_fields()). */
+int joblist_pack_fields(JobTable *t, const Job *j, uint32_t fields, msgpack_packer *pk);
+
 /* joblist_pack_status - as joblist_pack_record(), with the job's args too: job.status's
  * answer. Return: 0; -ENOMEM. Context: any fiber; takes the table lock briefly. */
 int joblist_pack_status(JobTable *t, const Job *j, msgpack_packer *pk);

@@ -118,7 +118,7 @@ static bool fleet_copy(JobTable *t, Job *j)
 }
 
 int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout_ms,
-                   msgpack_packer *pk, IpcStatus *st)
+                   uint32_t fields, msgpack_packer *pk, IpcStatus *st)
 {
         uint64_t deadline =
                 timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
@@ -157,7 +157,7 @@ int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout
                 job_unref(j);
                 return r;
         }
-        r = joblist_pack_record(t, j, pk);
+        r = joblist_pack_fields(t, j, fields, pk);
         job_unref(j);
         return r;
 }

@@ -17,7 +17,8 @@
 
 /*
  * jobwait_answer - wait (at most @timeout_ms; UINT64_MAX = no limit, 0 = not at all)
- * for @j of @t to be final, then pack its record into @pk, final or as it stands. A
+ * for @j of @t to be final, then pack its record into @pk, final or as it stands, with
+ * the keys in @fields (job_fields_parse(); JOB_FIELDS_ALL = the whole record). A
  * fleet copy (Job.fleet_copy) is polled through @s (fleet_wait()) until this host holds
  * the job. The wait ends early when @req's connection closes.
  * Ownership: takes over the caller's reference to @j (dropped on every path).
@@ -29,7 +30,7 @@
  * Context: a request fiber; yields while it waits; no lock held on entry.
  */
 int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout_ms,
-                   msgpack_packer *pk, IpcStatus *st);
+                   uint32_t fields, msgpack_packer *pk, IpcStatus *st);
 
 /*
  * jobwait_pack_result - job.result's answer for @j as it stands now: a done job's result

@@ -211,10 +211,14 @@ static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
 {
         Daemon *d = ctx;
         uint64_t timeout_ms;
+        uint32_t fields;
         Job *j;
         int r;
 
         r = wait_ms_from_params(req, IPC_WAIT_PARAM_TIMEOUT_MS, &timeout_ms, st);
+        if (r == 0)
+                r = job_fields_parse(ipc_array_at(&req->msg.params, IPC_WAIT_PARAM_FIELDS), &fields,
+                                     st);
         if (r < 0)
                 return r;
         /* a fleet whose store is away: the lookup waits for it as long as the wait */
@@ -225,19 +229,24 @@ static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
                                   &j, st);
         if (r < 0)
                 return r;
-        return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);
+        return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, fields, pk, st);
 }
 
-/* job.run [plugin, args, options, timeout_ms]: job.submit, then job.wait on that job. The
- * wait limit is read first, so a bad one refuses the request before a job is queued. */
+/* job.run [plugin, args, options, timeout_ms, fields]: job.submit, then job.wait on that
+ * job. The wait limit and the fields are read first, so a bad one refuses the request
+ * before a job is queued. */
 static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)
 {
         Daemon *d = ctx;
         uint64_t timeout_ms, existing;
+        uint32_t fields;
         Job *j;
         int r;
 
         r = wait_ms_from_params(req, IPC_RUN_PARAM_TIMEOUT_MS, &timeout_ms, st);
+        if (r == 0)
+                r = job_fields_parse(ipc_array_at(&req->msg.params, IPC_RUN_PARAM_FIELDS), &fields,
+                                     st);
         if (r < 0)
                 return r;
         r = submit_request(d, req, true, &j, &existing, st);
@@ -255,7 +264,7 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
                                       "job %llu, which had this key, has ended and its record is "
                                       "gone",
                                       (unsigned long long)existing);
-        return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, pk, st);
+        return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, fields, pk, st);
 }
 
 static int method_result(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st)

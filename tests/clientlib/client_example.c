@@ -6,6 +6,7 @@
  *
  * Against a real fiberd (socket path in argv[1]) it checks each thing the README promises:
  * ping; a job submitted with args and waited for, whose result is those args (echo);
+ * a job.run answering only the record keys asked (fields);
  * out-of-order answers (a job.wait that cannot end until the job is cancelled, queued
  * before a ping: the ping's answer comes first, and the wait's after the cancel); errors
  * as codes (a job that does not exist is FIBERD_CLIENT_NOT_FOUND, refused args
@@ -79,6 +80,23 @@ int main(int argc, char **argv)
                 failed("the echo job's result is not its args", NULL);
         printf("job %llu done: word=fiber\n", (unsigned long long)id);
         fiberd_client_reply_free(reply);
+
+        /* job.run answering only the keys asked: id, state, result */
+        static const char *const fields[] = {"result"};
+        if (fiberd_client_send_run_fields(c, "echo", args.data, args.size, NULL, -1, fields, 1,
+                                          &wait_id) < 0 ||
+            fiberd_client_call(c, wait_id, 10000, &reply, &err) < 0)
+                failed("job.run with fields", &err);
+        rec = fiberd_client_reply_result(reply);
+        if (!rec || rec->type != MSGPACK_OBJECT_MAP || rec->via.map.size != 3 ||
+            !str_is(fiberd_client_object_get(rec, "state"), "done") ||
+            !str_is(fiberd_client_object_get(fiberd_client_object_get(rec, "result"), "word"),
+                    "fiber"))
+                failed("job.run with fields [result] did not answer {id, state, result}", NULL);
+        fiberd_client_reply_free(reply);
+        made++;
+        if (fiberd_client_send_wait_fields(c, id, -1, NULL, 1, &wait_id) != -EINVAL)
+                failed("fields NULL with a count was not refused", NULL);
         msgpack_sbuffer_destroy(&args);
 
         /* out of order: the wait is asked first and answered last */

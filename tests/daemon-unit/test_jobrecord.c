@@ -5,7 +5,8 @@
  * arguments are one allocation of exactly what they point to and pack back to the bytes
  * submitted; plugin and class names are interned; the log buffer, the JobSched and the
  * JobLive exist only while needed, and a record without them packs the same defaults
- * the protocol promises; job.retry's revive gets a fresh JobLive.
+ * the protocol promises; each record key can be asked alone (job.run's `fields`);
+ * job.retry's revive gets a fresh JobLive.
  */
 #include "daemon/job/job.h"
 #include "daemon/job/jobnames.h"
@@ -251,6 +252,79 @@ Test(jobrecord, a_finished_record_without_its_parts_packs_the_defaults)
         cr_assert_eq(ipc_map_find(o, IPC_OPT_BACKOFF_MAX_MS)->via.u64, IPC_BACKOFF_MAX_MS_DEFAULT);
         cr_assert_eq(ipc_map_find(o, "due_ms")->via.u64, 0);
         msgpack_unpacked_destroy(&u);
+        msgpack_sbuffer_destroy(&sb);
+        job_unref(j);
+}
+
+/* job.run's and job.wait's `fields`: each key of the record, asked alone, is the key
+ * packed beside id and state (so the parser's names and the packer's order agree), and
+ * what the record does not answer is refused. */
+Test(jobrecord, each_field_asked_alone_packs_that_key_with_id_and_state)
+{
+        static const char *const keys[] = {
+                IPC_KEY_ID,           IPC_KEY_PLUGIN,
+                IPC_KEY_CLASS,        IPC_KEY_OWNER,
+                IPC_KEY_STATE,        IPC_KEY_PRIORITY,
+                IPC_KEY_TIMEOUT_MS,   IPC_KEY_CREATED_MS,
+                IPC_KEY_STARTED_MS,   IPC_KEY_FINISHED_MS,
+                IPC_KEY_PROGRESS,     IPC_KEY_RESULT,
+                IPC_KEY_ERROR,        IPC_KEY_ATTEMPT,
+                IPC_KEY_MAX_ATTEMPTS, IPC_KEY_NEXT_ATTEMPT_MS,
+                IPC_KEY_RUN_AT_MS,    IPC_KEY_AFTER,
+                IPC_KEY_KEY,          IPC_KEY_ERRORS,
+        };
+        static const char *const refused[] = {IPC_KEY_ARGS, "bogus", "", "ID"};
+        msgpack_sbuffer sb, req;
+        msgpack_packer pk, rq;
+        msgpack_unpacked u, ur;
+        const msgpack_object *o;
+        Job *j = new_trivial_job();
+        IpcStatus st = {0};
+        uint32_t mask;
+
+        restore_into(j, JOB_DONE);
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_sbuffer_init(&req);
+        msgpack_packer_init(&rq, &req, msgpack_sbuffer_write);
+        cr_assert_eq(job_fields_parse(NULL, &mask, &st), 0);
+        cr_assert_eq(mask, JOB_FIELDS_ALL);
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+                bool always = !strcmp(keys[i], IPC_KEY_ID) || !strcmp(keys[i], IPC_KEY_STATE);
+
+                msgpack_sbuffer_clear(&req);
+                msgpack_pack_array(&rq, 1);
+                ipc_pack_cstr(&rq, keys[i]);
+                o = unpack(&req, &ur);
+                cr_assert_eq(job_fields_parse(o, &mask, &st), 0, "%s: %s", keys[i], st.message);
+                msgpack_unpacked_destroy(&ur);
+
+                msgpack_sbuffer_clear(&sb);
+                cr_assert_eq(job_pack_record_fields(&pk, j, true, false, mask), 0);
+                o = unpack(&sb, &u);
+                cr_assert_not_null(ipc_map_find(o, keys[i]), "%s asked, not packed", keys[i]);
+                cr_assert_not_null(ipc_map_find(o, IPC_KEY_ID));
+                cr_assert_not_null(ipc_map_find(o, IPC_KEY_STATE));
+                cr_assert_eq(o->via.map.size, always ? 2 : 3, "%s: %u keys", keys[i],
+                             o->via.map.size);
+                msgpack_unpacked_destroy(&u);
+        }
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+                msgpack_sbuffer_clear(&req);
+                msgpack_pack_array(&rq, 1);
+                ipc_pack_cstr(&rq, refused[i]);
+                o = unpack(&req, &ur);
+                cr_assert_eq(job_fields_parse(o, &mask, &st), -EINVAL, "\"%s\" accepted",
+                             refused[i]);
+                cr_assert_str_eq(st.code, IPC_INVALID_ARGUMENT);
+                msgpack_unpacked_destroy(&ur);
+        }
+        msgpack_sbuffer_clear(&req);
+        ipc_pack_cstr(&rq, "state"); /* not an array */
+        o = unpack(&req, &ur);
+        cr_assert_eq(job_fields_parse(o, &mask, &st), -EINVAL);
+        msgpack_unpacked_destroy(&ur);
+        msgpack_sbuffer_destroy(&req);
         msgpack_sbuffer_destroy(&sb);
         job_unref(j);
 }

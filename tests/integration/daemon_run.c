@@ -5,7 +5,8 @@
  * a job cancelled from a second connection while job.run waits: cancelled), refuses
  * bad params with exactly job.submit's error and queues nothing then, answers with
  * the record as it stands when its wait limit passes, and leaves the job running when
- * its client goes away (the job still finishes; another connection sees it).
+ * its client goes away (the job still finishes; another connection sees it); its
+ * `fields` and job.wait's answer only the record keys asked.
  * Waits are on conditions (job.list, job.wait), never sleeps.
  */
 #include "tests/integration/fiberd_harness.h"
@@ -311,6 +312,111 @@ Test(daemon_run, bad_params_get_the_same_error_as_submit)
         msgpack_sbuffer_destroy(&empty);
         msgpack_sbuffer_destroy(&bad_timeout);
         msgpack_sbuffer_destroy(&bad_option);
+        client_free(c);
+}
+
+/* Sends job.run echo {"n": 1} with @fields (NULL: nil; else a NULL-terminated list of
+ * key names) as its fifth param, or job.wait [@id, nil, fields] when @id != 0; waits for
+ * the reply. */
+static void run_fields(Client *c, uint64_t id, const char *const *fields, Reply *rp)
+{
+        uint32_t msgid;
+        msgpack_packer *pk = id ? client_request(c, IPC_METHOD_JOB_WAIT, 3, &msgid)
+                                : client_request(c, IPC_METHOD_JOB_RUN, 5, &msgid);
+        size_t n = 0;
+
+        cr_assert(pk);
+        if (id) {
+                msgpack_pack_uint64(pk, id);
+        } else {
+                ipc_pack_cstr(pk, "echo");
+                msgpack_pack_map(pk, 1);
+                ipc_pack_kv_uint(pk, "n", 1);
+                msgpack_pack_nil(pk);
+        }
+        msgpack_pack_nil(pk); /* no wait limit */
+        if (!fields) {
+                msgpack_pack_nil(pk);
+        } else {
+                while (fields[n])
+                        n++;
+                msgpack_pack_array(pk, (uint32_t)n);
+                for (size_t i = 0; i < n; i++)
+                        ipc_pack_cstr(pk, fields[i]);
+        }
+        rpc_wait_reply(c, msgid, rp);
+}
+
+/* job.run's and job.wait's `fields`: the answer holds the keys asked, with id and state
+ * always; nil asks for the whole record; a key the record does not have (or args,
+ * job.status's own) is INVALID_ARGUMENT naming it, and job.run then queues nothing. */
+Test(daemon_run, fields_answer_only_the_keys_asked)
+{
+        static const char *const result[] = {"result", NULL};
+        static const char *const two[] = {"error", "finished_ms", "state", NULL};
+        static const char *const none[] = {NULL};
+        static const char *const unknown[] = {"result", "bogus", NULL};
+        static const char *const args[] = {"args", NULL};
+        Client *c;
+        Reply rp;
+        uint64_t id;
+
+        fiberd_start(&fd_, &run_opts);
+        c = fiberd_connect(&fd_);
+
+        run_fields(c, 0, result, &rp);
+        cr_assert_eq(rp.r, 0, "job.run: %s", rp.st.message);
+        cr_assert_eq(rp.result->type, MSGPACK_OBJECT_MAP);
+        cr_assert_eq(rp.result->via.map.size, 3, "id, state, result: got %u keys",
+                     rp.result->via.map.size);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        cr_assert_eq(map_uint(map_get(rp.result, "result"), "n"), 1);
+        cr_assert_null(map_get(rp.result, "plugin"));
+        id = map_uint(rp.result, "id");
+        cr_assert(id > 0 && id != UINT64_MAX);
+        reply_clear(&rp);
+
+        run_fields(c, id, two, &rp);
+        cr_assert_eq(rp.r, 0, "job.wait: %s", rp.st.message);
+        cr_assert_eq(rp.result->via.map.size, 4, "id, state, error, finished_ms: got %u keys",
+                     rp.result->via.map.size);
+        cr_assert(ipc_object_is_nil(map_get(rp.result, "error")));
+        cr_assert_neq(map_uint(rp.result, "finished_ms"), UINT64_MAX);
+        cr_assert_eq(map_uint(rp.result, "id"), id);
+        reply_clear(&rp);
+
+        run_fields(c, id, none, &rp);
+        cr_assert_eq(rp.r, 0, "job.wait: %s", rp.st.message);
+        cr_assert_eq(rp.result->via.map.size, 2, "id and state: got %u keys",
+                     rp.result->via.map.size);
+        reply_clear(&rp);
+
+        run_fields(c, id, NULL, &rp); /* nil: the whole record, as without the param */
+        cr_assert_eq(rp.r, 0, "job.wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "plugin"), "echo");
+        cr_assert_not_null(map_get(rp.result, "errors"));
+        cr_assert_null(map_get(rp.result, "args"));
+        reply_clear(&rp);
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        uint64_t submitted = map_uint(map_get(rp.result, "jobs"), "submitted");
+        reply_clear(&rp);
+        run_fields(c, 0, unknown, &rp);
+        cr_assert_lt(rp.r, 0, "job.run accepted an unknown field");
+        cr_assert_str_eq(rp.st.code, IPC_INVALID_ARGUMENT);
+        cr_assert(strstr(rp.st.message, "fields[1]") && strstr(rp.st.message, "bogus"), "%s",
+                  rp.st.message);
+        reply_clear(&rp);
+        run_fields(c, 0, args, &rp);
+        cr_assert_str_eq(rp.st.code, IPC_INVALID_ARGUMENT, "args is job.status's only");
+        reply_clear(&rp);
+        run_fields(c, id, unknown, &rp);
+        cr_assert_str_eq(rp.st.code, IPC_INVALID_ARGUMENT, "job.wait took an unknown field");
+        reply_clear(&rp);
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(map_uint(map_get(rp.result, "jobs"), "submitted"), submitted,
+                     "a refused job.run queued a job");
+        reply_clear(&rp);
         client_free(c);
 }
 

@@ -24,6 +24,11 @@ def test_connect_submit_wait_run(fiberd):
             assert rec["state"] == "done" and rec["result"] == {"w": "aio"}
             assert (await c.run("echo", {"x": 1}, job_class="default"))["class"] == "default"
             assert await c.result(job) == {"w": "aio"}
+            rec = await c.run("echo", {"x": 2}, fields=["result"])
+            assert set(rec) == {"id", "state", "result"} and rec["result"] == {"x": 2}
+            assert set(await c.wait(job, fields=())) == {"id", "state"}
+            recs = await c.run_many([("echo", {"i": 1})], fields=["error"])
+            assert set(recs[0]) == {"id", "state", "error"}
     run(main())
 
 

@@ -34,6 +34,18 @@ def test_run_submits_and_waits_in_one_call(client):
     assert rec["state"] == "done" and rec["result"] == {"x": 1}
 
 
+def test_fields_answer_only_the_keys_asked(client):
+    rec = client.run("echo", {"x": 1}, fields=("result",))
+    assert set(rec) == {"id", "state", "result"} and rec["result"] == {"x": 1}
+    assert set(client.wait(rec["id"], fields="error")) == {"id", "state", "error"}
+    assert "plugin" in client.wait(rec["id"])  # no fields: the whole record
+    recs = client.run_many([("echo", {"i": i}) for i in range(3)], fields=["result"])
+    assert [sorted(r) for r in recs] == [["id", "result", "state"]] * 3
+    with pytest.raises(FiberdError) as e:
+        client.run("echo", {}, fields=["bogus"])
+    assert e.value.code == "INVALID_ARGUMENT" and "bogus" in str(e.value)
+
+
 def test_wait_with_a_timeout_gives_the_record_not_final(client):
     job = client.submit("sleep", {"ms": 3600000})
     rec = client.wait(job, timeout=0)

@@ -224,14 +224,14 @@ class AsyncClient:
     async def submit(self, plugin, args=None, **options):
         return (await self.call("job.submit", plugin, args or {}, job_options(**options)))["id"]
 
-    async def run(self, plugin, args=None, wait=None, **options):
+    async def run(self, plugin, args=None, wait=None, fields=None, **options):
         return await self.call("job.run", plugin, args or {}, job_options(**options),
-                               _sync._ms(wait))
+                               _sync._ms(wait), *_sync._fields(fields))
 
-    async def run_many(self, jobs, wait=None, return_exceptions=False):
+    async def run_many(self, jobs, wait=None, return_exceptions=False, fields=None):
         """Client.run_many(): every job.run written before the first answer is read;
         the records in the order of @jobs."""
-        sent = [self.send("job.run", plugin, args, opts, _sync._ms(wait))
+        sent = [self.send("job.run", plugin, args, opts, _sync._ms(wait), *_sync._fields(fields))
                 for plugin, args, opts in map(_sync._job_request, jobs)]
         # no per-call timeout here: the client's default bounds each answer
         return await asyncio.gather(*(self._answer(m, f, None) for m, f in sent),
@@ -240,10 +240,10 @@ class AsyncClient:
     async def status(self, job_id):
         return await self.call("job.status", job_id)
 
-    async def wait(self, job_id, timeout=None):
-        """Wait until the job ends or @timeout seconds pass; the job record. The call
-        itself waits @timeout and a second more for the answer."""
-        return await self.call("job.wait", job_id, _sync._ms(timeout),
+    async def wait(self, job_id, timeout=None, fields=None):
+        """Wait until the job ends or @timeout seconds pass; the job record (@fields as
+        Client.run()'s). The call itself waits @timeout and a second more for the answer."""
+        return await self.call("job.wait", job_id, _sync._ms(timeout), *_sync._fields(fields),
                                timeout=None if timeout is None else timeout + 1)
 
     async def result(self, job_id):

@@ -267,18 +267,21 @@ class Client:
         result = self.call("job.submit", plugin, args or {}, job_options(**options))
         return result["id"]
 
-    def run(self, plugin, args=None, wait=None, **options):
+    def run(self, plugin, args=None, wait=None, fields=None, **options):
         """Submit and wait in one request: the job record, final unless @wait seconds
-        (None: until it ends) passed first. @options as submit()'s."""
-        return self.call("job.run", plugin, args or {}, job_options(**options), _ms(wait))
+        (None: until it ends) passed first. @fields: the record keys to answer (say
+        ("result", "error")), id and state always; None = the whole record. @options
+        as submit()'s."""
+        return self.call("job.run", plugin, args or {}, job_options(**options), _ms(wait),
+                         *_fields(fields))
 
-    def run_many(self, jobs, wait=None, return_exceptions=False, window=None):
+    def run_many(self, jobs, wait=None, return_exceptions=False, window=None, fields=None):
         """Run many jobs and wait for them, pipelined: every job.run request is written
         before the first answer is read (the answers come in any order and are matched by
         msgid), so the batch costs about one round trip, not one per job. @jobs: an
         iterable of (plugin, args) or (plugin, args, options) with options a dict of
-        submit()'s keywords, or dicts {"plugin", "args", **options}. @wait as run()'s;
-        @window, when set, keeps at most that many requests in flight.
+        submit()'s keywords, or dicts {"plugin", "args", **options}. @wait and @fields
+        as run()'s; @window, when set, keeps at most that many requests in flight.
         Returns the job records in the order of @jobs. A request fiberd refuses
         (INVALID_ARGUMENT, NOT_FOUND, ...) raises its FiberdError once every answer is in,
         or with return_exceptions=True stands in its place in the list."""
@@ -291,7 +294,7 @@ class Client:
         while nxt < len(reqs) or slot:
             while nxt < len(reqs) and left > 0:
                 plugin, args, opts = reqs[nxt]
-                slot[self.send("job.run", plugin, args, opts, _ms(wait))] = nxt
+                slot[self.send("job.run", plugin, args, opts, _ms(wait), *_fields(fields))] = nxt
                 nxt += 1
                 left -= 1
             msgid, err, result = self._next_answer(self._deadline(None))  # the client's timeout, per answer
@@ -313,10 +316,10 @@ class Client:
         """The job record, as it is now."""
         return self.call("job.status", job_id)
 
-    def wait(self, job_id, timeout=None):
+    def wait(self, job_id, timeout=None, fields=None):
         """Wait until the job ends or @timeout seconds pass (None: no limit); the job
-        record, whose "state" says which."""
-        return self.call("job.wait", job_id, _ms(timeout))
+        record, whose "state" says which; @fields as run()'s."""
+        return self.call("job.wait", job_id, _ms(timeout), *_fields(fields))
 
     def result(self, job_id):
         """A finished job's result value (FAILED_PRECONDITION while it runs)."""
@@ -492,6 +495,16 @@ def _job_request(job):
 def _ms(seconds):
     """Seconds (None: no limit) as the protocol's timeout_ms (nil: no limit)."""
     return None if seconds is None else max(0, int(seconds * 1000))
+
+
+def _fields(fields):
+    """job.run's and job.wait's last param: nothing for the whole record (None), else
+    the key names as a list (a str alone is one key, not its letters)."""
+    if fields is None:
+        return ()
+    if isinstance(fields, str):
+        fields = (fields,)
+    return (list(fields),)
 
 
 def _uint(name, value):
