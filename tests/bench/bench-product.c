@@ -95,6 +95,19 @@ typedef struct Conn {
 /* The trivial job, chosen once per run. */
 static char trivial_plugin[64];
 static bool trivial_run; /* the daemon has job.run */
+/* job.run and job.wait ask for the record keys the client reads (fields: id, state,
+ * result, error), as a client of many small jobs does; FIBERD_BENCH_WHOLE_RECORD=1
+ * (product-fiberd-whole) takes the whole record, the answer before fields existed. A
+ * daemon older than fields answers the whole record anyway. */
+static bool trivial_fields;
+static const char *const trivial_keys[] = {IPC_KEY_RESULT, IPC_KEY_ERROR};
+
+static void pack_trivial_fields(msgpack_packer *pk)
+{
+        msgpack_pack_array(pk, ELEMENTSOF(trivial_keys));
+        for (size_t i = 0; i < ELEMENTSOF(trivial_keys); i++)
+                msgpack_pack_str_with_body(pk, trivial_keys[i], strlen(trivial_keys[i]));
+}
 /* FIBERD_BENCH_JOB_OPTS: "max_attempts" (3 attempts, never needed) or "after" (after one
  * job done before the run): what a retry plan or a dependency costs a trivial job */
 static bool trivial_attempts;
@@ -228,7 +241,9 @@ static int call(Client *c, const char *method, IpcMessage *resp, const msgpack_o
 
 static void pack_job(Client *c, const char *method, uint32_t *ret_id)
 {
-        msgpack_packer *pk = client_request(c, method, IPC_SUBMIT_NPARAMS, ret_id);
+        bool fields = trivial_fields && !strcmp(method, IPC_METHOD_JOB_RUN);
+        msgpack_packer *pk = client_request(
+                c, method, fields ? IPC_RUN_NPARAMS_FIELDS : IPC_SUBMIT_NPARAMS, ret_id);
         size_t len = strlen(trivial_plugin);
 
         if (!pk)
@@ -250,6 +265,10 @@ static void pack_job(Client *c, const char *method, uint32_t *ret_id)
                 msgpack_pack_str_with_body(pk, IPC_OPT_AFTER, strlen(IPC_OPT_AFTER));
                 msgpack_pack_array(pk, 1);
                 msgpack_pack_uint64(pk, __atomic_load_n(&trivial_after, __ATOMIC_RELAXED));
+        }
+        if (fields) {
+                msgpack_pack_nil(pk); /* no wait limit */
+                pack_trivial_fields(pk);
         }
 }
 
@@ -274,6 +293,7 @@ static void trivial_choose(Client *c)
         ipc_message_clear(&resp);
         if (forced && *forced)
                 snprintf(trivial_plugin, sizeof(trivial_plugin), "%s", forced);
+        trivial_fields = !getenv("FIBERD_BENCH_WHOLE_RECORD");
 
         pack_job(c, IPC_METHOD_JOB_RUN, &id);
         if (client_call_wait(c, id, &resp, RECEIVE_TIMEOUT_MS, &st) < 0)
@@ -361,11 +381,15 @@ static bool conn_answer(Conn *k, const IpcMessage *m)
                 uint32_t id;
                 if (ipc_read_uint(ipc_map_find(res, IPC_KEY_ID), IPC_KEY_ID, &job_id, &st) < 0)
                         die_status(IPC_METHOD_JOB_SUBMIT, &st);
-                pk = client_request(k->client, IPC_METHOD_JOB_WAIT, IPC_WAIT_NPARAMS, &id);
+                pk = client_request(k->client, IPC_METHOD_JOB_WAIT,
+                                    trivial_fields ? IPC_WAIT_NPARAMS_FIELDS : IPC_WAIT_NPARAMS,
+                                    &id);
                 if (!pk)
                         bench_die("job.wait: out of memory");
                 msgpack_pack_uint64(pk, job_id);
                 msgpack_pack_nil(pk);
+                if (trivial_fields)
+                        pack_trivial_fields(pk);
                 slot_take(k, id, REQ_FINAL, was.seq, was.t0_ns);
                 return false;
         }
@@ -456,6 +480,14 @@ int bench_product_fiberd_sqlite(int argc, char **argv)
 /* product-fiberd-attempts / -after: every trivial job with max_attempts 3 (never used: it
  * succeeds) or after one job done before the run: what the plan costs a job. The store
  * is memory unless FIBERD_BENCH_STORE says otherwise (the sqlite rows set it). */
+/* product-fiberd-whole: the trivial jobs answered with the whole job record (21 keys),
+ * not the four the client reads: what fields saves. */
+int bench_product_fiberd_whole(int argc, char **argv)
+{
+        setenv("FIBERD_BENCH_WHOLE_RECORD", "1", 1);
+        return bench_product_fiberd(argc, argv);
+}
+
 int bench_product_fiberd_attempts(int argc, char **argv)
 {
         setenv("FIBERD_BENCH_JOB_OPTS", "max_attempts", 1);

@@ -183,6 +183,7 @@ enum {
         J_P_DUE_R2,
         J_P_R_ATT_8, /* max_attempts and after in fleet mode, 1 host */
         J_P_R_AFTER_8,
+        J_P_WHOLE_8, /* row 12 answered with the whole record (no fields) */
         J_P_SKYNET,
         J_P_GO_SKYNET,
         J_CTL_FAIR1, /* CPU control (bench-control.c) */
@@ -280,6 +281,12 @@ static const Row rows[] = {
          J_P_GEAR_8, 0, "/s", "gearmand -t 1", CMP_RATE, 1, ">= gearmand"},
         {"12. trivial jobs end to end, 8 connections, 64 outstanding each (jobs/s)", J_P_FIBERD_8,
          J_P_BEAN_8, 0, "/s", "beanstalkd", CMP_RATE, 3, ">= 3x beanstalkd"},
+        {"12. the same, 8 connections: answered with the whole record vs the keys read (fields) "
+         "(jobs/s)",
+         J_P_WHOLE_8, J_P_FIBERD_8, 0, "/s", "fields: id, state, result, error", CMP_RATE, 0,
+         "(the cost)"},
+        {"13. the same: server CPU per 1,000 jobs, the whole record vs fields (ms)", J_P_WHOLE_8,
+         J_P_FIBERD_8, 1, "ms", "fields", CMP_TIMES, 0, "(the cost)"},
         {"12. the same, 8 connections: the sqlite job store vs the memory store (jobs/s)",
          J_P_FIBERD_SQL_8, J_P_FIBERD_8, 0, "/s", "memory store", CMP_RATE, 0.8, ">= 0.8x memory"},
         {"12. the same, 8 connections: the sqlite job store vs beanstalkd -b -f0 (jobs/s)",
@@ -529,6 +536,8 @@ static void product_jobs_setup(Job *jobs, const Options *o)
                  "product-fiberd-sqlite-after", "tput", 8, 0},
                 {J_P_R_ATT_8, "product-sched", "fiberd redis max_attempts 3, 8 conns",
                  "product-fiberd-redis-attempts", "tput", 8, 0},
+                {J_P_WHOLE_8, "product-tput", "fiberd 8 conns, whole record",
+                 "product-fiberd-whole", "tput", 8, 0},
                 {J_P_R_AFTER_8, "product-sched", "fiberd redis after a done job, 8 conns",
                  "product-fiberd-redis-after", "tput", 8, 0},
         };
@@ -1377,6 +1386,8 @@ static const struct {
          "tput N C W | rate N RATE: the same through beanstalkd"},
         {"product-gearman-pipe", bench_product_gearman_pipe,
          "tput N C W: the same through gearmand, pipelining clients and workers (raw protocol)"},
+        {"product-fiberd-whole", bench_product_fiberd_whole,
+         "tput N C W: product-fiberd answered with the whole job record (no fields)"},
         {"product-fiberd-sqlite", bench_product_fiberd_sqlite,
          "tput N C W | rate N RATE: product-fiberd with the sqlite job store (the default)"},
         {"product-fiberd-redis", bench_product_fiberd_redis,

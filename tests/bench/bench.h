@@ -114,6 +114,7 @@ int bench_product_gearman_pipe(int argc, char **argv);
 /* job store: product-fiberd runs the memory store (like its in-memory peers);
  * these: fiberd with the sqlite store (its default), beanstalkd with its binlog (-b) */
 int bench_product_fiberd_sqlite(int argc, char **argv);
+int bench_product_fiberd_whole(int argc, char **argv);
 int bench_product_fiberd_redis(int argc, char **argv);
 int bench_product_fiberd_redis2(int argc, char **argv);
 int bench_product_beanstalk_binlog(int argc, char **argv);
