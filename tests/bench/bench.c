@@ -1308,8 +1308,10 @@ static int table_main(int argc, char **argv)
         printf("12-16: each run starts its own server (fiberd on a Unix socket; beanstalkd "
                "and gearmand -t 1 on 127.0.0.1, in memory) and its workers in the generator "
                "process; a job counts when the client has seen it complete (fiberd: its final "
-               "record; gearmand: WORK_COMPLETE; beanstalkd: the worker's delete acknowledged, "
-               "handed to the client in memory). Server CPU is the server process's utime + "
+               "record, job.run asked for the keys the client reads, fields [result, error], "
+               "the row 'the whole record' without; gearmand: WORK_COMPLETE; beanstalkd: the "
+               "worker's delete acknowledged, handed to the client in memory). Server CPU is "
+               "the server process's utime + "
                "stime. 14-15: one connection, jobs sent on a fixed schedule, latency from the "
                "scheduled send (tests/bench/product.h). 16: one run, 8 connections.\n");
         printf("12g-13g: row 12's load, 8 connections, through gearmand -t 1 driven at its best: "
