@@ -836,10 +836,12 @@ static void cancel_running_locked(JobTable *t, Job *j)
         job_set_cancel_requested(j);
         if (j->live->run)
                 j->live->run->cancel_mono_ns = sched_now_ns();
-        if (j->live->fiber) /* else the dispatcher cancels it as it publishes it */
-                fiber_cancel(j->live->fiber);
+        /* the children first: the job fiber, once cancelled, may return at once on
+         * its worker and let go of them before the hook could walk them */
         if (t->hooks.cancel)
                 t->hooks.cancel(j);
+        if (j->live->fiber) /* else the dispatcher cancels it as it publishes it */
+                fiber_cancel(j->live->fiber);
         if (j->live->run) {
                 fiber_event_set(&j->live->run->wake);
                 dispatch_supervise_locked(&t->dispatch, j); /* the grace, then a detach */

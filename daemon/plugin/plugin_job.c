@@ -35,8 +35,10 @@
  * the table's cancel hook, plugin_host_cancel(): it sets `cancelled`, so that a spawn
  * under any list's lock from then on refuses, then, one list at a time under its lock,
  * cancels each listed child and takes a reference on it to walk its list next. A child
- * its spawner let go (below) is off the tree: it was cancelled when let go, and its
- * own children are let go when it returns. join() waits on the child's `done` event; a
+ * its spawner let go (below) before it returned moves to the spawner's list of those,
+ * which it leaves as it ends, so the walk still reaches it and what it spawned. The job
+ * table runs the walk before it cancels the job fiber, whose return lets go of its
+ * children and then of the FiberdJob. join() waits on the child's `done` event; a
  * cancelled parent stops waiting, cancels and detaches the child (the child's memory
  * goes with the last reference). A fiber of the job (run() or a child) that returns
  * without joining its own children has them cancelled and detached, in O(their
@@ -93,13 +95,16 @@
  * walk, over one list's fiber_cancel() calls. */
 typedef struct KidList {
         pthread_mutex_t lock;
-        ListHead kids;
+        ListHead kids;     /* not joined yet (FiberdChild.sib) */
+        ListHead released; /* let go before they returned: each leaves it as it ends,
+                            * so a cancel walk still reaches it and what it spawned */
 } KidList;
 
 static void kidlist_init(KidList *l)
 {
         l->lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
         list_init(&l->kids);
+        list_init(&l->released);
 }
 
 struct FiberdJob {
@@ -155,8 +160,10 @@ struct FiberdChild {
         /* plugin_host_cancel()'s walk (under the run's host_lock: one walk at a time) */
         FiberdChild *cancel_next;
         /* it spawned a child (only its own fiber reads or writes it): otherwise own
-         * stays empty and its end takes no lock */
+         * stays empty and its end takes no lock of its own */
         bool spawned;
+        bool released; /* let go by its spawner: on parent->released; parent->lock */
+        bool ended;    /* its function returned; parent->lock */
 };
 
 /* The result cap, bytes: [jobs] max_result_bytes, or what [ipc] max_message leaves a
@@ -270,6 +277,33 @@ int plugin_job_init(size_t max_result_bytes, size_t max_message)
         return 0;
 }
 
+/* Moves @c off its spawner's list of children not joined: gone when it has ended, else
+ * onto the list of those let go, which it leaves itself as it ends (child_main()). Under
+ * c->parent->lock. */
+static void child_let_go_locked(FiberdChild *c)
+{
+        if (list_linked(&c->sib))
+                list_del(&c->sib);
+        if (!c->ended) {
+                c->released = true;
+                list_add_head(&c->parent->released, &c->sib);
+        }
+}
+
+/* The spawner gives up @c's handle: @c is cancelled and detached, and stays where a
+ * cancel walk finds it until it ends. Context: the fiber holding the handle. */
+static void child_let_go(FiberdChild *c)
+{
+        pthread_mutex_lock(&c->parent->lock);
+        child_let_go_locked(c);
+        pthread_mutex_unlock(&c->parent->lock);
+        /* joinable until the detach, so its control block is there even if it just
+         * ended */
+        fiber_cancel(c->fiber);
+        fiber_detach(c->fiber);
+        child_unref(c);
+}
+
 /*
  * Cancels and lets go every child in @kids (the calling fiber's children it never
  * joined: the plugin returned without joining). Children spawned by other fibers of the
@@ -279,19 +313,14 @@ static void children_release(FiberdJob *hj, KidList *kids)
 {
         for (;;) {
                 ListHead *pos;
-                FiberdChild *c;
 
                 pthread_mutex_lock(&kids->lock);
                 pos = list_first(&kids->kids);
-                if (pos)
-                        list_del(pos);
                 pthread_mutex_unlock(&kids->lock);
                 if (!pos)
                         break;
-                c = list_entry(pos, FiberdChild, sib);
-                fiber_cancel(c->fiber);
-                fiber_detach(c->fiber);
-                child_unref(c);
+                /* only this fiber takes entries off kids: @pos stays its first */
+                child_let_go(list_entry(pos, FiberdChild, sib));
                 log_job(LOG_WARNING, hj->job->id, hj->job->plugin_name,
                         "a fiber of the job returned with a child fiber not joined; "
                         "cancelled it");
@@ -305,18 +334,20 @@ static void children_release(FiberdJob *hj, KidList *kids)
  * list. */
 static void cancel_kids(KidList *l, FiberdChild **todo)
 {
-        ListHead *pos;
+        ListHead *heads[] = {&l->kids, &l->released};
 
         pthread_mutex_lock(&l->lock);
-        for (pos = l->kids.next; pos != &l->kids; pos = pos->next) {
-                FiberdChild *c = list_entry(pos, FiberdChild, sib);
-                Fiber *f = __atomic_load_n(&c->fiber, __ATOMIC_SEQ_CST);
+        for (size_t i = 0; i < ELEMENTSOF(heads); i++) {
+                for (ListHead *pos = heads[i]->next; pos != heads[i]; pos = pos->next) {
+                        FiberdChild *c = list_entry(pos, FiberdChild, sib);
+                        Fiber *f = __atomic_load_n(&c->fiber, __ATOMIC_SEQ_CST);
 
-                if (f)
-                        fiber_cancel(f);
-                __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
-                c->cancel_next = *todo;
-                *todo = c;
+                        if (f)
+                                fiber_cancel(f);
+                        __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+                        c->cancel_next = *todo;
+                        *todo = c;
+                }
         }
         pthread_mutex_unlock(&l->lock);
 }
@@ -697,6 +728,14 @@ static void child_main(void *arg)
         /* only this fiber adds to its own list (spawn() lists a child on its spawner's) */
         if (c->spawned)
                 children_release(hj, &c->own);
+        /* a cancel walk no longer needs it: off the released list if it was let go
+         * (joinable until then, or detached and still running, so the walk's
+         * fiber_cancel() always met a live fiber) */
+        pthread_mutex_lock(&c->parent->lock);
+        c->ended = true;
+        if (c->released && list_linked(&c->sib))
+                list_del(&c->sib);
+        pthread_mutex_unlock(&c->parent->lock);
         fiber_event_set(&c->done);
         child_unref(c); /* the last one lets go of the nodes above, up to @hj */
 }
@@ -775,14 +814,12 @@ static int host_join(FiberdJob *hj, FiberdChild *c, void *ret_arg)
 {
         int r = fiber_event_wait(&c->done, SCHED_FOREVER);
 
-        child_unlist(c);
         if (r < 0) {
                 /* the parent was cancelled first: let the child end on its own */
-                fiber_cancel(c->fiber);
-                fiber_detach(c->fiber);
-                child_unref(c);
+                child_let_go(c);
                 return r;
         }
+        child_unlist(c);
         if (fiber_join(c->fiber) < 0)
                 fiber_detach(c->fiber); /* cancelled just now; the child has returned */
         if (ret_arg && c->arg_size)
@@ -957,10 +994,7 @@ static void host_future_free(FiberdJob *hj, FiberdFuture *fut)
                 host_join(hj, c, NULL); /* returned: join it, release it */
                 return;
         }
-        child_unlist(c);
-        fiber_cancel(c->fiber);
-        fiber_detach(c->fiber);
-        child_unref(c);
+        child_let_go(c);
 }
 
 /* ------------------------------------------------------------------ the submitter */

@@ -137,11 +137,12 @@ Test(daemon_chan, cancel_reaches_a_job_parked_in_chan_recv)
 }
 
 /* The job's cancel walks its tree of children to the bottom: a grandchild parked in
- * chan_recv, under a child that spins without a yield point until that grandchild
- * returns, is cancelled by the walk itself (the child can pass nothing on). A walk
- * that stopped at the job fiber's own children would leave the child spinning its 15 s
- * and log that it gave up. */
-Test(daemon_chan, cancel_reaches_a_grandchild_under_a_child_that_never_yields)
+ * chan_recv, under a child that its parent let go (returned without joining it) and
+ * that spins without a yield point until that grandchild returns, is cancelled by the
+ * walk itself (the child can pass nothing on). A walk that stopped at the job fiber's
+ * own children, or lost the children a fiber let go, would leave the child spinning its
+ * 15 s and log that it gave up. */
+Test(daemon_chan, cancel_reaches_a_grandchild_under_a_child_let_go_that_never_yields)
 {
         IpcStatus st;
         Client *c;

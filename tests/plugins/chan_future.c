@@ -11,11 +11,13 @@
  *   {"mode": "block"}  chan_recv on a channel nobody sends to, with no deadline: the job
  *       ends only by cancellation (job.cancel or timeout_ms); returns what chan_recv
  *       returned (-ECANCELED).
- *   {"mode": "nest"}  a tree the job's cancel must walk to its bottom: the job fiber
- *       waits on a future (a child) that spawns a grandchild and then spins without a
- *       yield point until the grandchild has returned; the grandchild parks in chan_recv
- *       (logging "grandchild parked in chan_recv"). Only a cancel that reaches the
- *       grandchild itself ends the spin, logged "the spinning child saw its child
+ *   {"mode": "nest"}  a tree the job's cancel must walk to its bottom: the job fiber's
+ *       future (the parent) spawns a child and returns without joining it once the child
+ *       has spawned a grandchild, so the host lets the child go (cancelled); the child
+ *       spins without a yield point until the grandchild has returned; the grandchild
+ *       parks in chan_recv (logging "grandchild parked in chan_recv"); the job fiber
+ *       parks in chan_recv too. Only a cancel that reaches the grandchild itself, under
+ *       a child already let go, ends the spin, logged "the spinning child saw its child
  *       return"; after 15 s the child gives up ("the spinning child gave up").
  */
 #include <stdlib.h>
@@ -151,10 +153,11 @@ static int run_work(FiberdJob *job, const FiberdHost *host, int64_t n)
         return host->result_int(job, "pong", v);
 }
 
-/* What the nest's child and grandchild share: the child frees it once the grandchild
- * has returned (a grandchild never reached keeps it: leaked, not freed under it). */
+/* What the nest's fibers share: the child frees it once the grandchild has returned
+ * (a grandchild never reached keeps it: leaked, not freed under it). */
 typedef struct Nest {
         FiberdChan *never; /* nobody sends: the grandchild parks until cancelled */
+        FiberdChan *ready; /* the child says its grandchild exists */
         int returned;      /* atomic: the grandchild returned */
 } Nest;
 
@@ -175,11 +178,13 @@ static int nest_child(FiberdJob *job, const FiberdHost *host, void *arg)
         Nest *n = *(Nest **)arg;
         uint64_t give_up = host->now_ns() + 15ull * 1000000000ull;
         FiberdFuture *g;
+        int64_t one = 1;
         int r;
 
-        if ((r = host->async(job, &g, nest_grandchild, &n, sizeof(n))) < 0)
+        if ((r = host->async(job, &g, nest_grandchild, &n, sizeof(n))) < 0 ||
+            (r = host->chan_send(job, n->ready, &one, UINT64_MAX)) < 0)
                 return r;
-        /* no host call that could see the cancel: only the grandchild's return ends it */
+        /* no host call that could see a cancel: only the grandchild's return ends it */
         while (!__atomic_load_n(&n->returned, __ATOMIC_ACQUIRE) && host->now_ns() < give_up)
                 __asm__ __volatile__("" ::: "memory");
         if (!__atomic_load_n(&n->returned, __ATOMIC_ACQUIRE)) {
@@ -192,21 +197,39 @@ static int nest_child(FiberdJob *job, const FiberdHost *host, void *arg)
         return 0;
 }
 
+/* Spawns the spinning child, waits until its grandchild exists, and returns without
+ * joining it: the host lets the child go (cancelled, which it does not see). */
+static int nest_parent(FiberdJob *job, const FiberdHost *host, void *arg)
+{
+        Nest *n = *(Nest **)arg;
+        FiberdFuture *child;
+        int64_t v;
+        int r;
+
+        if ((r = host->async(job, &child, nest_child, &n, sizeof(n))) < 0)
+                return r;
+        return host->chan_recv(job, n->ready, &v, UINT64_MAX);
+}
+
 static int run_nest(FiberdJob *job, const FiberdHost *host)
 {
         Nest *n = calloc(1, sizeof(*n));
-        FiberdFuture *child;
+        FiberdFuture *parent;
+        int64_t v;
         int r, value;
 
         if (!n)
                 return -ENOMEM;
         if ((r = host->chan_new(job, &n->never, sizeof(int64_t), 0)) < 0 ||
-            (r = host->async(job, &child, nest_child, &n, sizeof(n))) < 0) {
+            (r = host->chan_new(job, &n->ready, sizeof(int64_t), 1)) < 0 ||
+            (r = host->async(job, &parent, nest_parent, &n, sizeof(n))) < 0) {
                 free(n);
                 return r;
         }
-        /* parks until the cancel; the child is then let go, still spinning */
-        return host->future_get(job, child, UINT64_MAX, &value, NULL);
+        if ((r = host->future_get(job, parent, UINT64_MAX, &value, NULL)) < 0)
+                return r;
+        /* the parent returned, its child let go and spinning: park until the cancel */
+        return host->chan_recv(job, n->never, &v, UINT64_MAX);
 }
 
 static int chan_future_run(FiberdJob *job, const FiberdHost *host)
