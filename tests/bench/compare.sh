@@ -6,9 +6,13 @@
 # $BUILD/compare/<sha>, built with its own Makefile) and runs the same fiberd-bench
 # figures of both builds interleaved, A B B A A B ..., in the same minutes, so a burst of
 # noise on a shared machine hits both alike. It prints one markdown row per figure and
-# column: the median of each side and the ratio new/base, and a cache line's round trip
-# between two CPUs at the start of each round (`fiberd-bench c2c`), which says whether
-# the host moved a VM's vCPUs apart meanwhile.
+# column: the median of each side and the ratio new/base of the medians; the median of
+# each round's own new/base (paired: the two sides ran seconds apart), which a host that
+# runs a whole process at one of two speeds does not mislead as the ratio of medians can
+# (7 rounds of yield read 1.45 that way on a VM whose base and new each ran at 17 or 29
+# ns, the pairs agreeing); and a cache line's round trip between two CPUs at the start
+# of each round (`fiberd-bench c2c`), which says whether the host moved a VM's vCPUs
+# apart meanwhile.
 #
 #   BASE=<rev>            the revision to compare against (required)
 #   COMPARE_RUNS=N        rounds per figure (default 7)
@@ -97,19 +101,25 @@ done
 echo
 [ -s "$tmp/c2c" ] && echo "A cache line's round trip between two CPUs at the start of each round" \
         "(fiberd-bench c2c, ns): $(paste -sd' ' "$tmp/c2c")"
-echo "| figure (median of $runs, interleaved) | column | base $short | new | new/base |"
-echo "|---|---|---|---|---|"
+echo "| figure (median of $runs, interleaved) | column | base $short | new | new/base | paired |"
+echo "|---|---|---|---|---|---|"
 for i in "${!figs[@]}"; do
         cols=$(awk '{ print NF }' "$tmp/$i.new" | head -1)
         for c in $(seq "$cols"); do
                 n=$(awk -v c="$c" '{ print $c }' "$tmp/$i.new" | median)
                 if [ -e "$tmp/$i.nobase" ]; then
-                        echo "| ${figs[$i]} | $c | — | $n | — |"
+                        echo "| ${figs[$i]} | $c | — | $n | — | — |"
                         continue
                 fi
                 b=$(awk -v c="$c" '{ print $c }' "$tmp/$i.base" | median)
                 ratio=$(awk -v b="$b" -v n="$n" 'BEGIN { if (b == 0) print "-";
                                                          else printf "%.3f", n / b }')
-                echo "| ${figs[$i]} | $c | $b | $n | $ratio |"
+                # round r's new over round r's base (line r of each file)
+                paired=$(paste -d' ' <(awk -v c="$c" '{ print $c }' "$tmp/$i.base") \
+                        <(awk -v c="$c" '{ print $c }' "$tmp/$i.new") |
+                        awk '$1 != 0 { print $2 / $1 }' | median)
+                paired=$(awk -v p="${paired:-}" 'BEGIN { if (p == "") print "-";
+                                                        else printf "%.3f", p }')
+                echo "| ${figs[$i]} | $c | $b | $n | $ratio | $paired |"
         done
 done
