@@ -709,15 +709,21 @@ int job_fields_parse(const msgpack_object *o, uint32_t *ret, IpcStatus *st)
                         if (i != FIELD_ARGS && strlen(record_keys[i]) == e->via.str.size &&
                             memcmp(record_keys[i], e->via.str.ptr, e->via.str.size) == 0)
                                 break;
-                if (i == ELEMENTSOF(record_keys))
+                if (i == ELEMENTSOF(record_keys)) {
+                        /* the keys it may name, from the table the packer follows */
+                        char keys[256] = "";
+                        size_t at = 0;
+
+                        for (i = 0; i < ELEMENTSOF(record_keys); i++)
+                                if (i != FIELD_ARGS && at < sizeof(keys))
+                                        at += (size_t)snprintf(keys + at, sizeof(keys) - at, "%s%s",
+                                                               at ? ", " : "", record_keys[i]);
                         return ipc_status_set(
                                 st, IPC_INVALID_ARGUMENT, -EINVAL,
-                                "fields[%u]: \"%.*s\" is not a key of the job record (id, "
-                                "plugin, class, owner, state, priority, timeout_ms, created_ms, "
-                                "started_ms, finished_ms, progress, result, error, attempt, "
-                                "max_attempts, next_attempt_ms, run_at_ms, after, key, errors)",
-                                k, (int)(e->via.str.size > 64 ? 64 : e->via.str.size),
-                                e->via.str.ptr);
+                                "fields[%u]: \"%.*s\" is not a key of the job record (%s)", k,
+                                (int)(e->via.str.size > 64 ? 64 : e->via.str.size), e->via.str.ptr,
+                                keys);
+                }
                 mask |= FIELD_BIT(i);
         }
         *ret = mask;
