@@ -3,8 +3,12 @@
  * slots): under seconds of random producers — pthreads and fibers, bursts and pauses
  * that let workers fall asleep — every fiber made ready runs, exactly once. */
 #include <criterion/criterion.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -19,6 +23,7 @@ static SchedulingGroup *grp;
 static long ran;
 static long made;
 static int stop;
+static int quiet; /* producers hold off: the workers drain the queue and go to sleep */
 
 static void job(void *arg)
 {
@@ -44,6 +49,9 @@ static void *producer(void *arg)
         unsigned seed = (unsigned)(uintptr_t)arg;
         FiberAttr a = {.group = grp, .detached = true};
         while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+                while (__atomic_load_n(&quiet, __ATOMIC_ACQUIRE) &&
+                       !__atomic_load_n(&stop, __ATOMIC_RELAXED))
+                        usleep(50);
                 int burst = rand_r(&seed) % 64;
                 for (int i = 0; i < burst; i++) {
                         int r = rand_r(&seed) % 8 == 0
@@ -65,13 +73,26 @@ Test(group, wakeup_loses_nothing_under_random_load, .timeout = 120)
         pthread_t t[3];
         SchedGroupStats s;
         uint64_t end;
+        int all_asleep = 0; /* quiet phases that saw both workers asleep */
 
         grp = test_group(2);
         for (uintptr_t i = 0; i < 3; i++)
                 pthread_create(&t[i], NULL, producer, (void *)(i + 1));
         end = sched_now_ns() + DURATION_NS;
-        while (sched_now_ns() < end)
-                usleep(10000); /* the test's length, not a synchronisation */
+        while (sched_now_ns() < end) {
+                usleep(100000); /* the producers' random load, between quiet phases */
+                /* A quiet phase: every 100 ms the producers hold off until both workers
+                 * sleep (at most 1 s), so that the wake-up of a sleeper happens
+                 * however fast the workers are beside the producers (random pauses
+                 * alone left a slow build's workers never idle). */
+                __atomic_store_n(&quiet, 1, __ATOMIC_RELEASE);
+                uint64_t until = sched_now_ns() + SEC_NS;
+                do {
+                        sched_group_stats(grp, &s);
+                } while (s.sleeping < 2 && sched_now_ns() < until);
+                all_asleep += s.sleeping == 2;
+                __atomic_store_n(&quiet, 0, __ATOMIC_RELEASE);
+        }
         __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
         for (int i = 0; i < 3; i++)
                 pthread_join(t[i], NULL);
@@ -86,6 +107,7 @@ Test(group, wakeup_loses_nothing_under_random_load, .timeout = 120)
         cr_assert_eq(__atomic_load_n(&ran, __ATOMIC_ACQUIRE), total);
         cr_assert_eq(s.fibers_created, (uint64_t)total);
         cr_assert_eq(s.fibers_finished, (uint64_t)total);
+        cr_assert_gt(all_asleep, 0, "no quiet phase saw both workers asleep within 1 s");
         cr_assert_gt(s.futex_wakeups, 0, "workers slept and were woken");
         cr_assert_gt(s.ready_to_run.count, 0);
         cr_assert_leq(s.ready_to_run.p50_ns, s.ready_to_run.p99_ns);
@@ -108,8 +130,29 @@ Test(group, idle_workers_sleep)
         sched_group_free(g);
 }
 
-/* A fiber that spawns children and, without yielding, waits for each to run: only the
- * other worker can run them, whether it was busy, spinning or asleep at the spawn. */
+/* Hold the calling worker's thread in futex(2) while *@word == @val, until @deadline
+ * (sched_now_ns() time). A raw system call, not a fiber wait: the scheduler sees a busy
+ * worker, as it would see one running a long fiber, while the thread uses no CPU. */
+static void thread_wait_while(int *word, int val, uint64_t deadline)
+{
+        uint64_t now;
+
+        while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == val &&
+               (now = sched_now_ns()) < deadline) {
+                struct timespec ts = {.tv_sec = (time_t)((deadline - now) / SEC_NS),
+                                      .tv_nsec = (long)((deadline - now) % SEC_NS)};
+                syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+        }
+}
+
+static void thread_wake_all(int *word)
+{
+        syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* A fiber that spawns children and, without yielding (its worker held in futex(2)), waits
+ * for each to run: only the other worker can run them, whether it was busy, spinning or
+ * asleep at the spawn. */
 typedef struct SpawnSpin {
         int iterations;
         int started;          /* children that ran within their deadline */
@@ -123,6 +166,7 @@ typedef struct SpawnSpin {
 static void set_flag(void *arg)
 {
         __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+        thread_wake_all(arg);
 }
 
 static void spawn_and_spin(void *arg)
@@ -151,8 +195,7 @@ static void spawn_and_spin(void *arg)
                 if (fiber_create(NULL, &a, set_flag, &flag) != 0)
                         break;
                 uint64_t deadline = sched_now_ns() + 2 * SEC_NS;
-                while (!__atomic_load_n(&flag, __ATOMIC_ACQUIRE) && sched_now_ns() < deadline)
-                        ;
+                thread_wait_while(&flag, 0, deadline); /* this worker stays busy */
                 if (!__atomic_load_n(&flag, __ATOMIC_ACQUIRE)) {
                         s->lost++;
                         /* it still holds &flag: let it run here before leaving */
@@ -189,10 +232,13 @@ Test(group, a_spawn_from_the_group_wakes_a_sleeper_and_never_claims_a_spinner, .
         sched_group_free(s.g);
 }
 
-/* Three workers: a fiber spawns two children in a row, and each child waits, without
- * yielding, until the other has started; the creator waits for both, without yielding
- * either. So the two must run on the two other workers at once, whichever of them was
- * spinning or asleep at the spawns. */
+/* Three workers: a fiber spawns two children in a row, and the first child to start
+ * holds its worker until the other has started; the creator holds its own until both
+ * have returned. So the second must run on the third worker, whichever of the other two
+ * was spinning or asleep at the spawns. Holding a worker is a blocking system call, not
+ * a spin: with three spinning threads on two CPUs the kernel was free to leave the woken
+ * worker off the CPU for over a second (seen on Linux 6.18 beside another test's
+ * threads), and the test would have blamed the scheduler. */
 typedef struct PairRun {
         int iterations;
         int done;     /* iterations whose two children met */
@@ -200,19 +246,27 @@ typedef struct PairRun {
         int started;  /* this iteration's children that have started */
         int finished; /* this iteration's children that have returned */
         int waited;   /* children that gave up waiting for the other after 1 s */
+        SchedulingGroup *g;
+        SchedGroupStats at_loss; /* the group as the first child to give up saw it */
 } PairRun;
 
 static void pair_child(void *arg)
 {
         PairRun *p = arg;
-        uint64_t deadline = sched_now_ns() + SEC_NS;
 
-        __atomic_add_fetch(&p->started, 1, __ATOMIC_ACQ_REL);
-        while (__atomic_load_n(&p->started, __ATOMIC_ACQUIRE) < 2 && sched_now_ns() < deadline)
-                ;
-        if (__atomic_load_n(&p->started, __ATOMIC_ACQUIRE) < 2)
-                __atomic_add_fetch(&p->waited, 1, __ATOMIC_ACQ_REL);
+        if (__atomic_add_fetch(&p->started, 1, __ATOMIC_ACQ_REL) < 2) {
+                thread_wait_while(&p->started, 1, sched_now_ns() + SEC_NS);
+                if (__atomic_load_n(&p->started, __ATOMIC_ACQUIRE) < 2) {
+                        SchedGroupStats st;
+                        sched_group_stats(p->g, &st);
+                        if (__atomic_add_fetch(&p->waited, 1, __ATOMIC_ACQ_REL) == 1)
+                                p->at_loss = st;
+                }
+        } else {
+                thread_wake_all(&p->started);
+        }
         __atomic_add_fetch(&p->finished, 1, __ATOMIC_ACQ_REL);
+        thread_wake_all(&p->finished);
 }
 
 static void spawn_pairs(void *arg)
@@ -228,9 +282,10 @@ static void spawn_pairs(void *arg)
                     fiber_create(NULL, &a, pair_child, p) != 0)
                         break;
                 uint64_t deadline = sched_now_ns() + 3 * SEC_NS;
-                while (__atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < 2 &&
+                int fin;
+                while ((fin = __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE)) < 2 &&
                        sched_now_ns() < deadline)
-                        ;
+                        thread_wait_while(&p->finished, fin, deadline);
                 if (__atomic_load_n(&p->waited, __ATOMIC_ACQUIRE) ||
                     __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < 2) {
                         p->lost++;
@@ -250,14 +305,16 @@ static void spawn_pairs(void *arg)
 
 Test(group, a_burst_of_spawns_met_by_one_spinner_wakes_a_sleeper_for_the_rest, .timeout = 120)
 {
-        PairRun p = {.iterations = 1000}; /* on 2 CPUs the pair shares one: ~3 ms each */
         SchedulingGroup *g = test_group(3);
+        PairRun p = {.iterations = 1000, .g = g};
 
         run_in_fiber(g, spawn_pairs, &p);
         cr_assert_eq(p.lost, 0,
-                     "after %d pairs, a second child waited 1 s in the queue with a worker "
-                     "asleep: a wake-up was lost",
-                     p.done);
+                     "after %d pairs, a second child waited 1 s with a worker asleep: a "
+                     "wake-up was lost (then: %u spinning, %u asleep, %lu ready, poll worker "
+                     "%d)",
+                     p.done, p.at_loss.spinning, p.at_loss.sleeping,
+                     (unsigned long)p.at_loss.runq_depth, p.at_loss.poll_worker);
         cr_assert_eq(p.done, p.iterations);
         sched_group_free(g);
 }
