@@ -3,15 +3,12 @@
  * slots): under seconds of random producers — pthreads and fibers, bursts and pauses
  * that let workers fall asleep — every fiber made ready runs, exactly once. */
 #include <criterion/criterion.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "scheduler/runtime.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define DURATION_NS (2 * SEC_NS)
@@ -130,24 +127,18 @@ Test(group, idle_workers_sleep)
         sched_group_free(g);
 }
 
-/* Hold the calling worker's thread in futex(2) while *@word == @val, until @deadline
- * (sched_now_ns() time). A raw system call, not a fiber wait: the scheduler sees a busy
- * worker, as it would see one running a long fiber, while the thread uses no CPU. */
-static void thread_wait_while(int *word, int val, uint64_t deadline)
+/* Hold the calling worker's thread in futex(2) while *@word < @target, until @deadline
+ * (sched_now_ns() time); a waker calls futex_wake(). A raw system call, not a fiber
+ * wait: the scheduler sees a busy worker, as it would see one running a long fiber,
+ * while the thread uses no CPU. */
+static void thread_wait_below(int *word, int target, uint64_t deadline)
 {
         uint64_t now;
+        int v;
 
-        while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == val &&
-               (now = sched_now_ns()) < deadline) {
-                struct timespec ts = {.tv_sec = (time_t)((deadline - now) / SEC_NS),
-                                      .tv_nsec = (long)((deadline - now) % SEC_NS)};
-                syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
-        }
-}
-
-static void thread_wake_all(int *word)
-{
-        syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        while ((v = __atomic_load_n(word, __ATOMIC_ACQUIRE)) < target &&
+               (now = sched_now_ns()) < deadline)
+                futex_wait(word, v, deadline - now);
 }
 
 /* A fiber that spawns children and, without yielding (its worker held in futex(2)), waits
@@ -166,7 +157,7 @@ typedef struct SpawnSpin {
 static void set_flag(void *arg)
 {
         __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
-        thread_wake_all(arg);
+        futex_wake(arg);
 }
 
 static void spawn_and_spin(void *arg)
@@ -195,7 +186,7 @@ static void spawn_and_spin(void *arg)
                 if (fiber_create(NULL, &a, set_flag, &flag) != 0)
                         break;
                 uint64_t deadline = sched_now_ns() + 2 * SEC_NS;
-                thread_wait_while(&flag, 0, deadline); /* this worker stays busy */
+                thread_wait_below(&flag, 1, deadline); /* this worker stays busy */
                 if (!__atomic_load_n(&flag, __ATOMIC_ACQUIRE)) {
                         s->lost++;
                         /* it still holds &flag: let it run here before leaving */
@@ -255,7 +246,7 @@ static void pair_child(void *arg)
         PairRun *p = arg;
 
         if (__atomic_add_fetch(&p->started, 1, __ATOMIC_ACQ_REL) < 2) {
-                thread_wait_while(&p->started, 1, sched_now_ns() + SEC_NS);
+                thread_wait_below(&p->started, 2, sched_now_ns() + SEC_NS);
                 if (__atomic_load_n(&p->started, __ATOMIC_ACQUIRE) < 2) {
                         SchedGroupStats st;
                         sched_group_stats(p->g, &st);
@@ -263,10 +254,10 @@ static void pair_child(void *arg)
                                 p->at_loss = st;
                 }
         } else {
-                thread_wake_all(&p->started);
+                futex_wake(&p->started);
         }
         __atomic_add_fetch(&p->finished, 1, __ATOMIC_ACQ_REL);
-        thread_wake_all(&p->finished);
+        futex_wake(&p->finished);
 }
 
 static void spawn_pairs(void *arg)
@@ -281,11 +272,7 @@ static void spawn_pairs(void *arg)
                 if (fiber_create(NULL, &a, pair_child, p) != 0 ||
                     fiber_create(NULL, &a, pair_child, p) != 0)
                         break;
-                uint64_t deadline = sched_now_ns() + 3 * SEC_NS;
-                int fin;
-                while ((fin = __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE)) < 2 &&
-                       sched_now_ns() < deadline)
-                        thread_wait_while(&p->finished, fin, deadline);
+                thread_wait_below(&p->finished, 2, sched_now_ns() + 3 * SEC_NS);
                 if (__atomic_load_n(&p->waited, __ATOMIC_ACQUIRE) ||
                     __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < 2) {
                         p->lost++;
