@@ -1113,7 +1113,7 @@ void dispatch_pump_locked(Dispatcher *d)
                 }
                 fiber_event_init(&run->ran);
                 fiber_event_init(&run->wake);
-                pthread_mutex_init(&run->host_lock, NULL);
+                run->host_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
                 run->refs = 1; /* the dispatcher's, until it concludes the run */
                 run->job = job_ref(j);
                 run->wait_disk = j->durability == DUR_PENDING; /* set at submission, never

@@ -126,11 +126,26 @@ struct FiberdJob {
         int fail_err;          /* the errno the recorded message is about; 0 = none */
         const char *fail_code; /* IPC_* */
         bool fail_permanent;   /* host->fail_permanent(): no retry (job.h) */
+        bool cancelled;        /* atomic (seq_cst): the children were cancelled; spawn() refuses */
+        KidList top;           /* the job fiber's children not yet joined */
+        ListHead chans;        /* FiberdChan.link: channels not freed yet; under lock */
+        /* last, so hj_init() clears what comes before it and not its 512 bytes */
         char fail_msg[FAIL_MESSAGE_MAX];
-        bool cancelled; /* atomic (seq_cst): the children were cancelled; spawn() refuses */
-        KidList top;    /* the job fiber's children not yet joined */
-        ListHead chans; /* FiberdChan.link: channels not freed yet; under lock */
 };
+
+/* hj_init - a FiberdJob of zeroes, its lock, lists and result buffer ready, but for
+ * fail_msg, which is read only once fail_err is set: it is not cleared. A trivial
+ * job makes two FiberdJobs on its way (check_args on the server worker, the run on a
+ * job worker), and clearing the message as well was most of each one's cost. */
+static void hj_init(FiberdJob *hj)
+{
+        memset(hj, 0, offsetof(FiberdJob, fail_msg));
+        hj->fail_msg[0] = '\0';
+        hj->lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+        kidlist_init(&hj->top);
+        msgpack_sbuffer_init(&hj->kv);
+        list_init(&hj->chans);
+}
 
 /* A job's channel (ABI 3): the runtime's FiberChan, listed on its job so the ones a
  * plugin never freed go with the job. */
@@ -1172,7 +1187,7 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
 int plugin_host_run(Job *j)
 {
         JobRun *run = j->live->run; /* the dispatcher's: outlives this call */
-        FiberdJob *hj = calloc(1, sizeof(*hj));
+        FiberdJob *hj = malloc(sizeof(*hj));
         char *result = NULL;
         size_t result_len = 0, refused, max;
         int r;
@@ -1181,6 +1196,7 @@ int plugin_host_run(Job *j)
                 run->fail_code = NULL;
                 return -ENOMEM;
         }
+        hj_init(hj);
         /* the instance current now runs the job (plugins in place: a queued job of a replaced
          * plugin runs the new version; of a removed one, fails) */
         hj->plugin = plugin_host_acquire(j->plugin_name, strlen(j->plugin_name));
@@ -1198,10 +1214,6 @@ int plugin_host_run(Job *j)
         hj->creds = j->creds;
         /* the job fiber's tag, formatted by the dispatcher (dispatch.c): the children's */
         memcpy(hj->tag, j->live->run->tag, sizeof(hj->tag));
-        pthread_mutex_init(&hj->lock, NULL);
-        kidlist_init(&hj->top);
-        msgpack_sbuffer_init(&hj->kv);
-        list_init(&hj->chans);
 
         /* Published under the run's host_lock alone (JobRun, job.h): a cancel sets
          * cancel_requested before it takes host_lock to look for the FiberdJob, so
@@ -1260,12 +1272,8 @@ int plugin_host_run(Job *j)
 int plugin_host_check_args(const Plugin *p, const msgpack_object *args, const JobOrigin *origin,
                            IpcStatus *st)
 {
-        FiberdJob hj = {.refs = 1,
-                        .args = args,
-                        .fds = origin->fds,
-                        .n_fds = origin->n_fds,
-                        .creds = origin->creds};
-        char why[FAIL_MESSAGE_MAX] = "";
+        FiberdJob hj;
+        char why[FAIL_MESSAGE_MAX]; /* not cleared: a plugin writes a string or nothing */
         int r = 0;
 
         if (args->type != MSGPACK_OBJECT_MAP)
@@ -1274,9 +1282,13 @@ int plugin_host_check_args(const Plugin *p, const msgpack_object *args, const Jo
         /* the caller's reference keeps @p's code mapped */
         if (!DESC_HAS(p->desc, check_args) || !p->desc->check_args)
                 return 0;
-        pthread_mutex_init(&hj.lock, NULL);
-        kidlist_init(&hj.top);
-        msgpack_sbuffer_init(&hj.kv);
+        hj_init(&hj);
+        hj.refs = 1;
+        hj.args = args;
+        hj.fds = origin->fds;
+        hj.n_fds = origin->n_fds;
+        hj.creds = origin->creds;
+        why[0] = '\0';
         r = p->desc->check_args(&hj, &plugin_host_functions, why, sizeof(why));
         if (r < 0) {
                 if (r == -ECANCELED || r > 0)
