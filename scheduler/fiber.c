@@ -65,7 +65,8 @@ bool fiber_cancelled(void)
 
 static void fiber_entry(void *arg);
 
-/* Gives @f the stack at @lo (f->stack_size bytes) and the frame its first switch enters. */
+/* Gives @f the stack at @lo (f->stack_size bytes), its fiber-locals zeroed at the top, and
+ * the frame its first switch enters below them. */
 static void fiber_take_stack(Fiber *f, char *lo)
 {
 #ifdef SCHED_ASAN
@@ -74,7 +75,8 @@ static void fiber_take_stack(Fiber *f, char *lo)
         __asan_unpoison_memory_region(lo, f->stack_size);
 #endif
         f->stack_lo = lo;
-        context_init(&f->ctx, lo, f->stack_size, fiber_entry, f);
+        memset(fiber_fls(f), 0, FIBER_FLS_BYTES);
+        context_init(&f->ctx, lo, f->stack_size - FIBER_FLS_BYTES, fiber_entry, f);
 }
 
 /*
@@ -582,7 +584,7 @@ int fiber_local_set(int key, void *value)
                 return -EINVAL;
         if (!f)
                 return -EPERM;
-        f->fls[key] = value;
+        fiber_fls(f)[key] = value;
         return 0;
 }
 
@@ -591,5 +593,5 @@ void *fiber_local_get(int key)
         Fiber *f = fiber_self();
         if (key < 0 || key >= SCHED_FLS_KEYS || !f)
                 return NULL;
-        return f->fls[key];
+        return fiber_fls(f)[key];
 }

@@ -433,7 +433,7 @@ typedef struct FiberAttr {
  * for a detached fiber. A joinable fiber's handle stays valid until fiber_join()
  * returns 0 or fiber_detach(). A fiber's stack is taken when it first runs and goes
  * back when it returns: before its first run and after its end (until the join) only
- * its control block (192 bytes, from the runtime's slabs) is held, so fibers queued
+ * its control block (128 bytes, from the runtime's slabs) is held, so fibers queued
  * behind a busy worker, and fibers that end long before their join, cost no stack each.
  *
  * Return: 0; -EAGAIN when the group already has max_fibers live fibers (backpressure:

@@ -40,7 +40,7 @@
 
 #ifndef SCHED_ASAN
 
-#define SLAB_BYTES (2UL << 20) /* 10,922 blocks of 192 bytes; one huge page */
+#define SLAB_BYTES (2UL << 20) /* 16,383 blocks of 128 bytes; one huge page */
 #define SLAB_CACHE 256         /* free blocks a worker keeps */
 #define SLAB_BATCH 128         /* blocks moved at once between a worker and the slabs */
 
@@ -53,7 +53,7 @@ struct Slab {
                             * on the partial list unless it is full */
 } __attribute__((aligned(64)));
 
-/* A block's size: sizeof(Fiber) (192 bytes; more under a sanitizer) rounded up to a
+/* A block's size: sizeof(Fiber) (128 bytes; more under a sanitizer or with ucontext) rounded up to a
  * cache line, so that no two blocks share one. */
 #define BLOCK_BYTES ((sizeof(Fiber) + 63) & ~(size_t)63)
 #define SLAB_BLOCKS ((SLAB_BYTES - sizeof(Slab)) / BLOCK_BYTES)
