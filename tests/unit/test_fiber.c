@@ -248,6 +248,43 @@ Test(fiber, local_storage_is_per_fiber)
         sched_group_free(g);
 }
 
+/* Where a fiber's slots were and what it found in them, and a value it leaves there. */
+typedef struct FlsReuse {
+        void **slots;
+        void *seen;
+} FlsReuse;
+
+static void fls_leave_value(void *arg)
+{
+        FlsReuse *r = arg;
+
+        r->slots = fiber_fls(fiber_self());
+        r->seen = fiber_local_get(fls_key);
+        cr_assert_eq(fiber_local_set(fls_key, r), 0);
+}
+
+/* The slots live at the top of the stack (runtime.h): a fiber that takes a stack another
+ * one left with a value there still starts with NULL. */
+Test(fiber, local_storage_starts_empty_on_a_reused_stack)
+{
+        SchedulingGroup *g = test_group(1);
+        FiberAttr a = {.group = g};
+        FlsReuse first = {0}, second = {0};
+        Fiber *f;
+
+        fls_key = fiber_key_create();
+        cr_assert_geq(fls_key, 0);
+        cr_assert_eq(fiber_create(&f, &a, fls_leave_value, &first), 0);
+        cr_assert_eq(fiber_join(f), 0);
+        cr_assert_eq(fiber_create(&f, &a, fls_leave_value, &second), 0);
+        cr_assert_eq(fiber_join(f), 0);
+        cr_assert_eq(second.slots, first.slots,
+                     "the second fiber took the first one's stack from the worker's cache");
+        cr_assert_eq(second.slots[fls_key], &second, "its value is where fiber_fls() says");
+        cr_assert_null(second.seen, "the first fiber's value was still in the slot");
+        sched_group_free(g);
+}
+
 static void sleep_until_cancelled(void *arg)
 {
         int *r = arg;
