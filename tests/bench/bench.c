@@ -1302,7 +1302,7 @@ static int table_main(int argc, char **argv)
                o.runs, o.runs < 3 ? o.runs : 3, o.smoke ? " SMOKE SIZES: not a measurement." : "");
         printf("Fibers use the default 128 KiB stacks. 2: one fiber creates all 1M joinable "
                "fibers, then joins each handle (a joinable fiber's stack goes back when it "
-               "ends, its 192-byte control block when it is joined: 1M of them exist at "
+               "ends, its 128-byte control block when it is joined: 1M of them exist at "
                "once); 2b: detached fibers counted down on a FiberLatch, as Go's WaitGroup. "
                "5: RSS delta / 1M, each side in its own process.\n");
         printf("12-16: each run starts its own server (fiberd on a Unix socket; beanstalkd "
