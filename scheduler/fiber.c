@@ -65,8 +65,8 @@ bool fiber_cancelled(void)
 
 static void fiber_entry(void *arg);
 
-/* Gives @f the stack at @lo (f->stack_size bytes), its fiber-locals zeroed at the top, and
- * the frame its first switch enters below them. */
+/* Gives @f the stack at @lo (f->stack_size bytes) and the frame its first switch enters,
+ * below the fiber-locals at the top (zero: a new stack's, or cleared by the last exit). */
 static void fiber_take_stack(Fiber *f, char *lo)
 {
 #ifdef SCHED_ASAN
@@ -75,7 +75,6 @@ static void fiber_take_stack(Fiber *f, char *lo)
         __asan_unpoison_memory_region(lo, f->stack_size);
 #endif
         f->stack_lo = lo;
-        memset(fiber_fls(f), 0, FIBER_FLS_BYTES);
         context_init(&f->ctx, lo, f->stack_size - FIBER_FLS_BYTES, fiber_entry, f);
 }
 
@@ -228,6 +227,8 @@ static __attribute__((noinline)) void fiber_finish_exit(Worker *w, Fiber *f)
         Waiter *joiner;
 
         /* nothing runs on it any more; a joinable fiber's block waits for the join */
+        if (f->fls_used) /* the next fiber on this stack starts with its locals NULL */
+                memset(fiber_fls(f), 0, FIBER_FLS_BYTES);
         stack_free(f->group, f->stack_lo, f->stack_size, false);
         f->stack_lo = NULL;
         __atomic_store_n(&w->finished, w->finished + 1, __ATOMIC_RELAXED);
@@ -585,6 +586,7 @@ int fiber_local_set(int key, void *value)
         if (!f)
                 return -EPERM;
         fiber_fls(f)[key] = value;
+        f->fls_used = true;
         return 0;
 }
 

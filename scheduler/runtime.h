@@ -215,6 +215,7 @@ struct Fiber {
         int handoff;        /* wake-up handshake, see waiter.c */
         int refs;           /* 1 running + 1 joinable handle */
         bool cancelled;     /* atomic; set once */
+        bool fls_used;      /* it set a fiber-local: its exit clears the slots (fiber.c) */
         int waiter_lock;    /* spinlock over cur_waiter */
         Waiter *cur_waiter; /* the Waiter of the blocking call in progress */
         int join_lock;      /* spinlock over done / joiner */
@@ -236,7 +237,8 @@ struct Fiber {
 };
 
 /* FIBER_FLS_BYTES - the top of every fiber stack, above its first frame: the fiber's
- * SCHED_FLS_KEYS locals, zeroed when it takes the stack (fiber.c). */
+ * SCHED_FLS_KEYS locals. Zero on a new stack; a fiber that set one clears them at its
+ * exit, before the stack goes back (fiber.c), so a fiber that never does costs nothing. */
 #define FIBER_FLS_BYTES (((SCHED_FLS_KEYS * sizeof(void *)) + 15) & ~(size_t)15)
 
 /* fiber_fls - @f's fiber-locals, SCHED_FLS_KEYS of them. Context: @f running (it has

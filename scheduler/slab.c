@@ -53,8 +53,8 @@ struct Slab {
                             * on the partial list unless it is full */
 } __attribute__((aligned(64)));
 
-/* A block's size: sizeof(Fiber) (128 bytes; more under a sanitizer or with ucontext) rounded up to a
- * cache line, so that no two blocks share one. */
+/* A block's size: sizeof(Fiber) (128 bytes; more under a sanitizer or with ucontext)
+ * rounded up to a cache line, so that no two blocks share one. */
 #define BLOCK_BYTES ((sizeof(Fiber) + 63) & ~(size_t)63)
 #define SLAB_BLOCKS ((SLAB_BYTES - sizeof(Slab)) / BLOCK_BYTES)
 

@@ -134,13 +134,13 @@ struct FiberdJob {
 };
 
 /* hj_init - a FiberdJob of zeroes, its lock, lists and result buffer ready, but for
- * fail_msg, which is read only once fail_err is set: it is not cleared. A trivial
+ * fail_msg, which is read only once fail_err is set (hj_record() writes both): it is not
+ * touched. A trivial
  * job makes two FiberdJobs on its way (check_args on the server worker, the run on a
  * job worker), and clearing the message as well was most of each one's cost. */
 static void hj_init(FiberdJob *hj)
 {
         memset(hj, 0, offsetof(FiberdJob, fail_msg));
-        hj->fail_msg[0] = '\0';
         hj->lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
         kidlist_init(&hj->top);
         msgpack_sbuffer_init(&hj->kv);
