@@ -133,7 +133,8 @@
  * The dispatcher fiber: after each kick, the runs handed back since the last one are
  * concluded (dispatch_conclude()), queued jobs are started (dispatch_pump_locked(), not
  * once the owner stops), and the job fibers of the runs just started are created
- * (dispatch_start()). The flag is cleared before the done stack is taken and the lock
+ * (dispatch_start()), then the owner's after_round hook runs (the answers that waited
+ * for jobs to end). The flag is cleared before the done stack is taken and the lock
  * is taken, so a run handed back or a job queued after a kick that found it still set is
  * seen by this round, and one later kicks again. It runs as long as the process: runs
  * still come back after the owner stops.
@@ -163,6 +164,8 @@ static void dispatch_fiber(void *arg)
                 d->ops->unlock(d->owner);
                 if (starting)
                         dispatch_start(d, starting);
+                if (d->ops->after_round)
+                        d->ops->after_round(d->owner);
         }
 }
 

@@ -138,6 +138,11 @@ typedef struct DispatchOps {
         /* set_detached_locked - @j, already final, has (@detached) or no longer has a
          * fiber running its code (the owner's gauge). Lock held; must not take it. */
         void (*set_detached_locked)(void *owner, Job *j, bool detached);
+        /* after_round - the end of each round of the dispatcher fiber, after the jobs it
+         * started got their fibers: the owner's calls that wait for jobs to end (the
+         * table's watches). Context: the dispatcher fiber, no lock held; must not park
+         * for long (every conclusion and start waits behind it). NULL: none. */
+        void (*after_round)(void *owner);
 } DispatchOps;
 
 typedef struct Dispatcher {

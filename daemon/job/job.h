@@ -381,7 +381,9 @@ typedef struct Job {
                               * the owner's finished jobs (jobquota.h); under the
                               * table lock, jobtable.c's alone */
 
-        FiberEvent finished; /* set once the state is final */
+        FiberEvent finished;      /* set once the state is final */
+        struct JobWatch *watches; /* called once `finished` is set (jobtable_watch());
+                                   * under the table lock */
 
         /* table links (jobtable.c), under the table lock */
         struct Job *hash_next;

@@ -88,6 +88,7 @@ int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_grou
                                                .find_locked = find_locked,
                                                .owner = t});
         fiber_event_init(&t->idle);
+        t->watches_due_tail = &t->watches_due;
         machine_init(t);
         /* last: its fiber may run at once (it waits for the first kick) */
         r = dispatch_init(&t->dispatch, sched, supervise_group, max_running, &jobtable_dispatch_ops,
@@ -409,6 +410,59 @@ static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
         jobtable_store_locked(t, j);
 }
 
+/* Wakes @j's waiters (Job.finished) and hands its watches (jobtable_watch()) to the
+ * dispatcher fiber's next round. Context: the table lock held. */
+static void finished_set_locked(JobTable *t, Job *j)
+{
+        JobWatch *w;
+
+        fiber_event_set(&j->finished);
+        if (!j->watches)
+                return;
+        while ((w = j->watches)) {
+                j->watches = w->next;
+                w->next = NULL;
+                *t->watches_due_tail = w;
+                t->watches_due_tail = &w->next;
+        }
+        dispatch_kick(&t->dispatch);
+}
+
+void jobtable_watch(JobTable *t, Job *j, JobWatch *w)
+{
+        w->job = j;
+        w->next = NULL;
+        jobtable_lock(t);
+        if (__atomic_load_n(&j->finished.set, __ATOMIC_ACQUIRE)) {
+                *t->watches_due_tail = w;
+                t->watches_due_tail = &w->next;
+                dispatch_kick(&t->dispatch);
+        } else {
+                w->next = j->watches;
+                j->watches = w;
+        }
+        jobtable_unlock(t);
+}
+
+/* The dispatcher fiber after each round: the watches due, in order, no lock held. */
+static void dispatch_op_after_round(void *owner)
+{
+        JobTable *t = owner;
+        JobWatch *w, *next;
+
+        if (!__atomic_load_n(&t->watches_due, __ATOMIC_RELAXED))
+                return; /* the usual round: nothing to take, no lock */
+        jobtable_lock(t);
+        w = t->watches_due;
+        t->watches_due = NULL;
+        t->watches_due_tail = &t->watches_due;
+        jobtable_unlock(t);
+        for (; w; w = next) {
+                next = w->next;
+                w->fn(t, w);
+        }
+}
+
 /* waiters: `finished` once the state is final; the table's `idle` when it stops. */
 static void listen_waiters(void *ctx, Job *j, JobState from, JobEvent ev)
 {
@@ -416,7 +470,7 @@ static void listen_waiters(void *ctx, Job *j, JobState from, JobEvent ev)
 
         if (j->fleet_copy || !job_state_final(j->state))
                 return;
-        fiber_event_set(&j->finished);
+        finished_set_locked(t, j);
         if (ev != JOB_EV_RESTORE)
                 jobtable_check_idle_locked(t);
 }
@@ -533,7 +587,7 @@ static void listen_fleet(void *ctx, Job *j, JobState from, JobEvent ev)
         list_init(&j->all_link);
         jobquota_detach(&t->quota, &j->quota); /* the fleet holds its bytes now */
         j->fleet_copy = true;
-        fiber_event_set(&j->finished);
+        finished_set_locked(t, j);
         log_job(LOG_DEBUG, j->id, j->plugin_name,
                 "attempt %u is due at %llu ms: handed back to the fleet", j->attempt + 1,
                 (unsigned long long)j->live->due_ms);
@@ -641,6 +695,7 @@ static const DispatchOps jobtable_dispatch_ops = {
         .stopping_locked = dispatch_op_stopping_locked,
         .idle_locked = dispatch_op_idle_locked,
         .set_detached_locked = dispatch_op_set_detached_locked,
+        .after_round = dispatch_op_after_round,
 };
 
 /*
@@ -1052,7 +1107,7 @@ void jobtable_stop(JobTable *t)
                          * answer UNAVAILABLE (they see a job that is not final) */
                         j->requeued = true;
                         jobtable_record_locked(t, j); /* a job.run's first write */
-                        fiber_event_set(&j->finished);
+                        finished_set_locked(t, j);
                         continue;
                 }
                 job_set_cancel_requested(j);
@@ -1069,7 +1124,7 @@ void jobtable_stop(JobTable *t)
                                 /* kept held in the store for the next start; its waiters
                                  * answer UNAVAILABLE, as for a queued one */
                                 jobtable_record_locked(t, j);
-                                fiber_event_set(&j->finished);
+                                finished_set_locked(t, j);
                         } else {
                                 job_set_cancel_requested(j);
                                 job_transition(&t->machine, j, JOB_EV_CANCEL,

@@ -73,6 +73,18 @@ typedef struct JobTableHooks {
         bool (*retry_safe)(const Job *j);
 } JobTableHooks;
 
+/*
+ * JobWatch - a call made once the waiters of a job are woken (jobtable_watch()), so
+ * that an answer waits for a job without a parked fiber: jobwait.c's deferred answers.
+ * Embedded in the watcher's own struct; @next is the table's.
+ */
+typedef struct JobWatch JobWatch;
+struct JobWatch {
+        JobWatch *next;
+        Job *job;                                    /* the watcher's reference */
+        void (*fn)(struct JobTable *t, JobWatch *w); /* the dispatcher fiber, no lock held */
+};
+
 typedef struct JobTable {
         pthread_mutex_t lock;
         uint64_t next_id;
@@ -105,7 +117,10 @@ typedef struct JobTable {
         PluginCounts *plugins;
         size_t nplugins;
 
-        JobMachine machine; /* its jobs' transitions (jobstate.h): the listeners of jobtable.c */
+        JobMachine machine;    /* its jobs' transitions (jobstate.h): the listeners of jobtable.c */
+        JobWatch *watches_due; /* watches whose jobs' waiters were woken, oldest
+                                       * first, for the dispatcher fiber's next round */
+        JobWatch **watches_due_tail; /* the last one's next (or &watches_due) */
 
         Store *store; /* where every change is written (store.h); NULL = nowhere; not owned */
         JobLatencies latency; /* queue wait and run time per plugin and class */
@@ -189,6 +204,17 @@ int jobtable_wait_durable(JobTable *t, Job *j);
  * committed. No-op otherwise. Context: the table lock held; does not yield.
  */
 void jobtable_record_locked(JobTable *t, Job *j);
+
+/*
+ * jobtable_watch - call @w->fn(@t, @w) once @j's waiters are woken: @j is final, or
+ * shutdown left it queued in the store, or its retry went back to the fleet (the
+ * moments fiber_event_set(&j->finished) marks; jobwait.c reads which). The call comes
+ * from the dispatcher fiber after its round, no lock held, in the order the jobs got
+ * there; when @j's waiters were woken already, after the next round. Sets @w->job = @j
+ * (the reference stays the caller's: @w->fn drops it). Context: any fiber or thread,
+ * the table lock not held; does not yield.
+ */
+void jobtable_watch(JobTable *t, Job *j, JobWatch *w);
 
 /*
  * jobtable_wait_recorded - before an answer that shows @j's state: write its record

@@ -20,9 +20,11 @@
 #include "daemon/store/fleet.h"
 #include "daemon/job/joblist.h"
 #include "ipc/protocol.h"
+#include "scheduler/base/macro.h"
 #include "scheduler/base/time-util.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define WAIT_SLICE_NS NSEC_PER_SEC
@@ -117,6 +119,96 @@ static bool fleet_copy(JobTable *t, Job *j)
         return copy;
 }
 
+/*
+ * The answer once the wait is over (jobwait_answer(), or a deferred one: @req NULL):
+ * UNAVAILABLE when shutdown left @j queued in the store; else its record with @fields,
+ * once what it shows is on disk (bounded by @deadline). @j stays the caller's.
+ */
+static int answer_after_wait(JobTable *t, Store *s, Request *req, Job *j, uint64_t deadline,
+                             uint32_t fields, msgpack_packer *pk, IpcStatus *st)
+{
+        bool unavailable;
+        int r;
+
+        jobtable_lock(t);
+        /* shutdown left the job queued in the store (store.h): not this process's to end */
+        unavailable = t->stopping && (j->requeued || !job_state_final(j->state));
+        jobtable_unlock(t);
+        if (unavailable)
+                return ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
+                                      "fiberd is shutting down; job %llu stays queued in its "
+                                      "store: wait for it again once fiberd is back",
+                                      (unsigned long long)j->id);
+        /* what the answer shows is on disk first: a final state (a job.run
+         * has no record before that), or at least the submission */
+        if (!j->fleet_copy && req && (r = wait_recorded(t, req, j, deadline)) < 0)
+                return unrecorded(t, s, j, r, st);
+        return joblist_pack_fields(t, j, fields, pk);
+}
+
+/*
+ * A wait left for later (request_defer()): the table's watch on its job, answered from
+ * the dispatcher fiber once the job's waiters are woken. It holds the job's reference.
+ */
+typedef struct DeferredWait {
+        JobWatch watch;
+        RequestDeferred *answer;
+        Store *store;
+        uint32_t fields;
+        JobTable *table; /* set when the watch fires, for deferred_wait_pack() */
+} DeferredWait;
+
+static int deferred_wait_pack(void *arg, msgpack_packer *pk, IpcStatus *st)
+{
+        DeferredWait *dw = arg;
+
+        return answer_after_wait(dw->table, dw->store, NULL, dw->watch.job, SCHED_FOREVER,
+                                 dw->fields, pk, st);
+}
+
+static void deferred_wait_done(JobTable *t, JobWatch *w)
+{
+        DeferredWait *dw = container_of(w, DeferredWait, watch);
+
+        dw->table = t;
+        request_deferred_answer(dw->answer, deferred_wait_pack, dw);
+        job_unref(w->job);
+        free(dw);
+}
+
+/*
+ * Whether the wait for @j may be left for later (deferred_wait_start()): it has no limit
+ * (a limit would need a timer per wait again), nothing the answer shows must be on disk
+ * first (no store, or one that writes nothing: wait_recorded() would not park), no fleet
+ * (whose copies are polled: fleet_wait()), and @j is not final yet (then the answer is
+ * packed at once, without a round of the dispatcher fiber).
+ */
+static bool wait_deferrable(JobTable *t, Job *j, uint64_t deadline)
+{
+        return deadline == SCHED_FOREVER && (!t->store || !store_durable(t->store)) &&
+               !store_fleet(t->store) && !__atomic_load_n(&j->finished.set, __ATOMIC_ACQUIRE);
+}
+
+/* Leaves @req's answer to the watch on @j (taking the caller's reference). Return: 0;
+ * -ENOMEM (nothing changed: the caller waits itself). */
+static int deferred_wait_start(JobTable *t, Store *s, Request *req, Job *j, uint32_t fields)
+{
+        DeferredWait *dw = malloc(sizeof(*dw));
+
+        if (!dw)
+                return -ENOMEM;
+        dw->answer = request_defer(req);
+        if (!dw->answer) {
+                free(dw);
+                return -ENOMEM;
+        }
+        dw->store = s;
+        dw->fields = fields;
+        dw->watch.fn = deferred_wait_done;
+        jobtable_watch(t, j, &dw->watch);
+        return 0;
+}
+
 int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout_ms,
                    uint32_t fields, msgpack_packer *pk, IpcStatus *st)
 {
@@ -124,9 +216,11 @@ int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout
                 timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
                         ? SCHED_FOREVER
                         : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
-        bool unavailable;
         int r;
 
+        /* no fiber parked for a wait without a limit: the dispatcher answers it */
+        if (wait_deferrable(t, j, deadline) && deferred_wait_start(t, s, req, j, fields) == 0)
+                return 0;
         for (;;) {
                 /* the fleet runs it: its shared record until this host has it */
                 if (fleet_copy(t, j))
@@ -138,26 +232,7 @@ int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout
                 if (!fleet_copy(t, j) || sched_now_ns() >= deadline || request_conn_closed(req))
                         break;
         }
-        jobtable_lock(t);
-        /* shutdown left the job queued in the store (store.h): not this process's to end */
-        unavailable = t->stopping && (j->requeued || !job_state_final(j->state));
-        jobtable_unlock(t);
-        if (unavailable) {
-                r = ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
-                                   "fiberd is shutting down; job %llu stays queued in its "
-                                   "store: wait for it again once fiberd is back",
-                                   (unsigned long long)j->id);
-                job_unref(j);
-                return r;
-        }
-        /* what the answer shows is on disk first: a final state (a job.run
-         * has no record before that), or at least the submission */
-        if (!j->fleet_copy && (r = wait_recorded(t, req, j, deadline)) < 0) {
-                r = unrecorded(t, s, j, r, st);
-                job_unref(j);
-                return r;
-        }
-        r = joblist_pack_fields(t, j, fields, pk);
+        r = answer_after_wait(t, s, req, j, deadline, fields, pk, st);
         job_unref(j);
         return r;
 }

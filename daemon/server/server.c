@@ -22,7 +22,8 @@
  *  - requests in flight per connection: a FiberSemaphore of max_in_flight slots. The
  *    reader takes one per request before starting its fiber and the request fiber gives
  *    it back, so a client that pipelines without reading its answers is simply not read
- *    any more (its writes back up: backpressure) and holds at most max_in_flight fibers.
+ *    any more (its writes back up: backpressure) and holds at most max_in_flight fibers
+ *    (or answers left for later: request_defer(), which keep their slot).
  *  - requests in flight per uid over all its connections: a second FiberSemaphore, of
  *    max_in_flight_per_user slots, in the uid's UserConns, taken after the
  *    connection's. At the limit every reader of that uid parks (the same backpressure),
@@ -474,6 +475,8 @@ static void conn_gather(Conn *c)
         }
 }
 
+static void conn_flush(Conn *c);
+
 /*
  * Sends the answer to a request and gives its slot back once it has left, writing the
  * answers of many requests with one write() (brpc's write queue; the batching that
@@ -491,8 +494,6 @@ static void conn_gather(Conn *c)
  */
 static void conn_answer(Conn *c, const void *data, size_t len)
 {
-        msgpack_sbuffer batch;
-        unsigned n;
         bool flush;
 
         pthread_mutex_lock(&c->out_lock);
@@ -507,8 +508,18 @@ static void conn_answer(Conn *c, const void *data, size_t len)
         flush = !c->flushing;
         c->flushing = true;
         pthread_mutex_unlock(&c->out_lock);
-        if (!flush)
-                return;
+        if (flush)
+                conn_flush(c);
+}
+
+/* The flusher's turns (conn_answer()): writes what is queued, gathers, again, until the
+ * queue is empty, then gives the flusher's role up. Context: the fiber that set
+ * Conn.flushing; parks. */
+static void conn_flush(Conn *c)
+{
+        msgpack_sbuffer batch;
+        unsigned n;
+
         for (;;) {
                 pthread_mutex_lock(&c->out_lock);
                 n = c->out_count;
@@ -569,49 +580,149 @@ static void request_free(Request *req)
         free(req);
 }
 
+/* One method call as an AnswerPackFn: request_main()'s. */
+typedef struct MethodCall {
+        MethodFn fn; /* NULL: no such method */
+        void *ctx;
+        Request *req;
+} MethodCall;
+
+static int method_call_pack(void *arg, msgpack_packer *pk, IpcStatus *st)
+{
+        MethodCall *m = arg;
+
+        if (!m->fn)
+                return ipc_status_set(st, IPC_METHOD_NOT_FOUND, -ENOSYS,
+                                      "no method '%s'; see PROTOCOL.md for the method list",
+                                      m->req->msg.method);
+        return m->fn(m->ctx, m->req, pk, st);
+}
+
+/*
+ * Packs the response to @msgid into @out: [1, msgid, nil, result] with the result @pack
+ * packs (nil when it packs nothing), or the error it set in its IpcStatus, or
+ * OUT_OF_MEMORY. Return: true when @pack left the answer for later (@req's
+ * request_defer(); @out is then empty). Context: a fiber of the server group.
+ */
+static bool pack_response(IpcPackBuf *out, uint32_t msgid, AnswerPackFn pack, void *arg,
+                          const Request *req)
+{
+        IpcStatus st = {0};
+        msgpack_packer pk;
+        size_t head;
+        int r;
+
+        msgpack_packer_init(&pk, out, ipc_packbuf_write);
+        /* [1, msgid, nil, result]: the method packs its result behind the header */
+        r = ipc_pack_response_begin(&pk, msgid); /* < 0: the error answer below */
+        head = out->size;
+        if (r == 0) {
+                r = pack(arg, &pk, &st);
+                if (req && req->deferred) {
+                        out->size = 0; /* the answer is the RequestDeferred's now */
+                        return true;
+                }
+                if (r < 0 && !ipc_status_failed(&st))
+                        ipc_status_errno(&st, r, NULL);
+                if (r >= 0 && out->size == head)
+                        r = msgpack_pack_nil(&pk) ? -ENOMEM : 0;
+        }
+        if (ipc_status_failed(&st)) {
+                out->size = 0; /* what the method packed is not the answer */
+                r = ipc_pack_status_response(&pk, msgid, &st);
+        }
+        if (r < 0) {
+                out->size = 0;
+                ipc_pack_error_response(&pk, msgid, IPC_OUT_OF_MEMORY,
+                                        "fiberd ran out of memory building the response");
+        }
+        return false;
+}
+
 static void request_main(void *arg)
 {
         Request *req = arg;
         Server *s = req->server;
         Conn *c = req->conn;
-        MethodFn fn = s->lookup(req->msg.method, req->msg.method_len);
-        IpcStatus st = {0};
+        MethodCall call = {s->lookup(req->msg.method, req->msg.method_len), s->ctx, req};
         /* the usual answer packs on this fiber's stack: a msgpack_sbuffer each for the
          * result and the answer cost two 8 KiB allocations and a copy per request */
         char room[1024];
         IpcPackBuf out;
-        msgpack_packer pk;
-        size_t head;
-        int r;
+        bool deferred;
 
         ipc_packbuf_init(&out, room, sizeof(room));
-        msgpack_packer_init(&pk, &out, ipc_packbuf_write);
-        /* [1, msgid, nil, result]: the method packs its result behind the header */
-        r = ipc_pack_response_begin(&pk, req->msg.msgid); /* < 0: the error answer below */
-        head = out.size;
-        if (r == 0 && !fn) {
-                r = ipc_status_set(&st, IPC_METHOD_NOT_FOUND, -ENOSYS,
-                                   "no method '%s'; see PROTOCOL.md for the method list",
-                                   req->msg.method);
-        } else if (r == 0) {
-                r = fn(s->ctx, req, &pk, &st);
-                if (r < 0 && !ipc_status_failed(&st))
-                        ipc_status_errno(&st, r, NULL);
-                if (r >= 0 && out.size == head)
-                        r = msgpack_pack_nil(&pk) ? -ENOMEM : 0;
-        }
-        if (ipc_status_failed(&st)) {
-                out.size = 0; /* what the method packed is not the answer */
-                r = ipc_pack_status_response(&pk, req->msg.msgid, &st);
-        }
-        if (r < 0) {
-                out.size = 0;
-                ipc_pack_error_response(&pk, req->msg.msgid, IPC_OUT_OF_MEMORY,
-                                        "fiberd ran out of memory building the response");
-        }
+        deferred = pack_response(&out, req->msg.msgid, method_call_pack, &call, req);
         request_free(req);
-        conn_answer(c, out.data, out.size);
+        if (!deferred)
+                conn_answer(c, out.data, out.size);
         ipc_packbuf_free(&out);
+        conn_unref(c);
+}
+
+struct RequestDeferred {
+        Conn *conn; /* referenced */
+        uint32_t msgid;
+};
+
+RequestDeferred *request_defer(Request *req)
+{
+        RequestDeferred *d = malloc(sizeof(*d));
+
+        if (!d)
+                return NULL;
+        d->conn = conn_ref(req->conn);
+        d->msgid = req->msg.msgid;
+        req->deferred = d;
+        return d;
+}
+
+/* A flusher fiber of a deferred answer (request_deferred_answer()): the connection's
+ * flush, then its reference goes. */
+static void conn_flush_main(void *arg)
+{
+        Conn *c = arg;
+
+        conn_flush(c);
+        conn_unref(c);
+}
+
+void request_deferred_answer(RequestDeferred *d, AnswerPackFn pack, void *ctx)
+{
+        Conn *c = d->conn;
+        uint32_t msgid = d->msgid;
+        FiberAttr attr = {.group = c->server->group, .detached = true, .tag = "answers"};
+        char room[1024];
+        IpcPackBuf out;
+        bool flush;
+
+        free(d);
+        ipc_packbuf_init(&out, room, sizeof(room));
+        pack_response(&out, msgid, pack, ctx, NULL);
+        pthread_mutex_lock(&c->out_lock);
+        if (msgpack_sbuffer_write(&c->out, out.data, out.size) != 0) {
+                pthread_mutex_unlock(&c->out_lock);
+                /* the answer cannot be kept: the client must not wait for it forever */
+                log_msg(LOG_WARNING,
+                        "client uid %u pid %d: out of memory for an answer; closing its "
+                        "connection",
+                        (unsigned)c->uid, (int)c->pid);
+                conn_shutdown(c);
+                conn_answers_done(c, 1);
+                ipc_packbuf_free(&out);
+                conn_unref(c);
+                return;
+        }
+        ipc_packbuf_free(&out);
+        c->out_count++;
+        flush = !c->flushing;
+        c->flushing = true;
+        pthread_mutex_unlock(&c->out_lock);
+        /* the flusher takes over the reference; without a fiber, the caller writes */
+        if (flush && fiber_create(NULL, &attr, conn_flush_main, c) == 0)
+                return;
+        if (flush)
+                conn_flush(c);
         conn_unref(c);
 }
 

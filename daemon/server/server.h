@@ -10,7 +10,9 @@
  *  - one request fiber per request: runs the method (methods.c) and writes the response.
  *    A long job.wait parks only its own fiber, so other requests on the same connection
  *    and on other connections go on; responses may leave out of order, which
- *    MessagePack-RPC allows (the msgid pairs them).
+ *    MessagePack-RPC allows (the msgid pairs them). A method may instead leave its
+ *    answer for later (request_defer()): its fiber ends, and the answer is given from
+ *    another fiber, written by a flusher fiber of the connection.
  * Responses are written whole under the connection's FiberMutex, so two request fibers
  * never interleave bytes. A message over the size cap, or bytes that are not msgpack,
  * get an error response when the msgid could be read, then that connection (only) is
@@ -55,7 +57,8 @@ typedef struct Request {
         int *fds;     /* owned: the fds sent with this request (SCM_RIGHTS), in order; a
                          * method may take the array (set it NULL); closed with the request */
         size_t n_fds;
-        IpcMessage msg; /* owned: params live in msg.zone */
+        IpcMessage msg;                   /* owned: params live in msg.zone */
+        struct RequestDeferred *deferred; /* set by request_defer(): answered later */
 } Request;
 
 /*
@@ -169,5 +172,38 @@ void server_stats(const Server *s, ServerStats *ret);
 
 /* request_conn_closed - true once @req's connection is gone (a waiting method gives up). */
 bool request_conn_closed(const Request *req);
+
+/*
+ * An answer a method leaves for later, so that a request that waits holds no fiber
+ * (brpc's asynchronous service and its `done` closure). The method calls
+ * request_defer(), packs nothing and returns 0; its request fiber ends at once. Whoever
+ * holds the RequestDeferred answers it exactly once with request_deferred_answer().
+ * Until then the request keeps its slot (max_in_flight, per connection and per uid) and
+ * counts in ServerStats.in_flight, so backpressure and server_drain() see it as before.
+ */
+typedef struct RequestDeferred RequestDeferred;
+
+/*
+ * request_defer - leave @req's answer for later (above). The RequestDeferred holds a
+ * reference to the connection and the msgid; nothing else of @req outlives its fiber.
+ * Return: the handle; NULL when out of memory (the method answers now instead).
+ * Context: the request's own fiber, inside its method; at most once per request.
+ */
+RequestDeferred *request_defer(Request *req);
+
+/* A deferred answer's result: packs one object into @result and returns 0, or fills
+ * @st and returns a negative errno (MethodFn's rules). Must not yield. */
+typedef int (*AnswerPackFn)(void *ctx, msgpack_packer *result, IpcStatus *st);
+
+/*
+ * request_deferred_answer - answer the request behind @d with what @pack packs (called
+ * at once, with @ctx), and free @d. The answer joins the connection's write queue: when
+ * no write is under way a flusher fiber is started for it, so the caller never waits on
+ * a client that does not read (a flusher whose write times out shuts that connection
+ * down, as any answer's write). A connection closed meanwhile drops the answer and
+ * gives the slot back. Context: any fiber of the server group; does not park (unless
+ * no fiber can be created for the flush: then it writes itself).
+ */
+void request_deferred_answer(RequestDeferred *d, AnswerPackFn pack, void *ctx);
 
 #endif

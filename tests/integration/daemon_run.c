@@ -494,3 +494,174 @@ Test(daemon_run, job_finishes_after_its_client_went_away)
         reply_clear(&rp);
         client_free(c2);
 }
+
+/* ---- the memory store: a wait without a limit parks no fiber (jobwait.h) ---- */
+
+TestSuite(daemon_run_deferred, .fini = teardown, .timeout = 60);
+
+#define DEFERRED_RUNS 48
+
+static const FiberdOpts deferred_opts = {
+        .plugins = "echo sleep", .config = "[jobs]\nmax_running = 64\n[store]\nbackend = memory\n"};
+
+/* stats: the server group's fibers alive (groups[0]) and the requests in flight. */
+static void server_load(Client *c, uint64_t *ret_fibers, uint64_t *ret_in_flight)
+{
+        const msgpack_object *groups;
+        Reply rp;
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        groups = map_get(rp.result, "groups");
+        cr_assert(groups && groups->type == MSGPACK_OBJECT_ARRAY && groups->via.array.size >= 1);
+        cr_assert_str_eq(map_str(&groups->via.array.ptr[0], "name"), "server");
+        *ret_fibers = map_uint(&groups->via.array.ptr[0], "fibers_alive");
+        *ret_in_flight = map_uint(map_get(rp.result, "server"), "in_flight");
+        reply_clear(&rp);
+}
+
+/* Polls stats on @c (bounded) until @want jobs are running. */
+static void wait_running(Client *c, uint64_t want)
+{
+        for (int tries = 0;; tries++) {
+                Reply rp;
+                uint64_t running;
+
+                rpc_simple(c, "stats", 0, NULL, &rp);
+                running = map_uint(map_get(rp.result, "jobs"), "running");
+                reply_clear(&rp);
+                if (running == want)
+                        return;
+                cr_assert(tries < 3000, "%lu of %lu jobs running", (unsigned long)running,
+                          (unsigned long)want);
+                usleep(2000);
+        }
+}
+
+Test(daemon_run_deferred, many_waits_hold_no_fiber_and_each_answer_finds_its_request)
+{
+        uint32_t msgids[DEFERRED_RUNS];
+        uint64_t fibers, in_flight;
+        IpcStatus st;
+        Client *c, *c2;
+
+        fiberd_start(&fd_, &deferred_opts);
+        c = fiberd_connect(&fd_);
+        c2 = fiberd_connect(&fd_);
+        /* pipelined on one connection, ending in another order than they were sent */
+        for (int i = 0; i < DEFERRED_RUNS; i++) {
+                msgpack_sbuffer sb;
+
+                pack_ms(&sb, 300 + (uint64_t)(DEFERRED_RUNS - i) * 10);
+                msgids[i] = run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1);
+                msgpack_sbuffer_destroy(&sb);
+        }
+        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
+        wait_running(c2, DEFERRED_RUNS);
+        /* every job.run waits, and none holds a fiber of the server group: a parked
+         * request fiber each would be DEFERRED_RUNS at least */
+        server_load(c2, &fibers, &in_flight);
+        cr_assert_geq(in_flight, DEFERRED_RUNS, "in flight: %lu", (unsigned long)in_flight);
+        cr_assert_lt(fibers, DEFERRED_RUNS / 2, "server fibers alive: %lu", (unsigned long)fibers);
+        for (int i = 0; i < DEFERRED_RUNS; i++) {
+                Reply rp;
+
+                rpc_wait_reply(c, msgids[i], &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                cr_assert_eq(map_uint(map_get(rp.result, "result"), "slept_ms"),
+                             300 + (uint64_t)(DEFERRED_RUNS - i) * 10, "answer %d", i);
+                reply_clear(&rp);
+        }
+        /* every answer gave its slot back */
+        for (int tries = 0;; tries++) {
+                server_load(c2, &fibers, &in_flight);
+                if (in_flight == 1) /* the stats call itself */
+                        break;
+                cr_assert(tries < 1000, "in flight: %lu", (unsigned long)in_flight);
+                usleep(2000);
+        }
+        client_free(c);
+        client_free(c2);
+}
+
+Test(daemon_run_deferred, job_wait_after_submit_is_answered_from_the_job_end)
+{
+        uint64_t fibers, in_flight;
+        IpcStatus st;
+        Client *c, *c2;
+        uint32_t msgid;
+        uint64_t id;
+        Reply rp;
+
+        fiberd_start(&fd_, &deferred_opts);
+        c = fiberd_connect(&fd_);
+        c2 = fiberd_connect(&fd_);
+        id = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 300)}, 1, 0, 0, &st);
+        cr_assert_neq(id, 0, "%s", st.message);
+        msgpack_packer *pk = client_request(c, "job.wait", 2, &msgid);
+        msgpack_pack_uint64(pk, id);
+        msgpack_pack_nil(pk);
+        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
+        /* the wait is in flight while the job runs */
+        for (int tries = 0;; tries++) {
+                server_load(c2, &fibers, &in_flight);
+                if (in_flight == 2)
+                        break;
+                cr_assert(tries < 1000, "in flight: %lu", (unsigned long)in_flight);
+                usleep(1000);
+        }
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_eq(map_uint(rp.result, "id"), id);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        cr_assert_eq(map_uint(map_get(rp.result, "result"), "slept_ms"), 300);
+        reply_clear(&rp);
+        /* and on a job already done: answered at once */
+        rpc_simple(c, "job.wait", 1, &id, &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        reply_clear(&rp);
+        client_free(c);
+        client_free(c2);
+}
+
+Test(daemon_run_deferred, a_closed_connection_drops_its_answers_and_gives_its_slots_back)
+{
+        uint64_t fibers, in_flight;
+        IpcStatus st;
+        Client *c, *c2;
+        Reply rp;
+
+        fiberd_start(&fd_, &deferred_opts);
+        c = fiberd_connect(&fd_);
+        c2 = fiberd_connect(&fd_);
+        for (int i = 0; i < 8; i++) {
+                msgpack_sbuffer sb;
+
+                pack_ms(&sb, 400);
+                run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1);
+                msgpack_sbuffer_destroy(&sb);
+        }
+        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
+        wait_running(c2, 8);
+        client_free(c); /* gone before any answer */
+        /* the jobs end, their answers have nowhere to go, and nothing stays in flight */
+        for (int tries = 0;; tries++) {
+                uint64_t done;
+
+                rpc_simple(c2, "stats", 0, NULL, &rp);
+                done = map_uint(map_get(rp.result, "jobs"), "done");
+                reply_clear(&rp);
+                server_load(c2, &fibers, &in_flight);
+                if (done == 8 && in_flight == 1)
+                        break;
+                cr_assert(tries < 3000, "done %lu, in flight %lu", (unsigned long)done,
+                          (unsigned long)in_flight);
+                usleep(2000);
+        }
+        /* the daemon serves on: the other connection is answered */
+        rpc_simple(c2, "ping", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        reply_clear(&rp);
+        client_free(c2);
+}
