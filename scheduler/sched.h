@@ -718,6 +718,11 @@ void fiber_event_set(FiberEvent *e);
 void fiber_event_reset(FiberEvent *e);
 /* fiber_event_wait: 0 once set; -ETIMEDOUT; -ECANCELED. */
 int fiber_event_wait(FiberEvent *e, uint64_t deadline_ns);
+/* fiber_event_is_set - whether @e is set now, without waiting (an acquire: what was
+ * written before the set() is seen). It may be set the moment after a false; a caller
+ * that must not miss it checks again under a lock the setter takes after set().
+ * Context: any. */
+bool fiber_event_is_set(const FiberEvent *e);
 
 /* ---------------------------------------------------------------- diagnostics --- */
 

@@ -127,6 +127,19 @@ typedef enum JobDurability {
 } JobDurability;
 
 /*
+ * JobWatch - a call made once the waiters of a job are woken (jobtable_watch()), or
+ * once its final state is on disk (store_watch_final()), so that an answer waits for a
+ * job without a parked fiber: jobwait.c's deferred answers. Embedded in the watcher's
+ * own struct; @next is the list's that holds it (the job's, the store's, the table's).
+ */
+typedef struct JobWatch JobWatch;
+struct JobWatch {
+        JobWatch *next;
+        struct Job *job;                             /* the watcher's reference */
+        void (*fn)(struct JobTable *t, JobWatch *w); /* the dispatcher fiber, no lock held */
+};
+
+/*
  * JobStorePart - a job's place in the job store and what its writes came to: written by
  * store.c alone (through store_submit(), store_put(), store_settle() and the store
  * thread), read by nobody else; the job table asks store_wait() for the outcome.
@@ -152,6 +165,7 @@ typedef struct JobStorePart {
         FiberEvent committed;       /* the submission is committed (or failed: @error) */
         FiberEvent final_committed; /* a write carrying its final state is committed,
                                      * or there is none to wait for */
+        JobWatch *final_watches;    /* store_watch_final()'s, until final_committed */
 } JobStorePart;
 
 /*
@@ -381,9 +395,9 @@ typedef struct Job {
                               * the owner's finished jobs (jobquota.h); under the
                               * table lock, jobtable.c's alone */
 
-        FiberEvent finished;      /* set once the state is final */
-        struct JobWatch *watches; /* called once `finished` is set (jobtable_watch());
-                                   * under the table lock */
+        FiberEvent finished; /* set once the state is final */
+        JobWatch *watches;   /* called once `finished` is set (jobtable_watch()); under
+                            * the table lock */
 
         /* table links (jobtable.c), under the table lock */
         struct Job *hash_next;

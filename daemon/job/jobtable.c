@@ -410,6 +410,16 @@ static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
         jobtable_store_locked(t, j);
 }
 
+/* Hands @w to the dispatcher fiber's next round (dispatch_op_after_round()). */
+static void watch_due_locked(JobTable *t, JobWatch *w)
+{
+        w->next = NULL;
+        /* atomic: dispatch_op_after_round() peeks at the head without the lock */
+        __atomic_store_n(t->watches_due_tail, w, __ATOMIC_RELAXED);
+        t->watches_due_tail = &w->next;
+        dispatch_kick(&t->dispatch);
+}
+
 /* Wakes @j's waiters (Job.finished) and hands its watches (jobtable_watch()) to the
  * dispatcher fiber's next round. Context: the table lock held. */
 static void finished_set_locked(JobTable *t, Job *j)
@@ -417,15 +427,10 @@ static void finished_set_locked(JobTable *t, Job *j)
         JobWatch *w;
 
         fiber_event_set(&j->finished);
-        if (!j->watches)
-                return;
         while ((w = j->watches)) {
                 j->watches = w->next;
-                w->next = NULL;
-                *t->watches_due_tail = w;
-                t->watches_due_tail = &w->next;
+                watch_due_locked(t, w);
         }
-        dispatch_kick(&t->dispatch);
 }
 
 void jobtable_watch(JobTable *t, Job *j, JobWatch *w)
@@ -433,10 +438,8 @@ void jobtable_watch(JobTable *t, Job *j, JobWatch *w)
         w->job = j;
         w->next = NULL;
         jobtable_lock(t);
-        if (__atomic_load_n(&j->finished.set, __ATOMIC_ACQUIRE)) {
-                *t->watches_due_tail = w;
-                t->watches_due_tail = &w->next;
-                dispatch_kick(&t->dispatch);
+        if (fiber_event_is_set(&j->finished)) {
+                watch_due_locked(t, w);
         } else {
                 w->next = j->watches;
                 j->watches = w;
@@ -450,11 +453,13 @@ static void dispatch_op_after_round(void *owner)
         JobTable *t = owner;
         JobWatch *w, *next;
 
+        /* the usual round: nothing to take, no lock (a watch made due after this is
+         * kicked, and that round sees it) */
         if (!__atomic_load_n(&t->watches_due, __ATOMIC_RELAXED))
-                return; /* the usual round: nothing to take, no lock */
+                return;
         jobtable_lock(t);
         w = t->watches_due;
-        t->watches_due = NULL;
+        __atomic_store_n(&t->watches_due, NULL, __ATOMIC_RELAXED);
         t->watches_due_tail = &t->watches_due;
         jobtable_unlock(t);
         for (; w; w = next) {
@@ -1197,10 +1202,24 @@ static void jobtable_submitted(Job *j, int error, void *arg)
         jobtable_unlock(t);
 }
 
+/* StoreRecordedFn of the table's store: a deferred answer's final write is on disk, so
+ * its watch is the dispatcher fiber's again (jobwait.c). */
+static void jobtable_recorded(Job *j, JobWatch *w, void *arg)
+{
+        JobTable *t = arg;
+
+        (void)j;
+        jobtable_lock(t);
+        watch_due_locked(t, w);
+        jobtable_unlock(t);
+}
+
 void jobtable_set_store(JobTable *t, Store *s)
 {
-        if (s)
+        if (s) {
                 store_set_source(s, jobtable_snapshot, jobtable_submitted, t);
+                store_set_recorded(s, jobtable_recorded);
+        }
         jobtable_lock(t);
         t->store = s;
         jobtable_unlock(t);

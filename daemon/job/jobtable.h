@@ -73,18 +73,6 @@ typedef struct JobTableHooks {
         bool (*retry_safe)(const Job *j);
 } JobTableHooks;
 
-/*
- * JobWatch - a call made once the waiters of a job are woken (jobtable_watch()), so
- * that an answer waits for a job without a parked fiber: jobwait.c's deferred answers.
- * Embedded in the watcher's own struct; @next is the table's.
- */
-typedef struct JobWatch JobWatch;
-struct JobWatch {
-        JobWatch *next;
-        Job *job;                                    /* the watcher's reference */
-        void (*fn)(struct JobTable *t, JobWatch *w); /* the dispatcher fiber, no lock held */
-};
-
 typedef struct JobTable {
         pthread_mutex_t lock;
         uint64_t next_id;

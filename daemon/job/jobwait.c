@@ -120,7 +120,8 @@ static bool fleet_copy(JobTable *t, Job *j)
 }
 
 /*
- * The answer once the wait is over (jobwait_answer(), or a deferred one: @req NULL):
+ * The answer once the wait is over (jobwait_answer(), or a deferred one: @req NULL, and
+ * its final write is known to be on disk or failed: deferred_wait_done()):
  * UNAVAILABLE when shutdown left @j queued in the store; else its record with @fields,
  * once what it shows is on disk (bounded by @deadline). @j stays the caller's.
  */
@@ -128,7 +129,7 @@ static int answer_after_wait(JobTable *t, Store *s, Request *req, Job *j, uint64
                              uint32_t fields, msgpack_packer *pk, IpcStatus *st)
 {
         bool unavailable;
-        int r;
+        int r = 0;
 
         jobtable_lock(t);
         /* shutdown left the job queued in the store (store.h): not this process's to end */
@@ -141,20 +142,27 @@ static int answer_after_wait(JobTable *t, Store *s, Request *req, Job *j, uint64
                                       (unsigned long long)j->id);
         /* what the answer shows is on disk first: a final state (a job.run
          * has no record before that), or at least the submission */
-        if (!j->fleet_copy && req && (r = wait_recorded(t, req, j, deadline)) < 0)
+        if (!j->fleet_copy && req)
+                r = wait_recorded(t, req, j, deadline);
+        else if (!req && t->store && store_durable(t->store))
+                r = j->store.error; /* its final write's outcome (store_watch_final()) */
+        if (r < 0)
                 return unrecorded(t, s, j, r, st);
         return joblist_pack_fields(t, j, fields, pk);
 }
 
 /*
  * A wait left for later (request_defer()): the table's watch on its job, answered from
- * the dispatcher fiber once the job's waiters are woken. It holds the job's reference.
+ * the dispatcher fiber once the job's waiters are woken and, with a durable store, once
+ * its final state is on disk (the same watch, handed to the store in between). It holds
+ * the job's reference.
  */
 typedef struct DeferredWait {
         JobWatch watch;
         RequestDeferred *answer;
         Store *store;
         uint32_t fields;
+        bool on_disk;    /* the store's part is over: the final write is committed or failed */
         JobTable *table; /* set when the watch fires, for deferred_wait_pack() */
 } DeferredWait;
 
@@ -169,24 +177,38 @@ static int deferred_wait_pack(void *arg, msgpack_packer *pk, IpcStatus *st)
 static void deferred_wait_done(JobTable *t, JobWatch *w)
 {
         DeferredWait *dw = container_of(w, DeferredWait, watch);
+        Job *j = w->job;
+        bool final;
 
+        if (!dw->on_disk && t->store && store_durable(t->store)) {
+                dw->on_disk = true;
+                jobtable_lock(t);
+                jobtable_record_locked(t, j); /* a job.run's first write, deferred to its end */
+                final = job_state_final(j->state) && !j->requeued;
+                jobtable_unlock(t);
+                if (final) {
+                        /* back here (the dispatcher fiber) once the write is committed */
+                        store_watch_final(t->store, j, w);
+                        return;
+                }
+        }
         dw->table = t;
         request_deferred_answer(dw->answer, deferred_wait_pack, dw);
-        job_unref(w->job);
+        job_unref(j);
         free(dw);
 }
 
 /*
  * Whether the wait for @j may be left for later (deferred_wait_start()): it has no limit
- * (a limit would need a timer per wait again), nothing the answer shows must be on disk
- * first (no store, or one that writes nothing: wait_recorded() would not park), no fleet
- * (whose copies are polled: fleet_wait()), and @j is not final yet (then the answer is
- * packed at once, without a round of the dispatcher fiber).
+ * (a limit would need a timer per wait again), no fleet (whose copies are polled:
+ * fleet_wait()), and @j is not final yet (then the answer is packed at once, without a
+ * round of the dispatcher fiber). A durable store's write is waited for by a second
+ * watch (deferred_wait_done()).
  */
 static bool wait_deferrable(JobTable *t, Job *j, uint64_t deadline)
 {
-        return deadline == SCHED_FOREVER && (!t->store || !store_durable(t->store)) &&
-               !store_fleet(t->store) && !__atomic_load_n(&j->finished.set, __ATOMIC_ACQUIRE);
+        return deadline == SCHED_FOREVER && !store_fleet(t->store) &&
+               !fiber_event_is_set(&j->finished);
 }
 
 /* Leaves @req's answer to the watch on @j (taking the caller's reference). Return: 0;
@@ -204,6 +226,7 @@ static int deferred_wait_start(JobTable *t, Store *s, Request *req, Job *j, uint
         }
         dw->store = s;
         dw->fields = fields;
+        dw->on_disk = false;
         dw->watch.fn = deferred_wait_done;
         jobtable_watch(t, j, &dw->watch);
         return 0;

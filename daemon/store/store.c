@@ -475,6 +475,44 @@ void store_set_source(Store *s, StoreSnapshotFn snapshot, StoreSubmittedFn submi
         pthread_mutex_unlock(&s->lock);
 }
 
+void store_set_recorded(Store *s, StoreRecordedFn recorded)
+{
+        pthread_mutex_lock(&s->lock);
+        s->recorded = recorded;
+        pthread_mutex_unlock(&s->lock);
+}
+
+void store_watch_final(Store *s, Job *j, JobWatch *w)
+{
+        pthread_mutex_lock(&s->lock);
+        /* final_committed_set() sets the event, then takes the watches under the lock */
+        if (!fiber_event_is_set(&j->store.final_committed)) {
+                w->next = j->store.final_watches;
+                j->store.final_watches = w;
+                pthread_mutex_unlock(&s->lock);
+                return;
+        }
+        pthread_mutex_unlock(&s->lock);
+        s->recorded(j, w, s->snapshot_arg);
+}
+
+/* @j's final write is committed or given up: its waiters, then its watches. Context:
+ * nothing of the store's held. */
+static void final_committed_set(Store *s, Job *j)
+{
+        JobWatch *w, *next;
+
+        fiber_event_set(&j->store.final_committed);
+        pthread_mutex_lock(&s->lock);
+        w = j->store.final_watches;
+        j->store.final_watches = NULL;
+        pthread_mutex_unlock(&s->lock);
+        for (; w; w = next) {
+                next = w->next;
+                s->recorded(j, w, s->snapshot_arg);
+        }
+}
+
 void store_set_commit_delay(Store *s, uint64_t delay_ns)
 {
         s->commit_delay_ns = MIN(delay_ns, (uint64_t)NSEC_PER_SEC - 1);
@@ -905,7 +943,7 @@ static void job_written(Store *s, StoreTaken *t, int error, bool transient, List
         if (t->notify) /* a submission's first write, or a deferred one (store_put()) */
                 fiber_event_set(&j->store.committed);
         if (final)
-                fiber_event_set(&j->store.final_committed);
+                final_committed_set(s, j);
         if (t->submit && !error && s->submitted) /* committed: started once answered */
                 s->submitted(j, 0, s->snapshot_arg);
         job_unref(j);
@@ -969,7 +1007,7 @@ static void give_up_locked(Store *s, int error)
                         if (j->store.submit && s->submitted)
                                 s->submitted(j, error, s->snapshot_arg);
                         fiber_event_set(&j->store.committed);
-                        fiber_event_set(&j->store.final_committed);
+                        final_committed_set(s, j);
                         job_unref(j);
                 } else {
                         write_release(container_of(se, StoreWrite, entry), error);

@@ -280,6 +280,16 @@ typedef void (*StoreSnapshotFn)(Job *j, StoreReadFn read, void *ctx, void *arg);
  */
 typedef void (*StoreSubmittedFn)(Job *j, int error, void *arg);
 
+/*
+ * StoreRecordedFn - the owner's (store_set_recorded()): @w, given to
+ * store_watch_final() for @j, is due: @j's final state is committed, or its write failed
+ * for good (JobStorePart.error says which). Called once per watch, with nothing of the
+ * store's held. @arg: store_set_source()'s. Context: the store thread (the closing
+ * thread when store_close() drops what it cannot write), or store_watch_final()'s
+ * caller when it was due already; must not yield.
+ */
+typedef void (*StoreRecordedFn)(Job *j, JobWatch *w, void *arg);
+
 /* StoreBackend - what a backend implements; every function runs on one thread at a time. */
 typedef struct StoreBackend {
         const char *name;
@@ -377,6 +387,7 @@ struct Store {
         uint64_t commit_delay_ns;   /* store_set_commit_delay() */
         StoreSnapshotFn snapshot;   /* store_set_source(): how a job's record is read */
         StoreSubmittedFn submitted; /* ... and whom a submission's outcome is told */
+        StoreRecordedFn recorded;   /* ... and a final write's watches (store_set_recorded()) */
         void *snapshot_arg;         /* their argument */
         /* store_delete()'s ids, counted in `queued`: one sorted delete ends each batch
          * (after the batch's puts, so a job's last write never lands after its drop) */
@@ -581,6 +592,22 @@ bool store_error_transient(int error);
  * Context: main thread at start-up, before store_load().
  */
 void store_set_source(Store *s, StoreSnapshotFn snapshot, StoreSubmittedFn submitted, void *arg);
+
+/*
+ * store_set_recorded - whom a final write's watches are handed to (StoreRecordedFn),
+ * with store_set_source()'s argument. Context: main thread at start-up, before the first
+ * store_watch_final().
+ */
+void store_set_recorded(Store *s, StoreRecordedFn recorded);
+
+/*
+ * store_watch_final - hand @w to the StoreRecordedFn once a write carrying @j's final
+ * state is committed, or failed for good (what store_wait(@j, true) waits for), without
+ * a parked fiber: at once (on the caller) when that has happened already. The caller
+ * has queued that write (its final state is set, and a job.run's deferred first write
+ * was recorded: jobtable_record_locked()). Context: any fiber or thread; does not park.
+ */
+void store_watch_final(Store *s, Job *j, JobWatch *w);
 
 /*
  * store_set_commit_delay - after a batch of 16 writes or more (a busy store), the store

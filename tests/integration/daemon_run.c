@@ -495,7 +495,7 @@ Test(daemon_run, job_finishes_after_its_client_went_away)
         client_free(c2);
 }
 
-/* ---- the memory store: a wait without a limit parks no fiber (jobwait.h) ---- */
+/* ---- a wait without a limit parks no fiber (jobwait.h) ---- */
 
 TestSuite(daemon_run_deferred, .fini = teardown, .timeout = 60);
 
@@ -538,14 +538,16 @@ static void wait_running(Client *c, uint64_t want)
         }
 }
 
-Test(daemon_run_deferred, many_waits_hold_no_fiber_and_each_answer_finds_its_request)
+/* DEFERRED_RUNS job.runs pipelined on one connection of a fiberd started with @o: none
+ * holds a server fiber while its job runs, and each answer comes to its own msgid. */
+static void many_waits_hold_no_fiber(const FiberdOpts *o)
 {
         uint32_t msgids[DEFERRED_RUNS];
         uint64_t fibers, in_flight;
         IpcStatus st;
         Client *c, *c2;
 
-        fiberd_start(&fd_, &deferred_opts);
+        fiberd_start(&fd_, o);
         c = fiberd_connect(&fd_);
         c2 = fiberd_connect(&fd_);
         /* pipelined on one connection, ending in another order than they were sent */
@@ -583,6 +585,19 @@ Test(daemon_run_deferred, many_waits_hold_no_fiber_and_each_answer_finds_its_req
         }
         client_free(c);
         client_free(c2);
+}
+
+Test(daemon_run_deferred, many_waits_hold_no_fiber_and_each_answer_finds_its_request)
+{
+        many_waits_hold_no_fiber(&deferred_opts);
+}
+
+/* the sqlite store: the answer waits for the final write too, still without a fiber */
+Test(daemon_run_deferred, many_waits_hold_no_fiber_on_the_durable_store)
+{
+        FiberdOpts o = {.plugins = "echo sleep", .config = "[jobs]\nmax_running = 64\n"};
+
+        many_waits_hold_no_fiber(&o);
 }
 
 Test(daemon_run_deferred, job_wait_after_submit_is_answered_from_the_job_end)

@@ -319,14 +319,17 @@ Test(sync, event_set_by_a_foreign_pthread)
         fiber_event_init(&ev.e);
         fiber_latch_init(&ev.waiting, FIBERS);
         fiber_latch_init(&ev.done, FIBERS);
+        cr_assert(!fiber_event_is_set(&ev.e));
         for (int i = 0; i < FIBERS; i++)
                 cr_assert_eq(fiber_create(NULL, &a, ev_waiter, &ev), 0);
         pthread_create(&t, NULL, setter_thread, &ev);
         cr_assert_eq(fiber_latch_wait(&ev.done, sched_deadline_after(60 * SEC_NS)), 0);
         pthread_join(t, NULL);
         cr_assert_eq(ev.woken, FIBERS);
+        cr_assert(fiber_event_is_set(&ev.e));
         cr_assert_eq(fiber_event_wait(&ev.e, 0), 0, "stays set");
         fiber_event_reset(&ev.e);
+        cr_assert(!fiber_event_is_set(&ev.e));
         cr_assert_eq(fiber_event_wait(&ev.e, 0), -ETIMEDOUT);
         sched_group_free(g);
 }
