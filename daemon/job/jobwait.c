@@ -3,9 +3,18 @@
  * jobwait.c — job.wait's and job.run's wait, and job.result's answer that does not wait
  * (see jobwait.h).
  *
- * A waiter parks its request fiber on the job's `finished` event in slices of at most
- * WAIT_SLICE_NS, so a waiter whose connection broke stops waiting instead of holding
- * its fiber until the job ends. A job another host of a fleet runs has no event here:
+ * A wait without a limit, outside a fleet, parks no fiber: the request leaves its answer
+ * for later (request_defer(), server.h) and the job table keeps a watch on the job
+ * (jobtable_watch()). When the job's waiters are woken the dispatcher fiber calls it;
+ * with a durable store it is handed on to the store (store_watch_final()) and comes back
+ * once the final write is committed or given up; then the answer is packed and queued on
+ * the connection (request_deferred_answer()). A deferred answer whose connection was
+ * shut down meanwhile is dropped when it comes, so until the job ends it keeps its slot
+ * (and the connection's fd), where a parked waiter gave them back within a slice.
+ *
+ * Any other waiter parks its request fiber on the job's `finished` event in slices of at
+ * most WAIT_SLICE_NS, so a waiter whose connection broke stops waiting instead of
+ * holding its fiber until the job ends. A job another host of a fleet runs has no event here:
  * fleet_wait() polls its shared record until this host takes the job or it is final;
  * a job this host ran whose retry went back to the fleet wakes its waiters here, which
  * go on polling its shared record the same way.
@@ -69,9 +78,10 @@ static int wait_recorded(JobTable *t, Request *req, Job *j, uint64_t deadline)
         }
 }
 
-/* The answer when @j's record could not be written (@r from wait_recorded()): held for
- * the next attempt (-ETIMEDOUT, or a refused submission's transient error): UNAVAILABLE;
- * a write that failed for good: INTERNAL. */
+/* The answer when @j's record could not be written (@r from wait_recorded(), or the
+ * final write's error for a deferred answer: @s NULL): held for the next attempt
+ * (-ETIMEDOUT, or a refused submission's transient error): UNAVAILABLE; a write that
+ * failed for good: INTERNAL. */
 static int unrecorded(JobTable *t, Store *s, Job *j, int r, IpcStatus *st)
 {
         StoreHealth h = {0};
@@ -81,7 +91,8 @@ static int unrecorded(JobTable *t, Store *s, Job *j, int r, IpcStatus *st)
         state = j->state;
         jobtable_unlock(t);
         if (r == -ETIMEDOUT) {
-                store_health(s, &h);
+                if (s)
+                        store_health(s, &h);
                 r = h.error ? h.error : -EAGAIN;
                 if (job_state_final(state))
                         return ipc_status_set(st, IPC_UNAVAILABLE, r,
@@ -119,78 +130,83 @@ static bool fleet_copy(JobTable *t, Job *j)
         return copy;
 }
 
-/*
- * The answer once the wait is over (jobwait_answer(), or a deferred one: @req NULL, and
- * its final write is known to be on disk or failed: deferred_wait_done()):
- * UNAVAILABLE when shutdown left @j queued in the store; else its record with @fields,
- * once what it shows is on disk (bounded by @deadline). @j stays the caller's.
- */
-static int answer_after_wait(JobTable *t, Store *s, Request *req, Job *j, uint64_t deadline,
-                             uint32_t fields, msgpack_packer *pk, IpcStatus *st)
+/* UNAVAILABLE when shutdown left @j queued in the store (store.h): not this process's
+ * to end. Return: 0; that error, set in @st. */
+static int left_queued(JobTable *t, Job *j, IpcStatus *st)
 {
         bool unavailable;
-        int r = 0;
 
         jobtable_lock(t);
-        /* shutdown left the job queued in the store (store.h): not this process's to end */
         unavailable = t->stopping && (j->requeued || !job_state_final(j->state));
         jobtable_unlock(t);
-        if (unavailable)
-                return ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
-                                      "fiberd is shutting down; job %llu stays queued in its "
-                                      "store: wait for it again once fiberd is back",
-                                      (unsigned long long)j->id);
-        /* what the answer shows is on disk first: a final state (a job.run
-         * has no record before that), or at least the submission */
-        if (!j->fleet_copy && req)
-                r = wait_recorded(t, req, j, deadline);
-        else if (!req && t->store && store_durable(t->store))
-                r = j->store.error; /* its final write's outcome (store_watch_final()) */
-        if (r < 0)
-                return unrecorded(t, s, j, r, st);
-        return joblist_pack_fields(t, j, fields, pk);
+        if (!unavailable)
+                return 0;
+        return ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
+                              "fiberd is shutting down; job %llu stays queued in its store: "
+                              "wait for it again once fiberd is back",
+                              (unsigned long long)j->id);
 }
 
 /*
  * A wait left for later (request_defer()): the table's watch on its job, answered from
  * the dispatcher fiber once the job's waiters are woken and, with a durable store, once
- * its final state is on disk (the same watch, handed to the store in between). It holds
- * the job's reference.
+ * its final state is on disk (the same watch, handed to the store in between:
+ * store_watch_final()). It holds the job's reference.
  */
 typedef struct DeferredWait {
         JobWatch watch;
         RequestDeferred *answer;
-        Store *store;
         uint32_t fields;
-        bool on_disk;    /* the store's part is over: the final write is committed or failed */
+        bool durable;    /* the table's store was durable when the wait began */
+        bool via_store;  /* the final write is over: JobStorePart.error says how */
+        bool store_gone; /* the store was closed (shutdown) before that write was over */
         JobTable *table; /* set when the watch fires, for deferred_wait_pack() */
 } DeferredWait;
 
 static int deferred_wait_pack(void *arg, msgpack_packer *pk, IpcStatus *st)
 {
         DeferredWait *dw = arg;
+        Job *j = dw->watch.job;
+        int r = left_queued(dw->table, j, st);
 
-        return answer_after_wait(dw->table, dw->store, NULL, dw->watch.job, SCHED_FOREVER,
-                                 dw->fields, pk, st);
+        if (r < 0)
+                return r;
+        if (dw->store_gone)
+                return ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
+                                      "fiberd is shutting down and closed its job store "
+                                      "before job %llu's end was written: wait for it again "
+                                      "once fiberd is back",
+                                      (unsigned long long)j->id);
+        /* its error is written before the event that a watch is handed on by */
+        if (dw->via_store && (r = j->store.error) < 0)
+                return unrecorded(dw->table, NULL, j, r, st);
+        return joblist_pack_fields(dw->table, j, dw->fields, pk);
 }
 
 static void deferred_wait_done(JobTable *t, JobWatch *w)
 {
         DeferredWait *dw = container_of(w, DeferredWait, watch);
         Job *j = w->job;
-        bool final;
 
-        if (!dw->on_disk && t->store && store_durable(t->store)) {
-                dw->on_disk = true;
+        if (dw->durable && !dw->via_store && !dw->store_gone) {
+                /* the answer shows what is on disk: the final write first (under the table
+                 * lock, so the store is not closed meanwhile: jobtable_set_store()) */
                 jobtable_lock(t);
                 jobtable_record_locked(t, j); /* a job.run's first write, deferred to its end */
-                final = job_state_final(j->state) && !j->requeued;
-                jobtable_unlock(t);
-                if (final) {
-                        /* back here (the dispatcher fiber) once the write is committed */
-                        store_watch_final(t->store, j, w);
-                        return;
+                if (!job_state_final(j->state) || j->requeued) {
+                        /* shutdown left it queued: left_queued() answers */
+                } else if (t->store) {
+                        dw->via_store = true;
+                        if (store_watch_final(t->store, j, w)) {
+                                jobtable_unlock(t);
+                                return; /* back here once the write is over */
+                        }
+                } else if (fiber_event_is_set(&j->store.final_committed)) {
+                        dw->via_store = true;
+                } else {
+                        dw->store_gone = true;
                 }
+                jobtable_unlock(t);
         }
         dw->table = t;
         request_deferred_answer(dw->answer, deferred_wait_pack, dw);
@@ -213,9 +229,9 @@ static bool wait_deferrable(JobTable *t, Job *j, uint64_t deadline)
 
 /* Leaves @req's answer to the watch on @j (taking the caller's reference). Return: 0;
  * -ENOMEM (nothing changed: the caller waits itself). */
-static int deferred_wait_start(JobTable *t, Store *s, Request *req, Job *j, uint32_t fields)
+static int deferred_wait_start(JobTable *t, Request *req, Job *j, uint32_t fields)
 {
-        DeferredWait *dw = malloc(sizeof(*dw));
+        DeferredWait *dw = calloc(1, sizeof(*dw));
 
         if (!dw)
                 return -ENOMEM;
@@ -224,9 +240,8 @@ static int deferred_wait_start(JobTable *t, Store *s, Request *req, Job *j, uint
                 free(dw);
                 return -ENOMEM;
         }
-        dw->store = s;
         dw->fields = fields;
-        dw->on_disk = false;
+        dw->durable = t->store && store_durable(t->store);
         dw->watch.fn = deferred_wait_done;
         jobtable_watch(t, j, &dw->watch);
         return 0;
@@ -242,7 +257,7 @@ int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout
         int r;
 
         /* no fiber parked for a wait without a limit: the dispatcher answers it */
-        if (wait_deferrable(t, j, deadline) && deferred_wait_start(t, s, req, j, fields) == 0)
+        if (wait_deferrable(t, j, deadline) && deferred_wait_start(t, req, j, fields) == 0)
                 return 0;
         for (;;) {
                 /* the fleet runs it: its shared record until this host has it */
@@ -255,7 +270,13 @@ int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout
                 if (!fleet_copy(t, j) || sched_now_ns() >= deadline || request_conn_closed(req))
                         break;
         }
-        r = answer_after_wait(t, s, req, j, deadline, fields, pk, st);
+        r = left_queued(t, j, st);
+        /* what the answer shows is on disk first: a final state (a job.run
+         * has no record before that), or at least the submission */
+        if (r == 0 && !j->fleet_copy && (r = wait_recorded(t, req, j, deadline)) < 0)
+                r = unrecorded(t, s, j, r, st);
+        if (r == 0)
+                r = joblist_pack_fields(t, j, fields, pk);
         job_unref(j);
         return r;
 }

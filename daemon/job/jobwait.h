@@ -2,7 +2,7 @@
 /*
  * jobwait.h — the wait of job.wait and job.run (PROTOCOL.md): park until a job is
  * final or a limit passes, then answer with its record; or, for a wait without a limit
- * on the memory store, answer from the dispatcher fiber once the job ends. See jobwait.c.
+ * outside a fleet, answer from the dispatcher fiber once the job ends. See jobwait.c.
  */
 #ifndef FIBERD_DAEMON_JOBWAIT_H
 #define FIBERD_DAEMON_JOBWAIT_H
@@ -22,10 +22,11 @@
  * the keys in @fields (job_fields_parse(); JOB_FIELDS_ALL = the whole record). A
  * fleet copy (Job.fleet_copy) is polled through @s (fleet_wait()) until this host holds
  * the job. The wait ends early when @req's connection closes.
- * A wait without a limit, with no fleet and no store that must write the record first
- * (the memory store), parks no fiber: the answer is left for later (request_defer()),
- * @pk stays empty, and the dispatcher fiber packs and queues it once @j's waiters are
- * woken (jobtable_watch()); a connection closed by then drops it.
+ * A wait without a limit and with no fleet parks no fiber: the answer is left for later
+ * (request_defer()), @pk stays empty, and the dispatcher fiber packs and queues it once
+ * @j's waiters are woken (jobtable_watch()) and, with a durable store, its final write
+ * is over (store_watch_final()); a connection shut down by then drops it (holding its
+ * slot until then).
  * Ownership: takes over the caller's reference to @j (dropped on every path, or held
  * by the deferred answer until it is given).
  * What the answer shows is on disk first; while the store cannot write (store.h), that

@@ -99,11 +99,14 @@ struct Server {
         Fiber *accept_fiber; /* joinable */
         ServerStats stats;   /* atomic fields */
 
-        pthread_mutex_t lock; /* guards limits and users[]; never held across a switch */
+        pthread_mutex_t lock; /* guards limits, users[] and flush_pending; never held
+                               * across a switch */
         ServerLimits limits;  /* max_connections resolved (never 0) */
         UserConns **users;    /* uids with a connection open; unordered */
         size_t n_users, cap_users;
         uint64_t refused_logged_ns; /* when a connection refusal was last logged */
+        Conn *flush_pending;        /* under lock: connections server_flusher() flushes */
+        FiberSemaphore flush_wake;  /* one post per connection put there */
 };
 
 struct Conn {
@@ -125,7 +128,9 @@ struct Conn {
         msgpack_sbuffer out;       /* answers queued for the next write */
         msgpack_sbuffer out_spare; /* the flusher's: the buffer it last wrote, emptied */
         unsigned out_count;        /* answers in out, each holding a request slot */
-        bool flushing;             /* a request fiber is writing out: append and leave */
+        bool flushing;             /* a fiber is writing out (a request's, a deferred
+                                    * answer's flusher): append and leave */
+        Conn *flush_next;          /* in Server.flush_pending (its reference) */
         IpcDecoder *decoder;       /* the reader fiber's */
         size_t partial;            /* reader's: bytes counted in stats.partial_bytes */
         uint64_t partial_since;    /* reader's: when the incomplete message began; 0 = none */
@@ -673,7 +678,7 @@ RequestDeferred *request_defer(Request *req)
                 return NULL;
         d->conn = conn_ref(req->conn);
         d->msgid = req->msg.msgid;
-        req->deferred = d;
+        req->deferred = true;
         return d;
 }
 
@@ -718,12 +723,41 @@ void request_deferred_answer(RequestDeferred *d, AnswerPackFn pack, void *ctx)
         flush = !c->flushing;
         c->flushing = true;
         pthread_mutex_unlock(&c->out_lock);
-        /* the flusher takes over the reference; without a fiber, the caller writes */
-        if (flush && fiber_create(NULL, &attr, conn_flush_main, c) == 0)
+        if (!flush) {
+                conn_unref(c);
                 return;
-        if (flush)
-                conn_flush(c);
-        conn_unref(c);
+        }
+        /* the flusher takes over the reference; without a fiber, the server's own */
+        if (fiber_create(NULL, &attr, conn_flush_main, c) == 0)
+                return;
+        pthread_mutex_lock(&c->server->lock);
+        c->flush_next = c->server->flush_pending;
+        c->server->flush_pending = c;
+        pthread_mutex_unlock(&c->server->lock);
+        fiber_sem_post(&c->server->flush_wake, 1);
+}
+
+/*
+ * The server's own flusher fiber, for the connections whose answers found no fiber for
+ * their flush (request_deferred_answer()): created with the server, so it exists when
+ * no fiber can be created; it flushes them one after another (a client that does not
+ * read holds it up to its write timeout, but nobody else's fiber). Runs as long as the
+ * process.
+ */
+static void server_flusher(void *arg)
+{
+        Server *s = arg;
+        Conn *c;
+
+        while (fiber_sem_wait(&s->flush_wake, SCHED_FOREVER) == 0) {
+                pthread_mutex_lock(&s->lock);
+                c = s->flush_pending;
+                if (c)
+                        s->flush_pending = c->flush_next;
+                pthread_mutex_unlock(&s->lock);
+                if (c)
+                        conn_flush_main(c);
+        }
 }
 
 /* Moves the fds @req's params refer to from the front of @c's queue into @req.
@@ -1184,6 +1218,7 @@ int server_new(Server **ret, int listen_fd, SchedulingGroup *group, size_t max_m
         s->lookup = lookup;
         s->ctx = ctx;
         pthread_mutex_init(&s->lock, NULL);
+        fiber_sem_init(&s->flush_wake, 0);
         s->limits = (ServerLimits){
                 .max_connections = server_auto_max_connections(),
                 .max_connections_per_user = 64,
@@ -1199,8 +1234,10 @@ int server_new(Server **ret, int listen_fd, SchedulingGroup *group, size_t max_m
 int server_start(Server *s)
 {
         FiberAttr attr = {.group = s->group, .tag = "accept"};
+        FiberAttr fattr = {.group = s->group, .detached = true, .tag = "flusher"};
+        int r = fiber_create(NULL, &fattr, server_flusher, s);
 
-        return fiber_create(&s->accept_fiber, &attr, server_accept_loop, s);
+        return r < 0 ? r : fiber_create(&s->accept_fiber, &attr, server_accept_loop, s);
 }
 
 void server_stop_accepting(Server *s)

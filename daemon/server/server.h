@@ -57,8 +57,8 @@ typedef struct Request {
         int *fds;     /* owned: the fds sent with this request (SCM_RIGHTS), in order; a
                          * method may take the array (set it NULL); closed with the request */
         size_t n_fds;
-        IpcMessage msg;                   /* owned: params live in msg.zone */
-        struct RequestDeferred *deferred; /* set by request_defer(): answered later */
+        IpcMessage msg; /* owned: params live in msg.zone */
+        bool deferred;  /* request_defer() was called: the answer is given later */
 } Request;
 
 /*
@@ -198,11 +198,11 @@ typedef int (*AnswerPackFn)(void *ctx, msgpack_packer *result, IpcStatus *st);
 /*
  * request_deferred_answer - answer the request behind @d with what @pack packs (called
  * at once, with @ctx), and free @d. The answer joins the connection's write queue: when
- * no write is under way a flusher fiber is started for it, so the caller never waits on
- * a client that does not read (a flusher whose write times out shuts that connection
- * down, as any answer's write). A connection closed meanwhile drops the answer and
- * gives the slot back. Context: any fiber of the server group; does not park (unless
- * no fiber can be created for the flush: then it writes itself).
+ * no write is under way a flusher fiber is started for it (or, when no fiber can be
+ * created, the server's own flusher fiber takes the connection), so the caller never
+ * waits on a client that does not read (a flusher whose write times out shuts that
+ * connection down, as any answer's write). A connection shut down meanwhile drops the
+ * answer and gives the slot back. Context: any fiber of the server group; does not park.
  */
 void request_deferred_answer(RequestDeferred *d, AnswerPackFn pack, void *ctx);
 

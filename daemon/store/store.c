@@ -372,6 +372,7 @@ void store_submit(Store *s, Job *j)
         pthread_mutex_unlock(&s->lock);
 }
 
+/* No watch waits here: store_watch_final() is only asked of a durable store's writes. */
 void store_settle(Job *j, bool final)
 {
         fiber_event_set(&j->store.committed);
@@ -482,18 +483,19 @@ void store_set_recorded(Store *s, StoreRecordedFn recorded)
         pthread_mutex_unlock(&s->lock);
 }
 
-void store_watch_final(Store *s, Job *j, JobWatch *w)
+bool store_watch_final(Store *s, Job *j, JobWatch *w)
 {
+        bool taken;
+
         pthread_mutex_lock(&s->lock);
         /* final_committed_set() sets the event, then takes the watches under the lock */
-        if (!fiber_event_is_set(&j->store.final_committed)) {
+        taken = !fiber_event_is_set(&j->store.final_committed);
+        if (taken) {
                 w->next = j->store.final_watches;
                 j->store.final_watches = w;
-                pthread_mutex_unlock(&s->lock);
-                return;
         }
         pthread_mutex_unlock(&s->lock);
-        s->recorded(j, w, s->snapshot_arg);
+        return taken;
 }
 
 /* @j's final write is committed or given up: its waiters, then its watches. Context:

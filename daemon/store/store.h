@@ -285,8 +285,7 @@ typedef void (*StoreSubmittedFn)(Job *j, int error, void *arg);
  * store_watch_final() for @j, is due: @j's final state is committed, or its write failed
  * for good (JobStorePart.error says which). Called once per watch, with nothing of the
  * store's held. @arg: store_set_source()'s. Context: the store thread (the closing
- * thread when store_close() drops what it cannot write), or store_watch_final()'s
- * caller when it was due already; must not yield.
+ * thread when store_close() drops what it cannot write); must not yield.
  */
 typedef void (*StoreRecordedFn)(Job *j, JobWatch *w, void *arg);
 
@@ -603,11 +602,14 @@ void store_set_recorded(Store *s, StoreRecordedFn recorded);
 /*
  * store_watch_final - hand @w to the StoreRecordedFn once a write carrying @j's final
  * state is committed, or failed for good (what store_wait(@j, true) waits for), without
- * a parked fiber: at once (on the caller) when that has happened already. The caller
- * has queued that write (its final state is set, and a job.run's deferred first write
- * was recorded: jobtable_record_locked()). Context: any fiber or thread; does not park.
+ * a parked fiber. The caller has queued that write (its final state is set, and a
+ * job.run's deferred first write was recorded: jobtable_record_locked()).
+ * Return: true when @w was taken; false when that write is over already (@w is not
+ * taken: JobStorePart.error says how it went). Context: any fiber or thread; does not
+ * park; may be called under the owner's lock (the order is the owner's, then
+ * Store.lock: the StoreRecordedFn is called with neither held).
  */
-void store_watch_final(Store *s, Job *j, JobWatch *w);
+bool store_watch_final(Store *s, Job *j, JobWatch *w);
 
 /*
  * store_set_commit_delay - after a batch of 16 writes or more (a busy store), the store

@@ -500,6 +500,8 @@ Test(daemon_run, job_finishes_after_its_client_went_away)
 TestSuite(daemon_run_deferred, .fini = teardown, .timeout = 60);
 
 #define DEFERRED_RUNS 48
+/* long enough that every job still runs while the test looks, on a loaded machine */
+#define DEFERRED_MS 3000
 
 static const FiberdOpts deferred_opts = {
         .plugins = "echo sleep", .config = "[jobs]\nmax_running = 64\n[store]\nbackend = memory\n"};
@@ -554,7 +556,7 @@ static void many_waits_hold_no_fiber(const FiberdOpts *o)
         for (int i = 0; i < DEFERRED_RUNS; i++) {
                 msgpack_sbuffer sb;
 
-                pack_ms(&sb, 300 + (uint64_t)(DEFERRED_RUNS - i) * 10);
+                pack_ms(&sb, DEFERRED_MS + (uint64_t)(DEFERRED_RUNS - i) * 10);
                 msgids[i] = run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1);
                 msgpack_sbuffer_destroy(&sb);
         }
@@ -572,7 +574,7 @@ static void many_waits_hold_no_fiber(const FiberdOpts *o)
                 cr_assert_eq(rp.r, 0, "%s", rp.st.message);
                 cr_assert_str_eq(map_str(rp.result, "state"), "done");
                 cr_assert_eq(map_uint(map_get(rp.result, "result"), "slept_ms"),
-                             300 + (uint64_t)(DEFERRED_RUNS - i) * 10, "answer %d", i);
+                             DEFERRED_MS + (uint64_t)(DEFERRED_RUNS - i) * 10, "answer %d", i);
                 reply_clear(&rp);
         }
         /* every answer gave its slot back */
@@ -600,38 +602,44 @@ Test(daemon_run_deferred, many_waits_hold_no_fiber_on_the_durable_store)
         many_waits_hold_no_fiber(&o);
 }
 
-Test(daemon_run_deferred, job_wait_after_submit_is_answered_from_the_job_end)
+Test(daemon_run_deferred, job_waits_after_submit_are_answered_from_the_job_end)
 {
+        uint32_t msgids[DEFERRED_RUNS];
         uint64_t fibers, in_flight;
         IpcStatus st;
         Client *c, *c2;
-        uint32_t msgid;
         uint64_t id;
         Reply rp;
 
         fiberd_start(&fd_, &deferred_opts);
         c = fiberd_connect(&fd_);
         c2 = fiberd_connect(&fd_);
-        id = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 300)}, 1, 0, 0, &st);
+        id = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", DEFERRED_MS)}, 1, 0, 0, &st);
         cr_assert_neq(id, 0, "%s", st.message);
-        msgpack_packer *pk = client_request(c, "job.wait", 2, &msgid);
-        msgpack_pack_uint64(pk, id);
-        msgpack_pack_nil(pk);
+        /* many waits on the one job: each a watch of its own */
+        for (int i = 0; i < DEFERRED_RUNS; i++) {
+                msgpack_packer *pk = client_request(c, "job.wait", 2, &msgids[i]);
+                msgpack_pack_uint64(pk, id);
+                msgpack_pack_nil(pk);
+        }
         cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
-        /* the wait is in flight while the job runs */
+        /* every wait is in flight while the job runs, and none holds a fiber */
         for (int tries = 0;; tries++) {
                 server_load(c2, &fibers, &in_flight);
-                if (in_flight == 2)
+                if (in_flight == DEFERRED_RUNS + 1) /* and the stats call itself */
                         break;
                 cr_assert(tries < 1000, "in flight: %lu", (unsigned long)in_flight);
                 usleep(1000);
         }
-        rpc_wait_reply(c, msgid, &rp);
-        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
-        cr_assert_eq(map_uint(rp.result, "id"), id);
-        cr_assert_str_eq(map_str(rp.result, "state"), "done");
-        cr_assert_eq(map_uint(map_get(rp.result, "result"), "slept_ms"), 300);
-        reply_clear(&rp);
+        cr_assert_lt(fibers, DEFERRED_RUNS / 2, "server fibers alive: %lu", (unsigned long)fibers);
+        for (int i = 0; i < DEFERRED_RUNS; i++) {
+                rpc_wait_reply(c, msgids[i], &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                cr_assert_eq(map_uint(rp.result, "id"), id);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                cr_assert_eq(map_uint(map_get(rp.result, "result"), "slept_ms"), DEFERRED_MS);
+                reply_clear(&rp);
+        }
         /* and on a job already done: answered at once */
         rpc_simple(c, "job.wait", 1, &id, &rp);
         cr_assert_str_eq(map_str(rp.result, "state"), "done");
@@ -653,7 +661,7 @@ Test(daemon_run_deferred, a_closed_connection_drops_its_answers_and_gives_its_sl
         for (int i = 0; i < 8; i++) {
                 msgpack_sbuffer sb;
 
-                pack_ms(&sb, 400);
+                pack_ms(&sb, 1000);
                 run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1);
                 msgpack_sbuffer_destroy(&sb);
         }
