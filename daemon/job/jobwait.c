@@ -155,7 +155,7 @@ static int left_queued(JobTable *t, Job *j, IpcStatus *st)
  */
 typedef struct DeferredWait {
         JobWatch watch;
-        RequestDeferred *answer;
+        RequestDeferred answer;
         uint32_t fields;
         bool durable;    /* the table's store was durable when the wait began */
         bool via_store;  /* the final write is over: JobStorePart.error says how */
@@ -209,7 +209,7 @@ static void deferred_wait_done(JobTable *t, JobWatch *w)
                 jobtable_unlock(t);
         }
         dw->table = t;
-        request_deferred_answer(dw->answer, deferred_wait_pack, dw);
+        request_deferred_answer(&dw->answer, deferred_wait_pack, dw);
         job_unref(j);
         free(dw);
 }
@@ -235,11 +235,7 @@ static int deferred_wait_start(JobTable *t, Request *req, Job *j, uint32_t field
 
         if (!dw)
                 return -ENOMEM;
-        dw->answer = request_defer(req);
-        if (!dw->answer) {
-                free(dw);
-                return -ENOMEM;
-        }
+        request_defer(req, &dw->answer);
         dw->fields = fields;
         dw->durable = t->store && store_durable(t->store);
         dw->watch.fn = deferred_wait_done;

@@ -665,21 +665,11 @@ static void request_main(void *arg)
         conn_unref(c);
 }
 
-struct RequestDeferred {
-        Conn *conn; /* referenced */
-        uint32_t msgid;
-};
-
-RequestDeferred *request_defer(Request *req)
+void request_defer(Request *req, RequestDeferred *d)
 {
-        RequestDeferred *d = malloc(sizeof(*d));
-
-        if (!d)
-                return NULL;
         d->conn = conn_ref(req->conn);
         d->msgid = req->msg.msgid;
         req->deferred = true;
-        return d;
 }
 
 /* A flusher fiber of a deferred answer (request_deferred_answer()): the connection's
@@ -701,7 +691,6 @@ void request_deferred_answer(RequestDeferred *d, AnswerPackFn pack, void *ctx)
         IpcPackBuf out;
         bool flush;
 
-        free(d);
         ipc_packbuf_init(&out, room, sizeof(room));
         pack_response(&out, msgid, pack, ctx, NULL);
         pthread_mutex_lock(&c->out_lock);

@@ -181,15 +181,18 @@ bool request_conn_closed(const Request *req);
  * Until then the request keeps its slot (max_in_flight, per connection and per uid) and
  * counts in ServerStats.in_flight, so backpressure and server_drain() see it as before.
  */
-typedef struct RequestDeferred RequestDeferred;
+typedef struct RequestDeferred {
+        Conn *conn;     /* referenced (server.c's) */
+        uint32_t msgid; /* the request's */
+} RequestDeferred;
 
 /*
- * request_defer - leave @req's answer for later (above). The RequestDeferred holds a
- * reference to the connection and the msgid; nothing else of @req outlives its fiber.
- * Return: the handle; NULL when out of memory (the method answers now instead).
- * Context: the request's own fiber, inside its method; at most once per request.
+ * request_defer - leave @req's answer for later (above), in @d (the caller's memory, kept
+ * until request_deferred_answer()): a reference to the connection and the msgid; nothing
+ * else of @req outlives its fiber. Context: the request's own fiber, inside its method;
+ * at most once per request. Cannot fail.
  */
-RequestDeferred *request_defer(Request *req);
+void request_defer(Request *req, RequestDeferred *d);
 
 /* A deferred answer's result: packs one object into @result and returns 0, or fills
  * @st and returns a negative errno (MethodFn's rules). Must not yield. */
@@ -197,7 +200,7 @@ typedef int (*AnswerPackFn)(void *ctx, msgpack_packer *result, IpcStatus *st);
 
 /*
  * request_deferred_answer - answer the request behind @d with what @pack packs (called
- * at once, with @ctx), and free @d. The answer joins the connection's write queue: when
+ * at once, with @ctx); @d is the caller's again (free to reuse) on return. The answer joins the connection's write queue: when
  * no write is under way a flusher fiber is started for it (or, when no fiber can be
  * created, the server's own flusher fiber takes the connection), so the caller never
  * waits on a client that does not read (a flusher whose write times out shuts that
