@@ -401,9 +401,11 @@ typedef struct Job {
 
         /* table links (jobtable.c), under the table lock */
         struct Job *hash_next;
-        ListHead all_link; /* in JobTable.all: every job, by id */
-        ListHead fin_link; /* in JobTable.finished once final, by finish time */
-        JobLive *live;     /* owned: what only a job that is not final needs (JobLive above);
+        struct Job **hash_pprev; /* what points at it: its bucket or the hash_next of the
+                                  * job before it (the kernel's hlist) */
+        ListHead all_link;       /* in JobTable.all: every job, by id */
+        ListHead fin_link;       /* in JobTable.finished once final, by finish time */
+        JobLive *live;           /* owned: what only a job that is not final needs (JobLive above);
                             * NULL in a finished record. Under the table lock */
 } Job;
 

@@ -123,6 +123,11 @@ JobQuotaEntry *jobquota_oldest(const JobQuotaUser *u)
         return first ? list_entry(first, JobQuotaEntry, link) : NULL;
 }
 
+JobQuotaEntry *jobquota_next_oldest(const JobQuotaUser *u, const JobQuotaEntry *e)
+{
+        return e->link.next == &u->finished ? NULL : list_entry(e->link.next, JobQuotaEntry, link);
+}
+
 int jobquota_admit(const JobQuota *q, const JobQuotaUser *u, uint64_t need)
 {
         const JobQuotaLimits *l = &q->limits;

@@ -121,6 +121,9 @@ void jobquota_detach(JobQuota *q, JobQuotaEntry *e);
 /* jobquota_oldest - @u's oldest finished entry, or NULL. */
 JobQuotaEntry *jobquota_oldest(const JobQuotaUser *u);
 
+/* jobquota_next_oldest - the finished entry of @u after @e (one of @u's), or NULL. */
+JobQuotaEntry *jobquota_next_oldest(const JobQuotaUser *u, const JobQuotaEntry *e);
+
 /*
  * jobquota_admit - may @u add a job of @need bytes of arguments? Within its budget
  * (unless exempt) and the global one: 0. Over one of them, but dropping its own finished

@@ -128,6 +128,16 @@ static size_t bucket_of(const JobTable *t, uint64_t id)
         return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 20) & (t->nbuckets - 1);
 }
 
+/* Links @j at the head of the chain @head. */
+static void hash_link(Job **head, Job *j)
+{
+        j->hash_next = *head;
+        if (*head)
+                (*head)->hash_pprev = &j->hash_next;
+        *head = j;
+        j->hash_pprev = head;
+}
+
 static void hash_grow_locked(JobTable *t)
 {
         size_t n = t->nbuckets * 2;
@@ -143,24 +153,25 @@ static void hash_grow_locked(JobTable *t)
                 Job *j = old[i];
                 while (j) {
                         Job *next = j->hash_next;
-                        size_t k = bucket_of(t, j->id);
-                        j->hash_next = b[k];
-                        b[k] = j;
+                        hash_link(&b[bucket_of(t, j->id)], j);
                         j = next;
                 }
         }
         free(old);
 }
 
+/* Unlinks @j through its back link: no walk of its bucket's chain, whose newer jobs are
+ * cold lines by the time retention drops @j (the oldest, at the chain's end); the line
+ * the back link points into is fetched ahead (trim_locked()). */
 static void hash_remove_locked(JobTable *t, Job *j)
 {
-        Job **p = &t->buckets[bucket_of(t, j->id)];
-
-        while (*p && *p != j)
-                p = &(*p)->hash_next;
-        if (*p)
-                *p = j->hash_next;
+        if (j->hash_pprev) {
+                *j->hash_pprev = j->hash_next;
+                if (j->hash_next)
+                        j->hash_next->hash_pprev = j->hash_pprev;
+        }
         j->hash_next = NULL;
+        j->hash_pprev = NULL;
         t->count--;
 }
 
@@ -308,8 +319,7 @@ static void listen_table(void *ctx, Job *j, JobState from, JobEvent ev)
                 return;
         if (t->count >= t->nbuckets)
                 hash_grow_locked(t);
-        j->hash_next = t->buckets[bucket_of(t, j->id)];
-        t->buckets[bucket_of(t, j->id)] = j;
+        hash_link(&t->buckets[bucket_of(t, j->id)], j);
         t->count++;
         list_add_tail(&t->all, &j->all_link);
         if (j->id >= t->next_id)
@@ -504,12 +514,17 @@ static void trim_locked(JobTable *t, JobQuotaUser *u, Job *keep)
                 retire_locked(t, quota_job(e));
         while ((e = jobquota_global_excess(&t->quota)) && e != k)
                 retire_locked(t, quota_job(e));
-        /* The job the next finish of @u's drops: finished a retention's worth of jobs
-         * ago, so out of the caches by now. Its lines are fetched while other work runs,
-         * not when its unlinking waits on them (hash_remove_locked()'s wait alone was 6 %
-         * of a trivial job's server CPU in perf). */
+        /* The jobs the next two finishes of @u's drop: finished a retention's worth of
+         * jobs ago, so out of the caches by now. Their lines are fetched while other work
+         * runs, not when their unlinking waits on them (hash_remove_locked()'s wait alone
+         * was 6 % of a trivial job's server CPU in perf): the second oldest's own lines
+         * now, and the oldest's (fetched at the finish before, as the second oldest) back
+         * link's target, the line of the newer job that the hash unlink writes. */
         if (u && (e = jobquota_oldest(u)) && e != k) {
                 next = quota_job(e);
+                __builtin_prefetch(next->hash_pprev, 1); /* NULL is fine: no fault */
+                if ((e = jobquota_next_oldest(u, e)) && e != k)
+                        next = quota_job(e);
                 __builtin_prefetch(next, 1);
                 __builtin_prefetch(&next->quota, 1);
                 __builtin_prefetch(&next->hash_next, 1);
