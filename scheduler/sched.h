@@ -644,6 +644,7 @@ const char *sched_hook_blockio(void);
  * valid empty list. */
 typedef struct SchedWaitList {
         int lock;      /* spinlock word */
+        int word;      /* the primitive's own, under @lock (FiberEvent's flag); else 0 */
         ListHead head; /* Waiters, FIFO (scheduler/base/list.h) */
 } SchedWaitList;
 
@@ -710,8 +711,7 @@ void fiber_rwlock_unlock(FiberRwLock *l);
  * the runtime does not know (tRPC-Cpp's FiberEvent role).
  */
 typedef struct FiberEvent {
-        int set;
-        SchedWaitList waiters;
+        SchedWaitList waiters; /* waiters.word: set (fiber_event_is_set()); 24 bytes in all */
 } FiberEvent;
 void fiber_event_init(FiberEvent *e);
 void fiber_event_set(FiberEvent *e);

@@ -314,19 +314,19 @@ void fiber_event_init(FiberEvent *e)
 void fiber_event_set(FiberEvent *e)
 {
         spin_lock(&e->waiters.lock);
-        __atomic_store_n(&e->set, 1, __ATOMIC_RELEASE); /* fiber_event_is_set() reads it */
+        __atomic_store_n(&e->waiters.word, 1, __ATOMIC_RELEASE); /* fiber_event_is_set() */
         wake_all_locked(&e->waiters);
 }
 
 bool fiber_event_is_set(const FiberEvent *e)
 {
-        return __atomic_load_n(&e->set, __ATOMIC_ACQUIRE);
+        return __atomic_load_n(&e->waiters.word, __ATOMIC_ACQUIRE);
 }
 
 void fiber_event_reset(FiberEvent *e)
 {
         spin_lock(&e->waiters.lock);
-        __atomic_store_n(&e->set, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&e->waiters.word, 0, __ATOMIC_RELAXED);
         spin_unlock(&e->waiters.lock);
 }
 
@@ -338,7 +338,7 @@ int fiber_event_wait(FiberEvent *e, uint64_t deadline_ns)
                 return -ECANCELED;
         waiter_prepare(&w);
         spin_lock(&e->waiters.lock);
-        if (__atomic_load_n(&e->set, __ATOMIC_RELAXED)) {
+        if (__atomic_load_n(&e->waiters.word, __ATOMIC_RELAXED)) {
                 spin_unlock(&e->waiters.lock);
                 return 0;
         }

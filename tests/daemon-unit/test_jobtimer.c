@@ -85,12 +85,12 @@ Test(jobtimer, an_earlier_job_wakes_the_timer)
 
         jobtimer_init(&tm);
         cr_assert_eq(jobtimer_add_locked(&tm, &a, 500), 0);
-        cr_assert(tm.wake.set, "the first job did not wake the timer");
+        cr_assert(fiber_event_is_set(&tm.wake), "the first job did not wake the timer");
         fiber_event_reset(&tm.wake);
         cr_assert_eq(jobtimer_add_locked(&tm, &b, 900), 0);
-        cr_assert(!tm.wake.set, "a later job woke the timer");
+        cr_assert(!fiber_event_is_set(&tm.wake), "a later job woke the timer");
         cr_assert_eq(jobtimer_add_locked(&tm, &b, 100), 0); /* moved: re-added earlier */
-        cr_assert(tm.wake.set, "an earlier job did not wake the timer");
+        cr_assert(fiber_event_is_set(&tm.wake), "an earlier job did not wake the timer");
         cr_assert_eq(jobtimer_count_locked(&tm), 2);
         cr_assert_eq(jobtimer_next_ms_locked(&tm), 100);
         jobtimer_free(&tm);

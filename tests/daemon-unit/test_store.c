@@ -150,8 +150,7 @@ static void fake_submitted(Job *j, int error, void *arg)
         if (fake.n_submitted < MAX_IDS) {
                 fake.submitted_ids[fake.n_submitted] = j->id;
                 fake.submitted_errors[fake.n_submitted] = error;
-                fake.heard_before[fake.n_submitted] =
-                        __atomic_load_n(&j->store.committed.set, __ATOMIC_ACQUIRE) != 0;
+                fake.heard_before[fake.n_submitted] = fiber_event_is_set(&j->store.committed);
         }
         fake.n_submitted++;
         pthread_mutex_unlock(&fake.lock);
@@ -186,7 +185,7 @@ static Job *new_job(uint64_t id, const char *plugin)
 
 static bool durable(Job *j)
 {
-        return __atomic_load_n(&j->store.committed.set, __ATOMIC_ACQUIRE) != 0;
+        return fiber_event_is_set(&j->store.committed);
 }
 
 /* Waits (10 s at most) until the fake's commit is held at the shut gate. */
@@ -308,7 +307,7 @@ Test(store, records_are_read_through_the_owner_on_the_store_thread)
 
 static bool final_durable(Job *j)
 {
-        return __atomic_load_n(&j->store.final_committed.set, __ATOMIC_ACQUIRE) != 0;
+        return fiber_event_is_set(&j->store.final_committed);
 }
 
 static void set_fail(int error)

@@ -277,23 +277,6 @@ Test(daemon_basic, stats)
         client_free(c);
 }
 
-/* Polls stats (bounded) until @want jobs run. */
-static bool running_becomes(Client *c, uint64_t want)
-{
-        for (int i = 0; i < 1000; i++) {
-                Reply rp;
-                uint64_t running;
-
-                rpc_simple(c, "stats", 0, NULL, &rp);
-                running = map_uint(map_get(rp.result, "jobs"), "running");
-                reply_clear(&rp);
-                if (running == want)
-                        return true;
-                usleep(10000);
-        }
-        return false;
-}
-
 /* SIGHUP applies a changed config: max_running 1 -> 3 lets two queued jobs start. */
 Test(daemon_basic, sighup_applies_new_limits)
 {
@@ -309,7 +292,7 @@ Test(daemon_basic, sighup_applies_new_limits)
         for (int i = 0; i < 3; i++)
                 cr_assert_neq(rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 600000)}, 1, 0, 0, &st),
                               0);
-        cr_assert(running_becomes(c, 1));
+        cr_assert(rpc_running_becomes(c, 1));
         snprintf(conf, sizeof(conf), "%s/fiberd.conf", fd_.dir);
         f = fopen(conf, "w");
         cr_assert(f);
@@ -318,7 +301,7 @@ Test(daemon_basic, sighup_applies_new_limits)
         kill(fd_.pid, SIGHUP);
         cr_assert(fiberd_notify_wait(&fd_, "RELOADING=1", 10000));
         cr_assert(fiberd_notify_wait(&fd_, "READY=1", 10000));
-        cr_assert(running_becomes(c, 3), "the new max_running was not applied");
+        cr_assert(rpc_running_becomes(c, 3), "the new max_running was not applied");
         client_free(c);
 }
 

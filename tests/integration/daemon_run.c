@@ -522,22 +522,10 @@ static void server_load(Client *c, uint64_t *ret_fibers, uint64_t *ret_in_flight
         reply_clear(&rp);
 }
 
-/* Polls stats on @c (bounded) until @want jobs are running. */
+/* Asserts that exactly @want jobs come to run at once (stats on @c, bounded). */
 static void wait_running(Client *c, uint64_t want)
 {
-        for (int tries = 0;; tries++) {
-                Reply rp;
-                uint64_t running;
-
-                rpc_simple(c, "stats", 0, NULL, &rp);
-                running = map_uint(map_get(rp.result, "jobs"), "running");
-                reply_clear(&rp);
-                if (running == want)
-                        return;
-                cr_assert(tries < 3000, "%lu of %lu jobs running", (unsigned long)running,
-                          (unsigned long)want);
-                usleep(2000);
-        }
+        cr_assert(rpc_running_becomes(c, want), "%lu jobs never ran at once", (unsigned long)want);
 }
 
 /* DEFERRED_RUNS job.runs pipelined on one connection of a fiberd started with @o: none

@@ -471,6 +471,22 @@ void rpc_simple(Client *c, const char *method, size_t n, const uint64_t *params,
         rpc_wait_reply(c, id, rp);
 }
 
+bool rpc_running_becomes(Client *c, uint64_t want)
+{
+        for (int i = 0; i < 1000; i++) {
+                Reply rp;
+                uint64_t running;
+
+                rpc_simple(c, "stats", 0, NULL, &rp);
+                running = map_uint(map_get(rp.result, "jobs"), "running");
+                reply_clear(&rp);
+                if (running == want)
+                        return true;
+                usleep(10000);
+        }
+        return false;
+}
+
 uint32_t rpc_submit_send(Client *c, const char *plugin, const Arg *args, size_t nargs, int priority,
                          uint64_t timeout_ms)
 {

@@ -175,6 +175,10 @@ void rpc_wait_reply(Client *c, uint32_t msgid, Reply *rp);
 /* rpc_simple - a call whose params are all unsigned integers (ping, job.status, ...). */
 void rpc_simple(Client *c, const char *method, size_t n, const uint64_t *params, Reply *rp);
 
+/* rpc_running_becomes - polls stats on @c (every 10 ms, 10 s at most) until exactly
+ * @want jobs are running; false when they never were. */
+bool rpc_running_becomes(Client *c, uint64_t want);
+
 /*
  * rpc_submit_send - queue job.submit [plugin, {args}, {priority?, timeout_ms?}] and
  * return its msgid (not flushed). rpc_submit - send and wait: the id, or 0 with @st set.
