@@ -482,6 +482,23 @@ static void conn_gather(Conn *c)
 
 static void conn_flush(Conn *c);
 
+/* Appends one answer (@len bytes, copied) to @c's write queue. *@ret_flush: the caller
+ * is the flusher now (none was under way) and must call conn_flush(). Return: 0;
+ * -ENOMEM (nothing queued). Does not park. */
+static int conn_queue_answer(Conn *c, const void *data, size_t len, bool *ret_flush)
+{
+        pthread_mutex_lock(&c->out_lock);
+        if (msgpack_sbuffer_write(&c->out, data, len) != 0) {
+                pthread_mutex_unlock(&c->out_lock);
+                return -ENOMEM;
+        }
+        c->out_count++;
+        *ret_flush = !c->flushing;
+        c->flushing = true;
+        pthread_mutex_unlock(&c->out_lock);
+        return 0;
+}
+
 /*
  * Sends the answer to a request and gives its slot back once it has left, writing the
  * answers of many requests with one write() (brpc's write queue; the batching that
@@ -501,18 +518,12 @@ static void conn_answer(Conn *c, const void *data, size_t len)
 {
         bool flush;
 
-        pthread_mutex_lock(&c->out_lock);
-        if (msgpack_sbuffer_write(&c->out, data, len) != 0) {
-                pthread_mutex_unlock(&c->out_lock);
+        if (conn_queue_answer(c, data, len, &flush) < 0) {
                 conn_send(c, data, len); /* no memory to queue it: on its own */
                 STAT_ADD(c->server, answer_writes, 1);
                 conn_answers_done(c, 1);
                 return;
         }
-        c->out_count++;
-        flush = !c->flushing;
-        c->flushing = true;
-        pthread_mutex_unlock(&c->out_lock);
         if (flush)
                 conn_flush(c);
 }
@@ -690,12 +701,13 @@ void request_deferred_answer(RequestDeferred *d, AnswerPackFn pack, void *ctx)
         char room[1024];
         IpcPackBuf out;
         bool flush;
+        int r;
 
         ipc_packbuf_init(&out, room, sizeof(room));
         pack_response(&out, msgid, pack, ctx, NULL);
-        pthread_mutex_lock(&c->out_lock);
-        if (msgpack_sbuffer_write(&c->out, out.data, out.size) != 0) {
-                pthread_mutex_unlock(&c->out_lock);
+        r = conn_queue_answer(c, out.data, out.size, &flush);
+        ipc_packbuf_free(&out);
+        if (r < 0) {
                 /* the answer cannot be kept: the client must not wait for it forever */
                 log_msg(LOG_WARNING,
                         "client uid %u pid %d: out of memory for an answer; closing its "
@@ -703,15 +715,9 @@ void request_deferred_answer(RequestDeferred *d, AnswerPackFn pack, void *ctx)
                         (unsigned)c->uid, (int)c->pid);
                 conn_shutdown(c);
                 conn_answers_done(c, 1);
-                ipc_packbuf_free(&out);
                 conn_unref(c);
                 return;
         }
-        ipc_packbuf_free(&out);
-        c->out_count++;
-        flush = !c->flushing;
-        c->flushing = true;
-        pthread_mutex_unlock(&c->out_lock);
         if (!flush) {
                 conn_unref(c);
                 return;
