@@ -122,10 +122,10 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
 
 /* ------------------------------------------------------------------ hash -------- */
 
-/* The hash's bucket of @id: jobtable_find_locked()'s (jobtable.h). */
+/* The hash's bucket of @id (jobtable.h). */
 static size_t bucket_of(const JobTable *t, uint64_t id)
 {
-        return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 20) & (t->nbuckets - 1);
+        return jobtable_bucket_of(t, id);
 }
 
 /* Links @j at the head of the chain @head. */

@@ -283,12 +283,24 @@ void jobtable_run_timer(JobTable *t);
 void jobtable_set_scheduling(JobTable *t, uint64_t dead_retention_ns, size_t dead_retention_max,
                              uint64_t key_window_ms);
 
+/* jobtable_bucket_of - the index in @t's hash of the bucket of @id: its low bits, not a
+ * mixing hash. Ids are handed out in sequence (a fleet host's in blocks) and retention
+ * drops the oldest first, so the ids listed are mostly one window no wider than the
+ * table (it grows at one job a bucket). Then each bucket holds one job, a submission's
+ * link writes the next slot of the array instead of the cold job that headed a
+ * scattered bucket, and the slots that submissions and retention touch lie in sequence,
+ * the hardware prefetcher's case. Ids far apart (a job kept for days) only share a
+ * chain. Context: table lock held. */
+static inline size_t jobtable_bucket_of(const JobTable *t, uint64_t id)
+{
+        return (size_t)id & (t->nbuckets - 1);
+}
+
 /* jobtable_find_locked - the job with @id, not referenced (valid while the lock is
  * held), or NULL. Context: table lock held. */
 static inline Job *jobtable_find_locked(const JobTable *t, uint64_t id)
 {
-        /* ids are dense: a multiplicative hash spreads consecutive ids anyway */
-        Job *j = t->buckets[(size_t)((id * 0x9e3779b97f4a7c15ULL) >> 20) & (t->nbuckets - 1)];
+        Job *j = t->buckets[jobtable_bucket_of(t, id)];
 
         while (j && j->id != id)
                 j = j->hash_next;
