@@ -659,29 +659,37 @@ out:
 }
 
 /* The record's keys in the order job_pack_record_fields() packs them: bit i of a fields
- * mask is record_keys[i]. */
-static const char *const record_keys[] = {
-        IPC_KEY_ID,
-        IPC_KEY_PLUGIN,
-        IPC_KEY_CLASS,
-        IPC_KEY_OWNER,
-        IPC_KEY_STATE,
-        IPC_KEY_PRIORITY,
-        IPC_KEY_TIMEOUT_MS,
-        IPC_KEY_CREATED_MS,
-        IPC_KEY_STARTED_MS,
-        IPC_KEY_FINISHED_MS,
-        IPC_KEY_PROGRESS,
-        IPC_KEY_ARGS,
-        IPC_KEY_RESULT,
-        IPC_KEY_ERROR,
-        IPC_KEY_ATTEMPT,
-        IPC_KEY_MAX_ATTEMPTS,
-        IPC_KEY_NEXT_ATTEMPT_MS,
-        IPC_KEY_RUN_AT_MS,
-        IPC_KEY_AFTER,
-        IPC_KEY_KEY,
-        IPC_KEY_ERRORS,
+ * mask is record_keys[i]. Each with its length, so that a request's fields list is
+ * matched without a strlen per key and per field. */
+#define RECORD_KEY(k)                                                                              \
+        {                                                                                          \
+                k, sizeof(k) - 1                                                                   \
+        }
+static const struct {
+        const char *name;
+        size_t len;
+} record_keys[] = {
+        RECORD_KEY(IPC_KEY_ID),
+        RECORD_KEY(IPC_KEY_PLUGIN),
+        RECORD_KEY(IPC_KEY_CLASS),
+        RECORD_KEY(IPC_KEY_OWNER),
+        RECORD_KEY(IPC_KEY_STATE),
+        RECORD_KEY(IPC_KEY_PRIORITY),
+        RECORD_KEY(IPC_KEY_TIMEOUT_MS),
+        RECORD_KEY(IPC_KEY_CREATED_MS),
+        RECORD_KEY(IPC_KEY_STARTED_MS),
+        RECORD_KEY(IPC_KEY_FINISHED_MS),
+        RECORD_KEY(IPC_KEY_PROGRESS),
+        RECORD_KEY(IPC_KEY_ARGS),
+        RECORD_KEY(IPC_KEY_RESULT),
+        RECORD_KEY(IPC_KEY_ERROR),
+        RECORD_KEY(IPC_KEY_ATTEMPT),
+        RECORD_KEY(IPC_KEY_MAX_ATTEMPTS),
+        RECORD_KEY(IPC_KEY_NEXT_ATTEMPT_MS),
+        RECORD_KEY(IPC_KEY_RUN_AT_MS),
+        RECORD_KEY(IPC_KEY_AFTER),
+        RECORD_KEY(IPC_KEY_KEY),
+        RECORD_KEY(IPC_KEY_ERRORS),
 };
 #define FIELD_BIT(i) (1u << (i))
 #define FIELDS_ALWAYS (FIELD_BIT(0) | FIELD_BIT(4)) /* id, state */
@@ -706,8 +714,8 @@ int job_fields_parse(const msgpack_object *o, uint32_t *ret, IpcStatus *st)
                         return ipc_status_set(st, IPC_INVALID_ARGUMENT, -EINVAL,
                                               "fields[%u]: expected a record key (a string)", k);
                 for (i = 0; i < ELEMENTSOF(record_keys); i++)
-                        if (i != FIELD_ARGS && strlen(record_keys[i]) == e->via.str.size &&
-                            memcmp(record_keys[i], e->via.str.ptr, e->via.str.size) == 0)
+                        if (i != FIELD_ARGS && record_keys[i].len == e->via.str.size &&
+                            memcmp(record_keys[i].name, e->via.str.ptr, e->via.str.size) == 0)
                                 break;
                 if (i == ELEMENTSOF(record_keys)) {
                         /* the keys it may name, from the table the packer follows */
@@ -717,7 +725,7 @@ int job_fields_parse(const msgpack_object *o, uint32_t *ret, IpcStatus *st)
                         for (i = 0; i < ELEMENTSOF(record_keys); i++)
                                 if (i != FIELD_ARGS && at < sizeof(keys))
                                         at += (size_t)snprintf(keys + at, sizeof(keys) - at, "%s%s",
-                                                               at ? ", " : "", record_keys[i]);
+                                                               at ? ", " : "", record_keys[i].name);
                         return ipc_status_set(
                                 st, IPC_INVALID_ARGUMENT, -EINVAL,
                                 "fields[%u]: \"%.*s\" is not a key of the job record (%s)", k,
