@@ -414,6 +414,8 @@ static void listen_store(void *ctx, Job *j, JobState from, JobEvent ev)
         }
         if (j->fleet_copy || ev == JOB_EV_RESTORE)
                 return;
+        if (ev == JOB_EV_REVIVE && t->store)
+                store_revive(t->store, j); /* its next end is not on disk yet */
         if (job_state_final(j->state) && j->interrupted && t->store && store_durable(t->store) &&
             t->hooks.retry_safe && t->hooks.retry_safe(j))
                 j->requeued = true; /* its record says queued: store.c's snapshot */

@@ -227,6 +227,7 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                         return NULL;
                 *w = (StoreWrite){.op = STORE_OP_PUT};
         }
+        w->life = j->store.life;
         p = (char *)(w + 1);
         w->rec = (StoreRecord){
                 .id = j->id,
@@ -488,7 +489,7 @@ bool store_watch_final(Store *s, Job *j, JobWatch *w)
         bool taken;
 
         pthread_mutex_lock(&s->lock);
-        /* final_committed_set() sets the event, then takes the watches under the lock */
+        /* final_committed_set() sets the event and takes the watches under the lock */
         taken = !fiber_event_is_set(&j->store.final_committed);
         if (taken) {
                 w->next = j->store.final_watches;
@@ -498,14 +499,37 @@ bool store_watch_final(Store *s, Job *j, JobWatch *w)
         return taken;
 }
 
-/* @j's final write is committed or given up: its waiters, then its watches. Context:
- * nothing of the store's held. */
-static void final_committed_set(Store *s, Job *j)
+void store_revive(Store *s, Job *j)
+{
+        if (!s->backend->commit)
+                return;
+        pthread_mutex_lock(&s->lock);
+        if (!j->store.refused) {
+                j->store.life++;
+                j->store.error = 0;
+                fiber_event_reset(&j->store.final_committed);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+/* Any life of a job: final_committed_set()'s @life for an end that is every life's (a
+ * refused submission, writes given up at exit). */
+#define LIFE_ANY (-1)
+
+/* @j's final write is committed or given up: its waiters, then its watches. A write read
+ * in an earlier @life than @j's (revived since: store_revive()) carried the end of a
+ * life that is over, and publishes nothing. Context: nothing of the store's held. */
+static void final_committed_set(Store *s, Job *j, int life)
 {
         JobWatch *w, *next;
 
-        fiber_event_set(&j->store.final_committed);
         pthread_mutex_lock(&s->lock);
+        if (life != LIFE_ANY && life != j->store.life) {
+                pthread_mutex_unlock(&s->lock);
+                return;
+        }
+        /* under the lock: store_revive() resets it under the lock too */
+        fiber_event_set(&j->store.final_committed);
         w = j->store.final_watches;
         j->store.final_watches = NULL;
         pthread_mutex_unlock(&s->lock);
@@ -945,7 +969,7 @@ static void job_written(Store *s, StoreTaken *t, int error, bool transient, List
         if (t->notify) /* a submission's first write, or a deferred one (store_put()) */
                 fiber_event_set(&j->store.committed);
         if (final)
-                final_committed_set(s, j);
+                final_committed_set(s, j, t->submit && error ? LIFE_ANY : w->life);
         if (t->submit && !error && s->submitted) /* committed: started once answered */
                 s->submitted(j, 0, s->snapshot_arg);
         job_unref(j);
@@ -1009,7 +1033,7 @@ static void give_up_locked(Store *s, int error)
                         if (j->store.submit && s->submitted)
                                 s->submitted(j, error, s->snapshot_arg);
                         fiber_event_set(&j->store.committed);
-                        final_committed_set(s, j);
+                        final_committed_set(s, j, LIFE_ANY);
                         job_unref(j);
                 } else {
                         write_release(container_of(se, StoreWrite, entry), error);

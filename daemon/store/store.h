@@ -213,6 +213,7 @@ typedef struct StoreWrite {
         StoreSchedule schedule; /* STORE_OP_SCHEDULE, STORE_OP_SCHEDULE_DELETE */
         StoreWaiter *waiter;    /* set once committed (or failed); NULL = nobody waits */
         bool borrowed; /* not malloc'ed (the store thread's batch memory or stack): not freed */
+        uint16_t life; /* STORE_OP_PUT: the job's JobStorePart.life when it was read */
         /* set by the backend: this write alone was refused, a negative errno (a fleet's
          * schedule writes, StoreScheduleWrite); its waiter hears it */
         int refused;
@@ -610,6 +611,18 @@ void store_set_recorded(Store *s, StoreRecordedFn recorded);
  * Store.lock: the StoreRecordedFn is called with neither held).
  */
 bool store_watch_final(Store *s, Job *j, JobWatch *w);
+
+/*
+ * store_revive - @j, final, lives again (job.retry): a new life starts, whose end is not
+ * on disk until a write carrying it is committed. Resets JobStorePart.final_committed
+ * and .error, so that store_wait(@j, true) and store_watch_final() wait for that write,
+ * and a write of the last life still being committed publishes nothing
+ * (JobStorePart.life). Watches taken before stay, and are handed over at the new end. A
+ * job whose submission was refused keeps its answer (nothing of it is ever written).
+ * Context: the owner's lock held (the order above); does not park. No-op for a store
+ * that does not write (the memory store).
+ */
+void store_revive(Store *s, Job *j);
 
 /*
  * store_set_commit_delay - after a batch of 16 writes or more (a busy store), the store

@@ -309,3 +309,82 @@ Test(daemon_fulldisk, a_full_disk_loses_nothing)
         }
         client_free(c);
 }
+
+/* A job revived by job.retry lives again: once it ends a second time, a job.wait is
+ * answered only when that end is on disk, not at once on the strength of its first
+ * end's write. The second end comes while the disk is full; the waiter hears it once
+ * space returns, and a kill -9 and a restart find the job done, its retry counted from
+ * zero. */
+Test(daemon_fulldisk, a_revived_job_is_answered_once_its_new_end_is_written)
+{
+        char config[256], filler[96], state[32] = "";
+        Client *c, *waiter;
+        IpcStatus st = {0};
+        msgpack_packer *pk;
+        uint64_t a, attempt = 99;
+        uint32_t msgid;
+        Reply rp;
+
+        mount_small_disk();
+        snprintf(config, sizeof(config), "[store]\npath = %s/jobs.db\n", mnt);
+        snprintf(filler, sizeof(filler), "%s/filler", mnt);
+        fiberd_start(&fd_, &(FiberdOpts){.config = config, .plugins = "sleep"});
+        c = fiberd_connect(&fd_);
+        waiter = fiberd_connect(&fd_);
+
+        /* its first life ends cancelled, and that end is on disk */
+        a = rpc_submit(c, "sleep", (Arg[]){ARG_I("ms", 3000)}, 1, 0, 0, &st);
+        cr_assert(a, "sleep: %s", st.message);
+        wait_state(c, a, "running");
+        rpc_simple(c, "job.cancel", 1, &a, &rp);
+        cr_assert_eq(rp.r, 0, "job.cancel: %s", rp.st.message);
+        reply_clear(&rp);
+        rpc_job_wait(c, a, 10000, &rp);
+        cr_assert_eq(rp.r, 0, "job.wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
+        reply_clear(&rp);
+
+        /* revived, it runs again; its second end comes while the disk is full */
+        pk = client_request(c, "job.retry", 1, &msgid);
+        cr_assert(pk);
+        msgpack_pack_array(pk, 1);
+        msgpack_pack_uint64(pk, a);
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "job.retry: %s", rp.st.message);
+        reply_clear(&rp);
+        wait_state(c, a, "running");
+        cr_assert(fill(filler) > 0);
+        wait_state(c, a, "done");
+        pk = client_request(waiter, "job.wait", 2, &msgid);
+        cr_assert(pk);
+        msgpack_pack_uint64(pk, a);
+        msgpack_pack_nil(pk); /* no wait limit */
+        cr_assert_eq(client_flush(waiter, 5000, &st), 0);
+        {
+                IpcMessage m;
+                cr_assert_eq(client_receive(waiter, &m, 300, &st), -ETIMEDOUT,
+                             "the waiter was answered before the second end was written");
+        }
+
+        /* space returns: the second end is written, then the waiter is answered */
+        cr_assert_eq(unlink(filler), 0);
+        rpc_wait_reply(waiter, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "the waiter got %s: %s", rp.st.code, rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        reply_clear(&rp);
+        client_free(waiter);
+        client_free(c);
+
+        {
+                int status = fiberd_signal_and_wait(&fd_, SIGKILL, 10000);
+                cr_assert(WIFSIGNALED(status), "status 0x%x", status);
+        }
+        fiberd_restart(&fd_);
+        c = fiberd_connect(&fd_);
+        cr_assert_eq(job_state(c, a, state, &attempt), 0, "job %llu is gone after the restart",
+                     (unsigned long long)a);
+        cr_assert_str_eq(state, "done", "job %llu is %s after the restart", (unsigned long long)a,
+                         state);
+        cr_assert_eq(attempt, 0);
+        client_free(c);
+}
