@@ -61,11 +61,19 @@ static int queue_now_locked(JobHold *t, Job *j, JobEvent ev)
         return 0;
 }
 
+/* @j's due time (delay_ms, run_at) is ahead; no clock read for a job without one. */
+static bool due_ahead(const Job *j)
+{
+        uint64_t at = job_run_at_ms(j);
+
+        return at && at > job_now_ms();
+}
+
 /* Where a job whose dependencies are all done goes: scheduled when its due time is
  * ahead, else queued. */
 static void release_locked(JobHold *t, Job *j, JobEvent queue_ev)
 {
-        if (job_run_at_ms(j) > job_now_ms()) {
+        if (due_ahead(j)) {
                 job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
                 return;
         }
@@ -107,7 +115,7 @@ int jobhold_accept_locked(JobHold *t, Job *j, Job *const *deps, size_t n_deps)
                 job_transition(t->machine, j, JOB_EV_WAIT, NULL);
                 return 0;
         }
-        if (job_run_at_ms(j) > job_now_ms()) {
+        if (due_ahead(j)) {
                 job_transition(t->machine, j, JOB_EV_SCHEDULE, NULL);
                 return 0;
         }
