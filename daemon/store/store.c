@@ -962,8 +962,12 @@ static void job_written(Store *s, StoreTaken *t, int error, bool transient, List
                 job_unref(unqueued); /* the queue's: not the last, @t holds one */
                 final = true;        /* nothing more is written: its final waiters hear it */
         }
-        if (error) /* before the events that publish it */
-                j->store.error = error;
+        if (error) { /* before the events that publish it; not a revived job's new life's */
+                pthread_mutex_lock(&s->lock);
+                if (t->submit || w->life == j->store.life)
+                        j->store.error = error;
+                pthread_mutex_unlock(&s->lock);
+        }
         if (t->submit && error && s->submitted) /* refused: cancelled before it is said */
                 s->submitted(j, error, s->snapshot_arg);
         if (t->notify) /* a submission's first write, or a deferred one (store_put()) */
