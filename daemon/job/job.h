@@ -160,9 +160,11 @@ typedef struct JobStorePart {
         bool submit;      /* the next write is a submission's first (store_submit()):
                            * a failed commit refuses it instead of trying again */
         bool refused;     /* its submission was refused: nothing of it is written */
-        uint16_t life;    /* its lives so far (job.retry revives a final job; wraps): a
-                           * write carries the one it was read in (StoreWrite.life), and
-                           * only a final write of this one sets @final_committed */
+        uint16_t life;    /* its lives so far (job.retry revives a final job: store_revive();
+                           * wraps): a write carries the one it was read in
+                           * (StoreWrite.life), and only a final write of this one sets
+                           * @final_committed. Written under both locks (the owner's and
+                           * Store.lock), read under either */
         /* outcome: @error is written before the event that publishes it */
         int error;                  /* 0, or why the store failed (first or final write) */
         FiberEvent committed;       /* the submission is committed (or failed: @error) */

@@ -1266,6 +1266,7 @@ void jobtable_record_locked(JobTable *t, Job *j)
 
 int jobtable_wait_recorded(JobTable *t, Job *j, uint64_t deadline_ns)
 {
+        uint16_t life;
         bool final;
 
         if (!t->store || !store_durable(t->store))
@@ -1273,8 +1274,9 @@ int jobtable_wait_recorded(JobTable *t, Job *j, uint64_t deadline_ns)
         jobtable_lock(t);
         jobtable_record_locked(t, j);
         final = job_state_final(j->state) && !j->requeued; /* the write that carries it */
+        life = j->store.life; /* a job.retry meanwhile: this end is on disk (store_revive()) */
         jobtable_unlock(t);
-        return store_wait_until(t->store, j, final, deadline_ns);
+        return store_wait_until(t->store, j, final, life, deadline_ns);
 }
 
 int jobtable_wait_durable(JobTable *t, Job *j)

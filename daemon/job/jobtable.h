@@ -290,7 +290,8 @@ void jobtable_set_scheduling(JobTable *t, uint64_t dead_retention_ns, size_t dea
  * link writes the next slot of the array instead of the cold job that headed a
  * scattered bucket, and the slots that submissions and retention touch lie in sequence,
  * the hardware prefetcher's case. Ids far apart (a job kept for days) only share a
- * chain. Context: table lock held. */
+ * chain; in a fleet, whose hosts take ids in blocks in turn, a host's own jobs share
+ * chains about as long as the hosts are many. Context: table lock held. */
 static inline size_t jobtable_bucket_of(const JobTable *t, uint64_t id)
 {
         return (size_t)id & (t->nbuckets - 1);

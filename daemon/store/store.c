@@ -396,14 +396,33 @@ int store_wait(Job *j, bool final, bool cancellable)
  * still writes. */
 #define STORE_WAIT_POLL_NS (100 * NSEC_PER_MSEC)
 
-int store_wait_until(Store *s, Job *j, bool final, uint64_t deadline_ns)
+/* @j lives a later life than @life (store_revive()): the end of @life is on disk. */
+static bool life_over(Store *s, Job *j, uint16_t life)
+{
+        bool over;
+
+        pthread_mutex_lock(&s->lock);
+        over = j->store.life != life;
+        pthread_mutex_unlock(&s->lock);
+        return over;
+}
+
+int store_wait_until(Store *s, Job *j, bool final, uint16_t life, uint64_t deadline_ns)
 {
         FiberEvent *ev = final ? &j->store.final_committed : &j->store.committed;
 
         for (;;) {
-                uint64_t now = sched_now_ns();
-                int r = fiber_event_wait(ev, now < deadline_ns ? deadline_ns
-                                                               : now + STORE_WAIT_POLL_NS);
+                uint64_t now = sched_now_ns(),
+                         until = now < deadline_ns ? deadline_ns : now + STORE_WAIT_POLL_NS;
+                int r;
+
+                if (final && life_over(s, j, life))
+                        return 0;
+                if (final && until - now > STORE_WAIT_POLL_NS)
+                        /* a revive between the look above and the wait resets the event
+                         * unseen: looked at again this often */
+                        until = now + STORE_WAIT_POLL_NS;
+                r = fiber_event_wait(ev, until);
                 if (r == 0)
                         return j->store.error;
                 /* a cancellation is ignored, as store_wait()'s: the store answers */
@@ -504,9 +523,12 @@ void store_revive(Store *s, Job *j)
         if (!s->backend->commit)
                 return;
         pthread_mutex_lock(&s->lock);
-        if (!j->store.refused) {
+        /* Only once the last life's end is on disk: then nothing waits on the event (its
+         * waiters and watches went as it was set) but a store_wait_until() that read the
+         * life before this, which sees the new one. An end still being written, or
+         * failed for good, is left as it is: its waiters and watches hear that write. */
+        if (!j->store.refused && !j->store.error && fiber_event_is_set(&j->store.final_committed)) {
                 j->store.life++;
-                j->store.error = 0;
                 fiber_event_reset(&j->store.final_committed);
         }
         pthread_mutex_unlock(&s->lock);
@@ -1033,7 +1055,9 @@ static void give_up_locked(Store *s, int error)
                 if (se->is_job) {
                         Job *j = container_of(se, Job, store.entry);
                         j->store.queued = false;
+                        pthread_mutex_lock(&s->lock); /* store_revive() reads it under it */
                         j->store.error = error;
+                        pthread_mutex_unlock(&s->lock);
                         if (j->store.submit && s->submitted)
                                 s->submitted(j, error, s->snapshot_arg);
                         fiber_event_set(&j->store.committed);

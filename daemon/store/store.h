@@ -543,10 +543,13 @@ int store_wait(Job *j, bool final, bool cancellable);
  * store_wait_until - store_wait(@j, @final, false) with a deadline that holds only while
  * @s cannot write (store_failing()): past @deadline_ns (absolute CLOCK_MONOTONIC ns;
  * SCHED_FOREVER = none) it gives up then, and waits on for a store that writes (a commit
- * takes milliseconds). Return: as store_wait(); -ETIMEDOUT (the write is still held: ask
- * again later). Context: a fiber; yields; no lock held.
+ * takes milliseconds). @life: @j's JobStorePart.life, read with the owner's lock held
+ * when @final was decided; a revive since (store_revive()) means the end waited for is
+ * on disk, and answers 0 (looked at every STORE_WAIT_POLL_NS while the wait lasts).
+ * Return: as store_wait(); -ETIMEDOUT (the write is still held: ask again later).
+ * Context: a fiber; yields; no lock held.
  */
-int store_wait_until(Store *s, Job *j, bool final, uint64_t deadline_ns);
+int store_wait_until(Store *s, Job *j, bool final, uint16_t life, uint64_t deadline_ns);
 
 /* store_failing - the last commit failed with a transient error and writes are held
  * for the next attempt (store.h's essay). Context: any; does not block. */
@@ -613,14 +616,14 @@ void store_set_recorded(Store *s, StoreRecordedFn recorded);
 bool store_watch_final(Store *s, Job *j, JobWatch *w);
 
 /*
- * store_revive - @j, final, lives again (job.retry): a new life starts, whose end is not
- * on disk until a write carrying it is committed. Resets JobStorePart.final_committed
- * and .error, so that store_wait(@j, true) and store_watch_final() wait for that write,
- * and a write of the last life still being committed publishes nothing
- * (JobStorePart.life). Watches taken before stay, and are handed over at the new end. A
- * job whose submission was refused keeps its answer (nothing of it is ever written).
- * Context: the owner's lock held (the order above); does not park. No-op for a store
- * that does not write (the memory store).
+ * store_revive - @j, final, lives again (job.retry): once the last life's end is on disk,
+ * a new life starts (JobStorePart.life), whose end is not on disk until a write carrying
+ * it is committed: JobStorePart.final_committed is reset, so that store_wait_until() and
+ * store_watch_final() wait for that write, and a write read in the last life publishes
+ * nothing. While the last end is still being written, or its write failed for good, or
+ * the submission was refused, nothing changes: the waiters of that end hear its write,
+ * as before. Context: the owner's lock held (the order above); does not park. No-op for
+ * a store that does not write (the memory store).
  */
 void store_revive(Store *s, Job *j);
 

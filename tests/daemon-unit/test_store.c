@@ -673,7 +673,7 @@ static void waiter_main(void *arg)
         Waiter *w = arg;
         uint64_t t0 = sched_now_ns();
 
-        w->r = store_wait_until(w->s, w->j, true,
+        w->r = store_wait_until(w->s, w->j, true, w->j->store.life,
                                 w->timeout_ns == SCHED_FOREVER
                                         ? SCHED_FOREVER
                                         : sched_deadline_after(w->timeout_ns));
@@ -730,6 +730,70 @@ Test(store, waiters_are_answered_once_written_or_give_up_at_their_deadline)
         store_close(s); /* its thread may still be waking the group's worker */
         sched_group_free(g);
         job_unref(a);
+        job_unref(b);
+}
+
+/* job.retry revives a final job (store_revive()): its next end waits for its own write,
+ * a write read in the last life publishes nothing for the new one, and a waiter that
+ * read the last life hears that its end is on disk. */
+Test(store, a_revived_job_waits_for_its_own_end)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING);
+        uint16_t life;
+        JobState st = JOB_NEW;
+
+        a->state = JOB_FAILED;
+        store_put(s, a, false, false);
+        store_flush(s);
+        cr_assert(final_durable(a));
+        life = a->store.life;
+
+        /* a write of that life is being committed as the job is revived */
+        fake.gate_shut = true;
+        store_put(s, a, false, false);
+        wait_in_commit();
+        store_revive(s, a);
+        cr_assert_eq(a->store.life, (uint16_t)(life + 1));
+        cr_assert_not(final_durable(a), "a revived job's new end is not on disk yet");
+        a->state = JOB_QUEUED;
+        open_gate();
+        store_flush(s);
+        cr_assert_eq(landed(1, &st), 3);
+        cr_assert_eq(st, JOB_FAILED, "the write read in the last life landed");
+        cr_assert_not(final_durable(a), "a write of the last life published the new end");
+        /* a waiter that read the last life: that end is on disk */
+        cr_assert_eq(store_wait_until(s, a, true, life, sched_deadline_after(0)), 0);
+
+        /* the new life ends: its own write publishes it */
+        a->state = JOB_DONE;
+        store_put(s, a, false, false);
+        store_flush(s);
+        cr_assert(final_durable(a));
+        cr_assert_eq(landed(1, &st), 4);
+        cr_assert_eq(st, JOB_DONE);
+        store_close(s);
+        job_unref(a);
+}
+
+/* A revive while the end is still being written changes nothing: that end's waiters
+ * hear its write, as before. */
+Test(store, a_revive_during_the_ends_write_leaves_it_to_its_waiters)
+{
+        Store *s = open_fake();
+        Job *b = accepted(s, 1, JOB_RUNNING);
+        uint16_t life = b->store.life;
+
+        b->state = JOB_CANCELLED;
+        fake.gate_shut = true;
+        store_put(s, b, false, false);
+        wait_in_commit();
+        store_revive(s, b);
+        cr_assert_eq(b->store.life, life, "a new life before the last end was on disk");
+        open_gate();
+        store_flush(s);
+        cr_assert(final_durable(b), "the end's write did not reach its waiters");
+        store_close(s);
         job_unref(b);
 }
 

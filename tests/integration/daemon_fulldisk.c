@@ -351,6 +351,12 @@ Test(daemon_fulldisk, a_revived_job_is_answered_once_its_new_end_is_written)
         msgpack_pack_uint64(pk, a);
         rpc_wait_reply(c, msgid, &rp);
         cr_assert_eq(rp.r, 0, "job.retry: %s", rp.st.message);
+        {
+                const msgpack_object *ids = map_get(rp.result, "retried");
+                cr_assert(ids && ids->type == MSGPACK_OBJECT_ARRAY && ids->via.array.size == 1 &&
+                                  ids->via.array.ptr[0].via.u64 == a,
+                          "job.retry did not retry job %llu", (unsigned long long)a);
+        }
         reply_clear(&rp);
         wait_state(c, a, "running");
         cr_assert(fill(filler) > 0);
