@@ -169,14 +169,39 @@ static void wait_log(const char *needle)
         }
 }
 
+/* kill -9 of fiberd and a restart on the same store; a client of the new one. */
+static Client *killed_and_restarted(void)
+{
+        int status = fiberd_signal_and_wait(&fd_, SIGKILL, 10000);
+
+        cr_assert(WIFSIGNALED(status), "status 0x%x", status);
+        fiberd_restart(&fd_);
+        return fiberd_connect(&fd_);
+}
+
+/* Job @id is done on disk, and ran once (attempt 0). */
+static void expect_done_once(Client *c, uint64_t id)
+{
+        char state[32] = "";
+        uint64_t attempt = 99;
+
+        cr_assert_eq(job_state(c, id, state, &attempt), 0, "job %llu is gone after the restart",
+                     (unsigned long long)id);
+        cr_assert_str_eq(state, "done",
+                         "job %llu is %s after the restart: its final state was not written",
+                         (unsigned long long)id, state);
+        cr_assert_eq(attempt, 0, "job %llu ran %llu times", (unsigned long long)id,
+                     (unsigned long long)attempt + 1);
+}
+
 Test(daemon_fulldisk, a_full_disk_loses_nothing)
 {
-        char config[256], filler[96], state[32] = "";
+        char config[256], filler[96];
         Client *c, *waiter, *runner;
         IpcStatus st = {0};
         Reply rp;
         uint32_t msgid;
-        uint64_t a, run, after, early, refused, attempt = 99, pending = 0;
+        uint64_t a, run, after, early, refused, pending = 0;
         uint32_t run_msgid;
         bool failing = false;
         size_t filled;
@@ -280,24 +305,9 @@ Test(daemon_fulldisk, a_full_disk_loses_nothing)
         client_free(c);
 
         /* what is on disk: kill -9 and a restart see the final state, run once */
-        {
-                int status = fiberd_signal_and_wait(&fd_, SIGKILL, 10000);
-                cr_assert(WIFSIGNALED(status), "status 0x%x", status);
-        }
-        fiberd_restart(&fd_);
-        c = fiberd_connect(&fd_);
-        cr_assert_eq(job_state(c, a, state, &attempt), 0, "job %llu is gone after the restart",
-                     (unsigned long long)a);
-        cr_assert_str_eq(state, "done",
-                         "job %llu is %s after the restart: its final state was "
-                         "not written",
-                         (unsigned long long)a, state);
-        cr_assert_eq(attempt, 0, "job %llu ran %llu times", (unsigned long long)a,
-                     (unsigned long long)attempt + 1);
-        cr_assert_eq(job_state(c, run, state, &attempt), 0, "job.run's job %llu is gone",
-                     (unsigned long long)run);
-        cr_assert_str_eq(state, "done", "job.run's job is %s after the restart", state);
-        cr_assert_eq(attempt, 0);
+        c = killed_and_restarted();
+        expect_done_once(c, a);
+        expect_done_once(c, run); /* job.run's */
         /* nothing else: a submission refused after it had an id was not kept */
         {
                 uint64_t want[] = {early, a, run, after}, ids[8];
@@ -317,11 +327,11 @@ Test(daemon_fulldisk, a_full_disk_loses_nothing)
  * zero. */
 Test(daemon_fulldisk, a_revived_job_is_answered_once_its_new_end_is_written)
 {
-        char config[256], filler[96], state[32] = "";
+        char config[256], filler[96];
         Client *c, *waiter;
         IpcStatus st = {0};
         msgpack_packer *pk;
-        uint64_t a, attempt = 99;
+        uint64_t a;
         uint32_t msgid;
         Reply rp;
 
@@ -381,16 +391,7 @@ Test(daemon_fulldisk, a_revived_job_is_answered_once_its_new_end_is_written)
         client_free(waiter);
         client_free(c);
 
-        {
-                int status = fiberd_signal_and_wait(&fd_, SIGKILL, 10000);
-                cr_assert(WIFSIGNALED(status), "status 0x%x", status);
-        }
-        fiberd_restart(&fd_);
-        c = fiberd_connect(&fd_);
-        cr_assert_eq(job_state(c, a, state, &attempt), 0, "job %llu is gone after the restart",
-                     (unsigned long long)a);
-        cr_assert_str_eq(state, "done", "job %llu is %s after the restart", (unsigned long long)a,
-                         state);
-        cr_assert_eq(attempt, 0);
+        c = killed_and_restarted();
+        expect_done_once(c, a);
         client_free(c);
 }
