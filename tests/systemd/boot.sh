@@ -227,10 +227,14 @@ in_ct() {
 
 state=
 deadline=$((SECONDS + $(left 120)))
+# 'offline' also answers while PID 1 is still starting (its bus is not up yet, seen as the
+# first answer on this machine kind): only an 'offline' that lasts 15 s ends the wait
+offline_final=$((SECONDS + 15))
 while [ "$SECONDS" -lt "$deadline" ]; do # until its manager answers, then until boot ends
 	state=$(in_ct systemctl is-system-running --wait 2>/dev/null || true)
 	case $state in
-	running | degraded | maintenance | stopping | offline) break ;;
+	running | degraded | maintenance | stopping) break ;;
+	offline) [ "$SECONDS" -lt "$offline_final" ] || break ;;
 	esac
 	sleep 0.2
 done
