@@ -122,12 +122,6 @@ void jobtable_configure(JobTable *t, unsigned max_running, size_t max_queued, ui
 
 /* ------------------------------------------------------------------ hash -------- */
 
-/* The hash's bucket of @id (jobtable.h). */
-static size_t bucket_of(const JobTable *t, uint64_t id)
-{
-        return jobtable_bucket_of(t, id);
-}
-
 /* Links @j at the head of the chain @head. */
 static void hash_link(Job **head, Job *j)
 {
@@ -153,7 +147,7 @@ static void hash_grow_locked(JobTable *t)
                 Job *j = old[i];
                 while (j) {
                         Job *next = j->hash_next;
-                        hash_link(&b[bucket_of(t, j->id)], j);
+                        hash_link(&b[jobtable_bucket_of(t, j->id)], j);
                         j = next;
                 }
         }
@@ -319,7 +313,7 @@ static void listen_table(void *ctx, Job *j, JobState from, JobEvent ev)
                 return;
         if (t->count >= t->nbuckets)
                 hash_grow_locked(t);
-        hash_link(&t->buckets[bucket_of(t, j->id)], j);
+        hash_link(&t->buckets[jobtable_bucket_of(t, j->id)], j);
         t->count++;
         list_add_tail(&t->all, &j->all_link);
         if (j->id >= t->next_id)
