@@ -534,8 +534,9 @@ void store_revive(Store *s, Job *j)
         pthread_mutex_unlock(&s->lock);
 }
 
-/* Any life of a job: final_committed_set()'s @life for an end that is every life's (a
- * refused submission, writes given up at exit). */
+/* Any life of a job: final_committed_set()'s @life for writes given up at exit, whose
+ * end is every life's. (A submission's write is always of the present life: no life
+ * starts before a final write of the job is committed, store_revive().) */
 #define LIFE_ANY (-1)
 
 /* @j's final write is committed or given up: its waiters, then its watches. A write read
@@ -986,7 +987,7 @@ static void job_written(Store *s, StoreTaken *t, int error, bool transient, List
         }
         if (error) { /* before the events that publish it; not a revived job's new life's */
                 pthread_mutex_lock(&s->lock);
-                if (t->submit || w->life == j->store.life)
+                if (w->life == j->store.life)
                         j->store.error = error;
                 pthread_mutex_unlock(&s->lock);
         }
@@ -995,7 +996,7 @@ static void job_written(Store *s, StoreTaken *t, int error, bool transient, List
         if (t->notify) /* a submission's first write, or a deferred one (store_put()) */
                 fiber_event_set(&j->store.committed);
         if (final)
-                final_committed_set(s, j, t->submit && error ? LIFE_ANY : w->life);
+                final_committed_set(s, j, w->life);
         if (t->submit && !error && s->submitted) /* committed: started once answered */
                 s->submitted(j, 0, s->snapshot_arg);
         job_unref(j);
