@@ -164,7 +164,7 @@ typedef struct JobStorePart {
                            * wraps): a write carries the one it was read in
                            * (StoreWrite.life), and only a final write of this one sets
                            * @final_committed. Written under both locks (the owner's and
-                           * Store.lock), read under either */
+                           * Store.lock, an atomic store), read under either or atomically */
         /* outcome: @error is written before the event that publishes it */
         int error;                  /* 0, or why the store failed (first or final write) */
         FiberEvent committed;       /* the submission is committed (or failed: @error) */

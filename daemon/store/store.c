@@ -396,17 +396,6 @@ int store_wait(Job *j, bool final, bool cancellable)
  * still writes. */
 #define STORE_WAIT_POLL_NS (100 * NSEC_PER_MSEC)
 
-/* @j lives a later life than @life (store_revive()): the end of @life is on disk. */
-static bool life_over(Store *s, Job *j, uint16_t life)
-{
-        bool over;
-
-        pthread_mutex_lock(&s->lock);
-        over = j->store.life != life;
-        pthread_mutex_unlock(&s->lock);
-        return over;
-}
-
 int store_wait_until(Store *s, Job *j, bool final, uint16_t life, uint64_t deadline_ns)
 {
         FiberEvent *ev = final ? &j->store.final_committed : &j->store.committed;
@@ -416,7 +405,8 @@ int store_wait_until(Store *s, Job *j, bool final, uint16_t life, uint64_t deadl
                          until = now < deadline_ns ? deadline_ns : now + STORE_WAIT_POLL_NS;
                 int r;
 
-                if (final && life_over(s, j, life))
+                /* a later life (store_revive()): the end of @life is on disk */
+                if (final && __atomic_load_n(&j->store.life, __ATOMIC_RELAXED) != life)
                         return 0;
                 if (final && until - now > STORE_WAIT_POLL_NS)
                         /* a revive between the look above and the wait resets the event
@@ -528,7 +518,8 @@ void store_revive(Store *s, Job *j)
          * life before this, which sees the new one. An end still being written, or
          * failed for good, is left as it is: its waiters and watches hear that write. */
         if (!j->store.refused && !j->store.error && fiber_event_is_set(&j->store.final_committed)) {
-                j->store.life++;
+                /* atomic: store_wait_until() reads it with neither lock held */
+                __atomic_store_n(&j->store.life, j->store.life + 1, __ATOMIC_RELAXED);
                 fiber_event_reset(&j->store.final_committed);
         }
         pthread_mutex_unlock(&s->lock);
