@@ -2,7 +2,7 @@
 /*
  * dispatch.c — the dispatcher: which queued job runs next, and the fibers that run it.
  *
- * Queued jobs wait in binary min-heaps per user (uid), one per class and plugin it used
+ * Queued jobs wait in 4-ary min-heaps per user (uid), one per class and plugin it used
  * (its lanes, below), ordered by (priority, id): a lower priority value runs first,
  * equal priorities in submission order. The next job is the best of the users' best
  * tops that no pause or cap holds: lowest priority value, then the user with the
@@ -202,64 +202,67 @@ void dispatch_set_quotas_locked(Dispatcher *d, const JobQuotas *q)
         d->quotas = *q;
 }
 
-static bool job_before(const Job *a, const Job *b)
+static bool slot_before(const JobHeapSlot *a, const JobHeapSlot *b)
 {
-        if (a->priority != b->priority)
-                return a->priority < b->priority;
-        return a->id < b->id;
+        return a->priority != b->priority ? a->priority < b->priority : a->id < b->id;
 }
 
-static void heap_set(JobHeap *h, size_t i, Job *j)
+#define HEAP_ARITY 4
+
+static void heap_set(JobHeap *h, size_t i, JobHeapSlot s)
 {
-        h->v[i] = j;
-        j->live->heap_index = i;
+        h->v[i] = s;
+        s.live->heap_index = i;
 }
 
 static void heap_up(JobHeap *h, size_t i)
 {
-        Job *j = h->v[i];
+        JobHeapSlot s = h->v[i];
 
         while (i > 0) {
-                size_t parent = (i - 1) / 2;
-                if (!job_before(j, h->v[parent]))
+                size_t parent = (i - 1) / HEAP_ARITY;
+                if (!slot_before(&s, &h->v[parent]))
                         break;
                 heap_set(h, i, h->v[parent]);
                 i = parent;
         }
-        heap_set(h, i, j);
+        heap_set(h, i, s);
 }
 
 static void heap_down(JobHeap *h, size_t i)
 {
-        Job *j = h->v[i];
+        JobHeapSlot s = h->v[i];
 
         for (;;) {
-                size_t l = 2 * i + 1, m = i;
-                Job *best = j;
-                if (l < h->len && job_before(h->v[l], best))
-                        m = l, best = h->v[l];
-                if (l + 1 < h->len && job_before(h->v[l + 1], best))
-                        m = l + 1, best = h->v[l + 1];
+                size_t first = HEAP_ARITY * i + 1, end = first + HEAP_ARITY, m = i;
+                const JobHeapSlot *best = &s;
+                if (first >= h->len)
+                        break;
+                if (end > h->len)
+                        end = h->len;
+                for (size_t c = first; c < end; c++)
+                        if (slot_before(&h->v[c], best))
+                                m = c, best = &h->v[c];
                 if (m == i)
                         break;
-                heap_set(h, i, best);
+                heap_set(h, i, *best);
                 i = m;
         }
-        heap_set(h, i, j);
+        heap_set(h, i, s);
 }
 
 static int heap_push(JobHeap *h, Job *j)
 {
         if (h->len == h->cap) {
                 size_t cap = h->cap ? h->cap * 2 : 16;
-                Job **v = realloc(h->v, cap * sizeof(*v));
+                JobHeapSlot *v = realloc(h->v, cap * sizeof(*v));
                 if (!v)
                         return -ENOMEM;
                 h->v = v;
                 h->cap = cap;
         }
-        heap_set(h, h->len++, j);
-        heap_up(h, j->live->heap_index);
+        h->v[h->len++] = (JobHeapSlot){j->priority, j->id, j, j->live};
+        heap_up(h, h->len - 1);
         return 0;
 }
 
@@ -267,14 +270,14 @@ static bool heap_remove(JobHeap *h, Job *j)
 {
         size_t i = j->live->heap_index;
 
-        if (i == SIZE_MAX || i >= h->len || h->v[i] != j)
+        if (i == SIZE_MAX || i >= h->len || h->v[i].job != j)
                 return false;
         j->live->heap_index = SIZE_MAX;
         h->len--;
         if (i < h->len) {
                 heap_set(h, i, h->v[h->len]);
                 heap_up(h, i);
-                heap_down(h, h->v[i]->live->heap_index);
+                heap_down(h, h->v[i].live->heap_index);
         }
         return true;
 }
@@ -381,7 +384,7 @@ static DispatchLane *lane_of(const DispatchUser *u, const Job *j)
         size_t i = j->live->heap_index;
 
         for (size_t k = 0; i != SIZE_MAX && k < u->n_lanes; k++)
-                if (i < u->lanes[k].queue.len && u->lanes[k].queue.v[i] == j)
+                if (i < u->lanes[k].queue.len && u->lanes[k].queue.v[i].job == j)
                         return &u->lanes[k];
         return NULL;
 }
@@ -471,7 +474,7 @@ Job *dispatch_first_locked(const Dispatcher *d)
         for (size_t i = 0; i < d->n_users; i++)
                 for (size_t k = 0; d->users[i].queued && k < d->users[i].n_lanes; k++)
                         if (d->users[i].lanes[k].queue.len)
-                                return d->users[i].lanes[k].queue.v[0];
+                                return d->users[i].lanes[k].queue.v[0].job;
         return NULL;
 }
 
@@ -485,7 +488,7 @@ Job *dispatch_at_locked(const Dispatcher *d, size_t i)
                 }
                 for (size_t k = 0; k < du->n_lanes; k++) {
                         if (i < du->lanes[k].queue.len)
-                                return du->lanes[k].queue.v[i];
+                                return du->lanes[k].queue.v[i].job;
                         i -= du->lanes[k].queue.len;
                 }
         }
@@ -563,7 +566,7 @@ static DispatchLane *user_lane_next(const Dispatcher *d, DispatchUser *u)
                 DispatchLane *l = &u->lanes[i];
                 if (!l->queue.len || lane_held(d, l))
                         continue;
-                if (!best || job_before(l->queue.v[0], best->queue.v[0]))
+                if (!best || slot_before(&l->queue.v[0], &best->queue.v[0]))
                         best = l;
         }
         return best;
@@ -579,7 +582,7 @@ static DispatchLane *lane_next(Dispatcher *d)
         for (size_t i = 0; i < d->n_users; i++) {
                 DispatchUser *u = &d->users[i];
                 DispatchLane *l;
-                const Job *j, *b;
+                const JobHeapSlot *j, *b;
                 if (!u->queued || (cap && u->running >= cap && !user_exempt(d, u->uid)))
                         continue;
                 l = user_lane_next(d, u);
@@ -590,8 +593,8 @@ static DispatchLane *lane_next(Dispatcher *d)
                         best_lane = l;
                         continue;
                 }
-                j = l->queue.v[0];
-                b = best_lane->queue.v[0];
+                j = &l->queue.v[0];
+                b = &best_lane->queue.v[0];
                 if (j->priority != b->priority          ? j->priority < b->priority
                     : u->running != best->running       ? u->running < best->running
                     : u->last_start != best->last_start ? u->last_start < best->last_start
@@ -1086,7 +1089,7 @@ void dispatch_pump_locked(Dispatcher *d)
         DispatchLane *l;
 
         while (!d->pump_blocked && d->queued && d->running < d->max_running && (l = lane_next(d))) {
-                Job *j = l->queue.v[0];
+                Job *j = l->queue.v[0].job;
                 unsigned cls = l->cls;
                 size_t plugin = l->plugin;
                 JobRun *run;

@@ -60,9 +60,21 @@ typedef struct JobQuotas {
         uid_t exempt_uid;               /* fiberd's own uid */
 } JobQuotas;
 
-/* A binary min-heap of queued jobs by (priority, id); Job.heap_index is the position. */
+/* One queued job of a lane's heap, with its order key (priority, id) copied beside it
+ * and its JobLive, so that a sift compares and moves within the array and writes one
+ * line of each job it moves (JobLive.heap_index) instead of loading three. */
+typedef struct JobHeapSlot {
+        int priority; /* Job.priority, fixed at submission */
+        uint64_t id;
+        Job *job;
+        JobLive *live; /* job->live */
+} JobHeapSlot;
+
+/* A 4-ary min-heap of queued jobs by (priority, id): a pop sifts through half the levels
+ * of a binary heap, and a node's four children share a cache line or two (the d-ary
+ * heap; Johnson, 1975). JobLive.heap_index is the position. */
 typedef struct JobHeap {
-        Job **v; /* owned array */
+        JobHeapSlot *v; /* owned array */
         size_t len, cap;
 } JobHeap;
 

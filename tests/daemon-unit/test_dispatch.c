@@ -8,13 +8,14 @@
  * cancels a running job through its supervisor; a cancelled job whose code does not
  * return is detached after the grace and concluded when it returns. Admission
  * (per-user queue cap, token bucket), the
- * max_running and per-user bounds, priority then submission order, a removed job
- * leaving the queue, round robin between users at equal priority; pauses of a class or
+ * max_running and per-user bounds, priority then submission order (also in a queue
+ * hundreds deep), a removed job leaving the queue, round robin between users at equal priority; pauses of a class or
  * a plugin and caps on a class's or a plugin's running jobs hold their jobs queued
  * without holding up the same user's other jobs, and let them go on resume, on a
  * raised cap or when one of theirs ends. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -371,6 +372,53 @@ Test(dispatch, a_removed_job_leaves_the_queue)
         cr_assert(dispatch_idle_locked(&o.d));
         pthread_mutex_unlock(&o.lock);
         job_unref(b);
+}
+
+/* Hundreds of jobs in one lane, pushed out of id order at mixed priorities, some taken
+ * out of the middle: the queue gives the rest by (priority, id), each once. */
+Test(dispatch, a_deep_queue_gives_its_jobs_by_priority_then_id)
+{
+        enum { N = 500 };
+        static Job *j[N];
+        uint32_t rng = 12345;
+        int prev_priority = INT_MIN, left = 0;
+        uint64_t prev_id = 0;
+        Job *first;
+
+        setup(1);
+        for (int i = 0; i < N; i++) {
+                uint64_t id = 100 + (uint64_t)(i * 7919 % N); /* every id once, shuffled */
+                rng = rng * 1103515245 + 12345;
+                j[i] = push(id, 1000, (int)((rng >> 16) % 7) - 3);
+        }
+        pthread_mutex_lock(&o.lock);
+        for (int i = 0; i < N; i++)
+                if (j[i]->id % 5 == 0) {
+                        dispatch_remove_locked(&o.d, j[i]);
+                        cr_assert_eq(j[i]->live->heap_index, SIZE_MAX);
+                } else {
+                        left++;
+                }
+        cr_assert_eq(dispatch_queued_locked(&o.d), (size_t)left);
+        for (int n = 0; n < left; n++) {
+                first = dispatch_first_locked(&o.d);
+                cr_assert_not_null(first, "the queue ran dry after %d of %d", n, left);
+                cr_assert_neq(first->id % 5, 0, "job %llu was taken out, and came back",
+                              (unsigned long long)first->id);
+                cr_assert(first->priority > prev_priority ||
+                                  (first->priority == prev_priority && first->id > prev_id),
+                          "job %llu (priority %d) came after job %llu (priority %d)",
+                          (unsigned long long)first->id, first->priority,
+                          (unsigned long long)prev_id, prev_priority);
+                prev_priority = first->priority;
+                prev_id = first->id;
+                dispatch_remove_locked(&o.d, first);
+        }
+        cr_assert_null(dispatch_first_locked(&o.d));
+        cr_assert_eq(dispatch_queued_locked(&o.d), 0);
+        pthread_mutex_unlock(&o.lock);
+        for (int i = 0; i < N; i++)
+                job_unref(j[i]);
 }
 
 Test(dispatch, users_take_turns_at_equal_priority)
