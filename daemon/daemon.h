@@ -89,6 +89,16 @@ void daemon_apply_server_limits(Daemon *d, const Config *c);
 MethodFn methods_lookup(const char *name, size_t len);
 
 /*
+ * methods_run_inline - server_set_inline()'s RequestInlineFn: a job.run without a wait
+ * limit on a store that writes nothing (memory). Its submission does not park (no
+ * durable write to wait for) and its answer waits as a deferred watch (jobwait.c), so
+ * it runs on the connection's reader. Parks only where a request fiber would too: the
+ * first job of a plugin not loaded yet waits for its load (then the connection's next
+ * requests wait with it). @ctx: the Daemon.
+ */
+bool methods_run_inline(void *ctx, const Request *req);
+
+/*
  * stats_pack - the `stats` result (PROTOCOL.md): uptime, job counts in total and per
  * plugin (with its stall reports), per scheduling group runtime stats (the server group,
  * then every job group), the job scheduler's layout and classes, server counters. Return 0; -ENOMEM.

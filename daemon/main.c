@@ -970,8 +970,10 @@ int main(int argc, char **argv)
         }
         r = server_new(&d->server, listen_fd, d->server_group, d->cfg.max_message, methods_lookup,
                        d);
-        if (r == 0)
+        if (r == 0) {
                 daemon_apply_server_limits(d, &d->cfg);
+                server_set_inline(d->server, methods_run_inline);
+        }
         if (r < 0 || (r = server_start(d->server)) < 0) {
                 log_msg(LOG_ERR, "cannot start the server: %s", strerror(-r));
                 return EX_SOFTWARE;

@@ -272,6 +272,7 @@ enum {
 #define IPC_KEY_CONNECTIONS "connections"
 #define IPC_KEY_ACCEPTED "accepted"
 #define IPC_KEY_REQUESTS "requests"
+#define IPC_KEY_REQUESTS_INLINE "requests_inline"
 #define IPC_KEY_IN_FLIGHT "in_flight"
 #define IPC_KEY_PROTOCOL_ERRORS "protocol_errors"
 /* server resource limits: connections refused by a limit or for want of fds

@@ -319,6 +319,9 @@ static void server(FILE *f, Daemon *d)
         sample_uint(f, "fiberd_connections_accepted_total", NULL, NULL, NULL, NULL, ss.accepted);
         family(f, "fiberd_requests", "counter", NULL, "Requests received.");
         sample_uint(f, "fiberd_requests_total", NULL, NULL, NULL, NULL, ss.requests);
+        family(f, "fiberd_requests_inline", "counter", NULL,
+               "Requests run on their connection's reader, without a fiber of their own.");
+        sample_uint(f, "fiberd_requests_inline_total", NULL, NULL, NULL, NULL, ss.requests_inline);
         family(f, "fiberd_requests_in_flight", "gauge", NULL, "Requests being handled now.");
         sample_uint(f, "fiberd_requests_in_flight", NULL, NULL, NULL, NULL, ss.in_flight);
         family(f, "fiberd_answer_writes", "counter", NULL,

@@ -295,6 +295,7 @@ static int pack_server(msgpack_packer *pk, const void *arg)
         return IPC_PACK_MAP(pk, IPC_KV_UINT(IPC_KEY_CONNECTIONS, ss.connections),
                             IPC_KV_UINT(IPC_KEY_ACCEPTED, ss.accepted),
                             IPC_KV_UINT(IPC_KEY_REQUESTS, ss.requests),
+                            IPC_KV_UINT(IPC_KEY_REQUESTS_INLINE, ss.requests_inline),
                             IPC_KV_UINT(IPC_KEY_IN_FLIGHT, ss.in_flight),
                             IPC_KV_UINT(IPC_KEY_PROTOCOL_ERRORS, ss.protocol_errors),
                             IPC_KV_UINT(IPC_KEY_REFUSED, ss.refused),

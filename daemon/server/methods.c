@@ -5,8 +5,10 @@
  * (OpenMetrics text, openmetrics.c), job.logs (the job's host->log lines, joblog.h;
  * its owner or an admin, as every job method) and pause / resume (admins; pause.c).
  *
- * Each runs in its own request fiber (server.c), reads its params with ipc/value.h
- * (which words the INVALID_ARGUMENT messages), and packs one result object. Access
+ * Each runs in its own request fiber (server.c), except a job.run that cannot park,
+ * which runs on its connection's reader (methods_run_inline()); each reads its params
+ * with ipc/value.h (which words the INVALID_ARGUMENT messages), and packs one result
+ * object. Access
  * (access.h): every client may ping, list plugins, read stats and its own jobs; job.submit
  * and job.run need the submit tier, a negative priority the admin tier
  * (PERMISSION_DENIED naming the tier); another user's job is visible to admins only,
@@ -504,6 +506,18 @@ static const struct {
         {IPC_METHOD_SCHEDULE_PAUSE, schedules_pause},
         {IPC_METHOD_SCHEDULE_RESUME, schedules_resume},
 };
+
+bool methods_run_inline(void *ctx, const Request *req)
+{
+        const Daemon *d = ctx;
+        const Store *store = d->store;
+        static const char run[] = IPC_METHOD_JOB_RUN;
+
+        return req->msg.method_len == sizeof(run) - 1 &&
+               memcmp(req->msg.method, run, sizeof(run) - 1) == 0 && store &&
+               !store_durable(store) &&
+               ipc_object_is_nil(ipc_array_at(&req->msg.params, IPC_RUN_PARAM_TIMEOUT_MS));
+}
 
 MethodFn methods_lookup(const char *name, size_t len)
 {

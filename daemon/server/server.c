@@ -96,8 +96,9 @@ struct Server {
         size_t max_message; /* atomic */
         MethodLookupFn lookup;
         void *ctx;
-        Fiber *accept_fiber; /* joinable */
-        ServerStats stats;   /* atomic fields */
+        RequestInlineFn run_inline; /* NULL: every request gets a fiber */
+        Fiber *accept_fiber;        /* joinable */
+        ServerStats stats;          /* atomic fields */
 
         pthread_mutex_t lock; /* guards limits, users[] and flush_pending; never held
                                * across a switch */
@@ -528,6 +529,23 @@ static void conn_answer(Conn *c, const void *data, size_t len)
                 conn_flush(c);
 }
 
+/* conn_answer() for the reader running a request inline: the answer is queued, and when
+ * no flush is under way the reader becomes the flusher (*@ret_flush = true) and writes
+ * once the requests of its read are done, with the answers that joined meanwhile. */
+static void conn_answer_later(Conn *c, const void *data, size_t len, bool *ret_flush)
+{
+        bool flush;
+
+        if (conn_queue_answer(c, data, len, &flush) < 0) {
+                conn_send(c, data, len); /* no memory to queue it: on its own */
+                STAT_ADD(c->server, answer_writes, 1);
+                conn_answers_done(c, 1);
+                return;
+        }
+        if (flush)
+                *ret_flush = true;
+}
+
 /* The flusher's turns (conn_answer()): writes what is queued, gathers, again, until the
  * queue is empty, then gives the flusher's role up. Context: the fiber that set
  * Conn.flushing; parks. */
@@ -655,9 +673,13 @@ static bool pack_response(IpcPackBuf *out, uint32_t msgid, AnswerPackFn pack, vo
         return false;
 }
 
-static void request_main(void *arg)
+/* Runs @req's method and answers it. @ret_flush NULL: on the request's own fiber, which
+ * writes its answer (conn_answer()). Else on the connection's reader (run inline): an
+ * answer given at once is only queued, and *@ret_flush set when the reader must flush
+ * after the requests of its read (conn_reader()). Takes over @req and its reference to
+ * the connection. */
+static void request_run(Request *req, bool *ret_flush)
 {
-        Request *req = arg;
         Server *s = req->server;
         Conn *c = req->conn;
         MethodCall call = {s->lookup(req->msg.method, req->msg.method_len), s->ctx, req};
@@ -670,10 +692,17 @@ static void request_main(void *arg)
         ipc_packbuf_init(&out, room, sizeof(room));
         deferred = pack_response(&out, req->msg.msgid, method_call_pack, &call, req);
         request_free(req);
-        if (!deferred)
+        if (!deferred && ret_flush)
+                conn_answer_later(c, out.data, out.size, ret_flush);
+        else if (!deferred)
                 conn_answer(c, out.data, out.size);
         ipc_packbuf_free(&out);
         conn_unref(c);
+}
+
+static void request_main(void *arg)
+{
+        request_run(arg, NULL);
 }
 
 void request_defer(Request *req, RequestDeferred *d)
@@ -789,8 +818,10 @@ static void conn_drop_fds(Conn *c, const IpcMessage *msg)
         memmove(c->fds, c->fds + need, c->n_fds * sizeof(int));
 }
 
-/* Starts a request fiber for @msg (taken over). Context: the connection's reader. */
-static void conn_dispatch(Conn *c, IpcMessage *msg)
+/* Starts a request fiber for @msg (taken over), or runs it on the reader when the server's
+ * run_inline says it cannot park; *@ret_flush as request_run() says. Context: the
+ * connection's reader. */
+static void conn_dispatch(Conn *c, IpcMessage *msg, bool *ret_flush)
 {
         Server *s = c->server;
         FiberAttr attr = {.group = s->group, .detached = true};
@@ -852,6 +883,11 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
                 return;
         }
         STAT_ADD(s, in_flight, 1);
+        if (s->run_inline && s->run_inline(s->ctx, req)) {
+                STAT_ADD(s, requests_inline, 1);
+                request_run(req, ret_flush);
+                return;
+        }
         /*
          * No fiber left in the group: stop reading this connection (the client's writes
          * back up, which is the backpressure) and retry for a while before refusing.
@@ -985,7 +1021,7 @@ static bool conn_account_partial(Conn *c, bool progress)
 static void conn_reader(void *arg)
 {
         Conn *c = arg;
-        bool fatal = false;
+        bool fatal = false, flush = false;
 
         while (!fatal) {
                 IpcMessage msg;
@@ -1030,7 +1066,7 @@ static void conn_reader(void *arg)
                 while ((r = ipc_decoder_next(c->decoder, &msg)) != 0) {
                         if (r == 1) {
                                 progress = true;
-                                conn_dispatch(c, &msg);
+                                conn_dispatch(c, &msg, &flush);
                                 if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
                                         break;
                                 continue;
@@ -1039,6 +1075,11 @@ static void conn_reader(void *arg)
                                 fatal = true;
                                 break;
                         }
+                }
+                /* the answers the requests run inline gave at once: one write for the read */
+                if (flush) {
+                        flush = false;
+                        conn_flush(c);
                 }
                 if (!fatal && !conn_account_partial(c, progress))
                         fatal = true;
@@ -1258,6 +1299,11 @@ int server_drain(Server *s, uint64_t deadline_ns)
         return 0;
 }
 
+void server_set_inline(Server *s, RequestInlineFn run_inline)
+{
+        s->run_inline = run_inline;
+}
+
 void server_set_max_message(Server *s, size_t max_message)
 {
         __atomic_store_n(&s->max_message, max_message, __ATOMIC_RELAXED);
@@ -1272,6 +1318,7 @@ void server_stats(const Server *s, ServerStats *ret)
         ret->protocol_errors = __atomic_load_n(&s->stats.protocol_errors, __ATOMIC_RELAXED);
         ret->refused = __atomic_load_n(&s->stats.refused, __ATOMIC_RELAXED);
         ret->partial_bytes = __atomic_load_n(&s->stats.partial_bytes, __ATOMIC_RELAXED);
+        ret->requests_inline = __atomic_load_n(&s->stats.requests_inline, __ATOMIC_RELAXED);
         ret->answer_writes = __atomic_load_n(&s->stats.answer_writes, __ATOMIC_RELAXED);
         ret->user_throttled = __atomic_load_n(&s->stats.user_throttled, __ATOMIC_RELAXED);
 }

@@ -10,7 +10,10 @@
  *  - one request fiber per request: runs the method (methods.c) and writes the response.
  *    A long job.wait parks only its own fiber, so other requests on the same connection
  *    and on other connections go on; responses may leave out of order, which
- *    MessagePack-RPC allows (the msgid pairs them). A method may instead leave its
+ *    MessagePack-RPC allows (the msgid pairs them). A request the server's
+ *    RequestInlineFn says cannot park runs on the reader instead (server_set_inline()),
+ *    which saves the fiber's create, switches and run-queue round trip; an answer it
+ *    gives at once is queued and written after the requests of the same read. A method may instead leave its
  *    answer for later (request_defer()): its fiber ends, and the answer is given from
  *    another fiber, written by a flusher fiber of the connection.
  * Responses are written whole under the connection's FiberMutex, so two request fibers
@@ -108,6 +111,23 @@ void server_stop_accepting(Server *s);
  */
 int server_drain(Server *s, uint64_t deadline_ns);
 
+/*
+ * RequestInlineFn - whether @req may run on its connection's reader fiber instead of a
+ * request fiber of its own: true only for a call that cannot park (its answer is given
+ * at once, or left for later with request_defer()), because the reader reads nothing
+ * more from that connection until it returns. @ctx is server_new()'s. Context: the
+ * reader fiber; must not park.
+ */
+typedef bool (*RequestInlineFn)(void *ctx, const Request *req);
+
+/*
+ * server_set_inline - the requests that run inline (RequestInlineFn); NULL (the default):
+ * none. A request run inline costs no fiber create, no switch to it and back, and no
+ * run-queue round trip; an answer it gives at once is written with the others of the
+ * same read. Context: main thread, before server_start().
+ */
+void server_set_inline(Server *s, RequestInlineFn run_inline);
+
 /* server_set_max_message - new cap for connections accepted from now on (SIGHUP). */
 void server_set_max_message(Server *s, size_t max_message);
 
@@ -159,6 +179,8 @@ typedef struct ServerStats {
         uint64_t connections;     /* open now */
         uint64_t accepted;        /* since start */
         uint64_t requests;        /* since start */
+        uint64_t requests_inline; /* since start: run on their connection's reader, without
+                                   * a fiber of their own (server_set_inline()) */
         uint64_t in_flight;       /* requests being handled now */
         uint64_t protocol_errors; /* malformed, oversized or non-msgpack input */
         uint64_t refused;         /* connections refused by a ServerLimits limit or no fd */

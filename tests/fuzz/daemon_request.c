@@ -72,6 +72,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         d->cfg.max_message = 1 << 16;
         if (server_new(&d->server, -1, d->server_group, 1 << 16, methods_lookup, d) < 0)
                 abort();
+        server_set_inline(d->server, methods_run_inline);
         if (plugin_job_init(1 << 16, 1 << 16) < 0 ||
             plugin_host_init(FUZZ_PLUGIN_DIR, &plugin_host_functions) < 0 ||
             plugin_host_count() == 0)

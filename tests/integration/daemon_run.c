@@ -6,7 +6,9 @@
  * bad params with exactly job.submit's error and queues nothing then, answers with
  * the record as it stands when its wait limit passes, and leaves the job running when
  * its client goes away (the job still finishes; another connection sees it); its
- * `fields` and job.wait's answer only the record keys asked.
+ * `fields` and job.wait's answer only the record keys asked. On the memory store a
+ * job.run without a wait limit runs on its connection's reader (none on sqlite), and
+ * pipelined with others that do not, each still finds its own answer.
  * Waits are on conditions (job.list, job.wait), never sleeps.
  */
 #include "tests/integration/fiberd_harness.h"
@@ -522,6 +524,20 @@ static void server_load(Client *c, uint64_t *ret_fibers, uint64_t *ret_in_flight
         reply_clear(&rp);
 }
 
+/* stats: the requests run on their connection's reader (server.requests_inline). */
+static uint64_t requests_inline(Client *c)
+{
+        uint64_t v;
+        Reply rp;
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        v = map_uint(map_get(rp.result, "server"), "requests_inline");
+        cr_assert_neq(v, UINT64_MAX, "stats has no server.requests_inline");
+        reply_clear(&rp);
+        return v;
+}
+
 /* Asserts that exactly @want jobs come to run at once (stats on @c, bounded). */
 static void wait_running(Client *c, uint64_t want)
 {
@@ -531,16 +547,17 @@ static void wait_running(Client *c, uint64_t want)
 /* DEFERRED_RUNS job.runs pipelined on one connection of a fiberd started with @o, each
  * answer checked against its own msgid. Returns the server fibers alive while all of
  * them were in flight. */
-static uint64_t many_waits(const FiberdOpts *o)
+static uint64_t many_waits(const FiberdOpts *o, uint64_t *ret_inline)
 {
         uint32_t msgids[DEFERRED_RUNS];
-        uint64_t fibers, in_flight, waiting;
+        uint64_t fibers, in_flight, waiting, inline_before;
         IpcStatus st;
         Client *c, *c2;
 
         fiberd_start(&fd_, o);
         c = fiberd_connect(&fd_);
         c2 = fiberd_connect(&fd_);
+        inline_before = requests_inline(c2);
         /* pipelined on one connection, ending in another order than they were sent */
         for (int i = 0; i < DEFERRED_RUNS; i++) {
                 msgpack_sbuffer sb;
@@ -574,6 +591,7 @@ static uint64_t many_waits(const FiberdOpts *o)
                 cr_assert(tries < 1000, "in flight: %lu", (unsigned long)in_flight);
                 usleep(2000);
         }
+        *ret_inline = requests_inline(c2) - inline_before;
         client_free(c);
         client_free(c2);
         return waiting;
@@ -581,10 +599,13 @@ static uint64_t many_waits(const FiberdOpts *o)
 
 Test(daemon_run_deferred, many_waits_hold_no_fiber_and_each_answer_finds_its_request)
 {
-        uint64_t fibers = many_waits(&deferred_opts);
+        uint64_t inlined, fibers = many_waits(&deferred_opts, &inlined);
 
         /* a parked request fiber each would be DEFERRED_RUNS at least */
         cr_assert_lt(fibers, DEFERRED_RUNS / 2, "server fibers alive: %lu", (unsigned long)fibers);
+        /* the memory store: each job.run ran on the reader, without a fiber of its own */
+        cr_assert_eq(inlined, DEFERRED_RUNS, "%lu of %d job.runs ran inline",
+                     (unsigned long)inlined, DEFERRED_RUNS);
 }
 
 /* the sqlite store: the answer waits for the final write too, still without a fiber */
@@ -592,9 +613,68 @@ Test(daemon_run_deferred, many_waits_hold_no_fiber_on_the_durable_store)
 {
         FiberdOpts o = {.plugins = "echo sleep", .config = "[jobs]\nmax_running = 64\n"};
 
-        uint64_t fibers = many_waits(&o);
+        uint64_t inlined, fibers = many_waits(&o, &inlined);
 
         cr_assert_lt(fibers, DEFERRED_RUNS / 2, "server fibers alive: %lu", (unsigned long)fibers);
+        /* a submission here waits for its write: a fiber each, never the reader */
+        cr_assert_eq(inlined, 0, "%lu job.runs ran inline on the sqlite store",
+                     (unsigned long)inlined);
+}
+
+/*
+ * On the memory store a job.run without a wait limit runs on the connection's reader
+ * (server.c, methods_run_inline()). Pipelined with one that has a limit (a fiber of its
+ * own) and one refused at once (no such plugin: its answer is the reader's to write),
+ * every request still gets its own answer, and only the unlimited ones ran inline.
+ */
+Test(daemon_run_deferred, unlimited_runs_run_on_the_reader_and_each_is_answered)
+{
+        enum { RUNS = 16 };
+        uint32_t msgids[RUNS], limited = 0, refused = 0;
+        uint64_t inline_before, inlined;
+        IpcStatus st;
+        Client *c, *c2;
+        Reply rp;
+
+        fiberd_start(&fd_, &deferred_opts);
+        c = fiberd_connect(&fd_);
+        c2 = fiberd_connect(&fd_);
+        inline_before = requests_inline(c2);
+        for (int i = 0; i < RUNS; i++) {
+                msgpack_sbuffer sb;
+
+                pack_ms(&sb, (uint64_t)i);
+                msgids[i] = run_send(c, IPC_METHOD_JOB_RUN, "sleep", &sb, NULL, -1);
+                msgpack_sbuffer_destroy(&sb);
+                if (i == RUNS / 2) {
+                        refused = run_send(c, IPC_METHOD_JOB_RUN, "no-such-plugin", NULL, NULL, -1);
+                        limited = run_send(c, IPC_METHOD_JOB_RUN, "echo", NULL, NULL, 60000);
+                }
+        }
+        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
+        rpc_wait_reply(c, refused, &rp);
+        cr_assert_neq(rp.r, 0, "a job.run of a plugin that does not exist was accepted");
+        cr_assert_str_eq(rp.st.code, IPC_NOT_FOUND, "%s: %s", rp.st.code, rp.st.message);
+        reply_clear(&rp);
+        rpc_wait_reply(c, limited, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        reply_clear(&rp);
+        for (int i = 0; i < RUNS; i++) {
+                rpc_wait_reply(c, msgids[i], &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                cr_assert_eq(map_uint(map_get(rp.result, "result"), "slept_ms"), (uint64_t)i,
+                             "answer %d is another request's", i);
+                reply_clear(&rp);
+        }
+        inlined = requests_inline(c2) - inline_before;
+        cr_assert_eq(inlined, RUNS + 1,
+                     "%lu ran inline: the %d unlimited job.runs and the "
+                     "refused one should have, the limited one not",
+                     (unsigned long)inlined, RUNS);
+        client_free(c);
+        client_free(c2);
 }
 
 Test(daemon_run_deferred, job_waits_after_submit_are_answered_from_the_job_end)
