@@ -91,10 +91,11 @@ MethodFn methods_lookup(const char *name, size_t len);
 /*
  * methods_run_inline - server_set_inline()'s RequestInlineFn: a job.run without a wait
  * limit on a store that writes nothing (memory). Its submission does not park (no
- * durable write to wait for) and its answer waits as a deferred watch (jobwait.c), so
- * it runs on the connection's reader. Parks only where a request fiber would too: the
- * first job of a plugin not loaded yet waits for its load (then the connection's next
- * requests wait with it). @ctx: the Daemon.
+ * durable write to wait for: the plugin is a lookup, a limit a refusal) and its answer
+ * waits as a deferred watch (jobwait.c), so it runs on the connection's reader. It
+ * parks in one case, out of memory for the watch: then it waits for the job's end as a
+ * request fiber would, and that connection is not read meanwhile. A refusal, or a key
+ * whose job is already final, is answered at once. @ctx: the Daemon.
  */
 bool methods_run_inline(void *ctx, const Request *req);
 

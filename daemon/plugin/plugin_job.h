@@ -45,7 +45,8 @@ void plugin_host_set_max_result(size_t max_result_bytes, size_t max_message);
  * FiberdJob handle (plugin_job.c). @p is an instance the caller holds a reference on
  * (plugin_host_acquire()), so its code stays mapped while check_args runs.
  * Return: 0; a negative errno with @st filled with INVALID_ARGUMENT and the plugin's
- * reason. Context: a request fiber; does not yield (unless the plugin breaks the rule).
+ * reason. Context: a fiber of the server group (a request's, or a connection's reader
+ * running a job.run inline); does not yield (unless the plugin breaks the rule).
  */
 int plugin_host_check_args(const Plugin *p, const msgpack_object *args, const JobOrigin *origin,
                            IpcStatus *st);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * server.c — accept fiber, reader fiber per connection, request fiber per request
- * (see server.h for the shape and the error rules).
+ * server.c — accept fiber, reader fiber per connection, request fiber per request (or
+ * the reader itself, for a request that cannot park: server_set_inline()); see
+ * server.h for the shape and the error rules.
  *
  * The listening socket comes from systemd when fiberd is socket-activated
  * (sd_listen_fds(3): the fd named "fiberd", or an unnamed one: listenfds.h) or is
@@ -20,8 +21,8 @@
  *    closed. Root has SERVER_ROOT_RESERVE more in all and no per-uid limit (it is the
  *    admin; other users cannot exhaust what it needs).
  *  - requests in flight per connection: a FiberSemaphore of max_in_flight slots. The
- *    reader takes one per request before starting its fiber and the request fiber gives
- *    it back, so a client that pipelines without reading its answers is simply not read
+ *    reader takes one per request before starting its fiber (or running it inline) and
+ *    the request gives it back once its answer has left, so a client that pipelines without reading its answers is simply not read
  *    any more (its writes back up: backpressure) and holds at most max_in_flight fibers
  *    (or answers left for later: request_defer(), which keep their slot).
  *  - requests in flight per uid over all its connections: a second FiberSemaphore, of
@@ -513,7 +514,8 @@ static int conn_queue_answer(Conn *c, const void *data, size_t len, bool *ret_fl
  * is empty. A request slot comes back only when its answer
  * has left, so a client that stops reading still holds at most max_in_flight answers
  * here (backpressure), and a flusher whose write times out shuts the connection down
- * like any write (conn_send()). Copies @data. Context: a request fiber; may park.
+ * like any write (conn_send()). Copies @data. Context: a request fiber, or the reader
+ * running a request inline; may park.
  */
 static void conn_answer(Conn *c, const void *data, size_t len)
 {
@@ -527,23 +529,6 @@ static void conn_answer(Conn *c, const void *data, size_t len)
         }
         if (flush)
                 conn_flush(c);
-}
-
-/* conn_answer() for the reader running a request inline: the answer is queued, and when
- * no flush is under way the reader becomes the flusher (*@ret_flush = true) and writes
- * once the requests of its read are done, with the answers that joined meanwhile. */
-static void conn_answer_later(Conn *c, const void *data, size_t len, bool *ret_flush)
-{
-        bool flush;
-
-        if (conn_queue_answer(c, data, len, &flush) < 0) {
-                conn_send(c, data, len); /* no memory to queue it: on its own */
-                STAT_ADD(c->server, answer_writes, 1);
-                conn_answers_done(c, 1);
-                return;
-        }
-        if (flush)
-                *ret_flush = true;
 }
 
 /* The flusher's turns (conn_answer()): writes what is queued, gathers, again, until the
@@ -614,7 +599,7 @@ static void request_free(Request *req)
         free(req);
 }
 
-/* One method call as an AnswerPackFn: request_main()'s. */
+/* One method call as an AnswerPackFn: request_main()'s, on a request fiber or inline. */
 typedef struct MethodCall {
         MethodFn fn; /* NULL: no such method */
         void *ctx;
@@ -673,13 +658,12 @@ static bool pack_response(IpcPackBuf *out, uint32_t msgid, AnswerPackFn pack, vo
         return false;
 }
 
-/* Runs @req's method and answers it. @ret_flush NULL: on the request's own fiber, which
- * writes its answer (conn_answer()). Else on the connection's reader (run inline): an
- * answer given at once is only queued, and *@ret_flush set when the reader must flush
- * after the requests of its read (conn_reader()). Takes over @req and its reference to
+/* Runs @req's method and answers it (conn_answer()), on the request's own fiber or, for a
+ * request run inline, on the connection's reader. Takes over @req and its reference to
  * the connection. */
-static void request_run(Request *req, bool *ret_flush)
+static void request_main(void *arg)
 {
+        Request *req = arg;
         Server *s = req->server;
         Conn *c = req->conn;
         MethodCall call = {s->lookup(req->msg.method, req->msg.method_len), s->ctx, req};
@@ -692,17 +676,10 @@ static void request_run(Request *req, bool *ret_flush)
         ipc_packbuf_init(&out, room, sizeof(room));
         deferred = pack_response(&out, req->msg.msgid, method_call_pack, &call, req);
         request_free(req);
-        if (!deferred && ret_flush)
-                conn_answer_later(c, out.data, out.size, ret_flush);
-        else if (!deferred)
+        if (!deferred)
                 conn_answer(c, out.data, out.size);
         ipc_packbuf_free(&out);
         conn_unref(c);
-}
-
-static void request_main(void *arg)
-{
-        request_run(arg, NULL);
 }
 
 void request_defer(Request *req, RequestDeferred *d)
@@ -819,9 +796,11 @@ static void conn_drop_fds(Conn *c, const IpcMessage *msg)
 }
 
 /* Starts a request fiber for @msg (taken over), or runs it on the reader when the server's
- * run_inline says it cannot park; *@ret_flush as request_run() says. Context: the
- * connection's reader. */
-static void conn_dispatch(Conn *c, IpcMessage *msg, bool *ret_flush)
+ * run_inline says it cannot park. An answer such a request gives at once (a refusal, or a
+ * job already final) is written by the reader as a request fiber would write it
+ * (conn_answer()): never held while the reader goes on, since the reader may park below
+ * for the very slots those answers give back. Context: the connection's reader. */
+static void conn_dispatch(Conn *c, IpcMessage *msg)
 {
         Server *s = c->server;
         FiberAttr attr = {.group = s->group, .detached = true};
@@ -885,7 +864,7 @@ static void conn_dispatch(Conn *c, IpcMessage *msg, bool *ret_flush)
         STAT_ADD(s, in_flight, 1);
         if (s->run_inline && s->run_inline(s->ctx, req)) {
                 STAT_ADD(s, requests_inline, 1);
-                request_run(req, ret_flush);
+                request_main(req);
                 return;
         }
         /*
@@ -1021,7 +1000,7 @@ static bool conn_account_partial(Conn *c, bool progress)
 static void conn_reader(void *arg)
 {
         Conn *c = arg;
-        bool fatal = false, flush = false;
+        bool fatal = false;
 
         while (!fatal) {
                 IpcMessage msg;
@@ -1066,7 +1045,7 @@ static void conn_reader(void *arg)
                 while ((r = ipc_decoder_next(c->decoder, &msg)) != 0) {
                         if (r == 1) {
                                 progress = true;
-                                conn_dispatch(c, &msg, &flush);
+                                conn_dispatch(c, &msg);
                                 if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
                                         break;
                                 continue;
@@ -1075,11 +1054,6 @@ static void conn_reader(void *arg)
                                 fatal = true;
                                 break;
                         }
-                }
-                /* the answers the requests run inline gave at once: one write for the read */
-                if (flush) {
-                        flush = false;
-                        conn_flush(c);
                 }
                 if (!fatal && !conn_account_partial(c, progress))
                         fatal = true;

@@ -12,8 +12,8 @@
  *    and on other connections go on; responses may leave out of order, which
  *    MessagePack-RPC allows (the msgid pairs them). A request the server's
  *    RequestInlineFn says cannot park runs on the reader instead (server_set_inline()),
- *    which saves the fiber's create, switches and run-queue round trip; an answer it
- *    gives at once is queued and written after the requests of the same read. A method may instead leave its
+ *    which saves the fiber's create, switches and run-queue round trip; the reader
+ *    writes an answer it gives at once as a request fiber would. A method may instead leave its
  *    answer for later (request_defer()): its fiber ends, and the answer is given from
  *    another fiber, written by a flusher fiber of the connection.
  * Responses are written whole under the connection's FiberMutex, so two request fibers
@@ -22,7 +22,7 @@
  * closed; a msgpack value that is not an RPC request gets MALFORMED_MESSAGE and the
  * connection stays open (ipc/decoder.h explains which errors are recoverable).
  *
- * A Conn is reference counted: the reader holds one, every request fiber one; the fd
+ * A Conn is reference counted: the reader holds one, every request one; the fd
  * is closed when the last goes.
  *
  * Credentials and fds: the peer's uid, gid and groups are read once at accept
@@ -123,8 +123,9 @@ typedef bool (*RequestInlineFn)(void *ctx, const Request *req);
 /*
  * server_set_inline - the requests that run inline (RequestInlineFn); NULL (the default):
  * none. A request run inline costs no fiber create, no switch to it and back, and no
- * run-queue round trip; an answer it gives at once is written with the others of the
- * same read. Context: main thread, before server_start().
+ * run-queue round trip; an answer it gives at once is written by the reader as a request
+ * fiber would write it (never held back: the reader may next park for the very request
+ * slots that answer gives back). Context: main thread, before server_start().
  */
 void server_set_inline(Server *s, RequestInlineFn run_inline);
 

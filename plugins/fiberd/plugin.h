@@ -232,7 +232,7 @@ typedef struct FiberdPlugin {
         /* ---- plugins in place: refusing bad arguments at submission ---- */
         /*
          * check_args - optional; called at job.submit and job.run before a job is
-         * created, in the server's request fiber. @args is a FiberdJob handle over just
+         * created, on the server group (the request's fiber, or its connection's reader). @args is a FiberdJob handle over just
          * the submitted arguments (and passed fds): the same host->arg_*(),
          * host->args_object() and host->arg_fd() calls run() makes work on it, so a
          * plugin can share one "read my arguments" function between check_args and run.

@@ -8,7 +8,8 @@
  * its client goes away (the job still finishes; another connection sees it); its
  * `fields` and job.wait's answer only the record keys asked. On the memory store a
  * job.run without a wait limit runs on its connection's reader (none on sqlite), and
- * pipelined with others that do not, each still finds its own answer.
+ * pipelined with others that do not, each still finds its own answer, refusals far
+ * beyond max_in_flight included.
  * Waits are on conditions (job.list, job.wait), never sleeps.
  */
 #include "tests/integration/fiberd_harness.h"
@@ -675,6 +676,42 @@ Test(daemon_run_deferred, unlimited_runs_run_on_the_reader_and_each_is_answered)
                      (unsigned long)inlined, RUNS);
         client_free(c);
         client_free(c2);
+}
+
+/*
+ * Refusals that a job.run run on the reader answers at once, many more than
+ * max_in_flight in one burst: the reader must write each before it waits for a request
+ * slot, since those answers are what give the slots back. Held until the end of the
+ * read instead, the reader parked on the slots for good and nothing was answered.
+ */
+Test(daemon_run_deferred, refusals_beyond_max_in_flight_are_each_answered)
+{
+        enum { RUNS = 64 };
+        FiberdOpts o = {.plugins = "echo",
+                        .config = "[ipc]\nmax_in_flight = 8\n[store]\nbackend = memory\n"};
+        uint32_t msgids[RUNS];
+        IpcStatus st;
+        Client *c;
+        Reply rp;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        for (int i = 0; i < RUNS; i++)
+                msgids[i] = run_send(c, IPC_METHOD_JOB_RUN, i % 8 ? "no-such-plugin" : "echo", NULL,
+                                     NULL, -1);
+        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
+        for (int i = 0; i < RUNS; i++) {
+                rpc_wait_reply(c, msgids[i], &rp);
+                if (i % 8) {
+                        cr_assert_str_eq(rp.st.code, IPC_NOT_FOUND, "answer %d: %s", i,
+                                         rp.st.message);
+                } else {
+                        cr_assert_eq(rp.r, 0, "answer %d: %s", i, rp.st.message);
+                        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                }
+                reply_clear(&rp);
+        }
+        client_free(c);
 }
 
 Test(daemon_run_deferred, job_waits_after_submit_are_answered_from_the_job_end)
