@@ -658,12 +658,15 @@ static bool pack_response(IpcPackBuf *out, uint32_t msgid, AnswerPackFn pack, vo
         return false;
 }
 
-/* Runs @req's method and answers it (conn_answer()), on the request's own fiber or, for a
- * request run inline, on the connection's reader. Takes over @req and its reference to
- * the connection. */
-static void request_main(void *arg)
+static void conn_answer_handoff(Conn *c, const void *data, size_t len);
+
+/* Runs @req's method and answers it. On the request's own fiber (@on_reader false) the
+ * fiber writes the answer (conn_answer()). Run inline on the connection's reader, an
+ * answer given at once is handed to a flusher fiber (conn_answer_handoff()): the reader
+ * never writes, so it goes on reading while a client that is slow to read takes its
+ * answers, as with request fibers. Takes over @req and its reference to the connection. */
+static void request_run(Request *req, bool on_reader)
 {
-        Request *req = arg;
         Server *s = req->server;
         Conn *c = req->conn;
         MethodCall call = {s->lookup(req->msg.method, req->msg.method_len), s->ctx, req};
@@ -676,10 +679,20 @@ static void request_main(void *arg)
         ipc_packbuf_init(&out, room, sizeof(room));
         deferred = pack_response(&out, req->msg.msgid, method_call_pack, &call, req);
         request_free(req);
-        if (!deferred)
+        if (deferred) {
+                conn_unref(c);
+        } else if (on_reader) {
+                conn_answer_handoff(c, out.data, out.size); /* takes the reference */
+        } else {
                 conn_answer(c, out.data, out.size);
+                conn_unref(c);
+        }
         ipc_packbuf_free(&out);
-        conn_unref(c);
+}
+
+static void request_main(void *arg)
+{
+        request_run(arg, false);
 }
 
 void request_defer(Request *req, RequestDeferred *d)
@@ -703,16 +716,25 @@ void request_deferred_answer(RequestDeferred *d, AnswerPackFn pack, void *ctx)
 {
         Conn *c = d->conn;
         uint32_t msgid = d->msgid;
-        FiberAttr attr = {.group = c->server->group, .detached = true, .tag = "answers"};
         char room[1024];
         IpcPackBuf out;
-        bool flush;
-        int r;
 
         ipc_packbuf_init(&out, room, sizeof(room));
         pack_response(&out, msgid, pack, ctx, NULL);
-        r = conn_queue_answer(c, out.data, out.size, &flush);
+        conn_answer_handoff(c, out.data, out.size);
         ipc_packbuf_free(&out);
+}
+
+/* Queues an answer (@len bytes, copied) on @c and, when no flush is under way, starts a
+ * flusher fiber for it, or leaves it to the server's own flusher when no fiber can be
+ * had: the caller never writes nor parks. Takes over a reference to @c. */
+static void conn_answer_handoff(Conn *c, const void *data, size_t len)
+{
+        FiberAttr attr = {.group = c->server->group, .detached = true, .tag = "answers"};
+        bool flush;
+        int r;
+
+        r = conn_queue_answer(c, data, len, &flush);
         if (r < 0) {
                 /* the answer cannot be kept: the client must not wait for it forever */
                 log_msg(LOG_WARNING,
@@ -797,9 +819,10 @@ static void conn_drop_fds(Conn *c, const IpcMessage *msg)
 
 /* Starts a request fiber for @msg (taken over), or runs it on the reader when the server's
  * run_inline says it cannot park. An answer such a request gives at once (a refusal, or a
- * job already final) is written by the reader as a request fiber would write it
- * (conn_answer()): never held while the reader goes on, since the reader may park below
- * for the very slots those answers give back. Context: the connection's reader. */
+ * job already final) goes to a flusher fiber at once (conn_answer_handoff()): never held
+ * while the reader goes on, since the reader may park below for the very slots those
+ * answers give back, and never written by the reader, which keeps reading meanwhile.
+ * Context: the connection's reader. */
 static void conn_dispatch(Conn *c, IpcMessage *msg)
 {
         Server *s = c->server;
@@ -864,7 +887,7 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
         STAT_ADD(s, in_flight, 1);
         if (s->run_inline && s->run_inline(s->ctx, req)) {
                 STAT_ADD(s, requests_inline, 1);
-                request_main(req);
+                request_run(req, true);
                 return;
         }
         /*

@@ -12,8 +12,8 @@
  *    and on other connections go on; responses may leave out of order, which
  *    MessagePack-RPC allows (the msgid pairs them). A request the server's
  *    RequestInlineFn says cannot park runs on the reader instead (server_set_inline()),
- *    which saves the fiber's create, switches and run-queue round trip; the reader
- *    writes an answer it gives at once as a request fiber would. A method may instead leave its
+ *    which saves the fiber's create, switches and run-queue round trip; an answer it
+ *    gives at once goes to a flusher fiber, so the reader never writes. A method may instead leave its
  *    answer for later (request_defer()): its fiber ends, and the answer is given from
  *    another fiber, written by a flusher fiber of the connection.
  * Responses are written whole under the connection's FiberMutex, so two request fibers
@@ -113,9 +113,9 @@ int server_drain(Server *s, uint64_t deadline_ns);
 
 /*
  * RequestInlineFn - whether @req may run on its connection's reader fiber instead of a
- * request fiber of its own: true only for a call that cannot park (its answer is given
- * at once, or left for later with request_defer()), because the reader reads nothing
- * more from that connection until it returns. @ctx is server_new()'s. Context: the
+ * request fiber of its own: true only for a call that does not park in its normal course
+ * (its answer is given at once, or left for later with request_defer()), because the
+ * reader reads nothing more from that connection until it returns. @ctx is server_new()'s. Context: the
  * reader fiber; must not park.
  */
 typedef bool (*RequestInlineFn)(void *ctx, const Request *req);
@@ -123,9 +123,10 @@ typedef bool (*RequestInlineFn)(void *ctx, const Request *req);
 /*
  * server_set_inline - the requests that run inline (RequestInlineFn); NULL (the default):
  * none. A request run inline costs no fiber create, no switch to it and back, and no
- * run-queue round trip; an answer it gives at once is written by the reader as a request
- * fiber would write it (never held back: the reader may next park for the very request
- * slots that answer gives back). Context: main thread, before server_start().
+ * run-queue round trip; an answer it gives at once is queued and handed to a flusher
+ * fiber at once (never held back, since the reader may next park for the very request
+ * slots that answer gives back, and never written by the reader, which goes on reading
+ * while a slow client takes its answers). Context: main thread, before server_start().
  */
 void server_set_inline(Server *s, RequestInlineFn run_inline);
 

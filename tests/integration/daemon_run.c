@@ -690,12 +690,15 @@ Test(daemon_run_deferred, refusals_beyond_max_in_flight_are_each_answered)
         FiberdOpts o = {.plugins = "echo",
                         .config = "[ipc]\nmax_in_flight = 8\n[store]\nbackend = memory\n"};
         uint32_t msgids[RUNS];
+        uint64_t inline_before;
         IpcStatus st;
-        Client *c;
+        Client *c, *c2;
         Reply rp;
 
         fiberd_start(&fd_, &o);
         c = fiberd_connect(&fd_);
+        c2 = fiberd_connect(&fd_);
+        inline_before = requests_inline(c2);
         for (int i = 0; i < RUNS; i++)
                 msgids[i] = run_send(c, IPC_METHOD_JOB_RUN, i % 8 ? "no-such-plugin" : "echo", NULL,
                                      NULL, -1);
@@ -711,6 +714,9 @@ Test(daemon_run_deferred, refusals_beyond_max_in_flight_are_each_answered)
                 }
                 reply_clear(&rp);
         }
+        /* each of them ran on the reader: the path under test */
+        cr_assert_eq(requests_inline(c2) - inline_before, RUNS);
+        client_free(c2);
         client_free(c);
 }
 
