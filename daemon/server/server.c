@@ -22,9 +22,10 @@
  *    admin; other users cannot exhaust what it needs).
  *  - requests in flight per connection: a FiberSemaphore of max_in_flight slots. The
  *    reader takes one per request before starting its fiber (or running it inline) and
- *    the request gives it back once its answer has left, so a client that pipelines without reading its answers is simply not read
- *    any more (its writes back up: backpressure) and holds at most max_in_flight fibers
- *    (or answers left for later: request_defer(), which keep their slot).
+ *    the request gives it back once its answer has left, so a client that pipelines
+ *    without reading its answers is simply not read any more (its writes back up:
+ *    backpressure) and holds at most max_in_flight fibers (or answers left for later:
+ *    request_defer(), which keep their slot).
  *  - requests in flight per uid over all its connections: a second FiberSemaphore, of
  *    max_in_flight_per_user slots, in the uid's UserConns, taken after the
  *    connection's. At the limit every reader of that uid parks (the same backpressure),
@@ -514,8 +515,8 @@ static int conn_queue_answer(Conn *c, const void *data, size_t len, bool *ret_fl
  * is empty. A request slot comes back only when its answer
  * has left, so a client that stops reading still holds at most max_in_flight answers
  * here (backpressure), and a flusher whose write times out shuts the connection down
- * like any write (conn_send()). Copies @data. Context: a request fiber, or the reader
- * running a request inline; may park.
+ * like any write (conn_send()). Copies @data. Context: a request fiber (a request run
+ * inline hands its answer off instead: conn_answer_handoff()); may park.
  */
 static void conn_answer(Conn *c, const void *data, size_t len)
 {
