@@ -12,7 +12,10 @@
 # (7 rounds of yield read 1.45 that way on a VM whose base and new each ran at 17 or 29
 # ns, the pairs agreeing); and a cache line's round trip between two CPUs at the start
 # of each round (`fiberd-bench c2c`), which says whether the host moved a VM's vCPUs
-# apart meanwhile.
+# apart meanwhile. Beside the paired median it prints the quartiles of the rounds' own
+# ratios (25–75 %), the noise band: on the 2-vCPU AMD VM of docs/benchmarks.md twelve
+# rounds of two builds of the same code read a paired 1.149 at 8 connections, so a
+# paired ratio means something only where its band stays off 1.
 #
 #   BASE=<rev>            the revision to compare against (required)
 #   COMPARE_RUNS=N        rounds per figure (default 7)
@@ -54,6 +57,11 @@ fi
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2];
                                                 else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# quartiles: "Q1–Q3" of the numbers on stdin (linear interpolation between ranks)
+quartiles() { sort -g | awk '{ v[NR] = $1 }
+        function q(p,   h, i) { h = (NR - 1) * p + 1; i = int(h);
+                                return i >= NR ? v[NR] : v[i] + (h - i) * (v[i + 1] - v[i]) }
+        END { if (NR) printf "%.3f–%.3f", q(0.25), q(0.75); else print "-" }'; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -101,25 +109,27 @@ done
 echo
 [ -s "$tmp/c2c" ] && echo "A cache line's round trip between two CPUs at the start of each round" \
         "(fiberd-bench c2c, ns): $(paste -sd' ' "$tmp/c2c")"
-echo "| figure (median of $runs, interleaved) | column | base $short | new | new/base | paired |"
-echo "|---|---|---|---|---|---|"
+echo "| figure (median of $runs, interleaved) | column | base $short | new | new/base | paired | paired 25–75 % |"
+echo "|---|---|---|---|---|---|---|"
 for i in "${!figs[@]}"; do
         cols=$(awk '{ print NF }' "$tmp/$i.new" | head -1)
         for c in $(seq "$cols"); do
                 n=$(awk -v c="$c" '{ print $c }' "$tmp/$i.new" | median)
                 if [ -e "$tmp/$i.nobase" ]; then
-                        echo "| ${figs[$i]} | $c | — | $n | — | — |"
+                        echo "| ${figs[$i]} | $c | — | $n | — | — | — |"
                         continue
                 fi
                 b=$(awk -v c="$c" '{ print $c }' "$tmp/$i.base" | median)
                 ratio=$(awk -v b="$b" -v n="$n" 'BEGIN { if (b == 0) print "-";
                                                          else printf "%.3f", n / b }')
                 # round r's new over round r's base (line r of each file)
-                paired=$(paste -d' ' <(awk -v c="$c" '{ print $c }' "$tmp/$i.base") \
+                paste -d' ' <(awk -v c="$c" '{ print $c }' "$tmp/$i.base") \
                         <(awk -v c="$c" '{ print $c }' "$tmp/$i.new") |
-                        awk '$1 != 0 { print $2 / $1 }' | median)
+                        awk '$1 != 0 { print $2 / $1 }' >"$tmp/ratios"
+                paired=$(median <"$tmp/ratios")
+                band=$(quartiles <"$tmp/ratios")
                 paired=$(awk -v p="${paired:-}" 'BEGIN { if (p == "") print "-";
                                                         else printf "%.3f", p }')
-                echo "| ${figs[$i]} | $c | $b | $n | $ratio | $paired |"
+                echo "| ${figs[$i]} | $c | $b | $n | $ratio | $paired | $band |"
         done
 done
