@@ -720,6 +720,55 @@ Test(daemon_run_deferred, refusals_beyond_max_in_flight_are_each_answered)
         client_free(c);
 }
 
+/*
+ * The other answer a job.run on the reader gives at once: an idempotency key whose job
+ * is final already. 64 of them in one burst against max_in_flight = 8, behind the run
+ * that made the job: each is answered with that job, done, and each ran inline.
+ */
+Test(daemon_run_deferred, runs_of_a_finished_key_beyond_max_in_flight_are_each_answered)
+{
+        enum { RUNS = 64 };
+        FiberdOpts o = {.plugins = "echo",
+                        .config = "[ipc]\nmax_in_flight = 8\n[store]\nbackend = memory\n"};
+        uint32_t first, msgids[RUNS];
+        uint64_t inline_before, id;
+        msgpack_sbuffer opts;
+        msgpack_packer pk;
+        IpcStatus st;
+        Client *c, *c2;
+        Reply rp;
+
+        msgpack_sbuffer_init(&opts);
+        msgpack_packer_init(&pk, &opts, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 1);
+        ipc_pack_kv_cstr(&pk, "key", "once-only");
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        c2 = fiberd_connect(&fd_);
+        first = run_send(c, IPC_METHOD_JOB_RUN, "echo", NULL, &opts, -1);
+        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
+        rpc_wait_reply(c, first, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        id = map_uint(rp.result, "id");
+        reply_clear(&rp);
+        inline_before = requests_inline(c2);
+        for (int i = 0; i < RUNS; i++)
+                msgids[i] = run_send(c, IPC_METHOD_JOB_RUN, "echo", NULL, &opts, -1);
+        cr_assert_eq(client_flush(c, 5000, &st), 0, "%s", st.message);
+        for (int i = 0; i < RUNS; i++) {
+                rpc_wait_reply(c, msgids[i], &rp);
+                cr_assert_eq(rp.r, 0, "answer %d: %s", i, rp.st.message);
+                cr_assert_eq(map_uint(rp.result, "id"), id, "answer %d is another job", i);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                reply_clear(&rp);
+        }
+        cr_assert_eq(requests_inline(c2) - inline_before, RUNS);
+        msgpack_sbuffer_destroy(&opts);
+        client_free(c2);
+        client_free(c);
+}
+
 Test(daemon_run_deferred, job_waits_after_submit_are_answered_from_the_job_end)
 {
         uint32_t msgids[DEFERRED_RUNS];

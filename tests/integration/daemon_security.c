@@ -221,6 +221,21 @@ static uint64_t server_stat(const char *key)
         return v;
 }
 
+/* stats' jobs.@key now (the jobs that ended @key since start-up, for a final state). */
+static uint64_t jobs_stat(const char *key)
+{
+        Client *c = fiberd_connect(&fd_);
+        uint64_t v;
+        Reply rp;
+
+        rpc_simple(c, "stats", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
+        v = map_uint(map_get(rp.result, "jobs"), key);
+        reply_clear(&rp);
+        client_free(c);
+        return v;
+}
+
 /* The server group's fibers alive now (stats: groups[0], the server's). */
 static uint64_t server_fibers_alive(void)
 {
@@ -772,6 +787,86 @@ Test(daemon_security, in_flight_per_user)
         cr_assert_eq(n, 40, "a lowered limit held %llu in flight, not 40", (unsigned long long)n);
         cr_assert_eq(pipeliner_do(&p, 'd'), SENT, "not every ping was answered");
         pipeliner_stop(&p);
+}
+
+/*
+ * Two connections of one user pipeline RUNS_PER_CONN job.runs of echo each and then
+ * read every answer; the count of answers that came back without an error goes to
+ * @report. Runs as that user (a forked child).
+ */
+enum { RUN_CONNS = 2, RUNS_PER_CONN = 64 };
+
+static void inline_runner_child(int report)
+{
+        /* [0, msgid, "job.run", ["echo", nil, nil, nil]]: a job.run on the memory store with
+         * no timeout_ms, which the server runs on the connection's reader */
+        unsigned char req[] = {0x94, 0x00, 0x00, 0xa7, 'j', 'o', 'b', '.',  'r',  'u',
+                               'n',  0x94, 0xa4, 'e',  'c', 'h', 'o', 0xc0, 0xc0, 0xc0};
+        static unsigned char burst[RUNS_PER_CONN * sizeof(req)];
+        int fds[RUN_CONNS];
+        unsigned n;
+
+        for (size_t i = 0; i < RUNS_PER_CONN; i++) {
+                req[2] = (unsigned char)i; /* a positive fixint msgid */
+                memcpy(burst + i * sizeof(req), req, sizeof(req));
+        }
+        for (int i = 0; i < RUN_CONNS; i++)
+                if ((fds[i] = raw_connect()) < 0)
+                        _exit(4);
+        for (int i = 0; i < RUN_CONNS; i++)
+                if (write_some(fds[i], burst, sizeof(burst)) != sizeof(burst))
+                        _exit(5);
+        n = read_responses_all(fds, RUN_CONNS, RUNS_PER_CONN);
+        if (write(report, &n, sizeof(n)) != sizeof(n))
+                _exit(3);
+        _exit(0);
+}
+
+/*
+ * Another user's job.runs that run on their connections' readers (the memory store, no
+ * timeout_ms), 64 pipelined on each of two connections against max_in_flight_per_user
+ * = 4: a reader waits for a slot of its user while the other connection's reader and
+ * answers hold them. Every run must be answered, done (the answers that give the slots
+ * back must not wait behind a parked reader), each must have run inline, and the user
+ * must have been held back.
+ */
+Test(daemon_security, inline_runs_of_one_user_share_its_slots)
+{
+        FiberdOpts o = {.plugins = "echo",
+                        .config = "[ipc]\nmax_in_flight = 8\nmax_in_flight_per_user = 4\n"
+                                  "[store]\nbackend = memory\n"};
+        uint64_t inline_before, throttled_before, done_before;
+        unsigned answered = 0;
+        int report[2], status;
+        pid_t pid;
+
+        start_for_other_users(&o);
+        inline_before = server_stat("requests_inline");
+        throttled_before = server_stat("user_throttled");
+        done_before = jobs_stat("done");
+        cr_assert_eq(pipe(report), 0);
+        pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+                close(report[0]);
+                if (setgid(65534) < 0 || setuid(65534) < 0)
+                        _exit(2);
+                inline_runner_child(report[1]);
+        }
+        close(report[1]);
+        cr_assert_eq(read(report[0], &answered, sizeof(answered)), (ssize_t)sizeof(answered),
+                     "the running child did not report");
+        close(report[0]);
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
+        cr_assert_eq(answered, RUN_CONNS * RUNS_PER_CONN, "%u of %u runs answered without error",
+                     answered, RUN_CONNS * RUNS_PER_CONN);
+        cr_assert_eq(jobs_stat("done") - done_before, RUN_CONNS * RUNS_PER_CONN,
+                     "not every run ended done");
+        cr_assert_eq(server_stat("requests_inline") - inline_before, RUN_CONNS * RUNS_PER_CONN,
+                     "not every run took the reader's path");
+        cr_assert_gt(server_stat("user_throttled") - throttled_before, 0,
+                     "the user was never held at its limit");
 }
 
 /* Lowers the soft RLIMIT_NOFILE for the fiberd about to start; returns the old limit. */
