@@ -869,6 +869,112 @@ Test(daemon_security, inline_runs_of_one_user_share_its_slots)
                      "the user was never held at its limit");
 }
 
+/* Sends all @len bytes of @buf, waiting for room up to @timeout_ms, and reads nothing
+ * meanwhile; returns the bytes sent (fewer when the peer stopped reading). */
+static size_t write_all_unread(int fd, const void *buf, size_t len, int timeout_ms)
+{
+        uint64_t deadline = fiberd_now_ms() + (uint64_t)timeout_ms;
+        size_t done = 0;
+
+        while (done < len && fiberd_now_ms() < deadline) {
+                struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+                if (poll(&p, 1, 50) <= 0)
+                        continue;
+                done += write_some(fd, (const char *)buf + done, len - done);
+        }
+        return done;
+}
+
+/* Packs [0, @msgid, "job.run", [@plugin, {"data": @data_len bytes} or nil, nil, nil]]. */
+static void pack_run(msgpack_sbuffer *sb, uint32_t msgid, const char *plugin, size_t data_len)
+{
+        msgpack_packer pk;
+
+        msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, 4);
+        msgpack_pack_uint32(&pk, 0);
+        msgpack_pack_uint32(&pk, msgid);
+        ipc_pack_cstr(&pk, "job.run");
+        msgpack_pack_array(&pk, 4);
+        ipc_pack_cstr(&pk, plugin);
+        if (data_len) {
+                static char data[32 * 1024];
+
+                cr_assert_leq(data_len, sizeof(data));
+                memset(data, 'x', data_len);
+                msgpack_pack_map(&pk, 1);
+                ipc_pack_cstr(&pk, "data");
+                msgpack_pack_str(&pk, data_len);
+                msgpack_pack_str_body(&pk, data, data_len);
+        } else {
+                msgpack_pack_nil(&pk);
+        }
+        msgpack_pack_nil(&pk);
+        msgpack_pack_nil(&pk);
+}
+
+/*
+ * A client that writes all its requests before it reads an answer: 8 times a job.run of
+ * echo with 32 KiB of args, then 2,000 job.runs of an unknown plugin, each refused at
+ * once; all of them run on the connection's reader. The answers fill both socket
+ * buffers long before the requests are all sent, and answers that cannot leave must not
+ * stop the reading: the reader hands every answer, the refusals too, to the
+ * connection's flusher and goes on reading. A reader that wrote its refusals itself
+ * would, once its own write found the socket full, wait for the client to read while
+ * the client waits for it to read, until the 30 s write deadline closes the connection
+ * (a fiberd that did so failed here). max_in_flight is raised so that the requests in
+ * flight do not stop the reading first, as by design they would. Every request must be
+ * sent within 20 s, then every answer come.
+ */
+Test(daemon_security, a_client_that_reads_only_after_writing_is_served)
+{
+        enum { BLOCKS = 8, REFUSALS = 2000, DATA = 32 * 1024 };
+        FiberdOpts o = {.plugins = "echo",
+                        .config = "[ipc]\nmax_in_flight = 65536\n[store]\nbackend = memory\n"};
+        uint64_t deadline;
+        unsigned ok = 0, refused = 0;
+        msgpack_sbuffer sb;
+        IpcDecoder *d;
+        size_t sent;
+        int fd;
+
+        msgpack_sbuffer_init(&sb);
+        for (uint32_t b = 0, msgid = 0; b < BLOCKS; b++) {
+                pack_run(&sb, msgid++, "echo", DATA);
+                for (int i = 0; i < REFUSALS; i++)
+                        pack_run(&sb, msgid++, "no-such-plugin", 0);
+        }
+        fiberd_start(&fd_, &o);
+        fd = raw_connect();
+        cr_assert_geq(fd, 0);
+        sent = write_all_unread(fd, sb.data, sb.size, 20000);
+        cr_assert_eq(sent, sb.size,
+                     "fiberd stopped reading after %zu of %zu bytes while its answers waited", sent,
+                     sb.size);
+        cr_assert(ipc_decoder_new(&d, 0) == 0);
+        deadline = fiberd_now_ms() + 20000;
+        while (ok + refused < BLOCKS * (1 + REFUSALS) && fiberd_now_ms() < deadline) {
+                IpcMessage m;
+
+                if (!feed_some(fd, d))
+                        break;
+                while (ipc_decoder_next(d, &m) == 1) {
+                        if (m.type == IPC_RESPONSE && m.error.type == MSGPACK_OBJECT_NIL)
+                                ok++;
+                        else if (m.type == IPC_RESPONSE)
+                                refused++;
+                        ipc_message_clear(&m);
+                }
+        }
+        ipc_decoder_free(d);
+        close(fd);
+        msgpack_sbuffer_destroy(&sb);
+        cr_assert_eq(ok, BLOCKS, "%u of %u echo runs answered", ok, BLOCKS);
+        cr_assert_eq(refused, BLOCKS * REFUSALS, "%u of %u refusals answered", refused,
+                     BLOCKS * REFUSALS);
+}
+
 /* Lowers the soft RLIMIT_NOFILE for the fiberd about to start; returns the old limit. */
 static struct rlimit start_with_nofile(rlim_t n, const FiberdOpts *o)
 {
