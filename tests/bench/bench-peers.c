@@ -19,17 +19,29 @@
  *            vCPUs, and it can change under a running guest: on the AMD EPYC VM of
  *            docs/benchmarks.md it is 43-68 ns for minutes, then 360-440 ns for minutes
  *            ("Two regimes" there), and the cross-core rows move with it.
+ *  wake      what a futex wake of a sleeping thread costs the waker, in microseconds of
+ *            its own CPU time (CLOCK_THREAD_CPUTIME_ID around the FUTEX_WAKE): N wakes
+ *            (default 2,000), one every 200 us, the waker busy in between and the
+ *            sleeper on the other CPU, as a server worker wakes an idle job worker. On
+ *            bare metal that is a system call and an IPI, a microsecond or two; on the
+ *            2-vCPU AMD EPYC KVM guest of docs/benchmarks.md 12-19 us, the IPI's exit
+ *            to the host included, which makes every cross-thread wake-up in fiberd's
+ *            path a cost to count.
  *
  * The two switch loops run on one thread with stacks from malloc, so nothing here
  * depends on the runtime's groups: they ran (and can run) before libsched was built,
  * from scheduler/context.c and context-x86_64.S alone.
  */
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "scheduler/base/spinlock.h"
 #include "scheduler/context.h"
@@ -216,5 +228,64 @@ int bench_peer_c2c(int argc, char **argv)
         t1 = bench_now_ns();
         pthread_join(t, NULL);
         printf("%.1f\n", (double)(t1 - t0) / (double)c2c_rounds);
+        return 0;
+}
+
+/* ------------------------------------------------------------------ wake ---------- */
+
+static uint32_t wake_word __attribute__((aligned(128)));
+static int wake_stop;
+
+/* The sleeper: waits on wake_word until it is set, takes it, and waits again. */
+static void *wake_sleeper(void *arg)
+{
+        c2c_pin((int)(intptr_t)arg);
+        while (!__atomic_load_n(&wake_stop, __ATOMIC_ACQUIRE))
+                if (!__atomic_exchange_n(&wake_word, 0, __ATOMIC_ACQ_REL))
+                        syscall(SYS_futex, &wake_word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+        return NULL;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+        struct timespec t;
+
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+int bench_peer_wake(int argc, char **argv)
+{
+        uint64_t n = bench_parse_count(argc > 1 ? argv[1] : NULL, 2000), cpu = 0;
+        cpu_set_t allowed;
+        int cpus[2], ncpu = 0;
+        pthread_t t;
+
+        if (sched_getaffinity(0, sizeof(allowed), &allowed))
+                bench_die("wake: sched_getaffinity failed");
+        for (int c = 0; c < CPU_SETSIZE && ncpu < 2; c++)
+                if (CPU_ISSET(c, &allowed))
+                        cpus[ncpu++] = c;
+        if (ncpu < 2)
+                bench_die("wake: needs two CPUs, the process may use %d", ncpu);
+        if (pthread_create(&t, NULL, wake_sleeper, (void *)(intptr_t)cpus[1]))
+                bench_die("wake: pthread_create failed");
+        c2c_pin(cpus[0]);
+        for (uint64_t i = 0; i < n; i++) {
+                uint64_t t0 = bench_now_ns(), c0;
+
+                /* busy, not asleep, for 200 us: the sleeper's CPU goes idle meanwhile */
+                while (bench_now_ns() - t0 < 200000)
+                        cpu_relax();
+                c0 = thread_cpu_ns();
+                __atomic_store_n(&wake_word, 1, __ATOMIC_RELEASE);
+                syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+                cpu += thread_cpu_ns() - c0;
+        }
+        __atomic_store_n(&wake_stop, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&wake_word, 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        pthread_join(t, NULL);
+        printf("%.2f\n", (double)cpu / (double)n / 1000.0);
         return 0;
 }

@@ -103,6 +103,7 @@ enum {
         J_UCONTEXT,
         J_GO_YIELD,
         J_C2C, /* before the cross-core rows of each round: the host's placement then */
+        J_WAKE,
         J_CREATE,
         J_CREATE_LATCH,
         J_GO_CREATE,
@@ -225,6 +226,9 @@ static const Row rows[] = {
         {"0. a cache line's round trip between the two CPUs, each round (ns; on a VM, the host's "
          "placement of the vCPUs: it moves the cross-core rows, see \"Two regimes\")",
          J_C2C, -1, 0, "ns", NULL, CMP_ROUNDS, 0, "(the machine)"},
+        {"0b. a futex wake of a sleeping thread on the other CPU: the waker's CPU time (us; "
+         "on a VM, an IPI that exits to the host: every cross-thread wake-up pays it)",
+         J_WAKE, -1, 0, "us", NULL, CMP_ROUNDS, 0, "(the machine)"},
         {"1. yield, 2 fibers on 1 worker (ns/switch)", J_YIELD, J_FLOOR, 0, "ns",
          "bare context_switch", CMP_FLOOR, 2.5, "<= 2.5x floor"},
         {"1. yield, 2 fibers on 1 worker (ns/switch)", J_YIELD, J_UCONTEXT, 0, "ns",
@@ -715,6 +719,7 @@ static void jobs_setup(Job *jobs, const Options *o)
         job_set(&jobs[J_GO_YIELD], "yield", "Go Gosched", true, "yield", r, "1000000", NULL);
         job_set(&jobs[J_C2C], "create", "c2c round trip", false, "c2c", r, s ? "10000" : "1000000",
                 NULL);
+        job_set(&jobs[J_WAKE], "create", "futex wake", false, "wake", r, s ? "50" : "2000", NULL);
         job_set(&jobs[J_CREATE], "create", "fiberd create", false, "create", few,
                 s ? "2000" : "1000000", "join");
         jobs[J_CREATE].max_fibers = bench_fibers_cap(s ? 2000 : 1000000);
@@ -1382,6 +1387,7 @@ static const struct {
         {"ucontext", bench_peer_ucontext, "[N]     ns per swapcontext"},
         {"pthread", bench_peer_pthread, "[N]      ns per pthread_create+join"},
         {"c2c", bench_peer_c2c, "[N]          ns per cache-line round trip between 2 CPUs"},
+        {"wake", bench_peer_wake, "[N]         us of the waker's CPU per futex wake of a sleeper"},
         {"product-fiberd", bench_product_fiberd,
          "tput N C W | rate N RATE | rss N C W: trivial jobs through fiberd"},
         {"product-beanstalk", bench_product_beanstalk,

@@ -102,6 +102,7 @@ int bench_peer_floor(int argc, char **argv);      /* ns per bare context switch 
 int bench_peer_ucontext(int argc, char **argv);   /* ns per swapcontext */
 int bench_peer_pthread(int argc, char **argv);    /* ns per pthread_create + join */
 int bench_peer_c2c(int argc, char **argv);        /* ns per cache-line round trip, 2 CPUs */
+int bench_peer_wake(int argc, char **argv);       /* us of waker CPU per futex wake */
 int bench_control_fair(int argc, char **argv);    /* max share error, pp */
 int bench_control_preempt(int argc, char **argv); /* p50 and p99 µs */
 int bench_product_fiberd(int argc, char **argv);
