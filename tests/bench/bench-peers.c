@@ -20,13 +20,15 @@
  *            docs/benchmarks.md it is 43-68 ns for minutes, then 360-440 ns for minutes
  *            ("Two regimes" there), and the cross-core rows move with it.
  *  wake      what a futex wake of a sleeping thread costs the waker, in microseconds of
- *            its own CPU time (CLOCK_THREAD_CPUTIME_ID around the FUTEX_WAKE): N wakes
- *            (default 2,000), one every 200 us, the waker busy in between and the
- *            sleeper on the other CPU, as a server worker wakes an idle job worker. On
- *            bare metal that is a system call and an IPI, a microsecond or two; on the
- *            2-vCPU AMD EPYC KVM guest of docs/benchmarks.md 12-19 us, the IPI's exit
- *            to the host included, which makes every cross-thread wake-up in fiberd's
- *            path a cost to count.
+ *            its own CPU time (CLOCK_THREAD_CPUTIME_ID around the FUTEX_WAKE, less the
+ *            cost of the empty bracket): N wakes (default 1,000), one every GAP us
+ *            (default 1,000: past a KVM guest's halt-polling window, so the sleeper's
+ *            vCPU has halted), the waker busy in between and the sleeper on the other
+ *            CPU, as a server worker wakes an idle job worker. Only wakes that found the
+ *            sleeper waiting count. On bare metal that is a system call and an IPI, a
+ *            microsecond or two; on the 2-vCPU AMD EPYC KVM guest of
+ *            docs/benchmarks.md 12-30 us, the IPI's exit to the host included, which
+ *            makes every cross-thread wake-up in fiberd's path a cost to count.
  *
  * The two switch loops run on one thread with stacks from malloc, so nothing here
  * depends on the runtime's groups: they ran (and can run) before libsched was built,
@@ -180,7 +182,7 @@ static void c2c_pin(int cpu)
         CPU_ZERO(&one);
         CPU_SET(cpu, &one);
         if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one))
-                bench_die("c2c: cannot pin a thread to CPU %d", cpu);
+                bench_die("cannot pin a thread to CPU %d", cpu);
 }
 
 /* The other side: answers each odd value with the next even one. */
@@ -234,12 +236,13 @@ int bench_peer_c2c(int argc, char **argv)
 /* ------------------------------------------------------------------ wake ---------- */
 
 static uint32_t wake_word __attribute__((aligned(128)));
-static int wake_stop;
+static int wake_stop, wake_ready;
 
 /* The sleeper: waits on wake_word until it is set, takes it, and waits again. */
 static void *wake_sleeper(void *arg)
 {
         c2c_pin((int)(intptr_t)arg);
+        __atomic_store_n(&wake_ready, 1, __ATOMIC_RELEASE);
         while (!__atomic_load_n(&wake_stop, __ATOMIC_ACQUIRE))
                 if (!__atomic_exchange_n(&wake_word, 0, __ATOMIC_ACQ_REL))
                         syscall(SYS_futex, &wake_word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
@@ -256,7 +259,9 @@ static uint64_t thread_cpu_ns(void)
 
 int bench_peer_wake(int argc, char **argv)
 {
-        uint64_t n = bench_parse_count(argc > 1 ? argv[1] : NULL, 2000), cpu = 0;
+        uint64_t n = bench_parse_count(argc > 1 ? argv[1] : NULL, 1000);
+        uint64_t gap_ns = bench_parse_count(argc > 2 ? argv[2] : NULL, 1000) * 1000;
+        uint64_t cpu = 0, bracket = 0, woke = 0;
         cpu_set_t allowed;
         int cpus[2], ncpu = 0;
         pthread_t t;
@@ -271,21 +276,38 @@ int bench_peer_wake(int argc, char **argv)
         if (pthread_create(&t, NULL, wake_sleeper, (void *)(intptr_t)cpus[1]))
                 bench_die("wake: pthread_create failed");
         c2c_pin(cpus[0]);
-        for (uint64_t i = 0; i < n; i++) {
-                uint64_t t0 = bench_now_ns(), c0;
+        while (!__atomic_load_n(&wake_ready, __ATOMIC_ACQUIRE))
+                cpu_relax();
+        /* what the bracket itself costs: two reads of the thread's CPU clock */
+        for (int i = 0; i < 1000; i++) {
+                uint64_t c0 = thread_cpu_ns();
 
-                /* busy, not asleep, for 200 us: the sleeper's CPU goes idle meanwhile */
-                while (bench_now_ns() - t0 < 200000)
+                bracket += thread_cpu_ns() - c0;
+        }
+        bracket /= 1000;
+        for (uint64_t i = 0; i < n; i++) {
+                uint64_t t0 = bench_now_ns(), c0, c1;
+                long r;
+
+                /* busy, not asleep: the sleeper's CPU goes idle meanwhile */
+                while (bench_now_ns() - t0 < gap_ns)
                         cpu_relax();
                 c0 = thread_cpu_ns();
                 __atomic_store_n(&wake_word, 1, __ATOMIC_RELEASE);
-                syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-                cpu += thread_cpu_ns() - c0;
+                r = syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+                c1 = thread_cpu_ns();
+                if (r == 1) { /* it was asleep: a wake that found nobody costs no IPI */
+                        cpu += c1 - c0 > bracket ? c1 - c0 - bracket : 0;
+                        woke++;
+                }
         }
         __atomic_store_n(&wake_stop, 1, __ATOMIC_RELEASE);
         __atomic_store_n(&wake_word, 1, __ATOMIC_RELEASE);
         syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
         pthread_join(t, NULL);
-        printf("%.2f\n", (double)cpu / (double)n / 1000.0);
+        if (woke < n / 2)
+                bench_die("wake: only %llu of %llu wakes found the sleeper asleep",
+                          (unsigned long long)woke, (unsigned long long)n);
+        printf("%.2f\n", (double)cpu / (double)woke / 1000.0);
         return 0;
 }

@@ -719,7 +719,7 @@ static void jobs_setup(Job *jobs, const Options *o)
         job_set(&jobs[J_GO_YIELD], "yield", "Go Gosched", true, "yield", r, "1000000", NULL);
         job_set(&jobs[J_C2C], "create", "c2c round trip", false, "c2c", r, s ? "10000" : "1000000",
                 NULL);
-        job_set(&jobs[J_WAKE], "create", "futex wake", false, "wake", r, s ? "50" : "2000", NULL);
+        job_set(&jobs[J_WAKE], "create", "futex wake", false, "wake", r, s ? "20" : "1000", NULL);
         job_set(&jobs[J_CREATE], "create", "fiberd create", false, "create", few,
                 s ? "2000" : "1000000", "join");
         jobs[J_CREATE].max_fibers = bench_fibers_cap(s ? 2000 : 1000000);
@@ -1134,7 +1134,7 @@ static void print_row(const Row *row, const Job *jobs)
         if (row->cmp == CMP_ROUNDS && have_ours && !o->failed) {
                 size_t len = strlen(ours);
                 for (unsigned i = 0; i < o->ok && len + 16 < sizeof(ours); i++)
-                        len += (size_t)snprintf(ours + len, sizeof(ours) - len, "%s%.0f%s",
+                        len += (size_t)snprintf(ours + len, sizeof(ours) - len, "%s%.3g%s",
                                                 i ? ", " : " (rounds: ", o->v[row->value][i],
                                                 i + 1 == o->ok ? ")" : "");
         }
@@ -1387,7 +1387,7 @@ static const struct {
         {"ucontext", bench_peer_ucontext, "[N]     ns per swapcontext"},
         {"pthread", bench_peer_pthread, "[N]      ns per pthread_create+join"},
         {"c2c", bench_peer_c2c, "[N]          ns per cache-line round trip between 2 CPUs"},
-        {"wake", bench_peer_wake, "[N]         us of the waker's CPU per futex wake of a sleeper"},
+        {"wake", bench_peer_wake, "[N [GAP_US]] us of the waker's CPU per futex wake of a sleeper"},
         {"product-fiberd", bench_product_fiberd,
          "tput N C W | rate N RATE | rss N C W: trivial jobs through fiberd"},
         {"product-beanstalk", bench_product_beanstalk,

@@ -14,8 +14,8 @@
 # of each round (`fiberd-bench c2c`), which says whether the host moved a VM's vCPUs
 # apart meanwhile. Beside the paired median it prints the quartiles of the rounds' own
 # ratios (25–75 %), the noise band: on the 2-vCPU AMD VM of docs/benchmarks.md twelve
-# rounds of two builds of the same code read a paired 1.149 at 8 connections, so a
-# paired ratio means something only where its band stays off 1.
+# rounds of two builds of the same code read a paired 1.034 with a band of 0.892–1.071
+# at 8 connections, so a paired ratio means something only where its band stays off 1.
 #
 #   BASE=<rev>            the revision to compare against (required)
 #   COMPARE_RUNS=N        rounds per figure (default 7)
@@ -55,7 +55,7 @@ if [ ! -x "$base_bin" ]; then
 fi
 [ -x "$base_bin" ] || { echo "bench-compare: $short has no build/bench/fiberd-bench" >&2; exit 1; }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2];
+median() { sort -g | awk '{ v[NR] = $1 } END { if (!NR) exit; if (NR % 2) print v[(NR + 1) / 2];
                                                 else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # quartiles: "Q1–Q3" of the numbers on stdin (linear interpolation between ranks)
 quartiles() { sort -g | awk '{ v[NR] = $1 }

@@ -795,6 +795,7 @@ Test(daemon_security, in_flight_per_user)
  * @report. Runs as that user (a forked child).
  */
 enum { RUN_CONNS = 2, RUNS_PER_CONN = 64 };
+_Static_assert((int)RUN_CONNS <= (int)PIPE_CONNS, "read_responses_all() reads PIPE_CONNS at most");
 
 static void inline_runner_child(int report)
 {
@@ -881,6 +882,8 @@ static size_t write_all_unread(int fd, const void *buf, size_t len, int timeout_
 
                 if (poll(&p, 1, 50) <= 0)
                         continue;
+                if (p.revents & (POLLERR | POLLHUP))
+                        break; /* closed by fiberd: nothing more will go */
                 done += write_some(fd, (const char *)buf + done, len - done);
         }
         return done;
@@ -915,15 +918,16 @@ static void pack_run(msgpack_sbuffer *sb, uint32_t msgid, const char *plugin, si
 }
 
 /*
- * A client that writes all its requests before it reads an answer: 8 times a job.run of
- * echo with 32 KiB of args, then 2,000 job.runs of an unknown plugin, each refused at
- * once; all of them run on the connection's reader. The answers fill both socket
- * buffers long before the requests are all sent, and answers that cannot leave must not
- * stop the reading: the reader hands every answer, the refusals too, to the
- * connection's flusher and goes on reading. A reader that wrote its refusals itself
- * would, once its own write found the socket full, wait for the client to read while
- * the client waits for it to read, until the 30 s write deadline closes the connection
- * (a fiberd that did so failed here). max_in_flight is raised so that the requests in
+ * A client that writes all its requests before it reads an answer: 8 blocks of one
+ * job.run of echo with 32 KiB of args and 2,000 job.runs of an unknown plugin, each
+ * refused at once (16,008 requests, 774 KB); all of them run on the connection's
+ * reader. The answers fill the socket's buffer long before the requests are all sent,
+ * and answers that cannot leave must not stop the reading: the reader hands every
+ * answer, the refusals too, to the connection's flusher and goes on reading. A reader
+ * that wrote its refusals itself would, once its own write found the socket full, wait
+ * for the client to read while the client waits for it to read, until the 30 s write
+ * deadline closes the connection (a fiberd that did so failed here). max_in_flight and
+ * max_in_flight_per_user are raised above the requests sent, so that the requests in
  * flight do not stop the reading first, as by design they would. Every request must be
  * sent within 20 s, then every answer come.
  */
@@ -931,7 +935,8 @@ Test(daemon_security, a_client_that_reads_only_after_writing_is_served)
 {
         enum { BLOCKS = 8, REFUSALS = 2000, DATA = 32 * 1024 };
         FiberdOpts o = {.plugins = "echo",
-                        .config = "[ipc]\nmax_in_flight = 65536\n[store]\nbackend = memory\n"};
+                        .config = "[ipc]\nmax_in_flight = 65536\nmax_in_flight_per_user = 65536\n"
+                                  "[store]\nbackend = memory\n"};
         uint64_t deadline;
         unsigned ok = 0, refused = 0;
         msgpack_sbuffer sb;
