@@ -198,21 +198,29 @@ static void *c2c_echo(void *arg)
         return NULL;
 }
 
-int bench_peer_c2c(int argc, char **argv)
+/* The first two CPUs the process may use, into @cpus; dies naming @who without two. */
+static void two_cpus(const char *who, int cpus[2])
 {
         cpu_set_t allowed;
-        int cpus[2], n = 0;
-        pthread_t t;
-        uint64_t t0, t1;
+        int n = 0;
 
-        c2c_rounds = bench_parse_count(argc > 1 ? argv[1] : NULL, 1000000);
         if (sched_getaffinity(0, sizeof(allowed), &allowed))
-                bench_die("c2c: sched_getaffinity failed");
+                bench_die("%s: sched_getaffinity failed", who);
         for (int cpu = 0; cpu < CPU_SETSIZE && n < 2; cpu++)
                 if (CPU_ISSET(cpu, &allowed))
                         cpus[n++] = cpu;
         if (n < 2)
-                bench_die("c2c: needs two CPUs, the process may use %d", n);
+                bench_die("%s: needs two CPUs, the process may use %d", who, n);
+}
+
+int bench_peer_c2c(int argc, char **argv)
+{
+        int cpus[2];
+        pthread_t t;
+        uint64_t t0, t1;
+
+        c2c_rounds = bench_parse_count(argc > 1 ? argv[1] : NULL, 1000000);
+        two_cpus("c2c", cpus);
         c2c_line = 0;
         if (pthread_create(&t, NULL, c2c_echo, (void *)(intptr_t)cpus[1]))
                 bench_die("c2c: pthread_create failed");
@@ -262,17 +270,10 @@ int bench_peer_wake(int argc, char **argv)
         uint64_t n = bench_parse_count(argc > 1 ? argv[1] : NULL, 1000);
         uint64_t gap_ns = bench_parse_count(argc > 2 ? argv[2] : NULL, 1000) * 1000;
         uint64_t cpu = 0, bracket = 0, woke = 0;
-        cpu_set_t allowed;
-        int cpus[2], ncpu = 0;
+        int cpus[2];
         pthread_t t;
 
-        if (sched_getaffinity(0, sizeof(allowed), &allowed))
-                bench_die("wake: sched_getaffinity failed");
-        for (int c = 0; c < CPU_SETSIZE && ncpu < 2; c++)
-                if (CPU_ISSET(c, &allowed))
-                        cpus[ncpu++] = c;
-        if (ncpu < 2)
-                bench_die("wake: needs two CPUs, the process may use %d", ncpu);
+        two_cpus("wake", cpus);
         if (pthread_create(&t, NULL, wake_sleeper, (void *)(intptr_t)cpus[1]))
                 bench_die("wake: pthread_create failed");
         c2c_pin(cpus[0]);

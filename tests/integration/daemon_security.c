@@ -206,8 +206,8 @@ static void fresh_ping_answered(const char *during)
         cr_assert_str_eq(code, "", "%s: the ping failed: %s", during, code);
 }
 
-/* The server's counter @key from the stats method. */
-static uint64_t server_stat(const char *key)
+/* stats' @section.@key now, from a connection of its own. */
+static uint64_t stats_get(const char *section, const char *key)
 {
         Client *c = fiberd_connect(&fd_);
         uint64_t v;
@@ -215,25 +215,22 @@ static uint64_t server_stat(const char *key)
 
         rpc_simple(c, "stats", 0, NULL, &rp);
         cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
-        v = map_uint(map_get(rp.result, "server"), key);
+        v = map_uint(map_get(rp.result, section), key);
         reply_clear(&rp);
         client_free(c);
         return v;
 }
 
+/* The server's counter @key from the stats method. */
+static uint64_t server_stat(const char *key)
+{
+        return stats_get("server", key);
+}
+
 /* stats' jobs.@key now (the jobs that ended @key since start-up, for a final state). */
 static uint64_t jobs_stat(const char *key)
 {
-        Client *c = fiberd_connect(&fd_);
-        uint64_t v;
-        Reply rp;
-
-        rpc_simple(c, "stats", 0, NULL, &rp);
-        cr_assert_eq(rp.r, 0, "stats: %s", rp.st.message);
-        v = map_uint(map_get(rp.result, "jobs"), key);
-        reply_clear(&rp);
-        client_free(c);
-        return v;
+        return stats_get("jobs", key);
 }
 
 /* The server group's fibers alive now (stats: groups[0], the server's). */
