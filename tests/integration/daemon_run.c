@@ -70,6 +70,17 @@ static void pack_ms(msgpack_sbuffer *sb, uint64_t ms)
         ipc_pack_kv_uint(&pk, "ms", ms);
 }
 
+/* A packed map {@key: @value} into @sb (caller destroys it). */
+static void pack_str(msgpack_sbuffer *sb, const char *key, const char *value)
+{
+        msgpack_packer pk;
+
+        msgpack_sbuffer_init(sb);
+        msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 1);
+        ipc_pack_kv_cstr(&pk, key, value);
+}
+
 /* Waits (bounded, by polling job.list on @c) until a @plugin job is @state; its id. */
 static uint64_t wait_listed(Client *c, const char *plugin, const char *state)
 {
@@ -191,15 +202,11 @@ Test(daemon_run, echo_returns_its_args_as_the_final_record)
 Test(daemon_run, failing_job_answers_with_its_error)
 {
         msgpack_sbuffer sb;
-        msgpack_packer pk;
         const msgpack_object *err;
         Client *c;
         Reply rp;
 
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 1);
-        ipc_pack_kv_cstr(&pk, "path", "/nonexistent/fiberd-test");
+        pack_str(&sb, "path", "/nonexistent/fiberd-test");
         fiberd_start(&fd_, &run_opts);
         c = fiberd_connect(&fd_);
         rpc_wait_reply(c, run_send(c, IPC_METHOD_JOB_RUN, "sha256", &sb, NULL, -1), &rp);
@@ -260,10 +267,7 @@ Test(daemon_run, bad_params_get_the_same_error_as_submit)
         msgpack_sbuffer_init(&empty);
         msgpack_packer_init(&pk, &empty, msgpack_sbuffer_write);
         msgpack_pack_map(&pk, 0);
-        msgpack_sbuffer_init(&bad_timeout);
-        msgpack_packer_init(&pk, &bad_timeout, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 1);
-        ipc_pack_kv_cstr(&pk, "timeout_ms", "soon");
+        pack_str(&bad_timeout, "timeout_ms", "soon");
         msgpack_sbuffer_init(&bad_option);
         msgpack_packer_init(&pk, &bad_option, msgpack_sbuffer_write);
         msgpack_pack_map(&pk, 1);
@@ -733,15 +737,11 @@ Test(daemon_run_deferred, runs_of_a_finished_key_beyond_max_in_flight_are_each_a
         uint32_t first, msgids[RUNS];
         uint64_t inline_before, id;
         msgpack_sbuffer opts;
-        msgpack_packer pk;
         IpcStatus st;
         Client *c, *c2;
         Reply rp;
 
-        msgpack_sbuffer_init(&opts);
-        msgpack_packer_init(&pk, &opts, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 1);
-        ipc_pack_kv_cstr(&pk, "key", "once-only");
+        pack_str(&opts, "key", "once-only");
         fiberd_start(&fd_, &o);
         c = fiberd_connect(&fd_);
         c2 = fiberd_connect(&fd_);
