@@ -175,7 +175,7 @@ static uint64_t c2c_line __attribute__((aligned(128)));
 static uint64_t c2c_rounds;
 static int c2c_ready __attribute__((aligned(128))); /* the echo side is pinned */
 
-static void c2c_pin(int cpu)
+static void pin_to_cpu(int cpu)
 {
         cpu_set_t one;
 
@@ -188,7 +188,7 @@ static void c2c_pin(int cpu)
 /* The other side: answers each odd value with the next even one. */
 static void *c2c_echo(void *arg)
 {
-        c2c_pin((int)(intptr_t)arg);
+        pin_to_cpu((int)(intptr_t)arg);
         __atomic_store_n(&c2c_ready, 1, __ATOMIC_RELEASE);
         for (uint64_t v = 1; v < 2 * c2c_rounds; v += 2) {
                 while (__atomic_load_n(&c2c_line, __ATOMIC_ACQUIRE) != v)
@@ -224,7 +224,7 @@ int bench_peer_c2c(int argc, char **argv)
         c2c_line = 0;
         if (pthread_create(&t, NULL, c2c_echo, (void *)(intptr_t)cpus[1]))
                 bench_die("c2c: pthread_create failed");
-        c2c_pin(cpus[0]);
+        pin_to_cpu(cpus[0]);
         while (!__atomic_load_n(&c2c_ready, __ATOMIC_ACQUIRE)) /* its start is not timed */
                 cpu_relax();
         t0 = bench_now_ns();
@@ -249,7 +249,7 @@ static int wake_stop, wake_ready;
 /* The sleeper: waits on wake_word until it is set, takes it, and waits again. */
 static void *wake_sleeper(void *arg)
 {
-        c2c_pin((int)(intptr_t)arg);
+        pin_to_cpu((int)(intptr_t)arg);
         __atomic_store_n(&wake_ready, 1, __ATOMIC_RELEASE);
         while (!__atomic_load_n(&wake_stop, __ATOMIC_ACQUIRE))
                 if (!__atomic_exchange_n(&wake_word, 0, __ATOMIC_ACQ_REL))
@@ -276,7 +276,7 @@ int bench_peer_wake(int argc, char **argv)
         two_cpus("wake", cpus);
         if (pthread_create(&t, NULL, wake_sleeper, (void *)(intptr_t)cpus[1]))
                 bench_die("wake: pthread_create failed");
-        c2c_pin(cpus[0]);
+        pin_to_cpu(cpus[0]);
         while (!__atomic_load_n(&wake_ready, __ATOMIC_ACQUIRE))
                 cpu_relax();
         /* what the bracket itself costs: two reads of the thread's CPU clock */

@@ -55,13 +55,16 @@ if [ ! -x "$base_bin" ]; then
 fi
 [ -x "$base_bin" ] || { echo "bench-compare: $short has no build/bench/fiberd-bench" >&2; exit 1; }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (!NR) exit; if (NR % 2) print v[(NR + 1) / 2];
-                                                else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-# quartiles: "Q1–Q3" of the numbers on stdin (linear interpolation between ranks)
-quartiles() { sort -g | awk '{ v[NR] = $1 }
+# quantiles FMT P...: the numbers on stdin at each fraction P (linear interpolation
+# between ranks: 0.5 is the median), printed with the printf format FMT; nothing when
+# there are none
+quantiles() { sort -g | awk -v fmt="$1" -v ps="${*:2}" '{ v[NR] = $1 }
         function q(p,   h, i) { h = (NR - 1) * p + 1; i = int(h);
                                 return i >= NR ? v[NR] : v[i] + (h - i) * (v[i + 1] - v[i]) }
-        END { if (NR) printf "%.3f–%.3f", q(0.25), q(0.75); else print "-" }'; }
+        END { if (!NR) exit; n = split(ps, p, " ");
+              for (k = 1; k <= n; k++) a[k] = q(p[k]);
+              printf fmt "\n", a[1], a[2], a[3] }'; }
+median() { quantiles '%s' 0.5; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -126,10 +129,7 @@ for i in "${!figs[@]}"; do
                 paste -d' ' <(awk -v c="$c" '{ print $c }' "$tmp/$i.base") \
                         <(awk -v c="$c" '{ print $c }' "$tmp/$i.new") |
                         awk '$1 != 0 { print $2 / $1 }' >"$tmp/ratios"
-                paired=$(median <"$tmp/ratios")
-                band=$(quartiles <"$tmp/ratios")
-                paired=$(awk -v p="${paired:-}" 'BEGIN { if (p == "") print "-";
-                                                        else printf "%.3f", p }')
-                echo "| ${figs[$i]} | $c | $b | $n | $ratio | $paired | $band |"
+                paired=$(quantiles '%.3f | %.3f–%.3f' 0.5 0.25 0.75 <"$tmp/ratios")
+                echo "| ${figs[$i]} | $c | $b | $n | $ratio | ${paired:-- | -} |"
         done
 done
