@@ -728,30 +728,19 @@ static int fleet_take(const StoreRecord *rec, void *arg)
         return 0;
 }
 
-/*
- * How many more fleet jobs this host takes now: up to twice max_running queued or
- * running here, so its job workers never wait on the stream while the rest stays in
- * the stream for hosts with room; none while the store cannot write. Context: the
- * store's reader thread.
- */
+/* How many more fleet jobs this host takes off the stream now
+ * (jobtable_fleet_room_locked()). Context: the store's reader thread. */
 static size_t fleet_room(void *arg)
 {
         Daemon *d = arg;
-        size_t cap, held;
-
-        /* the store cannot write (Redis loading, or its disk full): a job run now could
-         * not record its end, and a host killed meanwhile would leave it to run again;
-         * the stream keeps it for a host that can, or for this one once it writes */
-        if (store_failing(d->store))
-                return 0;
+        size_t room;
 
         /* the dispatcher's bound, not d->cfg: SIGHUP replaces the config on the main
          * thread while this runs on the reader */
         jobtable_lock(&d->jobs);
-        cap = 2 * (size_t)d->jobs.dispatch.max_running;
-        held = d->jobs.counts.queued + d->jobs.counts.running;
+        room = jobtable_fleet_room_locked(&d->jobs);
         jobtable_unlock(&d->jobs);
-        return held < cap ? cap - held : 0;
+        return room;
 }
 
 /*

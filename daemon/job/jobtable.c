@@ -54,6 +54,37 @@ void jobtable_unlock(JobTable *t)
         pthread_mutex_unlock(&t->lock);
 }
 
+size_t jobtable_unwritten(JobTable *t, uint64_t below, uint64_t *ids, size_t max)
+{
+        size_t n = 0, seen = 0;
+
+        jobtable_lock(t);
+        /* newest first: a job.run in progress is among the newest jobs */
+        for (Job *j = jobtable_prev_locked(t, NULL); j && n < max && seen < t->unwritten;
+             j = jobtable_prev_locked(t, j)) {
+                if (j->durability != DUR_DEFERRED)
+                        continue;
+                seen++;
+                if (!below || j->id < below)
+                        ids[n++] = j->id;
+        }
+        jobtable_unlock(t);
+        return n;
+}
+
+size_t jobtable_fleet_room_locked(JobTable *t)
+{
+        size_t cap = 2 * (size_t)t->dispatch.max_running;
+        size_t held = t->counts.queued + t->counts.running;
+
+        /* the store cannot write (Redis loading, or its disk full): a job run now could
+         * not record its end, and a host killed meanwhile would leave it to run again;
+         * the stream keeps it for a host that can, or for this one once it writes */
+        if (store_failing(t->store))
+                return 0;
+        return held < cap ? cap - held : 0;
+}
+
 int jobtable_init(JobTable *t, Scheduler *sched, SchedulingGroup *supervise_group,
                   unsigned max_running, size_t max_queued, uint64_t retention_ns,
                   size_t retention_max)
@@ -723,6 +754,7 @@ typedef struct SubmitPlan {
         uint64_t id;     /* the fleet's shared counter; 0: the table's next_id, under the lock */
         bool fleet;      /* a fleet store: ids and idempotency keys are the fleet's */
         bool fleet_copy; /* the shared queue runs it, on whichever host reads it first */
+        bool run_here;   /* a fleet's job.run this host runs itself if it has room */
         JobDurability durability;
 } SubmitPlan;
 
@@ -731,7 +763,20 @@ static int plan_submission(JobTable *t, const JobOrigin *origin, const JobPlan *
         bool fleet = t->store && store_fleet(t->store);
         int r;
 
-        *p = (SubmitPlan){.fleet = fleet, .fleet_copy = fleet && !origin->n_fds};
+        /*
+         * A fleet's job.run: its caller waits on this host for the end, and nobody learns
+         * its id before, so this host runs it itself while it has room
+         * (jobtable_submit() looks, under the lock), with one write at the end as
+         * outside a fleet, instead of a submission, a read off the stream and three
+         * writes through Redis. What needs the fleet's own sets goes through the shared
+         * queue: an idempotency key, jobs to run after, a start time ahead, retries
+         * (each is any host's to run).
+         */
+        *p = (SubmitPlan){.fleet = fleet,
+                          .run_here = fleet && !origin->n_fds && origin->answer_at_end &&
+                                      !jp->key && !jp->n_after && jp->max_attempts <= 1 &&
+                                      jp->run_at_ms <= job_now_ms()};
+        p->fleet_copy = fleet && !origin->n_fds && !p->run_here;
         if (fleet && (r = store_new_id(t->store, &p->id)) < 0)
                 return r;
         if (p->fleet_copy)
@@ -850,6 +895,12 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 *ret_existing = existing;
                 return 0;
         }
+        if (plan.run_here && jobtable_fleet_room_locked(t) == 0) {
+                /* full here (or the store cannot write): the shared queue, where a host
+                 * with room takes it, as the reader takes entries (fleet_room()) */
+                plan.fleet_copy = true;
+                plan.durability = DUR_PENDING;
+        }
         r = admit_locked(t, origin->creds->uid, need, plan.fleet_copy);
         if (r == 0)
                 r = job_new(&j, t, plan.id ? plan.id : t->next_id, origin, plugin, plugin_name,
@@ -877,6 +928,8 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                                 j = job_unref(j);
                 }
         }
+        if (r == 0 && j->durability == DUR_DEFERRED)
+                t->unwritten++;
         if (r == 0 && jp->key && !plan.fleet && !job_state_final(j->state) &&
             jobkeys_put_locked(&t->hold.keys, j->owner, jp->key, j->id, 0) < 0)
                 log_job(LOG_WARNING, j->id, plugin_name,
@@ -1254,6 +1307,7 @@ void jobtable_record_locked(JobTable *t, Job *j)
 {
         if (j->durability != DUR_DEFERRED)
                 return;
+        t->unwritten--;
         j->durability = DUR_EARLY;          /* it was dispatched at once */
         store_put(t->store, j, true, true); /* store_wait() answers once committed */
 }

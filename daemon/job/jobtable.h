@@ -102,6 +102,7 @@ typedef struct JobTable {
         FiberEvent idle; /* set when stopping and nothing queued or running */
 
         JobCounts counts;
+        size_t unwritten; /* jobs whose first write waits for their end (DUR_DEFERRED) */
         PluginCounts *plugins;
         size_t nplugins;
 
@@ -401,6 +402,24 @@ void jobtable_count_stall(JobTable *t, const char *plugin_name);
 /* Lock helpers for code that reads a job's mutable fields (job.h). */
 void jobtable_lock(JobTable *t);
 void jobtable_unlock(JobTable *t);
+
+/*
+ * jobtable_unwritten - the ids of this table's jobs whose first store write waits for
+ * their end (a job.run, job.h's DUR_DEFERRED), below @below (0: any), newest first, at
+ * most @max into @ids: the jobs a fleet's job.list (fleet.c) finds in no shared
+ * record. Return: how many. Walks the table from its newest job until it has seen every
+ * such job. Context: any thread; takes the table lock.
+ */
+size_t jobtable_unwritten(JobTable *t, uint64_t below, uint64_t *ids, size_t max);
+
+/*
+ * jobtable_fleet_room_locked - how many more jobs this fleet host takes on now: up to
+ * twice max_running queued or running here, so its job workers never wait on the
+ * fleet's stream while the rest stays there for hosts with room; 0 while the store
+ * cannot write. Read by the store's reader before it takes stream entries, and by a
+ * job.run that would run here (jobtable_submit()). Context: any thread, under the lock.
+ */
+size_t jobtable_fleet_room_locked(JobTable *t);
 
 /* ---- the dispatcher's DispatchOps (jobtable.c), under the lock ------------------- */
 

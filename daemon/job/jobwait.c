@@ -3,7 +3,8 @@
  * jobwait.c — job.wait's and job.run's wait, and job.result's answer that does not wait
  * (see jobwait.h).
  *
- * A wait without a limit, outside a fleet, parks no fiber: the request leaves its answer
+ * A wait without a limit parks no fiber (but for a job the fleet may run: a fleet copy,
+ * or one taken off the fleet's stream): the request leaves its answer
  * for later (request_defer(), server.h) and the job table keeps a watch on the job
  * (jobtable_watch()). When the job's waiters are woken the dispatcher fiber calls it;
  * with a durable store it is handed on to the store (store_watch_final()) and comes back
@@ -130,6 +131,21 @@ static bool fleet_copy(JobTable *t, Job *j)
         return copy;
 }
 
+/* May @j be the fleet's to run, now or later? A fleet copy is; so is a job this host
+ * took off the fleet's stream, whose retry goes back there (jobtable.c). A job.run this
+ * host runs itself (jobtable_submit()) never is: it ends here. */
+static bool fleet_bound(JobTable *t, Job *j)
+{
+        bool bound;
+
+        if (!store_fleet(t->store))
+                return false;
+        jobtable_lock(t);
+        bound = j->fleet_copy || j->from_fleet;
+        jobtable_unlock(t);
+        return bound;
+}
+
 /* UNAVAILABLE when shutdown left @j queued in the store (store.h): not this process's
  * to end. Return: 0; that error, set in @st. */
 static int left_queued(JobTable *t, Job *j, IpcStatus *st)
@@ -216,15 +232,14 @@ static void deferred_wait_done(JobTable *t, JobWatch *w)
 
 /*
  * Whether the wait for @j may be left for later (deferred_wait_start()): it has no limit
- * (a limit would need a timer per wait again), no fleet (whose copies are polled:
- * fleet_wait()), and @j is not final yet (then the answer is packed at once, without a
- * round of the dispatcher fiber). A durable store's write is waited for by a second
- * watch (deferred_wait_done()).
+ * (a limit would need a timer per wait again), @j is not the fleet's (whose copies are
+ * polled: fleet_wait()), and @j is not final yet (then the answer is packed at once,
+ * without a round of the dispatcher fiber). A durable store's write is waited for by a
+ * second watch (deferred_wait_done()).
  */
 static bool wait_deferrable(JobTable *t, Job *j, uint64_t deadline)
 {
-        return deadline == SCHED_FOREVER && !store_fleet(t->store) &&
-               !fiber_event_is_set(&j->finished);
+        return deadline == SCHED_FOREVER && !fiber_event_is_set(&j->finished) && !fleet_bound(t, j);
 }
 
 /* Leaves @req's answer to the watch on @j (taking the caller's reference). Return: 0;

@@ -35,7 +35,11 @@
  *   job.list     per 256 ids of the shared index: one round trip for the ids
  *                (store_list()) and one for the records this host does not hold
  *                (store_fetch_many(), one pipeline), at most FLEET_LIST_SCAN ids per
- *                answer.
+ *                answer. This host's job.runs in progress (run here, their records
+ *                written when they end: jobtable_submit()) are in no shared index yet:
+ *                they are listed from its table among the others, by id (up to
+ *                FLEET_LIST_UNWRITTEN of them); another host's are not listed until
+ *                they end.
  */
 #include "daemon/store/fleet.h"
 #include "ipc/encoder.h"
@@ -50,6 +54,7 @@
 #define FLEET_POLL_MAX_NS (100 * NSEC_PER_MSEC)
 #define FLEET_POLL_REMOTE_NS (1600 * NSEC_PER_USEC) /* polls before: local only */
 #define FLEET_LIST_SCAN 4096
+#define FLEET_LIST_UNWRITTEN 1024 /* this host's job.runs in progress listed at most */
 #define FLEET_RETRY_MIN_NS (100 * NSEC_PER_MSEC) /* a lookup the store could not answer */
 #define FLEET_RETRY_MAX_NS (1000 * NSEC_PER_MSEC)
 
@@ -259,36 +264,68 @@ static int fleet_page_fill(Store *s, FleetPage *p)
         return 0;
 }
 
+/*
+ * Merges the shared index's page @shared (@n_shared ids, newest first; @more: the index
+ * goes on below it) with this host's unwritten ids @mine from *@m on (newest first)
+ * into @out: every id of @mine above the page's last id, or all of them once the index
+ * ends; an id in both once. Return: the ids in @out.
+ */
+static size_t fleet_page_merge(const uint64_t *shared, size_t n_shared, bool more,
+                               const uint64_t *mine, size_t n_mine, size_t *m, uint64_t *out)
+{
+        uint64_t floor = more && n_shared ? shared[n_shared - 1] : 0;
+        size_t n = 0, i = 0;
+
+        while (i < n_shared || (*m < n_mine && mine[*m] > floor)) {
+                if (*m < n_mine && mine[*m] > floor && (i == n_shared || mine[*m] >= shared[i])) {
+                        if (i < n_shared && mine[*m] == shared[i])
+                                i++; /* written meanwhile: listed once */
+                        out[n++] = mine[(*m)++];
+                } else {
+                        out[n++] = shared[i++];
+                }
+        }
+        return n;
+}
+
 int fleet_list(JobTable *t, Store *s, const JobListFilter *f, uint64_t cursor, uint64_t limit,
                bool paged, size_t budget, msgpack_packer *pk, IpcStatus *st)
 {
-        size_t cap = 64, n = 0, bytes = 0, scanned = 0;
-        uint64_t ids[256], next = 0, below = cursor;
+        size_t cap = 64, n = 0, bytes = 0, scanned = 0, n_mine, m = 0;
+        uint64_t shared[256], next = 0, below = cursor;
+        /* this host's job.runs in progress, whose records are written when they end
+         * (jobtable_submit()): listed here among the shared index's ids */
+        uint64_t *mine = malloc(FLEET_LIST_UNWRITTEN * sizeof(*mine));
+        uint64_t *ids = malloc((ELEMENTSOF(shared) + FLEET_LIST_UNWRITTEN) * sizeof(*ids));
         Job **jobs = malloc(cap * sizeof(*jobs));
-        Job **page = malloc(ELEMENTSOF(ids) * sizeof(*page));
+        Job **page = malloc((ELEMENTSOF(shared) + FLEET_LIST_UNWRITTEN) * sizeof(*page));
         FleetPage fp = {.table = t, .ids = ids, .jobs = page};
         msgpack_sbuffer body;
         msgpack_packer bp;
         bool more = true, full = false;
         int r = 0;
 
-        if (!jobs || !page) {
+        if (!mine || !ids || !jobs || !page) {
+                free(mine);
+                free(ids);
                 free(jobs);
                 free(page);
                 return -ENOMEM;
         }
+        n_mine = jobtable_unwritten(t, cursor, mine, FLEET_LIST_UNWRITTEN);
         msgpack_sbuffer_init(&body);
         msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
         while (more && !full && r == 0) {
                 size_t got = 0;
-                r = store_list(s, below, ELEMENTSOF(ids), ids, &got);
+                r = store_list(s, below, ELEMENTSOF(shared), shared, &got);
                 if (r < 0) {
                         r = ipc_status_set(st, IPC_UNAVAILABLE, r,
                                            "the fleet's job store cannot be read: see "
                                            "fiberd's log");
                         break;
                 }
-                more = got == ELEMENTSOF(ids);
+                more = got == ELEMENTSOF(shared);
+                got = fleet_page_merge(shared, got, more, mine, n_mine, &m, ids);
                 fp.n = got;
                 if ((r = fleet_page_fill(s, &fp)) < 0)
                         break;
@@ -337,6 +374,8 @@ int fleet_list(JobTable *t, Store *s, const JobListFilter *f, uint64_t cursor, u
                                 page[i] = job_unref(page[i]);
         }
         free(page);
+        free(ids);
+        free(mine);
         body.size = 0;
         for (size_t i = 0; i < n && r == 0; i++) {
                 /* a page: newest first; one array: oldest first */

@@ -32,6 +32,12 @@
  *  - job.list through a host that holds none of the fleet's 300 jobs (their records
  *    are read a page of ids at a time, store_fetch_many()): unpaged, and paged with a
  *    limit of 128, every id comes back exactly once, newest first in the pages;
+ *  - a job.run through a host with room runs there, off the stream: no record in Redis
+ *    while it runs (another host answers NOT_FOUND), its host's job.list shows it once
+ *    among the fleet's jobs, newest first across pages; once it ended its record is
+ *    there, `done`, through either host, and the stream got no entry for it;
+ *  - job.runs beyond a host's room (max_running 1: two) go through the stream, and the
+ *    other host runs some: all six answered `done`, each run once;
  *  - schedule.add is accepted in fleet mode and its row is kept in Redis
  *    (fiberd:schedules), the version of the fleet's schedules moved
  *    (daemon_redis_schedules.c checks them at work).
@@ -582,6 +588,180 @@ Test(daemon_redis, list_through_another_host_gives_every_job_once)
         for (int i = 0; i < LIST_JOBS; i++)
                 cr_assert_eq(seen[i], 1, "paged: job %llu listed %u times",
                              (unsigned long long)ids[i], seen[i]);
+        client_free(a);
+        client_free(b);
+}
+
+/* Queues job.run [sleep, {ms: @ms}, {}, nil] on @c (not flushed): its msgid. */
+static uint32_t run_sleep_send(Client *c, uint64_t ms)
+{
+        uint32_t msgid;
+        msgpack_packer *pk = client_request(c, "job.run", 4, &msgid);
+
+        cr_assert(pk);
+        ipc_pack_cstr(pk, "sleep");
+        msgpack_pack_map(pk, 1);
+        ipc_pack_kv_uint(pk, "ms", ms);
+        msgpack_pack_map(pk, 0);
+        msgpack_pack_nil(pk); /* no wait limit: the answer waits for the end */
+        return msgid;
+}
+
+/* The id of the one running sleep job job.list through @c shows (polled, 10 s at most). */
+static uint64_t listed_running_sleep(Client *c)
+{
+        for (int tries = 0; tries < 1000; tries++) {
+                Reply rp;
+                uint64_t id = 0;
+                list_call(c, false, 0, 0, &rp);
+                for (uint32_t i = 0; i < rp.result->via.array.size; i++) {
+                        const msgpack_object *j = &rp.result->via.array.ptr[i];
+                        if (!strcmp(map_str(j, "plugin"), "sleep") &&
+                            !strcmp(map_str(j, "state"), "running"))
+                                id = map_uint(j, "id");
+                }
+                reply_clear(&rp);
+                if (id)
+                        return id;
+                usleep(10000);
+        }
+        cr_assert_fail("job.list never showed the job.run's job running");
+        return 0;
+}
+
+/*
+ * A job.run through a host with room runs there, off the stream, and its record is
+ * written once, at its end: none in Redis while it runs, no stream entry. Its host
+ * lists it among the fleet's jobs meanwhile, in id order, once; afterwards any host
+ * answers for it.
+ */
+Test(daemon_redis, a_job_run_runs_on_its_host_and_is_written_at_its_end)
+{
+        uint64_t before[5], after[2], run_id, prev = UINT64_MAX, cursor = 0;
+        long long entries;
+        unsigned seen_run = 0, listed = 0;
+        char key[64], state[32];
+        uint32_t msgid;
+        Client *a, *b, *r;
+        Reply rp;
+
+        redis_fleet_start("daemon_redis");
+        host_start(&host_a, "a", 4);
+        host_start(&host_b, "b", 4);
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        r = fiberd_connect(&host_a);
+        for (int i = 0; i < 5; i++) {
+                IpcStatus st = {0};
+                before[i] = rpc_submit(a, "echo", (Arg[]){ARG_I("n", i)}, 1, 0, 0, &st);
+                cr_assert(before[i] > 0, "submit %d: %s", i, st.message);
+        }
+        for (int i = 0; i < 5; i++) {
+                rpc_job_wait(a, before[i], 30000, &rp);
+                cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+                reply_clear(&rp);
+        }
+        entries = redis_fleet_cli_int("XLEN fiberd:jobs");
+        cr_assert_geq(entries, 5, "the submissions went through the stream");
+
+        msgid = run_sleep_send(r, 1500);
+        cr_assert_eq(client_flush(r, 5000, NULL), 0);
+        run_id = listed_running_sleep(a);
+        for (int i = 0; i < 2; i++) {
+                IpcStatus st = {0};
+                after[i] = rpc_submit(a, "echo", (Arg[]){ARG_I("n", i)}, 1, 0, 0, &st);
+                cr_assert(after[i] > run_id, "submit after the run: %s", st.message);
+                rpc_job_wait(a, after[i], 30000, &rp);
+                cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+                reply_clear(&rp);
+        }
+
+        /* while it runs: no record in Redis, and listed by its host only, once, in
+         * order among the shared ones, also across pages of two */
+        snprintf(key, sizeof(key), "EXISTS fiberd:job:%llu", (unsigned long long)run_id);
+        cr_assert_eq(redis_fleet_cli_int(key), 0, "job %llu has a record while it runs",
+                     (unsigned long long)run_id);
+        for (;;) {
+                const msgpack_object *jobs, *next;
+                list_call(a, true, cursor, 2, &rp);
+                jobs = map_get(rp.result, "jobs");
+                next = map_get(rp.result, "next_cursor");
+                for (uint32_t i = 0; i < jobs->via.array.size; i++) {
+                        uint64_t id = map_uint(&jobs->via.array.ptr[i], "id");
+                        cr_assert_lt(id, prev, "not newest first: %llu after %llu",
+                                     (unsigned long long)id, (unsigned long long)prev);
+                        prev = id;
+                        seen_run += id == run_id;
+                        listed++;
+                }
+                cr_assert(next, "no next_cursor key");
+                if (next->type == MSGPACK_OBJECT_NIL) {
+                        reply_clear(&rp);
+                        break;
+                }
+                cursor = next->via.u64;
+                reply_clear(&rp);
+                cr_assert_lt(listed, 20, "more jobs listed than the fleet has");
+        }
+        cr_assert_eq(seen_run, 1, "job %llu listed %u times by its host",
+                     (unsigned long long)run_id, seen_run);
+        cr_assert_eq(listed, 8, "%u jobs listed, want the 7 submitted and the run", listed);
+        /* another host finds no record of a job.run in progress */
+        rpc_simple(b, "job.status", 1, &run_id, &rp);
+        cr_assert_str_eq(rp.st.code ? rp.st.code : "", "NOT_FOUND", "%s", rp.st.message);
+        reply_clear(&rp);
+
+        rpc_wait_reply(r, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "job.run: %s", rp.st.message);
+        cr_assert_eq(map_uint(rp.result, "id"), run_id);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        reply_clear(&rp);
+        cr_assert_eq(redis_fleet_cli_int(key), 1, "no record of job %llu once it ended",
+                     (unsigned long long)run_id);
+        cr_assert_eq(job_state(b, run_id, state, NULL), 0, "status through b");
+        cr_assert_str_eq(state, "done");
+        cr_assert_eq(redis_fleet_cli_int("XLEN fiberd:jobs"), entries + 2,
+                     "the job.run put an entry on the stream");
+        cr_assert_eq(rpc_stats_jobs(a, "done") + rpc_stats_jobs(b, "done"), 8,
+                     "each of the 8 jobs ran once");
+        client_free(a);
+        client_free(b);
+        client_free(r);
+}
+
+/*
+ * Beyond a host's room (twice max_running queued or running, as its reader takes stream
+ * entries) a job.run goes through the shared queue, where a host with room takes it,
+ * and is answered from there.
+ */
+Test(daemon_redis, job_runs_beyond_a_hosts_room_go_through_the_shared_queue)
+{
+        uint32_t msgids[6];
+        uint64_t done_a, done_b;
+        Client *a, *b;
+        Reply rp;
+
+        redis_fleet_start("daemon_redis");
+        host_start(&host_a, "a", 1); /* room for 2 */
+        host_start(&host_b, "b", 4);
+        a = fiberd_connect(&host_a);
+        b = fiberd_connect(&host_b);
+        for (int i = 0; i < 6; i++)
+                msgids[i] = run_sleep_send(a, 300);
+        for (int i = 0; i < 6; i++) {
+                rpc_wait_reply(a, msgids[i], &rp);
+                cr_assert_eq(rp.r, 0, "job.run %d: %s", i, rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                cr_assert_eq(map_uint(rp.result, "attempt"), 0);
+                reply_clear(&rp);
+        }
+        done_a = rpc_stats_jobs(a, "done");
+        done_b = rpc_stats_jobs(b, "done");
+        cr_assert_eq(done_a + done_b, 6, "a ran %llu, b %llu", (unsigned long long)done_a,
+                     (unsigned long long)done_b);
+        cr_assert_geq(done_a, 1, "none ran on the host asked");
+        cr_assert_geq(done_b, 1, "none went to the host with room");
+        cr_assert_geq(redis_fleet_cli_int("XLEN fiberd:jobs"), done_b);
         client_free(a);
         client_free(b);
 }
