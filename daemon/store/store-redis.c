@@ -226,14 +226,15 @@ static int put_script_load(Store *s, redisContext *c)
  * job's stream entry held here, or NULL: the job is maybe in the local set); a plain HSET
  * otherwise (queued, scheduled, waiting: a fleet submission, a revive), which the script
  * would always let through and drop no cancel request for, so a job's first write costs
- * Redis no script and two commands fewer. @key and @expire must outlive @c's use. */
+ * Redis no script and two commands fewer, and when @fresh (a first write, final already:
+ * redis_append() adds the rest). @key and @expire must outlive @c's use. */
 static void cmd_hset(RedisCmd *c, RedisStore *q, const char *key, const StoreRecord *rec,
-                     const char *expire, const char *entry)
+                     const char *expire, const char *entry, bool fresh)
 {
         bool final = job_state_final(rec->state);
 
         c->argc = 0;
-        if (final || rec->state == JOB_RUNNING || rec->state == JOB_RETRYING) {
+        if (!fresh && (final || rec->state == JOB_RUNNING || rec->state == JOB_RETRYING)) {
                 cmd_str(c, "EVALSHA");
                 cmd_str(c, q->put_sha);
                 cmd_str(c, "4");
@@ -815,7 +816,7 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
         const StoreRecord *rec = &w->rec;
         char key[64], idbuf[24], expire[24], entry[48];
         RedisCmd cmd;
-        bool held;
+        bool held, fresh;
 
         if (w->op == STORE_OP_PLUGIN) {
                 msgpack_sbuffer sb;
@@ -850,10 +851,23 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
         snprintf(idbuf, sizeof(idbuf), "%" PRIu64, rec->id);
         snprintf(expire, sizeof(expire), "%" PRIu64, q->expire_s);
         held = entry_find(q, rec->id, entry);
-        /* a final write's expiry, fiberd:finished and acknowledgement are the script's */
-        cmd_hset(&cmd, q, key, rec, expire, held ? entry : NULL);
+        /* A job's first write that is final already (a job.run this host ran, its write
+         * deferred to its end; jobtable.c): no host knew its id before, so there is no
+         * final state to guard, no cancel request to drop, no stream entry or local-set
+         * id to let go. A plain HSET, its expiry and fiberd:finished, without the
+         * script's call. */
+        fresh = rec->args && !rec->enqueue && !held && job_state_final(rec->state);
+        /* else a final write's expiry, fiberd:finished and acknowledgement are the
+         * script's */
+        cmd_hset(&cmd, q, key, rec, expire, held ? entry : NULL, fresh);
         redisAppendCommandArgv(c, cmd.argc, cmd.argv, cmd.len);
         (*n)++;
+        if (fresh) {
+                redisAppendCommand(c, "EXPIRE %s %s", key, expire);
+                redisAppendCommand(c, "ZADD %s %" PRIu64 " %s", REDIS_KEY_FINISHED,
+                                   rec->finished_ms, idbuf);
+                *n += 2;
+        }
         if (rec->args) {
                 redisAppendCommand(c, "ZADD %s %s %s", REDIS_KEY_INDEX, idbuf, idbuf);
                 (*n)++;

@@ -35,7 +35,8 @@
  *  - a job.run through a host with room runs there, off the stream: no record in Redis
  *    while it runs (another host answers NOT_FOUND), its host's job.list shows it once
  *    among the fleet's jobs, newest first across pages; once it ended its record is
- *    there, `done`, through either host, and the stream got no entry for it;
+ *    there, `done`, through either host, expiring, in fiberd:finished and the index, and
+ *    the stream got no entry for it;
  *  - job.runs beyond a host's room (max_running 1: two) go through the stream, and the
  *    other host runs some: all six answered `done`, each run once;
  *  - schedule.add is accepted in fleet mode and its row is kept in Redis
@@ -718,6 +719,14 @@ Test(daemon_redis, a_job_run_runs_on_its_host_and_is_written_at_its_end)
         reply_clear(&rp);
         cr_assert_eq(redis_fleet_cli_int(key), 1, "no record of job %llu once it ended",
                      (unsigned long long)run_id);
+        /* written as any final record is: expiring, among the finished, in the index */
+        snprintf(key, sizeof(key), "TTL fiberd:job:%llu", (unsigned long long)run_id);
+        cr_assert_gt(redis_fleet_cli_int(key), 0, "its record does not expire");
+        /* (a score: a missing member prints an empty line, read as 0) */
+        snprintf(key, sizeof(key), "ZSCORE fiberd:finished %llu", (unsigned long long)run_id);
+        cr_assert_gt(redis_fleet_cli_int(key), 0, "not in fiberd:finished");
+        snprintf(key, sizeof(key), "ZSCORE fiberd:index %llu", (unsigned long long)run_id);
+        cr_assert_eq(redis_fleet_cli_int(key), (long long)run_id, "not in fiberd:index");
         cr_assert_eq(job_state(b, run_id, state, NULL), 0, "status through b");
         cr_assert_str_eq(state, "done");
         cr_assert_eq(redis_fleet_cli_int("XLEN fiberd:jobs"), entries + 2,
