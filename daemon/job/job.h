@@ -100,6 +100,8 @@ typedef struct JobOrigin {
         size_t n_fds;
         bool answer_at_end; /* job.run: the submission is answered once the job ends
                              * (its first store write may wait for that) */
+        bool id_at_end;     /* ... and without a wait limit: nobody learns its id
+                             * before (a fleet may run it here: jobtable_submit()) */
 } JobOrigin;
 
 /*
@@ -363,7 +365,12 @@ typedef struct Job {
         bool fleet_copy;              /* not in this host's table: a fleet submission on its way to
                                        * the shared queue, or a copy of a fleet job's shared record
                                        * (store-redis.c); no fiber, never dispatched here */
-        bool from_fleet;              /* taken off the fleet's shared queue (StoreRecord.shared):
+        bool run_here : 1;            /* a fleet's job.run this host runs, off the shared queue,
+                                       * written once at its end (jobtable_submit()); should
+                                       * shutdown leave it queued, that write puts it on the
+                                       * shared queue for any host (store.c). One bit beside
+                                       * from_fleet: the Job stays within its 440 bytes */
+        bool from_fleet : 1;          /* taken off the fleet's shared queue (StoreRecord.shared):
                                        * a failed run with attempts left goes back to the
                                        * fleet's schedule set, not this host's due set
                                        * (jobtable.c hands it off, then it is a fleet copy) */

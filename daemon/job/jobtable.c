@@ -54,12 +54,19 @@ void jobtable_unlock(JobTable *t)
         pthread_mutex_unlock(&t->lock);
 }
 
+static int u64_descending(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+        return x < y ? 1 : x > y ? -1 : 0;
+}
+
 size_t jobtable_unwritten(JobTable *t, uint64_t below, uint64_t *ids, size_t max)
 {
         size_t n = 0, seen = 0;
 
         jobtable_lock(t);
-        /* newest first: a job.run in progress is among the newest jobs */
+        /* from the last one listed: a job.run in progress is among the newest jobs */
         for (Job *j = jobtable_prev_locked(t, NULL); j && n < max && seen < t->unwritten;
              j = jobtable_prev_locked(t, j)) {
                 if (j->durability != DUR_DEFERRED)
@@ -69,6 +76,9 @@ size_t jobtable_unwritten(JobTable *t, uint64_t below, uint64_t *ids, size_t max
                         ids[n++] = j->id;
         }
         jobtable_unlock(t);
+        /* the table lists jobs as they were accepted, and a fleet's ids are taken before
+         * the lock: with more than one server worker, not quite in id order */
+        qsort(ids, n, sizeof(*ids), u64_descending);
         return n;
 }
 
@@ -764,17 +774,18 @@ static int plan_submission(JobTable *t, const JobOrigin *origin, const JobPlan *
         int r;
 
         /*
-         * A fleet's job.run: its caller waits on this host for the end, and nobody learns
-         * its id before, so this host runs it itself while it has room
-         * (jobtable_submit() looks, under the lock), with one write at the end as
+         * A fleet's job.run without a wait limit: its caller waits on this host for the
+         * end, and nobody learns its id before, so this host runs it itself while it has
+         * room (jobtable_submit() looks, under the lock), with one write at the end as
          * outside a fleet, instead of a submission, a read off the stream and three
-         * writes through Redis. What needs the fleet's own sets goes through the shared
-         * queue: an idempotency key, jobs to run after, a start time ahead, retries
-         * (each is any host's to run).
+         * writes through Redis; should this host stop first, that write puts it on the
+         * stream (Job.run_here). What needs the fleet's own sets goes through the shared
+         * queue: an idempotency key, jobs to run after, a start time ahead, retries (its
+         * own max_attempts or its plugin's default; each attempt is any host's to run).
          */
         *p = (SubmitPlan){.fleet = fleet,
-                          .run_here = fleet && !origin->n_fds && origin->answer_at_end &&
-                                      !jp->key && !jp->n_after && jp->max_attempts <= 1 &&
+                          .run_here = fleet && !origin->n_fds && origin->id_at_end && !jp->key &&
+                                      !jp->n_after && jp->max_attempts <= 1 &&
                                       jp->run_at_ms <= job_now_ms()};
         p->fleet_copy = fleet && !origin->n_fds && !p->run_here;
         if (fleet && (r = store_new_id(t->store, &p->id)) < 0)
@@ -909,7 +920,10 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 j = job_unref(j);
         if (r == 0) {
                 j->fleet_copy = plan.fleet_copy;
+                j->run_here = plan.run_here && !plan.fleet_copy;
                 j->durability = plan.durability;
+                if (j->durability == DUR_DEFERRED) /* before a transition may record it */
+                        t->unwritten++;
                 if (plan.fleet_copy && jp->n_after) {
                         /* the sets of the jobs it runs after hold it until they end
                          * (store-redis-sched.c); then it is queued or scheduled */
@@ -924,12 +938,12 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                         for (size_t i = 0; i < jp->n_after; i++)
                                 deps[i] = jobtable_find_locked(t, jp->after[i]);
                         r = jobhold_accept_locked(&t->hold, j, deps, jp->n_after);
+                        if (r < 0 && j->durability == DUR_DEFERRED)
+                                t->unwritten--; /* never in the table */
                         if (r < 0)
                                 j = job_unref(j);
                 }
         }
-        if (r == 0 && j->durability == DUR_DEFERRED)
-                t->unwritten++;
         if (r == 0 && jp->key && !plan.fleet && !job_state_final(j->state) &&
             jobkeys_put_locked(&t->hold.keys, j->owner, jp->key, j->id, 0) < 0)
                 log_job(LOG_WARNING, j->id, plugin_name,

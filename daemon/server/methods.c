@@ -172,7 +172,7 @@ static int method_submit(void *ctx, Request *req, msgpack_packer *pk, IpcStatus 
 {
         Job *j;
         uint64_t existing;
-        int r = submit_request(ctx, req, false, &j, &existing, st);
+        int r = submit_request(ctx, req, false, false, &j, &existing, st);
 
         if (r < 0)
                 return r;
@@ -251,7 +251,9 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
                                      st);
         if (r < 0)
                 return r;
-        r = submit_request(d, req, true, &j, &existing, st);
+        /* without a wait limit its caller learns the id only at the end */
+        r = submit_request(d, req, true, timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC), &j,
+                           &existing, st);
         if (r < 0)
                 return r;
         /* a key's earlier job this host does not hold: in a fleet, any host's */

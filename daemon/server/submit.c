@@ -503,13 +503,14 @@ out:
         return r;
 }
 
-int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, uint64_t *ret_existing,
-                   IpcStatus *st)
+int submit_request(Daemon *d, Request *req, bool answer_at_end, bool id_at_end, Job **ret,
+                   uint64_t *ret_existing, IpcStatus *st)
 {
         JobOrigin origin = {.creds = req->creds,
                             .fds = req->fds,
                             .n_fds = req->n_fds,
-                            .answer_at_end = answer_at_end};
+                            .answer_at_end = answer_at_end,
+                            .id_at_end = id_at_end};
         int r = submit_params(d, &origin, &req->msg.params, ret, ret_existing, st);
 
         req->fds = origin.fds; /* NULL when the job took them */

@@ -38,8 +38,9 @@ int submit_check(Daemon *d, Creds *creds, const msgpack_object *params, IpcStatu
  * submit_request - submit_params() for @req: the job that its params [plugin, args,
  * options] describe (job.submit's, also the first three of job.run's), owned by @req's
  * uid, once the job store has its record. @answer_at_end: job.run (the answer waits for
- * the job's end, and so may its first store write). The job takes @req's fds on
- * success (req->fds is then NULL).
+ * the job's end, and so may its first store write); @id_at_end: and without a wait
+ * limit, so nobody learns the job's id before its end (a fleet may then run it on this
+ * host: JobOrigin). The job takes @req's fds on success (req->fds is then NULL).
  * @ret: out, one reference (caller unrefs), written only on success; NULL when an
  * idempotency key matched a job this host does not hold (its record is gone, or in a
  * fleet another host's: fleet_lookup() finds it; jobtable_submit()).
@@ -47,7 +48,7 @@ int submit_check(Daemon *d, Creds *creds, const msgpack_object *params, IpcStatu
  * Return: 0; a negative errno with @st filled (every refusal of job.submit).
  * Context: a request fiber of the server group (yields while the store writes).
  */
-int submit_request(Daemon *d, Request *req, bool answer_at_end, Job **ret, uint64_t *ret_existing,
-                   IpcStatus *st);
+int submit_request(Daemon *d, Request *req, bool answer_at_end, bool id_at_end, Job **ret,
+                   uint64_t *ret_existing, IpcStatus *st);
 
 #endif

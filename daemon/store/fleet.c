@@ -264,30 +264,6 @@ static int fleet_page_fill(Store *s, FleetPage *p)
         return 0;
 }
 
-/*
- * Merges the shared index's page @shared (@n_shared ids, newest first; @more: the index
- * goes on below it) with this host's unwritten ids @mine from *@m on (newest first)
- * into @out: every id of @mine above the page's last id, or all of them once the index
- * ends; an id in both once. Return: the ids in @out.
- */
-static size_t fleet_page_merge(const uint64_t *shared, size_t n_shared, bool more,
-                               const uint64_t *mine, size_t n_mine, size_t *m, uint64_t *out)
-{
-        uint64_t floor = more && n_shared ? shared[n_shared - 1] : 0;
-        size_t n = 0, i = 0;
-
-        while (i < n_shared || (*m < n_mine && mine[*m] > floor)) {
-                if (*m < n_mine && mine[*m] > floor && (i == n_shared || mine[*m] >= shared[i])) {
-                        if (i < n_shared && mine[*m] == shared[i])
-                                i++; /* written meanwhile: listed once */
-                        out[n++] = mine[(*m)++];
-                } else {
-                        out[n++] = shared[i++];
-                }
-        }
-        return n;
-}
-
 int fleet_list(JobTable *t, Store *s, const JobListFilter *f, uint64_t cursor, uint64_t limit,
                bool paged, size_t budget, msgpack_packer *pk, IpcStatus *st)
 {
@@ -325,7 +301,7 @@ int fleet_list(JobTable *t, Store *s, const JobListFilter *f, uint64_t cursor, u
                         break;
                 }
                 more = got == ELEMENTSOF(shared);
-                got = fleet_page_merge(shared, got, more, mine, n_mine, &m, ids);
+                got = fleet_ids_merge(shared, got, more, mine, n_mine, &m, ids);
                 fp.n = got;
                 if ((r = fleet_page_fill(s, &fp)) < 0)
                         break;

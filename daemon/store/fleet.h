@@ -100,4 +100,30 @@ int fleet_cancel(JobTable *t, Store *s, Job *j, Job **ret);
 int fleet_list(JobTable *t, Store *s, const JobListFilter *f, uint64_t cursor, uint64_t limit,
                bool paged, size_t budget, msgpack_packer *pk, IpcStatus *st);
 
+/*
+ * fleet_ids_merge - one page of fleet_list()'s ids: the shared index's page @shared
+ * (@n_shared ids, newest first; @more: the index goes on below it) merged with this
+ * host's unwritten ids @mine (@n_mine, newest first; jobtable_unwritten()) from *@m on,
+ * into @out (room for @n_shared + @n_mine - *@m): every id of @mine down to the page's
+ * last id, or all that are left once the index ends; an id in both (written meanwhile)
+ * once. *@m moves past the ids of @mine taken. Return: the ids in @out. Context: any.
+ */
+static inline size_t fleet_ids_merge(const uint64_t *shared, size_t n_shared, bool more,
+                                     const uint64_t *mine, size_t n_mine, size_t *m, uint64_t *out)
+{
+        uint64_t floor = more && n_shared ? shared[n_shared - 1] : 0;
+        size_t n = 0, i = 0;
+
+        while (i < n_shared || (*m < n_mine && mine[*m] >= floor)) {
+                if (*m < n_mine && mine[*m] >= floor && (i == n_shared || mine[*m] >= shared[i])) {
+                        if (i < n_shared && mine[*m] == shared[i])
+                                i++; /* written meanwhile: listed once */
+                        out[n++] = mine[(*m)++];
+                } else {
+                        out[n++] = shared[i++];
+                }
+        }
+        return n;
+}
+
 #endif

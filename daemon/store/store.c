@@ -243,7 +243,10 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                 .n_fds = (uint32_t)j->n_fds,
                 .progress_done = __atomic_load_n(&j->progress_done, __ATOMIC_RELAXED),
                 .progress_total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED),
-                .enqueue = with_args && j->fleet_copy,
+                /* a fleet submission; or a job.run this host ran itself that shutdown
+                 * leaves queued (its one write, jobtable.c): any host runs it now */
+                .enqueue = with_args &&
+                           (j->fleet_copy || (j->run_here && (requeued || j->state == JOB_QUEUED))),
                 /* a fleet submission held until its due time, or a retry a host handed
                  * back (jobtable.c): the fleet's schedule set holds it from now on */
                 .fleet_held = held && j->fleet_copy,
