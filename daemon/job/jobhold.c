@@ -315,5 +315,6 @@ int jobhold_revive_locked(JobHold *t, Job *j)
                 return -ENOMEM;
         reset_run(j);
         j->attempt = 0;
+        j->run_here = false; /* its record is written now: a job of this host's own */
         return queue_now_locked(t, j, JOB_EV_REVIVE);
 }

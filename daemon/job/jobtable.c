@@ -1334,6 +1334,14 @@ int jobtable_wait_recorded(JobTable *t, Job *j, uint64_t deadline_ns)
         if (!t->store || !store_durable(t->store))
                 return 0;
         jobtable_lock(t);
+        if (j->run_here && j->durability == DUR_DEFERRED && !job_state_final(j->state) &&
+            !j->requeued) {
+                /* a fleet's job.run its host runs: nothing of it is kept before its end
+                 * (jobtable_submit()), and a record written now would be a second
+                 * one, off the stream; the answer shows its state here */
+                jobtable_unlock(t);
+                return 0;
+        }
         jobtable_record_locked(t, j);
         final = job_state_final(j->state) && !j->requeued; /* the write that carries it */
         life = j->store.life; /* a job.retry meanwhile: this end is on disk (store_revive()) */

@@ -150,13 +150,19 @@ static bool fleet_bound(JobTable *t, Job *j)
  * to end. Return: 0; that error, set in @st. */
 static int left_queued(JobTable *t, Job *j, IpcStatus *st)
 {
-        bool unavailable;
+        bool unavailable, fleet;
 
         jobtable_lock(t);
         unavailable = t->stopping && (j->requeued || !job_state_final(j->state));
+        fleet = j->run_here; /* a fleet's job.run its host ran itself: now the fleet's */
         jobtable_unlock(t);
         if (!unavailable)
                 return 0;
+        if (fleet)
+                return ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
+                                      "this fiberd host is shutting down; job %llu goes back "
+                                      "to the fleet's queue: wait for it through another host",
+                                      (unsigned long long)j->id);
         return ipc_status_set(st, IPC_UNAVAILABLE, -ESHUTDOWN,
                               "fiberd is shutting down; job %llu stays queued in its store: "
                               "wait for it again once fiberd is back",

@@ -928,7 +928,7 @@ static void commit_doubt(RedisStore *q, ListHead *batch)
         {
                 const StoreWrite *w = list_entry(pos, StoreWrite, link);
                 uint64_t *grown;
-                if (w->op != STORE_OP_PUT || !w->rec.enqueue || !w->rec.args)
+                if (w->op != STORE_OP_PUT || !w->rec.enqueue || !w->rec.args || w->rec.handover)
                         continue;
                 if (q->n_doubt == q->doubt_cap) {
                         size_t cap = q->doubt_cap ? 2 * q->doubt_cap : 64;

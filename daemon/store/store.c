@@ -245,8 +245,8 @@ static StoreWrite *write_from_job(Store *s, const Job *j, bool with_args)
                 .progress_total = __atomic_load_n(&j->progress_total, __ATOMIC_RELAXED),
                 /* a fleet submission; or a job.run this host ran itself that shutdown
                  * leaves queued (its one write, jobtable.c): any host runs it now */
-                .enqueue = with_args &&
-                           (j->fleet_copy || (j->run_here && (requeued || j->state == JOB_QUEUED))),
+                .enqueue = with_args && (j->fleet_copy || (j->run_here && j->requeued)),
+                .handover = with_args && j->run_here && j->requeued,
                 /* a fleet submission held until its due time, or a retry a host handed
                  * back (jobtable.c): the fleet's schedule set holds it from now on */
                 .fleet_held = held && j->fleet_copy,

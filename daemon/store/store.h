@@ -101,8 +101,11 @@ typedef struct StoreRecord {
         const char *sched;      /* its schedule (job_pack_schedule(): run_at, due time, attempts,
                             * backoff, after, key, errors), packed msgpack; NULL = none */
         size_t sched_len;
-        bool enqueue; /* a fleet submission: put it on the shared queue for any host to run
+        bool enqueue;  /* a fleet submission: put it on the shared queue for any host to run
                        * (store-redis.c); false for every other write */
+        bool handover; /* with @enqueue: not a submission but a job.run this host ran
+                        * itself (Job.run_here) that shutdown leaves queued: nobody was
+                        * refused it, so a commit without an answer is only tried again */
         /* the fleet's schedule (store-redis-sched.c) */
         bool fleet_held;       /* a fleet job held (scheduled, retrying) for any host to run
                                 * when due: it joins the fleet's schedule set, not the queue */

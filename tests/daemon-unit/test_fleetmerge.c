@@ -20,8 +20,8 @@
 /* The shared index's ids below @below (0: from the newest), newest first, at most @max,
  * out of @index (newest first, @n ids), as store_list() answers; *@more as fleet_list()
  * reads it (a full page). */
-static size_t index_page(const uint64_t *index, size_t n, uint64_t below, size_t max,
-                         uint64_t *ret, bool *more)
+static size_t index_page(const uint64_t *index, size_t n, uint64_t below, size_t max, uint64_t *ret,
+                         bool *more)
 {
         size_t k = 0;
 

@@ -33,7 +33,8 @@
  *    are read a page of ids at a time, store_fetch_many()): unpaged, and paged with a
  *    limit of 128, every id comes back exactly once, newest first in the pages;
  *  - a job.run through a host with room runs there, off the stream: no record in Redis
- *    while it runs (another host answers NOT_FOUND), its host's job.list shows it once
+ *    while it runs (another host answers NOT_FOUND; a job.wait with a limit through its
+ *    host answers `running` and writes nothing), its host's job.list shows it once
  *    among the fleet's jobs, newest first across pages; once it ended its record is
  *    there, `done`, through either host, expiring, in fiberd:finished and the index, and
  *    the stream got no entry for it;
@@ -41,8 +42,9 @@
  *    other host runs some: all six answered `done`, each run once, not all through the
  *    stream;
  *  - a clean stop of that host with one job.run running (retry-safe) and one queued puts
- *    both on the stream, nothing in its local set, and the other host runs them: the
- *    interrupted one as attempt 1;
+ *    both on the stream, nothing in its local set, its callers answered UNAVAILABLE
+ *    "goes back to the fleet's queue", and the other host runs them: the interrupted
+ *    one as attempt 1;
  *  - schedule.add is accepted in fleet mode and its row is kept in Redis
  *    (fiberd:schedules), the version of the fleet's schedules moved
  *    (daemon_redis_schedules.c checks them at work).
@@ -669,7 +671,7 @@ Test(daemon_redis, a_job_run_runs_on_its_host_and_is_written_at_its_end)
         entries = redis_fleet_cli_int("XLEN fiberd:jobs");
         cr_assert_geq(entries, 5, "the submissions went through the stream");
 
-        msgid = run_sleep_send(r, 1500);
+        msgid = run_sleep_send(r, 4000); /* long enough for the checks below */
         cr_assert_eq(client_flush(r, 5000, NULL), 0);
         run_id = listed_running_sleep(a);
         for (int i = 0; i < 2; i++) {
@@ -715,6 +717,15 @@ Test(daemon_redis, a_job_run_runs_on_its_host_and_is_written_at_its_end)
         rpc_simple(b, "job.status", 1, &run_id, &rp);
         cr_assert_str_eq(rp.st.code ? rp.st.code : "", "NOT_FOUND", "%s", rp.st.message);
         reply_clear(&rp);
+        /* a wait with a limit through its host shows it running, and writes nothing */
+        rpc_job_wait(a, run_id, 50, &rp);
+        cr_assert_eq(rp.r, 0, "wait: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "running");
+        reply_clear(&rp);
+        cr_assert_eq(redis_fleet_cli_int(key), 0, "a wait with a limit wrote job %llu",
+                     (unsigned long long)run_id);
+        cr_assert_eq(redis_fleet_cli_int("XLEN fiberd:jobs"), entries + 2,
+                     "a wait with a limit put the job.run on the stream");
 
         rpc_wait_reply(r, msgid, &rp);
         cr_assert_eq(rp.r, 0, "job.run: %s", rp.st.message);
@@ -791,6 +802,7 @@ Test(daemon_redis, job_runs_beyond_a_hosts_room_go_through_the_shared_queue)
 Test(daemon_redis, a_stopped_hosts_job_runs_go_to_the_shared_queue)
 {
         uint64_t prev = 0, attempts = 0;
+        uint32_t msgids[2];
         unsigned sleeps = 0;
         Client *a, *b;
         Reply rp;
@@ -800,12 +812,20 @@ Test(daemon_redis, a_stopped_hosts_job_runs_go_to_the_shared_queue)
         host_start(&host_b, "b", 4);
         a = fiberd_connect(&host_a);
         b = fiberd_connect(&host_b);
-        run_sleep_send(a, 1000);
-        run_sleep_send(a, 1000);
+        msgids[0] = run_sleep_send(a, 5000); /* the stop comes first */
+        msgids[1] = run_sleep_send(a, 5000);
         cr_assert_eq(client_flush(a, 5000, NULL), 0);
         (void)listed_running_sleep(a);
         cr_assert_eq(redis_fleet_cli_int("XLEN fiberd:jobs"), 0, "a job.run went to the stream");
-        fiberd_stop(&host_a); /* SIGTERM: sleep is retry-safe */
+        fiberd_stop(&host_a);         /* SIGTERM: sleep is retry-safe */
+        for (int i = 0; i < 2; i++) { /* answered before the stop ended */
+                rpc_wait_reply(a, msgids[i], &rp);
+                cr_assert_str_eq(rp.st.code ? rp.st.code : "", "UNAVAILABLE", "job.run %d: %s", i,
+                                 rp.st.message);
+                cr_assert(strstr(rp.st.message, "goes back to the fleet's queue"), "%s",
+                          rp.st.message);
+                reply_clear(&rp);
+        }
         client_free(a);
         cr_assert_eq(redis_fleet_cli_int("SCARD fiberd:host:a:local"), 0,
                      "the stopped host kept job.runs for itself");
