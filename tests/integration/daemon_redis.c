@@ -92,6 +92,17 @@ static void host_start(Fiberd *d, const char *node, unsigned max_running)
         fiberd_start(d, &(FiberdOpts){.config = config, .plugins = "echo sleep", .workers = 2});
 }
 
+/* Starts the fleet's redis-server and hosts a and b (@max_a, @max_b jobs at once), and
+ * connects a client to each. */
+static void fleet_of_two(unsigned max_a, unsigned max_b, Client **a, Client **b)
+{
+        redis_fleet_start("daemon_redis");
+        host_start(&host_a, "a", max_a);
+        host_start(&host_b, "b", max_b);
+        *a = fiberd_connect(&host_a);
+        *b = fiberd_connect(&host_b);
+}
+
 /* job.status of @id through @c: its state (size 32) and attempt; the call's error. */
 static int job_state(Client *c, uint64_t id, char *state, uint64_t *attempt)
 {
@@ -117,12 +128,8 @@ Test(daemon_redis, both_hosts_run_each_job_once_and_answer_for_all)
         Client *a, *b;
         Reply rp;
 
-        redis_fleet_start("daemon_redis");
         /* one job at a time each: a host holds at most two, so both must run some */
-        host_start(&host_a, "a", 1);
-        host_start(&host_b, "b", 1);
-        a = fiberd_connect(&host_a);
-        b = fiberd_connect(&host_b);
+        fleet_of_two(1, 1, &a, &b);
         for (int i = 0; i < FLEET_JOBS; i++) {
                 IpcStatus st = {0};
                 Arg arg = ARG_I("ms", 100);
@@ -179,11 +186,7 @@ Test(daemon_redis, a_killed_hosts_job_is_taken_over_and_finishes)
         Reply rp;
         int status;
 
-        redis_fleet_start("daemon_redis");
-        host_start(&host_a, "a", 4);
-        host_start(&host_b, "b", 4);
-        a = fiberd_connect(&host_a);
-        b = fiberd_connect(&host_b);
+        fleet_of_two(4, 4, &a, &b);
         id = rpc_submit(a, "sleep", &arg, 1, 0, 0, &st);
         cr_assert(id > 0, "submit: %s", st.message);
         /* which host runs it: the one whose running counter says so */
@@ -519,25 +522,64 @@ static void list_call(Client *c, bool paged, uint64_t cursor, uint64_t limit, Re
         cr_assert_eq(rp->r, 0, "job.list: %s", rp->st.message);
 }
 
-/* Counts @jobs' ids into @seen (@ids sorted ascending, LIST_JOBS of them). */
+/* Counts @id into @seen (@ids sorted ascending, LIST_JOBS of them). */
+static void count_listed(const uint64_t *ids, uint64_t id, unsigned *seen)
+{
+        unsigned k = 0;
+
+        while (k < LIST_JOBS && ids[k] != id)
+                k++;
+        cr_assert_lt(k, LIST_JOBS, "job.list gave job %llu, not one of the fleet's",
+                     (unsigned long long)id);
+        seen[k]++;
+}
+
+/* Counts @jobs' ids into @seen (count_listed()). */
 static void list_count(const msgpack_object *jobs, const uint64_t *ids, unsigned *seen)
 {
         cr_assert(jobs && jobs->type == MSGPACK_OBJECT_ARRAY);
-        for (uint32_t i = 0; i < jobs->via.array.size; i++) {
-                uint64_t id = map_uint(&jobs->via.array.ptr[i], "id");
-                unsigned k = 0;
-                while (k < LIST_JOBS && ids[k] != id)
-                        k++;
-                cr_assert_lt(k, LIST_JOBS, "job.list gave job %llu, not one of the fleet's",
-                             (unsigned long long)id);
-                seen[k]++;
+        for (uint32_t i = 0; i < jobs->via.array.size; i++)
+                count_listed(ids, map_uint(&jobs->via.array.ptr[i], "id"), seen);
+}
+
+/* Walks job.list through @c in pages of at most @limit, newest first (asserted), to its
+ * end: the ids listed, in order, into @ids (at most @max); *@pages the pages. */
+static size_t list_pages(Client *c, uint64_t limit, uint64_t *ids, size_t max, unsigned *pages)
+{
+        uint64_t cursor = 0, prev = UINT64_MAX;
+        size_t n = 0;
+
+        for (*pages = 0;; (*pages)++) {
+                const msgpack_object *jobs, *next;
+                Reply rp;
+                list_call(c, true, cursor, limit, &rp);
+                jobs = map_get(rp.result, "jobs");
+                next = map_get(rp.result, "next_cursor");
+                cr_assert(jobs && jobs->type == MSGPACK_OBJECT_ARRAY);
+                cr_assert_leq(jobs->via.array.size, limit);
+                for (uint32_t i = 0; i < jobs->via.array.size; i++) {
+                        uint64_t id = map_uint(&jobs->via.array.ptr[i], "id");
+                        cr_assert_lt(id, prev, "not newest first: %llu after %llu",
+                                     (unsigned long long)id, (unsigned long long)prev);
+                        cr_assert_lt(n, max, "more jobs listed than the fleet has");
+                        ids[n++] = prev = id;
+                }
+                cr_assert(next, "no next_cursor key");
+                if (next->type == MSGPACK_OBJECT_NIL) {
+                        reply_clear(&rp);
+                        (*pages)++;
+                        return n;
+                }
+                cursor = next->via.u64;
+                reply_clear(&rp);
         }
 }
 
 Test(daemon_redis, list_through_another_host_gives_every_job_once)
 {
-        uint64_t ids[LIST_JOBS], cursor = 0, prev = UINT64_MAX;
-        unsigned seen[LIST_JOBS] = {0}, pages = 0;
+        uint64_t ids[LIST_JOBS], listed_ids[LIST_JOBS + 1];
+        unsigned seen[LIST_JOBS] = {0}, pages;
+        size_t listed;
         Client *a, *b;
         Reply rp;
 
@@ -568,29 +610,10 @@ Test(daemon_redis, list_through_another_host_gives_every_job_once)
                 seen[i] = 0;
         }
 
-        for (;;) {
-                const msgpack_object *jobs, *next;
-                list_call(b, true, cursor, 128, &rp);
-                jobs = map_get(rp.result, "jobs");
-                next = map_get(rp.result, "next_cursor");
-                list_count(jobs, ids, seen);
-                cr_assert_leq(jobs->via.array.size, 128);
-                for (uint32_t i = 0; i < jobs->via.array.size; i++) {
-                        uint64_t id = map_uint(&jobs->via.array.ptr[i], "id");
-                        cr_assert_lt(id, prev, "not newest first: %llu after %llu",
-                                     (unsigned long long)id, (unsigned long long)prev);
-                        prev = id;
-                }
-                pages++;
-                cr_assert(next, "no next_cursor key");
-                if (next->type == MSGPACK_OBJECT_NIL) {
-                        reply_clear(&rp);
-                        break;
-                }
-                cursor = next->via.u64;
-                reply_clear(&rp);
-                cr_assert_lt(pages, 10, "more pages than the jobs fill");
-        }
+        listed = list_pages(b, 128, listed_ids, sizeof(listed_ids) / sizeof(listed_ids[0]), &pages);
+        for (size_t i = 0; i < listed; i++)
+                count_listed(ids, listed_ids[i], seen);
+        cr_assert_lt(pages, 10, "more pages than the jobs fill");
         cr_assert_geq(pages, 3, "%u pages of at most 128 for %d jobs", pages, LIST_JOBS);
         for (int i = 0; i < LIST_JOBS; i++)
                 cr_assert_eq(seen[i], 1, "paged: job %llu listed %u times",
@@ -644,19 +667,16 @@ static uint64_t listed_running_sleep(Client *c)
  */
 Test(daemon_redis, a_job_run_runs_on_its_host_and_is_written_at_its_end)
 {
-        uint64_t before[5], after[2], run_id, prev = UINT64_MAX, cursor = 0;
+        uint64_t before[5], after[2], run_id, listed_ids[20];
         long long entries;
-        unsigned seen_run = 0, listed = 0;
+        unsigned seen_run = 0, pages;
+        size_t listed;
         char key[64], state[32];
         uint32_t msgid;
         Client *a, *b, *r;
         Reply rp;
 
-        redis_fleet_start("daemon_redis");
-        host_start(&host_a, "a", 4);
-        host_start(&host_b, "b", 4);
-        a = fiberd_connect(&host_a);
-        b = fiberd_connect(&host_b);
+        fleet_of_two(4, 4, &a, &b);
         r = fiberd_connect(&host_a);
         for (int i = 0; i < 5; i++) {
                 IpcStatus st = {0};
@@ -688,31 +708,12 @@ Test(daemon_redis, a_job_run_runs_on_its_host_and_is_written_at_its_end)
         snprintf(key, sizeof(key), "EXISTS fiberd:job:%llu", (unsigned long long)run_id);
         cr_assert_eq(redis_fleet_cli_int(key), 0, "job %llu has a record while it runs",
                      (unsigned long long)run_id);
-        for (;;) {
-                const msgpack_object *jobs, *next;
-                list_call(a, true, cursor, 2, &rp);
-                jobs = map_get(rp.result, "jobs");
-                next = map_get(rp.result, "next_cursor");
-                for (uint32_t i = 0; i < jobs->via.array.size; i++) {
-                        uint64_t id = map_uint(&jobs->via.array.ptr[i], "id");
-                        cr_assert_lt(id, prev, "not newest first: %llu after %llu",
-                                     (unsigned long long)id, (unsigned long long)prev);
-                        prev = id;
-                        seen_run += id == run_id;
-                        listed++;
-                }
-                cr_assert(next, "no next_cursor key");
-                if (next->type == MSGPACK_OBJECT_NIL) {
-                        reply_clear(&rp);
-                        break;
-                }
-                cursor = next->via.u64;
-                reply_clear(&rp);
-                cr_assert_lt(listed, 20, "more jobs listed than the fleet has");
-        }
+        listed = list_pages(a, 2, listed_ids, sizeof(listed_ids) / sizeof(listed_ids[0]), &pages);
+        for (size_t i = 0; i < listed; i++)
+                seen_run += listed_ids[i] == run_id;
         cr_assert_eq(seen_run, 1, "job %llu listed %u times by its host",
                      (unsigned long long)run_id, seen_run);
-        cr_assert_eq(listed, 8, "%u jobs listed, want the 7 submitted and the run", listed);
+        cr_assert_eq(listed, 8, "%zu jobs listed, want the 7 submitted and the run", listed);
         /* another host finds no record of a job.run in progress */
         rpc_simple(b, "job.status", 1, &run_id, &rp);
         cr_assert_str_eq(rp.st.code ? rp.st.code : "", "NOT_FOUND", "%s", rp.st.message);
@@ -766,11 +767,7 @@ Test(daemon_redis, job_runs_beyond_a_hosts_room_go_through_the_shared_queue)
         Client *a, *b;
         Reply rp;
 
-        redis_fleet_start("daemon_redis");
-        host_start(&host_a, "a", 1); /* room for 2 */
-        host_start(&host_b, "b", 4);
-        a = fiberd_connect(&host_a);
-        b = fiberd_connect(&host_b);
+        fleet_of_two(1, 4, &a, &b); /* room for 2 */
         for (int i = 0; i < 6; i++)
                 msgids[i] = run_sleep_send(a, 300);
         for (int i = 0; i < 6; i++) {
@@ -807,11 +804,7 @@ Test(daemon_redis, a_stopped_hosts_job_runs_go_to_the_shared_queue)
         Client *a, *b;
         Reply rp;
 
-        redis_fleet_start("daemon_redis");
-        host_start(&host_a, "a", 1); /* room for 2: one runs, one waits */
-        host_start(&host_b, "b", 4);
-        a = fiberd_connect(&host_a);
-        b = fiberd_connect(&host_b);
+        fleet_of_two(1, 4, &a, &b);          /* room for 2: one runs, one waits */
         msgids[0] = run_sleep_send(a, 5000); /* the stop comes first */
         msgids[1] = run_sleep_send(a, 5000);
         cr_assert_eq(client_flush(a, 5000, NULL), 0);
