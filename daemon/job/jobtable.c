@@ -768,6 +768,35 @@ typedef struct SubmitPlan {
         JobDurability durability;
 } SubmitPlan;
 
+/* Where @p's first write stands against its run (Job.durability), once @p says whether
+ * the job is a fleet copy. */
+static void plan_durability(JobTable *t, const JobOrigin *origin, const JobPlan *jp, SubmitPlan *p)
+{
+        if (p->fleet_copy)
+                p->durability = DUR_PENDING; /* job.submit answers once it is shared */
+        else if (!t->store || !store_durable(t->store))
+                p->durability = DUR_NONE; /* nothing kept: nothing to wait for */
+        else if (origin->answer_at_end && !(p->fleet && jp->key))
+                /* job.run: nothing is answered before the job ends, so its first write
+                 * waits for that (jobtable_store_locked()): one row write and one fsync,
+                 * and a crash before it loses only a submission never answered (in a
+                 * fleet a key's claim lasts only once that write is made: not deferred) */
+                p->durability = DUR_DEFERRED;
+        else
+                /*
+                 * job.submit answers once the submission is on disk
+                 * (jobtable_wait_durable()). With a busy commit in progress this record
+                 * waits for the next one, so under load the job is dispatched now and its
+                 * record written with the state it reached by then (one row write for a
+                 * trivial job, not three; a crash before the commit loses only a
+                 * submission not answered yet). With the store idle,
+                 * the table dispatches it once it is on disk (jobtable_submitted()): one
+                 * fsync of latency either way, and a plugin that crashes fiberd at once
+                 * then leaves an answered job with an INTERRUPTED record.
+                 */
+                p->durability = store_busy(t->store) ? DUR_EARLY : DUR_PENDING;
+}
+
 static int plan_submission(JobTable *t, const JobOrigin *origin, const JobPlan *jp, SubmitPlan *p)
 {
         bool fleet = t->store && store_fleet(t->store);
@@ -790,29 +819,7 @@ static int plan_submission(JobTable *t, const JobOrigin *origin, const JobPlan *
         p->fleet_copy = fleet && !origin->n_fds && !p->run_here;
         if (fleet && (r = store_new_id(t->store, &p->id)) < 0)
                 return r;
-        if (p->fleet_copy)
-                p->durability = DUR_PENDING; /* job.submit answers once it is shared */
-        else if (!t->store || !store_durable(t->store))
-                p->durability = DUR_NONE; /* nothing kept: nothing to wait for */
-        else if (origin->answer_at_end && !(fleet && jp->key))
-                /* job.run: nothing is answered before the job ends, so its first write
-                 * waits for that (jobtable_store_locked()): one row write and one fsync,
-                 * and a crash before it loses only a submission never answered (in a
-                 * fleet a key's claim lasts only once that write is made: not deferred) */
-                p->durability = DUR_DEFERRED;
-        else
-                /*
-                 * job.submit answers once the submission is on disk
-                 * (jobtable_wait_durable()). With a busy commit in progress this record
-                 * waits for the next one, so under load the job is dispatched now and its
-                 * record written with the state it reached by then (one row write for a
-                 * trivial job, not three; a crash before the commit loses only a
-                 * submission not answered yet). With the store idle,
-                 * the table dispatches it once it is on disk (jobtable_submitted()): one
-                 * fsync of latency either way, and a plugin that crashes fiberd at once
-                 * then leaves an answered job with an INTERRUPTED record.
-                 */
-                p->durability = store_busy(t->store) ? DUR_EARLY : DUR_PENDING;
+        plan_durability(t, origin, jp, p);
         return 0;
 }
 
@@ -909,8 +916,9 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
         if (plan.run_here && jobtable_fleet_room_locked(t) == 0) {
                 /* full here (or the store cannot write): the shared queue, where a host
                  * with room takes it, as the reader takes entries (fleet_room()) */
+                plan.run_here = false;
                 plan.fleet_copy = true;
-                plan.durability = DUR_PENDING;
+                plan_durability(t, origin, jp, &plan);
         }
         r = admit_locked(t, origin->creds->uid, need, plan.fleet_copy);
         if (r == 0)
@@ -920,7 +928,7 @@ int jobtable_submit(JobTable *t, JobOrigin *origin, const Plugin *plugin, const 
                 j = job_unref(j);
         if (r == 0) {
                 j->fleet_copy = plan.fleet_copy;
-                j->run_here = plan.run_here && !plan.fleet_copy;
+                j->run_here = plan.run_here;
                 j->durability = plan.durability;
                 if (j->durability == DUR_DEFERRED) /* before a transition may record it */
                         t->unwritten++;

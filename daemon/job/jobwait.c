@@ -267,10 +267,7 @@ static int deferred_wait_start(JobTable *t, Request *req, Job *j, uint32_t field
 int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout_ms,
                    uint32_t fields, msgpack_packer *pk, IpcStatus *st)
 {
-        uint64_t deadline =
-                timeout_ms == UINT64_MAX || timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
-                        ? SCHED_FOREVER
-                        : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
+        uint64_t deadline = jobwait_deadline(timeout_ms);
         int r;
 
         /* no fiber parked for a wait without a limit: the dispatcher answers it */

@@ -22,7 +22,7 @@
  * the keys in @fields (job_fields_parse(); JOB_FIELDS_ALL = the whole record). A
  * fleet copy (Job.fleet_copy) is polled through @s (fleet_wait()) until this host holds
  * the job. The wait ends early when @req's connection closes.
- * A wait without a limit and with no fleet parks no fiber: the answer is left for later
+ * A wait without a limit, on a job the fleet may not run, parks no fiber: the answer is left for later
  * (request_defer()), @pk stays empty, and the dispatcher fiber packs and queues it once
  * @j's waiters are woken (jobtable_watch()) and, with a durable store, its final write
  * is over (store_watch_final()); a connection shut down by then drops it (holding its
@@ -38,6 +38,23 @@
  */
 int jobwait_answer(JobTable *t, Store *s, Request *req, Job *j, uint64_t timeout_ms,
                    uint32_t fields, msgpack_packer *pk, IpcStatus *st);
+
+/*
+ * jobwait_deadline - the deadline of a wait of @timeout_ms (sched_now_ns() based):
+ * SCHED_FOREVER for UINT64_MAX (no limit) and for a limit no deadline can hold.
+ * jobwait_unbounded - whether it is SCHED_FOREVER, without reading the clock.
+ * Context: any (jobwait_deadline(): a thread that may read the runtime's clock).
+ */
+static inline bool jobwait_unbounded(uint64_t timeout_ms)
+{
+        return timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC);
+}
+
+static inline uint64_t jobwait_deadline(uint64_t timeout_ms)
+{
+        return jobwait_unbounded(timeout_ms) ? SCHED_FOREVER
+                                             : sched_deadline_after(timeout_ms * NSEC_PER_MSEC);
+}
 
 /*
  * jobwait_pack_result - job.result's answer for @j as it stands now: a done job's result

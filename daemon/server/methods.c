@@ -224,11 +224,7 @@ static int method_wait(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *s
         if (r < 0)
                 return r;
         /* a fleet whose store is away: the lookup waits for it as long as the wait */
-        r = job_from_params_until(d, req, IPC_JOB_PARAM_ID,
-                                  timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC)
-                                          ? SCHED_FOREVER
-                                          : sched_deadline_after(timeout_ms * NSEC_PER_MSEC),
-                                  &j, st);
+        r = job_from_params_until(d, req, IPC_JOB_PARAM_ID, jobwait_deadline(timeout_ms), &j, st);
         if (r < 0)
                 return r;
         return jobwait_answer(&d->jobs, d->store, req, j, timeout_ms, fields, pk, st);
@@ -252,8 +248,7 @@ static int method_run(void *ctx, Request *req, msgpack_packer *pk, IpcStatus *st
         if (r < 0)
                 return r;
         /* without a wait limit its caller learns the id only at the end */
-        r = submit_request(d, req, true, timeout_ms > UINT64_MAX / (2 * NSEC_PER_MSEC), &j,
-                           &existing, st);
+        r = submit_request(d, req, true, jobwait_unbounded(timeout_ms), &j, &existing, st);
         if (r < 0)
                 return r;
         /* a key's earlier job this host does not hold: in a fleet, any host's */
