@@ -590,7 +590,7 @@ check "[store] backend = redis (127.0.0.1:$redis_port) without the network drop-
 	echo "$out" | grep "warning: \[store\] redis: cannot connect to redis at 127.0.0.1:$1: .*RestrictAddressFamilies=AF_UNIX.*/usr/local/share/doc/fiberd/fiberd.service.d/network.conf"
 	out=$(fiberd --check-config 2>&1 >/dev/null) # outside the sandbox: reachable
 	if echo "$out" | grep "warning: \[store\]"; then exit 1; fi' "$redis_port"
-check "[store] backend = redis with the network drop-in: fiberd starts, a job runs through the fleet's store, exposure still 2.0 or less" '
+check "[store] backend = redis with the network drop-in: fiberd starts, a job runs through the fleet's store, a job.run on this host off the stream, exposure still 2.0 or less" '
 	install -D -m 644 /usr/local/share/doc/fiberd/fiberd.service.d/network.conf \
 		/etc/systemd/system/fiberd.service.d/network.conf
 	systemctl daemon-reload
@@ -601,6 +601,14 @@ check "[store] backend = redis with the network drop-in: fiberd starts, a job ru
 	fiberctl --json result "$id" | grep -Eq "\"sha256\": ?\"$(sha256sum /usr/local/bin/fiberd | cut -c1-64)\""
 	fiberctl list | grep -E "^ *$id +sha256 .*done"
 	redis-cli -p "$1" HGET "fiberd:job:$id" state | grep -x done
+	# a job.run (submit --wait, no terminal) runs on this host, off the stream, written once
+	entries=$(redis-cli -p "$1" XLEN fiberd:jobs)
+	out=$(fiberctl submit --wait echo n=7 2>&1)
+	echo "$out"
+	run=$(echo "$out" | sed -n "s/^job \([0-9]*\) (echo): done$/\1/p")
+	test -n "$run"
+	redis-cli -p "$1" HGET "fiberd:job:$run" state | grep -x done
+	test "$(redis-cli -p "$1" XLEN fiberd:jobs)" = "$entries"
 	score=$(systemd-analyze security --no-pager fiberd.service |
 		sed -n "s/.*Overall exposure level for fiberd.service: \([0-9.]*\).*/\1/p")
 	echo "exposure with the drop-in: $score"
