@@ -48,7 +48,7 @@
 /* A segment shorter than this (fibers of one class switching often) goes on for
  * CLASS_SEGMENT_SWITCHES switches before the next clock read: class_account(). */
 #define CLASS_SEGMENT_SHORT_NS (2 * NSEC_PER_USEC)
-#define CLASS_SEGMENT_SWITCHES 8
+#define CLASS_SEGMENT_SWITCHES 32
 
 static const SchedClassConfig default_class = {.name = "default", .shares = 100};
 

@@ -186,7 +186,8 @@ static inline void note_running(Worker *w, Fiber *f)
  * first on the new stack to finish @action for @self. */
 static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
 {
-        w->prev = self;
+        /* nothing to finish for a yielder already on its worker's yield list */
+        w->prev = action != FIBER_ACT_NONE ? self : NULL;
         w->prev_action = action;
         if (next) {
                 if (UNLIKELY(!next->stack_lo))
@@ -199,7 +200,11 @@ static void switch_away(Worker *w, Fiber *self, Fiber *next, int action)
                 __atomic_store_n(&w->current, NULL, __ATOMIC_RELAXED);
                 switch_to(&self->ctx, &w->sched_ctx, NULL, w, action == FIBER_ACT_EXIT);
         }
-        fiber_finish_switch(worker_self());
+        /* on the new stack, perhaps another worker's thread: what the fiber that ran
+         * before asked for, if anything (the call only then) */
+        w = worker_self();
+        if (w->prev)
+                fiber_finish_switch(w);
 }
 
 void fiber_switch_out(Fiber *self, int action)
@@ -273,11 +278,17 @@ void fiber_finish_switch(Worker *w)
         w->prev = NULL;
         switch (w->prev_action) {
         case FIBER_ACT_YIELD:
-                /* One fiber was taken and one given back, so nobody needs waking,
-                 * except when the yielder goes to the shared queue for a sibling
-                 * (ready_requeue's 1 in 64). */
-                ready_requeue(w, prev);
+        case FIBER_ACT_YIELD_WAKE: {
+                /* A yield that leaves its worker's yield list (ready_yield()): once in
+                 * the shared queue the fiber may run, end and be freed on another
+                 * worker, so its group is read first. */
+                SchedulingGroup *g = prev->group;
+
+                ready_push_shared(g, prev);
+                if (w->prev_action == FIBER_ACT_YIELD_WAKE)
+                        group_wake_idle(g);
                 break;
+        }
         case FIBER_ACT_PARK:
                 waiter_handoff_arrive(prev); /* the wake-up handshake: waiter.c */
                 break;
@@ -505,6 +516,7 @@ int fiber_yield(void)
         Worker *w = worker_self();
         Fiber *self = w ? w->current : NULL;
         Fiber *next;
+        int action;
 
         if (!self) {
                 sched_yield();
@@ -513,17 +525,18 @@ int fiber_yield(void)
         if (__atomic_load_n(&self->cancelled, __ATOMIC_ACQUIRE))
                 return -ECANCELED;
         if (UNLIKELY(worker_surplus(w))) {
-                switch_away(w, self, NULL, FIBER_ACT_YIELD); /* requeued; we park */
+                /* a surplus spare parks; @self goes to the shared queue for the others */
+                switch_away(w, self, NULL, FIBER_ACT_YIELD_WAKE);
                 return 0;
         }
-        next = ready_pop_yield(w, self);
+        next = ready_yield(w, self, &action);
         if (!next) {
                 /* nothing else is ready: keep running, with a new task quota; for the
                  * monitor it is a switch (a fiber that yields is not stalled) */
                 account_switch(w, self);
                 return 0;
         }
-        switch_away(w, self, next, FIBER_ACT_YIELD);
+        switch_away(w, self, next, action);
         return 0;
 }
 

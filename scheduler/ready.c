@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ready.c — where a ready fiber goes, and where its worker takes it from: making a
- * fiber ready (ready_push), putting back one that yielded (ready_requeue), and a
+ * fiber ready (ready_push), the pick of a yield and where the yielder goes (ready_yield), and a
  * worker's next pick from its own queues (ready_pop). Taking from other workers and
  * other groups is steal.c.
  *
@@ -71,7 +71,7 @@ static Fiber *yield_pop(Worker *w)
         return f;
 }
 
-static Fiber *shared_pop(Worker *w)
+static inline Fiber *shared_pop(Worker *w)
 {
         SchedulingGroup *g = w->group;
         Fiber *f = g->nclasses > 1 ? class_pop(g, w->cls)
@@ -170,7 +170,15 @@ static inline Fiber *own_pop(SchedulingGroup *g, Worker *w, unsigned n)
                 w->yield_rotated = false;
                 return yield_pop(w);
         }
-        f = g->runnext ? local_pop(w, n) : shared_pop(w);
+        if (g->runnext)
+                f = local_pop(w, n);
+        else if (w->yield_head && (g->nclasses == 1 ? runq_glance_empty(&g->runq)
+                                                    : !__atomic_load_n(&g->classes[w->cls].queued,
+                                                                       __ATOMIC_RELAXED)))
+                return yield_pop(w); /* every yield of a lone worker: the empty check of
+                                      * shared_pop(), without the call */
+        else
+                f = shared_pop(w);
         return f ? f : yield_pop(w);
 }
 
@@ -195,7 +203,7 @@ static Fiber *class_ready_pop(Worker *w, unsigned n, bool cur_active)
         return f ? f : class_pop_any(g);
 }
 
-Fiber *ready_pop(Worker *w)
+static inline Fiber *pop_next(Worker *w)
 {
         unsigned n = ++w->pops;
 
@@ -204,18 +212,23 @@ Fiber *ready_pop(Worker *w)
         return own_pop(w->group, w, n);
 }
 
+Fiber *ready_pop(Worker *w)
+{
+        return pop_next(w);
+}
+
 void ready_flush(Worker *w)
 {
         own_flush(w);
 }
 
-Fiber *ready_pop_yield(Worker *w, Fiber *self)
+static inline Fiber *pop_yield(Worker *w, Fiber *self)
 {
         SchedulingGroup *g = w->group;
         unsigned n;
 
         if (g->nclasses == 1 || self->group != g)
-                return ready_pop(w);
+                return pop_next(w);
         if (self->cls != w->cls) {
                 /* a fiber of another class runs here (stolen, or runnext of a
                  * sibling): this worker serves its class from now on */
@@ -343,31 +356,28 @@ static inline bool yield_rotates(Worker *w)
         return (w->yield_rng & 63) == 0;
 }
 
-void ready_requeue(Worker *w, Fiber *f)
+/* Where @f, which yields on @w, goes: FIBER_ACT_NONE when it stays on @w's yield list
+ * (appended here, before the switch: the list is @w's alone, and @w pops it only after
+ * the switch has saved @f's context), else the shared push fiber_finish_switch() does
+ * once @f's context is saved: FIBER_ACT_YIELD waking nobody (a sibling spins, or @f is
+ * another group's), FIBER_ACT_YIELD_WAKE waking a sleeping sibling. @w is not a surplus
+ * spare (fiber_yield() sends a spare's yielder to the shared queue itself). */
+static inline int yield_place(Worker *w, Fiber *f)
 {
-        /* Once in the shared queue, @f may run, end and be freed on another worker
-         * (its control block): nothing reads it after the push. */
         SchedulingGroup *g = f->group;
 
-        if (w->group != g || __atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED)) {
-                ready_push_shared(g, f);
-                return;
-        }
-        if ((g->nclasses > 1 && f->cls != w->cls) || worker_surplus(w)) {
+        if (w->group != g || __atomic_load_n(&g->spinning_mask, __ATOMIC_RELAXED))
+                return FIBER_ACT_YIELD;
+        if (g->nclasses > 1 && f->cls != w->cls) {
                 /* a fiber of a class this worker no longer serves (the pick at its
-                 * yield moved the worker on); a surplus spare is about to park and must
-                 * leave nothing in its own lists */
-                ready_push_shared(g, f);
-                group_wake_idle(g);
-                return;
+                 * yield moved the worker on) */
+                return FIBER_ACT_YIELD_WAKE;
         }
         if (yield_rotates(w)) {
                 /* This worker has more ready fibers than it can run: let a sleeping
                  * sibling take one. */
-                ready_push_shared(g, f);
-                group_wake_idle(g);
                 w->yield_rotated = true; /* our next pop leaves it to the others */
-                return;
+                return FIBER_ACT_YIELD_WAKE;
         }
         f->yield_next = NULL;
         if (w->yield_tail)
@@ -376,4 +386,14 @@ void ready_requeue(Worker *w, Fiber *f)
                 w->yield_head = f;
         w->yield_tail = f;
         __atomic_store_n(&w->yield_n, w->yield_n + 1, __ATOMIC_RELAXED);
+        return FIBER_ACT_NONE;
+}
+
+Fiber *ready_yield(Worker *w, Fiber *self, int *action)
+{
+        Fiber *next = pop_yield(w, self);
+
+        if (next)
+                *action = yield_place(w, self);
+        return next;
 }

@@ -78,13 +78,18 @@ static inline void *runq_pop(Runq *q)
  * queue costs two parallel loads rather than a head-then-cell chain (the empty check
  * on every yield of a lone worker). A consumer that reads the tail pulls the producers'
  * line, so only this path does. Return: the oldest item; NULL when empty.
+ * runq_glance_empty() is its empty check alone: true when nothing was queued at the
+ * two loads (a push may land right after).
  */
+static inline bool runq_glance_empty(const Runq *q)
+{
+        return __atomic_load_n(&q->tail, __ATOMIC_RELAXED) ==
+               __atomic_load_n(&q->head, __ATOMIC_RELAXED);
+}
+
 static inline void *runq_pop_glance(Runq *q)
 {
-        if (__atomic_load_n(&q->tail, __ATOMIC_RELAXED) ==
-            __atomic_load_n(&q->head, __ATOMIC_RELAXED))
-                return NULL;
-        return runq_pop(q);
+        return runq_glance_empty(q) ? NULL : runq_pop(q);
 }
 
 /* runq_size - an estimate of the items queued now (exact when nobody pushes or pops). */

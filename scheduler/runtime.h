@@ -200,7 +200,11 @@ typedef struct Waiter {
 
 /* ------------------------------------------------------------------ fiber.c ------- */
 
-enum { FIBER_ACT_NONE, FIBER_ACT_YIELD, FIBER_ACT_PARK, FIBER_ACT_EXIT };
+/* What the code that runs first after a switch does with the fiber switched away from
+ * (fiber_finish_switch()): nothing; push it to its group's shared queue (a yield that
+ * does not stay on its worker's yield list), and then wake a sleeping sibling; hand it
+ * over to its waker (a park); free it (an exit). */
+enum { FIBER_ACT_NONE, FIBER_ACT_YIELD, FIBER_ACT_YIELD_WAKE, FIBER_ACT_PARK, FIBER_ACT_EXIT };
 
 struct Fiber {
         Context ctx;
@@ -355,7 +359,7 @@ struct Worker {
                                    * fiber is not of @group */
         unsigned segment_cls;     /* the class of the running segment */
         bool pick_due;            /* a charge changed a vruntime: the next yield picks
-                                   * the class again (ready_pop_yield()) */
+                                   * the class again (ready_yield()) */
         uint64_t charge_tsc;      /* classes: ticks run and not yet charged to their
                                    * class (class_charge()) */
         unsigned charge_cls;      /* the class those ticks belong to */
@@ -749,18 +753,20 @@ void ready_push(Fiber *f);
 void ready_push_new(Fiber *f);
 /* ready_push_shared - append @f to @g's shared run queue, waking nobody. Context: any. */
 void ready_push_shared(SchedulingGroup *g, Fiber *f);
-/* ready_requeue - put @f, which just yielded on @w, back: on @w's yield list when no
- * sibling is spinning (no atomic operation), else (and for 1 yield in 64, so yielders
- * spread over the workers, then waking a sleeping sibling) on the shared queue.
- * Context: @w's thread, right after switching away from @f. */
-void ready_requeue(Worker *w, Fiber *f);
 /* ready_pop - the next fiber for worker @w: its local queue and the group's shared one
  * (local policy), or the shared one, and its yield list. Context: @w's thread. */
 Fiber *ready_pop(Worker *w);
-/* ready_pop_yield - ready_pop() for fiber_yield(): in a group with classes, @self's
- * class counts as ready, and NULL means @self (the yielder) keeps running.
- * Context: @w's thread. */
-Fiber *ready_pop_yield(Worker *w, Fiber *self);
+/* ready_yield - fiber_yield()'s pick: the fiber to run instead of @self, and where
+ * @self goes. NULL: nothing else is ready (in a group with classes, @self's class
+ * counts as ready, so NULL also means its class still has the lowest vruntime); @self
+ * keeps running and *@action is untouched. Else *@action is FIBER_ACT_NONE when @self
+ * is already on @w's yield list (no sibling spins; no atomic operation: the list is
+ * @w's alone and @w pops it only after the switch), or FIBER_ACT_YIELD /
+ * FIBER_ACT_YIELD_WAKE when it goes to the shared queue after the switch (a sibling
+ * spins; and for 1 yield in 64 in a group of several workers, so yielders spread over
+ * them, then waking a sleeping sibling). Context: @w's thread, @self running on it; @w
+ * not a surplus spare (worker_surplus()). */
+Fiber *ready_yield(Worker *w, Fiber *self, int *action);
 /* ready_flush - move everything only @w would run (yield list, runnext, deque) to the
  * shared queues and wake a worker for it. Context: @w's thread, in its idle loop. */
 void ready_flush(Worker *w);
