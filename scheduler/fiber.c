@@ -5,9 +5,12 @@
  *
  * A switch always goes fiber -> fiber or fiber <-> the worker's idle loop, and the
  * code that runs first on the new stack calls fiber_finish_switch() to finish what
- * the old fiber asked for: push it back (yield), take part in the wake-up handshake
- * (park, see waiter.c), or drop its reference (exit). Doing that after the switch is
- * what makes it safe: nobody can resume a fiber whose registers are still being saved.
+ * the old fiber asked for: push it to the shared queue (a yield that leaves its
+ * worker), take part in the wake-up handshake (park, see waiter.c), or drop its
+ * reference (exit). Doing that after the switch is what makes it safe: nobody can
+ * resume a fiber whose registers are still being saved. A yielder that stays on its
+ * worker's yield list is appended before the switch, and nothing is left to finish:
+ * that list is the worker's alone, and the worker pops it only after the switch.
  *
  * A fiber may resume on another worker than the one it left, so nothing here keeps a
  * Worker pointer or reads errno across a switch (worker_self() is re-read).
@@ -524,9 +527,16 @@ int fiber_yield(void)
         }
         if (__atomic_load_n(&self->cancelled, __ATOMIC_ACQUIRE))
                 return -ECANCELED;
+        /* A worker marked blocked is not (it yields): end the mark now, as the switch
+         * would, so that a spare it makes surplus is seen as one below, before the
+         * yielder is placed on that spare's own list. */
+        if (UNLIKELY(__atomic_load_n(&w->blocked, __ATOMIC_RELAXED)))
+                worker_unblock(w);
         if (UNLIKELY(worker_surplus(w))) {
-                /* a surplus spare parks; @self goes to the shared queue for the others */
-                switch_away(w, self, NULL, FIBER_ACT_YIELD_WAKE);
+                /* a surplus spare parks; @self goes to the shared queue for the others
+                 * (a stolen fiber of another group, waking nobody) */
+                switch_away(w, self, NULL,
+                            self->group == w->group ? FIBER_ACT_YIELD_WAKE : FIBER_ACT_YIELD);
                 return 0;
         }
         next = ready_yield(w, self, &action);
@@ -556,7 +566,12 @@ bool fiber_need_preempt(void)
                 w->quota_end_tsc = now + w->group->quota_tsc;
                 return false;
         }
-        return now >= w->quota_end_tsc;
+        if (now < w->quota_end_tsc)
+                return false;
+        /* a fiber that ran out its task quota ends its class's segment: the switch
+         * reads the clock and charges it, however short the segment before it was */
+        w->segment_left = 0;
+        return true;
 }
 
 int fiber_maybe_yield(void)

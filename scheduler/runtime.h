@@ -255,8 +255,10 @@ static inline void **fiber_fls(const Fiber *f)
 /* fiber_switch_out - leave the running fiber with @action (YIELD, PARK, EXIT); run the
  * next ready fiber of the group or the worker's idle loop. Context: fiber. */
 void fiber_switch_out(Fiber *self, int action);
-/* fiber_finish_switch - complete what the previous fiber asked for (push it back, the
- * wake-up handshake, release it). Called right after every switch, on the new stack. */
+/* fiber_finish_switch - complete what the previous fiber asked for (push it to the
+ * shared queue, the wake-up handshake, release it). Called right after a switch, on
+ * the new stack, when w->prev is set (not after a yield that stayed on the worker's
+ * yield list). */
 void fiber_finish_switch(Worker *w);
 /* fiber_run - from a worker's idle loop, run @f until it switches back. */
 void fiber_run(Worker *w, Fiber *f);
@@ -317,7 +319,9 @@ struct Worker {
         pthread_t thread;
         Context sched_ctx; /* the worker thread's own stack: the idle loop */
         Fiber *current;    /* running fiber; NULL in the idle loop */
-        Fiber *prev;       /* the fiber just switched away from */
+        Fiber *prev;       /* the fiber just switched away from, when it asked for
+                            * something (prev_action); NULL after a yield that stayed
+                            * on this worker's yield list */
         int prev_action;   /* what to do with it (FIBER_ACT_*) */
         StackCache stacks;
         void *altstack;    /* sigaltstack for the overflow handler */
@@ -759,13 +763,17 @@ Fiber *ready_pop(Worker *w);
 /* ready_yield - fiber_yield()'s pick: the fiber to run instead of @self, and where
  * @self goes. NULL: nothing else is ready (in a group with classes, @self's class
  * counts as ready, so NULL also means its class still has the lowest vruntime); @self
- * keeps running and *@action is untouched. Else *@action is FIBER_ACT_NONE when @self
- * is already on @w's yield list (no sibling spins; no atomic operation: the list is
- * @w's alone and @w pops it only after the switch), or FIBER_ACT_YIELD /
- * FIBER_ACT_YIELD_WAKE when it goes to the shared queue after the switch (a sibling
- * spins; and for 1 yield in 64 in a group of several workers, so yielders spread over
- * them, then waking a sleeping sibling). Context: @w's thread, @self running on it; @w
- * not a surplus spare (worker_surplus()). */
+ * keeps running and *@action is untouched. Else *@action says where @self goes:
+ *  - FIBER_ACT_NONE: it is already on @w's yield list (no atomic operation: the list
+ *    is @w's alone and @w pops it only after the switch);
+ *  - FIBER_ACT_YIELD: the shared queue after the switch, waking nobody (a sibling
+ *    spins, or @self is another group's fiber, stolen);
+ *  - FIBER_ACT_YIELD_WAKE: the shared queue after the switch, then a sleeping sibling
+ *    woken: @self is of a class @w no longer serves (the pick moved @w on), or one
+ *    yield in 64 at random so yielders spread over the workers (in a group of several
+ *    workers, or one another group steals from).
+ * Context: @w's thread, @self running on it; @w not a surplus spare (fiber_yield()
+ * ends a blocked mark first, and sends a spare's yielder to the shared queue). */
 Fiber *ready_yield(Worker *w, Fiber *self, int *action);
 /* ready_flush - move everything only @w would run (yield list, runnext, deque) to the
  * shared queues and wake a worker for it. Context: @w's thread, in its idle loop. */
