@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ready.c — where a ready fiber goes, and where its worker takes it from: making a
- * fiber ready (ready_push), the pick of a yield and where the yielder goes (ready_yield), and a
- * worker's next pick from its own queues (ready_pop). Taking from other workers and
- * other groups is steal.c.
+ * fiber ready (ready_push), the pick of a yield and where the yielder goes
+ * (ready_yield), and a worker's next pick from its own queues (ready_pop). Taking from
+ * other workers and other groups is steal.c.
  *
  * Local queues (SCHED_QUEUE_LOCAL; tRPC-Cpp Fiber's v2 policy, shared/seeds/001; Go's
  * per-P queue and runnext): a fiber made ready by code running on a worker of its
@@ -172,9 +172,8 @@ static inline Fiber *own_pop(SchedulingGroup *g, Worker *w, unsigned n)
         }
         if (g->runnext)
                 f = local_pop(w, n);
-        else if (w->yield_head && (g->nclasses == 1 ? runq_glance_empty(&g->runq)
-                                                    : !__atomic_load_n(&g->classes[w->cls].queued,
-                                                                       __ATOMIC_RELAXED)))
+        else if (w->yield_head &&
+                 (g->nclasses == 1 ? runq_glance_empty(&g->runq) : class_empty(g, w->cls)))
                 return yield_pop(w); /* every yield of a lone worker: the empty check of
                                       * shared_pop(), without the call */
         else

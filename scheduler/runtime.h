@@ -671,13 +671,17 @@ void class_term(SchedulingGroup *g);
 void class_push(SchedulingGroup *g, Fiber *f);
 /* class_pop_queued - class_pop() past its empty check. */
 Fiber *class_pop_queued(SchedulingGroup *g, unsigned c);
-/* class_pop - the oldest fiber of class @c, or NULL; the empty check inline (a worker
+/* class_empty - nothing of class @c queued at the load (a push may land right after).
+ * class_pop - the oldest fiber of class @c, or NULL; the empty check inline (a worker
  * looks at its class's queue at most pops). Context: any. */
+static inline bool class_empty(const SchedulingGroup *g, unsigned c)
+{
+        return !__atomic_load_n(&g->classes[c].queued, __ATOMIC_RELAXED);
+}
+
 static inline Fiber *class_pop(SchedulingGroup *g, unsigned c)
 {
-        if (!__atomic_load_n(&g->classes[c].queued, __ATOMIC_RELAXED))
-                return NULL;
-        return class_pop_queued(g, c);
+        return class_empty(g, c) ? NULL : class_pop_queued(g, c);
 }
 /* class_pick - the class to run next: the lowest vruntime among classes with queued
  * fibers, and @cur when @cur_local (its fibers wait in the worker's local queues).
