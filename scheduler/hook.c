@@ -17,11 +17,13 @@
  * needs no environment and no second file, and over patching code because nothing is
  * rewritten: a plugin that really wants the raw call still has syscall(2).
  *
- * Scope: a hook acts only on a fiber of a group created with
- * SchedControl.hook_blocking_calls (fiberd's job groups). Anywhere else — a plain
- * pthread, a fiber of another group (fiberd's server group), a worker's idle loop — it
- * makes the real call at once: one call to worker_self() and two loads, a few
- * nanoseconds (bench row "hooked call outside a fiber").
+ * Scope: a hook acts only on a hooked fiber: one of a group created with
+ * SchedControl.hook_blocking_calls (fiberd's job groups), one created with
+ * FiberAttr.hook_blocking_calls (fiberd's inline jobs on its server group), and their
+ * children in the same group. Anywhere else — a plain pthread, another fiber (fiberd's
+ * own server fibers), a worker's idle loop — it makes the real call at once: one call
+ * to worker_self() and two loads, a few nanoseconds (bench row "hooked call outside a
+ * fiber").
  *
  * On a hooked fiber, by the kind of the fd (fstat once; sockets cached in a table):
  *  - a socket the caller keeps blocking: recv/send with MSG_DONTWAIT, and on EAGAIN the
@@ -185,14 +187,15 @@ void hook_init(void)
         pthread_once(&hook_atfork_once, hook_atfork_register);
 }
 
-/* The calling fiber when it runs on a group that hooks blocking calls, else NULL. */
+/* The calling fiber when its blocking calls are hooked (Fiber.hooks: its group hooks
+ * them, or it was created to be hooked), else NULL. */
 static inline Fiber *hooked(void)
 {
         Worker *w = worker_self();
         if (__builtin_expect(!w, 1))
                 return NULL;
         Fiber *f = w->current;
-        return f && w->group->hooks ? f : NULL;
+        return f && f->hooks ? f : NULL;
 }
 
 const char *sched_hook_blockio(void)

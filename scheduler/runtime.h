@@ -227,6 +227,9 @@ struct Fiber {
         Waiter *joiner;
         uint64_t ready_tsc; /* when made ready, for ready-to-run latency */
         bool no_steal;      /* only its own group's workers may run it */
+        bool hooks;         /* its blocking calls park it (hook.c): its group's
+                             * hook_blocking_calls, FiberAttr.hook_blocking_calls, or
+                             * its creator's in the same group */
         uint8_t cls;        /* its job class: an index into its group's classes */
         Fiber *yield_next;  /* its worker's yield list (that worker only) */
         /* Its fiber-locals live at the top of its stack (fiber_fls()), not here: only

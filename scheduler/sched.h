@@ -414,17 +414,20 @@ size_t sched_describe(const Scheduler *s, char *buf, size_t len);
 typedef void (*FiberFn)(void *arg);
 
 typedef struct FiberAttr {
-        size_t stack_size;      /* bytes, page multiple; 0 = the group's default */
-        const char *tag;        /* shown in stack-overflow reports; caller-owned, must
+        size_t stack_size;        /* bytes, page multiple; 0 = the group's default */
+        const char *tag;          /* shown in stack-overflow reports; caller-owned, must
                                     * outlive the fiber; NULL = none */
-        SchedulingGroup *group; /* where it runs; NULL: see @scheduler, else the
+        SchedulingGroup *group;   /* where it runs; NULL: see @scheduler, else the
                                  * caller's group (required from a pthread) */
-        Scheduler *scheduler;   /* with group NULL: the caller's group if it is one of
+        Scheduler *scheduler;     /* with group NULL: the caller's group if it is one of
                                  * this scheduler's, else sched_pick_group() */
-        bool detached;          /* true: no handle is returned, nobody joins */
-        bool no_steal;          /* true: only its own group's workers run it */
-        unsigned sched_class;   /* 1 + the class index; 0 = the creating fiber's class
+        bool detached;            /* true: no handle is returned, nobody joins */
+        bool no_steal;            /* true: only its own group's workers run it */
+        unsigned sched_class;     /* 1 + the class index; 0 = the creating fiber's class
                                  * when it runs in the same group, else class 0 */
+        bool hook_blocking_calls; /* true: its blocking C library calls park it (and
+                                   * its children in its group) even on a group created
+                                   * without SchedControl.hook_blocking_calls */
 } FiberAttr;
 
 /*
@@ -600,7 +603,8 @@ int fiber_connect(int fd, const void *addr, unsigned addrlen, uint64_t deadline_
  * nanosleep/clock_nanosleep, getaddrinfo/gethostbyname, open/openat/creat/fopen — and
  * keeps the fd bookkeeping that makes them right (socket, socketpair, close, dup*,
  * fcntl(F_SETFL), ioctl(FIONBIO), setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)). On a fiber of
- * a group with SchedControl.hook_blocking_calls they park the fiber (reactor, timers,
+ * a group with SchedControl.hook_blocking_calls, or one created with
+ * FiberAttr.hook_blocking_calls, they park the fiber (reactor, timers,
  * io_uring or blocking-I/O threads) and keep the call's meaning: a blocking socket still
  * looks blocking, its timeouts hold, a sleep lasts as long. Anywhere else they are the
  * real call. A cancelled fiber's hooked call fails with errno ECANCELED.

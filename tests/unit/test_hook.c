@@ -48,11 +48,12 @@ static void many_trampoline(void *p)
         fiber_latch_count_down(m->done);
 }
 
-static void run_many(SchedulingGroup *g, unsigned n, FiberFn fn, void *arg, FiberEvent *go)
+static void run_many_attr(SchedulingGroup *g, unsigned n, FiberFn fn, void *arg, FiberEvent *go,
+                          bool hook)
 {
         FiberLatch done;
         Many *m = calloc(n, sizeof(*m));
-        FiberAttr a = {.group = g, .detached = true};
+        FiberAttr a = {.group = g, .detached = true, .hook_blocking_calls = hook};
 
         cr_assert(m);
         fiber_latch_init(&done, n);
@@ -65,6 +66,11 @@ static void run_many(SchedulingGroup *g, unsigned n, FiberFn fn, void *arg, Fibe
         cr_assert_eq(fiber_latch_wait(&done, sched_deadline_after(60 * SEC_NS)), 0,
                      "the fibers did not finish within 60 s");
         free(m);
+}
+
+static void run_many(SchedulingGroup *g, unsigned n, FiberFn fn, void *arg, FiberEvent *go)
+{
+        run_many_attr(g, n, fn, arg, go, false);
 }
 
 /* ------------------------------------------------------------------ sleeps -------- */
@@ -234,6 +240,53 @@ Test(hook, active_only_on_hooked_fibers)
         cr_assert(!sched_hook_active(), "the test's main thread is no hooked fiber");
         sched_group_free(g);
         sched_group_free(plain);
+}
+
+/* FiberAttr.hook_blocking_calls on a plain group: those fibers' sleeps park (three
+ * overlap on one worker), a child one of them creates is hooked too, and a fiber
+ * created without it on the same group is not. */
+typedef struct Child {
+        bool parent, child, plain;
+} Child;
+
+static void check_child(void *arg)
+{
+        ((Child *)arg)->child = sched_hook_active();
+}
+
+static void check_parent(void *arg)
+{
+        Child *c = arg;
+        Fiber *kid;
+        c->parent = sched_hook_active();
+        cr_assert_eq(fiber_create(&kid, NULL, check_child, c), 0);
+        cr_assert_eq(fiber_join(kid), 0);
+}
+
+static void check_plain(void *arg)
+{
+        ((Child *)arg)->plain = sched_hook_active();
+}
+
+Test(hook, attr_hooks_a_fiber_and_its_children_on_a_plain_group)
+{
+        SchedulingGroup *g = test_group(1);
+        Overlap o = {.min_ns = UINT64_MAX};
+        Child c = {.plain = true};
+        FiberAttr a = {.group = g, .hook_blocking_calls = true};
+        Fiber *f;
+
+        fiber_event_init(&o.go);
+        run_many_attr(g, 3, do_usleep, &o, &o.go, true);
+        cr_assert_eq(o.errors, 0);
+        cr_assert_eq(o.max, 3, "%d of 3 hooked sleepers overlapped on one worker", o.max);
+        cr_assert_eq(fiber_create(&f, &a, check_parent, &c), 0);
+        cr_assert_eq(fiber_join(f), 0);
+        run_in_fiber(g, check_plain, &c);
+        cr_assert(c.parent, "a fiber created with hook_blocking_calls is not hooked");
+        cr_assert(c.child, "its child in the same group is not hooked");
+        cr_assert(!c.plain, "a fiber created without it is hooked");
+        sched_group_free(g);
 }
 
 /* ------------------------------------------------------------------ sockets ------- */
