@@ -34,6 +34,8 @@
  *   dead_retention_s = 604800      ; dead jobs (out of attempts) stay this long
  *   dead_retention_max = 10000     ; and at most this many of them
  *   idempotency_window_s = 86400   ; a key answers repeats this long after its job ended
+ *   run_inline = true              ; jobs of FIBERD_PLUGIN_INLINE plugins run on the
+ *                                  ; server worker that dispatched them (plugin.h)
  *   max_running_per_user = 64      ; running jobs of one uid; 0 = no cap (per-user
  *                                  ; limits bind every uid but root and fiberd's own)
  *   max_queued_per_user = 10000    ; queued jobs of one uid; 0 = no cap
@@ -197,6 +199,8 @@ typedef struct Config {
         uint64_t key_window_ms;         /* an idempotency key answers this long after its
                                          * job ended */
         unsigned max_running_per_user;  /* [jobs]; 0 = no cap */
+        bool run_inline;                /* [jobs]: FIBERD_PLUGIN_INLINE jobs on the server
+                                         * group (dispatch.c) */
         size_t max_queued_per_user;     /* [jobs]; 0 = no cap */
         unsigned submit_rate_per_user;  /* [jobs]; a second; 0 = no limit */
         unsigned submit_burst_per_user; /* [jobs]; 0 = submit_rate_per_user */

@@ -294,10 +294,11 @@ static int report_detached(Job *j, void *arg)
 }
 
 /* Fibers alive on every group of the job scheduler, as one snapshot: a job fiber that
- * spawns a child in another group and ends cannot hide the child. */
+ * spawns a child in another group and ends cannot hide the child; and the job fibers
+ * run inline on the server group (their children are the job groups'). */
 static uint64_t job_fibers_alive(const Daemon *d)
 {
-        return sched_fibers_alive(d->job_sched);
+        return dispatch_inline_alive(&d->jobs.dispatch) + sched_fibers_alive(d->job_sched);
 }
 
 static int daemon_shutdown(Daemon *d)
@@ -917,7 +918,8 @@ int main(int argc, char **argv)
         /* main.c owns both the table and the plugin host: it wires one to the other */
         jobtable_set_hooks(&d->jobs, &(JobTableHooks){.run = plugin_host_run,
                                                       .cancel = plugin_host_cancel,
-                                                      .retry_safe = plugin_host_retry_safe});
+                                                      .retry_safe = plugin_host_retry_safe,
+                                                      .run_inline = plugin_host_run_inline});
         r = opener_start(0);
         if (r < 0) {
                 log_msg(LOG_ERR, "cannot start the opener threads: %s", strerror(-r));

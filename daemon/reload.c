@@ -78,6 +78,7 @@ void daemon_apply_limits(Daemon *d, const Config *c)
 {
         apply_quotas(d, c);
         apply_caps(d, c);
+        dispatch_set_inline(&d->jobs.dispatch, c->run_inline, c->sched.control.hook_blocking_calls);
 }
 
 void daemon_apply_server_limits(Daemon *d, const Config *c)

@@ -114,3 +114,7 @@ uninstall-plugins:
 .PHONY: check-plugin-pc
 check-plugin-pc: all $(BUILD)/fiberd
 	@bash tests/plugin-pc.sh $(BUILD)/plugin-pc-test $(BUILD)/fiberd $(BUILD)/fiberctl
+# inline_calls.c and no_yield_inline.c are block_calls.c and no_yield.c under another
+# name and flag
+$(BUILD)/tests/plugins/inline_calls.so: tests/plugins/block_calls.c
+$(BUILD)/tests/plugins/no_yield_inline.so: tests/plugins/no_yield.c

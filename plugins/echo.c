@@ -8,6 +8,8 @@
  * record, response). The args map is packed again with msgpack-c into a buffer on the
  * job's stack (the heap only for maps larger than ECHO_INLINE bytes) and handed to
  * host->result_msgpack(), which copies it. Result: the args, e.g. {"n": 1} -> {"n": 1}.
+ * FIBERD_PLUGIN_INLINE: a job takes microseconds and waits on nothing, so fiberd runs it
+ * on the server worker that dispatched it ([jobs] run_inline).
  */
 #include <msgpack.h>
 #include <stdlib.h>
@@ -43,7 +45,11 @@ static int echo_check(FiberdJob *args, const FiberdHost *host, char *why, size_t
 }
 
 FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
-        FIBERD_PLUGIN_HEADER, .name = "echo",
-        .version = "1.0",     .description = "returns its args as its result: {...} -> {...}",
-        .run = echo_run,      .check_args = echo_check,
+        FIBERD_PLUGIN_HEADER,
+        .name = "echo",
+        .version = "1.0",
+        .description = "returns its args as its result: {...} -> {...}",
+        .run = echo_run,
+        .check_args = echo_check,
+        .flags = FIBERD_PLUGIN_INLINE, /* microseconds, never waits: the server worker runs it */
 };

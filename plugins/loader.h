@@ -91,6 +91,9 @@ typedef struct LoadedPlugin {
         uint32_t flags;        /* desc->flags (0 when the descriptor predates them) */
         uint32_t max_attempts; /* desc->max_attempts, 1..100 (1 when it predates it) */
         int refs;              /* atomic: 1 for the loader while current + loader_acquire()s */
+        bool inline_demoted;   /* atomic: a job of this FIBERD_PLUGIN_INLINE instance ran too
+                                * long on the server group; the rest go to the job workers
+                                * (daemon/plugin/plugin_job.c) */
         bool retired;          /* replaced or removed (under the loader's lock) */
         bool unloaded;         /* fini() ran, dlclose()d: desc is gone (loader's lock) */
         uint64_t file_id[4];   /* st_dev, st_ino, st_size, st_mtim in ns of the file loaded */

@@ -192,6 +192,17 @@ void dispatch_kick(Dispatcher *d)
                 fiber_sem_post(&d->kick, 1);
 }
 
+void dispatch_set_inline(Dispatcher *d, bool on, bool hooks)
+{
+        __atomic_store_n(&d->inline_hooks, hooks, __ATOMIC_RELAXED);
+        __atomic_store_n(&d->run_inline, on, __ATOMIC_RELEASE);
+}
+
+unsigned dispatch_inline_alive(const Dispatcher *d)
+{
+        return __atomic_load_n(&d->inline_alive, __ATOMIC_ACQUIRE);
+}
+
 void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running)
 {
         d->max_running = max_running ? max_running : 1;
@@ -677,6 +688,7 @@ static void job_fiber_main(void *arg)
         JobRun *run = arg;
         Job *j = run->job;
         Dispatcher *d = j->live->dispatcher; /* its JobLive stays while the run lasts */
+        bool here = run->run_inline;
         int r;
 
         /* the owner's cancel, or a detach, ends a job at once only before this; no lock:
@@ -692,6 +704,8 @@ static void job_fiber_main(void *arg)
         fiber_event_set(&run->ran);
         fiber_event_set(&run->wake); /* its supervisor, if it has one */
         run_hand_back(d, run);
+        if (here) /* no plugin code of it runs now (its children are the job groups') */
+                __atomic_fetch_sub(&d->inline_alive, 1, __ATOMIC_RELEASE);
 }
 
 /* Final state and error for a job whose entry point returned, or that ends without it
@@ -959,11 +973,23 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
 
         for (run = list; run; run = run->next) {
                 Job *j = run->job;
-                /* not our group (the server group): the runtime picks one of d->sched's */
+                /* not our group (the server group): the runtime picks one of d->sched's;
+                 * a job inline runs here, on the worker that runs this dispatcher fiber
+                 * now (its runnext or the one shared queue), hooked as on a job group */
+                bool here = __atomic_load_n(&d->run_inline, __ATOMIC_ACQUIRE) &&
+                            d->ops->run_inline && d->ops->run_inline(d->owner, j);
                 FiberAttr attr = {.tag = job_format_tag(j, run->tag, sizeof(run->tag)),
+                                  .group = here ? d->supervise_group : NULL,
                                   .scheduler = d->sched,
-                                  .sched_class = j->sched_class};
+                                  .sched_class = here ? 0 : j->sched_class,
+                                  .hook_blocking_calls = here && __atomic_load_n(&d->inline_hooks,
+                                                                                 __ATOMIC_RELAXED)};
+                run->run_inline = here;
+                if (here)
+                        __atomic_fetch_add(&d->inline_alive, 1, __ATOMIC_RELAXED);
                 run->create_error = fiber_create(&run->fiber, &attr, job_fiber_main, run);
+                if (here && run->create_error < 0)
+                        __atomic_fetch_sub(&d->inline_alive, 1, __ATOMIC_RELEASE);
         }
         d->ops->lock(d->owner);
         for (run = list; run; run = run->next) {

@@ -150,6 +150,10 @@ typedef struct DispatchOps {
         /* set_detached_locked - @j, already final, has (@detached) or no longer has a
          * fiber running its code (the owner's gauge). Lock held; must not take it. */
         void (*set_detached_locked)(void *owner, Job *j, bool detached);
+        /* run_inline - may @j's job fiber run on the dispatcher's own group (its plugin
+         * declared FIBERD_PLUGIN_INLINE and has not lost it)? NULL: never. Context: the
+         * dispatcher fiber, no lock held; does not yield. */
+        bool (*run_inline)(void *owner, const Job *j);
         /* after_round - the end of each round of the dispatcher fiber, after the jobs it
          * started got their fibers: the owner's calls that wait for jobs to end (the
          * table's watches). Context: the dispatcher fiber, no lock held; must not park
@@ -177,11 +181,16 @@ typedef struct Dispatcher {
         DispatchKey classes[SCHED_MAX_CLASSES + 1]; /* by Job.sched_class (1 + class index) */
         DispatchPlugin *plugins;                    /* owned array; DispatchLane.plugin */
         size_t n_plugins, cap_plugins;
-        bool pump_blocked;   /* fiber_create said -EAGAIN: retry on the next tick */
-        FiberSemaphore kick; /* dispatch_kick() posts it; the dispatcher fiber waits on it */
-        bool kicked;         /* a kick is pending (atomic): the next ones only note it */
-        bool pumping;        /* the dispatcher fiber's own pump runs (no kick needed) */
-        JobRun *starting;    /* runs started by the pump whose job fiber the dispatcher
+        bool pump_blocked;     /* fiber_create said -EAGAIN: retry on the next tick */
+        bool run_inline;       /* atomic: ops->run_inline is asked ([jobs] run_inline) */
+        unsigned inline_alive; /* atomic: job fibers created inline whose run has not
+                                * returned: plugin code the job groups do not count */
+        bool inline_hooks;     /* inline job fibers' blocking calls are hooked, as the job
+                              * groups' are ([scheduler] hooks) */
+        FiberSemaphore kick;   /* dispatch_kick() posts it; the dispatcher fiber waits on it */
+        bool kicked;           /* a kick is pending (atomic): the next ones only note it */
+        bool pumping;          /* the dispatcher fiber's own pump runs (no kick needed) */
+        JobRun *starting;      /* runs started by the pump whose job fiber the dispatcher
                               * fiber creates next, oldest first (JobRun.next) */
         JobRun **starting_tail;
         JobRun *done; /* runs whose job fiber returned, newest first
@@ -218,6 +227,20 @@ void dispatch_kick(Dispatcher *d);
 
 /* dispatch_set_max_running_locked - a new bound (SIGHUP), 0 taken as 1. Table lock held. */
 void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running);
+
+/*
+ * dispatch_set_inline - whether the job fibers of jobs whose plugin allows it
+ * (DispatchOps.run_inline) run on d->supervise_group, the dispatcher's own group, with
+ * no hand-off to a job worker (@on: [jobs] run_inline), and whether their blocking
+ * calls are hooked there (@hooks: as the job groups'). Context: any (start-up, SIGHUP);
+ * runs already started keep their placement.
+ */
+void dispatch_set_inline(Dispatcher *d, bool on, bool hooks);
+
+/* dispatch_inline_alive - job fibers created inline (dispatch_set_inline()) that may
+ * still run plugin code: what sched_fibers_alive() of the job scheduler does not count.
+ * Context: any. */
+unsigned dispatch_inline_alive(const Dispatcher *d);
 
 /* dispatch_set_quotas_locked - new per-user limits (copied; start-up, SIGHUP). */
 void dispatch_set_quotas_locked(Dispatcher *d, const JobQuotas *q);

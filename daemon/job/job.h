@@ -216,6 +216,9 @@ typedef struct JobRun {
         FiberEvent wake;       /* set when the job fiber returned or cancellation was
                                 * requested while it ran: wakes its supervisor */
         char tag[JOB_TAG_MAX]; /* the job fiber's FiberAttr.tag */
+        bool run_inline;       /* its job fiber runs on the dispatcher's group (the server
+                                * group): its plugin is FIBERD_PLUGIN_INLINE (dispatch.c);
+                                * set before the fiber exists, read by it */
         bool wait_disk;        /* Job.durability was DUR_PENDING when the dispatcher
                                 * started the run, under the table lock, before the job
                                 * fiber existed: the fiber reads this, not the Job */

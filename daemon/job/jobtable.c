@@ -724,6 +724,13 @@ static int dispatch_op_run(void *owner, Job *j)
         return t->hooks.run ? t->hooks.run(j) : -ENOSYS;
 }
 
+static bool dispatch_op_run_inline(void *owner, const Job *j)
+{
+        JobTable *t = owner;
+
+        return t->hooks.run_inline && t->hooks.run_inline(j);
+}
+
 static int dispatch_op_cancel(void *owner, Job *j, bool timed_out)
 {
         return jobtable_cancel(owner, j, timed_out);
@@ -748,6 +755,7 @@ static const DispatchOps jobtable_dispatch_ops = {
         .lock = dispatch_op_lock,
         .unlock = dispatch_op_unlock,
         .run = dispatch_op_run,
+        .run_inline = dispatch_op_run_inline,
         .cancel = dispatch_op_cancel,
         .stopping_locked = dispatch_op_stopping_locked,
         .idle_locked = dispatch_op_idle_locked,

@@ -71,6 +71,10 @@ typedef struct JobTableHooks {
         /* retry_safe - may @j run again after an interruption (its plugin says so:
          * FIBERD_PLUGIN_RETRY_SAFE)? NULL = never. Context: any; does not yield. */
         bool (*retry_safe)(const Job *j);
+        /* run_inline - may @j run on the server group, with no hand-off to a job worker
+         * (DispatchOps.run_inline: its plugin is FIBERD_PLUGIN_INLINE)? NULL = never.
+         * Context: the dispatcher fiber; does not yield. */
+        bool (*run_inline)(const Job *j);
 } JobTableHooks;
 
 typedef struct JobTable {

@@ -254,6 +254,15 @@ bool plugin_host_retry_safe(const Job *j)
         return p && (p->flags & FIBERD_PLUGIN_RETRY_SAFE) != 0;
 }
 
+bool plugin_host_run_inline(const Job *j)
+{
+        /* the job is not final: its JobLive holds the plugin (job.h) */
+        const Plugin *p = j->live ? __atomic_load_n(&j->live->plugin, __ATOMIC_ACQUIRE) : NULL;
+
+        return p && (p->flags & FIBERD_PLUGIN_INLINE) &&
+               !__atomic_load_n(&p->inline_demoted, __ATOMIC_RELAXED);
+}
+
 /* @n instances as maps; @own: the loader's own reference on each, not a job's. */
 static int pack_instances(msgpack_packer *pk, const LoadedPlugin **v, size_t n, int own)
 {

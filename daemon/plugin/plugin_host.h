@@ -92,6 +92,14 @@ void plugin_host_set_guard(const LoaderGuard *g);
  */
 bool plugin_host_retry_safe(const Job *j);
 
+/*
+ * plugin_host_run_inline - the job table's run_inline hook (JobTableHooks.run_inline):
+ * whether @j's plugin, the instance it was submitted or restored with, declared
+ * FIBERD_PLUGIN_INLINE and no job of that instance has run past PLUGIN_INLINE_MAX_NS
+ * inline (plugin_host_run() takes the flag away then). Context: any; does not yield.
+ */
+bool plugin_host_run_inline(const Job *j);
+
 /* plugin_host_pack_list - the plugins.list result: loaded plugins, then
  * replaced or removed versions still draining, with "state": "draining". Return: 0;
  * -ENOMEM. */

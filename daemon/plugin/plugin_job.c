@@ -89,6 +89,10 @@
 #include <string.h>
 
 #define FAIL_MESSAGE_MAX 512
+/* The longest a job run inline (FIBERD_PLUGIN_INLINE: on the server group) may take from
+ * its run() call to its return before its plugin instance loses the privilege: well
+ * below [scheduler] rescue_after_ms (20 ms), far above a trivial job (microseconds). */
+#define PLUGIN_INLINE_MAX_NS (1000 * 1000)
 
 /* A spawner's children not yet joined (FiberdChild.sib), under its own lock: an
  * adaptive mutex (see the top of the file), held for list operations and, by the cancel
@@ -1184,6 +1188,22 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
         return 0;
 }
 
+/* A job of @p ran inline on the server group for @took ns: past PLUGIN_INLINE_MAX_NS,
+ * @p's later jobs go to the job workers (plugin_host_run_inline()), said once per
+ * instance. The run placed inline may be of an instance loaded since (the dispatcher
+ * asked the one the job was submitted with): that one loses it too. */
+static void inline_check(const Job *j, const Plugin *p, uint64_t took)
+{
+        if (took <= PLUGIN_INLINE_MAX_NS ||
+            __atomic_exchange_n((bool *)&p->inline_demoted, true, __ATOMIC_RELAXED))
+                return;
+        log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
+                      "plugin %s %s: job %llu took %.1f ms inline (at most %d ms): its jobs run "
+                      "on the job workers from now on",
+                      p->name, p->version, (unsigned long long)j->id, (double)took / 1e6,
+                      PLUGIN_INLINE_MAX_NS / 1000000);
+}
+
 int plugin_host_run(Job *j)
 {
         JobRun *run = j->live->run; /* the dispatcher's: outlives this call */
@@ -1227,7 +1247,10 @@ int plugin_host_run(Job *j)
                       hj->plugin->version);
 
         fiber_local_set(job_key, hj);
+        uint64_t t0 = run->run_inline ? sched_now_ns() : 0;
         r = hj->plugin->desc->run(hj, &plugin_host_functions);
+        if (run->run_inline)
+                inline_check(j, hj->plugin, sched_now_ns() - t0);
         fiber_local_set(job_key, NULL);
 
         /* children run() never joined: cancel and let them go */

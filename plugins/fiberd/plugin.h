@@ -277,6 +277,22 @@ typedef struct FiberdPlugin {
  */
 #define FIBERD_PLUGIN_DAEMON_RIGHTS (1u << 1)
 
+/*
+ * FIBERD_PLUGIN_INLINE - the plugin's jobs are short (microseconds) and never wait on
+ * anything but the C library's hooked calls: fiberd may run each on the server worker
+ * that dispatched it, in a fiber of the server group, instead of handing it to a job
+ * worker (two thread wake-ups less per job, and the job's cache lines stay on one core:
+ * an executor's "run inline"). Its blocking calls are hooked there as on a job worker
+ * (they park the fiber, and open() acts as the submitter). A job that takes longer than
+ * 1 ms from its run() call to its return (running or parked) ends the privilege for
+ * that plugin instance: the daemon logs a warning and runs its later jobs on the job
+ * workers until the plugin is loaded again. Job classes' CPU shares do not apply to
+ * jobs run inline (their max_running caps do). Children it spawns run on the job
+ * workers, as any job's. [jobs] run_inline = false
+ * turns it off for every plugin. A daemon that predates the flag ignores it.
+ */
+#define FIBERD_PLUGIN_INLINE (1u << 2)
+
 /* The first two members of every descriptor. */
 #define FIBERD_PLUGIN_HEADER .abi_version = FIBERD_PLUGIN_ABI_VERSION, .size = sizeof(FiberdPlugin)
 

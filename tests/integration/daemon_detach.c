@@ -9,7 +9,9 @@
  *    its code still runs (the detached gauge is 1 in stats and metrics meanwhile);
  *  - when its code returns, the record stays as it ended (no result, the same error,
  *    finished_ms and progress), and the gauge goes back to 0;
- *  - SIGTERM does not wait for such code past stop_timeout_ms, and names the job.
+ *  - SIGTERM does not wait for such code past stop_timeout_ms, and names the job;
+ *  - the same for a plugin that declared itself inline (FIBERD_PLUGIN_INLINE) and holds
+ *    a server worker: everyone else is still served, and fini() is not called under it.
  * Timings are bounds far from the plugin's run time (a 3 s loop must end in < 1.5 s),
  * never tight; waits poll a condition against a deadline.
  */
@@ -247,6 +249,48 @@ Test(daemon_detach, shutdown_does_not_wait_for_detached_code)
         cr_log_info("fiberd left %lu ms after SIGTERM", (unsigned long)(fiberd_now_ms() - t0));
         cr_assert(fiberd_log_contains(&fd_, "did not return to a yield point"));
         cr_assert(fiberd_log_contains(&fd_, "left running at exit"));
+        cr_assert(fiberd_log_contains(&fd_, "without calling the plugins' fini()"));
+        client_free(c);
+}
+
+/* A plugin declared inline that blocks its thread for 60 s holds a server worker: the
+ * daemon still answers (an echo job runs and ends meanwhile, on the rescue's spare
+ * server worker), its timeout ends it, and SIGTERM leaves after stop_timeout_ms without
+ * calling the plugins' fini() under its code. */
+Test(daemon_detach, inline_code_that_blocks_is_left_like_any)
+{
+        FiberdOpts o = {.config = "[fiberd]\nstop_timeout_ms = 300\n[store]\nbackend = memory\n",
+                        .plugins = "sleep echo",
+                        .extra = FIBERD_TEST_PLUGIN_DIR "/no_yield_inline.so"};
+        IpcStatus st;
+        uint64_t id, echo;
+        Client *c;
+        Reply rp;
+        int status;
+
+        fiberd_start(&fd_, &o);
+        c = fiberd_connect(&fd_);
+        id = rpc_submit(c, "no_yield_inline", (Arg[]){ARG_S("how", "read"), ARG_I("ms", 60000)}, 2,
+                        0, 0, &st);
+        cr_assert_neq(id, 0, "%s", st.message);
+        rpc_wait_progress(c, id, 10000);
+        echo = rpc_submit(c, "echo", (Arg[]){ARG_I("n", 7)}, 1, 0, 0, &st);
+        cr_assert_neq(echo, 0, "%s", st.message);
+        rpc_job_wait(c, echo, 10000, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        reply_clear(&rp);
+        rpc_simple(c, "job.cancel", 1, &id, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        reply_clear(&rp);
+        rpc_job_wait(c, id, 10000, &rp);
+        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
+        reply_clear(&rp);
+
+        kill(fd_.pid, SIGTERM);
+        status = fiberd_signal_and_wait(&fd_, 0, 10000);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
         cr_assert(fiberd_log_contains(&fd_, "without calling the plugins' fini()"));
         client_free(c);
 }

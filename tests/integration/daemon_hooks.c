@@ -9,6 +9,9 @@
  * a sleep lasts its whole time with the stall detector on, a cancelled or timed-out
  * job's blocked call returns (the job is never detached), and plugin code's own open()
  * acts as the submitter. Every wait is bounded; none is a sleep that decides an outcome.
+ * The same holds for a plugin declared FIBERD_PLUGIN_INLINE, whose jobs run on the server
+ * group: its sleeps park (the server group counts no stall and no rescue), its open()
+ * acts as the submitter, and a job over 1 ms sends its later jobs to the job workers.
  */
 #include "tests/integration/fiberd_harness.h"
 
@@ -42,15 +45,17 @@ static void teardown(void)
 TestSuite(daemon_hooks, .fini = teardown, .timeout = 120);
 
 #define HOOK_PLUGINS                                                                               \
-        FIBERD_TEST_PLUGIN_DIR "/block_calls.so " FIBERD_TEST_PLUGIN_DIR "/curl_fetch.so"
+        FIBERD_TEST_PLUGIN_DIR "/block_calls.so " FIBERD_TEST_PLUGIN_DIR                           \
+                               "/curl_fetch.so " FIBERD_TEST_PLUGIN_DIR "/inline_calls.so"
 
 /* stall detector on and short, rescue on: a blocked worker would show */
 #define HOOK_CONFIG                                                                                \
         "[scheduler]\ngroups = 1\ngroup_size = 2\nstall_threshold_ms = 50\nrescue_after_ms = "     \
         "20\n[jobs]\nmax_running = 1024\n"
 
-/* The job group's rescue count (stats: groups[1] is the job group). */
-static uint64_t job_rescues(Client *c)
+/* A counter (@key: "rescues", "stalls") summed over the groups whose stats name holds
+ * @name ("job": the job groups; "srv": the server group). */
+static uint64_t group_count(Client *c, const char *name, const char *key)
 {
         Reply rp;
         rpc_simple(c, "stats", 0, NULL, &rp);
@@ -59,12 +64,17 @@ static uint64_t job_rescues(Client *c)
         uint64_t r = 0;
         for (uint32_t i = 0; groups && i < groups->via.array.size; i++) {
                 const msgpack_object *g = &groups->via.array.ptr[i];
-                if (strncmp(map_str(g, "name"), "fiberd-job", 10) == 0 ||
-                    strstr(map_str(g, "name"), "job"))
-                        r += map_uint(g, "rescues");
+                if (strstr(map_str(g, "name"), name))
+                        r += map_uint(g, key);
         }
         reply_clear(&rp);
         return r;
+}
+
+/* The job groups' rescue count. */
+static uint64_t job_rescues(Client *c)
+{
+        return group_count(c, "job", "rescues");
 }
 
 /* The final record of @id (asserted final within WAIT_MS); the caller clears it. */
@@ -397,28 +407,33 @@ Test(daemon_hooks, libcurl_plugin_fetches_on_fibers)
 /* ------------------------------------------------------------------ rights -------- */
 
 /* As the user nobody: plugin code's own open() and fopen() of /etc/shadow fail with
- * EACCES although fiberd runs as root, and the user's own 0600 file opens. */
-static void nobody_opens(const char *own)
+ * EACCES although fiberd runs as root, and the user's own 0600 file opens; for
+ * @plugin block_calls on a job worker, for inline_calls on the server worker (its first
+ * job at least: a later one may have gone to the job workers if one took over 1 ms). */
+static void nobody_opens(const char *own, const char *plugin)
 {
         static const char *calls[] = {"open", "fopen"};
         Client *c = fiberd_connect(&fd_);
         for (int i = 0; i < 2; i++) {
                 IpcStatus st = {0};
                 Reply rp;
-                uint64_t id =
-                        rpc_submit(c, "block_calls",
-                                   (Arg[]){ARG_S("call", calls[i]), ARG_S("path", "/etc/shadow")},
-                                   2, 0, 0, &st);
+                uint64_t id = rpc_submit(
+                        c, plugin, (Arg[]){ARG_S("call", calls[i]), ARG_S("path", "/etc/shadow")},
+                        2, 0, 0, &st);
                 CHECK(id != 0, "%s", st.message);
                 rpc_job_wait(c, id, WAIT_MS, &rp);
                 CHECK(rp.r == 0, "%s", rp.st.message);
                 CHECK(result_int(&rp, "errno") == EACCES,
-                      "%s(/etc/shadow) as nobody: rc %ld errno %ld", calls[i],
+                      "%s %s(/etc/shadow) as nobody: rc %ld errno %ld", plugin, calls[i],
                       (long)result_int(&rp, "rc"), (long)result_int(&rp, "errno"));
+                const char *thread = map_str(job_result(&rp), "thread");
+                CHECK(i > 0 || strcmp(plugin, "inline_calls") != 0 ||
+                              strncmp(thread, "fiberd-sr", 9) == 0,
+                      "the first inline job ran on %s", thread);
                 reply_clear(&rp);
 
-                id = rpc_submit(c, "block_calls",
-                                (Arg[]){ARG_S("call", calls[i]), ARG_S("path", own)}, 2, 0, 0, &st);
+                id = rpc_submit(c, plugin, (Arg[]){ARG_S("call", calls[i]), ARG_S("path", own)}, 2,
+                                0, 0, &st);
                 CHECK(id != 0, "%s", st.message);
                 rpc_job_wait(c, id, WAIT_MS, &rp);
                 CHECK(rp.r == 0, "%s", rp.st.message);
@@ -451,10 +466,90 @@ Test(daemon_hooks, plugin_open_acts_as_the_submitter)
         if (pid == 0) {
                 if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
                         _exit(2);
-                nobody_opens(own);
+                nobody_opens(own, "block_calls");
+                nobody_opens(own, "inline_calls");
                 _exit(0);
         }
         cr_assert(waitpid(pid, &status, 0) == pid);
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "the checks as nobody failed (status 0x%x); see stderr", status);
+}
+
+/* ------------------------------------------------------------------ inline -------- */
+
+/* The thread that started @id's call (the plugin's "thread" result): "fiberd-sr-wN" on
+ * the server group, "fiberd-jo-wN" on a job group. Copied into @buf. */
+static const char *job_thread(Client *c, uint64_t id, char *buf, size_t size)
+{
+        Reply rp;
+        job_final(c, id, &rp);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done", "job %lu: %s", (unsigned long)id,
+                         map_str(map_get(rp.result, "error"), "message"));
+        snprintf(buf, size, "%s", map_str(job_result(&rp), "thread"));
+        reply_clear(&rp);
+        return buf;
+}
+
+static uint64_t submit_call(Client *c, const char *plugin, const char *call, int64_t ms)
+{
+        IpcStatus st = {0};
+        uint64_t id =
+                rpc_submit(c, plugin, (Arg[]){ARG_S("call", call), ARG_I("ms", ms)}, 2, 0, 0, &st);
+        cr_assert(id != 0, "submit %s %s: %s", plugin, call, st.message);
+        return id;
+}
+
+/* An inline plugin's job runs on the server worker, another plugin's on a job worker;
+ * three inline sleeps of 200 ms park their fibers there (with the stall detector at 50
+ * ms and rescue at 20, a blocked server worker would count both); having taken over
+ * 1 ms, they send the plugin's next job to a job worker, with a warning. */
+Test(daemon_hooks, inline_jobs_run_on_the_server_worker_and_park)
+{
+        FiberdOpts o = {.config = HOOK_CONFIG, .workers = 2, .extra = HOOK_PLUGINS};
+        char thread[16];
+        uint64_t ids[3];
+
+        fiberd_start(&fd_, &o);
+        Client *c = fiberd_connect(&fd_);
+        cr_assert(strncmp(job_thread(c, submit_call(c, "inline_calls", "none", 0), thread,
+                                     sizeof(thread)),
+                          "fiberd-sr", 9) == 0,
+                  "an inline job ran on %s", thread);
+        cr_assert(strncmp(job_thread(c, submit_call(c, "block_calls", "none", 0), thread,
+                                     sizeof(thread)),
+                          "fiberd-jo", 9) == 0,
+                  "a job of a plugin not inline ran on %s", thread);
+
+        for (int i = 0; i < 3; i++)
+                ids[i] = submit_call(c, "inline_calls", "usleep", 200);
+        for (int i = 0; i < 3; i++)
+                cr_assert(strncmp(job_thread(c, ids[i], thread, sizeof(thread)), "fiberd-sr", 9) ==
+                                  0,
+                          "inline sleeper %d ran on %s", i, thread);
+        cr_assert_eq(group_count(c, "srv", "stalls"), 0, "an inline sleep stalled the server");
+        cr_assert_eq(group_count(c, "srv", "rescues"), 0, "an inline sleep blocked the server");
+
+        cr_assert(strncmp(job_thread(c, submit_call(c, "inline_calls", "none", 0), thread,
+                                     sizeof(thread)),
+                          "fiberd-jo", 9) == 0,
+                  "after a 200 ms job inline, the plugin's next job ran on %s", thread);
+        cr_assert(fiberd_log_contains(&fd_, "inline (at most 1 ms): its jobs run on the job "
+                                            "workers from now on"));
+        client_free(c);
+}
+
+/* [jobs] run_inline = false: an inline plugin's jobs go to the job workers. */
+Test(daemon_hooks, run_inline_false_sends_every_job_to_the_job_workers)
+{
+        FiberdOpts o = {
+                .config = HOOK_CONFIG "run_inline = false\n", .workers = 2, .extra = HOOK_PLUGINS};
+        char thread[16];
+
+        fiberd_start(&fd_, &o);
+        Client *c = fiberd_connect(&fd_);
+        cr_assert(strncmp(job_thread(c, submit_call(c, "inline_calls", "none", 0), thread,
+                                     sizeof(thread)),
+                          "fiberd-jo", 9) == 0,
+                  "with run_inline = false an inline job ran on %s", thread);
+        client_free(c);
 }

@@ -10,14 +10,18 @@
  *                                       blocking read() of one byte (a slow server)
  *   open                                open({"path"}, O_RDONLY) and read it to the end
  *   fopen                               the same through fopen()/fread()
+ *   none                                nothing: returns at once
  * Progress {0, 1} is reported before the call, so a test knows it has started. Result:
- * {"elapsed_ms", "rc", "errno", "bytes"}: what the call returned, errno after it, and for
- * open/fopen/connect_recv the bytes read.
+ * {"elapsed_ms", "rc", "errno", "bytes", "thread"}: what the call returned, errno after
+ * it, for open/fopen/connect_recv the bytes read, and the name of the thread that
+ * started it (a worker of the job groups or, inline, of the server group).
+ * inline_calls.c builds the same code under another name, FIBERD_PLUGIN_INLINE.
  */
 #include "plugins/fiberd/plugin.h"
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -49,6 +53,8 @@ static int block_calls_run(FiberdJob *job, const FiberdHost *host)
         if (r < 0 && r != -ENOENT)
                 return r;
 
+        char thread[16] = "";
+        pthread_getname_np(pthread_self(), thread, sizeof(thread));
         host->progress(job, 0, 1);
         uint64_t t0 = mono_ms();
         errno = 0;
@@ -109,7 +115,7 @@ static int block_calls_run(FiberdJob *job, const FiberdHost *host)
                                 bytes += n;
                         fclose(f);
                 }
-        } else {
+        } else if (strcmp(call, "none") != 0) {
                 return host->fail(job, -EINVAL, "unknown call %s", call);
         }
         if (!err)
@@ -120,13 +126,20 @@ static int block_calls_run(FiberdJob *job, const FiberdHost *host)
         host->result_uint(job, "elapsed_ms", elapsed);
         host->result_int(job, "rc", rc);
         host->result_int(job, "errno", err);
+        host->result_str(job, "thread", thread);
         return host->result_uint(job, "bytes", bytes);
 }
 
+#ifndef BLOCK_CALLS_NAME
+#define BLOCK_CALLS_NAME "block_calls"
+#define BLOCK_CALLS_FLAGS 0
+#endif
+
 FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
         FIBERD_PLUGIN_HEADER,
-        .name = "block_calls",
+        .name = BLOCK_CALLS_NAME,
         .version = "1.0",
         .description = "test: plain blocking calls {\"call\", \"ms\", \"path\"}",
         .run = block_calls_run,
+        .flags = BLOCK_CALLS_FLAGS,
 };

@@ -11,6 +11,8 @@
  * Progress {0, ms} is reported before, so a test knows the code runs. When the code
  * returns it reports progress {ms, ms} and sets the result {"ms": ms}: a job that ended
  * meanwhile must keep its record as it ended, so a test sees neither.
+ * no_yield_inline.c builds it under another name, declared FIBERD_PLUGIN_INLINE (a
+ * plugin that lies: its job holds a server worker).
  */
 #include "plugins/fiberd/plugin.h"
 
@@ -93,10 +95,16 @@ static int no_yield_run(FiberdJob *job, const FiberdHost *host)
         return host->result_uint(job, "ms", ms);
 }
 
+#ifndef NO_YIELD_NAME
+#define NO_YIELD_NAME "no_yield"
+#define NO_YIELD_FLAGS 0
+#endif
+
 FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {
         FIBERD_PLUGIN_HEADER,
-        .name = "no_yield",
+        .name = NO_YIELD_NAME,
         .version = "1.0",
         .description = "test: {\"ms\"} (3000) in a CPU loop or a blocking read, never yielding",
         .run = no_yield_run,
+        .flags = NO_YIELD_FLAGS,
 };
