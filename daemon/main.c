@@ -112,6 +112,9 @@ static bool stall_rate_ok(uint64_t *ret_dropped)
         return ok;
 }
 
+/* The server scheduling group's name (its workers' threads: "fiberd-sr-wN"). */
+#define SERVER_GROUP_NAME "fiberd-srv"
+
 /*
  * The runtime's stall hook (sched_set_stall_hook()): counts the stall for the job's
  * plugin and logs it. A job fiber and its children carry the tag "job N plugin P"
@@ -131,6 +134,9 @@ static void stall_hook(const SchedStall *st, void *arg)
 
         if (is_job)
                 jobtable_count_stall(&d->jobs, plugin);
+        /* only an inline job runs plugin code there: it holds a server worker */
+        if (is_job && st->group && strcmp(st->group, SERVER_GROUP_NAME) == 0)
+                plugin_host_inline_stalled(plugin, id, st->ran_ns);
         if (!stall_rate_ok(&dropped))
                 return;
         /* "has run 120 ms without switching; backtrace:", or "has been blocked in
@@ -893,7 +899,7 @@ int main(int argc, char **argv)
         gcfg.workers = server_workers(&d->cfg);
         gcfg.queue_policy = gcfg.workers > 1 ? SCHED_QUEUE_LOCAL : SCHED_QUEUE_SHARED;
         gcfg.max_fibers = 0; /* 16384: connections and requests in flight */
-        gcfg.name = "fiberd-srv";
+        gcfg.name = SERVER_GROUP_NAME;
         gcfg.control = d->cfg.sched.control; /* its stalls are reported too */
         /* fiberd's own code, never plugin code, runs there: its blocking calls are the
          * real ones (a hooked call that parked a request fiber while it held one of the

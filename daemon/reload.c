@@ -74,11 +74,31 @@ static void apply_caps(Daemon *d, const Config *c)
                 log_msg(LOG_ERR, "cannot set the plugins' max_running: %s", strerror(-r));
 }
 
+/* [jobs] run_inline from @c, as far as the running [scheduler] keys (d->cfg's: they need a
+ * restart) make it safe: hooks, so an inline job's blocking calls park; the stall
+ * detector, which takes the privilege from a plugin whose job holds a server worker; the
+ * rescue, whose spare serves everyone else meanwhile. Logged when they turn it off. */
+static void apply_inline(Daemon *d, const Config *c)
+{
+        const SchedControl *ctl = &d->cfg.sched.control;
+        const char *why = !ctl->hook_blocking_calls                  ? "[scheduler] hooks = false"
+                          : ctl->stall_threshold_ns == SCHED_FOREVER ? "stall_threshold_ms = 0"
+                          : ctl->rescue_after_ns == SCHED_FOREVER    ? "rescue_after_ms = 0"
+                                                                     : NULL;
+
+        if (c->run_inline && why)
+                log_msg(LOG_NOTICE,
+                        "[jobs] run_inline: off, because %s: every job runs on the "
+                        "job workers",
+                        why);
+        dispatch_set_inline(&d->jobs.dispatch, c->run_inline && !why);
+}
+
 void daemon_apply_limits(Daemon *d, const Config *c)
 {
         apply_quotas(d, c);
         apply_caps(d, c);
-        dispatch_set_inline(&d->jobs.dispatch, c->run_inline, c->sched.control.hook_blocking_calls);
+        apply_inline(d, c);
 }
 
 void daemon_apply_server_limits(Daemon *d, const Config *c)
@@ -172,6 +192,7 @@ int daemon_reload(Daemon *d, const char *by, char *msg, size_t size)
                                    nc.retention_max);
                 apply_quotas(d, &nc);
                 apply_caps(d, &nc);
+                apply_inline(d, &nc);
                 server_set_max_message(d->server, nc.max_message);
                 daemon_apply_server_limits(d, &nc);
                 plugin_host_set_max_result(nc.max_result_bytes, nc.max_message);

@@ -391,7 +391,7 @@ static void retire_locked(PluginLoader *l, LoadedPlugin *p)
                 l->n_loaded--;
                 break;
         }
-        p->retired = true;
+        __atomic_store_n(&p->retired, true, __ATOMIC_RELEASE); /* read without the lock too */
         l->retired[l->n_retired++] = p;
 }
 

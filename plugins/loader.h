@@ -88,20 +88,22 @@ typedef struct LoadedPlugin {
         void *handle;             /* dlopen() handle; loader-private */
 
         /* ---- plugins in place ---- */
-        uint32_t flags;        /* desc->flags (0 when the descriptor predates them) */
-        uint32_t max_attempts; /* desc->max_attempts, 1..100 (1 when it predates it) */
-        int refs;              /* atomic: 1 for the loader while current + loader_acquire()s */
-        bool inline_demoted;   /* atomic: a job of this FIBERD_PLUGIN_INLINE instance ran too
-                                * long on the server group; the rest go to the job workers
-                                * (daemon/plugin/plugin_job.c) */
-        bool retired;          /* replaced or removed (under the loader's lock) */
-        bool unloaded;         /* fini() ran, dlclose()d: desc is gone (loader's lock) */
-        uint64_t file_id[4];   /* st_dev, st_ino, st_size, st_mtim in ns of the file loaded */
-        int copy_fd;           /* the memfd it was dlopen()ed from, or -1 */
-        bool overwritten;      /* its file was written in place: its code is not what was
+        uint32_t flags;          /* desc->flags (0 when the descriptor predates them) */
+        uint32_t max_attempts;   /* desc->max_attempts, 1..100 (1 when it predates it) */
+        int refs;                /* atomic: 1 for the loader while current + loader_acquire()s */
+        bool inline_demoted;     /* atomic: a job of this FIBERD_PLUGIN_INLINE instance held
+                                * the server group too long; the rest go to the job
+                                * workers (daemon/plugin/plugin_job.c) */
+        unsigned inline_strikes; /* atomic: its inline runs in a row that took too long */
+        bool retired;            /* replaced or removed (under the loader's lock; atomic
+                                * store: the daemon's inline check reads it without) */
+        bool unloaded;           /* fini() ran, dlclose()d: desc is gone (loader's lock) */
+        uint64_t file_id[4];     /* st_dev, st_ino, st_size, st_mtim in ns of the file loaded */
+        int copy_fd;             /* the memfd it was dlopen()ed from, or -1 */
+        bool overwritten;        /* its file was written in place: its code is not what was
                               * loaded, so fini() and dlclose() are skipped (loader lock) */
-        int fd;                /* the checked file dlopen() mapped; loader-private */
-        const void *base;      /* where the .so is mapped (dladdr()'s dli_fbase of desc):
+        int fd;                  /* the checked file dlopen() mapped; loader-private */
+        const void *base;        /* where the .so is mapped (dladdr()'s dli_fbase of desc):
                               * stall backtraces name frames by it, loader_symbolize() */
 } LoadedPlugin;
 

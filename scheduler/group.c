@@ -296,3 +296,8 @@ unsigned sched_group_workers(const SchedulingGroup *g)
 {
         return g->nworkers;
 }
+
+bool sched_group_blocked(const SchedulingGroup *g)
+{
+        return __atomic_load_n(&g->nblocked, __ATOMIC_ACQUIRE) > 0;
+}

@@ -216,6 +216,18 @@ Fiber *ready_pop(Worker *w)
         return pop_next(w);
 }
 
+void sched_handoff_yielders(void)
+{
+        Worker *w = worker_self();
+        Fiber *f;
+
+        if (!w || !w->yield_head)
+                return;
+        while ((f = yield_pop(w)))
+                ready_push_shared(f->group, f);
+        group_wake(w->group);
+}
+
 void ready_flush(Worker *w)
 {
         own_flush(w);

@@ -177,6 +177,22 @@ SchedulingGroup *sched_group_free(SchedulingGroup *g);
 /* sched_group_workers - the number of worker pthreads. Context: any. */
 unsigned sched_group_workers(const SchedulingGroup *g);
 
+/*
+ * sched_handoff_yielders - the fibers that yielded on the calling worker and wait on its
+ * own list, which only it runs (ready.c: a yield costs no atomic), move to their group's
+ * shared queue, where a sibling or the rescue's spare worker may take them: call it
+ * before code that may hold the worker long (fiberd: a plugin's job run inline on its
+ * server group), so a fiber that yielded there (a connection's writer) does not wait for
+ * that code. Go's handoffp does the same for a whole P before a system call. Nothing
+ * when the list is empty (two loads). Context: a fiber on a worker; anywhere else none.
+ */
+void sched_handoff_yielders(void);
+
+/* sched_group_blocked - true while one of @g's workers is marked blocked: it has run one
+ * fiber past SchedControl.rescue_after_ns while others waited, and a spare worker serves
+ * them (monitor.c). A snapshot. Context: any. */
+bool sched_group_blocked(const SchedulingGroup *g);
+
 typedef struct SchedLatency {
         uint64_t count; /* samples */
         uint64_t p50_ns, p99_ns, max_ns;

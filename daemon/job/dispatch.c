@@ -50,6 +50,21 @@
  * round robin; the plugin's children stay in the job fiber's group. Idle workers of
  * other groups may still steal them.
  *
+ * Inline (dispatch_set_inline(), [jobs] run_inline): the job fiber of a plugin that
+ * declared FIBERD_PLUGIN_INLINE (its jobs take microseconds and wait on nothing the hooks
+ * do not park) is created on d->supervise_group instead, hooked, in no class, and runs on
+ * the worker that runs this dispatcher fiber, after it: a lone trivial job wakes one
+ * thread (the server worker the client's request woke) instead of three (a job worker,
+ * then the server worker again to conclude it). Its children go to the job groups (the
+ * plugin host names d->sched). What keeps a plugin that declared it wrongly from holding
+ * the server group: the rescue's spare worker serves the rest while one is held, the
+ * fibers that yielded on that worker are handed to the group first
+ * (sched_handoff_yielders()), no job is placed inline while a server worker is held, and
+ * one placed but not yet begun moves to the job groups (inline_moved()); the plugin host
+ * takes the privilege away after a stall or runs that take too long. The inline job
+ * fibers count in Dispatcher.inline_alive, so the daemon's exit does not call fini()
+ * under their code.
+ *
  * A run. The pump (dispatch_pump_locked(), under the lock) gives a job it starts a
  * JobRun (job.h: the run's events, the job fiber's tag, its outcome), publishes it in
  * job->live->run and puts it on d->starting. Then the dispatcher fiber, on
@@ -192,9 +207,8 @@ void dispatch_kick(Dispatcher *d)
                 fiber_sem_post(&d->kick, 1);
 }
 
-void dispatch_set_inline(Dispatcher *d, bool on, bool hooks)
+void dispatch_set_inline(Dispatcher *d, bool on)
 {
-        __atomic_store_n(&d->inline_hooks, hooks, __ATOMIC_RELAXED);
         __atomic_store_n(&d->run_inline, on, __ATOMIC_RELEASE);
 }
 
@@ -668,6 +682,57 @@ static void run_unref(JobRun *run)
         job_unref(j);
 }
 
+static void job_fiber_main(void *arg);
+
+/* Whether @j's job fiber may run inline, on d->supervise_group: [jobs] run_inline, its
+ * plugin allows it (DispatchOps.run_inline), and no worker of the group is held by a
+ * fiber past the rescue's threshold (an inline job of some plugin that does not return:
+ * what waits there runs on the spare, and no more plugin code should join it). */
+static bool inline_ok(Dispatcher *d, const Job *j)
+{
+        return __atomic_load_n(&d->run_inline, __ATOMIC_ACQUIRE) && d->ops->run_inline &&
+               !sched_group_blocked(d->supervise_group) && d->ops->run_inline(d->owner, j);
+}
+
+/*
+ * An inline job fiber, before any of its job's code: when the placement no longer holds
+ * (inline_ok(): the plugin lost the privilege, or a server worker is held, since the
+ * dispatcher placed it) its job fiber is created again on the job groups, which takes
+ * over the run and its handle (run->fiber and job->live->fiber, swapped under the lock,
+ * so a cancel and the conclusion's join reach the new fiber; dispatch_start() publishes
+ * run->fiber under the same lock), and this fiber gives its handle up and returns. The
+ * new fiber cannot hand the run back before the swap: it is created under the lock.
+ * Return: true when moved; false to run here (still allowed, or no fiber could be made).
+ */
+static bool inline_moved(Dispatcher *d, JobRun *run)
+{
+        Job *j = run->job;
+        Fiber *self = fiber_self(), *f;
+        FiberAttr attr = {.tag = run->tag, .scheduler = d->sched, .sched_class = j->sched_class};
+        int r;
+
+        if (inline_ok(d, j))
+                return false;
+        run->run_inline = false; /* read by the new fiber, and by the plugin host */
+        d->ops->lock(d->owner);
+        r = fiber_create(&f, &attr, job_fiber_main, run);
+        if (r == 0) {
+                run->fiber = f;
+                if (j->live->fiber == self)
+                        j->live->fiber = f;
+                if (j->cancel_requested)
+                        fiber_cancel(f);
+        }
+        d->ops->unlock(d->owner);
+        if (r < 0) {
+                run->run_inline = true;
+                return false;
+        }
+        fiber_detach(self);
+        __atomic_fetch_sub(&d->inline_alive, 1, __ATOMIC_RELEASE);
+        return true;
+}
+
 /* The job fiber hands @run back to the dispatcher fiber: onto Dispatcher.done, a
  * Treiber stack (job workers push, the dispatcher fiber takes the whole stack at once,
  * so no pop can meet an ABA), then a kick. The run stays valid after the push: the
@@ -691,6 +756,8 @@ static void job_fiber_main(void *arg)
         bool here = run->run_inline;
         int r;
 
+        if (here && inline_moved(d, run))
+                return; /* a fiber of the job groups runs it */
         /* the owner's cancel, or a detach, ends a job at once only before this; no lock:
          * one compare-and-swap decides */
         if (!job_fiber_begin(j)) /* cancelled, or timed out, while it waited for a worker */
@@ -699,6 +766,9 @@ static void job_fiber_main(void *arg)
                 run->run_result = r; /* no plugin code ran */
         else {
                 joblines_started(j);
+                /* inline: what yielded on this server worker must not wait for the job */
+                if (here)
+                        sched_handoff_yielders();
                 run->run_result = d->ops->run(d->owner, j);
         }
         fiber_event_set(&run->ran);
@@ -805,7 +875,8 @@ static void job_supervisor_end_locked(Job *j)
 /*
  * A run's supervisor, on d->supervise_group (the server group, not a job group: a job
  * that blocks its worker thread, or spins without yielding, on every job worker at once
- * must not keep its own timeout or a job.cancel from being acted on). Only a run with a
+ * must not keep its own timeout or a job.cancel from being acted on; a job run inline
+ * that holds a server worker leaves it to the rescue's spare). Only a run with a
  * deadline, or one asked to stop, has one (dispatch_supervise_locked()): a run without
  * either ends through the dispatcher fiber alone. It waits on run->wake until the job's
  * deadline and cancels the job as a timeout when the deadline passes; then, after a
@@ -976,14 +1047,12 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
                 /* not our group (the server group): the runtime picks one of d->sched's;
                  * a job inline runs here, on the worker that runs this dispatcher fiber
                  * now (its runnext or the one shared queue), hooked as on a job group */
-                bool here = __atomic_load_n(&d->run_inline, __ATOMIC_ACQUIRE) &&
-                            d->ops->run_inline && d->ops->run_inline(d->owner, j);
+                bool here = inline_ok(d, j);
                 FiberAttr attr = {.tag = job_format_tag(j, run->tag, sizeof(run->tag)),
                                   .group = here ? d->supervise_group : NULL,
                                   .scheduler = d->sched,
                                   .sched_class = here ? 0 : j->sched_class,
-                                  .hook_blocking_calls = here && __atomic_load_n(&d->inline_hooks,
-                                                                                 __ATOMIC_RELAXED)};
+                                  .hook_blocking_calls = here};
                 run->run_inline = here;
                 if (here)
                         __atomic_fetch_add(&d->inline_alive, 1, __ATOMIC_RELAXED);

@@ -185,8 +185,6 @@ typedef struct Dispatcher {
         bool run_inline;       /* atomic: ops->run_inline is asked ([jobs] run_inline) */
         unsigned inline_alive; /* atomic: job fibers created inline whose run has not
                                 * returned: plugin code the job groups do not count */
-        bool inline_hooks;     /* inline job fibers' blocking calls are hooked, as the job
-                              * groups' are ([scheduler] hooks) */
         FiberSemaphore kick;   /* dispatch_kick() posts it; the dispatcher fiber waits on it */
         bool kicked;           /* a kick is pending (atomic): the next ones only note it */
         bool pumping;          /* the dispatcher fiber's own pump runs (no kick needed) */
@@ -231,11 +229,12 @@ void dispatch_set_max_running_locked(Dispatcher *d, unsigned max_running);
 /*
  * dispatch_set_inline - whether the job fibers of jobs whose plugin allows it
  * (DispatchOps.run_inline) run on d->supervise_group, the dispatcher's own group, with
- * no hand-off to a job worker (@on: [jobs] run_inline), and whether their blocking
- * calls are hooked there (@hooks: as the job groups'). Context: any (start-up, SIGHUP);
- * runs already started keep their placement.
+ * no hand-off to a job worker, their blocking calls hooked (@on: [jobs] run_inline,
+ * and the owner's checks that the group's hooks, stall detector and rescue make that
+ * safe). Context: any (start-up, SIGHUP); a run placed inline that has not begun when
+ * it is turned off moves to the job groups (dispatch.c).
  */
-void dispatch_set_inline(Dispatcher *d, bool on, bool hooks);
+void dispatch_set_inline(Dispatcher *d, bool on);
 
 /* dispatch_inline_alive - job fibers created inline (dispatch_set_inline()) that may
  * still run plugin code: what sched_fibers_alive() of the job scheduler does not count.

@@ -259,8 +259,24 @@ bool plugin_host_run_inline(const Job *j)
         /* the job is not final: its JobLive holds the plugin (job.h) */
         const Plugin *p = j->live ? __atomic_load_n(&j->live->plugin, __ATOMIC_ACQUIRE) : NULL;
 
+        /* a replaced instance's queued jobs run the current one, which may not say so */
         return p && (p->flags & FIBERD_PLUGIN_INLINE) &&
-               !__atomic_load_n(&p->inline_demoted, __ATOMIC_RELAXED);
+               !__atomic_load_n(&p->inline_demoted, __ATOMIC_RELAXED) &&
+               !__atomic_load_n(&p->retired, __ATOMIC_ACQUIRE);
+}
+
+void plugin_host_inline_stalled(const char *name, uint64_t job_id, uint64_t ran_ns)
+{
+        const Plugin *p = plugin_host_acquire(name, strlen(name));
+
+        if (p && (p->flags & FIBERD_PLUGIN_INLINE) &&
+            !__atomic_exchange_n((bool *)&p->inline_demoted, true, __ATOMIC_RELAXED))
+                log_job(LOG_WARNING, job_id, name,
+                        "plugin %s %s: job %llu held a server worker %llu ms inline: its jobs "
+                        "run on the job workers from now on",
+                        p->name, p->version, (unsigned long long)job_id,
+                        (unsigned long long)(ran_ns / 1000000));
+        plugin_host_release(p);
 }
 
 /* @n instances as maps; @own: the loader's own reference on each, not a job's. */

@@ -94,11 +94,21 @@ bool plugin_host_retry_safe(const Job *j);
 
 /*
  * plugin_host_run_inline - the job table's run_inline hook (JobTableHooks.run_inline):
- * whether @j's plugin, the instance it was submitted or restored with, declared
- * FIBERD_PLUGIN_INLINE and no job of that instance has run past PLUGIN_INLINE_MAX_NS
- * inline (plugin_host_run() takes the flag away then). Context: any; does not yield.
+ * whether @j's plugin, the instance it was submitted or restored with, is still the
+ * current one, declared FIBERD_PLUGIN_INLINE, and has not lost it (plugin_host_run()
+ * takes it away after PLUGIN_INLINE_STRIKES runs in a row past PLUGIN_INLINE_MAX_NS,
+ * plugin_host_inline_stalled() at once). Context: any; does not yield.
  */
 bool plugin_host_run_inline(const Job *j);
+
+/*
+ * plugin_host_inline_stalled - a fiber of a job of the plugin called @name stalled
+ * (the stall detector, @ran_ns without switching) on the server group, where only an
+ * inline job runs plugin code: its current instance loses FIBERD_PLUGIN_INLINE at once,
+ * with a warning. Nothing when it had none or lost it already. Context: the stall hook
+ * (the group's monitor thread); takes the loader's lock.
+ */
+void plugin_host_inline_stalled(const char *name, uint64_t job_id, uint64_t ran_ns);
 
 /* plugin_host_pack_list - the plugins.list result: loaded plugins, then
  * replaced or removed versions still draining, with "state": "draining". Return: 0;

@@ -90,9 +90,13 @@
 
 #define FAIL_MESSAGE_MAX 512
 /* The longest a job run inline (FIBERD_PLUGIN_INLINE: on the server group) may take from
- * its run() call to its return before its plugin instance loses the privilege: well
- * below [scheduler] rescue_after_ms (20 ms), far above a trivial job (microseconds). */
+ * its run() call to its return, and how many runs in a row past it take the privilege
+ * from its plugin instance: far above a trivial job (microseconds), below [scheduler]
+ * rescue_after_ms (20 ms); wall time, so a run the kernel preempted can pass it, and
+ * takes one strike of three, which a run in time clears. A run that holds the worker
+ * is the stall detector's (plugin_host_inline_stalled()). */
 #define PLUGIN_INLINE_MAX_NS (1000 * 1000)
+#define PLUGIN_INLINE_STRIKES 3
 
 /* A spawner's children not yet joined (FiberdChild.sib), under its own lock: an
  * adaptive mutex (see the top of the file), held for list operations and, by the cancel
@@ -776,7 +780,11 @@ static int host_spawn(FiberdJob *hj, FiberdChild **ret, FiberdChildFn fn, const 
                 return -EINVAL;
         /* from a job fiber: its own group (the runtime keeps it in the scheduler's) and,
          * with sched_class 0, its class */
-        attr = (FiberAttr){.scheduler = hj->job->table->dispatch.sched, .tag = hj->tag};
+        /* the job's class: a child of a job run inline (on the server group) inherits
+         * none from its spawner */
+        attr = (FiberAttr){.scheduler = hj->job->table->dispatch.sched,
+                           .tag = hj->tag,
+                           .sched_class = hj->job->sched_class};
         if (host_cancelled(hj))
                 return -ECANCELED;
         c = calloc(1, head + arg_size);
@@ -1188,20 +1196,28 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
         return 0;
 }
 
-/* A job of @p ran inline on the server group for @took ns: past PLUGIN_INLINE_MAX_NS,
- * @p's later jobs go to the job workers (plugin_host_run_inline()), said once per
- * instance. The run placed inline may be of an instance loaded since (the dispatcher
- * asked the one the job was submitted with): that one loses it too. */
+/* A job of @p ran inline on the server group for @took ns: the PLUGIN_INLINE_STRIKES-th
+ * run in a row past PLUGIN_INLINE_MAX_NS sends @p's later jobs to the job workers
+ * (plugin_host_run_inline()), said once per instance. (@p is the instance that ran: one
+ * loaded since the dispatcher placed the job is judged by its own runs.) The counters
+ * live in the loader's struct, which the daemon only reads otherwise: cast. */
 static void inline_check(const Job *j, const Plugin *p, uint64_t took)
 {
-        if (took <= PLUGIN_INLINE_MAX_NS ||
+        unsigned *strikes = (unsigned *)&p->inline_strikes;
+
+        if (took <= PLUGIN_INLINE_MAX_NS) {
+                if (__atomic_load_n(strikes, __ATOMIC_RELAXED))
+                        __atomic_store_n(strikes, 0, __ATOMIC_RELAXED);
+                return;
+        }
+        if (__atomic_add_fetch(strikes, 1, __ATOMIC_RELAXED) < PLUGIN_INLINE_STRIKES ||
             __atomic_exchange_n((bool *)&p->inline_demoted, true, __ATOMIC_RELAXED))
                 return;
         log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
-                      "plugin %s %s: job %llu took %.1f ms inline (at most %d ms): its jobs run "
-                      "on the job workers from now on",
+                      "plugin %s %s: job %llu took %.1f ms inline, the last of %d in a row "
+                      "over %d ms: its jobs run on the job workers from now on",
                       p->name, p->version, (unsigned long long)j->id, (double)took / 1e6,
-                      PLUGIN_INLINE_MAX_NS / 1000000);
+                      PLUGIN_INLINE_STRIKES, PLUGIN_INLINE_MAX_NS / 1000000);
 }
 
 int plugin_host_run(Job *j)

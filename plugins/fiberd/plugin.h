@@ -283,13 +283,16 @@ typedef struct FiberdPlugin {
  * that dispatched it, in a fiber of the server group, instead of handing it to a job
  * worker (two thread wake-ups less per job, and the job's cache lines stay on one core:
  * an executor's "run inline"). Its blocking calls are hooked there as on a job worker
- * (they park the fiber, and open() acts as the submitter). A job that takes longer than
- * 1 ms from its run() call to its return (running or parked) ends the privilege for
- * that plugin instance: the daemon logs a warning and runs its later jobs on the job
- * workers until the plugin is loaded again. Job classes' CPU shares do not apply to
+ * (they park the fiber, and open() acts as the submitter). The privilege ends for the
+ * loaded instance, with a warning, after three jobs in a row took over 1 ms each from
+ * their run() call to its return (running or parked), or at once when one holds its
+ * worker past the stall threshold; its later jobs run on the job workers until its file
+ * changes or fiberd restarts. While a job holds a server worker (the rescue's spare
+ * serves the rest), no other job starts inline. Job classes' CPU shares do not apply to
  * jobs run inline (their max_running caps do). Children it spawns run on the job
- * workers, as any job's. [jobs] run_inline = false
- * turns it off for every plugin. A daemon that predates the flag ignores it.
+ * workers, as any job's. [jobs] run_inline = false turns it off for every plugin, and
+ * so do [scheduler] hooks = false, stall_threshold_ms = 0 and rescue_after_ms = 0. A
+ * daemon that predates the flag ignores it.
  */
 #define FIBERD_PLUGIN_INLINE (1u << 2)
 

@@ -253,40 +253,68 @@ Test(daemon_detach, shutdown_does_not_wait_for_detached_code)
         client_free(c);
 }
 
-/* A plugin declared inline that blocks its thread for 60 s holds a server worker: the
- * daemon still answers (an echo job runs and ends meanwhile, on the rescue's spare
- * server worker), its timeout ends it, and SIGTERM leaves after stop_timeout_ms without
- * calling the plugins' fini() under its code. */
+/* pause or resume (@method) the plugin @name; asserted to succeed. */
+static void plugin_hold(Client *c, const char *method, const char *name)
+{
+        uint32_t msgid;
+        msgpack_packer *pk = client_request(c, method, 2, &msgid);
+        Reply rp;
+
+        cr_assert(pk, "%s: cannot queue the request", method);
+        ipc_pack_cstr(pk, "plugin");
+        ipc_pack_cstr(pk, name);
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "%s plugin %s: %s", method, name, rp.st.message);
+        reply_clear(&rp);
+}
+
+/* A plugin declared inline whose jobs block their thread for 60 s: two of them, placed
+ * inline in one round (a pause holds them until both are queued). The first holds the
+ * server worker; the second, taken by the rescue's spare, sees a server worker held and
+ * moves to the job groups before any of its code runs, so the spare stays free: the
+ * daemon still answers (an echo job runs and ends meanwhile). The stall detector takes
+ * the plugin's privilege away (a warning), a cancel ends both, and SIGTERM leaves after
+ * stop_timeout_ms without calling the plugins' fini() under their code. */
 Test(daemon_detach, inline_code_that_blocks_is_left_like_any)
 {
         FiberdOpts o = {.config = "[fiberd]\nstop_timeout_ms = 300\n[store]\nbackend = memory\n",
                         .plugins = "sleep echo",
                         .extra = FIBERD_TEST_PLUGIN_DIR "/no_yield_inline.so"};
         IpcStatus st;
-        uint64_t id, echo;
+        uint64_t ids[2], echo;
         Client *c;
         Reply rp;
         int status;
 
         fiberd_start(&fd_, &o);
         c = fiberd_connect(&fd_);
-        id = rpc_submit(c, "no_yield_inline", (Arg[]){ARG_S("how", "read"), ARG_I("ms", 60000)}, 2,
-                        0, 0, &st);
-        cr_assert_neq(id, 0, "%s", st.message);
-        rpc_wait_progress(c, id, 10000);
+        plugin_hold(c, "pause", "no_yield_inline");
+        for (int i = 0; i < 2; i++) {
+                ids[i] =
+                        rpc_submit(c, "no_yield_inline",
+                                   (Arg[]){ARG_S("how", "read"), ARG_I("ms", 60000)}, 2, 0, 0, &st);
+                cr_assert_neq(ids[i], 0, "%s", st.message);
+        }
+        plugin_hold(c, "resume", "no_yield_inline");
+        for (int i = 0; i < 2; i++)
+                rpc_wait_progress(c, ids[i], 10000);
         echo = rpc_submit(c, "echo", (Arg[]){ARG_I("n", 7)}, 1, 0, 0, &st);
         cr_assert_neq(echo, 0, "%s", st.message);
         rpc_job_wait(c, echo, 10000, &rp);
         cr_assert_eq(rp.r, 0, "%s", rp.st.message);
         cr_assert_str_eq(map_str(rp.result, "state"), "done");
         reply_clear(&rp);
-        rpc_simple(c, "job.cancel", 1, &id, &rp);
-        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
-        reply_clear(&rp);
-        rpc_job_wait(c, id, 10000, &rp);
-        cr_assert_eq(rp.r, 0, "%s", rp.st.message);
-        cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
-        reply_clear(&rp);
+        for (int i = 0; i < 2; i++) {
+                rpc_simple(c, "job.cancel", 1, &ids[i], &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                reply_clear(&rp);
+                rpc_job_wait(c, ids[i], 10000, &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "cancelled");
+                reply_clear(&rp);
+        }
+        cr_assert(fiberd_log_contains(&fd_, "held a server worker"),
+                  "the stall did not take the inline privilege away");
 
         kill(fd_.pid, SIGTERM);
         status = fiberd_signal_and_wait(&fd_, 0, 10000);

@@ -54,7 +54,7 @@ TestSuite(daemon_hooks, .fini = teardown, .timeout = 120);
         "20\n[jobs]\nmax_running = 1024\n"
 
 /* A counter (@key: "rescues", "stalls") summed over the groups whose stats name holds
- * @name ("job": the job groups; "srv": the server group). */
+ * @name ("jobs": the job groups, "jobs-N"; "server": the server group). */
 static uint64_t group_count(Client *c, const char *name, const char *key)
 {
         Reply rp;
@@ -74,7 +74,7 @@ static uint64_t group_count(Client *c, const char *name, const char *key)
 /* The job groups' rescue count. */
 static uint64_t job_rescues(Client *c)
 {
-        return group_count(c, "job", "rescues");
+        return group_count(c, "jobs", "rescues");
 }
 
 /* The final record of @id (asserted final within WAIT_MS); the caller clears it. */
@@ -490,6 +490,21 @@ static const char *job_thread(Client *c, uint64_t id, char *buf, size_t size)
         return buf;
 }
 
+/* pause or resume (@method) the plugin @name; asserted to succeed. */
+static void plugin_hold(Client *c, const char *method, const char *name)
+{
+        uint32_t msgid;
+        msgpack_packer *pk = client_request(c, method, 2, &msgid);
+        Reply rp;
+
+        cr_assert(pk, "%s: cannot queue the request", method);
+        ipc_pack_cstr(pk, "plugin");
+        ipc_pack_cstr(pk, name);
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "%s plugin %s: %s", method, name, rp.st.message);
+        reply_clear(&rp);
+}
+
 static uint64_t submit_call(Client *c, const char *plugin, const char *call, int64_t ms)
 {
         IpcStatus st = {0};
@@ -500,9 +515,10 @@ static uint64_t submit_call(Client *c, const char *plugin, const char *call, int
 }
 
 /* An inline plugin's job runs on the server worker, another plugin's on a job worker;
- * three inline sleeps of 200 ms park their fibers there (with the stall detector at 50
- * ms and rescue at 20, a blocked server worker would count both); having taken over
- * 1 ms, they send the plugin's next job to a job worker, with a warning. */
+ * three inline sleeps of 200 ms (held by a pause until all three are queued, so one
+ * round places them all) park their fibers there (with the stall detector at 50 ms and
+ * rescue at 20, a blocked server worker would count both); three runs in a row over
+ * 1 ms send the plugin's next job to a job worker, with a warning. */
 Test(daemon_hooks, inline_jobs_run_on_the_server_worker_and_park)
 {
         FiberdOpts o = {.config = HOOK_CONFIG, .workers = 2, .extra = HOOK_PLUGINS};
@@ -520,30 +536,35 @@ Test(daemon_hooks, inline_jobs_run_on_the_server_worker_and_park)
                           "fiberd-jo", 9) == 0,
                   "a job of a plugin not inline ran on %s", thread);
 
+        plugin_hold(c, "pause", "inline_calls");
         for (int i = 0; i < 3; i++)
                 ids[i] = submit_call(c, "inline_calls", "usleep", 200);
+        plugin_hold(c, "resume", "inline_calls");
         for (int i = 0; i < 3; i++)
                 cr_assert(strncmp(job_thread(c, ids[i], thread, sizeof(thread)), "fiberd-sr", 9) ==
                                   0,
                           "inline sleeper %d ran on %s", i, thread);
-        cr_assert_eq(group_count(c, "srv", "stalls"), 0, "an inline sleep stalled the server");
-        cr_assert_eq(group_count(c, "srv", "rescues"), 0, "an inline sleep blocked the server");
+        cr_assert_eq(group_count(c, "server", "stalls"), 0, "an inline sleep stalled the server");
+        cr_assert_eq(group_count(c, "server", "rescues"), 0, "an inline sleep blocked the server");
 
         cr_assert(strncmp(job_thread(c, submit_call(c, "inline_calls", "none", 0), thread,
                                      sizeof(thread)),
                           "fiberd-jo", 9) == 0,
                   "after a 200 ms job inline, the plugin's next job ran on %s", thread);
-        cr_assert(fiberd_log_contains(&fd_, "inline (at most 1 ms): its jobs run on the job "
-                                            "workers from now on"));
+        cr_assert(fiberd_log_contains(&fd_, "ms inline, the last of 3 in a row over 1 ms: its "
+                                            "jobs run on the job workers from now on"));
         client_free(c);
 }
 
-/* [jobs] run_inline = false: an inline plugin's jobs go to the job workers. */
-Test(daemon_hooks, run_inline_false_sends_every_job_to_the_job_workers)
+/* [jobs] run_inline = false: an inline plugin's jobs go to the job workers; the file
+ * changed back and reloaded, they run inline again. */
+Test(daemon_hooks, run_inline_false_sends_every_job_to_the_job_workers_until_a_reload)
 {
         FiberdOpts o = {
                 .config = HOOK_CONFIG "run_inline = false\n", .workers = 2, .extra = HOOK_PLUGINS};
-        char thread[16];
+        char thread[16], conf[256];
+        Reply rp;
+        FILE *f;
 
         fiberd_start(&fd_, &o);
         Client *c = fiberd_connect(&fd_);
@@ -551,5 +572,20 @@ Test(daemon_hooks, run_inline_false_sends_every_job_to_the_job_workers)
                                      sizeof(thread)),
                           "fiberd-jo", 9) == 0,
                   "with run_inline = false an inline job ran on %s", thread);
+
+        snprintf(conf, sizeof(conf), "%s/fiberd.conf", fd_.dir);
+        f = fopen(conf, "w");
+        cr_assert(f, "cannot write %s", conf);
+        fputs(HOOK_CONFIG "run_inline = true\n", f);
+        cr_assert_eq(fclose(f), 0);
+        rpc_simple(c, "reload", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "reload: %s", rp.st.message);
+        cr_assert(strstr(map_str(rp.result, "reloaded"), "[jobs] run_inline"), "the reload says %s",
+                  map_str(rp.result, "reloaded"));
+        reply_clear(&rp);
+        cr_assert(strncmp(job_thread(c, submit_call(c, "inline_calls", "none", 0), thread,
+                                     sizeof(thread)),
+                          "fiberd-sr", 9) == 0,
+                  "after the reload an inline job ran on %s", thread);
         client_free(c);
 }
