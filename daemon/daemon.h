@@ -9,7 +9,8 @@
  *    when more than one: main.c; sched_group_new()): the accept, reader,
  *    request, signal, ticker, schedules and plugin-watch fibers, and the job supervisors (which
  *    enforce --timeout: dispatch.c), so the daemon answers, times out and cancels
- *    even when every job worker is busy or blocked;
+ *    even when every job worker is busy or blocked; and the job fibers of plugins that
+ *    declared their jobs short (FIBERD_PLUGIN_INLINE, [jobs] run_inline: dispatch.c);
  *  - the job Scheduler (sched_new()): job fibers and the child fibers plugins spawn,
  *    on one or more scheduling groups ("jobs-0", "jobs-1", ... in stats) laid out
  *    from workers and the [scheduler] keys (config.h): group count and size, NUMA

@@ -115,6 +115,24 @@ static bool stall_rate_ok(uint64_t *ret_dropped)
 /* The server scheduling group's name (its workers' threads: "fiberd-sr-wN"). */
 #define SERVER_GROUP_NAME "fiberd-srv"
 
+/* Job @id of @plugin stalled @ran_ns on the server group, where only a job run inline
+ * runs plugin code: the plugin instance it runs (its JobLive's, under the table lock)
+ * loses the privilege; the current one by name when the job has ended. */
+static void inline_stalled(Daemon *d, uint64_t id, const char *plugin, uint64_t ran_ns)
+{
+        Job *j = jobtable_get(&d->jobs, id);
+        const Plugin *p = NULL;
+
+        if (j) {
+                jobtable_lock(&d->jobs);
+                if (j->live)
+                        p = __atomic_load_n(&j->live->plugin, __ATOMIC_ACQUIRE);
+                jobtable_unlock(&d->jobs);
+                job_unref(j);
+        }
+        plugin_host_inline_stalled(p, plugin, id, ran_ns);
+}
+
 /*
  * The runtime's stall hook (sched_set_stall_hook()): counts the stall for the job's
  * plugin and logs it. A job fiber and its children carry the tag "job N plugin P"
@@ -136,7 +154,7 @@ static void stall_hook(const SchedStall *st, void *arg)
                 jobtable_count_stall(&d->jobs, plugin);
         /* only an inline job runs plugin code there: it holds a server worker */
         if (is_job && st->group && strcmp(st->group, SERVER_GROUP_NAME) == 0)
-                plugin_host_inline_stalled(plugin, id, st->ran_ns);
+                inline_stalled(d, id, plugin, st->ran_ns);
         if (!stall_rate_ok(&dropped))
                 return;
         /* "has run 120 ms without switching; backtrace:", or "has been blocked in

@@ -77,8 +77,9 @@ static void apply_caps(Daemon *d, const Config *c)
 /* [jobs] run_inline from @c, as far as the running [scheduler] keys (d->cfg's: they need a
  * restart) make it safe: hooks, so an inline job's blocking calls park; the stall
  * detector, which takes the privilege from a plugin whose job holds a server worker; the
- * rescue, whose spare serves everyone else meanwhile. Logged when they turn it off. */
-static void apply_inline(Daemon *d, const Config *c)
+ * rescue, whose spare serves everyone else meanwhile. @announce: log it when they turn it
+ * off (at start: a reload cannot change them). */
+static void apply_inline(Daemon *d, const Config *c, bool announce)
 {
         const SchedControl *ctl = &d->cfg.sched.control;
         const char *why = !ctl->hook_blocking_calls                  ? "[scheduler] hooks = false"
@@ -86,7 +87,7 @@ static void apply_inline(Daemon *d, const Config *c)
                           : ctl->rescue_after_ns == SCHED_FOREVER    ? "rescue_after_ms = 0"
                                                                      : NULL;
 
-        if (c->run_inline && why)
+        if (announce && c->run_inline && why)
                 log_msg(LOG_NOTICE,
                         "[jobs] run_inline: off, because %s: every job runs on the "
                         "job workers",
@@ -98,7 +99,7 @@ void daemon_apply_limits(Daemon *d, const Config *c)
 {
         apply_quotas(d, c);
         apply_caps(d, c);
-        apply_inline(d, c);
+        apply_inline(d, c, true);
 }
 
 void daemon_apply_server_limits(Daemon *d, const Config *c)
@@ -192,7 +193,7 @@ int daemon_reload(Daemon *d, const char *by, char *msg, size_t size)
                                    nc.retention_max);
                 apply_quotas(d, &nc);
                 apply_caps(d, &nc);
-                apply_inline(d, &nc);
+                apply_inline(d, &nc, false);
                 server_set_max_message(d->server, nc.max_message);
                 daemon_apply_server_limits(d, &nc);
                 plugin_host_set_max_result(nc.max_result_bytes, nc.max_message);

@@ -126,6 +126,11 @@ int waiter_block(Waiter *w, uint64_t deadline_ns)
 
         fiber_switch_out(f, FIBER_ACT_PARK);
 
+        /* Hooked on a group that hooks nothing (fiberd's job run inline): back on a
+         * worker, it may hold it for long again, so what yielded there meanwhile goes
+         * where a sibling or spare can take it (sched_handoff_yielders()) */
+        if (UNLIKELY(f->hooks && !f->group->hooks))
+                sched_handoff_yielders();
         if (deadline_ns != SCHED_FOREVER)
                 timer_remove(timers, &w->timer);
         if (!w->uncancellable)

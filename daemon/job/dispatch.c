@@ -701,7 +701,8 @@ static bool inline_ok(Dispatcher *d, const Job *j)
  * over the run and its handle (run->fiber and job->live->fiber, swapped under the lock,
  * so a cancel and the conclusion's join reach the new fiber; dispatch_start() publishes
  * run->fiber under the same lock), and this fiber gives its handle up and returns. The
- * new fiber cannot hand the run back before the swap: it is created under the lock.
+ * new fiber cannot hand the run back before the swap: it is created under the lock (a
+ * wake-up of a job worker under it, on this rare path).
  * Return: true when moved; false to run here (still allowed, or no fiber could be made).
  */
 static bool inline_moved(Dispatcher *d, JobRun *run)
@@ -711,7 +712,9 @@ static bool inline_moved(Dispatcher *d, JobRun *run)
         FiberAttr attr = {.tag = run->tag, .scheduler = d->sched, .sched_class = j->sched_class};
         int r;
 
-        if (inline_ok(d, j))
+        /* a job that ended before its fiber began runs no plugin code: end it here */
+        if (inline_ok(d, j) ||
+            __atomic_load_n(&j->fiber_start, __ATOMIC_ACQUIRE) == JOB_FIBER_FORESTALLED)
                 return false;
         run->run_inline = false; /* read by the new fiber, and by the plugin host */
         d->ops->lock(d->owner);
@@ -730,6 +733,10 @@ static bool inline_moved(Dispatcher *d, JobRun *run)
         }
         fiber_detach(self);
         __atomic_fetch_sub(&d->inline_alive, 1, __ATOMIC_RELEASE);
+        log_job(LOG_INFO, j->id, j->plugin_name,
+                "placed inline, moved to the job workers before it began (%s)",
+                sched_group_blocked(d->supervise_group) ? "a server worker is held"
+                                                        : "its plugin runs inline no more");
         return true;
 }
 

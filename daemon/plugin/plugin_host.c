@@ -265,9 +265,10 @@ bool plugin_host_run_inline(const Job *j)
                !__atomic_load_n(&p->retired, __ATOMIC_ACQUIRE);
 }
 
-void plugin_host_inline_stalled(const char *name, uint64_t job_id, uint64_t ran_ns)
+void plugin_host_inline_stalled(const Plugin *ran, const char *name, uint64_t job_id,
+                                uint64_t ran_ns)
 {
-        const Plugin *p = plugin_host_acquire(name, strlen(name));
+        const Plugin *p = ran ? ran : plugin_host_acquire(name, strlen(name));
 
         if (p && (p->flags & FIBERD_PLUGIN_INLINE) &&
             !__atomic_exchange_n((bool *)&p->inline_demoted, true, __ATOMIC_RELAXED))
@@ -276,7 +277,8 @@ void plugin_host_inline_stalled(const char *name, uint64_t job_id, uint64_t ran_
                         "run on the job workers from now on",
                         p->name, p->version, (unsigned long long)job_id,
                         (unsigned long long)(ran_ns / 1000000));
-        plugin_host_release(p);
+        if (!ran)
+                plugin_host_release(p);
 }
 
 /* @n instances as maps; @own: the loader's own reference on each, not a job's. */

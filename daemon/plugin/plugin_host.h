@@ -102,13 +102,15 @@ bool plugin_host_retry_safe(const Job *j);
 bool plugin_host_run_inline(const Job *j);
 
 /*
- * plugin_host_inline_stalled - a fiber of a job of the plugin called @name stalled
- * (the stall detector, @ran_ns without switching) on the server group, where only an
- * inline job runs plugin code: its current instance loses FIBERD_PLUGIN_INLINE at once,
- * with a warning. Nothing when it had none or lost it already. Context: the stall hook
- * (the group's monitor thread); takes the loader's lock.
+ * plugin_host_inline_stalled - job @job_id's fiber stalled (the stall detector: @ran_ns
+ * without switching) on the server group, where only a job run inline runs plugin
+ * code: @p, the instance it runs, loses FIBERD_PLUGIN_INLINE at once, with a warning;
+ * with @p NULL (the job ended), the current instance of the plugin called @name.
+ * Nothing when it had none or lost it already. Context: the stall hook (the group's
+ * monitor thread); takes the loader's lock only for @p NULL.
  */
-void plugin_host_inline_stalled(const char *name, uint64_t job_id, uint64_t ran_ns);
+void plugin_host_inline_stalled(const Plugin *p, const char *name, uint64_t job_id,
+                                uint64_t ran_ns);
 
 /* plugin_host_pack_list - the plugins.list result: loaded plugins, then
  * replaced or removed versions still draining, with "state": "draining". Return: 0;

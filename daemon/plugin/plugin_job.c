@@ -93,8 +93,9 @@
  * its run() call to its return, and how many runs in a row past it take the privilege
  * from its plugin instance: far above a trivial job (microseconds), below [scheduler]
  * rescue_after_ms (20 ms); wall time, so a run the kernel preempted can pass it, and
- * takes one strike of three, which a run in time clears. A run that holds the worker
- * is the stall detector's (plugin_host_inline_stalled()). */
+ * takes one strike of three, which a run in time clears (counted without a lock:
+ * concurrent runs may blur "in a row"). A run that holds the worker is the stall
+ * detector's (plugin_host_inline_stalled()). */
 #define PLUGIN_INLINE_MAX_NS (1000 * 1000)
 #define PLUGIN_INLINE_STRIKES 3
 

@@ -277,7 +277,8 @@ static void plugin_hold(Client *c, const char *method, const char *name)
  * stop_timeout_ms without calling the plugins' fini() under their code. */
 Test(daemon_detach, inline_code_that_blocks_is_left_like_any)
 {
-        FiberdOpts o = {.config = "[fiberd]\nstop_timeout_ms = 300\n[store]\nbackend = memory\n",
+        FiberdOpts o = {.config = "[fiberd]\nstop_timeout_ms = 300\n[store]\nbackend = memory\n"
+                                  "[server]\nworkers = 1\n",
                         .plugins = "sleep echo",
                         .extra = FIBERD_TEST_PLUGIN_DIR "/no_yield_inline.so"};
         IpcStatus st;
@@ -315,6 +316,9 @@ Test(daemon_detach, inline_code_that_blocks_is_left_like_any)
         }
         cr_assert(fiberd_log_contains(&fd_, "held a server worker"),
                   "the stall did not take the inline privilege away");
+        cr_assert(fiberd_log_contains(&fd_, "moved to the job workers before it began (a server "
+                                            "worker is held)"),
+                  "the second job did not move off the server group");
 
         kill(fd_.pid, SIGTERM);
         status = fiberd_signal_and_wait(&fd_, 0, 10000);
