@@ -254,15 +254,22 @@ bool plugin_host_retry_safe(const Job *j)
         return p && (p->flags & FIBERD_PLUGIN_RETRY_SAFE) != 0;
 }
 
+/* Whether @p's jobs run inline now: it declared FIBERD_PLUGIN_INLINE, kept it, and is
+ * current ([jobs] run_inline aside). */
+static bool instance_inline(const Plugin *p)
+{
+        return (p->flags & FIBERD_PLUGIN_INLINE) &&
+               !__atomic_load_n(&p->inline_demoted, __ATOMIC_RELAXED) &&
+               !__atomic_load_n(&p->retired, __ATOMIC_ACQUIRE);
+}
+
 bool plugin_host_run_inline(const Job *j)
 {
         /* the job is not final: its JobLive holds the plugin (job.h) */
         const Plugin *p = j->live ? __atomic_load_n(&j->live->plugin, __ATOMIC_ACQUIRE) : NULL;
 
         /* a replaced instance's queued jobs run the current one, which may not say so */
-        return p && (p->flags & FIBERD_PLUGIN_INLINE) &&
-               !__atomic_load_n(&p->inline_demoted, __ATOMIC_RELAXED) &&
-               !__atomic_load_n(&p->retired, __ATOMIC_ACQUIRE);
+        return p && instance_inline(p);
 }
 
 void plugin_host_inline_stalled(const Plugin *ran, const char *name, uint64_t job_id,
@@ -293,7 +300,8 @@ static int pack_instances(msgpack_packer *pk, const LoadedPlugin **v, size_t n, 
                                   IPC_KV_CSTR(IPC_KEY_VERSION, p->version),
                                   IPC_KV_CSTR(IPC_KEY_DESCRIPTION, p->description),
                                   IPC_KV_CSTR(IPC_KEY_PATH, p->path),
-                                  IPC_KV_UINT(IPC_KEY_RUNNING, refs > 0 ? (uint64_t)refs : 0));
+                                  IPC_KV_UINT(IPC_KEY_RUNNING, refs > 0 ? (uint64_t)refs : 0),
+                                  IPC_KV_BOOL(IPC_KEY_INLINE, instance_inline(p)));
         }
         return r;
 }

@@ -505,6 +505,24 @@ static void plugin_hold(Client *c, const char *method, const char *name)
         reply_clear(&rp);
 }
 
+/* plugins.list's "inline" of the loaded plugin @name (asserted listed, with the field). */
+static bool listed_inline(Client *c, const char *name)
+{
+        const msgpack_object *v, *b = NULL;
+        Reply rp;
+
+        rpc_simple(c, "plugins.list", 0, NULL, &rp);
+        cr_assert_eq(rp.r, 0, "plugins.list: %s", rp.st.message);
+        v = map_get(rp.result, "plugins");
+        for (uint32_t i = 0; v && i < v->via.array.size; i++)
+                if (strcmp(map_str(&v->via.array.ptr[i], "name"), name) == 0)
+                        b = map_get(&v->via.array.ptr[i], "inline");
+        cr_assert(b && b->type == MSGPACK_OBJECT_BOOLEAN, "plugins.list: no inline for %s", name);
+        bool r = b->via.boolean;
+        reply_clear(&rp);
+        return r;
+}
+
 static uint64_t submit_call(Client *c, const char *plugin, const char *call, int64_t ms)
 {
         IpcStatus st = {0};
@@ -543,6 +561,8 @@ Test(daemon_hooks, inline_jobs_run_on_the_server_worker_and_park)
                           "fiberd-jo", 9) == 0,
                   "a job of a plugin not inline ran on %s", thread);
 
+        cr_assert(listed_inline(c, "inline_calls"), "plugins.list: inline_calls not inline");
+        cr_assert(!listed_inline(c, "block_calls"), "plugins.list: block_calls inline");
         stalls = group_count(c, "server", "stalls");
         rescues = group_count(c, "server", "rescues");
         plugin_hold(c, "pause", "inline_calls");
@@ -564,6 +584,7 @@ Test(daemon_hooks, inline_jobs_run_on_the_server_worker_and_park)
                   "after a 200 ms job inline, the plugin's next job ran on %s", thread);
         cr_assert(fiberd_log_contains(&fd_, "ms inline, the last of 3 in a row over 1 ms: its "
                                             "jobs run on the job workers from now on"));
+        cr_assert(!listed_inline(c, "inline_calls"), "plugins.list: still inline after that");
         client_free(c);
 }
 
