@@ -347,6 +347,11 @@ check "every bundled plugin works under the hardened unit" '
 		r=$(fiberctl --json submit $job --wait)
 		echo "$r" | grep -Eq "\"state\": ?\"done\"" || { echo "$job: $r"; exit 1; }
 	done'
+check "echo runs inline on the server worker under the hardened unit ([jobs] run_inline), and its jobs end done" '
+	p=$(fiberctl --json plugins)
+	echo "$p" | sed "s/},{\"name\"/}\n{\"name\"/g" | grep -E "\"name\": ?\"echo\"" | grep -Eq "\"inline\": ?true" || { echo "$p"; exit 1; }
+	r=$(fiberctl --json submit echo n=7 --wait)
+	echo "$r" | grep -Eq "\"state\": ?\"done\"" || { echo "$r"; exit 1; }'
 check "jobs act as their submitter: /etc/shadow refused, the user's own 0600 file and a passed /tmp file hashed" '
 	d=/srv/fiberd-boot-check
 	rm -rf $d /tmp/fiberd-boot-check
