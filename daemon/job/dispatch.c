@@ -682,6 +682,11 @@ static void run_unref(JobRun *run)
         job_unref(j);
 }
 
+/* Job fibers inline at once at most (Dispatcher.inline_alive): the server group's fibers
+ * (max_fibers 16384) are its connections' and requests' too, and inline jobs that park
+ * (a hooked sleep) must not take them all; beyond, a job goes to the job groups. */
+#define DISPATCH_INLINE_MAX 4096
+
 static void job_fiber_main(void *arg);
 
 /* Whether @j's job fiber may run inline, on d->supervise_group: [jobs] run_inline, its
@@ -691,6 +696,7 @@ static void job_fiber_main(void *arg);
 static bool inline_ok(Dispatcher *d, const Job *j)
 {
         return __atomic_load_n(&d->run_inline, __ATOMIC_ACQUIRE) && d->ops->run_inline &&
+               __atomic_load_n(&d->inline_alive, __ATOMIC_RELAXED) < DISPATCH_INLINE_MAX &&
                !sched_group_blocked(d->supervise_group) && d->ops->run_inline(d->owner, j);
 }
 
@@ -1064,8 +1070,15 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
                 if (here)
                         __atomic_fetch_add(&d->inline_alive, 1, __ATOMIC_RELAXED);
                 run->create_error = fiber_create(&run->fiber, &attr, job_fiber_main, run);
-                if (here && run->create_error < 0)
+                if (here && run->create_error < 0) {
+                        /* the server group is full (its max_fibers): a job group then */
                         __atomic_fetch_sub(&d->inline_alive, 1, __ATOMIC_RELEASE);
+                        run->run_inline = false;
+                        attr.group = NULL;
+                        attr.sched_class = j->sched_class;
+                        attr.hook_blocking_calls = false;
+                        run->create_error = fiber_create(&run->fiber, &attr, job_fiber_main, run);
+                }
         }
         d->ops->lock(d->owner);
         for (run = list; run; run = run->next) {
