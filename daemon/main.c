@@ -919,9 +919,10 @@ int main(int argc, char **argv)
         gcfg.max_fibers = 0; /* 16384: connections and requests in flight */
         gcfg.name = SERVER_GROUP_NAME;
         gcfg.control = d->cfg.sched.control; /* its stalls are reported too */
-        /* fiberd's own code, never plugin code, runs there: its blocking calls are the
-         * real ones (a hooked call that parked a request fiber while it held one of the
-         * store's pthread mutexes would stall every other request behind it) */
+        /* fiberd's own code runs there, and plugin code only in an inline job's fiber,
+         * which is hooked on its own (FiberAttr.hook_blocking_calls): the group's blocking
+         * calls are the real ones (a hooked call that parked a request fiber while it held
+         * one of the store's pthread mutexes would stall every other request behind it) */
         gcfg.control.hook_blocking_calls = false;
         r = sched_group_new(&d->server_group, &gcfg);
         if (r < 0) {

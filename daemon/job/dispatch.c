@@ -44,8 +44,8 @@
  * into a lower module would still leave the cancel and the counters behind), and the
  * dispatcher is unit-tested with a fake owner (tests/daemon-unit/test_dispatch.c).
  *
- * Placement: every job fiber is created with FiberAttr.scheduler = d->sched and no
- * group, so the runtime places it: the dispatcher fiber that creates it runs outside
+ * Placement: every job fiber but an inline one (below) is created with
+ * FiberAttr.scheduler = d->sched and no group, so the runtime places it: the dispatcher fiber that creates it runs outside
  * the job scheduler, so sched_pick_group() chooses a group on the caller's NUMA node,
  * round robin; the plugin's children stay in the job fiber's group. Idle workers of
  * other groups may still steal them.
@@ -61,9 +61,10 @@
  * fibers that yielded on that worker are handed to the group first
  * (sched_handoff_yielders()), no job is placed inline while a server worker is held, and
  * one placed but not yet begun moves to the job groups (inline_moved()); the plugin host
- * takes the privilege away after a stall or runs that take too long. The inline job
- * fibers count in Dispatcher.inline_alive, so the daemon's exit does not call fini()
- * under their code.
+ * takes the privilege away after a stall or runs that take too long. At most
+ * DISPATCH_INLINE_MAX (4096) job fibers are inline at once, and one the server group
+ * refuses (its max_fibers) goes to a job group. The inline job fibers count in
+ * Dispatcher.inline_alive, so the daemon's exit does not call fini() under their code.
  *
  * A run. The pump (dispatch_pump_locked(), under the lock) gives a job it starts a
  * JobRun (job.h: the run's events, the job fiber's tag, its outcome), publishes it in
@@ -76,7 +77,7 @@
  *    was asked to stop meanwhile, and starts the supervisors that are wanted (below);
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
  *    reports), on one of the job scheduler's groups, in the job's class (its children
- *    inherit it), waits, when the store says so (Job.durability), until the job's
+ *    get it too), or inline on this group, waits, when the store says so (Job.durability), until the job's
  *    record is on disk, then calls the owner's run hook (DispatchOps.run: the plugin
  *    host's entry point call, set by main.c, which knows nothing of the store), which
  *    leaves the run's outcome in the JobRun, sets run->ran and hands the run back:
@@ -88,8 +89,8 @@
  *    after the handles were cleared, so a handle that the lock lets anyone see is never
  *    a joined one, and after the waiters were woken, so no answer waits for a fiber's
  *    exit — and frees the runs.
- * A trivial job so costs no fiber of its own on the server group and a share of a few
- * lock holds, however many jobs end together: one fiber per run used to wait for each
+ * A trivial job so costs no fiber on the server group but its job fiber when it runs
+ * inline, and a share of a few lock holds, however many jobs end together: one fiber per run used to wait for each
  * job and took the lock four times for it (a fifth of a trivial job's server CPU).
  * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
  * at once (the owner's cancel): every job worker may be stuck for long, and no plugin
@@ -696,7 +697,6 @@ static void job_fiber_main(void *arg);
 static bool inline_ok(Dispatcher *d, const Job *j)
 {
         return __atomic_load_n(&d->run_inline, __ATOMIC_ACQUIRE) && d->ops->run_inline &&
-               __atomic_load_n(&d->inline_alive, __ATOMIC_RELAXED) < DISPATCH_INLINE_MAX &&
                !sched_group_blocked(d->supervise_group) && d->ops->run_inline(d->owner, j);
 }
 
@@ -1060,7 +1060,9 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
                 /* not our group (the server group): the runtime picks one of d->sched's;
                  * a job inline runs here, on the worker that runs this dispatcher fiber
                  * now (its runnext or the one shared queue), hooked as on a job group */
-                bool here = inline_ok(d, j);
+                bool here =
+                        __atomic_load_n(&d->inline_alive, __ATOMIC_RELAXED) < DISPATCH_INLINE_MAX &&
+                        inline_ok(d, j);
                 FiberAttr attr = {.tag = job_format_tag(j, run->tag, sizeof(run->tag)),
                                   .group = here ? d->supervise_group : NULL,
                                   .scheduler = d->sched,
@@ -1070,9 +1072,11 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
                 if (here)
                         __atomic_fetch_add(&d->inline_alive, 1, __ATOMIC_RELAXED);
                 run->create_error = fiber_create(&run->fiber, &attr, job_fiber_main, run);
-                if (here && run->create_error < 0) {
-                        /* the server group is full (its max_fibers): a job group then */
+                if (here && run->create_error < 0)
                         __atomic_fetch_sub(&d->inline_alive, 1, __ATOMIC_RELEASE);
+                if (here && run->create_error == -EAGAIN) {
+                        /* the server group is full (its max_fibers; its runq_full counts
+                         * this refusal): a job group then */
                         run->run_inline = false;
                         attr.group = NULL;
                         attr.sched_class = j->sched_class;

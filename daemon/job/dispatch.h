@@ -152,7 +152,8 @@ typedef struct DispatchOps {
         void (*set_detached_locked)(void *owner, Job *j, bool detached);
         /* run_inline - may @j's job fiber run on the dispatcher's own group (its plugin
          * declared FIBERD_PLUGIN_INLINE and has not lost it)? NULL: never. Context: the
-         * dispatcher fiber, no lock held; does not yield. */
+         * dispatcher fiber, or an inline job fiber before it begins (the run keeps the
+         * job's JobLive); no lock held; does not yield. */
         bool (*run_inline)(void *owner, const Job *j);
         /* after_round - the end of each round of the dispatcher fiber, after the jobs it
          * started got their fibers: the owner's calls that wait for jobs to end (the
@@ -162,14 +163,15 @@ typedef struct DispatchOps {
 } DispatchOps;
 
 typedef struct Dispatcher {
-        const DispatchOps *ops;    /* the owner's (not owned) */
-        void *owner;               /* their argument: the JobTable */
-        const JobMachine *machine; /* its jobs' transitions (jobstate.h); not owned */
-        Scheduler *sched; /* where job fibers run: its groups, placed by the runtime; not owned */
-        SchedulingGroup *supervise_group; /* where the dispatcher fiber and supervisors
-                                           * run: the server group, so timeouts and
-                                           * cancel work while every job worker is
-                                           * blocked; not owned */
+        const DispatchOps *ops;           /* the owner's (not owned) */
+        void *owner;                      /* their argument: the JobTable */
+        const JobMachine *machine;        /* its jobs' transitions (jobstate.h); not owned */
+        Scheduler *sched;                 /* where job fibers run: its groups, placed by the runtime
+                           * (inline ones aside); not owned */
+        SchedulingGroup *supervise_group; /* where the dispatcher fiber, supervisors and
+                                           * inline job fibers run: the server group, so
+                                           * timeouts and cancel work while every job
+                                           * worker is blocked; not owned */
         DispatchUser *users;              /* owned array; Job.dispatch_user indexes it */
         size_t n_users, cap_users;
         size_t queued;        /* queued jobs of every user */

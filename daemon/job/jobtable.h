@@ -73,7 +73,8 @@ typedef struct JobTableHooks {
         bool (*retry_safe)(const Job *j);
         /* run_inline - may @j run on the server group, with no hand-off to a job worker
          * (DispatchOps.run_inline: its plugin is FIBERD_PLUGIN_INLINE)? NULL = never.
-         * Context: the dispatcher fiber; does not yield. */
+         * Context: the dispatcher fiber, or an inline job fiber before it begins; @j
+         * not final (its JobLive is read without the lock); does not yield. */
         bool (*run_inline)(const Job *j);
 } JobTableHooks;
 

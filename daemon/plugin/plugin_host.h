@@ -97,7 +97,8 @@ bool plugin_host_retry_safe(const Job *j);
  * whether @j's plugin, the instance it was submitted or restored with, is still the
  * current one, declared FIBERD_PLUGIN_INLINE, and has not lost it (plugin_host_run()
  * takes it away after PLUGIN_INLINE_STRIKES runs in a row past PLUGIN_INLINE_MAX_NS,
- * plugin_host_inline_stalled() at once). Context: any; does not yield.
+ * plugin_host_inline_stalled() at once). Context: any thread; @j not final (a run or
+ * the dispatcher keeps its JobLive, read without the table lock); does not yield.
  */
 bool plugin_host_run_inline(const Job *j);
 

@@ -288,8 +288,9 @@ typedef struct FiberdPlugin {
  * their run() call to its return (running or parked), or at once when one holds its
  * worker past the stall threshold; its later jobs run on the job workers until its file
  * changes or fiberd restarts. While a job holds a server worker (the rescue's spare
- * serves the rest), no other job starts inline. Job classes' CPU shares do not apply to
- * jobs run inline (their max_running caps do). Children it spawns run on the job
+ * serves the rest), no other job starts inline; nor beyond 4096 inline at once. Job
+ * classes' CPU shares do not apply to jobs run inline (their max_running caps do).
+ * Children it spawns run on the job
  * workers, as any job's. [jobs] run_inline = false turns it off for every plugin, and
  * so do [scheduler] hooks = false, stall_threshold_ms = 0 and rescue_after_ms = 0. A
  * daemon that predates the flag ignores it.
