@@ -253,21 +253,6 @@ Test(daemon_detach, shutdown_does_not_wait_for_detached_code)
         client_free(c);
 }
 
-/* pause or resume (@method) the plugin @name; asserted to succeed. */
-static void plugin_hold(Client *c, const char *method, const char *name)
-{
-        uint32_t msgid;
-        msgpack_packer *pk = client_request(c, method, 2, &msgid);
-        Reply rp;
-
-        cr_assert(pk, "%s: cannot queue the request", method);
-        ipc_pack_cstr(pk, "plugin");
-        ipc_pack_cstr(pk, name);
-        rpc_wait_reply(c, msgid, &rp);
-        cr_assert_eq(rp.r, 0, "%s plugin %s: %s", method, name, rp.st.message);
-        reply_clear(&rp);
-}
-
 /* A plugin declared inline whose jobs block their thread for 60 s: two of them, placed
  * inline in one round (a pause holds them until both are queued). The first holds the
  * server worker; the second, taken by the rescue's spare, sees a server worker held and
@@ -289,14 +274,14 @@ Test(daemon_detach, inline_code_that_blocks_is_left_like_any)
 
         fiberd_start(&fd_, &o);
         c = fiberd_connect(&fd_);
-        plugin_hold(c, "pause", "no_yield_inline");
+        rpc_plugin_hold(c, "pause", "no_yield_inline");
         for (int i = 0; i < 2; i++) {
                 ids[i] =
                         rpc_submit(c, "no_yield_inline",
                                    (Arg[]){ARG_S("how", "read"), ARG_I("ms", 60000)}, 2, 0, 0, &st);
                 cr_assert_neq(ids[i], 0, "%s", st.message);
         }
-        plugin_hold(c, "resume", "no_yield_inline");
+        rpc_plugin_hold(c, "resume", "no_yield_inline");
         for (int i = 0; i < 2; i++)
                 rpc_wait_progress(c, ids[i], 10000);
         echo = rpc_submit(c, "echo", (Arg[]){ARG_I("n", 7)}, 1, 0, 0, &st);

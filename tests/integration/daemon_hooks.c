@@ -477,31 +477,20 @@ Test(daemon_hooks, plugin_open_acts_as_the_submitter)
 
 /* ------------------------------------------------------------------ inline -------- */
 
-/* The thread that started @id's call (the plugin's "thread" result): "fiberd-sr-wN" on
- * the server group, "fiberd-jo-wN" on a job group. Copied into @buf. */
-static const char *job_thread(Client *c, uint64_t id, char *buf, size_t size)
+/* Asserts that job @id ended done and that the thread that started its call (the
+ * plugin's "thread" result) is one of @group's workers: "fiberd-sr" (the server
+ * group's, "fiberd-sr-wN") or "fiberd-jo" (a job group's); @what names the job. */
+static void ran_on(Client *c, uint64_t id, const char *group, const char *what)
 {
+        const char *thread;
         Reply rp;
+
         job_final(c, id, &rp);
         cr_assert_str_eq(map_str(rp.result, "state"), "done", "job %lu: %s", (unsigned long)id,
                          map_str(map_get(rp.result, "error"), "message"));
-        snprintf(buf, size, "%s", map_str(job_result(&rp), "thread"));
-        reply_clear(&rp);
-        return buf;
-}
-
-/* pause or resume (@method) the plugin @name; asserted to succeed. */
-static void plugin_hold(Client *c, const char *method, const char *name)
-{
-        uint32_t msgid;
-        msgpack_packer *pk = client_request(c, method, 2, &msgid);
-        Reply rp;
-
-        cr_assert(pk, "%s: cannot queue the request", method);
-        ipc_pack_cstr(pk, "plugin");
-        ipc_pack_cstr(pk, name);
-        rpc_wait_reply(c, msgid, &rp);
-        cr_assert_eq(rp.r, 0, "%s plugin %s: %s", method, name, rp.st.message);
+        thread = map_str(job_result(&rp), "thread");
+        cr_assert(strncmp(thread, group, strlen(group)) == 0, "%s ran on %s, not on %s*", what,
+                  thread, group);
         reply_clear(&rp);
 }
 
@@ -548,40 +537,30 @@ Test(daemon_hooks, inline_jobs_run_on_the_server_worker_and_park)
 {
         FiberdOpts o = {.config = INLINE_CONFIG, .workers = 2, .extra = HOOK_PLUGINS};
         uint64_t ids[3], stalls, rescues;
-        char thread[16];
 
         fiberd_start(&fd_, &o);
         Client *c = fiberd_connect(&fd_);
-        cr_assert(strncmp(job_thread(c, submit_call(c, "inline_calls", "none", 0), thread,
-                                     sizeof(thread)),
-                          "fiberd-sr", 9) == 0,
-                  "an inline job ran on %s", thread);
-        cr_assert(strncmp(job_thread(c, submit_call(c, "block_calls", "none", 0), thread,
-                                     sizeof(thread)),
-                          "fiberd-jo", 9) == 0,
-                  "a job of a plugin not inline ran on %s", thread);
+        ran_on(c, submit_call(c, "inline_calls", "none", 0), "fiberd-sr", "an inline job");
+        ran_on(c, submit_call(c, "block_calls", "none", 0), "fiberd-jo",
+               "a job of a plugin not inline");
 
         cr_assert(listed_inline(c, "inline_calls"), "plugins.list: inline_calls not inline");
         cr_assert(!listed_inline(c, "block_calls"), "plugins.list: block_calls inline");
         stalls = group_count(c, "server", "stalls");
         rescues = group_count(c, "server", "rescues");
-        plugin_hold(c, "pause", "inline_calls");
+        rpc_plugin_hold(c, "pause", "inline_calls");
         for (int i = 0; i < 3; i++)
                 ids[i] = submit_call(c, "inline_calls", "usleep", 200);
-        plugin_hold(c, "resume", "inline_calls");
+        rpc_plugin_hold(c, "resume", "inline_calls");
         for (int i = 0; i < 3; i++)
-                cr_assert(strncmp(job_thread(c, ids[i], thread, sizeof(thread)), "fiberd-sr", 9) ==
-                                  0,
-                          "inline sleeper %d ran on %s", i, thread);
+                ran_on(c, ids[i], "fiberd-sr", "an inline sleeper");
         cr_assert_eq(group_count(c, "server", "stalls"), stalls,
                      "an inline sleep stalled the server");
         cr_assert_eq(group_count(c, "server", "rescues"), rescues,
                      "an inline sleep blocked the server");
 
-        cr_assert(strncmp(job_thread(c, submit_call(c, "inline_calls", "none", 0), thread,
-                                     sizeof(thread)),
-                          "fiberd-jo", 9) == 0,
-                  "after a 200 ms job inline, the plugin's next job ran on %s", thread);
+        ran_on(c, submit_call(c, "inline_calls", "none", 0), "fiberd-jo",
+               "after three 200 ms jobs inline, the plugin's next job");
         cr_assert(fiberd_log_contains(&fd_, "ms inline, the last of 3 in a row over 1 ms: its "
                                             "jobs run on the job workers from now on"));
         cr_assert(!listed_inline(c, "inline_calls"), "plugins.list: still inline after that");
@@ -595,16 +574,14 @@ Test(daemon_hooks, run_inline_false_sends_every_job_to_the_job_workers_until_a_r
         FiberdOpts o = {.config = INLINE_CONFIG "run_inline = false\n",
                         .workers = 2,
                         .extra = HOOK_PLUGINS};
-        char thread[16], conf[256];
+        char conf[256];
         Reply rp;
         FILE *f;
 
         fiberd_start(&fd_, &o);
         Client *c = fiberd_connect(&fd_);
-        cr_assert(strncmp(job_thread(c, submit_call(c, "inline_calls", "none", 0), thread,
-                                     sizeof(thread)),
-                          "fiberd-jo", 9) == 0,
-                  "with run_inline = false an inline job ran on %s", thread);
+        ran_on(c, submit_call(c, "inline_calls", "none", 0), "fiberd-jo",
+               "with run_inline = false, an inline job");
 
         snprintf(conf, sizeof(conf), "%s/fiberd.conf", fd_.dir);
         f = fopen(conf, "w");
@@ -616,9 +593,7 @@ Test(daemon_hooks, run_inline_false_sends_every_job_to_the_job_workers_until_a_r
         cr_assert(strstr(map_str(rp.result, "reloaded"), "[jobs] run_inline"), "the reload says %s",
                   map_str(rp.result, "reloaded"));
         reply_clear(&rp);
-        cr_assert(strncmp(job_thread(c, submit_call(c, "inline_calls", "none", 0), thread,
-                                     sizeof(thread)),
-                          "fiberd-sr", 9) == 0,
-                  "after the reload an inline job ran on %s", thread);
+        ran_on(c, submit_call(c, "inline_calls", "none", 0), "fiberd-sr",
+               "after the reload, an inline job");
         client_free(c);
 }

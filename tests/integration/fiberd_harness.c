@@ -635,6 +635,20 @@ void rpc_plugin_listed(Client *c, const char *name, bool *loaded, const char *ne
         reply_clear(&rp);
 }
 
+void rpc_plugin_hold(Client *c, const char *method, const char *name)
+{
+        uint32_t msgid;
+        msgpack_packer *pk = client_request(c, method, 2, &msgid);
+        Reply rp;
+
+        cr_assert(pk, "%s: cannot queue the request", method);
+        ipc_pack_cstr(pk, "plugin");
+        ipc_pack_cstr(pk, name);
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "%s plugin %s: %s", method, name, rp.st.message);
+        reply_clear(&rp);
+}
+
 bool fiberd_run_as(uid_t uid, gid_t gid, void (*fn)(const void *arg), const void *arg)
 {
         int status;

@@ -169,6 +169,10 @@ void fiberd_first_log_line(const Fiberd *d, char *buf, size_t size);
 void rpc_plugin_listed(Client *c, const char *name, bool *loaded, const char *needle,
                        bool *refused);
 
+/* rpc_plugin_hold - pause or resume (@method) the plugin @name (admin tier); asserted to
+ * succeed. */
+void rpc_plugin_hold(Client *c, const char *method, const char *name);
+
 /* rpc_wait_reply - wait (asserting, 30 s max) for the response to @msgid. */
 void rpc_wait_reply(Client *c, uint32_t msgid, Reply *rp);
 
