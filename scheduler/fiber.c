@@ -449,8 +449,6 @@ int fiber_create(Fiber **ret, const FiberAttr *attr, FiberFn fn, void *arg)
          * hooks nothing (FiberAttr.hook_blocking_calls): it runs the same kind of code */
         f->hooks =
                 g->hooks || attr->hook_blocking_calls || (self && self->hooks && self->group == g);
-        if (f->hooks && !g->hooks)
-                hook_init();
         if (attr->sched_class) {
                 f->cls = (uint8_t)(attr->sched_class - 1);
         } else if (self && (self->group == g || (g->owner && self->group->owner == g->owner))) {

@@ -163,8 +163,7 @@ int group_alloc(SchedulingGroup **ret, const GroupParams *p)
         uint64_t stall = ctl->stall_threshold_ns ? ctl->stall_threshold_ns : 100 * NSEC_PER_MSEC;
         uint64_t rescue = ctl->rescue_after_ns ? ctl->rescue_after_ns : 20 * NSEC_PER_MSEC;
         g->hooks = ctl->hook_blocking_calls;
-        if (g->hooks)
-                hook_init();
+        hook_init(); /* any group may run hooked fibers (FiberAttr.hook_blocking_calls) */
         g->stall_ns = stall == SCHED_FOREVER ? 0 : stall;
         g->rescue_ns = rescue == SCHED_FOREVER ? 0 : rescue;
         g->tick_ns = MIN(stall, rescue) / 4;

@@ -134,12 +134,10 @@ static inline bool own_nonempty(Worker *w)
                 (__atomic_load_n(&w->next, __ATOMIC_RELAXED) || localq_size(&w->local)));
 }
 
-/* Move @w's yield list, runnext and deque to their classes' queues (oldest first), so
- * that a worker moving to another class, or a spare about to park, leaves nothing
- * behind that only it would run. */
-static void own_flush(Worker *w)
+/* Move @w's yield list to its fibers' shared queues, oldest first. Return: whether it
+ * moved any. */
+static bool yield_flush(Worker *w)
 {
-        SchedulingGroup *g = w->group;
         Fiber *f;
         bool any = false;
 
@@ -147,6 +145,18 @@ static void own_flush(Worker *w)
                 ready_push_shared(f->group, f);
                 any = true;
         }
+        return any;
+}
+
+/* Move @w's yield list, runnext and deque to their classes' queues (oldest first), so
+ * that a worker moving to another class, or a spare about to park, leaves nothing
+ * behind that only it would run. */
+static void own_flush(Worker *w)
+{
+        SchedulingGroup *g = w->group;
+        Fiber *f;
+        bool any = yield_flush(w);
+
         while ((f = localq_pop(&w->local))) {
                 ready_push_shared(f->group, f);
                 any = true;
@@ -219,13 +229,9 @@ Fiber *ready_pop(Worker *w)
 void sched_handoff_yielders(void)
 {
         Worker *w = worker_self();
-        Fiber *f;
 
-        if (!w || !w->yield_head)
-                return;
-        while ((f = yield_pop(w)))
-                ready_push_shared(f->group, f);
-        group_wake(w->group);
+        if (w && w->yield_head && yield_flush(w))
+                group_wake(w->group);
 }
 
 void ready_flush(Worker *w)

@@ -401,7 +401,7 @@ struct Worker {
 enum { WORKER_THREAD_NONE, WORKER_THREAD_RUNNING, WORKER_THREAD_EXITED };
 
 /* hook_init - set up the hooks' fork handling (hook.c), once; group_alloc() calls it for
- * a group with hook_blocking_calls. Context: any. */
+ * every group (any may run hooked fibers). Context: any. */
 void hook_init(void);
 
 /* worker_self - the calling thread's Worker, or NULL. Context: any thread.

@@ -690,6 +690,19 @@ static void run_unref(JobRun *run)
 
 static void job_fiber_main(void *arg);
 
+/* The attributes of @run's job fiber: on the job groups, placed by the runtime (not our
+ * group, the server group: one of d->sched's), in the job's class; or, @here, inline on
+ * d->supervise_group, hooked as on a job group, in no class. The tag is run->tag,
+ * formatted once by dispatch_start(). */
+static FiberAttr job_fiber_attr(const Dispatcher *d, const JobRun *run, bool here)
+{
+        return (FiberAttr){.tag = run->tag,
+                           .group = here ? d->supervise_group : NULL,
+                           .scheduler = d->sched,
+                           .sched_class = here ? 0 : run->job->sched_class,
+                           .hook_blocking_calls = here};
+}
+
 /* Whether @j's job fiber may run inline, on d->supervise_group: [jobs] run_inline, its
  * plugin allows it (DispatchOps.run_inline), and no worker of the group is held by a
  * fiber past the rescue's threshold (an inline job of some plugin that does not return:
@@ -715,7 +728,7 @@ static bool inline_moved(Dispatcher *d, JobRun *run)
 {
         Job *j = run->job;
         Fiber *self = fiber_self(), *f;
-        FiberAttr attr = {.tag = run->tag, .scheduler = d->sched, .sched_class = j->sched_class};
+        FiberAttr attr = job_fiber_attr(d, run, false);
         int r;
 
         /* a job that ended before its fiber began runs no plugin code: end it here */
@@ -1057,17 +1070,15 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
 
         for (run = list; run; run = run->next) {
                 Job *j = run->job;
-                /* not our group (the server group): the runtime picks one of d->sched's;
-                 * a job inline runs here, on the worker that runs this dispatcher fiber
-                 * now (its runnext or the one shared queue), hooked as on a job group */
+                /* a job inline runs here, on the worker that runs this dispatcher fiber
+                 * now (its runnext or the one shared queue) */
                 bool here =
                         __atomic_load_n(&d->inline_alive, __ATOMIC_RELAXED) < DISPATCH_INLINE_MAX &&
                         inline_ok(d, j);
-                FiberAttr attr = {.tag = job_format_tag(j, run->tag, sizeof(run->tag)),
-                                  .group = here ? d->supervise_group : NULL,
-                                  .scheduler = d->sched,
-                                  .sched_class = here ? 0 : j->sched_class,
-                                  .hook_blocking_calls = here};
+                FiberAttr attr;
+
+                job_format_tag(j, run->tag, sizeof(run->tag));
+                attr = job_fiber_attr(d, run, here);
                 run->run_inline = here;
                 if (here)
                         __atomic_fetch_add(&d->inline_alive, 1, __ATOMIC_RELAXED);
@@ -1078,9 +1089,7 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
                         /* the server group is full (its max_fibers; its runq_full counts
                          * this refusal): a job group then */
                         run->run_inline = false;
-                        attr.group = NULL;
-                        attr.sched_class = j->sched_class;
-                        attr.hook_blocking_calls = false;
+                        attr = job_fiber_attr(d, run, false);
                         run->create_error = fiber_create(&run->fiber, &attr, job_fiber_main, run);
                 }
         }

@@ -272,13 +272,19 @@ bool plugin_host_run_inline(const Job *j)
         return p && instance_inline(p);
 }
 
+bool plugin_host_inline_demote(const Plugin *p)
+{
+        /* the loader's struct, which the daemon otherwise only reads: cast */
+        return p && (p->flags & FIBERD_PLUGIN_INLINE) &&
+               !__atomic_exchange_n((bool *)&p->inline_demoted, true, __ATOMIC_RELAXED);
+}
+
 void plugin_host_inline_stalled(const Plugin *ran, const char *name, uint64_t job_id,
                                 uint64_t ran_ns)
 {
         const Plugin *p = ran ? ran : plugin_host_acquire(name, strlen(name));
 
-        if (p && (p->flags & FIBERD_PLUGIN_INLINE) &&
-            !__atomic_exchange_n((bool *)&p->inline_demoted, true, __ATOMIC_RELAXED))
+        if (plugin_host_inline_demote(p))
                 log_job(LOG_WARNING, job_id, name,
                         "plugin %s %s: job %llu held a server worker %llu ms inline: its jobs "
                         "run on the job workers from now on",

@@ -103,6 +103,14 @@ bool plugin_host_retry_safe(const Job *j);
 bool plugin_host_run_inline(const Job *j);
 
 /*
+ * plugin_host_inline_demote - @p (NULL: nothing) loses FIBERD_PLUGIN_INLINE: its later
+ * jobs run on the job workers (plugin_host_run_inline()). Return: true for the one call
+ * that took it away (the caller says why, once); false when @p had none or lost it
+ * already. Context: any thread; does not block.
+ */
+bool plugin_host_inline_demote(const Plugin *p);
+
+/*
  * plugin_host_inline_stalled - job @job_id's fiber stalled (the stall detector: @ran_ns
  * without switching) on the server group, where only a job run inline runs plugin
  * code: @p, the instance it runs, loses FIBERD_PLUGIN_INLINE at once, with a warning;

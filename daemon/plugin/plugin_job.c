@@ -1200,7 +1200,7 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
 /* A job of @p ran inline on the server group for @took ns: the PLUGIN_INLINE_STRIKES-th
  * run in a row past PLUGIN_INLINE_MAX_NS sends @p's later jobs to the job workers
  * (plugin_host_run_inline()), said once per instance. (@p is the instance that ran: one
- * loaded since the dispatcher placed the job is judged by its own runs.) The counters
+ * loaded since the dispatcher placed the job is judged by its own runs.) The strikes
  * live in the loader's struct, which the daemon only reads otherwise: cast. */
 static void inline_check(const Job *j, const Plugin *p, uint64_t took)
 {
@@ -1212,7 +1212,7 @@ static void inline_check(const Job *j, const Plugin *p, uint64_t took)
                 return;
         }
         if (__atomic_add_fetch(strikes, 1, __ATOMIC_RELAXED) < PLUGIN_INLINE_STRIKES ||
-            __atomic_exchange_n((bool *)&p->inline_demoted, true, __ATOMIC_RELAXED))
+            !plugin_host_inline_demote(p))
                 return;
         log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
                       "plugin %s %s: job %llu took %.1f ms inline, the last of %d in a row "
