@@ -429,6 +429,53 @@ static int decoder_scan(IpcDecoder *d)
         return 0;
 }
 
+int ipc_msgpack_whole(const void *buf, size_t len, unsigned max_depth)
+{
+        const uint8_t *p = buf;
+        uint64_t remaining[IPC_MAX_DEPTH + 1];
+        unsigned depth = 1;
+        size_t scan = 0;
+
+        if (!buf || len == 0)
+                return -EBADMSG;
+        if (max_depth > IPC_MAX_DEPTH)
+                max_depth = IPC_MAX_DEPTH;
+        remaining[0] = 1;
+        while (depth > 0) {
+                unsigned len_bytes;
+                uint64_t size, children = 0;
+                int kind;
+                unsigned h;
+
+                if (scan >= len)
+                        return -EBADMSG; /* truncated: an element is missing */
+                h = header_size(p[scan], &len_bytes, &size, &kind);
+                if (h == 0 || len - scan < h)
+                        return -EBADMSG;
+                if (len_bytes)
+                        size = load_be(p + scan + 1, len_bytes);
+                uint64_t after = (uint64_t)scan + h;
+                if (kind == KIND_ARRAY)
+                        children = size;
+                else if (kind == KIND_MAP)
+                        children = 2 * size;
+                else
+                        after += size;
+                if (after + children > len) /* every child takes at least one byte */
+                        return -EBADMSG;
+                remaining[depth - 1]--;
+                if (children) {
+                        if (depth > max_depth)
+                                return -EBADMSG;
+                        remaining[depth++] = children;
+                }
+                while (depth > 0 && remaining[depth - 1] == 0)
+                        depth--;
+                scan = (size_t)after;
+        }
+        return scan == len ? 0 : -EBADMSG;
+}
+
 /* Drops the message at start from the buffer and resets the scanner. */
 static void decoder_consume(IpcDecoder *d, size_t len)
 {

@@ -156,6 +156,19 @@ bool ipc_decoder_error_msgid(const IpcDecoder *d, uint32_t *ret_msgid);
  */
 const char *ipc_decoder_error_text(const IpcDecoder *d);
 
+/*
+ * ipc_msgpack_whole - whether @buf holds exactly one complete msgpack value: the
+ * scanner's checks (header bytes, declared lengths inside @len, nesting), without
+ * unpacking or allocating.
+ * @buf: @len bytes, read only; NULL or @len 0 is not a value.
+ * @max_depth: the most arrays and maps open at once, the value itself counted (a scalar
+ * is depth 0, [[1]] depth 2); above IPC_MAX_DEPTH it is IPC_MAX_DEPTH.
+ * Return: 0; -EBADMSG when the value is truncated, followed by more bytes, not msgpack
+ * (0xc1) or nested deeper than @max_depth.
+ * Context: any thread; pure, does not yield.
+ */
+int ipc_msgpack_whole(const void *buf, size_t len, unsigned max_depth);
+
 /* ipc_decoder_buffered - bytes fed and not yet handed out as messages. */
 size_t ipc_decoder_buffered(const IpcDecoder *d);
 

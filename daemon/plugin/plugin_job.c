@@ -190,6 +190,11 @@ struct FiberdChild {
         bool ended;    /* its function returned; parent->lock */
 };
 
+/* How deep a result_msgpack() value may nest: what a client's decoder takes
+ * (IPC_MAX_DEPTH), less the levels around a result in the deepest answer that carries
+ * one (job.list: the envelope, its map, the list of records, the record). */
+#define HOST_RESULT_MAX_DEPTH (IPC_MAX_DEPTH - 4)
+
 /* The result cap, bytes: [jobs] max_result_bytes, or what [ipc] max_message leaves a
  * result when that is less (@host_max_result_by_message: the failure names that one). */
 static size_t host_max_result = 1 << 20;
@@ -641,28 +646,16 @@ static int host_result_bool(FiberdJob *hj, const char *key, bool value)
 
 static int host_result_msgpack(FiberdJob *hj, const void *buf, size_t len)
 {
-        msgpack_zone zone;
-        msgpack_object obj;
-        size_t off = 0;
-        int r;
-        bool whole;
         char *copy;
-
         size_t max = __atomic_load_n(&host_max_result, __ATOMIC_RELAXED);
 
         if (!buf || len == 0 || !hj->job)
                 return -EINVAL;
         if (len > max)
                 return result_refused(hj, len, max);
-        /* one whole object: checked in a zone sized to it (IPC_ZONE_SLACK) */
-        if (!msgpack_zone_init(&zone, len + IPC_ZONE_SLACK))
-                return -ENOMEM;
-        r = msgpack_unpack(buf, len, &off, &zone, &obj);
-        msgpack_zone_destroy(&zone);
-        if (r == MSGPACK_UNPACK_NOMEM_ERROR)
-                return -ENOMEM;
-        whole = r == MSGPACK_UNPACK_SUCCESS && off == len;
-        if (!whole)
+        /* one whole value, nested no deeper than a client's decoder takes: the framer's
+         * scan, with nothing unpacked or allocated */
+        if (ipc_msgpack_whole(buf, len, HOST_RESULT_MAX_DEPTH) < 0)
                 return -EINVAL;
         copy = malloc(len);
         if (!copy)

@@ -370,8 +370,10 @@ struct FiberdHost {
         /*
          * result_msgpack - make the result exactly the one msgpack value encoded in @buf
          * (@len bytes; any type; copied), replacing any keys set with result_*().
-         * Return: 0; -EINVAL when @buf is not exactly one complete msgpack value;
-         * -ENOMEM; -E2BIG past the result cap (as result_str(): the job fails).
+         * Return: 0; -EINVAL when @buf is not exactly one complete msgpack value, or
+         * nests arrays and maps more than 20 levels deep (deeper, a client could not
+         * decode the job's record); -ENOMEM; -E2BIG past the result cap (as
+         * result_str(): the job fails).
          */
         int (*result_msgpack)(FiberdJob *job, const void *buf, size_t len);
 

@@ -23,6 +23,7 @@
 #                   (build/daemon/server: the RPC methods; build/daemon/job: the job
 #                   table, dispatcher, supervisors; build/scheduler: the fiber runtime;
 #                   ipc: the codec), [k] = the kernel (syscalls, wake-ups)
+#   STAGES_PERF_TOP=N  with STAGES_PERF=1, also the server workers' N hottest symbols
 #
 # The stages (comm of the threads):
 #   reactor       fiberd-sr-tmr: the server group's reactor (epoll, timers): it sees a
@@ -88,7 +89,7 @@ while kill -0 "$bench" 2>/dev/null; do
         fi
         if [ "$started" = 1 ] && [ "${STAGES_PERF:-0}" = 1 ] && [ -z "${perf_pid:-}" ] &&
                 [ -n "${fiberd1:-}" ]; then
-                perf record -q -F 999 -p "$fiberd1" -o "$tmp/perf.data" >/dev/null 2>&1 &
+                perf record -q -F "${STAGES_PERF_HZ:-999}" -p "$fiberd1" -o "$tmp/perf.data" >/dev/null 2>&1 &
                 perf_pid=$!
         fi
         # every 0.5 s, redis's counters (a redis-cli each time: not every 20 ms)
@@ -201,4 +202,13 @@ if [ -n "${perf_pid:-}" ]; then
         echo
         echo "server workers' CPU by where the code lives (perf samples; share of theirs):"
         cat "$tmp/split"
+        if [ -n "${STAGES_PERF_TOP:-}" ]; then
+                echo
+                echo "the server workers' top ${STAGES_PERF_TOP} symbols:"
+                perf report -i "$tmp/perf.data" --no-children --comm "$(
+                        for k in "${!comm_of[@]}"; do echo "${comm_of[$k]}"; done |
+                                grep '^fiberd-sr-w' | sort -u | paste -sd,)" --sort sym \
+                        -F overhead,sym --stdio 2>/dev/null | grep -E '^ *[0-9.]+%' |
+                        sort -rn | awk -v n="$STAGES_PERF_TOP" 'NR <= n'
+        fi
 fi

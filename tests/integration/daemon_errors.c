@@ -393,8 +393,8 @@ Test(daemon_errors, unreadable_msgid_gets_notification)
 
 /* A plugin's raw msgpack result is checked to be one whole value: a truncated one, one
  * with a second value behind it and a byte msgpack never uses are refused (-EINVAL) and
- * leave no result; a valid one of thousands of small elements (more objects than the
- * first chunk of the check's zone holds) comes back whole. */
+ * leave no result; a valid one of thousands of small elements comes back whole, and so
+ * does one nested 20 levels, where 21 is refused. */
 Test(daemon_errors, a_plugins_raw_result_is_checked_whole)
 {
         static const FiberdOpts opts = {.extra = FIBERD_TEST_PLUGIN_DIR "/raw_result.so"};
@@ -436,5 +436,32 @@ Test(daemon_errors, a_plugins_raw_result_is_checked_whole)
         for (uint32_t i = 0; i < 5000; i++)
                 cr_assert_eq(a->via.array.ptr[i].via.u64, i % 100, "element %u", i);
         reply_clear(&rp);
+
+        /* 20 levels come back whole in the job's record; 21 would not decode in a record
+         * list (24 levels a message), so the plugin hears -EINVAL and the job fails */
+        for (int depth = 20; depth <= 21; depth++) {
+                const msgpack_object *v;
+                int levels = 0;
+
+                id = rpc_submit(c, "raw_result", (Arg[]){ARG_S("mode", "deep"), ARG_I("n", depth)},
+                                2, 0, 0, &st);
+                cr_assert_neq(id, 0, "%s", st.message);
+                rpc_job_wait(c, id, 10000, &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                if (depth == 21) {
+                        cr_assert_str_eq(map_str(rp.result, "state"), "failed");
+                        v = map_get(rp.result, "result");
+                        cr_assert(!v || v->type == MSGPACK_OBJECT_NIL, "a refused result kept");
+                        reply_clear(&rp);
+                        continue;
+                }
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                for (v = map_get(rp.result, "result"); v && v->type == MSGPACK_OBJECT_ARRAY;
+                     v = v->via.array.ptr)
+                        levels++;
+                cr_assert_eq(levels, 20);
+                cr_assert(v && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 == 1);
+                reply_clear(&rp);
+        }
         bystander_ping();
 }

@@ -365,6 +365,65 @@ Test(ipc_decoder, nesting_too_deep)
         ipc_decoder_free(d);
 }
 
+/* ipc_msgpack_whole(): msgpack-c's unpack agrees on every prefix of a rich value (only the
+ * whole is one value), a value with more behind it is not one, and the depth is counted
+ * as the decoder counts it. */
+Test(ipc_msgpack_whole, agrees_with_msgpack_c_and_counts_depth)
+{
+        Buf b;
+        uint8_t deep[32];
+        size_t n = 0;
+
+        buf_init(&b);
+        cr_assert_eq(msgpack_pack_map(&b.pk, 4), 0);
+        cr_assert_eq(ipc_pack_kv_int(&b.pk, "neg", -123456789012LL), 0);
+        cr_assert_eq(ipc_pack_kv_double(&b.pk, "pi", 3.25), 0);
+        cr_assert_eq(ipc_pack_cstr(&b.pk, "bin"), 0);
+        char zeros[300] = {0};
+        cr_assert_eq(msgpack_pack_bin(&b.pk, sizeof(zeros)), 0);
+        cr_assert_eq(msgpack_pack_bin_body(&b.pk, zeros, sizeof(zeros)), 0);
+        cr_assert_eq(ipc_pack_cstr(&b.pk, "ext"), 0);
+        cr_assert_eq(msgpack_pack_ext(&b.pk, 3, 1), 0);
+        cr_assert_eq(msgpack_pack_ext_body(&b.pk, "abc", 3), 0);
+        for (size_t cut = 0; cut <= b.sb.size; cut++) {
+                msgpack_zone z;
+                msgpack_object o;
+                size_t off = 0;
+                bool whole;
+
+                cr_assert(msgpack_zone_init(&z, 1024));
+                whole = msgpack_unpack(b.sb.data, cut, &off, &z, &o) == MSGPACK_UNPACK_SUCCESS &&
+                        off == cut;
+                msgpack_zone_destroy(&z);
+                cr_assert_eq(ipc_msgpack_whole(b.sb.data, cut, IPC_MAX_DEPTH) == 0, whole,
+                             "%zu of %zu bytes", cut, b.sb.size);
+                cr_assert_eq(whole, cut == b.sb.size);
+        }
+        msgpack_pack_nil(&b.pk);
+        cr_assert_eq(ipc_msgpack_whole(b.sb.data, b.sb.size, IPC_MAX_DEPTH), -EBADMSG,
+                     "a value with a second one behind it");
+        buf_done(&b);
+
+        cr_assert_eq(ipc_msgpack_whole((const uint8_t[]){0xc1}, 1, IPC_MAX_DEPTH), -EBADMSG);
+        cr_assert_eq(ipc_msgpack_whole(NULL, 0, IPC_MAX_DEPTH), -EBADMSG);
+        cr_assert_eq(ipc_msgpack_whole((const uint8_t[]){0x07}, 1, 0), 0, "a scalar: depth 0");
+        cr_assert_eq(ipc_msgpack_whole((const uint8_t[]){0x90}, 1, 0), 0, "[] opens nothing");
+        /* a count that promises more elements than there are bytes */
+        cr_assert_eq(ipc_msgpack_whole((const uint8_t[]){0xdd, 0xff, 0xff, 0xff, 0xff, 1}, 6,
+                                       IPC_MAX_DEPTH),
+                     -EBADMSG);
+        for (int i = 0; i < 26; i++)
+                deep[n++] = 0x91;
+        deep[n++] = 0x01;
+        for (unsigned levels = 1; levels <= 26; levels++) {
+                const uint8_t *v = deep + 26 - levels; /* [[...[1]...]], @levels deep */
+                for (unsigned max = 0; max <= 26; max++)
+                        cr_assert_eq(ipc_msgpack_whole(v, levels + 1, max) == 0,
+                                     levels <= max && levels <= IPC_MAX_DEPTH,
+                                     "%u levels, at most %u", levels, max);
+        }
+}
+
 /* Valid msgpack, invalid envelope: -EPROTO, the stream goes on. */
 #define NO_MSGID (-1)
 

@@ -4,10 +4,11 @@
  * what it must take. {"mode": "refused"} (the default) offers a truncated map, a map with
  * a second value behind it and a byte msgpack never uses, then reports each return
  * value: {"truncated": r, "trailing": r, "invalid": r} (each -EINVAL from fiberd).
- * {"mode": "many", "n": N} (default 3000) offers {"a": [0, 1, ... N-1 mod 100]}, whose N
- * small elements take N msgpack_objects, far more than the first chunk of the zone the
- * check unpacks into, and which must come back whole as the job's result. Tests of the
- * result check (tests/integration/daemon_errors.c) use it.
+ * {"mode": "many", "n": N} (default 3000) offers {"a": [0, 1, ... N-1 mod 100]}, N small
+ * elements, which must come back whole as the job's result. {"mode": "deep", "n": N}
+ * offers [[...[1]...]], N arrays deep, and returns what result_msgpack() returned (20
+ * levels are taken, 21 refused). Tests of the result check
+ * (tests/integration/daemon_errors.c) use it.
  */
 #include "plugins/fiberd/plugin.h"
 
@@ -53,6 +54,17 @@ static int raw_many(FiberdJob *job, const FiberdHost *host, uint64_t n)
         return r;
 }
 
+static int raw_deep(FiberdJob *job, const FiberdHost *host, uint64_t n)
+{
+        unsigned char b[64];
+        size_t len = 0;
+
+        for (uint64_t i = 0; i < n && len < sizeof(b) - 1; i++)
+                b[len++] = 0x91; /* an array of 1 */
+        b[len++] = 0x01;
+        return host->result_msgpack(job, b, len);
+}
+
 static int raw_result_run(FiberdJob *job, const FiberdHost *host)
 {
         char mode[16] = "refused";
@@ -65,6 +77,8 @@ static int raw_result_run(FiberdJob *job, const FiberdHost *host)
                 return r;
         if (strcmp(mode, "many") == 0)
                 return raw_many(job, host, n > 100000 ? 100000 : n);
+        if (strcmp(mode, "deep") == 0)
+                return raw_deep(job, host, n);
         return raw_refused(job, host);
 }
 
