@@ -11,7 +11,9 @@
  *
  * What the table keeps:
  *  - a hash from id to Job (chained, power-of-two buckets, doubled when full);
- *  - every job in id order (job.list walks it);
+ *  - every job in the order it was accepted (job.list walks it): id order, except that
+ *    a fleet's ids are taken before the lock, so with more than one server worker two
+ *    jobs accepted at once may be listed out of id order;
  *  - finished jobs in the order they finished: retention (jobtable_sweep()) drops from
  *    the front while a job is older than retention_ns; the bounds on how many are kept
  *    and on the bytes of args and results held, per user and in all, are the quota's
@@ -371,13 +373,13 @@ void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts 
                      void *arg);
 
 /*
- * jobtable_foreach - call @fn for every job in id order, under the lock (@fn must not
+ * jobtable_foreach - call @fn for every job in the order it was accepted, under the lock (@fn must not
  * yield or take the lock); stops early when @fn returns non-zero and returns that.
  */
 int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg);
 
 /*
- * jobtable_next_locked - the job after @j in id order (@j NULL: the first one), or NULL
+ * jobtable_next_locked - the job accepted after @j (@j NULL: the first one), or NULL
  * after the last. Not referenced: valid while the lock is held. Context: table lock held.
  */
 static inline Job *jobtable_next_locked(JobTable *t, Job *j)
@@ -387,7 +389,7 @@ static inline Job *jobtable_next_locked(JobTable *t, Job *j)
 }
 
 /*
- * jobtable_prev_locked - the job before @j in id order (@j NULL: the newest), or NULL
+ * jobtable_prev_locked - the job accepted before @j (@j NULL: the newest), or NULL
  * before the first: job.list's pages walk newest first. Context: table lock held.
  */
 static inline Job *jobtable_prev_locked(JobTable *t, Job *j)
