@@ -466,7 +466,7 @@ int ipc_msgpack_whole(const void *buf, size_t len, unsigned max_depth)
                 remaining[depth - 1]--;
                 if (children) {
                         if (depth > max_depth)
-                                return -EBADMSG;
+                                return -ERANGE;
                         remaining[depth++] = children;
                 }
                 while (depth > 0 && remaining[depth - 1] == 0)

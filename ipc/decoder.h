@@ -163,8 +163,8 @@ const char *ipc_decoder_error_text(const IpcDecoder *d);
  * @buf: @len bytes, read only; NULL or @len 0 is not a value.
  * @max_depth: the most arrays and maps open at once, the value itself counted (a scalar
  * is depth 0, [[1]] depth 2); above IPC_MAX_DEPTH it is IPC_MAX_DEPTH.
- * Return: 0; -EBADMSG when the value is truncated, followed by more bytes, not msgpack
- * (0xc1) or nested deeper than @max_depth.
+ * Return: 0; -EBADMSG when the value is truncated, followed by more bytes or not msgpack
+ * (0xc1); -ERANGE when it is whole so far but nests deeper than @max_depth.
  * Context: any thread; pure, does not yield.
  */
 int ipc_msgpack_whole(const void *buf, size_t len, unsigned max_depth);

@@ -12,6 +12,7 @@
  * on the server worker that dispatched it ([jobs] run_inline).
  */
 #include <msgpack.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,11 +38,49 @@ static int echo_run(FiberdJob *job, const FiberdHost *host)
         return r < 0 ? r : 0;
 }
 
-/* Every map of arguments is an answer echo can give: it accepts them all, and says so
- * (a descriptor without check_args would mean the same). */
+/* How deep @o nests arrays and maps, as result_msgpack() counts (plugin.h: an empty one
+ * opens nothing), up to @limit + 1: past that the count stops. */
+static unsigned nesting(const msgpack_object *o, unsigned limit)
+{
+        unsigned deepest = 0, d;
+
+        if (limit == 0)
+                return (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size) ||
+                       (o->type == MSGPACK_OBJECT_MAP && o->via.map.size);
+        if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size) {
+                for (uint32_t i = 0; i < o->via.array.size && deepest < limit; i++)
+                        if ((d = nesting(&o->via.array.ptr[i], limit - 1)) > deepest)
+                                deepest = d;
+                return deepest + 1;
+        }
+        if (o->type == MSGPACK_OBJECT_MAP && o->via.map.size) {
+                for (uint32_t i = 0; i < o->via.map.size && deepest < limit; i++) {
+                        if ((d = nesting(&o->via.map.ptr[i].key, limit - 1)) > deepest)
+                                deepest = d;
+                        if ((d = nesting(&o->via.map.ptr[i].val, limit - 1)) > deepest)
+                                deepest = d;
+                }
+                return deepest + 1;
+        }
+        return 0;
+}
+
+/* Every map of arguments is an answer echo can give, as long as a job's result may nest
+ * that deep (FIBERD_RESULT_MAX_DEPTH): refused at submission, not failed when it runs. */
 static int echo_check(FiberdJob *args, const FiberdHost *host, char *why, size_t why_size)
 {
-        return host->args_object(args) ? 0 : -EINVAL;
+        const msgpack_object *o = host->args_object(args);
+
+        if (!o)
+                return -EINVAL;
+        if (nesting(o, FIBERD_RESULT_MAX_DEPTH) > FIBERD_RESULT_MAX_DEPTH) {
+                snprintf(why, why_size,
+                         "the args nest arrays and maps more than %d levels deep, deeper than "
+                         "a job's result may",
+                         FIBERD_RESULT_MAX_DEPTH);
+                return -EINVAL;
+        }
+        return 0;
 }
 
 FIBERD_PLUGIN_EXPORT const FiberdPlugin fiberd_plugin = {

@@ -190,10 +190,11 @@ struct FiberdChild {
         bool ended;    /* its function returned; parent->lock */
 };
 
-/* How deep a result_msgpack() value may nest: what a client's decoder takes
+/* How deep a result_msgpack() value may nest (plugin.h): what a client's decoder takes
  * (IPC_MAX_DEPTH), less the levels around a result in the deepest answer that carries
- * one (job.list: the envelope, its map, the list of records, the record). */
-#define HOST_RESULT_MAX_DEPTH (IPC_MAX_DEPTH - 4)
+ * one (a page of job.list: the envelope, its map, the list of records, the record). */
+_Static_assert(FIBERD_RESULT_MAX_DEPTH + 4 <= IPC_MAX_DEPTH,
+               "a paged job list must carry the deepest result");
 
 /* The result cap, bytes: [jobs] max_result_bytes, or what [ipc] max_message leaves a
  * result when that is less (@host_max_result_by_message: the failure names that one). */
@@ -648,6 +649,7 @@ static int host_result_msgpack(FiberdJob *hj, const void *buf, size_t len)
 {
         char *copy;
         size_t max = __atomic_load_n(&host_max_result, __ATOMIC_RELAXED);
+        int r;
 
         if (!buf || len == 0 || !hj->job)
                 return -EINVAL;
@@ -655,7 +657,15 @@ static int host_result_msgpack(FiberdJob *hj, const void *buf, size_t len)
                 return result_refused(hj, len, max);
         /* one whole value, nested no deeper than a client's decoder takes: the framer's
          * scan, with nothing unpacked or allocated */
-        if (ipc_msgpack_whole(buf, len, HOST_RESULT_MAX_DEPTH) < 0)
+        r = ipc_msgpack_whole(buf, len, FIBERD_RESULT_MAX_DEPTH);
+        if (r == -ERANGE) {
+                hj_recordf(hj, -EINVAL, IPC_INVALID_ARGUMENT,
+                           "the result nests arrays and maps more than %d levels deep: a "
+                           "job list could not carry it",
+                           FIBERD_RESULT_MAX_DEPTH);
+                return -EINVAL;
+        }
+        if (r < 0)
                 return -EINVAL;
         copy = malloc(len);
         if (!copy)

@@ -129,6 +129,11 @@ extern "C" {
 /* Longest plugin name, in bytes, without the NUL. Names are [a-z0-9_-]. */
 #define FIBERD_PLUGIN_NAME_MAX 32
 
+/* Deepest nesting of arrays and maps in a job's result (result_msgpack()): a scalar is 0,
+ * [[1]] is 2, and an empty array or map opens nothing. Deeper, the paged job list, which
+ * wraps each record in three more levels, would pass the protocol's 24. */
+#define FIBERD_RESULT_MAX_DEPTH 20
+
 /* Marks the descriptor exported even when the plugin is built with -fvisibility=hidden. */
 #define FIBERD_PLUGIN_EXPORT __attribute__((visibility("default")))
 
@@ -371,9 +376,9 @@ struct FiberdHost {
          * result_msgpack - make the result exactly the one msgpack value encoded in @buf
          * (@len bytes; any type; copied), replacing any keys set with result_*().
          * Return: 0; -EINVAL when @buf is not exactly one complete msgpack value, or
-         * nests arrays and maps more than 20 levels deep (deeper, a client could not
-         * decode the job's record); -ENOMEM; -E2BIG past the result cap (as
-         * result_str(): the job fails).
+         * nests arrays and maps deeper than FIBERD_RESULT_MAX_DEPTH (20; then a job that
+         * returns the -EINVAL fails with a message saying so); -ENOMEM; -E2BIG past the
+         * result cap (as result_str(): the job fails).
          */
         int (*result_msgpack)(FiberdJob *job, const void *buf, size_t len);
 

@@ -391,6 +391,57 @@ Test(daemon_errors, unreadable_msgid_gets_notification)
         bystander_ping();
 }
 
+/* echo's result is its args: args nested deeper than a result may be are refused at
+ * submission, with the reason; 20 levels run and come back whole. */
+Test(daemon_errors, echo_refuses_args_deeper_than_a_result_may_nest)
+{
+        Client *c;
+
+        fiberd_start(&fd_, NULL);
+        other_ = fiberd_connect(&fd_);
+        c = fiberd_connect(&fd_);
+        for (int depth = 20; depth <= 22; depth++) {
+                const msgpack_object *v;
+                uint32_t msgid;
+                msgpack_packer *pk =
+                        client_request(c, IPC_METHOD_JOB_SUBMIT, IPC_SUBMIT_NPARAMS, &msgid);
+                int levels = 0;
+                uint64_t id;
+                Reply rp;
+
+                cr_assert_not_null(pk);
+                ipc_pack_cstr(pk, "echo");
+                msgpack_pack_map(pk, 1); /* {"a": [[...[1]...]]}: @depth levels */
+                ipc_pack_cstr(pk, "a");
+                for (int i = 1; i < depth; i++)
+                        msgpack_pack_array(pk, 1);
+                msgpack_pack_uint8(pk, 1);
+                msgpack_pack_map(pk, 0); /* no options */
+                rpc_wait_reply(c, msgid, &rp);
+                if (depth > 20) {
+                        cr_assert_eq(rp.r, -EINVAL, "%d levels accepted", depth);
+                        cr_assert_str_eq(rp.st.code, IPC_INVALID_ARGUMENT);
+                        cr_assert(strstr(rp.st.message, "more than 20 levels deep"), "%s",
+                                  rp.st.message);
+                        reply_clear(&rp);
+                        continue;
+                }
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                id = map_uint(rp.result, "id");
+                cr_assert_neq(id, 0);
+                reply_clear(&rp);
+                rpc_job_wait(c, id, 10000, &rp);
+                cr_assert_eq(rp.r, 0, "%s", rp.st.message);
+                cr_assert_str_eq(map_str(rp.result, "state"), "done");
+                for (v = map_get(map_get(rp.result, "result"), "a");
+                     v && v->type == MSGPACK_OBJECT_ARRAY; v = v->via.array.ptr)
+                        levels++;
+                cr_assert_eq(levels, 19, "the map and 19 arrays came back as %d", levels);
+                reply_clear(&rp);
+        }
+        bystander_ping();
+}
+
 /* A plugin's raw msgpack result is checked to be one whole value: a truncated one, one
  * with a second value behind it and a byte msgpack never uses are refused (-EINVAL) and
  * leave no result; a valid one of thousands of small elements comes back whole, and so
@@ -449,10 +500,9 @@ Test(daemon_errors, a_plugins_raw_result_is_checked_whole)
                 rpc_job_wait(c, id, 10000, &rp);
                 cr_assert_eq(rp.r, 0, "%s", rp.st.message);
                 if (depth == 21) {
-                        cr_assert_str_eq(map_str(rp.result, "state"), "failed");
-                        v = map_get(rp.result, "result");
-                        cr_assert(!v || v->type == MSGPACK_OBJECT_NIL, "a refused result kept");
                         reply_clear(&rp);
+                        check_job_failed(c, id, IPC_INVALID_ARGUMENT,
+                                         "more than 20 levels deep: a job list could not");
                         continue;
                 }
                 cr_assert_str_eq(map_str(rp.result, "state"), "done");

@@ -374,30 +374,84 @@ Test(ipc_msgpack_whole, agrees_with_msgpack_c_and_counts_depth)
         uint8_t deep[32];
         size_t n = 0;
 
+        static char zeros[65536 + 3];
+        static const size_t lens[] = {0, 5, 31, 32, 255, 256, 65535, 65536};
+        size_t marks[64], n_marks = 0;
+
+        /* every header kind msgpack has: each integer and float width, nil and bools,
+         * fixext 1..16, then str, bin and ext at each length width and arrays and maps of
+         * each count width (the large ones last; @marks: where each large one starts) */
         buf_init(&b);
-        cr_assert_eq(msgpack_pack_map(&b.pk, 4), 0);
-        cr_assert_eq(ipc_pack_kv_int(&b.pk, "neg", -123456789012LL), 0);
-        cr_assert_eq(ipc_pack_kv_double(&b.pk, "pi", 3.25), 0);
-        cr_assert_eq(ipc_pack_cstr(&b.pk, "bin"), 0);
-        char zeros[300] = {0};
-        cr_assert_eq(msgpack_pack_bin(&b.pk, sizeof(zeros)), 0);
-        cr_assert_eq(msgpack_pack_bin_body(&b.pk, zeros, sizeof(zeros)), 0);
-        cr_assert_eq(ipc_pack_cstr(&b.pk, "ext"), 0);
-        cr_assert_eq(msgpack_pack_ext(&b.pk, 3, 1), 0);
-        cr_assert_eq(msgpack_pack_ext_body(&b.pk, "abc", 3), 0);
+        msgpack_pack_array(&b.pk, 21);
+        msgpack_pack_map(&b.pk, 1);
+        ipc_pack_kv_int(&b.pk, "neg", -123456789012LL);
+        msgpack_pack_int8(&b.pk, -100);
+        msgpack_pack_int16(&b.pk, -30000);
+        msgpack_pack_int32(&b.pk, -2000000000);
+        msgpack_pack_int64(&b.pk, INT64_MIN);
+        msgpack_pack_fix_int8(&b.pk, -5);
+        msgpack_pack_uint8(&b.pk, 200);
+        msgpack_pack_uint16(&b.pk, 60000);
+        msgpack_pack_uint32(&b.pk, 4000000000u);
+        msgpack_pack_uint64(&b.pk, UINT64_MAX);
+        msgpack_pack_float(&b.pk, 1.5f);
+        msgpack_pack_double(&b.pk, 3.25);
+        msgpack_pack_nil(&b.pk);
+        msgpack_pack_true(&b.pk);
+        msgpack_pack_false(&b.pk);
+        msgpack_pack_array(&b.pk, 5);
+        for (size_t k = 1; k <= 16; k *= 2) /* fixext 1, 2, 4, 8, 16 */
+                msgpack_pack_ext_with_body(&b.pk, zeros, k, 7);
+        msgpack_pack_array(&b.pk, 3 * ELEMENTSOF(lens));
+        for (size_t i = 0; i < ELEMENTSOF(lens); i++) {
+                marks[n_marks++] = b.sb.size;
+                msgpack_pack_str_with_body(&b.pk, zeros, lens[i]);
+                marks[n_marks++] = b.sb.size;
+                msgpack_pack_bin_with_body(&b.pk, zeros, lens[i]);
+                marks[n_marks++] = b.sb.size;
+                msgpack_pack_ext_with_body(&b.pk, zeros, lens[i] + 3, 7); /* ext 8/16/32 */
+        }
+        marks[n_marks++] = b.sb.size;
+        msgpack_pack_array(&b.pk, 16); /* array 16 */
+        for (int i = 0; i < 16; i++)
+                msgpack_pack_fix_uint8(&b.pk, (uint8_t)i);
+        marks[n_marks++] = b.sb.size;
+        msgpack_pack_map(&b.pk, 16); /* map 16 */
+        for (int i = 0; i < 16; i++) {
+                msgpack_pack_fix_uint8(&b.pk, (uint8_t)i);
+                msgpack_pack_map(&b.pk, 0);
+        }
+        marks[n_marks++] = b.sb.size;
+        msgpack_pack_array(&b.pk, 65536); /* array 32 */
+        for (int i = 0; i < 65536; i++)
+                msgpack_pack_nil(&b.pk);
+        marks[n_marks++] = b.sb.size;
+        msgpack_pack_map(&b.pk, 65536); /* map 32 */
+        for (int i = 0; i < 65536; i++) {
+                msgpack_pack_nil(&b.pk);
+                msgpack_pack_array(&b.pk, 0);
+        }
+        marks[n_marks++] = b.sb.size;
+        /* every prefix of the small values; around each large one's start; every 4099th
+         * byte; and the last few */
         for (size_t cut = 0; cut <= b.sb.size; cut++) {
+                bool near = cut < marks[0] || cut + 16 > b.sb.size || cut % 4099 == 0;
+                for (size_t m = 0; !near && m < n_marks; m++)
+                        near = cut >= marks[m] && cut < marks[m] + 8;
+                if (!near)
+                        continue;
                 msgpack_zone z;
                 msgpack_object o;
                 size_t off = 0;
                 bool whole;
 
-                cr_assert(msgpack_zone_init(&z, 1024));
+                cr_assert(msgpack_zone_init(&z, 1 << 16));
                 whole = msgpack_unpack(b.sb.data, cut, &off, &z, &o) == MSGPACK_UNPACK_SUCCESS &&
                         off == cut;
                 msgpack_zone_destroy(&z);
                 cr_assert_eq(ipc_msgpack_whole(b.sb.data, cut, IPC_MAX_DEPTH) == 0, whole,
                              "%zu of %zu bytes", cut, b.sb.size);
-                cr_assert_eq(whole, cut == b.sb.size);
+                cr_assert_eq(whole, cut == b.sb.size, "%zu of %zu bytes", cut, b.sb.size);
         }
         msgpack_pack_nil(&b.pk);
         cr_assert_eq(ipc_msgpack_whole(b.sb.data, b.sb.size, IPC_MAX_DEPTH), -EBADMSG,
@@ -418,8 +472,8 @@ Test(ipc_msgpack_whole, agrees_with_msgpack_c_and_counts_depth)
         for (unsigned levels = 1; levels <= 26; levels++) {
                 const uint8_t *v = deep + 26 - levels; /* [[...[1]...]], @levels deep */
                 for (unsigned max = 0; max <= 26; max++)
-                        cr_assert_eq(ipc_msgpack_whole(v, levels + 1, max) == 0,
-                                     levels <= max && levels <= IPC_MAX_DEPTH,
+                        cr_assert_eq(ipc_msgpack_whole(v, levels + 1, max),
+                                     levels <= max && levels <= IPC_MAX_DEPTH ? 0 : -ERANGE,
                                      "%u levels, at most %u", levels, max);
         }
 }
