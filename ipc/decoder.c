@@ -228,7 +228,8 @@ static int decoder_fail(IpcDecoder *d, int error)
  */
 enum { KIND_SCALAR, KIND_BYTES, KIND_ARRAY, KIND_MAP };
 
-static unsigned header_size(uint8_t b, unsigned *len_bytes, uint64_t *fixed, int *kind)
+static inline __attribute__((always_inline)) unsigned header_size(uint8_t b, unsigned *len_bytes,
+                                                                  uint64_t *fixed, int *kind)
 {
         *len_bytes = 0;
         *fixed = 0;
@@ -342,6 +343,31 @@ static bool is_array_header(uint8_t b)
 }
 
 /*
+ * The header at @p, of which @avail bytes are there. Return: its size in bytes, 0 for a
+ * byte msgpack never uses, or more than @avail when the rest has not arrived; once it
+ * is all there, *@ret_end is where its element's own bytes end (after a string's
+ * payload; right after an array or map header), from @p, and *@ret_children how many
+ * elements the element opens (an array's count, twice a map's). Inlined: it is the
+ * framer's inner loop, which read the header in place before there were two callers.
+ */
+static inline __attribute__((always_inline)) unsigned
+header_read(const uint8_t *p, size_t avail, uint64_t *ret_end, uint64_t *ret_children)
+{
+        unsigned len_bytes;
+        uint64_t size;
+        int kind;
+        unsigned h = header_size(p[0], &len_bytes, &size, &kind);
+
+        if (h == 0 || avail < h)
+                return h;
+        if (len_bytes)
+                size = load_be(p + 1, len_bytes);
+        *ret_children = kind == KIND_ARRAY ? size : kind == KIND_MAP ? 2 * size : 0;
+        *ret_end = h + (kind == KIND_ARRAY || kind == KIND_MAP ? 0 : size);
+        return h;
+}
+
+/*
  * Advances the scanner over the bytes that have arrived. Return: 1 when the message at
  * start is complete (d->msg_len bytes, all buffered), 0 when more bytes are needed, or a
  * sticky error (the decoder has failed).
@@ -371,10 +397,8 @@ static int decoder_scan(IpcDecoder *d)
                 d->scan = 0;
         }
         while (d->scan < avail) {
-                unsigned len_bytes;
-                uint64_t size;
-                int kind;
-                unsigned h = header_size(p[d->scan], &len_bytes, &size, &kind);
+                uint64_t end, children;
+                unsigned h = header_read(p + d->scan, avail - d->scan, &end, &children);
 
                 if (h == 0) {
                         snprintf(d->text, sizeof(d->text),
@@ -384,16 +408,7 @@ static int decoder_scan(IpcDecoder *d)
                 }
                 if (avail - d->scan < h)
                         break; /* the rest of the header has not arrived */
-                if (len_bytes)
-                        size = load_be(p + d->scan + 1, len_bytes);
-                uint64_t after = (uint64_t)d->scan + h;
-                uint64_t children = 0;
-                if (kind == KIND_ARRAY)
-                        children = size;
-                else if (kind == KIND_MAP)
-                        children = 2 * size;
-                else
-                        after += size;
+                uint64_t after = (uint64_t)d->scan + end;
                 /* every child takes at least one byte */
                 if (after + children > d->max_message) {
                         snprintf(d->text, sizeof(d->text),
@@ -442,25 +457,15 @@ int ipc_msgpack_whole(const void *buf, size_t len, unsigned max_depth)
                 max_depth = IPC_MAX_DEPTH;
         remaining[0] = 1;
         while (depth > 0) {
-                unsigned len_bytes;
-                uint64_t size, children = 0;
-                int kind;
+                uint64_t end, children;
                 unsigned h;
 
                 if (scan >= len)
                         return -EBADMSG; /* truncated: an element is missing */
-                h = header_size(p[scan], &len_bytes, &size, &kind);
+                h = header_read(p + scan, len - scan, &end, &children);
                 if (h == 0 || len - scan < h)
                         return -EBADMSG;
-                if (len_bytes)
-                        size = load_be(p + scan + 1, len_bytes);
-                uint64_t after = (uint64_t)scan + h;
-                if (kind == KIND_ARRAY)
-                        children = size;
-                else if (kind == KIND_MAP)
-                        children = 2 * size;
-                else
-                        after += size;
+                uint64_t after = (uint64_t)scan + end;
                 if (after + children > len) /* every child takes at least one byte */
                         return -EBADMSG;
                 remaining[depth - 1]--;
