@@ -42,27 +42,24 @@ static int echo_run(FiberdJob *job, const FiberdHost *host)
  * opens nothing), up to @limit + 1: past that the count stops. */
 static unsigned nesting(const msgpack_object *o, unsigned limit)
 {
+        uint32_t n = o->type == MSGPACK_OBJECT_ARRAY ? o->via.array.size
+                     : o->type == MSGPACK_OBJECT_MAP ? o->via.map.size
+                                                     : 0;
         unsigned deepest = 0, d;
 
-        if (limit == 0)
-                return (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size) ||
-                       (o->type == MSGPACK_OBJECT_MAP && o->via.map.size);
-        if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size) {
-                for (uint32_t i = 0; i < o->via.array.size && deepest < limit; i++)
-                        if ((d = nesting(&o->via.array.ptr[i], limit - 1)) > deepest)
-                                deepest = d;
-                return deepest + 1;
-        }
-        if (o->type == MSGPACK_OBJECT_MAP && o->via.map.size) {
-                for (uint32_t i = 0; i < o->via.map.size && deepest < limit; i++) {
-                        if ((d = nesting(&o->via.map.ptr[i].key, limit - 1)) > deepest)
-                                deepest = d;
-                        if ((d = nesting(&o->via.map.ptr[i].val, limit - 1)) > deepest)
-                                deepest = d;
+        if (n == 0)
+                return 0;
+        for (uint32_t i = 0; i < n && deepest < limit; i++) {
+                if (o->type == MSGPACK_OBJECT_ARRAY) {
+                        d = nesting(&o->via.array.ptr[i], limit - 1);
+                } else {
+                        d = nesting(&o->via.map.ptr[i].key, limit - 1);
+                        unsigned v = nesting(&o->via.map.ptr[i].val, limit - 1);
+                        d = v > d ? v : d;
                 }
-                return deepest + 1;
+                deepest = d > deepest ? d : deepest;
         }
-        return 0;
+        return deepest + 1;
 }
 
 /* Every map of arguments is an answer echo can give, as long as a job's result may nest

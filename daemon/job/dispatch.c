@@ -45,10 +45,10 @@
  * dispatcher is unit-tested with a fake owner (tests/daemon-unit/test_dispatch.c).
  *
  * Placement: every job fiber but an inline one (below) is created with
- * FiberAttr.scheduler = d->sched and no group, so the runtime places it: the dispatcher fiber that creates it runs outside
- * the job scheduler, so sched_pick_group() chooses a group on the caller's NUMA node,
- * round robin; the plugin's children stay in the job fiber's group. Idle workers of
- * other groups may still steal them.
+ * FiberAttr.scheduler = d->sched and no group, so the runtime places it: the dispatcher
+ * fiber that creates it runs outside the job scheduler, so sched_pick_group() chooses a
+ * group on the caller's NUMA node, round robin; the plugin's children stay in the job
+ * fiber's group. Idle workers of other groups may still steal them.
  *
  * Inline (dispatch_set_inline(), [jobs] run_inline): the job fiber of a plugin that
  * declared FIBERD_PLUGIN_INLINE (its jobs take microseconds and wait on nothing the hooks
@@ -77,11 +77,12 @@
  *    was asked to stop meanwhile, and starts the supervisors that are wanted (below);
  *  - the job fiber (tag "job 42 plugin sha256", shown in stack-overflow and stall
  *    reports), on one of the job scheduler's groups, in the job's class (its children
- *    get it too), or inline on this group, waits, when the store says so (Job.durability), until the job's
- *    record is on disk, then calls the owner's run hook (DispatchOps.run: the plugin
- *    host's entry point call, set by main.c, which knows nothing of the store), which
- *    leaves the run's outcome in the JobRun, sets run->ran and hands the run back:
- *    a compare-and-swap push on d->done and a kick, no lock;
+ *    get it too), or inline on this group, waits, when the store says so
+ *    (Job.durability), until the job's record is on disk, then calls the owner's run
+ *    hook (DispatchOps.run: the plugin host's entry point call, set by main.c, which
+ *    knows nothing of the store), which leaves the run's outcome in the JobRun, sets
+ *    run->ran and hands the run back: a compare-and-swap push on d->done and a kick, no
+ *    lock;
  *  - conclude (dispatch_conclude()): takes the whole done stack and, under one lock
  *    hold for up to DISPATCH_CONCLUDE_MAX runs (a yield between two), clears each
  *    job->live->fiber, moves each outcome into its job (job_take_outcome_locked()),
@@ -90,8 +91,9 @@
  *    a joined one, and after the waiters were woken, so no answer waits for a fiber's
  *    exit — and frees the runs.
  * A trivial job so costs no fiber on the server group but its job fiber when it runs
- * inline, and a share of a few lock holds, however many jobs end together: one fiber per run used to wait for each
- * job and took the lock four times for it (a fifth of a trivial job's server CPU).
+ * inline, and a share of a few lock holds, however many jobs end together: one fiber
+ * per run used to wait for each job and took the lock four times for it (a fifth of a
+ * trivial job's server CPU).
  * A job cancelled (or timed out) while its job fiber still waits for a job worker ends
  * at once (the owner's cancel): every job worker may be stuck for long, and no plugin
  * code of it has run; the fiber, when it gets a worker, finds it forestalled
@@ -1083,14 +1085,16 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
                 if (here)
                         __atomic_fetch_add(&d->inline_alive, 1, __ATOMIC_RELAXED);
                 run->create_error = fiber_create(&run->fiber, &attr, job_fiber_main, run);
-                if (here && run->create_error < 0)
+                if (here && run->create_error < 0) {
                         __atomic_fetch_sub(&d->inline_alive, 1, __ATOMIC_RELEASE);
-                if (here && run->create_error == -EAGAIN) {
-                        /* the server group is full (its max_fibers; its runq_full counts
-                         * this refusal): a job group then */
-                        run->run_inline = false;
-                        attr = job_fiber_attr(d, run, false);
-                        run->create_error = fiber_create(&run->fiber, &attr, job_fiber_main, run);
+                        if (run->create_error == -EAGAIN) {
+                                /* the server group is full (its max_fibers; its
+                                 * runq_full counts this refusal): a job group then */
+                                run->run_inline = false;
+                                attr = job_fiber_attr(d, run, false);
+                                run->create_error =
+                                        fiber_create(&run->fiber, &attr, job_fiber_main, run);
+                        }
                 }
         }
         d->ops->lock(d->owner);

@@ -166,8 +166,8 @@ typedef struct Dispatcher {
         const DispatchOps *ops;           /* the owner's (not owned) */
         void *owner;                      /* their argument: the JobTable */
         const JobMachine *machine;        /* its jobs' transitions (jobstate.h); not owned */
-        Scheduler *sched;                 /* where job fibers run: its groups, placed by the runtime
-                           * (inline ones aside); not owned */
+        Scheduler *sched;                 /* where job fibers run (inline ones aside): its
+                                           * groups, placed by the runtime; not owned */
         SchedulingGroup *supervise_group; /* where the dispatcher fiber, supervisors and
                                            * inline job fibers run: the server group, so
                                            * timeouts and cancel work while every job

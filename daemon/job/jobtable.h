@@ -373,8 +373,9 @@ void jobtable_counts(JobTable *t, JobCounts *ret, void (*fn)(const PluginCounts 
                      void *arg);
 
 /*
- * jobtable_foreach - call @fn for every job in the order it was accepted, under the lock (@fn must not
- * yield or take the lock); stops early when @fn returns non-zero and returns that.
+ * jobtable_foreach - call @fn for every job in the order it was accepted, under the lock
+ * (@fn must not yield or take the lock); stops early when @fn returns non-zero and
+ * returns that.
  */
 int jobtable_foreach(JobTable *t, int (*fn)(Job *j, void *arg), void *arg);
 
