@@ -25,9 +25,10 @@
  * A fiber made ready for another class goes to its class's queue. When the pick moves
  * a worker to another class, the fibers left in its runnext and deque go to their
  * class's queue first, so runnext never runs a class out of its order. A pick can only
- * change when a vruntime changes or a class gets fibers, so a yield picks again at the
- * first yield after its worker charged time and on every 8th yield (seastar picks once
- * per task quota; this is finer). A yielder of the class the worker still serves goes
+ * change when a vruntime changes or a class gets fibers: both bump the group's
+ * generation (class_gen), and a yield picks again only when the generation moved since
+ * its worker's last pick (seastar picks once per task quota; this is finer, and a yield
+ * between changes costs one load). A yielder of the class the worker still serves goes
  * to the worker's yield list as in a group without classes (no atomic operation, no
  * wake-up: ready.c), which holds that class's fibers only and is flushed to the class's
  * queue with the runnext and deque when the worker moves on. Thieves take from a sibling's
@@ -141,6 +142,8 @@ void class_push(SchedulingGroup *g, Fiber *f)
                 while (v < last && !__atomic_compare_exchange_n(&c->vruntime, &v, last, true,
                                                                 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
                         ;
+                /* release: a yield that sees the new generation sees it queued */
+                __atomic_fetch_add(&g->class_gen, 1, __ATOMIC_RELEASE);
         }
 }
 
@@ -206,10 +209,11 @@ static void charge_flush(Worker *w)
         uint64_t ticks = w->charge_tsc;
 
         w->charge_tsc = 0;
-        w->pick_due = true;
         __atomic_fetch_add(&c->runtime_tsc, ticks, __ATOMIC_RELAXED);
         __atomic_fetch_add(&c->vruntime, (uint64_t)(((unsigned __int128)ticks * recip) >> 32),
                            __ATOMIC_RELAXED);
+        /* release: every yield on the group picks again, having seen the new vruntime */
+        __atomic_fetch_add(&w->group->class_gen, 1, __ATOMIC_RELEASE);
 }
 
 void class_charge(Worker *w, const Fiber *f, uint64_t ticks, bool flush)

@@ -242,24 +242,28 @@ void ready_flush(Worker *w)
 static inline Fiber *pop_yield(Worker *w, Fiber *self)
 {
         SchedulingGroup *g = w->group;
+        uint64_t gen;
         unsigned n;
 
         if (g->nclasses == 1 || self->group != g)
                 return pop_next(w);
+        /* acquire: a generation seen is a charge or an activation seen */
+        gen = __atomic_load_n(&g->class_gen, __ATOMIC_ACQUIRE);
         if (self->cls != w->cls) {
                 /* a fiber of another class runs here (stolen, or runnext of a
-                 * sibling): this worker serves its class from now on */
+                 * sibling): this worker serves its class from now on, and picks */
                 if (own_nonempty(w))
                         own_flush(w);
                 w->cls = self->cls;
+                w->class_gen_seen = gen - 1;
         }
-        /* The pick can change only when a vruntime does (a charge: pick_due) or another
-         * class gets fibers: pick at the first yield after a charge of this worker's,
-         * and on every 8th for the rest (other workers' charges, new work). */
+        /* The pick can change only when a vruntime does (a charge) or a class gets
+         * fibers (an activation), and both move the group's generation: pick only when
+         * it moved since this worker's last pick. */
         n = ++w->pops;
-        if (!w->pick_due && n % 8 != 0)
+        if (gen == w->class_gen_seen)
                 return own_pop(g, w, n);
-        w->pick_due = false;
+        w->class_gen_seen = gen;
         return class_ready_pop(w, n, true);
 }
 

@@ -365,8 +365,9 @@ struct Worker {
                                    * clock read (class_account()); 0 when the running
                                    * fiber is not of @group */
         unsigned segment_cls;     /* the class of the running segment */
-        bool pick_due;            /* a charge changed a vruntime: the next yield picks
-                                   * the class again (ready_yield()) */
+        uint64_t class_gen_seen;  /* the group's class_gen at this worker's last pick
+                                   * at a yield: while it stands, the pick stands
+                                   * (ready_yield()) */
         uint64_t charge_tsc;      /* classes: ticks run and not yet charged to their
                                    * class (class_charge()) */
         unsigned charge_cls;      /* the class those ticks belong to */
@@ -589,6 +590,10 @@ struct SchedulingGroup {
         uint64_t rescue_ns;     /* rescue after; 0 = off */
         uint64_t tick_ns;       /* the monitor's period while workers run */
         unsigned nspare;        /* spare worker slots after the nworkers regular ones */
+        /* Bumped whenever a class pick could change: a charge to a vruntime, a class
+         * activated (classes only; atomic). A line of its own: read at every yield,
+         * written at most once per worker's 20 us of run and per activation. */
+        uint64_t class_gen __attribute__((aligned(128)));
         unsigned nslots_live __attribute__((aligned(128))); /* slots that ever had a thread */
         unsigned nblocked; /* workers marked blocked now (atomic) */
         int monitor_idle;  /* 1 while the monitor sleeps for lack of running workers */
