@@ -2,8 +2,9 @@
 /*
  * dispatch.c — the dispatcher: which queued job runs next, and the fibers that run it.
  *
- * Queued jobs wait in 4-ary min-heaps per user (uid), one per class and plugin it used
- * (its lanes, below), ordered by (priority, id): a lower priority value runs first,
+ * Queued jobs wait in queues per user (uid), one per class and plugin it used (its
+ * lanes, below; each a FIFO ring with a 4-ary min-heap beside it for the jobs that come
+ * out of order: "The lane's queue"), ordered by (priority, id): a lower priority value runs first,
  * equal priorities in submission order. The next job is the best of the users' best
  * tops that no pause or cap holds: lowest priority value, then the user with the
  * fewest jobs running, then the user served longest ago (round robin) — so a user who queued thousands of jobs gets
@@ -294,18 +295,148 @@ static int heap_push(JobHeap *h, Job *j)
         return 0;
 }
 
-static bool heap_remove(JobHeap *h, Job *j)
+static void heap_remove_at(JobHeap *h, size_t i)
 {
-        size_t i = j->live->heap_index;
-
-        if (i == SIZE_MAX || i >= h->len || h->v[i].job != j)
-                return false;
-        j->live->heap_index = SIZE_MAX;
         h->len--;
         if (i < h->len) {
                 heap_set(h, i, h->v[h->len]);
                 heap_up(h, i);
                 heap_down(h, h->v[i].live->heap_index);
+        }
+}
+
+/*
+ * The lane's queue. Jobs mostly come in order: one priority, and ids that grow with
+ * every submission. A heap pays for that at each pop, sifting the last slot down from
+ * the top and writing the JobLive line of every job it moves (one cold line per level,
+ * most of the dispatcher's time per job at a steady 512 queued). So a job whose key is
+ * not before the last one of the FIFO ring goes to the ring's tail, and only one that
+ * would break its order (a higher priority, a job back from a run) goes to the heap;
+ * the next job is the better of the heap's top and the ring's head. A push and a pop
+ * of the ring move no other job. A job removed from the middle (a cancel, a deadline)
+ * leaves its slot with its key and no job; the ring's head never rests on such a slot,
+ * and the ring is compacted when such slots are more than half of it (each compaction
+ * moves what the removals before it paid for).
+ */
+
+static JobHeapSlot *fifo_slot(const JobHeap *h, uint64_t seq)
+{
+        return &h->fifo[(h->fifo_head + (size_t)(seq - h->fifo_seq)) & (h->fifo_cap - 1)];
+}
+
+/* Drop the removed slots at the head, so that the head holds a job (or the ring is
+ * empty). */
+static void fifo_trim_head(JobHeap *h)
+{
+        while (h->fifo_n && !h->fifo[h->fifo_head].job) {
+                h->fifo_head = (h->fifo_head + 1) & (h->fifo_cap - 1);
+                h->fifo_n--;
+                h->fifo_seq++;
+        }
+}
+
+/* Lay the ring out again from index 0 in a ring of @cap slots, without its removed slots
+ * when @compact (then every job's sequence number changes: JobLive.heap_index). */
+static int fifo_relayout(JobHeap *h, size_t cap, bool compact)
+{
+        JobHeapSlot *v = malloc(cap * sizeof(*v));
+        size_t n = 0;
+
+        if (!v)
+                return -ENOMEM;
+        for (size_t k = 0; k < h->fifo_n; k++) {
+                const JobHeapSlot *s = &h->fifo[(h->fifo_head + k) & (h->fifo_cap - 1)];
+                if (compact && !s->job)
+                        continue;
+                v[n] = *s;
+                if (compact && s->job)
+                        s->live->heap_index = JOB_QUEUE_FIFO | (size_t)(h->fifo_seq + n);
+                n++;
+        }
+        free(h->fifo);
+        h->fifo = v;
+        h->fifo_cap = cap;
+        h->fifo_head = 0;
+        h->fifo_n = n;
+        return 0;
+}
+
+static size_t queue_len(const JobHeap *h)
+{
+        return h->len + h->fifo_live;
+}
+
+/* The lane's next job: the better of the heap's top and the ring's head; NULL when
+ * the lane is empty. */
+static const JobHeapSlot *queue_top(const JobHeap *h)
+{
+        const JobHeapSlot *f = h->fifo_live ? &h->fifo[h->fifo_head] : NULL;
+
+        if (!h->len)
+                return f;
+        return f && slot_before(f, &h->v[0]) ? f : &h->v[0];
+}
+
+static int queue_push(JobHeap *h, Job *j)
+{
+        JobHeapSlot s = {j->priority, j->id, j, j->live};
+
+        if (h->fifo_n && slot_before(&s, fifo_slot(h, h->fifo_seq + h->fifo_n - 1)))
+                return heap_push(h, j);
+        if (h->fifo_n == h->fifo_cap &&
+            fifo_relayout(h, h->fifo_cap ? h->fifo_cap * 2 : 16, false) < 0)
+                return -ENOMEM;
+        *fifo_slot(h, h->fifo_seq + h->fifo_n) = s;
+        j->live->heap_index = JOB_QUEUE_FIFO | (size_t)(h->fifo_seq + h->fifo_n);
+        h->fifo_n++;
+        h->fifo_live++;
+        return 0;
+}
+
+/* Whether @h holds @j (JobLive.heap_index names a slot of @h that holds it). */
+static bool queue_has(const JobHeap *h, const Job *j)
+{
+        size_t i = j->live->heap_index;
+
+        if (i == SIZE_MAX)
+                return false;
+        if (i & JOB_QUEUE_FIFO) {
+                uint64_t seq = i & ~JOB_QUEUE_FIFO;
+                return seq - h->fifo_seq < h->fifo_n && fifo_slot(h, seq)->job == j;
+        }
+        return i < h->len && h->v[i].job == j;
+}
+
+static bool queue_remove(JobHeap *h, Job *j)
+{
+        size_t i = j->live->heap_index;
+
+        if (!queue_has(h, j))
+                return false;
+        j->live->heap_index = SIZE_MAX;
+        if (!(i & JOB_QUEUE_FIFO)) {
+                heap_remove_at(h, i);
+                return true;
+        }
+        fifo_slot(h, i & ~JOB_QUEUE_FIFO)->job = NULL; /* the key stays: the tail's order */
+        h->fifo_live--;
+        fifo_trim_head(h);
+        if (h->fifo_n > 64 && h->fifo_live < h->fifo_n / 2)
+                (void)fifo_relayout(h, h->fifo_cap, true); /* on ENOMEM it stays as it is */
+        return true;
+}
+
+/* Call @fn on each job of @h (the heap's, then the ring's, in no particular order);
+ * stop when it returns false. */
+static bool queue_each(const JobHeap *h, bool (*fn)(Job *j, void *ctx), void *ctx)
+{
+        for (size_t k = 0; k < h->len; k++)
+                if (!fn(h->v[k].job, ctx))
+                        return false;
+        for (size_t k = 0; k < h->fifo_n; k++) {
+                Job *j = h->fifo[(h->fifo_head + k) & (h->fifo_cap - 1)].job;
+                if (j && !fn(j, ctx))
+                        return false;
         }
         return true;
 }
@@ -406,13 +537,11 @@ static DispatchLane *lane_get(DispatchUser *u, unsigned cls, size_t plugin)
         return &u->lanes[u->n_lanes++];
 }
 
-/* The lane of @u whose heap holds @j, or NULL: no name compared, the slot tells. */
+/* The lane of @u whose queue holds @j, or NULL: no name compared, the slot tells. */
 static DispatchLane *lane_of(const DispatchUser *u, const Job *j)
 {
-        size_t i = j->live->heap_index;
-
-        for (size_t k = 0; i != SIZE_MAX && k < u->n_lanes; k++)
-                if (i < u->lanes[k].queue.len && u->lanes[k].queue.v[i].job == j)
+        for (size_t k = 0; k < u->n_lanes; k++)
+                if (queue_has(&u->lanes[k].queue, j))
                         return &u->lanes[k];
         return NULL;
 }
@@ -472,7 +601,7 @@ int dispatch_push_locked(Dispatcher *d, Job *j)
         l = lane_get(u, job_class(j), plugin);
         if (!l)
                 return -ENOMEM;
-        r = heap_push(&l->queue, j);
+        r = queue_push(&l->queue, j);
         if (r < 0)
                 return r;
         j->live->dispatch_user = (uint32_t)(u - d->users);
@@ -491,7 +620,7 @@ void dispatch_remove_locked(Dispatcher *d, Job *j)
                 return;
         u = &d->users[j->live->dispatch_user];
         l = lane_of(u, j);
-        if (l && heap_remove(&l->queue, j)) {
+        if (l && queue_remove(&l->queue, j)) {
                 u->queued--;
                 d->queued--;
         }
@@ -501,26 +630,35 @@ Job *dispatch_first_locked(const Dispatcher *d)
 {
         for (size_t i = 0; i < d->n_users; i++)
                 for (size_t k = 0; d->users[i].queued && k < d->users[i].n_lanes; k++)
-                        if (d->users[i].lanes[k].queue.len)
-                                return d->users[i].lanes[k].queue.v[0].job;
+                        if (queue_len(&d->users[i].lanes[k].queue))
+                                return queue_top(&d->users[i].lanes[k].queue)->job;
         return NULL;
 }
 
-Job *dispatch_at_locked(const Dispatcher *d, size_t i)
+typedef struct Expired {
+        uint64_t now;
+        Job **ret;
+        size_t n, max;
+} Expired;
+
+static bool expired_add(Job *j, void *ctx)
 {
-        for (size_t u = 0; u < d->n_users; u++) {
-                const DispatchUser *du = &d->users[u];
-                if (i >= du->queued) {
-                        i -= du->queued;
-                        continue;
-                }
-                for (size_t k = 0; k < du->n_lanes; k++) {
-                        if (i < du->lanes[k].queue.len)
-                                return du->lanes[k].queue.v[i].job;
-                        i -= du->lanes[k].queue.len;
-                }
-        }
-        return NULL;
+        Expired *e = ctx;
+
+        if (j->live->deadline_ns <= e->now)
+                e->ret[e->n++] = j;
+        return e->n < e->max;
+}
+
+size_t dispatch_expired_locked(const Dispatcher *d, uint64_t now, Job **ret, size_t max)
+{
+        Expired e = {.now = now, .ret = ret, .max = max};
+
+        for (size_t u = 0; u < d->n_users && max; u++)
+                for (size_t k = 0; d->users[u].queued && k < d->users[u].n_lanes; k++)
+                        if (!queue_each(&d->users[u].lanes[k].queue, expired_add, &e))
+                                return e.n;
+        return e.n;
 }
 
 int dispatch_pause_class_locked(Dispatcher *d, unsigned sched_class, bool paused)
@@ -576,10 +714,10 @@ size_t dispatch_count_locked(const Dispatcher *d, unsigned sched_class, const ch
         for (size_t i = 0; i < d->n_users; i++)
                 for (size_t k = 0; d->users[i].queued && k < d->users[i].n_lanes; k++) {
                         const DispatchLane *l = &d->users[i].lanes[k];
-                        if (!l->queue.len || (sched_class && l->cls != sched_class) ||
+                        if (!queue_len(&l->queue) || (sched_class && l->cls != sched_class) ||
                             (plugin && l->plugin != p) || (held_only && !lane_held(d, l)))
                                 continue;
-                        n += l->queue.len;
+                        n += queue_len(&l->queue);
                 }
         return n;
 }
@@ -592,9 +730,9 @@ static DispatchLane *user_lane_next(const Dispatcher *d, DispatchUser *u)
 
         for (size_t i = 0; i < u->n_lanes; i++) {
                 DispatchLane *l = &u->lanes[i];
-                if (!l->queue.len || lane_held(d, l))
+                if (!queue_len(&l->queue) || lane_held(d, l))
                         continue;
-                if (!best || slot_before(&l->queue.v[0], &best->queue.v[0]))
+                if (!best || slot_before(queue_top(&l->queue), queue_top(&best->queue)))
                         best = l;
         }
         return best;
@@ -621,8 +759,8 @@ static DispatchLane *lane_next(Dispatcher *d)
                         best_lane = l;
                         continue;
                 }
-                j = &l->queue.v[0];
-                b = &best_lane->queue.v[0];
+                j = queue_top(&l->queue);
+                b = queue_top(&best_lane->queue);
                 if (j->priority != b->priority          ? j->priority < b->priority
                     : u->running != best->running       ? u->running < best->running
                     : u->last_start != best->last_start ? u->last_start < best->last_start
@@ -1221,7 +1359,7 @@ void dispatch_pump_locked(Dispatcher *d)
         DispatchLane *l;
 
         while (!d->pump_blocked && d->queued && d->running < d->max_running && (l = lane_next(d))) {
-                Job *j = l->queue.v[0].job;
+                Job *j = queue_top(&l->queue)->job;
                 unsigned cls = l->cls;
                 size_t plugin = l->plugin;
                 JobRun *run;

@@ -70,12 +70,21 @@ typedef struct JobHeapSlot {
         JobLive *live; /* job->live */
 } JobHeapSlot;
 
-/* A 4-ary min-heap of queued jobs by (priority, id): a pop sifts through half the levels
- * of a binary heap, and a node's four children share a cache line or two (the d-ary
- * heap; Johnson, 1975). JobLive.heap_index is the position. */
+/* The queued jobs of a lane in (priority, id) order: a FIFO ring of the jobs that came in
+ * order, beside a 4-ary min-heap of the others (dispatch.c, "The lane's queue").
+ * JobLive.heap_index is the position: a heap index, or JOB_QUEUE_FIFO | the job's
+ * sequence number in the ring. */
+#define JOB_QUEUE_FIFO ((size_t)1 << 62)
 typedef struct JobHeap {
-        JobHeapSlot *v; /* owned array */
+        JobHeapSlot *v; /* owned array: the heap (d-ary; Johnson, 1975) */
         size_t len, cap;
+        JobHeapSlot *fifo; /* owned ring of fifo_cap (a power of two) slots; a slot
+                             * whose job is NULL was removed and keeps its key */
+        size_t fifo_cap;   /* 0 until the first push */
+        size_t fifo_head;  /* the ring's index of its first slot */
+        size_t fifo_n;     /* slots in use from there, removed ones included */
+        size_t fifo_live;  /* of which hold a job */
+        uint64_t fifo_seq; /* the sequence number of the first slot */
 } JobHeap;
 
 /*
@@ -320,9 +329,10 @@ size_t dispatch_count_locked(const Dispatcher *d, unsigned sched_class, const ch
  * when none waits; held ones included. */
 Job *dispatch_first_locked(const Dispatcher *d);
 
-/* dispatch_at_locked - the @i-th queued job, user by user and lane by lane in heap
- * order (@i < dispatch_queued_locked()); O(lanes). */
-Job *dispatch_at_locked(const Dispatcher *d, size_t i);
+/* dispatch_expired_locked - up to @max queued jobs whose deadline_ns is at or before
+ * @now (CLOCK_MONOTONIC ns), held ones included, into @ret (not referenced: the caller
+ * takes its references under the same lock). Return: how many. O(queued). */
+size_t dispatch_expired_locked(const Dispatcher *d, uint64_t now, Job **ret, size_t max);
 
 /*
  * dispatch_supervise_locked - @j's run was asked to stop (a job.cancel, shutdown): give

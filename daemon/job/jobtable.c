@@ -1179,11 +1179,9 @@ void jobtable_sweep(JobTable *t)
                 retire_locked(t, oldest);
         }
         jobkeys_sweep_locked(&t->hold.keys, job_now_ms(), t->key_window_ms);
-        for (size_t i = 0; i < dispatch_queued_locked(&t->dispatch) && nexpired < 64; i++) {
-                Job *q = dispatch_at_locked(&t->dispatch, i);
-                if (q->live->deadline_ns <= now)
-                        expired[nexpired++] = job_ref(q);
-        }
+        nexpired = dispatch_expired_locked(&t->dispatch, now, expired, ELEMENTSOF(expired));
+        for (size_t i = 0; i < nexpired; i++)
+                job_ref(expired[i]);
         t->dispatch.pump_blocked = false;
         dispatch_pump_locked(&t->dispatch);
         jobtable_unlock(t);

@@ -9,7 +9,8 @@
  * return is detached after the grace and concluded when it returns. Admission
  * (per-user queue cap, token bucket), the
  * max_running and per-user bounds, priority then submission order (also in a queue
- * hundreds deep), a removed job leaving the queue, round robin between users at equal priority; pauses of a class or
+ * hundreds deep, and through a queue's FIFO ring and the removals from its middle), a
+ * removed job leaving the queue, the deadline scan, round robin between users at equal priority; pauses of a class or
  * a plugin and caps on a class's or a plugin's running jobs hold their jobs queued
  * without holding up the same user's other jobs, and let them go on resume, on a
  * raised cap or when one of theirs ends. */
@@ -418,6 +419,79 @@ Test(dispatch, a_deep_queue_gives_its_jobs_by_priority_then_id)
         cr_assert_eq(dispatch_queued_locked(&o.d), 0);
         pthread_mutex_unlock(&o.lock);
         for (int i = 0; i < N; i++)
+                job_unref(j[i]);
+}
+
+/* Jobs in submission order go to the lane's FIFO ring, the few that would break its
+ * order (a higher priority) to its heap; removals from the middle of the ring, the
+ * compaction they cause, the ring's growth, and the deadline scan over both: the queue
+ * still gives every job left by (priority, id), each once. */
+Test(dispatch, a_queue_in_submission_order_keeps_it_through_removals)
+{
+        enum { N = 600 };
+        static Job *j[2 * N];
+        Job *expired[8], *first;
+        int prev_priority = INT_MIN, left = 0;
+        uint64_t prev_id = 0;
+        bool gone[2 * N + 1] = {false};
+
+        setup(1);
+        for (int i = 0; i < N; i++) {
+                uint64_t id = (uint64_t)i + 1;
+                j[i] = push(id, 1000, id % 50 == 0 ? -1 : 0);
+                if (id % 50 == 0)
+                        cr_assert(!(j[i]->live->heap_index & JOB_QUEUE_FIFO),
+                                  "job %llu came ahead of the ring's tail, yet went to the ring",
+                                  (unsigned long long)id);
+                else
+                        cr_assert(j[i]->live->heap_index & JOB_QUEUE_FIFO,
+                                  "job %llu came in order, yet went to the heap",
+                                  (unsigned long long)id);
+        }
+        pthread_mutex_lock(&o.lock);
+        /* two in three taken out of the middle: the ring is compacted on the way */
+        for (int i = 0; i < N; i++)
+                if (j[i]->id % 3 != 0 && j[i]->id != N) {
+                        dispatch_remove_locked(&o.d, j[i]);
+                        cr_assert_eq(j[i]->live->heap_index, SIZE_MAX);
+                        gone[j[i]->id] = true;
+                }
+        pthread_mutex_unlock(&o.lock);
+        for (int i = N; i < 2 * N; i++)
+                j[i] = push((uint64_t)i + 1, 1000, 0); /* the ring grows past its first size */
+        pthread_mutex_lock(&o.lock);
+        for (int i = 0; i < 2 * N; i++)
+                left += !gone[j[i]->id];
+        cr_assert_eq(dispatch_queued_locked(&o.d), (size_t)left);
+        /* deadlines: three jobs past theirs, one in the heap, two in the ring */
+        uint64_t now = sched_now_ns();
+        j[299]->live->deadline_ns = now - 1;   /* id 300: priority -1, the heap */
+        j[599]->live->deadline_ns = now;       /* id 600: the ring */
+        j[2 * N - 1]->live->deadline_ns = now; /* the last one */
+        j[2]->live->deadline_ns = now - 1;     /* id 3 */
+        j[1]->live->deadline_ns = now - 1;     /* id 2: taken out, not counted */
+        cr_assert_eq(dispatch_expired_locked(&o.d, now, expired, ELEMENTSOF(expired)), 4);
+        cr_assert_eq(dispatch_expired_locked(&o.d, now, expired, 2), 2, "the bound is not kept");
+        for (int n = 0; n < left; n++) {
+                first = dispatch_first_locked(&o.d);
+                cr_assert_not_null(first, "the queue ran dry after %d of %d", n, left);
+                cr_assert(!gone[first->id], "job %llu was taken out, and came back",
+                          (unsigned long long)first->id);
+                cr_assert(first->priority > prev_priority ||
+                                  (first->priority == prev_priority && first->id > prev_id),
+                          "job %llu (priority %d) came after job %llu (priority %d)",
+                          (unsigned long long)first->id, first->priority,
+                          (unsigned long long)prev_id, prev_priority);
+                prev_priority = first->priority;
+                prev_id = first->id;
+                dispatch_remove_locked(&o.d, first);
+                cr_assert_eq(first->live->heap_index, SIZE_MAX);
+        }
+        cr_assert_null(dispatch_first_locked(&o.d));
+        cr_assert_eq(dispatch_queued_locked(&o.d), 0);
+        cr_assert_eq(dispatch_expired_locked(&o.d, now, expired, ELEMENTSOF(expired)), 0);
+        pthread_mutex_unlock(&o.lock);
+        for (int i = 0; i < 2 * N; i++)
                 job_unref(j[i]);
 }
 
