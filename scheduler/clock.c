@@ -30,6 +30,21 @@ uint64_t sched_deadline_after(uint64_t timeout_ns)
         return timeout_ns >= SCHED_FOREVER - now ? SCHED_FOREVER : now + timeout_ns;
 }
 
+uint64_t sched_ticks(void)
+{
+        return clock_tsc_now();
+}
+
+uint64_t sched_ns_to_ticks(uint64_t ns)
+{
+        return clock_ns_to_tsc(ns);
+}
+
+uint64_t sched_ticks_to_ns(uint64_t ticks)
+{
+        return clock_tsc_to_ns(ticks);
+}
+
 void clock_calibrate(void)
 {
 #if defined(__x86_64__)

@@ -1200,16 +1200,16 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
         return 0;
 }
 
-/* A job of @p ran inline on the server group for @took ns: the PLUGIN_INLINE_STRIKES-th
- * run in a row past PLUGIN_INLINE_MAX_NS sends @p's later jobs to the job workers
- * (plugin_host_run_inline()), said once per instance. (@p is the instance that ran: one
+/* A job of @p ran inline on the server group for @ticks (sched_ticks()): the
+ * PLUGIN_INLINE_STRIKES-th run in a row past PLUGIN_INLINE_MAX_NS sends @p's later jobs
+ * to the job workers (plugin_host_run_inline()), said once per instance. (@p is the instance that ran: one
  * loaded since the dispatcher placed the job is judged by its own runs.) The strikes
  * live in the loader's struct, which the daemon only reads otherwise: cast. */
-static void inline_check(const Job *j, const Plugin *p, uint64_t took)
+static void inline_check(const Job *j, const Plugin *p, uint64_t ticks)
 {
         unsigned *strikes = (unsigned *)&p->inline_strikes;
 
-        if (took <= PLUGIN_INLINE_MAX_NS) {
+        if (ticks <= sched_ns_to_ticks(PLUGIN_INLINE_MAX_NS)) {
                 if (__atomic_load_n(strikes, __ATOMIC_RELAXED))
                         __atomic_store_n(strikes, 0, __ATOMIC_RELAXED);
                 return;
@@ -1220,8 +1220,9 @@ static void inline_check(const Job *j, const Plugin *p, uint64_t took)
         log_job_owner(LOG_WARNING, j->id, j->plugin_name, j->owner,
                       "plugin %s %s: job %llu took %.1f ms inline, the last of %d in a row "
                       "over %d ms: its jobs run on the job workers from now on",
-                      p->name, p->version, (unsigned long long)j->id, (double)took / 1e6,
-                      PLUGIN_INLINE_STRIKES, PLUGIN_INLINE_MAX_NS / 1000000);
+                      p->name, p->version, (unsigned long long)j->id,
+                      (double)sched_ticks_to_ns(ticks) / 1e6, PLUGIN_INLINE_STRIKES,
+                      PLUGIN_INLINE_MAX_NS / 1000000);
 }
 
 int plugin_host_run(Job *j)
@@ -1267,10 +1268,11 @@ int plugin_host_run(Job *j)
                       hj->plugin->version);
 
         fiber_local_set(job_key, hj);
-        uint64_t t0 = run->run_inline ? sched_now_ns() : 0;
+        uint64_t t0 = run->run_inline ? sched_ticks() : 0; /* a trivial job's clock reads
+                                                            * were 5, this pair 2 */
         r = hj->plugin->desc->run(hj, &plugin_host_functions);
         if (run->run_inline)
-                inline_check(j, hj->plugin, sched_now_ns() - t0);
+                inline_check(j, hj->plugin, sched_ticks() - t0);
         fiber_local_set(job_key, NULL);
 
         /* children run() never joined: cancel and let them go */

@@ -54,3 +54,22 @@ Test(clock, deadline_after_saturates)
         cr_assert_eq(sched_deadline_after(SCHED_FOREVER - 1), SCHED_FOREVER);
         cr_assert_geq(sched_deadline_after(NSEC_PER_SEC), now + NSEC_PER_SEC);
 }
+
+/* The public ticks (sched.h) time a sleep as the monotonic clock does, and a threshold
+ * in ns compares with them. */
+Test(clock, ticks_time_a_sleep_as_the_clock_does)
+{
+        struct timespec ts = {0, 20 * 1000 * 1000};
+
+        clock_calibrate();
+        uint64_t t0 = sched_ticks(), n0 = sched_now_ns();
+        nanosleep(&ts, NULL);
+        uint64_t dt = sched_ticks() - t0, dn = sched_now_ns() - n0;
+        uint64_t ns = sched_ticks_to_ns(dt);
+        cr_assert(ns >= dn * 9 / 10 && ns <= dn * 11 / 10,
+                  "%llu ticks = %llu ns, the clock says %llu", (unsigned long long)dt,
+                  (unsigned long long)ns, (unsigned long long)dn);
+        cr_assert(dt > sched_ns_to_ticks(dn / 2) && dt < sched_ns_to_ticks(dn * 2),
+                  "%llu ticks against a threshold of %llu ns", (unsigned long long)dt,
+                  (unsigned long long)dn);
+}
