@@ -777,7 +777,9 @@ static DispatchLane *lane_next(Dispatcher *d)
 static void job_stopped_locked(Dispatcher *d, Job *j)
 {
         DispatchKey *cls = &d->classes[job_class(j)];
-        size_t p = plugin_find(d, j->plugin_name);
+        /* the index its start counted it under: no name compared at each end */
+        size_t p = j->live->dispatch_plugin ? j->live->dispatch_plugin - 1
+                                            : plugin_find(d, j->plugin_name);
 
         if (j->live->dispatch_user < d->n_users && d->users[j->live->dispatch_user].running)
                 d->users[j->live->dispatch_user].running--;
@@ -1403,6 +1405,7 @@ void dispatch_pump_locked(Dispatcher *d)
                 d->users[j->live->dispatch_user].last_start = ++d->starts;
                 d->classes[cls].running++;
                 d->plugins[plugin].key.running++;
+                j->live->dispatch_plugin = (uint32_t)plugin + 1;
                 /* its record says which plugin runs, for recovery (the store listener) */
                 job_transition(d->machine, j, JOB_EV_DISPATCH, NULL);
                 *d->starting_tail = run;

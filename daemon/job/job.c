@@ -715,6 +715,7 @@ int job_fields_parse(const msgpack_object *o, uint32_t *ret, IpcStatus *st)
                                               "fields[%u]: expected a record key (a string)", k);
                 for (i = 0; i < ELEMENTSOF(record_keys); i++)
                         if (i != FIELD_ARGS && record_keys[i].len == e->via.str.size &&
+                            record_keys[i].name[0] == e->via.str.ptr[0] &&
                             memcmp(record_keys[i].name, e->via.str.ptr, e->via.str.size) == 0)
                                 break;
                 if (i == ELEMENTSOF(record_keys)) {

@@ -308,6 +308,8 @@ typedef struct JobLive {
         size_t heap_index;             /* in its user's queue (dispatch.h); SIZE_MAX = not */
         struct Dispatcher *dispatcher; /* the one it was queued in (dispatch_push_locked()) */
         uint32_t dispatch_user;        /* its DispatchUser, once queued (dispatch.c) */
+        uint32_t dispatch_plugin;      /* 1 + its dispatcher's plugin index, once started;
+                                        * 0 = not yet (dispatch.c) */
         uint32_t deps_pending;         /* waiting: ids of @after not done yet (jobhold.c) */
         struct Job **dependents;       /* referenced: waiting jobs that run after this one */
         uint32_t n_dependents, cap_dependents;
