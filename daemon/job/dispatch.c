@@ -948,9 +948,10 @@ static void job_fiber_main(void *arg)
 
 /* Final state and error for a job whose entry point returned, or that ends without it
  * (@detached: its code did not return after the cancel), from what its @run came to; a
- * no-op for a job that ended already (cancelled before its fiber started). Under the
- * lock. */
-static void job_conclude_locked(Dispatcher *d, Job *j, const JobRun *run, bool detached)
+ * no-op for a job that ended already (cancelled before its fiber started). @now: the
+ * round's clock read to stamp the end with (JobChange.now_ns), or 0. Under the lock. */
+static void job_conclude_locked(Dispatcher *d, Job *j, const JobRun *run, bool detached,
+                                uint64_t now)
 {
         const char *left = detached ? " (its code did not return to a yield point; it "
                                       "runs on, detached, and its result is discarded)"
@@ -975,7 +976,8 @@ static void job_conclude_locked(Dispatcher *d, Job *j, const JobRun *run, bool d
                         : j->timed_out ? JOB_EV_TIMEOUT
                                        : JOB_EV_CANCEL,
                         &(JobChange){.code = j->timed_out ? IPC_DEADLINE_EXCEEDED : IPC_CANCELLED,
-                                     .message = msg});
+                                     .message = msg,
+                                     .now_ns = now});
         } else if (run->run_result < 0) {
                 /* failed: again later when it has attempts left (job_retry_event()) */
                 const char *code = run->fail_code ? run->fail_code
@@ -983,9 +985,9 @@ static void job_conclude_locked(Dispatcher *d, Job *j, const JobRun *run, bool d
                 snprintf(msg, sizeof(msg), "%s",
                          j->error_message ? j->error_message : strerror(-run->run_result));
                 job_transition(d->machine, j, job_retry_event(j, code),
-                               &(JobChange){.code = code, .message = msg});
+                               &(JobChange){.code = code, .message = msg, .now_ns = now});
         } else {
-                job_transition(d->machine, j, JOB_EV_RETURN_OK, NULL);
+                job_transition(d->machine, j, JOB_EV_RETURN_OK, &(JobChange){.now_ns = now});
         }
 }
 
@@ -1023,7 +1025,7 @@ static bool job_detach_locked(Dispatcher *d, Job *j, JobRun *run)
                 pthread_mutex_unlock(&run->host_lock);
         }
 
-        job_conclude_locked(d, j, run, in_plugin);
+        job_conclude_locked(d, j, run, in_plugin, 0);
         job_release_locked(d, j);
         run->released = true;
         if (in_plugin)
@@ -1160,7 +1162,7 @@ static void job_no_fiber_locked(Dispatcher *d, Job *j, JobRun *run, int error, c
         run->run_result = error;
         free(j->error_message);
         j->error_message = strdup("no fiber could be created for the job");
-        job_conclude_locked(d, j, run, false);
+        job_conclude_locked(d, j, run, false, 0);
         snprintf(note, size, "cannot create the job fiber: %s", strerror(-error));
 }
 
@@ -1283,6 +1285,8 @@ static void dispatch_start(Dispatcher *d, JobRun *list)
 static void conclude_some(Dispatcher *d, JobRun *list)
 {
         JobRun *run, *next;
+        /* one clock read for the round: every run here was handed back before it */
+        uint64_t now = sched_now_ns();
 
         d->ops->lock(d->owner);
         for (run = list; run; run = run->done_next) {
@@ -1309,7 +1313,7 @@ static void conclude_some(Dispatcher *d, JobRun *list)
                         d->ops->set_detached_locked(d->owner, j, false);
                 } else {
                         job_take_outcome_locked(j, run);
-                        job_conclude_locked(d, j, run, false);
+                        job_conclude_locked(d, j, run, false, now);
                         job_release_locked(d, j);
                         run->due_ms = job_due_ms(j); /* a retry's; its JobLive may go below */
                         run->started_mono_ns = j->live->started_mono_ns;
@@ -1407,7 +1411,9 @@ void dispatch_pump_locked(Dispatcher *d)
                 d->plugins[plugin].key.running++;
                 j->live->dispatch_plugin = (uint32_t)plugin + 1;
                 /* its record says which plugin runs, for recovery (the store listener) */
-                job_transition(d->machine, j, JOB_EV_DISPATCH, NULL);
+                if (!now) /* one clock read for the round's starts and deadlines */
+                        now = sched_now_ns();
+                job_transition(d->machine, j, JOB_EV_DISPATCH, &(JobChange){.now_ns = now});
                 *d->starting_tail = run;
                 d->starting_tail = &run->next;
                 started = true;

@@ -85,8 +85,9 @@ int job_state_next(JobState from, JobEvent event, JobState restored, JobState *r
         return -EINVAL;
 }
 
-/* The times @j's new state @to starts (jobstate.h, job_transition()). */
-static void stamp(Job *j, JobEvent event, JobState to)
+/* The times @j's new state @to starts (jobstate.h, job_transition()); @batch_now: the
+ * caller's clock read for a dispatch or a final state, or 0. */
+static void stamp(Job *j, JobEvent event, JobState to, uint64_t batch_now)
 {
         uint64_t now;
 
@@ -112,7 +113,7 @@ static void stamp(Job *j, JobEvent event, JobState to)
                 return;
         }
         case JOB_EV_DISPATCH:
-                j->live->started_mono_ns = now = sched_now_ns();
+                j->live->started_mono_ns = now = batch_now ? batch_now : sched_now_ns();
                 j->started_ms = job_wall_ms_at(now);
                 return;
         case JOB_EV_REQUEUE:
@@ -131,7 +132,7 @@ static void stamp(Job *j, JobEvent event, JobState to)
                 return;
         default:
                 if (job_state_final(to)) {
-                        j->finished_mono_ns = now = sched_now_ns();
+                        j->finished_mono_ns = now = batch_now ? batch_now : sched_now_ns();
                         j->finished_ms = job_wall_ms_at(now);
                 }
                 return;
@@ -151,7 +152,7 @@ int job_transition(const JobMachine *m, Job *j, JobEvent event, const JobChange 
 #endif
                 return r;
         }
-        stamp(j, event, to);
+        stamp(j, event, to, change ? change->now_ns : 0);
         if (event == JOB_EV_RETURN_ERR || event == JOB_EV_RETRY || event == JOB_EV_EXHAUST)
                 job_add_run_error(j, change ? change->code : NULL, change ? change->message : NULL,
                                   job_now_ms());

@@ -40,6 +40,8 @@ typedef struct Owner {
         FiberEvent release[MAX_JOBS]; /* by id: the run hook returns once set */
         bool stubborn[MAX_JOBS];      /* by id: the run hook blocks its thread until let_go */
         bool let_go;                  /* atomic: stubborn run hooks return */
+        int stamps_out_of_order;      /* a start before its submission, an end before its
+                                       * start */
 } Owner;
 
 static Owner o;
@@ -152,8 +154,17 @@ static void heard(void *ctx, Job *j, JobState from, JobEvent ev)
 
         if (ev == JOB_EV_DISPATCH && ow->n_started < MAX_JOBS)
                 ow->started[ow->n_started++] = j->id;
-        if (job_state_final(j->state))
+        /* a round's starts and ends share one clock read: each stamp still follows the
+         * one before it */
+        if (ev == JOB_EV_DISPATCH && j->live->started_mono_ns < j->live->submitted_mono_ns)
+                ow->stamps_out_of_order++;
+        if (job_state_final(j->state)) {
                 ow->n_ended++;
+                if (j->live && j->live->started_mono_ns &&
+                    (j->finished_mono_ns < j->live->started_mono_ns ||
+                     j->finished_ms < j->started_ms))
+                        ow->stamps_out_of_order++;
+        }
         pthread_cond_broadcast(&ow->changed);
 }
 
@@ -724,6 +735,8 @@ static void assert_all_concluded(Job **j, int n)
         }
         pthread_mutex_lock(&o.lock);
         cr_assert_eq(o.n_ended, n, "%d final states for %d jobs", o.n_ended, n);
+        cr_assert_eq(o.stamps_out_of_order, 0, "%d stamps before the one before them",
+                     o.stamps_out_of_order);
         cr_assert_eq(o.d.running, 0);
         cr_assert(dispatch_idle_locked(&o.d));
         pthread_mutex_unlock(&o.lock);
