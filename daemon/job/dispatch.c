@@ -137,6 +137,7 @@
  */
 #include "daemon/job/dispatch.h"
 #include "daemon/job/joblines.h"
+#include "daemon/job/jobnames.h"
 #include "daemon/obs/log.h"
 #include "daemon/store/store.h"
 #include "ipc/status.h"
@@ -472,7 +473,7 @@ static size_t plugin_find(const Dispatcher *d, const char *name)
         if (!name)
                 name = "";
         for (size_t i = 0; i < d->n_plugins; i++)
-                if (strcmp(d->plugins[i].name, name) == 0)
+                if (d->plugins[i].interned == name || strcmp(d->plugins[i].name, name) == 0)
                         return i;
         return SIZE_MAX;
 }
@@ -496,7 +497,8 @@ static size_t plugin_add(Dispatcher *d, const char *name)
         copy = strdup(name ? name : "");
         if (!copy)
                 return SIZE_MAX;
-        d->plugins[d->n_plugins] = (DispatchPlugin){.name = copy};
+        d->plugins[d->n_plugins] =
+                (DispatchPlugin){.name = copy, .interned = jobnames_intern(copy, 0)};
         return d->n_plugins++;
 }
 

@@ -101,7 +101,9 @@ typedef struct DispatchKey {
 /* A plugin name the dispatcher has heard of (a queued job, a pause, a cap), whether or
  * not such a plugin is loaded. Kept until exit. */
 typedef struct DispatchPlugin {
-        char *name; /* owned */
+        char *name;           /* owned */
+        const char *interned; /* jobnames_intern() of it (NULL without memory): a job's
+                               * plugin_name, interned too, matches by its pointer */
         DispatchKey key;
 } DispatchPlugin;
 

@@ -4,6 +4,7 @@
  * over the entries: there are as many as plugins × classes in use, a handful.
  */
 #include "daemon/job/joblatency.h"
+#include "daemon/job/jobnames.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,8 +16,9 @@ static JobLatency *find_or_add(JobLatencies *l, const char *plugin, const char *
         JobLatency **v, *e;
 
         for (size_t i = 0; i < l->n; i++)
-                if (strcmp(l->v[i]->plugin, plugin) == 0 &&
-                    strcmp(l->v[i]->class_name, class_name) == 0)
+                if ((l->v[i]->plugin_interned == plugin || strcmp(l->v[i]->plugin, plugin) == 0) &&
+                    (l->v[i]->class_interned == class_name ||
+                     strcmp(l->v[i]->class_name, class_name) == 0))
                         return l->v[i];
         e = calloc(1, sizeof(*e));
         if (!e)
@@ -25,6 +27,8 @@ static JobLatency *find_or_add(JobLatencies *l, const char *plugin, const char *
         if (!e->plugin)
                 goto out_free_entry;
         snprintf(e->class_name, sizeof(e->class_name), "%s", class_name);
+        e->plugin_interned = jobnames_intern(e->plugin, 0);
+        e->class_interned = jobnames_intern(e->class_name, 0);
         v = realloc(l->v, (l->n + 1) * sizeof(*v));
         if (!v)
                 goto out_free_plugin;

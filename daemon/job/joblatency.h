@@ -23,10 +23,13 @@
 #include "scheduler/sched.h"
 
 typedef struct JobLatency {
-        char *plugin;                              /* owned */
-        char class_name[SCHED_CLASS_NAME_MAX + 1]; /* the job class */
-        DurationHistogram queue_wait;              /* submitted → started, ns */
-        DurationHistogram run_time;                /* started → finished, ns */
+        char *plugin;                                 /* owned */
+        char class_name[SCHED_CLASS_NAME_MAX + 1];    /* the job class */
+        const char *plugin_interned, *class_interned; /* jobnames_intern() of the two (NULL
+                                                       * without memory): a job's names,
+                                                       * interned too, match by pointer */
+        DurationHistogram queue_wait;                 /* submitted → started, ns */
+        DurationHistogram run_time;                   /* started → finished, ns */
 } JobLatency;
 
 typedef struct JobLatencies {

@@ -25,6 +25,7 @@
 #include "daemon/job/jobtable.h"
 #include "daemon/job/jobhold.h"
 #include "daemon/job/joblines.h"
+#include "daemon/job/jobnames.h"
 #include "daemon/obs/log.h"
 #include "ipc/protocol.h"
 #include "ipc/status.h"
@@ -243,7 +244,7 @@ static JobCounts *plugin_counts_locked(JobTable *t, const char *name)
         PluginCounts *p;
 
         for (size_t i = 0; i < t->nplugins; i++)
-                if (strcmp(t->plugins[i].name, name) == 0)
+                if (t->plugins[i].interned == name || strcmp(t->plugins[i].name, name) == 0)
                         return &t->plugins[i].counts;
         p = realloc(t->plugins, (t->nplugins + 1) * sizeof(*p));
         if (!p)
@@ -254,6 +255,7 @@ static JobCounts *plugin_counts_locked(JobTable *t, const char *name)
         p->name = strdup(name);
         if (!p->name)
                 return NULL;
+        p->interned = jobnames_intern(name, 0);
         t->nplugins++;
         return &p->counts;
 }

@@ -52,7 +52,9 @@ typedef struct JobCounts {
 } JobCounts;
 
 typedef struct PluginCounts {
-        char *name; /* owned */
+        char *name;           /* owned */
+        const char *interned; /* jobnames_intern() of it (NULL without memory): a job's
+                               * plugin_name, interned too, matches by its pointer */
         JobCounts counts;
         uint64_t stalls; /* stall reports about its job fibers (jobtable_count_stall()) */
 } PluginCounts;
