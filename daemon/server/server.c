@@ -592,12 +592,13 @@ static void conn_send_notice(Conn *c, const char *code, const char *text)
 
 static void request_free(Request *req)
 {
+        IpcMessage m = req->msg; /* its zone holds @req itself (conn_dispatch()) */
+
         for (size_t i = 0; i < req->n_fds; i++)
                 close(req->fds[i]);
         free(req->fds);
         creds_unref(req->creds);
-        ipc_message_clear(&req->msg);
-        free(req);
+        ipc_message_clear(&m);
 }
 
 /* One method call as an AnswerPackFn: request_main()'s, on a request fiber or inline. */
@@ -857,7 +858,11 @@ static void conn_dispatch(Conn *c, IpcMessage *msg)
                 ipc_message_clear(msg);
                 return;
         }
-        req = calloc(1, sizeof(*req));
+        /* in the message's zone, whose first chunk has room for it (IPC_ZONE_SLACK): one
+         * allocation a request fewer, freed with the message */
+        req = msg->zone ? msgpack_zone_malloc(msg->zone, sizeof(*req)) : NULL;
+        if (req)
+                memset(req, 0, sizeof(*req));
         if (!req) {
                 conn_slots_put(c, 1);
                 conn_send_error(c, msg->msgid, IPC_OUT_OF_MEMORY, "fiberd is out of memory");

@@ -60,7 +60,8 @@ typedef struct Request {
         int *fds;     /* owned: the fds sent with this request (SCM_RIGHTS), in order; a
                          * method may take the array (set it NULL); closed with the request */
         size_t n_fds;
-        IpcMessage msg; /* owned: params live in msg.zone */
+        IpcMessage msg; /* owned: params live in msg.zone, and so does the Request
+                         * itself (freed with it) */
         bool deferred;  /* request_defer() was called: the answer is given later */
 } Request;
 
