@@ -386,6 +386,33 @@ Test(dispatch, a_removed_job_leaves_the_queue)
         job_unref(b);
 }
 
+/* Takes the @left queued jobs one by one: each in (priority, id) order after the one
+ * before, none of the ids marked in @gone (@ngone of them) taken out earlier, each out of
+ * the queue once taken; the queue is empty then. Under o.lock. */
+static void drain_in_order(int left, const bool *gone, size_t ngone)
+{
+        int prev_priority = INT_MIN;
+        uint64_t prev_id = 0;
+
+        for (int n = 0; n < left; n++) {
+                Job *first = dispatch_first_locked(&o.d);
+                cr_assert_not_null(first, "the queue ran dry after %d of %d", n, left);
+                cr_assert(first->id >= ngone || !gone[first->id],
+                          "job %llu was taken out, and came back", (unsigned long long)first->id);
+                cr_assert(first->priority > prev_priority ||
+                                  (first->priority == prev_priority && first->id > prev_id),
+                          "job %llu (priority %d) came after job %llu (priority %d)",
+                          (unsigned long long)first->id, first->priority,
+                          (unsigned long long)prev_id, prev_priority);
+                prev_priority = first->priority;
+                prev_id = first->id;
+                dispatch_remove_locked(&o.d, first);
+                cr_assert_eq(first->live->heap_index, SIZE_MAX);
+        }
+        cr_assert_null(dispatch_first_locked(&o.d));
+        cr_assert_eq(dispatch_queued_locked(&o.d), 0);
+}
+
 /* Hundreds of jobs in one lane, pushed out of id order at mixed priorities, some taken
  * out of the middle: the queue gives the rest by (priority, id), each once. */
 Test(dispatch, a_deep_queue_gives_its_jobs_by_priority_then_id)
@@ -393,9 +420,8 @@ Test(dispatch, a_deep_queue_gives_its_jobs_by_priority_then_id)
         enum { N = 500 };
         static Job *j[N];
         uint32_t rng = 12345;
-        int prev_priority = INT_MIN, left = 0;
-        uint64_t prev_id = 0;
-        Job *first;
+        int left = 0;
+        bool gone[100 + N] = {false};
 
         setup(1);
         for (int i = 0; i < N; i++) {
@@ -408,26 +434,12 @@ Test(dispatch, a_deep_queue_gives_its_jobs_by_priority_then_id)
                 if (j[i]->id % 5 == 0) {
                         dispatch_remove_locked(&o.d, j[i]);
                         cr_assert_eq(j[i]->live->heap_index, SIZE_MAX);
+                        gone[j[i]->id] = true;
                 } else {
                         left++;
                 }
         cr_assert_eq(dispatch_queued_locked(&o.d), (size_t)left);
-        for (int n = 0; n < left; n++) {
-                first = dispatch_first_locked(&o.d);
-                cr_assert_not_null(first, "the queue ran dry after %d of %d", n, left);
-                cr_assert_neq(first->id % 5, 0, "job %llu was taken out, and came back",
-                              (unsigned long long)first->id);
-                cr_assert(first->priority > prev_priority ||
-                                  (first->priority == prev_priority && first->id > prev_id),
-                          "job %llu (priority %d) came after job %llu (priority %d)",
-                          (unsigned long long)first->id, first->priority,
-                          (unsigned long long)prev_id, prev_priority);
-                prev_priority = first->priority;
-                prev_id = first->id;
-                dispatch_remove_locked(&o.d, first);
-        }
-        cr_assert_null(dispatch_first_locked(&o.d));
-        cr_assert_eq(dispatch_queued_locked(&o.d), 0);
+        drain_in_order(left, gone, ELEMENTSOF(gone));
         pthread_mutex_unlock(&o.lock);
         for (int i = 0; i < N; i++)
                 job_unref(j[i]);
@@ -441,9 +453,8 @@ Test(dispatch, a_queue_in_submission_order_keeps_it_through_removals)
 {
         enum { N = 600 };
         static Job *j[2 * N];
-        Job *expired[8], *first;
-        int prev_priority = INT_MIN, left = 0;
-        uint64_t prev_id = 0;
+        Job *expired[8];
+        int left = 0;
         bool gone[2 * N + 1] = {false};
 
         setup(1);
@@ -483,23 +494,7 @@ Test(dispatch, a_queue_in_submission_order_keeps_it_through_removals)
         j[1]->live->deadline_ns = now - 1;     /* id 2: taken out, not counted */
         cr_assert_eq(dispatch_expired_locked(&o.d, now, expired, ELEMENTSOF(expired)), 4);
         cr_assert_eq(dispatch_expired_locked(&o.d, now, expired, 2), 2, "the bound is not kept");
-        for (int n = 0; n < left; n++) {
-                first = dispatch_first_locked(&o.d);
-                cr_assert_not_null(first, "the queue ran dry after %d of %d", n, left);
-                cr_assert(!gone[first->id], "job %llu was taken out, and came back",
-                          (unsigned long long)first->id);
-                cr_assert(first->priority > prev_priority ||
-                                  (first->priority == prev_priority && first->id > prev_id),
-                          "job %llu (priority %d) came after job %llu (priority %d)",
-                          (unsigned long long)first->id, first->priority,
-                          (unsigned long long)prev_id, prev_priority);
-                prev_priority = first->priority;
-                prev_id = first->id;
-                dispatch_remove_locked(&o.d, first);
-                cr_assert_eq(first->live->heap_index, SIZE_MAX);
-        }
-        cr_assert_null(dispatch_first_locked(&o.d));
-        cr_assert_eq(dispatch_queued_locked(&o.d), 0);
+        drain_in_order(left, gone, ELEMENTSOF(gone));
         cr_assert_eq(dispatch_expired_locked(&o.d, now, expired, ELEMENTSOF(expired)), 0);
         pthread_mutex_unlock(&o.lock);
         for (int i = 0; i < 2 * N; i++)
