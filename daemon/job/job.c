@@ -36,16 +36,22 @@ static uint64_t wall_offset_ns, wall_synced_ns;
 
 uint64_t job_wall_ms_at(uint64_t mono_ns)
 {
-        uint64_t synced = __atomic_load_n(&wall_synced_ns, __ATOMIC_ACQUIRE), real;
+        uint64_t synced = __atomic_load_n(&wall_synced_ns, __ATOMIC_ACQUIRE), offset, mono;
+        int64_t age = (int64_t)(mono_ns - synced);
 
-        /* unsigned: a @mono_ns older than the last reading also reads again */
-        if (synced && mono_ns - synced < JOB_WALL_RESYNC_NS)
+        /* within a second of the last reading either way: a batch's @mono_ns may be a
+         * little older than a reading another thread took since */
+        if (synced && age < (int64_t)JOB_WALL_RESYNC_NS && age > -(int64_t)JOB_WALL_RESYNC_NS)
                 return (mono_ns + __atomic_load_n(&wall_offset_ns, __ATOMIC_RELAXED)) /
                        NSEC_PER_MSEC;
-        real = clock_now_ns(CLOCK_REALTIME);
-        __atomic_store_n(&wall_offset_ns, real - mono_ns, __ATOMIC_RELAXED);
-        __atomic_store_n(&wall_synced_ns, mono_ns ? mono_ns : 1, __ATOMIC_RELEASE);
-        return real / NSEC_PER_MSEC;
+        /* the offset from both clocks read now, not from @mono_ns, which may be some
+         * time old: a wall time from an offset off by that age would put a later stamp
+         * before an earlier one */
+        mono = sched_now_ns();
+        offset = clock_now_ns(CLOCK_REALTIME) - mono;
+        __atomic_store_n(&wall_offset_ns, offset, __ATOMIC_RELAXED);
+        __atomic_store_n(&wall_synced_ns, mono ? mono : 1, __ATOMIC_RELEASE);
+        return (mono_ns + offset) / NSEC_PER_MSEC;
 }
 
 /* The bytes a deep copy of @o needs beyond @o itself (job_copy_object()): first

@@ -627,11 +627,13 @@ uint64_t job_now_ms(void);
 
 /*
  * job_wall_ms_at - CLOCK_REALTIME in milliseconds at @mono_ns, a CLOCK_MONOTONIC reading
- * (sched_now_ns()) just taken: @mono_ns plus the wall clock's offset from the monotonic
- * one, read again once the last reading is JOB_WALL_RESYNC_NS old. So a state change
- * stamps its wall-clock and its monotonic time with one clock read, and a step of the
- * wall clock (settimeofday, an NTP step) shows in the stamps within a second. Context:
- * any thread; lock-free.
+ * (sched_now_ns()) of the last second or so (just taken, or a dispatcher round's):
+ * @mono_ns plus the wall clock's offset from the monotonic one, both read again once
+ * the last reading is JOB_WALL_RESYNC_NS away from @mono_ns. So a state change stamps
+ * its wall-clock and its monotonic time with one clock read, stamps in monotonic order
+ * stay in order in wall time between two readings, and a step of the wall clock
+ * (settimeofday, an NTP step) shows in the stamps within a second. Context: any thread;
+ * lock-free.
  */
 uint64_t job_wall_ms_at(uint64_t mono_ns);
 #define JOB_WALL_RESYNC_NS NSEC_PER_SEC

@@ -356,8 +356,9 @@ Test(jobstate, failed_runs_are_listed_and_the_oldest_drop_out)
 
 /* The wall-clock stamps come from the monotonic reading with the wall clock's offset
  * (job_wall_ms_at()): they agree with CLOCK_REALTIME read around them, a reading older
- * than the last one (which reads the offset again) still gives its own time, and
- * readings in order give stamps in order. */
+ * than the last one still gives its own time, readings in order give stamps in order,
+ * and a reading a second or more old that reads the offset again is stamped with its
+ * own time, not the time of the read. */
 Test(jobstate, wall_clock_stamps_follow_the_monotonic_reading)
 {
         uint64_t before = job_now_ms(), mono = sched_now_ns(), ms = job_wall_ms_at(mono);
@@ -376,4 +377,12 @@ Test(jobstate, wall_clock_stamps_follow_the_monotonic_reading)
                 uint64_t a = sched_now_ns(), b = sched_now_ns();
                 cr_assert_leq(job_wall_ms_at(a), job_wall_ms_at(b), "stamps went backwards");
         }
+        /* a reading 1.5 s old (a batch's, late) that reads the offset again gets its own
+         * time, not now's, and the stamps after it keep their distance */
+        uint64_t late = sched_now_ns() - 1500 * NSEC_PER_MSEC;
+        uint64_t late_ms = job_wall_ms_at(late), real = job_now_ms();
+        cr_assert(late_ms + 1400 <= real && late_ms + 1600 >= real,
+                  "a reading 1.5 s old stamped %llu ms, the clock reads %llu",
+                  (unsigned long long)late_ms, (unsigned long long)real);
+        cr_assert_geq(job_wall_ms_at(sched_now_ns()), late_ms + 1400);
 }
