@@ -249,20 +249,19 @@ static inline Fiber *pop_yield(Worker *w, Fiber *self)
                 return pop_next(w);
         /* acquire: a generation seen is a charge or an activation seen */
         gen = __atomic_load_n(&g->class_gen, __ATOMIC_ACQUIRE);
+        n = ++w->pops;
         if (self->cls != w->cls) {
                 /* a fiber of another class runs here (stolen, or runnext of a
                  * sibling): this worker serves its class from now on, and picks */
                 if (own_nonempty(w))
                         own_flush(w);
                 w->cls = self->cls;
-                w->class_gen_seen = gen - 1;
-        }
-        /* The pick can change only when a vruntime does (a charge) or a class gets
-         * fibers (an activation), and both move the group's generation: pick only when
-         * it moved since this worker's last pick. */
-        n = ++w->pops;
-        if (gen == w->class_gen_seen)
+        } else if (gen == w->class_gen_seen) {
+                /* The pick can change only when a vruntime does (a charge) or a class
+                 * gets fibers (an activation), and both move the group's generation:
+                 * it stands until that moved since this worker's last pick. */
                 return own_pop(g, w, n);
+        }
         w->class_gen_seen = gen;
         return class_ready_pop(w, n, true);
 }
