@@ -4,8 +4,8 @@
  *
  * Queued jobs wait in queues per user (uid), one per class and plugin it used (its
  * lanes, below; each a FIFO ring with a 4-ary min-heap beside it for the jobs that come
- * out of order: "The lane's queue"), ordered by (priority, id): a lower priority value runs first,
- * equal priorities in submission order. The next job is the best of the users' best
+ * out of order: "The lane's queue"), ordered by (priority, id): a lower priority value
+ * runs first, equal priorities in submission order. The next job is the best of the users' best
  * tops that no pause or cap holds: lowest priority value, then the user with the
  * fewest jobs running, then the user served longest ago (round robin) — so a user who queued thousands of jobs gets
  * every other slot at most while someone else waits at the same priority. A user at
@@ -346,13 +346,12 @@ static int fifo_relayout(JobHeap *h, size_t cap, bool compact)
         if (!v)
                 return -ENOMEM;
         for (size_t k = 0; k < h->fifo_n; k++) {
-                const JobHeapSlot *s = &h->fifo[(h->fifo_head + k) & (h->fifo_cap - 1)];
+                const JobHeapSlot *s = fifo_slot(h, h->fifo_seq + k);
                 if (compact && !s->job)
                         continue;
-                v[n] = *s;
-                if (compact && s->job)
+                if (compact)
                         s->live->heap_index = JOB_QUEUE_FIFO | (size_t)(h->fifo_seq + n);
-                n++;
+                v[n++] = *s;
         }
         free(h->fifo);
         h->fifo = v;
@@ -435,7 +434,7 @@ static bool queue_each(const JobHeap *h, bool (*fn)(Job *j, void *ctx), void *ct
                 if (!fn(h->v[k].job, ctx))
                         return false;
         for (size_t k = 0; k < h->fifo_n; k++) {
-                Job *j = h->fifo[(h->fifo_head + k) & (h->fifo_cap - 1)].job;
+                Job *j = fifo_slot(h, h->fifo_seq + k)->job;
                 if (j && !fn(j, ctx))
                         return false;
         }

@@ -1202,9 +1202,10 @@ static int hj_take_result(FiberdJob *hj, char **ret, size_t *ret_len)
 
 /* A job of @p ran inline on the server group for @ticks (sched_ticks()): the
  * PLUGIN_INLINE_STRIKES-th run in a row past PLUGIN_INLINE_MAX_NS sends @p's later jobs
- * to the job workers (plugin_host_run_inline()), said once per instance. (@p is the instance that ran: one
- * loaded since the dispatcher placed the job is judged by its own runs.) The strikes
- * live in the loader's struct, which the daemon only reads otherwise: cast. */
+ * to the job workers (plugin_host_run_inline()), said once per instance. (@p is the
+ * instance that ran: one loaded since the dispatcher placed the job is judged by its own
+ * runs.) The strikes live in the loader's struct, which the daemon only reads otherwise:
+ * cast. */
 static void inline_check(const Job *j, const Plugin *p, uint64_t ticks)
 {
         unsigned *strikes = (unsigned *)&p->inline_strikes;
@@ -1268,8 +1269,8 @@ int plugin_host_run(Job *j)
                       hj->plugin->version);
 
         fiber_local_set(job_key, hj);
-        uint64_t t0 = run->run_inline ? sched_ticks() : 0; /* a trivial job's clock reads
-                                                            * were 5, this pair 2 */
+        uint64_t t0 = run->run_inline ? sched_ticks() : 0; /* the TSC: the vDSO clock
+                                                            * costs twice as much */
         r = hj->plugin->desc->run(hj, &plugin_host_functions);
         if (run->run_inline)
                 inline_check(j, hj->plugin, sched_ticks() - t0);
