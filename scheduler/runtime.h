@@ -296,6 +296,8 @@ size_t slab_mapped(void);
 typedef struct StackCache {
         char **slot; /* LIFO of cached stacks, by lowest byte (default size only) */
         unsigned n, cap;
+        char *carve, *carve_end; /* guard regions: arena slots carved for this worker alone,
+                                  * their guards not installed yet (stack.c) */
 } StackCache;
 
 typedef struct StackArena StackArena;

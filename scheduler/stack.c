@@ -57,6 +57,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "scheduler/base/macro.h"
@@ -79,6 +81,8 @@
 #define STACK_ARENA_MAX_BYTES (256UL << 30)
 /* Memory maps left for everything else in the process (libraries, heaps, threads). */
 #define STACK_MAP_SLACK 4096
+/* Fresh arena slots a worker carves at once for itself (slot_take()). */
+#define STACK_CARVE_RUN 16
 
 struct StackArena {
         StackArena *next;
@@ -310,8 +314,9 @@ static int arena_grow(SchedulingGroup *g)
 }
 
 /* Take a slot from the released list, else carve or map a new one. The returned stack
- * is zero-filled or released (its pages fault in on use). Context: any. */
-static int slot_take(SchedulingGroup *g, char **ret_lo)
+ * is zero-filled or released (its pages fault in on use). @c: the calling worker's
+ * cache, whose carved run new slots come from; NULL on another thread. Context: any. */
+static int slot_take(SchedulingGroup *g, StackCache *c, char **ret_lo)
 {
         StackPool *sp = &g->stacks;
         size_t slot = STACK_GUARD_SIZE + g->stack_size;
@@ -324,9 +329,23 @@ static int slot_take(SchedulingGroup *g, char **ret_lo)
                 spin_lock(&sp->lock);
                 if (sp->free_n) {
                         p = sp->free[--sp->free_n];
+                } else if (c && c->carve != c->carve_end) {
+                        p = c->carve + STACK_GUARD_SIZE;
+                        c->carve += slot;
+                        fresh = true;
                 } else if (carve_room(sp, slot)) {
+                        /* A worker carves a run of slots for itself: the page-table page
+                         * its guard markers go to is then not the one another worker's
+                         * stack faults into (the kernel's PTE lock, contended in perf). */
+                        size_t n = MIN((size_t)STACK_CARVE_RUN,
+                                       (size_t)(sp->carve_end - sp->carve) / slot);
                         p = sp->carve + STACK_GUARD_SIZE;
                         sp->carve += slot;
+                        if (c && n > 1) {
+                                c->carve = sp->carve;
+                                sp->carve += (n - 1) * slot;
+                                c->carve_end = sp->carve;
+                        }
                         fresh = true;
                 }
                 spin_unlock(&sp->lock);
@@ -362,25 +381,61 @@ static int lo_cmp(const void *a, const void *b)
         return x < y ? -1 : x > y;
 }
 
-/* Give the memory of @n default-size stacks back, one madvise per run of neighbouring
- * slots, then list them as released. Context: any; no lock held. */
-static void slots_release(SchedulingGroup *g, char **lo, size_t n)
-{
-        StackPool *sp = &g->stacks;
-        size_t slot = STACK_GUARD_SIZE + g->stack_size;
+/* process_madvise(2) on the calling process: Linux >= 6.13 takes any advice for it, and
+ * PIDFD_SELF_THREAD_GROUP (include/uapi/linux/pidfd.h) needs no pidfd, so a forked
+ * child cannot advise its parent's memory through one inherited. */
+#ifndef PIDFD_SELF_THREAD_GROUP
+#define PIDFD_SELF_THREAD_GROUP -10001
+#endif
+static bool vector_release_off; /* atomic: the kernel refused it once; runs from then on */
 
+/* MADV_DONTNEED the stacks @lo[0..n) alone, in one process_madvise() call, so the
+ * kernel neither walks the guards' page tables between them (512 markers a slot, 16
+ * times a 128 KiB stack's entries) nor flushes the TLB once per slot. Return: false when
+ * this kernel cannot (the caller releases by runs). */
+static bool release_vector(char *const *lo, size_t n, size_t size)
+{
+        struct iovec iov[STACK_RELEASE_BATCH];
+        ssize_t r;
+
+        if (n > STACK_RELEASE_BATCH || __atomic_load_n(&vector_release_off, __ATOMIC_RELAXED))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                iov[i] = (struct iovec){.iov_base = lo[i], .iov_len = size};
+        r = syscall(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, iov, n, MADV_DONTNEED, 0);
+        if (r == (ssize_t)(n * size))
+                return true;
+        if (r < 0) /* ENOSYS, EBADF (no PIDFD_SELF), EINVAL (advice restricted): for good */
+                __atomic_store_n(&vector_release_off, true, __ATOMIC_RELAXED);
+        return false; /* short: the runs release all again (MADV_DONTNEED is idempotent) */
+}
+
+/* MADV_DONTNEED the sorted stacks @lo[0..n), one madvise per run of neighbouring arena
+ * slots, from the first stack to the end of the last: the guards in between are
+ * markers, which MADV_DONTNEED leaves in place. In mprotect mode every slot is a mapping
+ * of its own, so a run is one slot. */
+static void release_runs(SchedulingGroup *g, char *const *lo, size_t n)
+{
+        size_t slot = STACK_GUARD_SIZE + g->stack_size;
         bool regions = sched_stack_guard_mode() == SCHED_GUARD_REGIONS;
 
-        qsort(lo, n, sizeof(*lo), lo_cmp);
         for (size_t i = 0, j; i < n; i = j) {
-                /* A run of neighbouring arena slots, released from the first stack to the
-                 * end of the last: the guards in between are markers, which
-                 * MADV_DONTNEED leaves in place. In mprotect mode every slot is a
-                 * mapping of its own, so a run is one slot. */
                 for (j = i + 1; regions && j < n && lo[j] == lo[j - 1] + slot; j++)
                         ;
                 madvise(lo[i], (size_t)(lo[j - 1] - lo[i]) + g->stack_size, MADV_DONTNEED);
         }
+}
+
+/* Give the memory of @n default-size stacks back, in one call where the kernel can
+ * (release_vector()), else by runs; then list them as released. Context: any; no lock
+ * held. */
+static void slots_release(SchedulingGroup *g, char **lo, size_t n)
+{
+        StackPool *sp = &g->stacks;
+
+        qsort(lo, n, sizeof(*lo), lo_cmp);
+        if (!release_vector(lo, n, g->stack_size))
+                release_runs(g, lo, n);
         spin_lock(&sp->lock);
         /* free has room for every slot the group can hold at once (stack_pool_init);
          * should that ever be wrong, a slot is dropped (unmapped in mprotect mode, its
@@ -471,7 +526,7 @@ int stack_alloc(SchedulingGroup *g, size_t size, char **ret_lo)
                 *ret_lo = p;
                 return 0;
         }
-        return slot_take(g, ret_lo);
+        return slot_take(g, w && w->group == g ? &w->stacks : NULL, ret_lo);
 }
 
 void stack_free(SchedulingGroup *g, char *lo, size_t size, bool to_pool)
@@ -505,6 +560,7 @@ int stack_cache_init(StackCache *c, unsigned cap)
 {
         c->n = 0;
         c->cap = cap;
+        c->carve = c->carve_end = NULL;
         c->slot = calloc(cap ? cap : 1, sizeof(char *));
         return c->slot ? 0 : -ENOMEM;
 }

@@ -44,9 +44,20 @@ static void __attribute__((noinline)) big_frame(void *arg)
 /* (The sanitizers install their own SIGSEGV handlers and report an overflow themselves:
  * the runtime's report is checked in the plain build.) */
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-/* Run the overflow in a child with stderr on a pipe and FIBERD_STACK_GUARD=@guard; it must
- * die of SIGABRT having printed the report. Returns what it printed. */
-static void expect_overflow_report(const char *guard, FiberFn fn, char *out, size_t cap)
+static FiberEvent never; /* set by no one: a holder keeps its stack to the end */
+
+static void hold_stack(void *arg)
+{
+        (void)arg;
+        fiber_event_wait(&never, SCHED_FOREVER);
+}
+
+/* Run the overflow in a child with stderr on a pipe and FIBERD_STACK_GUARD=@guard, after
+ * @holders fibers that keep their stacks (so the overflowing one's stack is the
+ * (@holders + 1)th slot of the group); it must die of SIGABRT having printed the report.
+ * Returns what it printed. */
+static void expect_overflow_report_after(const char *guard, unsigned holders, FiberFn fn, char *out,
+                                         size_t cap)
 {
         int fds[2];
         size_t n = 0;
@@ -70,6 +81,11 @@ static void expect_overflow_report(const char *guard, FiberFn fn, char *out, siz
                 if (sched_group_new(&g, &cfg) < 0)
                         _exit(3);
                 a.group = g;
+                fiber_event_init(&never);
+                FiberAttr h = {.group = g, .detached = true};
+                for (unsigned i = 0; i < holders; i++)
+                        if (fiber_create(NULL, &h, hold_stack, NULL) < 0)
+                                _exit(6);
                 if (fiber_create(&f, &a, fn, &v) < 0)
                         _exit(4);
                 fiber_join(f);
@@ -87,6 +103,11 @@ static void expect_overflow_report(const char *guard, FiberFn fn, char *out, siz
         cr_assert(strstr(out, "(job 42 plugin recurse)"), "the report lacks the tag: %s", out);
 }
 
+static void expect_overflow_report(const char *guard, FiberFn fn, char *out, size_t cap)
+{
+        expect_overflow_report_after(guard, 0, fn, out, cap);
+}
+
 Test(stack, overflow_is_reported_with_guard_regions)
 {
         char out[4096];
@@ -94,6 +115,18 @@ Test(stack, overflow_is_reported_with_guard_regions)
         if (sched_stack_guard_mode() != SCHED_GUARD_REGIONS)
                 cr_skip_test("this kernel has no MADV_GUARD_INSTALL (Linux >= 6.13)");
         expect_overflow_report(NULL, overflow, out, sizeof(out));
+        cr_assert(strstr(out, "2048 KiB guard region"), "not the guard-region report: %s", out);
+}
+
+/* A worker carves new arena slots for itself a run at a time and installs each one's
+ * guard as it takes it: a slot from the middle of such a run is guarded as the first. */
+Test(stack, overflow_is_reported_from_a_slot_carved_in_a_run)
+{
+        char out[4096];
+
+        if (sched_stack_guard_mode() != SCHED_GUARD_REGIONS)
+                cr_skip_test("this kernel has no MADV_GUARD_INSTALL (Linux >= 6.13)");
+        expect_overflow_report_after(NULL, 5, stack_frame_1mib, out, sizeof(out));
         cr_assert(strstr(out, "2048 KiB guard region"), "not the guard-region report: %s", out);
 }
 
