@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Stacks: an overflow into the guard is reported (fiber id and tag) and aborts, with
  * guard regions and with mprotect guards, also for a 1 MiB frame built without
- * -fstack-clash-protection (stack_frame.c); guard regions need no memory map per fiber;
- * stacks come back from the cache and, beyond it, give their memory back; the
+ * -fstack-clash-protection (stack_frame.c), also from a slot in the middle of a
+ * worker's carved run; guard regions need no memory map per fiber; stacks come back from
+ * the cache and, beyond it, give their memory back (also where process_madvise() is
+ * refused); the
  * mprotect map budget is the process's; a big custom stack is usable. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -10,7 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -476,6 +484,30 @@ Test(stack, stacks_beyond_the_caches_give_memory_back)
 {
         long peak, after;
 
+        rss_around_a_crowd(&peak, &after);
+        assert_memory_given_back(peak, after);
+}
+
+/* Where the kernel refuses process_madvise() (an older kernel; here a seccomp filter
+ * that answers EPERM, as a unit's SystemCallFilter= without @ipc would), the batches go
+ * back one madvise per run of slots, and the memory still goes back. */
+Test(stack, stacks_give_memory_back_where_process_madvise_is_refused)
+{
+        struct sock_filter insns[] = {
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_madvise, 0, 1),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {.len = ELEMENTSOF(insns), .filter = insns};
+        long peak, after;
+
+        /* (criterion runs each test in a process of its own: the filter stays in it) */
+        cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0, "seccomp: %s",
+                     strerror(errno));
+        cr_assert_eq(syscall(SYS_process_madvise, -10001, NULL, 0, MADV_DONTNEED, 0), -1);
+        cr_assert_eq(errno, EPERM, "the filter is not in place");
         rss_around_a_crowd(&peak, &after);
         assert_memory_given_back(peak, after);
 }
