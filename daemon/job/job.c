@@ -750,41 +750,73 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool wit
         return job_pack_record_fields(pk, j, with_result, with_args, JOB_FIELDS_ALL);
 }
 
+/* The entry of record key @i (record_keys[i]) for @j: a switch, so that a fields mask
+ * of three keys computes three entries, not the whole record's. */
+static IpcKv record_kv(const Job *j, unsigned i, bool with_result, bool with_args)
+{
+        const char *k = record_keys[i].name;
+        uint64_t ms;
+
+        switch (i) {
+        case 0:
+                return (IpcKv)IPC_KV_UINT(k, j->id);
+        case 1:
+                return (IpcKv)IPC_KV_CSTR(k, j->plugin_name);
+        case 2:
+                return (IpcKv)IPC_KV_CSTR(k, j->class_name);
+        case 3:
+                return (IpcKv)IPC_KV_UINT(k, j->owner);
+        case 4:
+                return (IpcKv)IPC_KV_CSTR(k, job_state_name(j->state));
+        case 5:
+                return (IpcKv)IPC_KV_INT(k, j->priority);
+        case 6:
+                return (IpcKv)IPC_KV_UINT(k, j->timeout_ns / NSEC_PER_MSEC);
+        case 7:
+                return (IpcKv)IPC_KV_PACK(k, pack_ms_or_nil, &j->submitted_ms);
+        case 8:
+                return (IpcKv)IPC_KV_PACK(k, pack_ms_or_nil, &j->started_ms);
+        case 9:
+                return (IpcKv)IPC_KV_PACK(k, pack_ms_or_nil, &j->finished_ms);
+        case 10:
+                return (IpcKv)IPC_KV_PACK(k, pack_progress, j);
+        case FIELD_ARGS:
+                return (IpcKv)IPC_KV_PACK_IF(with_args, k, pack_args, j);
+        case 12:
+                return (IpcKv)IPC_KV_PACK_IF(with_result, k, pack_result, j);
+        case 13:
+                return (IpcKv)IPC_KV_PACK(k, pack_error, j);
+        case 14:
+                return (IpcKv)IPC_KV_UINT(k, j->attempt);
+        case 15:
+                return (IpcKv)IPC_KV_UINT(k, j->max_attempts ? j->max_attempts : 1);
+        case 16: /* next_attempt_ms: nil unless retrying */
+                ms = j->state == JOB_RETRYING ? job_due_ms(j) : 0;
+                return ms ? (IpcKv)IPC_KV_UINT(k, ms) : (IpcKv)IPC_KV_NIL(k);
+        case 17: /* run_at_ms */
+                ms = job_run_at_ms(j);
+                return ms ? (IpcKv)IPC_KV_UINT(k, ms) : (IpcKv)IPC_KV_NIL(k);
+        case 18:
+                return (IpcKv)IPC_KV_PACK(k, pack_after, j);
+        case 19:
+                return (IpcKv)IPC_KV_PACK(k, pack_key, job_plan_key(j));
+        default:
+                return (IpcKv)IPC_KV_PACK(k, pack_errors, j);
+        }
+}
+
 int job_pack_record_fields(msgpack_packer *pk, const Job *j, bool with_result, bool with_args,
                            uint32_t fields)
 {
-        uint64_t next_attempt_ms = j->state == JOB_RETRYING ? job_due_ms(j) : 0;
-        uint64_t run_at_ms = job_run_at_ms(j);
-        IpcKv kv[] = {
-                IPC_KV_UINT(IPC_KEY_ID, j->id),
-                IPC_KV_CSTR(IPC_KEY_PLUGIN, j->plugin_name),
-                IPC_KV_CSTR(IPC_KEY_CLASS, j->class_name),
-                IPC_KV_UINT(IPC_KEY_OWNER, j->owner),
-                IPC_KV_CSTR(IPC_KEY_STATE, job_state_name(j->state)),
-                IPC_KV_INT(IPC_KEY_PRIORITY, j->priority),
-                IPC_KV_UINT(IPC_KEY_TIMEOUT_MS, j->timeout_ns / NSEC_PER_MSEC),
-                IPC_KV_PACK(IPC_KEY_CREATED_MS, pack_ms_or_nil, &j->submitted_ms),
-                IPC_KV_PACK(IPC_KEY_STARTED_MS, pack_ms_or_nil, &j->started_ms),
-                IPC_KV_PACK(IPC_KEY_FINISHED_MS, pack_ms_or_nil, &j->finished_ms),
-                IPC_KV_PACK(IPC_KEY_PROGRESS, pack_progress, j),
-                IPC_KV_PACK_IF(with_args, IPC_KEY_ARGS, pack_args, j),
-                IPC_KV_PACK_IF(with_result, IPC_KEY_RESULT, pack_result, j),
-                IPC_KV_PACK(IPC_KEY_ERROR, pack_error, j),
-                IPC_KV_UINT(IPC_KEY_ATTEMPT, j->attempt),
-                IPC_KV_UINT(IPC_KEY_MAX_ATTEMPTS, j->max_attempts ? j->max_attempts : 1),
-                IPC_KV_PACK(IPC_KEY_NEXT_ATTEMPT_MS, pack_ms_or_nil, &next_attempt_ms),
-                IPC_KV_PACK(IPC_KEY_RUN_AT_MS, pack_ms_or_nil, &run_at_ms),
-                IPC_KV_PACK(IPC_KEY_AFTER, pack_after, j),
-                IPC_KV_PACK(IPC_KEY_KEY, pack_key, job_plan_key(j)),
-                IPC_KV_PACK(IPC_KEY_ERRORS, pack_errors, j),
-        };
+        IpcKv kv[ELEMENTSOF(record_keys)];
+        size_t n = 0;
 
-        _Static_assert(ELEMENTSOF(kv) == ELEMENTSOF(record_keys), "record_keys is kv's order");
-        if (fields != JOB_FIELDS_ALL)
-                for (size_t i = 0; i < ELEMENTSOF(kv); i++)
-                        if (!(fields & FIELD_BIT(i)))
-                                kv[i].type = IPC_KV_TYPE_SKIP;
-        return ipc_pack_map_kv(pk, kv, ELEMENTSOF(kv)) ? -ENOMEM : 0;
+        _Static_assert(ELEMENTSOF(record_keys) == 21 && ELEMENTSOF(record_keys) <= 32,
+                       "record_kv() has a case for each key; a mask has a bit for each");
+        for (uint32_t m = fields & (uint32_t)(FIELD_BIT(ELEMENTSOF(record_keys)) - 1); m;
+             m &= m - 1)
+                kv[n++] = record_kv(j, (unsigned)__builtin_ctz(m), with_result, with_args);
+        return ipc_pack_map_kv(pk, kv, n) ? -ENOMEM : 0;
 }
 
 static const char *const job_state_names[JOB_STATE_COUNT] = {

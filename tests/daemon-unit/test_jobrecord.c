@@ -329,6 +329,53 @@ Test(jobrecord, each_field_asked_alone_packs_that_key_with_id_and_state)
         job_unref(j);
 }
 
+/* Each key of the whole record packs its own field: every field set to a value of its
+ * own, so a key packed from a neighbour's field reads wrong. */
+Test(jobrecord, every_key_of_the_record_packs_its_own_field)
+{
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_unpacked u;
+        const msgpack_object *o;
+        Job *j = new_trivial_job();
+
+        cr_assert_eq(job_set_plan(j, &(JobPlan){.max_attempts = 6, .key = "k7", .run_at_ms = 41}),
+                     0);
+        restore_into(j, JOB_DONE);
+        j->priority = -3;
+        j->timeout_ns = 11 * NSEC_PER_MSEC;
+        j->submitted_ms = 13;
+        j->started_ms = 17;
+        j->finished_ms = 19;
+        j->attempt = 5;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        cr_assert_eq(job_pack_record(&pk, j, true, true), 0);
+        o = unpack(&sb, &u);
+        cr_assert_eq(o->via.map.size, 21);
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_ID)->via.u64, 7);
+        cr_assert(str_is(ipc_map_find(o, IPC_KEY_PLUGIN), "echo"));
+        cr_assert(str_is(ipc_map_find(o, IPC_KEY_CLASS), "default"));
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_OWNER)->via.u64, 1000);
+        cr_assert(str_is(ipc_map_find(o, IPC_KEY_STATE), IPC_STATE_DONE));
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_PRIORITY)->via.i64, -3);
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_TIMEOUT_MS)->via.u64, 11);
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_CREATED_MS)->via.u64, 13);
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_STARTED_MS)->via.u64, 17);
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_FINISHED_MS)->via.u64, 19);
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_ATTEMPT)->via.u64, 5);
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_MAX_ATTEMPTS)->via.u64, 6);
+        cr_assert(ipc_object_is_nil(ipc_map_find(o, IPC_KEY_NEXT_ATTEMPT_MS)));
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_RUN_AT_MS)->via.u64, 41);
+        cr_assert(str_is(ipc_map_find(o, IPC_KEY_KEY), "k7"));
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_ARGS)->type, MSGPACK_OBJECT_MAP);
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_AFTER)->via.array.size, 0);
+        cr_assert_eq(ipc_map_find(o, IPC_KEY_ERRORS)->via.array.size, 0);
+        msgpack_unpacked_destroy(&u);
+        msgpack_sbuffer_destroy(&sb);
+        job_unref(j);
+}
+
 Test(jobrecord, a_schedule_read_back_into_a_finished_record_keeps_what_it_shows)
 {
         msgpack_sbuffer sb;
