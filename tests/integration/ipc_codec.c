@@ -106,6 +106,40 @@ Test(ipc_decoder, a_message_of_many_small_objects_outgrows_its_first_chunk)
         ipc_decoder_free(d);
 }
 
+/* The answer's header, packed by hand, is the bytes msgpack-c packs for [1, msgid, nil]
+ * at every width of msgid, and decodes to that msgid. */
+Test(ipc_encoder, response_header_is_msgpack_c_s_bytes_at_every_msgid_width)
+{
+        static const uint32_t ids[] = {
+                0, 1, 127, 128, 255, 256, 65535, 65536, 1 << 24, UINT32_MAX - 1, UINT32_MAX};
+
+        for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+                Buf a, b;
+                IpcMessage m = {0};
+                IpcDecoder *d = decoder(0);
+
+                buf_init(&a);
+                buf_init(&b);
+                cr_assert_eq(ipc_pack_response_begin(&a.pk, ids[i]), 0);
+                msgpack_pack_array(&b.pk, 4);
+                msgpack_pack_uint8(&b.pk, IPC_RESPONSE);
+                msgpack_pack_uint32(&b.pk, ids[i]);
+                msgpack_pack_nil(&b.pk);
+                cr_assert_eq(a.sb.size, b.sb.size, "msgid %u: %zu bytes, msgpack-c packs %zu",
+                             ids[i], a.sb.size, b.sb.size);
+                cr_assert_eq(memcmp(a.sb.data, b.sb.data, a.sb.size), 0, "msgid %u", ids[i]);
+                cr_assert_eq(msgpack_pack_nil(&a.pk), 0); /* the result */
+                cr_assert_eq(ipc_decoder_feed(d, a.sb.data, a.sb.size), 0);
+                cr_assert_eq(ipc_decoder_next(d, &m), 1);
+                cr_assert_eq(m.type, IPC_RESPONSE);
+                cr_assert_eq(m.msgid, ids[i]);
+                ipc_message_clear(&m);
+                buf_done(&a);
+                buf_done(&b);
+                ipc_decoder_free(d);
+        }
+}
+
 Test(ipc_decoder, response_error_and_notification_round_trip)
 {
         Buf b;
