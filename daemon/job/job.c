@@ -471,13 +471,6 @@ static int pack_error(msgpack_packer *pk, const void *arg)
         return ipc_pack_error_map(pk, j->error_code, j->error_message ? j->error_message : "");
 }
 
-static int pack_ms_or_nil(msgpack_packer *pk, const void *arg)
-{
-        uint64_t ms = *(const uint64_t *)arg;
-
-        return ms ? msgpack_pack_uint64(pk, ms) : msgpack_pack_nil(pk);
-}
-
 static int pack_after(msgpack_packer *pk, const void *arg)
 {
         const Job *j = arg;
@@ -750,58 +743,110 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool wit
         return job_pack_record_fields(pk, j, with_result, with_args, JOB_FIELDS_ALL);
 }
 
-/* The entry of record key @i (record_keys[i]) for @j: a switch, so that a fields mask
- * of three keys computes three entries, not the whole record's. */
-static IpcKv record_kv(const Job *j, unsigned i, bool with_result, bool with_args)
+/* An entry's value, written field by field into the caller's table: a struct returned
+ * by value went through the stack in halves and was read back whole, a stalled store
+ * forward per key (perf). */
+static inline void kv_uint(IpcKv *kv, uint64_t v)
 {
-        const char *k = record_keys[i].name;
-        uint64_t ms;
+        kv->type = IPC_KV_TYPE_UINT;
+        kv->u = v;
+}
 
+static inline void kv_cstr(IpcKv *kv, const char *v)
+{
+        kv->type = IPC_KV_TYPE_CSTR;
+        kv->s = v;
+}
+
+static inline void kv_pack(IpcKv *kv, IpcPackFn *fn, const void *arg)
+{
+        kv->type = IPC_KV_TYPE_PACK;
+        kv->pack.fn = fn;
+        kv->pack.arg = arg;
+}
+
+static inline void kv_ms(IpcKv *kv, uint64_t ms)
+{
+        if (ms)
+                kv_uint(kv, ms);
+        else
+                kv->type = IPC_KV_TYPE_NIL;
+}
+
+/* The entry of record key @i (record_keys[i]) for @j into @kv: a switch, so that a
+ * fields mask of three keys computes three entries, not the whole record's. */
+static void record_kv(IpcKv *kv, const Job *j, unsigned i, bool with_result, bool with_args)
+{
+        kv->key = record_keys[i].name;
         switch (i) {
         case 0:
-                return (IpcKv)IPC_KV_UINT(k, j->id);
+                kv_uint(kv, j->id);
+                break;
         case 1:
-                return (IpcKv)IPC_KV_CSTR(k, j->plugin_name);
+                kv_cstr(kv, j->plugin_name);
+                break;
         case 2:
-                return (IpcKv)IPC_KV_CSTR(k, j->class_name);
+                kv_cstr(kv, j->class_name);
+                break;
         case 3:
-                return (IpcKv)IPC_KV_UINT(k, j->owner);
+                kv_uint(kv, j->owner);
+                break;
         case 4:
-                return (IpcKv)IPC_KV_CSTR(k, job_state_name(j->state));
+                kv_cstr(kv, job_state_name(j->state));
+                break;
         case 5:
-                return (IpcKv)IPC_KV_INT(k, j->priority);
+                kv->type = IPC_KV_TYPE_INT;
+                kv->i = j->priority;
+                break;
         case 6:
-                return (IpcKv)IPC_KV_UINT(k, j->timeout_ns / NSEC_PER_MSEC);
+                kv_uint(kv, j->timeout_ns / NSEC_PER_MSEC);
+                break;
         case 7:
-                return (IpcKv)IPC_KV_PACK(k, pack_ms_or_nil, &j->submitted_ms);
+                kv_ms(kv, j->submitted_ms);
+                break;
         case 8:
-                return (IpcKv)IPC_KV_PACK(k, pack_ms_or_nil, &j->started_ms);
+                kv_ms(kv, j->started_ms);
+                break;
         case 9:
-                return (IpcKv)IPC_KV_PACK(k, pack_ms_or_nil, &j->finished_ms);
+                kv_ms(kv, j->finished_ms);
+                break;
         case 10:
-                return (IpcKv)IPC_KV_PACK(k, pack_progress, j);
+                kv_pack(kv, pack_progress, j);
+                break;
         case FIELD_ARGS:
-                return (IpcKv)IPC_KV_PACK_IF(with_args, k, pack_args, j);
+                kv_pack(kv, pack_args, j);
+                if (!with_args)
+                        kv->type = IPC_KV_TYPE_SKIP;
+                break;
         case 12:
-                return (IpcKv)IPC_KV_PACK_IF(with_result, k, pack_result, j);
+                kv_pack(kv, pack_result, j);
+                if (!with_result)
+                        kv->type = IPC_KV_TYPE_SKIP;
+                break;
         case 13:
-                return (IpcKv)IPC_KV_PACK(k, pack_error, j);
+                kv_pack(kv, pack_error, j);
+                break;
         case 14:
-                return (IpcKv)IPC_KV_UINT(k, j->attempt);
+                kv_uint(kv, j->attempt);
+                break;
         case 15:
-                return (IpcKv)IPC_KV_UINT(k, j->max_attempts ? j->max_attempts : 1);
-        case 16: /* next_attempt_ms: nil unless retrying */
-                ms = j->state == JOB_RETRYING ? job_due_ms(j) : 0;
-                return ms ? (IpcKv)IPC_KV_UINT(k, ms) : (IpcKv)IPC_KV_NIL(k);
-        case 17: /* run_at_ms */
-                ms = job_run_at_ms(j);
-                return ms ? (IpcKv)IPC_KV_UINT(k, ms) : (IpcKv)IPC_KV_NIL(k);
+                kv_uint(kv, j->max_attempts ? j->max_attempts : 1);
+                break;
+        case 16:
+                kv_ms(kv, j->state == JOB_RETRYING ? job_due_ms(j) : 0);
+                break; /* next */
+        case 17:
+                kv_ms(kv, job_run_at_ms(j));
+                break;
         case 18:
-                return (IpcKv)IPC_KV_PACK(k, pack_after, j);
+                kv_pack(kv, pack_after, j);
+                break;
         case 19:
-                return (IpcKv)IPC_KV_PACK(k, pack_key, job_plan_key(j));
+                kv_pack(kv, pack_key, job_plan_key(j));
+                break;
         default:
-                return (IpcKv)IPC_KV_PACK(k, pack_errors, j);
+                kv_pack(kv, pack_errors, j);
+                break;
         }
 }
 
@@ -815,7 +860,7 @@ int job_pack_record_fields(msgpack_packer *pk, const Job *j, bool with_result, b
                        "record_kv() has a case for each key; a mask has a bit for each");
         for (uint32_t m = fields & (uint32_t)(FIELD_BIT(ELEMENTSOF(record_keys)) - 1); m;
              m &= m - 1)
-                kv[n++] = record_kv(j, (unsigned)__builtin_ctz(m), with_result, with_args);
+                record_kv(&kv[n++], j, (unsigned)__builtin_ctz(m), with_result, with_args);
         return ipc_pack_map_kv(pk, kv, n) ? -ENOMEM : 0;
 }
 
