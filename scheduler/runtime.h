@@ -296,8 +296,9 @@ size_t slab_mapped(void);
 typedef struct StackCache {
         char **slot; /* LIFO of cached stacks, by lowest byte (default size only) */
         unsigned n, cap;
-        char *carve, *carve_end; /* guard regions: arena slots carved for this worker alone,
-                                  * their guards not installed yet (stack.c) */
+        char *carve, *carve_end; /* guard regions: arena slots carved for this worker alone
+                                  * and not taken yet (stack.c) */
+        bool carve_guarded;      /* their guards are installed (else each at its take) */
 } StackCache;
 
 typedef struct StackArena StackArena;

@@ -26,6 +26,28 @@
 #include "helpers.h"
 #include "stack_frame.h"
 
+#if !defined(__SANITIZE_THREAD__)
+/* A seccomp filter on the calling process that answers EPERM to process_madvise(), as
+ * a kernel before 6.13 or a unit's SystemCallFilter= without @ipc refuses it. Returns
+ * false when it could not be put in place. */
+static bool deny_process_madvise(void)
+{
+        struct sock_filter insns[] = {
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_madvise, 0, 1),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {.len = ELEMENTSOF(insns), .filter = insns};
+
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+                return false;
+        return syscall(SYS_process_madvise, -10001, NULL, 0, MADV_DONTNEED, 0) == -1 &&
+               errno == EPERM;
+}
+#endif
+
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 static int recurse(int depth)
 {
@@ -62,10 +84,10 @@ static void hold_stack(void *arg)
 
 /* Run the overflow in a child with stderr on a pipe and FIBERD_STACK_GUARD=@guard, after
  * @holders fibers that keep their stacks (so the overflowing one's stack is the
- * (@holders + 1)th slot of the group); it must die of SIGABRT having printed the report.
- * Returns what it printed. */
-static void expect_overflow_report_after(const char *guard, unsigned holders, FiberFn fn, char *out,
-                                         size_t cap)
+ * (@holders + 1)th slot of the group), with process_madvise() refused when @deny; it
+ * must die of SIGABRT having printed the report. Returns what it printed. */
+static void expect_overflow_report_after(const char *guard, unsigned holders, bool deny, FiberFn fn,
+                                         char *out, size_t cap)
 {
         int fds[2];
         size_t n = 0;
@@ -81,6 +103,8 @@ static void expect_overflow_report_after(const char *guard, unsigned holders, Fi
                 close(fds[0]);
                 if (guard)
                         setenv("FIBERD_STACK_GUARD", guard, 1);
+                if (deny && !deny_process_madvise())
+                        _exit(7);
                 SchedulingGroup *g = NULL;
                 SchedGroupConfig cfg = {.workers = 1};
                 FiberAttr a = {.tag = "job 42 plugin recurse"};
@@ -113,7 +137,7 @@ static void expect_overflow_report_after(const char *guard, unsigned holders, Fi
 
 static void expect_overflow_report(const char *guard, FiberFn fn, char *out, size_t cap)
 {
-        expect_overflow_report_after(guard, 0, fn, out, cap);
+        expect_overflow_report_after(guard, 0, false, fn, out, cap);
 }
 
 Test(stack, overflow_is_reported_with_guard_regions)
@@ -126,15 +150,27 @@ Test(stack, overflow_is_reported_with_guard_regions)
         cr_assert(strstr(out, "2048 KiB guard region"), "not the guard-region report: %s", out);
 }
 
-/* A worker carves new arena slots for itself a run at a time and installs each one's
- * guard as it takes it: a slot from the middle of such a run is guarded as the first. */
+/* A worker carves new arena slots for itself a run at a time and installs the run's
+ * guards at once: a slot from the middle of such a run is guarded as the first. */
 Test(stack, overflow_is_reported_from_a_slot_carved_in_a_run)
 {
         char out[4096];
 
         if (sched_stack_guard_mode() != SCHED_GUARD_REGIONS)
                 cr_skip_test("this kernel has no MADV_GUARD_INSTALL (Linux >= 6.13)");
-        expect_overflow_report_after(NULL, 5, stack_frame_1mib, out, sizeof(out));
+        expect_overflow_report_after(NULL, 5, false, stack_frame_1mib, out, sizeof(out));
+        cr_assert(strstr(out, "2048 KiB guard region"), "not the guard-region report: %s", out);
+}
+
+/* The same where the kernel refuses to install a run's guards in one process_madvise()
+ * call: each slot's is installed as it is taken. */
+Test(stack, overflow_is_reported_from_a_carved_run_where_process_madvise_is_refused)
+{
+        char out[4096];
+
+        if (sched_stack_guard_mode() != SCHED_GUARD_REGIONS)
+                cr_skip_test("this kernel has no MADV_GUARD_INSTALL (Linux >= 6.13)");
+        expect_overflow_report_after(NULL, 5, true, stack_frame_1mib, out, sizeof(out));
         cr_assert(strstr(out, "2048 KiB guard region"), "not the guard-region report: %s", out);
 }
 
@@ -493,21 +529,11 @@ Test(stack, stacks_beyond_the_caches_give_memory_back)
  * back one madvise per run of slots, and the memory still goes back. */
 Test(stack, stacks_give_memory_back_where_process_madvise_is_refused)
 {
-        struct sock_filter insns[] = {
-                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_madvise, 0, 1),
-                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        };
-        struct sock_fprog prog = {.len = ELEMENTSOF(insns), .filter = insns};
         long peak, after;
 
         /* (criterion runs each test in a process of its own: the filter stays in it) */
-        cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-        cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0, "seccomp: %s",
-                     strerror(errno));
-        cr_assert_eq(syscall(SYS_process_madvise, -10001, NULL, 0, MADV_DONTNEED, 0), -1);
-        cr_assert_eq(errno, EPERM, "the filter is not in place");
+        cr_assert(deny_process_madvise(), "the seccomp filter is not in place: %s",
+                  strerror(errno));
         rss_around_a_crowd(&peak, &after);
         assert_memory_given_back(peak, after);
 }
