@@ -47,13 +47,13 @@
  *
  * Beyond the warm pool a stack gives its memory back: it waits in a batch of
  * STACK_RELEASE_BATCH, and the batch is released with MADV_DONTNEED in one
- * process_madvise(2) call over the stacks alone (Linux >= 6.13 takes any advice for the
- * calling process), so the TLB shootdown that a release costs in a multi-threaded
- * process is paid once per batch, and the guards' markers between the stacks are not
- * walked (a run of neighbouring slots released by one madvise walked 512 markers a slot
- * for a stack's 32 entries: 14 % of skynet's samples on the shared queue). Where the
- * kernel refuses that call, one madvise per run of neighbouring slots (guard markers
- * survive it). The released slot keeps its guard and its address range and is reused before any new
+ * process_madvise(2) call over the stacks alone (advise_vector(): Linux >= 6.15), so the
+ * guards' markers between the stacks are not walked (a run of neighbouring slots
+ * released by one madvise walked 512 markers a slot for a stack's 32 entries: 14 % of
+ * skynet's samples on the shared queue), and a kernel that batches the call's TLB
+ * flushes shoots the TLB down once per batch. Where the kernel refuses the call, one
+ * madvise per run of neighbouring slots (guard markers survive it), a shootdown per run.
+ * The released slot keeps its guard and its address range and is reused before any new
  * one is made. MADV_DONTNEED rather than MADV_FREE: MADV_FREE is cheaper to reuse
  * (about 0.5 us against 3.5 us to fault two pages back, measured on this project's
  * 2-core machine) but its pages stay in the process's RSS until the kernel is short of
@@ -324,13 +324,19 @@ static int arena_grow(SchedulingGroup *g)
         return 0;
 }
 
-/* process_madvise(2) on the calling process: Linux >= 6.13 takes any advice for it, and
- * PIDFD_SELF_THREAD_GROUP (include/uapi/linux/pidfd.h) needs no pidfd, so a forked
- * child cannot advise its parent's memory through one inherited. */
+/* process_madvise(2) on the calling process, with PIDFD_SELF_THREAD_GROUP
+ * (include/uapi/linux/pidfd.h), which needs no pidfd, so a forked child cannot advise
+ * its parent's memory through one inherited: Linux >= 6.15 (6.13 took any advice for the
+ * calling process, 6.15 the PIDFD_SELF values; before, EBADF or EINVAL). */
 #ifndef PIDFD_SELF_THREAD_GROUP
 #define PIDFD_SELF_THREAD_GROUP -10001
 #endif
-static bool vector_off; /* atomic: the kernel refused process_madvise once: for good */
+#ifndef SYS_process_madvise
+#define SYS_process_madvise 440 /* the same on every architecture (Linux 5.10) */
+#endif
+/* One call advises at most this much: the kernel stops an iovec near 2 GiB. */
+#define VECTOR_MAX_BYTES (1UL << 30)
+static bool vector_off; /* atomic: the kernel refused process_madvise: for good */
 
 /* @advice over the @n ranges of @iov (@bytes in all) in one process_madvise() call.
  * Return: false when the kernel did not apply all of it (the caller falls back to
@@ -339,12 +345,15 @@ static bool advise_vector(const struct iovec *iov, size_t n, size_t bytes, int a
 {
         ssize_t r;
 
-        if (__atomic_load_n(&vector_off, __ATOMIC_RELAXED))
+        if (bytes > VECTOR_MAX_BYTES || __atomic_load_n(&vector_off, __ATOMIC_RELAXED))
                 return false;
         r = syscall(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, iov, n, advice, 0);
         if (r == (ssize_t)bytes)
                 return true;
-        if (r < 0) /* ENOSYS, EBADF (no PIDFD_SELF), EINVAL, EPERM (a seccomp filter) */
+        /* A kernel or filter that refuses the call refuses it again: no more tries. Another
+         * error (ENOMEM for a page table, EINTR) is this call's: the fallback, then the
+         * next batch tries again. */
+        if (r < 0 && (errno == ENOSYS || errno == EBADF || errno == EINVAL || errno == EPERM))
                 __atomic_store_n(&vector_off, true, __ATOMIC_RELAXED);
         return false;
 }

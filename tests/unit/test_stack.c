@@ -28,7 +28,7 @@
 
 #if !defined(__SANITIZE_THREAD__)
 /* A seccomp filter on the calling process that answers EPERM to process_madvise(), as
- * a kernel before 6.13 or a unit's SystemCallFilter= without @ipc refuses it. Returns
+ * a kernel before 6.15 or a unit's SystemCallFilter= without @ipc refuses it. Returns
  * false when it could not be put in place. */
 static bool deny_process_madvise(void)
 {
