@@ -296,10 +296,13 @@ size_t slab_mapped(void);
 typedef struct StackCache {
         char **slot; /* LIFO of cached stacks, by lowest byte (default size only) */
         unsigned n, cap;
-        char *carve, *carve_end; /* guard regions: arena slots carved for this worker alone
-                                  * and not taken yet (stack.c) */
-        bool carve_guarded;      /* their guards are installed (else each at its take) */
 } StackCache;
+
+/* Guard regions: arena slots carved for one worker alone and not taken yet (stack.c). */
+typedef struct StackRun {
+        char *lo, *end;
+        bool guarded; /* their guards are installed (else each at its take) */
+} StackRun;
 
 typedef struct StackArena StackArena;
 
@@ -393,6 +396,8 @@ struct Worker {
         int bt_n;                 /* frames in bt; -1 while asked for (atomic) */
         Fiber *blocks;            /* fibers' free control blocks, a LIFO linked by */
         unsigned nblocks;         /* yield_next; this worker's thread only (slab.c) */
+        StackRun carved;          /* this worker's carved slots (stack.c; last: cold, and
+                                   * the hot fields above keep their lines) */
 #ifdef SCHED_ASAN
         void *asan_stack_bottom;
         size_t asan_stack_size;

@@ -373,8 +373,8 @@ static bool guard_run(char *lo, char *end, size_t slot)
 
 /* Take a slot from the released list, else carve or map a new one. The returned stack
  * is zero-filled or released (its pages fault in on use). @c: the calling worker's
- * cache, whose carved run new slots come from; NULL on another thread. Context: any. */
-static int slot_take(SchedulingGroup *g, StackCache *c, char **ret_lo)
+ * carved run, where new slots come from; NULL on another thread. Context: any. */
+static int slot_take(SchedulingGroup *g, StackRun *c, char **ret_lo)
 {
         StackPool *sp = &g->stacks;
         size_t slot = STACK_GUARD_SIZE + g->stack_size;
@@ -387,10 +387,10 @@ static int slot_take(SchedulingGroup *g, StackCache *c, char **ret_lo)
                 spin_lock(&sp->lock);
                 if (sp->free_n) {
                         p = sp->free[--sp->free_n];
-                } else if (c && c->carve != c->carve_end) {
-                        p = c->carve + STACK_GUARD_SIZE;
-                        c->carve += slot;
-                        fresh = !c->carve_guarded;
+                } else if (c && c->lo != c->end) {
+                        p = c->lo + STACK_GUARD_SIZE;
+                        c->lo += slot;
+                        fresh = !c->guarded;
                 } else if (carve_room(sp, slot)) {
                         /* A worker carves a run of slots for itself: the page-table page
                          * its guard markers go to is then not the one another worker's
@@ -400,9 +400,9 @@ static int slot_take(SchedulingGroup *g, StackCache *c, char **ret_lo)
                         p = sp->carve + STACK_GUARD_SIZE;
                         sp->carve += slot;
                         if (c && n > 1) {
-                                c->carve = sp->carve;
+                                c->lo = sp->carve;
                                 sp->carve += (n - 1) * slot;
-                                c->carve_end = sp->carve;
+                                c->end = sp->carve;
                                 run = true;
                         }
                         fresh = true;
@@ -410,11 +410,11 @@ static int slot_take(SchedulingGroup *g, StackCache *c, char **ret_lo)
                 spin_unlock(&sp->lock);
                 /* The run's guards at once, this slot's among them: one system call, not
                  * one a slot (8 % of skynet's time on the shared queue). */
-                if (run && guard_run(p - STACK_GUARD_SIZE, c->carve_end, slot)) {
-                        c->carve_guarded = true;
+                if (run && guard_run(p - STACK_GUARD_SIZE, c->end, slot)) {
+                        c->guarded = true;
                         fresh = false;
                 } else if (run) {
-                        c->carve_guarded = false;
+                        c->guarded = false;
                 }
                 if (p && fresh &&
                     madvise(p - STACK_GUARD_SIZE, STACK_GUARD_SIZE, MADV_GUARD_INSTALL) < 0) {
@@ -579,7 +579,7 @@ int stack_alloc(SchedulingGroup *g, size_t size, char **ret_lo)
                 *ret_lo = p;
                 return 0;
         }
-        return slot_take(g, w && w->group == g ? &w->stacks : NULL, ret_lo);
+        return slot_take(g, w && w->group == g ? &w->carved : NULL, ret_lo);
 }
 
 void stack_free(SchedulingGroup *g, char *lo, size_t size, bool to_pool)
@@ -613,8 +613,6 @@ int stack_cache_init(StackCache *c, unsigned cap)
 {
         c->n = 0;
         c->cap = cap;
-        c->carve = c->carve_end = NULL;
-        c->carve_guarded = false;
         c->slot = calloc(cap ? cap : 1, sizeof(char *));
         return c->slot ? 0 : -ENOMEM;
 }
