@@ -410,11 +410,9 @@ static int slot_take(SchedulingGroup *g, StackRun *c, char **ret_lo)
                 spin_unlock(&sp->lock);
                 /* The run's guards at once, this slot's among them: one system call, not
                  * one a slot (8 % of skynet's time on the shared queue). */
-                if (run && guard_run(p - STACK_GUARD_SIZE, c->end, slot)) {
-                        c->guarded = true;
-                        fresh = false;
-                } else if (run) {
-                        c->guarded = false;
+                if (run) {
+                        c->guarded = guard_run(p - STACK_GUARD_SIZE, c->end, slot);
+                        fresh = !c->guarded;
                 }
                 if (p && fresh &&
                     madvise(p - STACK_GUARD_SIZE, STACK_GUARD_SIZE, MADV_GUARD_INSTALL) < 0) {
@@ -567,19 +565,21 @@ int stack_alloc(SchedulingGroup *g, size_t size, char **ret_lo)
 
         if (size != g->stack_size)
                 return stack_map(g, size, ret_lo);
-        if (w && w->group == g) {
-                c = &w->stacks;
-                if (!c->n)
-                        c->n = (unsigned)pool_get(g, c->slot, (c->cap + 1) / 2);
-                if (c->n) {
-                        *ret_lo = c->slot[--c->n];
+        if (!w || w->group != g) {
+                if (pool_get(g, &p, 1)) {
+                        *ret_lo = p;
                         return 0;
                 }
-        } else if (pool_get(g, &p, 1)) {
-                *ret_lo = p;
+                return slot_take(g, NULL, ret_lo);
+        }
+        c = &w->stacks;
+        if (!c->n)
+                c->n = (unsigned)pool_get(g, c->slot, (c->cap + 1) / 2);
+        if (c->n) {
+                *ret_lo = c->slot[--c->n];
                 return 0;
         }
-        return slot_take(g, w && w->group == g ? &w->carved : NULL, ret_lo);
+        return slot_take(g, &w->carved, ret_lo);
 }
 
 void stack_free(SchedulingGroup *g, char *lo, size_t size, bool to_pool)
