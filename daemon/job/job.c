@@ -660,39 +660,60 @@ out:
 /* The record's keys in the order job_pack_record_fields() packs them: bit i of a fields
  * mask is record_keys[i]. Each with its length, so that a request's fields list is
  * matched without a strlen per key and per field. */
-#define RECORD_KEY(k)                                                                              \
-        {                                                                                          \
-                k, sizeof(k) - 1                                                                   \
-        }
+enum {
+        FIELD_ID,
+        FIELD_PLUGIN,
+        FIELD_CLASS,
+        FIELD_OWNER,
+        FIELD_STATE,
+        FIELD_PRIORITY,
+        FIELD_TIMEOUT_MS,
+        FIELD_CREATED_MS,
+        FIELD_STARTED_MS,
+        FIELD_FINISHED_MS,
+        FIELD_PROGRESS,
+        FIELD_ARGS,
+        FIELD_RESULT,
+        FIELD_ERROR,
+        FIELD_ATTEMPT,
+        FIELD_MAX_ATTEMPTS,
+        FIELD_NEXT_ATTEMPT_MS,
+        FIELD_RUN_AT_MS,
+        FIELD_AFTER,
+        FIELD_KEY,
+        FIELD_ERRORS,
+        FIELD_COUNT
+};
+#define RECORD_KEY(f, k) [f] = {k, sizeof(k) - 1}
 static const struct {
         const char *name;
         size_t len;
-} record_keys[] = {
-        RECORD_KEY(IPC_KEY_ID),
-        RECORD_KEY(IPC_KEY_PLUGIN),
-        RECORD_KEY(IPC_KEY_CLASS),
-        RECORD_KEY(IPC_KEY_OWNER),
-        RECORD_KEY(IPC_KEY_STATE),
-        RECORD_KEY(IPC_KEY_PRIORITY),
-        RECORD_KEY(IPC_KEY_TIMEOUT_MS),
-        RECORD_KEY(IPC_KEY_CREATED_MS),
-        RECORD_KEY(IPC_KEY_STARTED_MS),
-        RECORD_KEY(IPC_KEY_FINISHED_MS),
-        RECORD_KEY(IPC_KEY_PROGRESS),
-        RECORD_KEY(IPC_KEY_ARGS),
-        RECORD_KEY(IPC_KEY_RESULT),
-        RECORD_KEY(IPC_KEY_ERROR),
-        RECORD_KEY(IPC_KEY_ATTEMPT),
-        RECORD_KEY(IPC_KEY_MAX_ATTEMPTS),
-        RECORD_KEY(IPC_KEY_NEXT_ATTEMPT_MS),
-        RECORD_KEY(IPC_KEY_RUN_AT_MS),
-        RECORD_KEY(IPC_KEY_AFTER),
-        RECORD_KEY(IPC_KEY_KEY),
-        RECORD_KEY(IPC_KEY_ERRORS),
+} record_keys[FIELD_COUNT] = {
+        RECORD_KEY(FIELD_ID, IPC_KEY_ID),
+        RECORD_KEY(FIELD_PLUGIN, IPC_KEY_PLUGIN),
+        RECORD_KEY(FIELD_CLASS, IPC_KEY_CLASS),
+        RECORD_KEY(FIELD_OWNER, IPC_KEY_OWNER),
+        RECORD_KEY(FIELD_STATE, IPC_KEY_STATE),
+        RECORD_KEY(FIELD_PRIORITY, IPC_KEY_PRIORITY),
+        RECORD_KEY(FIELD_TIMEOUT_MS, IPC_KEY_TIMEOUT_MS),
+        RECORD_KEY(FIELD_CREATED_MS, IPC_KEY_CREATED_MS),
+        RECORD_KEY(FIELD_STARTED_MS, IPC_KEY_STARTED_MS),
+        RECORD_KEY(FIELD_FINISHED_MS, IPC_KEY_FINISHED_MS),
+        RECORD_KEY(FIELD_PROGRESS, IPC_KEY_PROGRESS),
+        RECORD_KEY(FIELD_ARGS, IPC_KEY_ARGS),
+        RECORD_KEY(FIELD_RESULT, IPC_KEY_RESULT),
+        RECORD_KEY(FIELD_ERROR, IPC_KEY_ERROR),
+        RECORD_KEY(FIELD_ATTEMPT, IPC_KEY_ATTEMPT),
+        RECORD_KEY(FIELD_MAX_ATTEMPTS, IPC_KEY_MAX_ATTEMPTS),
+        RECORD_KEY(FIELD_NEXT_ATTEMPT_MS, IPC_KEY_NEXT_ATTEMPT_MS),
+        RECORD_KEY(FIELD_RUN_AT_MS, IPC_KEY_RUN_AT_MS),
+        RECORD_KEY(FIELD_AFTER, IPC_KEY_AFTER),
+        RECORD_KEY(FIELD_KEY, IPC_KEY_KEY),
+        RECORD_KEY(FIELD_ERRORS, IPC_KEY_ERRORS),
 };
 #define FIELD_BIT(i) (1u << (i))
-#define FIELDS_ALWAYS (FIELD_BIT(0) | FIELD_BIT(4)) /* id, state */
-#define FIELD_ARGS 11
+#define FIELDS_ALWAYS (FIELD_BIT(FIELD_ID) | FIELD_BIT(FIELD_STATE))
+_Static_assert(FIELD_COUNT <= 32, "a fields mask has a bit for each key");
 
 int job_fields_parse(const msgpack_object *o, uint32_t *ret, IpcStatus *st)
 {
@@ -743,124 +764,72 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool wit
         return job_pack_record_fields(pk, j, with_result, with_args, JOB_FIELDS_ALL);
 }
 
-/* An entry's value, written field by field into the caller's table: a struct returned
- * by value went through the stack in halves and was read back whole, a stalled store
- * forward per key (perf). */
-static inline void kv_uint(IpcKv *kv, uint64_t v)
+/* A time in ms, nil when 0 (not yet, none). */
+static IpcKv kv_ms(const char *k, uint64_t ms)
 {
-        kv->type = IPC_KV_TYPE_UINT;
-        kv->u = v;
+        return ms ? (IpcKv)IPC_KV_UINT(k, ms) : (IpcKv)IPC_KV_NIL(k);
 }
 
-static inline void kv_cstr(IpcKv *kv, const char *v)
+/* The entry of record key @i (record_keys[i]) for @j: a switch, so that a fields mask of
+ * four keys computes four entries, not the whole record's. */
+static IpcKv record_kv(const Job *j, unsigned i, bool with_result, bool with_args)
 {
-        kv->type = IPC_KV_TYPE_CSTR;
-        kv->s = v;
-}
+        const char *k = record_keys[i].name;
 
-static inline void kv_pack(IpcKv *kv, IpcPackFn *fn, const void *arg)
-{
-        kv->type = IPC_KV_TYPE_PACK;
-        kv->pack.fn = fn;
-        kv->pack.arg = arg;
-}
-
-static inline void kv_ms(IpcKv *kv, uint64_t ms)
-{
-        if (ms)
-                kv_uint(kv, ms);
-        else
-                kv->type = IPC_KV_TYPE_NIL;
-}
-
-/* The entry of record key @i (record_keys[i]) for @j into @kv: a switch, so that a
- * fields mask of three keys computes three entries, not the whole record's. */
-static void record_kv(IpcKv *kv, const Job *j, unsigned i, bool with_result, bool with_args)
-{
-        kv->key = record_keys[i].name;
         switch (i) {
-        case 0:
-                kv_uint(kv, j->id);
-                break;
-        case 1:
-                kv_cstr(kv, j->plugin_name);
-                break;
-        case 2:
-                kv_cstr(kv, j->class_name);
-                break;
-        case 3:
-                kv_uint(kv, j->owner);
-                break;
-        case 4:
-                kv_cstr(kv, job_state_name(j->state));
-                break;
-        case 5:
-                kv->type = IPC_KV_TYPE_INT;
-                kv->i = j->priority;
-                break;
-        case 6:
-                kv_uint(kv, j->timeout_ns / NSEC_PER_MSEC);
-                break;
-        case 7:
-                kv_ms(kv, j->submitted_ms);
-                break;
-        case 8:
-                kv_ms(kv, j->started_ms);
-                break;
-        case 9:
-                kv_ms(kv, j->finished_ms);
-                break;
-        case 10:
-                kv_pack(kv, pack_progress, j);
-                break;
+        case FIELD_ID:
+                return (IpcKv)IPC_KV_UINT(k, j->id);
+        case FIELD_PLUGIN:
+                return (IpcKv)IPC_KV_CSTR(k, j->plugin_name);
+        case FIELD_CLASS:
+                return (IpcKv)IPC_KV_CSTR(k, j->class_name);
+        case FIELD_OWNER:
+                return (IpcKv)IPC_KV_UINT(k, j->owner);
+        case FIELD_STATE:
+                return (IpcKv)IPC_KV_CSTR(k, job_state_name(j->state));
+        case FIELD_PRIORITY:
+                return (IpcKv)IPC_KV_INT(k, j->priority);
+        case FIELD_TIMEOUT_MS:
+                return (IpcKv)IPC_KV_UINT(k, j->timeout_ns / NSEC_PER_MSEC);
+        case FIELD_CREATED_MS:
+                return kv_ms(k, j->submitted_ms);
+        case FIELD_STARTED_MS:
+                return kv_ms(k, j->started_ms);
+        case FIELD_FINISHED_MS:
+                return kv_ms(k, j->finished_ms);
+        case FIELD_PROGRESS:
+                return (IpcKv)IPC_KV_PACK(k, pack_progress, j);
         case FIELD_ARGS:
-                kv_pack(kv, pack_args, j);
-                if (!with_args)
-                        kv->type = IPC_KV_TYPE_SKIP;
-                break;
-        case 12:
-                kv_pack(kv, pack_result, j);
-                if (!with_result)
-                        kv->type = IPC_KV_TYPE_SKIP;
-                break;
-        case 13:
-                kv_pack(kv, pack_error, j);
-                break;
-        case 14:
-                kv_uint(kv, j->attempt);
-                break;
-        case 15:
-                kv_uint(kv, j->max_attempts ? j->max_attempts : 1);
-                break;
-        case 16:
-                kv_ms(kv, j->state == JOB_RETRYING ? job_due_ms(j) : 0);
-                break; /* next */
-        case 17:
-                kv_ms(kv, job_run_at_ms(j));
-                break;
-        case 18:
-                kv_pack(kv, pack_after, j);
-                break;
-        case 19:
-                kv_pack(kv, pack_key, job_plan_key(j));
-                break;
+                return (IpcKv)IPC_KV_PACK_IF(with_args, k, pack_args, j);
+        case FIELD_RESULT:
+                return (IpcKv)IPC_KV_PACK_IF(with_result, k, pack_result, j);
+        case FIELD_ERROR:
+                return (IpcKv)IPC_KV_PACK(k, pack_error, j);
+        case FIELD_ATTEMPT:
+                return (IpcKv)IPC_KV_UINT(k, j->attempt);
+        case FIELD_MAX_ATTEMPTS:
+                return (IpcKv)IPC_KV_UINT(k, j->max_attempts ? j->max_attempts : 1);
+        case FIELD_NEXT_ATTEMPT_MS:
+                return kv_ms(k, j->state == JOB_RETRYING ? job_due_ms(j) : 0);
+        case FIELD_RUN_AT_MS:
+                return kv_ms(k, job_run_at_ms(j));
+        case FIELD_AFTER:
+                return (IpcKv)IPC_KV_PACK(k, pack_after, j);
+        case FIELD_KEY:
+                return (IpcKv)IPC_KV_PACK(k, pack_key, job_plan_key(j));
         default:
-                kv_pack(kv, pack_errors, j);
-                break;
+                return (IpcKv)IPC_KV_PACK(k, pack_errors, j); /* FIELD_ERRORS */
         }
 }
 
 int job_pack_record_fields(msgpack_packer *pk, const Job *j, bool with_result, bool with_args,
                            uint32_t fields)
 {
-        IpcKv kv[ELEMENTSOF(record_keys)];
+        IpcKv kv[FIELD_COUNT];
         size_t n = 0;
 
-        _Static_assert(ELEMENTSOF(record_keys) == 21 && ELEMENTSOF(record_keys) <= 32,
-                       "record_kv() has a case for each key; a mask has a bit for each");
-        for (uint32_t m = fields & (uint32_t)(FIELD_BIT(ELEMENTSOF(record_keys)) - 1); m;
-             m &= m - 1)
-                record_kv(&kv[n++], j, (unsigned)__builtin_ctz(m), with_result, with_args);
+        for (uint32_t m = fields & (FIELD_BIT(FIELD_COUNT) - 1); m; m &= m - 1)
+                kv[n++] = record_kv(j, (unsigned)__builtin_ctz(m), with_result, with_args);
         return ipc_pack_map_kv(pk, kv, n) ? -ENOMEM : 0;
 }
 
