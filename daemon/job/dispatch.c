@@ -472,7 +472,7 @@ static size_t plugin_find(const Dispatcher *d, const char *name)
         if (!name)
                 name = "";
         for (size_t i = 0; i < d->n_plugins; i++)
-                if (d->plugins[i].interned == name || strcmp(d->plugins[i].name, name) == 0)
+                if (jobnames_match(d->plugins[i].interned, d->plugins[i].name, name))
                         return i;
         return SIZE_MAX;
 }

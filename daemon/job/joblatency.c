@@ -16,9 +16,8 @@ static JobLatency *find_or_add(JobLatencies *l, const char *plugin, const char *
         JobLatency **v, *e;
 
         for (size_t i = 0; i < l->n; i++)
-                if ((l->v[i]->plugin_interned == plugin || strcmp(l->v[i]->plugin, plugin) == 0) &&
-                    (l->v[i]->class_interned == class_name ||
-                     strcmp(l->v[i]->class_name, class_name) == 0))
+                if (jobnames_match(l->v[i]->plugin_interned, l->v[i]->plugin, plugin) &&
+                    jobnames_match(l->v[i]->class_interned, l->v[i]->class_name, class_name))
                         return l->v[i];
         e = calloc(1, sizeof(*e));
         if (!e)

@@ -19,7 +19,9 @@
 #ifndef FIBERD_DAEMON_JOBNAMES_H
 #define FIBERD_DAEMON_JOBNAMES_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 /*
  * jobnames_intern - the one shared copy of @name cut to at most @max bytes (a class name
@@ -28,5 +30,15 @@
  * memory. Context: any; does not yield.
  */
 const char *jobnames_intern(const char *name, size_t max);
+
+/*
+ * jobnames_match - @name is the name kept as @copy, whose jobnames_intern() is @interned
+ * (NULL: none, out of memory): a job's name, interned too, matches by its pointer, any
+ * other by content. Context: any.
+ */
+static inline bool jobnames_match(const char *interned, const char *copy, const char *name)
+{
+        return interned == name || strcmp(copy, name) == 0;
+}
 
 #endif

@@ -244,7 +244,7 @@ static JobCounts *plugin_counts_locked(JobTable *t, const char *name)
         PluginCounts *p;
 
         for (size_t i = 0; i < t->nplugins; i++)
-                if (t->plugins[i].interned == name || strcmp(t->plugins[i].name, name) == 0)
+                if (jobnames_match(t->plugins[i].interned, t->plugins[i].name, name))
                         return &t->plugins[i].counts;
         p = realloc(t->plugins, (t->nplugins + 1) * sizeof(*p));
         if (!p)
