@@ -765,60 +765,86 @@ int job_pack_record(msgpack_packer *pk, const Job *j, bool with_result, bool wit
 }
 
 /* A time in ms, nil when 0 (not yet, none). */
-static IpcKv kv_ms(const char *k, uint64_t ms)
+static void kv_ms(IpcKv *kv, const char *k, uint64_t ms)
 {
-        return ms ? (IpcKv)IPC_KV_UINT(k, ms) : (IpcKv)IPC_KV_NIL(k);
+        if (ms)
+                *kv = (IpcKv)IPC_KV_UINT(k, ms);
+        else
+                *kv = (IpcKv)IPC_KV_NIL(k);
 }
 
-/* The entry of record key @i (record_keys[i]) for @j: a switch, so that a fields mask of
- * four keys computes four entries, not the whole record's. */
-static IpcKv record_kv(const Job *j, unsigned i, bool with_result, bool with_args)
+/* The entry of record key @i (record_keys[i]) for @j into @kv: a switch, so that a
+ * fields mask of four keys computes four entries, not the whole record's. Written in
+ * place: an entry returned by value went through the stack in halves and was read back
+ * whole, a stalled store forward per key (perf). */
+static void record_kv(IpcKv *kv, const Job *j, unsigned i, bool with_result, bool with_args)
 {
         const char *k = record_keys[i].name;
 
         switch (i) {
         case FIELD_ID:
-                return (IpcKv)IPC_KV_UINT(k, j->id);
+                *kv = (IpcKv)IPC_KV_UINT(k, j->id);
+                return;
         case FIELD_PLUGIN:
-                return (IpcKv)IPC_KV_CSTR(k, j->plugin_name);
+                *kv = (IpcKv)IPC_KV_CSTR(k, j->plugin_name);
+                return;
         case FIELD_CLASS:
-                return (IpcKv)IPC_KV_CSTR(k, j->class_name);
+                *kv = (IpcKv)IPC_KV_CSTR(k, j->class_name);
+                return;
         case FIELD_OWNER:
-                return (IpcKv)IPC_KV_UINT(k, j->owner);
+                *kv = (IpcKv)IPC_KV_UINT(k, j->owner);
+                return;
         case FIELD_STATE:
-                return (IpcKv)IPC_KV_CSTR(k, job_state_name(j->state));
+                *kv = (IpcKv)IPC_KV_CSTR(k, job_state_name(j->state));
+                return;
         case FIELD_PRIORITY:
-                return (IpcKv)IPC_KV_INT(k, j->priority);
+                *kv = (IpcKv)IPC_KV_INT(k, j->priority);
+                return;
         case FIELD_TIMEOUT_MS:
-                return (IpcKv)IPC_KV_UINT(k, j->timeout_ns / NSEC_PER_MSEC);
+                *kv = (IpcKv)IPC_KV_UINT(k, j->timeout_ns / NSEC_PER_MSEC);
+                return;
         case FIELD_CREATED_MS:
-                return kv_ms(k, j->submitted_ms);
+                kv_ms(kv, k, j->submitted_ms);
+                return;
         case FIELD_STARTED_MS:
-                return kv_ms(k, j->started_ms);
+                kv_ms(kv, k, j->started_ms);
+                return;
         case FIELD_FINISHED_MS:
-                return kv_ms(k, j->finished_ms);
+                kv_ms(kv, k, j->finished_ms);
+                return;
         case FIELD_PROGRESS:
-                return (IpcKv)IPC_KV_PACK(k, pack_progress, j);
+                *kv = (IpcKv)IPC_KV_PACK(k, pack_progress, j);
+                return;
         case FIELD_ARGS:
-                return (IpcKv)IPC_KV_PACK_IF(with_args, k, pack_args, j);
+                *kv = (IpcKv)IPC_KV_PACK_IF(with_args, k, pack_args, j);
+                return;
         case FIELD_RESULT:
-                return (IpcKv)IPC_KV_PACK_IF(with_result, k, pack_result, j);
+                *kv = (IpcKv)IPC_KV_PACK_IF(with_result, k, pack_result, j);
+                return;
         case FIELD_ERROR:
-                return (IpcKv)IPC_KV_PACK(k, pack_error, j);
+                *kv = (IpcKv)IPC_KV_PACK(k, pack_error, j);
+                return;
         case FIELD_ATTEMPT:
-                return (IpcKv)IPC_KV_UINT(k, j->attempt);
+                *kv = (IpcKv)IPC_KV_UINT(k, j->attempt);
+                return;
         case FIELD_MAX_ATTEMPTS:
-                return (IpcKv)IPC_KV_UINT(k, j->max_attempts ? j->max_attempts : 1);
+                *kv = (IpcKv)IPC_KV_UINT(k, j->max_attempts ? j->max_attempts : 1);
+                return;
         case FIELD_NEXT_ATTEMPT_MS:
-                return kv_ms(k, j->state == JOB_RETRYING ? job_due_ms(j) : 0);
+                kv_ms(kv, k, j->state == JOB_RETRYING ? job_due_ms(j) : 0);
+                return;
         case FIELD_RUN_AT_MS:
-                return kv_ms(k, job_run_at_ms(j));
+                kv_ms(kv, k, job_run_at_ms(j));
+                return;
         case FIELD_AFTER:
-                return (IpcKv)IPC_KV_PACK(k, pack_after, j);
+                *kv = (IpcKv)IPC_KV_PACK(k, pack_after, j);
+                return;
         case FIELD_KEY:
-                return (IpcKv)IPC_KV_PACK(k, pack_key, job_plan_key(j));
-        default:
-                return (IpcKv)IPC_KV_PACK(k, pack_errors, j); /* FIELD_ERRORS */
+                *kv = (IpcKv)IPC_KV_PACK(k, pack_key, job_plan_key(j));
+                return;
+        default: /* FIELD_ERRORS */
+                *kv = (IpcKv)IPC_KV_PACK(k, pack_errors, j);
+                return;
         }
 }
 
@@ -829,7 +855,7 @@ int job_pack_record_fields(msgpack_packer *pk, const Job *j, bool with_result, b
         size_t n = 0;
 
         for (uint32_t m = fields & (FIELD_BIT(FIELD_COUNT) - 1); m; m &= m - 1)
-                kv[n++] = record_kv(j, (unsigned)__builtin_ctz(m), with_result, with_args);
+                record_kv(&kv[n++], j, (unsigned)__builtin_ctz(m), with_result, with_args);
         return ipc_pack_map_kv(pk, kv, n) ? -ENOMEM : 0;
 }
 
