@@ -86,10 +86,11 @@ typedef struct RedisStore {
 
         RedisLink link; /* whether the server answers (store-redis-conn.c) */
 
-        redisContext *w;  /* the store thread's (commit); at start the main thread's */
-        bool w_scripts;   /* w's server has the script its commits call (put_sha) */
-        char put_sha[48]; /* SCRIPT LOAD of store-redis.c's put_script */
-        uint64_t *doubt;  /* fleet submissions whose commit got no answer (store thread) */
+        redisContext *w;   /* the store thread's (commit); at start the main thread's */
+        bool w_scripts;    /* w's server has the scripts its commits call (the shas) */
+        char put_sha[48];  /* SCRIPT LOAD of store-redis.c's put_script */
+        char trim_sha[48]; /* ... and of its commit_trim_script */
+        uint64_t *doubt;   /* fleet submissions whose commit got no answer (store thread) */
         size_t n_doubt, doubt_cap;
         RedisEntry *handback; /* entries the commit being made acknowledges (store thread) */
         size_t n_handback, handback_cap;

@@ -303,14 +303,13 @@ void redis_sched_append(RedisStore *q, redisContext *c, const StoreRecord *rec, 
         }
 }
 
-int redis_sched_release_append(RedisStore *q, redisContext *c, ListHead *batch, size_t finals,
-                               size_t *n)
+int redis_sched_release_append(RedisStore *q, redisContext *c, const RedisEnded *ended,
+                               size_t n_ended, size_t *n)
 {
-        const char **argv = malloc((7 + 2 * finals) * sizeof(*argv));
-        char(*ids)[24] = malloc(finals * sizeof(*ids));
+        const char **argv = malloc((7 + 2 * n_ended) * sizeof(*argv));
+        char(*ids)[24] = malloc(n_ended * sizeof(*ids));
         char num[3][24];
-        ListHead *pos, *tmp;
-        size_t k = 0, f = 0;
+        size_t k = 0;
 
         if (!argv || !ids) {
                 free(argv);
@@ -322,14 +321,10 @@ int redis_sched_release_append(RedisStore *q, redisContext *c, ListHead *batch, 
         argv[k++] = "0";
         deps_args(q, argv + k, num, job_now_ms());
         k += 4;
-        list_for_each_safe(pos, tmp, batch)
-        {
-                const StoreWrite *w = list_entry(pos, StoreWrite, link);
-                if (w->op != STORE_OP_PUT || !job_state_final(w->rec.state) || f == finals)
-                        continue;
-                snprintf(ids[f], sizeof(ids[f]), "%" PRIu64, w->rec.id);
-                argv[k++] = ids[f++];
-                argv[k++] = job_state_name(w->rec.state);
+        for (size_t f = 0; f < n_ended; f++) {
+                snprintf(ids[f], sizeof(ids[f]), "%" PRIu64, ended[f].id);
+                argv[k++] = ids[f];
+                argv[k++] = job_state_name(ended[f].state);
         }
         redisAppendCommandArgv(c, (int)k, argv, NULL); /* copies */
         (*n)++;

@@ -18,14 +18,20 @@
  */
 void redis_sched_append(RedisStore *q, redisContext *c, const StoreRecord *rec, size_t *n);
 
+/* RedisEnded - a job a commit writes final, and the state it ended in. */
+typedef struct RedisEnded {
+        uint64_t id;
+        JobState state;
+} RedisEnded;
+
 /*
  * redis_sched_release_append - after a commit's writes (in its MULTI): the jobs waiting
- * on the @finals jobs of @batch that reached a final state go on (all their
- * dependencies done: queued, or scheduled) or fail. Return 0; -ENOMEM (nothing
- * appended). Context: the store thread.
+ * on the @n_ended jobs of @ended (final in this commit) go on (all their dependencies
+ * done: queued, or scheduled) or fail. *@n counts the commands appended. Return 0;
+ * -ENOMEM (nothing appended). Context: the store thread.
  */
-int redis_sched_release_append(RedisStore *q, redisContext *c, ListHead *batch, size_t finals,
-                               size_t *n);
+int redis_sched_release_append(RedisStore *q, redisContext *c, const RedisEnded *ended,
+                               size_t n_ended, size_t *n);
 
 /* redis_sched_start / redis_sched_stop - the mover thread (started by
  * redis_fleet_start(), stopped once redis_stopping() says so). Context: main thread. */

@@ -45,6 +45,12 @@
  *    both on the stream, nothing in its local set, its callers answered UNAVAILABLE
  *    "goes back to the fleet's queue", and the other host runs them: the interrupted
  *    one as attempt 1;
+ *  - a job.run's one commit (`redis-cli monitor`): its record's HSET, the trim by
+ *    EVALSHA, and no script sent by its text: not the trim's, and no release of
+ *    dependents, which a job whose id nobody knew before cannot have;
+ *  - after a SCRIPT FLUSH the next commit is answered NOSCRIPT (INFO errorstats counts
+ *    it), the scripts are loaded again and the batch is written: every job.run answered
+ *    done, its record there, retention_max holding;
  *  - schedule.add is accepted in fleet mode and its row is kept in Redis
  *    (fiberd:schedules), the version of the fleet's schedules moved
  *    (daemon_redis_schedules.c checks them at work).
@@ -752,6 +758,155 @@ Test(daemon_redis, a_job_run_runs_on_its_host_and_is_written_at_its_end)
         client_free(a);
         client_free(b);
         client_free(r);
+}
+
+/* The file at @path, read whole (malloc'ed, NUL-terminated; "" when missing). */
+static char *slurp(const char *path)
+{
+        FILE *f = fopen(path, "r");
+        char *buf = NULL;
+        size_t len = 0;
+
+        if (f) {
+                FILE *m = open_memstream(&buf, &len);
+                char chunk[4096];
+                size_t n;
+                cr_assert(m);
+                while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+                        fwrite(chunk, 1, n, m);
+                fclose(m);
+                fclose(f);
+        }
+        return buf ? buf : strdup("");
+}
+
+/* `redis-cli monitor` into @path, in the background: its pid, once it listens. */
+static pid_t monitor_start(const char *path)
+{
+        uint64_t deadline = fiberd_now_ms() + 10000;
+        pid_t pid = fork();
+
+        cr_assert(pid >= 0, "fork: %s", strerror(errno));
+        if (pid == 0) {
+                int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+                if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
+                        _exit(127);
+                execlp("redis-cli", "redis-cli", "-s", redis_fleet_sock(), "monitor", (char *)NULL);
+                _exit(127);
+        }
+        for (;;) { /* it prints OK once the server streams to it */
+                char *out = slurp(path);
+                bool ok = strstr(out, "OK") != NULL;
+                free(out);
+                if (ok)
+                        return pid;
+                cr_assert(fiberd_now_ms() < deadline, "redis-cli monitor never said OK");
+                usleep(10000);
+        }
+}
+
+/* job.run [sleep, {ms: 1}] through @c, answered: its id. */
+static uint64_t run_one(Client *c)
+{
+        uint32_t msgid = run_sleep_send(c, 1);
+        uint64_t id;
+        Reply rp;
+
+        cr_assert_eq(client_flush(c, 5000, NULL), 0);
+        rpc_wait_reply(c, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "job.run: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "state"), "done");
+        id = map_uint(rp.result, "id");
+        reply_clear(&rp);
+        return id;
+}
+
+/*
+ * A job.run's commit as Redis sees it: its record's HSET, the trim by its sha, and no
+ * script by its text. The trim's body is not sent; nor is the release of dependents,
+ * which a job.run's first write, final already, cannot have (nobody knew its id, and a
+ * submission waits only on a job whose record exists).
+ */
+Test(daemon_redis, a_job_runs_commit_sends_no_script_text)
+{
+        char path[] = "/tmp/fiberd-monitor-XXXXXX", needle[64], *out = NULL;
+        uint64_t ids[3], deadline;
+        int fd = mkstemp(path);
+        Client *c;
+        pid_t mon;
+
+        cr_assert(fd >= 0, "mkstemp: %s", strerror(errno));
+        close(fd);
+        redis_fleet_start("daemon_redis");
+        host_start(&host_a, "a", 4);
+        c = fiberd_connect(&host_a);
+        (void)run_one(c); /* the scripts are loaded at the first commit */
+        mon = monitor_start(path);
+        for (int i = 0; i < 3; i++)
+                ids[i] = run_one(c);
+        /* the monitor's stream lags the commands: wait for the last record's write */
+        snprintf(needle, sizeof(needle), "\"fiberd:job:%llu\"", (unsigned long long)ids[2]);
+        deadline = fiberd_now_ms() + 10000;
+        for (;;) {
+                free(out);
+                out = slurp(path);
+                if (strstr(out, needle) && strstr(strstr(out, needle), "\"EXEC\""))
+                        break;
+                cr_assert(fiberd_now_ms() < deadline, "monitor never showed %s committed:\n%s",
+                          needle, out);
+                usleep(10000);
+        }
+        kill(mon, SIGTERM);
+        waitpid(mon, NULL, 0);
+        unlink(path);
+        for (int i = 0; i < 3; i++) {
+                snprintf(needle, sizeof(needle), "\"HSET\" \"fiberd:job:%llu\"",
+                         (unsigned long long)ids[i]);
+                cr_assert(strstr(out, needle), "no %s in the monitor's log", needle);
+        }
+        cr_assert(strstr(out, "\"EVALSHA\""), "the trim was not called by its sha:\n%s", out);
+        cr_assert_null(strstr(out, "ZREMRANGEBYRANK"), "the trim's text was sent:\n%s", out);
+        cr_assert_null(strstr(out, "{ARGV[i], ARGV[i + 1]}"), /* the release's loop */
+                       "a job.run's commit released its (impossible) dependents:\n%s", out);
+        free(out);
+        client_free(c);
+}
+
+/*
+ * SCRIPT FLUSH (an operator's, or a server that lost its scripts under a live
+ * connection): the next commit's EVALSHA is answered NOSCRIPT, the batch is held and
+ * tried again with the scripts loaded again; nothing is lost and retention still holds.
+ */
+Test(daemon_redis, a_script_flush_costs_one_attempt_and_loses_nothing)
+{
+        char config[512], key[64];
+        uint64_t ids[4], deadline;
+        long long keys;
+        Client *c;
+
+        redis_fleet_start("daemon_redis");
+        snprintf(config, sizeof(config),
+                 "[jobs]\nretention_max = 2\n"
+                 "[store]\nbackend = redis\nredis = unix:%s\nnode = a\n",
+                 redis_fleet_sock());
+        fiberd_start(&host_a, &(FiberdOpts){.config = config, .plugins = "echo sleep"});
+        c = fiberd_connect(&host_a);
+        ids[0] = run_one(c);
+        (void)redis_fleet_cli_int("SCRIPT FLUSH"); /* prints OK: errorstats below shows it */
+        for (int i = 1; i < 4; i++)
+                ids[i] = run_one(c);
+        cr_assert_geq(redis_fleet_cli_int("INFO errorstats | sed -n "
+                                          "'s/^errorstat_NOSCRIPT:count=\\([0-9]*\\).*/\\1/p'"),
+                      1, "no commit met the flushed scripts");
+        snprintf(key, sizeof(key), "EXISTS fiberd:job:%llu", (unsigned long long)ids[3]);
+        cr_assert_eq(redis_fleet_cli_int(key), 1, "the last job.run's record is missing");
+        deadline = fiberd_now_ms() + 15000;
+        while ((keys = redis_fleet_cli_int(
+                        "EVAL \"return #redis.call('KEYS', 'fiberd:job:*')\" 0")) > 2)
+                cr_assert(fiberd_now_ms() < deadline, "%lld fiberd:job:* hashes after 15 s", keys);
+        cr_assert_geq(keys, 1, "redis-cli gave no count");
+        cr_assert_eq(redis_fleet_cli_int(key), 1, "the trim took the newest record");
+        client_free(c);
 }
 
 /*
