@@ -137,7 +137,16 @@ done
 wait "$bench" || { echo "stages: $row failed:" >&2; cat "$tmp/err" >&2; exit 1; }
 [ "$started" = 1 ] || { echo "stages: never saw the bench start its clock" >&2; exit 1; }
 
-read -r rate cpu_per_k <"$tmp/out"
+# tput prints "jobs/s, server CPU ms per 1,000 jobs"; rate "p50 µs, p99 µs, server CPU
+# ms per s" at the rate it was asked for (its third word)
+if [ "${load[0]}" = rate ]; then
+        read -r p50 p99 cpu_per_s <"$tmp/out"
+        rate=${load[2]}
+        figures="$rate jobs/s asked, p50 $p50 µs, p99 $p99 µs, server CPU $cpu_per_s ms per s"
+else
+        read -r rate cpu_per_k <"$tmp/out"
+        figures="$rate jobs/s, server CPU $cpu_per_k ms per 1,000 jobs"
+fi
 declare -A sum threads
 hosts=0
 for k in "${!last[@]}"; do
@@ -151,7 +160,7 @@ done
 echo "stages: fiberd-bench $row ${load[*]}$(
         [ -n "${FIBERD_BENCH_CONF:-}" ] && printf ' with %s' "$(echo "$FIBERD_BENCH_CONF" | tr '\n' ' ')")"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs; fiberd hosts: $hosts"
-echo "bench: $rate jobs/s, server CPU $cpu_per_k ms per 1,000 jobs (/proc/PID/stat)"
+echo "bench: $figures (/proc/PID/stat)"
 echo
 printf '| %-13s | %7s | %14s | %10s |\n' stage threads "ms / 1k jobs" "µs / job"
 echo "|---|---|---|---|"
