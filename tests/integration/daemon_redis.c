@@ -673,7 +673,7 @@ static uint64_t listed_running_sleep(Client *c)
  */
 Test(daemon_redis, a_job_run_runs_on_its_host_and_is_written_at_its_end)
 {
-        uint64_t before[5], after[2], run_id, listed_ids[20];
+        uint64_t before[5], after[2], run_id, listed_ids[20], attempt = 1;
         long long entries;
         unsigned seen_run = 0, pages;
         size_t listed;
@@ -749,8 +749,21 @@ Test(daemon_redis, a_job_run_runs_on_its_host_and_is_written_at_its_end)
         cr_assert_gt(redis_fleet_cli_int(key), 0, "not in fiberd:finished");
         snprintf(key, sizeof(key), "ZSCORE fiberd:index %llu", (unsigned long long)run_id);
         cr_assert_eq(redis_fleet_cli_int(key), (long long)run_id, "not in fiberd:index");
-        cr_assert_eq(job_state(b, run_id, state, NULL), 0, "status through b");
+        cr_assert_eq(job_state(b, run_id, state, &attempt), 0, "status through b");
         cr_assert_str_eq(state, "done");
+        cr_assert_eq(attempt, 0);
+        /* a new hash: the fields at their defaults are left out, and read back as such */
+        snprintf(key, sizeof(key), "HEXISTS fiberd:job:%llu error_code",
+                 (unsigned long long)run_id);
+        cr_assert_eq(redis_fleet_cli_int(key), 0, "a default field was written");
+        snprintf(key, sizeof(key), "HEXISTS fiberd:job:%llu finished_ms",
+                 (unsigned long long)run_id);
+        cr_assert_eq(redis_fleet_cli_int(key), 1, "no finished_ms in the record");
+        rpc_simple(b, "job.status", 1, &run_id, &rp);
+        cr_assert_eq(rp.r, 0, "job.status through b: %s", rp.st.message);
+        cr_assert_str_eq(map_str(rp.result, "plugin"), "sleep");
+        cr_assert_eq(map_uint(rp.result, "priority"), 0);
+        reply_clear(&rp);
         cr_assert_eq(redis_fleet_cli_int("XLEN fiberd:jobs"), entries + 2,
                      "the job.run put an entry on the stream");
         cr_assert_eq(rpc_stats_jobs(a, "done") + rpc_stats_jobs(b, "done"), 8,
