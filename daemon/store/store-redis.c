@@ -854,11 +854,76 @@ static void handback_undo(RedisStore *q)
         q->n_handback = 0;
 }
 
+/*
+ * ZaddBatch - the members a commit adds to one sorted set (fiberd:finished, fiberd:index),
+ * gathered over its writes by commit_append() and sent as one ZADD after them: one
+ * command a batch, not one a job. The store thread's, for one commit.
+ */
+typedef struct ZaddBatch {
+        const char *key;
+        uint64_t (*pairs)[2]; /* score, member */
+        size_t n, cap;
+} ZaddBatch;
+
+/* @member joins @z with @score. Return 0; -ENOMEM. */
+static int zadd_add(ZaddBatch *z, uint64_t score, uint64_t member)
+{
+        if (z->n == z->cap) {
+                size_t cap = z->cap ? 2 * z->cap : 64;
+                uint64_t(*grown)[2] = reallocarray(z->pairs, cap, sizeof(*grown));
+                if (!grown)
+                        return -ENOMEM;
+                z->pairs = grown;
+                z->cap = cap;
+        }
+        z->pairs[z->n][0] = score;
+        z->pairs[z->n][1] = member;
+        z->n++;
+        return 0;
+}
+
+/* @z's ZADD (none when empty) appended to @c's pipeline; *@n counts it. Return 0;
+ * -ENOMEM (nothing appended). */
+static int zadd_append(redisContext *c, const ZaddBatch *z, size_t *n)
+{
+        size_t argc = 2 + 2 * z->n;
+        const char **argv;
+        size_t *len;
+        char(*num)[24];
+
+        if (!z->n)
+                return 0;
+        argv = malloc(argc * sizeof(*argv));
+        len = malloc(argc * sizeof(*len));
+        num = malloc(2 * z->n * sizeof(*num));
+        if (!argv || !len || !num) {
+                free(argv);
+                free(len);
+                free(num);
+                return -ENOMEM;
+        }
+        argv[0] = "ZADD";
+        len[0] = 4;
+        argv[1] = z->key;
+        len[1] = strlen(z->key);
+        for (size_t i = 0; i < 2 * z->n; i++) {
+                len[2 + i] = (size_t)snprintf(num[i], sizeof(num[i]), "%" PRIu64,
+                                              z->pairs[i / 2][i % 2]);
+                argv[2 + i] = num[i];
+        }
+        redisAppendCommandArgv(c, (int)argc, argv, len); /* copies */
+        (*n)++;
+        free(argv);
+        free(len);
+        free(num);
+        return 0;
+}
+
 /* Appends @w's commands to @c's pipeline; *@n counts them. *@ended: @w is a final write
  * whose dependents, if any, the commit releases (redis_sched_release_append()). Return
  * 0; -ENOMEM. */
 static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, size_t *n,
-                         bool *ended)
+                         bool *ended, ZaddBatch *finished, ZaddBatch *index)
 {
         const StoreRecord *rec = &w->rec;
         char key[64], idbuf[24], expire[24], entry[48];
@@ -916,14 +981,12 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
         (*n)++;
         if (fresh) {
                 redisAppendCommand(c, "EXPIRE %s %s", key, expire);
-                redisAppendCommand(c, "ZADD %s %" PRIu64 " %s", REDIS_KEY_FINISHED,
-                                   rec->finished_ms, idbuf);
-                *n += 2;
-        }
-        if (rec->args) {
-                redisAppendCommand(c, "ZADD %s %s %s", REDIS_KEY_INDEX, idbuf, idbuf);
                 (*n)++;
+                if (zadd_add(finished, rec->finished_ms, rec->id) < 0)
+                        return -ENOMEM;
         }
+        if (rec->args && zadd_add(index, rec->id, rec->id) < 0)
+                return -ENOMEM;
         if (rec->enqueue && !rec->fleet_held && rec->state != JOB_WAITING) {
                 redisAppendCommand(c, "XADD %s * id %s", q->stream, idbuf);
                 (*n)++;
@@ -1009,6 +1072,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         ListHead *pos, *tmp;
         CommitCheck *checks = NULL;
         RedisEnded *ended = NULL;
+        ZaddBatch finished = {.key = REDIS_KEY_FINISHED}, index = {.key = REDIS_KEY_INDEX};
         size_t n = 0, finals = 0, n_checks = 0, n_ended = 0;
         uint64_t asked;
         int r = 0;
@@ -1060,10 +1124,17 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                         checks[n_checks++] = (CommitCheck){.w = w, .at = n};
                 bool end = false;
                 if (r == 0)
-                        r = commit_append(q, c, w, &n, &end);
+                        r = commit_append(q, c, w, &n, &end, &finished, &index);
                 if (end)
                         ended[n_ended++] = (RedisEnded){.id = w->rec.id, .state = w->rec.state};
         }
+        /* the sets' members of the batch's new records, before the release and the trim */
+        if (r == 0)
+                r = zadd_append(c, &finished, &n);
+        if (r == 0)
+                r = zadd_append(c, &index, &n);
+        free(finished.pairs);
+        free(index.pairs);
         if (n_ended && r == 0)
                 /* the jobs waiting on those that ended (they may fail: before the trim) */
                 r = redis_sched_release_append(q, c, ended, n_ended, &n);

@@ -48,6 +48,8 @@
  *  - a job.run's one commit (`redis-cli monitor`): its record's HSET, the trim by
  *    EVALSHA, and no script sent by its text: not the trim's, and no release of
  *    dependents, which a job whose id nobody knew before cannot have;
+ *  - ten job.runs that end while the server is stopped are committed together, their
+ *    records joining fiberd:finished in one ZADD of several members, each once;
  *  - after a SCRIPT FLUSH the next commit is answered NOSCRIPT (INFO errorstats counts
  *    it), the scripts are loaded again and the batch is written: every job.run answered
  *    done, its record there, retention_max holding;
@@ -883,6 +885,82 @@ Test(daemon_redis, a_job_runs_commit_sends_no_script_text)
                        "a job.run's commit released its (impossible) dependents:\n%s", out);
         free(out);
         client_free(c);
+}
+
+#define BATCH_RUNS 10
+
+/*
+ * A commit of many new records adds them to fiberd:finished and fiberd:index with one
+ * ZADD each, not one a job: with the server stopped (SIGSTOP) while ten job.runs end,
+ * their writes gather into one batch, and the monitor shows a ZADD of fiberd:finished
+ * with several members; every record joins it once.
+ */
+Test(daemon_redis, a_batch_of_records_joins_the_sets_in_one_zadd_each)
+{
+        char path[] = "/tmp/fiberd-monitor-XXXXXX", *out, *line;
+        uint32_t msgids[BATCH_RUNS];
+        unsigned most = 0, total = 0, zadds = 0;
+        uint64_t done0, deadline;
+        int fd = mkstemp(path);
+        Client *c, *s;
+        pid_t mon;
+        Reply rp;
+
+        cr_assert(fd >= 0, "mkstemp: %s", strerror(errno));
+        close(fd);
+        redis_fleet_start("daemon_redis");
+        host_start(&host_a, "a", BATCH_RUNS);
+        c = fiberd_connect(&host_a);
+        s = fiberd_connect(&host_a);
+        (void)run_one(c);
+        done0 = rpc_stats_jobs(s, "done");
+        mon = monitor_start(path);
+        redis_fleet_signal(SIGSTOP);
+        for (int i = 0; i < BATCH_RUNS; i++)
+                msgids[i] = run_sleep_send(c, 1);
+        cr_assert_eq(client_flush(c, 5000, NULL), 0);
+        /* all ended, their writes queued behind the one the stopped server holds */
+        deadline = fiberd_now_ms() + 10000;
+        while (rpc_stats_jobs(s, "done") < done0 + BATCH_RUNS) {
+                cr_assert(fiberd_now_ms() < deadline, "the job.runs did not end in 10 s");
+                usleep(5000);
+        }
+        redis_fleet_signal(SIGCONT);
+        for (int i = 0; i < BATCH_RUNS; i++) {
+                rpc_wait_reply(c, msgids[i], &rp);
+                cr_assert_eq(rp.r, 0, "job.run %d: %s", i, rp.st.message);
+                reply_clear(&rp);
+        }
+        /* the last answer came after its commit: wait for the monitor to show it */
+        deadline = fiberd_now_ms() + 10000;
+        for (;;) {
+                out = slurp(path);
+                total = most = zadds = 0;
+                for (line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+                        unsigned quotes = 0;
+                        if (!strstr(line, "\"ZADD\" \"fiberd:finished\""))
+                                continue;
+                        for (const char *p = line; *p; p++)
+                                quotes += *p == '"';
+                        /* "ZADD" "key" then score-member pairs, two quotes a token */
+                        zadds++;
+                        total += (quotes / 2 - 2) / 2;
+                        most = (quotes / 2 - 2) / 2 > most ? (quotes / 2 - 2) / 2 : most;
+                }
+                free(out);
+                if (total >= BATCH_RUNS)
+                        break;
+                cr_assert(fiberd_now_ms() < deadline, "%u records joined fiberd:finished", total);
+                usleep(10000);
+        }
+        kill(mon, SIGTERM);
+        waitpid(mon, NULL, 0);
+        unlink(path);
+        cr_assert_eq(total, BATCH_RUNS, "%u members added for %d records", total, BATCH_RUNS);
+        cr_assert_geq(most, 2, "no ZADD added more than one record (%u ZADDs)", zadds);
+        cr_assert_lt(zadds, BATCH_RUNS, "one ZADD a record");
+        client_free(c);
+        client_free(s);
 }
 
 /*
