@@ -237,6 +237,18 @@ int jobtable_job_state(JobTable *t, uint64_t id, uid_t *ret_owner, JobState *ret
         return j ? 0 : -ENOENT;
 }
 
+bool jobtable_unshared(JobTable *t, uint64_t id)
+{
+        bool unshared;
+        Job *j;
+
+        jobtable_lock(t);
+        j = jobtable_find_locked(t, id);
+        unshared = j && j->run_here && j->durability == DUR_DEFERRED && !j->requeued;
+        jobtable_unlock(t);
+        return unshared;
+}
+
 /* ------------------------------------------------------------------ counters ---- */
 
 static JobCounts *plugin_counts_locked(JobTable *t, const char *name)

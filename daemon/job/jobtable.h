@@ -329,6 +329,13 @@ Job *jobtable_get(JobTable *t, uint64_t id);
 int jobtable_job_state(JobTable *t, uint64_t id, uid_t *ret_owner, JobState *ret_state);
 
 /*
+ * jobtable_unshared - whether @id is a fleet's job.run this host runs itself whose
+ * record is not written yet (Job.run_here: it is written at its end), so that no other
+ * host, and no script in the shared store, knows of it. Context: any; does not yield.
+ */
+bool jobtable_unshared(JobTable *t, uint64_t id);
+
+/*
  * jobtable_cancel - request cancellation: a queued job ends cancelled at once; so does a
  * running one whose job fiber has not started yet (it waits for a job worker; the
  * dispatcher still joins it); a running job gets fiber_cancel() and ends cancelled when

@@ -14,7 +14,8 @@
  *     job scheduler's (INVALID_ARGUMENT listing them); a negative priority, or a class
  *     whose [class.NAME] says admin_only, needs the admin tier; the schedule's times;
  *     the `after` ids (the submitter's jobs, not ended otherwise than done; in a fleet
- *     UNAVAILABLE while the shared store cannot be reached);
+ *     UNAVAILABLE while the shared store cannot be reached, FAILED_PRECONDITION for a
+ *     job.run this host still runs, which has no shared record yet);
  *  4. the plugin: loaded (NOT_FOUND listing the loaded ones), then its own check_args
  *     (plugin_host.c: the plugin's words);
  *  5. the job store can write (store_failing(), store.h): while it cannot (a full disk,
@@ -249,7 +250,7 @@ static int check_options(Daemon *d, bool admin, const SubmitParams *p, int *ret_
 
 /* Step 3, the `after` ids: jobs the submitter (@uid, @admin) may see (its own; an
  * admin's: any), not ended otherwise than done; in a fleet not for a job with fds
- * (@n_fds). */
+ * (@n_fds), nor after a job.run this host runs, unknown to the fleet until its end. */
 static int check_after(Daemon *d, uid_t uid, bool admin, size_t n_fds, const SubmitParams *p,
                        IpcStatus *st)
 {
@@ -274,6 +275,15 @@ static int check_after(Daemon *d, uid_t uid, bool admin, size_t n_fds, const Sub
                                               "after: job %llu ended %s; it will never be done",
                                               (unsigned long long)p->after[i],
                                               job_state_name(state));
+                /* the fleet waits only on a job whose shared record exists: a job.run
+                 * this host runs has none before its end, and would not be waited for */
+                if (store_fleet(d->store) && jobtable_unshared(&d->jobs, p->after[i]))
+                        return ipc_status_set(st, IPC_FAILED_PRECONDITION, -EAGAIN,
+                                              "after: job %llu is a job.run this host still "
+                                              "runs, which the fleet learns of only at its "
+                                              "end; submit this job once it ended, or send "
+                                              "that one as job.submit",
+                                              (unsigned long long)p->after[i]);
         }
         if (p->n_after && n_fds && store_fleet(d->store))
                 /* it runs on this host only, and its dependencies anywhere */

@@ -764,3 +764,70 @@ Test(daemon_redis_sched, a_job_whose_plugin_no_host_loads_waits_until_one_does)
         client_free(a);
         client_free(b);
 }
+
+/*
+ * A job.run that runs on its host has no record in Redis until it ends, and the fleet
+ * waits only on a job whose record exists. A job submitted through that host to run
+ * after it is refused (FAILED_PRECONDITION, saying why), not accepted and run at once;
+ * once the job.run ended, the same submission is accepted and runs.
+ */
+Test(daemon_redis_sched, a_job_after_a_job_run_in_progress_is_refused_until_it_ended)
+{
+        uint64_t run_id = 0, later, deadline;
+        const uint64_t *deps = &run_id;
+        msgpack_packer *pk;
+        uint32_t msgid, msgid_after;
+        char state[32];
+        Client *a, *r;
+        Reply rp;
+
+        redis_fleet_start("daemon_redis_sched");
+        host_start(&host_a, "a");
+        a = fiberd_connect(&host_a);
+        r = fiberd_connect(&host_a);
+        pk = client_request(r, "job.run", 4, &msgid);
+        cr_assert(pk);
+        pack_submission(pk, "sleep", (Arg[]){ARG_I("ms", 1500)}, 1, &(Opts){0});
+        msgpack_pack_nil(pk); /* no wait limit: it runs on this host, written at its end */
+        cr_assert_eq(client_flush(r, 5000, NULL), 0);
+        deadline = fiberd_now_ms() + 10000;
+        while (!run_id) { /* its id, from its host's job.list */
+                uint32_t list_id;
+                pk = client_request(a, "job.list", 1, &list_id);
+                cr_assert(pk);
+                msgpack_pack_map(pk, 0);
+                rpc_wait_reply(a, list_id, &rp);
+                cr_assert_eq(rp.r, 0, "job.list: %s", rp.st.message);
+                for (uint32_t i = 0; i < rp.result->via.array.size; i++) {
+                        const msgpack_object *j = &rp.result->via.array.ptr[i];
+                        if (!strcmp(map_str(j, "plugin"), "sleep") &&
+                            !strcmp(map_str(j, "state"), "running"))
+                                run_id = map_uint(j, "id");
+                }
+                reply_clear(&rp);
+                cr_assert(run_id || fiberd_now_ms() < deadline, "the job.run never ran");
+                if (!run_id)
+                        usleep(10000);
+        }
+        pk = client_request(a, "job.submit", 3, &msgid_after);
+        cr_assert(pk);
+        pack_submission(pk, "echo", (Arg[]){ARG_I("n", 1)}, 1,
+                        &(Opts){.after = deps, .n_after = 1});
+        rpc_wait_reply(a, msgid_after, &rp);
+        cr_assert_neq(rp.r, 0, "a job after a running job.run was accepted");
+        cr_assert_str_eq(rp.st.code ? rp.st.code : "", "FAILED_PRECONDITION", "%s", rp.st.message);
+        cr_assert(strstr(rp.st.message, "job.run"), "%s", rp.st.message);
+        reply_clear(&rp);
+        rpc_wait_reply(r, msgid, &rp);
+        cr_assert_eq(rp.r, 0, "job.run: %s", rp.st.message);
+        cr_assert_eq(map_uint(rp.result, "id"), run_id);
+        reply_clear(&rp);
+        /* ended and written: after it, a job runs */
+        later = submit(a, "echo", (Arg[]){ARG_I("n", 2)}, 1, &(Opts){.after = deps, .n_after = 1},
+                       NULL);
+        wait_state(a, later, "done", 10000);
+        state_of(a, run_id, state);
+        cr_assert_str_eq(state, "done");
+        client_free(a);
+        client_free(r);
+}
