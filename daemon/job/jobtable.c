@@ -244,7 +244,9 @@ bool jobtable_unshared(JobTable *t, uint64_t id)
 
         jobtable_lock(t);
         j = jobtable_find_locked(t, id);
-        unshared = j && j->run_here && j->durability == DUR_DEFERRED && !j->requeued;
+        /* deferred: a job.run (run here, or with fds) whose one write is at its end;
+         * jobtable_record_locked() ends that at its end or at a stop's requeue */
+        unshared = j && j->durability == DUR_DEFERRED;
         jobtable_unlock(t);
         return unshared;
 }

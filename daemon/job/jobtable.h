@@ -329,9 +329,10 @@ Job *jobtable_get(JobTable *t, uint64_t id);
 int jobtable_job_state(JobTable *t, uint64_t id, uid_t *ret_owner, JobState *ret_state);
 
 /*
- * jobtable_unshared - whether @id is a fleet's job.run this host runs itself whose
- * record is not written yet (Job.run_here: it is written at its end), so that no other
- * host, and no script in the shared store, knows of it. Context: any; does not yield.
+ * jobtable_unshared - whether @id is a job.run of this host's whose record is not
+ * written yet (DUR_DEFERRED: a fleet's job.run it runs itself, Job.run_here, or one with
+ * fds; written at its end), so that no other host, and no script in a fleet's shared
+ * store, knows of it. Context: any; does not yield.
  */
 bool jobtable_unshared(JobTable *t, uint64_t id);
 

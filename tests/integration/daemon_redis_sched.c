@@ -39,6 +39,8 @@
 #include "tests/integration/redis_fleet.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -765,69 +767,111 @@ Test(daemon_redis_sched, a_job_whose_plugin_no_host_loads_waits_until_one_does)
         client_free(b);
 }
 
+/* job.run of sleep {ms: @ms} through @r, an fd passed along when @fd >= 0 (then the job
+ * runs here only, as a job with fds does); not waited for: its msgid. */
+static uint32_t run_sleep_send(Client *r, uint64_t ms, int fd)
+{
+        static const char fd0[4] = {0, 0, 0, 0};
+        msgpack_packer *pk;
+        uint32_t msgid;
+
+        if (fd >= 0)
+                cr_assert_eq(client_request_fds(r, &fd, 1), 0, "client_request_fds");
+        pk = client_request(r, "job.run", 4, &msgid);
+        cr_assert(pk);
+        ipc_pack_cstr(pk, "sleep");
+        msgpack_pack_map(pk, fd >= 0 ? 2 : 1);
+        ipc_pack_kv_uint(pk, "ms", ms);
+        if (fd >= 0) {
+                ipc_pack_cstr(pk, "file");
+                msgpack_pack_ext(pk, 4, IPC_EXT_FD);
+                msgpack_pack_ext_body(pk, fd0, 4);
+        }
+        msgpack_pack_map(pk, 0);
+        msgpack_pack_nil(pk); /* no wait limit: it runs on this host, written at its end */
+        cr_assert_eq(client_flush(r, 5000, NULL), 0);
+        return msgid;
+}
+
+/* The id of a running sleep job other than @not, from @c's host's job.list (10 s). */
+static uint64_t running_sleep(Client *c, uint64_t not )
+{
+        uint64_t deadline = fiberd_now_ms() + 10000, id = 0;
+
+        while (!id) {
+                msgpack_packer *pk;
+                uint32_t list_id;
+                Reply rp;
+                pk = client_request(c, "job.list", 1, &list_id);
+                cr_assert(pk);
+                msgpack_pack_map(pk, 0);
+                rpc_wait_reply(c, list_id, &rp);
+                cr_assert_eq(rp.r, 0, "job.list: %s", rp.st.message);
+                for (uint32_t i = 0; i < rp.result->via.array.size; i++) {
+                        const msgpack_object *j = &rp.result->via.array.ptr[i];
+                        if (!strcmp(map_str(j, "plugin"), "sleep") &&
+                            !strcmp(map_str(j, "state"), "running") && map_uint(j, "id") != not )
+                                id = map_uint(j, "id");
+                }
+                reply_clear(&rp);
+                cr_assert(id || fiberd_now_ms() < deadline, "the job.run never ran");
+                if (!id)
+                        usleep(10000);
+        }
+        return id;
+}
+
 /*
- * A job.run that runs on its host has no record in Redis until it ends, and the fleet
- * waits only on a job whose record exists. A job submitted through that host to run
- * after it is refused (FAILED_PRECONDITION, saying why), not accepted and run at once;
- * once the job.run ended, the same submission is accepted and runs.
+ * A job.run that runs on its host has no record in Redis until it ends (one run here
+ * off the stream, and one with an fd), and the fleet waits only on a job whose record
+ * exists. A job submitted through that host to run after it is refused
+ * (FAILED_PRECONDITION, saying why), not accepted and run at once; once the job.run
+ * ended, the same submission is accepted and runs.
  */
 Test(daemon_redis_sched, a_job_after_a_job_run_in_progress_is_refused_until_it_ended)
 {
-        uint64_t run_id = 0, later, deadline;
+        uint64_t run_id = 0, later;
         const uint64_t *deps = &run_id;
         msgpack_packer *pk;
         uint32_t msgid, msgid_after;
         char state[32];
         Client *a, *r;
         Reply rp;
+        int fd;
 
         redis_fleet_start("daemon_redis_sched");
         host_start(&host_a, "a");
         a = fiberd_connect(&host_a);
         r = fiberd_connect(&host_a);
-        pk = client_request(r, "job.run", 4, &msgid);
-        cr_assert(pk);
-        pack_submission(pk, "sleep", (Arg[]){ARG_I("ms", 1500)}, 1, &(Opts){0});
-        msgpack_pack_nil(pk); /* no wait limit: it runs on this host, written at its end */
-        cr_assert_eq(client_flush(r, 5000, NULL), 0);
-        deadline = fiberd_now_ms() + 10000;
-        while (!run_id) { /* its id, from its host's job.list */
-                uint32_t list_id;
-                pk = client_request(a, "job.list", 1, &list_id);
+        fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        cr_assert(fd >= 0, "open /dev/null: %s", strerror(errno));
+        for (int with_fd = 0; with_fd < 2; with_fd++) {
+                /* long enough for the refusal below on a loaded machine */
+                msgid = run_sleep_send(r, 4000, with_fd ? fd : -1);
+                run_id = running_sleep(a, run_id);
+                pk = client_request(a, "job.submit", 3, &msgid_after);
                 cr_assert(pk);
-                msgpack_pack_map(pk, 0);
-                rpc_wait_reply(a, list_id, &rp);
-                cr_assert_eq(rp.r, 0, "job.list: %s", rp.st.message);
-                for (uint32_t i = 0; i < rp.result->via.array.size; i++) {
-                        const msgpack_object *j = &rp.result->via.array.ptr[i];
-                        if (!strcmp(map_str(j, "plugin"), "sleep") &&
-                            !strcmp(map_str(j, "state"), "running"))
-                                run_id = map_uint(j, "id");
-                }
+                pack_submission(pk, "echo", (Arg[]){ARG_I("n", 1)}, 1,
+                                &(Opts){.after = deps, .n_after = 1});
+                rpc_wait_reply(a, msgid_after, &rp);
+                cr_assert_neq(rp.r, 0, "a job after a running job.run (fd: %d) was accepted",
+                              with_fd);
+                cr_assert_str_eq(rp.st.code ? rp.st.code : "", "FAILED_PRECONDITION", "%s",
+                                 rp.st.message);
+                cr_assert(strstr(rp.st.message, "job.run"), "%s", rp.st.message);
                 reply_clear(&rp);
-                cr_assert(run_id || fiberd_now_ms() < deadline, "the job.run never ran");
-                if (!run_id)
-                        usleep(10000);
+                rpc_wait_reply(r, msgid, &rp);
+                cr_assert_eq(rp.r, 0, "job.run: %s", rp.st.message);
+                cr_assert_eq(map_uint(rp.result, "id"), run_id);
+                reply_clear(&rp);
+                /* ended and written: after it, a job runs */
+                later = submit(a, "echo", (Arg[]){ARG_I("n", 2)}, 1,
+                               &(Opts){.after = deps, .n_after = 1}, NULL);
+                wait_state(a, later, "done", 10000);
+                state_of(a, run_id, state);
+                cr_assert_str_eq(state, "done");
         }
-        pk = client_request(a, "job.submit", 3, &msgid_after);
-        cr_assert(pk);
-        pack_submission(pk, "echo", (Arg[]){ARG_I("n", 1)}, 1,
-                        &(Opts){.after = deps, .n_after = 1});
-        rpc_wait_reply(a, msgid_after, &rp);
-        cr_assert_neq(rp.r, 0, "a job after a running job.run was accepted");
-        cr_assert_str_eq(rp.st.code ? rp.st.code : "", "FAILED_PRECONDITION", "%s", rp.st.message);
-        cr_assert(strstr(rp.st.message, "job.run"), "%s", rp.st.message);
-        reply_clear(&rp);
-        rpc_wait_reply(r, msgid, &rp);
-        cr_assert_eq(rp.r, 0, "job.run: %s", rp.st.message);
-        cr_assert_eq(map_uint(rp.result, "id"), run_id);
-        reply_clear(&rp);
-        /* ended and written: after it, a job runs */
-        later = submit(a, "echo", (Arg[]){ARG_I("n", 2)}, 1, &(Opts){.after = deps, .n_after = 1},
-                       NULL);
-        wait_state(a, later, "done", 10000);
-        state_of(a, run_id, state);
-        cr_assert_str_eq(state, "done");
+        close(fd);
         client_free(a);
         client_free(r);
 }
