@@ -162,6 +162,8 @@ typedef struct JobStorePart {
         bool submit;      /* the next write is a submission's first (store_submit()):
                            * a failed commit refuses it instead of trying again */
         bool refused;     /* its submission was refused: nothing of it is written */
+        bool sent;        /* a write of it was taken for a commit: the next one is not its
+                           * first (StoreRecord.first), even if that one failed */
         uint16_t life;    /* its lives so far (job.retry revives a final job: store_revive();
                            * wraps): a write carries the one it was read in
                            * (StoreWrite.life), and only a final write of this one sets

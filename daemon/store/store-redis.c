@@ -243,8 +243,10 @@ static int script_load(Store *s, redisContext *c, const char *script, char *sha)
  * none): put_script into q->put_sha, commit_trim_script into q->trim_sha. Called by its
  * sha, a script's text is neither sent nor hashed at each commit (INFO commandstats at
  * 1,000 job.runs a second: the trim 10.6 us a call by EVAL, 8.0 by EVALSHA). A server
- * that lost them under a live connection (SCRIPT FLUSH) answers NOSCRIPT: the batch is
- * tried again, and they are loaded again first. Return 0; -EIO. */
+ * that lost them under a live connection (SCRIPT FLUSH) answers NOSCRIPT, and the next
+ * commit loads them again first: the trim's NOSCRIPT leaves its batch standing (it was
+ * applied; the next batch trims), the put script's fails the batch, tried again.
+ * Return 0; -EIO. */
 static int commit_scripts_load(Store *s, redisContext *c)
 {
         RedisStore *q = redis_of(s);
@@ -968,8 +970,10 @@ static int commit_append(RedisStore *q, redisContext *c, const StoreWrite *w, si
          * deferred to its end; jobtable.c): no host knew its id before, so there is no
          * final state to guard, no cancel request to drop, no stream entry or local-set
          * id to let go. A plain HSET, its expiry and fiberd:finished, without the
-         * script's call. */
-        fresh = rec->args && !rec->enqueue && !held && job_state_final(rec->state);
+         * script's call. Only its first try (StoreRecord.first): a commit reported
+         * failed may have been applied, and a later write must then replace every
+         * field and go through the script. */
+        fresh = rec->first && rec->args && !rec->enqueue && !held && job_state_final(rec->state);
         /* nor can any job wait on it: a submission's wait script waits only on a job
          * whose record exists, and this write makes it, final (so no release script's
          * call either: 10 us of Redis a job at 1,000 jobs/s) */
@@ -1073,7 +1077,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         CommitCheck *checks = NULL;
         RedisEnded *ended = NULL;
         ZaddBatch finished = {.key = REDIS_KEY_FINISHED}, index = {.key = REDIS_KEY_INDEX};
-        size_t n = 0, finals = 0, n_checks = 0, n_ended = 0;
+        size_t n = 0, finals = 0, n_checks = 0, n_ended = 0, trim_at = SIZE_MAX;
         uint64_t asked;
         int r = 0;
 
@@ -1141,6 +1145,7 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
         free(ended);
         if (finals) {
                 /* one trim per batch, after its jobs joined fiberd:finished */
+                trim_at = n;
                 redisAppendCommand(c, "EVALSHA %s 2 %s %s %" PRIu64, q->trim_sha,
                                    REDIS_KEY_FINISHED, REDIS_KEY_INDEX, q->keep_max);
                 n++;
@@ -1170,13 +1175,22 @@ static int redis_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                 if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0)
                         q->w_scripts = false; /* a server restarted under this connection */
                 if (i == n + 1 && rep->type == REDIS_REPLY_ARRAY) {
-                        for (size_t k = 0; k < rep->elements && r == 0; k++)
-                                if (rep->element[k]->type == REDIS_REPLY_ERROR) {
-                                        snprintf(why, why_size, "redis: %s", rep->element[k]->str);
-                                        r = -EIO;
-                                        if (strncmp(rep->element[k]->str, "NOSCRIPT", 8) == 0)
-                                                q->w_scripts = false;
-                                }
+                        for (size_t k = 0; k < rep->elements && r == 0; k++) {
+                                const redisReply *e = rep->element[k];
+                                bool noscript;
+                                if (e->type != REDIS_REPLY_ERROR)
+                                        continue;
+                                noscript = strncmp(e->str, "NOSCRIPT", 8) == 0;
+                                if (noscript)
+                                        q->w_scripts = false;
+                                /* the trim alone (the scripts flushed under a live
+                                 * connection): what the batch wrote stands, applied,
+                                 * and the next batch trims once they are loaded again */
+                                if (noscript && k == trim_at)
+                                        continue;
+                                snprintf(why, why_size, "redis: %s", e->str);
+                                r = -EIO;
+                        }
                         /* a schedule's add or change the fleet refused: that write only */
                         for (size_t k = 0; k < n_checks && r == 0; k++)
                                 if (checks[k].at < rep->elements)

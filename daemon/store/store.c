@@ -807,6 +807,7 @@ typedef struct StoreTaken {
         Job *job;
         StoreWrite *w; /* a job's: NULL until snapshot_job(), or without memory */
         bool args, notify, submit;
+        bool first; /* StoreRecord.first */
 } StoreTaken;
 
 /* Makes s->taken hold @n entries; false when there is no memory for it. */
@@ -846,9 +847,11 @@ static size_t take_locked(Store *s, size_t *n_del)
                         *t = (StoreTaken){.job = j,
                                           .args = j->store.args,
                                           .notify = j->store.notify,
-                                          .submit = j->store.submit};
+                                          .submit = j->store.submit,
+                                          .first = !j->store.sent};
                         j->store.queued = j->store.args = j->store.notify = false;
                         j->store.submit = false;
+                        j->store.sent = true;
                 } else {
                         *t = (StoreTaken){.w = container_of(se, StoreWrite, entry)};
                 }
@@ -930,6 +933,8 @@ static StoreWrite *snapshot_job(Store *s, const StoreTaken *t)
         if (!rd.w)
                 log_job(LOG_WARNING, j->id, j->plugin_name,
                         "out of memory writing its record to the job store: trying again");
+        else
+                rd.w->rec.first = t->first;
         return rd.w;
 }
 

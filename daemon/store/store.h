@@ -115,6 +115,10 @@ typedef struct StoreRecord {
         size_t n_after;
         const char *key; /* its idempotency key (also in @sched); NULL = none */
         bool shared;     /* read: taken off the fleet's shared queue by this host */
+        bool first;      /* no write of this job went to a commit before, in this process:
+                          * a backend may take its record as new (store-redis.c leaves a
+                          * job.run's defaults out). A commit that failed, maybe applied,
+                          * and a revive's writes are never first */
 } StoreRecord;
 
 /* StoreFleetOptions - [store] keys of the redis backend (config.h); strings not owned. */

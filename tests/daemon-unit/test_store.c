@@ -44,6 +44,7 @@ typedef struct Fake {
         size_t metas[MAX_COMMITS];   /* its STORE_OP_META writes (the store's probe) */
         uint64_t ids[MAX_IDS];       /* ids of the PUT records, in commit order */
         bool had_args[MAX_IDS];
+        bool first[MAX_IDS]; /* StoreRecord.first */
         JobState states[MAX_IDS];
         int commit_of[MAX_IDS]; /* the commit (index) that carried it */
         char plugin[MAX_IDS][32];
@@ -91,6 +92,7 @@ static int fake_commit(Store *s, ListHead *batch, char *why, size_t why_size)
                 if (w->op != STORE_OP_PUT || fake.n_ids == MAX_IDS)
                         continue;
                 fake.had_args[fake.n_ids] = w->rec.args != NULL;
+                fake.first[fake.n_ids] = w->rec.first;
                 fake.states[fake.n_ids] = w->rec.state;
                 fake.commit_of[fake.n_ids] = fake.n_commits;
                 snprintf(fake.plugin[fake.n_ids], sizeof(fake.plugin[0]), "%s", w->rec.plugin);
@@ -452,6 +454,51 @@ Test(store, a_full_disk_holds_accepted_writes_until_space_returns)
         store_close(s);
         job_unref(a);
         job_unref(b);
+        job_unref(c);
+}
+
+/*
+ * StoreRecord.first, which lets a backend take a record as new (the redis backend's
+ * job.run leaves its defaults out): a job's first write at its first try only. The try
+ * after a failed commit, which the server may have applied all the same, and every
+ * later write are not first.
+ */
+Test(store, a_write_is_first_only_at_its_first_try)
+{
+        Store *s = open_fake();
+        Job *a = accepted(s, 1, JOB_RUNNING), *c = new_job(3, "sha256");
+        bool first_try = false, retry_first = true, seen_retry = false, later_first = true;
+
+        set_fail(-ENOSPC);
+        c->state = JOB_DONE; /* a job.run's one write, at its end */
+        store_put(s, c, true, true);
+        wait_failing(s, true);
+        set_fail(0);
+        wait_failing(s, false);
+        store_flush(s);
+        cr_assert(durable(c));
+        a->state = JOB_DONE;
+        store_put(s, a, false, false);
+        store_flush(s);
+        pthread_mutex_lock(&fake.lock);
+        for (size_t i = 0; i < fake.n_ids; i++) {
+                if (fake.ids[i] == 3 && fake.failed[fake.commit_of[i]] && !seen_retry)
+                        first_try = fake.first[i] && i == 1; /* after a's submission */
+                if (fake.ids[i] == 3 && !fake.failed[fake.commit_of[i]]) {
+                        seen_retry = true;
+                        retry_first = fake.first[i];
+                }
+                if (fake.ids[i] == 1 && fake.states[i] == JOB_DONE)
+                        later_first = fake.first[i];
+        }
+        cr_assert(fake.first[0], "a submission's write is its first");
+        pthread_mutex_unlock(&fake.lock);
+        cr_assert(first_try, "the job.run's first try was not first");
+        cr_assert(seen_retry, "the job.run's write never landed");
+        cr_assert_not(retry_first, "a try after a failed commit was first");
+        cr_assert_not(later_first, "a job's later write was first");
+        store_close(s);
+        job_unref(a);
         job_unref(c);
 }
 

@@ -50,9 +50,9 @@
  *    dependents, which a job whose id nobody knew before cannot have;
  *  - ten job.runs that end while the server is stopped are committed together, their
  *    records joining fiberd:finished in one ZADD of several members, each once;
- *  - after a SCRIPT FLUSH the next commit is answered NOSCRIPT (INFO errorstats counts
- *    it), the scripts are loaded again and the batch is written: every job.run answered
- *    done, its record there, retention_max holding;
+ *  - after a SCRIPT FLUSH the next commit's trim is answered NOSCRIPT (INFO errorstats
+ *    counts it), the scripts are loaded again: every job.run answered done, its record
+ *    there, retention_max holding;
  *  - schedule.add is accepted in fleet mode and its row is kept in Redis
  *    (fiberd:schedules), the version of the fleet's schedules moved
  *    (daemon_redis_schedules.c checks them at work).
@@ -965,8 +965,8 @@ Test(daemon_redis, a_batch_of_records_joins_the_sets_in_one_zadd_each)
 
 /*
  * SCRIPT FLUSH (an operator's, or a server that lost its scripts under a live
- * connection): the next commit's EVALSHA is answered NOSCRIPT, the batch is held and
- * tried again with the scripts loaded again; nothing is lost and retention still holds.
+ * connection): the next commit's trim (EVALSHA) is answered NOSCRIPT, its batch stands,
+ * and the commit after loads the scripts again; nothing is lost and retention holds.
  */
 Test(daemon_redis, a_script_flush_costs_one_attempt_and_loses_nothing)
 {
@@ -997,6 +997,9 @@ Test(daemon_redis, a_script_flush_costs_one_attempt_and_loses_nothing)
                 cr_assert(fiberd_now_ms() < deadline, "%lld fiberd:job:* hashes after 15 s", keys);
         cr_assert_geq(keys, 1, "redis-cli gave no count");
         cr_assert_eq(redis_fleet_cli_int(key), 1, "the trim took the newest record");
+        /* the batch whose trim met NOSCRIPT was applied: not failed, nor tried again */
+        cr_assert(!fiberd_log_contains(&host_a, "cannot write"),
+                  "a flushed trim failed a batch Redis had applied");
         client_free(c);
 }
 
