@@ -160,6 +160,33 @@ static void cmd_i64(RedisCmd *c, int64_t v)
         cmd_bin(c, c->num[c->argc], (size_t)n);
 }
 
+/* The field @name = @v, left out when @lean and @v is 0 (its default: cmd_hset()). */
+static void cmd_u64_field(RedisCmd *c, const char *name, uint64_t v, bool lean)
+{
+        if (lean && !v)
+                return;
+        cmd_str(c, name);
+        cmd_u64(c, v);
+}
+
+/* The field @name = @v (NULL: ""), left out when @lean and @v is NULL or "". */
+static void cmd_str_field(RedisCmd *c, const char *name, const char *v, bool lean)
+{
+        if (lean && (!v || !*v))
+                return;
+        cmd_str(c, name);
+        cmd_str(c, v);
+}
+
+/* The field @name = @len bytes at @p (NULL: ""), left out when @lean and @p is NULL. */
+static void cmd_bin_field(RedisCmd *c, const char *name, const void *p, size_t len, bool lean)
+{
+        if (lean && !p)
+                return;
+        cmd_str(c, name);
+        cmd_bin(c, p ? p : "", p ? len : 0);
+}
+
 /*
  * A job's write: KEYS[1] its hash, KEYS[2] fiberd:cancels, KEYS[3] fiberd:finished, KEYS[4]
  * the stream (ARGV[1] "x") or this host's local set (ARGV[1] "s"); ARGV[2] the expiry of
@@ -288,72 +315,33 @@ static void cmd_hset(RedisCmd *c, RedisStore *q, const char *key, const StoreRec
         }
         /* A fresh record (its hash is new) leaves out every field that reads back as
          * its default anyway (record_parse(): 0, or none): about half of a job.run's */
-        bool all = !fresh;
-
         cmd_str(c, "state");
         cmd_str(c, job_state_name(rec->state));
         cmd_str(c, "plugin");
         cmd_str(c, rec->plugin);
-        if (all || rec->owner) {
-                cmd_str(c, "owner");
-                cmd_u64(c, rec->owner);
-        }
-        if (all || rec->gid) {
-                cmd_str(c, "gid");
-                cmd_u64(c, rec->gid);
-        }
-        if (all || rec->priority) {
+        cmd_u64_field(c, "owner", rec->owner, fresh);
+        cmd_u64_field(c, "gid", rec->gid, fresh);
+        if (!fresh || rec->priority) {
                 cmd_str(c, "priority");
                 cmd_i64(c, rec->priority);
         }
-        if (all || rec->timeout_ms) {
-                cmd_str(c, "timeout_ms");
-                cmd_u64(c, rec->timeout_ms);
-        }
-        cmd_str(c, "created_ms");
-        cmd_u64(c, rec->created_ms);
-        cmd_str(c, "started_ms");
-        cmd_u64(c, rec->started_ms);
-        cmd_str(c, "finished_ms");
-        cmd_u64(c, rec->finished_ms);
-        if (all || rec->attempt) {
-                cmd_str(c, "attempt");
-                cmd_u64(c, rec->attempt);
-        }
-        if (all || rec->n_fds) {
-                cmd_str(c, "n_fds");
-                cmd_u64(c, rec->n_fds);
-        }
-        if (rec->args) {
-                cmd_str(c, "args");
-                cmd_bin(c, rec->args, rec->args_len);
-        }
-        if (all || rec->result) {
-                cmd_str(c, "result"); /* "" = nil: a packed object is never empty */
-                cmd_bin(c, rec->result ? rec->result : "", rec->result ? rec->result_len : 0);
-        }
-        if (all || (rec->error_code && *rec->error_code)) {
-                cmd_str(c, "error_code");
-                cmd_str(c, rec->error_code);
-        }
-        if (all || (rec->error_message && *rec->error_message)) {
-                cmd_str(c, "error_message");
-                cmd_str(c, rec->error_message);
-        }
-        if (all || rec->progress_done) {
-                cmd_str(c, "progress_done");
-                cmd_u64(c, rec->progress_done);
-        }
-        if (all || rec->progress_total) {
-                cmd_str(c, "progress_total");
-                cmd_u64(c, rec->progress_total);
-        }
-        cmd_str(c, "class");
-        cmd_str(c, rec->class_name ? rec->class_name : "default");
-        if (all || rec->sched) {
-                cmd_str(c, "sched"); /* "" = none: a packed map is never empty */
-                cmd_bin(c, rec->sched ? rec->sched : "", rec->sched ? rec->sched_len : 0);
-        }
+        cmd_u64_field(c, "timeout_ms", rec->timeout_ms, fresh);
+        cmd_u64_field(c, "created_ms", rec->created_ms, false);
+        cmd_u64_field(c, "started_ms", rec->started_ms, false);
+        cmd_u64_field(c, "finished_ms", rec->finished_ms, false);
+        cmd_u64_field(c, "attempt", rec->attempt, fresh);
+        cmd_u64_field(c, "n_fds", rec->n_fds, fresh);
+        if (rec->args)
+                cmd_bin_field(c, "args", rec->args, rec->args_len, false);
+        /* "" = nil: a packed object is never empty */
+        cmd_bin_field(c, "result", rec->result, rec->result_len, fresh);
+        cmd_str_field(c, "error_code", rec->error_code, fresh);
+        cmd_str_field(c, "error_message", rec->error_message, fresh);
+        cmd_u64_field(c, "progress_done", rec->progress_done, fresh);
+        cmd_u64_field(c, "progress_total", rec->progress_total, fresh);
+        cmd_str_field(c, "class", rec->class_name ? rec->class_name : "default", false);
+        /* "" = none: a packed map is never empty */
+        cmd_bin_field(c, "sched", rec->sched, rec->sched_len, fresh);
         cmd_str(c, "node");
         cmd_str(c, rec->enqueue ? "" : q->consumer);
 }
