@@ -140,38 +140,35 @@ static void expect_overflow_report(const char *guard, FiberFn fn, char *out, siz
         expect_overflow_report_after(guard, 0, false, fn, out, cap);
 }
 
-Test(stack, overflow_is_reported_with_guard_regions)
+/* The report of an overflow on a guard-region stack (@holders, @deny, @fn: as
+ * expect_overflow_report_after()); skipped where the kernel has no guard regions. */
+static void expect_region_overflow(unsigned holders, bool deny, FiberFn fn)
 {
         char out[4096];
 
         if (sched_stack_guard_mode() != SCHED_GUARD_REGIONS)
                 cr_skip_test("this kernel has no MADV_GUARD_INSTALL (Linux >= 6.13)");
-        expect_overflow_report(NULL, overflow, out, sizeof(out));
+        expect_overflow_report_after(NULL, holders, deny, fn, out, sizeof(out));
         cr_assert(strstr(out, "2048 KiB guard region"), "not the guard-region report: %s", out);
+}
+
+Test(stack, overflow_is_reported_with_guard_regions)
+{
+        expect_region_overflow(0, false, overflow);
 }
 
 /* A worker carves new arena slots for itself a run at a time and installs the run's
  * guards at once: a slot from the middle of such a run is guarded as the first. */
 Test(stack, overflow_is_reported_from_a_slot_carved_in_a_run)
 {
-        char out[4096];
-
-        if (sched_stack_guard_mode() != SCHED_GUARD_REGIONS)
-                cr_skip_test("this kernel has no MADV_GUARD_INSTALL (Linux >= 6.13)");
-        expect_overflow_report_after(NULL, 5, false, stack_frame_1mib, out, sizeof(out));
-        cr_assert(strstr(out, "2048 KiB guard region"), "not the guard-region report: %s", out);
+        expect_region_overflow(5, false, stack_frame_1mib);
 }
 
 /* The same where the kernel refuses to install a run's guards in one process_madvise()
  * call: each slot's is installed as it is taken. */
 Test(stack, overflow_is_reported_from_a_carved_run_where_process_madvise_is_refused)
 {
-        char out[4096];
-
-        if (sched_stack_guard_mode() != SCHED_GUARD_REGIONS)
-                cr_skip_test("this kernel has no MADV_GUARD_INSTALL (Linux >= 6.13)");
-        expect_overflow_report_after(NULL, 5, true, stack_frame_1mib, out, sizeof(out));
-        cr_assert(strstr(out, "2048 KiB guard region"), "not the guard-region report: %s", out);
+        expect_region_overflow(5, true, stack_frame_1mib);
 }
 
 Test(stack, overflow_is_reported_with_mprotect_guards)
